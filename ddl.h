@@ -1,0 +1,591 @@
+/*
+ * ddl.h - data-parallel distributed training of neural networks, in C.
+ *
+ * This is the one public header of ddl: users and plugin authors read only this file.
+ * What is not declared here is not API.
+ *
+ * ---- overview ----
+ * Each process (a rank) holds a full copy of a model, trains on its own slice of every
+ * batch, and all ranks average their gradients with an all-reduce before every optimizer
+ * step, so every replica stays identical. Transports (shm, tcp, zmq, mpi) and models
+ * (lenet, unet) are plugins: const tables of function pointers, picked at run time.
+ *
+ * ---- example: train LeNet on Fashion-MNIST on as many ranks as ddlrun starts ----
+ *
+ *     ddl_comm_config cc; ddl_comm *comm = NULL;
+ *     char err[256];
+ *     if (ddl_comm_config_from_env(&cc, err, sizeof err) == DDL_OK && cc.world_size > 1)
+ *         ddl_comm_create(&cc, NULL, &comm);           // NULL allocator: malloc/free
+ *     ddl_dataset train, test;
+ *     ddl_dataset_load_mnist("/usr/share/datasets/fashion-mnist", "train", NULL, &train, err, sizeof err);
+ *     ddl_dataset_load_mnist("/usr/share/datasets/fashion-mnist", "t10k", NULL, &test, err, sizeof err);
+ *     ddl_model_config mc = { .batch = 64, .in_c = 1, .in_h = 28, .in_w = 28, .n_classes = 10 };
+ *     ddl_model *model;
+ *     ddl_model_create(ddl_model_lenet(), &mc, NULL, &model);
+ *     ddl_train_config tc; ddl_train_config_default(&tc);  // SGD lr 0.01 momentum 0.9, batch 64
+ *     tc.comm = comm; tc.epochs = 5;
+ *     ddl_trainer *tr;
+ *     ddl_trainer_create(&tc, model, &train, NULL, &tr);
+ *     for (int e = 0; e < tc.epochs; e++) {
+ *         ddl_epoch_stats es; ddl_eval_stats ev;
+ *         if (ddl_trainer_epoch(tr, &es) || ddl_trainer_evaluate(tr, &test, &ev)) {
+ *             fprintf(stderr, "%s\n", ddl_trainer_error(tr)); break;
+ *         }
+ *         printf("epoch %d loss %.4f acc %.4f\n", e + 1, es.loss, ev.accuracy);
+ *     }
+ *     ddl_trainer_destroy(tr); ddl_model_destroy(model); ddl_comm_destroy(comm);
+ *
+ * ---- threads ----
+ * No object is safe to use from two threads at once. Different objects may be used from
+ * different threads concurrently. ddl starts no thread itself, except the BLAS threads
+ * the caller asks for with ddl_set_threads().
+ */
+#ifndef DDL_H
+#define DDL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- version ---- */
+
+#define DDL_VERSION_MAJOR 0
+#define DDL_VERSION_MINOR 1
+#define DDL_VERSION_PATCH 0
+#define DDL_VERSION_NUMBER (DDL_VERSION_MAJOR * 10000 + DDL_VERSION_MINOR * 100 + DDL_VERSION_PATCH)
+
+/* ddl_version_number: the library's DDL_VERSION_NUMBER, to compare with the header's. */
+int ddl_version_number(void);
+/* ddl_version_string: "MAJOR.MINOR.PATCH", static storage. */
+const char *ddl_version_string(void);
+
+/* ---- status codes ----
+ * Every fallible call returns int: DDL_OK (0) or one of these negative codes. Values are only
+ * ever appended. The detail of a failure is kept on the object that failed (ddl_comm_error,
+ * ddl_trainer_error) or written into the caller's err buffer. */
+enum {
+    DDL_OK = 0,
+    DDL_ENOMEM = -1,     /* an allocation failed, or caller memory is too small or misaligned */
+    DDL_EINVAL = -2,     /* an argument or a configuration value is out of range */
+    DDL_EIO = -3,        /* the operating system refused a file or socket operation */
+    DDL_ECORRUPT = -4,   /* a file or message does not hold what its format requires */
+    DDL_ETIMEDOUT = -5,  /* a blocking operation waited longer than its timeout */
+    DDL_EPEER = -6,      /* a peer died or closed its connection */
+    DDL_EMISMATCH = -7,  /* ranks disagree on a collective (sequence, operation, count or type) */
+    DDL_ENOTSUP = -8,    /* the feature or plugin is not compiled in, or not supported */
+    DDL_EAUTH = -9,      /* a peer failed the handshake: wrong job id, token or protocol version */
+    DDL_EPROTO = -10     /* a peer broke the wire protocol (bad header, lying length) */
+};
+
+/* ddl_strerror: a short static description of a status code ("peer died or closed"). Never NULL. */
+const char *ddl_strerror(int status);
+
+/* Bytes a caller should give for an error buffer; messages longer than this are cut. */
+#define DDL_ERR_BYTES 256
+
+/* ---- logging ----
+ * Logging goes through a callback; with none set, ddl is silent. */
+enum { DDL_LOG_ERROR = 0, DDL_LOG_WARN = 1, DDL_LOG_INFO = 2, DDL_LOG_DEBUG = 3 };
+typedef void (*ddl_log_fn)(void *ud, int level, const char *msg);
+
+/* ---- threads ----
+ * ddl_set_threads: number of threads the BLAS may use for matrix products (n >= 1). It is the
+ * only process-wide setting, because OpenBLAS's own is; without OpenBLAS it has no effect. */
+void ddl_set_threads(int n);
+
+/* ---- allocator ----
+ * Used only by the _create functions. A NULL `const ddl_allocator *` means malloc/free.
+ * alloc must return memory aligned to at least 16 bytes, or NULL. */
+typedef struct ddl_allocator {
+    void *(*alloc)(void *ud, size_t bytes);
+    void (*free)(void *ud, void *ptr);
+    void *ud;
+} ddl_allocator;
+
+/* ---- arena ----
+ * A bump allocator over caller memory. Initialised with mem == NULL it measures: allocations
+ * return NULL but advance `used`, so a first pass gives the exact size for a second one. */
+typedef struct ddl_arena {
+    unsigned char *base; /* caller memory, or NULL when measuring */
+    size_t size;         /* bytes at base */
+    size_t used;         /* bytes handed out so far, including alignment */
+} ddl_arena;
+
+#define DDL_ALIGN 64 /* bytes: every arena allocation starts on this boundary */
+
+/* ddl_arena_init: start an arena over `bytes` bytes at `mem` (mem NULL: measure pass). */
+void ddl_arena_init(ddl_arena *a, void *mem, size_t bytes);
+/* ddl_arena_alloc: `bytes` bytes aligned to DDL_ALIGN; NULL when measuring or when full
+ * (used still advances, so ddl_arena_used tells the size that was needed). */
+void *ddl_arena_alloc(ddl_arena *a, size_t bytes);
+/* ddl_arena_used: bytes handed out (or wanted) so far. */
+size_t ddl_arena_used(const ddl_arena *a);
+/* ddl_arena_ok: 1 while every allocation fitted, 0 after one did not (or when measuring). */
+int ddl_arena_ok(const ddl_arena *a);
+
+/* ---- random numbers ----
+ * xoshiro256** seeded through splitmix64: the same seed gives the same stream on every
+ * platform. The state is public so checkpoints can save it. */
+typedef struct ddl_rng {
+    uint64_t s[4];
+} ddl_rng;
+
+void ddl_rng_seed(ddl_rng *r, uint64_t seed);
+uint64_t ddl_rng_next(ddl_rng *r);
+/* ddl_rng_uniform: a float in [0, 1). */
+float ddl_rng_uniform(ddl_rng *r);
+/* ddl_rng_normal: a standard normal float (Box-Muller). */
+float ddl_rng_normal(ddl_rng *r);
+/* ddl_rng_below: an integer in [0, n), n >= 1, without modulo bias. */
+uint32_t ddl_rng_below(ddl_rng *r, uint32_t n);
+
+/* ddl_crc32: CRC-32 (IEEE, as zlib's crc32) of `bytes` bytes, continuing from `crc` (start at 0). */
+uint32_t ddl_crc32(uint32_t crc, const void *data, size_t bytes);
+
+/* ---- tensors and ops ----
+ * Tensors are float32, row-major, batch first: (N, C, H, W). The ops below are the compute
+ * core that model plugins are made of. Each takes plain pointers; shapes are given in the
+ * comment of each. Backward functions ACCUMULATE into parameter gradients (dw, db) and
+ * OVERWRITE input gradients (dx). None allocates; workspaces are sized by the _workspace
+ * functions and owned by the caller. */
+
+typedef struct ddl_tensor {
+    float *data;
+    int n_dims;   /* 1 to 4 */
+    int shape[4]; /* outermost first */
+} ddl_tensor;
+
+/* ddl_tensor_count: number of elements (product of the shape). */
+size_t ddl_tensor_count(const ddl_tensor *t);
+
+/* ddl_gemm: C = alpha * op(A) op(B) + beta * C, row-major, op(X) = X or X^T; op(A) is m x k,
+ * op(B) is k x n, C is m x n; lda, ldb, ldc are row strides in elements. Every matrix product
+ * in ddl goes through here: OpenBLAS cblas_sgemm, or the built-in kernel (WITH_BLAS=none). */
+void ddl_gemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
+              const float *b, int ldb, float beta, float *c, int ldc);
+/* ddl_gemm_backend: "openblas" or "builtin". */
+const char *ddl_gemm_backend(void);
+
+/* Geometry of a 2-D convolution (also used, reversed, by the transposed convolution). */
+typedef struct ddl_conv2d {
+    int batch;                    /* N */
+    int in_c, in_h, in_w;         /* input (N, in_c, in_h, in_w) */
+    int out_c;                    /* output channels */
+    int k_h, k_w, stride, pad;    /* square stride and symmetric zero padding */
+} ddl_conv2d;
+
+/* ddl_conv2d_out_h / _out_w: output size (in + 2 pad - k) / stride + 1. */
+int ddl_conv2d_out_h(const ddl_conv2d *g);
+int ddl_conv2d_out_w(const ddl_conv2d *g);
+/* ddl_conv2d_workspace: floats of scratch the forward and backward passes need. */
+size_t ddl_conv2d_workspace(const ddl_conv2d *g);
+/* ddl_conv2d_forward: y (N, out_c, oh, ow) = conv(x (N, in_c, in_h, in_w), w (out_c, in_c, k_h, k_w))
+ * + b (out_c); b may be NULL. */
+void ddl_conv2d_forward(const ddl_conv2d *g, const float *x, const float *w, const float *b, float *y,
+                        float *ws);
+/* ddl_conv2d_backward: given dy (N, out_c, oh, ow): dw += dL/dw, db += dL/db (db may be NULL),
+ * dx = dL/dx (dx may be NULL, for the first layer). */
+void ddl_conv2d_backward(const ddl_conv2d *g, const float *x, const float *w, const float *dy, float *dx,
+                         float *dw, float *db, float *ws);
+
+/* Transposed convolution ("deconvolution") with the same geometry struct: input (N, in_c, in_h,
+ * in_w), weight (in_c, out_c, k_h, k_w) as PyTorch's ConvTranspose2d, output size
+ * (in - 1) * stride - 2 pad + k. */
+int ddl_deconv2d_out_h(const ddl_conv2d *g);
+int ddl_deconv2d_out_w(const ddl_conv2d *g);
+size_t ddl_deconv2d_workspace(const ddl_conv2d *g);
+void ddl_deconv2d_forward(const ddl_conv2d *g, const float *x, const float *w, const float *b, float *y,
+                          float *ws);
+void ddl_deconv2d_backward(const ddl_conv2d *g, const float *x, const float *w, const float *dy, float *dx,
+                           float *dw, float *db, float *ws);
+
+/* ddl_maxpool_forward: y (N, C, oh, ow), oh = (h - k) / stride + 1; argmax (same count as y)
+ * keeps the input index of each maximum for the backward pass. */
+void ddl_maxpool_forward(int n, int c, int h, int w, int k, int stride, const float *x, float *y,
+                         int32_t *argmax);
+/* ddl_maxpool_backward: dx (N, C, h, w) = scatter of dy through argmax. */
+void ddl_maxpool_backward(int n, int c, int h, int w, int k, int stride, const float *dy,
+                          const int32_t *argmax, float *dx);
+
+/* ddl_relu_forward: y = max(x, 0) over `count` floats (y may equal x). */
+void ddl_relu_forward(size_t count, const float *x, float *y);
+/* ddl_relu_backward: dx = dy where y > 0, else 0 (dx may equal dy). */
+void ddl_relu_backward(size_t count, const float *y, const float *dy, float *dx);
+
+/* ddl_dense_forward: y (batch, out) = x (batch, in) w^T + b, w (out, in) as PyTorch's Linear. */
+void ddl_dense_forward(int batch, int in, int out, const float *x, const float *w, const float *b, float *y);
+/* ddl_dense_backward: dw += dy^T x, db += sum dy, dx = dy w (dx may be NULL). */
+void ddl_dense_backward(int batch, int in, int out, const float *x, const float *w, const float *dy,
+                        float *dx, float *dw, float *db);
+
+/* ddl_dropout_forward: inverted dropout with drop probability p in [0, 1): y = x * mask / (1 - p);
+ * mask (count bytes) records what was kept. With training == 0, y = x. */
+void ddl_dropout_forward(size_t count, float p, int training, ddl_rng *rng, const float *x, float *y,
+                         uint8_t *mask);
+void ddl_dropout_backward(size_t count, float p, const uint8_t *mask, const float *dy, float *dx);
+
+/* ddl_softmax_xent: softmax cross-entropy over the class dimension of logits (N, C, S), where S
+ * is the number of positions per sample (1 for classification, H*W for segmentation) and
+ * targets (N, S) hold class indices. Returns the SUM of the per-position losses. When dlogits is
+ * not NULL it receives scale * dL/dlogits (the caller passes scale = 1 / total positions of the
+ * global batch, so the sum over ranks is the gradient of the mean). probs may be NULL. */
+double ddl_softmax_xent(int n, int c, int s, const float *logits, const uint8_t *targets, float scale,
+                        float *probs, float *dlogits);
+
+/* ddl_dice_loss: soft dice loss of foreground (classes >= 1) against background, summed over
+ * the batch: per sample 1 - (2 sum p_fg t_fg + 1) / (sum p_fg + sum t_fg + 1), where p_fg is
+ * 1 - softmax probability of class 0. probs (N, C, S) from ddl_softmax_xent. Adds
+ * scale * dL/dlogits to dlogits when it is not NULL. Returns the sum of per-sample losses. */
+double ddl_dice_loss(int n, int c, int s, const float *probs, const uint8_t *targets, float scale,
+                     float *dlogits);
+
+/* ddl_groupnorm_forward: group normalisation of x (N, C, S) with `groups` groups, per-channel
+ * gamma and beta (C). Statistics are per sample, so data parallelism needs no synchronisation.
+ * mean_rstd (N, groups, 2) is kept for the backward pass. */
+void ddl_groupnorm_forward(int n, int c, int s, int groups, const float *x, const float *gamma,
+                           const float *beta, float *y, float *mean_rstd);
+void ddl_groupnorm_backward(int n, int c, int s, int groups, const float *x, const float *gamma,
+                            const float *mean_rstd, const float *dy, float *dx, float *dgamma, float *dbeta);
+
+/* ddl_concat_channels: y (N, ca + cb, S) = [a (N, ca, S), b (N, cb, S)] along channels. */
+void ddl_concat_channels(int n, int ca, int cb, int s, const float *a, const float *b, float *y);
+/* ddl_split_channels: the backward of concat: da = dy[:, :ca], db = dy[:, ca:]. */
+void ddl_split_channels(int n, int ca, int cb, int s, const float *dy, float *da, float *db);
+
+/* ---- comm and collectives ----
+ * A comm joins the ranks of one job over one transport. Collectives are written once above
+ * the point-to-point transports; the reduction order is fixed, so results do not depend on
+ * timing. Every collective message carries a header (sequence number, operation, element
+ * count, type) that the receiver checks. Errors are sticky: after a link fails, every later
+ * call returns the same status, and ddl_comm_error() names the rank, its address, the
+ * operation and its size. */
+
+typedef struct ddl_comm ddl_comm;
+typedef struct ddl_transport ddl_transport;
+
+enum { DDL_FLOAT32 = 0, DDL_INT64 = 1 };           /* element types */
+enum { DDL_SUM = 0, DDL_MEAN = 1, DDL_MAX = 2 };   /* reduction operations */
+
+typedef struct ddl_comm_config {
+    const ddl_transport *transport; /* NULL: chosen as DESIGN.md says from DDL_TRANSPORT */
+    int rank, world_size;           /* 0 <= rank < world_size */
+    int local_rank, local_size;     /* position among the ranks of this host */
+    const char *master;             /* "host:port" of the rendezvous at rank 0, or NULL */
+    const char *peers;              /* "h:p,h:p,..." every rank's address in rank order, or NULL */
+    const char *job;                /* job id: names shm segments, checked in handshakes */
+    const char *token;              /* shared secret, or NULL/"" for none */
+    int timeout_ms;                 /* limit of every blocking wait (> 0) */
+    ddl_log_fn log;                 /* optional */
+    void *log_ud;
+} ddl_comm_config;
+
+/* ddl_comm_config_from_env: fill cfg from DDL_TRANSPORT, DDL_RANK, DDL_WORLD_SIZE,
+ * DDL_LOCAL_RANK, DDL_LOCAL_SIZE, DDL_MASTER, DDL_PEERS, DDL_JOB, DDL_TOKEN, DDL_TIMEOUT_MS (and
+ * OMPI_COMM_WORLD_*, PMI_*, SLURM_PROCID/SLURM_NTASKS). With none set: rank 0 of 1. The strings
+ * point into the environment. Returns DDL_EINVAL with a message in err for a bad value. */
+int ddl_comm_config_from_env(ddl_comm_config *cfg, char *err, size_t err_bytes);
+
+/* ddl_comm_create: connect to the other ranks (blocks up to timeout_ms). On failure *out still
+ * receives a comm (unless DDL_ENOMEM) whose ddl_comm_error() says what went wrong; destroy it. */
+int ddl_comm_create(const ddl_comm_config *cfg, const ddl_allocator *alloc, ddl_comm **out);
+/* ddl_comm_destroy: close every link and free the comm (NULL is allowed). */
+void ddl_comm_destroy(ddl_comm *c);
+
+int ddl_comm_rank(const ddl_comm *c);
+int ddl_comm_size(const ddl_comm *c);
+/* ddl_comm_transport_name: "shm", "tcp", "zmq" or "mpi". */
+const char *ddl_comm_transport_name(const ddl_comm *c);
+/* ddl_comm_error: the detail of the last failure, "" if none. Owned by the comm. */
+const char *ddl_comm_error(const ddl_comm *c);
+
+/* ddl_comm_allreduce: reduce `count` elements of `dtype` in place across all ranks with op.
+ * DDL_MEAN is only for DDL_FLOAT32. Every rank must call it with the same count, type and op. */
+int ddl_comm_allreduce(ddl_comm *c, void *buf, size_t count, int dtype, int op);
+/* ddl_comm_broadcast: copy `count` elements from root's buf to every rank's buf. */
+int ddl_comm_broadcast(ddl_comm *c, void *buf, size_t count, int dtype, int root);
+/* ddl_comm_allgather: recv (world_size * count elements) = every rank's send, in rank order. */
+int ddl_comm_allgather(ddl_comm *c, const void *send, void *recv, size_t count, int dtype);
+/* ddl_comm_barrier: return when every rank has entered it. */
+int ddl_comm_barrier(ddl_comm *c);
+/* ddl_comm_send / ddl_comm_recv: point-to-point, ordered per pair of ranks; the receiver must
+ * expect the same tag and size, or both get DDL_EMISMATCH. */
+int ddl_comm_send(ddl_comm *c, int peer, int tag, const void *buf, size_t bytes);
+int ddl_comm_recv(ddl_comm *c, int peer, int tag, void *buf, size_t bytes);
+/* ddl_comm_set_native: 1 lets a transport's native all-reduce (mpi, shm) be used for float32
+ * sums; 0 (default) uses ddl's own collectives, whose results are bit-identical everywhere. */
+void ddl_comm_set_native(ddl_comm *c, int on);
+
+/* ---- transport plugin interface ----
+ * A transport moves bytes between ranks; it knows nothing of gradients. The core sizes its
+ * state from state_bytes() and hands the memory to open(). Every message is a fixed 32-byte
+ * header (opaque to the transport) followed by a payload. All calls block at most timeout_ms.
+ * Optional members may be NULL. */
+
+#define DDL_TRANSPORT_VERSION 1
+#define DDL_HEADER_BYTES 32
+
+struct ddl_transport {
+    int version;      /* DDL_TRANSPORT_VERSION */
+    const char *name; /* "shm", "tcp", ... */
+    /* state_bytes: bytes of per-process and per-link state for this configuration. */
+    size_t (*state_bytes)(const ddl_comm_config *cfg);
+    /* open: connect to every rank that needs a link (state is zeroed, DDL_ALIGN-aligned). */
+    int (*open)(void *state, const ddl_comm_config *cfg);
+    /* close: release every OS resource; safe after a failed open. */
+    void (*close)(void *state);
+    /* exchange: at once send (send_hdr, send_buf[send_bytes]) to rank `to` and receive a message
+     * from rank `from` into (recv_hdr, recv_buf[recv_bytes]). to or from may be -1 for none.
+     * A message whose payload length is not recv_bytes gives DDL_EMISMATCH, with recv_hdr
+     * filled, so the caller can describe both sides. */
+    int (*exchange)(void *state, int to, const void *send_hdr, const void *send_buf, size_t send_bytes,
+                    int from, void *recv_hdr, void *recv_buf, size_t recv_bytes, int timeout_ms);
+    /* allreduce: optional native float32 sum in place. */
+    int (*allreduce)(void *state, float *buf, size_t count, int timeout_ms);
+    /* error: the detail of the last failure ("rank 3 at 10.0.0.2:41234 closed the connection"). */
+    const char *(*error)(const void *state);
+    /* peer_address: optional: a printable address of rank r, for messages. */
+    const char *(*peer_address)(const void *state, int r);
+};
+
+/* Getters of the built-in transports. A transport compiled out returns NULL. */
+const ddl_transport *ddl_transport_shm(void);
+const ddl_transport *ddl_transport_tcp(void);
+const ddl_transport *ddl_transport_zmq(void);
+const ddl_transport *ddl_transport_mpi(void);
+/* ddl_transport_find: look a built-in transport up by name; NULL if unknown or compiled out. */
+const ddl_transport *ddl_transport_find(const char *name);
+
+/* ---- data ----
+ * A data set is n samples of uint8 images (C, H, W) with uint8 targets (TH, TW): (1, 1) for
+ * classification, (H, W) for segmentation. Inputs are normalised with (x / 255 - mean) / std;
+ * mean and std come from the training set and belong to the model (ddl_model_set_norm). */
+
+typedef struct ddl_dataset {
+    int n;                  /* samples */
+    int c, h, w;            /* image shape */
+    int th, tw;             /* target shape per sample */
+    int n_classes;
+    const uint8_t *images;  /* (n, c, h, w) */
+    const uint8_t *targets; /* (n, th, tw) */
+    void *owned;            /* memory the loader allocated, freed by ddl_dataset_free */
+    const ddl_allocator *alloc;
+} ddl_dataset;
+
+/* ddl_idx_load: read an IDX file (gzip or raw, detected) of unsigned bytes. On success *data
+ * (allocated with alloc) holds the product of dims bytes, dims[0..*n_dims-1] the dimensions.
+ * A missing file gives DDL_EIO; a bad magic, type, dimension or a short file gives DDL_ECORRUPT;
+ * err names the file and what was expected and found. */
+int ddl_idx_load(const char *path, const ddl_allocator *alloc, uint8_t **data, int *n_dims, int dims[4],
+                 char *err, size_t err_bytes);
+
+/* ddl_dataset_load_mnist: read DIR/SPLIT-images-idx3-ubyte[.gz] and DIR/SPLIT-labels-idx1-ubyte[.gz]
+ * (split "train" or "t10k") and check that they agree. */
+int ddl_dataset_load_mnist(const char *dir, const char *split, const ddl_allocator *alloc, ddl_dataset *out,
+                           char *err, size_t err_bytes);
+/* ddl_dataset_stats: mean and standard deviation of every pixel of d, scaled to [0, 1]. */
+void ddl_dataset_stats(const ddl_dataset *d, float *mean, float *std);
+/* ddl_dataset_free: free what a loader allocated (a zeroed struct is fine). */
+void ddl_dataset_free(ddl_dataset *d);
+
+/* ---- model plugin interface ----
+ * A model plugin describes its parameters and activations in build(), which the core calls
+ * twice: first to measure (every pointer it gets is NULL), then for real. It must therefore only
+ * store the pointers it gets in build(), never use them there. */
+
+typedef struct ddl_model_config {
+    int batch;             /* most samples per forward pass */
+    int in_c, in_h, in_w;  /* input (batch, in_c, in_h, in_w) */
+    int n_classes;         /* output classes */
+    int depth, width;      /* unet: levels and base channels (0: plugin default) */
+    float dropout;         /* drop probability where the model has dropout (0: none) */
+} ddl_model_config;
+
+enum { DDL_INIT_ZERO = 0, DDL_INIT_HE = 1, DDL_INIT_GLOROT = 2, DDL_INIT_ONE = 3, DDL_INIT_TORCH = 4 };
+
+typedef struct ddl_param_info {
+    const char *name;   /* PyTorch's name: "conv1.weight" */
+    int n_dims;
+    int shape[4];
+    size_t offset;      /* in floats, into ddl_model_params() */
+    size_t count;
+    int init;           /* DDL_INIT_* */
+    int fan_in, fan_out;
+} ddl_param_info;
+
+#define DDL_MAX_PARAMS 128 /* parameter tensors per model */
+
+typedef struct ddl_model_build ddl_model_build;
+
+/* ddl_build_param: declare a parameter tensor; *grad receives its gradient view (may be NULL).
+ * Returns its view in the flat parameter buffer (NULL while measuring). */
+float *ddl_build_param(ddl_model_build *b, const char *name, int n_dims, const int *shape, int init, int fan_in,
+                       int fan_out, float **grad);
+/* ddl_build_scratch: floats of activation memory for the plugin's own use (NULL while measuring). */
+float *ddl_build_scratch(ddl_model_build *b, size_t count);
+/* ddl_build_output: declare the logits shape per sample (classes, H, W); (C, 1, 1) for classifiers. */
+void ddl_build_output(ddl_model_build *b, int c, int h, int w);
+/* ddl_build_fail: report a configuration the plugin cannot build; build() then returns DDL_EINVAL. */
+void ddl_build_fail(ddl_model_build *b, const char *msg);
+
+#define DDL_MODEL_VERSION 1
+
+typedef struct ddl_model_plugin {
+    int version;       /* DDL_MODEL_VERSION */
+    const char *name;  /* "lenet" */
+    size_t self_bytes; /* bytes of the plugin's own state (zeroed, DDL_ALIGN-aligned) */
+    /* build: declare parameters, activations and output for cfg. */
+    int (*build)(void *self, const ddl_model_config *cfg, ddl_model_build *b);
+    /* forward: logits (batch, C, H, W) of the normalised x (batch, in_c, in_h, in_w), batch <= cfg.batch;
+     * keeps what backward needs in its scratch. */
+    void (*forward)(void *self, const float *x, int batch, int training, ddl_rng *rng, float *logits);
+    /* backward: accumulate dL/dparams into the gradient views from dlogits (batch, C, H, W). */
+    void (*backward)(void *self, const float *x, int batch, const float *dlogits);
+} ddl_model_plugin;
+
+/* Getters of the built-in models. */
+const ddl_model_plugin *ddl_model_lenet(void);
+const ddl_model_plugin *ddl_model_unet(void);
+const ddl_model_plugin *ddl_model_find(const char *name);
+
+/* ---- model ---- */
+
+typedef struct ddl_model ddl_model;
+
+/* ddl_model_sizeof: bytes ddl_model_init needs for this plugin and config; 0 if the config is
+ * invalid. */
+size_t ddl_model_sizeof(const ddl_model_plugin *p, const ddl_model_config *cfg);
+/* ddl_model_init: build the model in caller memory (DDL_ALIGN-aligned, >= ddl_model_sizeof bytes). */
+int ddl_model_init(void *mem, size_t bytes, const ddl_model_plugin *p, const ddl_model_config *cfg,
+                   ddl_model **out);
+/* ddl_model_create / _destroy: the same with memory from alloc (NULL: malloc). */
+int ddl_model_create(const ddl_model_plugin *p, const ddl_model_config *cfg, const ddl_allocator *alloc,
+                     ddl_model **out);
+void ddl_model_destroy(ddl_model *m);
+
+const char *ddl_model_name(const ddl_model *m);
+const ddl_model_config *ddl_model_get_config(const ddl_model *m);
+/* ddl_model_params / _grads: the flat parameter and gradient buffers (ddl_model_n_params floats). */
+float *ddl_model_params(ddl_model *m);
+float *ddl_model_grads(ddl_model *m);
+size_t ddl_model_n_params(const ddl_model *m);
+int ddl_model_n_tensors(const ddl_model *m);
+/* ddl_model_tensor: describe parameter tensor i (0 <= i < ddl_model_n_tensors). */
+const ddl_param_info *ddl_model_tensor(const ddl_model *m, int i);
+/* ddl_model_output_shape: classes, H, W of the logits per sample. */
+void ddl_model_output_shape(const ddl_model *m, int *c, int *h, int *w);
+/* ddl_model_init_weights: He/Glorot/zero initialisation from the library's PRNG seeded with seed. */
+void ddl_model_init_weights(ddl_model *m, uint64_t seed);
+/* ddl_model_set_norm / _norm: the input normalisation that belongs to the model. */
+void ddl_model_set_norm(ddl_model *m, float mean, float std);
+void ddl_model_norm(const ddl_model *m, float *mean, float *std);
+/* ddl_model_forward: logits of x (batch, in_c, in_h, in_w), already normalised; returns a view of
+ * (batch, C, H, W) floats owned by the model, valid until the next call. */
+const float *ddl_model_forward(ddl_model *m, const float *x, int batch, int training, ddl_rng *rng);
+/* ddl_model_backward: accumulate parameter gradients of the last forward from dlogits. */
+void ddl_model_backward(ddl_model *m, const float *x, int batch, const float *dlogits);
+/* ddl_model_zero_grads: set every gradient to 0. */
+void ddl_model_zero_grads(ddl_model *m);
+/* ddl_model_crc: CRC-32 of the parameter buffer: equal values mean bit-identical weights. */
+uint32_t ddl_model_crc(const ddl_model *m);
+
+/* ---- optimizers and learning-rate schedules ---- */
+
+enum { DDL_OPTIM_SGD = 0, DDL_OPTIM_ADAM = 1 };
+
+typedef struct ddl_optim_config {
+    int kind;           /* DDL_OPTIM_SGD or DDL_OPTIM_ADAM */
+    float lr;           /* base learning rate */
+    float momentum;     /* SGD: PyTorch's momentum (buffer = momentum * buffer + grad) */
+    float weight_decay; /* L2 added to the gradient, as PyTorch's weight_decay */
+    float beta1, beta2, eps; /* Adam */
+} ddl_optim_config;
+
+/* ddl_optim_state_floats: floats of optimizer state for n parameters (SGD 1 n, Adam 2 n). */
+size_t ddl_optim_state_floats(const ddl_optim_config *cfg, size_t n);
+/* ddl_optim_step: one update of params[n] from grads[n] with learning rate lr; step counts from 1
+ * (Adam's bias correction). state (ddl_optim_state_floats) starts zeroed. */
+void ddl_optim_step(const ddl_optim_config *cfg, float lr, long step, float *params, const float *grads,
+                    float *state, size_t n);
+
+enum { DDL_SCHED_CONSTANT = 0, DDL_SCHED_STEP = 1, DDL_SCHED_COSINE = 2 };
+
+typedef struct ddl_schedule {
+    int kind;           /* DDL_SCHED_* */
+    long warmup_steps;  /* linear warmup from lr / warmup_steps to lr */
+    long step_size;     /* STEP: multiply by gamma every step_size steps */
+    float gamma;
+    long total_steps;   /* COSINE: steps to decay over (to min_lr) */
+    float min_lr;
+} ddl_schedule;
+
+/* ddl_schedule_lr: learning rate at `step` (from 0) for base_lr. */
+float ddl_schedule_lr(const ddl_schedule *s, float base_lr, long step);
+
+/* ---- training ----
+ * A trainer runs the loop: shuffle with the seed, take this rank's part of every global batch,
+ * forward, loss, backward, all-reduce gradients, step. It allocates everything in
+ * ddl_trainer_create; nothing allocates per step. */
+
+typedef struct ddl_train_config {
+    int epochs;
+    int batch;               /* global batch: summed over all ranks */
+    ddl_optim_config optim;
+    ddl_schedule schedule;
+    uint64_t seed;           /* shuffling, dropout and weight initialisation */
+    float dice_weight;       /* segmentation: loss = CE + dice_weight * dice (0: CE only) */
+    long train_limit;        /* use only the first n training samples (0: all) */
+    ddl_comm *comm;          /* NULL: one process */
+    ddl_log_fn log;
+    void *log_ud;
+} ddl_train_config;
+
+/* ddl_train_config_default: SGD lr 0.01 momentum 0.9, batch 64, 5 epochs, seed 42, one process. */
+void ddl_train_config_default(ddl_train_config *cfg);
+
+typedef struct ddl_epoch_stats {
+    double loss;            /* mean training loss over the epoch (all ranks) */
+    double accuracy;        /* training accuracy (all ranks) */
+    long steps;             /* optimizer steps in the epoch */
+    long samples;           /* samples over all ranks */
+    double seconds;         /* wall time of the epoch on this rank */
+    double images_per_sec;  /* samples / seconds */
+} ddl_epoch_stats;
+
+#define DDL_MAX_CLASSES 16
+
+typedef struct ddl_eval_stats {
+    double loss;            /* mean loss per position */
+    double accuracy;        /* correct / total positions (pixel accuracy for segmentation) */
+    double dice;            /* foreground (class >= 1) against background dice */
+    double miou;            /* mean IoU over the classes present in truth or prediction */
+    long samples;
+    int64_t confusion[DDL_MAX_CLASSES * DDL_MAX_CLASSES]; /* [truth * n_classes + predicted] */
+} ddl_eval_stats;
+
+typedef struct ddl_trainer ddl_trainer;
+
+/* ddl_trainer_create: set up training of m on `train` (which must outlive the trainer). Weights
+ * are initialised from cfg->seed on rank 0 and broadcast. */
+int ddl_trainer_create(const ddl_train_config *cfg, ddl_model *m, const ddl_dataset *train,
+                       const ddl_allocator *alloc, ddl_trainer **out);
+void ddl_trainer_destroy(ddl_trainer *t);
+/* ddl_trainer_step: one optimizer step on the next global batch; *loss gets its mean loss. */
+int ddl_trainer_step(ddl_trainer *t, double *loss);
+/* ddl_trainer_epoch: train to the end of the current epoch. */
+int ddl_trainer_epoch(ddl_trainer *t, ddl_epoch_stats *out);
+/* ddl_trainer_evaluate: loss and metrics of the model on `test`, sharded over the ranks and
+ * all-reduced; every rank gets the same result. */
+int ddl_trainer_evaluate(ddl_trainer *t, const ddl_dataset *test, ddl_eval_stats *out);
+/* ddl_trainer_error: the detail of the last failure. Owned by the trainer. */
+const char *ddl_trainer_error(const ddl_trainer *t);
+/* ddl_trainer_step_count / _epoch: optimizer steps done, and the current epoch (from 0). */
+long ddl_trainer_step_count(const ddl_trainer *t);
+int ddl_trainer_epoch_index(const ddl_trainer *t);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* DDL_H */

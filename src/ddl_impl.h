@@ -1,0 +1,33 @@
+/* ddl_impl.h - private helpers shared across src/, transports/ and models/ files.
+ * Not API: nothing here is for users or out-of-tree plugins. */
+#ifndef DDL_IMPL_H
+#define DDL_IMPL_H
+#include "ddl.h"
+#include <stdarg.h>
+#include <stdio.h>
+
+#if defined(__GNUC__)
+#define DDL__PRINTF(f, a) __attribute__((format(printf, f, a)))
+#else
+#define DDL__PRINTF(f, a)
+#endif
+
+/* ddl__errf: format a message into err (err_bytes, may be 0) and return status. */
+int ddl__errf(char *err, size_t err_bytes, int status, const char *fmt, ...) DDL__PRINTF(4, 5);
+
+/* ddl__alloc / ddl__free: through the hooks, or malloc/free when a is NULL. */
+void *ddl__alloc(const ddl_allocator *a, size_t bytes);
+void ddl__free(const ddl_allocator *a, void *p);
+
+/* ddl__align_up: round n up to a multiple of DDL_ALIGN. */
+static inline size_t ddl__align_up(size_t n) { return (n + DDL_ALIGN - 1) & ~(size_t)(DDL_ALIGN - 1); }
+
+/* ddl__now: monotonic seconds. */
+double ddl__now(void);
+/* ddl__now_ms: monotonic milliseconds. */
+int64_t ddl__now_ms(void);
+
+/* ddl__log: call the log callback, if any, with a formatted message. */
+void ddl__log(ddl_log_fn fn, void *ud, int level, const char *fmt, ...) DDL__PRINTF(4, 5);
+
+#endif

@@ -1,0 +1,206 @@
+/* util.c - version, status strings, allocator hooks, arena, PRNG, CRC-32, clocks.
+ * Small leaf helpers with no state of their own. */
+#include "ddl_impl.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* ---- version and status ---- */
+
+int ddl_version_number(void) { return DDL_VERSION_NUMBER; }
+
+const char *ddl_version_string(void)
+{
+#define DDL__STR2(x) #x
+#define DDL__STR(x) DDL__STR2(x)
+    return DDL__STR(DDL_VERSION_MAJOR) "." DDL__STR(DDL_VERSION_MINOR) "." DDL__STR(DDL_VERSION_PATCH);
+}
+
+const char *ddl_strerror(int status)
+{
+    switch (status) {
+    case DDL_OK: return "ok";
+    case DDL_ENOMEM: return "out of memory or memory too small";
+    case DDL_EINVAL: return "invalid argument";
+    case DDL_EIO: return "input/output error";
+    case DDL_ECORRUPT: return "corrupt data";
+    case DDL_ETIMEDOUT: return "timed out";
+    case DDL_EPEER: return "peer died or closed";
+    case DDL_EMISMATCH: return "ranks disagree on a collective";
+    case DDL_ENOTSUP: return "not supported";
+    case DDL_EAUTH: return "handshake refused";
+    case DDL_EPROTO: return "protocol error";
+    default: return "unknown status";
+    }
+}
+
+int ddl__errf(char *err, size_t err_bytes, int status, const char *fmt, ...)
+{
+    if (err && err_bytes) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, err_bytes, fmt, ap);
+        va_end(ap);
+    }
+    return status;
+}
+
+void ddl__log(ddl_log_fn fn, void *ud, int level, const char *fmt, ...)
+{
+    if (!fn)
+        return;
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    fn(ud, level, msg);
+}
+
+/* ---- allocator ---- */
+
+void *ddl__alloc(const ddl_allocator *a, size_t bytes)
+{
+    if (a && a->alloc)
+        return a->alloc(a->ud, bytes);
+    void *p = NULL;
+    if (posix_memalign(&p, DDL_ALIGN, bytes ? bytes : 1) != 0)
+        return NULL;
+    return p;
+}
+
+void ddl__free(const ddl_allocator *a, void *p)
+{
+    if (!p)
+        return;
+    if (a && a->free)
+        a->free(a->ud, p);
+    else
+        free(p);
+}
+
+/* ---- arena ---- */
+
+void ddl_arena_init(ddl_arena *a, void *mem, size_t bytes)
+{
+    a->base = (unsigned char *)mem;
+    a->size = mem ? bytes : 0;
+    a->used = 0;
+}
+
+void *ddl_arena_alloc(ddl_arena *a, size_t bytes)
+{
+    /* Align the address, not only the offset, so any caller memory works. */
+    uintptr_t base = (uintptr_t)a->base;
+    size_t start = ddl__align_up(base + a->used) - base;
+    if (!a->base)
+        start = ddl__align_up(a->used);
+    size_t end = start + ddl__align_up(bytes);
+    a->used = end;
+    if (!a->base || end > a->size)
+        return NULL;
+    return a->base + start;
+}
+
+size_t ddl_arena_used(const ddl_arena *a) { return a->used; }
+
+int ddl_arena_ok(const ddl_arena *a) { return a->base != NULL && a->used <= a->size; }
+
+/* ---- random numbers: xoshiro256** seeded by splitmix64 ---- */
+
+static uint64_t splitmix64(uint64_t *x)
+{
+    uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+void ddl_rng_seed(ddl_rng *r, uint64_t seed)
+{
+    for (int i = 0; i < 4; i++)
+        r->s[i] = splitmix64(&seed);
+}
+
+static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+uint64_t ddl_rng_next(ddl_rng *r)
+{
+    uint64_t *s = r->s;
+    uint64_t result = rotl(s[1] * 5, 7) * 9;
+    uint64_t t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl(s[3], 45);
+    return result;
+}
+
+float ddl_rng_uniform(ddl_rng *r) { return (float)(ddl_rng_next(r) >> 40) * (1.0f / 16777216.0f); }
+
+float ddl_rng_normal(ddl_rng *r)
+{
+    double u1 = ((double)(ddl_rng_next(r) >> 11) + 1.0) * (1.0 / 9007199254740993.0); /* (0, 1] */
+    double u2 = (double)(ddl_rng_next(r) >> 11) * (1.0 / 9007199254740992.0);
+    return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
+}
+
+uint32_t ddl_rng_below(ddl_rng *r, uint32_t n)
+{
+    /* Lemire's multiply-shift with rejection: no modulo bias. */
+    uint64_t m = (uint64_t)(uint32_t)(ddl_rng_next(r) >> 32) * n;
+    uint32_t low = (uint32_t)m;
+    if (low < n) {
+        uint32_t threshold = (uint32_t)(-n) % n;
+        while (low < threshold) {
+            m = (uint64_t)(uint32_t)(ddl_rng_next(r) >> 32) * n;
+            low = (uint32_t)m;
+        }
+    }
+    return (uint32_t)(m >> 32);
+}
+
+/* ---- CRC-32 (IEEE 802.3, reflected, as zlib) ---- */
+
+uint32_t ddl_crc32(uint32_t crc, const void *data, size_t bytes)
+{
+    static const uint32_t table[16] = {
+        0x00000000, 0x1DB71064, 0x3B6E20C8, 0x26D930AC, 0x76DC4190, 0x6B6B51F4, 0x4DB26158, 0x5005713C,
+        0xEDB88320, 0xF00F9344, 0xD6D6A3E8, 0xCB61B38C, 0x9B64C2B0, 0x86D3D2D4, 0xA00AE278, 0xBDBDF21C};
+    const unsigned char *p = (const unsigned char *)data;
+    crc = ~crc;
+    for (size_t i = 0; i < bytes; i++) {
+        crc ^= p[i];
+        crc = (crc >> 4) ^ table[crc & 15];
+        crc = (crc >> 4) ^ table[crc & 15];
+    }
+    return ~crc;
+}
+
+/* ---- clocks ---- */
+
+double ddl__now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+int64_t ddl__now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+size_t ddl_tensor_count(const ddl_tensor *t)
+{
+    size_t n = 1;
+    for (int i = 0; i < t->n_dims; i++)
+        n *= (size_t)t->shape[i];
+    return n;
+}
