@@ -435,7 +435,7 @@ void ddl_build_fail(ddl_model_build *b, const char *msg);
 typedef struct ddl_model_plugin {
     int version;       /* DDL_MODEL_VERSION */
     const char *name;  /* "lenet" */
-    size_t self_bytes; /* bytes of the plugin's own state (zeroed, DDL_ALIGN-aligned) */
+    size_t self_bytes; /* bytes of the plugin's own state (zeroed, DDL_ALIGN-aligned), at most 16384 */
     /* build: declare parameters, activations and output for cfg. */
     int (*build)(void *self, const ddl_model_config *cfg, ddl_model_build *b);
     /* forward: logits (batch, C, H, W) of the normalised x (batch, in_c, in_h, in_w), batch <= cfg.batch;
@@ -568,11 +568,14 @@ typedef struct ddl_eval_stats {
 typedef struct ddl_trainer ddl_trainer;
 
 /* ddl_trainer_create: set up training of m on `train` (which must outlive the trainer). Weights
- * are initialised from cfg->seed on rank 0 and broadcast. */
+ * are initialised from cfg->seed on rank 0 and broadcast. A bad configuration gives DDL_EINVAL
+ * and no trainer; when the broadcast fails, *out still receives the trainer, whose
+ * ddl_trainer_error() says why: destroy it. */
 int ddl_trainer_create(const ddl_train_config *cfg, ddl_model *m, const ddl_dataset *train,
                        const ddl_allocator *alloc, ddl_trainer **out);
 void ddl_trainer_destroy(ddl_trainer *t);
-/* ddl_trainer_step: one optimizer step on the next global batch; *loss gets its mean loss. */
+/* ddl_trainer_step: one optimizer step on the next global batch; *loss (may be NULL) gets this
+ * rank's mean loss over its part of the batch. */
 int ddl_trainer_step(ddl_trainer *t, double *loss);
 /* ddl_trainer_epoch: train to the end of the current epoch. */
 int ddl_trainer_epoch(ddl_trainer *t, ddl_epoch_stats *out);

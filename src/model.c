@@ -1,0 +1,284 @@
+/* model.c - the model object: runs a plugin's build() twice (measure, then real) to lay out
+ * parameters, gradients, logits and activations in one block of memory; weight init; forward
+ * and backward wrappers. Knows nothing of any particular network. */
+#include "model_impl.h"
+
+#include <math.h>
+#include <string.h>
+
+/* ---- build: what a plugin's build() talks to ---- */
+
+struct ddl_model_build {
+    ddl_model *m;        /* NULL while measuring */
+    size_t n_params;     /* floats declared so far */
+    int n_tensors;
+    ddl_arena scratch;   /* activations */
+    int out_c, out_h, out_w;
+    int failed;
+    char err[DDL_ERR_BYTES];
+};
+
+float *ddl_build_param(ddl_model_build *b, const char *name, int n_dims, const int *shape, int init, int fan_in,
+                       int fan_out, float **grad)
+{
+    size_t count = 1;
+    if (n_dims < 1 || n_dims > 4 || b->n_tensors >= DDL_MAX_PARAMS) {
+        ddl_build_fail(b, "too many parameter tensors or bad rank");
+        n_dims = 1;
+    }
+    for (int i = 0; i < n_dims; i++)
+        count *= (size_t)(shape[i] > 0 ? shape[i] : 0);
+    size_t offset = b->n_params;
+    b->n_params += count;
+    int idx = b->n_tensors++;
+    if (grad)
+        *grad = NULL;
+    if (!b->m || b->failed)
+        return NULL;
+    ddl_model *m = b->m;
+    ddl_param_info *t = &m->tensors[idx];
+    snprintf(m->names[idx], DDL__NAME_BYTES, "%s", name);
+    t->name = m->names[idx];
+    t->n_dims = n_dims;
+    for (int i = 0; i < 4; i++)
+        t->shape[i] = i < n_dims ? shape[i] : 1;
+    t->offset = offset;
+    t->count = count;
+    t->init = init;
+    t->fan_in = fan_in;
+    t->fan_out = fan_out;
+    if (grad)
+        *grad = m->grads + offset;
+    return m->params + offset;
+}
+
+float *ddl_build_scratch(ddl_model_build *b, size_t count)
+{
+    return (float *)ddl_arena_alloc(&b->scratch, count * sizeof(float));
+}
+
+void ddl_build_output(ddl_model_build *b, int c, int h, int w)
+{
+    b->out_c = c;
+    b->out_h = h;
+    b->out_w = w;
+}
+
+void ddl_build_fail(ddl_model_build *b, const char *msg)
+{
+    if (!b->failed)
+        snprintf(b->err, sizeof b->err, "%s", msg);
+    b->failed = 1;
+}
+
+/* ---- layout ---- */
+
+typedef struct layout {
+    size_t self_off, params_off, grads_off, logits_off, scratch_off, total;
+    size_t n_params, scratch_bytes, logits_floats;
+} layout;
+
+static int config_ok(const ddl_model_plugin *p, const ddl_model_config *cfg)
+{
+    return p && cfg && p->version == DDL_MODEL_VERSION && p->build && p->forward && p->backward && cfg->batch > 0 &&
+           cfg->in_c > 0 && cfg->in_h > 0 && cfg->in_w > 0 && cfg->n_classes > 1 &&
+           cfg->n_classes <= DDL_MAX_CLASSES;
+}
+
+/* measure: run build() with no memory and derive every offset. */
+static int measure(const ddl_model_plugin *p, const ddl_model_config *cfg, layout *l, char *err, size_t err_bytes)
+{
+    if (!config_ok(p, cfg))
+        return ddl__errf(err, err_bytes, DDL_EINVAL, "invalid model plugin or configuration");
+    ddl_model_build b;
+    memset(&b, 0, sizeof b);
+    ddl_arena_init(&b.scratch, NULL, 0);
+    /* The plugin's state is zeroed scratch memory during the measure pass, so it can keep sizes. */
+    _Alignas(DDL_ALIGN) unsigned char self_tmp[16384];
+    if (p->self_bytes > sizeof self_tmp)
+        return ddl__errf(err, err_bytes, DDL_EINVAL, "model plugin state of %zu bytes is too large", p->self_bytes);
+    memset(self_tmp, 0, sizeof self_tmp);
+    int rc = p->build(self_tmp, cfg, &b);
+    if (rc != DDL_OK || b.failed)
+        return ddl__errf(err, err_bytes, DDL_EINVAL, "%s: %s", p->name, b.failed ? b.err : "build failed");
+    if (b.out_c != cfg->n_classes || b.out_h < 1 || b.out_w < 1)
+        return ddl__errf(err, err_bytes, DDL_EINVAL, "%s: output shape not declared or wrong", p->name);
+    memset(l, 0, sizeof *l);
+    l->n_params = b.n_params;
+    l->scratch_bytes = ddl_arena_used(&b.scratch);
+    l->logits_floats = (size_t)cfg->batch * (size_t)b.out_c * (size_t)b.out_h * (size_t)b.out_w;
+    l->self_off = ddl__align_up(sizeof(ddl_model));
+    l->params_off = l->self_off + ddl__align_up(p->self_bytes);
+    l->grads_off = l->params_off + ddl__align_up(l->n_params * sizeof(float));
+    l->logits_off = l->grads_off + ddl__align_up(l->n_params * sizeof(float));
+    l->scratch_off = l->logits_off + ddl__align_up(l->logits_floats * sizeof(float));
+    l->total = l->scratch_off + l->scratch_bytes + DDL_ALIGN;
+    return DDL_OK;
+}
+
+size_t ddl_model_sizeof(const ddl_model_plugin *p, const ddl_model_config *cfg)
+{
+    layout l;
+    return measure(p, cfg, &l, NULL, 0) == DDL_OK ? l.total : 0;
+}
+
+int ddl_model_init(void *mem, size_t bytes, const ddl_model_plugin *p, const ddl_model_config *cfg, ddl_model **out)
+{
+    layout l;
+    *out = NULL;
+    int rc = measure(p, cfg, &l, NULL, 0);
+    if (rc != DDL_OK)
+        return rc;
+    if (!mem || bytes < l.total || ((uintptr_t)mem % DDL_ALIGN) != 0)
+        return DDL_ENOMEM;
+    unsigned char *base = (unsigned char *)mem;
+    memset(base, 0, l.scratch_off);
+    ddl_model *m = (ddl_model *)base;
+    m->plugin = p;
+    m->cfg = *cfg;
+    m->self = base + l.self_off;
+    m->params = (float *)(base + l.params_off);
+    m->grads = (float *)(base + l.grads_off);
+    m->logits = (float *)(base + l.logits_off);
+    m->n_params = l.n_params;
+    m->mean = 0.0f;
+    m->std = 1.0f;
+    ddl_model_build b;
+    memset(&b, 0, sizeof b);
+    b.m = m;
+    ddl_arena_init(&b.scratch, base + l.scratch_off, bytes - l.scratch_off);
+    rc = p->build(m->self, cfg, &b);
+    if (rc != DDL_OK || b.failed || !ddl_arena_ok(&b.scratch) || b.n_params != l.n_params)
+        return DDL_EINVAL; /* build() must describe the same model twice */
+    m->n_tensors = b.n_tensors;
+    m->out_c = b.out_c;
+    m->out_h = b.out_h;
+    m->out_w = b.out_w;
+    *out = m;
+    return DDL_OK;
+}
+
+int ddl_model_create(const ddl_model_plugin *p, const ddl_model_config *cfg, const ddl_allocator *alloc,
+                     ddl_model **out)
+{
+    *out = NULL;
+    size_t bytes = ddl_model_sizeof(p, cfg);
+    if (!bytes)
+        return DDL_EINVAL;
+    void *mem = ddl__alloc(alloc, bytes);
+    if (!mem)
+        return DDL_ENOMEM;
+    int rc = ddl_model_init(mem, bytes, p, cfg, out);
+    if (rc != DDL_OK) {
+        ddl__free(alloc, mem);
+        return rc;
+    }
+    (*out)->alloc = alloc;
+    (*out)->owned = 1;
+    return DDL_OK;
+}
+
+void ddl_model_destroy(ddl_model *m)
+{
+    if (m && m->owned)
+        ddl__free(m->alloc, m);
+}
+
+/* ---- getters ---- */
+
+const char *ddl_model_name(const ddl_model *m) { return m->plugin->name; }
+const ddl_model_config *ddl_model_get_config(const ddl_model *m) { return &m->cfg; }
+float *ddl_model_params(ddl_model *m) { return m->params; }
+float *ddl_model_grads(ddl_model *m) { return m->grads; }
+size_t ddl_model_n_params(const ddl_model *m) { return m->n_params; }
+int ddl_model_n_tensors(const ddl_model *m) { return m->n_tensors; }
+
+const ddl_param_info *ddl_model_tensor(const ddl_model *m, int i)
+{
+    return (i >= 0 && i < m->n_tensors) ? &m->tensors[i] : NULL;
+}
+
+void ddl_model_output_shape(const ddl_model *m, int *c, int *h, int *w)
+{
+    *c = m->out_c;
+    *h = m->out_h;
+    *w = m->out_w;
+}
+
+void ddl_model_set_norm(ddl_model *m, float mean, float std)
+{
+    m->mean = mean;
+    m->std = std;
+}
+
+void ddl_model_norm(const ddl_model *m, float *mean, float *std)
+{
+    *mean = m->mean;
+    *std = m->std;
+}
+
+uint32_t ddl_model_crc(const ddl_model *m) { return ddl_crc32(0, m->params, m->n_params * sizeof(float)); }
+
+/* ---- weights ---- */
+
+void ddl_model_init_weights(ddl_model *m, uint64_t seed)
+{
+    ddl_rng rng;
+    ddl_rng_seed(&rng, seed);
+    for (int i = 0; i < m->n_tensors; i++) {
+        const ddl_param_info *t = &m->tensors[i];
+        float *w = m->params + t->offset;
+        double fan_in = t->fan_in > 0 ? t->fan_in : 1, fan_out = t->fan_out > 0 ? t->fan_out : 1;
+        for (size_t j = 0; j < t->count; j++) {
+            switch (t->init) {
+            case DDL_INIT_HE: /* normal, std sqrt(2 / fan_in): for layers followed by ReLU */
+                w[j] = (float)(ddl_rng_normal(&rng) * sqrt(2.0 / fan_in));
+                break;
+            case DDL_INIT_GLOROT: /* uniform +-sqrt(6 / (fan_in + fan_out)) */
+                w[j] = (float)((2.0 * ddl_rng_uniform(&rng) - 1.0) * sqrt(6.0 / (fan_in + fan_out)));
+                break;
+            case DDL_INIT_TORCH: /* PyTorch's default for Linear and Conv: uniform +-1/sqrt(fan_in) */
+                w[j] = (float)((2.0 * ddl_rng_uniform(&rng) - 1.0) / sqrt(fan_in));
+                break;
+            case DDL_INIT_ONE:
+                w[j] = 1.0f;
+                break;
+            default:
+                w[j] = 0.0f;
+            }
+        }
+    }
+    memset(m->grads, 0, m->n_params * sizeof(float));
+}
+
+/* ---- forward and backward ---- */
+
+const float *ddl_model_forward(ddl_model *m, const float *x, int batch, int training, ddl_rng *rng)
+{
+    if (batch < 1 || batch > m->cfg.batch)
+        return NULL;
+    m->plugin->forward(m->self, x, batch, training, rng, m->logits);
+    return m->logits;
+}
+
+void ddl_model_backward(ddl_model *m, const float *x, int batch, const float *dlogits)
+{
+    if (batch >= 1 && batch <= m->cfg.batch)
+        m->plugin->backward(m->self, x, batch, dlogits);
+}
+
+void ddl_model_zero_grads(ddl_model *m) { memset(m->grads, 0, m->n_params * sizeof(float)); }
+
+/* ---- built-in plugins ---- */
+
+const ddl_model_plugin *ddl_model_find(const char *name)
+{
+    static const struct {
+        const char *name;
+        const ddl_model_plugin *(*get)(void);
+    } table[] = {{"lenet", ddl_model_lenet}, {"unet", ddl_model_unet}};
+    for (size_t i = 0; name && i < sizeof table / sizeof table[0]; i++)
+        if (strcmp(name, table[i].name) == 0)
+            return table[i].get();
+    return NULL;
+}

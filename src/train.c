@@ -1,0 +1,354 @@
+/* train.c - the training loop: shuffle with the seed, take this rank's contiguous part of every
+ * global batch, forward, loss, backward, all-reduce gradients, optimizer step; evaluation with a
+ * confusion matrix all-reduced over the ranks. Everything is allocated in ddl_trainer_create;
+ * nothing allocates per step. Knows nothing of the transport in use. */
+#include "model_impl.h"
+
+#include <math.h>
+#include <string.h>
+
+struct ddl_trainer {
+    ddl_train_config cfg;
+    ddl_model *m;
+    const ddl_dataset *data;
+    const ddl_allocator *alloc;
+    int rank, world;
+    long n_train;           /* samples used per epoch (train_limit applied) */
+    int positions;          /* target positions per sample: th * tw */
+    size_t sample_bytes;    /* c * h * w */
+    uint32_t *perm;         /* (n_train) this epoch's order */
+    float *x;               /* (model batch, c, h, w) normalised inputs */
+    uint8_t *y;             /* (model batch, th, tw) targets */
+    float *probs, *dlogits; /* (model batch, classes, positions) */
+    float *opt_state;
+    long step;              /* optimizer steps done */
+    int epoch;              /* current epoch, from 0 */
+    long pos;               /* samples of this epoch consumed (global) */
+    int perm_epoch;         /* epoch perm was built for, -1 for none */
+    ddl_rng drop_rng;       /* dropout */
+    double loss_sum;        /* this epoch, this rank: sum of per-sample losses */
+    int64_t correct, counted; /* this epoch, this rank: positions */
+    char err[DDL_ERR_BYTES];
+};
+
+/* ---- set-up ---- */
+
+void ddl_train_config_default(ddl_train_config *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    cfg->epochs = 5;
+    cfg->batch = 64;
+    cfg->optim = (ddl_optim_config){.kind = DDL_OPTIM_SGD, .lr = 0.01f, .momentum = 0.9f, .beta1 = 0.9f,
+                                    .beta2 = 0.999f, .eps = 1e-8f};
+    cfg->schedule.kind = DDL_SCHED_CONSTANT;
+    cfg->seed = 42;
+}
+
+static int check_shapes(const ddl_train_config *cfg, ddl_model *m, const ddl_dataset *d, int world, char *err)
+{
+    const ddl_model_config *mc = &m->cfg;
+    if (!d || d->n < 1 || !d->images || !d->targets)
+        return ddl__errf(err, DDL_ERR_BYTES, DDL_EINVAL, "training set is empty");
+    if (d->c != mc->in_c || d->h != mc->in_h || d->w != mc->in_w)
+        return ddl__errf(err, DDL_ERR_BYTES, DDL_EINVAL, "data is %dx%dx%d but model %s takes %dx%dx%d", d->c, d->h,
+                         d->w, m->plugin->name, mc->in_c, mc->in_h, mc->in_w);
+    if (d->th * d->tw != m->out_h * m->out_w)
+        return ddl__errf(err, DDL_ERR_BYTES, DDL_EINVAL, "targets are %dx%d but the model predicts %dx%d", d->th, d->tw,
+                         m->out_h, m->out_w);
+    if (d->n_classes > m->out_c)
+        return ddl__errf(err, DDL_ERR_BYTES, DDL_EINVAL, "data has %d classes, model %d", d->n_classes, m->out_c);
+    if (cfg->batch < 1 || cfg->epochs < 0)
+        return ddl__errf(err, DDL_ERR_BYTES, DDL_EINVAL, "batch must be >= 1 and epochs >= 0");
+    int local = (cfg->batch + world - 1) / world;
+    if (local > mc->batch)
+        return ddl__errf(err, DDL_ERR_BYTES, DDL_EINVAL,
+                         "global batch %d on %d ranks needs a model built for batch %d, not %d", cfg->batch, world,
+                         local, mc->batch);
+    return DDL_OK;
+}
+
+static int fail(ddl_trainer *t, int rc, const char *what);
+
+/* carve: lay the trainer's buffers out in an arena (measure pass when a->base is NULL). */
+static void carve(ddl_trainer *t, ddl_arena *a, size_t n_train)
+{
+    size_t B = (size_t)t->m->cfg.batch, out = (size_t)t->m->out_c * (size_t)t->positions;
+    t->perm = (uint32_t *)ddl_arena_alloc(a, n_train * sizeof(uint32_t));
+    t->x = (float *)ddl_arena_alloc(a, B * t->sample_bytes * sizeof(float));
+    t->y = (uint8_t *)ddl_arena_alloc(a, B * (size_t)t->positions);
+    t->probs = (float *)ddl_arena_alloc(a, B * out * sizeof(float));
+    t->dlogits = (float *)ddl_arena_alloc(a, B * out * sizeof(float));
+    t->opt_state = (float *)ddl_arena_alloc(a, ddl_optim_state_floats(&t->cfg.optim, t->m->n_params) * sizeof(float));
+}
+
+int ddl_trainer_create(const ddl_train_config *cfg, ddl_model *m, const ddl_dataset *train,
+                       const ddl_allocator *alloc, ddl_trainer **out)
+{
+    *out = NULL;
+    ddl_trainer tmp;
+    memset(&tmp, 0, sizeof tmp);
+    tmp.cfg = *cfg;
+    tmp.m = m;
+    tmp.world = cfg->comm ? ddl_comm_size(cfg->comm) : 1;
+    tmp.rank = cfg->comm ? ddl_comm_rank(cfg->comm) : 0;
+    int rc = check_shapes(cfg, m, train, tmp.world, tmp.err);
+    if (rc != DDL_OK)
+        return rc;
+    tmp.n_train = cfg->train_limit > 0 && cfg->train_limit < train->n ? cfg->train_limit : train->n;
+    tmp.positions = train->th * train->tw;
+    tmp.sample_bytes = (size_t)train->c * (size_t)train->h * (size_t)train->w;
+
+    ddl_arena a;
+    ddl_arena_init(&a, NULL, 0);
+    carve(&tmp, &a, (size_t)tmp.n_train);
+    size_t head = ddl__align_up(sizeof(ddl_trainer)), bytes = head + ddl_arena_used(&a) + DDL_ALIGN;
+    unsigned char *mem = (unsigned char *)ddl__alloc(alloc, bytes);
+    if (!mem)
+        return DDL_ENOMEM;
+    ddl_trainer *t = (ddl_trainer *)mem;
+    *t = tmp;
+    ddl_arena_init(&a, mem + head, bytes - head);
+    carve(t, &a, (size_t)t->n_train);
+    memset(t->opt_state, 0, ddl_optim_state_floats(&t->cfg.optim, m->n_params) * sizeof(float));
+    t->data = train;
+    t->alloc = alloc;
+    t->perm_epoch = -1;
+    ddl_rng_seed(&t->drop_rng, cfg->seed ^ 0x64726f70ull);
+
+    /* Rank 0's initial weights are everybody's. */
+    ddl_model_init_weights(m, cfg->seed);
+    *out = t;
+    if (cfg->comm) {
+        rc = ddl_comm_broadcast(cfg->comm, m->params, m->n_params, DDL_FLOAT32, 0);
+        if (rc != DDL_OK)
+            return fail(t, rc, "broadcast of the initial weights");
+    }
+    return DDL_OK;
+}
+
+void ddl_trainer_destroy(ddl_trainer *t)
+{
+    if (t)
+        ddl__free(t->alloc, t);
+}
+
+const char *ddl_trainer_error(const ddl_trainer *t) { return t ? t->err : "no trainer"; }
+long ddl_trainer_step_count(const ddl_trainer *t) { return t->step; }
+int ddl_trainer_epoch_index(const ddl_trainer *t) { return t->epoch; }
+
+/* ---- data ---- */
+
+/* shuffle: the order of epoch e depends only on the seed and e, so every rank agrees and a
+ * resumed run can rebuild it. */
+static void shuffle(ddl_trainer *t)
+{
+    ddl_rng r;
+    ddl_rng_seed(&r, t->cfg.seed * 0x9E3779B97F4A7C15ull + (uint64_t)t->epoch + 1);
+    for (long i = 0; i < t->n_train; i++)
+        t->perm[i] = (uint32_t)i;
+    for (long i = t->n_train - 1; i > 0; i--) {
+        uint32_t j = ddl_rng_below(&r, (uint32_t)(i + 1));
+        uint32_t tmp = t->perm[i];
+        t->perm[i] = t->perm[j];
+        t->perm[j] = tmp;
+    }
+    t->perm_epoch = t->epoch;
+}
+
+/* gather: normalise samples idx[0..n) into t->x and copy their targets into t->y. */
+static void gather(ddl_trainer *t, const ddl_dataset *d, const uint32_t *idx, long first, int n)
+{
+    float scale = 1.0f / (255.0f * t->m->std), shift = -t->m->mean / t->m->std;
+    size_t sb = t->sample_bytes, tb = (size_t)t->positions;
+    for (int i = 0; i < n; i++) {
+        size_t s = idx ? idx[i] : (size_t)(first + i);
+        const uint8_t *src = d->images + s * sb;
+        float *dst = t->x + (size_t)i * sb;
+        for (size_t k = 0; k < sb; k++)
+            dst[k] = (float)src[k] * scale + shift;
+        memcpy(t->y + (size_t)i * tb, d->targets + s * tb, tb);
+    }
+}
+
+/* argmax_class: the predicted class at position p of sample i of logits (n, C, S). */
+static int argmax_class(const float *logits, int i, int C, int S, int p)
+{
+    const float *l = logits + (size_t)i * C * S + p;
+    int best = 0;
+    for (int c = 1; c < C; c++)
+        if (l[(size_t)c * S] > l[(size_t)best * S])
+            best = c;
+    return best;
+}
+
+/* ---- step ---- */
+
+static int fail(ddl_trainer *t, int rc, const char *what)
+{
+    const char *detail = t->cfg.comm ? ddl_comm_error(t->cfg.comm) : "";
+    ddl__errf(t->err, sizeof t->err, rc, "%s at step %ld: %s%s%s", what, t->step, ddl_strerror(rc),
+              detail[0] ? ": " : "", detail);
+    return rc;
+}
+
+/* local_pass: forward, loss and backward on this rank's n samples of a global batch of b. */
+static double local_pass(ddl_trainer *t, int n, int b)
+{
+    int C = t->m->out_c, S = t->positions;
+    const float *logits = ddl_model_forward(t->m, t->x, n, 1, &t->drop_rng);
+    /* Scale by the global batch so the sum over ranks is the gradient of the global mean. */
+    double loss = ddl_softmax_xent(n, C, S, logits, t->y, 1.0f / ((float)b * (float)S), t->probs, t->dlogits) / S;
+    if (t->cfg.dice_weight > 0.0f)
+        loss += t->cfg.dice_weight *
+                ddl_dice_loss(n, C, S, t->probs, t->y, t->cfg.dice_weight / (float)b, t->dlogits);
+    for (int i = 0; i < n; i++)
+        for (int p = 0; p < S; p++)
+            t->correct += argmax_class(logits, i, C, S, p) == t->y[(size_t)i * S + p];
+    t->counted += (int64_t)n * S;
+    ddl_model_backward(t->m, t->x, n, t->dlogits);
+    return loss;
+}
+
+int ddl_trainer_step(ddl_trainer *t, double *loss)
+{
+    if (t->pos >= t->n_train) { /* the previous epoch is over */
+        t->epoch++;
+        t->pos = 0;
+    }
+    if (t->perm_epoch != t->epoch)
+        shuffle(t);
+    int b = (int)(t->n_train - t->pos < t->cfg.batch ? t->n_train - t->pos : t->cfg.batch);
+    long lo = t->pos + (long)b * t->rank / t->world, hi = t->pos + (long)b * (t->rank + 1) / t->world;
+    int n = (int)(hi - lo);
+    ddl_model_zero_grads(t->m);
+    double l = 0.0;
+    if (n > 0) {
+        gather(t, t->data, t->perm + lo, 0, n);
+        l = local_pass(t, n, b);
+        t->loss_sum += l;
+    }
+    if (t->cfg.comm) {
+        int rc = ddl_comm_allreduce(t->cfg.comm, t->m->grads, t->m->n_params, DDL_FLOAT32, DDL_SUM);
+        if (rc != DDL_OK)
+            return fail(t, rc, "gradient all-reduce");
+    }
+    float lr = ddl_schedule_lr(&t->cfg.schedule, t->cfg.optim.lr, t->step);
+    t->step++;
+    ddl_optim_step(&t->cfg.optim, lr, t->step, t->m->params, t->m->grads, t->opt_state, t->m->n_params);
+    t->pos += b;
+    if (loss)
+        *loss = n > 0 ? l / n : 0.0;
+    return DDL_OK;
+}
+
+/* ---- epoch ---- */
+
+/* reduce_stats: sum (loss, correct, counted) over the ranks. */
+static int reduce_stats(ddl_trainer *t, double *loss, int64_t counts[2])
+{
+    if (!t->cfg.comm)
+        return DDL_OK;
+    float l = (float)*loss;
+    int rc = ddl_comm_allreduce(t->cfg.comm, &l, 1, DDL_FLOAT32, DDL_SUM);
+    if (rc == DDL_OK)
+        rc = ddl_comm_allreduce(t->cfg.comm, counts, 2, DDL_INT64, DDL_SUM);
+    *loss = l;
+    return rc;
+}
+
+int ddl_trainer_epoch(ddl_trainer *t, ddl_epoch_stats *out)
+{
+    if (t->pos >= t->n_train) {
+        t->epoch++;
+        t->pos = 0;
+    }
+    long start_pos = t->pos, start_step = t->step;
+    t->loss_sum = 0.0;
+    t->correct = t->counted = 0;
+    double t0 = ddl__now();
+    while (t->pos < t->n_train) {
+        int rc = ddl_trainer_step(t, NULL);
+        if (rc != DDL_OK)
+            return rc;
+    }
+    double secs = ddl__now() - t0, loss = t->loss_sum;
+    int64_t counts[2] = {t->correct, t->counted};
+    int rc = reduce_stats(t, &loss, counts);
+    if (rc != DDL_OK)
+        return fail(t, rc, "epoch statistics");
+    if (out) {
+        memset(out, 0, sizeof *out);
+        out->samples = t->n_train - start_pos;
+        out->steps = t->step - start_step;
+        out->loss = out->samples ? loss / (double)out->samples : 0.0;
+        out->accuracy = counts[1] ? (double)counts[0] / (double)counts[1] : 0.0;
+        out->seconds = secs;
+        out->images_per_sec = secs > 0 ? (double)out->samples / secs : 0.0;
+    }
+    return DDL_OK;
+}
+
+/* ---- evaluation ---- */
+
+/* metrics: accuracy, foreground dice and mean IoU from a confusion matrix [truth][pred]. */
+static void metrics(ddl_eval_stats *e, int K)
+{
+    const int64_t *cm = e->confusion;
+    int64_t total = 0, diag = 0, tp_fg = 0, fp_fg = 0, fn_fg = 0;
+    double iou_sum = 0.0;
+    int present = 0;
+    for (int i = 0; i < K; i++) {
+        int64_t row = 0, col = 0;
+        for (int j = 0; j < K; j++) {
+            total += cm[i * K + j];
+            row += cm[i * K + j];
+            col += cm[j * K + i];
+            if (i >= 1 && j >= 1)
+                tp_fg += cm[i * K + j];
+        }
+        diag += cm[i * K + i];
+        if (row + col > 0) {
+            iou_sum += (double)cm[i * K + i] / (double)(row + col - cm[i * K + i]);
+            present++;
+        }
+        if (i >= 1) {
+            fn_fg += cm[i * K + 0];
+            fp_fg += cm[0 * K + i];
+        }
+    }
+    e->accuracy = total ? (double)diag / (double)total : 0.0;
+    e->miou = present ? iou_sum / present : 0.0;
+    e->dice = (2 * tp_fg + fp_fg + fn_fg) ? 2.0 * (double)tp_fg / (double)(2 * tp_fg + fp_fg + fn_fg) : 0.0;
+}
+
+int ddl_trainer_evaluate(ddl_trainer *t, const ddl_dataset *test, ddl_eval_stats *out)
+{
+    memset(out, 0, sizeof *out);
+    if (check_shapes(&t->cfg, t->m, test, t->world, t->err) != DDL_OK)
+        return DDL_EINVAL;
+    int C = t->m->out_c, S = t->positions, B = t->m->cfg.batch;
+    long lo = (long)test->n * t->rank / t->world, hi = (long)test->n * (t->rank + 1) / t->world;
+    double loss = 0.0;
+    for (long first = lo; first < hi; first += B) {
+        int n = (int)(hi - first < B ? hi - first : B);
+        gather(t, test, NULL, first, n);
+        const float *logits = ddl_model_forward(t->m, t->x, n, 0, &t->drop_rng);
+        loss += ddl_softmax_xent(n, C, S, logits, t->y, 1.0f, NULL, NULL);
+        for (int i = 0; i < n; i++)
+            for (int p = 0; p < S; p++)
+                out->confusion[t->y[(size_t)i * S + p] * C + argmax_class(logits, i, C, S, p)]++;
+    }
+    if (t->cfg.comm) {
+        float l = (float)loss;
+        int rc = ddl_comm_allreduce(t->cfg.comm, &l, 1, DDL_FLOAT32, DDL_SUM);
+        if (rc == DDL_OK)
+            rc = ddl_comm_allreduce(t->cfg.comm, out->confusion, (size_t)C * C, DDL_INT64, DDL_SUM);
+        if (rc != DDL_OK)
+            return fail(t, rc, "evaluation all-reduce");
+        loss = l;
+    }
+    out->samples = test->n;
+    out->loss = loss / ((double)test->n * S);
+    metrics(out, C);
+    return DDL_OK;
+}

@@ -1,0 +1,14 @@
+#!/bin/sh
+# ddl.h compiles as C99 and as C++ (g++ -std=c++11), warning-free and on its own, and a C++
+# program links against libddl.a (the extern "C" guard works).
+pass=0; fail=0
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+printf '#include "ddl.h"\nint main(void) { return ddl_version_number() == DDL_VERSION_NUMBER ? 0 : 1; }\n' > "$tmp/c99.c"
+printf '#include "ddl.h"\nint main() { ddl_tensor t = ddl_tensor(); t.n_dims = 1; t.shape[0] = 3;\n  return ddl_tensor_count(&t) == 3 && ddl_version_number() == DDL_VERSION_NUMBER ? 0 : 1; }\n' > "$tmp/cxx.cc"
+check() { if "$@"; then pass=$((pass+1)); else echo "FAILED: $*"; fail=$((fail+1)); fi; }
+check gcc -std=c99 -pedantic -Wall -Wextra -Werror -I. -fsyntax-only "$tmp/c99.c"
+check g++ -std=c++11 -pedantic -Wall -Wextra -Werror -I. -fsyntax-only "$tmp/cxx.cc"
+check g++ -std=c++11 -I. "$tmp/cxx.cc" -o "$tmp/cxx" "${BUILD:-build}/libddl.a" -lm
+check "$tmp/cxx"
+echo "$pass passed, $fail failed"
+[ $fail -eq 0 ]
