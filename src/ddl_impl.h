@@ -30,4 +30,14 @@ int64_t ddl__now_ms(void);
 /* ddl__log: call the log callback, if any, with a formatted message. */
 void ddl__log(ddl_log_fn fn, void *ud, int level, const char *fmt, ...) DDL__PRINTF(4, 5);
 
+/* ---- SHA-256 and HMAC (src/sha256.c), for transport handshakes ---- */
+#define DDL__SHA256_BYTES 32
+/* ddl__sha256: out = SHA-256 of data[bytes]. */
+void ddl__sha256(const void *data, size_t bytes, unsigned char out[DDL__SHA256_BYTES]);
+/* ddl__hmac_sha256: out = HMAC-SHA256 with key[key_bytes] of msg[msg_bytes] (RFC 2104). */
+void ddl__hmac_sha256(const void *key, size_t key_bytes, const void *msg, size_t msg_bytes,
+                      unsigned char out[DDL__SHA256_BYTES]);
+/* ddl__ct_equal: 1 if a and b hold the same bytes; time does not depend on where they differ. */
+int ddl__ct_equal(const void *a, const void *b, size_t bytes);
+
 #endif
