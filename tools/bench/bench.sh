@@ -1,0 +1,62 @@
+#!/bin/sh
+# make bench: long runs and peer comparisons, never part of make test.
+#   1. LeNet, one epoch, one process, one thread: ddl against PyTorch 1.13 (same model, data,
+#      batch and recipe), alternated REPEAT times; medians and their ratio.
+#   2. Scaling: 2 ranks over shm against 1 rank (one epoch each).
+#   3. ddl-bench allreduce for every transport at 256 KiB and 8 MiB.
+# Environment: REPEAT (default 3), EPOCHS (default 1), BENCH_ONLY=lenet|scaling|allreduce.
+set -u
+BUILD=${BUILD:-build}
+REPEAT=${REPEAT:-3}
+EPOCHS=${EPOCHS:-1}
+ONLY=${BENCH_ONLY:-}
+DATA=/usr/share/datasets/fashion-mnist
+here=$(dirname "$0")
+export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
+
+field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" | tail -n 1; }
+median() { sort -n | awk '{a[NR]=$1} END {if (NR==0) print "nan"; else if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
+
+if [ -z "$ONLY" ] || [ "$ONLY" = lenet ]; then
+    if ! /usr/bin/python3 -c 'import torch' 2>/dev/null; then
+        DDL_BENCH_DEPS=1 sh tools/install-deps.sh || exit 1
+    fi
+    echo "== LeNet, $EPOCHS epoch(s), batch 64, SGD lr 0.01 momentum 0.9, 1 process, 1 thread; $REPEAT alternated runs"
+    : > /tmp/ddl-bench-ddl.txt; : > /tmp/ddl-bench-torch.txt
+    i=0
+    while [ $i -lt "$REPEAT" ]; do
+        d=$("$BUILD/bin/lenet" --epochs "$EPOCHS" --threads 1 --quiet --data "$DATA" | field images_per_sec)
+        t=$(/usr/bin/python3 "$here/lenet_torch.py" --epochs "$EPOCHS" --threads 1 --data "$DATA" | field images_per_sec)
+        echo "   run $((i + 1)): ddl $d images/s, pytorch $t images/s"
+        echo "$d" >> /tmp/ddl-bench-ddl.txt; echo "$t" >> /tmp/ddl-bench-torch.txt
+        i=$((i + 1))
+    done
+    d=$(median < /tmp/ddl-bench-ddl.txt); t=$(median < /tmp/ddl-bench-torch.txt)
+    echo "lenet_1thread: ddl_images_per_sec=$d pytorch_images_per_sec=$t ratio=$(awk "BEGIN {printf \"%.2f\", $d / $t}")"
+fi
+
+if [ -z "$ONLY" ] || [ "$ONLY" = scaling ]; then
+    echo "== scaling: LeNet $EPOCHS epoch(s), global batch 64, 1 rank against 2 ranks over shm (1 thread each); $REPEAT runs"
+    : > /tmp/ddl-bench-1.txt; : > /tmp/ddl-bench-2.txt
+    i=0
+    while [ $i -lt "$REPEAT" ]; do
+        "$BUILD/bin/lenet" --epochs "$EPOCHS" --quiet --data "$DATA" | field images_per_sec >> /tmp/ddl-bench-1.txt
+        "$BUILD/bin/ddlrun" -n 2 -t shm "$BUILD/bin/lenet" --epochs "$EPOCHS" --quiet --data "$DATA" | field images_per_sec >> /tmp/ddl-bench-2.txt
+        i=$((i + 1))
+    done
+    one=$(median < /tmp/ddl-bench-1.txt); two=$(median < /tmp/ddl-bench-2.txt)
+    echo "scaling: world1_images_per_sec=$one world2_images_per_sec=$two efficiency=$(awk "BEGIN {printf \"%.2f\", $two / (2 * $one)}")"
+fi
+
+if [ -z "$ONLY" ] || [ "$ONLY" = allreduce ]; then
+    echo "== allreduce, 2 ranks, 256 KiB and 8 MiB (ddl-bench; busbw as nccl-tests)"
+    for t in shm tcp zmq; do
+        echo "-- $t"
+        "$BUILD/bin/ddl-bench" allreduce -t "$t" -n 2 -b 256K -e 8M -f 32 || echo "   ($t failed)"
+    done
+    if command -v mpirun >/dev/null 2>&1; then
+        echo "-- mpi (ddl collectives over MPI point-to-point), and MPI_Allreduce (--native)"
+        mpirun --allow-run-as-root --oversubscribe -np 2 "$BUILD/bin/ddl-bench" allreduce -t mpi -n 2 -b 256K -e 8M -f 32 || echo "   (mpi failed)"
+        mpirun --allow-run-as-root --oversubscribe -np 2 "$BUILD/bin/ddl-bench" allreduce -t mpi -n 2 -b 256K -e 8M -f 32 --native || echo "   (mpi native failed)"
+    fi
+fi
