@@ -1,0 +1,324 @@
+/* collectives.c - allreduce, broadcast, allgather and barrier, written once on top of the
+ * point-to-point exchange of any transport (through ddl__comm_xchg in comm.c).
+ * The reduction order is fixed by world size and count alone, never by timing, so results are
+ * bit-identical across runs, ranks and transports. It must not allocate: the only scratch is
+ * the comm's DDL__SCRATCH_BYTES buffer sized at create time. */
+#include "comm_impl.h"
+
+#include <math.h>
+#include <string.h>
+
+/* Messages up to this many bytes use latency-optimal algorithms (recursive doubling, binomial
+ * tree); larger ones the bandwidth-optimal ring / pipelined chain. Must be <= scratch. */
+#define SMALL_BYTES ((size_t)64 << 10)
+/* Largest piece of one exchange in the ring and chain algorithms. */
+#define PIECE_BYTES DDL__SCRATCH_BYTES
+#define BCAST_PIECE_BYTES ((size_t)256 << 10)
+
+/* ---- element-wise reduction ---- */
+
+/* reduce: dst[i] = a[i] op b[i] (dst may alias a or b). The order of a and b is fixed by the
+ * caller; max propagates NaN from either side. */
+static void reduce(void *dst, const void *a, const void *b, size_t n, int dtype, int op)
+{
+    if (dtype == DDL_FLOAT32) {
+        float *d = dst;
+        const float *x = a, *y = b;
+        if (op == DDL_MAX) {
+            for (size_t i = 0; i < n; i++)
+                d[i] = (x[i] > y[i] || isnan(x[i])) ? x[i] : y[i];
+        } else {
+            for (size_t i = 0; i < n; i++)
+                d[i] = x[i] + y[i];
+        }
+    } else {
+        int64_t *d = dst;
+        const int64_t *x = a, *y = b;
+        if (op == DDL_MAX) {
+            for (size_t i = 0; i < n; i++)
+                d[i] = x[i] > y[i] ? x[i] : y[i];
+        } else { /* wrap around on overflow, without undefined behaviour */
+            for (size_t i = 0; i < n; i++)
+                d[i] = (int64_t)((uint64_t)x[i] + (uint64_t)y[i]);
+        }
+    }
+}
+
+static void finish_mean(float *buf, size_t n, int world)
+{
+    float w = (float)world;
+    for (size_t i = 0; i < n; i++)
+        buf[i] /= w;
+}
+
+static int check_args(ddl_comm *c, const void *buf, size_t count, int dtype, const char *what)
+{
+    if (!c)
+        return DDL_EINVAL;
+    if (c->status != DDL_OK)
+        return c->status;
+    if (ddl__dtype_bytes(dtype) == 0 || (count && !buf)) {
+        snprintf(c->err, sizeof c->err, "%s: dtype %d is not DDL_FLOAT32 or DDL_INT64, or buf is NULL", what,
+                 dtype);
+        return DDL_EINVAL;
+    }
+    if (count > (size_t)1 << 58) {
+        snprintf(c->err, sizeof c->err, "%s: count %zu is too large", what, count);
+        return DDL_EINVAL;
+    }
+    return DDL_OK;
+}
+
+/* ---- allreduce: recursive doubling (small) ----
+ * n = p + rem with p a power of two. Ranks below 2 rem pair up first: the even one hands its
+ * vector to the odd one and waits for the result. Then p ranks do log2(p) exchanges. Every
+ * combination is op(lower ranks' value, higher ranks' value), the same on both sides. */
+
+static int real_rank(int vr, int rem) { return vr < rem ? 2 * vr + 1 : vr + rem; }
+
+static int allreduce_rd(ddl_comm *c, void *buf, size_t count, int dtype, int op)
+{
+    int n = c->world, r = c->rank, p = 1, st;
+    size_t bytes = count * ddl__dtype_bytes(dtype);
+    while (p * 2 <= n)
+        p *= 2;
+    int rem = n - p, vr;
+    uint32_t step = 0;
+    if (r < 2 * rem) {
+        if (r % 2 == 0) { /* hand over, then wait for the result */
+            if ((st = ddl__comm_xchg(c, r + 1, 0, buf, bytes, -1, 0, NULL, 0)) != DDL_OK)
+                return st;
+            return ddl__comm_xchg(c, -1, 0, NULL, 0, r + 1, 1000, buf, bytes);
+        }
+        if ((st = ddl__comm_xchg(c, -1, 0, NULL, 0, r - 1, 0, c->scratch, bytes)) != DDL_OK)
+            return st;
+        reduce(buf, c->scratch, buf, count, dtype, op);
+        vr = r / 2;
+    } else {
+        vr = r - rem;
+    }
+    for (int mask = 1; mask < p; mask <<= 1) {
+        int vp = vr ^ mask, peer = real_rank(vp, rem);
+        step++;
+        if ((st = ddl__comm_xchg(c, peer, step, buf, bytes, peer, step, c->scratch, bytes)) != DDL_OK)
+            return st;
+        if (vr < vp)
+            reduce(buf, buf, c->scratch, count, dtype, op);
+        else
+            reduce(buf, c->scratch, buf, count, dtype, op);
+    }
+    if (r < 2 * rem)
+        return ddl__comm_xchg(c, r - 1, 1000, buf, bytes, -1, 0, NULL, 0);
+    return DDL_OK;
+}
+
+/* ---- allreduce: ring (large) ----
+ * The vector is cut into n segments (the first count % n one element longer). Reduce-scatter:
+ * in step s rank r sends its partial of segment (r - s) to r + 1 and adds the partial of
+ * segment (r - s - 1) from r - 1, piece by piece, so after n - 1 steps it holds segment r + 1
+ * fully reduced. All-gather passes the reduced segments around the ring the same way. */
+
+typedef struct seg {
+    size_t off, len; /* elements */
+} seg;
+
+static seg segment(size_t count, int n, int i)
+{
+    size_t q = count / (size_t)n, m = count % (size_t)n, k = (size_t)i;
+    seg s = {k * q + (k < m ? k : m), q + (k < m ? 1 : 0)};
+    return s;
+}
+
+static size_t n_pieces(size_t len, size_t per) { return (len + per - 1) / per; }
+
+/* ring_step: send segment sseg to the right, receive segment rseg from the left; with reduce,
+ * the received piece goes through scratch and is combined into buf, else straight into buf. */
+static int ring_step(ddl_comm *c, unsigned char *buf, size_t esz, uint32_t s, seg ss, seg rs, int dtype, int op,
+                     int do_reduce)
+{
+    int n = c->world, right = (c->rank + 1) % n, left = (c->rank + n - 1) % n;
+    size_t per = PIECE_BYTES / esz, ps = n_pieces(ss.len, per), pr = n_pieces(rs.len, per);
+    size_t np = ps > pr ? ps : pr;
+    for (size_t j = 0; j < np; j++) {
+        size_t so = j * per, ro = j * per;
+        size_t sl = j < ps ? (ss.len - so < per ? ss.len - so : per) : 0;
+        size_t rl = j < pr ? (rs.len - ro < per ? rs.len - ro : per) : 0;
+        unsigned char *rdst = do_reduce ? c->scratch : buf + (rs.off + ro) * esz;
+        uint32_t step = s << 20 | (uint32_t)(j & 0xfffff);
+        int st = ddl__comm_xchg(c, j < ps ? right : -1, step, buf + (ss.off + so) * esz, sl * esz,
+                                j < pr ? left : -1, step, rdst, rl * esz);
+        if (st != DDL_OK)
+            return st;
+        if (do_reduce && rl)
+            reduce(buf + (rs.off + ro) * esz, c->scratch, buf + (rs.off + ro) * esz, rl, dtype, op);
+    }
+    return DDL_OK;
+}
+
+static int allreduce_ring(ddl_comm *c, void *buf, size_t count, int dtype, int op)
+{
+    int n = c->world, r = c->rank;
+    size_t esz = ddl__dtype_bytes(dtype);
+    for (int s = 0; s < n - 1; s++) {
+        seg ss = segment(count, n, (r - s + n) % n), rs = segment(count, n, (r - s - 1 + 2 * n) % n);
+        int st = ring_step(c, buf, esz, (uint32_t)s, ss, rs, dtype, op, 1);
+        if (st != DDL_OK)
+            return st;
+    }
+    for (int s = 0; s < n - 1; s++) {
+        seg ss = segment(count, n, (r + 1 - s + n) % n), rs = segment(count, n, (r - s + n) % n);
+        int st = ring_step(c, buf, esz, (uint32_t)(n + s), ss, rs, dtype, op, 0);
+        if (st != DDL_OK)
+            return st;
+    }
+    return DDL_OK;
+}
+
+int ddl_comm_allreduce(ddl_comm *c, void *buf, size_t count, int dtype, int op)
+{
+    int st = check_args(c, buf, count, dtype, "allreduce");
+    if (st)
+        return st;
+    if (op != DDL_SUM && op != DDL_MEAN && op != DDL_MAX) {
+        snprintf(c->err, sizeof c->err, "allreduce: op %d is not DDL_SUM, DDL_MEAN or DDL_MAX", op);
+        return DDL_EINVAL;
+    }
+    if (op == DDL_MEAN && dtype != DDL_FLOAT32) {
+        snprintf(c->err, sizeof c->err, "allreduce: DDL_MEAN is only for DDL_FLOAT32");
+        return DDL_EINVAL;
+    }
+    if ((st = ddl__comm_begin(c, DDL__OP_ALLREDUCE, dtype, op, count, 0)) != DDL_OK)
+        return st;
+    if (c->world == 1 || count == 0)
+        return DDL_OK;
+    int sum_op = op == DDL_MEAN ? DDL_SUM : op;
+    if (c->native && c->tp->allreduce && dtype == DDL_FLOAT32 && sum_op == DDL_SUM) {
+        st = c->tp->allreduce(c->state, buf, count, c->timeout_ms);
+        if (st != DDL_OK) {
+            const char *e = c->tp->error ? c->tp->error(c->state) : "";
+            return ddl__comm_fail(c, st, "native allreduce #%u of %zu float32: %s", c->cur.seq, count,
+                                  e && e[0] ? e : ddl_strerror(st));
+        }
+    } else if (count * ddl__dtype_bytes(dtype) <= SMALL_BYTES || count < (size_t)c->world) {
+        st = allreduce_rd(c, buf, count, dtype, sum_op);
+    } else {
+        st = allreduce_ring(c, buf, count, dtype, sum_op);
+    }
+    if (st == DDL_OK && op == DDL_MEAN)
+        finish_mean(buf, count, c->world);
+    return st;
+}
+
+/* ---- broadcast ----
+ * Small: binomial tree from the root (log2 n hops). Large: a chain root -> root+1 -> ...
+ * pipelined in pieces, each rank forwarding piece j - 1 while it receives piece j. */
+
+static int bcast_tree(ddl_comm *c, unsigned char *buf, size_t bytes, int root)
+{
+    int n = c->world, vr = (c->rank - root + n) % n, mask = 1, st;
+    while (mask < n) {
+        if (vr & mask) {
+            int from = (vr - mask + root) % n;
+            if ((st = ddl__comm_xchg(c, -1, 0, NULL, 0, from, (uint32_t)mask, buf, bytes)) != DDL_OK)
+                return st;
+            break;
+        }
+        mask <<= 1;
+    }
+    for (mask >>= 1; mask > 0; mask >>= 1) {
+        if (vr + mask < n) {
+            int to = (vr + mask + root) % n;
+            if ((st = ddl__comm_xchg(c, to, (uint32_t)mask, buf, bytes, -1, 0, NULL, 0)) != DDL_OK)
+                return st;
+        }
+    }
+    return DDL_OK;
+}
+
+static size_t piece_len(size_t bytes, size_t j)
+{
+    size_t o = j * BCAST_PIECE_BYTES;
+    return bytes - o < BCAST_PIECE_BYTES ? bytes - o : BCAST_PIECE_BYTES;
+}
+
+static int bcast_chain(ddl_comm *c, unsigned char *buf, size_t bytes, int root)
+{
+    int n = c->world, pos = (c->rank - root + n) % n;
+    int next = pos < n - 1 ? (c->rank + 1) % n : -1, prev = pos > 0 ? (c->rank + n - 1) % n : -1;
+    size_t np = n_pieces(bytes, BCAST_PIECE_BYTES);
+    /* in round t every rank forwards piece t - 1 (the root: piece t) and receives piece t; the
+     * step in a header is its piece number */
+    for (size_t t = 0; t <= np; t++) {
+        size_t sp = prev < 0 ? t : t - 1;
+        int to = next >= 0 && sp < np && (prev < 0 || t >= 1) ? next : -1;
+        int from = prev >= 0 && t < np ? prev : -1;
+        if (to < 0 && from < 0)
+            continue;
+        int st = ddl__comm_xchg(c, to, (uint32_t)sp, to >= 0 ? buf + sp * BCAST_PIECE_BYTES : NULL,
+                                to >= 0 ? piece_len(bytes, sp) : 0, from, (uint32_t)t,
+                                from >= 0 ? buf + t * BCAST_PIECE_BYTES : NULL, from >= 0 ? piece_len(bytes, t) : 0);
+        if (st != DDL_OK)
+            return st;
+    }
+    return DDL_OK;
+}
+
+int ddl_comm_broadcast(ddl_comm *c, void *buf, size_t count, int dtype, int root)
+{
+    int st = check_args(c, buf, count, dtype, "broadcast");
+    if (st)
+        return st;
+    if (root < 0 || root >= c->world) {
+        snprintf(c->err, sizeof c->err, "broadcast: root %d is not a rank of %d", root, c->world);
+        return DDL_EINVAL;
+    }
+    if ((st = ddl__comm_begin(c, DDL__OP_BROADCAST, dtype, 0, count, root)) != DDL_OK)
+        return st;
+    if (c->world == 1 || count == 0)
+        return DDL_OK;
+    size_t bytes = count * ddl__dtype_bytes(dtype);
+    return bytes <= SMALL_BYTES ? bcast_tree(c, buf, bytes, root) : bcast_chain(c, buf, bytes, root);
+}
+
+/* ---- allgather: ring; in step s rank r passes on block (r - s) and receives block (r - s - 1) ---- */
+
+int ddl_comm_allgather(ddl_comm *c, const void *send, void *recv, size_t count, int dtype)
+{
+    int st = check_args(c, send, count, dtype, "allgather");
+    if (st)
+        return st;
+    if (count && !recv) {
+        snprintf(c->err, sizeof c->err, "allgather: recv is NULL");
+        return DDL_EINVAL;
+    }
+    if ((st = ddl__comm_begin(c, DDL__OP_ALLGATHER, dtype, 0, count, 0)) != DDL_OK)
+        return st;
+    if (count == 0)
+        return DDL_OK;
+    int n = c->world, r = c->rank;
+    size_t esz = ddl__dtype_bytes(dtype);
+    unsigned char *out = recv;
+    memmove(out + (size_t)r * count * esz, send, count * esz);
+    for (int s = 0; s < n - 1; s++) {
+        seg ss = {(size_t)((r - s + n) % n) * count, count}, rs = {(size_t)((r - s - 1 + 2 * n) % n) * count, count};
+        if ((st = ring_step(c, out, esz, (uint32_t)s, ss, rs, dtype, 0, 0)) != DDL_OK)
+            return st;
+    }
+    return DDL_OK;
+}
+
+/* ---- barrier: dissemination, ceil(log2 n) rounds of empty messages ---- */
+
+int ddl_comm_barrier(ddl_comm *c)
+{
+    int st = ddl__comm_begin(c, DDL__OP_BARRIER, 0, 0, 0, 0);
+    if (st)
+        return st;
+    int n = c->world;
+    for (int k = 1; k < n; k <<= 1) {
+        st = ddl__comm_xchg(c, (c->rank + k) % n, (uint32_t)k, NULL, 0, (c->rank - k + n) % n, (uint32_t)k, NULL, 0);
+        if (st != DDL_OK)
+            return st;
+    }
+    return DDL_OK;
+}

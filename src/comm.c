@@ -1,0 +1,555 @@
+/* comm.c - the comm object: configuration from the environment, create/destroy, the table of
+ * built-in transports, the 32-byte message header, point-to-point send/recv, and the one
+ * wrapper (ddl__comm_xchg) through which every byte reaches a transport.
+ * It owns sticky errors and their messages. It must not know any transport's internals, and
+ * it must not allocate after ddl_comm_create. The collective algorithms live in collectives.c. */
+#include "comm_impl.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- header ----
+ * Little-endian on the wire, so mixed hosts agree:
+ *   0 magic u32 | 4 seq u32 | 8 op u8 | 9 dtype u8 | 10 redop u8 | 11 flags u8 |
+ *  12 sender i32 | 16 count u64 | 24 arg i32 (tag / root) | 28 step u32 */
+
+#define HDR_MAGIC 0x314C4444u /* "DDL1" */
+#define HDR_ABORT 1u          /* flags: "your message did not match; this is what I expected" */
+
+typedef struct hdr {
+    uint32_t magic, seq, step;
+    int op, dtype, redop, flags, sender, arg;
+    uint64_t count;
+} hdr;
+
+static void put32(unsigned char *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static uint32_t get32(const unsigned char *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static void hdr_pack(unsigned char *p, const hdr *h)
+{
+    put32(p, h->magic);
+    put32(p + 4, h->seq);
+    p[8] = (unsigned char)h->op;
+    p[9] = (unsigned char)h->dtype;
+    p[10] = (unsigned char)h->redop;
+    p[11] = (unsigned char)h->flags;
+    put32(p + 12, (uint32_t)h->sender);
+    put32(p + 16, (uint32_t)h->count);
+    put32(p + 20, (uint32_t)(h->count >> 32));
+    put32(p + 24, (uint32_t)h->arg);
+    put32(p + 28, h->step);
+}
+
+static void hdr_unpack(hdr *h, const unsigned char *p)
+{
+    h->magic = get32(p);
+    h->seq = get32(p + 4);
+    h->op = p[8];
+    h->dtype = p[9];
+    h->redop = p[10];
+    h->flags = p[11];
+    h->sender = (int32_t)get32(p + 12);
+    h->count = (uint64_t)get32(p + 16) | (uint64_t)get32(p + 20) << 32;
+    h->arg = (int32_t)get32(p + 24);
+    h->step = get32(p + 28);
+}
+
+static hdr hdr_of_call(const ddl__call *k, int sender, uint32_t step)
+{
+    hdr h = {HDR_MAGIC, k->seq, step, k->op, k->dtype & 0xff, k->redop, 0, sender, k->arg, k->count};
+    return h;
+}
+
+/* ---- descriptions ---- */
+
+static const char *op_name(int op)
+{
+    switch (op) {
+    case DDL__OP_ALLREDUCE: return "allreduce";
+    case DDL__OP_BROADCAST: return "broadcast";
+    case DDL__OP_ALLGATHER: return "allgather";
+    case DDL__OP_BARRIER: return "barrier";
+    case DDL__OP_P2P: return "message";
+    default: return "unknown operation";
+    }
+}
+
+static const char *dtype_name(int dtype)
+{
+    return dtype == DDL_FLOAT32 ? "float32" : dtype == DDL_INT64 ? "int64" : "bytes";
+}
+
+static const char *redop_name(int redop)
+{
+    return redop == DDL_SUM ? "sum" : redop == DDL_MEAN ? "mean" : redop == DDL_MAX ? "max" : "?";
+}
+
+/* describe: "allreduce(sum) #12 of 1000 float32", "message #3 with tag 5 of 100 bytes". */
+static void describe(char *s, size_t n, const hdr *h)
+{
+    unsigned long long cnt = (unsigned long long)h->count;
+    switch (h->op) {
+    case DDL__OP_ALLREDUCE:
+        snprintf(s, n, "allreduce(%s) #%u of %llu %s", redop_name(h->redop), h->seq, cnt, dtype_name(h->dtype));
+        break;
+    case DDL__OP_BROADCAST:
+        snprintf(s, n, "broadcast #%u of %llu %s from root %d", h->seq, cnt, dtype_name(h->dtype), h->arg);
+        break;
+    case DDL__OP_ALLGATHER:
+        snprintf(s, n, "allgather #%u of %llu %s", h->seq, cnt, dtype_name(h->dtype));
+        break;
+    case DDL__OP_BARRIER: snprintf(s, n, "barrier #%u", h->seq); break;
+    case DDL__OP_P2P: snprintf(s, n, "message #%u with tag %d of %llu bytes", h->seq, h->arg, cnt); break;
+    default: snprintf(s, n, "operation %d #%u", h->op, h->seq); break;
+    }
+}
+
+/* human_bytes: "812 B", "4.0 KB", "1.2 MB" (powers of 1024, as sizes are usually given). */
+static void human_bytes(char *s, size_t n, double b)
+{
+    if (b < 1024)
+        snprintf(s, n, "%.0f B", b);
+    else if (b < 1024.0 * 1024)
+        snprintf(s, n, "%.1f KB", b / 1024);
+    else if (b < 1024.0 * 1024 * 1024)
+        snprintf(s, n, "%.1f MB", b / (1024.0 * 1024));
+    else
+        snprintf(s, n, "%.1f GB", b / (1024.0 * 1024 * 1024));
+}
+
+size_t ddl__dtype_bytes(int dtype) { return dtype == DDL_FLOAT32 ? 4 : dtype == DDL_INT64 ? 8 : 0; }
+
+/* ---- errors ---- */
+
+int ddl__comm_fail(ddl_comm *c, int status, const char *fmt, ...)
+{
+    if (c->status != DDL_OK)
+        return c->status;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->err, sizeof c->err, fmt, ap);
+    va_end(ap);
+    c->status = status;
+    ddl__log(c->log, c->log_ud, DDL_LOG_ERROR, "%s", c->err);
+    return status;
+}
+
+/* call_prefix: "allreduce #812 (1.2 MB)" for the call in progress. */
+static void call_prefix(const ddl_comm *c, char *s, size_t n)
+{
+    char sz[32];
+    size_t es = c->cur.op == DDL__OP_P2P ? 1 : ddl__dtype_bytes(c->cur.dtype);
+    human_bytes(sz, sizeof sz, (double)c->cur.count * (double)es);
+    if (c->cur.op == DDL__OP_BARRIER)
+        snprintf(s, n, "barrier #%u", c->cur.seq);
+    else
+        snprintf(s, n, "%s #%u (%s)", op_name(c->cur.op), c->cur.seq, sz);
+}
+
+static int fail_transport(ddl_comm *c, int st, int to, int from)
+{
+    char pre[96];
+    call_prefix(c, pre, sizeof pre);
+    const char *e = c->tp->error ? c->tp->error(c->state) : NULL;
+    if (e && e[0])
+        return ddl__comm_fail(c, st, "%s: %s", pre, e);
+    int peer = from >= 0 ? from : to;
+    const char *addr = c->tp->peer_address && peer >= 0 ? c->tp->peer_address(c->state, peer) : NULL;
+    return ddl__comm_fail(c, st, "%s: %s with rank %d%s%s", pre, ddl_strerror(st), peer, addr ? " at " : "",
+                          addr ? addr : "");
+}
+
+/* ---- header checks ---- */
+
+/* notify: best effort, tell `peer` that its message did not match what we expected, so a
+ * sender that later receives from us fails too instead of waiting. */
+static void notify_mismatch(ddl_comm *c, int peer, const hdr *expected)
+{
+    unsigned char b[DDL_HEADER_BYTES];
+    hdr h = *expected;
+    h.flags = HDR_ABORT;
+    h.sender = c->rank;
+    hdr_pack(b, &h);
+    int t = c->timeout_ms < 100 ? c->timeout_ms : 100;
+    (void)c->tp->exchange(c->state, peer, b, NULL, 0, -1, NULL, NULL, 0, t);
+}
+
+static int check_header(ddl_comm *c, int from, const unsigned char *raw, const hdr *want, int length_ok)
+{
+    hdr got;
+    char a[160], b[160];
+    hdr_unpack(&got, raw);
+    if (got.magic != HDR_MAGIC || got.sender != from)
+        return ddl__comm_fail(c, DDL_EPROTO, "rank %d got a message from rank %d without a valid ddl header "
+                              "(magic 0x%08x, sender %d)", c->rank, from, got.magic, got.sender);
+    if (got.flags & HDR_ABORT) {
+        hdr mine;
+        hdr_unpack(&mine, c->last_sent + (size_t)from * DDL_HEADER_BYTES);
+        describe(a, sizeof a, &got);
+        describe(b, sizeof b, &mine);
+        return ddl__comm_fail(c, DDL_EMISMATCH, "rank %d expected %s from rank %d, got %s", from, a, c->rank,
+                              mine.magic == HDR_MAGIC ? b : "something else");
+    }
+    int same = got.op == want->op && got.dtype == want->dtype && got.redop == want->redop &&
+               got.count == want->count && got.arg == want->arg && got.seq == want->seq;
+    if (same && got.step == want->step && length_ok)
+        return DDL_OK;
+    describe(a, sizeof a, want);
+    describe(b, sizeof b, &got);
+    if (same && got.step != want->step)
+        ddl__comm_fail(c, DDL_EMISMATCH, "rank %d expected %s step %u from rank %d, got step %u", c->rank, a,
+                       want->step, from, got.step);
+    else if (same)
+        ddl__comm_fail(c, DDL_EMISMATCH, "rank %d expected %s from rank %d, got a payload of another length",
+                       c->rank, a, from);
+    else
+        ddl__comm_fail(c, DDL_EMISMATCH, "rank %d expected %s from rank %d, got %s", c->rank, a, from, b);
+    notify_mismatch(c, from, want);
+    return c->status;
+}
+
+/* ---- the one path to the transport ---- */
+
+int ddl__comm_xchg(ddl_comm *c, int to, uint32_t send_step, const void *send_buf, size_t send_bytes, int from,
+                   uint32_t recv_step, void *recv_buf, size_t recv_bytes)
+{
+    unsigned char sh[DDL_HEADER_BYTES], rh[DDL_HEADER_BYTES];
+    if (c->status != DDL_OK)
+        return c->status;
+    if (to >= 0) {
+        hdr h = hdr_of_call(&c->cur, c->rank, send_step);
+        hdr_pack(sh, &h);
+        memcpy(c->last_sent + (size_t)to * DDL_HEADER_BYTES, sh, DDL_HEADER_BYTES);
+    }
+    memset(rh, 0, sizeof rh);
+    int st = c->tp->exchange(c->state, to, to >= 0 ? sh : NULL, send_buf, send_bytes, from,
+                             from >= 0 ? rh : NULL, recv_buf, recv_bytes, c->timeout_ms);
+    if (from >= 0 && (st == DDL_OK || st == DDL_EMISMATCH)) {
+        hdr want = hdr_of_call(&c->cur, from, recv_step);
+        if (check_header(c, from, rh, &want, st == DDL_OK) != DDL_OK)
+            return c->status;
+    } else if (st != DDL_OK) {
+        return fail_transport(c, st, to, from);
+    }
+    return DDL_OK;
+}
+
+int ddl__comm_begin(ddl_comm *c, int op, int dtype, int redop, size_t count, int arg)
+{
+    if (!c)
+        return DDL_EINVAL;
+    if (c->status != DDL_OK)
+        return c->status;
+    ddl__call k = {op, dtype, redop, (uint64_t)count, arg, c->seq++};
+    c->cur = k;
+    return DDL_OK;
+}
+
+/* ---- configuration from the environment ---- */
+
+/* env_int: *out from the first of names that is set; 0 and *found 0 if none. Strict: the whole
+ * value must be a decimal int. */
+static int env_int(const char *const *names, int *out, int *found, char *err, size_t err_bytes)
+{
+    *found = 0;
+    for (; *names; names++) {
+        const char *v = getenv(*names);
+        if (!v)
+            continue;
+        char *end;
+        errno = 0;
+        long x = strtol(v, &end, 10);
+        if (end == v || *end != '\0')
+            return ddl__errf(err, err_bytes, DDL_EINVAL, "%s=%s is not a number", *names, v);
+        if (errno == ERANGE || x < INT_MIN || x > INT_MAX)
+            return ddl__errf(err, err_bytes, DDL_EINVAL, "%s=%s is out of range", *names, v);
+        *out = (int)x;
+        *found = 1;
+        return DDL_OK;
+    }
+    return DDL_OK;
+}
+
+static const char *env_str(const char *name)
+{
+    const char *v = getenv(name);
+    return v && v[0] ? v : NULL;
+}
+
+/* choose_transport: DDL_TRANSPORT, else mpi under mpirun, shm on one host, tcp otherwise. */
+static int choose_transport(ddl_comm_config *cfg, char *err, size_t err_bytes)
+{
+    const char *name = env_str("DDL_TRANSPORT"), *why = "DDL_TRANSPORT";
+    if (!name) {
+        if (getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE"))
+            name = "mpi", why = "the default under mpirun";
+        else if (cfg->local_size == cfg->world_size)
+            name = "shm", why = "the default when all ranks share a host";
+        else
+            name = "tcp", why = "the default across hosts";
+    }
+    cfg->transport = ddl_transport_find(name);
+    if (cfg->transport)
+        return DDL_OK;
+    static const char *const known[] = {"shm", "tcp", "zmq", "mpi"};
+    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
+        if (strcmp(name, known[i]) == 0)
+            return ddl__errf(err, err_bytes, DDL_ENOTSUP, "transport %s (%s) is not compiled in", name, why);
+    return ddl__errf(err, err_bytes, DDL_EINVAL, "DDL_TRANSPORT=%s is not a transport (shm, tcp, zmq, mpi)",
+                     name);
+}
+
+static int config_ints(ddl_comm_config *cfg, char *err, size_t err_bytes)
+{
+    static const char *const rank_n[] = {"DDL_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID", NULL};
+    static const char *const size_n[] = {"DDL_WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS",
+                                         NULL};
+    static const char *const lrank_n[] = {"DDL_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
+                                          "SLURM_LOCALID", NULL};
+    static const char *const lsize_n[] = {"DDL_LOCAL_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS",
+                                          "SLURM_NTASKS_PER_NODE", NULL};
+    static const char *const tmo_n[] = {"DDL_TIMEOUT_MS", NULL};
+    int st, f_rank, f_size, f_lrank, f_lsize, f_tmo;
+    if ((st = env_int(rank_n, &cfg->rank, &f_rank, err, err_bytes)) ||
+        (st = env_int(size_n, &cfg->world_size, &f_size, err, err_bytes)) ||
+        (st = env_int(lrank_n, &cfg->local_rank, &f_lrank, err, err_bytes)) ||
+        (st = env_int(lsize_n, &cfg->local_size, &f_lsize, err, err_bytes)) ||
+        (st = env_int(tmo_n, &cfg->timeout_ms, &f_tmo, err, err_bytes)))
+        return st;
+    if (!f_size)
+        cfg->world_size = 1;
+    if (!f_lsize)
+        cfg->local_size = cfg->world_size;
+    if (!f_lrank)
+        cfg->local_rank = cfg->local_size == cfg->world_size ? cfg->rank : 0;
+    if (!f_tmo)
+        cfg->timeout_ms = 60000;
+    if (cfg->world_size < 1)
+        return ddl__errf(err, err_bytes, DDL_EINVAL, "world size %d must be at least 1", cfg->world_size);
+    if (cfg->rank < 0 || cfg->rank >= cfg->world_size)
+        return ddl__errf(err, err_bytes, DDL_EINVAL, "rank %d is not in [0, %d) (world size %d)", cfg->rank,
+                         cfg->world_size, cfg->world_size);
+    if (cfg->local_size < 1 || cfg->local_size > cfg->world_size || cfg->local_rank < 0 ||
+        cfg->local_rank >= cfg->local_size)
+        return ddl__errf(err, err_bytes, DDL_EINVAL, "local rank %d of local size %d does not fit world size %d",
+                         cfg->local_rank, cfg->local_size, cfg->world_size);
+    if (cfg->timeout_ms <= 0)
+        return ddl__errf(err, err_bytes, DDL_EINVAL, "DDL_TIMEOUT_MS=%d must be positive", cfg->timeout_ms);
+    return DDL_OK;
+}
+
+int ddl_comm_config_from_env(ddl_comm_config *cfg, char *err, size_t err_bytes)
+{
+    if (!cfg)
+        return ddl__errf(err, err_bytes, DDL_EINVAL, "cfg is NULL");
+    memset(cfg, 0, sizeof *cfg);
+    ddl__errf(err, err_bytes, DDL_OK, "%s", "");
+    int st = config_ints(cfg, err, err_bytes);
+    if (st)
+        return st;
+    cfg->master = env_str("DDL_MASTER");
+    cfg->peers = env_str("DDL_PEERS");
+    cfg->job = env_str("DDL_JOB");
+    cfg->token = env_str("DDL_TOKEN");
+    if (cfg->world_size == 1 && !env_str("DDL_TRANSPORT"))
+        return DDL_OK; /* one process: no transport needed */
+    return choose_transport(cfg, err, err_bytes);
+}
+
+/* ---- transports ---- */
+
+typedef struct transport_entry {
+    const char *name;
+    const ddl_transport *(*get)(void);
+} transport_entry;
+
+static const transport_entry transports[] = {
+    {"shm", ddl_transport_shm},
+    {"tcp", ddl_transport_tcp},
+    {"zmq", ddl_transport_zmq},
+    {"mpi", ddl_transport_mpi},
+};
+
+const ddl_transport *ddl_transport_find(const char *name)
+{
+    if (!name)
+        return NULL;
+    for (size_t i = 0; i < sizeof transports / sizeof transports[0]; i++)
+        if (strcmp(name, transports[i].name) == 0)
+            return transports[i].get();
+    return NULL;
+}
+
+/* ---- create and destroy ---- */
+
+static int check_config(const ddl_comm_config *cfg, char *err, size_t n)
+{
+    if (cfg->world_size < 1 || cfg->rank < 0 || cfg->rank >= cfg->world_size)
+        return ddl__errf(err, n, DDL_EINVAL, "rank %d is not in [0, %d)", cfg->rank, cfg->world_size);
+    if (cfg->timeout_ms < 0)
+        return ddl__errf(err, n, DDL_EINVAL, "timeout_ms %d must be positive", cfg->timeout_ms);
+    const ddl_transport *t = cfg->transport;
+    if (t && (t->version != DDL_TRANSPORT_VERSION || !t->state_bytes || !t->open || !t->close || !t->exchange))
+        return ddl__errf(err, n, DDL_ENOTSUP, "transport %s: version %d or missing members (need version %d)",
+                         t->name ? t->name : "?", t->version, DDL_TRANSPORT_VERSION);
+    return DDL_OK;
+}
+
+/* layout: [comm | state | scratch | p2p_sent | p2p_recvd | last_sent], each DDL_ALIGN-aligned. */
+static size_t comm_layout(const ddl_comm_config *cfg, size_t *off_state, size_t *off_scratch, size_t *off_seq)
+{
+    size_t n = ddl__align_up(sizeof(ddl_comm));
+    *off_state = n;
+    if (cfg->world_size > 1) {
+        n += ddl__align_up(cfg->transport->state_bytes(cfg));
+        *off_scratch = n;
+        n += DDL__SCRATCH_BYTES;
+    } else {
+        *off_scratch = n;
+    }
+    *off_seq = n;
+    n += ddl__align_up((size_t)cfg->world_size * (2 * sizeof(uint32_t) + DDL_HEADER_BYTES));
+    return n;
+}
+
+static ddl_comm *comm_alloc(const ddl_comm_config *cfg, const ddl_allocator *alloc)
+{
+    size_t off_state, off_scratch, off_seq;
+    size_t bytes = comm_layout(cfg, &off_state, &off_scratch, &off_seq);
+    /* user allocators promise only 16-byte alignment: over-allocate and align by hand */
+    unsigned char *raw = ddl__alloc(alloc, bytes + DDL_ALIGN);
+    if (!raw)
+        return NULL;
+    unsigned char *base = (unsigned char *)ddl__align_up((size_t)(uintptr_t)raw);
+    memset(base, 0, bytes);
+    ddl_comm *c = (ddl_comm *)base;
+    c->raw = raw;
+    if (alloc)
+        c->alloc = *alloc;
+    c->state = cfg->world_size > 1 ? base + off_state : NULL;
+    c->scratch = cfg->world_size > 1 ? base + off_scratch : NULL;
+    c->p2p_sent = (uint32_t *)(base + off_seq);
+    c->p2p_recvd = c->p2p_sent + cfg->world_size;
+    c->last_sent = (unsigned char *)(c->p2p_recvd + cfg->world_size);
+    return c;
+}
+
+int ddl_comm_create(const ddl_comm_config *cfg_in, const ddl_allocator *alloc, ddl_comm **out)
+{
+    char err[DDL_ERR_BYTES];
+    if (!out)
+        return DDL_EINVAL;
+    *out = NULL;
+    if (!cfg_in)
+        return DDL_EINVAL;
+    ddl_comm_config cfg = *cfg_in;
+    if (cfg.timeout_ms == 0)
+        cfg.timeout_ms = 60000;
+    int st = check_config(&cfg, err, sizeof err);
+    if (st == DDL_OK && cfg.world_size > 1 && !cfg.transport)
+        st = choose_transport(&cfg, err, sizeof err);
+    if (st != DDL_OK) {
+        if (cfg.world_size > 1)
+            cfg.transport = NULL, cfg.world_size = 1, cfg.rank = 0; /* a comm that only carries the error */
+    }
+    if (cfg.world_size == 1)
+        cfg.transport = NULL;
+    ddl_comm *c = comm_alloc(&cfg, alloc);
+    if (!c)
+        return DDL_ENOMEM;
+    *out = c;
+    c->tp = cfg.transport;
+    c->rank = cfg.rank;
+    c->world = cfg.world_size;
+    c->timeout_ms = cfg.timeout_ms;
+    c->log = cfg.log;
+    c->log_ud = cfg.log_ud;
+    snprintf(c->job, sizeof c->job, "%s", cfg.job && cfg.job[0] ? cfg.job : "ddl");
+    cfg.job = c->job;
+    if (st != DDL_OK)
+        return ddl__comm_fail(c, st, "%s", err);
+    if (!c->tp)
+        return DDL_OK;
+    st = c->tp->open(c->state, &cfg);
+    c->opened = 1; /* close is safe after a failed open */
+    if (st != DDL_OK) {
+        const char *e = c->tp->error ? c->tp->error(c->state) : NULL;
+        return ddl__comm_fail(c, st, "%s open, rank %d of %d: %s", c->tp->name, c->rank, c->world,
+                              e && e[0] ? e : ddl_strerror(st));
+    }
+    return DDL_OK;
+}
+
+void ddl_comm_destroy(ddl_comm *c)
+{
+    if (!c)
+        return;
+    if (c->tp && c->opened)
+        c->tp->close(c->state);
+    ddl_allocator a = c->alloc;
+    ddl__free(a.alloc ? &a : NULL, c->raw);
+}
+
+/* ---- getters ---- */
+
+int ddl_comm_rank(const ddl_comm *c) { return c ? c->rank : 0; }
+int ddl_comm_size(const ddl_comm *c) { return c ? c->world : 1; }
+const char *ddl_comm_transport_name(const ddl_comm *c) { return c && c->tp ? c->tp->name : "none"; }
+const char *ddl_comm_error(const ddl_comm *c) { return c ? c->err : "comm is NULL"; }
+void ddl_comm_set_native(ddl_comm *c, int on)
+{
+    if (c)
+        c->native = on != 0;
+}
+
+/* ---- point to point ---- */
+
+static int p2p_check(ddl_comm *c, int peer, const void *buf, size_t bytes, const char *what)
+{
+    if (!c)
+        return DDL_EINVAL;
+    if (c->status != DDL_OK)
+        return c->status;
+    if (peer < 0 || peer >= c->world || peer == c->rank || (bytes && !buf)) {
+        snprintf(c->err, sizeof c->err, "%s: rank %d cannot talk to rank %d of %d (or buf is NULL)", what,
+                 c->rank, peer, c->world);
+        return DDL_EINVAL;
+    }
+    return DDL_OK;
+}
+
+int ddl_comm_send(ddl_comm *c, int peer, int tag, const void *buf, size_t bytes)
+{
+    int st = p2p_check(c, peer, buf, bytes, "send");
+    if (st)
+        return st;
+    ddl__call k = {DDL__OP_P2P, 0xff, 0, (uint64_t)bytes, tag, c->p2p_sent[peer]};
+    c->cur = k;
+    st = ddl__comm_xchg(c, peer, 0, buf, bytes, -1, 0, NULL, 0);
+    if (st == DDL_OK)
+        c->p2p_sent[peer]++;
+    return st;
+}
+
+int ddl_comm_recv(ddl_comm *c, int peer, int tag, void *buf, size_t bytes)
+{
+    int st = p2p_check(c, peer, buf, bytes, "recv");
+    if (st)
+        return st;
+    ddl__call k = {DDL__OP_P2P, 0xff, 0, (uint64_t)bytes, tag, c->p2p_recvd[peer]};
+    c->cur = k;
+    st = ddl__comm_xchg(c, -1, 0, NULL, 0, peer, 0, buf, bytes);
+    if (st == DDL_OK)
+        c->p2p_recvd[peer]++;
+    return st;
+}

@@ -1,0 +1,66 @@
+/* comm_impl.h - the private comm struct and the message layer shared by src/comm.c and
+ * src/collectives.c. Transports never include this: the 32-byte header is opaque to them.
+ * Nothing here is API. */
+#ifndef DDL_COMM_IMPL_H
+#define DDL_COMM_IMPL_H
+#include "ddl_impl.h"
+#include <stdint.h>
+
+/* Operations carried in the header. Values go on the wire: only ever append. */
+enum {
+    DDL__OP_ALLREDUCE = 1,
+    DDL__OP_BROADCAST = 2,
+    DDL__OP_ALLGATHER = 3,
+    DDL__OP_BARRIER = 4,
+    DDL__OP_P2P = 5
+};
+
+/* Bytes of the scratch buffer sized at create time: the largest piece one exchange of a
+ * reduction receives, and the limit of the latency-optimal (recursive doubling) algorithm. */
+#define DDL__SCRATCH_BYTES ((size_t)1 << 20)
+
+/* What one collective call (or one p2p message) is: every header of the call says this, and
+ * every received header must say the same. */
+typedef struct ddl__call {
+    int op;          /* DDL__OP_* */
+    int dtype;       /* DDL_FLOAT32 / DDL_INT64; p2p: -1 (bytes) */
+    int redop;       /* DDL_SUM ...; others 0 */
+    uint64_t count;  /* elements (p2p: bytes) */
+    int32_t arg;     /* p2p: tag; broadcast: root; others 0 */
+    uint32_t seq;    /* collectives: per-comm call number; p2p: per-pair message number */
+} ddl__call;
+
+struct ddl_comm {
+    ddl_allocator alloc;       /* copy of the caller's hooks (zero: malloc/free) */
+    void *raw;                 /* the one allocation, before alignment */
+    const ddl_transport *tp;   /* NULL when world_size is 1 */
+    void *state;               /* tp->state_bytes() bytes, zeroed, DDL_ALIGN-aligned */
+    int opened;                /* tp->open succeeded (close is called either way) */
+    int rank, world, timeout_ms, native;
+    int status;                /* sticky: the first failure */
+    uint32_t seq;              /* collectives called so far */
+    uint32_t *p2p_sent;        /* [world] messages sent to each peer */
+    uint32_t *p2p_recvd;       /* [world] messages received from each peer */
+    unsigned char *last_sent;  /* [world][DDL_HEADER_BYTES] last header sent to each peer */
+    unsigned char *scratch;    /* DDL__SCRATCH_BYTES, DDL_ALIGN-aligned */
+    ddl__call cur;             /* the call in progress */
+    ddl_log_fn log;
+    void *log_ud;
+    char job[64];
+    char err[512];
+};
+
+/* ddl__comm_begin: start a collective: check the sticky status, number it, remember what it is. */
+int ddl__comm_begin(ddl_comm *c, int op, int dtype, int redop, size_t count, int arg);
+/* ddl__comm_xchg: one step of the call in progress: send (send_buf, send_bytes) to `to` with
+ * a header carrying send_step, and receive exactly recv_bytes from `from` whose header must
+ * carry recv_step (to or from may be -1). Checks the received header; on any failure sets the
+ * sticky error and returns it. */
+int ddl__comm_xchg(ddl_comm *c, int to, uint32_t send_step, const void *send_buf, size_t send_bytes, int from,
+                   uint32_t recv_step, void *recv_buf, size_t recv_bytes);
+/* ddl__comm_fail: set the sticky error (first failure wins) with a message; returns c->status. */
+int ddl__comm_fail(ddl_comm *c, int status, const char *fmt, ...) DDL__PRINTF(3, 4);
+/* ddl__dtype_bytes: 4 for float32, 8 for int64, 0 for anything else. */
+size_t ddl__dtype_bytes(int dtype);
+
+#endif

@@ -1,0 +1,207 @@
+/* ranks.h - run a test body in N forked ranks (used by test_collectives.c and test_transport.c).
+ * Each child runs fn(rank, world, arg) with its own CHECK counters, then reports them to the
+ * parent through a pipe, together with any "key value" lines it wants compared across ranks
+ * and runs (report_value). The parent adds the counts to its own, and kills every child still
+ * running at the deadline, so no test can hang. Include after check.h. */
+#ifndef DDL_TEST_RANKS_H
+#define DDL_TEST_RANKS_H
+#include "ddl.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define RANKS_MAX 16
+#define VALUES_MAX 512
+
+typedef void (*rank_fn)(int rank, int world, void *arg);
+
+static int ranks_report_fd = -1;       /* in a child: where to write */
+static char ranks_job[64];             /* job id of the current run */
+static int ranks_port;                 /* tcp rendezvous port of the current run */
+static const char *ranks_transport;    /* transport name of the current run */
+static int ranks_run_counter;
+
+/* values reported by children, compared across ranks and runs: same key, same value */
+static struct {
+    char key[64];
+    unsigned long long value;
+} ranks_values[VALUES_MAX];
+static int ranks_n_values, ranks_value_conflicts;
+
+/* ranks_now: monotonic seconds. */
+static double ranks_now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* report_value: in a child: record that `key` gave `value` (e.g. a CRC of a result). */
+static void report_value(const char *key, unsigned long long value)
+{
+    char line[128];
+    int n = snprintf(line, sizeof line, "v %s %llu\n", key, value);
+    if (ranks_report_fd >= 0 && write(ranks_report_fd, line, (size_t)n) != n)
+        perror("report_value");
+}
+
+static void ranks_take_value(const char *key, unsigned long long v)
+{
+    for (int i = 0; i < ranks_n_values; i++) {
+        if (strcmp(ranks_values[i].key, key) == 0) {
+            if (ranks_values[i].value != v) {
+                fprintf(stderr, "value %s differs: %llu vs %llu\n", key, ranks_values[i].value, v);
+                ranks_value_conflicts++;
+            }
+            return;
+        }
+    }
+    if (ranks_n_values < VALUES_MAX) {
+        snprintf(ranks_values[ranks_n_values].key, sizeof ranks_values[0].key, "%s", key);
+        ranks_values[ranks_n_values++].value = v;
+    }
+}
+
+/* make_config: a config for `rank` of `world` in the current run, over transport `name`. */
+static ddl_comm_config make_config(int rank, int world, int timeout_ms)
+{
+    static char master[64];
+    ddl_comm_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    snprintf(master, sizeof master, "127.0.0.1:%d", ranks_port);
+    cfg.transport = ddl_transport_find(ranks_transport);
+    cfg.rank = rank;
+    cfg.world_size = world;
+    cfg.local_rank = rank;
+    cfg.local_size = world;
+    cfg.master = master;
+    cfg.job = ranks_job;
+    cfg.token = "test-token";
+    cfg.timeout_ms = timeout_ms;
+    return cfg;
+}
+
+static void ranks_read_child(int fd, int rank)
+{
+    static char buf[65536];
+    size_t n = 0;
+    ssize_t k;
+    while (n < sizeof buf - 1 && (k = read(fd, buf + n, sizeof buf - 1 - n)) > 0)
+        n += (size_t)k;
+    buf[n] = '\0';
+    int got_result = 0;
+    for (char *line = strtok(buf, "\n"); line; line = strtok(NULL, "\n")) {
+        char key[64];
+        unsigned long long v;
+        int p, f;
+        if (sscanf(line, "v %63s %llu", key, &v) == 2)
+            ranks_take_value(key, v);
+        else if (sscanf(line, "r %d %d", &p, &f) == 2)
+            check_passed += p, check_failed += f, got_result = 1;
+    }
+    (void)rank;
+    (void)got_result;
+}
+
+/* run_ranks: fork `world` ranks running fn over transport `tname`; wait at most deadline_s.
+ * Rank `may_die` (-1: none) is allowed to end by a signal. Returns the number of ranks that
+ * did not end cleanly (and counts each as a failed check). */
+static int run_ranks(const char *tname, int world, rank_fn fn, void *arg, double deadline_s, int may_die)
+{
+    int fds[RANKS_MAX];
+    pid_t pids[RANKS_MAX];
+    ranks_transport = tname;
+    ranks_run_counter++;
+    snprintf(ranks_job, sizeof ranks_job, "test-%d-%d", (int)getpid(), ranks_run_counter);
+    ranks_port = 20000 + (int)((getpid() * 131 + ranks_run_counter * 7) % 30000);
+    fflush(stdout);
+    fflush(stderr);
+    for (int r = 0; r < world; r++) {
+        int p[2];
+        if (pipe(p) != 0)
+            return perror("pipe"), world;
+        pids[r] = fork();
+        if (pids[r] == 0) {
+            close(p[0]);
+            for (int j = 0; j < r; j++)
+                close(fds[j]);
+            ranks_report_fd = p[1];
+            check_passed = check_failed = 0;
+            fn(r, world, arg);
+            char line[64];
+            int n = snprintf(line, sizeof line, "r %d %d\n", check_passed, check_failed);
+            if (write(p[1], line, (size_t)n) != n)
+                _exit(3);
+            _exit(check_failed ? 1 : 0);
+        }
+        close(p[1]);
+        fds[r] = p[0];
+    }
+    int bad = 0, left = world;
+    int done[RANKS_MAX] = {0};
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    while (left > 0) {
+        int status;
+        pid_t w = waitpid(-1, &status, WNOHANG);
+        if (w > 0) {
+            for (int r = 0; r < world; r++) {
+                if (pids[r] != w)
+                    continue;
+                done[r] = 1, left--;
+                if (WIFSIGNALED(status) && r != may_die) {
+                    fprintf(stderr, "%s rank %d of %d killed by signal %d\n", tname, r, world, WTERMSIG(status));
+                    bad++;
+                } else if (WIFEXITED(status) && WEXITSTATUS(status) > 1) {
+                    fprintf(stderr, "%s rank %d of %d exited with %d\n", tname, r, world, WEXITSTATUS(status));
+                    bad++;
+                }
+            }
+            continue;
+        }
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        if ((double)(t.tv_sec - t0.tv_sec) + (double)(t.tv_nsec - t0.tv_nsec) * 1e-9 > deadline_s) {
+            for (int r = 0; r < world; r++) {
+                if (!done[r]) {
+                    fprintf(stderr, "%s rank %d of %d still running after %.0f s: killed\n", tname, r, world,
+                            deadline_s);
+                    kill(pids[r], SIGKILL);
+                    waitpid(pids[r], NULL, 0);
+                    done[r] = 1, left--, bad++;
+                }
+            }
+            break;
+        }
+        usleep(2000);
+    }
+    for (int r = 0; r < world; r++) {
+        ranks_read_child(fds[r], r);
+        close(fds[r]);
+    }
+    check_failed += bad;
+    return bad;
+}
+
+/* test_transports: the transports to run: DDL_TEST_TRANSPORT, or every one compiled in but mpi
+ * (which needs mpirun). Returns how many names were written to out. */
+static int test_transports(const char *out[4])
+{
+    const char *env = getenv("DDL_TEST_TRANSPORT");
+    static const char *const all[] = {"shm", "tcp", "zmq"};
+    int n = 0;
+    if (env && env[0]) {
+        out[n++] = env;
+        return n;
+    }
+    for (int i = 0; i < 3; i++)
+        if (ddl_transport_find(all[i]))
+            out[n++] = all[i];
+    return n;
+}
+
+#endif
