@@ -387,6 +387,16 @@ int ddl_dataset_load_mnist(const char *dir, const char *split, const ddl_allocat
                            char *err, size_t err_bytes);
 /* ddl_dataset_stats: mean and standard deviation of every pixel of d, scaled to [0, 1]. */
 void ddl_dataset_stats(const ddl_dataset *d, float *mean, float *std);
+/* ddl_dataset_make_scenes: compose n_scenes segmentation scenes from classification items (as
+ * Fashion-MNIST): each canvas of size x size pixels holds 1 to max_items items drawn from `items` at
+ * random positions, later ones covering earlier ones where they are bright, plus pixel noise. The
+ * target of each pixel is 0 (background) or 1 + the class of the item covering it, so
+ * out->n_classes = items->n_classes + 1 and th = tw = size. The same seed gives the same bytes.
+ * items must be one-channel, with one label per sample and no larger than the canvas. out keeps no
+ * pointer into items; its memory comes from alloc (NULL: malloc) and goes with ddl_dataset_free.
+ * Returns DDL_OK, DDL_EINVAL (bad arguments) or DDL_ENOMEM; err says which and why. */
+int ddl_dataset_make_scenes(const ddl_dataset *items, int n_scenes, int size, int max_items, uint64_t seed,
+                            const ddl_allocator *alloc, ddl_dataset *out, char *err, size_t err_bytes);
 /* ddl_dataset_free: free what a loader allocated (a zeroed struct is fine). */
 void ddl_dataset_free(ddl_dataset *d);
 

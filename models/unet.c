@@ -1,4 +1,308 @@
-/* unet.c - U-Net model plugin (a later issue fills it; until then the getter returns NULL). */
+/* unet.c - U-Net model plugin for image segmentation (Ronneberger et al. 2015, small and
+ * same-padded): `depth` levels down, a bottom block, `depth` levels up, then a 1x1 conv to
+ * n_classes logits (N, K, H, W) at the input resolution.
+ *
+ *   block(cin -> c):  conv 3x3 pad 1 (no bias) -> GroupNorm -> ReLU -> conv 3x3 -> GroupNorm -> ReLU
+ *   down l:           block(c_{l-1} -> c_l), its output kept as skip l, then max-pool 2x2
+ *   bottom:           block(c_{depth-1} -> c_depth)
+ *   up l:             transposed conv 2x2 stride 2 (c_{l+1} -> c_l), concat [skip l, up],
+ *                     block(2 c_l -> c_l)
+ *   head:             conv 1x1 (c_0 -> K) with bias
+ * with c_l = width * 2^l. Convs before a GroupNorm have no bias: the norm's beta replaces it.
+ *
+ * GroupNorm (not BatchNorm) on purpose: its statistics are per sample, so the forward pass of a
+ * sample does not depend on the other samples of the batch and data-parallel training needs no
+ * synchronisation of statistics between ranks; the gradient all-reduce alone keeps the replicas
+ * identical, and N ranks match one rank with the same global batch.
+ *
+ * Parameter names are PyTorch's module paths: "down0.conv1.weight", "down0.norm1.weight",
+ * "down0.norm1.bias", ..., "bottom.conv1.weight", "up0.up.weight", "up0.up.bias",
+ * "up0.conv1.weight", ..., "head.weight", "head.bias".
+ *
+ * Only stores pointers in build() (called twice: measuring, then real); never allocates; the
+ * input size must be divisible by 2^depth. */
 #include "ddl.h"
 
-const ddl_model_plugin *ddl_model_unet(void) { return NULL; }
+#include <stdio.h>
+#include <string.h>
+
+#define UNET_MAX_DEPTH 6      /* 14 * depth + 8 parameter tensors <= DDL_MAX_PARAMS */
+#define UNET_DEFAULT_DEPTH 2
+#define UNET_DEFAULT_WIDTH 16
+#define UNET_MAX_CHANNELS 4096
+
+/* ---- state ---- */
+
+/* Two 3x3 convs, each followed by GroupNorm and ReLU. */
+typedef struct block {
+    ddl_conv2d g1, g2;            /* geometry at the full configured batch */
+    int cin, c, s, groups;        /* in and out channels, positions per channel, norm groups */
+    float *w1, *gamma1, *beta1, *w2, *gamma2, *beta2;        /* parameters */
+    float *gw1, *ggamma1, *gbeta1, *gw2, *ggamma2, *gbeta2;  /* their gradients */
+    float *a1, *h1, *a2, *h2;     /* (B, c, s): conv outputs, and norm+ReLU outputs */
+    float *mr1, *mr2;             /* (B, groups, 2): mean and rstd per sample and group */
+} block;
+
+typedef struct level {
+    block down, up;               /* encoder block; decoder block (input 2 c) */
+    float *pool;                  /* (B, c, s / 4) */
+    int32_t *arg;                 /* argmax of pool */
+    ddl_conv2d gu;                /* transposed conv c_{l+1} -> c */
+    float *wu, *bu, *gwu, *gbu;   /* (c_{l+1}, c, 2, 2), (c) */
+    float *upx;                   /* (B, c, s): transposed conv output */
+    float *cat;                   /* (B, 2 c, s): [skip, upx] */
+    float *dskip;                 /* (B, c, s): gradient of the skip, from the decoder */
+} level;
+
+typedef struct unet {
+    int depth, width, batch, n_classes, in_c, h, w;
+    level lv[UNET_MAX_DEPTH];
+    block bottom;
+    ddl_conv2d gh;                /* head: 1x1 conv c_0 -> K */
+    float *wh, *bh, *gwh, *gbh;
+    float *ws;                    /* conv workspace, shared by every conv */
+    float *dp, *dq;               /* ping-pong gradient buffers, each of the largest activation */
+} unet;
+
+/* ---- build ---- */
+
+/* groups_for: the largest group count <= 8 that divides c (c = 4 gives 4 groups of 1). */
+static int groups_for(int c)
+{
+    int g = c < 8 ? c : 8;
+    while (c % g)
+        g--;
+    return g;
+}
+
+static float *param(ddl_model_build *b, const char *prefix, const char *name, int n_dims, const int *shape, int init,
+                    int fan_in, int fan_out, float **grad)
+{
+    char full[64];
+    snprintf(full, sizeof full, "%s.%s", prefix, name);
+    return ddl_build_param(b, full, n_dims, shape, init, fan_in, fan_out, grad);
+}
+
+static size_t max_sz(size_t a, size_t b) { return a > b ? a : b; }
+
+/* build_block: parameters and activations of a block on an (h, w) grid; returns its workspace. */
+static size_t build_block(ddl_model_build *b, block *k, const char *prefix, int B, int cin, int c, int h, int w)
+{
+    k->cin = cin;
+    k->c = c;
+    k->s = h * w;
+    k->groups = groups_for(c);
+    k->g1 = (ddl_conv2d){.batch = B, .in_c = cin, .in_h = h, .in_w = w, .out_c = c, .k_h = 3, .k_w = 3, .stride = 1, .pad = 1};
+    k->g2 = k->g1;
+    k->g2.in_c = c;
+    int s1[4] = {c, cin, 3, 3}, s2[4] = {c, c, 3, 3}, sc[1] = {c};
+    k->w1 = param(b, prefix, "conv1.weight", 4, s1, DDL_INIT_HE, cin * 9, c * 9, &k->gw1);
+    k->gamma1 = param(b, prefix, "norm1.weight", 1, sc, DDL_INIT_ONE, c, c, &k->ggamma1);
+    k->beta1 = param(b, prefix, "norm1.bias", 1, sc, DDL_INIT_ZERO, c, c, &k->gbeta1);
+    k->w2 = param(b, prefix, "conv2.weight", 4, s2, DDL_INIT_HE, c * 9, c * 9, &k->gw2);
+    k->gamma2 = param(b, prefix, "norm2.weight", 1, sc, DDL_INIT_ONE, c, c, &k->ggamma2);
+    k->beta2 = param(b, prefix, "norm2.bias", 1, sc, DDL_INIT_ZERO, c, c, &k->gbeta2);
+    size_t act = (size_t)B * (size_t)c * (size_t)k->s;
+    k->a1 = ddl_build_scratch(b, act);
+    k->h1 = ddl_build_scratch(b, act);
+    k->a2 = ddl_build_scratch(b, act);
+    k->h2 = ddl_build_scratch(b, act);
+    k->mr1 = ddl_build_scratch(b, (size_t)B * (size_t)k->groups * 2);
+    k->mr2 = ddl_build_scratch(b, (size_t)B * (size_t)k->groups * 2);
+    return max_sz(ddl_conv2d_workspace(&k->g1), ddl_conv2d_workspace(&k->g2));
+}
+
+/* check_config: 1 if this plugin can build cfg; else 0 with a message in why. */
+static int check_config(const ddl_model_config *cfg, int depth, int width, char *why, size_t why_bytes)
+{
+    if (depth < 1 || depth > UNET_MAX_DEPTH) {
+        snprintf(why, why_bytes, "unet: depth %d: must be from 1 to %d", depth, UNET_MAX_DEPTH);
+        return 0;
+    }
+    if (width < 1 || (long)width << depth > UNET_MAX_CHANNELS) {
+        snprintf(why, why_bytes, "unet: width %d at depth %d: need width >= 1 and width * 2^depth <= %d", width,
+                 depth, UNET_MAX_CHANNELS);
+        return 0;
+    }
+    if (cfg->in_h % (1 << depth) || cfg->in_w % (1 << depth)) {
+        snprintf(why, why_bytes, "unet: input %dx%d: height and width must be divisible by 2^depth = %d", cfg->in_h,
+                 cfg->in_w, 1 << depth);
+        return 0;
+    }
+    return 1;
+}
+
+/* build_levels: encoder and decoder levels and the bottom block; returns the largest workspace. */
+static size_t build_levels(unet *n, ddl_model_build *b)
+{
+    int B = n->batch, D = n->depth, h = n->h, w = n->w, cin = n->in_c;
+    size_t ws = 0;
+    char prefix[32];
+    for (int l = 0; l < D; l++, h /= 2, w /= 2) {
+        level *v = &n->lv[l];
+        int c = n->width << l;
+        snprintf(prefix, sizeof prefix, "down%d", l);
+        ws = max_sz(ws, build_block(b, &v->down, prefix, B, cin, c, h, w));
+        v->pool = ddl_build_scratch(b, (size_t)B * c * (h / 2) * (w / 2));
+        v->arg = (int32_t *)ddl_build_scratch(b, (size_t)B * c * (h / 2) * (w / 2));
+        cin = c;
+    }
+    ws = max_sz(ws, build_block(b, &n->bottom, "bottom", B, cin, n->width << D, h, w));
+    for (int l = D - 1; l >= 0; l--) {
+        level *v = &n->lv[l];
+        int c = n->width << l;
+        h *= 2;
+        w *= 2;
+        snprintf(prefix, sizeof prefix, "up%d", l);
+        v->gu = (ddl_conv2d){.batch = B, .in_c = 2 * c, .in_h = h / 2, .in_w = w / 2, .out_c = c, .k_h = 2, .k_w = 2, .stride = 2, .pad = 0};
+        int su[4] = {2 * c, c, 2, 2}, sb[1] = {c};
+        v->wu = param(b, prefix, "up.weight", 4, su, DDL_INIT_HE, 2 * c, c * 4, &v->gwu);
+        v->bu = param(b, prefix, "up.bias", 1, sb, DDL_INIT_ZERO, 2 * c, c * 4, &v->gbu);
+        ws = max_sz(ws, ddl_deconv2d_workspace(&v->gu));
+        v->upx = ddl_build_scratch(b, (size_t)B * c * h * w);
+        v->cat = ddl_build_scratch(b, (size_t)B * 2 * c * h * w);
+        v->dskip = ddl_build_scratch(b, (size_t)B * c * h * w);
+        ws = max_sz(ws, build_block(b, &v->up, prefix, B, 2 * c, c, h, w));
+    }
+    return ws;
+}
+
+static int unet_build(void *self, const ddl_model_config *cfg, ddl_model_build *b)
+{
+    unet *n = (unet *)self;
+    n->depth = cfg->depth > 0 ? cfg->depth : UNET_DEFAULT_DEPTH;
+    n->width = cfg->width > 0 ? cfg->width : UNET_DEFAULT_WIDTH;
+    char why[DDL_ERR_BYTES];
+    if (!check_config(cfg, n->depth, n->width, why, sizeof why)) {
+        ddl_build_fail(b, why);
+        return DDL_EINVAL;
+    }
+    n->batch = cfg->batch;
+    n->n_classes = cfg->n_classes;
+    n->in_c = cfg->in_c;
+    n->h = cfg->in_h;
+    n->w = cfg->in_w;
+    size_t ws = build_levels(n, b);
+    int B = n->batch, c0 = n->width, K = n->n_classes;
+    n->gh = (ddl_conv2d){.batch = B, .in_c = c0, .in_h = n->h, .in_w = n->w, .out_c = K, .k_h = 1, .k_w = 1, .stride = 1, .pad = 0};
+    int sh[4] = {K, c0, 1, 1}, sk[1] = {K};
+    n->wh = ddl_build_param(b, "head.weight", 4, sh, DDL_INIT_GLOROT, c0, K, &n->gwh);
+    n->bh = ddl_build_param(b, "head.bias", 1, sk, DDL_INIT_ZERO, c0, K, &n->gbh);
+    ws = max_sz(ws, ddl_conv2d_workspace(&n->gh));
+    n->ws = ddl_build_scratch(b, ws);
+    /* The largest gradient is a level-0 concat (2 c_0) or the input (in_c) at full resolution. */
+    size_t big = (size_t)B * (size_t)(2 * c0 > n->in_c ? 2 * c0 : n->in_c) * (size_t)n->h * (size_t)n->w;
+    n->dp = ddl_build_scratch(b, big);
+    n->dq = ddl_build_scratch(b, big);
+    ddl_build_output(b, K, n->h, n->w);
+    return DDL_OK;
+}
+
+/* ---- forward ---- */
+
+/* block_forward: h2 (B, c, s) of x (B, cin, s). */
+static void block_forward(block *k, const float *x, int B, float *ws)
+{
+    ddl_conv2d g1 = k->g1, g2 = k->g2;
+    g1.batch = g2.batch = B;
+    size_t count = (size_t)B * (size_t)k->c * (size_t)k->s;
+    ddl_conv2d_forward(&g1, x, k->w1, NULL, k->a1, ws);
+    ddl_groupnorm_forward(B, k->c, k->s, k->groups, k->a1, k->gamma1, k->beta1, k->h1, k->mr1);
+    ddl_relu_forward(count, k->h1, k->h1);
+    ddl_conv2d_forward(&g2, k->h1, k->w2, NULL, k->a2, ws);
+    ddl_groupnorm_forward(B, k->c, k->s, k->groups, k->a2, k->gamma2, k->beta2, k->h2, k->mr2);
+    ddl_relu_forward(count, k->h2, k->h2);
+}
+
+/* below: the output of the level under decoder level l (the bottom block under the deepest). */
+static const float *below(const unet *n, int l)
+{
+    return l + 1 < n->depth ? n->lv[l + 1].up.h2 : n->bottom.h2;
+}
+
+static void unet_forward(void *self, const float *x, int B, int training, ddl_rng *rng, float *logits)
+{
+    unet *n = (unet *)self;
+    (void)training; /* no dropout and no batch statistics: training and evaluation are the same */
+    (void)rng;
+    const float *in = x;
+    for (int l = 0; l < n->depth; l++) {
+        level *v = &n->lv[l];
+        int h = n->h >> l, w = n->w >> l;
+        block_forward(&v->down, in, B, n->ws);
+        ddl_maxpool_forward(B, v->down.c, h, w, 2, 2, v->down.h2, v->pool, v->arg);
+        in = v->pool;
+    }
+    block_forward(&n->bottom, in, B, n->ws);
+    for (int l = n->depth - 1; l >= 0; l--) {
+        level *v = &n->lv[l];
+        ddl_conv2d gu = v->gu;
+        gu.batch = B;
+        ddl_deconv2d_forward(&gu, below(n, l), v->wu, v->bu, v->upx, n->ws);          /* (B, c, s) */
+        ddl_concat_channels(B, v->down.c, v->down.c, v->down.s, v->down.h2, v->upx, v->cat); /* (B, 2c, s) */
+        block_forward(&v->up, v->cat, B, n->ws);
+    }
+    ddl_conv2d gh = n->gh;
+    gh.batch = B;
+    ddl_conv2d_forward(&gh, n->lv[0].up.h2, n->wh, n->bh, logits, n->ws); /* (B, K, H, W) */
+}
+
+/* ---- backward ---- */
+
+/* block_backward: from dy (B, c, s) in *p to dx (B, cin, s) in *p (dx may be NULL: first layer);
+ * *q is scratch. Both buffers hold the largest activation. */
+static void block_backward(block *k, const float *x, int B, float *p, float *q, float *ws, int want_dx)
+{
+    ddl_conv2d g1 = k->g1, g2 = k->g2;
+    g1.batch = g2.batch = B;
+    size_t count = (size_t)B * (size_t)k->c * (size_t)k->s;
+    ddl_relu_backward(count, k->h2, p, p);
+    ddl_groupnorm_backward(B, k->c, k->s, k->groups, k->a2, k->gamma2, k->mr2, p, q, k->ggamma2, k->gbeta2);
+    ddl_conv2d_backward(&g2, k->h1, k->w2, q, p, k->gw2, NULL, ws);
+    ddl_relu_backward(count, k->h1, p, p);
+    ddl_groupnorm_backward(B, k->c, k->s, k->groups, k->a1, k->gamma1, k->mr1, p, q, k->ggamma1, k->gbeta1);
+    ddl_conv2d_backward(&g1, x, k->w1, q, want_dx ? p : NULL, k->gw1, NULL, ws);
+}
+
+static void unet_backward(void *self, const float *x, int B, const float *dlogits)
+{
+    unet *n = (unet *)self;
+    float *p = n->dp, *q = n->dq;
+    ddl_conv2d gh = n->gh;
+    gh.batch = B;
+    ddl_conv2d_backward(&gh, n->lv[0].up.h2, n->wh, dlogits, p, n->gwh, n->gbh, n->ws);
+    for (int l = 0; l < n->depth; l++) { /* decoder, top to bottom */
+        level *v = &n->lv[l];
+        ddl_conv2d gu = v->gu;
+        gu.batch = B;
+        block_backward(&v->up, v->cat, B, p, q, n->ws, 1);                      /* p: d cat (B, 2c, s) */
+        ddl_split_channels(B, v->down.c, v->down.c, v->down.s, p, v->dskip, q);  /* q: d upx */
+        ddl_deconv2d_backward(&gu, below(n, l), v->wu, q, p, v->gwu, v->gbu, n->ws); /* p: d below */
+    }
+    int D = n->depth;
+    block_backward(&n->bottom, n->lv[D - 1].pool, B, p, q, n->ws, 1); /* p: d pool_{D-1} */
+    for (int l = D - 1; l >= 0; l--) { /* encoder, bottom to top */
+        level *v = &n->lv[l];
+        int h = n->h >> l, w = n->w >> l;
+        size_t count = (size_t)B * (size_t)v->down.c * (size_t)v->down.s;
+        ddl_maxpool_backward(B, v->down.c, h, w, 2, 2, p, v->arg, q);
+        for (size_t i = 0; i < count; i++) /* the skip's gradient joins the pooled path's */
+            p[i] = q[i] + v->dskip[i];
+        block_backward(&v->down, l ? n->lv[l - 1].pool : x, B, p, q, n->ws, l > 0);
+    }
+}
+
+/* ---- plugin ---- */
+
+static const ddl_model_plugin unet_plugin = {
+    .version = DDL_MODEL_VERSION,
+    .name = "unet",
+    .self_bytes = sizeof(unet),
+    .build = unet_build,
+    .forward = unet_forward,
+    .backward = unet_backward,
+};
+
+_Static_assert(sizeof(unet) <= 16384, "unet plugin state must fit the core's 16384 bytes");
+
+const ddl_model_plugin *ddl_model_unet(void) { return &unet_plugin; }
