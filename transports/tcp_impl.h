@@ -1,0 +1,99 @@
+/* tcp_impl.h - private to transports/tcp.c and transports/tcp_handshake.c: the state of the
+ * TCP transport (all of it lives in the memory the core hands to open()) and the few helpers
+ * the two files share. Not API: nothing outside the TCP transport includes this. */
+#ifndef DDL_TCP_IMPL_H
+#define DDL_TCP_IMPL_H
+#include "ddl_impl.h"
+
+#include <poll.h>
+
+#define TCP_ADDR_BYTES 64    /* "host:port" including the NUL; longer addresses are refused */
+#define TCP_JOB_BYTES 64     /* job id including the NUL */
+#define TCP_NONCE_BYTES 32   /* random bytes each side contributes to a handshake */
+#define TCP_PENDING 16       /* handshakes an accepting rank runs at once */
+#define TCP_HS_BYTES 216     /* every handshake message has exactly this size */
+#define TCP_TABLE_MAGIC "DDLT"
+#define TCP_PROTO_VERSION 1
+#define TCP_STATE_MAGIC 0x7463702dU /* marks a state that open() has initialised */
+
+/* Handshake message types and refusal reasons (on the wire: never renumber). */
+enum { TCP_HS_HELLO = 1, TCP_HS_PROOF = 2, TCP_HS_OK = 3, TCP_HS_REFUSE = 4 };
+enum {
+    TCP_R_VERSION = 1, TCP_R_JOB = 2, TCP_R_WORLD = 3, TCP_R_RANK = 4,
+    TCP_R_DUPLICATE = 5, TCP_R_TOKEN = 6, TCP_R_GARBAGE = 7, TCP_R_SILENT = 8
+};
+
+/* One handshake message, decoded. Strings are NUL-terminated after decoding. */
+typedef struct tcp_hs {
+    uint32_t type, version, rank, world, reason;
+    char job[TCP_JOB_BYTES];
+    unsigned char nonce[TCP_NONCE_BYTES];
+    unsigned char mac[DDL__SHA256_BYTES];
+    char addr[TCP_ADDR_BYTES]; /* HELLO: the sender's listening address (master rendezvous) */
+} tcp_hs;
+
+/* A connection accepted but not yet authenticated. */
+typedef struct tcp_pending {
+    int fd;                    /* -1: slot free */
+    int stage;                 /* TCP_HS_HELLO: waiting for hello, TCP_HS_PROOF: waiting for proof */
+    size_t got;                /* bytes of buf received */
+    int64_t deadline_ms;       /* silence past this refuses the connection */
+    unsigned char buf[TCP_HS_BYTES];
+    tcp_hs hello;              /* what the peer claimed */
+    unsigned char nonce[TCP_NONCE_BYTES]; /* ours */
+    char from[TCP_ADDR_BYTES]; /* the peer's address, for messages */
+} tcp_pending;
+
+/* A link to one other rank. */
+typedef struct tcp_link {
+    int fd;                    /* -1: none */
+    int down;                  /* 0, or the status that broke the link (returned again) */
+    int hup_pending;           /* the peer shut its side with data still queued: decide on reading */
+    char addr[TCP_ADDR_BYTES]; /* the peer's listening address, for messages */
+} tcp_link;
+
+typedef struct tcp_state {
+    uint32_t magic;            /* TCP_STATE_MAGIC once open() initialised the fds */
+    int rank, world, timeout_ms;
+    int failed;                /* a failure happened: close() sends ABORT, not BYE */
+    int fail_status;           /* the first failure's status */
+    int culprit;               /* the first rank found dead (-1: none), named in our ABORT */
+    int listen_fd;
+    ddl_log_fn log;
+    void *log_ud;
+    const char *token;         /* valid during open() only */
+    size_t token_bytes;
+    char job[TCP_JOB_BYTES];
+    char listen_addr[TCP_ADDR_BYTES];
+    char err[DDL_ERR_BYTES];
+    tcp_pending pending[TCP_PENDING];
+    tcp_link *links;           /* [world], inside the state memory */
+    struct pollfd *pfd;        /* [world + TCP_PENDING + 1], inside the state memory */
+    int *pfd_rank;             /* [world + TCP_PENDING + 1]: which link or slot each pfd is */
+} tcp_state;
+
+/* ---- shared helpers (tcp.c) ---- */
+
+/* tcp__fail: record an error message on the state and return status. */
+int tcp__fail(tcp_state *s, int status, const char *fmt, ...) DDL__PRINTF(3, 4);
+/* tcp__io_full: read (writing 0) or write all n bytes of buf on a non-blocking fd before
+ * deadline_ms. Returns DDL_OK, DDL_ETIMEDOUT, DDL_EPEER (closed or reset) or DDL_EIO. */
+int tcp__io_full(int fd, void *buf, size_t n, int writing, int64_t deadline_ms);
+/* tcp__tune: TCP_NODELAY and buffer sizes on a connected socket. */
+void tcp__tune(int fd);
+/* tcp__format_addr: "ip:port" or "[ip6]:port". */
+struct sockaddr_storage;
+void tcp__format_addr(const struct sockaddr_storage *ss, char out[TCP_ADDR_BYTES]);
+/* tcp__remaining: milliseconds left until deadline_ms (>= 0, capped for poll). */
+int tcp__remaining(int64_t deadline_ms);
+
+/* ---- handshake (tcp_handshake.c) ---- */
+
+/* tcp__accept_ranks: accept and authenticate connections on s->listen_fd until ranks lo..hi
+ * all have links; take_addr: store each rank's advertised listening address (master
+ * rendezvous). Impostors are refused and logged; the wait goes on until deadline_ms. */
+int tcp__accept_ranks(tcp_state *s, int lo, int hi, int take_addr, int64_t deadline_ms);
+/* tcp__greet: run the initiator's side of the handshake on fd, connected to rank `peer`. */
+int tcp__greet(tcp_state *s, int fd, int peer, int64_t deadline_ms);
+
+#endif
