@@ -1,0 +1,98 @@
+#!/bin/sh
+# test_ddlrun.sh - the launcher: environment of the ranks, exit codes, the one-line failure
+# message, --tag-output, signal forwarding, and that a killed rank stops the job quickly.
+# Ends with "N passed, N failed"; exit status non-zero on any failure.
+BUILD=${BUILD:-build}
+cd "$(dirname "$0")/.." || exit 1
+DDLRUN=$BUILD/bin/ddlrun
+pass=0; fail=0
+tmp=$(mktemp -d) || exit 1
+trap 'rm -rf "$tmp"' EXIT
+
+check() { # check NAME CONDITION-EXIT-STATUS
+    if [ "$2" -eq 0 ]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $1" >&2; fi
+}
+now_ms() { date +%s%3N; }
+
+if [ ! -x "$DDLRUN" ]; then
+    echo "no $DDLRUN: build first" >&2
+    echo "0 passed, 1 failed"
+    exit 1
+fi
+
+# ---- all ranks succeed ----
+"$DDLRUN" -n 3 sh -c 'exit 0'; check "3 ranks exit 0 -> 0" $?
+
+# ---- environment ----
+"$DDLRUN" -n 3 --job myjob --timeout 7 sh -c 'echo "$DDL_RANK $DDL_WORLD_SIZE $DDL_LOCAL_RANK $DDL_LOCAL_SIZE $DDL_MASTER $DDL_JOB $DDL_TRANSPORT $DDL_TIMEOUT_MS ${DDL_TOKEN:+token}"' \
+    > "$tmp/env" 2>&1
+check "env run exits 0" $?
+for r in 0 1 2; do
+    grep -Eq "^$r 3 $r 3 127\.0\.0\.1:[0-9]+ myjob shm 7000 token\$" "$tmp/env"; check "env of rank $r" $?
+done
+[ "$(cut -d' ' -f5 "$tmp/env" | sort -u | wc -l)" -eq 1 ]; check "one DDL_MASTER for all ranks" $?
+env -u DDL_JOB "$DDLRUN" -n 2 sh -c 'echo "$DDL_JOB"' > "$tmp/job" 2>&1
+[ "$(sort -u "$tmp/job" | wc -l)" -eq 1 ] && grep -Eq '^[0-9a-f]{16}$' "$tmp/job"; check "random hex job id, shared" $?
+"$DDLRUN" -n 2 -t tcp --nodes 2 --node-rank 1 --master 10.1.2.3:29500 --job j sh -c 'echo "$DDL_RANK $DDL_WORLD_SIZE $DDL_LOCAL_RANK $DDL_MASTER $DDL_TRANSPORT"' \
+    > "$tmp/nodes" 2>/dev/null
+grep -q '^2 4 0 10.1.2.3:29500 tcp$' "$tmp/nodes" && grep -q '^3 4 1 10.1.2.3:29500 tcp$' "$tmp/nodes"
+check "--nodes/--node-rank ranks and world" $?
+
+# ---- tagged output ----
+"$DDLRUN" -n 2 --tag-output sh -c 'echo "hello from $DDL_RANK"; echo "second line"; echo "to stderr" >&2; printf "no newline"' \
+    > "$tmp/out" 2> "$tmp/err"
+check "--tag-output run exits 0" $?
+grep -qx '\[0\] hello from 0' "$tmp/out" && grep -qx '\[1\] hello from 1' "$tmp/out"; check "stdout lines tagged" $?
+[ "$(grep -c '^\[[01]\] second line$' "$tmp/out")" -eq 2 ]; check "every line tagged" $?
+grep -qx '\[1\] no newline' "$tmp/out"; check "last line without newline tagged" $?
+grep -qx '\[0\] to stderr' "$tmp/err"; check "stderr tagged, on stderr" $?
+! grep -qv '^\[[01]\] ' "$tmp/out"; check "no untagged line" $?
+
+# ---- a rank exits non-zero ----
+"$DDLRUN" -n 3 sh -c '[ "$DDL_RANK" = 2 ] && exit 3; sleep 30' 2> "$tmp/err"
+rc=$?
+[ $rc -ne 0 ]; check "non-zero exit code propagates ($rc)" $?
+grep -Eq '^ddlrun: rank 2 \(pid [0-9]+\) exited with code 3; stopped the other ranks$' "$tmp/err"; check "exit message" $?
+[ "$(wc -l < "$tmp/err")" -eq 1 ]; check "one line" $?
+
+# ---- a rank is killed: others stopped within 5 s ----
+t0=$(now_ms)
+"$DDLRUN" -n 3 sh -c '[ "$DDL_RANK" = 1 ] && kill -9 $$; sleep 30' 2> "$tmp/err"
+rc=$?; t1=$(now_ms)
+[ $rc -ne 0 ]; check "killed rank -> non-zero ($rc)" $?
+[ $((t1 - t0)) -lt 5000 ]; check "killed rank -> done in $((t1 - t0)) ms" $?
+grep -Eq '^ddlrun: rank 1 \(pid [0-9]+\) was killed by signal 9 \(Killed\); stopped the other ranks$' "$tmp/err"
+check "kill message" $?
+
+# ---- a rank that ignores SIGTERM is killed after 2 s ----
+t0=$(now_ms)
+"$DDLRUN" -n 2 sh -c 'trap "" TERM; [ "$DDL_RANK" = 0 ] && sleep 0.3 && exit 1; sleep 30' 2> "$tmp/err"
+rc=$?; t1=$(now_ms)
+[ $rc -ne 0 ] && [ $((t1 - t0)) -ge 1900 ] && [ $((t1 - t0)) -lt 5000 ]; check "SIGKILL after 2 s ($((t1 - t0)) ms)" $?
+
+# ---- signals are forwarded ----
+"$DDLRUN" -n 2 sh -c 'trap "echo got-term-$DDL_RANK; exit 0" TERM; sleep 30 & wait' > "$tmp/sig" 2> "$tmp/err" &
+pid=$!
+sleep 0.5
+kill -TERM $pid
+t0=$(now_ms)
+wait $pid; rc=$?; t1=$(now_ms)
+[ $rc -eq 143 ]; check "SIGTERM -> exit 143 ($rc)" $?
+grep -q got-term-0 "$tmp/sig" && grep -q got-term-1 "$tmp/sig"; check "SIGTERM forwarded to every rank" $?
+[ $((t1 - t0)) -lt 3000 ]; check "stopped promptly after SIGTERM" $?
+grep -q 'received signal 15' "$tmp/err"; check "signal message" $?
+
+# ---- usage errors ----
+"$DDLRUN" sh -c 'exit 0' 2> "$tmp/err"; rc=$?
+[ $rc -eq 2 ] && grep -q -- '-n N is required' "$tmp/err" && grep -q '^usage:' "$tmp/err"; check "missing -n" $?
+"$DDLRUN" -n 2 --nodes 2 sh -c 'exit 0' 2> "$tmp/err"; rc=$?
+[ $rc -eq 2 ] && grep -q 'master' "$tmp/err"; check "--nodes without --master" $?
+"$DDLRUN" -n 2 -t carrier-pigeon true 2> "$tmp/err"; rc=$?
+[ $rc -eq 2 ] && grep -q "carrier-pigeon" "$tmp/err"; check "bad transport" $?
+"$DDLRUN" -n 2 2> "$tmp/err"; rc=$?
+[ $rc -eq 2 ] && grep -q 'no PROGRAM' "$tmp/err"; check "no program" $?
+"$DDLRUN" -n 1 ./no/such/program 2> "$tmp/err"; rc=$?
+[ $rc -eq 127 ] && grep -q "cannot run './no/such/program'" "$tmp/err"; check "missing program -> 127" $?
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]

@@ -1,0 +1,482 @@
+/* ddlrun.c - the launcher: starts N local ranks of a program with the DDL_* environment set
+ * (as torchrun or mpirun do), forwards signals to them, optionally tags their output lines
+ * with the rank, and when one rank fails stops the others and says which rank failed and how.
+ * It is a program, not library code: it may exit(). Every wait it does is bounded. */
+#include "ddl.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_RANKS 1024
+#define LINE_BYTES 4096
+#define KILL_AFTER_FAILURE_MS 2000 /* SIGTERM, then SIGKILL after this long */
+#define KILL_AFTER_SIGNAL_MS 5000  /* a forwarded signal: SIGKILL whoever still runs after this */
+#define DRAIN_MS 500               /* output still in pipes after the last rank exited */
+
+/* ---- options ---- */
+
+typedef struct opts {
+    int n, nodes, node_rank, tag_output;
+    const char *transport, *master, *job;
+    double timeout_s;
+    char **argv; /* PROGRAM ARGS... */
+} opts;
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: ddlrun -n N [-t shm|tcp|zmq|mpi] [--nodes K --node-rank R --master HOST:PORT]\n"
+            "              [--timeout S] [--tag-output] [--job ID] PROGRAM [ARGS...]\n"
+            "  -n N            ranks to start on this machine\n"
+            "  -t TRANSPORT    shm (default on one node), tcp (default on several), zmq or mpi\n"
+            "  --nodes K       machines in the job (run ddlrun once on each); default 1\n"
+            "  --node-rank R   this machine's index, 0 <= R < K (rank = R * N + local rank)\n"
+            "  --master H:P    rendezvous address of rank 0 (required with --nodes > 1)\n"
+            "  --timeout S     seconds any blocking operation may wait (DDL_TIMEOUT_MS)\n"
+            "  --tag-output    prefix every output line with \"[rank] \"\n"
+            "  --job ID        job id (default: $DDL_JOB, else random; derived from --master with --nodes > 1)\n"
+            "Sets DDL_RANK, DDL_WORLD_SIZE, DDL_LOCAL_RANK, DDL_LOCAL_SIZE, DDL_MASTER, DDL_JOB, DDL_TRANSPORT,\n"
+            "DDL_TIMEOUT_MS, and on one node a random DDL_TOKEN unless one is set.\n");
+}
+
+static void bad_usage(const char *fmt, const char *arg)
+{
+    fprintf(stderr, "ddlrun: ");
+    fprintf(stderr, fmt, arg ? arg : "");
+    fprintf(stderr, "\n");
+    usage(stderr);
+    exit(2);
+}
+
+static int parse_int(const char *flag, const char *s, int lo, int hi)
+{
+    char *end;
+    long v = s ? strtol(s, &end, 10) : 0;
+    if (!s || !*s || *end || v < lo || v > hi) {
+        char msg[128];
+        snprintf(msg, sizeof msg, "%s needs a whole number from %d to %d, got '%%s'", flag, lo, hi);
+        bad_usage(msg, s ? s : "(nothing)");
+    }
+    return (int)v;
+}
+
+static void parse_args(int argc, char **argv, opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->nodes = 1;
+    int i = 1;
+    for (; i < argc && argv[i][0] == '-'; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--")) {
+            i++;
+            break;
+        } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            exit(0);
+        } else if (!strcmp(a, "--tag-output")) {
+            o->tag_output = 1;
+            continue;
+        }
+        if (!v)
+            bad_usage("%s needs a value", a);
+        if (!strcmp(a, "-n") || !strcmp(a, "-np"))
+            o->n = parse_int("-n", v, 1, MAX_RANKS);
+        else if (!strcmp(a, "--nodes"))
+            o->nodes = parse_int("--nodes", v, 1, 1000000);
+        else if (!strcmp(a, "--node-rank"))
+            o->node_rank = parse_int("--node-rank", v, 0, 999999);
+        else if (!strcmp(a, "-t") || !strcmp(a, "--transport"))
+            o->transport = v;
+        else if (!strcmp(a, "--master"))
+            o->master = v;
+        else if (!strcmp(a, "--job"))
+            o->job = v;
+        else if (!strcmp(a, "--timeout")) {
+            char *end;
+            o->timeout_s = strtod(v, &end);
+            if (*end || !(o->timeout_s > 0) || o->timeout_s > 2e6)
+                bad_usage("--timeout needs a positive number of seconds, got '%s'", v);
+        } else
+            bad_usage("unknown option '%s'", a);
+        i++;
+    }
+    if (o->n == 0)
+        bad_usage("-n N is required (ranks to start on this machine)%s", NULL);
+    if (i >= argc)
+        bad_usage("no PROGRAM to run%s", NULL);
+    if (o->node_rank >= o->nodes)
+        bad_usage("--node-rank must be below --nodes%s", NULL);
+    if (o->nodes > 1 && !o->master)
+        bad_usage("--master HOST:PORT is required with --nodes > 1%s", NULL);
+    if (o->master && !strchr(o->master, ':'))
+        bad_usage("--master needs HOST:PORT, got '%s'", o->master);
+    if (o->transport && strcmp(o->transport, "shm") && strcmp(o->transport, "tcp") && strcmp(o->transport, "zmq") &&
+        strcmp(o->transport, "mpi"))
+        bad_usage("-t needs shm, tcp, zmq or mpi, got '%s'", o->transport);
+    if (o->transport && !strcmp(o->transport, "shm") && o->nodes > 1)
+        bad_usage("shm works on one machine only; use -t tcp with --nodes > 1%s", NULL);
+    o->argv = argv + i;
+}
+
+/* ---- environment ---- */
+
+static void random_hex(char *out, size_t bytes)
+{
+    unsigned char r[32];
+    if (bytes > sizeof r)
+        bytes = sizeof r;
+    if (getrandom(r, bytes, 0) != (ssize_t)bytes) {
+        uint64_t x = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
+        for (size_t i = 0; i < bytes; i++, x = x * 6364136223846793005ULL + 1442695040888963407ULL)
+            r[i] = (unsigned char)(x >> 56);
+    }
+    for (size_t i = 0; i < bytes; i++)
+        sprintf(out + 2 * i, "%02x", r[i]);
+}
+
+static int free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof a;
+    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0 || getsockname(fd, (struct sockaddr *)&a, &len) != 0) {
+        fprintf(stderr, "ddlrun: cannot find a free port on 127.0.0.1: %s\n", strerror(errno));
+        exit(1);
+    }
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
+static void set_env(const char *name, const char *value)
+{
+    if (setenv(name, value, 1) != 0) {
+        fprintf(stderr, "ddlrun: cannot set %s: %s\n", name, strerror(errno));
+        exit(1);
+    }
+}
+
+/* setup_env: the variables every local rank shares. */
+static void setup_env(const opts *o)
+{
+    char buf[128];
+    snprintf(buf, sizeof buf, "%d", o->n * o->nodes);
+    set_env("DDL_WORLD_SIZE", buf);
+    snprintf(buf, sizeof buf, "%d", o->n);
+    set_env("DDL_LOCAL_SIZE", buf);
+    if (o->master)
+        set_env("DDL_MASTER", o->master);
+    else {
+        snprintf(buf, sizeof buf, "127.0.0.1:%d", free_port());
+        set_env("DDL_MASTER", buf);
+    }
+    if (o->job) {
+        set_env("DDL_JOB", o->job);
+    } else if (!getenv("DDL_JOB") || !getenv("DDL_JOB")[0]) {
+        if (o->nodes > 1) /* every node must agree without talking: derive it from the master */
+            snprintf(buf, sizeof buf, "m%08x", ddl_crc32(0, o->master, strlen(o->master)));
+        else
+            random_hex(buf, 8);
+        set_env("DDL_JOB", buf);
+    }
+    if (o->transport)
+        set_env("DDL_TRANSPORT", o->transport);
+    else if (!getenv("DDL_TRANSPORT") || !getenv("DDL_TRANSPORT")[0])
+        set_env("DDL_TRANSPORT", o->nodes > 1 ? "tcp" : "shm");
+    if (o->timeout_s > 0) {
+        snprintf(buf, sizeof buf, "%.0f", o->timeout_s * 1000.0 < 1 ? 1 : o->timeout_s * 1000.0);
+        set_env("DDL_TIMEOUT_MS", buf);
+    }
+    if (!getenv("DDL_TOKEN") || !getenv("DDL_TOKEN")[0]) {
+        if (o->nodes == 1) {
+            random_hex(buf, 16);
+            set_env("DDL_TOKEN", buf);
+        } else {
+            fprintf(stderr, "ddlrun: warning: DDL_TOKEN is not set: anyone who reaches %s can join the job; "
+                            "export the same secret on every node\n", o->master);
+        }
+    }
+}
+
+/* ---- ranks ---- */
+
+typedef struct rank {
+    pid_t pid;            /* 0 once reaped */
+    int id;               /* global rank */
+    int out[2];           /* --tag-output: read ends of its stdout and stderr, -1 when closed */
+    char buf[2][LINE_BYTES];
+    size_t fill[2];
+} rank;
+
+static int sig_pipe[2] = {-1, -1}; /* the signal handler's self-pipe: wakes poll() */
+
+static void on_signal(int sig)
+{
+    int saved = errno;
+    unsigned char b = (unsigned char)sig;
+    (void)!write(sig_pipe[1], &b, 1);
+    errno = saved;
+}
+
+static void install_handlers(void)
+{
+    if (pipe2(sig_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
+        perror("ddlrun: pipe");
+        exit(1);
+    }
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGCHLD};
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+        sigaction(sigs[i], &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+}
+
+static void spawn_rank(const opts *o, rank *r, int local)
+{
+    int p[2][2] = {{-1, -1}, {-1, -1}};
+    for (int k = 0; o->tag_output && k < 2; k++)
+        if (pipe2(p[k], O_CLOEXEC) != 0) {
+            perror("ddlrun: pipe");
+            exit(1);
+        }
+    fflush(stdout);
+    fflush(stderr);
+    /* block our signals across fork: until the child has reset its handlers, a signal meant
+     * for it must not run our handler (which would write to our self-pipe) */
+    sigset_t all, old;
+    sigemptyset(&all);
+    sigaddset(&all, SIGINT); sigaddset(&all, SIGTERM); sigaddset(&all, SIGHUP); sigaddset(&all, SIGCHLD);
+    sigprocmask(SIG_BLOCK, &all, &old);
+    pid_t pid = fork();
+    if (pid < 0) {
+        perror("ddlrun: fork");
+        exit(1);
+    }
+    if (pid == 0) {
+        char buf[32];
+        snprintf(buf, sizeof buf, "%d", r->id);
+        setenv("DDL_RANK", buf, 1);
+        snprintf(buf, sizeof buf, "%d", local);
+        setenv("DDL_LOCAL_RANK", buf, 1);
+        int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGCHLD, SIGPIPE};
+        for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+            signal(sigs[i], SIG_DFL);
+        close(sig_pipe[0]);
+        close(sig_pipe[1]);
+        sigprocmask(SIG_SETMASK, &old, NULL);
+        if (o->tag_output && (dup2(p[0][1], STDOUT_FILENO) < 0 || dup2(p[1][1], STDERR_FILENO) < 0))
+            _exit(127);
+        execvp(o->argv[0], o->argv);
+        fprintf(stderr, "ddlrun: cannot run '%s': %s\n", o->argv[0], strerror(errno));
+        _exit(127);
+    }
+    sigprocmask(SIG_SETMASK, &old, NULL);
+    r->pid = pid;
+    for (int k = 0; k < 2; k++) {
+        r->out[k] = p[k][0];
+        if (p[k][1] >= 0)
+            close(p[k][1]);
+    }
+}
+
+/* ---- tagged output ---- */
+
+static void emit(const rank *r, int k, const char *line, size_t n)
+{
+    char tag[24];
+    int tl = snprintf(tag, sizeof tag, "[%d] ", r->id);
+    FILE *f = k ? stderr : stdout;
+    fwrite(tag, 1, (size_t)tl, f);
+    fwrite(line, 1, n, f);
+    if (n == 0 || line[n - 1] != '\n')
+        fputc('\n', f);
+    fflush(f);
+}
+
+/* pump: read what rank r wrote on stream k and print its complete lines, tagged. */
+static void pump(rank *r, int k)
+{
+    ssize_t got = read(r->out[k], r->buf[k] + r->fill[k], LINE_BYTES - r->fill[k]);
+    if (got < 0 && (errno == EINTR || errno == EAGAIN))
+        return;
+    if (got <= 0) { /* EOF: flush a last line without newline */
+        if (r->fill[k])
+            emit(r, k, r->buf[k], r->fill[k]);
+        r->fill[k] = 0;
+        close(r->out[k]);
+        r->out[k] = -1;
+        return;
+    }
+    r->fill[k] += (size_t)got;
+    size_t start = 0;
+    for (size_t i = 0; i < r->fill[k]; i++)
+        if (r->buf[k][i] == '\n') {
+            emit(r, k, r->buf[k] + start, i + 1 - start);
+            start = i + 1;
+        }
+    if (start == 0 && r->fill[k] == LINE_BYTES) { /* a line longer than the buffer: cut it */
+        emit(r, k, r->buf[k], LINE_BYTES);
+        start = LINE_BYTES;
+    }
+    memmove(r->buf[k], r->buf[k] + start, r->fill[k] - start);
+    r->fill[k] -= start;
+}
+
+/* ---- supervision ---- */
+
+typedef struct run {
+    rank *ranks;
+    int n, alive;
+    int failed_id, failed_pid, failed_status; /* the first rank that failed (failed_pid 0: none) */
+    int others_stopped;                       /* ranks were still running when it failed */
+    int got_signal;                           /* a signal we forwarded */
+    long long kill_at;                        /* ms: SIGKILL whoever still runs (0: not armed) */
+} run;
+
+static long long now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void signal_all(run *u, int sig)
+{
+    for (int i = 0; i < u->n; i++)
+        if (u->ranks[i].pid > 0)
+            kill(u->ranks[i].pid, sig);
+}
+
+/* reap: collect exited ranks; the first failure stops the others. */
+static void reap(run *u)
+{
+    int status;
+    pid_t pid;
+    while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+        for (int i = 0; i < u->n; i++) {
+            rank *r = &u->ranks[i];
+            if (r->pid != pid)
+                continue;
+            r->pid = 0;
+            u->alive--;
+            int bad = !WIFEXITED(status) || WEXITSTATUS(status) != 0;
+            if (bad && !u->failed_pid && !u->got_signal) {
+                u->failed_id = r->id;
+                u->failed_pid = pid;
+                u->failed_status = status;
+                u->others_stopped = u->alive > 0;
+                signal_all(u, SIGTERM);
+                u->kill_at = now_ms() + KILL_AFTER_FAILURE_MS;
+            }
+        }
+    }
+}
+
+static void handle_signals(run *u)
+{
+    unsigned char b[64];
+    ssize_t n = read(sig_pipe[0], b, sizeof b);
+    for (ssize_t i = 0; i < n; i++) {
+        if (b[i] == SIGCHLD)
+            continue;
+        u->got_signal = b[i];
+        signal_all(u, b[i]);
+        if (!u->kill_at)
+            u->kill_at = now_ms() + KILL_AFTER_SIGNAL_MS;
+    }
+}
+
+/* supervise: until every rank has exited and its output is drained (bounded after the end). */
+static void supervise(run *u, int tag)
+{
+    struct pollfd pf[1 + 2 * MAX_RANKS];
+    int who[1 + 2 * MAX_RANKS];
+    long long drain_until = 0;
+    for (;;) {
+        reap(u);
+        long long now = now_ms();
+        if (u->kill_at && now >= u->kill_at && u->alive > 0) {
+            signal_all(u, SIGKILL);
+            u->kill_at = 0;
+        }
+        int n = 0;
+        pf[n++] = (struct pollfd){.fd = sig_pipe[0], .events = POLLIN};
+        for (int i = 0; tag && i < u->n; i++)
+            for (int k = 0; k < 2; k++)
+                if (u->ranks[i].out[k] >= 0) {
+                    pf[n] = (struct pollfd){.fd = u->ranks[i].out[k], .events = POLLIN};
+                    who[n++] = 2 * i + k;
+                }
+        if (u->alive == 0) {
+            if (!drain_until)
+                drain_until = now + DRAIN_MS;
+            if (n == 1 || now >= drain_until) /* a grandchild may hold a pipe open: do not wait for it */
+                break;
+        }
+        if (poll(pf, (nfds_t)n, 100) < 0 && errno != EINTR) {
+            perror("ddlrun: poll");
+            signal_all(u, SIGKILL);
+            break;
+        }
+        if (pf[0].revents)
+            handle_signals(u);
+        for (int j = 1; j < n; j++)
+            if (pf[j].revents)
+                pump(&u->ranks[who[j] / 2], who[j] % 2);
+    }
+}
+
+/* report: the one line that says why ddlrun failed, and its exit status. */
+static int report(const run *u)
+{
+    if (u->got_signal) {
+        fprintf(stderr, "ddlrun: received signal %d (%s); forwarded it to the ranks\n", u->got_signal,
+                strsignal(u->got_signal));
+        return 128 + u->got_signal;
+    }
+    if (!u->failed_pid)
+        return 0;
+    const char *tail = u->others_stopped ? "; stopped the other ranks" : "";
+    int st = u->failed_status;
+    if (WIFSIGNALED(st)) {
+        fprintf(stderr, "ddlrun: rank %d (pid %d) was killed by signal %d (%s)%s\n", u->failed_id, u->failed_pid,
+                WTERMSIG(st), strsignal(WTERMSIG(st)), tail);
+        return 128 + WTERMSIG(st);
+    }
+    fprintf(stderr, "ddlrun: rank %d (pid %d) exited with code %d%s\n", u->failed_id, u->failed_pid,
+            WEXITSTATUS(st), tail);
+    return WEXITSTATUS(st) ? WEXITSTATUS(st) : 1;
+}
+
+int main(int argc, char **argv)
+{
+    opts o;
+    parse_args(argc, argv, &o);
+    setup_env(&o);
+    install_handlers();
+    static rank ranks[MAX_RANKS];
+    run u = {.ranks = ranks, .n = o.n};
+    for (int i = 0; i < o.n; i++) {
+        ranks[i].id = o.node_rank * o.n + i;
+        ranks[i].out[0] = ranks[i].out[1] = -1;
+        spawn_rank(&o, &ranks[i], i);
+        u.alive++;
+    }
+    supervise(&u, o.tag_output);
+    return report(&u);
+}
