@@ -1,0 +1,246 @@
+/* gemm.c - ddl_gemm, the one matrix product every op goes through, and the BLAS thread count.
+ * With DDL_WITH_OPENBLAS it forwards to cblas_sgemm; otherwise it runs a built-in kernel
+ * (GotoBLAS-style packing into small stack blocks and a register-tiled micro-kernel written so
+ * gcc -O3 vectorises it). It allocates nothing and keeps no state. */
+#include "ddl_impl.h"
+
+#include <math.h>
+#include <string.h>
+
+#ifdef DDL_WITH_OPENBLAS
+#include <cblas.h>
+#endif
+
+#ifdef DDL_WITH_OPENBLAS
+
+/* ---- OpenBLAS ---- */
+
+void ddl_gemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
+              const float *b, int ldb, float beta, float *c, int ldc)
+{
+    if (m <= 0 || n <= 0)
+        return;
+    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, m, n,
+                k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+const char *ddl_gemm_backend(void) { return "openblas"; }
+
+void ddl_set_threads(int n) { openblas_set_num_threads(n < 1 ? 1 : n); }
+
+#else
+
+/* ---- built-in kernel ----
+ * Blocking: for each KC-deep slice of k and each MC-row block of op(A), op(A) is packed into
+ * MR-row panels (p-major, so the micro-kernel reads MR floats per step); then for each NR-column
+ * panel of op(B) that panel is packed (NR floats per step) and the micro-kernel computes an
+ * MR x NR tile of C in registers. Packing zero-pads the edges, so the kernel always runs full
+ * tiles and only the store is clipped. Stack use: MC * KC + KC * NR floats (~36 KB). */
+
+#define GEMM_MR 4
+#define GEMM_NR 16
+#define GEMM_KC 256
+#define GEMM_MC 32
+
+/* pack_a: rows [i0, i0+mc) and depth [p0, p0+kc) of op(A) into ap: (mc/MR panels, kc, MR). */
+static void pack_a(int trans_a, const float *a, int lda, int i0, int mc, int p0, int kc, float *ap)
+{
+    for (int ir = 0; ir < mc; ir += GEMM_MR) {
+        int mr = mc - ir < GEMM_MR ? mc - ir : GEMM_MR;
+        float *dst = ap + (size_t)ir * kc;
+        for (int p = 0; p < kc; p++) {
+            for (int i = 0; i < GEMM_MR; i++) {
+                float v = 0.0f;
+                if (i < mr) {
+                    size_t row = (size_t)(i0 + ir + i), col = (size_t)(p0 + p);
+                    v = trans_a ? a[col * lda + row] : a[row * lda + col];
+                }
+                dst[p * GEMM_MR + i] = v;
+            }
+        }
+    }
+}
+
+/* pack_b: depth [p0, p0+kc) and columns [j0, j0+NR) of op(B) into bp: (kc, NR). */
+static void pack_b(int trans_b, const float *b, int ldb, int p0, int kc, int j0, int nr, float *bp)
+{
+    if (!trans_b) {
+        for (int p = 0; p < kc; p++) {
+            const float *src = b + (size_t)(p0 + p) * ldb + j0;
+            float *dst = bp + p * GEMM_NR;
+            int j = 0;
+            for (; j < nr; j++)
+                dst[j] = src[j];
+            for (; j < GEMM_NR; j++)
+                dst[j] = 0.0f;
+        }
+        return;
+    }
+    /* op(B)[p][j] = b[j][p]: read each row of b contiguously */
+    for (int j = 0; j < nr; j++) {
+        const float *src = b + (size_t)(j0 + j) * ldb + p0;
+        for (int p = 0; p < kc; p++)
+            bp[p * GEMM_NR + j] = src[p];
+    }
+    for (int j = nr; j < GEMM_NR; j++)
+        for (int p = 0; p < kc; p++)
+            bp[p * GEMM_NR + j] = 0.0f;
+}
+
+/* store: c (mr x nr valid of an MR x NR tile, row stride ldc) += alpha * acc. */
+static void store(const float *acc, float alpha, float *c, int ldc, int mr, int nr)
+{
+    if (mr == GEMM_MR && nr == GEMM_NR) { /* the common full tile, with constant bounds */
+        for (int i = 0; i < GEMM_MR; i++)
+            for (int j = 0; j < GEMM_NR; j++)
+                c[(size_t)i * ldc + j] += alpha * acc[i * GEMM_NR + j];
+        return;
+    }
+    for (int i = 0; i < mr; i++)
+        for (int j = 0; j < nr; j++)
+            c[(size_t)i * ldc + j] += alpha * acc[i * GEMM_NR + j];
+}
+
+#if defined(__GNUC__)
+/* GNU vector types pin the accumulators in registers; plain loops let gcc spill them. */
+typedef float gemm_v4 __attribute__((vector_size(16)));
+
+/* micro_sse: c += alpha * ap (kc, MR) bp (kc, NR), as NR / 8 passes of a 4 x 8 tile: eight
+ * SSE accumulators, two B vectors and a broadcast fit the 16 registers. */
+static void micro_sse(int kc, const float *restrict ap, const float *restrict bp, int ldbp, float alpha, float *c,
+                      int ldc, int mr, int nr)
+{
+    float out[GEMM_MR * GEMM_NR];
+    for (int jh = 0; jh < GEMM_NR; jh += 8) {
+        gemm_v4 acc[GEMM_MR][2];
+        for (int i = 0; i < GEMM_MR; i++)
+            acc[i][0] = acc[i][1] = (gemm_v4){0, 0, 0, 0};
+        for (int p = 0; p < kc; p++) {
+            gemm_v4 b0, b1;
+            memcpy(&b0, bp + (size_t)p * ldbp + jh, sizeof b0);
+            memcpy(&b1, bp + (size_t)p * ldbp + jh + 4, sizeof b1);
+            for (int i = 0; i < GEMM_MR; i++) {
+                float av = ap[p * GEMM_MR + i];
+                gemm_v4 a = {av, av, av, av};
+                acc[i][0] += a * b0;
+                acc[i][1] += a * b1;
+            }
+        }
+        for (int i = 0; i < GEMM_MR; i++) {
+            memcpy(out + i * GEMM_NR + jh, &acc[i][0], sizeof acc[i][0]);
+            memcpy(out + i * GEMM_NR + jh + 4, &acc[i][1], sizeof acc[i][1]);
+        }
+    }
+    store(out, alpha, c, ldc, mr, nr);
+}
+#else
+/* micro_sse: portable C: c += alpha * ap (kc, MR) bp (kc, NR). */
+static void micro_sse(int kc, const float *restrict ap, const float *restrict bp, int ldbp, float alpha, float *c,
+                      int ldc, int mr, int nr)
+{
+    float acc[GEMM_MR * GEMM_NR] = {0};
+    for (int p = 0; p < kc; p++)
+        for (int i = 0; i < GEMM_MR; i++)
+            for (int j = 0; j < GEMM_NR; j++)
+                acc[i * GEMM_NR + j] += ap[p * GEMM_MR + i] * bp[(size_t)p * ldbp + j];
+    store(acc, alpha, c, ldc, mr, nr);
+}
+#endif
+
+/* DDL_GEMM_NO_AVX2 (a -D flag) forces the SSE kernel, to test it on an AVX2 machine. */
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(DDL_GEMM_NO_AVX2)
+#define GEMM_HAVE_AVX2 1
+typedef float gemm_v8 __attribute__((vector_size(32)));
+
+/* micro_avx2: the same product as one 4 x 16 tile in 8 AVX registers with fused multiply-adds,
+ * chosen at run time when the CPU has AVX2 and FMA (as OpenBLAS picks its kernel by CPU). */
+__attribute__((target("avx2,fma"))) static void micro_avx2(int kc, const float *restrict ap,
+                                                           const float *restrict bp, int ldbp, float alpha,
+                                                           float *c, int ldc, int mr, int nr)
+{
+    gemm_v8 acc[GEMM_MR][2];
+    float out[GEMM_MR * GEMM_NR];
+    for (int i = 0; i < GEMM_MR; i++)
+        acc[i][0] = acc[i][1] = (gemm_v8){0, 0, 0, 0, 0, 0, 0, 0};
+    for (int p = 0; p < kc; p++) {
+        gemm_v8 b0, b1;
+        memcpy(&b0, bp + (size_t)p * ldbp, sizeof b0);
+        memcpy(&b1, bp + (size_t)p * ldbp + 8, sizeof b1);
+        for (int i = 0; i < GEMM_MR; i++) {
+            float av = ap[p * GEMM_MR + i];
+            gemm_v8 a = {av, av, av, av, av, av, av, av};
+            acc[i][0] = __builtin_ia32_vfmaddps256(a, b0, acc[i][0]);
+            acc[i][1] = __builtin_ia32_vfmaddps256(a, b1, acc[i][1]);
+        }
+    }
+    for (int i = 0; i < GEMM_MR; i++) {
+        memcpy(out + i * GEMM_NR, &acc[i][0], sizeof acc[i][0]);
+        memcpy(out + i * GEMM_NR + 8, &acc[i][1], sizeof acc[i][1]);
+    }
+    store(out, alpha, c, ldc, mr, nr);
+}
+#endif
+
+typedef void (*micro_fn)(int kc, const float *ap, const float *bp, int ldbp, float alpha, float *c, int ldc, int mr,
+                         int nr);
+
+/* scale_c: C = beta * C; beta == 0 overwrites (NaN in C does not survive, as in BLAS). */
+static void scale_c(int m, int n, float beta, float *c, int ldc)
+{
+    if (beta == 1.0f)
+        return;
+    for (int i = 0; i < m; i++) {
+        float *row = c + (size_t)i * ldc;
+        if (beta == 0.0f)
+            memset(row, 0, (size_t)n * sizeof *row);
+        else
+            for (int j = 0; j < n; j++)
+                row[j] *= beta;
+    }
+}
+
+void ddl_gemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
+              const float *b, int ldb, float beta, float *c, int ldc)
+{
+    _Alignas(64) float ap[GEMM_MC * GEMM_KC];
+    _Alignas(64) float bp[GEMM_KC * GEMM_NR];
+    if (m <= 0 || n <= 0)
+        return;
+    scale_c(m, n, beta, c, ldc);
+    if (k <= 0 || alpha == 0.0f)
+        return;
+    micro_fn micro = micro_sse;
+#ifdef GEMM_HAVE_AVX2
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        micro = micro_avx2;
+#endif
+    for (int p0 = 0; p0 < k; p0 += GEMM_KC) {
+        int kc = k - p0 < GEMM_KC ? k - p0 : GEMM_KC;
+        for (int i0 = 0; i0 < m; i0 += GEMM_MC) {
+            int mc = m - i0 < GEMM_MC ? m - i0 : GEMM_MC;
+            pack_a(trans_a, a, lda, i0, mc, p0, kc, ap);
+            for (int j0 = 0; j0 < n; j0 += GEMM_NR) {
+                int nr = n - j0 < GEMM_NR ? n - j0 : GEMM_NR;
+                /* a full panel of an untransposed B is read in place: its rows are contiguous */
+                const float *bsrc = b + (size_t)p0 * ldb + j0;
+                int ldbp = ldb;
+                if (trans_b || nr < GEMM_NR) {
+                    pack_b(trans_b, b, ldb, p0, kc, j0, nr, bp);
+                    bsrc = bp;
+                    ldbp = GEMM_NR;
+                }
+                for (int ir = 0; ir < mc; ir += GEMM_MR) {
+                    int mr = mc - ir < GEMM_MR ? mc - ir : GEMM_MR;
+                    micro(kc, ap + (size_t)ir * kc, bsrc, ldbp, alpha, c + (size_t)(i0 + ir) * ldc + j0, ldc, mr,
+                          nr);
+                }
+            }
+        }
+    }
+}
+
+const char *ddl_gemm_backend(void) { return "builtin"; }
+
+void ddl_set_threads(int n) { (void)n; }
+
+#endif

@@ -1,0 +1,335 @@
+/* ops.c - the element-wise and small compute ops of ddl.h's "tensors and ops": max pooling,
+ * ReLU, dense (through ddl_gemm), dropout, softmax cross-entropy, dice loss, group norm, and
+ * channel concat / split. Convolutions are in conv.c, the matrix product in gemm.c.
+ * No op allocates; backward functions accumulate into parameter gradients and overwrite input
+ * gradients, as ddl.h says. A target class index >= C (in softmax_xent) is ignored: it adds no
+ * loss and no gradient, rather than reading out of bounds. */
+#include "ddl_impl.h"
+
+#include <math.h>
+#include <string.h>
+
+/* ---- max pooling ---- */
+
+void ddl_maxpool_forward(int n, int c, int h, int w, int k, int stride, const float *x, float *y,
+                         int32_t *argmax)
+{
+    int oh = (h - k) / stride + 1, ow = (w - k) / stride + 1;
+    if (k <= 0 || stride <= 0 || oh <= 0 || ow <= 0)
+        return;
+    size_t hw = (size_t)h * w, ohw = (size_t)oh * ow;
+    for (size_t plane = 0; plane < (size_t)n * c; plane++) {
+        const float *img = x + plane * hw;
+        float *out = y + plane * ohw;
+        int32_t *arg = argmax + plane * ohw;
+        for (int oy = 0; oy < oh; oy++)
+            for (int ox = 0; ox < ow; ox++) {
+                int y0 = oy * stride, x0 = ox * stride;
+                int best = y0 * w + x0; /* argmax: index within the (h, w) plane */
+                float bv = img[best];
+                for (int i = 0; i < k; i++)
+                    for (int j = 0; j < k; j++) {
+                        int at = (y0 + i) * w + x0 + j;
+                        /* the first maximum wins; a NaN wins over numbers and spreads */
+                        if (img[at] > bv || (isnan(img[at]) && !isnan(bv))) {
+                            bv = img[at];
+                            best = at;
+                        }
+                    }
+                out[(size_t)oy * ow + ox] = bv;
+                arg[(size_t)oy * ow + ox] = best;
+            }
+    }
+}
+
+void ddl_maxpool_backward(int n, int c, int h, int w, int k, int stride, const float *dy,
+                          const int32_t *argmax, float *dx)
+{
+    int oh = (h - k) / stride + 1, ow = (w - k) / stride + 1;
+    size_t hw = (size_t)h * w, ohw = (size_t)oh * ow;
+    memset(dx, 0, (size_t)n * c * hw * sizeof *dx);
+    if (k <= 0 || stride <= 0 || oh <= 0 || ow <= 0)
+        return;
+    for (size_t plane = 0; plane < (size_t)n * c; plane++)
+        for (size_t i = 0; i < ohw; i++) /* += : overlapping windows may share a maximum */
+            dx[plane * hw + (size_t)argmax[plane * ohw + i]] += dy[plane * ohw + i];
+}
+
+/* ---- relu ---- */
+
+void ddl_relu_forward(size_t count, const float *x, float *y)
+{
+    for (size_t i = 0; i < count; i++)
+        y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+}
+
+void ddl_relu_backward(size_t count, const float *y, const float *dy, float *dx)
+{
+    for (size_t i = 0; i < count; i++)
+        dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+}
+
+/* ---- dense ---- */
+
+void ddl_dense_forward(int batch, int in, int out, const float *x, const float *w, const float *b, float *y)
+{
+    /* y (batch, out) = b, then += x (batch, in) w^T (in, out) */
+    for (int i = 0; i < batch; i++)
+        for (int j = 0; j < out; j++)
+            y[(size_t)i * out + j] = b ? b[j] : 0.0f;
+    ddl_gemm(0, 1, batch, out, in, 1.0f, x, in, w, in, 1.0f, y, out);
+}
+
+void ddl_dense_backward(int batch, int in, int out, const float *x, const float *w, const float *dy,
+                        float *dx, float *dw, float *db)
+{
+    if (dw) /* dw (out, in) += dy^T (out, batch) x (batch, in) */
+        ddl_gemm(1, 0, out, in, batch, 1.0f, dy, out, x, in, 1.0f, dw, in);
+    if (db)
+        for (int j = 0; j < out; j++) {
+            float s = 0.0f;
+            for (int i = 0; i < batch; i++)
+                s += dy[(size_t)i * out + j];
+            db[j] += s;
+        }
+    if (dx) /* dx (batch, in) = dy (batch, out) w (out, in) */
+        ddl_gemm(0, 0, batch, in, out, 1.0f, dy, out, w, in, 0.0f, dx, in);
+}
+
+/* ---- dropout ---- */
+
+void ddl_dropout_forward(size_t count, float p, int training, ddl_rng *rng, const float *x, float *y,
+                         uint8_t *mask)
+{
+    if (!training || p <= 0.0f) { /* identity; the mask keeps everything so backward is too */
+        if (y != x)
+            memmove(y, x, count * sizeof *y);
+        if (mask)
+            memset(mask, 1, count);
+        return;
+    }
+    float keep_scale = 1.0f / (1.0f - p);
+    for (size_t i = 0; i < count; i++) {
+        uint8_t keep = ddl_rng_uniform(rng) >= p;
+        mask[i] = keep;
+        y[i] = keep ? x[i] * keep_scale : 0.0f;
+    }
+}
+
+void ddl_dropout_backward(size_t count, float p, const uint8_t *mask, const float *dy, float *dx)
+{
+    float keep_scale = p > 0.0f ? 1.0f / (1.0f - p) : 1.0f;
+    for (size_t i = 0; i < count; i++)
+        dx[i] = mask[i] ? dy[i] * keep_scale : 0.0f;
+}
+
+/* ---- softmax cross-entropy ----
+ * Positions are processed in blocks of XENT_BLOCK along S with the class loop outside, so the
+ * inner loops run over contiguous memory for segmentation logits (N, C, H*W). */
+
+#define XENT_BLOCK 256
+
+/* xent_block: loss sum of positions [s0, s0+len) of sample logits l (c, s); fills probs and
+ * dlogits (may be NULL) for those positions. */
+static double xent_block(int c, int s, int s0, int len, const float *l, const uint8_t *t, float scale,
+                         float *probs, float *dl)
+{
+    float mx[XENT_BLOCK], sum[XENT_BLOCK];
+    for (int i = 0; i < len; i++)
+        mx[i] = l[s0 + i];
+    for (int ci = 1; ci < c; ci++)
+        for (int i = 0; i < len; i++)
+            mx[i] = fmaxf(mx[i], l[(size_t)ci * s + s0 + i]);
+    for (int i = 0; i < len; i++)
+        sum[i] = 0.0f;
+    for (int ci = 0; ci < c; ci++)
+        for (int i = 0; i < len; i++)
+            sum[i] += expf(l[(size_t)ci * s + s0 + i] - mx[i]);
+    double loss = 0.0;
+    for (int i = 0; i < len; i++) {
+        int ti = t[s0 + i];
+        if (ti < c) /* -log softmax[t] = log sum + max - logit[t] */
+            loss += (double)logf(sum[i]) + mx[i] - l[(size_t)ti * s + s0 + i];
+        sum[i] = 1.0f / sum[i];
+    }
+    if (!probs && !dl)
+        return loss;
+    for (int ci = 0; ci < c; ci++)
+        for (int i = 0; i < len; i++) {
+            size_t at = (size_t)ci * s + s0 + i;
+            float pv = expf(l[at] - mx[i]) * sum[i];
+            if (probs)
+                probs[at] = pv;
+            if (dl)
+                dl[at] = scale * (pv - (t[s0 + i] == ci ? 1.0f : 0.0f));
+        }
+    /* an ignored target (>= c) must get no gradient at all */
+    if (dl)
+        for (int i = 0; i < len; i++)
+            if (t[s0 + i] >= c)
+                for (int ci = 0; ci < c; ci++)
+                    dl[(size_t)ci * s + s0 + i] = 0.0f;
+    return loss;
+}
+
+double ddl_softmax_xent(int n, int c, int s, const float *logits, const uint8_t *targets, float scale,
+                        float *probs, float *dlogits)
+{
+    double loss = 0.0;
+    size_t cs = (size_t)c * s;
+    for (int ni = 0; ni < n; ni++)
+        for (int s0 = 0; s0 < s; s0 += XENT_BLOCK) {
+            int len = s - s0 < XENT_BLOCK ? s - s0 : XENT_BLOCK;
+            loss += xent_block(c, s, s0, len, logits + ni * cs, targets + (size_t)ni * s, scale,
+                               probs ? probs + ni * cs : NULL, dlogits ? dlogits + ni * cs : NULL);
+        }
+    return loss;
+}
+
+/* ---- dice loss ----
+ * Per sample, with p = p_fg = 1 - probs[0], t = [target >= 1], I = sum p t, P = sum p, T = sum t,
+ * D = P + T + 1: L = 1 - (2 I + 1) / D, so dL/dp_s = (2 I + 1) / D^2 - 2 t_s / D. Through
+ * p_fg = 1 - p_0 and the softmax Jacobian dp_0/dz_j = p_0 (delta_0j - p_j):
+ * dL/dz_0 = -g p_0 (1 - p_0) and dL/dz_j = g p_0 p_j for j >= 1, with g = dL/dp_s. */
+
+double ddl_dice_loss(int n, int c, int s, const float *probs, const uint8_t *targets, float scale,
+                     float *dlogits)
+{
+    double total = 0.0;
+    size_t cs = (size_t)c * s;
+    for (int ni = 0; ni < n; ni++) {
+        const float *pr = probs + ni * cs;
+        const uint8_t *t = targets + (size_t)ni * s;
+        double inter = 0.0, psum = 0.0, tsum = 0.0;
+        for (int i = 0; i < s; i++) {
+            double pf = 1.0 - (double)pr[i], tf = t[i] >= 1 ? 1.0 : 0.0;
+            inter += pf * tf;
+            psum += pf;
+            tsum += tf;
+        }
+        double d = psum + tsum + 1.0, num = 2.0 * inter + 1.0;
+        total += 1.0 - num / d;
+        if (!dlogits)
+            continue;
+        float *dl = dlogits + ni * cs;
+        double base = num / (d * d), two_over_d = 2.0 / d;
+        for (int i = 0; i < s; i++) {
+            double g = base - (t[i] >= 1 ? two_over_d : 0.0);
+            double p0 = pr[i], gs = (double)scale * g * p0;
+            dl[i] += (float)(-gs * (1.0 - p0));
+            for (int ci = 1; ci < c; ci++)
+                dl[(size_t)ci * s + i] += (float)(gs * pr[(size_t)ci * s + i]);
+        }
+    }
+    return total;
+}
+
+/* ---- group normalisation ----
+ * Per sample and group of cg = C / groups channels: mean and rstd = 1 / sqrt(var + eps) over
+ * cg * S values (biased variance, eps 1e-5, as PyTorch's GroupNorm). gamma / beta may be NULL
+ * (1 and 0). */
+
+#define GN_EPS 1e-5
+
+void ddl_groupnorm_forward(int n, int c, int s, int groups, const float *x, const float *gamma,
+                           const float *beta, float *y, float *mean_rstd)
+{
+    if (groups <= 0 || c % groups)
+        return;
+    int cg = c / groups;
+    size_t gsz = (size_t)cg * s;
+    for (int ni = 0; ni < n; ni++)
+        for (int gi = 0; gi < groups; gi++) {
+            size_t off = ((size_t)ni * c + (size_t)gi * cg) * s;
+            const float *xg = x + off;
+            double sum = 0.0, var = 0.0;
+            for (size_t i = 0; i < gsz; i++)
+                sum += xg[i];
+            double mean = sum / (double)gsz;
+            for (size_t i = 0; i < gsz; i++)
+                var += (xg[i] - mean) * (xg[i] - mean);
+            float m = (float)mean, r = (float)(1.0 / sqrt(var / (double)gsz + GN_EPS));
+            mean_rstd[((size_t)ni * groups + gi) * 2] = m;
+            mean_rstd[((size_t)ni * groups + gi) * 2 + 1] = r;
+            for (int ci = 0; ci < cg; ci++) {
+                int ch = gi * cg + ci;
+                float a = r * (gamma ? gamma[ch] : 1.0f), bb = beta ? beta[ch] : 0.0f;
+                const float *xr = xg + (size_t)ci * s;
+                float *yr = y + off + (size_t)ci * s;
+                for (int i = 0; i < s; i++)
+                    yr[i] = (xr[i] - m) * a + bb;
+            }
+        }
+}
+
+/* gn_backward_group: one (sample, group): dgamma, dbeta += over its channels; dx (may be NULL)
+ * = rstd (dxh - mean(dxh) - xh mean(dxh xh)), xh the normalised x, dxh = dy gamma. */
+static void gn_backward_group(int cg, int s, int ch0, const float *x, const float *gamma, float m, float r,
+                              const float *dy, float *dx, float *dgamma, float *dbeta)
+{
+    double sum_d = 0.0, sum_dx = 0.0; /* sums of dxh and of dxh * xh */
+    for (int ci = 0; ci < cg; ci++) {
+        const float *xr = x + (size_t)ci * s, *dr = dy + (size_t)ci * s;
+        float gm = gamma ? gamma[ch0 + ci] : 1.0f, dg = 0.0f, dbt = 0.0f;
+        for (int i = 0; i < s; i++) {
+            float xh = (xr[i] - m) * r;
+            dg += dr[i] * xh;
+            dbt += dr[i];
+        }
+        if (dgamma)
+            dgamma[ch0 + ci] += dg;
+        if (dbeta)
+            dbeta[ch0 + ci] += dbt;
+        sum_d += (double)dbt * gm;
+        sum_dx += (double)dg * gm;
+    }
+    if (!dx)
+        return;
+    double cnt = (double)cg * s;
+    float md = (float)(sum_d / cnt), mdx = (float)(sum_dx / cnt);
+    for (int ci = 0; ci < cg; ci++) {
+        const float *xr = x + (size_t)ci * s, *dr = dy + (size_t)ci * s;
+        float *out = dx + (size_t)ci * s, gm = gamma ? gamma[ch0 + ci] : 1.0f;
+        for (int i = 0; i < s; i++) {
+            float xh = (xr[i] - m) * r;
+            out[i] = r * (dr[i] * gm - md - xh * mdx);
+        }
+    }
+}
+
+void ddl_groupnorm_backward(int n, int c, int s, int groups, const float *x, const float *gamma,
+                            const float *mean_rstd, const float *dy, float *dx, float *dgamma, float *dbeta)
+{
+    if (groups <= 0 || c % groups)
+        return;
+    int cg = c / groups;
+    for (int ni = 0; ni < n; ni++)
+        for (int gi = 0; gi < groups; gi++) {
+            size_t off = ((size_t)ni * c + (size_t)gi * cg) * s;
+            const float *mr = mean_rstd + ((size_t)ni * groups + gi) * 2;
+            gn_backward_group(cg, s, gi * cg, x + off, gamma, mr[0], mr[1], dy + off, dx ? dx + off : NULL, dgamma,
+                              dbeta);
+        }
+}
+
+/* ---- concat / split along channels ---- */
+
+void ddl_concat_channels(int n, int ca, int cb, int s, const float *a, const float *b, float *y)
+{
+    size_t sa = (size_t)ca * s, sb = (size_t)cb * s;
+    for (int ni = 0; ni < n; ni++) {
+        memcpy(y + ni * (sa + sb), a + ni * sa, sa * sizeof *y);
+        memcpy(y + ni * (sa + sb) + sa, b + ni * sb, sb * sizeof *y);
+    }
+}
+
+void ddl_split_channels(int n, int ca, int cb, int s, const float *dy, float *da, float *db)
+{
+    size_t sa = (size_t)ca * s, sb = (size_t)cb * s;
+    for (int ni = 0; ni < n; ni++) {
+        if (da)
+            memcpy(da + ni * sa, dy + ni * (sa + sb), sa * sizeof *da);
+        if (db)
+            memcpy(db + ni * sb, dy + ni * (sa + sb) + sa, sb * sizeof *db);
+    }
+}

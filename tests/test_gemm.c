@@ -1,0 +1,141 @@
+/* test_gemm.c - ddl_gemm against a naive double-precision loop: all four transpose combinations,
+ * odd sizes, alpha and beta (including beta 0 over NaN), leading dimensions wider than the
+ * matrices, and that nothing outside C's m x n window is written. */
+#include "ddl.h"
+#include "check.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- helpers ---- */
+
+static void fill(ddl_rng *r, float *x, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        x[i] = 2.0f * ddl_rng_uniform(r) - 1.0f;
+}
+
+/* naive: C = alpha op(A) op(B) + beta C in double (beta 0 ignores C). */
+static void naive(int ta, int tb, int m, int n, int k, float alpha, const float *a, int lda, const float *b,
+                  int ldb, float beta, float *c, int ldc)
+{
+    for (int i = 0; i < m; i++)
+        for (int j = 0; j < n; j++) {
+            double s = 0.0;
+            for (int p = 0; p < k; p++) {
+                double av = ta ? a[(size_t)p * lda + i] : a[(size_t)i * lda + p];
+                double bv = tb ? b[(size_t)j * ldb + p] : b[(size_t)p * ldb + j];
+                s += av * bv;
+            }
+            double old = beta == 0.0f ? 0.0 : (double)beta * c[(size_t)i * ldc + j];
+            c[(size_t)i * ldc + j] = (float)(alpha * s + old);
+        }
+}
+
+/* one_case: compare ddl_gemm with naive for one configuration; pad widens every leading dim. */
+static void one_case(ddl_rng *r, int ta, int tb, int m, int n, int k, float alpha, float beta, int pad)
+{
+    int a_rows = ta ? k : m, a_cols = ta ? m : k;
+    int b_rows = tb ? n : k, b_cols = tb ? k : n;
+    int lda = a_cols + pad, ldb = b_cols + pad, ldc = n + pad;
+    size_t na = (size_t)a_rows * lda, nb = (size_t)b_rows * ldb, nc = (size_t)m * ldc;
+    float *a = malloc((na + 1) * sizeof *a), *b = malloc((nb + 1) * sizeof *b);
+    float *c = malloc((nc + 1) * sizeof *c), *ref = malloc((nc + 1) * sizeof *ref);
+    fill(r, a, na);
+    fill(r, b, nb);
+    fill(r, c, nc);
+    if (beta == 0.0f) /* beta 0 must overwrite, even NaN */
+        for (int i = 0; i < m; i++)
+            c[(size_t)i * ldc] = NAN;
+    memcpy(ref, c, nc * sizeof *c);
+    ddl_gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    naive(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, ref, ldc);
+    double worst = 0.0;
+    int outside_ok = 1;
+    for (int i = 0; i < m; i++) {
+        for (int j = 0; j < ldc; j++) {
+            size_t at = (size_t)i * ldc + j;
+            if (j >= n) { /* padding columns must be untouched */
+                if (memcmp(&c[at], &ref[at], sizeof *c) != 0)
+                    outside_ok = 0;
+                continue;
+            }
+            double err = fabs((double)c[at] - ref[at]) / (1.0 + fabs(ref[at]));
+            if (!(err <= worst)) /* also catches NaN */
+                worst = isnan(err) ? INFINITY : err;
+        }
+    }
+    double tol = 1e-6 * (k + 4);
+    if (!(worst <= tol) || !outside_ok)
+        fprintf(stderr, "  gemm ta=%d tb=%d m=%d n=%d k=%d alpha=%g beta=%g pad=%d: err %g outside_ok %d\n", ta,
+                tb, m, n, k, (double)alpha, (double)beta, pad, worst, outside_ok);
+    CHECK(worst <= tol);
+    CHECK(outside_ok);
+    free(a);
+    free(b);
+    free(c);
+    free(ref);
+}
+
+/* ---- tests ---- */
+
+static void test_sizes(ddl_rng *r)
+{
+    static const int sizes[] = {1, 2, 3, 5, 17, 33, 65};
+    int ns = (int)(sizeof sizes / sizeof sizes[0]);
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++)
+            for (int im = 0; im < ns; im++)
+                for (int in = 0; in < ns; in += 2)
+                    for (int ik = 0; ik < ns; ik += 3)
+                        one_case(r, ta, tb, sizes[im], sizes[in], sizes[ik], 1.0f, 0.0f, 0);
+}
+
+static void test_alpha_beta_ld(ddl_rng *r)
+{
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++) {
+            one_case(r, ta, tb, 17, 65, 33, 0.5f, 1.0f, 3);
+            one_case(r, ta, tb, 65, 17, 3, -2.0f, 0.25f, 7);
+            one_case(r, ta, tb, 3, 1, 65, 1.0f, 0.0f, 1);
+            one_case(r, ta, tb, 1, 33, 17, 1.5f, -1.0f, 5);
+        }
+}
+
+/* larger than every built-in block size (KC 256, MC 32), so blocking edges are covered */
+static void test_large(ddl_rng *r)
+{
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++)
+            one_case(r, ta, tb, 70, 131, 600, 1.0f, 1.0f, 2);
+}
+
+/* alpha 0 or k 0: C = beta C only */
+static void test_degenerate(void)
+{
+    float a[4] = {1, 2, 3, 4}, b[4] = {5, 6, 7, 8};
+    float c[4] = {1, 2, 3, 4};
+    ddl_gemm(0, 0, 2, 2, 0, 1.0f, a, 2, b, 2, 2.0f, c, 2);
+    CHECK(c[0] == 2.0f && c[3] == 8.0f);
+    ddl_gemm(0, 0, 2, 2, 2, 0.0f, a, 2, b, 2, 0.5f, c, 2);
+    CHECK(c[0] == 1.0f && c[3] == 4.0f);
+    /* hand-computed: [1 2; 3 4] [5 6; 7 8] = [19 22; 43 50] */
+    ddl_gemm(0, 0, 2, 2, 2, 1.0f, a, 2, b, 2, 0.0f, c, 2);
+    CHECK(c[0] == 19.0f && c[1] == 22.0f && c[2] == 43.0f && c[3] == 50.0f);
+    /* m or n 0: nothing written, nothing read */
+    ddl_gemm(0, 0, 0, 2, 2, 1.0f, NULL, 2, b, 2, 0.0f, NULL, 2);
+    CHECK(ddl_gemm_backend() != NULL);
+    CHECK(strcmp(ddl_gemm_backend(), "openblas") == 0 || strcmp(ddl_gemm_backend(), "builtin") == 0);
+}
+
+int main(void)
+{
+    ddl_rng r;
+    ddl_rng_seed(&r, 7);
+    ddl_set_threads(1);
+    test_sizes(&r);
+    test_alpha_beta_ld(&r);
+    test_large(&r);
+    test_degenerate();
+    return TEST_END();
+}

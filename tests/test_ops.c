@@ -1,0 +1,899 @@
+/* test_ops.c - the compute ops of ddl.h: forward values against naive loops and hand-computed
+ * examples, a finite-difference gradient check of every op for each of its inputs and
+ * parameters (kann's kad_check_grad), and the accumulate / overwrite rules of backward passes.
+ * With DDL_BENCH_OPS=1 in the environment it also times LeNet's convolutions (not a test). */
+#include "ddl.h"
+#include "check.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static ddl_rng rng;
+
+/* ---- helpers ---- */
+
+static float *alloc_f(size_t n)
+{
+    float *p = calloc(n ? n : 1, sizeof *p);
+    if (!p) {
+        fprintf(stderr, "out of memory\n");
+        exit(2);
+    }
+    return p;
+}
+
+static void fill(float *x, size_t n, float lo, float hi)
+{
+    for (size_t i = 0; i < n; i++)
+        x[i] = lo + (hi - lo) * ddl_rng_uniform(&rng);
+}
+
+/* fill_apart: values in (-1, 1) at least `gap` from 0 and from each other (no ties, no kinks
+ * within a finite-difference step): a shuffled ladder with jitter. */
+static void fill_apart(float *x, size_t n, float gap)
+{
+    for (size_t i = 0; i < n; i++)
+        x[i] = (float)((double)i - (double)n / 2.0 + 0.5) * 2.0f * gap;
+    for (size_t i = n; i > 1; i--) {
+        size_t j = ddl_rng_below(&rng, (uint32_t)i);
+        float t = x[i - 1];
+        x[i - 1] = x[j];
+        x[j] = t;
+    }
+    for (size_t i = 0; i < n; i++)
+        x[i] += (ddl_rng_uniform(&rng) - 0.5f) * 0.5f * gap + (x[i] >= 0 ? gap : -gap);
+}
+
+static double dot(const float *a, const float *b, size_t n)
+{
+    double s = 0.0;
+    for (size_t i = 0; i < n; i++)
+        s += (double)a[i] * b[i];
+    return s;
+}
+
+/* max_rel: largest |a - b| / (atol + |b|) over n values; a NaN counts as infinite. */
+static double max_rel(const float *a, const float *b, size_t n, double atol)
+{
+    double worst = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        double e = fabs((double)a[i] - b[i]) / (atol + fabs((double)b[i]));
+        if (!(e <= worst))
+            worst = isnan(e) ? INFINITY : e;
+    }
+    return worst;
+}
+
+/* ---- finite differences ----
+ * loss(ctx) runs a forward pass and returns a scalar in double. fd_check perturbs each of the
+ * n floats of param by +-h and compares (L+ - L-) / (x+ - x-) (the step actually taken in float)
+ * with the analytic gradient: |a - n| <= 1e-3 + 1e-2 max(|a|, |n|). */
+
+typedef double (*loss_fn)(void *ctx);
+
+static void fd_check(const char *what, loss_fn loss, void *ctx, float *param, size_t n, const float *analytic,
+                     float h)
+{
+    double worst = 0.0;
+    size_t worst_i = 0;
+    double worst_num = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        float save = param[i];
+        param[i] = save + h;
+        float up = param[i];
+        double lp = loss(ctx);
+        param[i] = save - h;
+        float dn = param[i];
+        double lm = loss(ctx);
+        param[i] = save;
+        double num = (lp - lm) / ((double)up - dn), a = analytic[i];
+        double err = fabs(a - num) / (1e-3 + 1e-2 * fmax(fabs(a), fabs(num)));
+        if (!(err <= worst)) {
+            worst = isnan(err) ? INFINITY : err;
+            worst_i = i;
+            worst_num = num;
+        }
+    }
+    if (!(worst <= 1.0))
+        fprintf(stderr, "  gradient %s: element %zu analytic %.7g numeric %.7g\n", what, worst_i,
+                (double)analytic[worst_i], worst_num);
+    CHECK(worst <= 1.0);
+}
+
+/* ---- naive references ---- */
+
+/* naive_conv: y (N, out_c, oh, ow) by the definition, in double. */
+static void naive_conv(const ddl_conv2d *g, const float *x, const float *w, const float *b, float *y)
+{
+    int oh = ddl_conv2d_out_h(g), ow = ddl_conv2d_out_w(g);
+    for (int n = 0; n < g->batch; n++)
+        for (int o = 0; o < g->out_c; o++)
+            for (int oy = 0; oy < oh; oy++)
+                for (int ox = 0; ox < ow; ox++) {
+                    double s = b ? b[o] : 0.0;
+                    for (int i = 0; i < g->in_c; i++)
+                        for (int ki = 0; ki < g->k_h; ki++)
+                            for (int kj = 0; kj < g->k_w; kj++) {
+                                int iy = oy * g->stride - g->pad + ki, ix = ox * g->stride - g->pad + kj;
+                                if (iy < 0 || iy >= g->in_h || ix < 0 || ix >= g->in_w)
+                                    continue;
+                                s += (double)x[((size_t)(n * g->in_c + i) * g->in_h + iy) * g->in_w + ix] *
+                                     w[((size_t)(o * g->in_c + i) * g->k_h + ki) * g->k_w + kj];
+                            }
+                    y[((size_t)(n * g->out_c + o) * oh + oy) * ow + ox] = (float)s;
+                }
+}
+
+/* naive_conv_backward: dx = dL/dx, dw = dL/dw (both overwritten) by scattering every tap. */
+static void naive_conv_backward(const ddl_conv2d *g, const float *x, const float *w, const float *dy, float *dx,
+                                float *dw)
+{
+    int oh = ddl_conv2d_out_h(g), ow = ddl_conv2d_out_w(g);
+    memset(dx, 0, (size_t)g->batch * g->in_c * g->in_h * g->in_w * sizeof *dx);
+    memset(dw, 0, (size_t)g->out_c * g->in_c * g->k_h * g->k_w * sizeof *dw);
+    for (int n = 0; n < g->batch; n++)
+        for (int o = 0; o < g->out_c; o++)
+            for (int oy = 0; oy < oh; oy++)
+                for (int ox = 0; ox < ow; ox++) {
+                    float d = dy[((size_t)(n * g->out_c + o) * oh + oy) * ow + ox];
+                    for (int i = 0; i < g->in_c; i++)
+                        for (int ki = 0; ki < g->k_h; ki++)
+                            for (int kj = 0; kj < g->k_w; kj++) {
+                                int iy = oy * g->stride - g->pad + ki, ix = ox * g->stride - g->pad + kj;
+                                if (iy < 0 || iy >= g->in_h || ix < 0 || ix >= g->in_w)
+                                    continue;
+                                size_t xi = ((size_t)(n * g->in_c + i) * g->in_h + iy) * g->in_w + ix;
+                                size_t wi = ((size_t)(o * g->in_c + i) * g->k_h + ki) * g->k_w + kj;
+                                dx[xi] += d * w[wi];
+                                dw[wi] += d * x[xi];
+                            }
+                }
+}
+
+/* naive_deconv: y (N, out_c, OH, OW): every input pixel scatters its weighted kernel. */
+static void naive_deconv(const ddl_conv2d *g, const float *x, const float *w, const float *b, float *y)
+{
+    int oh = ddl_deconv2d_out_h(g), ow = ddl_deconv2d_out_w(g);
+    size_t plane = (size_t)oh * ow;
+    for (int n = 0; n < g->batch; n++)
+        for (int o = 0; o < g->out_c; o++)
+            for (size_t t = 0; t < plane; t++)
+                y[(size_t)(n * g->out_c + o) * plane + t] = b ? b[o] : 0.0f;
+    for (int n = 0; n < g->batch; n++)
+        for (int i = 0; i < g->in_c; i++)
+            for (int iy = 0; iy < g->in_h; iy++)
+                for (int ix = 0; ix < g->in_w; ix++) {
+                    float v = x[((size_t)(n * g->in_c + i) * g->in_h + iy) * g->in_w + ix];
+                    for (int o = 0; o < g->out_c; o++)
+                        for (int ki = 0; ki < g->k_h; ki++)
+                            for (int kj = 0; kj < g->k_w; kj++) {
+                                int oy = iy * g->stride - g->pad + ki, ox = ix * g->stride - g->pad + kj;
+                                if (oy < 0 || oy >= oh || ox < 0 || ox >= ow)
+                                    continue;
+                                y[(size_t)(n * g->out_c + o) * plane + (size_t)oy * ow + ox] +=
+                                    v * w[((size_t)(i * g->out_c + o) * g->k_h + ki) * g->k_w + kj];
+                            }
+                }
+}
+
+/* ---- convolution and transposed convolution ---- */
+
+typedef struct conv_ctx {
+    ddl_conv2d g;
+    int deconv;
+    size_t nx, nw, ny;
+    float *x, *w, *b, *y, *r, *ws;
+} conv_ctx;
+
+static double conv_loss(void *p)
+{
+    conv_ctx *c = p;
+    if (c->deconv)
+        ddl_deconv2d_forward(&c->g, c->x, c->w, c->b, c->y, c->ws);
+    else
+        ddl_conv2d_forward(&c->g, c->x, c->w, c->b, c->y, c->ws);
+    return dot(c->y, c->r, c->ny);
+}
+
+static void conv_ctx_init(conv_ctx *c, const ddl_conv2d *g, int deconv)
+{
+    memset(c, 0, sizeof *c);
+    c->g = *g;
+    c->deconv = deconv;
+    int oh = deconv ? ddl_deconv2d_out_h(g) : ddl_conv2d_out_h(g);
+    int ow = deconv ? ddl_deconv2d_out_w(g) : ddl_conv2d_out_w(g);
+    c->nx = (size_t)g->batch * g->in_c * g->in_h * g->in_w;
+    c->nw = (size_t)g->out_c * g->in_c * g->k_h * g->k_w;
+    c->ny = (size_t)g->batch * g->out_c * oh * ow;
+    c->x = alloc_f(c->nx);
+    c->w = alloc_f(c->nw);
+    c->b = alloc_f((size_t)g->out_c);
+    c->y = alloc_f(c->ny);
+    c->r = alloc_f(c->ny);
+    c->ws = alloc_f(deconv ? ddl_deconv2d_workspace(g) : ddl_conv2d_workspace(g));
+    fill(c->x, c->nx, -1, 1);
+    fill(c->w, c->nw, -1, 1);
+    fill(c->b, (size_t)g->out_c, -1, 1);
+    fill(c->r, c->ny, -1, 1);
+}
+
+static void conv_ctx_free(conv_ctx *c)
+{
+    free(c->x);
+    free(c->w);
+    free(c->b);
+    free(c->y);
+    free(c->r);
+    free(c->ws);
+}
+
+static void conv_backward(conv_ctx *c, const float *dy, float *dx, float *dw, float *db)
+{
+    if (c->deconv)
+        ddl_deconv2d_backward(&c->g, c->x, c->w, dy, dx, dw, db, c->ws);
+    else
+        ddl_conv2d_backward(&c->g, c->x, c->w, dy, dx, dw, db, c->ws);
+}
+
+/* check_conv_forward: against the naive loop, with and without bias. */
+static void check_conv_forward(conv_ctx *c)
+{
+    float *ref = alloc_f(c->ny);
+    for (int with_b = 0; with_b < 2; with_b++) {
+        const float *b = with_b ? c->b : NULL;
+        if (c->deconv) {
+            ddl_deconv2d_forward(&c->g, c->x, c->w, b, c->y, c->ws);
+            naive_deconv(&c->g, c->x, c->w, b, ref);
+        } else {
+            ddl_conv2d_forward(&c->g, c->x, c->w, b, c->y, c->ws);
+            naive_conv(&c->g, c->x, c->w, b, ref);
+        }
+        double err = max_rel(c->y, ref, c->ny, 1.0); /* float sums of O(1) terms */
+        if (!(err < 1e-5))
+            fprintf(stderr, "  %s forward: error %g\n", c->deconv ? "deconv" : "conv", err);
+        CHECK(err < 1e-5);
+    }
+    free(ref);
+}
+
+/* check_conv_grads: finite differences for x, w, b, then: a second backward doubles dw and
+ * db, and leaves dx as it was (overwritten, not accumulated), and dx NULL is allowed. */
+static void check_conv_grads(conv_ctx *c, const char *name)
+{
+    float *dx = alloc_f(c->nx), *dw = alloc_f(c->nw), *db = alloc_f((size_t)c->g.out_c);
+    float *dx2 = alloc_f(c->nx), *dw2 = alloc_f(c->nw), *db2 = alloc_f((size_t)c->g.out_c);
+    char what[96];
+    conv_backward(c, c->r, dx, dw, db);
+    snprintf(what, sizeof what, "%s dx", name);
+    fd_check(what, conv_loss, c, c->x, c->nx, dx, 1e-2f);
+    snprintf(what, sizeof what, "%s dw", name);
+    fd_check(what, conv_loss, c, c->w, c->nw, dw, 1e-2f);
+    snprintf(what, sizeof what, "%s db", name);
+    fd_check(what, conv_loss, c, c->b, (size_t)c->g.out_c, db, 1e-2f);
+
+    memcpy(dw2, dw, c->nw * sizeof *dw);
+    memcpy(db2, db, (size_t)c->g.out_c * sizeof *db);
+    fill(dx2, c->nx, 5, 6); /* garbage that must be overwritten */
+    conv_backward(c, c->r, dx2, dw2, db2);
+    for (size_t i = 0; i < c->nw; i++)
+        dw[i] *= 2.0f;
+    for (int i = 0; i < c->g.out_c; i++)
+        db[i] *= 2.0f;
+    CHECK(max_rel(dw2, dw, c->nw, 1e-4) < 1e-5);
+    CHECK(max_rel(db2, db, (size_t)c->g.out_c, 1e-4) < 1e-5);
+    CHECK(max_rel(dx2, dx, c->nx, 1e-4) < 1e-5);
+    conv_backward(c, c->r, NULL, dw2, NULL); /* dx NULL, db NULL: only dw moves */
+    CHECK(max_rel(dw2, dw, c->nw, 1e-4) > 1e-2);
+    free(dx);
+    free(dw);
+    free(db);
+    free(dx2);
+    free(dw2);
+    free(db2);
+}
+
+static void test_conv_small(void)
+{
+    /* batch, in_c, in_h, in_w, out_c, k_h, k_w, stride, pad */
+    static const int cases[][9] = {
+        {2, 2, 7, 6, 3, 5, 5, 1, 2}, /* LeNet conv1 style: 5x5 pad 2 */
+        {2, 2, 7, 6, 3, 3, 3, 2, 1}, /* 3x3 stride 2 */
+        {2, 3, 5, 4, 2, 1, 1, 1, 0}, /* 1x1 */
+        {2, 2, 8, 7, 3, 5, 5, 1, 0}, /* LeNet conv2 style: 5x5 no pad */
+        {1, 2, 6, 6, 2, 3, 3, 1, 1}, /* one sample: direct gemm path */
+        {2, 2, 7, 7, 2, 3, 2, 1, 1}, /* non-square kernel */
+        {2, 1, 9, 8, 2, 4, 4, 3, 1}, /* stride 3 */
+        {3, 2, 6, 6, 2, 2, 2, 2, 0}, /* 2x2 stride 2 */
+    };
+    for (size_t t = 0; t < sizeof cases / sizeof cases[0]; t++) {
+        const int *v = cases[t];
+        ddl_conv2d g = {v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8]};
+        char name[64];
+        snprintf(name, sizeof name, "conv k%dx%d s%d p%d", v[5], v[6], v[7], v[8]);
+        conv_ctx c;
+        conv_ctx_init(&c, &g, 0);
+        check_conv_forward(&c);
+        check_conv_grads(&c, name);
+        conv_ctx_free(&c);
+    }
+}
+
+static void test_deconv_small(void)
+{
+    static const int cases[][9] = {
+        {2, 3, 3, 4, 2, 2, 2, 2, 0}, /* U-Net up-convolution: 2x2 stride 2 */
+        {1, 2, 3, 3, 3, 2, 2, 2, 0},
+        {2, 2, 3, 3, 2, 3, 3, 2, 1}, /* 3x3 stride 2 pad 1 */
+        {2, 2, 4, 3, 2, 4, 4, 2, 1},
+        {2, 2, 3, 3, 2, 3, 3, 1, 1}, /* stride 1: a same-size convolution, transposed */
+    };
+    for (size_t t = 0; t < sizeof cases / sizeof cases[0]; t++) {
+        const int *v = cases[t];
+        ddl_conv2d g = {v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8]};
+        char name[64];
+        snprintf(name, sizeof name, "deconv k%dx%d s%d p%d", v[5], v[6], v[7], v[8]);
+        conv_ctx c;
+        conv_ctx_init(&c, &g, 1);
+        check_conv_forward(&c);
+        check_conv_grads(&c, name);
+        conv_ctx_free(&c);
+    }
+}
+
+/* hand-computed: a 3x3 image of 1..9, 2x2 kernel of ones, stride 1: sums of 2x2 windows */
+static void test_conv_hand(void)
+{
+    ddl_conv2d g = {1, 1, 3, 3, 1, 2, 2, 1, 0};
+    float x[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9}, w[4] = {1, 1, 1, 1}, b[1] = {0.5f}, y[4];
+    float ws[64];
+    CHECK(ddl_conv2d_out_h(&g) == 2 && ddl_conv2d_out_w(&g) == 2);
+    CHECK(ddl_conv2d_workspace(&g) <= 64);
+    ddl_conv2d_forward(&g, x, w, b, y, ws);
+    CHECK(y[0] == 12.5f && y[1] == 16.5f && y[2] == 24.5f && y[3] == 28.5f);
+    /* transposed 2x2 stride 2 of a 1x1 input 2 with weights 1..4: the kernel times 2, plus bias */
+    ddl_conv2d d = {1, 1, 1, 1, 1, 2, 2, 2, 0};
+    float xd[1] = {2}, wd[4] = {1, 2, 3, 4}, yd[4];
+    CHECK(ddl_deconv2d_out_h(&d) == 2 && ddl_deconv2d_out_w(&d) == 2);
+    ddl_deconv2d_forward(&d, xd, wd, b, yd, ws);
+    CHECK(yd[0] == 2.5f && yd[1] == 4.5f && yd[2] == 6.5f && yd[3] == 8.5f);
+}
+
+/* larger layers against the naive loops: LeNet's at batch 64 (chunks of several samples with a
+ * short last chunk) and layers big enough to run one sample per gemm. */
+static void test_conv_large(void)
+{
+    static const int cases[][9] = {
+        {64, 1, 28, 28, 6, 5, 5, 1, 2},
+        {64, 6, 14, 14, 16, 5, 5, 1, 0},
+        {20, 32, 32, 32, 4, 3, 3, 1, 1},
+        {2, 64, 64, 64, 3, 3, 3, 1, 1},
+    };
+    for (size_t t = 0; t < sizeof cases / sizeof cases[0]; t++) {
+        const int *v = cases[t];
+        ddl_conv2d g = {v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8]};
+        conv_ctx c;
+        conv_ctx_init(&c, &g, 0);
+        check_conv_forward(&c);
+        float *dx = alloc_f(c.nx), *dw = alloc_f(c.nw), *rx = alloc_f(c.nx), *rw = alloc_f(c.nw);
+        ddl_conv2d_backward(&g, c.x, c.w, c.r, dx, dw, NULL, c.ws);
+        naive_conv_backward(&g, c.x, c.w, c.r, rx, rw);
+        CHECK(max_rel(dx, rx, c.nx, 1e-2) < 1e-3);
+        CHECK(max_rel(dw, rw, c.nw, 1e-1) < 1e-3);
+        free(dx);
+        free(dw);
+        free(rx);
+        free(rw);
+        conv_ctx_free(&c);
+    }
+}
+
+/* ---- max pooling ---- */
+
+typedef struct pool_ctx {
+    int n, c, h, w, k, s, oh, ow;
+    float *x, *y, *r;
+    int32_t *arg;
+} pool_ctx;
+
+static double pool_loss(void *p)
+{
+    pool_ctx *c = p;
+    ddl_maxpool_forward(c->n, c->c, c->h, c->w, c->k, c->s, c->x, c->y, c->arg);
+    return dot(c->y, c->r, (size_t)c->n * c->c * c->oh * c->ow);
+}
+
+static void check_pool_grad(int k, int s)
+{
+    pool_ctx c = {2, 2, 7, 6, k, s, (7 - k) / s + 1, (6 - k) / s + 1, NULL, NULL, NULL, NULL};
+    size_t nx = (size_t)c.n * c.c * c.h * c.w, ny = (size_t)c.n * c.c * c.oh * c.ow;
+    c.x = alloc_f(nx);
+    c.y = alloc_f(ny);
+    c.r = alloc_f(ny);
+    c.arg = calloc(ny, sizeof *c.arg);
+    float *dx = alloc_f(nx);
+    fill_apart(c.x, nx, 0.02f);
+    fill(c.r, ny, -1, 1);
+    pool_loss(&c);
+    fill(dx, nx, 5, 6);
+    ddl_maxpool_backward(c.n, c.c, c.h, c.w, c.k, c.s, c.r, c.arg, dx);
+    fd_check(k > s ? "maxpool dx (overlapping)" : "maxpool dx", pool_loss, &c, c.x, nx, dx, 5e-3f);
+    free(c.x);
+    free(c.y);
+    free(c.r);
+    free(c.arg);
+    free(dx);
+}
+
+static void test_maxpool(void)
+{
+    /* hand-computed 4x4, k2 s2 */
+    float x[16] = {1, 3, 2, 0, 4, 2, 1, 5, 0, 0, 7, 7, -1, -2, 6, 8};
+    float y[4], dy[4] = {1, 2, 3, 4}, dx[16];
+    int32_t arg[4];
+    ddl_maxpool_forward(1, 1, 4, 4, 2, 2, x, y, arg);
+    CHECK(y[0] == 4 && y[1] == 5 && y[2] == 0 && y[3] == 8);
+    CHECK(arg[0] == 4 && arg[1] == 7 && arg[2] == 8 && arg[3] == 15); /* ties: the first one */
+    ddl_maxpool_backward(1, 1, 4, 4, 2, 2, dy, arg, dx);
+    CHECK(dx[4] == 1 && dx[7] == 2 && dx[8] == 3 && dx[15] == 4);
+    float sum = 0;
+    for (int i = 0; i < 16; i++)
+        sum += dx[i];
+    CHECK(sum == 10.0f);
+    check_pool_grad(2, 2);
+    check_pool_grad(3, 2);
+    check_pool_grad(3, 1);
+}
+
+/* ---- relu ---- */
+
+typedef struct relu_ctx {
+    size_t n;
+    float *x, *y, *r;
+} relu_ctx;
+
+static double relu_loss(void *p)
+{
+    relu_ctx *c = p;
+    ddl_relu_forward(c->n, c->x, c->y);
+    return dot(c->y, c->r, c->n);
+}
+
+static void test_relu(void)
+{
+    float v[4] = {-1, 0, 2, -0.5f}, dv[4] = {1, 1, 1, 1};
+    ddl_relu_forward(4, v, v); /* in place */
+    CHECK(v[0] == 0 && v[1] == 0 && v[2] == 2 && v[3] == 0);
+    ddl_relu_backward(4, v, dv, dv);
+    CHECK(dv[0] == 0 && dv[1] == 0 && dv[2] == 1 && dv[3] == 0);
+
+    relu_ctx c = {50, alloc_f(50), alloc_f(50), alloc_f(50)};
+    float *dx = alloc_f(50);
+    fill_apart(c.x, c.n, 0.02f);
+    fill(c.r, c.n, -1, 1);
+    relu_loss(&c);
+    ddl_relu_backward(c.n, c.y, c.r, dx);
+    fd_check("relu dx", relu_loss, &c, c.x, c.n, dx, 5e-3f);
+    free(c.x);
+    free(c.y);
+    free(c.r);
+    free(dx);
+}
+
+/* ---- dense ---- */
+
+typedef struct dense_ctx {
+    int batch, in, out;
+    float *x, *w, *b, *y, *r;
+} dense_ctx;
+
+static double dense_loss(void *p)
+{
+    dense_ctx *c = p;
+    ddl_dense_forward(c->batch, c->in, c->out, c->x, c->w, c->b, c->y);
+    return dot(c->y, c->r, (size_t)c->batch * c->out);
+}
+
+static void test_dense(void)
+{
+    /* hand-computed: x [1 2], w [[1 0] [1 1] [0 -1]], b [0 1 2] -> y [1 4 0] */
+    float x[2] = {1, 2}, w[6] = {1, 0, 1, 1, 0, -1}, b[3] = {0, 1, 2}, y[3];
+    ddl_dense_forward(1, 2, 3, x, w, b, y);
+    CHECK(y[0] == 1 && y[1] == 4 && y[2] == 0);
+
+    dense_ctx c = {3, 5, 4, alloc_f(15), alloc_f(20), alloc_f(4), alloc_f(12), alloc_f(12)};
+    float *dx = alloc_f(15), *dw = alloc_f(20), *db = alloc_f(4), *dx2 = alloc_f(15);
+    fill(c.x, 15, -1, 1);
+    fill(c.w, 20, -1, 1);
+    fill(c.b, 4, -1, 1);
+    fill(c.r, 12, -1, 1);
+    ddl_dense_backward(c.batch, c.in, c.out, c.x, c.w, c.r, dx, dw, db);
+    fd_check("dense dx", dense_loss, &c, c.x, 15, dx, 1e-2f);
+    fd_check("dense dw", dense_loss, &c, c.w, 20, dw, 1e-2f);
+    fd_check("dense db", dense_loss, &c, c.b, 4, db, 1e-2f);
+    /* accumulate: twice doubles dw and db; dx is overwritten */
+    float dw1 = dw[7], db1 = db[2];
+    fill(dx2, 15, 5, 6);
+    ddl_dense_backward(c.batch, c.in, c.out, c.x, c.w, c.r, dx2, dw, db);
+    CHECK_NEAR(dw[7], 2 * dw1, 1e-5);
+    CHECK_NEAR(db[2], 2 * db1, 1e-5);
+    CHECK(max_rel(dx2, dx, 15, 1e-5) < 1e-6);
+    ddl_dense_backward(c.batch, c.in, c.out, c.x, c.w, c.r, NULL, dw, db); /* dx may be NULL */
+    CHECK_NEAR(dw[7], 3 * dw1, 1e-5);
+    free(c.x);
+    free(c.w);
+    free(c.b);
+    free(c.y);
+    free(c.r);
+    free(dx);
+    free(dw);
+    free(db);
+    free(dx2);
+}
+
+/* ---- dropout ---- */
+
+typedef struct drop_ctx {
+    size_t n;
+    float p;
+    float *x, *y, *r;
+    uint8_t *mask;
+} drop_ctx;
+
+static double drop_loss(void *p)
+{
+    drop_ctx *c = p;
+    ddl_rng seeded; /* the same seed every time: the same mask */
+    ddl_rng_seed(&seeded, 99);
+    ddl_dropout_forward(c->n, c->p, 1, &seeded, c->x, c->y, c->mask);
+    return dot(c->y, c->r, c->n);
+}
+
+static void test_dropout(void)
+{
+    size_t n = 10000;
+    drop_ctx c = {n, 0.3f, alloc_f(n), alloc_f(n), alloc_f(n), malloc(n)};
+    float *dx = alloc_f(n);
+    fill(c.x, n, -1, 1);
+    fill(c.r, n, -1, 1);
+    drop_loss(&c);
+    size_t kept = 0;
+    int values_ok = 1;
+    for (size_t i = 0; i < n; i++) {
+        kept += c.mask[i];
+        float want = c.mask[i] ? c.x[i] / 0.7f : 0.0f;
+        if (fabsf(c.y[i] - want) > 1e-6f)
+            values_ok = 0;
+    }
+    CHECK(values_ok);
+    CHECK(kept > 6700 && kept < 7300); /* keep probability 0.7 */
+    ddl_dropout_backward(n, c.p, c.mask, c.r, dx);
+    c.n = 200; /* the first 200 elements are enough for finite differences */
+    fd_check("dropout dx", drop_loss, &c, c.x, c.n, dx, 1e-2f);
+    /* evaluation: identity */
+    ddl_dropout_forward(n, 0.3f, 0, &rng, c.x, c.y, c.mask);
+    CHECK(memcmp(c.x, c.y, n * sizeof *c.x) == 0);
+    free(c.x);
+    free(c.y);
+    free(c.r);
+    free(c.mask);
+    free(dx);
+}
+
+/* ---- softmax cross-entropy ---- */
+
+typedef struct xent_ctx {
+    int n, c, s;
+    float *logits;
+    uint8_t *t;
+} xent_ctx;
+
+static double xent_loss(void *p)
+{
+    xent_ctx *c = p;
+    return ddl_softmax_xent(c->n, c->c, c->s, c->logits, c->t, 1.0f, NULL, NULL);
+}
+
+static void check_xent_grad(int n, int c, int s)
+{
+    size_t nl = (size_t)n * c * s;
+    xent_ctx x = {n, c, s, alloc_f(nl), malloc((size_t)n * s)};
+    float *dl = alloc_f(nl), *probs = alloc_f(nl), *dl2 = alloc_f(nl);
+    fill(x.logits, nl, -3, 3);
+    for (int i = 0; i < n * s; i++)
+        x.t[i] = (uint8_t)ddl_rng_below(&rng, (uint32_t)c);
+    double l1 = ddl_softmax_xent(n, c, s, x.logits, x.t, 1.0f, probs, dl);
+    CHECK_NEAR(l1, xent_loss(&x), 1e-9);
+    fd_check(s > 256 ? "softmax_xent dlogits (blocked)" : "softmax_xent dlogits", xent_loss, &x, x.logits, nl, dl,
+             1e-2f);
+    double worst = 0.0; /* probabilities sum to 1 at every position */
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < s; j++) {
+            double sum = 0.0;
+            for (int k = 0; k < c; k++)
+                sum += probs[((size_t)i * c + k) * s + j];
+            worst = fmax(worst, fabs(sum - 1.0));
+        }
+    CHECK(worst < 1e-5);
+    ddl_softmax_xent(n, c, s, x.logits, x.t, 0.25f, NULL, dl2); /* scale multiplies the gradient */
+    for (size_t i = 0; i < nl; i++)
+        dl[i] *= 0.25f;
+    CHECK(max_rel(dl2, dl, nl, 1e-6) < 1e-5);
+    free(x.logits);
+    free(x.t);
+    free(dl);
+    free(probs);
+    free(dl2);
+}
+
+static void test_softmax_xent(void)
+{
+    /* hand-computed: logits (0, ln 3) -> probs (1/4, 3/4); target 1: loss -ln(3/4) */
+    float l[2] = {0.0f, logf(3.0f)}, p[2], d[2];
+    uint8_t t[1] = {1};
+    double loss = ddl_softmax_xent(1, 2, 1, l, t, 1.0f, p, d);
+    CHECK_NEAR(loss, -log(0.75), 1e-6);
+    CHECK_NEAR(p[0], 0.25, 1e-6);
+    CHECK_NEAR(d[0], 0.25, 1e-6);
+    CHECK_NEAR(d[1], -0.25, 1e-6);
+    /* stable for large logits: (1000, 0), target 1: loss 1000, no inf or NaN */
+    float big[2] = {1000.0f, 0.0f};
+    loss = ddl_softmax_xent(1, 2, 1, big, t, 1.0f, p, d);
+    CHECK_NEAR(loss, 1000.0, 1e-3);
+    CHECK(p[0] == 1.0f && p[1] == 0.0f && d[1] == -1.0f);
+    /* an out-of-range target is ignored: no loss, no gradient */
+    uint8_t bad[1] = {7};
+    loss = ddl_softmax_xent(1, 2, 1, l, bad, 1.0f, p, d);
+    CHECK(loss == 0.0 && d[0] == 0.0f && d[1] == 0.0f);
+    check_xent_grad(3, 4, 1);
+    check_xent_grad(2, 3, 5);
+    check_xent_grad(1, 3, 300);
+}
+
+/* ---- dice loss ---- */
+
+typedef struct dice_ctx {
+    int n, c, s;
+    float *logits, *probs;
+    uint8_t *t;
+} dice_ctx;
+
+static double dice_loss(void *p)
+{
+    dice_ctx *c = p;
+    ddl_softmax_xent(c->n, c->c, c->s, c->logits, c->t, 1.0f, c->probs, NULL);
+    return ddl_dice_loss(c->n, c->c, c->s, c->probs, c->t, 1.0f, NULL);
+}
+
+static void test_dice(void)
+{
+    /* hand-computed: p0 = (1/4, 1), targets (1, 0): p_fg = (3/4, 0), I = 3/4, P = 3/4, T = 1,
+     * loss = 1 - 2.5 / 2.75 */
+    float probs[4] = {0.25f, 1.0f, 0.75f, 0.0f};
+    uint8_t t[2] = {1, 0};
+    CHECK_NEAR(ddl_dice_loss(1, 2, 2, probs, t, 1.0f, NULL), 1.0 - 2.5 / 2.75, 1e-6);
+
+    int n = 2, c = 3, s = 6;
+    size_t nl = (size_t)n * c * s;
+    dice_ctx d = {n, c, s, alloc_f(nl), alloc_f(nl), malloc((size_t)n * s)};
+    float *dl = alloc_f(nl);
+    fill(d.logits, nl, -2, 2);
+    for (int i = 0; i < n * s; i++)
+        d.t[i] = (uint8_t)ddl_rng_below(&rng, (uint32_t)c);
+    dice_loss(&d);
+    for (size_t i = 0; i < nl; i++)
+        dl[i] = 0.5f; /* dice ADDS to what is there */
+    ddl_dice_loss(n, c, s, d.probs, d.t, 1.0f, dl);
+    for (size_t i = 0; i < nl; i++)
+        dl[i] -= 0.5f;
+    fd_check("dice dlogits", dice_loss, &d, d.logits, nl, dl, 1e-2f);
+    /* scale multiplies what is added */
+    float *dl2 = alloc_f(nl);
+    dice_loss(&d); /* fd_check left probs of a perturbed input */
+    ddl_dice_loss(n, c, s, d.probs, d.t, 3.0f, dl2);
+    for (size_t i = 0; i < nl; i++)
+        dl[i] *= 3.0f;
+    CHECK(max_rel(dl2, dl, nl, 1e-4) < 1e-3);
+    free(d.logits);
+    free(d.probs);
+    free(d.t);
+    free(dl);
+    free(dl2);
+}
+
+/* ---- group normalisation ---- */
+
+typedef struct gn_ctx {
+    int n, c, s, groups;
+    float *x, *gamma, *beta, *y, *r, *mr;
+} gn_ctx;
+
+static double gn_loss(void *p)
+{
+    gn_ctx *c = p;
+    ddl_groupnorm_forward(c->n, c->c, c->s, c->groups, c->x, c->gamma, c->beta, c->y, c->mr);
+    return dot(c->y, c->r, (size_t)c->n * c->c * c->s);
+}
+
+static void check_gn_forward(gn_ctx *g)
+{
+    /* with gamma 1 and beta 0 each group has mean 0 and variance var / (var + eps) */
+    size_t nx = (size_t)g->n * g->c * g->s, cg = (size_t)(g->c / g->groups) * g->s;
+    float *ones = alloc_f((size_t)g->c), *zeros = alloc_f((size_t)g->c);
+    for (int i = 0; i < g->c; i++)
+        ones[i] = 1.0f;
+    ddl_groupnorm_forward(g->n, g->c, g->s, g->groups, g->x, ones, zeros, g->y, g->mr);
+    double worst_mean = 0.0, worst_var = 0.0, worst_stat = 0.0;
+    for (size_t grp = 0; grp < nx / cg; grp++) {
+        double m = 0.0, v = 0.0, xm = 0.0, xv = 0.0;
+        for (size_t i = 0; i < cg; i++) {
+            m += g->y[grp * cg + i];
+            xm += g->x[grp * cg + i];
+        }
+        m /= (double)cg;
+        xm /= (double)cg;
+        for (size_t i = 0; i < cg; i++) {
+            v += (g->y[grp * cg + i] - m) * (g->y[grp * cg + i] - m);
+            xv += (g->x[grp * cg + i] - xm) * (g->x[grp * cg + i] - xm);
+        }
+        v /= (double)cg;
+        xv /= (double)cg;
+        worst_mean = fmax(worst_mean, fabs(m));
+        worst_var = fmax(worst_var, fabs(v - xv / (xv + 1e-5)));
+        worst_stat = fmax(worst_stat, fabs(g->mr[grp * 2] - xm) + fabs(g->mr[grp * 2 + 1] - 1.0 / sqrt(xv + 1e-5)));
+    }
+    CHECK(worst_mean < 1e-5);
+    CHECK(worst_var < 1e-4);
+    CHECK(worst_stat < 1e-4);
+    free(ones);
+    free(zeros);
+}
+
+static void test_groupnorm(void)
+{
+    gn_ctx g = {2, 6, 5, 3, NULL, NULL, NULL, NULL, NULL, NULL};
+    size_t nx = 60;
+    g.x = alloc_f(nx);
+    g.gamma = alloc_f(6);
+    g.beta = alloc_f(6);
+    g.y = alloc_f(nx);
+    g.r = alloc_f(nx);
+    g.mr = alloc_f(12);
+    fill(g.x, nx, -2, 3);
+    fill(g.gamma, 6, 0.5f, 1.5f);
+    fill(g.beta, 6, -1, 1);
+    fill(g.r, nx, -1, 1);
+    check_gn_forward(&g);
+    float *dx = alloc_f(nx), *dg = alloc_f(6), *dbt = alloc_f(6), *dx2 = alloc_f(nx);
+    gn_loss(&g);
+    ddl_groupnorm_backward(g.n, g.c, g.s, g.groups, g.x, g.gamma, g.mr, g.r, dx, dg, dbt);
+    fd_check("groupnorm dx", gn_loss, &g, g.x, nx, dx, 1e-2f);
+    fd_check("groupnorm dgamma", gn_loss, &g, g.gamma, 6, dg, 1e-2f);
+    fd_check("groupnorm dbeta", gn_loss, &g, g.beta, 6, dbt, 1e-2f);
+    float dg1 = dg[4], db1 = dbt[1];
+    gn_loss(&g);
+    fill(dx2, nx, 5, 6);
+    ddl_groupnorm_backward(g.n, g.c, g.s, g.groups, g.x, g.gamma, g.mr, g.r, dx2, dg, dbt);
+    CHECK_NEAR(dg[4], 2 * dg1, 1e-5);
+    CHECK_NEAR(dbt[1], 2 * db1, 1e-5);
+    CHECK(max_rel(dx2, dx, nx, 1e-5) < 1e-5);
+    free(g.x);
+    free(g.gamma);
+    free(g.beta);
+    free(g.y);
+    free(g.r);
+    free(g.mr);
+    free(dx);
+    free(dg);
+    free(dbt);
+    free(dx2);
+}
+
+/* ---- concat / split ---- */
+
+typedef struct cat_ctx {
+    int n, ca, cb, s;
+    float *a, *b, *y, *r;
+} cat_ctx;
+
+static double cat_loss(void *p)
+{
+    cat_ctx *c = p;
+    ddl_concat_channels(c->n, c->ca, c->cb, c->s, c->a, c->b, c->y);
+    return dot(c->y, c->r, (size_t)c->n * (c->ca + c->cb) * c->s);
+}
+
+static void test_concat(void)
+{
+    /* hand-computed: n 2, s 1: a (2, 1), b (2, 2) -> y rows (a0 b0 b1), (a1 b2 b3) */
+    float a[2] = {1, 2}, b[4] = {3, 4, 5, 6}, y[6], da[2], db[4];
+    ddl_concat_channels(2, 1, 2, 1, a, b, y);
+    CHECK(y[0] == 1 && y[1] == 3 && y[2] == 4 && y[3] == 2 && y[4] == 5 && y[5] == 6);
+    ddl_split_channels(2, 1, 2, 1, y, da, db);
+    CHECK(memcmp(da, a, sizeof a) == 0 && memcmp(db, b, sizeof b) == 0);
+
+    cat_ctx c = {2, 2, 3, 4, alloc_f(16), alloc_f(24), alloc_f(40), alloc_f(40)};
+    float *ga = alloc_f(16), *gb = alloc_f(24);
+    fill(c.a, 16, -1, 1);
+    fill(c.b, 24, -1, 1);
+    fill(c.r, 40, -1, 1);
+    ddl_split_channels(c.n, c.ca, c.cb, c.s, c.r, ga, gb);
+    fd_check("concat da", cat_loss, &c, c.a, 16, ga, 1e-2f);
+    fd_check("concat db", cat_loss, &c, c.b, 24, gb, 1e-2f);
+    free(c.a);
+    free(c.b);
+    free(c.y);
+    free(c.r);
+    free(ga);
+    free(gb);
+}
+
+/* ---- benchmark (DDL_BENCH_OPS=1) ---- */
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* bench_conv: median-free simple timing: best of 5 rounds of `reps` forward + backward passes. */
+static void bench_conv(const char *name, const ddl_conv2d *g, int need_dx)
+{
+    conv_ctx c;
+    conv_ctx_init(&c, g, 0);
+    float *dx = alloc_f(c.nx), *dw = alloc_f(c.nw), *db = alloc_f((size_t)g->out_c);
+    int reps = 20;
+    double best_f = 1e9, best_b = 1e9;
+    for (int round = 0; round < 5; round++) {
+        double t0 = now_s();
+        for (int i = 0; i < reps; i++)
+            ddl_conv2d_forward(g, c.x, c.w, c.b, c.y, c.ws);
+        double t1 = now_s();
+        for (int i = 0; i < reps; i++)
+            ddl_conv2d_backward(g, c.x, c.w, c.r, need_dx ? dx : NULL, dw, db, c.ws);
+        double t2 = now_s();
+        best_f = fmin(best_f, (t1 - t0) / reps);
+        best_b = fmin(best_b, (t2 - t1) / reps);
+    }
+    printf("bench %-8s %-34s forward %7.3f ms  backward%s %7.3f ms  total %7.3f ms  (workspace %.1f MB)\n",
+           ddl_gemm_backend(), name, best_f * 1e3, need_dx ? "" : "(no dx)", best_b * 1e3, (best_f + best_b) * 1e3,
+           (double)ddl_conv2d_workspace(g) * 4.0 / 1048576.0);
+    free(dx);
+    free(dw);
+    free(db);
+    conv_ctx_free(&c);
+}
+
+static void bench_ops(void)
+{
+    ddl_set_threads(1);
+    ddl_conv2d c1 = {64, 1, 28, 28, 6, 5, 5, 1, 2}, c2 = {64, 6, 14, 14, 16, 5, 5, 1, 0};
+    bench_conv("conv1 N64 1->6 28x28 k5 p2", &c1, 0);
+    bench_conv("conv1 N64 1->6 28x28 k5 p2 +dx", &c1, 1);
+    bench_conv("conv2 N64 6->16 14x14 k5", &c2, 1);
+}
+
+int main(void)
+{
+    ddl_rng_seed(&rng, 1234);
+    ddl_set_threads(1);
+    const char *bench = getenv("DDL_BENCH_OPS");
+    if (bench && strcmp(bench, "1") == 0) {
+        bench_ops();
+        return 0;
+    }
+    test_conv_hand();
+    test_conv_small();
+    test_deconv_small();
+    test_conv_large();
+    test_maxpool();
+    test_relu();
+    test_dense();
+    test_dropout();
+    test_softmax_xent();
+    test_dice();
+    test_groupnorm();
+    test_concat();
+    return TEST_END();
+}
