@@ -422,9 +422,13 @@ static void liar_rank(const job *j, int rank)
                 c.res.data_ok = 0;
         if (lie == LIE_LENGTH && (hdr[0] != 0xab || hdr[31] != 0xab)) /* but the header was filled */
             c.res.data_ok = 0;
-        /* the link stays unusable, with an error, and nothing crashes */
+        /* receiving from the liar fails again (a mismatched payload is still in the stream; a
+         * lying peer was dropped); sending still works after a mismatch, so that the comm
+         * can tell the peer, and not after a protocol error */
+        if (T()->exchange(c.state, -1, NULL, NULL, 0, 1, hdr, buf, 8, 500) == DDL_OK)
+            c.res.data_ok = 0;
         st = T()->exchange(c.state, 1, hdr, buf, 8, -1, NULL, NULL, 0, 500);
-        if (st == DDL_OK)
+        if ((st == DDL_OK) != (lie == LIE_LENGTH))
             c.res.data_ok = 0;
     }
     rank_finish(&c);

@@ -489,7 +489,7 @@ static void tcp_close(void *state)
         tcp_link *l = &s->links[j];
         if (l->fd < 0)
             continue;
-        if (!l->down)
+        if (!l->tx_down)
             say_goodbye(s, l->fd);
         close(l->fd);
         l->fd = -1;
@@ -530,15 +530,20 @@ typedef struct xfer {
     int finished;
 } xfer;
 
-/* link_down: a link failed; `drop` closes it at once (dead or lying peers). */
-static void link_down(tcp_state *s, int j, int status, int drop)
+/* link_down: a direction of a link failed (a half-moved frame, a payload left unread), or the
+ * whole link (LINK_DROP: dead or lying peer, closed at once). */
+enum { LINK_TX = 1, LINK_RX = 2, LINK_BOTH = 3, LINK_DROP = 7 };
+
+static void link_down(tcp_state *s, int j, int status, int how)
 {
     tcp_link *l = &s->links[j];
-    if (!l->down)
-        l->down = status;
+    if ((how & LINK_TX) && !l->tx_down)
+        l->tx_down = status;
+    if ((how & LINK_RX) && !l->rx_down)
+        l->rx_down = status;
     if (status == DDL_EPEER && s->culprit < 0)
         s->culprit = j;
-    if (drop && l->fd >= 0) {
+    if ((how & 4) && l->fd >= 0) {
         close(l->fd);
         l->fd = -1;
     }
@@ -548,11 +553,11 @@ static int os_error(tcp_state *s, int peer, int e, const char *what, size_t byte
 {
     const char *addr = s->links[peer].addr;
     if (e == EPIPE || e == ECONNRESET || e == ENOTCONN) {
-        link_down(s, peer, DDL_EPEER, 1);
+        link_down(s, peer, DDL_EPEER, LINK_DROP);
         return tcp__fail(s, DDL_EPEER, "rank %d at %s closed the connection (%s) while rank %d %s %zu bytes", peer, addr,
                          strerror(e), s->rank, what, bytes);
     }
-    link_down(s, peer, DDL_EIO, 0);
+    link_down(s, peer, DDL_EIO, LINK_BOTH);
     return tcp__fail(s, DDL_EIO, "rank %d: %s %zu bytes with rank %d at %s failed: %s", s->rank, what, bytes, peer,
                      addr, strerror(e));
 }
@@ -589,7 +594,7 @@ static int send_some(tcp_state *s, xfer *x)
 static int peer_aborted(tcp_state *s, int j, const unsigned char *pre)
 {
     int culprit = (int)(int32_t)(uint32_t)get_le(pre + 16, 4), status = (int)(int32_t)(uint32_t)get_le(pre + 20, 4);
-    link_down(s, j, DDL_EPEER, 1);
+    link_down(s, j, DDL_EPEER, LINK_DROP);
     if (culprit >= 0 && culprit < s->world && culprit != s->rank && culprit != j) {
         s->culprit = culprit;
         return tcp__fail(s, DDL_EPEER, "rank %d at %s closed the connection (reported by rank %d at %s, noticed by rank %d)",
@@ -606,26 +611,26 @@ static int check_prefix(tcp_state *s, xfer *x, void *recv_hdr)
     uint32_t magic = (uint32_t)get_le(x->pre, 4), flags = (uint32_t)get_le(x->pre + 4, 4);
     uint64_t len = get_le(x->pre + 8, 8);
     if (magic != FRAME_MAGIC || (flags & ~(FRAME_BYE | FRAME_ABORT)) != 0) {
-        link_down(s, x->peer, DDL_EPROTO, 1);
+        link_down(s, x->peer, DDL_EPROTO, LINK_DROP);
         return tcp__fail(s, DDL_EPROTO, "rank %d at %s broke the protocol: bad frame (magic 0x%08x, flags 0x%x); dropped it",
                          x->peer, addr, magic, flags);
     }
     if (flags & FRAME_ABORT)
         return peer_aborted(s, x->peer, x->pre);
     if (flags & FRAME_BYE) {
-        link_down(s, x->peer, DDL_EPEER, 1);
+        link_down(s, x->peer, DDL_EPEER, LINK_DROP);
         return tcp__fail(s, DDL_EPEER, "rank %d at %s closed the connection (it left the job) while rank %d waited for %zu bytes",
                          x->peer, addr, s->rank, x->bytes);
     }
     if (len > FRAME_MAX_PAYLOAD) {
-        link_down(s, x->peer, DDL_EPROTO, 1);
+        link_down(s, x->peer, DDL_EPROTO, LINK_DROP);
         return tcp__fail(s, DDL_EPROTO, "rank %d at %s broke the protocol: a frame claims %llu bytes; dropped it",
                          x->peer, addr, (unsigned long long)len);
     }
     if (recv_hdr)
         memcpy(recv_hdr, x->pre + 16, DDL_HEADER_BYTES);
     if (len != (uint64_t)x->bytes) {
-        link_down(s, x->peer, DDL_EMISMATCH, 0); /* its payload is still in the stream */
+        link_down(s, x->peer, DDL_EMISMATCH, LINK_RX); /* its payload is still in the stream; sending still works */
         return tcp__fail(s, DDL_EMISMATCH, "rank %d at %s sent a message of %llu bytes, rank %d expected %zu", x->peer,
                          addr, (unsigned long long)len, s->rank, x->bytes);
     }
@@ -646,7 +651,7 @@ static int recv_some(tcp_state *s, xfer *x, void *recv_hdr)
         if (k < 0)
             return os_error(s, x->peer, errno, "was waiting for", x->bytes);
         if (k == 0) {
-            link_down(s, x->peer, DDL_EPEER, 1);
+            link_down(s, x->peer, DDL_EPEER, LINK_DROP);
             return tcp__fail(s, DDL_EPEER, "rank %d at %s closed the connection while rank %d waited for %zu bytes (got %zu)",
                              x->peer, s->links[x->peer].addr, s->rank, x->bytes, x->done);
         }
@@ -682,7 +687,7 @@ static int check_hup(tcp_state *s, int j, short revents, int busy_with)
         l->hup_pending = 1; /* data or BYE still to read: decide when the caller reads it */
         return DDL_OK;
     }
-    link_down(s, j, DDL_EPEER, 1);
+    link_down(s, j, DDL_EPEER, LINK_DROP);
     return tcp__fail(s, DDL_EPEER, "rank %d at %s closed the connection (noticed by rank %d while exchanging with rank %d)",
                      j, l->addr, s->rank, busy_with);
 }
@@ -707,7 +712,7 @@ static int wait_io(tcp_state *s, const xfer *xs, const xfer *xr, int left, int *
     int first_other = n;
     for (int j = 0; j < s->world; j++) {
         const tcp_link *l = &s->links[j];
-        if (j == s->rank || l->fd < 0 || l->down || l->hup_pending || (is >= 0 && j == xs->peer) ||
+        if (j == s->rank || l->fd < 0 || l->tx_down || l->rx_down || l->hup_pending || (is >= 0 && j == xs->peer) ||
             (ir >= 0 && j == xr->peer))
             continue;
         s->pfd[n] = (struct pollfd){.fd = l->fd, .events = POLLRDHUP};
@@ -734,7 +739,7 @@ static int wait_io(tcp_state *s, const xfer *xs, const xfer *xr, int left, int *
 }
 
 /* xfer_setup: check that rank `peer` can be used and prepare one direction. */
-static int xfer_setup(tcp_state *s, xfer *x, int peer, const void *buf, size_t bytes)
+static int xfer_setup(tcp_state *s, xfer *x, int peer, const void *buf, size_t bytes, int sending)
 {
     memset(x, 0, sizeof *x);
     x->peer = peer;
@@ -745,8 +750,9 @@ static int xfer_setup(tcp_state *s, xfer *x, int peer, const void *buf, size_t b
     if (peer < 0 || peer >= s->world || peer == s->rank)
         return tcp__fail(s, DDL_EINVAL, "rank %d: no link to rank %d (world size %d)", s->rank, peer, s->world);
     tcp_link *l = &s->links[peer];
-    if (l->down || l->fd < 0)
-        return tcp__fail(s, l->down ? l->down : DDL_EPEER, "rank %d: the link to rank %d at %s is down after an earlier failure",
+    int down = sending ? l->tx_down : l->rx_down;
+    if (down || l->fd < 0)
+        return tcp__fail(s, down ? down : DDL_EPEER, "rank %d: the link to rank %d at %s is down after an earlier failure",
                          s->rank, peer, l->addr);
     x->fd = l->fd;
     x->buf = (unsigned char *)(uintptr_t)buf;
@@ -759,9 +765,9 @@ static int exchange_timeout(tcp_state *s, const xfer *xs, const xfer *xr, int ti
 {
     /* a half-moved frame leaves the stream out of step: such a link cannot be used again */
     if (!xs->finished && (xs->pre_done || xs->done))
-        link_down(s, xs->peer, DDL_ETIMEDOUT, 0);
+        link_down(s, xs->peer, DDL_ETIMEDOUT, LINK_TX);
     if (!xr->finished && (xr->pre_done || xr->done))
-        link_down(s, xr->peer, DDL_ETIMEDOUT, 0);
+        link_down(s, xr->peer, DDL_ETIMEDOUT, LINK_RX);
     if (!xr->finished)
         return tcp__fail(s, DDL_ETIMEDOUT, "rank %d timed out after %d ms waiting for rank %d at %s to send %zu bytes (got %zu)",
                          s->rank, timeout_ms, xr->peer, s->links[xr->peer].addr, xr->bytes, xr->done);
@@ -776,9 +782,9 @@ static int tcp_exchange(void *state, int to, const void *send_hdr, const void *s
     if (!s || s->magic != TCP_STATE_MAGIC)
         return DDL_EINVAL;
     xfer xs, xr;
-    int st = xfer_setup(s, &xs, to, send_buf, send_bytes);
+    int st = xfer_setup(s, &xs, to, send_buf, send_bytes, 1);
     if (st == DDL_OK)
-        st = xfer_setup(s, &xr, from, recv_buf, recv_bytes);
+        st = xfer_setup(s, &xr, from, recv_buf, recv_bytes, 0);
     if (st != DDL_OK)
         return st;
     if (to >= 0)

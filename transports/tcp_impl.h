@@ -47,7 +47,7 @@ typedef struct tcp_pending {
 /* A link to one other rank. */
 typedef struct tcp_link {
     int fd;                    /* -1: none */
-    int down;                  /* 0, or the status that broke the link (returned again) */
+    int tx_down, rx_down;      /* 0, or the status that broke sending / receiving (returned again) */
     int hup_pending;           /* the peer shut its side with data still queued: decide on reading */
     char addr[TCP_ADDR_BYTES]; /* the peer's listening address, for messages */
 } tcp_link;
