@@ -42,7 +42,7 @@ static double ranks_now(void)
 }
 
 /* report_value: in a child: record that `key` gave `value` (e.g. a CRC of a result). */
-static void report_value(const char *key, unsigned long long value)
+static inline void report_value(const char *key, unsigned long long value)
 {
     char line[128];
     int n = snprintf(line, sizeof line, "v %s %llu\n", key, value);

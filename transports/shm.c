@@ -163,7 +163,8 @@ static int check_peers(shm_state *s, int waiting_for, int *left)
         if (i == s->rank)
             continue;
         int pid = atomic_load(&s->slots[i].pid), state = atomic_load(&s->slots[i].state);
-        if (state == RANK_ATTACHED && pid_dead(pid))
+        /* look at the state again after the pid: a rank that closed and exited is not dead */
+        if (state == RANK_ATTACHED && pid_dead(pid) && atomic_load(&s->slots[i].state) == RANK_ATTACHED)
             return fail(s, DDL_EPEER, "rank %d (pid %d) died", i, pid);
         if (i == waiting_for && state == RANK_LEFT)
             *left = 1;

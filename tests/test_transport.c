@@ -1,0 +1,380 @@
+/* test_transport.c - the conformance suite every transport must pass, in forked rings of 2, 3
+ * and 4 ranks: message order, tags, sizes from 0 B to 64 MiB with their content, timeouts,
+ * killed peers; plus configuration from the environment and the shm handshake. */
+#include "check.h"
+#include "ranks.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TIMEOUT_MS 20000
+
+static ddl_comm *open_comm_t(int rank, int world, int timeout_ms)
+{
+    ddl_comm_config cfg = make_config(rank, world, timeout_ms);
+    ddl_comm *c = NULL;
+    int st = ddl_comm_create(&cfg, NULL, &c);
+    if (st != DDL_OK)
+        fprintf(stderr, "%s rank %d: create: %s: %s\n", ranks_transport, rank, ddl_strerror(st),
+                c ? ddl_comm_error(c) : "");
+    CHECK(st == DDL_OK);
+    if (st != DDL_OK) {
+        ddl_comm_destroy(c);
+        return NULL;
+    }
+    return c;
+}
+
+static unsigned char pattern(int sender, size_t i) { return (unsigned char)(i * 131 + (size_t)sender * 17 + (i >> 12)); }
+
+/* ---- the raw vtable: exchange in a ring, every size ---- */
+
+typedef struct raw {
+    const ddl_transport *tp;
+    void *state;
+} raw;
+
+static int raw_open(raw *t, int rank, int world)
+{
+    ddl_comm_config cfg = make_config(rank, world, TIMEOUT_MS);
+    t->tp = cfg.transport;
+    size_t bytes = (t->tp->state_bytes(&cfg) + 63) & ~(size_t)63;
+    t->state = aligned_alloc(64, bytes ? bytes : 64);
+    memset(t->state, 0, bytes);
+    int st = t->tp->open(t->state, &cfg);
+    if (st != DDL_OK)
+        fprintf(stderr, "%s rank %d: open: %s\n", ranks_transport, rank, t->tp->error(t->state));
+    return st;
+}
+
+static void raw_close(raw *t)
+{
+    t->tp->close(t->state);
+    free(t->state);
+}
+
+static void rank_sizes(int rank, int world, void *arg)
+{
+    (void)arg;
+    raw t;
+    int st = raw_open(&t, rank, world);
+    CHECK(st == DDL_OK);
+    if (st != DDL_OK) {
+        raw_close(&t);
+        return;
+    }
+    static const size_t sizes[] = {0, 1, 4096, (size_t)1 << 20, (size_t)64 << 20};
+    size_t big = sizes[4];
+    unsigned char *out = malloc(big), *in = malloc(big + 1);
+    int right = (rank + 1) % world, left = (rank + world - 1) % world;
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+        size_t n = sizes[k];
+        unsigned char sh[DDL_HEADER_BYTES], rh[DDL_HEADER_BYTES];
+        memset(sh, (int)k + 1, sizeof sh);
+        sh[0] = (unsigned char)rank;
+        memset(rh, 0, sizeof rh);
+        for (size_t i = 0; i < n; i++)
+            out[i] = pattern(rank, i);
+        in[n] = 0xEE; /* guard: nothing written past recv_bytes */
+        st = t.tp->exchange(t.state, right, sh, out, n, left, rh, in, n, TIMEOUT_MS);
+        CHECK(st == DDL_OK);
+        size_t bad = 0;
+        for (size_t i = 0; i < n; i++)
+            bad += in[i] != pattern(left, i);
+        CHECK(bad == 0);
+        CHECK(in[n] == 0xEE);
+        CHECK(rh[0] == (unsigned char)left && rh[1] == (unsigned char)(k + 1) && rh[31] == (unsigned char)(k + 1));
+    }
+    /* one-sided: only send, only receive (rank 0 -> rank 1, 1 MiB) */
+    if (rank <= 1) {
+        unsigned char h[DDL_HEADER_BYTES] = {7};
+        if (rank == 0)
+            st = t.tp->exchange(t.state, 1, h, out, (size_t)1 << 20, -1, NULL, NULL, 0, TIMEOUT_MS);
+        else
+            st = t.tp->exchange(t.state, -1, NULL, NULL, 0, 0, h, in, (size_t)1 << 20, TIMEOUT_MS);
+        size_t bad = 0;
+        for (size_t i = 0; rank == 1 && i < ((size_t)1 << 20); i++)
+            bad += in[i] != pattern(0, i);
+        CHECK(st == DDL_OK && h[0] == 7 && bad == 0);
+    }
+    /* a payload of another length than expected: DDL_EMISMATCH with the header filled */
+    if (rank <= 1 && world == 2) {
+        unsigned char h[DDL_HEADER_BYTES] = {42};
+        unsigned char r[DDL_HEADER_BYTES] = {0};
+        if (rank == 0)
+            st = t.tp->exchange(t.state, 1, h, out, 100, -1, NULL, NULL, 0, TIMEOUT_MS);
+        else
+            st = t.tp->exchange(t.state, -1, NULL, NULL, 0, 0, r, in, 50, TIMEOUT_MS);
+        CHECK(rank == 0 ? st == DDL_OK : (st == DDL_EMISMATCH && r[0] == 42));
+    }
+    free(out);
+    free(in);
+    usleep(100000); /* let the last bytes land before anyone closes */
+    raw_close(&t);
+}
+
+/* ---- order and tags through the comm ---- */
+
+static void rank_order(int rank, int world, void *arg)
+{
+    (void)arg;
+    ddl_comm *c = open_comm_t(rank, world, TIMEOUT_MS);
+    if (!c)
+        return;
+    /* every ordered pair in the same sequence on every rank: a sends 300, b checks them */
+    size_t bad = 0;
+    for (int a = 0; a < world; a++) {
+        for (int b = 0; b < world; b++) {
+            if (a == b || (rank != a && rank != b))
+                continue;
+            for (int i = 0; i < 300; i++) {
+                uint32_t msg[16], got[16];
+                size_t n = (size_t)(1 + i % 16) * sizeof(uint32_t);
+                for (int j = 0; j < 16; j++)
+                    msg[j] = (uint32_t)(a * 100000 + i * 16 + j);
+                if (rank == a) {
+                    CHECK(ddl_comm_send(c, b, i % 5, msg, n) == DDL_OK);
+                } else {
+                    memset(got, 0, sizeof got);
+                    CHECK(ddl_comm_recv(c, a, i % 5, got, n) == DDL_OK);
+                    bad += memcmp(got, msg, n) != 0;
+                }
+            }
+        }
+    }
+    CHECK(bad == 0);
+    CHECK(ddl_comm_barrier(c) == DDL_OK);
+    ddl_comm_destroy(c);
+}
+
+static void rank_tags(int rank, int world, void *arg)
+{
+    (void)arg;
+    ddl_comm *c = open_comm_t(rank, world, 5000);
+    if (!c)
+        return;
+    char buf[8] = "abcdefg";
+    if (rank == 0) {
+        CHECK(ddl_comm_send(c, 1, 5, buf, 8) == DDL_OK);
+        int st = ddl_comm_recv(c, 1, 9, buf, 8); /* rank 1 refused our message: we hear of it */
+        CHECK(st == DDL_EMISMATCH);
+        CHECK(strstr(ddl_comm_error(c), "tag 5") && strstr(ddl_comm_error(c), "tag 6"));
+    } else if (rank == 1) {
+        int st = ddl_comm_recv(c, 0, 6, buf, 8);
+        CHECK(st == DDL_EMISMATCH);
+        const char *e = ddl_comm_error(c);
+        CHECK(strstr(e, "rank 1 expected message #0 with tag 6 of 8 bytes from rank 0, got message #0 with tag 5"));
+        if (st != DDL_EMISMATCH || !strstr(e, "tag 5"))
+            fprintf(stderr, "tags: %s: %s\n", ddl_strerror(st), e);
+        CHECK(ddl_comm_send(c, 0, 1, buf, 8) == DDL_EMISMATCH); /* sticky */
+    }
+    if (rank <= 1 && check_failed)
+        fprintf(stderr, "tags rank %d: %s\n", rank, ddl_comm_error(c));
+    ddl_comm_destroy(c);
+}
+
+/* ---- timeouts and dead peers ---- */
+
+static void rank_timeout(int rank, int world, void *arg)
+{
+    (void)arg;
+    ddl_comm *c = open_comm_t(rank, world, 300);
+    if (!c)
+        return;
+    if (rank == 0) {
+        char b[4];
+        double t0 = ranks_now();
+        int st = ddl_comm_recv(c, world - 1, 0, b, 4); /* rank world-1 never sends */
+        double dt = ranks_now() - t0;
+        CHECK(st == DDL_ETIMEDOUT);
+        CHECK(dt >= 0.29 && dt < 1.0);
+        char who[32];
+        snprintf(who, sizeof who, "rank %d", world - 1);
+        CHECK(strstr(ddl_comm_error(c), who) != NULL);
+        if (st != DDL_ETIMEDOUT || dt < 0.29 || dt >= 1.0)
+            fprintf(stderr, "%s timeout: %s after %.3f s: %s\n", ranks_transport, ddl_strerror(st), dt,
+                    ddl_comm_error(c));
+        CHECK(ddl_comm_barrier(c) == DDL_ETIMEDOUT); /* sticky */
+    } else {
+        usleep(1200000);
+    }
+    ddl_comm_destroy(c);
+}
+
+struct kill_opts {
+    int collective; /* survivors wait in an allreduce instead of a recv from the dead rank */
+};
+
+static void rank_killed(int rank, int world, void *arg)
+{
+    const struct kill_opts *o = arg;
+    ddl_comm *c = open_comm_t(rank, world, 10000);
+    if (!c)
+        return;
+    int dead = world - 1;
+    CHECK(ddl_comm_barrier(c) == DDL_OK);
+    double t0 = ranks_now() + 0.2;
+    if (rank == dead) { /* let everyone leave the barrier first */
+        usleep(200000);
+        raise(SIGKILL);
+    }
+    float buf[4096] = {0};
+    int st = o->collective ? ddl_comm_allreduce(c, buf, 4096, DDL_FLOAT32, DDL_SUM)
+                           : ddl_comm_recv(c, dead, 0, buf, sizeof buf);
+    double dt = ranks_now() - t0; /* since the kill */
+    char who[32];
+    snprintf(who, sizeof who, "rank %d", dead);
+    const char *e = ddl_comm_error(c);
+    CHECK(st == DDL_EPEER);
+    CHECK(dt < 2.0);
+    CHECK(strstr(e, who) != NULL);
+    if (st != DDL_EPEER || dt >= 2.0 || !strstr(e, who))
+        fprintf(stderr, "%s killed peer, rank %d: %s after %.3f s: %s\n", ranks_transport, rank, ddl_strerror(st),
+                dt, e);
+    ddl_comm_destroy(c);
+}
+
+/* ---- shm only: handshake and cleanup ---- */
+
+static void rank_shm_auth(int rank, int world, void *arg)
+{
+    (void)arg;
+    (void)world;
+    /* rank 1 believes the job has 3 ranks: it must be refused, not attached */
+    ddl_comm_config cfg = make_config(rank, rank == 0 ? 2 : 3, 600);
+    ddl_comm *c = NULL;
+    if (rank == 1)
+        usleep(100000);
+    int st = ddl_comm_create(&cfg, NULL, &c);
+    if (rank == 1) {
+        CHECK(st == DDL_EAUTH);
+        CHECK(strstr(ddl_comm_error(c), "for 2 ranks") && strstr(ddl_comm_error(c), "for 3 ranks"));
+    } else {
+        CHECK(st == DDL_ETIMEDOUT);
+        CHECK(strstr(ddl_comm_error(c), "rank(s) 1 to attach") != NULL);
+    }
+    if (check_failed)
+        fprintf(stderr, "shm auth rank %d: %s: %s\n", rank, ddl_strerror(st), ddl_comm_error(c));
+    ddl_comm_destroy(c);
+}
+
+static void rank_shm_cleanup(int rank, int world, void *arg)
+{
+    (void)arg;
+    ddl_comm *c = open_comm_t(rank, world, TIMEOUT_MS);
+    if (!c)
+        return;
+    int st = ddl_comm_barrier(c); /* everyone attached: rank 0 has unlinked the name */
+    CHECK(st == DDL_OK);
+    if (st != DDL_OK)
+        fprintf(stderr, "shm cleanup rank %d: %s\n", rank, ddl_comm_error(c));
+    char path[128];
+    snprintf(path, sizeof path, "/dev/shm/ddl-%s", ranks_job);
+    CHECK(access(path, F_OK) != 0 && errno == ENOENT);
+    ddl_comm_destroy(c);
+}
+
+/* ---- configuration from the environment ---- */
+
+static void clear_env(void)
+{
+    static const char *const names[] = {
+        "DDL_TRANSPORT", "DDL_RANK", "DDL_WORLD_SIZE", "DDL_LOCAL_RANK", "DDL_LOCAL_SIZE", "DDL_MASTER",
+        "DDL_PEERS", "DDL_JOB", "DDL_TOKEN", "DDL_TIMEOUT_MS", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
+        "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE", "PMI_RANK", "PMI_SIZE", "SLURM_PROCID",
+        "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        unsetenv(names[i]);
+}
+
+static int from_env(ddl_comm_config *cfg, char *err, size_t n, const char *vars)
+{
+    char copy[512];
+    clear_env();
+    snprintf(copy, sizeof copy, "%s", vars);
+    for (char *kv = strtok(copy, " "); kv; kv = strtok(NULL, " ")) {
+        char *eq = strchr(kv, '=');
+        *eq = '\0';
+        setenv(kv, eq + 1, 1);
+    }
+    return ddl_comm_config_from_env(cfg, err, n);
+}
+
+static void test_config_env(void)
+{
+    ddl_comm_config cfg;
+    char err[DDL_ERR_BYTES];
+    CHECK(from_env(&cfg, err, sizeof err, "") == DDL_OK);
+    CHECK(cfg.rank == 0 && cfg.world_size == 1 && cfg.transport == NULL && cfg.timeout_ms == 60000);
+    CHECK(from_env(&cfg, err, sizeof err, "DDL_RANK=abc DDL_WORLD_SIZE=2") == DDL_EINVAL);
+    CHECK(strcmp(err, "DDL_RANK=abc is not a number") == 0);
+    CHECK(from_env(&cfg, err, sizeof err, "DDL_RANK=1 DDL_WORLD_SIZE=2x") == DDL_EINVAL);
+    CHECK(strstr(err, "DDL_WORLD_SIZE=2x is not a number") != NULL);
+    CHECK(from_env(&cfg, err, sizeof err, "DDL_RANK=2 DDL_WORLD_SIZE=2") == DDL_EINVAL);
+    CHECK(strstr(err, "rank 2") != NULL);
+    CHECK(from_env(&cfg, err, sizeof err, "DDL_RANK=-1 DDL_WORLD_SIZE=2") == DDL_EINVAL);
+    CHECK(from_env(&cfg, err, sizeof err, "DDL_RANK=0 DDL_WORLD_SIZE=99999999999") == DDL_EINVAL);
+    CHECK(from_env(&cfg, err, sizeof err, "DDL_RANK=1 DDL_WORLD_SIZE=3 DDL_JOB=j7 DDL_TOKEN=s DDL_MASTER=h:1") ==
+          DDL_OK);
+    CHECK(cfg.rank == 1 && cfg.world_size == 3 && cfg.local_rank == 1 && cfg.local_size == 3);
+    CHECK(cfg.transport == ddl_transport_shm()); /* all on one host */
+    CHECK(strcmp(cfg.job, "j7") == 0 && strcmp(cfg.token, "s") == 0 && strcmp(cfg.master, "h:1") == 0);
+    int st = from_env(&cfg, err, sizeof err, "DDL_RANK=1 DDL_WORLD_SIZE=4 DDL_LOCAL_RANK=1 DDL_LOCAL_SIZE=2");
+    CHECK(ddl_transport_tcp() ? st == DDL_OK && cfg.transport == ddl_transport_tcp() : st == DDL_ENOTSUP);
+    CHECK(from_env(&cfg, err, sizeof err, "DDL_RANK=0 DDL_WORLD_SIZE=2 DDL_TRANSPORT=carrier-pigeon") == DDL_EINVAL);
+    CHECK(strstr(err, "DDL_TRANSPORT=carrier-pigeon") != NULL);
+    CHECK(from_env(&cfg, err, sizeof err, "DDL_RANK=0 DDL_WORLD_SIZE=2 DDL_TIMEOUT_MS=0") == DDL_EINVAL);
+    CHECK(from_env(&cfg, err, sizeof err, "DDL_RANK=0 DDL_WORLD_SIZE=2 DDL_TIMEOUT_MS=15x") == DDL_EINVAL);
+    CHECK(from_env(&cfg, err, sizeof err, "DDL_RANK=0 DDL_WORLD_SIZE=2 DDL_TIMEOUT_MS=1500") == DDL_OK);
+    CHECK(cfg.timeout_ms == 1500);
+    CHECK(from_env(&cfg, err, sizeof err, "SLURM_PROCID=3 SLURM_NTASKS=4 SLURM_LOCALID=1 SLURM_NTASKS_PER_NODE=2") ==
+              DDL_OK ||
+          !ddl_transport_tcp());
+    CHECK(cfg.rank == 3 && cfg.world_size == 4 && cfg.local_rank == 1 && cfg.local_size == 2);
+    CHECK(from_env(&cfg, err, sizeof err, "DDL_RANK=2 SLURM_PROCID=3 SLURM_NTASKS=4") == DDL_OK);
+    CHECK(cfg.rank == 2); /* DDL_ wins */
+    st = from_env(&cfg, err, sizeof err, "OMPI_COMM_WORLD_RANK=1 OMPI_COMM_WORLD_SIZE=2");
+    CHECK(cfg.rank == 1 && cfg.world_size == 2);
+    CHECK(ddl_transport_mpi() ? st == DDL_OK && cfg.transport == ddl_transport_mpi()
+                              : st == DDL_ENOTSUP && strstr(err, "mpi") != NULL);
+    st = from_env(&cfg, err, sizeof err, "PMI_RANK=0 PMI_SIZE=3 DDL_TRANSPORT=shm");
+    CHECK(st == DDL_OK && cfg.world_size == 3 && cfg.transport == ddl_transport_shm());
+    CHECK(from_env(&cfg, err, sizeof err, "DDL_RANK=0 DDL_WORLD_SIZE=2 DDL_LOCAL_RANK=2 DDL_LOCAL_SIZE=2") ==
+          DDL_EINVAL);
+    clear_env();
+}
+
+/* ---- main ---- */
+
+static void run_suite(const char *tname)
+{
+    struct kill_opts recv_kill = {0}, coll_kill = {1};
+    for (int world = 2; world <= 4; world++) {
+        double t0 = ranks_now();
+        run_ranks(tname, world, rank_sizes, NULL, 60, -1);
+        run_ranks(tname, world, rank_order, NULL, 30, -1);
+        run_ranks(tname, world, rank_timeout, NULL, 10, -1);
+        run_ranks(tname, world, rank_killed, &recv_kill, 10, world - 1);
+        if (strcmp(tname, "shm") == 0)
+            run_ranks(tname, world, rank_killed, &coll_kill, 10, world - 1);
+        printf("%s: %d ranks: %.1f s\n", tname, world, ranks_now() - t0);
+        fflush(stdout);
+    }
+    run_ranks(tname, 2, rank_tags, NULL, 10, -1);
+    if (strcmp(tname, "shm") == 0) {
+        run_ranks(tname, 2, rank_shm_auth, NULL, 10, -1);
+        run_ranks(tname, 3, rank_shm_cleanup, NULL, 10, -1);
+    }
+}
+
+int main(void)
+{
+    const char *names[4];
+    int nt = test_transports(names);
+    test_config_env();
+    for (int t = 0; t < nt; t++)
+        run_suite(names[t]);
+    return TEST_END();
+}
