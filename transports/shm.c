@@ -24,7 +24,7 @@
 #define SHM_MAGIC 0x314d48534c4444ull /* "DDLSHM1" */
 #define SHM_VERSION 1
 #define SHM_MAX_WORLD 256
-#define NATIVE_FLOATS ((size_t)64 << 10) /* floats per rank and chunk of the native all-reduce */
+#define NATIVE_FLOATS ((size_t)256 << 10) /* floats per rank and chunk of the native all-reduce */
 #define SPINS 2000                       /* polls before sleeping */
 #define LIVENESS_MS 20                   /* how often a waiting rank checks every peer's pid */
 #define PREFIX 40                        /* frame: u64 payload length + 32-byte header */
