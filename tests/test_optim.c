@@ -35,7 +35,7 @@ static void test_adam(void)
     ddl_optim_step(&c, 0.001f, 1, &p, &g, st, 1);
     /* step 1: m = 0.05, v = 0.00025, mhat = 0.5, vhat = 0.25, p -= 0.001 * 0.5 / (0.5 + 1e-8) */
     CHECK_NEAR(st[0], 0.05, 1e-7);
-    CHECK_NEAR(st[1], 0.00025, 1e-9);
+    CHECK_NEAR(st[1], 0.00025, 1e-8); /* (1 - beta2) is 0.00099998713 in float */
     CHECK_NEAR(p, 1.0 - 0.001, 1e-6);
     float g2 = -0.5f;
     ddl_optim_step(&c, 0.001f, 2, &p, &g2, st, 1);
@@ -49,7 +49,7 @@ static void test_schedules(void)
 {
     ddl_schedule s;
     memset(&s, 0, sizeof s);
-    CHECK_NEAR(ddl_schedule_lr(&s, 0.1f, 500), 0.1, 1e-9);
+    CHECK_NEAR(ddl_schedule_lr(&s, 0.1f, 500), 0.1, 1e-8);
     s.warmup_steps = 10;
     CHECK_NEAR(ddl_schedule_lr(&s, 0.1f, 0), 0.01, 1e-8);
     CHECK_NEAR(ddl_schedule_lr(&s, 0.1f, 4), 0.05, 1e-8);
@@ -94,8 +94,9 @@ static void test_rng_and_crc(void)
     ddl_rng_seed(&b, 7);
     int same = 1, in_range = 1;
     double mean = 0;
-    for (int i = 0; i < 10000; i++) {
+    for (int i = 0; i < 10000; i++)
         same &= ddl_rng_next(&a) == ddl_rng_next(&b);
+    for (int i = 0; i < 10000; i++) {
         float u = ddl_rng_uniform(&a);
         in_range &= u >= 0.0f && u < 1.0f;
         mean += u;
