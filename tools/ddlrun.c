@@ -1,6 +1,7 @@
 /* ddlrun.c - the launcher: starts N local ranks of a program with the DDL_* environment set
  * (as torchrun or mpirun do), forwards signals to them, optionally tags their output lines
  * with the rank, and when one rank fails stops the others and says which rank failed and how.
+ * Each rank runs in its own process group, so signals also reach the processes it starts.
  * It is a program, not library code: it may exit(). Every wait it does is bounded. */
 #include "ddl.h"
 
@@ -278,6 +279,7 @@ static void spawn_rank(const opts *o, rank *r, int local)
             signal(sigs[i], SIG_DFL);
         close(sig_pipe[0]);
         close(sig_pipe[1]);
+        setpgid(0, 0); /* its own process group: signals reach whatever the rank starts */
         sigprocmask(SIG_SETMASK, &old, NULL);
         if (o->tag_output && (dup2(p[0][1], STDOUT_FILENO) < 0 || dup2(p[1][1], STDERR_FILENO) < 0))
             _exit(127);
@@ -285,6 +287,7 @@ static void spawn_rank(const opts *o, rank *r, int local)
         fprintf(stderr, "ddlrun: cannot run '%s': %s\n", o->argv[0], strerror(errno));
         _exit(127);
     }
+    setpgid(pid, pid); /* also here, so that no signal can race the child's own setpgid */
     sigprocmask(SIG_SETMASK, &old, NULL);
     r->pid = pid;
     for (int k = 0; k < 2; k++) {
@@ -358,8 +361,8 @@ static long long now_ms(void)
 static void signal_all(run *u, int sig)
 {
     for (int i = 0; i < u->n; i++)
-        if (u->ranks[i].pid > 0)
-            kill(u->ranks[i].pid, sig);
+        if (u->ranks[i].pid > 0 && kill(-u->ranks[i].pid, sig) != 0)
+            kill(u->ranks[i].pid, sig); /* not a group leader (yet): the rank alone */
 }
 
 /* reap: collect exited ranks; the first failure stops the others. */
