@@ -17,6 +17,9 @@ typedef struct example_opts {
     long seed, train_limit;
     float lr, momentum, weight_decay, dropout, dice_weight;
     int optimizer, schedule;
+    /* segmentation examples (unet): scene data and model shape; lenet ignores them */
+    int scenes, test_scenes, size, max_items, depth, width;
+    const char *images;
 } example_opts;
 
 static void example_defaults(example_opts *o, const char *model)
@@ -36,7 +39,9 @@ static void example_usage(const char *model)
     fprintf(stderr,
             "usage: %s [--data DIR] [--epochs N] [--batch B] [--lr X] [--momentum M] [--optimizer sgd|adam]\n"
             "       [--weight-decay W] [--schedule constant|step|cosine] [--warmup STEPS] [--dropout P]\n"
-            "       [--seed S] [--train-limit N] [--threads N] [--quiet]\n",
+            "       [--seed S] [--train-limit N] [--threads N] [--quiet]\n"
+            "       segmentation: [--dice-weight W] [--scenes N] [--test-scenes N] [--size S] [--items N]\n"
+            "       [--depth D] [--width W] [--images DIR]\n",
             model);
 }
 
@@ -87,6 +92,13 @@ static int example_parse(example_opts *o, int argc, char **argv)
         else if (!strcmp(a, "--momentum")) { bad = example_number(argc, argv, i, 0, 0.9999, &v); o->momentum = (float)v; }
         else if (!strcmp(a, "--weight-decay")) { bad = example_number(argc, argv, i, 0, 1, &v); o->weight_decay = (float)v; }
         else if (!strcmp(a, "--dropout")) { bad = example_number(argc, argv, i, 0, 0.99, &v); o->dropout = (float)v; }
+        else if (!strcmp(a, "--images")) o->images = argv[i + 1];
+        else if (!strcmp(a, "--scenes")) { bad = example_number(argc, argv, i, 1, 1e7, &v); o->scenes = (int)v; }
+        else if (!strcmp(a, "--test-scenes")) { bad = example_number(argc, argv, i, 1, 1e7, &v); o->test_scenes = (int)v; }
+        else if (!strcmp(a, "--size")) { bad = example_number(argc, argv, i, 1, 4096, &v); o->size = (int)v; }
+        else if (!strcmp(a, "--items")) { bad = example_number(argc, argv, i, 1, 1000, &v); o->max_items = (int)v; }
+        else if (!strcmp(a, "--depth")) { bad = example_number(argc, argv, i, 1, 16, &v); o->depth = (int)v; }
+        else if (!strcmp(a, "--width")) { bad = example_number(argc, argv, i, 1, 4096, &v); o->width = (int)v; }
         else if (!strcmp(a, "--dice-weight")) { bad = example_number(argc, argv, i, 0, 100, &v); o->dice_weight = (float)v; }
         else { fprintf(stderr, "%s: unknown flag\n", a); example_usage(o->model); return -1; }
         if (bad)
