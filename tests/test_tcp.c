@@ -59,7 +59,7 @@ static int free_port(void)
     return ntohs(a.sin_port);
 }
 
-static void job_init(job *j, int world, int use_peers)
+static void job_init_at(job *j, int world, int use_peers, const char *host)
 {
     memset(j, 0, sizeof *j);
     j->world = world;
@@ -69,11 +69,13 @@ static void job_init(job *j, int world, int use_peers)
     if (use_peers) {
         size_t n = 0;
         for (int r = 0; r < world; r++)
-            n += (size_t)snprintf(j->peers + n, sizeof j->peers - n, "%s127.0.0.1:%d", r ? "," : "", free_port());
+            n += (size_t)snprintf(j->peers + n, sizeof j->peers - n, "%s%s:%d", r ? "," : "", host, free_port());
     } else {
-        snprintf(j->master, sizeof j->master, "127.0.0.1:%d", free_port());
+        snprintf(j->master, sizeof j->master, "%s:%d", host, free_port());
     }
 }
+
+static void job_init(job *j, int world, int use_peers) { job_init_at(j, world, use_peers, "127.0.0.1"); }
 
 typedef struct rank_ctx {
     const job *j;
@@ -235,17 +237,17 @@ static void ring_rank(const job *j, int rank)
     if (st == DDL_OK) /* one direction only: rank 0 sends, rank 1 receives */
         rank_fail(&c, st = exchange_check(&c, rank == 0 ? 1 : -1, rank == 1 ? 0 : -1, 777, sb, rb, 99));
     const char *a = T()->peer_address(c.state, (rank + 1) % w);
-    if (st == DDL_OK && strncmp(a, "127.0.0.1:", 10) != 0)
+    if (st == DDL_OK && (!strchr(a, ':') || strcmp(a, "?") == 0 || (strchr(j->master, '[') && a[0] != '[')))
         c.res.data_ok = 0;
     free(sb);
     free(rb);
     rank_finish(&c);
 }
 
-static void test_rendezvous(int world, int use_peers)
+static void test_rendezvous_at(int world, int use_peers, const char *host)
 {
     job j;
-    job_init(&j, world, use_peers);
+    job_init_at(&j, world, use_peers, host);
     open_results(&j);
     pid_t pids[8];
     long long t0 = now_ms();
@@ -260,8 +262,35 @@ static void test_rendezvous(int world, int use_peers)
             fprintf(stderr, "  world %d %s rank %d: %d %s\n", world, use_peers ? "peers" : "master", r,
                     res[r].status, res[r].msg);
     }
-    printf("rendezvous (%s) and data, %d ranks: %lld ms\n", use_peers ? "static peers" : "master", world,
-           now_ms() - t0);
+    printf("rendezvous (%s at %s) and data, %d ranks: %lld ms\n", use_peers ? "static peers" : "master", host,
+           world, now_ms() - t0);
+}
+
+static void test_rendezvous(int world, int use_peers) { test_rendezvous_at(world, use_peers, "127.0.0.1"); }
+
+/* missing_rank: rank 2 of 3 never comes: 0 and 1 time out, naming what they waited for. */
+static void missing_rank(const job *j, int rank)
+{
+    rank_ctx c;
+    long long t0 = now_ms();
+    rank_fail(&c, rank_open(&c, j, rank, j->token, j->job));
+    c.res.t_ms = now_ms() - t0;
+    rank_finish(&c);
+}
+
+static void test_missing_rank(void)
+{
+    job j;
+    job_init(&j, 3, 0);
+    j.timeout_ms = 700;
+    open_results(&j);
+    pid_t pids[2] = {spawn(&j, missing_rank, 0), spawn(&j, missing_rank, 1)};
+    result res[3];
+    CHECK(collect(&j, pids, 2, res, 3, 10000) == 2);
+    CHECK(res[0].status == DDL_ETIMEDOUT && strstr(res[0].msg, "for rank 2 to connect") != NULL);
+    CHECK(res[1].status == DDL_ETIMEDOUT);
+    CHECK(res[0].t_ms >= 650 && res[0].t_ms < 2000);
+    printf("missing rank: %s\n  rank 1: %s\n", res[0].msg, res[1].msg);
 }
 
 /* ---- impostors: wrong token, wrong job ---- */
@@ -590,6 +619,10 @@ int main(void)
         test_rendezvous(w, 0);
     test_rendezvous(3, 1);
     test_rendezvous(4, 1);
+    test_rendezvous_at(2, 0, "localhost");
+    test_rendezvous_at(3, 0, "[::1]");
+    test_rendezvous_at(2, 1, "[::1]");
+    test_missing_rank();
     test_impostors();
     test_garbage();
     test_lies(LIE_LENGTH);
