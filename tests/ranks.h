@@ -34,7 +34,7 @@ static struct {
 static int ranks_n_values, ranks_value_conflicts;
 
 /* ranks_now: monotonic seconds. */
-static double ranks_now(void)
+static inline double ranks_now(void)
 {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
@@ -50,7 +50,7 @@ static inline void report_value(const char *key, unsigned long long value)
         perror("report_value");
 }
 
-static void ranks_take_value(const char *key, unsigned long long v)
+static inline void ranks_take_value(const char *key, unsigned long long v)
 {
     for (int i = 0; i < ranks_n_values; i++) {
         if (strcmp(ranks_values[i].key, key) == 0) {
@@ -68,7 +68,7 @@ static void ranks_take_value(const char *key, unsigned long long v)
 }
 
 /* make_config: a config for `rank` of `world` in the current run, over transport `name`. */
-static ddl_comm_config make_config(int rank, int world, int timeout_ms)
+static inline ddl_comm_config make_config(int rank, int world, int timeout_ms)
 {
     static char master[64];
     ddl_comm_config cfg;
@@ -86,7 +86,7 @@ static ddl_comm_config make_config(int rank, int world, int timeout_ms)
     return cfg;
 }
 
-static void ranks_read_child(int fd, int rank)
+static inline void ranks_read_child(int fd, int rank)
 {
     static char buf[65536];
     size_t n = 0;
@@ -111,7 +111,7 @@ static void ranks_read_child(int fd, int rank)
 /* run_ranks: fork `world` ranks running fn over transport `tname`; wait at most deadline_s.
  * Rank `may_die` (-1: none) is allowed to end by a signal. Returns the number of ranks that
  * did not end cleanly (and counts each as a failed check). */
-static int run_ranks(const char *tname, int world, rank_fn fn, void *arg, double deadline_s, int may_die)
+static inline int run_ranks(const char *tname, int world, rank_fn fn, void *arg, double deadline_s, int may_die)
 {
     int fds[RANKS_MAX];
     pid_t pids[RANKS_MAX];
@@ -189,7 +189,7 @@ static int run_ranks(const char *tname, int world, rank_fn fn, void *arg, double
 
 /* test_transports: the transports to run: DDL_TEST_TRANSPORT, or every one compiled in but mpi
  * (which needs mpirun). Returns how many names were written to out. */
-static int test_transports(const char *out[4])
+static inline int test_transports(const char *out[4])
 {
     const char *env = getenv("DDL_TEST_TRANSPORT");
     static const char *const all[] = {"shm", "tcp", "zmq"};

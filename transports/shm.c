@@ -410,6 +410,8 @@ static int map_segment(shm_state *s, size_t bytes)
     s->map = m;
     s->map_bytes = bytes;
     s->h = m;
+    if (bytes < total_bytes(s->world, s->ring_bytes))
+        return DDL_OK; /* the header only: no slots, rings or native area to point at */
     s->slots = (rank_slot *)(s->map + off_slots());
     s->rings = s->map + off_rings(s->world);
     s->native = (float *)(s->map + off_native(s->world, s->ring_bytes));
@@ -473,10 +475,13 @@ static int try_attach(shm_state *s, const ddl_comm_config *cfg)
         return unmap_segment(s), 0;
     const char *job = cfg->job ? cfg->job : "ddl";
     if (s->h->version != SHM_VERSION || s->h->world != (uint32_t)s->world || strncmp(s->h->job, job, 127) != 0 ||
-        s->h->total_bytes != total)
-        return fail(s, DDL_EAUTH, "shared memory %s holds job '%s' version %u for %u ranks; rank %d expected job "
-                    "'%s' version %d for %d ranks", s->name, s->h->job, s->h->version, s->h->world, s->rank, job,
-                    SHM_VERSION, s->world);
+        s->h->total_bytes != total || s->map_bytes != total) {
+        st = fail(s, DDL_EAUTH, "shared memory %s holds job '%s' version %u for %u ranks; rank %d expected job "
+                "'%s' version %d for %d ranks", s->name, s->h->job, s->h->version, s->h->world, s->rank, job,
+                SHM_VERSION, s->world);
+        unmap_segment(s); /* it may be only the header page */
+        return st;
+    }
     if (pid_dead(atomic_load(&s->slots[0].pid)))
         return unmap_segment(s), 0; /* stale: rank 0 of an old job; wait for the new one */
     int32_t zero = 0, me = (int32_t)getpid();
