@@ -236,7 +236,7 @@ static void rank_main(int rank, int world, void *arg)
 /* ---- mismatches ---- */
 
 struct mismatch {
-    int kind; /* 0: counts differ, 1: ops differ, 2: allreduce vs broadcast */
+    int kind; /* 0: counts differ, 1: ops differ, 2: allreduce vs broadcast, 3: native counts differ */
 };
 
 static void rank_mismatch(int rank, int world, void *arg)
@@ -252,7 +252,10 @@ static void rank_mismatch(int rank, int world, void *arg)
         st = ddl_comm_allreduce(c, buf, rank ? 20 : 10, DDL_FLOAT32, DDL_SUM);
     else if (m->kind == 1)
         st = ddl_comm_allreduce(c, buf, 10, DDL_FLOAT32, rank ? DDL_MAX : DDL_SUM);
-    else
+    else if (m->kind == 3) {
+        ddl_comm_set_native(c, 1);
+        st = ddl_comm_allreduce(c, buf, rank ? 20 : 10, DDL_FLOAT32, DDL_SUM);
+    } else
         st = rank ? ddl_comm_broadcast(c, buf, 10, DDL_INT64, 0) : ddl_comm_allreduce(c, buf, 10, DDL_FLOAT32, DDL_SUM);
     const char *e = ddl_comm_error(c);
     CHECK(st == DDL_EMISMATCH);
@@ -264,6 +267,8 @@ static void rank_mismatch(int rank, int world, void *arg)
         CHECK(strstr(e, "#1 of 10 float32") && strstr(e, "#1 of 20 float32"));
     if (m->kind == 1)
         CHECK(strstr(e, "allreduce(sum) #1") && strstr(e, "allreduce(max) #1"));
+    if (m->kind == 3)
+        CHECK(strstr(e, "native all-reduce") && strstr(e, "rank 0 has 10") && strstr(e, "rank 1 has 20"));
     if (m->kind == 2)
         CHECK(strstr(e, "allreduce(sum) #1 of 10 float32") && strstr(e, "broadcast #1 of 10 int64"));
     if (!(st == DDL_EMISMATCH && strstr(e, me) && strstr(e, other)))
@@ -314,7 +319,9 @@ int main(void)
             printf("%s: %d ranks: %.1f s\n", names[t], worlds[w], ranks_now() - t0);
             fflush(stdout);
         }
-        for (int kind = 0; kind < 3; kind++) {
+        for (int kind = 0; kind < 4; kind++) {
+            if (kind == 3 && strcmp(names[t], "shm") != 0)
+                continue; /* only shm has a native all-reduce here */
             struct mismatch m = {kind};
             run_ranks(names[t], 2, rank_mismatch, &m, 30, -1);
         }

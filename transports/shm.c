@@ -50,7 +50,8 @@ typedef struct rank_slot {
     _Atomic uint32_t doorbell; /* bumped whenever something this rank may wait for changes */
     _Atomic uint32_t sleeping; /* 1 while in futex wait on doorbell */
     _Atomic uint64_t arrive;   /* native all-reduce: barrier epoch reached */
-    char pad[LINE - 24];
+    _Atomic uint64_t count;    /* native all-reduce: floats this rank is reducing */
+    char pad[LINE - 32];
 } rank_slot;
 
 typedef struct ring_hdr {
@@ -372,10 +373,23 @@ static int shm_allreduce(void *state, float *buf, size_t count, int timeout_ms)
 {
     shm_state *s = state;
     float *in_me = s->native + (size_t)s->rank * NATIVE_FLOATS, *out = s->native + (size_t)s->world * NATIVE_FLOATS;
+    if (count == 0)
+        return DDL_OK;
+    /* ranks that disagree on the count would silently mix chunks: compare first */
+    atomic_store(&s->slots[s->rank].count, (uint64_t)count);
+    int st = barrier(s, timeout_ms);
+    if (st != DDL_OK)
+        return st;
+    for (int i = 0; i < s->world; i++) {
+        uint64_t other = atomic_load(&s->slots[i].count);
+        if (other != (uint64_t)count)
+            return fail(s, DDL_EMISMATCH, "native all-reduce: rank %d has %zu floats, rank %d has %llu", s->rank,
+                        count, i, (unsigned long long)other);
+    }
     for (size_t off = 0; off < count; off += NATIVE_FLOATS) {
         size_t len = count - off < NATIVE_FLOATS ? count - off : NATIVE_FLOATS;
         memcpy(in_me, buf + off, len * sizeof(float));
-        int st = barrier(s, timeout_ms);
+        st = barrier(s, timeout_ms);
         if (st != DDL_OK)
             return st;
         size_t lo = len * (size_t)s->rank / (size_t)s->world, hi = len * (size_t)(s->rank + 1) / (size_t)s->world;
