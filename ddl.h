@@ -597,6 +597,107 @@ const char *ddl_trainer_error(const ddl_trainer *t);
 /* ddl_trainer_step_count / _epoch: optimizer steps done, and the current epoch (from 0). */
 long ddl_trainer_step_count(const ddl_trainer *t);
 int ddl_trainer_epoch_index(const ddl_trainer *t);
+/* ddl_trainer_epoch_done: 1 when every sample of the current epoch has been consumed (the next
+ * step starts the next epoch), else 0. Lets a caller drive the loop with ddl_trainer_step, e.g.
+ * to save a checkpoint every N steps. */
+int ddl_trainer_epoch_done(const ddl_trainer *t);
+/* ddl_trainer_epoch_stats: loss, accuracy, steps, samples and time of the current epoch so far
+ * (after ddl_trainer_resume: of the steps since the resume). Sums over the ranks with an
+ * all-reduce: every rank must call it. ddl_trainer_epoch ends with it. */
+int ddl_trainer_epoch_stats(ddl_trainer *t, ddl_epoch_stats *out);
+
+/* ---- checkpoints ----
+ * A checkpoint file holds everything a run needs to continue exactly where it stopped: model
+ * name and shape signature (CRC-32C of every tensor's name and shape), step, epoch, data
+ * position, world size, every rank's dropout RNG state, optimizer kind, settings and state,
+ * weights and the input normalisation. Layout (little endian): a 32-byte header (magic
+ * "DDLCKPT", format version, section count, CRC-32C), then sections META, TENS (tensor table),
+ * RNGS, WGTS (weights), OPTS (optimizer state), each with a 32-byte header (id, flags, raw and
+ * stored length, CRC-32C of the stored bytes and of the header) and its bytes, lz4-compressed
+ * when ddl is built with lz4 (WITH_LZ4=1) and that makes them smaller, else stored as they are.
+ * A checkpoint is written to PATH.tmp, flushed to disk (fsync), renamed over PATH and the
+ * directory is synced: a crash at any moment leaves either the old or the new file, and a
+ * leftover PATH.tmp is ignored and overwritten by the next save.
+ *
+ * Exact resume: the data position is global (samples of the epoch consumed over all ranks)
+ * and the shuffle depends only on the seed and the epoch, so a run resumed on a different
+ * number of ranks re-shards the rest of the epoch by itself; with the same world size, seed,
+ * batch and data it continues bit-identically (same weights as a run never stopped). */
+
+#define DDL_CHECKPOINT_VERSION 1 /* format version written; files of other versions are refused */
+
+typedef struct ddl_checkpoint_info {
+    int version;                /* format version of the file */
+    int compressed;             /* sections stored lz4-compressed */
+    char model[48];             /* model plugin name, "lenet" */
+    uint32_t signature;         /* CRC-32C of every tensor's name and shape (ddl_model_signature) */
+    ddl_model_config model_cfg; /* the configuration the model was built with */
+    int n_tensors;
+    size_t n_params;            /* floats of weights */
+    size_t n_optim;             /* floats of optimizer state */
+    ddl_optim_config optim;     /* optimizer kind and settings */
+    int64_t step;               /* optimizer steps done */
+    int epoch;                  /* epoch in progress, from 0 */
+    int64_t pos;                /* samples of that epoch consumed, over all ranks */
+    int64_t n_train;            /* samples per epoch */
+    int batch;                  /* global batch */
+    uint64_t seed;              /* ddl_train_config.seed */
+    int world_size;             /* ranks that wrote it (one RNG state each) */
+    float mean, std;            /* input normalisation (ddl_model_set_norm) */
+    uint64_t file_bytes;
+} ddl_checkpoint_info;
+
+typedef struct ddl_checkpoint ddl_checkpoint;
+
+/* ddl_crc32c: CRC-32C (Castagnoli, as iSCSI and ext4) of `bytes` bytes, continuing from crc
+ * (start at 0): ddl_crc32c(0, "123456789", 9) == 0xE3069283. */
+uint32_t ddl_crc32c(uint32_t crc, const void *data, size_t bytes);
+/* ddl_model_signature: CRC-32C of every parameter tensor's name and shape, in order. Two
+ * models can exchange weights exactly when their signatures are equal. */
+uint32_t ddl_model_signature(const ddl_model *m);
+
+/* ddl_checkpoint_open: read and verify a whole checkpoint file: header, every section's CRC,
+ * every length against the file size before anything is allocated, the tensor table against
+ * the signature. Memory comes from alloc (NULL: malloc) and goes with ddl_checkpoint_close.
+ * Returns DDL_OK, DDL_EIO (cannot open or read, a directory), DDL_ECORRUPT (truncated, bad
+ * CRC, bad magic or version, inconsistent lengths), DDL_ENOTSUP (compressed but ddl built
+ * without lz4) or DDL_ENOMEM; err names the file and what was expected and found. */
+int ddl_checkpoint_open(const char *path, const ddl_allocator *alloc, ddl_checkpoint **out, char *err,
+                        size_t err_bytes);
+/* ddl_checkpoint_close: free a checkpoint (NULL is allowed). */
+void ddl_checkpoint_close(ddl_checkpoint *ck);
+/* Getters; the memory belongs to the checkpoint. ddl_checkpoint_tensor: NULL when i is out of
+ * range; offset and count index ddl_checkpoint_params. */
+const ddl_checkpoint_info *ddl_checkpoint_get_info(const ddl_checkpoint *ck);
+const ddl_param_info *ddl_checkpoint_tensor(const ddl_checkpoint *ck, int i);
+const float *ddl_checkpoint_params(const ddl_checkpoint *ck);
+const float *ddl_checkpoint_optim_state(const ddl_checkpoint *ck);
+/* ddl_checkpoint_check_model: DDL_OK if the checkpoint's weights fit m (name, tensor names and
+ * shapes), else DDL_EINVAL with the first difference in err. */
+int ddl_checkpoint_check_model(const ddl_checkpoint *ck, const ddl_model *m, char *err, size_t err_bytes);
+
+/* ddl_trainer_save: write a checkpoint of the trainer to path (see above). Collective: every
+ * rank calls it at the same step; rank 0 writes the file, and every rank returns rank 0's
+ * status. Rank 0 allocates the file image (about the size of weights plus optimizer state)
+ * through the trainer's allocator for the duration of the call; other ranks allocate nothing,
+ * and nothing is allocated per training step. Returns DDL_OK, DDL_EIO (cannot write, fsync or
+ * rename; ddl_trainer_error says which and why), DDL_ENOMEM, or a comm error. */
+int ddl_trainer_save(ddl_trainer *t, const char *path);
+
+#define DDL_RESUME_IF_EXISTS 1 /* ddl_trainer_resume: a missing file is not an error */
+
+/* ddl_trainer_resume: continue from the checkpoint at path. Collective: rank 0 reads and
+ * verifies it (model and optimizer must match the trainer's, as must the samples per epoch),
+ * then broadcasts weights, optimizer state, normalisation, step, epoch, data position and RNG
+ * states to every rank. On another world size it still resumes: the rest of the epoch is
+ * re-sharded (see above), each rank r takes the RNG state of saved rank r % saved world, and a
+ * warning is logged. With DDL_RESUME_IF_EXISTS in flags, a path that does not exist on rank 0
+ * leaves the trainer as it is. *saved_world (may be NULL) gets the checkpoint's world size, or 0
+ * when nothing was resumed. On failure the trainer is unchanged and every rank returns the same
+ * status: DDL_EIO, DDL_ECORRUPT, DDL_ENOTSUP, DDL_ENOMEM (as ddl_checkpoint_open), DDL_EINVAL
+ * (checkpoint of another model, optimizer or data set), or a comm error; ddl_trainer_error on
+ * rank 0 has the detail. */
+int ddl_trainer_resume(ddl_trainer *t, const char *path, int flags, int *saved_world);
 
 #ifdef __cplusplus
 }

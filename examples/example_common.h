@@ -6,6 +6,7 @@
 
 #include "ddl.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,10 @@ typedef struct example_opts {
     /* segmentation examples (unet): scene data and model shape; lenet ignores them */
     int scenes, test_scenes, size, max_items, depth, width;
     const char *images;
+    /* checkpoints: --checkpoint PATH --checkpoint-every N --resume --save PATH */
+    const char *checkpoint, *save;
+    long checkpoint_every;
+    int resume;
 } example_opts;
 
 static void example_defaults(example_opts *o, const char *model)
@@ -41,7 +46,8 @@ static void example_usage(const char *model)
             "       [--weight-decay W] [--schedule constant|step|cosine] [--warmup STEPS] [--dropout P]\n"
             "       [--seed S] [--train-limit N] [--threads N] [--quiet]\n"
             "       segmentation: [--dice-weight W] [--scenes N] [--test-scenes N] [--size S] [--items N]\n"
-            "       [--depth D] [--width W] [--images DIR]\n",
+            "       [--depth D] [--width W] [--images DIR]\n"
+            "       checkpoints: [--checkpoint PATH [--checkpoint-every STEPS] [--resume]] [--save PATH]\n",
             model);
 }
 
@@ -69,6 +75,7 @@ static int example_parse(example_opts *o, int argc, char **argv)
         double v = 0;
         int bad = 0;
         if (!strcmp(a, "--quiet")) { o->quiet = 1; continue; }
+        if (!strcmp(a, "--resume")) { o->resume = 1; continue; }
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { example_usage(o->model); return -1; }
         if (i + 1 >= argc) { fprintf(stderr, "%s: unknown flag or missing value\n", a); example_usage(o->model); return -1; }
         if (!strcmp(a, "--data")) o->data = argv[i + 1];
@@ -93,6 +100,9 @@ static int example_parse(example_opts *o, int argc, char **argv)
         else if (!strcmp(a, "--weight-decay")) { bad = example_number(argc, argv, i, 0, 1, &v); o->weight_decay = (float)v; }
         else if (!strcmp(a, "--dropout")) { bad = example_number(argc, argv, i, 0, 0.99, &v); o->dropout = (float)v; }
         else if (!strcmp(a, "--images")) o->images = argv[i + 1];
+        else if (!strcmp(a, "--checkpoint")) o->checkpoint = argv[i + 1];
+        else if (!strcmp(a, "--save")) o->save = argv[i + 1];
+        else if (!strcmp(a, "--checkpoint-every")) { bad = example_number(argc, argv, i, 0, 1e12, &v); o->checkpoint_every = (long)v; }
         else if (!strcmp(a, "--scenes")) { bad = example_number(argc, argv, i, 1, 1e7, &v); o->scenes = (int)v; }
         else if (!strcmp(a, "--test-scenes")) { bad = example_number(argc, argv, i, 1, 1e7, &v); o->test_scenes = (int)v; }
         else if (!strcmp(a, "--size")) { bad = example_number(argc, argv, i, 1, 4096, &v); o->size = (int)v; }
@@ -104,6 +114,10 @@ static int example_parse(example_opts *o, int argc, char **argv)
         if (bad)
             return -1;
         i++;
+    }
+    if ((o->resume || o->checkpoint_every) && !o->checkpoint) {
+        fprintf(stderr, "--resume and --checkpoint-every need --checkpoint PATH\n");
+        return -1;
     }
     return 0;
 }
@@ -121,6 +135,49 @@ static int example_comm(ddl_comm **comm, char err[DDL_ERR_BYTES])
         snprintf(err, DDL_ERR_BYTES, "rank %d: cannot join the job: %s", cc.rank,
                  *comm ? ddl_comm_error(*comm) : ddl_strerror(rc));
     return rc;
+}
+
+/* example_epoch: train to the end of the epoch; with --checkpoint, step by step, saving every
+ * --checkpoint-every steps and at the end of the epoch (every rank calls, rank 0 writes).
+ * Test hook: DDL_TEST_STOP_AFTER=N kills the process (SIGKILL, as a crash) once step N and its
+ * checkpoint, if any, are done. */
+static int example_epoch(const example_opts *o, ddl_trainer *tr, ddl_epoch_stats *es)
+{
+    const char *stop_env = getenv("DDL_TEST_STOP_AFTER");
+    long stop_after = stop_env ? atol(stop_env) : 0, every = o->checkpoint_every;
+    if (!o->checkpoint && stop_after <= 0)
+        return ddl_trainer_epoch(tr, es);
+    int rc;
+    do {
+        rc = ddl_trainer_step(tr, NULL);
+        long step = ddl_trainer_step_count(tr);
+        if (rc == DDL_OK && o->checkpoint && (ddl_trainer_epoch_done(tr) || (every > 0 && step % every == 0)))
+            rc = ddl_trainer_save(tr, o->checkpoint);
+        if (rc == DDL_OK && stop_after > 0 && step >= stop_after) {
+            fflush(stdout);
+            raise(SIGKILL);
+        }
+    } while (rc == DDL_OK && !ddl_trainer_epoch_done(tr));
+    return rc == DDL_OK ? ddl_trainer_epoch_stats(tr, es) : rc;
+}
+
+/* example_resume: --resume: continue from --checkpoint PATH when it exists. */
+static int example_resume(const example_opts *o, ddl_trainer *tr, int rank, int world)
+{
+    int saved_world = 0;
+    int rc = ddl_trainer_resume(tr, o->checkpoint, DDL_RESUME_IF_EXISTS, &saved_world);
+    if (rc != DDL_OK || rank != 0)
+        return rc;
+    if (!saved_world)
+        printf("no checkpoint at %s: starting from scratch\n", o->checkpoint);
+    else
+        printf("resumed from %s at step %ld (epoch %d%s)\n", o->checkpoint, ddl_trainer_step_count(tr),
+               ddl_trainer_epoch_index(tr) + 1, ddl_trainer_epoch_done(tr) ? ", finished" : "");
+    if (saved_world && saved_world != world)
+        printf("world size changed: the checkpoint was written by %d rank%s, resuming on %d; the rest of the "
+               "epoch is re-sharded\n", saved_world, saved_world == 1 ? "" : "s", world);
+    fflush(stdout);
+    return DDL_OK;
 }
 
 /* example_train: the epoch loop, progress on rank 0 and the summary line. */
@@ -156,19 +213,27 @@ static int example_train(const example_opts *o, ddl_comm *comm, ddl_model *model
         ddl_trainer_destroy(tr);
         return rc;
     }
+    if (o->resume && (rc = example_resume(o, tr, rank, world)) != DDL_OK) {
+        fprintf(stderr, "%s: rank %d: %s\n", o->model, rank, ddl_trainer_error(tr));
+        ddl_trainer_destroy(tr);
+        return rc;
+    }
+    /* a resumed run continues its epoch, or starts the next one if that one was finished */
+    int first = ddl_trainer_epoch_index(tr) + ddl_trainer_epoch_done(tr), evaluated = 0;
     struct timespec ts0;
     clock_gettime(CLOCK_MONOTONIC, &ts0);
     double train_secs = 0;
     long train_samples = 0;
     ddl_eval_stats ev;
     memset(&ev, 0, sizeof ev);
-    for (int e = 0; e < o->epochs && rc == DDL_OK; e++) {
+    for (int e = first; e < o->epochs && rc == DDL_OK; e++) {
         ddl_epoch_stats es;
-        rc = ddl_trainer_epoch(tr, &es);
+        rc = example_epoch(o, tr, &es);
         if (rc == DDL_OK)
             rc = ddl_trainer_evaluate(tr, test, &ev);
         if (rc != DDL_OK)
             break;
+        evaluated = 1;
         train_secs += es.seconds;
         train_samples += es.samples;
         if (rank == 0 && !o->quiet) {
@@ -180,6 +245,10 @@ static int example_train(const example_opts *o, ddl_comm *comm, ddl_model *model
             fflush(stdout);
         }
     }
+    if (rc == DDL_OK && !evaluated) /* resumed after the last epoch: the summary still needs metrics */
+        rc = ddl_trainer_evaluate(tr, test, &ev);
+    if (rc == DDL_OK && o->save)
+        rc = ddl_trainer_save(tr, o->save);
     if (rc != DDL_OK) {
         fprintf(stderr, "%s: rank %d: %s\n", o->model, rank, ddl_trainer_error(tr));
         ddl_trainer_destroy(tr);

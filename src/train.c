@@ -56,6 +56,7 @@ static void carve(ddl_trainer *t, ddl_arena *a, size_t n_train)
     t->probs = (float *)ddl_arena_alloc(a, B * out * sizeof(float));
     t->dlogits = (float *)ddl_arena_alloc(a, B * out * sizeof(float));
     t->opt_state = (float *)ddl_arena_alloc(a, ddl_optim_state_floats(&t->cfg.optim, t->m->n_params) * sizeof(float));
+    t->rng_all = (ddl_rng *)ddl_arena_alloc(a, (size_t)t->world * sizeof(ddl_rng)); /* checkpoint.c */
 }
 
 int ddl_trainer_create(const ddl_train_config *cfg, ddl_model *m, const ddl_dataset *train,
@@ -112,6 +113,7 @@ void ddl_trainer_destroy(ddl_trainer *t)
 const char *ddl_trainer_error(const ddl_trainer *t) { return t ? t->err : "no trainer"; }
 long ddl_trainer_step_count(const ddl_trainer *t) { return t->step; }
 int ddl_trainer_epoch_index(const ddl_trainer *t) { return t->epoch; }
+int ddl_trainer_epoch_done(const ddl_trainer *t) { return t->pos >= t->n_train; }
 
 /* ---- data ---- */
 
@@ -160,6 +162,18 @@ static int argmax_class(const float *logits, int i, int C, int S, int p)
 
 /* ---- step ---- */
 
+/* next_epoch: the previous epoch is over: start the next one and its statistics. */
+static void next_epoch(ddl_trainer *t)
+{
+    t->epoch++;
+    t->pos = 0;
+    t->loss_sum = 0.0;
+    t->correct = t->counted = 0;
+    t->epoch_start_pos = 0;
+    t->epoch_start_step = t->step;
+    t->epoch_secs = 0.0;
+}
+
 static int fail(ddl_trainer *t, int rc, const char *what)
 {
     const char *detail = t->cfg.comm ? ddl_comm_error(t->cfg.comm) : "";
@@ -188,10 +202,9 @@ static double local_pass(ddl_trainer *t, int n, int b)
 
 int ddl_trainer_step(ddl_trainer *t, double *loss)
 {
-    if (t->pos >= t->n_train) { /* the previous epoch is over */
-        t->epoch++;
-        t->pos = 0;
-    }
+    if (t->pos >= t->n_train)
+        next_epoch(t);
+    double t0 = ddl__now();
     if (t->perm_epoch != t->epoch)
         shuffle(t);
     int b = (int)(t->n_train - t->pos < t->cfg.batch ? t->n_train - t->pos : t->cfg.batch);
@@ -213,6 +226,7 @@ int ddl_trainer_step(ddl_trainer *t, double *loss)
     t->step++;
     ddl_optim_step(&t->cfg.optim, lr, t->step, t->m->params, t->m->grads, t->opt_state, t->m->n_params);
     t->pos += b;
+    t->epoch_secs += ddl__now() - t0;
     if (loss)
         *loss = n > 0 ? l / n : 0.0;
     return DDL_OK;
@@ -233,36 +247,35 @@ static int reduce_stats(ddl_trainer *t, double *loss, int64_t counts[2])
     return rc;
 }
 
-int ddl_trainer_epoch(ddl_trainer *t, ddl_epoch_stats *out)
+int ddl_trainer_epoch_stats(ddl_trainer *t, ddl_epoch_stats *out)
 {
-    if (t->pos >= t->n_train) {
-        t->epoch++;
-        t->pos = 0;
-    }
-    long start_pos = t->pos, start_step = t->step;
-    t->loss_sum = 0.0;
-    t->correct = t->counted = 0;
-    double t0 = ddl__now();
-    while (t->pos < t->n_train) {
-        int rc = ddl_trainer_step(t, NULL);
-        if (rc != DDL_OK)
-            return rc;
-    }
-    double secs = ddl__now() - t0, loss = t->loss_sum;
+    double loss = t->loss_sum;
     int64_t counts[2] = {t->correct, t->counted};
     int rc = reduce_stats(t, &loss, counts);
     if (rc != DDL_OK)
         return fail(t, rc, "epoch statistics");
     if (out) {
         memset(out, 0, sizeof *out);
-        out->samples = t->n_train - start_pos;
-        out->steps = t->step - start_step;
+        out->samples = t->pos - t->epoch_start_pos;
+        out->steps = t->step - t->epoch_start_step;
         out->loss = out->samples ? loss / (double)out->samples : 0.0;
         out->accuracy = counts[1] ? (double)counts[0] / (double)counts[1] : 0.0;
-        out->seconds = secs;
-        out->images_per_sec = secs > 0 ? (double)out->samples / secs : 0.0;
+        out->seconds = t->epoch_secs;
+        out->images_per_sec = t->epoch_secs > 0 ? (double)out->samples / t->epoch_secs : 0.0;
     }
     return DDL_OK;
+}
+
+int ddl_trainer_epoch(ddl_trainer *t, ddl_epoch_stats *out)
+{
+    if (t->pos >= t->n_train)
+        next_epoch(t);
+    while (t->pos < t->n_train) {
+        int rc = ddl_trainer_step(t, NULL);
+        if (rc != DDL_OK)
+            return rc;
+    }
+    return ddl_trainer_epoch_stats(t, out);
 }
 
 /* ---- evaluation ---- */

@@ -24,6 +24,10 @@ struct ddl_trainer {
     ddl_rng drop_rng;       /* dropout */
     double loss_sum;        /* this epoch, this rank: sum of per-sample losses */
     int64_t correct, counted; /* this epoch, this rank: positions */
+    long epoch_start_pos;   /* pos and step when these statistics started (epoch start or resume) */
+    long epoch_start_step;
+    double epoch_secs;      /* this epoch, this rank: seconds spent in ddl_trainer_step */
+    ddl_rng *rng_all;       /* (world) every rank's drop_rng, gathered by checkpoint saves */
     char err[DDL_ERR_BYTES];
 };
 

@@ -1,0 +1,834 @@
+/* checkpoint.c - the checkpoint file format: CRC-32C, the model signature, writing a file image
+ * (header and lz4-compressed sections, each with its CRC-32C) atomically to disk, and reading
+ * one back with every length bounded by the file size before anything is allocated.
+ * Owns the bytes of the format. Must not know about ranks or the trainer (checkpoint_train.c
+ * does), print, exit, or trust a single byte of a file before it is checked.
+ * Test hook: DDL_TEST_SLOW_SAVE_MS=N makes the writer sleep N ms after every 4 KiB it writes,
+ * so a test can kill a process in the middle of a save. */
+#include "checkpoint_impl.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifdef DDL_WITH_LZ4
+#include <lz4.h>
+#endif
+
+/* ---- format ----
+ * header (32): magic "DDLCKPT\0" | u32 version | u32 flags (bit 0: lz4 was available) |
+ *              u32 sections | u32 0 | u32 0 | u32 CRC-32C of bytes 0..27
+ * section header (32): u32 id | u32 flags (bit 0: lz4) | u64 raw bytes | u64 stored bytes |
+ *              u32 CRC-32C of the stored bytes | u32 CRC-32C of bytes 0..27
+ * Sections in this order: META (fixed 256 bytes), TENS (84 per tensor: name[48], u32 dims,
+ * u32 shape[4], u64 offset, u64 count), RNGS (32 per rank), WGTS (f32 each), OPTS (f32 each). */
+
+#define CK_MAGIC "DDLCKPT"
+#define CK_HEAD 32
+#define CK_SEC_HEAD 32
+#define CK_SECTIONS 5
+#define CK_META_BYTES 256
+#define CK_TENSOR_BYTES 84
+#define CK_RNG_BYTES 32
+#define CK_FLAG_LZ4 1u
+#define CK_MAX_PARAMS ((uint64_t)1 << 36) /* floats: a larger count is a lie, not a model */
+#define CK_MAX_WORLD (1 << 20)
+#define CK_PATH_BYTES 4096
+#define CK_LZ4_MAX 0x7E000000u /* LZ4_MAX_INPUT_SIZE */
+
+enum { SEC_META, SEC_TENS, SEC_RNGS, SEC_WGTS, SEC_OPTS };
+static const char sec_id[CK_SECTIONS][5] = {"META", "TENS", "RNGS", "WGTS", "OPTS"};
+static const char *const sec_what[CK_SECTIONS] = {"run metadata", "tensor table", "RNG states", "weights",
+                                                  "optimizer state"};
+
+/* ---- CRC-32C ---- */
+
+static const uint32_t crc32c_table[256] = {
+    0x00000000, 0xf26b8303, 0xe13b70f7, 0x1350f3f4, 0xc79a971f, 0x35f1141c,
+    0x26a1e7e8, 0xd4ca64eb, 0x8ad958cf, 0x78b2dbcc, 0x6be22838, 0x9989ab3b,
+    0x4d43cfd0, 0xbf284cd3, 0xac78bf27, 0x5e133c24, 0x105ec76f, 0xe235446c,
+    0xf165b798, 0x030e349b, 0xd7c45070, 0x25afd373, 0x36ff2087, 0xc494a384,
+    0x9a879fa0, 0x68ec1ca3, 0x7bbcef57, 0x89d76c54, 0x5d1d08bf, 0xaf768bbc,
+    0xbc267848, 0x4e4dfb4b, 0x20bd8ede, 0xd2d60ddd, 0xc186fe29, 0x33ed7d2a,
+    0xe72719c1, 0x154c9ac2, 0x061c6936, 0xf477ea35, 0xaa64d611, 0x580f5512,
+    0x4b5fa6e6, 0xb93425e5, 0x6dfe410e, 0x9f95c20d, 0x8cc531f9, 0x7eaeb2fa,
+    0x30e349b1, 0xc288cab2, 0xd1d83946, 0x23b3ba45, 0xf779deae, 0x05125dad,
+    0x1642ae59, 0xe4292d5a, 0xba3a117e, 0x4851927d, 0x5b016189, 0xa96ae28a,
+    0x7da08661, 0x8fcb0562, 0x9c9bf696, 0x6ef07595, 0x417b1dbc, 0xb3109ebf,
+    0xa0406d4b, 0x522bee48, 0x86e18aa3, 0x748a09a0, 0x67dafa54, 0x95b17957,
+    0xcba24573, 0x39c9c670, 0x2a993584, 0xd8f2b687, 0x0c38d26c, 0xfe53516f,
+    0xed03a29b, 0x1f682198, 0x5125dad3, 0xa34e59d0, 0xb01eaa24, 0x42752927,
+    0x96bf4dcc, 0x64d4cecf, 0x77843d3b, 0x85efbe38, 0xdbfc821c, 0x2997011f,
+    0x3ac7f2eb, 0xc8ac71e8, 0x1c661503, 0xee0d9600, 0xfd5d65f4, 0x0f36e6f7,
+    0x61c69362, 0x93ad1061, 0x80fde395, 0x72966096, 0xa65c047d, 0x5437877e,
+    0x4767748a, 0xb50cf789, 0xeb1fcbad, 0x197448ae, 0x0a24bb5a, 0xf84f3859,
+    0x2c855cb2, 0xdeeedfb1, 0xcdbe2c45, 0x3fd5af46, 0x7198540d, 0x83f3d70e,
+    0x90a324fa, 0x62c8a7f9, 0xb602c312, 0x44694011, 0x5739b3e5, 0xa55230e6,
+    0xfb410cc2, 0x092a8fc1, 0x1a7a7c35, 0xe811ff36, 0x3cdb9bdd, 0xceb018de,
+    0xdde0eb2a, 0x2f8b6829, 0x82f63b78, 0x709db87b, 0x63cd4b8f, 0x91a6c88c,
+    0x456cac67, 0xb7072f64, 0xa457dc90, 0x563c5f93, 0x082f63b7, 0xfa44e0b4,
+    0xe9141340, 0x1b7f9043, 0xcfb5f4a8, 0x3dde77ab, 0x2e8e845f, 0xdce5075c,
+    0x92a8fc17, 0x60c37f14, 0x73938ce0, 0x81f80fe3, 0x55326b08, 0xa759e80b,
+    0xb4091bff, 0x466298fc, 0x1871a4d8, 0xea1a27db, 0xf94ad42f, 0x0b21572c,
+    0xdfeb33c7, 0x2d80b0c4, 0x3ed04330, 0xccbbc033, 0xa24bb5a6, 0x502036a5,
+    0x4370c551, 0xb11b4652, 0x65d122b9, 0x97baa1ba, 0x84ea524e, 0x7681d14d,
+    0x2892ed69, 0xdaf96e6a, 0xc9a99d9e, 0x3bc21e9d, 0xef087a76, 0x1d63f975,
+    0x0e330a81, 0xfc588982, 0xb21572c9, 0x407ef1ca, 0x532e023e, 0xa145813d,
+    0x758fe5d6, 0x87e466d5, 0x94b49521, 0x66df1622, 0x38cc2a06, 0xcaa7a905,
+    0xd9f75af1, 0x2b9cd9f2, 0xff56bd19, 0x0d3d3e1a, 0x1e6dcdee, 0xec064eed,
+    0xc38d26c4, 0x31e6a5c7, 0x22b65633, 0xd0ddd530, 0x0417b1db, 0xf67c32d8,
+    0xe52cc12c, 0x1747422f, 0x49547e0b, 0xbb3ffd08, 0xa86f0efc, 0x5a048dff,
+    0x8ecee914, 0x7ca56a17, 0x6ff599e3, 0x9d9e1ae0, 0xd3d3e1ab, 0x21b862a8,
+    0x32e8915c, 0xc083125f, 0x144976b4, 0xe622f5b7, 0xf5720643, 0x07198540,
+    0x590ab964, 0xab613a67, 0xb831c993, 0x4a5a4a90, 0x9e902e7b, 0x6cfbad78,
+    0x7fab5e8c, 0x8dc0dd8f, 0xe330a81a, 0x115b2b19, 0x020bd8ed, 0xf0605bee,
+    0x24aa3f05, 0xd6c1bc06, 0xc5914ff2, 0x37faccf1, 0x69e9f0d5, 0x9b8273d6,
+    0x88d28022, 0x7ab90321, 0xae7367ca, 0x5c18e4c9, 0x4f48173d, 0xbd23943e,
+    0xf36e6f75, 0x0105ec76, 0x12551f82, 0xe03e9c81, 0x34f4f86a, 0xc69f7b69,
+    0xd5cf889d, 0x27a40b9e, 0x79b737ba, 0x8bdcb4b9, 0x988c474d, 0x6ae7c44e,
+    0xbe2da0a5, 0x4c4623a6, 0x5f16d052, 0xad7d5351,
+};
+
+uint32_t ddl_crc32c(uint32_t crc, const void *data, size_t bytes)
+{
+    const unsigned char *p = (const unsigned char *)data;
+    crc = ~crc;
+    for (size_t i = 0; i < bytes; i++)
+        crc = crc32c_table[(crc ^ p[i]) & 0xff] ^ (crc >> 8);
+    return ~crc;
+}
+
+/* ---- little-endian fields ---- */
+
+static void put32(unsigned char *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static void put64(unsigned char *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static uint32_t get32(const unsigned char *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static uint64_t get64(const unsigned char *p) { return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32; }
+
+static void putf(unsigned char *p, float f)
+{
+    uint32_t v;
+    memcpy(&v, &f, 4);
+    put32(p, v);
+}
+
+static float getf(const unsigned char *p)
+{
+    uint32_t v = get32(p);
+    float f;
+    memcpy(&f, &v, 4);
+    return f;
+}
+
+static void put_floats(unsigned char *p, const float *f, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        putf(p + 4 * i, f[i]);
+}
+
+static void get_floats(float *f, const unsigned char *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        f[i] = getf(p + 4 * i);
+}
+
+/* ---- signature ---- */
+
+/* sig_add: fold one tensor's name and shape into a signature. */
+static uint32_t sig_add(uint32_t crc, const char *name, int n_dims, const int *shape)
+{
+    unsigned char b[4];
+    crc = ddl_crc32c(crc, name, strlen(name) + 1);
+    put32(b, (uint32_t)n_dims);
+    crc = ddl_crc32c(crc, b, 4);
+    for (int d = 0; d < n_dims; d++) {
+        put32(b, (uint32_t)shape[d]);
+        crc = ddl_crc32c(crc, b, 4);
+    }
+    return crc;
+}
+
+static uint32_t signature_of(const ddl_param_info *t, int n)
+{
+    uint32_t crc = 0;
+    for (int i = 0; i < n; i++)
+        crc = sig_add(crc, t[i].name, t[i].n_dims, t[i].shape);
+    return crc;
+}
+
+uint32_t ddl_model_signature(const ddl_model *m) { return signature_of(m->tensors, m->n_tensors); }
+
+/* ---- encoding the sections ---- */
+
+static void meta_encode(unsigned char *p, const ddl_checkpoint_info *in)
+{
+    memset(p, 0, CK_META_BYTES);
+    memcpy(p, in->model, strnlen(in->model, sizeof in->model - 1));
+    put32(p + 48, in->signature);
+    put32(p + 52, (uint32_t)in->n_tensors);
+    put64(p + 56, in->n_params);
+    put64(p + 64, in->n_optim);
+    put64(p + 72, (uint64_t)in->step);
+    put64(p + 80, (uint64_t)in->pos);
+    put64(p + 88, (uint64_t)in->n_train);
+    put64(p + 96, in->seed);
+    put32(p + 104, (uint32_t)in->epoch);
+    put32(p + 108, (uint32_t)in->world_size);
+    put32(p + 112, (uint32_t)in->batch);
+    put32(p + 116, (uint32_t)in->optim.kind);
+    const float of[6] = {in->optim.lr, in->optim.momentum, in->optim.weight_decay, in->optim.beta1,
+                         in->optim.beta2, in->optim.eps};
+    put_floats(p + 120, of, 6);
+    putf(p + 144, in->mean);
+    putf(p + 148, in->std);
+    const ddl_model_config *mc = &in->model_cfg;
+    const int mi[7] = {mc->batch, mc->in_c, mc->in_h, mc->in_w, mc->n_classes, mc->depth, mc->width};
+    for (int i = 0; i < 7; i++)
+        put32(p + 152 + 4 * i, (uint32_t)mi[i]);
+    putf(p + 180, mc->dropout);
+}
+
+static void meta_decode(const unsigned char *p, ddl_checkpoint_info *o)
+{
+    memcpy(o->model, p, sizeof o->model);
+    o->signature = get32(p + 48);
+    o->n_tensors = (int)(int32_t)get32(p + 52);
+    o->n_params = (size_t)get64(p + 56); /* bounded by meta_check before use */
+    o->n_optim = (size_t)get64(p + 64);
+    o->step = (int64_t)get64(p + 72);
+    o->pos = (int64_t)get64(p + 80);
+    o->n_train = (int64_t)get64(p + 88);
+    o->seed = get64(p + 96);
+    o->epoch = (int)(int32_t)get32(p + 104);
+    o->world_size = (int)(int32_t)get32(p + 108);
+    o->batch = (int)(int32_t)get32(p + 112);
+    o->optim.kind = (int)(int32_t)get32(p + 116);
+    float of[6];
+    get_floats(of, p + 120, 6);
+    o->optim.lr = of[0], o->optim.momentum = of[1], o->optim.weight_decay = of[2];
+    o->optim.beta1 = of[3], o->optim.beta2 = of[4], o->optim.eps = of[5];
+    o->mean = getf(p + 144);
+    o->std = getf(p + 148);
+    int mi[7];
+    for (int i = 0; i < 7; i++)
+        mi[i] = (int)(int32_t)get32(p + 152 + 4 * i);
+    o->model_cfg = (ddl_model_config){.batch = mi[0], .in_c = mi[1], .in_h = mi[2], .in_w = mi[3],
+                                      .n_classes = mi[4], .depth = mi[5], .width = mi[6], .dropout = getf(p + 180)};
+}
+
+static void tens_encode(unsigned char *p, const ddl_param_info *t, int n)
+{
+    for (int i = 0; i < n; i++, p += CK_TENSOR_BYTES) {
+        memset(p, 0, CK_TENSOR_BYTES);
+        memcpy(p, t[i].name, strnlen(t[i].name, DDL__NAME_BYTES - 1));
+        put32(p + 48, (uint32_t)t[i].n_dims);
+        for (int d = 0; d < 4; d++)
+            put32(p + 52 + 4 * d, (uint32_t)t[i].shape[d]);
+        put64(p + 68, t[i].offset);
+        put64(p + 76, t[i].count);
+    }
+}
+
+static void rngs_encode(unsigned char *p, const ddl_rng *r, int n)
+{
+    for (int i = 0; i < n; i++)
+        for (int k = 0; k < 4; k++)
+            put64(p + (size_t)i * CK_RNG_BYTES + 8 * (size_t)k, r[i].s[k]);
+}
+
+/* ---- writing ---- */
+
+typedef struct sec_out {
+    const unsigned char *raw; /* encoded bytes (NULL: the floats below) */
+    const float *floats;
+    size_t raw_bytes;
+} sec_out;
+
+/* sec_bound: the most bytes a section can take in the image. */
+static size_t sec_bound(size_t raw)
+{
+#ifdef DDL_WITH_LZ4
+    if (raw > 0 && raw <= CK_LZ4_MAX)
+        return CK_SEC_HEAD + (size_t)LZ4_compressBound((int)raw);
+#endif
+    return CK_SEC_HEAD + raw;
+}
+
+/* sec_put: encode section i at dst (scratch holds its raw bytes when it is floats); returns
+ * the bytes it took. Compressed only when that makes it smaller. */
+static size_t sec_put(unsigned char *dst, int i, const sec_out *s, unsigned char *scratch)
+{
+    const unsigned char *raw = s->raw;
+    if (!raw) {
+        put_floats(scratch, s->floats, s->raw_bytes / 4);
+        raw = scratch;
+    }
+    unsigned char *body = dst + CK_SEC_HEAD;
+    size_t stored = s->raw_bytes;
+    uint32_t flags = 0;
+#ifdef DDL_WITH_LZ4
+    if (s->raw_bytes > 0 && s->raw_bytes <= CK_LZ4_MAX) {
+        int c = LZ4_compress_default((const char *)raw, (char *)body, (int)s->raw_bytes,
+                                     LZ4_compressBound((int)s->raw_bytes));
+        if (c > 0 && (size_t)c < s->raw_bytes) {
+            stored = (size_t)c;
+            flags = CK_FLAG_LZ4;
+        }
+    }
+#endif
+    if (!flags && stored)
+        memcpy(body, raw, stored);
+    memcpy(dst, sec_id[i], 4);
+    put32(dst + 4, flags);
+    put64(dst + 8, s->raw_bytes);
+    put64(dst + 16, stored);
+    put32(dst + 24, ddl_crc32c(0, body, stored));
+    put32(dst + 28, ddl_crc32c(0, dst, 28));
+    return CK_SEC_HEAD + stored;
+}
+
+/* write_all: write n bytes, in 4 KiB pieces with a pause after each when slow_ms > 0. */
+static int write_all(int fd, const unsigned char *p, size_t n, long slow_ms)
+{
+    size_t chunk = slow_ms > 0 ? 4096 : n;
+    while (n > 0) {
+        size_t want = n < chunk ? n : chunk;
+        ssize_t w = write(fd, p, want);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return -1;
+        p += w;
+        n -= (size_t)w;
+        if (slow_ms > 0) {
+            struct timespec ts = {slow_ms / 1000, (slow_ms % 1000) * 1000000L};
+            nanosleep(&ts, NULL);
+        }
+    }
+    return 0;
+}
+
+/* sync_dir: fsync the directory that holds path, so the rename itself is durable. */
+static int sync_dir(const char *path)
+{
+    char dir[CK_PATH_BYTES];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (!slash)
+        snprintf(dir, sizeof dir, ".");
+    else if (slash == dir)
+        dir[1] = '\0';
+    else
+        *slash = '\0';
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    int rc = fsync(fd);
+    close(fd);
+    return rc == 0 || errno == EINVAL ? 0 : -1; /* some file systems cannot sync a directory */
+}
+
+/* write_file: img to path.tmp, fsync, rename over path, fsync the directory. */
+static int write_file(const char *path, const unsigned char *img, size_t n, char *err, size_t err_bytes)
+{
+    char tmp[CK_PATH_BYTES];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
+        return ddl__errf(err, err_bytes, DDL_EINVAL, "%s: path longer than %d bytes", path, CK_PATH_BYTES - 5);
+    const char *slow = getenv("DDL_TEST_SLOW_SAVE_MS");
+    long slow_ms = slow ? strtol(slow, NULL, 10) : 0;
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return ddl__errf(err, err_bytes, DDL_EIO, "%s: cannot create: %s", tmp, strerror(errno));
+    const char *what = NULL;
+    if (write_all(fd, img, n, slow_ms) != 0)
+        what = "write";
+    else if (fsync(fd) != 0)
+        what = "fsync";
+    int e = errno;
+    if (close(fd) != 0 && !what) {
+        what = "close";
+        e = errno;
+    }
+    if (!what && rename(tmp, path) != 0) {
+        what = "rename over the checkpoint";
+        e = errno;
+    }
+    if (what) {
+        unlink(tmp);
+        return ddl__errf(err, err_bytes, DDL_EIO, "%s: cannot %s (%zu bytes): %s", tmp, what, n, strerror(e));
+    }
+    if (sync_dir(path) != 0)
+        return ddl__errf(err, err_bytes, DDL_EIO, "%s: written, but cannot sync its directory: %s", path,
+                         strerror(errno));
+    return DDL_OK;
+}
+
+int ddl__checkpoint_write(const char *path, const ddl_allocator *alloc, const ddl__checkpoint_src *src, char *err,
+                          size_t err_bytes)
+{
+    const ddl_model *m = src->m;
+    ddl_checkpoint_info info = src->info;
+    memset(info.model, 0, sizeof info.model);
+    snprintf(info.model, sizeof info.model, "%s", m->plugin->name);
+    info.signature = ddl_model_signature(m);
+    info.model_cfg = m->cfg;
+    info.n_tensors = m->n_tensors;
+    info.n_params = m->n_params;
+    info.mean = m->mean;
+    info.std = m->std;
+    unsigned char meta[CK_META_BYTES], tens[DDL_MAX_PARAMS * CK_TENSOR_BYTES];
+    meta_encode(meta, &info);
+    tens_encode(tens, m->tensors, m->n_tensors);
+    size_t rng_bytes = (size_t)info.world_size * CK_RNG_BYTES;
+    sec_out s[CK_SECTIONS] = {{meta, NULL, CK_META_BYTES},
+                              {tens, NULL, (size_t)m->n_tensors * CK_TENSOR_BYTES},
+                              {NULL, NULL, rng_bytes},
+                              {NULL, m->params, m->n_params * 4},
+                              {NULL, src->optim, info.n_optim * 4}};
+    size_t total = CK_HEAD, scratch_bytes = rng_bytes;
+    for (int i = 0; i < CK_SECTIONS; i++) {
+        total += sec_bound(s[i].raw_bytes);
+        if (s[i].raw_bytes > scratch_bytes)
+            scratch_bytes = s[i].raw_bytes;
+    }
+    unsigned char *img = (unsigned char *)ddl__alloc(alloc, total + scratch_bytes);
+    if (!img)
+        return ddl__errf(err, err_bytes, DDL_ENOMEM, "%s: cannot allocate %zu bytes for the checkpoint image", path,
+                         total + scratch_bytes);
+    unsigned char *scratch = img + total, *rngs = NULL;
+    size_t at = CK_HEAD;
+    for (int i = 0; i < CK_SECTIONS; i++) {
+        if (i == SEC_RNGS) { /* encoded into the scratch, which sec_put then reads as raw */
+            rngs_encode(scratch, src->rngs, info.world_size);
+            rngs = scratch;
+            s[i].raw = rngs;
+        }
+        at += sec_put(img + at, i, &s[i], scratch);
+    }
+    memset(img, 0, CK_HEAD);
+    memcpy(img, CK_MAGIC, 8);
+    put32(img + 8, DDL_CHECKPOINT_VERSION);
+#ifdef DDL_WITH_LZ4
+    put32(img + 12, CK_FLAG_LZ4);
+#endif
+    put32(img + 16, CK_SECTIONS);
+    put32(img + 28, ddl_crc32c(0, img, 28));
+    int rc = write_file(path, img, at, err, err_bytes);
+    ddl__free(alloc, img);
+    return rc;
+}
+
+/* ---- reading ---- */
+
+typedef struct reader {
+    const char *path;
+    int fd;
+    uint64_t size, at; /* file size and read offset */
+    char *err;
+    size_t err_bytes;
+} reader;
+
+/* rd_bytes: exactly n bytes at the current offset; the caller has checked n against the size. */
+static int rd_bytes(reader *r, void *buf, size_t n, const char *what)
+{
+    unsigned char *p = (unsigned char *)buf;
+    size_t got = 0;
+    while (got < n) {
+        ssize_t k = read(r->fd, p + got, n - got);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k < 0)
+            return ddl__errf(r->err, r->err_bytes, DDL_EIO, "%s: cannot read the %s at byte %llu: %s", r->path, what,
+                             (unsigned long long)(r->at + got), strerror(errno));
+        if (k == 0)
+            return ddl__errf(r->err, r->err_bytes, DDL_ECORRUPT,
+                             "%s: the file shrank while it was read: expected %zu bytes of %s at byte %llu", r->path,
+                             n, what, (unsigned long long)r->at);
+        got += (size_t)k;
+    }
+    r->at += n;
+    return DDL_OK;
+}
+
+static int rd_open(reader *r, const char *path, char *err, size_t err_bytes)
+{
+    memset(r, 0, sizeof *r);
+    r->path = path;
+    r->err = err;
+    r->err_bytes = err_bytes;
+    r->fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (r->fd < 0)
+        return ddl__errf(err, err_bytes, DDL_EIO, "%s: cannot open: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(r->fd, &st) != 0)
+        return ddl__errf(err, err_bytes, DDL_EIO, "%s: cannot stat: %s", path, strerror(errno));
+    if (S_ISDIR(st.st_mode))
+        return ddl__errf(err, err_bytes, DDL_EIO, "%s: is a directory, expected a checkpoint file", path);
+    if (!S_ISREG(st.st_mode))
+        return ddl__errf(err, err_bytes, DDL_EIO, "%s: not a regular file, expected a checkpoint file", path);
+    r->size = (uint64_t)st.st_size;
+    return DDL_OK;
+}
+
+static int rd_header(reader *r, ddl_checkpoint_info *info)
+{
+    unsigned char h[CK_HEAD];
+    if (r->size < CK_HEAD)
+        return ddl__errf(r->err, r->err_bytes, DDL_ECORRUPT,
+                         "%s: truncated: expected a %d-byte checkpoint header, found a file of %llu bytes", r->path,
+                         CK_HEAD, (unsigned long long)r->size);
+    int rc = rd_bytes(r, h, CK_HEAD, "header");
+    if (rc)
+        return rc;
+    if (memcmp(h, CK_MAGIC, 8) != 0)
+        return ddl__errf(r->err, r->err_bytes, DDL_ECORRUPT,
+                         "%s: not a ddl checkpoint: bad magic %02x %02x %02x %02x..., expected \"DDLCKPT\"", r->path,
+                         h[0], h[1], h[2], h[3]);
+    uint32_t version = get32(h + 8);
+    if (version != DDL_CHECKPOINT_VERSION)
+        return ddl__errf(r->err, r->err_bytes, DDL_ECORRUPT,
+                         "%s: checkpoint format version %u, expected %d (written by another ddl version?)", r->path,
+                         (unsigned)version, DDL_CHECKPOINT_VERSION);
+    uint32_t want = get32(h + 28), got = ddl_crc32c(0, h, 28);
+    if (want != got)
+        return ddl__errf(r->err, r->err_bytes, DDL_ECORRUPT,
+                         "%s: header CRC-32C is 0x%08x, expected 0x%08x stored in the file: the header is corrupt",
+                         r->path, (unsigned)got, (unsigned)want);
+    if (get32(h + 16) != CK_SECTIONS || (get32(h + 12) & ~CK_FLAG_LZ4) != 0)
+        return ddl__errf(r->err, r->err_bytes, DDL_ECORRUPT, "%s: header says %u sections and flags 0x%x, expected %d "
+                         "sections and flags 0 or 1", r->path, (unsigned)get32(h + 16), (unsigned)get32(h + 12),
+                         CK_SECTIONS);
+    info->version = (int)version;
+    info->file_bytes = r->size;
+    return DDL_OK;
+}
+
+/* sec_expect: the raw length section i must have, from the metadata read so far. */
+static uint64_t sec_expect(int i, const ddl_checkpoint_info *in)
+{
+    switch (i) {
+    case SEC_META: return CK_META_BYTES;
+    case SEC_TENS: return (uint64_t)in->n_tensors * CK_TENSOR_BYTES;
+    case SEC_RNGS: return (uint64_t)in->world_size * CK_RNG_BYTES;
+    case SEC_WGTS: return (uint64_t)in->n_params * 4;
+    default: return (uint64_t)in->n_optim * 4;
+    }
+}
+
+/* sec_head: read and check section i's header; *stored and *lz4 describe its body. */
+static int sec_head(reader *r, int i, const ddl_checkpoint_info *info, uint64_t *stored, int *lz4, uint32_t *crc)
+{
+    unsigned char h[CK_SEC_HEAD];
+    unsigned long long at = (unsigned long long)r->at;
+    if (r->size - r->at < CK_SEC_HEAD)
+        return ddl__errf(r->err, r->err_bytes, DDL_ECORRUPT,
+                         "%s: truncated at byte %llu: expected the %d-byte header of section %s (%s), found %llu bytes",
+                         r->path, at, CK_SEC_HEAD, sec_id[i], sec_what[i], (unsigned long long)(r->size - r->at));
+    int rc = rd_bytes(r, h, CK_SEC_HEAD, "section header");
+    if (rc)
+        return rc;
+    uint32_t want = get32(h + 28), got = ddl_crc32c(0, h, 28);
+    if (memcmp(h, sec_id[i], 4) != 0 || want != got)
+        return ddl__errf(r->err, r->err_bytes, DDL_ECORRUPT,
+                         "%s: section header at byte %llu is corrupt: expected section %s (%s) with CRC-32C 0x%08x, "
+                         "found id %02x%02x%02x%02x and CRC-32C 0x%08x",
+                         r->path, at, sec_id[i], sec_what[i], (unsigned)want, h[0], h[1], h[2], h[3], (unsigned)got);
+    uint32_t flags = get32(h + 4);
+    uint64_t raw = get64(h + 8), expect = sec_expect(i, info);
+    *stored = get64(h + 16);
+    *crc = get32(h + 24);
+    *lz4 = (flags & CK_FLAG_LZ4) != 0;
+    if ((flags & ~CK_FLAG_LZ4) != 0 || raw != expect)
+        return ddl__errf(r->err, r->err_bytes, DDL_ECORRUPT,
+                         "%s: section %s (%s) holds %llu bytes with flags 0x%x, expected %llu bytes with flags 0 or 1",
+                         r->path, sec_id[i], sec_what[i], (unsigned long long)raw, (unsigned)flags,
+                         (unsigned long long)expect);
+    if (*stored > r->size - r->at)
+        return ddl__errf(r->err, r->err_bytes, DDL_ECORRUPT,
+                         "%s: truncated: section %s (%s) needs %llu bytes after byte %llu, the file has %llu", r->path,
+                         sec_id[i], sec_what[i], (unsigned long long)*stored, (unsigned long long)r->at,
+                         (unsigned long long)(r->size - r->at));
+    /* lz4 expands at most 255 times: a larger claim is a lie, refused before allocating */
+    if ((!*lz4 && *stored != raw) || (*lz4 && (raw > CK_LZ4_MAX || *stored > raw || raw > *stored * 255 + 16)))
+        return ddl__errf(r->err, r->err_bytes, DDL_ECORRUPT,
+                         "%s: section %s (%s) claims %llu bytes stored for %llu bytes of data%s: impossible", r->path,
+                         sec_id[i], sec_what[i], (unsigned long long)*stored, (unsigned long long)raw,
+                         *lz4 ? " (lz4)" : "");
+#ifndef DDL_WITH_LZ4
+    if (*lz4)
+        return ddl__errf(r->err, r->err_bytes, DDL_ENOTSUP,
+                         "%s: section %s is lz4-compressed, but ddl was built without lz4 (WITH_LZ4=0): rebuild with "
+                         "liblz4-dev", r->path, sec_id[i]);
+#endif
+    return DDL_OK;
+}
+
+/* sec_read: read section i's body into dst (exactly its raw length, from sec_expect). */
+static int sec_read(reader *r, int i, const ddl_checkpoint_info *info, const ddl_allocator *alloc, unsigned char *dst)
+{
+    uint64_t stored = 0, raw = sec_expect(i, info);
+    int lz4 = 0;
+    uint32_t want = 0;
+    int rc = sec_head(r, i, info, &stored, &lz4, &want);
+    if (rc)
+        return rc;
+    unsigned char *body = lz4 ? (unsigned char *)ddl__alloc(alloc, stored ? (size_t)stored : 1) : dst;
+    if (!body)
+        return ddl__errf(r->err, r->err_bytes, DDL_ENOMEM, "%s: cannot allocate %llu bytes for section %s", r->path,
+                         (unsigned long long)stored, sec_id[i]);
+    unsigned long long at = (unsigned long long)r->at;
+    rc = rd_bytes(r, body, (size_t)stored, sec_what[i]);
+    uint32_t got = rc ? 0 : ddl_crc32c(0, body, (size_t)stored);
+    if (!rc && got != want)
+        rc = ddl__errf(r->err, r->err_bytes, DDL_ECORRUPT,
+                       "%s: section %s (%s, %llu bytes at byte %llu) has CRC-32C 0x%08x, expected 0x%08x: the data is "
+                       "corrupt", r->path, sec_id[i], sec_what[i], (unsigned long long)stored, at, (unsigned)got,
+                       (unsigned)want);
+#ifdef DDL_WITH_LZ4
+    if (!rc && lz4) {
+        int n = LZ4_decompress_safe((const char *)body, (char *)dst, (int)stored, (int)raw);
+        if (n < 0 || (uint64_t)n != raw)
+            rc = ddl__errf(r->err, r->err_bytes, DDL_ECORRUPT,
+                           "%s: section %s (%s) does not decompress to its %llu bytes (lz4 gave %d)", r->path,
+                           sec_id[i], sec_what[i], (unsigned long long)raw, n);
+    }
+#endif
+    if (lz4)
+        ddl__free(alloc, body);
+    return rc;
+}
+
+/* ---- checks of what was read ---- */
+
+static int meta_check(const reader *r, const ddl_checkpoint_info *in)
+{
+    const char *bad = NULL;
+    if (in->model[sizeof in->model - 1] != '\0' || !in->model[0])
+        bad = "model name (empty or not terminated)";
+    else if (in->n_tensors < 1 || in->n_tensors > DDL_MAX_PARAMS)
+        bad = "tensor count (1 to 128)";
+    else if (in->n_params < 1 || (uint64_t)in->n_params > CK_MAX_PARAMS)
+        bad = "parameter count (1 to 2^36)";
+    else if ((uint64_t)in->n_optim > 4 * (uint64_t)in->n_params)
+        bad = "optimizer state size (at most 4 floats per parameter)";
+    else if (in->world_size < 1 || in->world_size > CK_MAX_WORLD)
+        bad = "world size (1 to 2^20)";
+    else if (in->step < 0 || in->epoch < 0 || in->n_train < 1 || in->pos < 0 || in->pos > in->n_train)
+        bad = "step, epoch or data position (0 <= position <= samples per epoch)";
+    else if (in->batch < 1 || (in->optim.kind != DDL_OPTIM_SGD && in->optim.kind != DDL_OPTIM_ADAM))
+        bad = "batch or optimizer kind";
+    else if (!isfinite(in->mean) || !isfinite(in->std) || !(in->std > 0))
+        bad = "input normalisation (finite mean, std > 0)";
+    if (!bad)
+        return DDL_OK;
+    return ddl__errf(r->err, r->err_bytes, DDL_ECORRUPT, "%s: section META holds an impossible %s", r->path, bad);
+}
+
+/* tens_decode: the tensor table, checked: shapes match counts, tensors lie back to back and
+ * fill the parameter buffer, and the signature matches. */
+static int tens_decode(const reader *r, ddl_checkpoint *ck, const unsigned char *p)
+{
+    uint64_t next = 0;
+    for (int i = 0; i < ck->info.n_tensors; i++, p += CK_TENSOR_BYTES) {
+        ddl_param_info *t = &ck->tensors[i];
+        memcpy(ck->names[i], p, DDL__NAME_BYTES);
+        t->name = ck->names[i];
+        t->n_dims = (int)get32(p + 48);
+        uint64_t count = 1, off = get64(p + 68), cnt = get64(p + 76);
+        int ok = ck->names[i][DDL__NAME_BYTES - 1] == '\0' && ck->names[i][0] && t->n_dims >= 1 && t->n_dims <= 4;
+        for (int d = 0; d < 4 && ok; d++) {
+            uint32_t s = get32(p + 52 + 4 * d);
+            ok = s >= 1 && s <= INT_MAX && (d < t->n_dims || s == 1);
+            t->shape[d] = (int)s;
+            count *= ok ? s : 1;
+            ok = ok && count <= CK_MAX_PARAMS;
+        }
+        if (!ok || off != next || cnt != count || off + cnt > (uint64_t)ck->info.n_params)
+            return ddl__errf(r->err, r->err_bytes, DDL_ECORRUPT,
+                             "%s: tensor %d of the table is impossible (name, 1 to 4 dims, count = product of the "
+                             "shape, placed at float %llu within %zu floats)",
+                             r->path, i, (unsigned long long)next, ck->info.n_params);
+        t->offset = (size_t)off;
+        t->count = (size_t)cnt;
+        next = off + cnt;
+    }
+    if (next != (uint64_t)ck->info.n_params)
+        return ddl__errf(r->err, r->err_bytes, DDL_ECORRUPT, "%s: the tensors hold %llu floats, expected %zu", r->path,
+                         (unsigned long long)next, ck->info.n_params);
+    uint32_t sig = signature_of(ck->tensors, ck->info.n_tensors);
+    if (sig != ck->info.signature)
+        return ddl__errf(r->err, r->err_bytes, DDL_ECORRUPT, "%s: tensor table signature 0x%08x, expected 0x%08x",
+                         r->path, (unsigned)sig, (unsigned)ck->info.signature);
+    return DDL_OK;
+}
+
+static void rngs_decode(ddl_rng *out, const unsigned char *p, int n)
+{
+    for (int i = 0; i < n; i++)
+        for (int k = 0; k < 4; k++)
+            out[i].s[k] = get64(p + (size_t)i * CK_RNG_BYTES + 8 * (size_t)k);
+}
+
+/* ---- opening a checkpoint ---- */
+
+/* rd_small: META and TENS, decoded into ck. */
+static int rd_small(reader *r, ddl_checkpoint *ck, const ddl_allocator *alloc)
+{
+    unsigned char meta[CK_META_BYTES], tens[DDL_MAX_PARAMS * CK_TENSOR_BYTES];
+    int rc = sec_read(r, SEC_META, &ck->info, alloc, meta);
+    if (rc)
+        return rc;
+    int version = ck->info.version;
+    uint64_t file_bytes = ck->info.file_bytes;
+    meta_decode(meta, &ck->info);
+    ck->info.version = version;
+    ck->info.file_bytes = file_bytes;
+    if ((rc = meta_check(r, &ck->info)))
+        return rc;
+    if ((rc = sec_read(r, SEC_TENS, &ck->info, alloc, tens)))
+        return rc;
+    return tens_decode(r, ck, tens);
+}
+
+/* rd_big: RNG states, weights and optimizer state, each allocated once its length checked out. */
+static int rd_big(reader *r, ddl_checkpoint *ck, const ddl_allocator *alloc)
+{
+    for (int i = SEC_RNGS; i <= SEC_OPTS; i++) {
+        size_t raw = (size_t)sec_expect(i, &ck->info);
+        if (raw > r->size * 255 + 16) /* cannot be there even compressed: do not allocate it */
+            return ddl__errf(r->err, r->err_bytes, DDL_ECORRUPT,
+                             "%s: section META promises %zu bytes of %s, more than a file of %llu bytes can hold",
+                             r->path, raw, sec_what[i], (unsigned long long)r->size);
+        unsigned char *buf = raw ? (unsigned char *)ddl__alloc(alloc, raw) : NULL;
+        if (raw && !buf)
+            return ddl__errf(r->err, r->err_bytes, DDL_ENOMEM, "%s: cannot allocate %zu bytes for the %s", r->path,
+                             raw, sec_what[i]);
+        int rc = sec_read(r, i, &ck->info, alloc, buf);
+        if (rc == DDL_OK && i == SEC_RNGS)
+            rngs_decode(ck->rngs, buf, ck->info.world_size);
+        else if (rc == DDL_OK)
+            get_floats(i == SEC_WGTS ? ck->params : ck->optim, buf, raw / 4);
+        ddl__free(alloc, buf);
+        if (rc)
+            return rc;
+    }
+    if (r->at != r->size)
+        return ddl__errf(r->err, r->err_bytes, DDL_ECORRUPT,
+                         "%s: trailing bytes: expected the file to end at byte %llu, found %llu more bytes", r->path,
+                         (unsigned long long)r->at, (unsigned long long)(r->size - r->at));
+    return DDL_OK;
+}
+
+void ddl_checkpoint_close(ddl_checkpoint *ck)
+{
+    if (!ck)
+        return;
+    ddl__free(ck->alloc, ck->rngs);
+    ddl__free(ck->alloc, ck->params);
+    ddl__free(ck->alloc, ck->optim);
+    ddl__free(ck->alloc, ck);
+}
+
+int ddl_checkpoint_open(const char *path, const ddl_allocator *alloc, ddl_checkpoint **out, char *err,
+                        size_t err_bytes)
+{
+    if (out)
+        *out = NULL;
+    if (!path || !out)
+        return ddl__errf(err, err_bytes, DDL_EINVAL, "ddl_checkpoint_open: path and out must not be NULL");
+    ddl_checkpoint *ck = (ddl_checkpoint *)ddl__alloc(alloc, sizeof *ck);
+    if (!ck)
+        return ddl__errf(err, err_bytes, DDL_ENOMEM, "%s: cannot allocate the checkpoint", path);
+    memset(ck, 0, sizeof *ck);
+    ck->alloc = alloc;
+    reader r;
+    int rc = rd_open(&r, path, err, err_bytes);
+    if (!rc)
+        rc = rd_header(&r, &ck->info);
+    if (!rc)
+        rc = rd_small(&r, ck, alloc);
+    if (!rc && (r.size * 255 + 16) / 4 < ck->info.n_params) /* bounded before allocating */
+        rc = ddl__errf(err, err_bytes, DDL_ECORRUPT, "%s: %zu parameters cannot fit in a file of %llu bytes", path,
+                       ck->info.n_params, (unsigned long long)r.size);
+    if (!rc) {
+        ck->rngs = (ddl_rng *)ddl__alloc(alloc, (size_t)ck->info.world_size * sizeof(ddl_rng));
+        ck->params = (float *)ddl__alloc(alloc, ck->info.n_params * sizeof(float));
+        ck->optim = ck->info.n_optim ? (float *)ddl__alloc(alloc, ck->info.n_optim * sizeof(float)) : NULL;
+        if (!ck->rngs || !ck->params || (ck->info.n_optim && !ck->optim))
+            rc = ddl__errf(err, err_bytes, DDL_ENOMEM, "%s: cannot allocate %zu parameters and %zu optimizer floats",
+                           path, ck->info.n_params, ck->info.n_optim);
+    }
+    if (!rc)
+        rc = rd_big(&r, ck, alloc);
+    if (r.fd >= 0)
+        close(r.fd);
+    if (rc) {
+        ddl_checkpoint_close(ck);
+        return rc;
+    }
+    *out = ck;
+    return DDL_OK;
+}
+
+/* ---- getters and checks ---- */
+
+const ddl_checkpoint_info *ddl_checkpoint_get_info(const ddl_checkpoint *ck) { return &ck->info; }
+const float *ddl_checkpoint_params(const ddl_checkpoint *ck) { return ck->params; }
+const float *ddl_checkpoint_optim_state(const ddl_checkpoint *ck) { return ck->optim; }
+
+const ddl_param_info *ddl_checkpoint_tensor(const ddl_checkpoint *ck, int i)
+{
+    return i >= 0 && i < ck->info.n_tensors ? &ck->tensors[i] : NULL;
+}
+
+/* shape_str: "[6,1,5,5]". */
+static void shape_str(char *s, size_t n, const ddl_param_info *t)
+{
+    int o = snprintf(s, n, "[");
+    for (int d = 0; d < t->n_dims && o > 0 && (size_t)o < n; d++)
+        o += snprintf(s + o, n - (size_t)o, "%s%d", d ? "," : "", t->shape[d]);
+    if (o > 0 && (size_t)o < n)
+        snprintf(s + o, n - (size_t)o, "]");
+}
+
+int ddl_checkpoint_check_model(const ddl_checkpoint *ck, const ddl_model *m, char *err, size_t err_bytes)
+{
+    const ddl_checkpoint_info *in = &ck->info;
+    if (strcmp(in->model, m->plugin->name) != 0)
+        return ddl__errf(err, err_bytes, DDL_EINVAL, "checkpoint of model %s, expected %s", in->model,
+                         m->plugin->name);
+    for (int i = 0; i < in->n_tensors || i < m->n_tensors; i++) {
+        const ddl_param_info *a = i < in->n_tensors ? &ck->tensors[i] : NULL;
+        const ddl_param_info *b = i < m->n_tensors ? &m->tensors[i] : NULL;
+        char sa[64] = "nothing", sb[64] = "nothing";
+        if (a)
+            shape_str(sa, sizeof sa, a);
+        if (b)
+            shape_str(sb, sizeof sb, b);
+        if (!a || !b || strcmp(a->name, b->name) != 0 || strcmp(sa, sb) != 0)
+            return ddl__errf(err, err_bytes, DDL_EINVAL,
+                             "checkpoint of another %s: tensor %d is %s %s in the checkpoint, expected %s %s",
+                             in->model, i, a ? a->name : "", sa, b ? b->name : "", sb);
+    }
+    return DDL_OK;
+}

@@ -1,0 +1,202 @@
+/* checkpoint_train.c - saving a trainer to a checkpoint and resuming one from it, over all
+ * ranks: every rank's RNG state is gathered for a save, which rank 0 alone writes; for a resume
+ * rank 0 alone reads and verifies the file, then broadcasts what every rank needs.
+ * Owns the collective protocol of save and resume. Must not know the file format (checkpoint.c
+ * does), allocate per training step, or leave ranks disagreeing: every rank returns rank 0's
+ * status. */
+#include "checkpoint_impl.h"
+#include "train_impl.h"
+
+#include <errno.h>
+#include <string.h>
+#include <unistd.h>
+
+#define RESUME_ABSENT 1 /* internal status: DDL_RESUME_IF_EXISTS and no file */
+
+/* What rank 0 tells every rank before the big broadcasts, as int64. */
+enum { H_STATUS, H_STEP, H_EPOCH, H_POS, H_WORLD, H_MEAN, H_STD, H_COUNT };
+
+static int64_t float_bits(float f)
+{
+    uint32_t v;
+    memcpy(&v, &f, 4);
+    return (int64_t)v;
+}
+
+static float bits_float(int64_t b)
+{
+    uint32_t v = (uint32_t)b;
+    float f;
+    memcpy(&f, &v, 4);
+    return f;
+}
+
+/* comm_fail: record a comm failure of `what` on the trainer. */
+static int comm_fail(ddl_trainer *t, int rc, const char *what, const char *path)
+{
+    return ddl__errf(t->err, sizeof t->err, rc, "%s %s at step %ld: %s: %s", what, path ? path : "", t->step,
+                     ddl_strerror(rc), ddl_comm_error(t->cfg.comm));
+}
+
+/* ---- save ---- */
+
+int ddl_trainer_save(ddl_trainer *t, const char *path)
+{
+    ddl_comm *c = t->cfg.comm;
+    int rc = DDL_OK;
+    if (c)
+        rc = ddl_comm_allgather(c, t->drop_rng.s, t->rng_all, 4, DDL_INT64);
+    else
+        t->rng_all[0] = t->drop_rng;
+    if (rc != DDL_OK)
+        return comm_fail(t, rc, "gathering the RNG states to save", path);
+    int64_t status = DDL_OK;
+    if (t->rank == 0) {
+        ddl__checkpoint_src src;
+        memset(&src, 0, sizeof src);
+        src.m = t->m;
+        src.info.optim = t->cfg.optim;
+        src.info.n_optim = ddl_optim_state_floats(&t->cfg.optim, t->m->n_params);
+        src.info.step = t->step;
+        src.info.epoch = t->epoch;
+        src.info.pos = t->pos;
+        src.info.n_train = t->n_train;
+        src.info.batch = t->cfg.batch;
+        src.info.seed = t->cfg.seed;
+        src.info.world_size = t->world;
+        src.rngs = t->rng_all;
+        src.optim = t->opt_state;
+        status = path ? ddl__checkpoint_write(path, t->alloc, &src, t->err, sizeof t->err)
+                      : ddl__errf(t->err, sizeof t->err, DDL_EINVAL, "ddl_trainer_save: no path");
+    }
+    if (c && (rc = ddl_comm_broadcast(c, &status, 1, DDL_INT64, 0)) != DDL_OK)
+        return comm_fail(t, rc, "telling the ranks how the save of", path);
+    if (status != DDL_OK) {
+        if (t->rank != 0)
+            ddl__errf(t->err, sizeof t->err, (int)status, "rank 0 could not save the checkpoint %s: %s", path,
+                      ddl_strerror((int)status));
+        return (int)status;
+    }
+    ddl__log(t->cfg.log, t->cfg.log_ud, DDL_LOG_INFO, "checkpoint %s saved at step %ld (epoch %d, sample %ld)", path,
+             t->step, t->epoch, t->pos);
+    return DDL_OK;
+}
+
+/* ---- resume ---- */
+
+/* check_fits: the checkpoint continues this trainer: same model, optimizer and data. */
+static int check_fits(ddl_trainer *t, const ddl_checkpoint *ck, const char *path)
+{
+    const ddl_checkpoint_info *in = &ck->info;
+    char why[DDL_ERR_BYTES];
+    if (ddl_checkpoint_check_model(ck, t->m, why, sizeof why) != DDL_OK)
+        return ddl__errf(t->err, sizeof t->err, DDL_EINVAL, "%s: %s", path, why);
+    size_t n_optim = ddl_optim_state_floats(&t->cfg.optim, t->m->n_params);
+    if (in->optim.kind != t->cfg.optim.kind || in->n_optim != n_optim)
+        return ddl__errf(t->err, sizeof t->err, DDL_EINVAL,
+                         "%s: optimizer %s with %zu floats of state, expected %s with %zu", path,
+                         in->optim.kind == DDL_OPTIM_ADAM ? "adam" : "sgd", in->n_optim,
+                         t->cfg.optim.kind == DDL_OPTIM_ADAM ? "adam" : "sgd", n_optim);
+    if (in->n_train != t->n_train)
+        return ddl__errf(t->err, sizeof t->err, DDL_EINVAL,
+                         "%s: written by a run with %lld training samples per epoch, this one has %ld (another data "
+                         "set or --train-limit?)", path, (long long)in->n_train, t->n_train);
+    if (in->batch != t->cfg.batch || in->seed != t->cfg.seed)
+        ddl__log(t->cfg.log, t->cfg.log_ud, DDL_LOG_WARN,
+                 "%s: written with global batch %d and seed %llu, resuming with batch %d and seed %llu: the run "
+                 "continues, but not as the original would have", path, in->batch, (unsigned long long)in->seed,
+                 t->cfg.batch, (unsigned long long)t->cfg.seed);
+    return DDL_OK;
+}
+
+/* root_load: rank 0 reads the file and, once everything checks out, takes its state into the
+ * model and the trainer's buffers; fills h for the other ranks. Returns the status. */
+static int root_load(ddl_trainer *t, const char *path, int flags, int64_t h[H_COUNT])
+{
+    if (!path)
+        return ddl__errf(t->err, sizeof t->err, DDL_EINVAL, "ddl_trainer_resume: no path");
+    if ((flags & DDL_RESUME_IF_EXISTS) && access(path, F_OK) != 0 && errno == ENOENT)
+        return RESUME_ABSENT;
+    ddl_checkpoint *ck = NULL;
+    int rc = ddl_checkpoint_open(path, t->alloc, &ck, t->err, sizeof t->err);
+    if (rc == DDL_OK)
+        rc = check_fits(t, ck, path);
+    if (rc == DDL_OK) {
+        const ddl_checkpoint_info *in = &ck->info;
+        memcpy(t->m->params, ck->params, in->n_params * sizeof(float));
+        if (in->n_optim)
+            memcpy(t->opt_state, ck->optim, in->n_optim * sizeof(float));
+        for (int r = 0; r < t->world; r++) /* another world size: rank r continues saved rank r % saved */
+            t->rng_all[r] = ck->rngs[r % in->world_size];
+        h[H_STEP] = in->step;
+        h[H_EPOCH] = in->epoch;
+        h[H_POS] = in->pos;
+        h[H_WORLD] = in->world_size;
+        h[H_MEAN] = float_bits(in->mean);
+        h[H_STD] = float_bits(in->std);
+    }
+    ddl_checkpoint_close(ck);
+    return rc;
+}
+
+/* share: broadcast what rank 0 loaded to every rank. */
+static int share(ddl_trainer *t, const char *path)
+{
+    ddl_comm *c = t->cfg.comm;
+    size_t n_optim = ddl_optim_state_floats(&t->cfg.optim, t->m->n_params);
+    int rc = ddl_comm_broadcast(c, t->m->params, t->m->n_params, DDL_FLOAT32, 0);
+    if (rc == DDL_OK && n_optim)
+        rc = ddl_comm_broadcast(c, t->opt_state, n_optim, DDL_FLOAT32, 0);
+    if (rc == DDL_OK)
+        rc = ddl_comm_broadcast(c, t->rng_all, 4 * (size_t)t->world, DDL_INT64, 0);
+    return rc == DDL_OK ? DDL_OK : comm_fail(t, rc, "broadcasting the state resumed from", path);
+}
+
+/* apply: every rank takes the resumed position; the permutation is rebuilt for its epoch. */
+static void apply(ddl_trainer *t, const int64_t h[H_COUNT])
+{
+    t->step = (long)h[H_STEP];
+    t->epoch = (int)h[H_EPOCH];
+    t->pos = (long)h[H_POS];
+    t->perm_epoch = -1;
+    t->drop_rng = t->rng_all[t->rank];
+    t->loss_sum = 0.0;
+    t->correct = t->counted = 0;
+    t->epoch_start_pos = t->pos;
+    t->epoch_start_step = t->step;
+    t->epoch_secs = 0.0;
+    ddl_model_set_norm(t->m, bits_float(h[H_MEAN]), bits_float(h[H_STD]));
+}
+
+int ddl_trainer_resume(ddl_trainer *t, const char *path, int flags, int *saved_world)
+{
+    int64_t h[H_COUNT] = {0};
+    if (saved_world)
+        *saved_world = 0;
+    if (t->rank == 0)
+        h[H_STATUS] = root_load(t, path, flags, h);
+    int rc;
+    if (t->cfg.comm && (rc = ddl_comm_broadcast(t->cfg.comm, h, H_COUNT, DDL_INT64, 0)) != DDL_OK)
+        return comm_fail(t, rc, "telling the ranks how rank 0 read", path);
+    if (h[H_STATUS] == RESUME_ABSENT)
+        return DDL_OK;
+    if (h[H_STATUS] != DDL_OK) {
+        if (t->rank != 0)
+            ddl__errf(t->err, sizeof t->err, (int)h[H_STATUS], "rank 0 could not resume from %s: %s", path,
+                      ddl_strerror((int)h[H_STATUS]));
+        return (int)h[H_STATUS];
+    }
+    if (t->cfg.comm && (rc = share(t, path)) != DDL_OK)
+        return rc;
+    apply(t, h);
+    if (h[H_WORLD] != t->world)
+        ddl__log(t->cfg.log, t->cfg.log_ud, DDL_LOG_WARN,
+                 "%s: written by %d ranks, resumed on %d: the rest of epoch %d is re-sharded (the data position is "
+                 "global), and dropout draws differ from the original run",
+                 path, (int)h[H_WORLD], t->world, t->epoch + 1);
+    ddl__log(t->cfg.log, t->cfg.log_ud, DDL_LOG_INFO, "resumed from %s at step %ld (epoch %d, sample %ld)", path,
+             t->step, t->epoch, t->pos);
+    if (saved_world)
+        *saved_world = (int)h[H_WORLD];
+    return DDL_OK;
+}
