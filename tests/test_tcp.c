@@ -288,7 +288,9 @@ static void test_missing_rank(void)
     result res[3];
     CHECK(collect(&j, pids, 2, res, 3, 10000) == 2);
     CHECK(res[0].status == DDL_ETIMEDOUT && strstr(res[0].msg, "for rank 2 to connect") != NULL);
-    CHECK(res[1].status == DDL_ETIMEDOUT);
+    /* rank 1 times out itself, or hears first that rank 0 gave up */
+    CHECK(res[1].status == DDL_ETIMEDOUT ||
+          (res[1].status == DDL_EPEER && strstr(res[1].msg, "gave up the rendezvous (timed out)")));
     CHECK(res[0].t_ms >= 650 && res[0].t_ms < 2000);
     printf("missing rank: %s\n  rank 1: %s\n", res[0].msg, res[1].msg);
 }

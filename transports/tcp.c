@@ -327,6 +327,12 @@ static int recv_table(tcp_state *s, int64_t deadline_ms)
 {
     unsigned char buf[TCP_ADDR_BYTES];
     int st = tcp__io_full(s->links[0].fd, buf, 8, 0, deadline_ms);
+    if (st == DDL_OK && get_le(buf, 4) == FRAME_MAGIC && (get_le(buf + 4, 4) & FRAME_ABORT) &&
+        tcp__io_full(s->links[0].fd, buf + 8, FRAME_PREFIX - 8, 0, deadline_ms) == DDL_OK) {
+        int why = (int)(int32_t)(uint32_t)get_le(buf + 20, 4); /* rank 0 gave up: say why */
+        return tcp__fail(s, DDL_EPEER, "rank %d: rank 0 at %s gave up the rendezvous (%s)", s->rank, s->links[0].addr,
+                         ddl_strerror(why));
+    }
     if (st == DDL_OK && (memcmp(buf, TCP_TABLE_MAGIC, 4) != 0 || get_le(buf + 4, 4) != (uint64_t)s->world))
         return tcp__fail(s, DDL_EPROTO, "rank 0 at %s sent a bad address table", s->links[0].addr);
     for (int j = 0; j < s->world && st == DDL_OK; j++) {
