@@ -628,7 +628,7 @@ int ddl_trainer_epoch_stats(ddl_trainer *t, ddl_epoch_stats *out);
 
 typedef struct ddl_checkpoint_info {
     int version;                /* format version of the file */
-    int compressed;             /* sections stored lz4-compressed */
+    int compressed;             /* written with lz4: sections compressed where it made them smaller */
     char model[48];             /* model plugin name, "lenet" */
     uint32_t signature;         /* CRC-32C of every tensor's name and shape (ddl_model_signature) */
     ddl_model_config model_cfg; /* the configuration the model was built with */

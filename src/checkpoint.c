@@ -519,6 +519,7 @@ static int rd_header(reader *r, ddl_checkpoint_info *info)
                          "sections and flags 0 or 1", r->path, (unsigned)get32(h + 16), (unsigned)get32(h + 12),
                          CK_SECTIONS);
     info->version = (int)version;
+    info->compressed = (get32(h + 12) & CK_FLAG_LZ4) != 0;
     info->file_bytes = r->size;
     return DDL_OK;
 }
@@ -548,11 +549,14 @@ static int sec_head(reader *r, int i, const ddl_checkpoint_info *info, uint64_t 
     if (rc)
         return rc;
     uint32_t want = get32(h + 28), got = ddl_crc32c(0, h, 28);
-    if (memcmp(h, sec_id[i], 4) != 0 || want != got)
+    if (memcmp(h, sec_id[i], 4) != 0)
         return ddl__errf(r->err, r->err_bytes, DDL_ECORRUPT,
-                         "%s: section header at byte %llu is corrupt: expected section %s (%s) with CRC-32C 0x%08x, "
-                         "found id %02x%02x%02x%02x and CRC-32C 0x%08x",
-                         r->path, at, sec_id[i], sec_what[i], (unsigned)want, h[0], h[1], h[2], h[3], (unsigned)got);
+                         "%s: expected section %s (%s) at byte %llu, found id %02x %02x %02x %02x: the file is corrupt",
+                         r->path, sec_id[i], sec_what[i], at, h[0], h[1], h[2], h[3]);
+    if (want != got)
+        return ddl__errf(r->err, r->err_bytes, DDL_ECORRUPT,
+                         "%s: header of section %s (%s) at byte %llu has CRC-32C 0x%08x, expected 0x%08x: the file "
+                         "is corrupt", r->path, sec_id[i], sec_what[i], at, (unsigned)got, (unsigned)want);
     uint32_t flags = get32(h + 4);
     uint64_t raw = get64(h + 8), expect = sec_expect(i, info);
     *stored = get64(h + 16);
@@ -698,11 +702,11 @@ static int rd_small(reader *r, ddl_checkpoint *ck, const ddl_allocator *alloc)
     int rc = sec_read(r, SEC_META, &ck->info, alloc, meta);
     if (rc)
         return rc;
-    int version = ck->info.version;
-    uint64_t file_bytes = ck->info.file_bytes;
+    ddl_checkpoint_info head = ck->info; /* what rd_header found */
     meta_decode(meta, &ck->info);
-    ck->info.version = version;
-    ck->info.file_bytes = file_bytes;
+    ck->info.version = head.version;
+    ck->info.compressed = head.compressed;
+    ck->info.file_bytes = head.file_bytes;
     if ((rc = meta_check(r, &ck->info)))
         return rc;
     if ((rc = sec_read(r, SEC_TENS, &ck->info, alloc, tens)))
