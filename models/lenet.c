@@ -14,11 +14,11 @@ typedef struct lenet {
     float *w1, *b1, *w2, *b2, *wf1, *bf1, *wf2, *bf2, *wf3, *bf3;
     float *gw1, *gb1, *gw2, *gb2, *gwf1, *gbf1, *gwf2, *gbf2, *gwf3, *gbf3;
     /* activations */
-    float *c1;     /* (B, 6, 28, 28) after ReLU */
-    float *p1;     /* (B, 6, 14, 14) */
+    float *c1;     /* (B, 6, 28, 28) before ReLU */
+    float *p1;     /* (B, 6, 14, 14) after ReLU */
     int32_t *a1;   /* argmax of p1 */
-    float *c2;     /* (B, 16, 10, 10) after ReLU */
-    float *p2;     /* (B, 400) */
+    float *c2;     /* (B, 16, 10, 10) before ReLU */
+    float *p2;     /* (B, 400) after ReLU */
     int32_t *a2;
     float *f1, *f2; /* (B, 120), (B, 84) after ReLU and dropout */
     uint8_t *m1, *m2; /* dropout masks */
@@ -89,12 +89,14 @@ static void lenet_forward(void *self, const float *x, int B, int training, ddl_r
     lenet *n = (lenet *)self;
     ddl_conv2d g1 = n->g1, g2 = n->g2;
     g1.batch = g2.batch = B;
+    /* ReLU after max-pool: max and ReLU commute, and the pooled tensor is 4x smaller. The
+     * gradients are the same too: a pooled value <= 0 passes no gradient either way. */
     ddl_conv2d_forward(&g1, x, n->w1, n->b1, n->c1, n->ws);  /* (B, 6, 28, 28) */
-    ddl_relu_forward((size_t)B * 6 * 784, n->c1, n->c1);
     ddl_maxpool_forward(B, 6, 28, 28, 2, 2, n->c1, n->p1, n->a1); /* (B, 6, 14, 14) */
+    ddl_relu_forward((size_t)B * 6 * 196, n->p1, n->p1);
     ddl_conv2d_forward(&g2, n->p1, n->w2, n->b2, n->c2, n->ws); /* (B, 16, 10, 10) */
-    ddl_relu_forward((size_t)B * 1600, n->c2, n->c2);
     ddl_maxpool_forward(B, 16, 10, 10, 2, 2, n->c2, n->p2, n->a2); /* (B, 400) */
+    ddl_relu_forward((size_t)B * 400, n->p2, n->p2);
     ddl_dense_forward(B, 400, 120, n->p2, n->wf1, n->bf1, n->f1);
     ddl_relu_forward((size_t)B * 120, n->f1, n->f1);
     if (n->drop > 0.0f)
@@ -122,11 +124,11 @@ static void lenet_backward(void *self, const float *x, int B, const float *dlogi
         ddl_dropout_backward((size_t)B * 120, n->drop, n->m1, n->df1, n->df1);
     ddl_relu_backward((size_t)B * 120, n->f1, n->df1, n->df1);
     ddl_dense_backward(B, 400, 120, n->p2, n->wf1, n->df1, n->dp2, n->gwf1, n->gbf1);
+    ddl_relu_backward((size_t)B * 400, n->p2, n->dp2, n->dp2);
     ddl_maxpool_backward(B, 16, 10, 10, 2, 2, n->dp2, n->a2, n->dc2);
-    ddl_relu_backward((size_t)B * 1600, n->c2, n->dc2, n->dc2);
     ddl_conv2d_backward(&g2, n->p1, n->w2, n->dc2, n->dp1, n->gw2, n->gb2, n->ws);
+    ddl_relu_backward((size_t)B * 6 * 196, n->p1, n->dp1, n->dp1);
     ddl_maxpool_backward(B, 6, 28, 28, 2, 2, n->dp1, n->a1, n->dc1);
-    ddl_relu_backward((size_t)B * 6 * 784, n->c1, n->dc1, n->dc1);
     ddl_conv2d_backward(&g1, x, n->w1, n->dc1, NULL, n->gw1, n->gb1, n->ws);
 }
 

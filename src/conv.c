@@ -213,7 +213,9 @@ size_t ddl_conv2d_workspace(const ddl_conv2d *g)
     if (!geo_ok(g, &q))
         return 0;
     size_t k = (size_t)g->in_c * g->k_h * g->k_w, p = (size_t)q.oh * q.ow;
-    return ws_floats(chunk(g->batch, k, (size_t)g->out_c, p), k, (size_t)g->out_c, p);
+    size_t n = ws_floats(chunk(g->batch, k, (size_t)g->out_c, p), k, (size_t)g->out_c, p);
+    size_t direct = ddl__conv2d_direct_ok(g) ? ddl__conv2d_direct_workspace(g) : 0;
+    return n > direct ? n : direct;
 }
 
 void ddl_conv2d_forward(const ddl_conv2d *g, const float *x, const float *w, const float *b, float *y,
@@ -222,6 +224,10 @@ void ddl_conv2d_forward(const ddl_conv2d *g, const float *x, const float *w, con
     conv_geo q = conv_view(g);
     if (!geo_ok(g, &q))
         return;
+    if (ddl__conv2d_direct_ok(g)) {
+        ddl__conv2d_direct_forward(g, x, w, b, y, ws);
+        return;
+    }
     int k = g->in_c * g->k_h * g->k_w;
     size_t p = (size_t)q.oh * q.ow, in_sz = (size_t)g->in_c * g->in_h * g->in_w, out_sz = (size_t)g->out_c * p;
     int nb = chunk(g->batch, (size_t)k, (size_t)g->out_c, p);
@@ -250,6 +256,11 @@ void ddl_conv2d_backward(const ddl_conv2d *g, const float *x, const float *w, co
     int nb = chunk(g->batch, (size_t)k, (size_t)g->out_c, p);
     float *col = ws, *dyc = ws + (size_t)nb * k * p;
     bias_grad(g->batch, g->out_c, p, dy, db);
+    if (!dx && ddl__conv2d_direct_ok(g)) {
+        if (dw)
+            ddl__conv2d_direct_grad(g, x, dy, dw, ws);
+        return;
+    }
     for (int n0 = 0; n0 < g->batch; n0 += nb) {
         int m = g->batch - n0 < nb ? g->batch - n0 : nb;
         int cols = m * (int)p;

@@ -40,4 +40,12 @@ void ddl__hmac_sha256(const void *key, size_t key_bytes, const void *msg, size_t
 /* ddl__ct_equal: 1 if a and b hold the same bytes; time does not depend on where they differ. */
 int ddl__ct_equal(const void *a, const void *b, size_t bytes);
 
+
+/* Direct convolution for in_c == 1 and stride 1 (conv_direct.c): forward, and dw only. */
+int ddl__conv2d_direct_ok(const ddl_conv2d *g);
+size_t ddl__conv2d_direct_workspace(const ddl_conv2d *g);
+void ddl__conv2d_direct_forward(const ddl_conv2d *g, const float *x, const float *w, const float *b, float *y,
+                                float *ws);
+void ddl__conv2d_direct_grad(const ddl_conv2d *g, const float *x, const float *dy, float *dw, float *ws);
+
 #endif

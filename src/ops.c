@@ -11,12 +11,49 @@
 
 /* ---- max pooling ---- */
 
+/* pick: the running maximum and its index; the first maximum wins, a NaN wins over numbers. */
+static inline void pick(float v, int at, float *bv, int *best)
+{
+    if (v > *bv || (v != v && *bv == *bv)) {
+        *bv = v;
+        *best = at;
+    }
+}
+
+/* maxpool2: the common 2x2 window with stride 2, unrolled (LeNet, U-Net). */
+static void maxpool2(size_t planes, int h, int w, const float *x, float *y, int32_t *argmax)
+{
+    int oh = h / 2, ow = w / 2;
+    size_t hw = (size_t)h * w, ohw = (size_t)oh * ow;
+    for (size_t plane = 0; plane < planes; plane++) {
+        const float *img = x + plane * hw;
+        float *out = y + plane * ohw;
+        int32_t *arg = argmax + plane * ohw;
+        for (int oy = 0; oy < oh; oy++) {
+            const float *r0 = img + (size_t)(2 * oy) * w, *r1 = r0 + w;
+            for (int ox = 0; ox < ow; ox++) {
+                int at = 2 * oy * w + 2 * ox, best = at;
+                float bv = r0[2 * ox];
+                pick(r0[2 * ox + 1], at + 1, &bv, &best);
+                pick(r1[2 * ox], at + w, &bv, &best);
+                pick(r1[2 * ox + 1], at + w + 1, &bv, &best);
+                out[(size_t)oy * ow + ox] = bv;
+                arg[(size_t)oy * ow + ox] = best;
+            }
+        }
+    }
+}
+
 void ddl_maxpool_forward(int n, int c, int h, int w, int k, int stride, const float *x, float *y,
                          int32_t *argmax)
 {
     int oh = (h - k) / stride + 1, ow = (w - k) / stride + 1;
     if (k <= 0 || stride <= 0 || oh <= 0 || ow <= 0)
         return;
+    if (k == 2 && stride == 2) {
+        maxpool2((size_t)n * c, h, w, x, y, argmax);
+        return;
+    }
     size_t hw = (size_t)h * w, ohw = (size_t)oh * ow;
     for (size_t plane = 0; plane < (size_t)n * c; plane++) {
         const float *img = x + plane * hw;
