@@ -102,8 +102,10 @@ void ddl_relu_forward(size_t count, const float *x, float *y)
 
 void ddl_relu_backward(size_t count, const float *y, const float *dy, float *dx)
 {
-    for (size_t i = 0; i < count; i++)
-        dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+    for (size_t i = 0; i < count; i++) {
+        float d = dy[i]; /* loaded unconditionally, so the loop vectorises without branches */
+        dx[i] = y[i] > 0.0f ? d : 0.0f;
+    }
 }
 
 /* ---- dense ---- */
