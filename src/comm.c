@@ -94,7 +94,8 @@ static const char *redop_name(int redop)
     return redop == DDL_SUM ? "sum" : redop == DDL_MEAN ? "mean" : redop == DDL_MAX ? "max" : "?";
 }
 
-/* describe: "allreduce(sum) #12 of 1000 float32", "message #3 with tag 5 of 100 bytes". */
+/* describe: "allreduce(sum) #12 of 1000 float32", "broadcast(root 0) #3 of 10 int64",
+ * "message #3 with tag 5 of 100 bytes". */
 static void describe(char *s, size_t n, const hdr *h)
 {
     unsigned long long cnt = (unsigned long long)h->count;
@@ -103,7 +104,7 @@ static void describe(char *s, size_t n, const hdr *h)
         snprintf(s, n, "allreduce(%s) #%u of %llu %s", redop_name(h->redop), h->seq, cnt, dtype_name(h->dtype));
         break;
     case DDL__OP_BROADCAST:
-        snprintf(s, n, "broadcast #%u of %llu %s from root %d", h->seq, cnt, dtype_name(h->dtype), h->arg);
+        snprintf(s, n, "broadcast(root %d) #%u of %llu %s", h->arg, h->seq, cnt, dtype_name(h->dtype));
         break;
     case DDL__OP_ALLGATHER:
         snprintf(s, n, "allgather #%u of %llu %s", h->seq, cnt, dtype_name(h->dtype));

@@ -270,7 +270,7 @@ static void rank_mismatch(int rank, int world, void *arg)
     if (m->kind == 3)
         CHECK(strstr(e, "native all-reduce") && strstr(e, "rank 0 has 10") && strstr(e, "rank 1 has 20"));
     if (m->kind == 2)
-        CHECK(strstr(e, "allreduce(sum) #1 of 10 float32") && strstr(e, "broadcast #1 of 10 int64"));
+        CHECK(strstr(e, "allreduce(sum) #1 of 10 float32") && strstr(e, "broadcast(root 0) #1 of 10 int64"));
     if (!(st == DDL_EMISMATCH && strstr(e, me) && strstr(e, other)))
         fprintf(stderr, "mismatch %d rank %d: %s: %s\n", m->kind, rank, ddl_strerror(st), e);
     /* sticky: the same status and message afterwards */
