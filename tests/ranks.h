@@ -41,6 +41,8 @@ static inline double ranks_now(void)
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
+static inline void ranks_take_value(const char *key, unsigned long long v);
+
 /* report_value: in a child: record that `key` gave `value` (e.g. a CRC of a result). */
 static inline void report_value(const char *key, unsigned long long value)
 {
@@ -48,6 +50,8 @@ static inline void report_value(const char *key, unsigned long long value)
     int n = snprintf(line, sizeof line, "v %s %llu\n", key, value);
     if (ranks_report_fd >= 0 && write(ranks_report_fd, line, (size_t)n) != n)
         perror("report_value");
+    if (ranks_report_fd < 0 && ranks_transport && strcmp(ranks_transport, "mpi") == 0)
+        ranks_take_value(key, value); /* under mpirun: this process is the rank */
 }
 
 static inline void ranks_take_value(const char *key, unsigned long long v)
@@ -108,9 +112,54 @@ static inline void ranks_read_child(int fd, int rank)
     (void)got_result;
 }
 
+/* ---- under mpirun (transport "mpi", tests/test_mpi.sh) ----
+ * mpirun started this process as one rank: fn runs in place, and only for the world size that
+ * mpirun started; runs in which a rank may die are skipped (Open MPI ends the whole job when a
+ * rank is killed). A comm opened before the first run and kept until ranks_mpi_end() keeps MPI
+ * initialised across the runs (the comm that starts MPI finalizes it when destroyed, at exit). */
+static ddl_comm *ranks_mpi_keep;
+
+/* ranks_under_mpi: 1 if this process is a rank of mpirun running the mpi transport. */
+static inline int ranks_under_mpi(void)
+{
+    const char *t = getenv("DDL_TEST_TRANSPORT");
+    return t && strcmp(t, "mpi") == 0 && (getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE"));
+}
+
+/* ranks_mpi_end: at exit, destroy the comm that keeps MPI initialised (finalizing MPI). */
+static inline void ranks_mpi_end(void)
+{
+    ddl_comm_destroy(ranks_mpi_keep);
+    ranks_mpi_keep = NULL;
+}
+
+static inline int run_ranks_mpi(int world, rank_fn fn, void *arg, int may_die)
+{
+    static int rank = -1, size = -1;
+    if (rank < 0) {
+        const char *r = getenv("OMPI_COMM_WORLD_RANK") ? getenv("OMPI_COMM_WORLD_RANK") : getenv("PMI_RANK");
+        const char *n = getenv("OMPI_COMM_WORLD_SIZE") ? getenv("OMPI_COMM_WORLD_SIZE") : getenv("PMI_SIZE");
+        rank = r ? atoi(r) : 0;
+        size = n ? atoi(n) : 1;
+    }
+    if (world != size || may_die >= 0)
+        return 0;
+    if (!ranks_mpi_keep) {
+        ddl_comm_config cfg = make_config(rank, world, 60000);
+        if (ddl_comm_create(&cfg, NULL, &ranks_mpi_keep) != DDL_OK) {
+            fprintf(stderr, "mpi rank %d: create: %s\n", rank, ddl_comm_error(ranks_mpi_keep));
+            check_failed++;
+            return 1;
+        }
+        atexit(ranks_mpi_end);
+    }
+    fn(rank, world, arg);
+    return 0;
+}
+
 /* run_ranks: fork `world` ranks running fn over transport `tname`; wait at most deadline_s.
  * Rank `may_die` (-1: none) is allowed to end by a signal. Returns the number of ranks that
- * did not end cleanly (and counts each as a failed check). */
+ * did not end cleanly (and counts each as a failed check). Under mpirun: see run_ranks_mpi. */
 static inline int run_ranks(const char *tname, int world, rank_fn fn, void *arg, double deadline_s, int may_die)
 {
     int fds[RANKS_MAX];
@@ -119,6 +168,8 @@ static inline int run_ranks(const char *tname, int world, rank_fn fn, void *arg,
     ranks_run_counter++;
     snprintf(ranks_job, sizeof ranks_job, "test-%d-%d", (int)getpid(), ranks_run_counter);
     ranks_port = 20000 + (int)((getpid() * 131 + ranks_run_counter * 7) % 30000);
+    if (strcmp(tname, "mpi") == 0 && ranks_under_mpi())
+        return run_ranks_mpi(world, fn, arg, may_die);
     fflush(stdout);
     fflush(stderr);
     for (int r = 0; r < world; r++) {

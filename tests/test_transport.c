@@ -373,7 +373,8 @@ int main(void)
 {
     const char *names[4];
     int nt = test_transports(names);
-    test_config_env();
+    if (!ranks_under_mpi()) /* it rewrites the environment mpirun gave this rank */
+        test_config_env();
     for (int t = 0; t < nt; t++)
         run_suite(names[t]);
     return TEST_END();
