@@ -31,11 +31,11 @@ static float bits_float(int64_t b)
     return f;
 }
 
-/* comm_fail: record a comm failure of `what` on the trainer. */
-static int comm_fail(ddl_trainer *t, int rc, const char *what, const char *path)
+/* comm_fail: record a comm failure on the trainer: "save of PATH at step 20: STAGE: why". */
+static int comm_fail(ddl_trainer *t, int rc, const char *op, const char *path, const char *stage)
 {
-    return ddl__errf(t->err, sizeof t->err, rc, "%s %s at step %ld: %s: %s", what, path ? path : "", t->step,
-                     ddl_strerror(rc), ddl_comm_error(t->cfg.comm));
+    return ddl__errf(t->err, sizeof t->err, rc, "%s %s at step %ld: %s: %s: %s", op, path ? path : "(null)", t->step,
+                     stage, ddl_strerror(rc), ddl_comm_error(t->cfg.comm));
 }
 
 /* ---- save ---- */
@@ -49,7 +49,7 @@ int ddl_trainer_save(ddl_trainer *t, const char *path)
     else
         t->rng_all[0] = t->drop_rng;
     if (rc != DDL_OK)
-        return comm_fail(t, rc, "gathering the RNG states to save", path);
+        return comm_fail(t, rc, "save of", path, "gathering the RNG states");
     int64_t status = DDL_OK;
     if (t->rank == 0) {
         ddl__checkpoint_src src;
@@ -70,7 +70,7 @@ int ddl_trainer_save(ddl_trainer *t, const char *path)
                       : ddl__errf(t->err, sizeof t->err, DDL_EINVAL, "ddl_trainer_save: no path");
     }
     if (c && (rc = ddl_comm_broadcast(c, &status, 1, DDL_INT64, 0)) != DDL_OK)
-        return comm_fail(t, rc, "telling the ranks how the save of", path);
+        return comm_fail(t, rc, "save of", path, "waiting for rank 0 to write it");
     if (status != DDL_OK) {
         if (t->rank != 0)
             ddl__errf(t->err, sizeof t->err, (int)status, "rank 0 could not save the checkpoint %s: %s", path,
@@ -149,7 +149,7 @@ static int share(ddl_trainer *t, const char *path)
         rc = ddl_comm_broadcast(c, t->opt_state, n_optim, DDL_FLOAT32, 0);
     if (rc == DDL_OK)
         rc = ddl_comm_broadcast(c, t->rng_all, 4 * (size_t)t->world, DDL_INT64, 0);
-    return rc == DDL_OK ? DDL_OK : comm_fail(t, rc, "broadcasting the state resumed from", path);
+    return rc == DDL_OK ? DDL_OK : comm_fail(t, rc, "resume from", path, "broadcasting its state");
 }
 
 /* apply: every rank takes the resumed position; the permutation is rebuilt for its epoch. */
@@ -177,7 +177,7 @@ int ddl_trainer_resume(ddl_trainer *t, const char *path, int flags, int *saved_w
         h[H_STATUS] = root_load(t, path, flags, h);
     int rc;
     if (t->cfg.comm && (rc = ddl_comm_broadcast(t->cfg.comm, h, H_COUNT, DDL_INT64, 0)) != DDL_OK)
-        return comm_fail(t, rc, "telling the ranks how rank 0 read", path);
+        return comm_fail(t, rc, "resume from", path, "waiting for rank 0 to read it");
     if (h[H_STATUS] == RESUME_ABSENT)
         return DDL_OK;
     if (h[H_STATUS] != DDL_OK) {

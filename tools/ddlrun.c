@@ -1,6 +1,8 @@
 /* ddlrun.c - the launcher: starts N local ranks of a program with the DDL_* environment set
  * (as torchrun or mpirun do), forwards signals to them, optionally tags their output lines
- * with the rank, and when one rank fails stops the others and says which rank failed and how.
+ * with the rank, and when one rank fails stops the others and says which rank failed and how;
+ * with --restarts R it then starts them all again, up to R times (the program resumes from its
+ * own checkpoint: ddlrun knows nothing of checkpoints).
  * Each rank runs in its own process group, so signals also reach the processes it starts.
  * It is a program, not library code: it may exit(). Every wait it does is bounded. */
 #include "ddl.h"
@@ -29,7 +31,7 @@
 /* ---- options ---- */
 
 typedef struct opts {
-    int n, nodes, node_rank, tag_output;
+    int n, nodes, node_rank, tag_output, restarts;
     const char *transport, *master, *job;
     double timeout_s;
     char **argv; /* PROGRAM ARGS... */
@@ -39,7 +41,7 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: ddlrun -n N [-t shm|tcp|zmq|mpi] [--nodes K --node-rank R --master HOST:PORT]\n"
-            "              [--timeout S] [--tag-output] [--job ID] PROGRAM [ARGS...]\n"
+            "              [--timeout S] [--tag-output] [--job ID] [--restarts R] PROGRAM [ARGS...]\n"
             "  -n N            ranks to start on this machine\n"
             "  -t TRANSPORT    shm (default on one node), tcp (default on several), zmq or mpi\n"
             "  --nodes K       machines in the job (run ddlrun once on each); default 1\n"
@@ -48,6 +50,10 @@ static void usage(FILE *f)
             "  --timeout S     seconds any blocking operation may wait (DDL_TIMEOUT_MS)\n"
             "  --tag-output    prefix every output line with \"[rank] \"\n"
             "  --job ID        job id (default: $DDL_JOB, else random; derived from --master with --nodes > 1)\n"
+            "  --restarts R    when a rank fails, stop all ranks and start them all again, up to R times (one\n"
+            "                  node only). The program must continue from its own checkpoint, e.g.\n"
+            "                  lenet --checkpoint PATH --checkpoint-every N --resume; each restart gets a new job\n"
+            "                  id (JOB-rK), a new port and DDL_RESTART=K\n"
             "Sets DDL_RANK, DDL_WORLD_SIZE, DDL_LOCAL_RANK, DDL_LOCAL_SIZE, DDL_MASTER, DDL_JOB, DDL_TRANSPORT,\n"
             "DDL_TIMEOUT_MS, and on one node a random DDL_TOKEN unless one is set.\n");
 }
@@ -104,6 +110,8 @@ static void parse_args(int argc, char **argv, opts *o)
             o->master = v;
         else if (!strcmp(a, "--job"))
             o->job = v;
+        else if (!strcmp(a, "--restarts"))
+            o->restarts = parse_int("--restarts", v, 0, 1000000);
         else if (!strcmp(a, "--timeout")) {
             char *end;
             o->timeout_s = strtod(v, &end);
@@ -126,6 +134,8 @@ static void parse_args(int argc, char **argv, opts *o)
     if (o->transport && strcmp(o->transport, "shm") && strcmp(o->transport, "tcp") && strcmp(o->transport, "zmq") &&
         strcmp(o->transport, "mpi"))
         bad_usage("-t needs shm, tcp, zmq or mpi, got '%s'", o->transport);
+    if (o->restarts && o->nodes > 1)
+        bad_usage("--restarts works on one node only (each node would restart on its own)%s", NULL);
     if (o->transport && !strcmp(o->transport, "shm") && o->nodes > 1)
         bad_usage("shm works on one machine only; use -t tcp with --nodes > 1%s", NULL);
     o->argv = argv + i;
@@ -466,20 +476,59 @@ static int report(const run *u)
     return WEXITSTATUS(st) ? WEXITSTATUS(st) : 1;
 }
 
+/* ---- restarts ---- */
+
+/* restart_env: what changes for restart k: a fresh job id (no stale shared-memory segment or
+ * handshake of the dead generation can match it), a fresh rendezvous port, DDL_RESTART=k. */
+static void restart_env(const opts *o, const char *base_job, int k)
+{
+    char buf[160];
+    snprintf(buf, sizeof buf, "%s-r%d", base_job, k);
+    set_env("DDL_JOB", buf);
+    if (!o->master) {
+        snprintf(buf, sizeof buf, "127.0.0.1:%d", free_port());
+        set_env("DDL_MASTER", buf);
+    }
+    snprintf(buf, sizeof buf, "%d", k);
+    set_env("DDL_RESTART", buf);
+}
+
+/* say_restart: the one line per restart. */
+static void say_restart(const run *u, int k, int max)
+{
+    char why[128];
+    int st = u->failed_status;
+    if (WIFSIGNALED(st))
+        snprintf(why, sizeof why, "was killed by signal %d (%s)", WTERMSIG(st), strsignal(WTERMSIG(st)));
+    else
+        snprintf(why, sizeof why, "exited with code %d", WEXITSTATUS(st));
+    fprintf(stderr, "ddlrun: rank %d (pid %d) %s; restarting all %d ranks (restart %d of %d)\n", u->failed_id,
+            u->failed_pid, why, u->n, k, max);
+}
+
 int main(int argc, char **argv)
 {
     opts o;
     parse_args(argc, argv, &o);
     setup_env(&o);
     install_handlers();
+    char base_job[128];
+    snprintf(base_job, sizeof base_job, "%s", getenv("DDL_JOB"));
     static rank ranks[MAX_RANKS];
-    run u = {.ranks = ranks, .n = o.n};
-    for (int i = 0; i < o.n; i++) {
-        ranks[i].id = o.node_rank * o.n + i;
-        ranks[i].out[0] = ranks[i].out[1] = -1;
-        spawn_rank(&o, &ranks[i], i);
-        u.alive++;
+    for (int k = 0;; k++) {
+        if (k > 0)
+            restart_env(&o, base_job, k);
+        run u = {.ranks = ranks, .n = o.n};
+        for (int i = 0; i < o.n; i++) {
+            memset(&ranks[i], 0, sizeof ranks[i]);
+            ranks[i].id = o.node_rank * o.n + i;
+            ranks[i].out[0] = ranks[i].out[1] = -1;
+            spawn_rank(&o, &ranks[i], i);
+            u.alive++;
+        }
+        supervise(&u, o.tag_output);
+        if (!u.failed_pid || u.got_signal || k >= o.restarts)
+            return report(&u);
+        say_restart(&u, k + 1, o.restarts);
     }
-    supervise(&u, o.tag_output);
-    return report(&u);
 }
