@@ -475,6 +475,8 @@ int ddl_comm_create(const ddl_comm_config *cfg_in, const ddl_allocator *alloc, d
     c->timeout_ms = cfg.timeout_ms;
     c->log = cfg.log;
     c->log_ud = cfg.log_ud;
+    const char *nat = getenv("DDL_MPI_NATIVE"); /* MPI_Allreduce for float32 sums, as ddl_comm_set_native */
+    c->native = c->tp && strcmp(c->tp->name, "mpi") == 0 && nat && strcmp(nat, "1") == 0;
     snprintf(c->job, sizeof c->job, "%s", cfg.job && cfg.job[0] ? cfg.job : "ddl");
     cfg.job = c->job;
     if (st != DDL_OK)
