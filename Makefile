@@ -59,7 +59,7 @@ PROGS    := $(foreach s,$(PROG_SRC),$(BUILD)/bin/$(basename $(notdir $(s))))
 TEST_SRC := $(wildcard tests/test_*.c)
 TESTS    := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 
-.PHONY: all lib run test test-only bench deps fuzz clean
+.PHONY: all lib run test test-only bench deps fuzz fuzz-build clean
 all: $(BUILD)/libddl.a $(PROGS) $(TESTS)
 lib: $(BUILD)/libddl.a
 
@@ -104,6 +104,42 @@ test-only: all
 bench: deps
 	@$(MAKE) --no-print-directory all
 	@BUILD=$(BUILD) sh tools/bench/bench.sh
+
+# make fuzz: the libFuzzer targets tests/fuzz/fuzz_*.c, built with clang (ASan + UBSan) in
+# $(BUILD)/fuzz/, each run for FUZZ_SECONDS (default 60) on its corpus in $(BUILD)/fuzz/corpus/.
+FUZZ_CC      ?= clang
+FUZZ_SECONDS ?= 60
+FUZZ_CFLAGS  := $(CSTD) $(WARN) -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined \
+                $(filter -D% -I%,$(ALL_CFLAGS)) -Itransports -Itests/fuzz
+FUZZ_SRC     := $(wildcard tests/fuzz/fuzz_*.c)
+FUZZ_BINS    := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz/%)
+FUZZ_OBJ     := $(LIB_SRC:%.c=$(BUILD)/fuzz/obj/%.o)
+
+$(BUILD)/fuzz/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  FUZZCC  $<")
+	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
+
+$(BUILD)/fuzz/libddl.a: $(FUZZ_OBJ)
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_common.h $(BUILD)/fuzz/libddl.a
+	@$(if $(Q),echo "  FUZZLD  $@")
+	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $< -o $@ $(BUILD)/fuzz/libddl.a $(LDLIBS)
+
+fuzz-build:
+	@command -v $(FUZZ_CC) >/dev/null 2>&1 || DDL_FUZZ_DEPS=1 sh tools/install-deps.sh
+	@$(MAKE) --no-print-directory $(FUZZ_BINS)
+
+fuzz: fuzz-build
+	@for f in $(FUZZ_BINS); do \
+	    n=$$(basename $$f); c=$(BUILD)/fuzz/corpus/$$n; mkdir -p $$c; \
+	    FUZZ_SEED_DIR=$$c $$f -runs=0 $$c >/dev/null 2>&1; \
+	    echo "  FUZZ    $$n for $(FUZZ_SECONDS) s"; \
+	    $$f -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -timeout=10 -rss_limit_mb=2048 \
+	        -artifact_prefix=$(BUILD)/fuzz/$$n- $$c 2>$(BUILD)/fuzz/$$n.log || { tail -n 40 $(BUILD)/fuzz/$$n.log; exit 1; }; \
+	    grep -E '^(#[0-9]+.*DONE|Done [0-9]+ runs)' $(BUILD)/fuzz/$$n.log | tail -n 1; \
+	done
 
 clean:
 	rm -rf $(BUILD)

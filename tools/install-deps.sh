@@ -5,6 +5,7 @@
 set -u
 PKGS="gcc g++ libc6-dev make pkg-config libopenblas-dev libzmq3-dev liblz4-dev libopenmpi-dev openmpi-bin zlib1g-dev dataset-fashion-mnist iproute2 procps"
 [ "${DDL_BENCH_DEPS:-0}" = 1 ] && PKGS="$PKGS python3 python3-torch python3-numpy"
+[ "${DDL_FUZZ_DEPS:-0}" = 1 ] && PKGS="clang"   # make fuzz only: make test never needs clang
 
 missing=""
 for p in $PKGS; do
