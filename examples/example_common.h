@@ -180,6 +180,20 @@ static int example_resume(const example_opts *o, ddl_trainer *tr, int rank, int 
     return DDL_OK;
 }
 
+/* example_summary: the one machine-readable line of DESIGN.md. */
+static void example_summary(const example_opts *o, ddl_comm *comm, ddl_model *model, const ddl_eval_stats *ev,
+                            double images_per_sec, double wall)
+{
+    printf("summary: model=%s transport=%s world=%d epochs=%d batch=%d test_acc=%.4f test_loss=%.4f", o->model,
+           comm ? ddl_comm_transport_name(comm) : "none", comm ? ddl_comm_size(comm) : 1, o->epochs, o->batch,
+           ev->accuracy, ev->loss);
+    if (strcmp(o->model, "lenet") != 0)
+        printf(" pixel_acc=%.4f dice=%.4f miou=%.4f", ev->accuracy, ev->dice, ev->miou);
+    printf(" images_per_sec=%.0f wall_s=%.1f weights_crc=%08x\n", images_per_sec, wall,
+           (unsigned)ddl_model_crc(model));
+    fflush(stdout);
+}
+
 /* example_train: the epoch loop, progress on rank 0 and the summary line. */
 static int example_train(const example_opts *o, ddl_comm *comm, ddl_model *model, const ddl_dataset *train,
                          const ddl_dataset *test)
@@ -257,15 +271,8 @@ static int example_train(const example_opts *o, ddl_comm *comm, ddl_model *model
     struct timespec ts1;
     clock_gettime(CLOCK_MONOTONIC, &ts1);
     double wall = (double)(ts1.tv_sec - ts0.tv_sec) + (double)(ts1.tv_nsec - ts0.tv_nsec) * 1e-9;
-    if (rank == 0) {
-        printf("summary: model=%s transport=%s world=%d epochs=%d batch=%d test_acc=%.4f test_loss=%.4f", o->model,
-               comm ? ddl_comm_transport_name(comm) : "none", world, o->epochs, o->batch, ev.accuracy, ev.loss);
-        if (strcmp(o->model, "lenet") != 0)
-            printf(" pixel_acc=%.4f dice=%.4f miou=%.4f", ev.accuracy, ev.dice, ev.miou);
-        printf(" images_per_sec=%.0f wall_s=%.1f weights_crc=%08x\n", train_secs > 0 ? train_samples / train_secs : 0.0,
-               wall, (unsigned)ddl_model_crc(model));
-        fflush(stdout);
-    }
+    if (rank == 0)
+        example_summary(o, comm, model, &ev, train_secs > 0 ? train_samples / train_secs : 0.0, wall);
     ddl_trainer_destroy(tr);
     return DDL_OK;
 }

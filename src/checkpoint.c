@@ -590,7 +590,7 @@ static int sec_head(reader *r, int i, const ddl_checkpoint_info *info, uint64_t 
 /* sec_read: read section i's body into dst (exactly its raw length, from sec_expect). */
 static int sec_read(reader *r, int i, const ddl_checkpoint_info *info, const ddl_allocator *alloc, unsigned char *dst)
 {
-    uint64_t stored = 0, raw = sec_expect(i, info);
+    uint64_t stored = 0;
     int lz4 = 0;
     uint32_t want = 0;
     int rc = sec_head(r, i, info, &stored, &lz4, &want);
@@ -610,6 +610,7 @@ static int sec_read(reader *r, int i, const ddl_checkpoint_info *info, const ddl
                        (unsigned)want);
 #ifdef DDL_WITH_LZ4
     if (!rc && lz4) {
+        uint64_t raw = sec_expect(i, info);
         int n = LZ4_decompress_safe((const char *)body, (char *)dst, (int)stored, (int)raw);
         if (n < 0 || (uint64_t)n != raw)
             rc = ddl__errf(r->err, r->err_bytes, DDL_ECORRUPT,
