@@ -43,6 +43,7 @@ static int comm_fail(ddl_trainer *t, int rc, const char *op, const char *path, c
 int ddl_trainer_save(ddl_trainer *t, const char *path)
 {
     ddl_comm *c = t->cfg.comm;
+    const char *name = path ? path : "(no path)"; /* for messages */
     int rc = DDL_OK;
     if (c)
         rc = ddl_comm_allgather(c, t->drop_rng.s, t->rng_all, 4, DDL_INT64);
@@ -73,11 +74,11 @@ int ddl_trainer_save(ddl_trainer *t, const char *path)
         return comm_fail(t, rc, "save of", path, "waiting for rank 0 to write it");
     if (status != DDL_OK) {
         if (t->rank != 0)
-            ddl__errf(t->err, sizeof t->err, (int)status, "rank 0 could not save the checkpoint %s: %s", path,
+            ddl__errf(t->err, sizeof t->err, (int)status, "rank 0 could not save the checkpoint %s: %s", name,
                       ddl_strerror((int)status));
         return (int)status;
     }
-    ddl__log(t->cfg.log, t->cfg.log_ud, DDL_LOG_INFO, "checkpoint %s saved at step %ld (epoch %d, sample %ld)", path,
+    ddl__log(t->cfg.log, t->cfg.log_ud, DDL_LOG_INFO, "checkpoint %s saved at step %ld (epoch %d, sample %ld)", name,
              t->step, t->epoch, t->pos);
     return DDL_OK;
 }
@@ -170,6 +171,7 @@ static void apply(ddl_trainer *t, const int64_t h[H_COUNT])
 
 int ddl_trainer_resume(ddl_trainer *t, const char *path, int flags, int *saved_world)
 {
+    const char *name = path ? path : "(no path)"; /* for messages */
     int64_t h[H_COUNT] = {0};
     if (saved_world)
         *saved_world = 0;
@@ -182,7 +184,7 @@ int ddl_trainer_resume(ddl_trainer *t, const char *path, int flags, int *saved_w
         return DDL_OK;
     if (h[H_STATUS] != DDL_OK) {
         if (t->rank != 0)
-            ddl__errf(t->err, sizeof t->err, (int)h[H_STATUS], "rank 0 could not resume from %s: %s", path,
+            ddl__errf(t->err, sizeof t->err, (int)h[H_STATUS], "rank 0 could not resume from %s: %s", name,
                       ddl_strerror((int)h[H_STATUS]));
         return (int)h[H_STATUS];
     }
@@ -193,8 +195,8 @@ int ddl_trainer_resume(ddl_trainer *t, const char *path, int flags, int *saved_w
         ddl__log(t->cfg.log, t->cfg.log_ud, DDL_LOG_WARN,
                  "%s: written by %d ranks, resumed on %d: the rest of epoch %d is re-sharded (the data position is "
                  "global), and dropout draws differ from the original run",
-                 path, (int)h[H_WORLD], t->world, t->epoch + 1);
-    ddl__log(t->cfg.log, t->cfg.log_ud, DDL_LOG_INFO, "resumed from %s at step %ld (epoch %d, sample %ld)", path,
+                 name, (int)h[H_WORLD], t->world, t->epoch + 1);
+    ddl__log(t->cfg.log, t->cfg.log_ud, DDL_LOG_INFO, "resumed from %s at step %ld (epoch %d, sample %ld)", name,
              t->step, t->epoch, t->pos);
     if (saved_world)
         *saved_world = (int)h[H_WORLD];

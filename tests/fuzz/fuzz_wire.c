@@ -166,10 +166,50 @@ static void fuzz_greet(const uint8_t *data, size_t size)
     tcp_free(s);
 }
 
+/* ---- seeds (FUZZ_SEED_DIR): one well-formed input per mode ---- */
+
+static void le32(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static void seed(const char *dir, const char *name, const uint8_t *b, size_t n)
+{
+    char p[600];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    FILE *f = fopen(p, "wb");
+    if (f) {
+        fwrite(b, 1, n, f);
+        fclose(f);
+    }
+}
+
+static void write_seeds(const char *dir)
+{
+    uint8_t b[1 + 1 + 32 + 16 + 48 + 2 * TCP_HS_BYTES];
+    /* mode 0: rank 1's first allreduce message: flag byte, header "DDL1" seq 0 op 1 sender 1 count 8, 4 floats */
+    memset(b, 0, sizeof b);
+    le32(b + 2, 0x314C4444u), b[2 + 8] = 1, le32(b + 2 + 12, 1), le32(b + 2 + 16, 8);
+    seed(dir, "seed-header", b, 2 + 32 + 16);
+    /* mode 1: a frame of 0 bytes: "DDL1", flags 0, length 0, a 32-byte header */
+    memset(b, 0, sizeof b);
+    b[0] = 1, le32(b + 1, 0x314c4444u);
+    seed(dir, "seed-frame", b, 1 + 48);
+    /* mode 2: the acceptor's hello: "DDLH" type 1 version 1 rank 1 world 2, job "fuzzjob" */
+    memset(b, 0, sizeof b);
+    b[0] = 2, memcpy(b + 1, "DDLH", 4), le32(b + 5, TCP_HS_HELLO), le32(b + 9, TCP_PROTO_VERSION);
+    le32(b + 13, 1), le32(b + 17, 2), memcpy(b + 25, "fuzzjob", 7);
+    memcpy(b + 1 + TCP_HS_BYTES, b + 1, TCP_HS_BYTES), le32(b + 1 + TCP_HS_BYTES + 4, TCP_HS_OK);
+    seed(dir, "seed-greet", b, 1 + 2 * TCP_HS_BYTES);
+}
+
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc, (void)argv;
     signal(SIGPIPE, SIG_IGN); /* greet writes to a peer that has closed */
+    if (getenv("FUZZ_SEED_DIR"))
+        write_seeds(getenv("FUZZ_SEED_DIR"));
     return 0;
 }
 
