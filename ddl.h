@@ -277,7 +277,7 @@ typedef struct ddl_comm_config {
     const char *peers;              /* "h:p,h:p,..." every rank's address in rank order, or NULL */
     const char *job;                /* job id: names shm segments, checked in handshakes */
     const char *token;              /* shared secret, or NULL/"" for none */
-    int timeout_ms;                 /* limit of every blocking wait (> 0) */
+    int timeout_ms;                 /* limit of every blocking wait, in ms (0: 60000) */
     ddl_log_fn log;                 /* optional */
     void *log_ud;
 } ddl_comm_config;
@@ -339,7 +339,9 @@ struct ddl_transport {
     /* exchange: at once send (send_hdr, send_buf[send_bytes]) to rank `to` and receive a message
      * from rank `from` into (recv_hdr, recv_buf[recv_bytes]). to or from may be -1 for none.
      * A message whose payload length is not recv_bytes gives DDL_EMISMATCH, with recv_hdr
-     * filled, so the caller can describe both sides. */
+     * filled, so the caller can describe both sides; sending to that peer must still work
+     * afterwards (the core tells the peer about the mismatch). timeout_ms bounds the time
+     * without progress: a large transfer that keeps moving may take longer. */
     int (*exchange)(void *state, int to, const void *send_hdr, const void *send_buf, size_t send_bytes,
                     int from, void *recv_hdr, void *recv_buf, size_t recv_bytes, int timeout_ms);
     /* allreduce: optional native float32 sum in place. */
@@ -371,13 +373,15 @@ typedef struct ddl_dataset {
     const uint8_t *images;  /* (n, c, h, w) */
     const uint8_t *targets; /* (n, th, tw) */
     void *owned;            /* memory the loader allocated, freed by ddl_dataset_free */
-    const ddl_allocator *alloc;
+    const ddl_allocator *alloc; /* the loader's allocator: must outlive the data set */
 } ddl_dataset;
 
-/* ddl_idx_load: read an IDX file (gzip or raw, detected) of unsigned bytes. On success *data
- * (allocated with alloc) holds the product of dims bytes, dims[0..*n_dims-1] the dimensions.
- * A missing file gives DDL_EIO; a bad magic, type, dimension or a short file gives DDL_ECORRUPT;
- * err names the file and what was expected and found. */
+/* ddl_idx_load: read an IDX file (gzip or raw, detected) of unsigned bytes, at most 2^31 - 1 of
+ * them. On success *data (allocated with alloc; free it with the same) holds the product of dims
+ * bytes, dims[0..*n_dims-1] the dimensions. A missing file gives DDL_EIO; a bad magic, type,
+ * dimension, a short or a damaged gzip file DDL_ECORRUPT; a gzip file in a build without zlib
+ * DDL_ENOTSUP; a failed allocation DDL_ENOMEM; NULL arguments DDL_EINVAL. err names the file and
+ * what was expected and found. zlib's own small buffers come from malloc, not from alloc. */
 int ddl_idx_load(const char *path, const ddl_allocator *alloc, uint8_t **data, int *n_dims, int dims[4],
                  char *err, size_t err_bytes);
 
