@@ -120,16 +120,21 @@ int main(int argc, char **argv)
     example_opts o;
     example_defaults(&o, "unet");
     o.data = "/usr/share/datasets/fashion-mnist";
-    o.scenes = 3000;
+    /* Defaults measured with `ddlrun -n 2 build/bin/unet` on 2 cores: dice 0.98 on held-out scenes
+     * within 10 minutes. 64x64 canvases keep several items apart (at 32x32 one item fills the
+     * canvas); depth 3 sees a whole 28x28 item from the 8x8 bottom; SGD with momentum left the
+     * plateau of "foreground, one class" sooner than Adam did here. */
+    o.scenes = 6000;
     o.test_scenes = 500;
-    o.size = 32;
+    o.size = 64;
     o.max_items = 3;
-    o.depth = 2;
+    o.depth = 3;
     o.width = 8;
-    o.epochs = 6;
+    o.epochs = 8;
     o.batch = 32;
-    o.optimizer = DDL_OPTIM_ADAM;
-    o.lr = 3e-3f;
+    o.optimizer = DDL_OPTIM_SGD;
+    o.lr = 0.05f;
+    o.momentum = 0.9f;
     o.schedule = DDL_SCHED_COSINE;
     o.dice_weight = 1.0f;
     if (example_parse(&o, argc, argv) != 0)

@@ -27,8 +27,8 @@
 #include <string.h>
 
 #define UNET_MAX_DEPTH 6      /* 14 * depth + 8 parameter tensors <= DDL_MAX_PARAMS */
-#define UNET_DEFAULT_DEPTH 2
-#define UNET_DEFAULT_WIDTH 16
+#define UNET_DEFAULT_DEPTH 3
+#define UNET_DEFAULT_WIDTH 8
 #define UNET_MAX_CHANNELS 4096
 
 /* ---- state ---- */
