@@ -7,10 +7,59 @@
 
 #include <string.h>
 #include <sys/stat.h>
+#ifdef DDL_WITH_ZLIB
+#include <zlib.h>
+#endif
 
 static volatile uint8_t sink; /* reads the optimiser cannot drop */
 
+int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+/* ---- seeds (FUZZ_SEED_DIR): a raw and a gzip IDX file, an MNIST pair ---- */
+
+static void seed(const char *dir, const char *name, const uint8_t *b, size_t n, int gz)
+{
+    char p[600];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    if (!gz) {
+        fuzz_write(p, b, n);
+        return;
+    }
+#ifdef DDL_WITH_ZLIB
+    fuzz_write(p, b, 1); /* the mode byte stays raw; the IDX file after it is gzip */
+    char tmp[640];
+    snprintf(tmp, sizeof tmp, "%s.gz.tmp", p);
+    gzFile z = gzopen(tmp, "wb");
+    gzwrite(z, b + 1, (unsigned)(n - 1));
+    gzclose(z);
+    FILE *in = fopen(tmp, "rb"), *out = fopen(p, "ab");
+    int c;
+    while (in && out && (c = fgetc(in)) != EOF)
+        fputc(c, out);
+    if (in)
+        fclose(in);
+    if (out)
+        fclose(out);
+    remove(tmp);
+#endif
+}
+
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+    (void)argc, (void)argv;
+    const char *dir = getenv("FUZZ_SEED_DIR");
+    if (!dir)
+        return 0;
+    static const uint8_t idx[] = {0, 0, 0, 8, 3, 0, 0, 0, 2, 0, 0, 0, 2, 0, 0, 0, 2, 1, 2, 3, 4, 5, 6, 7, 8};
+    seed(dir, "seed-raw", idx, sizeof idx, 0);
+    seed(dir, "seed-gz", idx, sizeof idx, 1);
+    /* mode 1, labels start 27 bytes in: images (2, 2, 2), then labels (2) */
+    static const uint8_t pair[] = {1, 24, 0, 0, 0, 8, 3, 0, 0, 0, 2, 0, 0, 0, 2, 0, 0, 0, 2, 1, 2, 3, 4, 5, 6, 7, 8,
+                                   0, 0, 8, 1, 0, 0, 0, 2, 3, 9};
+    seed(dir, "seed-mnist", pair, sizeof pair, 0);
+    return 0;
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
