@@ -96,10 +96,10 @@ run: deps
 
 test: deps
 	@$(MAKE) --no-print-directory all
-	@BUILD=$(BUILD) sh tests/run.sh
+	@BUILD=$(BUILD) SAN=$(SAN) sh tests/run.sh
 
 test-only: all
-	@BUILD=$(BUILD) sh tests/run.sh
+	@BUILD=$(BUILD) SAN=$(SAN) sh tests/run.sh
 
 bench: deps
 	@$(MAKE) --no-print-directory all

@@ -8,7 +8,7 @@ printf '#include "ddl.h"\nint main() { ddl_tensor t = ddl_tensor(); t.n_dims = 1
 check() { if "$@"; then pass=$((pass+1)); else echo "FAILED: $*"; fail=$((fail+1)); fi; }
 check gcc -std=c99 -pedantic -Wall -Wextra -Werror -I. -fsyntax-only "$tmp/c99.c"
 check g++ -std=c++11 -pedantic -Wall -Wextra -Werror -I. -fsyntax-only "$tmp/cxx.cc"
-check g++ -std=c++11 -I. "$tmp/cxx.cc" -o "$tmp/cxx" "${BUILD:-build}/libddl.a" -lm
+check g++ -std=c++11 ${SAN:+-fsanitize=$SAN} -I. "$tmp/cxx.cc" -o "$tmp/cxx" "${BUILD:-build}/libddl.a" -lm
 check "$tmp/cxx"
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]
