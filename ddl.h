@@ -468,6 +468,9 @@ const ddl_model_plugin *ddl_model_find(const char *name);
 
 typedef struct ddl_model ddl_model;
 
+/* ddl_model_check: DDL_OK if the plugin can build cfg, else DDL_EINVAL with the plugin's reason
+ * in err ("unet: input 60x60 is not divisible by 2^depth = 8"). */
+int ddl_model_check(const ddl_model_plugin *p, const ddl_model_config *cfg, char *err, size_t err_bytes);
 /* ddl_model_sizeof: bytes ddl_model_init needs for this plugin and config; 0 if the config is
  * invalid. */
 size_t ddl_model_sizeof(const ddl_model_plugin *p, const ddl_model_config *cfg);

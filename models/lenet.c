@@ -40,7 +40,7 @@ static int lenet_build(void *self, const ddl_model_config *cfg, ddl_model_build 
 {
     lenet *n = (lenet *)self;
     if (cfg->in_c != 1 || cfg->in_h != 28 || cfg->in_w != 28) {
-        ddl_build_fail(b, "lenet needs 1x28x28 input");
+        ddl_build_fail(b, "lenet: needs 1x28x28 input");
         return DDL_EINVAL;
     }
     int B = cfg->batch, K = cfg->n_classes;

@@ -100,7 +100,7 @@ static int measure(const ddl_model_plugin *p, const ddl_model_config *cfg, layou
     memset(self_tmp, 0, sizeof self_tmp);
     int rc = p->build(self_tmp, cfg, &b);
     if (rc != DDL_OK || b.failed)
-        return ddl__errf(err, err_bytes, DDL_EINVAL, "%s: %s", p->name, b.failed ? b.err : "build failed");
+        return ddl__errf(err, err_bytes, DDL_EINVAL, "%s", b.failed ? b.err : "model build failed");
     if (b.out_c != cfg->n_classes || b.out_h < 1 || b.out_w < 1)
         return ddl__errf(err, err_bytes, DDL_EINVAL, "%s: output shape not declared or wrong", p->name);
     memset(l, 0, sizeof *l);
@@ -114,6 +114,12 @@ static int measure(const ddl_model_plugin *p, const ddl_model_config *cfg, layou
     l->scratch_off = l->logits_off + ddl__align_up(l->logits_floats * sizeof(float));
     l->total = l->scratch_off + l->scratch_bytes + DDL_ALIGN;
     return DDL_OK;
+}
+
+int ddl_model_check(const ddl_model_plugin *p, const ddl_model_config *cfg, char *err, size_t err_bytes)
+{
+    layout l;
+    return measure(p, cfg, &l, err, err_bytes);
 }
 
 size_t ddl_model_sizeof(const ddl_model_plugin *p, const ddl_model_config *cfg)

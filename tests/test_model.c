@@ -169,6 +169,9 @@ static void test_bad_config(void)
 {
     ddl_model_config mc = {.batch = 8, .in_c = 3, .in_h = 28, .in_w = 28, .n_classes = 10};
     CHECK(ddl_model_sizeof(ddl_model_lenet(), &mc) == 0);
+    char err[DDL_ERR_BYTES] = "";
+    CHECK(ddl_model_check(ddl_model_lenet(), &mc, err, sizeof err) == DDL_EINVAL);
+    CHECK(strcmp(err, "lenet: needs 1x28x28 input") == 0);
     ddl_model *m = (ddl_model *)1;
     CHECK(ddl_model_create(ddl_model_lenet(), &mc, NULL, &m) == DDL_EINVAL && m == NULL);
     mc.in_c = 1;
