@@ -1,11 +1,13 @@
 /* zmq.c - the ZeroMQ transport (libzmq 4.x): rendezvous at a master rank or from a static peer
  * list, authenticated links (zmq_handshake.c), and point-to-point exchange of framed messages.
- * It owns one libzmq context per comm, its sockets and an eventfd; all its own state lives in
- * the memory the core hands to open(). libzmq allocates internally (messages, pipes) and runs
- * its own I/O and reaper threads inside the context: those are libzmq's, not ddl's. It moves
- * bytes only: the 32-byte header is opaque here. It must not bind wider than told, accept a
- * frame larger than it bounds (ZMQ_MAXMSGSIZE), wait without a limit, or return while libzmq
- * still reads a buffer of the caller's (zero-copy sends wait for libzmq to release them).
+ * It owns one libzmq context per comm and its sockets; all its own state lives in the memory the
+ * core hands to open(). libzmq allocates internally (one message per frame sent or received,
+ * pipes) and runs its own I/O and reaper threads inside the context: those are libzmq's, not
+ * ddl's. It moves bytes only: the 32-byte header is opaque here. It must not bind wider than
+ * told, accept a frame larger than it bounds (ZMQ_MAXMSGSIZE), or wait without a limit.
+ * Sends copy the caller's bytes into libzmq messages, so no buffer of the caller's is held after
+ * exchange returns. (Zero-copy sends, zmq_msg_init_data with a wait for libzmq's release, lost
+ * messages between ranks under CPU load with libzmq 4.3.4 in our stress runs; not used.)
  * Compiled only with DDL_WITH_ZMQ; otherwise ddl_transport_zmq() returns NULL. */
 #include "ddl.h"
 
@@ -19,7 +21,6 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 #include <zmq.h>
@@ -35,7 +36,6 @@
 #define FRAME_ABORT 2U /* the sender closes after a failure; header: i32 culprit rank, i32 status */
 #define FRAME_MAX_PAYLOAD ((uint64_t)1 << 40)
 #define ZQ_CHUNK ((size_t)8 << 20)    /* largest payload frame (and the receive bound) */
-#define ZQ_ZEROCOPY ((size_t)64 << 10) /* frames from this size are sent from the caller's buffer */
 #define ZQ_GRACE_MS 50                 /* a dropped link is dead if nothing it sent is left by then */
 #define ZQ_HEARTBEAT_MS 1000           /* ZMTP pings; a silent peer is dropped after 5 of them */
 
@@ -253,9 +253,7 @@ static int zq_setup(zq_state *s, const ddl_comm_config *cfg)
     s->items = (unsigned char *)s + ia;
     s->table = (unsigned char *)s + ta;
     s->magic = ZQ_STATE_MAGIC;
-    s->efd = -1;
     s->culprit = -1;
-    atomic_init(&s->zc_pending, 0);
     s->rank = cfg->rank;
     s->world = cfg->world_size;
     s->timeout_ms = cfg->timeout_ms > 0 ? cfg->timeout_ms : 30000;
@@ -272,9 +270,6 @@ static int zq_setup(zq_state *s, const ddl_comm_config *cfg)
     s->ctx = zmq_ctx_new();
     if (!s->ctx || zmq_ctx_set(s->ctx, ZMQ_MAX_SOCKETS, 2 * s->world + 16) != 0)
         return zq__fail(s, DDL_EIO, "rank %d: cannot create a ZeroMQ context: %s", s->rank, zmq_strerror(errno));
-    s->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (s->efd < 0)
-        return zq__fail(s, DDL_EIO, "rank %d: eventfd: %s", s->rank, strerror(errno));
     return DDL_OK;
 }
 
@@ -433,40 +428,6 @@ static int zq_open(void *state, const ddl_comm_config *cfg)
     return st;
 }
 
-/* ---- zero-copy ---- */
-
-/* zc_release: libzmq is done with a frame of the caller's buffer. Runs on libzmq's I/O thread
- * (or ours, when a send fails): an atomic count and an eventfd are all it touches. */
-static void zc_release(void *data, void *hint)
-{
-    (void)data;
-    zq_state *s = hint;
-    if (atomic_fetch_sub(&s->zc_pending, 1) == 1) {
-        uint64_t one = 1;
-        (void)!write(s->efd, &one, sizeof one);
-    }
-}
-
-/* emergency_close: a zero-copy send cannot finish (timeout): closing the ROUTER without linger
- * makes libzmq drop the frames and release the caller's buffer; no more sends after this. */
-static void emergency_close(zq_state *s)
-{
-    if (!s->router)
-        return;
-    set_int(s->router, ZMQ_LINGER, 0);
-    zmq_close(s->router);
-    s->router = NULL;
-    for (int j = 0; j < s->world; j++)
-        link_down(s, j, s->fail_status ? s->fail_status : DDL_ETIMEDOUT, 1, 0);
-    int64_t until = ddl__now_ms() + 5000;
-    while (atomic_load(&s->zc_pending) > 0 && ddl__now_ms() < until) {
-        zmq_pollitem_t it = {.fd = s->efd, .events = ZMQ_POLLIN};
-        zmq_poll(&it, 1, 10);
-    }
-    if (atomic_load(&s->zc_pending) > 0)
-        ddl__log(s->log, s->log_ud, DDL_LOG_ERROR, "zmq: rank %d: libzmq still holds a send buffer after 5 s", s->rank);
-}
-
 /* ---- events ---- */
 
 /* drain_monitor: read link j's events: a drop starts the grace period; a new connection after
@@ -559,8 +520,8 @@ static int send_failed(zq_state *s, int j, size_t bytes)
                     s->links[j].addr, zmq_strerror(e));
 }
 
-/* send_msg: queue [rid][prefix][chunks] on the ROUTER. Large chunks are not copied: libzmq
- * reads them from buf and counts down zc_pending when done. Never blocks (SNDHWM 0). */
+/* send_msg: queue [rid][prefix][chunks] on the ROUTER (libzmq copies each chunk). Never blocks:
+ * the ROUTER's SNDHWM is 0 and exchange() bounds what is queued to one message per call. */
 static int send_msg(zq_state *s, int j, uint32_t flags, const void *hdr, const void *buf, size_t bytes)
 {
     zq_link *l = &s->links[j];
@@ -572,24 +533,8 @@ static int send_msg(zq_state *s, int j, uint32_t flags, const void *hdr, const v
     const unsigned char *p = buf;
     for (size_t off = 0; off < bytes;) {
         size_t n = bytes - off < ZQ_CHUNK ? bytes - off : ZQ_CHUNK;
-        int more = off + n < bytes ? ZMQ_SNDMORE : 0;
-        if (n < ZQ_ZEROCOPY) {
-            if (zmq_send(s->router, p + off, n, more | ZMQ_DONTWAIT) < 0)
-                return send_failed(s, j, bytes);
-        } else {
-            zmq_msg_t m;
-            atomic_fetch_add(&s->zc_pending, 1);
-            if (zmq_msg_init_data(&m, (void *)(uintptr_t)(p + off), n, zc_release, s) != 0) {
-                atomic_fetch_sub(&s->zc_pending, 1);
-                return send_failed(s, j, bytes);
-            }
-            if (zmq_msg_send(&m, s->router, more | ZMQ_DONTWAIT) < 0) {
-                int e = errno;
-                zmq_msg_close(&m); /* releases: zc_pending goes down again */
-                errno = e;
-                return send_failed(s, j, bytes);
-            }
-        }
+        if (zmq_send(s->router, p + off, n, (off + n < bytes ? ZMQ_SNDMORE : 0) | ZMQ_DONTWAIT) < 0)
+            return send_failed(s, j, bytes);
         off += n;
     }
     return DDL_OK;
@@ -712,43 +657,28 @@ static int check_use(zq_state *s, int peer, int sending)
     return DDL_OK;
 }
 
-/* wait_events: poll the receiving DEALER (if any), every monitor, the ROUTER (impostors get
- * their refusal) and the eventfd, then take what came in. */
-static int wait_events(zq_state *s, int from, int busy, int left)
+/* wait_events: poll the receiving DEALER, every monitor and the ROUTER (impostors get their
+ * refusal), then take what came in. */
+static int wait_events(zq_state *s, int from, int left)
 {
     zmq_pollitem_t *it = s->items;
     int n = 0, wait_ms = left;
-    if (from >= 0)
-        it[n++] = (zmq_pollitem_t){.socket = s->links[from].dealer, .events = ZMQ_POLLIN};
+    it[n++] = (zmq_pollitem_t){.socket = s->links[from].dealer, .events = ZMQ_POLLIN};
     for (int j = 0; j < s->world; j++)
         if (s->links[j].monitor)
             it[n++] = (zmq_pollitem_t){.socket = s->links[j].monitor, .events = ZMQ_POLLIN};
-    if (s->router)
-        it[n++] = (zmq_pollitem_t){.socket = s->router, .events = ZMQ_POLLIN};
-    if (atomic_load(&s->zc_pending) > 0)
-        it[n++] = (zmq_pollitem_t){.fd = s->efd, .events = ZMQ_POLLIN};
-    int st = check_links(s, busy, &wait_ms);
+    it[n++] = (zmq_pollitem_t){.socket = s->router, .events = ZMQ_POLLIN};
+    int st = check_links(s, from, &wait_ms);
     if (st != DDL_OK)
         return st;
     if (zmq_poll(it, n, wait_ms) < 0 && errno != EINTR)
         return zq__fail(s, DDL_EIO, "rank %d: zmq_poll: %s", s->rank, zmq_strerror(errno));
-    uint64_t v;
-    (void)!read(s->efd, &v, sizeof v);
     for (int j = 0; j < s->world; j++)
         if (j != s->rank)
             drain_monitor(s, j, 1);
     zq__router_step(s);
     zq__expire(s);
-    return check_links(s, busy, &wait_ms);
-}
-
-static int exchange_timeout(zq_state *s, int to, size_t send_bytes, int from, size_t recv_bytes, int got, int timeout_ms)
-{
-    if (!got)
-        return zq__fail(s, DDL_ETIMEDOUT, "rank %d timed out after %d ms waiting for rank %d at %s to send %zu bytes",
-                        s->rank, timeout_ms, from, s->links[from].addr, recv_bytes);
-    return zq__fail(s, DDL_ETIMEDOUT, "rank %d timed out after %d ms waiting for rank %d at %s to take %zu bytes",
-                    s->rank, timeout_ms, to, s->links[to].addr, send_bytes);
+    return check_links(s, from, &wait_ms);
 }
 
 static int zq_exchange(void *state, int to, const void *send_hdr, const void *send_buf, size_t send_bytes, int from,
@@ -760,52 +690,24 @@ static int zq_exchange(void *state, int to, const void *send_hdr, const void *se
     int st = check_use(s, to, 1);
     if (st == DDL_OK)
         st = check_use(s, from, 0);
-    if (st != DDL_OK)
+    if (st == DDL_OK && to >= 0) /* queued whole at once: libzmq's I/O thread sends while we receive */
+        st = send_msg(s, to, 0, send_hdr, send_buf, send_bytes);
+    if (st != DDL_OK || from < 0)
         return st;
     if (timeout_ms <= 0)
         timeout_ms = s->timeout_ms;
     int64_t deadline_ms = ddl__now_ms() + timeout_ms;
-    if (to >= 0 && (st = send_msg(s, to, 0, send_hdr, send_buf, send_bytes)) != DDL_OK)
-        from = -1; /* still wait below for libzmq to release what was queued */
-    int got = from < 0, mismatch = 0;
-    char mismatch_msg[DDL_ERR_BYTES];
-    while (st == DDL_OK) {
-        if (!got) {
-            int r = try_recv(s, from, recv_hdr, recv_buf, recv_bytes);
-            if (r == DDL_EMISMATCH) { /* finish our send, then report */
-                mismatch = 1;
-                memcpy(mismatch_msg, s->err, sizeof mismatch_msg);
-                r = 1;
-            }
-            if (r < 0) {
-                st = r;
-                break;
-            }
-            got = r;
-        }
-        if (got && atomic_load(&s->zc_pending) == 0)
-            break;
+    for (;;) {
+        int r = try_recv(s, from, recv_hdr, recv_buf, recv_bytes);
+        if (r != 0)
+            return r < 0 ? r : DDL_OK;
         int left = zq__remaining(deadline_ms);
-        if (left == 0) {
-            st = exchange_timeout(s, to, send_bytes, from, recv_bytes, got, timeout_ms);
-            break;
-        }
-        st = wait_events(s, got ? -1 : from, got ? to : from, left);
+        if (left == 0)
+            return zq__fail(s, DDL_ETIMEDOUT, "rank %d timed out after %d ms waiting for rank %d at %s to send %zu bytes",
+                            s->rank, timeout_ms, from, s->links[from].addr, recv_bytes);
+        if ((st = wait_events(s, from, left)) != DDL_OK)
+            return st;
     }
-    if (atomic_load(&s->zc_pending) > 0) { /* only after a failure: the caller's buffer must be free */
-        int64_t until = ddl__now_ms() + 200;
-        while (atomic_load(&s->zc_pending) > 0 && ddl__now_ms() < until) {
-            zmq_pollitem_t it = {.fd = s->efd, .events = ZMQ_POLLIN};
-            zmq_poll(&it, 1, 10);
-        }
-        if (atomic_load(&s->zc_pending) > 0)
-            emergency_close(s);
-    }
-    if (mismatch && st == DDL_OK) {
-        memcpy(s->err, mismatch_msg, sizeof s->err);
-        return DDL_EMISMATCH;
-    }
-    return st;
 }
 
 /* ---- close ---- */
@@ -846,9 +748,6 @@ static void zq_close(void *state)
     if (s->ctx)
         zmq_ctx_term(s->ctx); /* waits for the goodbyes, at most the ROUTER's linger */
     s->ctx = NULL;
-    if (s->efd >= 0)
-        close(s->efd);
-    s->efd = -1;
     s->magic = 0;
 }
 

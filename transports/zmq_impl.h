@@ -11,7 +11,6 @@
 #define DDL_ZMQ_IMPL_H
 #include "ddl_impl.h"
 
-#include <stdatomic.h>
 #include <stdint.h>
 
 #define ZQ_ADDR_BYTES 64    /* "host:port" including the NUL; longer addresses are refused */
@@ -76,9 +75,7 @@ typedef struct zq_state {
     int tables_sent;           /* rank 0, master mode: every rank got the address table */
     int failed, fail_status, culprit; /* as tcp: close() sends ABORT naming culprit, or BYE */
     void *ctx;                 /* libzmq context: its I/O and reaper threads are libzmq's */
-    void *router;              /* bound at our address; NULL after an emergency close */
-    int efd;                   /* eventfd: libzmq's I/O thread says "zero-copy buffers released" */
-    atomic_int zc_pending;     /* zero-copy frames libzmq still holds */
+    void *router;              /* bound at our address */
     ddl_log_fn log;
     void *log_ud;
     const char *token;         /* valid during open() only */
