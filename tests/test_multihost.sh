@@ -1,0 +1,92 @@
+#!/bin/sh
+# test_multihost.sh - ranks on several hosts: two network namespaces, each a host with its own
+# address (10.77.0.1 and 10.77.0.2 on a veth pair), run one ddlrun each (--nodes 2 --node-rank R
+# --master 10.77.0.1:PORT) over tcp and over zmq, and must end with the same weights_crc as the
+# same job on one host (ddlrun -n 2 -t shm). Before the real second rank joins, an impostor with
+# a wrong DDL_TOKEN and one with a wrong DDL_JOB try to join as rank 1: each must be refused at
+# the handshake with a clear message, and the job must go on undisturbed.
+# Needs root and `ip netns`; skipped with the reason otherwise. The namespaces are created with
+# names unique to this run and deleted on exit.
+BUILD=${BUILD:-build}
+cd "$(dirname "$0")/.." || exit 1
+DATA=/usr/share/datasets/fashion-mnist
+pass=0; fail=0
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+skip() { echo "skipped: $*"; echo "0 passed, 0 failed"; exit 0; }
+
+[ "$(id -u)" -eq 0 ] || skip "needs root to create network namespaces"
+command -v ip >/dev/null 2>&1 || skip "no ip command (apt-get install iproute2)"
+[ -e "$DATA/train-images-idx3-ubyte.gz" ] || [ -e "$DATA/train-images-idx3-ubyte" ] ||
+    skip "no Fashion-MNIST in $DATA (apt-get install dataset-fashion-mnist)"
+
+A="ddlmh$$a"; B="ddlmh$$b"; VA="ddlv$$a"; VB="ddlv$$b"
+tmp=$(mktemp -d)
+bg_pid=""
+cleanup() {
+    [ -n "$bg_pid" ] && kill "$bg_pid" 2>/dev/null
+    ip netns del "$A" 2>/dev/null
+    ip netns del "$B" 2>/dev/null
+    rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM
+ip netns add "$A" 2>/dev/null || skip "ip netns add failed (no network namespaces here)"
+ip netns add "$B" || skip "ip netns add failed"
+ip link add "$VA" type veth peer name "$VB" || skip "cannot create a veth pair"
+ip link set "$VA" netns "$A" && ip link set "$VB" netns "$B" &&
+    ip -n "$A" addr add 10.77.0.1/24 dev "$VA" && ip -n "$B" addr add 10.77.0.2/24 dev "$VB" &&
+    ip -n "$A" link set "$VA" up && ip -n "$B" link set "$VB" up &&
+    ip -n "$A" link set lo up && ip -n "$B" link set lo up || skip "cannot configure the namespaces"
+
+export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
+ARGS="--epochs 1 --train-limit 2000 --seed 42 --quiet --data $DATA"
+field() { sed -n "s/^summary:.* $1=\([^ ]*\).*/\1/p" | tail -n 1; }
+
+ref=$("$BUILD/bin/ddlrun" -n 2 -t shm "$BUILD/bin/lenet" $ARGS 2>&1 | field weights_crc)
+echo "one host, 2 ranks over shm: weights_crc=$ref"
+[ -n "$ref" ] && ok || bad "the one-host reference run gave no summary"
+
+# node NS RANK TRANSPORT: ddlrun for node RANK inside namespace NS (extra environment before it)
+node() {
+    ns=$1; r=$2; t=$3; shift 3
+    ip netns exec "$ns" env "$@" "$BUILD/bin/ddlrun" -n 1 --nodes 2 --node-rank "$r" --master "10.77.0.1:$port" \
+        --timeout 30 -t "$t" "$BUILD/bin/lenet" $ARGS
+}
+
+# impostor WHAT EXPECTED ENV...: a rank 1 that must be refused with EXPECTED in its error
+impostor() {
+    what=$1; want=$2; shift 2
+    start=$(date +%s)
+    out=$(timeout 40 ip netns exec "$B" env "$@" "$BUILD/bin/ddlrun" -n 1 --nodes 2 --node-rank 1 \
+        --master "10.77.0.1:$port" --timeout 10 -t "$t" "$BUILD/bin/lenet" $ARGS 2>&1)
+    rc=$?
+    if [ "$rc" -ne 0 ] && printf '%s' "$out" | grep -q "$want"; then
+        ok; echo "  $t: a rank with a $what was refused in $(( $(date +%s) - start )) s: $(printf '%s' "$out" | grep -m1 "$want" | cut -c1-150)"
+    else
+        bad "$t: a rank with a $what was not refused with '$want' (exit $rc)"; printf '%s\n' "$out" | tail -n 5
+    fi
+}
+
+for t in tcp zmq; do
+    port=$((29000 + $$ % 1000))
+    [ "$t" = zmq ] && port=$((port + 1))
+    if ! "$BUILD/bin/ddl-bench" allreduce -t "$t" -n 2 -b 4K -e 4K --iters 1 >/dev/null 2>&1; then
+        echo "$t: skipped (not compiled in)"; continue
+    fi
+    node "$A" 0 "$t" DDL_TOKEN=multihost-secret > "$tmp/rank0.$t" 2>&1 &
+    bg_pid=$!
+    impostor "wrong DDL_TOKEN" "wrong token" DDL_TOKEN=not-the-secret
+    impostor "wrong DDL_JOB" "job id mismatch" DDL_TOKEN=multihost-secret DDL_JOB=some-other-job
+    out1=$(node "$B" 1 "$t" DDL_TOKEN=multihost-secret 2>&1); rc1=$?
+    wait "$bg_pid"; rc0=$?; bg_pid=""
+    crc=$(field weights_crc < "$tmp/rank0.$t")
+    tr=$(field transport < "$tmp/rank0.$t")
+    echo "2 hosts over $t: transport=$tr weights_crc=$crc (node exits $rc0 $rc1)"
+    if [ "$rc0" -eq 0 ] && [ "$rc1" -eq 0 ] && [ "$tr" = "$t" ] && [ -n "$crc" ]; then ok; else
+        bad "2 hosts over $t did not finish cleanly"; tail -n 5 "$tmp/rank0.$t"; printf '%s\n' "$out1" | tail -n 5; fi
+    [ -n "$crc" ] && [ "$crc" = "$ref" ] && ok || bad "2 hosts over $t: weights_crc '$crc' differs from one host's '$ref'"
+done
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
