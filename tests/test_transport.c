@@ -357,7 +357,7 @@ static void run_suite(const char *tname)
         run_ranks(tname, world, rank_order, NULL, 30, -1);
         run_ranks(tname, world, rank_timeout, NULL, 10, -1);
         run_ranks(tname, world, rank_killed, &recv_kill, 10, world - 1);
-        if (strcmp(tname, "shm") == 0)
+        if (strcmp(tname, "shm") == 0 || strcmp(tname, "zmq") == 0)
             run_ranks(tname, world, rank_killed, &coll_kill, 10, world - 1);
         printf("%s: %d ranks: %.1f s\n", tname, world, ranks_now() - t0);
         fflush(stdout);
