@@ -14,6 +14,7 @@
 
 #include <limits.h>
 #include <mpi.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <string.h>
 #include <time.h>
@@ -87,13 +88,18 @@ static uint64_t get_le(const unsigned char *p, int bytes)
 
 /* ---- waiting ---- */
 
-/* idle: called between MPI_Test rounds; spins at first (latency), then sleeps a little so that
+/* idle: called between MPI_Test rounds: spins first (a sleep costs tens of microseconds of
+ * timer slack, more than a whole small message), then yields, then sleeps a little so that
  * oversubscribed ranks leave the CPU to the rank they wait for. */
 static void idle(long round)
 {
-    if (round < 200)
+    if (round < 20000)
         return;
-    struct timespec ts = {0, round < 2000 ? 2000L : 50000L};
+    if (round < 200000) {
+        sched_yield();
+        return;
+    }
+    struct timespec ts = {0, 50000L};
     nanosleep(&ts, NULL);
 }
 

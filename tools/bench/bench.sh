@@ -3,7 +3,7 @@
 #   1. LeNet, one epoch, one process, one thread: ddl against PyTorch 1.13 (same model, data,
 #      batch and recipe), alternated REPEAT times; medians and their ratio.
 #   2. Scaling: 2 ranks over shm against 1 rank (one epoch each).
-#   3. ddl-bench allreduce for every transport at 256 KiB and 8 MiB.
+#   3. ddl-bench allreduce for every transport at 256 KiB and 8 MiB, and MPI_Allreduce (busbw.sh).
 # Environment: REPEAT (default 3), EPOCHS (default 1), BENCH_ONLY=lenet|scaling|allreduce.
 set -u
 BUILD=${BUILD:-build}
@@ -49,14 +49,5 @@ if [ -z "$ONLY" ] || [ "$ONLY" = scaling ]; then
 fi
 
 if [ -z "$ONLY" ] || [ "$ONLY" = allreduce ]; then
-    echo "== allreduce, 2 ranks, 256 KiB and 8 MiB (ddl-bench; busbw as nccl-tests)"
-    for t in shm tcp zmq; do
-        echo "-- $t"
-        "$BUILD/bin/ddl-bench" allreduce -t "$t" -n 2 -b 256K -e 8M -f 32 || echo "   ($t failed)"
-    done
-    if command -v mpirun >/dev/null 2>&1; then
-        echo "-- mpi (ddl collectives over MPI point-to-point), and MPI_Allreduce (--native)"
-        mpirun --allow-run-as-root --oversubscribe -np 2 "$BUILD/bin/ddl-bench" allreduce -t mpi -n 2 -b 256K -e 8M -f 32 || echo "   (mpi failed)"
-        mpirun --allow-run-as-root --oversubscribe -np 2 "$BUILD/bin/ddl-bench" allreduce -t mpi -n 2 -b 256K -e 8M -f 32 --native || echo "   (mpi native failed)"
-    fi
+    BUILD="$BUILD" REPEAT="$REPEAT" sh "$here/busbw.sh" # every transport and MPI_Allreduce, medians
 fi
