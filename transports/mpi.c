@@ -18,12 +18,15 @@
 #include <stdarg.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 /* ---- messages ----
- * A message is one MPI message with TAG_MSG: prefix = u32 magic, u32 flags, u64 payload bytes,
+ * A message is one MPI message with the tag tag_msg: prefix = u32 magic, u32 flags, u64 payload bytes,
  * 32-byte header (48 bytes, little endian), followed by the payload when it is at most
- * SMALL_BYTES. A larger payload follows as TAG_DATA messages of at most CHUNK_BYTES each,
- * received straight into the caller's buffer. */
+ * SMALL_BYTES. A larger payload follows as tag_data messages of at most CHUNK_BYTES each,
+ * received straight into the caller's buffer. The two tags change with every comm (an epoch that
+ * rank 0 draws at open): a message left unmatched by a failed comm cannot be taken by a later one
+ * even when MPI reuses the freed communicator's context id (MPICH does). */
 
 #define MP_MAGIC 0x4d4c4444U       /* "DDLM" */
 #define MP_STATE_MAGIC 0x6d70692dU /* marks a state that open() has initialised */
@@ -31,8 +34,7 @@
 #define SMALL_BYTES ((size_t)64 << 10)
 #define CHUNK_BYTES ((size_t)1 << 30)
 #define MAX_PAYLOAD ((uint64_t)1 << 40)
-#define TAG_MSG 1
-#define TAG_DATA 2
+#define EPOCHS 16383 /* tags are 2 epoch and 2 epoch + 1: below MPI's guaranteed MPI_TAG_UB of 32767 */
 #define MP_MAX_WORLD (1 << 20)
 
 typedef struct mp_state {
@@ -41,6 +43,7 @@ typedef struct mp_state {
     int we_init;              /* this state called MPI_Init: it calls MPI_Finalize in close */
     int have_comm;            /* comm is ours to free */
     int stuck;                /* an operation timed out with a request MPI cannot cancel */
+    int tag_msg, tag_data;    /* this comm's two tags (2 epoch, 2 epoch + 1) */
     MPI_Comm comm;            /* dup of MPI_COMM_WORLD with MPI_ERRORS_RETURN */
     ddl_log_fn log;
     void *log_ud;
@@ -194,7 +197,20 @@ static int dup_world(mp_state *s, int64_t deadline_ms)
         return rc;
     s->have_comm = 1;
     MPI_Comm_set_errhandler(s->comm, MPI_ERRORS_RETURN);
-    return DDL_OK;
+    /* the epoch: rank 0's draw, broadcast without blocking forever */
+    int epoch = 1 + (int)(((uint64_t)ddl__now_ms() * 2654435761u + (uint64_t)getpid() * 40503u) % EPOCHS);
+    rc = MPI_Ibcast(&epoch, 1, MPI_INT, 0, s->comm, &req);
+    if (rc != MPI_SUCCESS)
+        return mpi_fail(s, rc, "MPI_Ibcast", 0);
+    rc = wait_one(s, &req, MPI_STATUS_IGNORE, deadline_ms, "MPI_Ibcast", 0);
+    if (rc == DDL_ETIMEDOUT) {
+        s->stuck = 1;
+        return mp_fail(s, rc, "rank %d timed out after %d ms waiting for rank 0 to start the comm", s->rank,
+                       s->timeout_ms);
+    }
+    s->tag_msg = 2 * epoch;
+    s->tag_data = 2 * epoch + 1;
+    return rc;
 }
 
 static int mp_open(void *state, const ddl_comm_config *cfg)
@@ -263,10 +279,10 @@ static int post_send(mp_state *s, dir *d)
     int rc;
     if (d->stage == 0) {
         size_t n = PREFIX + (d->bytes <= SMALL_BYTES ? d->bytes : 0);
-        rc = MPI_Isend(s->sbuf, (int)n, MPI_BYTE, d->peer, TAG_MSG, s->comm, &d->req);
+        rc = MPI_Isend(s->sbuf, (int)n, MPI_BYTE, d->peer, s->tag_msg, s->comm, &d->req);
     } else {
         size_t n = d->bytes - d->done < CHUNK_BYTES ? d->bytes - d->done : CHUNK_BYTES;
-        rc = MPI_Isend(d->buf + d->done, (int)n, MPI_BYTE, d->peer, TAG_DATA, s->comm, &d->req);
+        rc = MPI_Isend(d->buf + d->done, (int)n, MPI_BYTE, d->peer, s->tag_data, s->comm, &d->req);
         d->done += n;
     }
     return rc == MPI_SUCCESS ? DDL_OK : mpi_fail(s, rc, "MPI_Isend", d->peer);
@@ -276,16 +292,16 @@ static int post_recv(mp_state *s, dir *d)
 {
     int rc;
     if (d->stage == 0) {
-        rc = MPI_Irecv(s->rbuf, (int)(PREFIX + SMALL_BYTES), MPI_BYTE, d->peer, TAG_MSG, s->comm, &d->req);
+        rc = MPI_Irecv(s->rbuf, (int)(PREFIX + SMALL_BYTES), MPI_BYTE, d->peer, s->tag_msg, s->comm, &d->req);
     } else {
         size_t n = d->bytes - d->done < CHUNK_BYTES ? d->bytes - d->done : CHUNK_BYTES;
-        rc = MPI_Irecv(d->buf + d->done, (int)n, MPI_BYTE, d->peer, TAG_DATA, s->comm, &d->req);
+        rc = MPI_Irecv(d->buf + d->done, (int)n, MPI_BYTE, d->peer, s->tag_data, s->comm, &d->req);
         d->done += n;
     }
     return rc == MPI_SUCCESS ? DDL_OK : mpi_fail(s, rc, "MPI_Irecv", d->peer);
 }
 
-/* got_message: the TAG_MSG message from d->peer arrived (count bytes in rbuf). */
+/* got_message: the tag_msg message from d->peer arrived (count bytes in rbuf). */
 static int got_message(mp_state *s, dir *d, int count, void *recv_hdr)
 {
     const unsigned char *p = s->rbuf;
