@@ -26,6 +26,24 @@ static inline size_t ddl__align_up(size_t n) { return (n + DDL_ALIGN - 1) & ~(si
 double ddl__now(void);
 /* ddl__now_ms: monotonic milliseconds. */
 int64_t ddl__now_ms(void);
+/* ddl__remaining_ms: milliseconds left until deadline_ms (ddl__now_ms time): >= 0, capped at
+ * 1e9 so that it fits a poll timeout. */
+int ddl__remaining_ms(int64_t deadline_ms);
+
+/* ddl__put_le / ddl__get_le: the low `bytes` bytes (1..8) of v, little endian, as on every wire. */
+static inline void ddl__put_le(unsigned char *p, uint64_t v, int bytes)
+{
+    for (int i = 0; i < bytes; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static inline uint64_t ddl__get_le(const unsigned char *p, int bytes)
+{
+    uint64_t v = 0;
+    for (int i = bytes - 1; i >= 0; i--)
+        v = v << 8 | p[i];
+    return v;
+}
 
 /* ddl__log: call the log callback, if any, with a formatted message. */
 void ddl__log(ddl_log_fn fn, void *ud, int level, const char *fmt, ...) DDL__PRINTF(4, 5);

@@ -197,6 +197,14 @@ int64_t ddl__now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+int ddl__remaining_ms(int64_t deadline_ms)
+{
+    int64_t left = deadline_ms - ddl__now_ms();
+    if (left < 0)
+        return 0;
+    return left > 1000000000 ? 1000000000 : (int)left;
+}
+
 size_t ddl_tensor_count(const ddl_tensor *t)
 {
     size_t n = 1;

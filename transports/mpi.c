@@ -75,20 +75,6 @@ static int mpi_fail(mp_state *s, int rc, const char *what, int peer)
     return mp_fail(s, DDL_EIO, "rank %d: %s with rank %d failed: %.*s", s->rank, what, peer, len, msg);
 }
 
-static void put_le(unsigned char *p, uint64_t v, int bytes)
-{
-    for (int i = 0; i < bytes; i++)
-        p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static uint64_t get_le(const unsigned char *p, int bytes)
-{
-    uint64_t v = 0;
-    for (int i = bytes - 1; i >= 0; i--)
-        v = v << 8 | p[i];
-    return v;
-}
-
 /* ---- waiting ---- */
 
 /* idle: called between MPI_Test rounds: spins first (a sleep costs tens of microseconds of
@@ -305,8 +291,8 @@ static int post_recv(mp_state *s, dir *d)
 static int got_message(mp_state *s, dir *d, int count, void *recv_hdr)
 {
     const unsigned char *p = s->rbuf;
-    uint64_t len = count >= PREFIX ? get_le(p + 8, 8) : 0;
-    if (count < PREFIX || get_le(p, 4) != MP_MAGIC || get_le(p + 4, 4) != 0 || len > MAX_PAYLOAD ||
+    uint64_t len = count >= PREFIX ? ddl__get_le(p + 8, 8) : 0;
+    if (count < PREFIX || ddl__get_le(p, 4) != MP_MAGIC || ddl__get_le(p + 4, 4) != 0 || len > MAX_PAYLOAD ||
         (len <= SMALL_BYTES ? (uint64_t)count != PREFIX + len : count != PREFIX)) {
         s->rx_down[d->peer] = DDL_EPROTO;
         return mp_fail(s, DDL_EPROTO, "rank %d broke the protocol: a message of %d bytes that is not a ddl message",
@@ -402,9 +388,9 @@ static int mp_exchange(void *state, int to, const void *send_hdr, const void *se
     dir ds = {to, MPI_REQUEST_NULL, (unsigned char *)(uintptr_t)send_buf, send_bytes, 0, to < 0 ? 2 : 0};
     dir dr = {from, MPI_REQUEST_NULL, recv_buf, recv_bytes, 0, from < 0 ? 2 : 0};
     if (to >= 0) {
-        put_le(s->sbuf, MP_MAGIC, 4);
-        put_le(s->sbuf + 4, 0, 4);
-        put_le(s->sbuf + 8, send_bytes, 8);
+        ddl__put_le(s->sbuf, MP_MAGIC, 4);
+        ddl__put_le(s->sbuf + 4, 0, 4);
+        ddl__put_le(s->sbuf + 8, send_bytes, 8);
         memcpy(s->sbuf + 16, send_hdr, DDL_HEADER_BYTES);
         if (send_bytes <= SMALL_BYTES && send_bytes)
             memcpy(s->sbuf + PREFIX, send_buf, send_bytes);

@@ -12,7 +12,6 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdarg.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
@@ -30,25 +29,11 @@
 #define FRAME_MAX_PAYLOAD ((uint64_t)1 << 40) /* more than this is a lie, not a message */
 #define TCP_MAX_WORLD 65536
 
-static void put_le(unsigned char *p, uint64_t v, int bytes)
-{
-    for (int i = 0; i < bytes; i++)
-        p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static uint64_t get_le(const unsigned char *p, int bytes)
-{
-    uint64_t v = 0;
-    for (int i = bytes - 1; i >= 0; i--)
-        v = v << 8 | p[i];
-    return v;
-}
-
 static void frame_prefix(unsigned char out[FRAME_PREFIX], uint32_t flags, uint64_t bytes, const void *hdr)
 {
-    put_le(out, FRAME_MAGIC, 4);
-    put_le(out + 4, flags, 4);
-    put_le(out + 8, bytes, 8);
+    ddl__put_le(out, FRAME_MAGIC, 4);
+    ddl__put_le(out + 4, flags, 4);
+    ddl__put_le(out + 8, bytes, 8);
     if (hdr)
         memcpy(out + 16, hdr, DDL_HEADER_BYTES);
     else
@@ -70,14 +55,6 @@ int tcp__fail(tcp_state *s, int status, const char *fmt, ...)
     return status;
 }
 
-int tcp__remaining(int64_t deadline_ms)
-{
-    int64_t left = deadline_ms - ddl__now_ms();
-    if (left < 0)
-        return 0;
-    return left > 1000000000 ? 1000000000 : (int)left;
-}
-
 int tcp__io_full(int fd, void *buf, size_t n, int writing, int64_t deadline_ms)
 {
     unsigned char *p = buf;
@@ -94,7 +71,7 @@ int tcp__io_full(int fd, void *buf, size_t n, int writing, int64_t deadline_ms)
         if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
             return errno == EPIPE || errno == ECONNRESET ? DDL_EPEER : DDL_EIO;
         struct pollfd pf = {.fd = fd, .events = writing ? POLLOUT : POLLIN};
-        int left = tcp__remaining(deadline_ms);
+        int left = ddl__remaining_ms(deadline_ms);
         if (left == 0)
             return DDL_ETIMEDOUT;
         if (poll(&pf, 1, left) < 0 && errno != EINTR)
@@ -117,20 +94,9 @@ void tcp__tune(int fd)
  * through getaddrinfo (the only place libc may allocate for us). */
 static int parse_addr(const char *text, struct sockaddr_storage *ss, socklen_t *len)
 {
-    char host[TCP_ADDR_BYTES];
-    const char *colon = strrchr(text, ':');
-    if (!colon || strlen(text) >= TCP_ADDR_BYTES || colon == text)
-        return -1;
-    size_t hl = (size_t)(colon - text);
-    memcpy(host, text, hl);
-    host[hl] = 0;
-    if (host[0] == '[' && hl >= 2 && host[hl - 1] == ']') {
-        memmove(host, host + 1, hl - 2);
-        host[hl - 2] = 0;
-    }
-    char *end;
-    long port = strtol(colon + 1, &end, 10);
-    if (*end || end == colon + 1 || port < 0 || port > 65535)
+    char host[DDL__ADDR_BYTES];
+    int port;
+    if (ddl__split_addr(text, host, &port) != 0)
         return -1;
     memset(ss, 0, sizeof *ss);
     struct sockaddr_in *a4 = (struct sockaddr_in *)ss;
@@ -160,17 +126,17 @@ static int parse_addr(const char *text, struct sockaddr_storage *ss, socklen_t *
     return 0;
 }
 
-void tcp__format_addr(const struct sockaddr_storage *ss, char out[TCP_ADDR_BYTES])
+void tcp__format_addr(const struct sockaddr_storage *ss, char out[DDL__ADDR_BYTES])
 {
     char host[INET6_ADDRSTRLEN] = "?";
     if (ss->ss_family == AF_INET6) {
         const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)ss;
         inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof host);
-        snprintf(out, TCP_ADDR_BYTES, "[%s]:%d", host, ntohs(a->sin6_port));
+        snprintf(out, DDL__ADDR_BYTES, "[%s]:%d", host, ntohs(a->sin6_port));
     } else {
         const struct sockaddr_in *a = (const struct sockaddr_in *)ss;
         inet_ntop(AF_INET, &a->sin_addr, host, sizeof host);
-        snprintf(out, TCP_ADDR_BYTES, "%s:%d", host, ntohs(a->sin_port));
+        snprintf(out, DDL__ADDR_BYTES, "%s:%d", host, ntohs(a->sin_port));
     }
 }
 
@@ -185,7 +151,7 @@ static int listen_on(tcp_state *s, const struct sockaddr_storage *ss, socklen_t 
     int one = 1;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     s->listen_fd = fd;
-    char want[TCP_ADDR_BYTES];
+    char want[DDL__ADDR_BYTES];
     tcp__format_addr(ss, want);
     if (bind(fd, (const struct sockaddr *)ss, len) != 0 || listen(fd, 128) != 0)
         return tcp__fail(s, DDL_EIO, "rank %d: cannot listen on %s (%s): %s", s->rank, want, what, strerror(errno));
@@ -207,7 +173,7 @@ static int connect_once(const struct sockaddr_storage *ss, socklen_t len, int64_
         e = errno;
         if (e == EINPROGRESS) {
             struct pollfd pf = {.fd = fd, .events = POLLOUT};
-            int left = tcp__remaining(deadline_ms);
+            int left = ddl__remaining_ms(deadline_ms);
             if (poll(&pf, 1, left > 2000 ? 2000 : left) <= 0) {
                 e = ETIMEDOUT;
             } else {
@@ -240,7 +206,7 @@ static int connect_retry(tcp_state *s, int peer, const char *addr, int64_t deadl
         if (e != ECONNREFUSED && e != ETIMEDOUT && e != EHOSTUNREACH && e != ENETUNREACH && e != ECONNRESET &&
             e != EAGAIN && e != EINTR)
             break;
-        int left = tcp__remaining(deadline_ms);
+        int left = ddl__remaining_ms(deadline_ms);
         if (left == 0)
             return tcp__fail(s, DDL_ETIMEDOUT, "rank %d timed out after %d ms connecting to rank %d at %s (%s)",
                              s->rank, s->timeout_ms, peer, addr, strerror(e));
@@ -272,30 +238,16 @@ static int connect_rank(tcp_state *s, int j, int64_t deadline_ms)
 /* rendezvous_peers: every rank's address is known; listen on ours, connect down, accept up. */
 static int rendezvous_peers(tcp_state *s, const char *peers, int64_t deadline_ms)
 {
-    const char *p = peers;
-    int n = 0;
-    for (;;) {
-        while (*p == ' ')
-            p++;
-        const char *comma = strchr(p, ',');
-        size_t len = comma ? (size_t)(comma - p) : strlen(p);
-        if (n >= s->world || len == 0 || len >= TCP_ADDR_BYTES)
-            return tcp__fail(s, DDL_EINVAL, "rank %d: bad peer list '%.120s': need %d addresses host:port, each under %d characters",
-                             s->rank, peers, s->world, TCP_ADDR_BYTES);
-        memcpy(s->links[n].addr, p, len);
-        s->links[n++].addr[len] = 0;
-        if (!comma)
-            break;
-        p = comma + 1;
-    }
-    if (n != s->world)
-        return tcp__fail(s, DDL_EINVAL, "rank %d: the peer list names %d addresses for %d ranks", s->rank, n, s->world);
+    char msg[DDL_ERR_BYTES];
+    int st = ddl__parse_peers(peers, s->rank, s->world, s->links[0].addr, sizeof s->links[0], msg, sizeof msg);
+    if (st != DDL_OK)
+        return tcp__fail(s, st, "%s", msg);
     struct sockaddr_storage ss;
     socklen_t len;
     if (parse_addr(s->links[s->rank].addr, &ss, &len) != 0)
         return tcp__fail(s, DDL_EINVAL, "rank %d: cannot parse or resolve our own address '%s'", s->rank,
                          s->links[s->rank].addr);
-    int st = listen_on(s, &ss, len, "our entry in the peer list");
+    st = listen_on(s, &ss, len, "our entry in the peer list");
     for (int j = 0; j < s->rank && st == DDL_OK; j++)
         st = connect_rank(s, j, deadline_ms);
     if (st == DDL_OK && s->rank + 1 < s->world)
@@ -306,16 +258,16 @@ static int rendezvous_peers(tcp_state *s, const char *peers, int64_t deadline_ms
 /* send_table: rank 0 tells rank r every rank's listening address: "DDLT", u32 world, world x 64 bytes. */
 static int send_table(tcp_state *s, int r, int64_t deadline_ms)
 {
-    unsigned char buf[64 * TCP_ADDR_BYTES];
+    unsigned char buf[64 * DDL__ADDR_BYTES];
     memcpy(buf, TCP_TABLE_MAGIC, 4);
-    put_le(buf + 4, (uint64_t)s->world, 4);
+    ddl__put_le(buf + 4, (uint64_t)s->world, 4);
     int st = tcp__io_full(s->links[r].fd, buf, 8, 1, deadline_ms);
     for (int j = 0; j < s->world && st == DDL_OK; j += 64) {
         int k = s->world - j < 64 ? s->world - j : 64;
         memset(buf, 0, sizeof buf);
         for (int i = 0; i < k; i++)
-            memcpy(buf + (size_t)i * TCP_ADDR_BYTES, s->links[j + i].addr, TCP_ADDR_BYTES);
-        st = tcp__io_full(s->links[r].fd, buf, (size_t)k * TCP_ADDR_BYTES, 1, deadline_ms);
+            memcpy(buf + (size_t)i * DDL__ADDR_BYTES, s->links[j + i].addr, DDL__ADDR_BYTES);
+        st = tcp__io_full(s->links[r].fd, buf, (size_t)k * DDL__ADDR_BYTES, 1, deadline_ms);
     }
     if (st != DDL_OK)
         return tcp__fail(s, st == DDL_ETIMEDOUT ? st : DDL_EPEER,
@@ -325,22 +277,22 @@ static int send_table(tcp_state *s, int r, int64_t deadline_ms)
 
 static int recv_table(tcp_state *s, int64_t deadline_ms)
 {
-    unsigned char buf[TCP_ADDR_BYTES];
+    unsigned char buf[DDL__ADDR_BYTES];
     int st = tcp__io_full(s->links[0].fd, buf, 8, 0, deadline_ms);
-    if (st == DDL_OK && get_le(buf, 4) == FRAME_MAGIC && (get_le(buf + 4, 4) & FRAME_ABORT) &&
+    if (st == DDL_OK && ddl__get_le(buf, 4) == FRAME_MAGIC && (ddl__get_le(buf + 4, 4) & FRAME_ABORT) &&
         tcp__io_full(s->links[0].fd, buf + 8, FRAME_PREFIX - 8, 0, deadline_ms) == DDL_OK) {
-        int why = (int)(int32_t)(uint32_t)get_le(buf + 20, 4); /* rank 0 gave up: say why */
+        int why = (int)(int32_t)(uint32_t)ddl__get_le(buf + 20, 4); /* rank 0 gave up: say why */
         return tcp__fail(s, DDL_EPEER, "rank %d: rank 0 at %s gave up the rendezvous (%s)", s->rank, s->links[0].addr,
                          ddl_strerror(why));
     }
-    if (st == DDL_OK && (memcmp(buf, TCP_TABLE_MAGIC, 4) != 0 || get_le(buf + 4, 4) != (uint64_t)s->world))
+    if (st == DDL_OK && (memcmp(buf, TCP_TABLE_MAGIC, 4) != 0 || ddl__get_le(buf + 4, 4) != (uint64_t)s->world))
         return tcp__fail(s, DDL_EPROTO, "rank 0 at %s sent a bad address table", s->links[0].addr);
     for (int j = 0; j < s->world && st == DDL_OK; j++) {
-        st = tcp__io_full(s->links[0].fd, buf, TCP_ADDR_BYTES, 0, deadline_ms);
-        if (st == DDL_OK && (buf[TCP_ADDR_BYTES - 1] != 0 || buf[0] == 0))
+        st = tcp__io_full(s->links[0].fd, buf, DDL__ADDR_BYTES, 0, deadline_ms);
+        if (st == DDL_OK && (buf[DDL__ADDR_BYTES - 1] != 0 || buf[0] == 0))
             return tcp__fail(s, DDL_EPROTO, "rank 0 at %s sent a bad address for rank %d", s->links[0].addr, j);
         if (st == DDL_OK && j != 0)
-            memcpy(s->links[j].addr, buf, TCP_ADDR_BYTES);
+            memcpy(s->links[j].addr, buf, DDL__ADDR_BYTES);
     }
     if (st != DDL_OK)
         return tcp__fail(s, st == DDL_ETIMEDOUT ? st : DDL_EPEER,
@@ -355,15 +307,15 @@ static int rendezvous_master(tcp_state *s, const char *master, int64_t deadline_
 {
     struct sockaddr_storage ss;
     socklen_t len;
-    if (strlen(master) >= TCP_ADDR_BYTES || parse_addr(master, &ss, &len) != 0)
+    if (strlen(master) >= DDL__ADDR_BYTES || parse_addr(master, &ss, &len) != 0)
         return tcp__fail(s, DDL_EINVAL, "rank %d: cannot parse or resolve the master address '%.100s' (want host:port)",
                          s->rank, master);
-    snprintf(s->links[0].addr, TCP_ADDR_BYTES, "%s", master);
+    snprintf(s->links[0].addr, DDL__ADDR_BYTES, "%s", master);
     int st;
     if (s->rank == 0) {
         if ((st = listen_on(s, &ss, len, "the master address")) != DDL_OK)
             return st;
-        snprintf(s->links[0].addr, TCP_ADDR_BYTES, "%s", s->listen_addr);
+        snprintf(s->links[0].addr, DDL__ADDR_BYTES, "%s", s->listen_addr);
         st = tcp__accept_ranks(s, 1, s->world - 1, 1, deadline_ms);
         for (int r = 1; r < s->world && st == DDL_OK; r++)
             st = send_table(s, r, deadline_ms);
@@ -439,8 +391,8 @@ static int tcp_setup(tcp_state *s, const ddl_comm_config *cfg)
     s->token = cfg->token ? cfg->token : "";
     s->token_bytes = strlen(s->token);
     const char *job = cfg->job ? cfg->job : "";
-    if (strlen(job) >= TCP_JOB_BYTES)
-        return tcp__fail(s, DDL_EINVAL, "job id '%.40s...' is longer than %d characters", job, TCP_JOB_BYTES - 1);
+    if (strlen(job) >= DDL__JOB_BYTES)
+        return tcp__fail(s, DDL_EINVAL, "job id '%.40s...' is longer than %d characters", job, DDL__JOB_BYTES - 1);
     memcpy(s->job, job, strlen(job) + 1);
     return DDL_OK;
 }
@@ -477,8 +429,8 @@ static int tcp_open(void *state, const ddl_comm_config *cfg)
 static void say_goodbye(const tcp_state *s, int fd)
 {
     unsigned char pre[FRAME_PREFIX], hdr[DDL_HEADER_BYTES] = {0}, sink[4096];
-    put_le(hdr, (uint32_t)s->culprit, 4);
-    put_le(hdr + 4, (uint32_t)s->fail_status, 4);
+    ddl__put_le(hdr, (uint32_t)s->culprit, 4);
+    ddl__put_le(hdr + 4, (uint32_t)s->fail_status, 4);
     frame_prefix(pre, s->failed ? FRAME_ABORT : FRAME_BYE, 0, hdr);
     (void)!send(fd, pre, sizeof pre, MSG_NOSIGNAL | MSG_DONTWAIT);
     shutdown(fd, SHUT_WR);
@@ -599,7 +551,7 @@ static int send_some(tcp_state *s, xfer *x)
 /* peer_aborted: rank j closed after a failure; name the rank it found dead, if any. */
 static int peer_aborted(tcp_state *s, int j, const unsigned char *pre)
 {
-    int culprit = (int)(int32_t)(uint32_t)get_le(pre + 16, 4), status = (int)(int32_t)(uint32_t)get_le(pre + 20, 4);
+    int culprit = (int)(int32_t)(uint32_t)ddl__get_le(pre + 16, 4), status = (int)(int32_t)(uint32_t)ddl__get_le(pre + 20, 4);
     link_down(s, j, DDL_EPEER, LINK_DROP);
     if (culprit >= 0 && culprit < s->world && culprit != s->rank && culprit != j) {
         s->culprit = culprit;
@@ -614,8 +566,8 @@ static int peer_aborted(tcp_state *s, int j, const unsigned char *pre)
 static int check_prefix(tcp_state *s, xfer *x, void *recv_hdr)
 {
     const char *addr = s->links[x->peer].addr;
-    uint32_t magic = (uint32_t)get_le(x->pre, 4), flags = (uint32_t)get_le(x->pre + 4, 4);
-    uint64_t len = get_le(x->pre + 8, 8);
+    uint32_t magic = (uint32_t)ddl__get_le(x->pre, 4), flags = (uint32_t)ddl__get_le(x->pre + 4, 4);
+    uint64_t len = ddl__get_le(x->pre + 8, 8);
     if (magic != FRAME_MAGIC || (flags & ~(FRAME_BYE | FRAME_ABORT)) != 0) {
         link_down(s, x->peer, DDL_EPROTO, LINK_DROP);
         return tcp__fail(s, DDL_EPROTO, "rank %d at %s broke the protocol: bad frame (magic 0x%08x, flags 0x%x); dropped it",
@@ -688,7 +640,7 @@ static int check_hup(tcp_state *s, int j, short revents, int busy_with)
     if (!(revents & (POLLHUP | POLLERR)) && queued > 0) {
         unsigned char pre[FRAME_PREFIX];
         if (queued >= FRAME_PREFIX && recv(l->fd, pre, sizeof pre, MSG_PEEK | MSG_DONTWAIT) == FRAME_PREFIX &&
-            get_le(pre, 4) == FRAME_MAGIC && (get_le(pre + 4, 4) & FRAME_ABORT))
+            ddl__get_le(pre, 4) == FRAME_MAGIC && (ddl__get_le(pre + 4, 4) & FRAME_ABORT))
             return peer_aborted(s, j, pre);
         l->hup_pending = 1; /* data or BYE still to read: decide when the caller reads it */
         return DDL_OK;
@@ -815,7 +767,7 @@ static int tcp_exchange(void *state, int to, const void *send_hdr, const void *s
         st = DDL_OK;
         if (xs.finished && xr.finished)
             break;
-        int left = tcp__remaining(deadline_ms);
+        int left = ddl__remaining_ms(deadline_ms);
         if (left == 0) {
             st = exchange_timeout(s, &xs, &xr, timeout_ms);
             break;

@@ -3,45 +3,25 @@
  * the two files share. Not API: nothing outside the TCP transport includes this. */
 #ifndef DDL_TCP_IMPL_H
 #define DDL_TCP_IMPL_H
-#include "ddl_impl.h"
+#include "handshake.h"
 
 #include <poll.h>
 
-#define TCP_ADDR_BYTES 64    /* "host:port" including the NUL; longer addresses are refused */
-#define TCP_JOB_BYTES 64     /* job id including the NUL */
-#define TCP_NONCE_BYTES 32   /* random bytes each side contributes to a handshake */
 #define TCP_PENDING 16       /* handshakes an accepting rank runs at once */
-#define TCP_HS_BYTES 216     /* every handshake message has exactly this size */
 #define TCP_TABLE_MAGIC "DDLT"
 #define TCP_PROTO_VERSION 1
 #define TCP_STATE_MAGIC 0x7463702dU /* marks a state that open() has initialised */
 
-/* Handshake message types and refusal reasons (on the wire: never renumber). */
-enum { TCP_HS_HELLO = 1, TCP_HS_PROOF = 2, TCP_HS_OK = 3, TCP_HS_REFUSE = 4 };
-enum {
-    TCP_R_VERSION = 1, TCP_R_JOB = 2, TCP_R_WORLD = 3, TCP_R_RANK = 4,
-    TCP_R_DUPLICATE = 5, TCP_R_TOKEN = 6, TCP_R_GARBAGE = 7, TCP_R_SILENT = 8
-};
-
-/* One handshake message, decoded. Strings are NUL-terminated after decoding. */
-typedef struct tcp_hs {
-    uint32_t type, version, rank, world, reason;
-    char job[TCP_JOB_BYTES];
-    unsigned char nonce[TCP_NONCE_BYTES];
-    unsigned char mac[DDL__SHA256_BYTES];
-    char addr[TCP_ADDR_BYTES]; /* HELLO: the sender's listening address (master rendezvous) */
-} tcp_hs;
-
 /* A connection accepted but not yet authenticated. */
 typedef struct tcp_pending {
     int fd;                    /* -1: slot free */
-    int stage;                 /* TCP_HS_HELLO: waiting for hello, TCP_HS_PROOF: waiting for proof */
+    int stage;                 /* DDL__HS_HELLO: waiting for hello, DDL__HS_PROOF: waiting for proof */
     size_t got;                /* bytes of buf received */
     int64_t deadline_ms;       /* silence past this refuses the connection */
-    unsigned char buf[TCP_HS_BYTES];
-    tcp_hs hello;              /* what the peer claimed */
-    unsigned char nonce[TCP_NONCE_BYTES]; /* ours */
-    char from[TCP_ADDR_BYTES]; /* the peer's address, for messages */
+    unsigned char buf[DDL__HS_BYTES];
+    ddl__hs_msg hello;         /* what the peer claimed */
+    unsigned char nonce[DDL__NONCE_BYTES]; /* ours */
+    char from[DDL__ADDR_BYTES]; /* the peer's address, for messages */
 } tcp_pending;
 
 /* A link to one other rank. */
@@ -49,7 +29,7 @@ typedef struct tcp_link {
     int fd;                    /* -1: none */
     int tx_down, rx_down;      /* 0, or the status that broke sending / receiving (returned again) */
     int hup_pending;           /* the peer shut its side with data still queued: decide on reading */
-    char addr[TCP_ADDR_BYTES]; /* the peer's listening address, for messages */
+    char addr[DDL__ADDR_BYTES]; /* the peer's listening address, for messages */
 } tcp_link;
 
 typedef struct tcp_state {
@@ -63,8 +43,8 @@ typedef struct tcp_state {
     void *log_ud;
     const char *token;         /* valid during open() only */
     size_t token_bytes;
-    char job[TCP_JOB_BYTES];
-    char listen_addr[TCP_ADDR_BYTES];
+    char job[DDL__JOB_BYTES];
+    char listen_addr[DDL__ADDR_BYTES];
     char err[DDL_ERR_BYTES];
     tcp_pending pending[TCP_PENDING];
     tcp_link *links;           /* [world], inside the state memory */
@@ -83,11 +63,9 @@ int tcp__io_full(int fd, void *buf, size_t n, int writing, int64_t deadline_ms);
 void tcp__tune(int fd);
 /* tcp__format_addr: "ip:port" or "[ip6]:port". */
 struct sockaddr_storage;
-void tcp__format_addr(const struct sockaddr_storage *ss, char out[TCP_ADDR_BYTES]);
-/* tcp__remaining: milliseconds left until deadline_ms (>= 0, capped for poll). */
-int tcp__remaining(int64_t deadline_ms);
+void tcp__format_addr(const struct sockaddr_storage *ss, char out[DDL__ADDR_BYTES]);
 
-/* ---- handshake (tcp_handshake.c) ---- */
+/* ---- handshake (tcp_handshake.c, on src/handshake.c) ---- */
 
 /* tcp__accept_ranks: accept and authenticate connections on s->listen_fd until ranks lo..hi
  * all have links; take_addr: store each rank's advertised listening address (master

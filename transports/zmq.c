@@ -19,7 +19,6 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <stdarg.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -39,20 +38,6 @@
 #define ZQ_GRACE_MS 50                 /* a dropped link is dead if nothing it sent is left by then */
 #define ZQ_HEARTBEAT_MS 1000           /* ZMTP pings; a silent peer is dropped after 5 of them */
 
-static void put_le(unsigned char *p, uint64_t v, int bytes)
-{
-    for (int i = 0; i < bytes; i++)
-        p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static uint64_t get_le(const unsigned char *p, int bytes)
-{
-    uint64_t v = 0;
-    for (int i = bytes - 1; i >= 0; i--)
-        v = v << 8 | p[i];
-    return v;
-}
-
 /* ---- shared helpers ---- */
 
 int zq__fail(zq_state *s, int status, const char *fmt, ...)
@@ -68,14 +53,6 @@ int zq__fail(zq_state *s, int status, const char *fmt, ...)
     return status;
 }
 
-int zq__remaining(int64_t deadline_ms)
-{
-    int64_t left = deadline_ms - ddl__now_ms();
-    if (left < 0)
-        return 0;
-    return left > 1000000000 ? 1000000000 : (int)left;
-}
-
 static void link_down(zq_state *s, int j, int status, int tx, int rx)
 {
     zq_link *l = &s->links[j];
@@ -89,29 +66,8 @@ static void link_down(zq_state *s, int j, int status, int tx, int rx)
 
 /* ---- addresses ---- */
 
-/* split_addr: "host:port" or "[v6]:port" into host (brackets removed) and port; 0 on success. */
-static int split_addr(const char *text, char host[ZQ_ADDR_BYTES], int *port)
-{
-    const char *colon = strrchr(text, ':');
-    if (!colon || colon == text || strlen(text) >= ZQ_ADDR_BYTES)
-        return -1;
-    size_t hl = (size_t)(colon - text);
-    memcpy(host, text, hl);
-    host[hl] = 0;
-    if (host[0] == '[' && hl >= 2 && host[hl - 1] == ']') {
-        memmove(host, host + 1, hl - 2);
-        host[hl - 2] = 0;
-    }
-    char *end;
-    long p = strtol(colon + 1, &end, 10);
-    if (*end || end == colon + 1 || p < 0 || p > 65535)
-        return -1;
-    *port = (int)p;
-    return 0;
-}
-
 /* resolve: host name or literal to a numeric address (the only place libc may allocate). */
-static int resolve(const char *host, char out[ZQ_ADDR_BYTES], struct sockaddr_storage *ss)
+static int resolve(const char *host, char out[DDL__ADDR_BYTES], struct sockaddr_storage *ss)
 {
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res = NULL;
     if (getaddrinfo(host, NULL, &hints, &res) != 0 || !res)
@@ -120,7 +76,7 @@ static int resolve(const char *host, char out[ZQ_ADDR_BYTES], struct sockaddr_st
     freeaddrinfo(res);
     const void *a = ss->ss_family == AF_INET6 ? (const void *)&((struct sockaddr_in6 *)ss)->sin6_addr
                                               : (const void *)&((struct sockaddr_in *)ss)->sin_addr;
-    return inet_ntop(ss->ss_family, a, out, ZQ_ADDR_BYTES) ? 0 : -1;
+    return inet_ntop(ss->ss_family, a, out, DDL__ADDR_BYTES) ? 0 : -1;
 }
 
 /* endpoint: "tcp://host:port", brackets around IPv6 literals. */
@@ -134,7 +90,7 @@ static void endpoint(char *out, size_t n, const char *host, int port, int any_po
 }
 
 /* local_ip_toward: the address this host uses to reach ss (a UDP connect sends nothing). */
-static int local_ip_toward(const struct sockaddr_storage *ss, int port, char out[ZQ_ADDR_BYTES])
+static int local_ip_toward(const struct sockaddr_storage *ss, int port, char out[DDL__ADDR_BYTES])
 {
     struct sockaddr_storage dst = *ss, me;
     socklen_t len = dst.ss_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
@@ -147,7 +103,7 @@ static int local_ip_toward(const struct sockaddr_storage *ss, int port, char out
     if (fd >= 0 && connect(fd, (struct sockaddr *)&dst, len) == 0 && getsockname(fd, (struct sockaddr *)&me, &ml) == 0) {
         const void *a = me.ss_family == AF_INET6 ? (const void *)&((struct sockaddr_in6 *)&me)->sin6_addr
                                                  : (const void *)&((struct sockaddr_in *)&me)->sin_addr;
-        ok = inet_ntop(me.ss_family, a, out, ZQ_ADDR_BYTES) ? 0 : -1;
+        ok = inet_ntop(me.ss_family, a, out, DDL__ADDR_BYTES) ? 0 : -1;
     }
     if (fd >= 0)
         close(fd);
@@ -172,25 +128,25 @@ static void common_options(void *sock, const char *host)
 /* bind_router: our ROUTER at host:port (any_port: a free port), recording the address we got. */
 static int bind_router(zq_state *s, const char *host, int port, int any_port, const char *what)
 {
-    char ep[ZQ_ADDR_BYTES + 16];
+    char ep[DDL__ADDR_BYTES + 16];
     s->router = zmq_socket(s->ctx, ZMQ_ROUTER);
     if (!s->router)
         return zq__fail(s, DDL_EIO, "rank %d: zmq_socket: %s", s->rank, zmq_strerror(errno));
     common_options(s->router, host);
-    int64_t max = ZQ_HS_BYTES; /* the ROUTER only ever receives handshakes */
+    int64_t max = DDL__HS_BYTES; /* the ROUTER only ever receives handshakes */
     zmq_setsockopt(s->router, ZMQ_MAXMSGSIZE, &max, sizeof max);
     set_int(s->router, ZMQ_ROUTER_MANDATORY, 1); /* a gone peer is an error, not a silent drop */
     set_int(s->router, ZMQ_SNDHWM, 0);           /* never EAGAIN: our sends are bounded by exchange */
     endpoint(ep, sizeof ep, host, port, any_port);
     if (zmq_bind(s->router, ep) != 0)
         return zq__fail(s, DDL_EIO, "rank %d: cannot listen on %s (%s): %s", s->rank, ep + 6, what, zmq_strerror(errno));
-    char got[ZQ_ADDR_BYTES + 16] = "";
+    char got[DDL__ADDR_BYTES + 16] = "";
     size_t gl = sizeof got;
     zmq_getsockopt(s->router, ZMQ_LAST_ENDPOINT, got, &gl);
     const char *a = strncmp(got, "tcp://", 6) == 0 ? got + 6 : got;
     if (strlen(a) >= sizeof s->addr)
         return zq__fail(s, DDL_EINVAL, "rank %d: our address %s is longer than %d characters", s->rank, a,
-                        ZQ_ADDR_BYTES - 1);
+                        DDL__ADDR_BYTES - 1);
     memcpy(s->addr, a, strlen(a) + 1);
     return DDL_OK;
 }
@@ -198,9 +154,9 @@ static int bind_router(zq_state *s, const char *host, int port, int any_port, co
 int zq__connect(zq_state *s, int j)
 {
     zq_link *l = &s->links[j];
-    char host[ZQ_ADDR_BYTES], ep[ZQ_ADDR_BYTES + 16], mon[48];
+    char host[DDL__ADDR_BYTES], ep[DDL__ADDR_BYTES + 16], mon[48];
     int port;
-    if (split_addr(l->addr, host, &port) != 0)
+    if (ddl__split_addr(l->addr, host, &port) != 0)
         return zq__fail(s, DDL_EINVAL, "rank %d: cannot parse the address '%s' of rank %d (want host:port)", s->rank,
                         l->addr, j);
     l->dealer = zmq_socket(s->ctx, ZMQ_DEALER);
@@ -209,7 +165,7 @@ int zq__connect(zq_state *s, int j)
         return zq__fail(s, DDL_EIO, "rank %d: zmq_socket: %s", s->rank, zmq_strerror(errno));
     common_options(l->dealer, host);
     set_int(l->monitor, ZMQ_LINGER, 0);
-    int64_t max = (int64_t)ZQ_CHUNK + 8 + (int64_t)s->world * ZQ_ADDR_BYTES;
+    int64_t max = (int64_t)ZQ_CHUNK + 8 + (int64_t)s->world * DDL__ADDR_BYTES;
     zmq_setsockopt(l->dealer, ZMQ_MAXMSGSIZE, &max, sizeof max);
     set_int(l->dealer, ZMQ_RECONNECT_IVL, 100);
     snprintf(mon, sizeof mon, "inproc://ddl-monitor-%d", j);
@@ -236,7 +192,7 @@ static size_t layout(size_t world, size_t *links_at, size_t *items_at, size_t *t
         *items_at = b;
         *table_at = c;
     }
-    return c + ddl__align_up(8 + world * ZQ_ADDR_BYTES);
+    return c + ddl__align_up(8 + world * DDL__ADDR_BYTES);
 }
 
 static size_t zq_state_bytes(const ddl_comm_config *cfg)
@@ -262,8 +218,8 @@ static int zq_setup(zq_state *s, const ddl_comm_config *cfg)
     s->token = cfg->token ? cfg->token : "";
     s->token_bytes = strlen(s->token);
     const char *job = cfg->job ? cfg->job : "";
-    if (strlen(job) >= ZQ_JOB_BYTES)
-        return zq__fail(s, DDL_EINVAL, "job id '%.40s...' is longer than %d characters", job, ZQ_JOB_BYTES - 1);
+    if (strlen(job) >= DDL__JOB_BYTES)
+        return zq__fail(s, DDL_EINVAL, "job id '%.40s...' is longer than %d characters", job, DDL__JOB_BYTES - 1);
     memcpy(s->job, job, strlen(job) + 1);
     if (s->world == 1)
         return DDL_OK;
@@ -275,41 +231,19 @@ static int zq_setup(zq_state *s, const ddl_comm_config *cfg)
 
 /* ---- rendezvous ---- */
 
-/* parse_peers: DDL_PEERS into links[].addr (ours into s->addr for the bind). */
-static int parse_peers(zq_state *s, const char *peers)
-{
-    const char *p = peers;
-    int n = 0;
-    for (;;) {
-        while (*p == ' ')
-            p++;
-        const char *comma = strchr(p, ',');
-        size_t len = comma ? (size_t)(comma - p) : strlen(p);
-        if (n >= s->world || len == 0 || len >= ZQ_ADDR_BYTES)
-            return zq__fail(s, DDL_EINVAL, "rank %d: bad peer list '%.120s': need %d addresses host:port, each under %d characters",
-                            s->rank, peers, s->world, ZQ_ADDR_BYTES);
-        memcpy(s->links[n].addr, p, len);
-        s->links[n++].addr[len] = 0;
-        if (!comma)
-            break;
-        p = comma + 1;
-    }
-    if (n != s->world)
-        return zq__fail(s, DDL_EINVAL, "rank %d: the peer list names %d addresses for %d ranks", s->rank, n, s->world);
-    return DDL_OK;
-}
-
 /* listen_first: bind our ROUTER where the configuration says, and start the first DEALERs. */
 static int listen_first(zq_state *s, const ddl_comm_config *cfg)
 {
-    char host[ZQ_ADDR_BYTES], num[ZQ_ADDR_BYTES];
+    char host[DDL__ADDR_BYTES], num[DDL__ADDR_BYTES];
     struct sockaddr_storage ss;
     int port, st;
     if (cfg->peers && cfg->peers[0]) {
-        if ((st = parse_peers(s, cfg->peers)) != DDL_OK)
-            return st;
+        char msg[DDL_ERR_BYTES];
+        st = ddl__parse_peers(cfg->peers, s->rank, s->world, s->links[0].addr, sizeof s->links[0], msg, sizeof msg);
+        if (st != DDL_OK)
+            return zq__fail(s, st, "%s", msg);
         const char *mine = s->links[s->rank].addr;
-        if (split_addr(mine, host, &port) != 0 || resolve(host, num, &ss) != 0)
+        if (ddl__split_addr(mine, host, &port) != 0 || resolve(host, num, &ss) != 0)
             return zq__fail(s, DDL_EINVAL, "rank %d: cannot parse or resolve our own address '%s'", s->rank, mine);
         if ((st = bind_router(s, num, port, 0, "our entry in the peer list")) != DDL_OK)
             return st;
@@ -320,13 +254,13 @@ static int listen_first(zq_state *s, const ddl_comm_config *cfg)
     if (!cfg->master || !cfg->master[0])
         return zq__fail(s, DDL_EINVAL, "zmq needs a rendezvous: set DDL_MASTER=host:port or DDL_PEERS=h:p,h:p,...");
     s->master_mode = 1;
-    if (split_addr(cfg->master, host, &port) != 0 || resolve(host, num, &ss) != 0)
+    if (ddl__split_addr(cfg->master, host, &port) != 0 || resolve(host, num, &ss) != 0)
         return zq__fail(s, DDL_EINVAL, "rank %d: cannot parse or resolve the master address '%.100s' (want host:port)",
                         s->rank, cfg->master);
-    snprintf(s->links[0].addr, ZQ_ADDR_BYTES, "%s", cfg->master);
+    snprintf(s->links[0].addr, DDL__ADDR_BYTES, "%s", cfg->master);
     if (s->rank == 0)
         return bind_router(s, num, port, 0, "the master address");
-    char me[ZQ_ADDR_BYTES];
+    char me[DDL__ADDR_BYTES];
     if (local_ip_toward(&ss, port, me) != 0)
         return zq__fail(s, DDL_EIO, "rank %d: no local address reaches the master %s", s->rank, cfg->master);
     if ((st = bind_router(s, me, 0, 1, "the address we reach the master from")) != DDL_OK)
@@ -361,7 +295,7 @@ static int open_poll(zq_state *s, int64_t deadline_ms)
         if (l->dealer && l->client != ZQ_C_DONE)
             it[n++] = (zmq_pollitem_t){.socket = l->dealer, .events = ZMQ_POLLIN};
     }
-    int left = zq__remaining(deadline_ms);
+    int left = ddl__remaining_ms(deadline_ms);
     if (zmq_poll(it, n, left < 100 ? left : 100) < 0 && errno != EINTR)
         return zq__fail(s, DDL_EIO, "rank %d: zmq_poll: %s", s->rank, zmq_strerror(errno));
     zq__router_step(s);
@@ -380,7 +314,7 @@ static int handshakes(zq_state *s, int64_t deadline_ms)
 {
     char missing[96];
     while (!open_done(s, missing, sizeof missing)) {
-        if (zq__remaining(deadline_ms) == 0)
+        if (ddl__remaining_ms(deadline_ms) == 0)
             return zq__fail(s, DDL_ETIMEDOUT, "rank %d timed out after %d ms at %s: no handshake yet with rank%s %s",
                             s->rank, s->timeout_ms, s->addr, strchr(missing, ',') ? "s" : "", missing);
         int st = open_poll(s, deadline_ms);
@@ -498,9 +432,9 @@ static int check_links(zq_state *s, int busy, int *wait_ms)
 
 static void frame_prefix(unsigned char out[FRAME_PREFIX], uint32_t flags, uint64_t bytes, const void *hdr)
 {
-    put_le(out, FRAME_MAGIC, 4);
-    put_le(out + 4, flags, 4);
-    put_le(out + 8, bytes, 8);
+    ddl__put_le(out, FRAME_MAGIC, 4);
+    ddl__put_le(out + 4, flags, 4);
+    ddl__put_le(out + 8, bytes, 8);
     if (hdr)
         memcpy(out + 16, hdr, DDL_HEADER_BYTES);
     else
@@ -569,7 +503,7 @@ static int peer_left(zq_state *s, int j, uint32_t flags, const unsigned char *pr
     const char *addr = s->links[j].addr;
     link_down(s, j, DDL_EPEER, 1, 1);
     if (flags & FRAME_ABORT) {
-        int culprit = (int)(int32_t)(uint32_t)get_le(pre + 16, 4), status = (int)(int32_t)(uint32_t)get_le(pre + 20, 4);
+        int culprit = (int)(int32_t)(uint32_t)ddl__get_le(pre + 16, 4), status = (int)(int32_t)(uint32_t)ddl__get_le(pre + 20, 4);
         if (culprit >= 0 && culprit < s->world && culprit != s->rank && culprit != j) {
             s->culprit = culprit;
             return zq__fail(s, DDL_EPEER, "rank %d at %s closed the connection (reported by rank %d at %s, noticed by rank %d)",
@@ -621,8 +555,8 @@ static int try_recv(zq_state *s, int j, void *recv_hdr, void *buf, size_t bytes)
     zmq_msg_close(&m);
     if (n != FRAME_PREFIX)
         return broke(s, j, "a frame that is not a message prefix", more);
-    uint32_t magic = (uint32_t)get_le(pre, 4), flags = (uint32_t)get_le(pre + 4, 4);
-    uint64_t len = get_le(pre + 8, 8);
+    uint32_t magic = (uint32_t)ddl__get_le(pre, 4), flags = (uint32_t)ddl__get_le(pre + 4, 4);
+    uint64_t len = ddl__get_le(pre + 8, 8);
     if (magic != FRAME_MAGIC || (flags & ~(FRAME_BYE | FRAME_ABORT)) != 0)
         return broke(s, j, "a bad message prefix", more);
     if (flags)
@@ -701,7 +635,7 @@ static int zq_exchange(void *state, int to, const void *send_hdr, const void *se
         int r = try_recv(s, from, recv_hdr, recv_buf, recv_bytes);
         if (r != 0)
             return r < 0 ? r : DDL_OK;
-        int left = zq__remaining(deadline_ms);
+        int left = ddl__remaining_ms(deadline_ms);
         if (left == 0)
             return zq__fail(s, DDL_ETIMEDOUT, "rank %d timed out after %d ms waiting for rank %d at %s to send %zu bytes",
                             s->rank, timeout_ms, from, s->links[from].addr, recv_bytes);
@@ -717,8 +651,8 @@ static int zq_exchange(void *state, int to, const void *send_hdr, const void *se
 static void say_goodbye(zq_state *s)
 {
     unsigned char hdr[DDL_HEADER_BYTES] = {0};
-    put_le(hdr, (uint32_t)s->culprit, 4);
-    put_le(hdr + 4, (uint32_t)s->fail_status, 4);
+    ddl__put_le(hdr, (uint32_t)s->culprit, 4);
+    ddl__put_le(hdr + 4, (uint32_t)s->fail_status, 4);
     for (int j = 0; j < s->world; j++) {
         zq_link *l = &s->links[j];
         if (j != s->rank && l->rid_bytes && !l->tx_down)

@@ -9,38 +9,18 @@
  * Both directions of every pair run the handshake of zmq_handshake.c before they carry data. */
 #ifndef DDL_ZMQ_IMPL_H
 #define DDL_ZMQ_IMPL_H
-#include "ddl_impl.h"
+#include "handshake.h"
 
 #include <stdint.h>
 
-#define ZQ_ADDR_BYTES 64    /* "host:port" including the NUL; longer addresses are refused */
-#define ZQ_JOB_BYTES 64     /* job id including the NUL */
-#define ZQ_NONCE_BYTES 32   /* random bytes each side contributes to a handshake */
 #define ZQ_RID_BYTES 256    /* a routing id is at most 255 bytes (ZMTP) */
 #define ZQ_PENDING 16       /* handshakes the ROUTER side runs at once */
-#define ZQ_HS_BYTES 216     /* every handshake message has exactly this size */
 #define ZQ_PROTO_VERSION 1
 #define ZQ_MAX_WORLD 4096   /* 2 world + 1 sockets per rank */
 #define ZQ_STATE_MAGIC 0x7a6d712dU /* marks a state that open() has initialised */
 
-/* Handshake message types and refusal reasons (on the wire: never renumber). */
-enum { ZQ_HS_HELLO = 1, ZQ_HS_PROOF = 2, ZQ_HS_OK = 3, ZQ_HS_REFUSE = 4, ZQ_HS_TABLE = 5 };
-enum {
-    ZQ_R_VERSION = 1, ZQ_R_JOB = 2, ZQ_R_WORLD = 3, ZQ_R_RANK = 4,
-    ZQ_R_DUPLICATE = 5, ZQ_R_TOKEN = 6, ZQ_R_GARBAGE = 7, ZQ_R_SILENT = 8
-};
-
 /* Client (DEALER side) stages of one link's handshake. */
 enum { ZQ_C_IDLE = 0, ZQ_C_HELLO = 1, ZQ_C_PROOF = 2, ZQ_C_TABLE = 3, ZQ_C_DONE = 4 };
-
-/* One handshake message, decoded. Strings are NUL-terminated after decoding. */
-typedef struct zq_hs {
-    uint32_t type, version, rank, world, reason;
-    char job[ZQ_JOB_BYTES];
-    unsigned char nonce[ZQ_NONCE_BYTES];
-    unsigned char mac[DDL__SHA256_BYTES];
-    char addr[ZQ_ADDR_BYTES]; /* HELLO: the sender's ROUTER address (master rendezvous) */
-} zq_hs;
 
 /* A handshake in progress on our ROUTER (an unauthenticated DEALER of someone). */
 typedef struct zq_pending {
@@ -48,9 +28,9 @@ typedef struct zq_pending {
     int64_t deadline_ms;       /* silence past this frees the slot */
     unsigned char rid[ZQ_RID_BYTES];
     size_t rid_bytes;
-    zq_hs hello;               /* what the peer claimed */
-    unsigned char nonce[ZQ_NONCE_BYTES]; /* ours */
-    char from[ZQ_ADDR_BYTES];  /* the peer's IP, for messages */
+    ddl__hs_msg hello;         /* what the peer claimed */
+    unsigned char nonce[DDL__NONCE_BYTES]; /* ours */
+    char from[DDL__ADDR_BYTES];  /* the peer's IP, for messages */
 } zq_pending;
 
 /* Everything we know about one other rank. */
@@ -60,11 +40,11 @@ typedef struct zq_link {
     unsigned char rid[ZQ_RID_BYTES]; /* routing id of its DEALER on our ROUTER: we send with it */
     size_t rid_bytes;          /* 0: its DEALER has not passed our handshake (yet) */
     int client;                /* ZQ_C_*: our DEALER's handshake with its ROUTER */
-    unsigned char nonce_c[ZQ_NONCE_BYTES], nonce_a[ZQ_NONCE_BYTES];
+    unsigned char nonce_c[DDL__NONCE_BYTES], nonce_a[DDL__NONCE_BYTES];
     int64_t down_at_ms;        /* when the monitor saw the connection drop (0: up) */
     int reconnected;           /* the address answered again after a drop: not trusted any more */
     int tx_down, rx_down;      /* 0, or the status that broke sending / receiving (returned again) */
-    char addr[ZQ_ADDR_BYTES];  /* its ROUTER's "host:port" */
+    char addr[DDL__ADDR_BYTES];  /* its ROUTER's "host:port" */
 } zq_link;
 
 typedef struct zq_state {
@@ -80,26 +60,24 @@ typedef struct zq_state {
     void *log_ud;
     const char *token;         /* valid during open() only */
     size_t token_bytes;
-    char job[ZQ_JOB_BYTES];
-    char addr[ZQ_ADDR_BYTES];  /* our ROUTER's "host:port" */
+    char job[DDL__JOB_BYTES];
+    char addr[DDL__ADDR_BYTES];  /* our ROUTER's "host:port" */
     char err[DDL_ERR_BYTES];
     zq_pending pending[ZQ_PENDING];
     zq_link *links;            /* [world], inside the state memory */
     void *items;               /* zmq_pollitem_t [2 world + 3], inside the state memory */
-    unsigned char *table;      /* [world * ZQ_ADDR_BYTES + 8], the rendezvous address table */
+    unsigned char *table;      /* [world * DDL__ADDR_BYTES + 8], the rendezvous address table */
 } zq_state;
 
 /* ---- shared helpers (zmq.c) ---- */
 
 /* zq__fail: record an error message on the state and return status. */
 int zq__fail(zq_state *s, int status, const char *fmt, ...) DDL__PRINTF(3, 4);
-/* zq__remaining: milliseconds left until deadline_ms (>= 0, capped for poll). */
-int zq__remaining(int64_t deadline_ms);
 /* zq__connect: create link j's DEALER and monitor and connect it to links[j].addr, then send
  * our HELLO on it. */
 int zq__connect(zq_state *s, int j);
 
-/* ---- handshake (zmq_handshake.c) ---- */
+/* ---- handshake (zmq_handshake.c, on src/handshake.c) ---- */
 
 /* zq__router_step: read and answer every handshake message waiting on our ROUTER. Before open
  * completes, authenticated ranks get their rid recorded; afterwards everyone is refused. */

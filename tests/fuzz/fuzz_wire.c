@@ -6,7 +6,8 @@
  *   mode 1: TCP frames: the input arrives on a socket as rank 1's side of a tcp exchange
  *           (transports/tcp.c's frame prefix check: magic, flags, lying lengths, BYE, ABORT);
  *   mode 2: the TCP handshake, connecting side: the input is what the accepting rank answers
- *           (hello, then proof reply) to tcp__greet (transports/tcp_handshake.c).
+ *           (hello, then proof reply) to tcp__greet (transports/tcp_handshake.c, whose
+ *           message parser and proof checks are src/handshake.c's).
  * No ddl source was changed for this: the parsers are reached through their real callers.
  * Every input must give DDL_OK or an error with a message, never a crash, a hang or a leak. */
 #include "ddl.h"
@@ -187,7 +188,7 @@ static void seed(const char *dir, const char *name, const uint8_t *b, size_t n)
 
 static void write_seeds(const char *dir)
 {
-    uint8_t b[1 + 1 + 32 + 16 + 48 + 2 * TCP_HS_BYTES];
+    uint8_t b[1 + 1 + 32 + 16 + 48 + 2 * DDL__HS_BYTES];
     /* mode 0: rank 1's first allreduce message: flag byte, header "DDL1" seq 0 op 1 sender 1 count 8, 4 floats */
     memset(b, 0, sizeof b);
     le32(b + 2, 0x314C4444u), b[2 + 8] = 1, le32(b + 2 + 12, 1), le32(b + 2 + 16, 8);
@@ -198,10 +199,10 @@ static void write_seeds(const char *dir)
     seed(dir, "seed-frame", b, 1 + 48);
     /* mode 2: the acceptor's hello: "DDLH" type 1 version 1 rank 1 world 2, job "fuzzjob" */
     memset(b, 0, sizeof b);
-    b[0] = 2, memcpy(b + 1, "DDLH", 4), le32(b + 5, TCP_HS_HELLO), le32(b + 9, TCP_PROTO_VERSION);
+    b[0] = 2, memcpy(b + 1, "DDLH", 4), le32(b + 5, DDL__HS_HELLO), le32(b + 9, TCP_PROTO_VERSION);
     le32(b + 13, 1), le32(b + 17, 2), memcpy(b + 25, "fuzzjob", 7);
-    memcpy(b + 1 + TCP_HS_BYTES, b + 1, TCP_HS_BYTES), le32(b + 1 + TCP_HS_BYTES + 4, TCP_HS_OK);
-    seed(dir, "seed-greet", b, 1 + 2 * TCP_HS_BYTES);
+    memcpy(b + 1 + DDL__HS_BYTES, b + 1, DDL__HS_BYTES), le32(b + 1 + DDL__HS_BYTES + 4, DDL__HS_OK);
+    seed(dir, "seed-greet", b, 1 + 2 * DDL__HS_BYTES);
 }
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
