@@ -16,7 +16,9 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <errno.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "example_common.h"
 
@@ -60,6 +62,10 @@ static int write_pictures(const char *dir, ddl_model *m, const ddl_dataset *test
     n = n < B ? n : B;
     ddl_model_output_shape(m, &K, &oh, &ow);
     size_t px = (size_t)s * (size_t)s;
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
+        fprintf(stderr, "unet: cannot create %s: %s\n", dir, strerror(errno));
+        return -1;
+    }
     float *x = (float *)malloc((size_t)n * px * sizeof(float));
     uint8_t *pred = (uint8_t *)malloc(px);
     if (!x || !pred) {
