@@ -1,7 +1,7 @@
 /* handshake.c - the handshake the networked transports (tcp, zmq) run on every connection: both
  * sides state protocol version, job id, rank and world size, exchange random nonces and prove
- * that they know the token with HMAC-SHA256, without ever sending it; and the "host:port" and
- * peer-list text they rendezvous with. It owns nothing and touches no socket: the transports
+ * that they know the token with HMAC-SHA256, without ever sending it; the "host:port" and
+ * peer-list text they rendezvous with, and the prefix of their messages. It owns nothing and touches no socket: the transports
  * move the bytes, keep the connections and decide which ranks are welcome. It must not trust a
  * byte before the proof checks out, nor read past the fixed sizes. */
 #include "handshake.h"
@@ -258,4 +258,18 @@ int ddl__parse_peers(const char *peers, int rank, int world, char *addr0, size_t
         return ddl__errf(err, err_bytes, DDL_EINVAL, "rank %d: the peer list names %d addresses for %d ranks", rank, n,
                          world);
     return DDL_OK;
+}
+
+/* ---- frames ---- */
+
+void ddl__frame_prefix(unsigned char out[DDL__FRAME_PREFIX], uint32_t magic, uint32_t flags, uint64_t bytes,
+                       const void *hdr)
+{
+    ddl__put_le(out, magic, 4);
+    ddl__put_le(out + 4, flags, 4);
+    ddl__put_le(out + 8, bytes, 8);
+    if (hdr)
+        memcpy(out + 16, hdr, DDL_HEADER_BYTES);
+    else
+        memset(out + 16, 0, DDL_HEADER_BYTES);
 }

@@ -1,5 +1,6 @@
 /* handshake.h - private to the networked transports (transports/tcp*.c, transports/zmq*.c): the
- * handshake both run before they trust a peer, and the "host:port" text both rendezvous with.
+ * handshake both run before they trust a peer, the "host:port" text both rendezvous with, and
+ * the prefix both put before every message.
  * Pure functions over bytes and strings: no sockets, no allocation, no state. The transports
  * differ only in what ddl__hs_proto holds (magic, proof label, version, log prefix); which
  * ranks are welcome, and how messages travel, stays theirs. Not API. */
@@ -104,5 +105,13 @@ int ddl__split_addr(const char *text, char host[DDL__ADDR_BYTES], int *port);
  * DDL_OK, or DDL_EINVAL with a message in err (rank: ours, for it). */
 int ddl__parse_peers(const char *peers, int rank, int world, char *addr0, size_t stride, char *err,
                      size_t err_bytes);
+
+/* ---- frames ---- */
+
+#define DDL__FRAME_PREFIX (16 + DDL_HEADER_BYTES)
+/* ddl__frame_prefix: [u32 magic][u32 flags][u64 payload bytes][32-byte header, zero if hdr is
+ * NULL], little endian: what tcp and zmq send before every payload, each with its own magic. */
+void ddl__frame_prefix(unsigned char out[DDL__FRAME_PREFIX], uint32_t magic, uint32_t flags, uint64_t bytes,
+                       const void *hdr);
 
 #endif

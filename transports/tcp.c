@@ -23,22 +23,11 @@
  * [u32 magic][u32 flags][u64 payload_bytes][32-byte header][payload], little endian. */
 
 #define FRAME_MAGIC 0x314c4444U /* "DDL1" */
-#define FRAME_PREFIX (16 + DDL_HEADER_BYTES)
+#define FRAME_PREFIX DDL__FRAME_PREFIX
 #define FRAME_BYE 1U   /* flags: the sender closes its comm on purpose */
 #define FRAME_ABORT 2U /* flags: the sender closes after a failure; header: i32 culprit rank, i32 status */
 #define FRAME_MAX_PAYLOAD ((uint64_t)1 << 40) /* more than this is a lie, not a message */
 #define TCP_MAX_WORLD 65536
-
-static void frame_prefix(unsigned char out[FRAME_PREFIX], uint32_t flags, uint64_t bytes, const void *hdr)
-{
-    ddl__put_le(out, FRAME_MAGIC, 4);
-    ddl__put_le(out + 4, flags, 4);
-    ddl__put_le(out + 8, bytes, 8);
-    if (hdr)
-        memcpy(out + 16, hdr, DDL_HEADER_BYTES);
-    else
-        memset(out + 16, 0, DDL_HEADER_BYTES);
-}
 
 /* ---- shared helpers ---- */
 
@@ -431,7 +420,7 @@ static void say_goodbye(const tcp_state *s, int fd)
     unsigned char pre[FRAME_PREFIX], hdr[DDL_HEADER_BYTES] = {0}, sink[4096];
     ddl__put_le(hdr, (uint32_t)s->culprit, 4);
     ddl__put_le(hdr + 4, (uint32_t)s->fail_status, 4);
-    frame_prefix(pre, s->failed ? FRAME_ABORT : FRAME_BYE, 0, hdr);
+    ddl__frame_prefix(pre, FRAME_MAGIC, s->failed ? FRAME_ABORT : FRAME_BYE, 0, hdr);
     (void)!send(fd, pre, sizeof pre, MSG_NOSIGNAL | MSG_DONTWAIT);
     shutdown(fd, SHUT_WR);
     for (int i = 0; i < 256 && recv(fd, sink, sizeof sink, MSG_DONTWAIT) > 0; i++)
@@ -551,7 +540,8 @@ static int send_some(tcp_state *s, xfer *x)
 /* peer_aborted: rank j closed after a failure; name the rank it found dead, if any. */
 static int peer_aborted(tcp_state *s, int j, const unsigned char *pre)
 {
-    int culprit = (int)(int32_t)(uint32_t)ddl__get_le(pre + 16, 4), status = (int)(int32_t)(uint32_t)ddl__get_le(pre + 20, 4);
+    int culprit = (int)(int32_t)(uint32_t)ddl__get_le(pre + 16, 4);
+    int status = (int)(int32_t)(uint32_t)ddl__get_le(pre + 20, 4);
     link_down(s, j, DDL_EPEER, LINK_DROP);
     if (culprit >= 0 && culprit < s->world && culprit != s->rank && culprit != j) {
         s->culprit = culprit;
@@ -746,7 +736,7 @@ static int tcp_exchange(void *state, int to, const void *send_hdr, const void *s
     if (st != DDL_OK)
         return st;
     if (to >= 0)
-        frame_prefix(xs.pre, 0, send_bytes, send_hdr);
+        ddl__frame_prefix(xs.pre, FRAME_MAGIC, 0, send_bytes, send_hdr);
     if (timeout_ms <= 0)
         timeout_ms = s->timeout_ms;
     int64_t deadline_ms = ddl__now_ms() + timeout_ms;

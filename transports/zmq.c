@@ -30,7 +30,7 @@
  * (the last one shorter), so no frame is ever larger than ZMQ_MAXMSGSIZE allows. */
 
 #define FRAME_MAGIC 0x5a4c4444U /* "DDLZ" */
-#define FRAME_PREFIX (16 + DDL_HEADER_BYTES)
+#define FRAME_PREFIX DDL__FRAME_PREFIX
 #define FRAME_BYE 1U   /* the sender closes its comm on purpose */
 #define FRAME_ABORT 2U /* the sender closes after a failure; header: i32 culprit rank, i32 status */
 #define FRAME_MAX_PAYLOAD ((uint64_t)1 << 40)
@@ -430,17 +430,6 @@ static int check_links(zq_state *s, int busy, int *wait_ms)
 
 /* ---- sending ---- */
 
-static void frame_prefix(unsigned char out[FRAME_PREFIX], uint32_t flags, uint64_t bytes, const void *hdr)
-{
-    ddl__put_le(out, FRAME_MAGIC, 4);
-    ddl__put_le(out + 4, flags, 4);
-    ddl__put_le(out + 8, bytes, 8);
-    if (hdr)
-        memcpy(out + 16, hdr, DDL_HEADER_BYTES);
-    else
-        memset(out + 16, 0, DDL_HEADER_BYTES);
-}
-
 static int send_failed(zq_state *s, int j, size_t bytes)
 {
     int e = errno;
@@ -460,7 +449,7 @@ static int send_msg(zq_state *s, int j, uint32_t flags, const void *hdr, const v
 {
     zq_link *l = &s->links[j];
     unsigned char pre[FRAME_PREFIX];
-    frame_prefix(pre, flags, bytes, hdr);
+    ddl__frame_prefix(pre, FRAME_MAGIC, flags, bytes, hdr);
     if (zmq_send(s->router, l->rid, l->rid_bytes, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0 ||
         zmq_send(s->router, pre, sizeof pre, (bytes ? ZMQ_SNDMORE : 0) | ZMQ_DONTWAIT) < 0)
         return send_failed(s, j, bytes);
@@ -503,7 +492,8 @@ static int peer_left(zq_state *s, int j, uint32_t flags, const unsigned char *pr
     const char *addr = s->links[j].addr;
     link_down(s, j, DDL_EPEER, 1, 1);
     if (flags & FRAME_ABORT) {
-        int culprit = (int)(int32_t)(uint32_t)ddl__get_le(pre + 16, 4), status = (int)(int32_t)(uint32_t)ddl__get_le(pre + 20, 4);
+        int culprit = (int)(int32_t)(uint32_t)ddl__get_le(pre + 16, 4);
+        int status = (int)(int32_t)(uint32_t)ddl__get_le(pre + 20, 4);
         if (culprit >= 0 && culprit < s->world && culprit != s->rank && culprit != j) {
             s->culprit = culprit;
             return zq__fail(s, DDL_EPEER, "rank %d at %s closed the connection (reported by rank %d at %s, noticed by rank %d)",
