@@ -126,23 +126,24 @@ int main(int argc, char **argv)
     example_opts o;
     example_defaults(&o, "unet");
     o.data = "/usr/share/datasets/fashion-mnist";
-    /* Defaults measured with `ddlrun -n 2 build/bin/unet` on 2 cores: dice 0.98 on held-out scenes
-     * within 10 minutes. 64x64 canvases keep several items apart (at 32x32 one item fills the
-     * canvas); depth 3 sees a whole 28x28 item from the 8x8 bottom; SGD with momentum left the
-     * plateau of "foreground, one class" sooner than Adam did here. */
+    /* Defaults measured with `ddlrun -n 2 build/bin/unet` on 2 idle cores: dice 0.986, mIoU 0.478,
+     * pixel accuracy 0.936 on held-out scenes in 310 s. 64x64 canvases keep several items apart (at
+     * 32x32 one item fills the canvas); depth 3 sees a whole 28x28 item from the 8x8 bottom.
+     * Telling the 10 classes apart is the slow part: SGD 0.05 with dice weight 1 found the items
+     * (dice 0.98) but stayed at "one class for every item" (mIoU 0.15 after 8 epochs); Adam 0.002
+     * with dice weight 0.5 leaves that plateau and keeps improving over 16 epochs. */
     o.scenes = 6000;
     o.test_scenes = 500;
     o.size = 64;
     o.max_items = 3;
     o.depth = 3;
     o.width = 8;
-    o.epochs = 8;
+    o.epochs = 16;
     o.batch = 32;
-    o.optimizer = DDL_OPTIM_SGD;
-    o.lr = 0.05f;
-    o.momentum = 0.9f;
+    o.optimizer = DDL_OPTIM_ADAM;
+    o.lr = 0.002f;
     o.schedule = DDL_SCHED_COSINE;
-    o.dice_weight = 1.0f;
+    o.dice_weight = 0.5f;
     if (example_parse(&o, argc, argv) != 0)
         return 2;
 
