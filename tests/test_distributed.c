@@ -1,7 +1,8 @@
-/* test_distributed.c - the training loop on several ranks: N ranks with a global batch B give
- * the weights of 1 rank with batch B (to float rounding) after 50 steps, including a batch
- * remainder that does not divide by N; every rank ends with bit-identical weights; and the
- * weights are bit-identical over every transport (same key, same CRC across runs). */
+/* test_distributed.c - the training loop on several ranks, for LeNet and U-Net: N ranks with a
+ * global batch B give the weights of 1 rank with batch B (to float rounding) after 50 steps
+ * (U-Net: 20), including a batch remainder that does not divide by N; every rank ends with
+ * bit-identical weights; and the weights are bit-identical over every transport (same key,
+ * same CRC across runs). */
 #include "ddl.h"
 #include "check.h"
 #include "ranks.h"
@@ -32,25 +33,34 @@ static void make_data(ddl_dataset *d)
     d->targets = labels;
 }
 
-/* train: STEPS steps on `world` ranks (comm NULL: one process); weights copied to out. */
-static int train(ddl_comm *comm, int world, float *out, size_t *n_out)
+/* train: STEPS steps of LeNet (unet: 20 steps of a small U-Net on 32x32 scenes of the same
+ * items, batch 12) on `world` ranks (comm NULL: one process); weights copied to out. */
+static int train(ddl_comm *comm, int world, int unet, float *out, size_t *n_out)
 {
-    ddl_dataset d;
+    ddl_dataset d, scenes;
     make_data(&d);
-    ddl_model_config mc = {.batch = (BATCH + world - 1) / world, .in_c = 1, .in_h = 28, .in_w = 28, .n_classes = 10};
+    int batch = unet ? 12 : BATCH, steps = unet ? 20 : STEPS;
+    char err[DDL_ERR_BYTES];
+    if (unet && ddl_dataset_make_scenes(&d, 100, 32, 2, 3, NULL, &scenes, err, sizeof err) != DDL_OK)
+        return DDL_EINVAL;
+    ddl_model_config mc = {.batch = (batch + world - 1) / world, .in_c = 1, .in_h = 28, .in_w = 28, .n_classes = 10};
+    if (unet)
+        mc = (ddl_model_config){.batch = (batch + world - 1) / world, .in_c = 1, .in_h = 32, .in_w = 32,
+                                .n_classes = 11, .depth = 2, .width = 4};
     ddl_model *m = NULL;
     ddl_trainer *tr = NULL;
-    int rc = ddl_model_create(ddl_model_lenet(), &mc, NULL, &m);
+    int rc = ddl_model_create(unet ? ddl_model_unet() : ddl_model_lenet(), &mc, NULL, &m);
     if (rc != DDL_OK)
         return rc;
     ddl_model_set_norm(m, 0.25f, 0.3f);
     ddl_train_config tc;
     ddl_train_config_default(&tc);
-    tc.batch = BATCH;
+    tc.batch = batch;
     tc.comm = comm;
     tc.seed = 5;
-    rc = ddl_trainer_create(&tc, m, &d, NULL, &tr);
-    for (int s = 0; s < STEPS && rc == DDL_OK; s++)
+    tc.dice_weight = unet ? 0.5f : 0.0f;
+    rc = ddl_trainer_create(&tc, m, unet ? &scenes : &d, NULL, &tr);
+    for (int s = 0; s < steps && rc == DDL_OK; s++)
         rc = ddl_trainer_step(tr, NULL);
     if (rc != DDL_OK)
         fprintf(stderr, "train: %s\n", tr ? ddl_trainer_error(tr) : ddl_strerror(rc));
@@ -58,14 +68,16 @@ static int train(ddl_comm *comm, int world, float *out, size_t *n_out)
     memcpy(out, ddl_model_params(m), *n_out * sizeof(float));
     ddl_trainer_destroy(tr);
     ddl_model_destroy(m);
+    if (unet)
+        ddl_dataset_free(&scenes);
     return rc;
 }
 
-static float dist_w[61706], single_w[61706];
+static float dist_w[200000], single_w[200000];
 
 static void rank_body(int rank, int world, void *arg)
 {
-    (void)arg;
+    int unet = arg != NULL;
     ddl_comm_config cfg = make_config(rank, world, 20000);
     ddl_comm *c = NULL;
     int rc = ddl_comm_create(&cfg, NULL, &c);
@@ -76,10 +88,10 @@ static void rank_body(int rank, int world, void *arg)
         return;
     }
     size_t n1 = 0, n2 = 0;
-    CHECK(train(c, world, dist_w, &n1) == DDL_OK);
+    CHECK(train(c, world, unet, dist_w, &n1) == DDL_OK);
     ddl_comm_destroy(c);
-    CHECK(train(NULL, 1, single_w, &n2) == DDL_OK);
-    CHECK(n1 == 61706 && n2 == n1);
+    CHECK(train(NULL, 1, unet, single_w, &n2) == DDL_OK);
+    CHECK(n1 == (unet ? n1 : 61706) && n2 == n1 && n1 > 1000);
     /* 1 rank with batch B against N ranks with B / N each: the same up to float rounding */
     double diff = 0, norm = 0, worst = 0;
     for (size_t i = 0; i < n1; i++) {
@@ -93,11 +105,11 @@ static void rank_body(int rank, int world, void *arg)
     CHECK(sqrt(diff / norm) < 1e-5);
     CHECK(worst < 1e-3);
     if (rank == 0)
-        fprintf(stderr, "world %d: relative difference to 1 rank %.2e (worst element %.2e)\n", world,
-                sqrt(diff / norm), worst);
+        fprintf(stderr, "%s world %d: relative difference to 1 rank %.2e (worst element %.2e)\n",
+                unet ? "unet" : "lenet", world, sqrt(diff / norm), worst);
     /* every rank, every transport: bit-identical */
     char key[32];
-    snprintf(key, sizeof key, "crc-world%d", world);
+    snprintf(key, sizeof key, "crc-%s-world%d", unet ? "unet" : "lenet", world);
     report_value(key, ddl_crc32(0, dist_w, n1 * sizeof(float)));
 }
 
@@ -106,10 +118,13 @@ int main(void)
     const char *names[4];
     int nt = test_transports(names);
     CHECK(nt >= 2); /* shm and tcp at least */
+    static int unet_flag = 1;
     for (int t = 0; t < nt; t++)
-        for (int world = 2; world <= 3; world++)
+        for (int world = 2; world <= 3; world++) {
             run_ranks(names[t], world, rank_body, NULL, 120.0, -1);
+            run_ranks(names[t], world, rank_body, &unet_flag, 120.0, -1);
+        }
     CHECK(ranks_value_conflicts == 0);
-    CHECK(ranks_n_values == 2);
+    CHECK(ranks_n_values == 4);
     return TEST_END();
 }
