@@ -49,8 +49,10 @@ fi
 # ---- training killed three times ----
 "$DDLRUN" -n 2 "$LENET" $ARGS > "$tmp/ref" 2>&1; check "uninterrupted 2-rank run" $?
 ref=$(crc "$tmp/ref")
-"$DDLRUN" -n 2 --restarts 3 "$LENET" $ARGS --checkpoint "$tmp/ck" --checkpoint-every 10 --resume \
-    > "$tmp/out" 2> "$tmp/err" &
+# Each save is slowed (3 ms per 4 KiB written, ~0.35 s a checkpoint) so that the run lasts long
+# enough for three kills on a fast idle machine too; a kill may then also land inside a save.
+DDL_TEST_SLOW_SAVE_MS=3 "$DDLRUN" -n 2 --restarts 3 "$LENET" $ARGS --checkpoint "$tmp/ck" --checkpoint-every 10 \
+    --resume > "$tmp/out" 2> "$tmp/err" &
 launcher=$!
 for k in 1 2 3; do
     # a random moment after this generation wrote its first checkpoint (waits at most 20 s)
