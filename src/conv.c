@@ -90,8 +90,31 @@ static void span(int w, int s, int pad, int kj, int ow, int *lo, int *hi)
 
 /* im2col: col (c kh kw, ld) gets, in columns [0, nb oh ow), the unfolded images x (nb, c, h, w);
  * row (ci, ki, kj), column (n, oy, ox) holds x[n, ci, oy s - pad + ki, ox s - pad + kj] or 0. */
+/* im2col_valid: im2col for stride 1 and no padding (LeNet's conv2): every tap reads inside the
+ * image, so a row of the column matrix is oh copies of ow contiguous floats, without bounds. */
+static void im2col_valid(const conv_geo *q, int nb, const float *x, float *col, size_t ld)
+{
+    size_t hw = (size_t)q->h * q->w, p = (size_t)q->oh * q->ow;
+    const int ow = q->ow;
+    for (int ci = 0; ci < q->c; ci++)
+        for (int ki = 0; ki < q->kh; ki++)
+            for (int kj = 0; kj < q->kw; kj++) {
+                float *row = col + ((size_t)(ci * q->kh + ki) * q->kw + kj) * ld;
+                for (int n = 0; n < nb; n++) {
+                    const float *src = x + ((size_t)n * q->c + ci) * hw + (size_t)ki * q->w + kj;
+                    float *dst = row + n * p;
+                    for (int oy = 0; oy < q->oh; oy++, src += q->w, dst += ow)
+                        memcpy(dst, src, (size_t)ow * sizeof *dst);
+                }
+            }
+}
+
 static void im2col(const conv_geo *q, int nb, const float *x, float *col, size_t ld)
 {
+    if (q->s == 1 && q->pad == 0) {
+        im2col_valid(q, nb, x, col, ld);
+        return;
+    }
     size_t hw = (size_t)q->h * q->w, p = (size_t)q->oh * q->ow;
     for (int ci = 0; ci < q->c; ci++)
         for (int ki = 0; ki < q->kh; ki++)
