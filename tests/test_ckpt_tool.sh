@@ -4,18 +4,15 @@
 # PyTorch's LeNet (tools/bench/lenet_torch.py) turns into the same test accuracy ddl reported.
 # The numpy/PyTorch part is skipped, with a message, when /usr/bin/python3 lacks them.
 # Ends with "N passed, N failed"; exit status non-zero on any failure.
+. "$(dirname "$0")/lib.sh"
 BUILD=${BUILD:-build}
 cd "$(dirname "$0")/.." || exit 1
 CKPT=$BUILD/bin/ddl-ckpt
 LENET=$BUILD/bin/lenet
 DATA=/usr/share/datasets/fashion-mnist
-pass=0; fail=0
 tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT
 
-check() { # check NAME CONDITION-EXIT-STATUS
-    if [ "$2" -eq 0 ]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $1" >&2; fi
-}
 
 if [ ! -x "$CKPT" ] || [ ! -x "$LENET" ]; then
     echo "no $CKPT or $LENET: build first" >&2

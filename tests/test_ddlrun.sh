@@ -2,16 +2,13 @@
 # test_ddlrun.sh - the launcher: environment of the ranks, exit codes, the one-line failure
 # message, --tag-output, signal forwarding, and that a killed rank stops the job quickly.
 # Ends with "N passed, N failed"; exit status non-zero on any failure.
+. "$(dirname "$0")/lib.sh"
 BUILD=${BUILD:-build}
 cd "$(dirname "$0")/.." || exit 1
 DDLRUN=$BUILD/bin/ddlrun
-pass=0; fail=0
 tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT
 
-check() { # check NAME CONDITION-EXIT-STATUS
-    if [ "$2" -eq 0 ]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $1" >&2; fi
-}
 now_ms() { date +%s%3N; }
 
 if [ ! -x "$DDLRUN" ]; then

@@ -3,11 +3,9 @@
 # naming the dead rank within 2 s (not after the timeout), over shm and tcp; a rank that stops
 # answering (SIGSTOP) gives DDL_ETIMEDOUT after DDL_TIMEOUT_MS; and ddlrun exits non-zero
 # within 5 s with one line naming the rank that failed.
+. "$(dirname "$0")/lib.sh"
 BUILD=${BUILD:-build}
 LENET="$BUILD/bin/lenet"
-pass=0; fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
 tmp=$(mktemp -d); trap 'kill -9 $(cat "$tmp"/pid.* 2>/dev/null) 2>/dev/null; rm -rf "$tmp"' EXIT
 now() { date +%s.%N; }
 

@@ -6,11 +6,9 @@
 # MPI ends the whole job when one rank dies (tests/ranks.h skips them).
 # Under SAN=address, leak detection is off for these runs only: Open MPI's own allocations at
 # exit are reported as leaks (ASAN_OPTIONS=detect_leaks=0).
+. "$(dirname "$0")/lib.sh"
 BUILD=${BUILD:-build}
 cd "$(dirname "$0")/.." || exit 1
-pass=0; fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
 
 if ! command -v mpirun >/dev/null 2>&1; then
     echo "skipped: mpirun is not installed (apt-get install openmpi-bin)"; echo "0 passed, 0 failed"; exit 0

@@ -7,12 +7,10 @@
 # the handshake with a clear message, and the job must go on undisturbed.
 # Needs root and `ip netns`; skipped with the reason otherwise. The namespaces are created with
 # names unique to this run and deleted on exit.
+. "$(dirname "$0")/lib.sh"
 BUILD=${BUILD:-build}
 cd "$(dirname "$0")/.." || exit 1
 DATA=/usr/share/datasets/fashion-mnist
-pass=0; fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
 skip() { echo "skipped: $*"; echo "0 passed, 0 failed"; exit 0; }
 
 [ "$(id -u)" -eq 0 ] || skip "needs root to create network namespaces"
@@ -41,7 +39,6 @@ ip link set "$VA" netns "$A" && ip link set "$VB" netns "$B" &&
 
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 ARGS="--epochs 1 --train-limit 2000 --seed 42 --quiet --data $DATA"
-field() { sed -n "s/^summary:.* $1=\([^ ]*\).*/\1/p" | tail -n 1; }
 
 ref=$("$BUILD/bin/ddlrun" -n 2 -t shm "$BUILD/bin/lenet" $ARGS 2>&1 | field weights_crc)
 echo "one host, 2 ranks over shm: weights_crc=$ref"

@@ -4,20 +4,16 @@
 # the weights of a run never disturbed (same weights_crc) and test_acc > 0.7. Also: one line per
 # restart, the limit is kept, a fresh job id per restart, --restarts refused with --nodes > 1.
 # Ends with "N passed, N failed"; exit status non-zero on any failure.
+. "$(dirname "$0")/lib.sh"
 BUILD=${BUILD:-build}
 cd "$(dirname "$0")/.." || exit 1
 LENET=$BUILD/bin/lenet
 DDLRUN=$BUILD/bin/ddlrun
 DATA=/usr/share/datasets/fashion-mnist
 ARGS="--epochs 2 --train-limit 6000 --quiet"
-pass=0; fail=0
 tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT
 
-check() { # check NAME CONDITION-EXIT-STATUS
-    if [ "$2" -eq 0 ]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $1" >&2; fi
-}
-crc() { sed -n 's/.*weights_crc=\([0-9a-f]*\).*/\1/p' "$1" | tail -n 1; }
 rand_ms() { echo $(( $(od -An -N2 -tu2 /dev/urandom) % ($2 - $1) + $1 )); }
 restarts() { grep -c 'restarting all 2 ranks' "$1" 2>/dev/null; }
 

@@ -6,6 +6,7 @@
 # checkpoint (DDL_TEST_SLOW_SAVE_MS) leaves the previous one loadable, its .tmp ignored.
 # DDL_TEST_STOP_AFTER=N makes the example kill itself after step N (and its checkpoint).
 # Ends with "N passed, N failed"; exit status non-zero on any failure.
+. "$(dirname "$0")/lib.sh"
 BUILD=${BUILD:-build}
 cd "$(dirname "$0")/.." || exit 1
 LENET=$BUILD/bin/lenet
@@ -13,14 +14,9 @@ DDLRUN=$BUILD/bin/ddlrun
 CKPT=$BUILD/bin/ddl-ckpt
 DATA=/usr/share/datasets/fashion-mnist
 ARGS="--epochs 2 --train-limit 3000 --quiet"   # 47 steps per epoch, 94 in all
-pass=0; fail=0
 tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT
 
-check() { # check NAME CONDITION-EXIT-STATUS
-    if [ "$2" -eq 0 ]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $1" >&2; fi
-}
-crc() { sed -n 's/.*weights_crc=\([0-9a-f]*\).*/\1/p' "$1" | tail -n 1; }
 
 if [ ! -x "$LENET" ] || [ ! -x "$DDLRUN" ] || [ ! -x "$CKPT" ]; then
     echo "no $LENET, $DDLRUN or $CKPT: build first" >&2

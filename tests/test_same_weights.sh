@@ -4,12 +4,10 @@
 # shm, tcp and zmq (ddlrun) and mpi (mpirun, ddl's own collectives): every weights_crc of a world
 # size must be equal. The summary line says which transport ran; that is checked too.
 # Transports not compiled in (or mpirun missing) are skipped with the reason.
+. "$(dirname "$0")/lib.sh"
 BUILD=${BUILD:-build}
 cd "$(dirname "$0")/.." || exit 1
 DATA=/usr/share/datasets/fashion-mnist
-pass=0; fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
 if [ ! -e "$DATA/train-images-idx3-ubyte.gz" ] && [ ! -e "$DATA/train-images-idx3-ubyte" ]; then
     echo "skipped: no Fashion-MNIST in $DATA (apt-get install dataset-fashion-mnist)"; echo "0 passed, 0 failed"; exit 0
 fi
@@ -22,7 +20,6 @@ if command -v mpirun >/dev/null 2>&1 && nm "$BUILD/libddl.a" 2>/dev/null | grep 
 mpiflags=""
 mpirun --version 2>/dev/null | grep -q "Open MPI" && mpiflags="--oversubscribe"
 
-field() { sed -n "s/^summary:.* $1=\([^ ]*\).*/\1/p" | tail -n 1; }
 
 for n in 2 3; do
     ref=""; ref_t=""
