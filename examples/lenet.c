@@ -3,15 +3,12 @@
  *   build/bin/lenet [--data DIR] [--epochs N] [--batch B] [--lr X] [--momentum M]
  *                   [--optimizer sgd|adam] [--weight-decay W] [--schedule constant|step|cosine]
  *                   [--warmup STEPS] [--seed S] [--train-limit N] [--threads N] [--quiet]
+ *                   [--checkpoint PATH [--checkpoint-every STEPS] [--resume]] [--save PATH]
  *
  * Rank 0 prints loss, test accuracy and images/s per epoch, then one summary line. */
 #include "ddl.h"
 
-#include <math.h>
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <time.h>
 
 #include "example_common.h"
 
@@ -30,7 +27,7 @@ int main(int argc, char **argv)
         ddl_comm_destroy(comm);
         return 1;
     }
-    int rank = comm ? ddl_comm_rank(comm) : 0, world = comm ? ddl_comm_size(comm) : 1;
+    int world = comm ? ddl_comm_size(comm) : 1;
 
     ddl_dataset train = {0}, test = {0};
     int rc = ddl_dataset_load_mnist(o.data, "train", NULL, &train, err, sizeof err);
@@ -50,14 +47,13 @@ int main(int argc, char **argv)
     rc = ddl_model_create(ddl_model_lenet(), &mc, NULL, &model);
     if (rc != DDL_OK) {
         fprintf(stderr, "lenet: cannot build the model: %s\n", ddl_strerror(rc));
-        return 1;
+    } else {
+        ddl_model_set_norm(model, mean, std);
+        rc = example_train(&o, comm, model, &train, &test);
+        ddl_model_destroy(model);
     }
-    ddl_model_set_norm(model, mean, std);
-    rc = example_train(&o, comm, model, &train, &test);
-    ddl_model_destroy(model);
     ddl_dataset_free(&train);
     ddl_dataset_free(&test);
     ddl_comm_destroy(comm);
-    (void)rank;
     return rc == DDL_OK ? 0 : 1;
 }

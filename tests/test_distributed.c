@@ -91,7 +91,9 @@ static void rank_body(int rank, int world, void *arg)
     CHECK(train(c, world, unet, dist_w, &n1) == DDL_OK);
     ddl_comm_destroy(c);
     CHECK(train(NULL, 1, unet, single_w, &n2) == DDL_OK);
-    CHECK(n1 == (unet ? n1 : 61706) && n2 == n1 && n1 > 1000);
+    CHECK(n2 == n1 && n1 > 1000);
+    if (!unet)
+        CHECK(n1 == 61706);
     /* 1 rank with batch B against N ranks with B / N each: the same up to float rounding */
     double diff = 0, norm = 0, worst = 0;
     for (size_t i = 0; i < n1; i++) {
