@@ -14,6 +14,8 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #define RANKS_MAX 16
 #define VALUES_MAX 512
@@ -157,6 +159,29 @@ static inline int run_ranks_mpi(int world, rank_fn fn, void *arg, int may_die)
     return 0;
 }
 
+/* ranks_free_port: a loopback port for a run's rendezvous, below the kernel's ephemeral range
+ * (32768 and up), where connections of earlier runs and other programs take their local ports,
+ * and free right now: a port drawn from the whole range once collided with one in use. */
+static int ranks_free_port(int counter)
+{
+    int start = 20000 + (int)((getpid() * 131 + counter * 7) % 12000);
+    for (int i = 0; i < 100; i++) {
+        int port = 20000 + (start - 20000 + i * 37) % 12000;
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        struct sockaddr_in a;
+        memset(&a, 0, sizeof a);
+        a.sin_family = AF_INET;
+        a.sin_port = htons((uint16_t)port);
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        int ok = fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0;
+        if (fd >= 0)
+            close(fd);
+        if (ok)
+            return port;
+    }
+    return start;
+}
+
 /* run_ranks: fork `world` ranks running fn over transport `tname`; wait at most deadline_s.
  * Rank `may_die` (-1: none) is allowed to end by a signal. Returns the number of ranks that
  * did not end cleanly (and counts each as a failed check). Under mpirun: see run_ranks_mpi. */
@@ -167,7 +192,7 @@ static inline int run_ranks(const char *tname, int world, rank_fn fn, void *arg,
     ranks_transport = tname;
     ranks_run_counter++;
     snprintf(ranks_job, sizeof ranks_job, "test-%d-%d", (int)getpid(), ranks_run_counter);
-    ranks_port = 20000 + (int)((getpid() * 131 + ranks_run_counter * 7) % 30000);
+    ranks_port = ranks_free_port(ranks_run_counter);
     if (strcmp(tname, "mpi") == 0 && ranks_under_mpi())
         return run_ranks_mpi(world, fn, arg, may_die);
     fflush(stdout);

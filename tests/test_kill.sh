@@ -11,7 +11,7 @@ now() { date +%s.%N; }
 
 # start_ranks T WORLD: start WORLD ranks of lenet over transport T in the background.
 start_ranks() {
-    port=$((21000 + $$ % 20000))
+    port=$((21000 + $$ % 11000))   # below the ephemeral ports (32768 and up)
     r=0
     while [ $r -lt "$2" ]; do
         DDL_TRANSPORT=$1 DDL_RANK=$r DDL_WORLD_SIZE=$2 DDL_LOCAL_RANK=$r DDL_LOCAL_SIZE=$2 \
