@@ -52,7 +52,7 @@ else
   Q := @
 endif
 
-LIB_SRC  := $(wildcard src/*.c transports/*.c models/*.c)
+LIB_SRC  := $(wildcard src/*/*.c transports/*.c models/*.c)
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 PROG_SRC := $(wildcard examples/*.c tools/*.c)
 PROGS    := $(foreach s,$(PROG_SRC),$(BUILD)/bin/$(basename $(notdir $(s))))

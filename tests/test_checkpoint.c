@@ -6,7 +6,7 @@
  * message naming the file, and never crash. */
 #include "ddl.h"
 #include "check.h"
-#include "train_impl.h"
+#include "train/impl.h"
 
 #include <stdlib.h>
 #include <string.h>

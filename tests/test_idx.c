@@ -1,4 +1,4 @@
-/* test_idx.c - IDX loading and MNIST-layout data sets (src/idx.c).
+/* test_idx.c - IDX loading and MNIST-layout data sets (src/data/idx.c).
  * Writes small IDX files, raw and gzipped, into a temporary directory and checks what the user
  * sees: the values on success, and on every kind of bad file the status code and a message that
  * names the file and says what was wrong. Loads the real Fashion-MNIST when it is installed. */

@@ -10,7 +10,7 @@
 #include "ddl.h"
 
 #ifdef DDL_WITH_MPI
-#include "ddl_impl.h"
+#include "core/impl.h"
 
 #include <limits.h>
 #include <mpi.h>

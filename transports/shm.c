@@ -5,7 +5,7 @@
  * attached, so a crash leaves nothing behind), waiting (spin, then futex sleep), timeouts and
  * the detection of dead peers. It must not look inside the 32-byte ddl header, allocate, or
  * start threads. */
-#include "ddl_impl.h"
+#include "core/impl.h"
 
 #include <errno.h>
 #include <fcntl.h>

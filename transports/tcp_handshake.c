@@ -13,7 +13,7 @@
 #include <unistd.h>
 #include <arpa/inet.h>
 
-/* The wire format, the proofs and the reasons are src/handshake.c's; tcp's messages start with
+/* The wire format, the proofs and the reasons are transports/handshake.c's; tcp's messages start with
  * "DDLH" and its proofs with "ddl-v1". */
 static const ddl__hs_proto tcp_proto = {
     .name = "tcp", .magic = "DDLH", .label = "ddl-v1", .version = TCP_PROTO_VERSION, .duplicate = "duplicate rank",

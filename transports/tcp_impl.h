@@ -65,7 +65,7 @@ void tcp__tune(int fd);
 struct sockaddr_storage;
 void tcp__format_addr(const struct sockaddr_storage *ss, char out[DDL__ADDR_BYTES]);
 
-/* ---- handshake (tcp_handshake.c, on src/handshake.c) ---- */
+/* ---- handshake (tcp_handshake.c, on transports/handshake.c) ---- */
 
 /* tcp__accept_ranks: accept and authenticate connections on s->listen_fd until ranks lo..hi
  * all have links; take_addr: store each rank's advertised listening address (master

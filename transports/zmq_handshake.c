@@ -13,7 +13,7 @@
 #include <zmq.h>
 
 /* ---- wire format ----
- * Handshake messages are src/handshake.c's, each one frame; zmq's start with "DDLZ" and its
+ * Handshake messages are transports/handshake.c's, each one frame; zmq's start with "DDLZ" and its
  * proofs with "ddl-zmq-v1". The address table (rank 0 to rank r, master rendezvous, after the
  * handshake on that link): [0] "DDLT" [4] u32 world, then world x 64-byte NUL-terminated
  * "host:port". */

@@ -77,7 +77,7 @@ int zq__fail(zq_state *s, int status, const char *fmt, ...) DDL__PRINTF(3, 4);
  * our HELLO on it. */
 int zq__connect(zq_state *s, int j);
 
-/* ---- handshake (zmq_handshake.c, on src/handshake.c) ---- */
+/* ---- handshake (zmq_handshake.c, on transports/handshake.c) ---- */
 
 /* zq__router_step: read and answer every handshake message waiting on our ROUTER. Before open
  * completes, authenticated ranks get their rid recorded; afterwards everyone is refused. */

@@ -1,13 +1,13 @@
 /* fuzz_wire.c - libFuzzer target of what ddl reads from the network. Input: one mode byte, then
  * bytes a hostile or broken peer sends.
- *   mode 0: the 32-byte collective header check of src/comm.c, reached through the public
+ *   mode 0: the 32-byte collective header check of src/comm/comm.c, reached through the public
  *           ddl_comm_create with a fake transport whose exchange delivers the input as the
  *           received header and payload (and sometimes a length mismatch);
  *   mode 1: TCP frames: the input arrives on a socket as rank 1's side of a tcp exchange
  *           (transports/tcp.c's frame prefix check: magic, flags, lying lengths, BYE, ABORT);
  *   mode 2: the TCP handshake, connecting side: the input is what the accepting rank answers
  *           (hello, then proof reply) to tcp__greet (transports/tcp_handshake.c, whose
- *           message parser and proof checks are src/handshake.c's).
+ *           message parser and proof checks are transports/handshake.c's).
  * No ddl source was changed for this: the parsers are reached through their real callers.
  * Every input must give DDL_OK or an error with a message, never a crash, a hang or a leak. */
 #include "ddl.h"

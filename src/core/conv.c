@@ -7,7 +7,7 @@
  * _workspace functions give the exact size) and keeps the workspace near CONV_BUDGET floats.
  * With more than one sample per chunk the gemm works on channel-major (C, nb * P) matrices,
  * so activations are gathered into and scattered out of that layout by memcpy of P floats. */
-#include "ddl_impl.h"
+#include "impl.h"
 
 #include <string.h>
 

@@ -1,7 +1,7 @@
 /* model.c - the model object: runs a plugin's build() twice (measure, then real) to lay out
  * parameters, gradients, logits and activations in one block of memory; weight init; forward
  * and backward wrappers. Knows nothing of any particular network. */
-#include "model_impl.h"
+#include "impl.h"
 
 #include <math.h>
 #include <string.h>

@@ -4,7 +4,7 @@
  * pixel is labelled 0 (background) or 1 + the class of the item whose pixel covers it.
  * Owns only the one block it allocates for the result; no global state; the same seed gives
  * the same bytes on every platform (ddl_rng, integers and plain float arithmetic, no libm). */
-#include "ddl_impl.h"
+#include "core/impl.h"
 
 #include <string.h>
 

@@ -2,7 +2,8 @@
  * global batch, forward, loss, backward, all-reduce gradients, optimizer step; evaluation with a
  * confusion matrix all-reduced over the ranks. Everything is allocated in ddl_trainer_create;
  * nothing allocates per step. Knows nothing of the transport in use. */
-#include "train_impl.h"
+
+#include "impl.h"
 
 #include <math.h>
 #include <string.h>

@@ -1,6 +1,6 @@
 /* optim.c - optimizers (SGD with momentum, Adam) and learning-rate schedules over flat
  * buffers. Follows PyTorch's update rules so results can be compared with it. */
-#include "ddl_impl.h"
+#include "impl.h"
 
 #include <math.h>
 

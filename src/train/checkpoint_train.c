@@ -4,8 +4,7 @@
  * Owns the collective protocol of save and resume. Must not know the file format (checkpoint.c
  * does), allocate per training step, or leave ranks disagreeing: every rank returns rank 0's
  * status. */
-#include "checkpoint_impl.h"
-#include "train_impl.h"
+#include "impl.h"
 
 #include <errno.h>
 #include <string.h>

@@ -3,7 +3,7 @@
  * wrapper (ddl__comm_xchg) through which every byte reaches a transport.
  * It owns sticky errors and their messages. It must not know any transport's internals, and
  * it must not allocate after ddl_comm_create. The collective algorithms live in collectives.c. */
-#include "comm_impl.h"
+#include "impl.h"
 
 #include <errno.h>
 #include <limits.h>

@@ -2,7 +2,7 @@
  * With DDL_WITH_OPENBLAS it forwards to cblas_sgemm; otherwise it runs a built-in kernel
  * (GotoBLAS-style packing into small stack blocks and a register-tiled micro-kernel written so
  * gcc -O3 vectorises it). It allocates nothing and keeps no state. */
-#include "ddl_impl.h"
+#include "impl.h"
 
 #include <math.h>
 #include <string.h>

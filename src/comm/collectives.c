@@ -3,7 +3,7 @@
  * The reduction order is fixed by world size and count alone, never by timing, so results are
  * bit-identical across runs, ranks and transports. It must not allocate: the only scratch is
  * the comm's DDL__SCRATCH_BYTES buffer sized at create time. */
-#include "comm_impl.h"
+#include "impl.h"
 
 #include <math.h>
 #include <string.h>

@@ -1,7 +1,8 @@
-/* ddl_impl.h - private helpers shared across src/, transports/ and models/ files.
+/* src/core/impl.h - private helpers of the core, shared by the layers above it (comm, train,
+ * data, transports, models) and the private layout of ddl_model.
  * Not API: nothing here is for users or out-of-tree plugins. */
-#ifndef DDL_IMPL_H
-#define DDL_IMPL_H
+#ifndef DDL_CORE_IMPL_H
+#define DDL_CORE_IMPL_H
 #include "ddl.h"
 #include <stdarg.h>
 #include <stdio.h>
@@ -48,22 +49,30 @@ static inline uint64_t ddl__get_le(const unsigned char *p, int bytes)
 /* ddl__log: call the log callback, if any, with a formatted message. */
 void ddl__log(ddl_log_fn fn, void *ud, int level, const char *fmt, ...) DDL__PRINTF(4, 5);
 
-/* ---- SHA-256 and HMAC (src/sha256.c), for transport handshakes ---- */
-#define DDL__SHA256_BYTES 32
-/* ddl__sha256: out = SHA-256 of data[bytes]. */
-void ddl__sha256(const void *data, size_t bytes, unsigned char out[DDL__SHA256_BYTES]);
-/* ddl__hmac_sha256: out = HMAC-SHA256 with key[key_bytes] of msg[msg_bytes] (RFC 2104). */
-void ddl__hmac_sha256(const void *key, size_t key_bytes, const void *msg, size_t msg_bytes,
-                      unsigned char out[DDL__SHA256_BYTES]);
-/* ddl__ct_equal: 1 if a and b hold the same bytes; time does not depend on where they differ. */
-int ddl__ct_equal(const void *a, const void *b, size_t bytes);
-
-
 /* Direct convolution for in_c == 1 and stride 1 (conv_direct.c): forward, and dw only. */
 int ddl__conv2d_direct_ok(const ddl_conv2d *g);
 size_t ddl__conv2d_direct_workspace(const ddl_conv2d *g);
 void ddl__conv2d_direct_forward(const ddl_conv2d *g, const float *x, const float *w, const float *b, float *y,
                                 float *ws);
 void ddl__conv2d_direct_grad(const ddl_conv2d *g, const float *x, const float *dy, float *dw, float *ws);
+
+/* ---- the model object (model.c; train/ reads it) ---- */
+#define DDL__NAME_BYTES 48
+
+struct ddl_model {
+    const ddl_model_plugin *plugin;
+    ddl_model_config cfg;
+    void *self;                  /* plugin state: plugin->self_bytes */
+    float *params, *grads;       /* n_params each, contiguous, tensor after tensor */
+    size_t n_params;
+    int n_tensors;
+    ddl_param_info tensors[DDL_MAX_PARAMS];
+    char names[DDL_MAX_PARAMS][DDL__NAME_BYTES];
+    int out_c, out_h, out_w;     /* logits per sample */
+    float *logits;               /* (cfg.batch, out_c, out_h, out_w) */
+    float mean, std;             /* input normalisation, part of the model */
+    const ddl_allocator *alloc;  /* set by ddl_model_create, NULL after ddl_model_init */
+    int owned;                   /* 1: ddl_model_destroy frees the memory */
+};
 
 #endif

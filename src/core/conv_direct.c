@@ -6,7 +6,7 @@
  * The trick: output rows are computed at the padded width wp instead of ow, so each tap is one
  * long contiguous multiply-add over oh * wp floats (which vectorises well) instead of oh short
  * rows; the wp - ow extra columns are garbage and dropped (forward) or zeroed (gradient). */
-#include "ddl_impl.h"
+#include "impl.h"
 
 #include <string.h>
 

@@ -6,7 +6,17 @@
  * ranks are welcome, and how messages travel, stays theirs. Not API. */
 #ifndef DDL_HANDSHAKE_H
 #define DDL_HANDSHAKE_H
-#include "ddl_impl.h"
+#include "core/impl.h"
+
+/* ---- SHA-256 and HMAC (transports/sha256.c), for transport handshakes ---- */
+#define DDL__SHA256_BYTES 32
+/* ddl__sha256: out = SHA-256 of data[bytes]. */
+void ddl__sha256(const void *data, size_t bytes, unsigned char out[DDL__SHA256_BYTES]);
+/* ddl__hmac_sha256: out = HMAC-SHA256 with key[key_bytes] of msg[msg_bytes] (RFC 2104). */
+void ddl__hmac_sha256(const void *key, size_t key_bytes, const void *msg, size_t msg_bytes,
+                      unsigned char out[DDL__SHA256_BYTES]);
+/* ddl__ct_equal: 1 if a and b hold the same bytes; time does not depend on where they differ. */
+int ddl__ct_equal(const void *a, const void *b, size_t bytes);
 
 #define DDL__ADDR_BYTES 64  /* "host:port" including the NUL; longer addresses are refused */
 #define DDL__JOB_BYTES 64   /* job id including the NUL */

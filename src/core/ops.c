@@ -4,7 +4,7 @@
  * No op allocates; backward functions accumulate into parameter gradients and overwrite input
  * gradients, as ddl.h says. A target class index >= C (in softmax_xent) is ignored: it adds no
  * loss and no gradient, rather than reading out of bounds. */
-#include "ddl_impl.h"
+#include "impl.h"
 
 #include <math.h>
 #include <string.h>

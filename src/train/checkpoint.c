@@ -5,7 +5,7 @@
  * does), print, exit, or trust a single byte of a file before it is checked.
  * Test hook: DDL_TEST_SLOW_SAVE_MS=N makes the writer sleep N ms after every 4 KiB it writes,
  * so a test can kill a process in the middle of a save. */
-#include "checkpoint_impl.h"
+#include "impl.h"
 
 #include <errno.h>
 #include <fcntl.h>

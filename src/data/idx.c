@@ -4,7 +4,7 @@
  * Must not: allocate except through the caller's allocator, trust any size a file states
  * before checking it, or print: every failure goes into err with the file name, what was
  * expected and what was found. */
-#include "ddl_impl.h"
+#include "core/impl.h"
 
 #include <errno.h>
 #include <limits.h>

@@ -1,9 +1,9 @@
-/* comm_impl.h - the private comm struct and the message layer shared by src/comm.c and
- * src/collectives.c. Transports never include this: the 32-byte header is opaque to them.
+/* src/comm/impl.h - the private comm struct and the message layer shared by comm.c and
+ * collectives.c. Transports never include this: the 32-byte header is opaque to them.
  * Nothing here is API. */
 #ifndef DDL_COMM_IMPL_H
 #define DDL_COMM_IMPL_H
-#include "ddl_impl.h"
+#include "core/impl.h"
 #include <stdint.h>
 
 /* Operations carried in the header. Values go on the wire: only ever append. */

@@ -1,6 +1,6 @@
 /* util.c - version, status strings, allocator hooks, arena, PRNG, CRC-32, clocks.
  * Small leaf helpers with no state of their own. */
-#include "ddl_impl.h"
+#include "impl.h"
 
 #include <math.h>
 #include <stdlib.h>

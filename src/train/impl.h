@@ -1,0 +1,63 @@
+/* src/train/impl.h - private to the training layer: the layout of ddl_trainer (train.c,
+ * checkpoint_train.c), the checkpoint reader's object and the writer's input (checkpoint.c: the
+ * file format; checkpoint_train.c: saving and resuming a trainer). Not API. */
+#ifndef DDL_TRAIN_IMPL_H
+#define DDL_TRAIN_IMPL_H
+#include "core/impl.h"
+
+/* ---- the trainer ---- */
+struct ddl_trainer {
+    ddl_train_config cfg;
+    ddl_model *m;
+    const ddl_dataset *data;
+    const ddl_allocator *alloc;
+    int rank, world;
+    long n_train;           /* samples used per epoch (train_limit applied) */
+    int positions;          /* target positions per sample: th * tw */
+    size_t sample_bytes;    /* c * h * w */
+    uint32_t *perm;         /* (n_train) this epoch's order */
+    float *x;               /* (model batch, c, h, w) normalised inputs */
+    uint8_t *y;             /* (model batch, th, tw) targets */
+    float *probs, *dlogits; /* (model batch, classes, positions) */
+    float *opt_state;
+    long step;              /* optimizer steps done */
+    int epoch;              /* current epoch, from 0 */
+    long pos;               /* samples of this epoch consumed (global) */
+    int perm_epoch;         /* epoch perm was built for, -1 for none */
+    ddl_rng drop_rng;       /* dropout */
+    double loss_sum;        /* this epoch, this rank: sum of per-sample losses */
+    int64_t correct, counted; /* this epoch, this rank: positions */
+    long epoch_start_pos;   /* pos and step when these statistics started (epoch start or resume) */
+    long epoch_start_step;
+    double epoch_secs;      /* this epoch, this rank: seconds spent in ddl_trainer_step */
+    ddl_rng *rng_all;       /* (world) every rank's drop_rng, gathered by checkpoint saves */
+    char err[DDL_ERR_BYTES];
+};
+
+/* ---- checkpoint files ---- */
+struct ddl_checkpoint {
+    const ddl_allocator *alloc;
+    ddl_checkpoint_info info;
+    ddl_param_info tensors[DDL_MAX_PARAMS];
+    char names[DDL_MAX_PARAMS][DDL__NAME_BYTES];
+    ddl_rng *rngs;  /* (info.world_size) every rank's dropout RNG */
+    float *params;  /* (info.n_params) */
+    float *optim;   /* (info.n_optim), NULL when n_optim is 0 */
+};
+
+/* What ddl__checkpoint_write puts in a file: the model's tensors, weights and normalisation,
+ * plus the fields of info that are not the model's (optim, step, epoch, pos, n_train, batch,
+ * seed, world_size); the rest of info is filled from m. */
+typedef struct ddl__checkpoint_src {
+    const ddl_model *m;
+    ddl_checkpoint_info info;
+    const ddl_rng *rngs;  /* (info.world_size) */
+    const float *optim;   /* (info.n_optim) */
+} ddl__checkpoint_src;
+
+/* ddl__checkpoint_write: write src to path atomically (path.tmp, fsync, rename, fsync of the
+ * directory). The file image is allocated from alloc for the duration of the call. */
+int ddl__checkpoint_write(const char *path, const ddl_allocator *alloc, const ddl__checkpoint_src *src, char *err,
+                          size_t err_bytes);
+
+#endif
