@@ -280,6 +280,8 @@ typedef struct ddl_comm_config {
     int timeout_ms;                 /* limit of every blocking wait, in ms (0: 60000) */
     ddl_log_fn log;                 /* optional */
     void *log_ud;
+    int native_allreduce;           /* 1: float32 sums use the transport's own all-reduce where it has
+                                     * one (mpi, shm); 0: ddl's collectives, bit-identical everywhere */
 } ddl_comm_config;
 
 /* ddl_comm_config_from_env: fill cfg from DDL_TRANSPORT, DDL_RANK, DDL_WORLD_SIZE,
@@ -476,10 +478,10 @@ int ddl_model_check(const ddl_model_plugin *p, const ddl_model_config *cfg, char
 size_t ddl_model_sizeof(const ddl_model_plugin *p, const ddl_model_config *cfg);
 /* ddl_model_init: build the model in caller memory (DDL_ALIGN-aligned, >= ddl_model_sizeof bytes). */
 int ddl_model_init(void *mem, size_t bytes, const ddl_model_plugin *p, const ddl_model_config *cfg,
-                   ddl_model **out);
+                   ddl_model **out, char *err, size_t err_bytes);
 /* ddl_model_create / _destroy: the same with memory from alloc (NULL: malloc). */
 int ddl_model_create(const ddl_model_plugin *p, const ddl_model_config *cfg, const ddl_allocator *alloc,
-                     ddl_model **out);
+                     ddl_model **out, char *err, size_t err_bytes);
 void ddl_model_destroy(ddl_model *m);
 
 const char *ddl_model_name(const ddl_model *m);
@@ -557,6 +559,8 @@ typedef struct ddl_train_config {
     ddl_comm *comm;          /* NULL: one process */
     ddl_log_fn log;
     void *log_ud;
+    long save_bytes_per_sec; /* checkpoints: rank 0 writes no faster than this (0: unlimited), to
+                              * spare a shared file system */
 } ddl_train_config;
 
 /* ddl_train_config_default: SGD lr 0.01 momentum 0.9, batch 64, 5 epochs, seed 42, one process. */
@@ -589,7 +593,7 @@ typedef struct ddl_trainer ddl_trainer;
  * and no trainer; when the broadcast fails, *out still receives the trainer, whose
  * ddl_trainer_error() says why: destroy it. */
 int ddl_trainer_create(const ddl_train_config *cfg, ddl_model *m, const ddl_dataset *train,
-                       const ddl_allocator *alloc, ddl_trainer **out);
+                       const ddl_allocator *alloc, ddl_trainer **out, char *err, size_t err_bytes);
 void ddl_trainer_destroy(ddl_trainer *t);
 /* ddl_trainer_step: one optimizer step on the next global batch; *loss (may be NULL) gets this
  * rank's mean loss over its part of the batch. */

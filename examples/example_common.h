@@ -23,7 +23,7 @@ typedef struct example_opts {
     const char *images;
     /* checkpoints: --checkpoint PATH --checkpoint-every N --resume --save PATH */
     const char *checkpoint, *save;
-    long checkpoint_every;
+    long checkpoint_every, save_rate;
     int resume;
 } example_opts;
 
@@ -47,7 +47,8 @@ static void example_usage(const char *model)
             "       [--seed S] [--train-limit N] [--threads N] [--quiet]\n"
             "       segmentation: [--dice-weight W] [--scenes N] [--test-scenes N] [--size S] [--items N]\n"
             "       [--depth D] [--width W] [--images DIR]\n"
-            "       checkpoints: [--checkpoint PATH [--checkpoint-every STEPS] [--resume]] [--save PATH]\n",
+            "       checkpoints: [--checkpoint PATH [--checkpoint-every STEPS] [--resume]] [--save PATH]\n"
+            "       [--save-rate BYTES_PER_SEC]\n",
             model);
 }
 
@@ -102,6 +103,7 @@ static int example_parse(example_opts *o, int argc, char **argv)
         else if (!strcmp(a, "--images")) o->images = argv[i + 1];
         else if (!strcmp(a, "--checkpoint")) o->checkpoint = argv[i + 1];
         else if (!strcmp(a, "--save")) o->save = argv[i + 1];
+        else if (!strcmp(a, "--save-rate")) { bad = example_number(argc, argv, i, 0, 1e15, &v); o->save_rate = (long)v; }
         else if (!strcmp(a, "--checkpoint-every")) { bad = example_number(argc, argv, i, 0, 1e12, &v); o->checkpoint_every = (long)v; }
         else if (!strcmp(a, "--scenes")) { bad = example_number(argc, argv, i, 1, 1e7, &v); o->scenes = (int)v; }
         else if (!strcmp(a, "--test-scenes")) { bad = example_number(argc, argv, i, 1, 1e7, &v); o->test_scenes = (int)v; }
@@ -214,6 +216,7 @@ static int example_train(const example_opts *o, ddl_comm *comm, ddl_model *model
     tc.train_limit = o->train_limit;
     tc.dice_weight = o->dice_weight;
     tc.comm = comm;
+    tc.save_bytes_per_sec = o->save_rate;
     long n = o->train_limit > 0 && o->train_limit < train->n ? o->train_limit : train->n;
     long steps_per_epoch = (n + o->batch - 1) / o->batch;
     tc.schedule.total_steps = steps_per_epoch * o->epochs;
@@ -221,10 +224,10 @@ static int example_train(const example_opts *o, ddl_comm *comm, ddl_model *model
     tc.schedule.gamma = 0.1f;
 
     ddl_trainer *tr = NULL;
-    int rc = ddl_trainer_create(&tc, model, train, NULL, &tr);
+    char err[DDL_ERR_BYTES];
+    int rc = ddl_trainer_create(&tc, model, train, NULL, &tr, err, sizeof err);
     if (rc != DDL_OK) {
-        fprintf(stderr, "%s: rank %d: %s\n", o->model, rank, tr ? ddl_trainer_error(tr) : ddl_strerror(rc));
-        ddl_trainer_destroy(tr);
+        fprintf(stderr, "%s: rank %d: %s\n", o->model, rank, err);
         return rc;
     }
     if (o->resume && (rc = example_resume(o, tr, rank, world)) != DDL_OK) {

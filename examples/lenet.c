@@ -44,9 +44,9 @@ int main(int argc, char **argv)
     ddl_model_config mc = {.batch = (o.batch + world - 1) / world, .in_c = 1, .in_h = 28, .in_w = 28,
                            .n_classes = 10, .dropout = o.dropout};
     ddl_model *model = NULL;
-    rc = ddl_model_create(ddl_model_lenet(), &mc, NULL, &model);
+    rc = ddl_model_create(ddl_model_lenet(), &mc, NULL, &model, err, sizeof err);
     if (rc != DDL_OK) {
-        fprintf(stderr, "lenet: cannot build the model: %s\n", ddl_strerror(rc));
+        fprintf(stderr, "lenet: cannot build the model: %s\n", err);
     } else {
         ddl_model_set_norm(model, mean, std);
         rc = example_train(&o, comm, model, &train, &test);

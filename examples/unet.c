@@ -168,15 +168,10 @@ int main(int argc, char **argv)
     ddl_model_config mc = {.batch = (o.batch + world - 1) / world, .in_c = 1, .in_h = o.size, .in_w = o.size,
                            .n_classes = train.n_classes, .depth = o.depth, .width = o.width};
     ddl_model *model = NULL;
-    int rc = ddl_model_check(ddl_model_unet(), &mc, err, sizeof err);
-    if (rc == DDL_OK)
-        rc = ddl_model_create(ddl_model_unet(), &mc, NULL, &model);
+    int rc = ddl_model_create(ddl_model_unet(), &mc, NULL, &model, err, sizeof err);
     if (rc != DDL_OK) {
-        if (rc == DDL_EINVAL)
-            fprintf(stderr, "%s\n", err);
-        else
-            fprintf(stderr, "unet: cannot build a depth %d width %d U-Net for %dx%d input: %s\n", o.depth, o.width,
-                    o.size, o.size, ddl_strerror(rc));
+        fprintf(stderr, "unet: cannot build a depth %d width %d U-Net for %dx%d input: %s\n", o.depth, o.width,
+                o.size, o.size, err);
     } else {
         ddl_model_set_norm(model, mean, std);
         rc = example_train(&o, comm, model, &train, &test);

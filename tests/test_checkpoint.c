@@ -43,7 +43,7 @@ typedef struct run {
 static int run_open(run *r, int optim, uint64_t seed, long limit)
 {
     ddl_model_config mc = {.batch = BATCH, .in_c = 1, .in_h = 28, .in_w = 28, .n_classes = 10, .dropout = 0.25f};
-    if (ddl_model_create(ddl_model_lenet(), &mc, NULL, &r->m) != DDL_OK)
+    if (ddl_model_create(ddl_model_lenet(), &mc, NULL, &r->m, NULL, 0) != DDL_OK)
         return -1;
     ddl_model_set_norm(r->m, 0.2f, 0.3f);
     ddl_train_config tc;
@@ -53,7 +53,7 @@ static int run_open(run *r, int optim, uint64_t seed, long limit)
     tc.train_limit = limit;
     tc.optim.kind = optim;
     tc.optim.lr = optim == DDL_OPTIM_ADAM ? 1e-3f : 0.01f;
-    return ddl_trainer_create(&tc, r->m, &data, NULL, &r->t);
+    return ddl_trainer_create(&tc, r->m, &data, NULL, &r->t, NULL, 0);
 }
 
 static void run_close(run *r)
@@ -312,8 +312,8 @@ static void test_wrong_model(void)
         ddl_train_config tc;
         ddl_train_config_default(&tc);
         tc.batch = BATCH;
-        CHECK(ddl_model_create(&p, &mc, NULL, &m) == DDL_OK);
-        CHECK(m && ddl_trainer_create(&tc, m, &data, NULL, &t) == DDL_OK);
+        CHECK(ddl_model_create(&p, &mc, NULL, &m, NULL, 0) == DDL_OK);
+        CHECK(m && ddl_trainer_create(&tc, m, &data, NULL, &t, NULL, 0) == DDL_OK);
         if (!t)
             continue;
         uint32_t before = ddl_model_crc(m);

@@ -2,7 +2,16 @@
  * global batch B give the weights of 1 rank with batch B (to float rounding) after 50 steps
  * (U-Net: 20), including a batch remainder that does not divide by N; every rank ends with
  * bit-identical weights; and the weights are bit-identical over every transport (same key,
- * same CRC across runs). */
+ * same CRC across runs).
+ *
+ * What "to float rounding" can mean here: ReLU and max-pool have kinks. When a pre-activation
+ * lies within rounding of 0 (or two pooled values within rounding of each other), the
+ * batch-of-B and batch-of-B/N forward passes (different gemm blocking) can take different sides,
+ * and that unit's local derivative differs by O(1), not by an ulp. Over many steps such an
+ * event shifts the gradients upstream of it by ~1e-3 and the weights by ~1e-6, which a
+ * per-element bound on the final weights cannot tell from a bug. So per element we compare the
+ * reduced gradient of the first step, where both runs have the same weights and only rounding
+ * differs; the trained weights are compared per tensor, against how far training moved them. */
 #include "ddl.h"
 #include "check.h"
 #include "ranks.h"
@@ -33,9 +42,14 @@ static void make_data(ddl_dataset *d)
     d->targets = labels;
 }
 
+static int n_tensors; /* the model's parameter tensors, filled by train() */
+static size_t t_off[DDL_MAX_PARAMS], t_count[DDL_MAX_PARAMS];
+static char t_name[DDL_MAX_PARAMS][64];
+
 /* train: STEPS steps of LeNet (unet: 20 steps of a small U-Net on 32x32 scenes of the same
- * items, batch 12) on `world` ranks (comm NULL: one process); weights copied to out. */
-static int train(ddl_comm *comm, int world, int unet, float *out, size_t *n_out)
+ * items, batch 12) on `world` ranks (comm NULL: one process); weights copied to out, the initial
+ * weights to w0 and the reduced gradient of step 1 to g1. */
+static int train(ddl_comm *comm, int world, int unet, float *out, float *w0, float *g1, size_t *n_out)
 {
     ddl_dataset d, scenes;
     make_data(&d);
@@ -49,7 +63,7 @@ static int train(ddl_comm *comm, int world, int unet, float *out, size_t *n_out)
                                 .n_classes = 11, .depth = 2, .width = 4};
     ddl_model *m = NULL;
     ddl_trainer *tr = NULL;
-    int rc = ddl_model_create(unet ? ddl_model_unet() : ddl_model_lenet(), &mc, NULL, &m);
+    int rc = ddl_model_create(unet ? ddl_model_unet() : ddl_model_lenet(), &mc, NULL, &m, err, sizeof err);
     if (rc != DDL_OK)
         return rc;
     ddl_model_set_norm(m, 0.25f, 0.3f);
@@ -59,11 +73,21 @@ static int train(ddl_comm *comm, int world, int unet, float *out, size_t *n_out)
     tc.comm = comm;
     tc.seed = 5;
     tc.dice_weight = unet ? 0.5f : 0.0f;
-    rc = ddl_trainer_create(&tc, m, unet ? &scenes : &d, NULL, &tr);
-    for (int s = 0; s < steps && rc == DDL_OK; s++)
+    rc = ddl_trainer_create(&tc, m, unet ? &scenes : &d, NULL, &tr, err, sizeof err);
+    memcpy(w0, ddl_model_params(m), ddl_model_n_params(m) * sizeof(float));
+    for (int s = 0; s < steps && rc == DDL_OK; s++) {
         rc = ddl_trainer_step(tr, NULL);
+        if (s == 0)
+            memcpy(g1, ddl_model_grads(m), ddl_model_n_params(m) * sizeof(float));
+    }
+    n_tensors = ddl_model_n_tensors(m);
+    for (int i = 0; i < n_tensors; i++) {
+        const ddl_param_info *pi = ddl_model_tensor(m, i);
+        t_off[i] = pi->offset, t_count[i] = pi->count;
+        snprintf(t_name[i], sizeof t_name[i], "%s", pi->name);
+    }
     if (rc != DDL_OK)
-        fprintf(stderr, "train: %s\n", tr ? ddl_trainer_error(tr) : ddl_strerror(rc));
+        fprintf(stderr, "train: %s\n", tr ? ddl_trainer_error(tr) : err);
     *n_out = ddl_model_n_params(m);
     memcpy(out, ddl_model_params(m), *n_out * sizeof(float));
     ddl_trainer_destroy(tr);
@@ -73,7 +97,8 @@ static int train(ddl_comm *comm, int world, int unet, float *out, size_t *n_out)
     return rc;
 }
 
-static float dist_w[200000], single_w[200000];
+static float dist_w[200000], single_w[200000], dist_w0[200000], single_w0[200000], dist_g1[200000],
+    single_g1[200000];
 
 static void rank_body(int rank, int world, void *arg)
 {
@@ -88,27 +113,53 @@ static void rank_body(int rank, int world, void *arg)
         return;
     }
     size_t n1 = 0, n2 = 0;
-    CHECK(train(c, world, unet, dist_w, &n1) == DDL_OK);
+    CHECK(train(c, world, unet, dist_w, dist_w0, dist_g1, &n1) == DDL_OK);
     ddl_comm_destroy(c);
-    CHECK(train(NULL, 1, unet, single_w, &n2) == DDL_OK);
+    CHECK(train(NULL, 1, unet, single_w, single_w0, single_g1, &n2) == DDL_OK);
     CHECK(n2 == n1 && n1 > 1000);
     if (!unet)
         CHECK(n1 == 61706);
+    CHECK(memcmp(dist_w0, single_w0, n1 * sizeof(float)) == 0);
     /* 1 rank with batch B against N ranks with B / N each: the same up to float rounding */
-    double diff = 0, norm = 0, worst = 0;
+    double diff = 0, norm = 0;
     for (size_t i = 0; i < n1; i++) {
-        double e = fabs((double)dist_w[i] - single_w[i]);
+        double e = (double)dist_w[i] - single_w[i];
         diff += e * e;
         norm += (double)single_w[i] * single_w[i];
-        double rel = e / (fabs(single_w[i]) + 1e-3);
-        if (rel > worst)
-            worst = rel;
     }
     CHECK(sqrt(diff / norm) < 1e-5);
-    CHECK(worst < 1e-3);
+    /* per tensor: the first step's reduced gradient, element by element, to rounding (relative to
+     * the element, with the tensor's rms as the floor); and the trained weights, against the
+     * distance training moved the tensor (kinks give at most ~6e-4 there, a wrong reduction O(1)) */
+    double worst_g = 0, worst_t = 0;
+    int wg = 0, wt = 0;
+    for (int t = 0; t < n_tensors; t++) {
+        double g2 = 0, d2 = 0, m2 = 0, rg = 0;
+        for (size_t i = t_off[t]; i < t_off[t] + t_count[t]; i++) {
+            double e = (double)dist_w[i] - single_w[i], m = (double)single_w[i] - single_w0[i];
+            g2 += (double)single_g1[i] * single_g1[i];
+            d2 += e * e;
+            m2 += m * m;
+        }
+        double g_rms = sqrt(g2 / (double)t_count[t]);
+        for (size_t i = t_off[t]; i < t_off[t] + t_count[t]; i++) {
+            double r = fabs((double)dist_g1[i] - single_g1[i]) / (fabs(single_g1[i]) + g_rms + 1e-30);
+            rg = r > rg ? r : rg;
+        }
+        if (rg > worst_g)
+            worst_g = rg, wg = t;
+        if (sqrt(d2 / m2) > worst_t)
+            worst_t = sqrt(d2 / m2), wt = t;
+        CHECK(rg < 1e-4 && m2 > 0 && sqrt(d2 / m2) < 1e-2);
+        if (!(rg < 1e-4 && m2 > 0 && sqrt(d2 / m2) < 1e-2))
+            fprintf(stderr, "%s: step-1 gradient %.2e, trained weights %.2e of their update\n", t_name[t], rg,
+                    sqrt(d2 / m2));
+    }
     if (rank == 0)
-        fprintf(stderr, "%s world %d: relative difference to 1 rank %.2e (worst element %.2e)\n",
-                unet ? "unet" : "lenet", world, sqrt(diff / norm), worst);
+        fprintf(stderr,
+                "%s world %d: relative difference to 1 rank %.2e; worst step-1 gradient element %.2e (%s), "
+                "worst tensor %.2e of its update (%s)\n",
+                unet ? "unet" : "lenet", world, sqrt(diff / norm), worst_g, t_name[wg], worst_t, t_name[wt]);
     /* every rank, every transport: bit-identical */
     char key[32];
     snprintf(key, sizeof key, "crc-%s-world%d", unet ? "unet" : "lenet", world);

@@ -26,6 +26,21 @@ static void count_free(void *ud, void *p)
     free(p);
 }
 
+/* An allocator that keeps only the documented contract: 16-byte alignment, never 32 or 64. */
+static void *alloc16(void *ud, size_t bytes)
+{
+    ((counter *)ud)->allocs++;
+    unsigned char *p = NULL;
+    return posix_memalign((void **)&p, 64, bytes + 16) == 0 ? p + 16 : NULL;
+}
+
+static void free16(void *ud, void *p)
+{
+    ((counter *)ud)->frees++;
+    if (p)
+        free((unsigned char *)p - 16);
+}
+
 /* ---- synthetic data: class k lights up a k-dependent block of the image ---- */
 
 static void make_data(ddl_dataset *d, uint8_t *img, uint8_t *lab, int n, uint64_t seed)
@@ -64,7 +79,7 @@ static void test_lenet_gradients(void)
     enum { B = 3 };
     ddl_model_config mc = {.batch = B, .in_c = 1, .in_h = 28, .in_w = 28, .n_classes = 10};
     ddl_model *m = NULL;
-    CHECK(ddl_model_create(ddl_model_lenet(), &mc, NULL, &m) == DDL_OK);
+    CHECK(ddl_model_create(ddl_model_lenet(), &mc, NULL, &m, NULL, 0) == DDL_OK);
     if (!m)
         return;
     CHECK(ddl_model_n_params(m) == 61706); /* PyTorch's LeNet-5 */
@@ -114,24 +129,27 @@ static void test_lenet_gradients(void)
 
 /* ---- training: zero allocations, determinism, learning ---- */
 
-static uint32_t train_run(uint64_t seed, int steps, counter *cnt, double *acc_out, long *allocs_during)
+static uint32_t train_run(uint64_t seed, int steps, counter *cnt, double *acc_out, long *allocs_during,
+                          int misaligned)
 {
     enum { N = 600 };
     static uint8_t img[N * 784], lab[N];
     ddl_dataset d;
     make_data(&d, img, lab, N, 5);
     ddl_allocator al = {count_alloc, count_free, cnt};
+    if (misaligned)
+        al = (ddl_allocator){alloc16, free16, cnt};
     ddl_model_config mc = {.batch = 32, .in_c = 1, .in_h = 28, .in_w = 28, .n_classes = 10};
     ddl_model *m = NULL;
     ddl_trainer *tr = NULL;
-    if (ddl_model_create(ddl_model_lenet(), &mc, &al, &m) != DDL_OK)
+    if (ddl_model_create(ddl_model_lenet(), &mc, &al, &m, NULL, 0) != DDL_OK)
         return 0;
     ddl_model_set_norm(m, 0.2f, 0.3f);
     ddl_train_config tc;
     ddl_train_config_default(&tc);
     tc.batch = 32;
     tc.seed = seed;
-    if (ddl_trainer_create(&tc, m, &d, &al, &tr) != DDL_OK)
+    if (ddl_trainer_create(&tc, m, &d, &al, &tr, NULL, 0) != DDL_OK)
         return 0;
     long before = cnt->allocs;
     int ok = 1;
@@ -154,15 +172,56 @@ static void test_training(void)
     counter c1 = {0, 0}, c2 = {0, 0}, c3 = {0, 0};
     double acc1, acc2, acc3;
     long during1, during2, during3;
-    uint32_t a = train_run(1, 60, &c1, &acc1, &during1);
-    uint32_t b = train_run(1, 60, &c2, &acc2, &during2);
-    uint32_t c = train_run(2, 60, &c3, &acc3, &during3);
+    uint32_t a = train_run(1, 60, &c1, &acc1, &during1, 0);
+    uint32_t b = train_run(1, 60, &c2, &acc2, &during2, 0);
+    uint32_t c = train_run(2, 60, &c3, &acc3, &during3, 0);
     CHECK(c1.allocs == 2 && c1.frees == 2); /* the model's block and the trainer's block */
     CHECK(during1 == 0 && during2 == 0 && during3 == 0);
     CHECK(a == b);
     CHECK(a != c);
     CHECK(acc1 > 0.9); /* the synthetic task is easy: 60 steps of batch 32 learn it */
     CHECK(acc1 == acc2);
+}
+
+/* One alignment rule: memory ddl is given needs only 16 bytes of alignment, from an allocator or
+ * from the caller; the results do not depend on where the memory lies. */
+static void test_alignment(void)
+{
+    counter ca = {0, 0}, cm = {0, 0};
+    double acc_a, acc_m;
+    long during_a, during_m;
+    uint32_t aligned = train_run(1, 20, &ca, &acc_a, &during_a, 0);
+    uint32_t misaligned = train_run(1, 20, &cm, &acc_m, &during_m, 1);
+    CHECK(aligned != 0 && misaligned == aligned);
+    CHECK(acc_m == acc_a && during_m == 0);
+    CHECK(cm.allocs == 2 && cm.frees == 2);
+
+    counter cc = {0, 0};
+    ddl_allocator al = {alloc16, free16, &cc};
+    ddl_comm_config comm_cfg = {.rank = 0, .world_size = 1, .local_size = 1};
+    ddl_comm *comm = NULL;
+    CHECK(ddl_comm_create(&comm_cfg, &al, &comm) == DDL_OK && comm != NULL);
+    float v = 2.0f;
+    CHECK(ddl_comm_allreduce(comm, &v, 1, DDL_FLOAT32, DDL_SUM) == DDL_OK && v == 2.0f);
+    ddl_comm_destroy(comm);
+    CHECK(cc.allocs == 1 && cc.frees == 1);
+
+    /* caller memory 16 bytes past a 64-byte boundary: ddl_model_sizeof covers the slack */
+    ddl_model_config mc = {.batch = 4, .in_c = 1, .in_h = 28, .in_w = 28, .n_classes = 10};
+    size_t need = ddl_model_sizeof(ddl_model_lenet(), &mc);
+    unsigned char *block = NULL;
+    CHECK(posix_memalign((void **)&block, 64, need + 16) == 0);
+    ddl_model *m = NULL;
+    char err[DDL_ERR_BYTES] = "";
+    CHECK(ddl_model_init(block + 16, need, ddl_model_lenet(), &mc, &m, err, sizeof err) == DDL_OK);
+    CHECK(m != NULL && ((uintptr_t)ddl_model_params(m) % 64) == 0);
+    if (m) {
+        static float x[4 * 784];
+        ddl_model_init_weights(m, 3);
+        const float *logits = ddl_model_forward(m, x, 4, 0, NULL);
+        CHECK(logits != NULL && logits[0] == logits[0]);
+    }
+    free(block);
 }
 
 static void test_bad_config(void)
@@ -173,14 +232,21 @@ static void test_bad_config(void)
     CHECK(ddl_model_check(ddl_model_lenet(), &mc, err, sizeof err) == DDL_EINVAL);
     CHECK(strcmp(err, "lenet: needs 1x28x28 input") == 0);
     ddl_model *m = (ddl_model *)1;
-    CHECK(ddl_model_create(ddl_model_lenet(), &mc, NULL, &m) == DDL_EINVAL && m == NULL);
+    err[0] = '\0';
+    CHECK(ddl_model_create(ddl_model_lenet(), &mc, NULL, &m, err, sizeof err) == DDL_EINVAL && m == NULL);
+    CHECK(strcmp(err, "lenet: needs 1x28x28 input") == 0);
+    mc.n_classes = 1;
+    CHECK(ddl_model_create(ddl_model_lenet(), &mc, NULL, &m, err, sizeof err) == DDL_EINVAL && m == NULL);
+    CHECK(strcmp(err, "lenet: 1 classes, expected 2 to 16") == 0);
+    mc.n_classes = 10;
     mc.in_c = 1;
     size_t need = ddl_model_sizeof(ddl_model_lenet(), &mc);
     CHECK(need > 0);
     void *mem = NULL;
     CHECK(posix_memalign(&mem, 64, need) == 0);
-    CHECK(ddl_model_init(mem, need - 1, ddl_model_lenet(), &mc, &m) == DDL_ENOMEM);
-    CHECK(ddl_model_init(mem, need, ddl_model_lenet(), &mc, &m) == DDL_OK && m != NULL);
+    CHECK(ddl_model_init(mem, need - 1, ddl_model_lenet(), &mc, &m, err, sizeof err) == DDL_ENOMEM && m == NULL);
+    CHECK(strstr(err, "lenet: caller memory of") != NULL && strstr(err, "ddl_model_sizeof says") != NULL);
+    CHECK(ddl_model_init(mem, need, ddl_model_lenet(), &mc, &m, NULL, 0) == DDL_OK && m != NULL);
     /* a trainer refuses a global batch the model was not built for */
     static uint8_t img[40 * 784], lab[40];
     ddl_dataset d;
@@ -189,7 +255,8 @@ static void test_bad_config(void)
     ddl_train_config_default(&tc);
     tc.batch = 16;
     ddl_trainer *tr = NULL;
-    CHECK(ddl_trainer_create(&tc, m, &d, NULL, &tr) == DDL_EINVAL && tr == NULL);
+    CHECK(ddl_trainer_create(&tc, m, &d, NULL, &tr, err, sizeof err) == DDL_EINVAL && tr == NULL);
+    CHECK(strcmp(err, "global batch 16 on 1 ranks needs a model built for batch 16, not 8") == 0);
     ddl_model_destroy(m); /* caller memory: a no-op */
     free(mem);
     CHECK(ddl_model_find("lenet") == ddl_model_lenet());
@@ -200,6 +267,7 @@ int main(void)
 {
     test_lenet_gradients();
     test_training();
+    test_alignment();
     test_bad_config();
     return TEST_END();
 }

@@ -45,9 +45,9 @@ fi
 # ---- training killed three times ----
 "$DDLRUN" -n 2 "$LENET" $ARGS > "$tmp/ref" 2>&1; check "uninterrupted 2-rank run" $?
 ref=$(crc "$tmp/ref")
-# Each save is slowed (3 ms per 4 KiB written, ~0.35 s a checkpoint) so that the run lasts long
+# Each save is slowed (--save-rate 1.3 MB/s, ~0.35 s a checkpoint) so that the run lasts long
 # enough for three kills on a fast idle machine too; a kill may then also land inside a save.
-DDL_TEST_SLOW_SAVE_MS=3 "$DDLRUN" -n 2 --restarts 3 "$LENET" $ARGS --checkpoint "$tmp/ck" --checkpoint-every 10 \
+"$DDLRUN" -n 2 --restarts 3 "$LENET" $ARGS --save-rate 1300000 --checkpoint "$tmp/ck" --checkpoint-every 10 \
     --resume > "$tmp/out" 2> "$tmp/err" &
 launcher=$!
 for k in 1 2 3; do

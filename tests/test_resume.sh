@@ -3,7 +3,7 @@
 # resumed with --resume ends with the same weights_crc as a run never stopped, on 1 rank and on
 # 2 ranks; from a checkpoint taken at an epoch's end too; a 2-rank checkpoint resumed on 1 rank
 # says that the world size changed and finishes; and a kill in the middle of writing a
-# checkpoint (DDL_TEST_SLOW_SAVE_MS) leaves the previous one loadable, its .tmp ignored.
+# checkpoint (--save-rate) leaves the previous one loadable, its .tmp ignored.
 # DDL_TEST_STOP_AFTER=N makes the example kill itself after step N (and its checkpoint).
 # Ends with "N passed, N failed"; exit status non-zero on any failure.
 . "$(dirname "$0")/lib.sh"
@@ -71,7 +71,7 @@ awk -v a="${acc:-0}" 'BEGIN { exit !(a > 0.7) }'; check "2 -> 1 rank: finishes w
 # ---- kill -9 in the middle of a save: the previous checkpoint survives ----
 DDL_TEST_STOP_AFTER=20 "$LENET" $ARGS --checkpoint "$tmp/c5" --checkpoint-every 20 > /dev/null 2>&1
 sum0=$(cksum < "$tmp/c5")
-DDL_TEST_SLOW_SAVE_MS=20 "$LENET" $ARGS --checkpoint "$tmp/c5" --checkpoint-every 20 --resume > /dev/null 2>&1 &
+"$LENET" $ARGS --save-rate 204800 --checkpoint "$tmp/c5" --checkpoint-every 20 --resume > /dev/null 2>&1 &
 pid=$!
 i=0   # wait until the save of step 40 has written some of its .tmp (at most 20 s)
 while [ $i -lt 400 ] && [ "$(stat -c %s "$tmp/c5.tmp" 2>/dev/null || echo 0)" -lt 40000 ]; do sleep 0.05; i=$((i + 1)); done

@@ -40,7 +40,7 @@ static ddl_model *small_unet(int batch, int in_hw)
     ddl_model_config mc = {.batch = batch, .in_c = 1, .in_h = in_hw, .in_w = in_hw, .n_classes = K, .depth = 2,
                            .width = 4};
     ddl_model *m = NULL;
-    return ddl_model_create(ddl_model_unet(), &mc, NULL, &m) == DDL_OK ? m : NULL;
+    return ddl_model_create(ddl_model_unet(), &mc, NULL, &m, NULL, 0) == DDL_OK ? m : NULL;
 }
 
 /* ---- gradient check of the whole network ---- */
@@ -177,7 +177,7 @@ static void test_bad_config(void)
     ddl_model_config mc = {.batch = 2, .in_c = 1, .in_h = 18, .in_w = 16, .n_classes = K, .depth = 2, .width = 4};
     CHECK(ddl_model_sizeof(ddl_model_unet(), &mc) == 0); /* 18 is not divisible by 4 */
     ddl_model *m = (ddl_model *)1;
-    CHECK(ddl_model_create(ddl_model_unet(), &mc, NULL, &m) == DDL_EINVAL && m == NULL);
+    CHECK(ddl_model_create(ddl_model_unet(), &mc, NULL, &m, NULL, 0) == DDL_EINVAL && m == NULL);
     mc.in_h = 16;
     mc.depth = 5; /* 16 is not divisible by 32 */
     CHECK(ddl_model_sizeof(ddl_model_unet(), &mc) == 0);
@@ -264,7 +264,7 @@ static void test_training(void)
     tc.optim.lr = 1e-2f;
     tc.dice_weight = 1.0f;
     ddl_trainer *tr = NULL;
-    CHECK(ddl_trainer_create(&tc, m, &train, NULL, &tr) == DDL_OK);
+    CHECK(ddl_trainer_create(&tc, m, &train, NULL, &tr, NULL, 0) == DDL_OK);
     if (!tr)
         return;
     double first = 0.0, last = 0.0, l = 0.0;

@@ -256,117 +256,6 @@ int ddl__comm_begin(ddl_comm *c, int op, int dtype, int redop, size_t count, int
     return DDL_OK;
 }
 
-/* ---- configuration from the environment ---- */
-
-/* env_int: *out from the first of names that is set; 0 and *found 0 if none. Strict: the whole
- * value must be a decimal int. */
-static int env_int(const char *const *names, int *out, int *found, char *err, size_t err_bytes)
-{
-    *found = 0;
-    for (; *names; names++) {
-        const char *v = getenv(*names);
-        if (!v)
-            continue;
-        char *end;
-        errno = 0;
-        long x = strtol(v, &end, 10);
-        if (end == v || *end != '\0')
-            return ddl__errf(err, err_bytes, DDL_EINVAL, "%s=%s is not a number", *names, v);
-        if (errno == ERANGE || x < INT_MIN || x > INT_MAX)
-            return ddl__errf(err, err_bytes, DDL_EINVAL, "%s=%s is out of range", *names, v);
-        *out = (int)x;
-        *found = 1;
-        return DDL_OK;
-    }
-    return DDL_OK;
-}
-
-static const char *env_str(const char *name)
-{
-    const char *v = getenv(name);
-    return v && v[0] ? v : NULL;
-}
-
-/* choose_transport: DDL_TRANSPORT, else mpi under mpirun, shm on one host, tcp otherwise. */
-static int choose_transport(ddl_comm_config *cfg, char *err, size_t err_bytes)
-{
-    const char *name = env_str("DDL_TRANSPORT"), *why = "DDL_TRANSPORT";
-    if (!name) {
-        if (getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE"))
-            name = "mpi", why = "the default under mpirun";
-        else if (cfg->local_size == cfg->world_size)
-            name = "shm", why = "the default when all ranks share a host";
-        else
-            name = "tcp", why = "the default across hosts";
-    }
-    cfg->transport = ddl_transport_find(name);
-    if (cfg->transport)
-        return DDL_OK;
-    static const char *const known[] = {"shm", "tcp", "zmq", "mpi"};
-    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
-        if (strcmp(name, known[i]) == 0)
-            return ddl__errf(err, err_bytes, DDL_ENOTSUP, "transport %s (%s) is not compiled in", name, why);
-    return ddl__errf(err, err_bytes, DDL_EINVAL, "DDL_TRANSPORT=%s is not a transport (shm, tcp, zmq, mpi)",
-                     name);
-}
-
-static int config_ints(ddl_comm_config *cfg, char *err, size_t err_bytes)
-{
-    static const char *const rank_n[] = {"DDL_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID", NULL};
-    static const char *const size_n[] = {"DDL_WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS",
-                                         NULL};
-    static const char *const lrank_n[] = {"DDL_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
-                                          "SLURM_LOCALID", NULL};
-    static const char *const lsize_n[] = {"DDL_LOCAL_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS",
-                                          "SLURM_NTASKS_PER_NODE", NULL};
-    static const char *const tmo_n[] = {"DDL_TIMEOUT_MS", NULL};
-    int st, f_rank, f_size, f_lrank, f_lsize, f_tmo;
-    if ((st = env_int(rank_n, &cfg->rank, &f_rank, err, err_bytes)) ||
-        (st = env_int(size_n, &cfg->world_size, &f_size, err, err_bytes)) ||
-        (st = env_int(lrank_n, &cfg->local_rank, &f_lrank, err, err_bytes)) ||
-        (st = env_int(lsize_n, &cfg->local_size, &f_lsize, err, err_bytes)) ||
-        (st = env_int(tmo_n, &cfg->timeout_ms, &f_tmo, err, err_bytes)))
-        return st;
-    if (!f_size)
-        cfg->world_size = 1;
-    if (!f_lsize)
-        cfg->local_size = cfg->world_size;
-    if (!f_lrank)
-        cfg->local_rank = cfg->local_size == cfg->world_size ? cfg->rank : 0;
-    if (!f_tmo)
-        cfg->timeout_ms = 60000;
-    if (cfg->world_size < 1)
-        return ddl__errf(err, err_bytes, DDL_EINVAL, "world size %d must be at least 1", cfg->world_size);
-    if (cfg->rank < 0 || cfg->rank >= cfg->world_size)
-        return ddl__errf(err, err_bytes, DDL_EINVAL, "rank %d is not in [0, %d) (world size %d)", cfg->rank,
-                         cfg->world_size, cfg->world_size);
-    if (cfg->local_size < 1 || cfg->local_size > cfg->world_size || cfg->local_rank < 0 ||
-        cfg->local_rank >= cfg->local_size)
-        return ddl__errf(err, err_bytes, DDL_EINVAL, "local rank %d of local size %d does not fit world size %d",
-                         cfg->local_rank, cfg->local_size, cfg->world_size);
-    if (cfg->timeout_ms <= 0)
-        return ddl__errf(err, err_bytes, DDL_EINVAL, "DDL_TIMEOUT_MS=%d must be positive", cfg->timeout_ms);
-    return DDL_OK;
-}
-
-int ddl_comm_config_from_env(ddl_comm_config *cfg, char *err, size_t err_bytes)
-{
-    if (!cfg)
-        return ddl__errf(err, err_bytes, DDL_EINVAL, "cfg is NULL");
-    memset(cfg, 0, sizeof *cfg);
-    ddl__errf(err, err_bytes, DDL_OK, "%s", "");
-    int st = config_ints(cfg, err, err_bytes);
-    if (st)
-        return st;
-    cfg->master = env_str("DDL_MASTER");
-    cfg->peers = env_str("DDL_PEERS");
-    cfg->job = env_str("DDL_JOB");
-    cfg->token = env_str("DDL_TOKEN");
-    if (cfg->world_size == 1 && !env_str("DDL_TRANSPORT"))
-        return DDL_OK; /* one process: no transport needed */
-    return choose_transport(cfg, err, err_bytes);
-}
-
 /* ---- transports ---- */
 
 typedef struct transport_entry {
@@ -389,6 +278,25 @@ const ddl_transport *ddl_transport_find(const char *name)
         if (strcmp(name, transports[i].name) == 0)
             return transports[i].get();
     return NULL;
+}
+
+/* ddl__default_transport: cfg->transport from name, or when name is NULL the default of
+ * DESIGN.md for a job that is not under mpirun: shm when every rank shares this host, else tcp.
+ * why says where the name came from, for the message. */
+int ddl__default_transport(ddl_comm_config *cfg, const char *name, const char *why, char *err, size_t err_bytes)
+{
+    if (!name) {
+        int one_host = cfg->local_size == cfg->world_size;
+        name = one_host ? "shm" : "tcp";
+        why = one_host ? "the default when all ranks share a host" : "the default across hosts";
+    }
+    cfg->transport = ddl_transport_find(name);
+    if (cfg->transport)
+        return DDL_OK;
+    for (size_t i = 0; i < sizeof transports / sizeof transports[0]; i++)
+        if (strcmp(name, transports[i].name) == 0)
+            return ddl__errf(err, err_bytes, DDL_ENOTSUP, "transport %s (%s) is not compiled in", name, why);
+    return ddl__errf(err, err_bytes, DDL_EINVAL, "%s: %s is not a transport (shm, tcp, zmq, mpi)", why, name);
 }
 
 /* ---- create and destroy ---- */
@@ -427,14 +335,11 @@ static ddl_comm *comm_alloc(const ddl_comm_config *cfg, const ddl_allocator *all
 {
     size_t off_state, off_scratch, off_seq;
     size_t bytes = comm_layout(cfg, &off_state, &off_scratch, &off_seq);
-    /* user allocators promise only 16-byte alignment: over-allocate and align by hand */
-    unsigned char *raw = ddl__alloc(alloc, bytes + DDL_ALIGN);
-    if (!raw)
+    unsigned char *base = (unsigned char *)ddl__alloc(alloc, bytes); /* DDL_ALIGN-aligned */
+    if (!base)
         return NULL;
-    unsigned char *base = (unsigned char *)ddl__align_up((size_t)(uintptr_t)raw);
     memset(base, 0, bytes);
     ddl_comm *c = (ddl_comm *)base;
-    c->raw = raw;
     if (alloc)
         c->alloc = *alloc;
     c->state = cfg->world_size > 1 ? base + off_state : NULL;
@@ -458,7 +363,7 @@ int ddl_comm_create(const ddl_comm_config *cfg_in, const ddl_allocator *alloc, d
         cfg.timeout_ms = 60000;
     int st = check_config(&cfg, err, sizeof err);
     if (st == DDL_OK && cfg.world_size > 1 && !cfg.transport)
-        st = choose_transport(&cfg, err, sizeof err);
+        st = ddl__default_transport(&cfg, NULL, "", err, sizeof err);
     if (st != DDL_OK) {
         if (cfg.world_size > 1)
             cfg.transport = NULL, cfg.world_size = 1, cfg.rank = 0; /* a comm that only carries the error */
@@ -475,8 +380,7 @@ int ddl_comm_create(const ddl_comm_config *cfg_in, const ddl_allocator *alloc, d
     c->timeout_ms = cfg.timeout_ms;
     c->log = cfg.log;
     c->log_ud = cfg.log_ud;
-    const char *nat = getenv("DDL_MPI_NATIVE"); /* MPI_Allreduce for float32 sums, as ddl_comm_set_native */
-    c->native = c->tp && strcmp(c->tp->name, "mpi") == 0 && nat && strcmp(nat, "1") == 0;
+    c->native = cfg.native_allreduce && c->tp && c->tp->allreduce;
     snprintf(c->job, sizeof c->job, "%s", cfg.job && cfg.job[0] ? cfg.job : "ddl");
     cfg.job = c->job;
     if (st != DDL_OK)
@@ -500,7 +404,7 @@ void ddl_comm_destroy(ddl_comm *c)
     if (c->tp && c->opened)
         c->tp->close(c->state);
     ddl_allocator a = c->alloc;
-    ddl__free(a.alloc ? &a : NULL, c->raw);
+    ddl__free(a.alloc ? &a : NULL, c);
 }
 
 /* ---- getters ---- */

@@ -32,7 +32,6 @@ typedef struct ddl__call {
 
 struct ddl_comm {
     ddl_allocator alloc;       /* copy of the caller's hooks (zero: malloc/free) */
-    void *raw;                 /* the one allocation, before alignment */
     const ddl_transport *tp;   /* NULL when world_size is 1 */
     void *state;               /* tp->state_bytes() bytes, zeroed, DDL_ALIGN-aligned */
     int opened;                /* tp->open succeeded (close is called either way) */
@@ -62,5 +61,9 @@ int ddl__comm_xchg(ddl_comm *c, int to, uint32_t send_step, const void *send_buf
 int ddl__comm_fail(ddl_comm *c, int status, const char *fmt, ...) DDL__PRINTF(3, 4);
 /* ddl__dtype_bytes: 4 for float32, 8 for int64, 0 for anything else. */
 size_t ddl__dtype_bytes(int dtype);
+
+/* ddl__default_transport: set cfg->transport from name (why: where it came from, for the
+ * message), or with name NULL from where the ranks run (comm.c). */
+int ddl__default_transport(ddl_comm_config *cfg, const char *name, const char *why, char *err, size_t err_bytes);
 
 #endif

@@ -60,6 +60,7 @@ void ddl__conv2d_direct_grad(const ddl_conv2d *g, const float *x, const float *d
 #define DDL__NAME_BYTES 48
 
 struct ddl_model {
+    void *mem;                   /* the caller's memory: the model starts at its first DDL_ALIGN boundary */
     const ddl_model_plugin *plugin;
     ddl_model_config cfg;
     void *self;                  /* plugin state: plugin->self_bytes */

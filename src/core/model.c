@@ -78,18 +78,32 @@ typedef struct layout {
     size_t n_params, scratch_bytes, logits_floats;
 } layout;
 
-static int config_ok(const ddl_model_plugin *p, const ddl_model_config *cfg)
+/* config_error: DDL_OK, or DDL_EINVAL naming the first thing wrong with the plugin or cfg. */
+static int config_error(const ddl_model_plugin *p, const ddl_model_config *cfg, char *err, size_t err_bytes)
 {
-    return p && cfg && p->version == DDL_MODEL_VERSION && p->build && p->forward && p->backward && cfg->batch > 0 &&
-           cfg->in_c > 0 && cfg->in_h > 0 && cfg->in_w > 0 && cfg->n_classes > 1 &&
-           cfg->n_classes <= DDL_MAX_CLASSES;
+    if (!p || !cfg)
+        return ddl__errf(err, err_bytes, DDL_EINVAL, "model: no plugin or no configuration given");
+    const char *name = p->name ? p->name : "model plugin";
+    if (p->version != DDL_MODEL_VERSION)
+        return ddl__errf(err, err_bytes, DDL_EINVAL, "%s: plugin version %d, this ddl needs %d", name, p->version,
+                         DDL_MODEL_VERSION);
+    if (!p->build || !p->forward || !p->backward)
+        return ddl__errf(err, err_bytes, DDL_EINVAL, "%s: plugin lacks build, forward or backward", name);
+    if (cfg->batch < 1 || cfg->in_c < 1 || cfg->in_h < 1 || cfg->in_w < 1)
+        return ddl__errf(err, err_bytes, DDL_EINVAL, "%s: batch %d and input %dx%dx%d must all be >= 1", name,
+                         cfg->batch, cfg->in_c, cfg->in_h, cfg->in_w);
+    if (cfg->n_classes < 2 || cfg->n_classes > DDL_MAX_CLASSES)
+        return ddl__errf(err, err_bytes, DDL_EINVAL, "%s: %d classes, expected 2 to %d", name, cfg->n_classes,
+                         DDL_MAX_CLASSES);
+    return DDL_OK;
 }
 
 /* measure: run build() with no memory and derive every offset. */
 static int measure(const ddl_model_plugin *p, const ddl_model_config *cfg, layout *l, char *err, size_t err_bytes)
 {
-    if (!config_ok(p, cfg))
-        return ddl__errf(err, err_bytes, DDL_EINVAL, "invalid model plugin or configuration");
+    int rc = config_error(p, cfg, err, err_bytes);
+    if (rc != DDL_OK)
+        return rc;
     ddl_model_build b;
     memset(&b, 0, sizeof b);
     ddl_arena_init(&b.scratch, NULL, 0);
@@ -98,7 +112,7 @@ static int measure(const ddl_model_plugin *p, const ddl_model_config *cfg, layou
     if (p->self_bytes > sizeof self_tmp)
         return ddl__errf(err, err_bytes, DDL_EINVAL, "model plugin state of %zu bytes is too large", p->self_bytes);
     memset(self_tmp, 0, sizeof self_tmp);
-    int rc = p->build(self_tmp, cfg, &b);
+    rc = p->build(self_tmp, cfg, &b);
     if (rc != DDL_OK || b.failed)
         return ddl__errf(err, err_bytes, DDL_EINVAL, "%s", b.failed ? b.err : "model build failed");
     if (b.out_c != cfg->n_classes || b.out_h < 1 || b.out_w < 1)
@@ -128,18 +142,25 @@ size_t ddl_model_sizeof(const ddl_model_plugin *p, const ddl_model_config *cfg)
     return measure(p, cfg, &l, NULL, 0) == DDL_OK ? l.total : 0;
 }
 
-int ddl_model_init(void *mem, size_t bytes, const ddl_model_plugin *p, const ddl_model_config *cfg, ddl_model **out)
+int ddl_model_init(void *mem, size_t bytes, const ddl_model_plugin *p, const ddl_model_config *cfg, ddl_model **out,
+                   char *err, size_t err_bytes)
 {
     layout l;
+    if (!out)
+        return ddl__errf(err, err_bytes, DDL_EINVAL, "ddl_model_init: out is NULL");
     *out = NULL;
-    int rc = measure(p, cfg, &l, NULL, 0);
+    int rc = measure(p, cfg, &l, err, err_bytes);
     if (rc != DDL_OK)
         return rc;
-    if (!mem || bytes < l.total || ((uintptr_t)mem % DDL_ALIGN) != 0)
-        return DDL_ENOMEM;
-    unsigned char *base = (unsigned char *)mem;
+    if (!mem || bytes < l.total)
+        return ddl__errf(err, err_bytes, DDL_ENOMEM, "%s: caller memory of %zu bytes, ddl_model_sizeof says %zu",
+                         p->name, mem ? bytes : 0, l.total);
+    /* l.total has DDL_ALIGN bytes of slack: any address works, the model starts at the next boundary */
+    unsigned char *base = (unsigned char *)ddl__align_up((size_t)(uintptr_t)mem);
+    size_t usable = bytes - (size_t)(base - (unsigned char *)mem);
     memset(base, 0, l.scratch_off);
     ddl_model *m = (ddl_model *)base;
+    m->mem = mem;
     m->plugin = p;
     m->cfg = *cfg;
     m->self = base + l.self_off;
@@ -152,10 +173,11 @@ int ddl_model_init(void *mem, size_t bytes, const ddl_model_plugin *p, const ddl
     ddl_model_build b;
     memset(&b, 0, sizeof b);
     b.m = m;
-    ddl_arena_init(&b.scratch, base + l.scratch_off, bytes - l.scratch_off);
+    ddl_arena_init(&b.scratch, base + l.scratch_off, usable - l.scratch_off);
     rc = p->build(m->self, cfg, &b);
     if (rc != DDL_OK || b.failed || !ddl_arena_ok(&b.scratch) || b.n_params != l.n_params)
-        return DDL_EINVAL; /* build() must describe the same model twice */
+        return ddl__errf(err, err_bytes, DDL_EINVAL, "%s: build() described another model the second time",
+                         p->name); /* build() must describe the same model twice */
     m->n_tensors = b.n_tensors;
     m->out_c = b.out_c;
     m->out_h = b.out_h;
@@ -165,16 +187,20 @@ int ddl_model_init(void *mem, size_t bytes, const ddl_model_plugin *p, const ddl
 }
 
 int ddl_model_create(const ddl_model_plugin *p, const ddl_model_config *cfg, const ddl_allocator *alloc,
-                     ddl_model **out)
+                     ddl_model **out, char *err, size_t err_bytes)
 {
+    layout l;
+    if (!out)
+        return ddl__errf(err, err_bytes, DDL_EINVAL, "ddl_model_create: out is NULL");
     *out = NULL;
-    size_t bytes = ddl_model_sizeof(p, cfg);
-    if (!bytes)
-        return DDL_EINVAL;
-    void *mem = ddl__alloc(alloc, bytes);
+    int rc = measure(p, cfg, &l, err, err_bytes);
+    if (rc != DDL_OK)
+        return rc;
+    void *mem = ddl__alloc(alloc, l.total);
     if (!mem)
-        return DDL_ENOMEM;
-    int rc = ddl_model_init(mem, bytes, p, cfg, out);
+        return ddl__errf(err, err_bytes, DDL_ENOMEM, "%s: cannot allocate %zu bytes for the model", p->name,
+                         l.total);
+    rc = ddl_model_init(mem, l.total, p, cfg, out, err, err_bytes);
     if (rc != DDL_OK) {
         ddl__free(alloc, mem);
         return rc;
@@ -187,7 +213,7 @@ int ddl_model_create(const ddl_model_plugin *p, const ddl_model_config *cfg, con
 void ddl_model_destroy(ddl_model *m)
 {
     if (m && m->owned)
-        ddl__free(m->alloc, m);
+        ddl__free(m->alloc, m->mem);
 }
 
 /* ---- getters ---- */

@@ -61,10 +61,23 @@ void ddl__log(ddl_log_fn fn, void *ud, int level, const char *fmt, ...)
 
 /* ---- allocator ---- */
 
+/* One alignment rule for all memory: what ddl is given needs only malloc's 16 bytes, and what
+ * ddl__alloc returns is always DDL_ALIGN-aligned. malloc's path asks posix_memalign; a user's
+ * allocator is asked for DDL_ALIGN + a pointer more, and the pointer it gave is kept just below
+ * the aligned block for ddl__free. */
 void *ddl__alloc(const ddl_allocator *a, size_t bytes)
 {
-    if (a && a->alloc)
-        return a->alloc(a->ud, bytes);
+    if (a && a->alloc) {
+        size_t extra = DDL_ALIGN + sizeof(void *);
+        if (bytes > SIZE_MAX - extra)
+            return NULL;
+        unsigned char *raw = (unsigned char *)a->alloc(a->ud, bytes + extra);
+        if (!raw)
+            return NULL;
+        unsigned char *p = (unsigned char *)ddl__align_up((size_t)(uintptr_t)raw + sizeof(void *));
+        memcpy(p - sizeof(void *), &raw, sizeof raw);
+        return p;
+    }
     void *p = NULL;
     if (posix_memalign(&p, DDL_ALIGN, bytes ? bytes : 1) != 0)
         return NULL;
@@ -75,10 +88,14 @@ void ddl__free(const ddl_allocator *a, void *p)
 {
     if (!p)
         return;
-    if (a && a->free)
-        a->free(a->ud, p);
-    else
-        free(p);
+    if (a && a->alloc) {
+        void *raw;
+        memcpy(&raw, (unsigned char *)p - sizeof(void *), sizeof raw);
+        if (a->free)
+            a->free(a->ud, raw);
+        return;
+    }
+    free(p);
 }
 
 /* ---- arena ---- */

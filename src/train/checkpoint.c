@@ -3,8 +3,8 @@
  * one back with every length bounded by the file size before anything is allocated.
  * Owns the bytes of the format. Must not know about ranks or the trainer (checkpoint_train.c
  * does), print, exit, or trust a single byte of a file before it is checked.
- * Test hook: DDL_TEST_SLOW_SAVE_MS=N makes the writer sleep N ms after every 4 KiB it writes,
- * so a test can kill a process in the middle of a save. */
+ * The writer can be held to a rate (ddl_train_config.save_bytes_per_sec), which also lets a test
+ * kill a process in the middle of a save. */
 #include "impl.h"
 
 #include <errno.h>
@@ -307,10 +307,12 @@ static size_t sec_put(unsigned char *dst, int i, const sec_out *s, unsigned char
     return CK_SEC_HEAD + stored;
 }
 
-/* write_all: write n bytes, in 4 KiB pieces with a pause after each when slow_ms > 0. */
-static int write_all(int fd, const unsigned char *p, size_t n, long slow_ms)
+/* write_all: write n bytes; with bytes_per_sec > 0, in 4 KiB pieces, sleeping after each as
+ * long as it takes to stay at that rate. */
+static int write_all(int fd, const unsigned char *p, size_t n, long bytes_per_sec)
 {
-    size_t chunk = slow_ms > 0 ? 4096 : n;
+    size_t chunk = bytes_per_sec > 0 ? 4096 : n, done = 0;
+    double start = ddl__now();
     while (n > 0) {
         size_t want = n < chunk ? n : chunk;
         ssize_t w = write(fd, p, want);
@@ -320,8 +322,10 @@ static int write_all(int fd, const unsigned char *p, size_t n, long slow_ms)
             return -1;
         p += w;
         n -= (size_t)w;
-        if (slow_ms > 0) {
-            struct timespec ts = {slow_ms / 1000, (slow_ms % 1000) * 1000000L};
+        done += (size_t)w;
+        double ahead = (double)done / (double)bytes_per_sec - (ddl__now() - start);
+        if (bytes_per_sec > 0 && ahead > 0) {
+            struct timespec ts = {(time_t)ahead, (long)((ahead - (double)(time_t)ahead) * 1e9)};
             nanosleep(&ts, NULL);
         }
     }
@@ -349,18 +353,17 @@ static int sync_dir(const char *path)
 }
 
 /* write_file: img to path.tmp, fsync, rename over path, fsync the directory. */
-static int write_file(const char *path, const unsigned char *img, size_t n, char *err, size_t err_bytes)
+static int write_file(const char *path, const unsigned char *img, size_t n, long bytes_per_sec, char *err,
+                      size_t err_bytes)
 {
     char tmp[CK_PATH_BYTES];
     if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
         return ddl__errf(err, err_bytes, DDL_EINVAL, "%s: path longer than %d bytes", path, CK_PATH_BYTES - 5);
-    const char *slow = getenv("DDL_TEST_SLOW_SAVE_MS");
-    long slow_ms = slow ? strtol(slow, NULL, 10) : 0;
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0)
         return ddl__errf(err, err_bytes, DDL_EIO, "%s: cannot create: %s", tmp, strerror(errno));
     const char *what = NULL;
-    if (write_all(fd, img, n, slow_ms) != 0)
+    if (write_all(fd, img, n, bytes_per_sec) != 0)
         what = "write";
     else if (fsync(fd) != 0)
         what = "fsync";
@@ -433,7 +436,7 @@ int ddl__checkpoint_write(const char *path, const ddl_allocator *alloc, const dd
 #endif
     put32(img + 16, CK_SECTIONS);
     put32(img + 28, ddl_crc32c(0, img, 28));
-    int rc = write_file(path, img, at, err, err_bytes);
+    int rc = write_file(path, img, at, src->bytes_per_sec, err, err_bytes);
     ddl__free(alloc, img);
     return rc;
 }

@@ -66,6 +66,7 @@ int ddl_trainer_save(ddl_trainer *t, const char *path)
         src.info.world_size = t->world;
         src.rngs = t->rng_all;
         src.optim = t->opt_state;
+        src.bytes_per_sec = t->cfg.save_bytes_per_sec;
         status = path ? ddl__checkpoint_write(path, t->alloc, &src, t->err, sizeof t->err)
                       : ddl__errf(t->err, sizeof t->err, DDL_EINVAL, "ddl_trainer_save: no path");
     }

@@ -53,6 +53,7 @@ typedef struct ddl__checkpoint_src {
     ddl_checkpoint_info info;
     const ddl_rng *rngs;  /* (info.world_size) */
     const float *optim;   /* (info.n_optim) */
+    long bytes_per_sec;   /* write no faster than this (0: as fast as the disk goes) */
 } ddl__checkpoint_src;
 
 /* ddl__checkpoint_write: write src to path atomically (path.tmp, fsync, rename, fsync of the

@@ -22,24 +22,27 @@ void ddl_train_config_default(ddl_train_config *cfg)
     cfg->seed = 42;
 }
 
-static int check_shapes(const ddl_train_config *cfg, ddl_model *m, const ddl_dataset *d, int world, char *err)
+static int check_shapes(const ddl_train_config *cfg, ddl_model *m, const ddl_dataset *d, int world, char *err,
+                        size_t err_bytes)
 {
+    if (!cfg || !m)
+        return ddl__errf(err, err_bytes, DDL_EINVAL, "trainer: no configuration or no model given");
     const ddl_model_config *mc = &m->cfg;
     if (!d || d->n < 1 || !d->images || !d->targets)
-        return ddl__errf(err, DDL_ERR_BYTES, DDL_EINVAL, "training set is empty");
+        return ddl__errf(err, err_bytes, DDL_EINVAL, "training set is empty");
     if (d->c != mc->in_c || d->h != mc->in_h || d->w != mc->in_w)
-        return ddl__errf(err, DDL_ERR_BYTES, DDL_EINVAL, "data is %dx%dx%d but model %s takes %dx%dx%d", d->c, d->h,
+        return ddl__errf(err, err_bytes, DDL_EINVAL, "data is %dx%dx%d but model %s takes %dx%dx%d", d->c, d->h,
                          d->w, m->plugin->name, mc->in_c, mc->in_h, mc->in_w);
     if (d->th * d->tw != m->out_h * m->out_w)
-        return ddl__errf(err, DDL_ERR_BYTES, DDL_EINVAL, "targets are %dx%d but the model predicts %dx%d", d->th, d->tw,
+        return ddl__errf(err, err_bytes, DDL_EINVAL, "targets are %dx%d but the model predicts %dx%d", d->th, d->tw,
                          m->out_h, m->out_w);
     if (d->n_classes > m->out_c)
-        return ddl__errf(err, DDL_ERR_BYTES, DDL_EINVAL, "data has %d classes, model %d", d->n_classes, m->out_c);
+        return ddl__errf(err, err_bytes, DDL_EINVAL, "data has %d classes, model %d", d->n_classes, m->out_c);
     if (cfg->batch < 1 || cfg->epochs < 0)
-        return ddl__errf(err, DDL_ERR_BYTES, DDL_EINVAL, "batch must be >= 1 and epochs >= 0");
+        return ddl__errf(err, err_bytes, DDL_EINVAL, "batch must be >= 1 and epochs >= 0");
     int local = (cfg->batch + world - 1) / world;
     if (local > mc->batch)
-        return ddl__errf(err, DDL_ERR_BYTES, DDL_EINVAL,
+        return ddl__errf(err, err_bytes, DDL_EINVAL,
                          "global batch %d on %d ranks needs a model built for batch %d, not %d", cfg->batch, world,
                          local, mc->batch);
     return DDL_OK;
@@ -61,18 +64,21 @@ static void carve(ddl_trainer *t, ddl_arena *a, size_t n_train)
 }
 
 int ddl_trainer_create(const ddl_train_config *cfg, ddl_model *m, const ddl_dataset *train,
-                       const ddl_allocator *alloc, ddl_trainer **out)
+                       const ddl_allocator *alloc, ddl_trainer **out, char *err, size_t err_bytes)
 {
+    if (!out)
+        return ddl__errf(err, err_bytes, DDL_EINVAL, "ddl_trainer_create: out is NULL");
     *out = NULL;
+    int world = cfg && cfg->comm ? ddl_comm_size(cfg->comm) : 1;
+    int rc = check_shapes(cfg, m, train, world, err, err_bytes);
+    if (rc != DDL_OK)
+        return rc;
     ddl_trainer tmp;
     memset(&tmp, 0, sizeof tmp);
     tmp.cfg = *cfg;
     tmp.m = m;
-    tmp.world = cfg->comm ? ddl_comm_size(cfg->comm) : 1;
+    tmp.world = world;
     tmp.rank = cfg->comm ? ddl_comm_rank(cfg->comm) : 0;
-    int rc = check_shapes(cfg, m, train, tmp.world, tmp.err);
-    if (rc != DDL_OK)
-        return rc;
     tmp.n_train = cfg->train_limit > 0 && cfg->train_limit < train->n ? cfg->train_limit : train->n;
     tmp.positions = train->th * train->tw;
     tmp.sample_bytes = (size_t)train->c * (size_t)train->h * (size_t)train->w;
@@ -80,10 +86,10 @@ int ddl_trainer_create(const ddl_train_config *cfg, ddl_model *m, const ddl_data
     ddl_arena a;
     ddl_arena_init(&a, NULL, 0);
     carve(&tmp, &a, (size_t)tmp.n_train);
-    size_t head = ddl__align_up(sizeof(ddl_trainer)), bytes = head + ddl_arena_used(&a) + DDL_ALIGN;
-    unsigned char *mem = (unsigned char *)ddl__alloc(alloc, bytes);
+    size_t head = ddl__align_up(sizeof(ddl_trainer)), bytes = head + ddl_arena_used(&a);
+    unsigned char *mem = (unsigned char *)ddl__alloc(alloc, bytes); /* DDL_ALIGN-aligned: the arena fits exactly */
     if (!mem)
-        return DDL_ENOMEM;
+        return ddl__errf(err, err_bytes, DDL_ENOMEM, "trainer: cannot allocate %zu bytes", bytes);
     ddl_trainer *t = (ddl_trainer *)mem;
     *t = tmp;
     ddl_arena_init(&a, mem + head, bytes - head);
@@ -96,12 +102,16 @@ int ddl_trainer_create(const ddl_train_config *cfg, ddl_model *m, const ddl_data
 
     /* Rank 0's initial weights are everybody's. */
     ddl_model_init_weights(m, cfg->seed);
-    *out = t;
     if (cfg->comm) {
         rc = ddl_comm_broadcast(cfg->comm, m->params, m->n_params, DDL_FLOAT32, 0);
-        if (rc != DDL_OK)
-            return fail(t, rc, "broadcast of the initial weights");
+        if (rc != DDL_OK) {
+            fail(t, rc, "broadcast of the initial weights");
+            ddl__errf(err, err_bytes, rc, "%s", t->err);
+            ddl_trainer_destroy(t);
+            return rc;
+        }
     }
+    *out = t;
     return DDL_OK;
 }
 
@@ -315,7 +325,7 @@ static void metrics(ddl_eval_stats *e, int K)
 int ddl_trainer_evaluate(ddl_trainer *t, const ddl_dataset *test, ddl_eval_stats *out)
 {
     memset(out, 0, sizeof *out);
-    if (check_shapes(&t->cfg, t->m, test, t->world, t->err) != DDL_OK)
+    if (check_shapes(&t->cfg, t->m, test, t->world, t->err, sizeof t->err) != DDL_OK)
         return DDL_EINVAL;
     int C = t->m->out_c, S = t->positions, B = t->m->cfg.batch;
     long lo = (long)test->n * t->rank / t->world, hi = (long)test->n * (t->rank + 1) / t->world;

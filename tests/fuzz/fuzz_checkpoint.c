@@ -123,8 +123,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     ddl_train_config tc;
     ddl_train_config_default(&tc);
     tc.batch = 4;
-    if (ddl_model_create(&small_plugin, &mc, NULL, &model) != DDL_OK ||
-        ddl_trainer_create(&tc, model, &data, NULL, &trainer) != DDL_OK)
+    if (ddl_model_create(&small_plugin, &mc, NULL, &model, NULL, 0) != DDL_OK ||
+        ddl_trainer_create(&tc, model, &data, NULL, &trainer, NULL, 0) != DDL_OK)
         abort();
     const char *dir = getenv("FUZZ_SEED_DIR");
     if (dir)

@@ -1,0 +1,119 @@
+/* env.c - ddl_comm_config_from_env: the one place in the library that reads the environment,
+ * and only when the caller asks. It turns DDL_* (and mpirun's and Slurm's) variables into a
+ * ddl_comm_config; everything below it takes its settings from config structs. */
+#include "impl.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* env_int: *out from the first of names that is set; 0 and *found 0 if none. Strict: the whole
+ * value must be a decimal int. */
+static int env_int(const char *const *names, int *out, int *found, char *err, size_t err_bytes)
+{
+    *found = 0;
+    for (; *names; names++) {
+        const char *v = getenv(*names);
+        if (!v)
+            continue;
+        char *end;
+        errno = 0;
+        long x = strtol(v, &end, 10);
+        if (end == v || *end != '\0')
+            return ddl__errf(err, err_bytes, DDL_EINVAL, "%s=%s is not a number", *names, v);
+        if (errno == ERANGE || x < INT_MIN || x > INT_MAX)
+            return ddl__errf(err, err_bytes, DDL_EINVAL, "%s=%s is out of range", *names, v);
+        *out = (int)x;
+        *found = 1;
+        return DDL_OK;
+    }
+    return DDL_OK;
+}
+
+static const char *env_str(const char *name)
+{
+    const char *v = getenv(name);
+    return v && v[0] ? v : NULL;
+}
+
+/* choose_transport: DDL_TRANSPORT, else mpi under mpirun, else the default (comm.c). */
+static int choose_transport(ddl_comm_config *cfg, char *err, size_t err_bytes)
+{
+    const char *name = env_str("DDL_TRANSPORT");
+    if (name)
+        return ddl__default_transport(cfg, name, "DDL_TRANSPORT", err, err_bytes);
+    if (getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE"))
+        return ddl__default_transport(cfg, "mpi", "the default under mpirun", err, err_bytes);
+    return ddl__default_transport(cfg, NULL, "", err, err_bytes);
+}
+
+/* env_flag: 1 if the first of names that is set is "1". */
+static int env_flag(const char *const *names)
+{
+    for (; *names; names++) {
+        const char *v = getenv(*names);
+        if (v)
+            return strcmp(v, "1") == 0;
+    }
+    return 0;
+}
+
+static int config_ints(ddl_comm_config *cfg, char *err, size_t err_bytes)
+{
+    static const char *const rank_n[] = {"DDL_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID", NULL};
+    static const char *const size_n[] = {"DDL_WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS",
+                                         NULL};
+    static const char *const lrank_n[] = {"DDL_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
+                                          "SLURM_LOCALID", NULL};
+    static const char *const lsize_n[] = {"DDL_LOCAL_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS",
+                                          "SLURM_NTASKS_PER_NODE", NULL};
+    static const char *const tmo_n[] = {"DDL_TIMEOUT_MS", NULL};
+    int st, f_rank, f_size, f_lrank, f_lsize, f_tmo;
+    if ((st = env_int(rank_n, &cfg->rank, &f_rank, err, err_bytes)) ||
+        (st = env_int(size_n, &cfg->world_size, &f_size, err, err_bytes)) ||
+        (st = env_int(lrank_n, &cfg->local_rank, &f_lrank, err, err_bytes)) ||
+        (st = env_int(lsize_n, &cfg->local_size, &f_lsize, err, err_bytes)) ||
+        (st = env_int(tmo_n, &cfg->timeout_ms, &f_tmo, err, err_bytes)))
+        return st;
+    if (!f_size)
+        cfg->world_size = 1;
+    if (!f_lsize)
+        cfg->local_size = cfg->world_size;
+    if (!f_lrank)
+        cfg->local_rank = cfg->local_size == cfg->world_size ? cfg->rank : 0;
+    if (!f_tmo)
+        cfg->timeout_ms = 60000;
+    if (cfg->world_size < 1)
+        return ddl__errf(err, err_bytes, DDL_EINVAL, "world size %d must be at least 1", cfg->world_size);
+    if (cfg->rank < 0 || cfg->rank >= cfg->world_size)
+        return ddl__errf(err, err_bytes, DDL_EINVAL, "rank %d is not in [0, %d) (world size %d)", cfg->rank,
+                         cfg->world_size, cfg->world_size);
+    if (cfg->local_size < 1 || cfg->local_size > cfg->world_size || cfg->local_rank < 0 ||
+        cfg->local_rank >= cfg->local_size)
+        return ddl__errf(err, err_bytes, DDL_EINVAL, "local rank %d of local size %d does not fit world size %d",
+                         cfg->local_rank, cfg->local_size, cfg->world_size);
+    if (cfg->timeout_ms <= 0)
+        return ddl__errf(err, err_bytes, DDL_EINVAL, "DDL_TIMEOUT_MS=%d must be positive", cfg->timeout_ms);
+    return DDL_OK;
+}
+
+int ddl_comm_config_from_env(ddl_comm_config *cfg, char *err, size_t err_bytes)
+{
+    if (!cfg)
+        return ddl__errf(err, err_bytes, DDL_EINVAL, "cfg is NULL");
+    memset(cfg, 0, sizeof *cfg);
+    ddl__errf(err, err_bytes, DDL_OK, "%s", "");
+    int st = config_ints(cfg, err, err_bytes);
+    if (st)
+        return st;
+    cfg->master = env_str("DDL_MASTER");
+    cfg->peers = env_str("DDL_PEERS");
+    cfg->job = env_str("DDL_JOB");
+    cfg->token = env_str("DDL_TOKEN");
+    static const char *const native_n[] = {"DDL_NATIVE_ALLREDUCE", "DDL_MPI_NATIVE", NULL};
+    cfg->native_allreduce = env_flag(native_n);
+    if (cfg->world_size == 1 && !env_str("DDL_TRANSPORT"))
+        return DDL_OK; /* one process: no transport needed */
+    return choose_transport(cfg, err, err_bytes);
+}
