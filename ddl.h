@@ -290,9 +290,13 @@ typedef struct ddl_comm_config {
  * point into the environment. Returns DDL_EINVAL with a message in err for a bad value. */
 int ddl_comm_config_from_env(ddl_comm_config *cfg, char *err, size_t err_bytes);
 
-/* ddl_comm_create: connect to the other ranks (blocks up to timeout_ms). On failure *out still
- * receives a comm (unless DDL_ENOMEM) whose ddl_comm_error() says what went wrong; destroy it. */
-int ddl_comm_create(const ddl_comm_config *cfg, const ddl_allocator *alloc, ddl_comm **out);
+/* ddl_comm_create: connect to the other ranks (blocks up to timeout_ms). Returns DDL_OK with
+ * *out set; or, with *out NULL and the reason in err (rank, transport, peer and what went
+ * wrong): DDL_EINVAL (bad configuration), DDL_ENOTSUP (transport not compiled in), DDL_ENOMEM,
+ * DDL_EIO (cannot bind or connect), DDL_ETIMEDOUT (a rank did not come in time), DDL_EAUTH (a
+ * peer of another job, world size or token), DDL_EPEER or DDL_EPROTO. err may be NULL. */
+int ddl_comm_create(const ddl_comm_config *cfg, const ddl_allocator *alloc, ddl_comm **out, char *err,
+                    size_t err_bytes);
 /* ddl_comm_destroy: close every link and free the comm (NULL is allowed). */
 void ddl_comm_destroy(ddl_comm *c);
 

@@ -132,10 +132,10 @@ static int example_comm(ddl_comm **comm, char err[DDL_ERR_BYTES])
     int rc = ddl_comm_config_from_env(&cc, err, DDL_ERR_BYTES);
     if (rc != DDL_OK || cc.world_size <= 1)
         return rc;
-    rc = ddl_comm_create(&cc, NULL, comm);
+    char why[DDL_ERR_BYTES];
+    rc = ddl_comm_create(&cc, NULL, comm, why, sizeof why);
     if (rc != DDL_OK)
-        snprintf(err, DDL_ERR_BYTES, "rank %d: cannot join the job: %s", cc.rank,
-                 *comm ? ddl_comm_error(*comm) : ddl_strerror(rc));
+        snprintf(err, DDL_ERR_BYTES, "rank %d: cannot join the job: %.200s", cc.rank, why);
     return rc;
 }
 

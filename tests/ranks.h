@@ -148,8 +148,9 @@ static inline int run_ranks_mpi(int world, rank_fn fn, void *arg, int may_die)
         return 0;
     if (!ranks_mpi_keep) {
         ddl_comm_config cfg = make_config(rank, world, 60000);
-        if (ddl_comm_create(&cfg, NULL, &ranks_mpi_keep) != DDL_OK) {
-            fprintf(stderr, "mpi rank %d: create: %s\n", rank, ddl_comm_error(ranks_mpi_keep));
+        char err[DDL_ERR_BYTES] = "";
+        if (ddl_comm_create(&cfg, NULL, &ranks_mpi_keep, err, sizeof err) != DDL_OK) {
+            fprintf(stderr, "mpi rank %d: create: %s\n", rank, err);
             check_failed++;
             return 1;
         }

@@ -16,9 +16,10 @@ static ddl_comm *open_comm(int rank, int world)
 {
     ddl_comm_config cfg = make_config(rank, world, TIMEOUT_MS);
     ddl_comm *c = NULL;
-    int st = ddl_comm_create(&cfg, NULL, &c);
+    char err[DDL_ERR_BYTES] = "";
+    int st = ddl_comm_create(&cfg, NULL, &c, err, sizeof err);
     if (st != DDL_OK)
-        fprintf(stderr, "rank %d: create: %s: %s\n", rank, ddl_strerror(st), c ? ddl_comm_error(c) : "");
+        fprintf(stderr, "rank %d: create: %s: %s\n", rank, ddl_strerror(st), err);
     CHECK(st == DDL_OK);
     if (st != DDL_OK) {
         ddl_comm_destroy(c);
@@ -291,7 +292,7 @@ static void test_world1(void)
     cfg.world_size = 1;
     cfg.local_size = 1;
     ddl_comm *c = NULL;
-    CHECK(ddl_comm_create(&cfg, NULL, &c) == DDL_OK);
+    CHECK(ddl_comm_create(&cfg, NULL, &c, NULL, 0) == DDL_OK);
     if (!c)
         return;
     float x[3] = {1, 2, 3}, all[3];

@@ -105,10 +105,11 @@ static void rank_body(int rank, int world, void *arg)
     int unet = arg != NULL;
     ddl_comm_config cfg = make_config(rank, world, 20000);
     ddl_comm *c = NULL;
-    int rc = ddl_comm_create(&cfg, NULL, &c);
+    char err[DDL_ERR_BYTES] = "";
+    int rc = ddl_comm_create(&cfg, NULL, &c, err, sizeof err);
     CHECK(rc == DDL_OK);
     if (rc != DDL_OK) {
-        fprintf(stderr, "rank %d: %s\n", rank, c ? ddl_comm_error(c) : ddl_strerror(rc));
+        fprintf(stderr, "rank %d: %s\n", rank, err);
         ddl_comm_destroy(c);
         return;
     }

@@ -200,7 +200,7 @@ static void test_alignment(void)
     ddl_allocator al = {alloc16, free16, &cc};
     ddl_comm_config comm_cfg = {.rank = 0, .world_size = 1, .local_size = 1};
     ddl_comm *comm = NULL;
-    CHECK(ddl_comm_create(&comm_cfg, &al, &comm) == DDL_OK && comm != NULL);
+    CHECK(ddl_comm_create(&comm_cfg, &al, &comm, NULL, 0) == DDL_OK && comm != NULL);
     float v = 2.0f;
     CHECK(ddl_comm_allreduce(comm, &v, 1, DDL_FLOAT32, DDL_SUM) == DDL_OK && v == 2.0f);
     ddl_comm_destroy(comm);

@@ -15,10 +15,10 @@ static ddl_comm *open_comm_t(int rank, int world, int timeout_ms)
 {
     ddl_comm_config cfg = make_config(rank, world, timeout_ms);
     ddl_comm *c = NULL;
-    int st = ddl_comm_create(&cfg, NULL, &c);
+    char err[DDL_ERR_BYTES] = "";
+    int st = ddl_comm_create(&cfg, NULL, &c, err, sizeof err);
     if (st != DDL_OK)
-        fprintf(stderr, "%s rank %d: create: %s: %s\n", ranks_transport, rank, ddl_strerror(st),
-                c ? ddl_comm_error(c) : "");
+        fprintf(stderr, "%s rank %d: create: %s: %s\n", ranks_transport, rank, ddl_strerror(st), err);
     CHECK(st == DDL_OK);
     if (st != DDL_OK) {
         ddl_comm_destroy(c);
@@ -247,16 +247,18 @@ static void rank_shm_auth(int rank, int world, void *arg)
     ddl_comm *c = NULL;
     if (rank == 1)
         usleep(100000);
-    int st = ddl_comm_create(&cfg, NULL, &c);
+    char err[DDL_ERR_BYTES] = "";
+    int st = ddl_comm_create(&cfg, NULL, &c, err, sizeof err);
+    CHECK(c == NULL);
     if (rank == 1) {
         CHECK(st == DDL_EAUTH);
-        CHECK(strstr(ddl_comm_error(c), "for 2 ranks") && strstr(ddl_comm_error(c), "for 3 ranks"));
+        CHECK(strstr(err, "for 2 ranks") && strstr(err, "for 3 ranks"));
     } else {
         CHECK(st == DDL_ETIMEDOUT);
-        CHECK(strstr(ddl_comm_error(c), "rank(s) 1 to attach") != NULL);
+        CHECK(strstr(err, "rank(s) 1 to attach") != NULL);
     }
     if (check_failed)
-        fprintf(stderr, "shm auth rank %d: %s: %s\n", rank, ddl_strerror(st), ddl_comm_error(c));
+        fprintf(stderr, "shm auth rank %d: %s: %s\n", rank, ddl_strerror(st), err);
     ddl_comm_destroy(c);
 }
 

@@ -196,9 +196,10 @@ static int run_rank(ddl_comm *c, const opts *o)
 static int rank_main(const opts *o, ddl_comm_config *cfg)
 {
     ddl_comm *c = NULL;
-    int st = ddl_comm_create(cfg, NULL, &c);
+    char err[DDL_ERR_BYTES] = "";
+    int st = ddl_comm_create(cfg, NULL, &c, err, sizeof err);
     if (st != DDL_OK) {
-        fprintf(stderr, "ddl-bench: rank %d: %s: %s\n", cfg->rank, ddl_strerror(st), c ? ddl_comm_error(c) : "");
+        fprintf(stderr, "ddl-bench: rank %d: %s: %s\n", cfg->rank, ddl_strerror(st), err);
         ddl_comm_destroy(c);
         return 1;
     }

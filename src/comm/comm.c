@@ -296,7 +296,7 @@ int ddl__default_transport(ddl_comm_config *cfg, const char *name, const char *w
     for (size_t i = 0; i < sizeof transports / sizeof transports[0]; i++)
         if (strcmp(name, transports[i].name) == 0)
             return ddl__errf(err, err_bytes, DDL_ENOTSUP, "transport %s (%s) is not compiled in", name, why);
-    return ddl__errf(err, err_bytes, DDL_EINVAL, "%s: %s is not a transport (shm, tcp, zmq, mpi)", why, name);
+    return ddl__errf(err, err_bytes, DDL_EINVAL, "%s=%s is not a transport (shm, tcp, zmq, mpi)", why, name);
 }
 
 /* ---- create and destroy ---- */
@@ -350,30 +350,25 @@ static ddl_comm *comm_alloc(const ddl_comm_config *cfg, const ddl_allocator *all
     return c;
 }
 
-int ddl_comm_create(const ddl_comm_config *cfg_in, const ddl_allocator *alloc, ddl_comm **out)
+int ddl_comm_create(const ddl_comm_config *cfg_in, const ddl_allocator *alloc, ddl_comm **out, char *err,
+                    size_t err_bytes)
 {
-    char err[DDL_ERR_BYTES];
-    if (!out)
-        return DDL_EINVAL;
+    if (!out || !cfg_in)
+        return ddl__errf(err, err_bytes, DDL_EINVAL, "ddl_comm_create: no configuration or out is NULL");
     *out = NULL;
-    if (!cfg_in)
-        return DDL_EINVAL;
     ddl_comm_config cfg = *cfg_in;
     if (cfg.timeout_ms == 0)
         cfg.timeout_ms = 60000;
-    int st = check_config(&cfg, err, sizeof err);
+    int st = check_config(&cfg, err, err_bytes);
     if (st == DDL_OK && cfg.world_size > 1 && !cfg.transport)
-        st = ddl__default_transport(&cfg, NULL, "", err, sizeof err);
-    if (st != DDL_OK) {
-        if (cfg.world_size > 1)
-            cfg.transport = NULL, cfg.world_size = 1, cfg.rank = 0; /* a comm that only carries the error */
-    }
+        st = ddl__default_transport(&cfg, NULL, "", err, err_bytes);
+    if (st != DDL_OK)
+        return st;
     if (cfg.world_size == 1)
         cfg.transport = NULL;
     ddl_comm *c = comm_alloc(&cfg, alloc);
     if (!c)
-        return DDL_ENOMEM;
-    *out = c;
+        return ddl__errf(err, err_bytes, DDL_ENOMEM, "rank %d: cannot allocate the comm", cfg.rank);
     c->tp = cfg.transport;
     c->rank = cfg.rank;
     c->world = cfg.world_size;
@@ -383,17 +378,18 @@ int ddl_comm_create(const ddl_comm_config *cfg_in, const ddl_allocator *alloc, d
     c->native = cfg.native_allreduce && c->tp && c->tp->allreduce;
     snprintf(c->job, sizeof c->job, "%s", cfg.job && cfg.job[0] ? cfg.job : "ddl");
     cfg.job = c->job;
-    if (st != DDL_OK)
-        return ddl__comm_fail(c, st, "%s", err);
-    if (!c->tp)
-        return DDL_OK;
-    st = c->tp->open(c->state, &cfg);
-    c->opened = 1; /* close is safe after a failed open */
+    if (c->tp) {
+        st = c->tp->open(c->state, &cfg);
+        c->opened = 1; /* close is safe after a failed open */
+    }
     if (st != DDL_OK) {
         const char *e = c->tp->error ? c->tp->error(c->state) : NULL;
-        return ddl__comm_fail(c, st, "%s open, rank %d of %d: %s", c->tp->name, c->rank, c->world,
-                              e && e[0] ? e : ddl_strerror(st));
+        ddl__errf(err, err_bytes, st, "%s open, rank %d of %d: %s", c->tp->name, c->rank, c->world,
+                  e && e[0] ? e : ddl_strerror(st));
+        ddl_comm_destroy(c);
+        return st;
     }
+    *out = c;
     return DDL_OK;
 }
 

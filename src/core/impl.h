@@ -16,9 +16,14 @@
 /* ddl__errf: format a message into err (err_bytes, may be 0) and return status. */
 int ddl__errf(char *err, size_t err_bytes, int status, const char *fmt, ...) DDL__PRINTF(4, 5);
 
-/* ddl__alloc / ddl__free: through the hooks, or malloc/free when a is NULL. */
+/* ddl__alloc / ddl__free: through the hooks, or malloc/free when a is NULL; what ddl__alloc
+ * returns is always DDL_ALIGN-aligned (the one alignment rule, util.c). */
 void *ddl__alloc(const ddl_allocator *a, size_t bytes);
 void ddl__free(const ddl_allocator *a, void *p);
+/* ddl__alloc_plain / ddl__free_plain: exactly what the hooks give, for memory the caller frees
+ * itself with them (ddl_idx_load's buffer). */
+void *ddl__alloc_plain(const ddl_allocator *a, size_t bytes);
+void ddl__free_plain(const ddl_allocator *a, void *p);
 
 /* ddl__align_up: round n up to a multiple of DDL_ALIGN. */
 static inline size_t ddl__align_up(size_t n) { return (n + DDL_ALIGN - 1) & ~(size_t)(DDL_ALIGN - 1); }

@@ -98,6 +98,23 @@ void ddl__free(const ddl_allocator *a, void *p)
     free(p);
 }
 
+/* Memory the caller frees itself with its own allocator (ddl_idx_load's buffer) must be exactly
+ * what the allocator gave: bytes with no alignment need beyond its own. */
+void *ddl__alloc_plain(const ddl_allocator *a, size_t bytes)
+{
+    return a && a->alloc ? a->alloc(a->ud, bytes) : malloc(bytes ? bytes : 1);
+}
+
+void ddl__free_plain(const ddl_allocator *a, void *p)
+{
+    if (p && a && a->alloc) {
+        if (a->free)
+            a->free(a->ud, p);
+    } else {
+        free(p);
+    }
+}
+
 /* ---- arena ---- */
 
 void ddl_arena_init(ddl_arena *a, void *mem, size_t bytes)

@@ -308,14 +308,14 @@ int ddl_idx_load(const char *path, const ddl_allocator *alloc, uint8_t **data, i
     int rc = idx_open(&s, path, 0, n_dims, dims, &bytes, err, err_bytes);
     if (rc)
         return rc;
-    uint8_t *buf = (uint8_t *)ddl__alloc(alloc, bytes);
+    uint8_t *buf = (uint8_t *)ddl__alloc_plain(alloc, bytes); /* the caller frees it with alloc */
     if (!buf)
         rc = ddl__errf(err, err_bytes, DDL_ENOMEM, "%s: cannot allocate %zu bytes for the data", path, bytes);
     else
         rc = idx_body(&s, buf, bytes, err, err_bytes);
     src_close(&s);
     if (rc) {
-        ddl__free(alloc, buf);
+        ddl__free_plain(alloc, buf);
         return rc;
     }
     *data = buf;

@@ -64,10 +64,8 @@ static void fuzz_header(const uint8_t *data, size_t size)
     ddl_comm_config cc = {.transport = &fake, .rank = 0, .world_size = 2, .local_rank = 0, .local_size = 2,
                           .job = "fuzz", .timeout_ms = 100};
     ddl_comm *c = NULL;
-    if (ddl_comm_create(&cc, NULL, &c) != DDL_OK) {
-        ddl_comm_destroy(c);
+    if (ddl_comm_create(&cc, NULL, &c, NULL, 0) != DDL_OK)
         return;
-    }
     float f[8] = {0};
     int64_t i64[3] = {0};
     char buf[16];
