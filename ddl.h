@@ -2,43 +2,66 @@
  * ddl.h - data-parallel distributed training of neural networks, in C.
  *
  * This is the one public header of ddl: users and plugin authors read only this file.
- * What is not declared here is not API.
+ * What is not declared here is not API. It reads top down as a user meets ddl: the example,
+ * the conventions every call keeps, training and data, models, communication, checkpoints,
+ * then the plugin interfaces and the low-level compute core.
  *
  * ---- overview ----
  * Each process (a rank) holds a full copy of a model, trains on its own slice of every
  * batch, and all ranks average their gradients with an all-reduce before every optimizer
  * step, so every replica stays identical. Transports (shm, tcp, zmq, mpi) and models
- * (lenet, unet) are plugins: const tables of function pointers, picked at run time.
+ * (lenet, unet, or your own) are plugins: const tables of function pointers, picked at run
+ * time. Scope: CPU, float32 (inputs uint8 images), softmax cross-entropy with optional soft
+ * dice, SGD with momentum or Adam with constant, step or cosine schedules, Linux.
  *
  * ---- example: train LeNet on Fashion-MNIST on as many ranks as ddlrun starts ----
+ * (README.md has it as a whole program; tests/test_readme.sh compiles and runs that copy.)
  *
- *     ddl_comm_config cc; ddl_comm *comm = NULL;
- *     char err[256];
- *     if (ddl_comm_config_from_env(&cc, err, sizeof err) == DDL_OK && cc.world_size > 1)
- *         ddl_comm_create(&cc, NULL, &comm);           // NULL allocator: malloc/free
- *     ddl_dataset train, test;
- *     ddl_dataset_load_mnist("/usr/share/datasets/fashion-mnist", "train", NULL, &train, err, sizeof err);
- *     ddl_dataset_load_mnist("/usr/share/datasets/fashion-mnist", "t10k", NULL, &test, err, sizeof err);
- *     ddl_model_config mc = { .batch = 64, .in_c = 1, .in_h = 28, .in_w = 28, .n_classes = 10 };
- *     ddl_model *model;
- *     ddl_model_create(ddl_model_lenet(), &mc, NULL, &model);
- *     ddl_train_config tc; ddl_train_config_default(&tc);  // SGD lr 0.01 momentum 0.9, batch 64
- *     tc.comm = comm; tc.epochs = 5;
- *     ddl_trainer *tr;
- *     ddl_trainer_create(&tc, model, &train, NULL, &tr);
- *     for (int e = 0; e < tc.epochs; e++) {
- *         ddl_epoch_stats es; ddl_eval_stats ev;
- *         if (ddl_trainer_epoch(tr, &es) || ddl_trainer_evaluate(tr, &test, &ev)) {
- *             fprintf(stderr, "%s\n", ddl_trainer_error(tr)); break;
- *         }
+ *     char err[DDL_ERR_BYTES];
+ *     ddl_comm_config cc;
+ *     ddl_comm *comm = NULL;                                // NULL: one process
+ *     if (ddl_comm_config_from_env(&cc, err, sizeof err) != DDL_OK ||
+ *         (cc.world_size > 1 && ddl_comm_create(&cc, NULL, &comm, err, sizeof err) != DDL_OK))
+ *         goto fail;                                        // err says why
+ *     int world = comm ? ddl_comm_size(comm) : 1;
+ *     ddl_dataset train = {0}, test = {0};
+ *     ddl_model *model = NULL;
+ *     ddl_trainer *tr = NULL;
+ *     ddl_model_config mc = {.batch = (64 + world - 1) / world, .in_c = 1, .in_h = 28, .in_w = 28,
+ *                            .n_classes = 10};              // this rank's part of a batch of 64
+ *     ddl_train_config tc;
+ *     ddl_train_config_default(&tc);                        // SGD lr 0.01 momentum 0.9, batch 64
+ *     tc.comm = comm;
+ *     if (ddl_dataset_load_mnist(DIR, "train", NULL, &train, err, sizeof err) != DDL_OK ||
+ *         ddl_dataset_load_mnist(DIR, "t10k", NULL, &test, err, sizeof err) != DDL_OK ||
+ *         ddl_model_create(ddl_model_lenet(), &mc, NULL, &model, err, sizeof err) != DDL_OK ||
+ *         ddl_trainer_create(&tc, model, &train, NULL, &tr, err, sizeof err) != DDL_OK)
+ *         goto fail;
+ *     for (int e = 0; e < 5; e++) {
+ *         ddl_epoch_stats es;
+ *         ddl_eval_stats ev;
+ *         if (ddl_trainer_epoch(tr, &es) != DDL_OK || ddl_trainer_evaluate(tr, &test, &ev) != DDL_OK)
+ *             break;                                        // ddl_trainer_error(tr) says why
  *         printf("epoch %d loss %.4f acc %.4f\n", e + 1, es.loss, ev.accuracy);
  *     }
- *     ddl_trainer_destroy(tr); ddl_model_destroy(model); ddl_comm_destroy(comm);
+ *     ddl_trainer_destroy(tr); ddl_model_destroy(model);
+ *     ddl_dataset_free(&train); ddl_dataset_free(&test); ddl_comm_destroy(comm);
  *
- * ---- threads ----
- * No object is safe to use from two threads at once. Different objects may be used from
- * different threads concurrently. ddl starts no thread itself, except the BLAS threads
- * the caller asks for with ddl_set_threads().
+ * ---- conventions ----
+ * Status: every fallible call returns int: DDL_OK (0) or a negative DDL_E* code.
+ * Reasons: a call that creates an object or reads a file takes `char *err, size_t err_bytes`
+ *   (err may be NULL) and writes there what was wrong, naming the value, file, rank or peer;
+ *   on failure its out-parameter is set to NULL and nothing needs freeing. Later failures of an
+ *   object are kept on it: ddl_comm_error(), ddl_trainer_error().
+ * Memory: a NULL `const ddl_allocator *` means malloc/free. Memory ddl is given, from an
+ *   allocator or as caller memory for an _init function, needs no more alignment than malloc's
+ *   16 bytes; ddl aligns what it carves to DDL_ALIGN itself, and _sizeof sizes include the
+ *   slack. Everything is allocated when objects are created; nothing allocates per training
+ *   step. (OpenBLAS, when used, allocates its own thread buffers once, at its first call.)
+ * Threads: no object is safe to use from two threads at once; different objects may be used
+ *   from different threads concurrently. ddl starts no thread itself, except the BLAS threads
+ *   the caller asks for with ddl_set_threads().
+ * Environment: only ddl_comm_config_from_env() reads it; everything else takes config structs.
  */
 #ifndef DDL_H
 #define DDL_H
@@ -62,13 +85,11 @@ int ddl_version_number(void);
 /* ddl_version_string: "MAJOR.MINOR.PATCH", static storage. */
 const char *ddl_version_string(void);
 
-/* ---- status codes ----
- * Every fallible call returns int: DDL_OK (0) or one of these negative codes. Values are only
- * ever appended. The detail of a failure is kept on the object that failed (ddl_comm_error,
- * ddl_trainer_error) or written into the caller's err buffer. */
+/* ---- status codes and errors ----
+ * Values are only ever appended. */
 enum {
     DDL_OK = 0,
-    DDL_ENOMEM = -1,     /* an allocation failed, or caller memory is too small or misaligned */
+    DDL_ENOMEM = -1,     /* an allocation failed, or caller memory is too small */
     DDL_EINVAL = -2,     /* an argument or a configuration value is out of range */
     DDL_EIO = -3,        /* the operating system refused a file or socket operation */
     DDL_ECORRUPT = -4,   /* a file or message does not hold what its format requires */
@@ -83,55 +104,542 @@ enum {
 /* ddl_strerror: a short static description of a status code ("peer died or closed"). Never NULL. */
 const char *ddl_strerror(int status);
 
-/* Bytes a caller should give for an error buffer; messages longer than this are cut. */
+/* Bytes a caller should give for an err buffer; longer messages are cut. */
 #define DDL_ERR_BYTES 256
 
 /* ---- logging ----
- * Logging goes through a callback; with none set, ddl is silent. */
+ * Logging goes through a callback in the config structs; with none set, ddl is silent. */
 enum { DDL_LOG_ERROR = 0, DDL_LOG_WARN = 1, DDL_LOG_INFO = 2, DDL_LOG_DEBUG = 3 };
 typedef void (*ddl_log_fn)(void *ud, int level, const char *msg);
 
-/* ---- threads ----
- * ddl_set_threads: number of threads the BLAS may use for matrix products (n >= 1). It is the
- * only process-wide setting, because OpenBLAS's own is; without OpenBLAS it has no effect. */
-void ddl_set_threads(int n);
-
 /* ---- allocator ----
- * Used only by the _create functions. A NULL `const ddl_allocator *` means malloc/free.
- * alloc must return memory aligned to at least 16 bytes, or NULL. */
+ * Used only by the _create and loading functions. alloc returns memory aligned to at least 16
+ * bytes, or NULL; free takes what alloc returned. A NULL `const ddl_allocator *` means
+ * malloc/free. */
 typedef struct ddl_allocator {
     void *(*alloc)(void *ud, size_t bytes);
     void (*free)(void *ud, void *ptr);
     void *ud;
 } ddl_allocator;
 
-/* ---- arena ----
- * A bump allocator over caller memory. Initialised with mem == NULL it measures: allocations
- * return NULL but advance `used`, so a first pass gives the exact size for a second one. */
+#define DDL_ALIGN 64 /* bytes: ddl starts every buffer it carves (parameters, activations) here */
+
+/* Handles, and types defined further down. */
+typedef struct ddl_comm ddl_comm;
+typedef struct ddl_model ddl_model;
+typedef struct ddl_trainer ddl_trainer;
+typedef struct ddl_checkpoint ddl_checkpoint;
+typedef struct ddl_transport ddl_transport;
+typedef struct ddl_model_plugin ddl_model_plugin;
+typedef struct ddl_param_info ddl_param_info;
+typedef struct ddl_rng ddl_rng;
+
+/* ---- training ----
+ * A trainer runs the loop: shuffle with the seed, take this rank's part of every global batch,
+ * forward, loss, backward, all-reduce gradients, step. It allocates everything in
+ * ddl_trainer_create; nothing allocates per step. With a comm, every call below except the
+ * getters is collective: every rank makes it, in the same order. */
+
+enum { DDL_OPTIM_SGD = 0, DDL_OPTIM_ADAM = 1 };
+
+typedef struct ddl_optim_config {
+    int kind;           /* DDL_OPTIM_SGD or DDL_OPTIM_ADAM */
+    float lr;           /* base learning rate */
+    float momentum;     /* SGD: PyTorch's momentum (buffer = momentum * buffer + grad) */
+    float weight_decay; /* L2 added to the gradient, as PyTorch's weight_decay */
+    float beta1, beta2, eps; /* Adam */
+} ddl_optim_config;
+
+enum { DDL_SCHED_CONSTANT = 0, DDL_SCHED_STEP = 1, DDL_SCHED_COSINE = 2 };
+
+typedef struct ddl_schedule {
+    int kind;           /* DDL_SCHED_* */
+    long warmup_steps;  /* linear warmup from lr / warmup_steps to lr */
+    long step_size;     /* STEP: multiply by gamma every step_size steps */
+    float gamma;
+    long total_steps;   /* COSINE: steps to decay over (to min_lr) */
+    float min_lr;
+} ddl_schedule;
+
+typedef struct ddl_train_config {
+    int epochs;
+    int batch;               /* global batch: summed over all ranks */
+    ddl_optim_config optim;
+    ddl_schedule schedule;
+    uint64_t seed;           /* shuffling, dropout and weight initialisation */
+    float dice_weight;       /* segmentation: loss = CE + dice_weight * dice (0: CE only) */
+    long train_limit;        /* use only the first n training samples (0: all) */
+    ddl_comm *comm;          /* NULL: one process */
+    ddl_log_fn log;
+    void *log_ud;
+    long save_bytes_per_sec; /* checkpoints: rank 0 writes no faster than this (0: unlimited), to
+                              * spare a shared file system */
+} ddl_train_config;
+
+/* ddl_train_config_default: SGD lr 0.01 momentum 0.9 (Adam's betas 0.9, 0.999, eps 1e-8 ready
+ * for kind = DDL_OPTIM_ADAM), constant schedule, batch 64, 5 epochs, seed 42, one process. */
+void ddl_train_config_default(ddl_train_config *cfg);
+
+typedef struct ddl_epoch_stats {
+    double loss;            /* mean training loss over the epoch (all ranks) */
+    double accuracy;        /* training accuracy (all ranks) */
+    long steps;             /* optimizer steps in the epoch */
+    long samples;           /* samples over all ranks */
+    double seconds;         /* wall time of the epoch on this rank */
+    double images_per_sec;  /* samples / seconds */
+} ddl_epoch_stats;
+
+#define DDL_MAX_CLASSES 16
+
+typedef struct ddl_eval_stats {
+    double loss;            /* mean loss per position */
+    double accuracy;        /* correct / total positions (pixel accuracy for segmentation) */
+    double dice;            /* foreground (class >= 1) against background dice */
+    double miou;            /* mean IoU over the classes present in truth or prediction */
+    long samples;
+    int64_t confusion[DDL_MAX_CLASSES * DDL_MAX_CLASSES]; /* [truth * n_classes + predicted] */
+} ddl_eval_stats;
+
+typedef struct ddl_dataset ddl_dataset;
+
+/* ddl_trainer_create: set up training of m on `train` (both must outlive the trainer). Weights
+ * are initialised from cfg->seed on rank 0 and broadcast. Returns DDL_OK with *out set; or, with
+ * *out NULL and the reason in err: DDL_EINVAL (data and model disagree in shape or classes, a
+ * global batch the model was not built for, batch < 1), DDL_ENOMEM, or the comm's error when
+ * the broadcast of the initial weights fails. */
+int ddl_trainer_create(const ddl_train_config *cfg, ddl_model *m, const ddl_dataset *train,
+                       const ddl_allocator *alloc, ddl_trainer **out, char *err, size_t err_bytes);
+/* ddl_trainer_destroy: free the trainer (NULL is allowed); the model and data stay. */
+void ddl_trainer_destroy(ddl_trainer *t);
+/* ddl_trainer_step: one optimizer step on the next global batch (starting the next epoch when
+ * the current one is done); *loss (may be NULL) gets this rank's mean loss over its part of the
+ * batch. Returns DDL_OK or the comm's error (DDL_EPEER, DDL_ETIMEDOUT, DDL_EMISMATCH, ...),
+ * after which the trainer's weights may differ between ranks: stop, and resume from a
+ * checkpoint. ddl_trainer_error() has the detail. */
+int ddl_trainer_step(ddl_trainer *t, double *loss);
+/* ddl_trainer_epoch: train to the end of the current epoch and fill *out (as
+ * ddl_trainer_epoch_stats). Returns DDL_OK or the comm's error, as ddl_trainer_step. */
+int ddl_trainer_epoch(ddl_trainer *t, ddl_epoch_stats *out);
+/* ddl_trainer_evaluate: loss and metrics of the model on `test`, sharded over the ranks and
+ * all-reduced; every rank gets the same result. Returns DDL_OK, DDL_EINVAL (test data of
+ * another shape), or the comm's error. */
+int ddl_trainer_evaluate(ddl_trainer *t, const ddl_dataset *test, ddl_eval_stats *out);
+/* ddl_trainer_error: the detail of the last failure ("" if none). Owned by the trainer. */
+const char *ddl_trainer_error(const ddl_trainer *t);
+/* ddl_trainer_step_count / _epoch_index: optimizer steps done, and the current epoch (from 0). */
+long ddl_trainer_step_count(const ddl_trainer *t);
+int ddl_trainer_epoch_index(const ddl_trainer *t);
+/* ddl_trainer_epoch_done: 1 when every sample of the current epoch has been consumed (the next
+ * step starts the next epoch), else 0. Lets a caller drive the loop with ddl_trainer_step, e.g.
+ * to save a checkpoint every N steps. */
+int ddl_trainer_epoch_done(const ddl_trainer *t);
+/* ddl_trainer_epoch_stats: loss, accuracy, steps, samples and time of the current epoch so far
+ * (after ddl_trainer_resume: of the steps since the resume). Sums over the ranks with an
+ * all-reduce: every rank must call it. Returns DDL_OK or the comm's error. */
+int ddl_trainer_epoch_stats(ddl_trainer *t, ddl_epoch_stats *out);
+
+/* ---- data ----
+ * A data set is n samples of uint8 images (C, H, W) with uint8 targets (TH, TW): (1, 1) for
+ * classification, (H, W) for segmentation. Your own data is a ddl_dataset you fill in (owned
+ * and alloc NULL). Inputs are normalised with (x / 255 - mean) / std; mean and std come from the
+ * training set and belong to the model (ddl_model_set_norm). */
+
+struct ddl_dataset {
+    int n;                  /* samples */
+    int c, h, w;            /* image shape */
+    int th, tw;             /* target shape per sample */
+    int n_classes;
+    const uint8_t *images;  /* (n, c, h, w) */
+    const uint8_t *targets; /* (n, th, tw) class indices */
+    void *owned;            /* memory the loader allocated, freed by ddl_dataset_free */
+    const ddl_allocator *alloc; /* the loader's allocator: must outlive the data set */
+};
+
+/* ddl_dataset_load_mnist: read DIR/SPLIT-images-idx3-ubyte[.gz] and DIR/SPLIT-labels-idx1-ubyte[.gz]
+ * (split "train" or "t10k"; Debian's dataset-fashion-mnist puts them in
+ * /usr/share/datasets/fashion-mnist) into *out, memory from alloc. Returns DDL_OK; or, with *out
+ * zeroed and err naming the file and what was expected and found: DDL_EIO (missing file),
+ * DDL_ECORRUPT (as ddl_idx_load, or images and labels that disagree in count, or a label
+ * above 9), DDL_ENOTSUP (gzip without zlib), DDL_ENOMEM, DDL_EINVAL (NULL arguments). */
+int ddl_dataset_load_mnist(const char *dir, const char *split, const ddl_allocator *alloc, ddl_dataset *out,
+                           char *err, size_t err_bytes);
+/* ddl_dataset_stats: mean and standard deviation of every pixel of d, scaled to [0, 1]. */
+void ddl_dataset_stats(const ddl_dataset *d, float *mean, float *std);
+/* ddl_dataset_make_scenes: compose n_scenes segmentation scenes from classification items (as
+ * Fashion-MNIST): each canvas of size x size pixels holds 1 to max_items items drawn from `items` at
+ * random positions, later ones covering earlier ones where they are bright, plus pixel noise. The
+ * target of each pixel is 0 (background) or 1 + the class of the item covering it, so
+ * out->n_classes = items->n_classes + 1 and th = tw = size. The same seed gives the same bytes.
+ * items must be one-channel, with one label per sample and no larger than the canvas. out keeps no
+ * pointer into items; its memory comes from alloc (NULL: malloc) and goes with ddl_dataset_free.
+ * Returns DDL_OK, DDL_EINVAL (bad arguments) or DDL_ENOMEM; err says which and why. */
+int ddl_dataset_make_scenes(const ddl_dataset *items, int n_scenes, int size, int max_items, uint64_t seed,
+                            const ddl_allocator *alloc, ddl_dataset *out, char *err, size_t err_bytes);
+/* ddl_dataset_free: free what a loader allocated (a zeroed struct, or one freed already, is fine). */
+void ddl_dataset_free(ddl_dataset *d);
+
+/* ddl_idx_load: read an IDX file (gzip or raw, detected) of unsigned bytes, at most 2^31 - 1 of
+ * them. On success *data (allocated with alloc; free it with the same, or with free() when alloc
+ * is NULL) holds the product of dims bytes, dims[0..*n_dims-1] the dimensions. A missing file
+ * gives DDL_EIO; a bad magic, type, dimension, a short or a damaged gzip file DDL_ECORRUPT; a
+ * gzip file in a build without zlib DDL_ENOTSUP; a failed allocation DDL_ENOMEM; NULL arguments
+ * DDL_EINVAL; *data is then NULL. err names the file and what was expected and found. zlib's own
+ * small buffers come from malloc, not from alloc. */
+int ddl_idx_load(const char *path, const ddl_allocator *alloc, uint8_t **data, int *n_dims, int dims[4],
+                 char *err, size_t err_bytes);
+
+/* ---- models ----
+ * A model is a plugin (lenet, unet, or your own: see "model plugin interface") built for one
+ * configuration into one block of memory: parameters, gradients and activations, each flat
+ * and contiguous, so the all-reduce works on one buffer. */
+
+typedef struct ddl_model_config {
+    int batch;             /* most samples per forward pass (this rank's part of a global batch) */
+    int in_c, in_h, in_w;  /* input (batch, in_c, in_h, in_w) */
+    int n_classes;         /* output classes, 2 to DDL_MAX_CLASSES */
+    int depth, width;      /* unet: levels and base channels (0: plugin default) */
+    float dropout;         /* drop probability where the model has dropout (0: none) */
+} ddl_model_config;
+
+/* Getters of the built-in models. ddl_model_find: look one up by name; NULL if unknown. */
+const ddl_model_plugin *ddl_model_lenet(void);
+const ddl_model_plugin *ddl_model_unet(void);
+const ddl_model_plugin *ddl_model_find(const char *name);
+
+/* ddl_model_create: build the model for cfg in memory from alloc. Returns DDL_OK with *out set;
+ * or, with *out NULL and the reason in err ("unet: input 60x60 is not divisible by 2^depth =
+ * 8"): DDL_EINVAL (a configuration the plugin cannot build, a plugin of another version) or
+ * DDL_ENOMEM. */
+int ddl_model_create(const ddl_model_plugin *p, const ddl_model_config *cfg, const ddl_allocator *alloc,
+                     ddl_model **out, char *err, size_t err_bytes);
+/* ddl_model_destroy: free a model from ddl_model_create (NULL, and a model in caller memory,
+ * are allowed: nothing happens). */
+void ddl_model_destroy(ddl_model *m);
+/* ddl_model_check: DDL_OK if the plugin can build cfg, else DDL_EINVAL with the reason in err. */
+int ddl_model_check(const ddl_model_plugin *p, const ddl_model_config *cfg, char *err, size_t err_bytes);
+/* ddl_model_sizeof: bytes ddl_model_init needs for this plugin and config (alignment slack
+ * included); 0 if the config is invalid (ddl_model_check says why). */
+size_t ddl_model_sizeof(const ddl_model_plugin *p, const ddl_model_config *cfg);
+/* ddl_model_init: build the model in caller memory (any 16-byte-aligned address, at least
+ * ddl_model_sizeof bytes, owned by the caller until the model is no longer used). Returns as
+ * ddl_model_create; DDL_ENOMEM when bytes is too small. */
+int ddl_model_init(void *mem, size_t bytes, const ddl_model_plugin *p, const ddl_model_config *cfg,
+                   ddl_model **out, char *err, size_t err_bytes);
+
+/* Getters. The model owns what they point to. */
+const char *ddl_model_name(const ddl_model *m);
+const ddl_model_config *ddl_model_get_config(const ddl_model *m);
+/* ddl_model_params / _grads: the flat parameter and gradient buffers (ddl_model_n_params floats,
+ * DDL_ALIGN-aligned). */
+float *ddl_model_params(ddl_model *m);
+float *ddl_model_grads(ddl_model *m);
+size_t ddl_model_n_params(const ddl_model *m);
+int ddl_model_n_tensors(const ddl_model *m);
+/* ddl_model_tensor: describe parameter tensor i (0 <= i < ddl_model_n_tensors). */
+const ddl_param_info *ddl_model_tensor(const ddl_model *m, int i);
+/* ddl_model_output_shape: classes, H, W of the logits per sample. */
+void ddl_model_output_shape(const ddl_model *m, int *c, int *h, int *w);
+/* ddl_model_init_weights: He/Glorot/zero initialisation from the library's PRNG seeded with seed. */
+void ddl_model_init_weights(ddl_model *m, uint64_t seed);
+/* ddl_model_set_norm / _norm: the input normalisation that belongs to the model. */
+void ddl_model_set_norm(ddl_model *m, float mean, float std);
+void ddl_model_norm(const ddl_model *m, float *mean, float *std);
+/* ddl_model_forward: logits of x (batch, in_c, in_h, in_w), already normalised; returns a view of
+ * (batch, C, H, W) floats owned by the model, valid until the next call; NULL when batch is
+ * not in [1, cfg.batch]. rng (dropout) may be NULL when training is 0. */
+const float *ddl_model_forward(ddl_model *m, const float *x, int batch, int training, ddl_rng *rng);
+/* ddl_model_backward: accumulate parameter gradients of the last forward from dlogits (nothing
+ * happens when batch is not in [1, cfg.batch]). */
+void ddl_model_backward(ddl_model *m, const float *x, int batch, const float *dlogits);
+/* ddl_model_zero_grads: set every gradient to 0. */
+void ddl_model_zero_grads(ddl_model *m);
+/* ddl_model_crc: CRC-32 of the parameter buffer: equal values mean bit-identical weights. */
+uint32_t ddl_model_crc(const ddl_model *m);
+/* ddl_model_signature: CRC-32C of every parameter tensor's name and shape, in order. Two
+ * models can exchange weights exactly when their signatures are equal. */
+uint32_t ddl_model_signature(const ddl_model *m);
+
+/* ---- communication ----
+ * A comm joins the ranks of one job over one transport. Collectives are written once above
+ * the point-to-point transports; the reduction order is fixed, so results do not depend on
+ * timing. Every collective message carries a header (sequence number, operation, element
+ * count, type) that the receiver checks. Errors are sticky: after a link fails, every later
+ * call returns the same status, and ddl_comm_error() names the rank, its address, the
+ * operation and its size. Every collective is made by every rank, in the same order, with the
+ * same count, type and operation. They return DDL_OK; DDL_EINVAL (a NULL comm or buffer, an
+ * unknown type or operation, a root or peer out of range: nothing is sent); or, sticky,
+ * DDL_EPEER, DDL_ETIMEDOUT, DDL_EMISMATCH, DDL_EPROTO or DDL_EIO from a link. */
+
+enum { DDL_FLOAT32 = 0, DDL_INT64 = 1 };           /* element types */
+enum { DDL_SUM = 0, DDL_MEAN = 1, DDL_MAX = 2 };   /* reduction operations */
+
+typedef struct ddl_comm_config {
+    const ddl_transport *transport; /* NULL: shm when all ranks share this host, else tcp */
+    int rank, world_size;           /* 0 <= rank < world_size */
+    int local_rank, local_size;     /* position among the ranks of this host */
+    const char *master;             /* "host:port" of the rendezvous at rank 0, or NULL */
+    const char *peers;              /* "h:p,h:p,..." every rank's address in rank order, or NULL */
+    const char *job;                /* job id: names shm segments, checked in handshakes */
+    const char *token;              /* shared secret, or NULL/"" for none */
+    int timeout_ms;                 /* limit of every blocking wait, in ms (0: 60000) */
+    ddl_log_fn log;                 /* optional */
+    void *log_ud;
+    int native_allreduce;           /* 1: float32 sums use the transport's own all-reduce where it has
+                                     * one (mpi, shm); 0: ddl's collectives, bit-identical everywhere */
+} ddl_comm_config;
+
+/* ddl_comm_config_from_env: fill cfg from DDL_TRANSPORT, DDL_RANK, DDL_WORLD_SIZE,
+ * DDL_LOCAL_RANK, DDL_LOCAL_SIZE, DDL_MASTER, DDL_PEERS, DDL_JOB, DDL_TOKEN, DDL_TIMEOUT_MS,
+ * DDL_NATIVE_ALLREDUCE (or its older name DDL_MPI_NATIVE), and OMPI_COMM_WORLD_*, PMI_*,
+ * SLURM_PROCID/SLURM_NTASKS; the transport, unless DDL_TRANSPORT names one, is mpi under mpirun,
+ * else as for a NULL transport. With none set: rank 0 of 1. The strings point into the
+ * environment. Returns DDL_OK; DDL_EINVAL (a bad value, named in err); DDL_ENOTSUP (the
+ * transport is not compiled in). */
+int ddl_comm_config_from_env(ddl_comm_config *cfg, char *err, size_t err_bytes);
+
+/* ddl_comm_create: connect to the other ranks (blocks up to timeout_ms). Returns DDL_OK with
+ * *out set; or, with *out NULL and the reason in err (rank, transport, peer and what went
+ * wrong): DDL_EINVAL (bad configuration), DDL_ENOTSUP (transport not compiled in), DDL_ENOMEM,
+ * DDL_EIO (cannot bind or connect), DDL_ETIMEDOUT (a rank did not come in time), DDL_EAUTH (a
+ * peer of another job, world size or token), DDL_EPEER or DDL_EPROTO. */
+int ddl_comm_create(const ddl_comm_config *cfg, const ddl_allocator *alloc, ddl_comm **out, char *err,
+                    size_t err_bytes);
+/* ddl_comm_destroy: close every link and free the comm (NULL is allowed). */
+void ddl_comm_destroy(ddl_comm *c);
+
+/* Getters; a NULL comm is one process: rank 0 of 1, transport "none". */
+int ddl_comm_rank(const ddl_comm *c);
+int ddl_comm_size(const ddl_comm *c);
+/* ddl_comm_transport_name: "shm", "tcp", "zmq", "mpi" or "none". */
+const char *ddl_comm_transport_name(const ddl_comm *c);
+/* ddl_comm_error: the detail of the first failure, "" if none. Owned by the comm. */
+const char *ddl_comm_error(const ddl_comm *c);
+
+/* ddl_comm_allreduce: reduce `count` elements of `dtype` in place across all ranks with op.
+ * DDL_MEAN is only for DDL_FLOAT32. */
+int ddl_comm_allreduce(ddl_comm *c, void *buf, size_t count, int dtype, int op);
+/* ddl_comm_broadcast: copy `count` elements from root's buf to every rank's buf. */
+int ddl_comm_broadcast(ddl_comm *c, void *buf, size_t count, int dtype, int root);
+/* ddl_comm_allgather: recv (world_size * count elements) = every rank's send, in rank order. */
+int ddl_comm_allgather(ddl_comm *c, const void *send, void *recv, size_t count, int dtype);
+/* ddl_comm_barrier: return when every rank has entered it. */
+int ddl_comm_barrier(ddl_comm *c);
+/* ddl_comm_send / ddl_comm_recv: point-to-point, ordered per pair of ranks; the receiver must
+ * expect the same tag and size, or both get DDL_EMISMATCH. Returns as the collectives. */
+int ddl_comm_send(ddl_comm *c, int peer, int tag, const void *buf, size_t bytes);
+int ddl_comm_recv(ddl_comm *c, int peer, int tag, void *buf, size_t bytes);
+/* ddl_comm_set_native: as ddl_comm_config.native_allreduce, after creation. */
+void ddl_comm_set_native(ddl_comm *c, int on);
+
+/* Getters of the built-in transports; a transport compiled out returns NULL.
+ * ddl_transport_find: look one up by name ("shm", "tcp", "zmq", "mpi"); NULL if unknown or
+ * compiled out. */
+const ddl_transport *ddl_transport_shm(void);
+const ddl_transport *ddl_transport_tcp(void);
+const ddl_transport *ddl_transport_zmq(void);
+const ddl_transport *ddl_transport_mpi(void);
+const ddl_transport *ddl_transport_find(const char *name);
+
+/* ---- checkpoints ----
+ * A checkpoint file holds everything a run needs to continue exactly where it stopped: model
+ * name and shape signature (CRC-32C of every tensor's name and shape), step, epoch, data
+ * position, world size, every rank's dropout RNG state, optimizer kind, settings and state,
+ * weights and the input normalisation. Layout (little endian): a 32-byte header (magic
+ * "DDLCKPT", format version, section count, CRC-32C), then sections META, TENS (tensor table),
+ * RNGS, WGTS (weights), OPTS (optimizer state), each with a 32-byte header (id, flags, raw and
+ * stored length, CRC-32C of the stored bytes and of the header) and its bytes, lz4-compressed
+ * when ddl is built with lz4 (WITH_LZ4=1) and that makes them smaller, else stored as they are.
+ * A checkpoint is written to PATH.tmp, flushed to disk (fsync), renamed over PATH and the
+ * directory is synced: a crash at any moment leaves either the old or the new file, and a
+ * leftover PATH.tmp is ignored and overwritten by the next save.
+ *
+ * Exact resume: the data position is global (samples of the epoch consumed over all ranks)
+ * and the shuffle depends only on the seed and the epoch, so a run resumed on a different
+ * number of ranks re-shards the rest of the epoch by itself; with the same world size, seed,
+ * batch and data it continues bit-identically (same weights as a run never stopped). */
+
+#define DDL_CHECKPOINT_VERSION 1 /* format version written; files of other versions are refused */
+
+typedef struct ddl_checkpoint_info {
+    int version;                /* format version of the file */
+    int compressed;             /* written with lz4: sections compressed where it made them smaller */
+    char model[48];             /* model plugin name, "lenet" */
+    uint32_t signature;         /* CRC-32C of every tensor's name and shape (ddl_model_signature) */
+    ddl_model_config model_cfg; /* the configuration the model was built with */
+    int n_tensors;
+    size_t n_params;            /* floats of weights */
+    size_t n_optim;             /* floats of optimizer state */
+    ddl_optim_config optim;     /* optimizer kind and settings */
+    int64_t step;               /* optimizer steps done */
+    int epoch;                  /* epoch in progress, from 0 */
+    int64_t pos;                /* samples of that epoch consumed, over all ranks */
+    int64_t n_train;            /* samples per epoch */
+    int batch;                  /* global batch */
+    uint64_t seed;              /* ddl_train_config.seed */
+    int world_size;             /* ranks that wrote it (one RNG state each) */
+    float mean, std;            /* input normalisation (ddl_model_set_norm) */
+    uint64_t file_bytes;
+} ddl_checkpoint_info;
+
+/* ddl_checkpoint_open: read and verify a whole checkpoint file: header, every section's CRC,
+ * every length against the file size before anything is allocated, the tensor table against
+ * the signature. Memory comes from alloc (NULL: malloc) and goes with ddl_checkpoint_close.
+ * Returns DDL_OK, DDL_EIO (cannot open or read, a directory), DDL_ECORRUPT (truncated, bad
+ * CRC, bad magic or version, inconsistent lengths), DDL_ENOTSUP (compressed but ddl built
+ * without lz4) or DDL_ENOMEM; err names the file and what was expected and found. */
+int ddl_checkpoint_open(const char *path, const ddl_allocator *alloc, ddl_checkpoint **out, char *err,
+                        size_t err_bytes);
+/* ddl_checkpoint_close: free a checkpoint (NULL is allowed). */
+void ddl_checkpoint_close(ddl_checkpoint *ck);
+/* Getters; the memory belongs to the checkpoint. ddl_checkpoint_tensor: NULL when i is out of
+ * range; offset and count index ddl_checkpoint_params. */
+const ddl_checkpoint_info *ddl_checkpoint_get_info(const ddl_checkpoint *ck);
+const ddl_param_info *ddl_checkpoint_tensor(const ddl_checkpoint *ck, int i);
+const float *ddl_checkpoint_params(const ddl_checkpoint *ck);
+const float *ddl_checkpoint_optim_state(const ddl_checkpoint *ck);
+/* ddl_checkpoint_check_model: DDL_OK if the checkpoint's weights fit m (name, tensor names and
+ * shapes), else DDL_EINVAL with the first difference in err. */
+int ddl_checkpoint_check_model(const ddl_checkpoint *ck, const ddl_model *m, char *err, size_t err_bytes);
+
+/* ddl_trainer_save: write a checkpoint of the trainer to path (see above). Collective: every
+ * rank calls it at the same step; rank 0 writes the file, and every rank returns rank 0's
+ * status. Rank 0 allocates the file image (about the size of weights plus optimizer state)
+ * through the trainer's allocator for the duration of the call; other ranks allocate nothing,
+ * and nothing is allocated per training step. Returns DDL_OK, DDL_EIO (cannot write, fsync or
+ * rename; ddl_trainer_error says which and why), DDL_ENOMEM, or a comm error. */
+int ddl_trainer_save(ddl_trainer *t, const char *path);
+
+#define DDL_RESUME_IF_EXISTS 1 /* ddl_trainer_resume: a missing file is not an error */
+
+/* ddl_trainer_resume: continue from the checkpoint at path. Collective: rank 0 reads and
+ * verifies it (model and optimizer must match the trainer's, as must the samples per epoch),
+ * then broadcasts weights, optimizer state, normalisation, step, epoch, data position and RNG
+ * states to every rank. On another world size it still resumes: the rest of the epoch is
+ * re-sharded (see above), each rank r takes the RNG state of saved rank r % saved world, and a
+ * warning is logged. With DDL_RESUME_IF_EXISTS in flags, a path that does not exist on rank 0
+ * leaves the trainer as it is. *saved_world (may be NULL) gets the checkpoint's world size, or 0
+ * when nothing was resumed. On failure the trainer is unchanged and every rank returns the same
+ * status: DDL_EIO, DDL_ECORRUPT, DDL_ENOTSUP, DDL_ENOMEM (as ddl_checkpoint_open), DDL_EINVAL
+ * (checkpoint of another model, optimizer or data set), or a comm error; ddl_trainer_error on
+ * rank 0 has the detail. */
+int ddl_trainer_resume(ddl_trainer *t, const char *path, int flags, int *saved_world);
+
+/* ---- model plugin interface ----
+ * Bring your own model: fill a static const ddl_model_plugin and pass it to ddl_model_create
+ * (examples/custom_model.c is a whole one). A plugin describes its parameters and activations in
+ * build(), which the core calls twice: first to measure (every pointer it gets is NULL), then for
+ * real. It must therefore only store the pointers it gets in build(), never use them there. */
+
+enum { DDL_INIT_ZERO = 0, DDL_INIT_HE = 1, DDL_INIT_GLOROT = 2, DDL_INIT_ONE = 3, DDL_INIT_TORCH = 4 };
+
+struct ddl_param_info {
+    const char *name;   /* PyTorch's name: "conv1.weight" */
+    int n_dims;
+    int shape[4];
+    size_t offset;      /* in floats, into ddl_model_params() */
+    size_t count;
+    int init;           /* DDL_INIT_* */
+    int fan_in, fan_out;
+};
+
+#define DDL_MAX_PARAMS 128 /* parameter tensors per model */
+
+typedef struct ddl_model_build ddl_model_build;
+
+/* ddl_build_param: declare a parameter tensor; *grad receives its gradient view (may be NULL).
+ * Returns its view in the flat parameter buffer (NULL while measuring). n_dims outside 1..4,
+ * a name of more than 47 bytes or more than DDL_MAX_PARAMS tensors make the build fail
+ * (DDL_EINVAL, with the reason). */
+float *ddl_build_param(ddl_model_build *b, const char *name, int n_dims, const int *shape, int init, int fan_in,
+                       int fan_out, float **grad);
+/* ddl_build_scratch: floats of activation memory for the plugin's own use (NULL while measuring). */
+float *ddl_build_scratch(ddl_model_build *b, size_t count);
+/* ddl_build_output: declare the logits shape per sample (classes, H, W); (C, 1, 1) for classifiers. */
+void ddl_build_output(ddl_model_build *b, int c, int h, int w);
+/* ddl_build_fail: report a configuration the plugin cannot build; the create call then fails
+ * with DDL_EINVAL and msg as its reason. */
+void ddl_build_fail(ddl_model_build *b, const char *msg);
+
+#define DDL_MODEL_VERSION 1
+
+struct ddl_model_plugin {
+    int version;       /* DDL_MODEL_VERSION */
+    const char *name;  /* "lenet" */
+    size_t self_bytes; /* bytes of the plugin's own state (zeroed, DDL_ALIGN-aligned), at most 16384 */
+    /* build: declare parameters, activations and output for cfg; DDL_OK or DDL_EINVAL. */
+    int (*build)(void *self, const ddl_model_config *cfg, ddl_model_build *b);
+    /* forward: logits (batch, C, H, W) of the normalised x (batch, in_c, in_h, in_w), batch <= cfg.batch;
+     * keeps what backward needs in its scratch. */
+    void (*forward)(void *self, const float *x, int batch, int training, ddl_rng *rng, float *logits);
+    /* backward: accumulate dL/dparams into the gradient views from dlogits (batch, C, H, W). */
+    void (*backward)(void *self, const float *x, int batch, const float *dlogits);
+};
+
+/* ---- transport plugin interface ----
+ * A transport moves bytes between ranks; it knows nothing of gradients. The core sizes its
+ * state from state_bytes() and hands the memory to open(). Every message is a fixed 32-byte
+ * header (opaque to the transport) followed by a payload. All calls block at most timeout_ms.
+ * Calls return DDL_OK or a DDL_E* code, with the detail for error(). Optional members may be
+ * NULL. */
+
+#define DDL_TRANSPORT_VERSION 1
+#define DDL_HEADER_BYTES 32
+
+struct ddl_transport {
+    int version;      /* DDL_TRANSPORT_VERSION */
+    const char *name; /* "shm", "tcp", ... */
+    /* state_bytes: bytes of per-process and per-link state for this configuration. */
+    size_t (*state_bytes)(const ddl_comm_config *cfg);
+    /* open: connect to every rank that needs a link (state is zeroed, DDL_ALIGN-aligned). */
+    int (*open)(void *state, const ddl_comm_config *cfg);
+    /* close: release every OS resource; safe after a failed open. */
+    void (*close)(void *state);
+    /* exchange: at once send (send_hdr, send_buf[send_bytes]) to rank `to` and receive a message
+     * from rank `from` into (recv_hdr, recv_buf[recv_bytes]). to or from may be -1 for none.
+     * A message whose payload length is not recv_bytes gives DDL_EMISMATCH, with recv_hdr
+     * filled, so the caller can describe both sides; sending to that peer must still work
+     * afterwards (the core tells the peer about the mismatch). timeout_ms bounds the time
+     * without progress: a large transfer that keeps moving may take longer. */
+    int (*exchange)(void *state, int to, const void *send_hdr, const void *send_buf, size_t send_bytes,
+                    int from, void *recv_hdr, void *recv_buf, size_t recv_bytes, int timeout_ms);
+    /* allreduce: optional native float32 sum in place. */
+    int (*allreduce)(void *state, float *buf, size_t count, int timeout_ms);
+    /* error: the detail of the last failure ("rank 3 at 10.0.0.2:41234 closed the connection"). */
+    const char *(*error)(const void *state);
+    /* peer_address: optional: a printable address of rank r, for messages. */
+    const char *(*peer_address)(const void *state, int r);
+};
+
+/* ---- the compute core: threads, arena, random numbers, checksums ---- */
+
+/* ddl_set_threads: number of threads the BLAS may use for matrix products (n >= 1). It is the
+ * only process-wide setting, because OpenBLAS's own is; without OpenBLAS it has no effect. */
+void ddl_set_threads(int n);
+
+/* An arena: a bump allocator over caller memory. Initialised with mem == NULL it measures:
+ * allocations return NULL but advance `used`, so a first pass gives the exact size for a
+ * second one over memory aligned to DDL_ALIGN. */
 typedef struct ddl_arena {
     unsigned char *base; /* caller memory, or NULL when measuring */
     size_t size;         /* bytes at base */
     size_t used;         /* bytes handed out so far, including alignment */
 } ddl_arena;
 
-#define DDL_ALIGN 64 /* bytes: every arena allocation starts on this boundary */
-
 /* ddl_arena_init: start an arena over `bytes` bytes at `mem` (mem NULL: measure pass). */
 void ddl_arena_init(ddl_arena *a, void *mem, size_t bytes);
-/* ddl_arena_alloc: `bytes` bytes aligned to DDL_ALIGN; NULL when measuring or when full
- * (used still advances, so ddl_arena_used tells the size that was needed). */
+/* ddl_arena_alloc: `bytes` bytes at an address aligned to DDL_ALIGN; NULL when measuring or
+ * when full (used still advances, so ddl_arena_used tells the size that was needed). */
 void *ddl_arena_alloc(ddl_arena *a, size_t bytes);
 /* ddl_arena_used: bytes handed out (or wanted) so far. */
 size_t ddl_arena_used(const ddl_arena *a);
 /* ddl_arena_ok: 1 while every allocation fitted, 0 after one did not (or when measuring). */
 int ddl_arena_ok(const ddl_arena *a);
 
-/* ---- random numbers ----
- * xoshiro256** seeded through splitmix64: the same seed gives the same stream on every
- * platform. The state is public so checkpoints can save it. */
-typedef struct ddl_rng {
+/* Random numbers: xoshiro256** seeded through splitmix64: the same seed gives the same stream
+ * on every platform. The state is public so checkpoints can save it. */
+struct ddl_rng {
     uint64_t s[4];
-} ddl_rng;
+};
 
 void ddl_rng_seed(ddl_rng *r, uint64_t seed);
 uint64_t ddl_rng_next(ddl_rng *r);
@@ -144,22 +652,27 @@ uint32_t ddl_rng_below(ddl_rng *r, uint32_t n);
 
 /* ddl_crc32: CRC-32 (IEEE, as zlib's crc32) of `bytes` bytes, continuing from `crc` (start at 0). */
 uint32_t ddl_crc32(uint32_t crc, const void *data, size_t bytes);
+/* ddl_crc32c: CRC-32C (Castagnoli, as iSCSI and ext4) of `bytes` bytes, continuing from crc
+ * (start at 0): ddl_crc32c(0, "123456789", 9) == 0xE3069283. */
+uint32_t ddl_crc32c(uint32_t crc, const void *data, size_t bytes);
 
-/* ---- tensors and ops ----
- * Tensors are float32, row-major, batch first: (N, C, H, W). The ops below are the compute
- * core that model plugins are made of. Each takes plain pointers; shapes are given in the
- * comment of each. Backward functions ACCUMULATE into parameter gradients (dw, db) and
- * OVERWRITE input gradients (dx). None allocates; workspaces are sized by the _workspace
- * functions and owned by the caller. */
+/* ---- optimizers and learning-rate schedules (what ddl_trainer_step applies) ---- */
 
-typedef struct ddl_tensor {
-    float *data;
-    int n_dims;   /* 1 to 4 */
-    int shape[4]; /* outermost first */
-} ddl_tensor;
+/* ddl_optim_state_floats: floats of optimizer state for n parameters (SGD 1 n, Adam 2 n). */
+size_t ddl_optim_state_floats(const ddl_optim_config *cfg, size_t n);
+/* ddl_optim_step: one update of params[n] from grads[n] with learning rate lr; step counts from 1
+ * (Adam's bias correction). state (ddl_optim_state_floats) starts zeroed. */
+void ddl_optim_step(const ddl_optim_config *cfg, float lr, long step, float *params, const float *grads,
+                    float *state, size_t n);
+/* ddl_schedule_lr: learning rate at `step` (from 0) for base_lr. */
+float ddl_schedule_lr(const ddl_schedule *s, float base_lr, long step);
 
-/* ddl_tensor_count: number of elements (product of the shape). */
-size_t ddl_tensor_count(const ddl_tensor *t);
+/* ---- ops: the kernels model plugins are made of ----
+ * Tensors are float32, row-major, batch first: (N, C, H, W). Each op takes plain pointers;
+ * shapes are given in the comment of each and are not checked: the caller keeps them right.
+ * None fails, and none allocates: workspaces are sized by the _workspace functions and owned
+ * by the caller. Backward functions ACCUMULATE into parameter gradients (dw, db) and
+ * OVERWRITE input gradients (dx). */
 
 /* ddl_gemm: C = alpha * op(A) op(B) + beta * C, row-major, op(X) = X or X^T; op(A) is m x k,
  * op(B) is k x n, C is m x n; lda, ldb, ldc are row strides in elements. Every matrix product
@@ -254,465 +767,6 @@ void ddl_groupnorm_backward(int n, int c, int s, int groups, const float *x, con
 void ddl_concat_channels(int n, int ca, int cb, int s, const float *a, const float *b, float *y);
 /* ddl_split_channels: the backward of concat: da = dy[:, :ca], db = dy[:, ca:]. */
 void ddl_split_channels(int n, int ca, int cb, int s, const float *dy, float *da, float *db);
-
-/* ---- comm and collectives ----
- * A comm joins the ranks of one job over one transport. Collectives are written once above
- * the point-to-point transports; the reduction order is fixed, so results do not depend on
- * timing. Every collective message carries a header (sequence number, operation, element
- * count, type) that the receiver checks. Errors are sticky: after a link fails, every later
- * call returns the same status, and ddl_comm_error() names the rank, its address, the
- * operation and its size. */
-
-typedef struct ddl_comm ddl_comm;
-typedef struct ddl_transport ddl_transport;
-
-enum { DDL_FLOAT32 = 0, DDL_INT64 = 1 };           /* element types */
-enum { DDL_SUM = 0, DDL_MEAN = 1, DDL_MAX = 2 };   /* reduction operations */
-
-typedef struct ddl_comm_config {
-    const ddl_transport *transport; /* NULL: chosen as DESIGN.md says from DDL_TRANSPORT */
-    int rank, world_size;           /* 0 <= rank < world_size */
-    int local_rank, local_size;     /* position among the ranks of this host */
-    const char *master;             /* "host:port" of the rendezvous at rank 0, or NULL */
-    const char *peers;              /* "h:p,h:p,..." every rank's address in rank order, or NULL */
-    const char *job;                /* job id: names shm segments, checked in handshakes */
-    const char *token;              /* shared secret, or NULL/"" for none */
-    int timeout_ms;                 /* limit of every blocking wait, in ms (0: 60000) */
-    ddl_log_fn log;                 /* optional */
-    void *log_ud;
-    int native_allreduce;           /* 1: float32 sums use the transport's own all-reduce where it has
-                                     * one (mpi, shm); 0: ddl's collectives, bit-identical everywhere */
-} ddl_comm_config;
-
-/* ddl_comm_config_from_env: fill cfg from DDL_TRANSPORT, DDL_RANK, DDL_WORLD_SIZE,
- * DDL_LOCAL_RANK, DDL_LOCAL_SIZE, DDL_MASTER, DDL_PEERS, DDL_JOB, DDL_TOKEN, DDL_TIMEOUT_MS (and
- * OMPI_COMM_WORLD_*, PMI_*, SLURM_PROCID/SLURM_NTASKS). With none set: rank 0 of 1. The strings
- * point into the environment. Returns DDL_EINVAL with a message in err for a bad value. */
-int ddl_comm_config_from_env(ddl_comm_config *cfg, char *err, size_t err_bytes);
-
-/* ddl_comm_create: connect to the other ranks (blocks up to timeout_ms). Returns DDL_OK with
- * *out set; or, with *out NULL and the reason in err (rank, transport, peer and what went
- * wrong): DDL_EINVAL (bad configuration), DDL_ENOTSUP (transport not compiled in), DDL_ENOMEM,
- * DDL_EIO (cannot bind or connect), DDL_ETIMEDOUT (a rank did not come in time), DDL_EAUTH (a
- * peer of another job, world size or token), DDL_EPEER or DDL_EPROTO. err may be NULL. */
-int ddl_comm_create(const ddl_comm_config *cfg, const ddl_allocator *alloc, ddl_comm **out, char *err,
-                    size_t err_bytes);
-/* ddl_comm_destroy: close every link and free the comm (NULL is allowed). */
-void ddl_comm_destroy(ddl_comm *c);
-
-int ddl_comm_rank(const ddl_comm *c);
-int ddl_comm_size(const ddl_comm *c);
-/* ddl_comm_transport_name: "shm", "tcp", "zmq" or "mpi". */
-const char *ddl_comm_transport_name(const ddl_comm *c);
-/* ddl_comm_error: the detail of the last failure, "" if none. Owned by the comm. */
-const char *ddl_comm_error(const ddl_comm *c);
-
-/* ddl_comm_allreduce: reduce `count` elements of `dtype` in place across all ranks with op.
- * DDL_MEAN is only for DDL_FLOAT32. Every rank must call it with the same count, type and op. */
-int ddl_comm_allreduce(ddl_comm *c, void *buf, size_t count, int dtype, int op);
-/* ddl_comm_broadcast: copy `count` elements from root's buf to every rank's buf. */
-int ddl_comm_broadcast(ddl_comm *c, void *buf, size_t count, int dtype, int root);
-/* ddl_comm_allgather: recv (world_size * count elements) = every rank's send, in rank order. */
-int ddl_comm_allgather(ddl_comm *c, const void *send, void *recv, size_t count, int dtype);
-/* ddl_comm_barrier: return when every rank has entered it. */
-int ddl_comm_barrier(ddl_comm *c);
-/* ddl_comm_send / ddl_comm_recv: point-to-point, ordered per pair of ranks; the receiver must
- * expect the same tag and size, or both get DDL_EMISMATCH. */
-int ddl_comm_send(ddl_comm *c, int peer, int tag, const void *buf, size_t bytes);
-int ddl_comm_recv(ddl_comm *c, int peer, int tag, void *buf, size_t bytes);
-/* ddl_comm_set_native: 1 lets a transport's native all-reduce (mpi, shm) be used for float32
- * sums; 0 (default) uses ddl's own collectives, whose results are bit-identical everywhere. */
-void ddl_comm_set_native(ddl_comm *c, int on);
-
-/* ---- transport plugin interface ----
- * A transport moves bytes between ranks; it knows nothing of gradients. The core sizes its
- * state from state_bytes() and hands the memory to open(). Every message is a fixed 32-byte
- * header (opaque to the transport) followed by a payload. All calls block at most timeout_ms.
- * Optional members may be NULL. */
-
-#define DDL_TRANSPORT_VERSION 1
-#define DDL_HEADER_BYTES 32
-
-struct ddl_transport {
-    int version;      /* DDL_TRANSPORT_VERSION */
-    const char *name; /* "shm", "tcp", ... */
-    /* state_bytes: bytes of per-process and per-link state for this configuration. */
-    size_t (*state_bytes)(const ddl_comm_config *cfg);
-    /* open: connect to every rank that needs a link (state is zeroed, DDL_ALIGN-aligned). */
-    int (*open)(void *state, const ddl_comm_config *cfg);
-    /* close: release every OS resource; safe after a failed open. */
-    void (*close)(void *state);
-    /* exchange: at once send (send_hdr, send_buf[send_bytes]) to rank `to` and receive a message
-     * from rank `from` into (recv_hdr, recv_buf[recv_bytes]). to or from may be -1 for none.
-     * A message whose payload length is not recv_bytes gives DDL_EMISMATCH, with recv_hdr
-     * filled, so the caller can describe both sides; sending to that peer must still work
-     * afterwards (the core tells the peer about the mismatch). timeout_ms bounds the time
-     * without progress: a large transfer that keeps moving may take longer. */
-    int (*exchange)(void *state, int to, const void *send_hdr, const void *send_buf, size_t send_bytes,
-                    int from, void *recv_hdr, void *recv_buf, size_t recv_bytes, int timeout_ms);
-    /* allreduce: optional native float32 sum in place. */
-    int (*allreduce)(void *state, float *buf, size_t count, int timeout_ms);
-    /* error: the detail of the last failure ("rank 3 at 10.0.0.2:41234 closed the connection"). */
-    const char *(*error)(const void *state);
-    /* peer_address: optional: a printable address of rank r, for messages. */
-    const char *(*peer_address)(const void *state, int r);
-};
-
-/* Getters of the built-in transports. A transport compiled out returns NULL. */
-const ddl_transport *ddl_transport_shm(void);
-const ddl_transport *ddl_transport_tcp(void);
-const ddl_transport *ddl_transport_zmq(void);
-const ddl_transport *ddl_transport_mpi(void);
-/* ddl_transport_find: look a built-in transport up by name; NULL if unknown or compiled out. */
-const ddl_transport *ddl_transport_find(const char *name);
-
-/* ---- data ----
- * A data set is n samples of uint8 images (C, H, W) with uint8 targets (TH, TW): (1, 1) for
- * classification, (H, W) for segmentation. Inputs are normalised with (x / 255 - mean) / std;
- * mean and std come from the training set and belong to the model (ddl_model_set_norm). */
-
-typedef struct ddl_dataset {
-    int n;                  /* samples */
-    int c, h, w;            /* image shape */
-    int th, tw;             /* target shape per sample */
-    int n_classes;
-    const uint8_t *images;  /* (n, c, h, w) */
-    const uint8_t *targets; /* (n, th, tw) */
-    void *owned;            /* memory the loader allocated, freed by ddl_dataset_free */
-    const ddl_allocator *alloc; /* the loader's allocator: must outlive the data set */
-} ddl_dataset;
-
-/* ddl_idx_load: read an IDX file (gzip or raw, detected) of unsigned bytes, at most 2^31 - 1 of
- * them. On success *data (allocated with alloc; free it with the same) holds the product of dims
- * bytes, dims[0..*n_dims-1] the dimensions. A missing file gives DDL_EIO; a bad magic, type,
- * dimension, a short or a damaged gzip file DDL_ECORRUPT; a gzip file in a build without zlib
- * DDL_ENOTSUP; a failed allocation DDL_ENOMEM; NULL arguments DDL_EINVAL. err names the file and
- * what was expected and found. zlib's own small buffers come from malloc, not from alloc. */
-int ddl_idx_load(const char *path, const ddl_allocator *alloc, uint8_t **data, int *n_dims, int dims[4],
-                 char *err, size_t err_bytes);
-
-/* ddl_dataset_load_mnist: read DIR/SPLIT-images-idx3-ubyte[.gz] and DIR/SPLIT-labels-idx1-ubyte[.gz]
- * (split "train" or "t10k") and check that they agree. */
-int ddl_dataset_load_mnist(const char *dir, const char *split, const ddl_allocator *alloc, ddl_dataset *out,
-                           char *err, size_t err_bytes);
-/* ddl_dataset_stats: mean and standard deviation of every pixel of d, scaled to [0, 1]. */
-void ddl_dataset_stats(const ddl_dataset *d, float *mean, float *std);
-/* ddl_dataset_make_scenes: compose n_scenes segmentation scenes from classification items (as
- * Fashion-MNIST): each canvas of size x size pixels holds 1 to max_items items drawn from `items` at
- * random positions, later ones covering earlier ones where they are bright, plus pixel noise. The
- * target of each pixel is 0 (background) or 1 + the class of the item covering it, so
- * out->n_classes = items->n_classes + 1 and th = tw = size. The same seed gives the same bytes.
- * items must be one-channel, with one label per sample and no larger than the canvas. out keeps no
- * pointer into items; its memory comes from alloc (NULL: malloc) and goes with ddl_dataset_free.
- * Returns DDL_OK, DDL_EINVAL (bad arguments) or DDL_ENOMEM; err says which and why. */
-int ddl_dataset_make_scenes(const ddl_dataset *items, int n_scenes, int size, int max_items, uint64_t seed,
-                            const ddl_allocator *alloc, ddl_dataset *out, char *err, size_t err_bytes);
-/* ddl_dataset_free: free what a loader allocated (a zeroed struct is fine). */
-void ddl_dataset_free(ddl_dataset *d);
-
-/* ---- model plugin interface ----
- * A model plugin describes its parameters and activations in build(), which the core calls
- * twice: first to measure (every pointer it gets is NULL), then for real. It must therefore only
- * store the pointers it gets in build(), never use them there. */
-
-typedef struct ddl_model_config {
-    int batch;             /* most samples per forward pass */
-    int in_c, in_h, in_w;  /* input (batch, in_c, in_h, in_w) */
-    int n_classes;         /* output classes */
-    int depth, width;      /* unet: levels and base channels (0: plugin default) */
-    float dropout;         /* drop probability where the model has dropout (0: none) */
-} ddl_model_config;
-
-enum { DDL_INIT_ZERO = 0, DDL_INIT_HE = 1, DDL_INIT_GLOROT = 2, DDL_INIT_ONE = 3, DDL_INIT_TORCH = 4 };
-
-typedef struct ddl_param_info {
-    const char *name;   /* PyTorch's name: "conv1.weight" */
-    int n_dims;
-    int shape[4];
-    size_t offset;      /* in floats, into ddl_model_params() */
-    size_t count;
-    int init;           /* DDL_INIT_* */
-    int fan_in, fan_out;
-} ddl_param_info;
-
-#define DDL_MAX_PARAMS 128 /* parameter tensors per model */
-
-typedef struct ddl_model_build ddl_model_build;
-
-/* ddl_build_param: declare a parameter tensor; *grad receives its gradient view (may be NULL).
- * Returns its view in the flat parameter buffer (NULL while measuring). */
-float *ddl_build_param(ddl_model_build *b, const char *name, int n_dims, const int *shape, int init, int fan_in,
-                       int fan_out, float **grad);
-/* ddl_build_scratch: floats of activation memory for the plugin's own use (NULL while measuring). */
-float *ddl_build_scratch(ddl_model_build *b, size_t count);
-/* ddl_build_output: declare the logits shape per sample (classes, H, W); (C, 1, 1) for classifiers. */
-void ddl_build_output(ddl_model_build *b, int c, int h, int w);
-/* ddl_build_fail: report a configuration the plugin cannot build; build() then returns DDL_EINVAL. */
-void ddl_build_fail(ddl_model_build *b, const char *msg);
-
-#define DDL_MODEL_VERSION 1
-
-typedef struct ddl_model_plugin {
-    int version;       /* DDL_MODEL_VERSION */
-    const char *name;  /* "lenet" */
-    size_t self_bytes; /* bytes of the plugin's own state (zeroed, DDL_ALIGN-aligned), at most 16384 */
-    /* build: declare parameters, activations and output for cfg. */
-    int (*build)(void *self, const ddl_model_config *cfg, ddl_model_build *b);
-    /* forward: logits (batch, C, H, W) of the normalised x (batch, in_c, in_h, in_w), batch <= cfg.batch;
-     * keeps what backward needs in its scratch. */
-    void (*forward)(void *self, const float *x, int batch, int training, ddl_rng *rng, float *logits);
-    /* backward: accumulate dL/dparams into the gradient views from dlogits (batch, C, H, W). */
-    void (*backward)(void *self, const float *x, int batch, const float *dlogits);
-} ddl_model_plugin;
-
-/* Getters of the built-in models. */
-const ddl_model_plugin *ddl_model_lenet(void);
-const ddl_model_plugin *ddl_model_unet(void);
-const ddl_model_plugin *ddl_model_find(const char *name);
-
-/* ---- model ---- */
-
-typedef struct ddl_model ddl_model;
-
-/* ddl_model_check: DDL_OK if the plugin can build cfg, else DDL_EINVAL with the plugin's reason
- * in err ("unet: input 60x60 is not divisible by 2^depth = 8"). */
-int ddl_model_check(const ddl_model_plugin *p, const ddl_model_config *cfg, char *err, size_t err_bytes);
-/* ddl_model_sizeof: bytes ddl_model_init needs for this plugin and config; 0 if the config is
- * invalid. */
-size_t ddl_model_sizeof(const ddl_model_plugin *p, const ddl_model_config *cfg);
-/* ddl_model_init: build the model in caller memory (DDL_ALIGN-aligned, >= ddl_model_sizeof bytes). */
-int ddl_model_init(void *mem, size_t bytes, const ddl_model_plugin *p, const ddl_model_config *cfg,
-                   ddl_model **out, char *err, size_t err_bytes);
-/* ddl_model_create / _destroy: the same with memory from alloc (NULL: malloc). */
-int ddl_model_create(const ddl_model_plugin *p, const ddl_model_config *cfg, const ddl_allocator *alloc,
-                     ddl_model **out, char *err, size_t err_bytes);
-void ddl_model_destroy(ddl_model *m);
-
-const char *ddl_model_name(const ddl_model *m);
-const ddl_model_config *ddl_model_get_config(const ddl_model *m);
-/* ddl_model_params / _grads: the flat parameter and gradient buffers (ddl_model_n_params floats). */
-float *ddl_model_params(ddl_model *m);
-float *ddl_model_grads(ddl_model *m);
-size_t ddl_model_n_params(const ddl_model *m);
-int ddl_model_n_tensors(const ddl_model *m);
-/* ddl_model_tensor: describe parameter tensor i (0 <= i < ddl_model_n_tensors). */
-const ddl_param_info *ddl_model_tensor(const ddl_model *m, int i);
-/* ddl_model_output_shape: classes, H, W of the logits per sample. */
-void ddl_model_output_shape(const ddl_model *m, int *c, int *h, int *w);
-/* ddl_model_init_weights: He/Glorot/zero initialisation from the library's PRNG seeded with seed. */
-void ddl_model_init_weights(ddl_model *m, uint64_t seed);
-/* ddl_model_set_norm / _norm: the input normalisation that belongs to the model. */
-void ddl_model_set_norm(ddl_model *m, float mean, float std);
-void ddl_model_norm(const ddl_model *m, float *mean, float *std);
-/* ddl_model_forward: logits of x (batch, in_c, in_h, in_w), already normalised; returns a view of
- * (batch, C, H, W) floats owned by the model, valid until the next call. */
-const float *ddl_model_forward(ddl_model *m, const float *x, int batch, int training, ddl_rng *rng);
-/* ddl_model_backward: accumulate parameter gradients of the last forward from dlogits. */
-void ddl_model_backward(ddl_model *m, const float *x, int batch, const float *dlogits);
-/* ddl_model_zero_grads: set every gradient to 0. */
-void ddl_model_zero_grads(ddl_model *m);
-/* ddl_model_crc: CRC-32 of the parameter buffer: equal values mean bit-identical weights. */
-uint32_t ddl_model_crc(const ddl_model *m);
-
-/* ---- optimizers and learning-rate schedules ---- */
-
-enum { DDL_OPTIM_SGD = 0, DDL_OPTIM_ADAM = 1 };
-
-typedef struct ddl_optim_config {
-    int kind;           /* DDL_OPTIM_SGD or DDL_OPTIM_ADAM */
-    float lr;           /* base learning rate */
-    float momentum;     /* SGD: PyTorch's momentum (buffer = momentum * buffer + grad) */
-    float weight_decay; /* L2 added to the gradient, as PyTorch's weight_decay */
-    float beta1, beta2, eps; /* Adam */
-} ddl_optim_config;
-
-/* ddl_optim_state_floats: floats of optimizer state for n parameters (SGD 1 n, Adam 2 n). */
-size_t ddl_optim_state_floats(const ddl_optim_config *cfg, size_t n);
-/* ddl_optim_step: one update of params[n] from grads[n] with learning rate lr; step counts from 1
- * (Adam's bias correction). state (ddl_optim_state_floats) starts zeroed. */
-void ddl_optim_step(const ddl_optim_config *cfg, float lr, long step, float *params, const float *grads,
-                    float *state, size_t n);
-
-enum { DDL_SCHED_CONSTANT = 0, DDL_SCHED_STEP = 1, DDL_SCHED_COSINE = 2 };
-
-typedef struct ddl_schedule {
-    int kind;           /* DDL_SCHED_* */
-    long warmup_steps;  /* linear warmup from lr / warmup_steps to lr */
-    long step_size;     /* STEP: multiply by gamma every step_size steps */
-    float gamma;
-    long total_steps;   /* COSINE: steps to decay over (to min_lr) */
-    float min_lr;
-} ddl_schedule;
-
-/* ddl_schedule_lr: learning rate at `step` (from 0) for base_lr. */
-float ddl_schedule_lr(const ddl_schedule *s, float base_lr, long step);
-
-/* ---- training ----
- * A trainer runs the loop: shuffle with the seed, take this rank's part of every global batch,
- * forward, loss, backward, all-reduce gradients, step. It allocates everything in
- * ddl_trainer_create; nothing allocates per step. */
-
-typedef struct ddl_train_config {
-    int epochs;
-    int batch;               /* global batch: summed over all ranks */
-    ddl_optim_config optim;
-    ddl_schedule schedule;
-    uint64_t seed;           /* shuffling, dropout and weight initialisation */
-    float dice_weight;       /* segmentation: loss = CE + dice_weight * dice (0: CE only) */
-    long train_limit;        /* use only the first n training samples (0: all) */
-    ddl_comm *comm;          /* NULL: one process */
-    ddl_log_fn log;
-    void *log_ud;
-    long save_bytes_per_sec; /* checkpoints: rank 0 writes no faster than this (0: unlimited), to
-                              * spare a shared file system */
-} ddl_train_config;
-
-/* ddl_train_config_default: SGD lr 0.01 momentum 0.9, batch 64, 5 epochs, seed 42, one process. */
-void ddl_train_config_default(ddl_train_config *cfg);
-
-typedef struct ddl_epoch_stats {
-    double loss;            /* mean training loss over the epoch (all ranks) */
-    double accuracy;        /* training accuracy (all ranks) */
-    long steps;             /* optimizer steps in the epoch */
-    long samples;           /* samples over all ranks */
-    double seconds;         /* wall time of the epoch on this rank */
-    double images_per_sec;  /* samples / seconds */
-} ddl_epoch_stats;
-
-#define DDL_MAX_CLASSES 16
-
-typedef struct ddl_eval_stats {
-    double loss;            /* mean loss per position */
-    double accuracy;        /* correct / total positions (pixel accuracy for segmentation) */
-    double dice;            /* foreground (class >= 1) against background dice */
-    double miou;            /* mean IoU over the classes present in truth or prediction */
-    long samples;
-    int64_t confusion[DDL_MAX_CLASSES * DDL_MAX_CLASSES]; /* [truth * n_classes + predicted] */
-} ddl_eval_stats;
-
-typedef struct ddl_trainer ddl_trainer;
-
-/* ddl_trainer_create: set up training of m on `train` (which must outlive the trainer). Weights
- * are initialised from cfg->seed on rank 0 and broadcast. A bad configuration gives DDL_EINVAL
- * and no trainer; when the broadcast fails, *out still receives the trainer, whose
- * ddl_trainer_error() says why: destroy it. */
-int ddl_trainer_create(const ddl_train_config *cfg, ddl_model *m, const ddl_dataset *train,
-                       const ddl_allocator *alloc, ddl_trainer **out, char *err, size_t err_bytes);
-void ddl_trainer_destroy(ddl_trainer *t);
-/* ddl_trainer_step: one optimizer step on the next global batch; *loss (may be NULL) gets this
- * rank's mean loss over its part of the batch. */
-int ddl_trainer_step(ddl_trainer *t, double *loss);
-/* ddl_trainer_epoch: train to the end of the current epoch. */
-int ddl_trainer_epoch(ddl_trainer *t, ddl_epoch_stats *out);
-/* ddl_trainer_evaluate: loss and metrics of the model on `test`, sharded over the ranks and
- * all-reduced; every rank gets the same result. */
-int ddl_trainer_evaluate(ddl_trainer *t, const ddl_dataset *test, ddl_eval_stats *out);
-/* ddl_trainer_error: the detail of the last failure. Owned by the trainer. */
-const char *ddl_trainer_error(const ddl_trainer *t);
-/* ddl_trainer_step_count / _epoch: optimizer steps done, and the current epoch (from 0). */
-long ddl_trainer_step_count(const ddl_trainer *t);
-int ddl_trainer_epoch_index(const ddl_trainer *t);
-/* ddl_trainer_epoch_done: 1 when every sample of the current epoch has been consumed (the next
- * step starts the next epoch), else 0. Lets a caller drive the loop with ddl_trainer_step, e.g.
- * to save a checkpoint every N steps. */
-int ddl_trainer_epoch_done(const ddl_trainer *t);
-/* ddl_trainer_epoch_stats: loss, accuracy, steps, samples and time of the current epoch so far
- * (after ddl_trainer_resume: of the steps since the resume). Sums over the ranks with an
- * all-reduce: every rank must call it. ddl_trainer_epoch ends with it. */
-int ddl_trainer_epoch_stats(ddl_trainer *t, ddl_epoch_stats *out);
-
-/* ---- checkpoints ----
- * A checkpoint file holds everything a run needs to continue exactly where it stopped: model
- * name and shape signature (CRC-32C of every tensor's name and shape), step, epoch, data
- * position, world size, every rank's dropout RNG state, optimizer kind, settings and state,
- * weights and the input normalisation. Layout (little endian): a 32-byte header (magic
- * "DDLCKPT", format version, section count, CRC-32C), then sections META, TENS (tensor table),
- * RNGS, WGTS (weights), OPTS (optimizer state), each with a 32-byte header (id, flags, raw and
- * stored length, CRC-32C of the stored bytes and of the header) and its bytes, lz4-compressed
- * when ddl is built with lz4 (WITH_LZ4=1) and that makes them smaller, else stored as they are.
- * A checkpoint is written to PATH.tmp, flushed to disk (fsync), renamed over PATH and the
- * directory is synced: a crash at any moment leaves either the old or the new file, and a
- * leftover PATH.tmp is ignored and overwritten by the next save.
- *
- * Exact resume: the data position is global (samples of the epoch consumed over all ranks)
- * and the shuffle depends only on the seed and the epoch, so a run resumed on a different
- * number of ranks re-shards the rest of the epoch by itself; with the same world size, seed,
- * batch and data it continues bit-identically (same weights as a run never stopped). */
-
-#define DDL_CHECKPOINT_VERSION 1 /* format version written; files of other versions are refused */
-
-typedef struct ddl_checkpoint_info {
-    int version;                /* format version of the file */
-    int compressed;             /* written with lz4: sections compressed where it made them smaller */
-    char model[48];             /* model plugin name, "lenet" */
-    uint32_t signature;         /* CRC-32C of every tensor's name and shape (ddl_model_signature) */
-    ddl_model_config model_cfg; /* the configuration the model was built with */
-    int n_tensors;
-    size_t n_params;            /* floats of weights */
-    size_t n_optim;             /* floats of optimizer state */
-    ddl_optim_config optim;     /* optimizer kind and settings */
-    int64_t step;               /* optimizer steps done */
-    int epoch;                  /* epoch in progress, from 0 */
-    int64_t pos;                /* samples of that epoch consumed, over all ranks */
-    int64_t n_train;            /* samples per epoch */
-    int batch;                  /* global batch */
-    uint64_t seed;              /* ddl_train_config.seed */
-    int world_size;             /* ranks that wrote it (one RNG state each) */
-    float mean, std;            /* input normalisation (ddl_model_set_norm) */
-    uint64_t file_bytes;
-} ddl_checkpoint_info;
-
-typedef struct ddl_checkpoint ddl_checkpoint;
-
-/* ddl_crc32c: CRC-32C (Castagnoli, as iSCSI and ext4) of `bytes` bytes, continuing from crc
- * (start at 0): ddl_crc32c(0, "123456789", 9) == 0xE3069283. */
-uint32_t ddl_crc32c(uint32_t crc, const void *data, size_t bytes);
-/* ddl_model_signature: CRC-32C of every parameter tensor's name and shape, in order. Two
- * models can exchange weights exactly when their signatures are equal. */
-uint32_t ddl_model_signature(const ddl_model *m);
-
-/* ddl_checkpoint_open: read and verify a whole checkpoint file: header, every section's CRC,
- * every length against the file size before anything is allocated, the tensor table against
- * the signature. Memory comes from alloc (NULL: malloc) and goes with ddl_checkpoint_close.
- * Returns DDL_OK, DDL_EIO (cannot open or read, a directory), DDL_ECORRUPT (truncated, bad
- * CRC, bad magic or version, inconsistent lengths), DDL_ENOTSUP (compressed but ddl built
- * without lz4) or DDL_ENOMEM; err names the file and what was expected and found. */
-int ddl_checkpoint_open(const char *path, const ddl_allocator *alloc, ddl_checkpoint **out, char *err,
-                        size_t err_bytes);
-/* ddl_checkpoint_close: free a checkpoint (NULL is allowed). */
-void ddl_checkpoint_close(ddl_checkpoint *ck);
-/* Getters; the memory belongs to the checkpoint. ddl_checkpoint_tensor: NULL when i is out of
- * range; offset and count index ddl_checkpoint_params. */
-const ddl_checkpoint_info *ddl_checkpoint_get_info(const ddl_checkpoint *ck);
-const ddl_param_info *ddl_checkpoint_tensor(const ddl_checkpoint *ck, int i);
-const float *ddl_checkpoint_params(const ddl_checkpoint *ck);
-const float *ddl_checkpoint_optim_state(const ddl_checkpoint *ck);
-/* ddl_checkpoint_check_model: DDL_OK if the checkpoint's weights fit m (name, tensor names and
- * shapes), else DDL_EINVAL with the first difference in err. */
-int ddl_checkpoint_check_model(const ddl_checkpoint *ck, const ddl_model *m, char *err, size_t err_bytes);
-
-/* ddl_trainer_save: write a checkpoint of the trainer to path (see above). Collective: every
- * rank calls it at the same step; rank 0 writes the file, and every rank returns rank 0's
- * status. Rank 0 allocates the file image (about the size of weights plus optimizer state)
- * through the trainer's allocator for the duration of the call; other ranks allocate nothing,
- * and nothing is allocated per training step. Returns DDL_OK, DDL_EIO (cannot write, fsync or
- * rename; ddl_trainer_error says which and why), DDL_ENOMEM, or a comm error. */
-int ddl_trainer_save(ddl_trainer *t, const char *path);
-
-#define DDL_RESUME_IF_EXISTS 1 /* ddl_trainer_resume: a missing file is not an error */
-
-/* ddl_trainer_resume: continue from the checkpoint at path. Collective: rank 0 reads and
- * verifies it (model and optimizer must match the trainer's, as must the samples per epoch),
- * then broadcasts weights, optimizer state, normalisation, step, epoch, data position and RNG
- * states to every rank. On another world size it still resumes: the rest of the epoch is
- * re-sharded (see above), each rank r takes the RNG state of saved rank r % saved world, and a
- * warning is logged. With DDL_RESUME_IF_EXISTS in flags, a path that does not exist on rank 0
- * leaves the trainer as it is. *saved_world (may be NULL) gets the checkpoint's world size, or 0
- * when nothing was resumed. On failure the trainer is unchanged and every rank returns the same
- * status: DDL_EIO, DDL_ECORRUPT, DDL_ENOTSUP, DDL_ENOMEM (as ddl_checkpoint_open), DDL_EINVAL
- * (checkpoint of another model, optimizer or data set), or a comm error; ddl_trainer_error on
- * rank 0 has the detail. */
-int ddl_trainer_resume(ddl_trainer *t, const char *path, int flags, int *saved_world);
 
 #ifdef __cplusplus
 }

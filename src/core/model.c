@@ -22,8 +22,11 @@ float *ddl_build_param(ddl_model_build *b, const char *name, int n_dims, const i
                        int fan_out, float **grad)
 {
     size_t count = 1;
-    if (n_dims < 1 || n_dims > 4 || b->n_tensors >= DDL_MAX_PARAMS) {
-        ddl_build_fail(b, "too many parameter tensors or bad rank");
+    if (n_dims < 1 || n_dims > 4 || b->n_tensors >= DDL_MAX_PARAMS || !name || strlen(name) >= DDL__NAME_BYTES) {
+        char why[DDL_ERR_BYTES];
+        snprintf(why, sizeof why, "parameter %.60s: needs 1 to 4 dimensions (not %d), a name of 1 to %d bytes, "
+                 "and at most %d tensors", name ? name : "(no name)", n_dims, DDL__NAME_BYTES - 1, DDL_MAX_PARAMS);
+        ddl_build_fail(b, why);
         n_dims = 1;
     }
     for (int i = 0; i < n_dims; i++)

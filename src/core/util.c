@@ -239,10 +239,3 @@ int ddl__remaining_ms(int64_t deadline_ms)
     return left > 1000000000 ? 1000000000 : (int)left;
 }
 
-size_t ddl_tensor_count(const ddl_tensor *t)
-{
-    size_t n = 1;
-    for (int i = 0; i < t->n_dims; i++)
-        n *= (size_t)t->shape[i];
-    return n;
-}
