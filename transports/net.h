@@ -3,7 +3,8 @@
  * net_handshake.c (the handshake both run before they trust a peer), on sha256.c's HMAC.
  * A transport keeps one ddl__net in its state; its sockets, and how bytes travel on them, stay
  * in its own file. Not API: nothing outside transports/ includes this but the tests of these
- * pieces. Dependencies run one way: tcp.c, zmq.c -> net_handshake.c -> net.c -> sha256.c. */
+ * pieces. Calls run one way: tcp.c and zmq.c call net_handshake.c and net.c; net_handshake.c
+ * calls net.c and sha256.c; nothing here calls back into a transport. */
 #ifndef DDL_NET_H
 #define DDL_NET_H
 #include "core/impl.h"
