@@ -1,6 +1,6 @@
 /* test_sha256.c - SHA-256 against FIPS 180-2 (appendix B) and HMAC-SHA256 against RFC 4231. */
 #include "check.h"
-#include "transports/handshake.h"
+#include "transports/net.h"
 
 #include <string.h>
 

@@ -1,5 +1,7 @@
-/* zmq.c - the ZeroMQ transport (libzmq 4.x): rendezvous at a master rank or from a static peer
- * list, authenticated links (zmq_handshake.c), and point-to-point exchange of framed messages.
+/* zmq.c - the ZeroMQ transport (libzmq 4.x): authenticated links between every pair of ranks
+ * and point-to-point exchange of framed messages. Where to rendezvous, rank 0's address table,
+ * the handshake's messages and proofs, the frame prefix and failure recording are net.c's and
+ * net_handshake.c's; the sockets, and how messages travel on them, are this file's.
  * It owns one libzmq context per comm and its sockets; all its own state lives in the memory the
  * core hands to open(). libzmq allocates internally (one message per frame sent or received,
  * pipes) and runs its own I/O and reaper threads inside the context: those are libzmq's, not
@@ -8,113 +10,79 @@
  * Sends copy the caller's bytes into libzmq messages, so no buffer of the caller's is held after
  * exchange returns. (Zero-copy sends, zmq_msg_init_data with a wait for libzmq's release, lost
  * messages between ranks under CPU load with libzmq 4.3.4 in our stress runs; not used.)
+ *
+ * Topology: every rank binds one ROUTER socket and connects one DEALER to every other rank's
+ * ROUTER. Rank i sends to rank j on its own ROUTER, addressed to the routing id of j's DEALER;
+ * it receives from rank j on the DEALER it connected to j. So every sender has its own receive
+ * queue (libzmq's), and a message from one rank never has to be held while we wait for another.
+ * Both directions of every pair run the handshake before they carry data.
  * Compiled only with DDL_WITH_ZMQ; otherwise ddl_transport_zmq() returns NULL. */
 #include "ddl.h"
 
 #ifdef DDL_WITH_ZMQ
-#include "zmq_impl.h"
+#include "net.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
-#include <netdb.h>
 #include <netinet/in.h>
-#include <stdarg.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <unistd.h>
 #include <zmq.h>
 
-/* ---- frames ----
- * A message is [prefix][payload chunk]...: prefix = u32 magic, u32 flags, u64 payload bytes,
- * 32-byte header (48 bytes, little endian); the payload follows in frames of ZQ_CHUNK bytes
- * (the last one shorter), so no frame is ever larger than ZMQ_MAXMSGSIZE allows. */
+/* ---- state ---- */
 
-#define FRAME_MAGIC 0x5a4c4444U /* "DDLZ" */
-#define FRAME_PREFIX DDL__FRAME_PREFIX
-#define FRAME_BYE 1U   /* the sender closes its comm on purpose */
-#define FRAME_ABORT 2U /* the sender closes after a failure; header: i32 culprit rank, i32 status */
-#define FRAME_MAX_PAYLOAD ((uint64_t)1 << 40)
+#define ZQ_RID_BYTES 256              /* a routing id is at most 255 bytes (ZMTP) */
+#define ZQ_PENDING 16                 /* handshakes the ROUTER side runs at once */
+#define ZQ_MAX_WORLD 4096             /* 2 world + 1 sockets per rank */
+#define ZQ_STATE_MAGIC 0x7a6d712dU    /* marks a state that open() has initialised */
 #define ZQ_CHUNK ((size_t)8 << 20)    /* largest payload frame (and the receive bound) */
-#define ZQ_GRACE_MS 50                 /* a dropped link is dead if nothing it sent is left by then */
-#define ZQ_HEARTBEAT_MS 1000           /* ZMTP pings; a silent peer is dropped after 5 of them */
+#define ZQ_GRACE_MS 50                /* a dropped link is dead if nothing it sent is left by then */
+#define ZQ_HEARTBEAT_MS 1000          /* ZMTP pings; a silent peer is dropped after 5 of them */
 
-/* ---- shared helpers ---- */
+/* Handshake messages (one frame each) start with "DDLZ", proofs with "ddl-zmq-v1"; a message is
+ * [prefix "DDLZ"][payload chunk]..., the payload in frames of ZQ_CHUNK bytes (the last one
+ * shorter), so that no frame is ever larger than ZMQ_MAXMSGSIZE allows. */
+static const ddl__net_proto zq_proto = {
+    .name = "zmq", .hs_magic = "DDLZ", .label = "ddl-zmq-v1", .version = 1,
+    .duplicate = "duplicate rank (that rank is already connected)", .duplicate_at_hello = 0,
+    .frame_magic = 0x5a4c4444U,
+};
 
-int zq__fail(zq_state *s, int status, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(s->err, sizeof s->err, fmt, ap);
-    va_end(ap);
-    s->failed = 1;
-    if (!s->fail_status)
-        s->fail_status = status;
-    ddl__log(s->log, s->log_ud, DDL_LOG_DEBUG, "zmq: rank %d: %s", s->rank, s->err);
-    return status;
-}
+/* A handshake in progress on our ROUTER (an unauthenticated DEALER of someone). */
+typedef struct zq_pending {
+    ddl__net_pending hs;       /* hs.stage 0: slot free */
+    unsigned char rid[ZQ_RID_BYTES];
+    size_t rid_bytes;
+} zq_pending;
 
-static void link_down(zq_state *s, int j, int status, int tx, int rx)
-{
-    zq_link *l = &s->links[j];
-    if (tx && !l->tx_down)
-        l->tx_down = status;
-    if (rx && !l->rx_down)
-        l->rx_down = status;
-    if (status == DDL_EPEER && s->culprit < 0)
-        s->culprit = j;
-}
+/* The sockets of one other rank (what else we know of it is in net.peers). */
+typedef struct zq_link {
+    void *dealer;              /* ours, connected to the rank's ROUTER: its messages arrive here */
+    void *monitor;             /* PAIR socket receiving the dealer's connect/disconnect events */
+    unsigned char rid[ZQ_RID_BYTES]; /* routing id of its DEALER on our ROUTER: we send with it */
+    size_t rid_bytes;
+    ddl__net_greeting greet;   /* our DEALER's handshake with its ROUTER */
+    int64_t down_at_ms;        /* when the monitor saw the connection drop (0: up) */
+    int reconnected;           /* the address answered again after a drop: not trusted any more */
+} zq_link;
 
-/* ---- addresses ---- */
-
-/* resolve: host name or literal to a numeric address (the only place libc may allocate). */
-static int resolve(const char *host, char out[DDL__ADDR_BYTES], struct sockaddr_storage *ss)
-{
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res = NULL;
-    if (getaddrinfo(host, NULL, &hints, &res) != 0 || !res)
-        return -1;
-    memcpy(ss, res->ai_addr, res->ai_addrlen);
-    freeaddrinfo(res);
-    const void *a = ss->ss_family == AF_INET6 ? (const void *)&((struct sockaddr_in6 *)ss)->sin6_addr
-                                              : (const void *)&((struct sockaddr_in *)ss)->sin_addr;
-    return inet_ntop(ss->ss_family, a, out, DDL__ADDR_BYTES) ? 0 : -1;
-}
-
-/* endpoint: "tcp://host:port", brackets around IPv6 literals. */
-static void endpoint(char *out, size_t n, const char *host, int port, int any_port)
-{
-    int v6 = strchr(host, ':') != NULL;
-    if (any_port)
-        snprintf(out, n, "tcp://%s%s%s:*", v6 ? "[" : "", host, v6 ? "]" : "");
-    else
-        snprintf(out, n, "tcp://%s%s%s:%d", v6 ? "[" : "", host, v6 ? "]" : "", port);
-}
-
-/* local_ip_toward: the address this host uses to reach ss (a UDP connect sends nothing). */
-static int local_ip_toward(const struct sockaddr_storage *ss, int port, char out[DDL__ADDR_BYTES])
-{
-    struct sockaddr_storage dst = *ss, me;
-    socklen_t len = dst.ss_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
-    if (dst.ss_family == AF_INET6)
-        ((struct sockaddr_in6 *)&dst)->sin6_port = htons((uint16_t)port);
-    else
-        ((struct sockaddr_in *)&dst)->sin_port = htons((uint16_t)port);
-    int fd = socket(dst.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0), ok = -1;
-    socklen_t ml = sizeof me;
-    if (fd >= 0 && connect(fd, (struct sockaddr *)&dst, len) == 0 && getsockname(fd, (struct sockaddr *)&me, &ml) == 0) {
-        const void *a = me.ss_family == AF_INET6 ? (const void *)&((struct sockaddr_in6 *)&me)->sin6_addr
-                                                 : (const void *)&((struct sockaddr_in *)&me)->sin_addr;
-        ok = inet_ntop(me.ss_family, a, out, DDL__ADDR_BYTES) ? 0 : -1;
-    }
-    if (fd >= 0)
-        close(fd);
-    return ok;
-}
+typedef struct zq_state {
+    ddl__net net;
+    int opened;                /* the handshakes are done: the ROUTER only refuses from now on */
+    int master_mode;           /* rendezvous at rank 0 (else a static peer list) */
+    int table_due;             /* not rank 0, master mode: rank 0's address table has not come yet */
+    int tables_sent;           /* rank 0, master mode: every rank got the address table */
+    void *ctx;                 /* libzmq context: its I/O and reaper threads are libzmq's */
+    void *router;              /* bound at net.addr */
+    zq_pending pending[ZQ_PENDING];
+    zq_link *links;            /* [world], inside the state memory, as net.peers */
+    void *items;               /* zmq_pollitem_t [2 world + 3] */
+    unsigned char *table;      /* [DDL__TABLE_HEAD + world * DDL__ADDR_BYTES], the address table */
+} zq_state;
 
 /* ---- sockets ---- */
 
 static void set_int(void *sock, int opt, int v) { zmq_setsockopt(sock, opt, &v, sizeof v); }
 
-static void common_options(void *sock, const char *host)
+static void common_options(void *sock, int ipv6)
 {
     set_int(sock, ZMQ_LINGER, 0);
     set_int(sock, ZMQ_SNDBUF, 4 << 20);
@@ -122,242 +90,253 @@ static void common_options(void *sock, const char *host)
     set_int(sock, ZMQ_HEARTBEAT_IVL, ZQ_HEARTBEAT_MS);
     set_int(sock, ZMQ_HEARTBEAT_TTL, 5 * ZQ_HEARTBEAT_MS);
     set_int(sock, ZMQ_HEARTBEAT_TIMEOUT, 5 * ZQ_HEARTBEAT_MS);
-    set_int(sock, ZMQ_IPV6, strchr(host, ':') != NULL);
+    set_int(sock, ZMQ_IPV6, ipv6);
 }
 
-/* bind_router: our ROUTER at host:port (any_port: a free port), recording the address we got. */
-static int bind_router(zq_state *s, const char *host, int port, int any_port, const char *what)
+/* bind_router: our ROUTER at ss (any_port: a free port), recording the address we got. */
+static int bind_router(zq_state *s, const struct sockaddr_storage *ss, int any_port, const char *what)
 {
-    char ep[DDL__ADDR_BYTES + 16];
+    ddl__net *n = &s->net;
+    char ep[DDL__ADDR_BYTES + 16] = "tcp://", got[DDL__ADDR_BYTES + 16] = "";
     s->router = zmq_socket(s->ctx, ZMQ_ROUTER);
     if (!s->router)
-        return zq__fail(s, DDL_EIO, "rank %d: zmq_socket: %s", s->rank, zmq_strerror(errno));
-    common_options(s->router, host);
+        return ddl__net_fail(n, DDL_EIO, "rank %d: zmq_socket: %s", n->rank, zmq_strerror(errno));
+    common_options(s->router, ss->ss_family == AF_INET6);
     int64_t max = DDL__HS_BYTES; /* the ROUTER only ever receives handshakes */
     zmq_setsockopt(s->router, ZMQ_MAXMSGSIZE, &max, sizeof max);
     set_int(s->router, ZMQ_ROUTER_MANDATORY, 1); /* a gone peer is an error, not a silent drop */
     set_int(s->router, ZMQ_SNDHWM, 0);           /* never EAGAIN: our sends are bounded by exchange */
-    endpoint(ep, sizeof ep, host, port, any_port);
+    ddl__net_format(ss, ep + 6);
+    if (any_port)
+        strcpy(strrchr(ep, ':') + 1, "*");
     if (zmq_bind(s->router, ep) != 0)
-        return zq__fail(s, DDL_EIO, "rank %d: cannot listen on %s (%s): %s", s->rank, ep + 6, what, zmq_strerror(errno));
-    char got[DDL__ADDR_BYTES + 16] = "";
+        return ddl__net_fail(n, DDL_EIO, "rank %d: cannot listen on %s (%s): %s", n->rank, ep + 6, what,
+                             zmq_strerror(errno));
     size_t gl = sizeof got;
     zmq_getsockopt(s->router, ZMQ_LAST_ENDPOINT, got, &gl);
     const char *a = strncmp(got, "tcp://", 6) == 0 ? got + 6 : got;
-    if (strlen(a) >= sizeof s->addr)
-        return zq__fail(s, DDL_EINVAL, "rank %d: our address %s is longer than %d characters", s->rank, a,
-                        DDL__ADDR_BYTES - 1);
-    memcpy(s->addr, a, strlen(a) + 1);
+    if (strlen(a) >= sizeof n->addr)
+        return ddl__net_fail(n, DDL_EINVAL, "rank %d: our address %s is longer than %d characters", n->rank, a,
+                             DDL__ADDR_BYTES - 1);
+    memcpy(n->addr, a, strlen(a) + 1);
     return DDL_OK;
 }
 
-int zq__connect(zq_state *s, int j)
+/* send_dealer: one handshake message on link j's DEALER. */
+static int send_dealer(zq_state *s, int j, const ddl__hs_msg *m)
 {
+    unsigned char buf[DDL__HS_BYTES];
+    ddl__hs_encode(&zq_proto, m, buf);
+    if (zmq_send(s->links[j].dealer, buf, sizeof buf, ZMQ_DONTWAIT) != (int)sizeof buf)
+        return ddl__net_fail(&s->net, DDL_EIO, "rank %d: cannot queue a handshake message for rank %d at %s: %s",
+                             s->net.rank, j, s->net.peers[j].addr, zmq_strerror(errno));
+    return DDL_OK;
+}
+
+/* connect_rank: create link j's DEALER and monitor, connect it to rank j's ROUTER and send our
+ * HELLO on it. */
+static int connect_rank(zq_state *s, int j)
+{
+    ddl__net *n = &s->net;
     zq_link *l = &s->links[j];
+    const char *addr = n->peers[j].addr;
     char host[DDL__ADDR_BYTES], ep[DDL__ADDR_BYTES + 16], mon[48];
     int port;
-    if (ddl__split_addr(l->addr, host, &port) != 0)
-        return zq__fail(s, DDL_EINVAL, "rank %d: cannot parse the address '%s' of rank %d (want host:port)", s->rank,
-                        l->addr, j);
+    if (ddl__split_addr(addr, host, &port) != 0)
+        return ddl__net_fail(n, DDL_EINVAL, "rank %d: cannot parse the address '%s' of rank %d (want host:port)",
+                             n->rank, addr, j);
     l->dealer = zmq_socket(s->ctx, ZMQ_DEALER);
     l->monitor = zmq_socket(s->ctx, ZMQ_PAIR);
     if (!l->dealer || !l->monitor)
-        return zq__fail(s, DDL_EIO, "rank %d: zmq_socket: %s", s->rank, zmq_strerror(errno));
-    common_options(l->dealer, host);
+        return ddl__net_fail(n, DDL_EIO, "rank %d: zmq_socket: %s", n->rank, zmq_strerror(errno));
+    int v6 = strchr(host, ':') != NULL;
+    common_options(l->dealer, v6);
     set_int(l->monitor, ZMQ_LINGER, 0);
-    int64_t max = (int64_t)ZQ_CHUNK + 8 + (int64_t)s->world * DDL__ADDR_BYTES;
+    int64_t max = (int64_t)ZQ_CHUNK + DDL__TABLE_HEAD + (int64_t)n->world * DDL__ADDR_BYTES;
     zmq_setsockopt(l->dealer, ZMQ_MAXMSGSIZE, &max, sizeof max);
     set_int(l->dealer, ZMQ_RECONNECT_IVL, 100);
     snprintf(mon, sizeof mon, "inproc://ddl-monitor-%d", j);
     if (zmq_socket_monitor(l->dealer, mon, ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED) != 0 ||
         zmq_connect(l->monitor, mon) != 0)
-        return zq__fail(s, DDL_EIO, "rank %d: cannot monitor the link to rank %d: %s", s->rank, j, zmq_strerror(errno));
-    endpoint(ep, sizeof ep, host, port, 0);
+        return ddl__net_fail(n, DDL_EIO, "rank %d: cannot monitor the link to rank %d: %s", n->rank, j,
+                             zmq_strerror(errno));
+    snprintf(ep, sizeof ep, "tcp://%s%s%s:%d", v6 ? "[" : "", host, v6 ? "]" : "", port);
     if (zmq_connect(l->dealer, ep) != 0)
-        return zq__fail(s, DDL_EINVAL, "rank %d: cannot connect to rank %d at %s: %s", s->rank, j, l->addr,
-                        zmq_strerror(errno));
-    return zq__send_hello(s, j);
+        return ddl__net_fail(n, DDL_EINVAL, "rank %d: cannot connect to rank %d at %s: %s", n->rank, j, addr,
+                             zmq_strerror(errno));
+    ddl__hs_msg hello;
+    int st = ddl__net_greet_start(n, &l->greet, &hello);
+    return st == DDL_OK ? send_dealer(s, j, &hello) : st;
 }
 
-/* ---- state ---- */
+/* ---- handshake, ROUTER side ---- */
 
-/* layout: offsets of the arrays after the struct; returns the total size. */
-static size_t layout(size_t world, size_t *links_at, size_t *items_at, size_t *table_at)
+/* router_reply: send m to the DEALER with routing id rid (never blocks: the ROUTER's HWM is 0). */
+static void router_reply(zq_state *s, const unsigned char *rid, size_t rid_bytes, const ddl__hs_msg *m)
 {
-    size_t a = ddl__align_up(sizeof(zq_state));
-    size_t b = a + ddl__align_up(world * sizeof(zq_link));
-    size_t c = b + ddl__align_up((2 * world + 3) * sizeof(zmq_pollitem_t));
-    if (links_at) {
-        *links_at = a;
-        *items_at = b;
-        *table_at = c;
+    unsigned char buf[DDL__HS_BYTES];
+    ddl__hs_encode(&zq_proto, m, buf);
+    if (zmq_send(s->router, rid, rid_bytes, ZMQ_SNDMORE | ZMQ_DONTWAIT) == (int)rid_bytes)
+        (void)zmq_send(s->router, buf, sizeof buf, ZMQ_DONTWAIT);
+}
+
+/* pending_refuse: log, tell the peer why (unless it sent garbage), free the slot. */
+static void pending_refuse(zq_state *s, zq_pending *p, uint32_t reason)
+{
+    ddl__hs_msg m;
+    ddl__net_refusal(&s->net, &p->hs, reason, 1, &m); /* a slot always has a hello */
+    if (reason != DDL__HS_R_GARBAGE)
+        router_reply(s, p->rid, p->rid_bytes, &m);
+    p->hs.stage = 0;
+}
+
+static zq_pending *pending_find(zq_state *s, const unsigned char *rid, size_t rid_bytes, int take_free)
+{
+    zq_pending *free_slot = NULL;
+    for (int i = 0; i < ZQ_PENDING; i++) {
+        zq_pending *p = &s->pending[i];
+        if (p->hs.stage && p->rid_bytes == rid_bytes && memcmp(p->rid, rid, rid_bytes) == 0)
+            return p;
+        if (!p->hs.stage && !free_slot)
+            free_slot = p;
     }
-    return c + ddl__align_up(8 + world * DDL__ADDR_BYTES);
+    return take_free ? free_slot : NULL;
 }
 
-static size_t zq_state_bytes(const ddl_comm_config *cfg)
+/* router_one: one [rid][message] from the ROUTER; anything malformed is dropped unanswered. A
+ * HELLO (re)starts the slot of its rid; a joining rank gets its rid recorded. */
+static void router_one(zq_state *s, const unsigned char *rid, size_t rid_bytes, const unsigned char *buf,
+                       size_t bytes, const char *from)
 {
-    int w = cfg ? cfg->world_size : 1;
-    return layout(w >= 1 && w <= ZQ_MAX_WORLD ? (size_t)w : 1, NULL, NULL, NULL);
-}
-
-static int zq_setup(zq_state *s, const ddl_comm_config *cfg)
-{
-    size_t la, ia, ta;
-    layout((size_t)cfg->world_size, &la, &ia, &ta);
-    s->links = (zq_link *)((unsigned char *)s + la);
-    s->items = (unsigned char *)s + ia;
-    s->table = (unsigned char *)s + ta;
-    s->magic = ZQ_STATE_MAGIC;
-    s->culprit = -1;
-    s->rank = cfg->rank;
-    s->world = cfg->world_size;
-    s->timeout_ms = cfg->timeout_ms > 0 ? cfg->timeout_ms : 30000;
-    s->log = cfg->log;
-    s->log_ud = cfg->log_ud;
-    s->token = cfg->token ? cfg->token : "";
-    s->token_bytes = strlen(s->token);
-    const char *job = cfg->job ? cfg->job : "";
-    if (strlen(job) >= DDL__JOB_BYTES)
-        return zq__fail(s, DDL_EINVAL, "job id '%.40s...' is longer than %d characters", job, DDL__JOB_BYTES - 1);
-    memcpy(s->job, job, strlen(job) + 1);
-    if (s->world == 1)
-        return DDL_OK;
-    s->ctx = zmq_ctx_new();
-    if (!s->ctx || zmq_ctx_set(s->ctx, ZMQ_MAX_SOCKETS, 2 * s->world + 16) != 0)
-        return zq__fail(s, DDL_EIO, "rank %d: cannot create a ZeroMQ context: %s", s->rank, zmq_strerror(errno));
-    return DDL_OK;
-}
-
-/* ---- rendezvous ---- */
-
-/* listen_first: bind our ROUTER where the configuration says, and start the first DEALERs. */
-static int listen_first(zq_state *s, const ddl_comm_config *cfg)
-{
-    char host[DDL__ADDR_BYTES], num[DDL__ADDR_BYTES];
-    struct sockaddr_storage ss;
-    int port, st;
-    if (cfg->peers && cfg->peers[0]) {
-        char msg[DDL_ERR_BYTES];
-        st = ddl__parse_peers(cfg->peers, s->rank, s->world, s->links[0].addr, sizeof s->links[0], msg, sizeof msg);
-        if (st != DDL_OK)
-            return zq__fail(s, st, "%s", msg);
-        const char *mine = s->links[s->rank].addr;
-        if (ddl__split_addr(mine, host, &port) != 0 || resolve(host, num, &ss) != 0)
-            return zq__fail(s, DDL_EINVAL, "rank %d: cannot parse or resolve our own address '%s'", s->rank, mine);
-        if ((st = bind_router(s, num, port, 0, "our entry in the peer list")) != DDL_OK)
-            return st;
-        for (int j = 0; j < s->world && st == DDL_OK; j++)
-            st = j == s->rank ? DDL_OK : zq__connect(s, j);
-        return st;
+    ddl__net *n = &s->net;
+    ddl__hs_msg m, reply;
+    if (ddl__hs_decode(&zq_proto, buf, bytes, &m) != 0) {
+        ddl__log(n->log, n->log_ud, DDL_LOG_WARN, "zmq: rank %d: dropped a message from %s that is not a ddl handshake",
+                 n->rank, from);
+        return;
     }
-    if (!cfg->master || !cfg->master[0])
-        return zq__fail(s, DDL_EINVAL, "zmq needs a rendezvous: set DDL_MASTER=host:port or DDL_PEERS=h:p,h:p,...");
-    s->master_mode = 1;
-    if (ddl__split_addr(cfg->master, host, &port) != 0 || resolve(host, num, &ss) != 0)
-        return zq__fail(s, DDL_EINVAL, "rank %d: cannot parse or resolve the master address '%.100s' (want host:port)",
-                        s->rank, cfg->master);
-    snprintf(s->links[0].addr, DDL__ADDR_BYTES, "%s", cfg->master);
-    if (s->rank == 0)
-        return bind_router(s, num, port, 0, "the master address");
-    char me[DDL__ADDR_BYTES];
-    if (local_ip_toward(&ss, port, me) != 0)
-        return zq__fail(s, DDL_EIO, "rank %d: no local address reaches the master %s", s->rank, cfg->master);
-    if ((st = bind_router(s, me, 0, 1, "the address we reach the master from")) != DDL_OK)
-        return st;
-    return zq__connect(s, 0);
+    zq_pending *p = pending_find(s, rid, rid_bytes, m.type == DDL__HS_HELLO);
+    if (!p) {
+        ddl__log(n->log, n->log_ud, DDL_LOG_WARN, "zmq: rank %d: dropped a handshake message from %s (%s)", n->rank,
+                 from, m.type == DDL__HS_HELLO ? "too many at once" : "out of order");
+        return;
+    }
+    if (m.type == DDL__HS_HELLO) {
+        memset(p, 0, sizeof *p);
+        p->hs.stage = DDL__HS_HELLO;
+        p->hs.deadline_ms = ddl__now_ms() + n->timeout_ms;
+        memcpy(p->rid, rid, rid_bytes);
+        p->rid_bytes = rid_bytes;
+        snprintf(p->hs.from, sizeof p->hs.from, "%s", from);
+    }
+    int act = ddl__net_accept(n, &p->hs, &m, 0, n->world - 1, &reply);
+    if (act == DDL__ACCEPT_REFUSE)
+        pending_refuse(s, p, reply.reason);
+    else if (act == DDL__ACCEPT_DROP)
+        p->hs.stage = 0;
+    else
+        router_reply(s, p->rid, p->rid_bytes, &reply);
+    if (act == DDL__ACCEPT_JOINED) {
+        zq_link *l = &s->links[p->hs.hello.rank];
+        memcpy(l->rid, p->rid, p->rid_bytes);
+        l->rid_bytes = p->rid_bytes;
+        ddl__net_join(n, &p->hs, s->master_mode && n->rank == 0);
+        p->hs.stage = 0;
+    }
 }
 
-/* open_done: every rank passed our handshake and we passed theirs (and the table went out). */
-static int open_done(zq_state *s, char *missing, size_t n)
+/* router_step: read and answer every handshake message waiting on our ROUTER. Before open
+ * completes, authenticated ranks get their rid recorded; afterwards everyone is refused. */
+static void router_step(zq_state *s)
 {
-    int count = 0;
-    size_t used = 0;
-    missing[0] = 0;
-    for (int j = 0; j < s->world; j++) {
-        if (j == s->rank || (s->links[j].rid_bytes && s->links[j].client == ZQ_C_DONE))
-            continue;
-        if (used + 16 < n)
-            used += (size_t)snprintf(missing + used, n - used, "%s%d", count ? ", " : "", j);
-        count++;
-    }
-    return count == 0 && (!s->master_mode || s->rank != 0 || s->tables_sent);
-}
-
-/* open_poll: wait for handshake traffic on the ROUTER and the DEALERs still in a handshake. */
-static int open_poll(zq_state *s, int64_t deadline_ms)
-{
-    zmq_pollitem_t *it = s->items;
-    int n = 0;
-    it[n++] = (zmq_pollitem_t){.socket = s->router, .events = ZMQ_POLLIN};
-    for (int j = 0; j < s->world; j++) {
-        zq_link *l = &s->links[j];
-        if (l->dealer && l->client != ZQ_C_DONE)
-            it[n++] = (zmq_pollitem_t){.socket = l->dealer, .events = ZMQ_POLLIN};
-    }
-    int left = ddl__remaining_ms(deadline_ms);
-    if (zmq_poll(it, n, left < 100 ? left : 100) < 0 && errno != EINTR)
-        return zq__fail(s, DDL_EIO, "rank %d: zmq_poll: %s", s->rank, zmq_strerror(errno));
-    zq__router_step(s);
-    zq__expire(s);
-    for (int j = 0; j < s->world; j++) {
-        int st = s->links[j].dealer ? zq__client_step(s, j) : DDL_OK;
-        if (st != DDL_OK)
-            return st;
-    }
-    return DDL_OK;
-}
-
-static void drain_monitor(zq_state *s, int j, int track);
-
-static int handshakes(zq_state *s, int64_t deadline_ms)
-{
-    char missing[96];
-    while (!open_done(s, missing, sizeof missing)) {
-        if (ddl__remaining_ms(deadline_ms) == 0)
-            return zq__fail(s, DDL_ETIMEDOUT, "rank %d timed out after %d ms at %s: no handshake yet with rank%s %s",
-                            s->rank, s->timeout_ms, s->addr, strchr(missing, ',') ? "s" : "", missing);
-        int st = open_poll(s, deadline_ms);
-        if (st != DDL_OK)
-            return st;
-        if (!s->master_mode || s->rank != 0)
-            continue;
-        int all = 1; /* rank 0: connect back to every rank that joined; the table once all have */
-        for (int j = 1; j < s->world && st == DDL_OK; j++) {
-            all &= s->links[j].rid_bytes != 0;
-            if (s->links[j].rid_bytes && !s->links[j].dealer)
-                st = zq__connect(s, j);
+    for (int budget = 0; s->router && budget < 4 * ZQ_PENDING + s->net.world; budget++) {
+        unsigned char rid[ZQ_RID_BYTES], buf[DDL__HS_BYTES];
+        int n = zmq_recv(s->router, rid, sizeof rid, ZMQ_DONTWAIT);
+        if (n < 0)
+            return;
+        zmq_msg_t msg;
+        zmq_msg_init(&msg);
+        int k = zmq_msg_recv(&msg, s->router, ZMQ_DONTWAIT);
+        char from[DDL__ADDR_BYTES] = "an unknown peer";
+        const char *ip = k >= 0 ? zmq_msg_gets(&msg, "Peer-Address") : NULL;
+        if (ip)
+            snprintf(from, sizeof from, "%s", ip);
+        size_t bytes = k >= 0 ? zmq_msg_size(&msg) : 0;
+        if (k >= 0 && bytes == DDL__HS_BYTES)
+            memcpy(buf, zmq_msg_data(&msg), DDL__HS_BYTES);
+        int more = k >= 0 && zmq_msg_more(&msg);
+        zmq_msg_close(&msg);
+        while (more) { /* a handshake is one frame: drop the rest */
+            zmq_msg_init(&msg);
+            more = zmq_msg_recv(&msg, s->router, ZMQ_DONTWAIT) >= 0 && zmq_msg_more(&msg);
+            zmq_msg_close(&msg);
         }
-        if (st == DDL_OK && all && !s->tables_sent)
-            st = zq__send_tables(s);
-        if (st != DDL_OK)
-            return st;
+        if (k >= 0 && n <= (int)sizeof rid)
+            router_one(s, rid, (size_t)n, buf, bytes == DDL__HS_BYTES ? bytes : 0, from);
     }
-    for (int j = 0; j < s->world; j++)
-        if (j != s->rank)
-            drain_monitor(s, j, 0); /* the connections so far are the good ones */
-    return DDL_OK;
 }
 
-static int zq_open(void *state, const ddl_comm_config *cfg)
+/* expire: free the handshake slots whose peer went silent. */
+static void expire(zq_state *s)
 {
-    zq_state *s = state;
-    if (!s || !cfg || cfg->world_size < 1 || cfg->world_size > ZQ_MAX_WORLD || cfg->rank < 0 ||
-        cfg->rank >= cfg->world_size)
-        return DDL_EINVAL;
-    int st = zq_setup(s, cfg);
-    if (st != DDL_OK || s->world == 1)
-        return st;
-    int64_t deadline_ms = ddl__now_ms() + s->timeout_ms;
-    st = listen_first(s, cfg);
-    if (st == DDL_OK)
-        st = handshakes(s, deadline_ms);
-    s->token = NULL;
-    s->token_bytes = 0;
-    if (st == DDL_OK) {
-        s->opened = 1;
-        ddl__log(s->log, s->log_ud, DDL_LOG_INFO, "zmq: rank %d of %d connected at %s (job %s)", s->rank, s->world,
-                 s->addr, s->job);
+    int64_t now = ddl__now_ms();
+    for (int i = 0; i < ZQ_PENDING; i++)
+        if (s->pending[i].hs.stage && now >= s->pending[i].hs.deadline_ms)
+            pending_refuse(s, &s->pending[i], DDL__HS_R_SILENT);
+}
+
+/* ---- handshake, DEALER side ---- */
+
+/* client_table: rank 0's address table; then connect to every other rank. Our own entry and
+ * rank 0's are not taken from it. */
+static int client_table(zq_state *s, const unsigned char *buf, size_t bytes)
+{
+    ddl__net *n = &s->net;
+    if (bytes != DDL__TABLE_HEAD + (size_t)n->world * DDL__ADDR_BYTES)
+        return ddl__net_fail(n, DDL_EPROTO, "rank 0 at %s sent a bad address table (%zu bytes)", n->peers[0].addr,
+                             bytes);
+    int st = ddl__net_table_head_ok(n, buf);
+    for (int j = 1; j < n->world && st == DDL_OK; j++)
+        st = ddl__net_table_take(n, j, buf + DDL__TABLE_HEAD + (size_t)j * DDL__ADDR_BYTES);
+    s->table_due = 0;
+    for (int j = 1; j < n->world && st == DDL_OK; j++)
+        st = j == n->rank ? DDL_OK : connect_rank(s, j);
+    return st;
+}
+
+/* client_waiting: our DEALER to rank j waits for a handshake message or the table. */
+static int client_waiting(const zq_state *s, int j)
+{
+    int stage = s->links[j].greet.stage;
+    return stage == DDL__GREET_HELLO || stage == DDL__GREET_OK || (j == 0 && s->table_due && stage == DDL__GREET_DONE);
+}
+
+/* client_step: read what rank j's ROUTER answered on our DEALER; DDL_OK or a failure (a
+ * refusal is DDL_EAUTH with the reason). */
+static int client_step(zq_state *s, int j)
+{
+    ddl__net *n = &s->net;
+    zq_link *l = &s->links[j];
+    int st = DDL_OK;
+    while (st == DDL_OK && client_waiting(s, j)) {
+        zmq_msg_t msg;
+        zmq_msg_init(&msg);
+        if (zmq_msg_recv(&msg, l->dealer, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&msg);
+            return DDL_OK;
+        }
+        const unsigned char *buf = zmq_msg_data(&msg);
+        size_t bytes = zmq_msg_size(&msg);
+        ddl__hs_msg out;
+        if (zmq_msg_more(&msg))
+            st = ddl__net_fail(n, DDL_EPROTO, "rank %d at %s broke the handshake: a message of several parts", j,
+                               n->peers[j].addr);
+        else if (l->greet.stage == DDL__GREET_DONE)
+            st = client_table(s, buf, bytes);
+        else if ((st = ddl__net_greet_step(n, &l->greet, j, buf, bytes, &out)) == DDL_OK &&
+                 l->greet.stage == DDL__GREET_OK)
+            st = send_dealer(s, j, &out);
+        zmq_msg_close(&msg);
     }
     return st;
 }
@@ -404,15 +383,16 @@ static int has_message(void *sock)
  * dead rank (one leaving on purpose leaves BYE behind). *wait_ms shrinks to the next decision. */
 static int check_links(zq_state *s, int busy, int *wait_ms)
 {
+    ddl__net *n = &s->net;
     int64_t now = ddl__now_ms();
-    for (int j = 0; j < s->world; j++) {
+    for (int j = 0; j < n->world; j++) {
         zq_link *l = &s->links[j];
-        if (j == s->rank || !l->down_at_ms || l->rx_down)
+        if (j == n->rank || !l->down_at_ms || n->peers[j].rx_down)
             continue;
         if (l->reconnected) {
-            link_down(s, j, DDL_EPEER, 1, 1);
-            return zq__fail(s, DDL_EPEER, "rank %d at %s dropped its connection and something else answers there now "
-                            "(noticed by rank %d)", j, l->addr, s->rank);
+            ddl__net_link_down(n, j, DDL_EPEER, 1, 1);
+            return ddl__net_fail(n, DDL_EPEER, "rank %d at %s dropped its connection and something else answers there "
+                                 "now (noticed by rank %d)", j, n->peers[j].addr, n->rank);
         }
         int64_t since = now - l->down_at_ms;
         if (since < ZQ_GRACE_MS) {
@@ -421,37 +401,200 @@ static int check_links(zq_state *s, int busy, int *wait_ms)
         }
         if (has_message(l->dealer))
             continue; /* data or BYE still to read: decided when the caller reads it */
-        link_down(s, j, DDL_EPEER, 1, 1);
-        return zq__fail(s, DDL_EPEER, "rank %d at %s closed the connection (noticed by rank %d while exchanging with rank %d)",
-                        j, l->addr, s->rank, busy);
+        ddl__net_link_down(n, j, DDL_EPEER, 1, 1);
+        return ddl__net_fail(n, DDL_EPEER,
+                             "rank %d at %s closed the connection (noticed by rank %d while exchanging with rank %d)",
+                             j, n->peers[j].addr, n->rank, busy);
     }
     return DDL_OK;
+}
+
+/* ---- open ---- */
+
+/* layout: offsets of the arrays after the struct; returns the total size. */
+static size_t layout(size_t world, size_t at[4])
+{
+    at[0] = ddl__align_up(sizeof(zq_state));                                /* net.peers */
+    at[1] = at[0] + ddl__align_up(world * sizeof(ddl__net_peer));           /* links */
+    at[2] = at[1] + ddl__align_up(world * sizeof(zq_link));                 /* items */
+    at[3] = at[2] + ddl__align_up((2 * world + 3) * sizeof(zmq_pollitem_t)); /* table */
+    return at[3] + ddl__align_up(DDL__TABLE_HEAD + world * DDL__ADDR_BYTES);
+}
+
+static size_t zq_state_bytes(const ddl_comm_config *cfg)
+{
+    int w = cfg ? cfg->world_size : 1;
+    size_t at[4];
+    return layout(w >= 1 && w <= ZQ_MAX_WORLD ? (size_t)w : 1, at);
+}
+
+/* listen_first: bind our ROUTER where the configuration says, and start the first DEALERs. */
+static int listen_first(zq_state *s, const ddl_comm_config *cfg)
+{
+    ddl__net *n = &s->net;
+    struct sockaddr_storage ss, me;
+    socklen_t len;
+    int st = ddl__net_where(n, cfg, &ss, &len, &s->master_mode);
+    if (st != DDL_OK)
+        return st;
+    if (!s->master_mode) {
+        st = bind_router(s, &ss, 0, "our entry in the peer list");
+        for (int j = 0; j < n->world && st == DDL_OK; j++)
+            st = j == n->rank ? DDL_OK : connect_rank(s, j);
+        return st;
+    }
+    if (n->rank == 0) {
+        st = bind_router(s, &ss, 0, "the master address");
+        memcpy(n->peers[0].addr, n->addr, DDL__ADDR_BYTES); /* the table's first entry */
+        return st;
+    }
+    s->table_due = 1;
+    if (ddl__net_local_toward(&ss, &me, &len) != 0)
+        return ddl__net_fail(n, DDL_EIO, "rank %d: no local address reaches the master %s", n->rank, cfg->master);
+    if ((st = bind_router(s, &me, 1, "the address we reach the master from")) != DDL_OK)
+        return st;
+    return connect_rank(s, 0);
+}
+
+/* open_done: every rank passed our handshake and we passed theirs (and the table went out). */
+static int open_done(zq_state *s, char *missing, size_t size)
+{
+    ddl__net *n = &s->net;
+    int count = 0;
+    size_t used = 0;
+    missing[0] = 0;
+    for (int j = 0; j < n->world; j++) {
+        if (j == n->rank || (n->peers[j].joined && s->links[j].greet.stage == DDL__GREET_DONE && !client_waiting(s, j)))
+            continue;
+        if (used + 16 < size)
+            used += (size_t)snprintf(missing + used, size - used, "%s%d", count ? ", " : "", j);
+        count++;
+    }
+    return count == 0 && (!s->master_mode || n->rank != 0 || s->tables_sent);
+}
+
+/* open_poll: wait for handshake traffic on the ROUTER and the DEALERs still in a handshake. */
+static int open_poll(zq_state *s, int64_t deadline_ms)
+{
+    zmq_pollitem_t *it = s->items;
+    int n = 0, st = DDL_OK;
+    it[n++] = (zmq_pollitem_t){.socket = s->router, .events = ZMQ_POLLIN};
+    for (int j = 0; j < s->net.world; j++)
+        if (s->links[j].dealer && client_waiting(s, j))
+            it[n++] = (zmq_pollitem_t){.socket = s->links[j].dealer, .events = ZMQ_POLLIN};
+    int left = ddl__remaining_ms(deadline_ms);
+    if (zmq_poll(it, n, left < 100 ? left : 100) < 0 && errno != EINTR)
+        return ddl__net_fail(&s->net, DDL_EIO, "rank %d: zmq_poll: %s", s->net.rank, zmq_strerror(errno));
+    router_step(s);
+    expire(s);
+    for (int j = 0; j < s->net.world && st == DDL_OK; j++)
+        st = s->links[j].dealer ? client_step(s, j) : DDL_OK;
+    return st;
+}
+
+/* send_tables: rank 0, master mode: every rank gets the table of ROUTER addresses. */
+static int send_tables(zq_state *s)
+{
+    ddl__net *n = &s->net;
+    size_t bytes = DDL__TABLE_HEAD + (size_t)n->world * DDL__ADDR_BYTES;
+    ddl__net_table_head(n, s->table);
+    for (int j = 0; j < n->world; j++)
+        memcpy(s->table + DDL__TABLE_HEAD + (size_t)j * DDL__ADDR_BYTES, n->peers[j].addr, DDL__ADDR_BYTES);
+    for (int r = 1; r < n->world; r++) {
+        zq_link *l = &s->links[r];
+        if (zmq_send(s->router, l->rid, l->rid_bytes, ZMQ_SNDMORE | ZMQ_DONTWAIT) != (int)l->rid_bytes ||
+            zmq_send(s->router, s->table, bytes, ZMQ_DONTWAIT) != (int)bytes)
+            return ddl__net_fail(n, DDL_EPEER, "rank 0: could not send the address table to rank %d at %s: %s", r,
+                                 n->peers[r].addr, zmq_strerror(errno));
+    }
+    s->tables_sent = 1;
+    return DDL_OK;
+}
+
+/* connect_back: rank 0, master mode: connect to every rank that joined; the table once all have. */
+static int connect_back(zq_state *s)
+{
+    int st = DDL_OK, all = 1;
+    for (int j = 1; j < s->net.world && st == DDL_OK; j++) {
+        all &= s->net.peers[j].joined;
+        if (s->net.peers[j].joined && !s->links[j].dealer)
+            st = connect_rank(s, j);
+    }
+    if (st == DDL_OK && all && !s->tables_sent)
+        st = send_tables(s);
+    return st;
+}
+
+static int handshakes(zq_state *s, int64_t deadline_ms)
+{
+    ddl__net *n = &s->net;
+    char missing[96];
+    while (!open_done(s, missing, sizeof missing)) {
+        if (ddl__remaining_ms(deadline_ms) == 0)
+            return ddl__net_fail(n, DDL_ETIMEDOUT, "rank %d timed out after %d ms at %s: no handshake yet with rank%s %s",
+                                 n->rank, n->timeout_ms, n->addr, strchr(missing, ',') ? "s" : "", missing);
+        int st = open_poll(s, deadline_ms);
+        if (st == DDL_OK && s->master_mode && n->rank == 0)
+            st = connect_back(s);
+        if (st != DDL_OK)
+            return st;
+    }
+    for (int j = 0; j < n->world; j++)
+        if (j != n->rank)
+            drain_monitor(s, j, 0); /* the connections so far are the good ones */
+    return DDL_OK;
+}
+
+static int zq_open(void *state, const ddl_comm_config *cfg)
+{
+    zq_state *s = state;
+    if (!s || !cfg || cfg->world_size < 1 || cfg->world_size > ZQ_MAX_WORLD || cfg->rank < 0 ||
+        cfg->rank >= cfg->world_size)
+        return DDL_EINVAL;
+    size_t at[4];
+    layout((size_t)cfg->world_size, at);
+    s->links = (zq_link *)((unsigned char *)s + at[1]);
+    s->items = (unsigned char *)s + at[2];
+    s->table = (unsigned char *)s + at[3];
+    int st = ddl__net_init(&s->net, ZQ_STATE_MAGIC, &zq_proto, cfg, (ddl__net_peer *)((unsigned char *)s + at[0]));
+    if (st != DDL_OK || s->net.world == 1)
+        return st;
+    s->ctx = zmq_ctx_new();
+    if (!s->ctx || zmq_ctx_set(s->ctx, ZMQ_MAX_SOCKETS, 2 * s->net.world + 16) != 0)
+        return ddl__net_fail(&s->net, DDL_EIO, "rank %d: cannot create a ZeroMQ context: %s", s->net.rank,
+                             zmq_strerror(errno));
+    int64_t deadline_ms = ddl__now_ms() + s->net.timeout_ms;
+    st = listen_first(s, cfg);
+    if (st == DDL_OK)
+        st = handshakes(s, deadline_ms);
+    s->opened = st == DDL_OK;
+    ddl__net_opened(&s->net, st);
+    return st;
 }
 
 /* ---- sending ---- */
 
 static int send_failed(zq_state *s, int j, size_t bytes)
 {
+    ddl__net *n = &s->net;
     int e = errno;
     if (e == EHOSTUNREACH) {
-        link_down(s, j, DDL_EPEER, 1, 0);
-        return zq__fail(s, DDL_EPEER, "rank %d at %s closed the connection before rank %d could send %zu bytes", j,
-                        s->links[j].addr, s->rank, bytes);
+        ddl__net_link_down(n, j, DDL_EPEER, 1, 0);
+        return ddl__net_fail(n, DDL_EPEER, "rank %d at %s closed the connection before rank %d could send %zu bytes", j,
+                             n->peers[j].addr, n->rank, bytes);
     }
-    link_down(s, j, DDL_EIO, 1, 0);
-    return zq__fail(s, DDL_EIO, "rank %d: sending %zu bytes to rank %d at %s failed: %s", s->rank, bytes, j,
-                    s->links[j].addr, zmq_strerror(e));
+    ddl__net_link_down(n, j, DDL_EIO, 1, 0);
+    return ddl__net_fail(n, DDL_EIO, "rank %d: sending %zu bytes to rank %d at %s failed: %s", n->rank, bytes, j,
+                         n->peers[j].addr, zmq_strerror(e));
 }
 
 /* send_msg: queue [rid][prefix][chunks] on the ROUTER (libzmq copies each chunk). Never blocks:
  * the ROUTER's SNDHWM is 0 and exchange() bounds what is queued to one message per call. */
-static int send_msg(zq_state *s, int j, uint32_t flags, const void *hdr, const void *buf, size_t bytes)
+static int send_msg(zq_state *s, int j, const unsigned char pre[DDL__FRAME_PREFIX], const void *buf, size_t bytes)
 {
     zq_link *l = &s->links[j];
-    unsigned char pre[FRAME_PREFIX];
-    ddl__frame_prefix(pre, FRAME_MAGIC, flags, bytes, hdr);
     if (zmq_send(s->router, l->rid, l->rid_bytes, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0 ||
-        zmq_send(s->router, pre, sizeof pre, (bytes ? ZMQ_SNDMORE : 0) | ZMQ_DONTWAIT) < 0)
+        zmq_send(s->router, pre, DDL__FRAME_PREFIX, (bytes ? ZMQ_SNDMORE : 0) | ZMQ_DONTWAIT) < 0)
         return send_failed(s, j, bytes);
     const unsigned char *p = buf;
     for (size_t off = 0; off < bytes;) {
@@ -481,29 +624,9 @@ static int broke(zq_state *s, int j, const char *what, int more)
 {
     if (more)
         drain_parts(s->links[j].dealer);
-    link_down(s, j, DDL_EPROTO, 0, 1);
-    return zq__fail(s, DDL_EPROTO, "rank %d at %s broke the protocol: %s; rank %d reads no more from it", j,
-                    s->links[j].addr, what, s->rank);
-}
-
-/* peer_left: a BYE or ABORT frame from rank j. */
-static int peer_left(zq_state *s, int j, uint32_t flags, const unsigned char *pre, size_t want)
-{
-    const char *addr = s->links[j].addr;
-    link_down(s, j, DDL_EPEER, 1, 1);
-    if (flags & FRAME_ABORT) {
-        int culprit = (int)(int32_t)(uint32_t)ddl__get_le(pre + 16, 4);
-        int status = (int)(int32_t)(uint32_t)ddl__get_le(pre + 20, 4);
-        if (culprit >= 0 && culprit < s->world && culprit != s->rank && culprit != j) {
-            s->culprit = culprit;
-            return zq__fail(s, DDL_EPEER, "rank %d at %s closed the connection (reported by rank %d at %s, noticed by rank %d)",
-                            culprit, s->links[culprit].addr, j, addr, s->rank);
-        }
-        return zq__fail(s, DDL_EPEER, "rank %d at %s left the job after a failure (%s), noticed by rank %d", j, addr,
-                        ddl_strerror(status), s->rank);
-    }
-    return zq__fail(s, DDL_EPEER, "rank %d at %s closed the connection (it left the job) while rank %d waited for %zu bytes",
-                    j, addr, s->rank, want);
+    ddl__net_link_down(&s->net, j, DDL_EPROTO, 0, 1);
+    return ddl__net_fail(&s->net, DDL_EPROTO, "rank %d at %s broke the protocol: %s; rank %d reads no more from it", j,
+                         s->net.peers[j].addr, what, s->net.rank);
 }
 
 /* read_payload: the chunks of a message of `bytes` bytes, straight into buf. */
@@ -528,58 +651,43 @@ static int read_payload(zq_state *s, int j, unsigned char *buf, size_t bytes)
 /* try_recv: one message from rank j if there is one: 1 received, 0 nothing yet, < 0 failed. */
 static int try_recv(zq_state *s, int j, void *recv_hdr, void *buf, size_t bytes)
 {
-    zq_link *l = &s->links[j];
+    ddl__net *n = &s->net;
     zmq_msg_t m;
     zmq_msg_init(&m);
-    if (zmq_msg_recv(&m, l->dealer, ZMQ_DONTWAIT) < 0) {
+    if (zmq_msg_recv(&m, s->links[j].dealer, ZMQ_DONTWAIT) < 0) {
         int e = errno;
         zmq_msg_close(&m);
-        return e == EAGAIN || e == EINTR ? 0 : zq__fail(s, DDL_EIO, "rank %d: receiving from rank %d: %s", s->rank, j,
-                                                        zmq_strerror(e));
+        return e == EAGAIN || e == EINTR ? 0 : ddl__net_fail(n, DDL_EIO, "rank %d: receiving from rank %d: %s", n->rank, j,
+                                                             zmq_strerror(e));
     }
-    unsigned char pre[FRAME_PREFIX];
-    size_t n = zmq_msg_size(&m);
+    unsigned char pre[DDL__FRAME_PREFIX];
+    size_t size = zmq_msg_size(&m);
     int more = zmq_msg_more(&m);
-    if (n == FRAME_PREFIX)
-        memcpy(pre, zmq_msg_data(&m), FRAME_PREFIX);
+    if (size == DDL__FRAME_PREFIX)
+        memcpy(pre, zmq_msg_data(&m), DDL__FRAME_PREFIX);
     zmq_msg_close(&m);
-    if (n != FRAME_PREFIX)
+    ddl__frame f;
+    if (size != DDL__FRAME_PREFIX)
         return broke(s, j, "a frame that is not a message prefix", more);
-    uint32_t magic = (uint32_t)ddl__get_le(pre, 4), flags = (uint32_t)ddl__get_le(pre + 4, 4);
-    uint64_t len = ddl__get_le(pre + 8, 8);
-    if (magic != FRAME_MAGIC || (flags & ~(FRAME_BYE | FRAME_ABORT)) != 0)
+    if (!ddl__net_frame_read(n, pre, &f))
         return broke(s, j, "a bad message prefix", more);
-    if (flags)
-        return peer_left(s, j, flags, pre, bytes);
-    if (len > FRAME_MAX_PAYLOAD || (len > 0) != (more != 0))
+    if (f.flags)
+        return ddl__net_peer_left(n, j, pre, bytes);
+    if (f.bytes > DDL__FRAME_MAX_PAYLOAD || (f.bytes > 0) != (more != 0))
         return broke(s, j, "a prefix that does not match its payload", more);
     if (recv_hdr)
         memcpy(recv_hdr, pre + 16, DDL_HEADER_BYTES);
-    if (len != (uint64_t)bytes) { /* messages are whole in ZeroMQ: drop it, the link stays in step */
+    if (f.bytes != (uint64_t)bytes) { /* messages are whole in ZeroMQ: drop it, the link stays in step */
         if (more)
-            drain_parts(l->dealer);
-        return zq__fail(s, DDL_EMISMATCH, "rank %d at %s sent a message of %llu bytes, rank %d expected %zu", j, l->addr,
-                        (unsigned long long)len, s->rank, bytes);
+            drain_parts(s->links[j].dealer);
+        return ddl__net_fail(n, DDL_EMISMATCH, "rank %d at %s sent a message of %llu bytes, rank %d expected %zu", j,
+                             n->peers[j].addr, (unsigned long long)f.bytes, n->rank, bytes);
     }
     int st = read_payload(s, j, buf, bytes);
     return st == DDL_OK ? 1 : st;
 }
 
 /* ---- exchange ---- */
-
-static int check_use(zq_state *s, int peer, int sending)
-{
-    if (peer == -1)
-        return DDL_OK;
-    if (peer < 0 || peer >= s->world || peer == s->rank)
-        return zq__fail(s, DDL_EINVAL, "rank %d: no link to rank %d (world size %d)", s->rank, peer, s->world);
-    zq_link *l = &s->links[peer];
-    int down = sending ? l->tx_down : l->rx_down;
-    if (down || (sending && !s->router))
-        return zq__fail(s, down ? down : DDL_EIO, "rank %d: the link to rank %d at %s is down after an earlier failure",
-                        s->rank, peer, l->addr);
-    return DDL_OK;
-}
 
 /* wait_events: poll the receiving DEALER, every monitor and the ROUTER (impostors get their
  * refusal), then take what came in. */
@@ -588,7 +696,7 @@ static int wait_events(zq_state *s, int from, int left)
     zmq_pollitem_t *it = s->items;
     int n = 0, wait_ms = left;
     it[n++] = (zmq_pollitem_t){.socket = s->links[from].dealer, .events = ZMQ_POLLIN};
-    for (int j = 0; j < s->world; j++)
+    for (int j = 0; j < s->net.world; j++)
         if (s->links[j].monitor)
             it[n++] = (zmq_pollitem_t){.socket = s->links[j].monitor, .events = ZMQ_POLLIN};
     it[n++] = (zmq_pollitem_t){.socket = s->router, .events = ZMQ_POLLIN};
@@ -596,12 +704,12 @@ static int wait_events(zq_state *s, int from, int left)
     if (st != DDL_OK)
         return st;
     if (zmq_poll(it, n, wait_ms) < 0 && errno != EINTR)
-        return zq__fail(s, DDL_EIO, "rank %d: zmq_poll: %s", s->rank, zmq_strerror(errno));
-    for (int j = 0; j < s->world; j++)
-        if (j != s->rank)
+        return ddl__net_fail(&s->net, DDL_EIO, "rank %d: zmq_poll: %s", s->net.rank, zmq_strerror(errno));
+    for (int j = 0; j < s->net.world; j++)
+        if (j != s->net.rank)
             drain_monitor(s, j, 1);
-    zq__router_step(s);
-    zq__expire(s);
+    router_step(s);
+    expire(s);
     return check_links(s, from, &wait_ms);
 }
 
@@ -609,17 +717,21 @@ static int zq_exchange(void *state, int to, const void *send_hdr, const void *se
                        void *recv_hdr, void *recv_buf, size_t recv_bytes, int timeout_ms)
 {
     zq_state *s = state;
-    if (!s || s->magic != ZQ_STATE_MAGIC || !s->opened)
+    if (!s || s->net.magic != ZQ_STATE_MAGIC || !s->opened)
         return DDL_EINVAL;
-    int st = check_use(s, to, 1);
+    ddl__net *n = &s->net;
+    unsigned char pre[DDL__FRAME_PREFIX];
+    int st = ddl__net_check_peer(n, to, 1);
     if (st == DDL_OK)
-        st = check_use(s, from, 0);
-    if (st == DDL_OK && to >= 0) /* queued whole at once: libzmq's I/O thread sends while we receive */
-        st = send_msg(s, to, 0, send_hdr, send_buf, send_bytes);
+        st = ddl__net_check_peer(n, from, 0);
+    if (st == DDL_OK && to >= 0) { /* queued whole at once: libzmq's I/O thread sends while we receive */
+        ddl__net_frame_prefix(n, pre, 0, send_bytes, send_hdr);
+        st = send_msg(s, to, pre, send_buf, send_bytes);
+    }
     if (st != DDL_OK || from < 0)
         return st;
     if (timeout_ms <= 0)
-        timeout_ms = s->timeout_ms;
+        timeout_ms = n->timeout_ms;
     int64_t deadline_ms = ddl__now_ms() + timeout_ms;
     for (;;) {
         int r = try_recv(s, from, recv_hdr, recv_buf, recv_bytes);
@@ -627,8 +739,8 @@ static int zq_exchange(void *state, int to, const void *send_hdr, const void *se
             return r < 0 ? r : DDL_OK;
         int left = ddl__remaining_ms(deadline_ms);
         if (left == 0)
-            return zq__fail(s, DDL_ETIMEDOUT, "rank %d timed out after %d ms waiting for rank %d at %s to send %zu bytes",
-                            s->rank, timeout_ms, from, s->links[from].addr, recv_bytes);
+            return ddl__net_fail(n, DDL_ETIMEDOUT, "rank %d timed out after %d ms waiting for rank %d at %s to send %zu bytes",
+                                 n->rank, timeout_ms, from, n->peers[from].addr, recv_bytes);
         if ((st = wait_events(s, from, left)) != DDL_OK)
             return st;
     }
@@ -636,32 +748,29 @@ static int zq_exchange(void *state, int to, const void *send_hdr, const void *se
 
 /* ---- close ---- */
 
-/* say_goodbye: BYE (we leave on purpose) or ABORT naming the rank we found dead, to every rank
- * we can still reach; the ROUTER lingers up to 500 ms so they arrive. */
+/* say_goodbye: BYE or ABORT (net.c) to every rank we can still reach; the ROUTER lingers up to
+ * 500 ms so that they arrive. */
 static void say_goodbye(zq_state *s)
 {
-    unsigned char hdr[DDL_HEADER_BYTES] = {0};
-    ddl__put_le(hdr, (uint32_t)s->culprit, 4);
-    ddl__put_le(hdr + 4, (uint32_t)s->fail_status, 4);
-    for (int j = 0; j < s->world; j++) {
-        zq_link *l = &s->links[j];
-        if (j != s->rank && l->rid_bytes && !l->tx_down)
-            (void)send_msg(s, j, s->failed ? FRAME_ABORT : FRAME_BYE, hdr, NULL, 0);
-    }
+    unsigned char pre[DDL__FRAME_PREFIX];
+    ddl__net_goodbye(&s->net, pre);
+    for (int j = 0; j < s->net.world; j++)
+        if (j != s->net.rank && s->links[j].rid_bytes && !s->net.peers[j].tx_down)
+            (void)send_msg(s, j, pre, NULL, 0);
     set_int(s->router, ZMQ_LINGER, 500);
 }
 
 static void zq_close(void *state)
 {
     zq_state *s = state;
-    if (!s || s->magic != ZQ_STATE_MAGIC)
+    if (!s || s->net.magic != ZQ_STATE_MAGIC)
         return;
     if (s->router && s->opened)
         say_goodbye(s);
     if (s->router)
         zmq_close(s->router);
     s->router = NULL;
-    for (int j = 0; j < s->world; j++) {
+    for (int j = 0; j < s->net.world; j++) {
         zq_link *l = &s->links[j];
         if (l->dealer)
             zmq_close(l->dealer);
@@ -672,23 +781,19 @@ static void zq_close(void *state)
     if (s->ctx)
         zmq_ctx_term(s->ctx); /* waits for the goodbyes, at most the ROUTER's linger */
     s->ctx = NULL;
-    s->magic = 0;
+    s->net.magic = 0;
 }
 
 static const char *zq_error(const void *state)
 {
     const zq_state *s = state;
-    return s ? s->err : "";
+    return s ? s->net.err : "";
 }
 
 static const char *zq_peer_address(const void *state, int r)
 {
     const zq_state *s = state;
-    if (!s || s->magic != ZQ_STATE_MAGIC || r < 0 || r >= s->world)
-        return "?";
-    if (r == s->rank)
-        return s->addr[0] ? s->addr : "self";
-    return s->links[r].addr[0] ? s->links[r].addr : "?";
+    return s && s->net.magic == ZQ_STATE_MAGIC ? ddl__net_peer_address(&s->net, r) : "?";
 }
 
 /* ---- vtable ---- */

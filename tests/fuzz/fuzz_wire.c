@@ -6,12 +6,15 @@
  *   mode 1: TCP frames: the input arrives on a socket as rank 1's side of a tcp exchange
  *           (transports/tcp.c's frame prefix check: magic, flags, lying lengths, BYE, ABORT);
  *   mode 2: the TCP handshake, connecting side: the input is what the accepting rank answers
- *           (hello, then proof reply) to tcp__greet (transports/tcp_handshake.c, whose
- *           message parser and proof checks are transports/handshake.c's).
- * No ddl source was changed for this: the parsers are reached through their real callers.
+ *           (hello, then proof reply) to tcp.c's greet (whose message parser and proof checks
+ *           are transports/net_handshake.c's).
+ * No ddl source was changed for this: the parsers are reached through their real callers. The
+ * state of the TCP transport and its greet are private to tcp.c, so tcp.c is compiled into this
+ * target (its ddl_transport_tcp then stands in for the one in libddl.a, whose tcp.o the linker
+ * no longer needs).
  * Every input must give DDL_OK or an error with a message, never a crash, a hang or a leak. */
 #include "ddl.h"
-#include "tcp_impl.h"
+#include "tcp.c"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -88,25 +91,20 @@ static void fuzz_header(const uint8_t *data, size_t size)
 
 static tcp_state *tcp_make(int fd)
 {
+    const ddl_comm_config cfg = {.rank = 0, .world_size = 2, .timeout_ms = 50, .token = "secret", .job = "fuzzjob"};
     tcp_state *s = calloc(1, sizeof *s);
     s->links = calloc(2, sizeof *s->links);
     s->pfd = calloc(2 + TCP_PENDING + 1, sizeof *s->pfd);
     s->pfd_rank = calloc(2 + TCP_PENDING + 1, sizeof *s->pfd_rank);
-    s->magic = TCP_STATE_MAGIC;
-    s->rank = 0;
-    s->world = 2;
-    s->timeout_ms = 50;
-    s->culprit = -1;
+    if (ddl__net_init(&s->net, TCP_STATE_MAGIC, &tcp_proto, &cfg, calloc(2, sizeof(ddl__net_peer))) != DDL_OK)
+        abort();
     s->listen_fd = -1;
-    s->token = "secret";
-    s->token_bytes = 6;
-    snprintf(s->job, sizeof s->job, "fuzzjob");
-    snprintf(s->listen_addr, sizeof s->listen_addr, "127.0.0.1:1");
+    snprintf(s->net.addr, sizeof s->net.addr, "127.0.0.1:1");
     for (int i = 0; i < TCP_PENDING; i++)
         s->pending[i].fd = -1;
     s->links[0].fd = -1;
     s->links[1].fd = fd;
-    snprintf(s->links[1].addr, sizeof s->links[1].addr, "127.0.0.1:2");
+    snprintf(s->net.peers[1].addr, sizeof s->net.peers[1].addr, "127.0.0.1:2");
     return s;
 }
 
@@ -114,7 +112,7 @@ static void tcp_free(tcp_state *s)
 {
     if (s->links[1].fd >= 0)
         close(s->links[1].fd);
-    free(s->links), free(s->pfd), free(s->pfd_rank), free(s);
+    free(s->net.peers), free(s->links), free(s->pfd), free(s->pfd_rank), free(s);
 }
 
 /* peer_sends: a socket pair whose far end (*far, to close later) has sent data[size] and shut
@@ -157,8 +155,8 @@ static void fuzz_greet(const uint8_t *data, size_t size)
 {
     int far, fd = peer_sends(data, size, &far);
     tcp_state *s = tcp_make(-1);
-    int rc = tcp__greet(s, fd, 1, ddl__now_ms() + 20);
-    if (rc != DDL_OK && !s->err[0])
+    int rc = greet(s, fd, 1, ddl__now_ms() + 20);
+    if (rc != DDL_OK && !s->net.err[0])
         abort();
     close(fd);
     close(far);
@@ -197,7 +195,7 @@ static void write_seeds(const char *dir)
     seed(dir, "seed-frame", b, 1 + 48);
     /* mode 2: the acceptor's hello: "DDLH" type 1 version 1 rank 1 world 2, job "fuzzjob" */
     memset(b, 0, sizeof b);
-    b[0] = 2, memcpy(b + 1, "DDLH", 4), le32(b + 5, DDL__HS_HELLO), le32(b + 9, TCP_PROTO_VERSION);
+    b[0] = 2, memcpy(b + 1, "DDLH", 4), le32(b + 5, DDL__HS_HELLO), le32(b + 9, tcp_proto.version);
     le32(b + 13, 1), le32(b + 17, 2), memcpy(b + 25, "fuzzjob", 7);
     memcpy(b + 1 + DDL__HS_BYTES, b + 1, DDL__HS_BYTES), le32(b + 1 + DDL__HS_BYTES + 4, DDL__HS_OK);
     seed(dir, "seed-greet", b, 1 + 2 * DDL__HS_BYTES);

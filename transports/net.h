@@ -1,0 +1,208 @@
+/* net.h - private to the network transports (tcp.c, zmq.c) and to what they share: net.c (their
+ * common state, failure recording, addresses, rendezvous table, frame prefix, goodbyes) and
+ * net_handshake.c (the handshake both run before they trust a peer), on sha256.c's HMAC.
+ * A transport keeps one ddl__net in its state; its sockets, and how bytes travel on them, stay
+ * in its own file. Not API: nothing outside transports/ includes this but the tests of these
+ * pieces. Calls run one way: tcp.c and zmq.c call net_handshake.c and net.c; net_handshake.c
+ * calls net.c and sha256.c; nothing here calls back into a transport. */
+#ifndef DDL_NET_H
+#define DDL_NET_H
+#include "core/impl.h"
+
+#include <sys/socket.h>
+
+/* ---- SHA-256 and HMAC (sha256.c) ---- */
+
+#define DDL__SHA256_BYTES 32
+/* ddl__sha256: out = SHA-256 of data[bytes]. */
+void ddl__sha256(const void *data, size_t bytes, unsigned char out[DDL__SHA256_BYTES]);
+/* ddl__hmac_sha256: out = HMAC-SHA256 with key[key_bytes] of msg[msg_bytes] (RFC 2104). */
+void ddl__hmac_sha256(const void *key, size_t key_bytes, const void *msg, size_t msg_bytes,
+                      unsigned char out[DDL__SHA256_BYTES]);
+/* ddl__ct_equal: 1 if a and b hold the same bytes; time does not depend on where they differ. */
+int ddl__ct_equal(const void *a, const void *b, size_t bytes);
+
+/* ---- protocols ---- */
+
+#define DDL__ADDR_BYTES 64  /* "host:port" including the NUL; longer addresses are refused */
+#define DDL__JOB_BYTES 64   /* job id including the NUL */
+#define DDL__NONCE_BYTES 32 /* random bytes each side contributes to a handshake */
+#define DDL__HS_BYTES 216   /* every handshake message has exactly this size */
+
+/* What tells one transport's wire from another's, so that one never takes the other's bytes. */
+typedef struct ddl__net_proto {
+    const char *name;       /* "tcp": the prefix of its log lines and messages */
+    const char *hs_magic;   /* the 4 bytes every handshake message starts with: "DDLH", "DDLZ" */
+    const char *label;      /* what every proof's text starts with: "ddl-v1", "ddl-zmq-v1" */
+    uint32_t version;       /* the handshake protocol version every message states */
+    const char *duplicate;  /* how the refusal reason DDL__HS_R_DUPLICATE reads */
+    int duplicate_at_hello; /* 1: a rank that already joined is refused at its hello (tcp); 0: only
+                             * after its proof, so an impostor hears first that its token is wrong */
+    uint32_t frame_magic;   /* the u32 every frame prefix starts with: "DDL1", "DDLZ" */
+} ddl__net_proto;
+
+/* ---- state (net.c) ---- */
+
+/* What a transport knows of one other rank, whatever carries its bytes. */
+typedef struct ddl__net_peer {
+    char addr[DDL__ADDR_BYTES]; /* its listening "host:port", for connecting and for messages */
+    int tx_down, rx_down;       /* 0, or the status that broke sending / receiving (returned again) */
+    int joined;                 /* it passed the accepting side of our handshake */
+} ddl__net_peer;
+
+typedef struct ddl__net {
+    uint32_t magic;             /* the transport's mark once open() initialised the state */
+    const ddl__net_proto *proto;
+    int rank, world, timeout_ms;
+    int failed;                 /* a failure happened: close() says ABORT, not BYE */
+    int fail_status;            /* the first failure's status */
+    int culprit;                /* the first rank found dead (-1: none), named in our ABORT */
+    ddl_log_fn log;
+    void *log_ud;
+    const char *token;          /* valid during open() only */
+    size_t token_bytes;
+    char job[DDL__JOB_BYTES];
+    char addr[DDL__ADDR_BYTES]; /* where we listen */
+    char err[DDL_ERR_BYTES];    /* the last failure in words */
+    ddl__net_peer *peers;       /* [world], inside the transport's state memory */
+} ddl__net;
+
+/* ddl__net_init: n for cfg (rank and world size already checked), peers[world] zeroed by the
+ * core. DDL_OK, or DDL_EINVAL for a job id too long (message in n->err). */
+int ddl__net_init(ddl__net *n, uint32_t magic, const ddl__net_proto *proto, const ddl_comm_config *cfg,
+                  ddl__net_peer *peers);
+/* ddl__net_fail: record a message (and the first failure's status) and return status. */
+int ddl__net_fail(ddl__net *n, int status, const char *fmt, ...) DDL__PRINTF(3, 4);
+/* ddl__net_link_down: sending (tx) and/or receiving (rx) with rank j failed with status; a
+ * dead peer (DDL_EPEER) becomes the culprit if none was named yet. */
+void ddl__net_link_down(ddl__net *n, int j, int status, int tx, int rx);
+/* ddl__net_check_peer: DDL_OK if rank peer (-1: nobody) can be sent to (sending) or received
+ * from; DDL_EINVAL for no such rank, or the status that broke that direction earlier. */
+int ddl__net_check_peer(ddl__net *n, int peer, int sending);
+/* ddl__net_opened: open() ends with status: forget the token, log the success. */
+void ddl__net_opened(ddl__net *n, int status);
+/* ddl__net_peer_address: rank r's address for messages ("self" or "?" when unknown). */
+const char *ddl__net_peer_address(const ddl__net *n, int r);
+
+/* ---- addresses and rendezvous (net.c) ---- */
+
+/* ddl__split_addr: "host:port" or "[v6]:port" (under DDL__ADDR_BYTES) into host, brackets
+ * removed, and port; 0 on success, -1 if it is not of that form. */
+int ddl__split_addr(const char *text, char host[DDL__ADDR_BYTES], int *port);
+/* ddl__net_resolve: "host:port" into *ss. Numeric hosts need no resolver; names go through
+ * getaddrinfo (the only place libc may allocate for us). 0, or -1. */
+int ddl__net_resolve(const char *text, struct sockaddr_storage *ss, socklen_t *len);
+/* ddl__net_format: "ip:port" or "[ip6]:port". */
+void ddl__net_format(const struct sockaddr_storage *ss, char out[DDL__ADDR_BYTES]);
+/* ddl__net_local_toward: the address of this host that reaches *to, port 0, in *out (a UDP
+ * connect, which sends nothing). 0, or -1. */
+int ddl__net_local_toward(const struct sockaddr_storage *to, struct sockaddr_storage *out, socklen_t *len);
+/* ddl__net_where: the rendezvous cfg asks for. With a peer list (*master 0) every peers[].addr
+ * is set and *ss is our own entry; with a master (*master 1) peers[0].addr and *ss are the
+ * master's address. DDL_OK, or DDL_EINVAL with the message. */
+int ddl__net_where(ddl__net *n, const ddl_comm_config *cfg, struct sockaddr_storage *ss, socklen_t *len,
+                   int *master);
+
+/* The address table rank 0 sends every rank in a master rendezvous: [0] "DDLT" [4] u32 world,
+ * then world entries of DDL__ADDR_BYTES, each a NUL-terminated "host:port" (peers[j].addr). */
+#define DDL__TABLE_HEAD 8
+/* ddl__net_table_head: the first DDL__TABLE_HEAD bytes of our table. */
+void ddl__net_table_head(const ddl__net *n, unsigned char out[DDL__TABLE_HEAD]);
+/* ddl__net_table_head_ok: DDL_OK if head starts a table for our world size, else DDL_EPROTO. */
+int ddl__net_table_head_ok(ddl__net *n, const unsigned char head[DDL__TABLE_HEAD]);
+/* ddl__net_table_take: entry j of rank 0's table: DDL_OK (stored in peers[j].addr unless it
+ * is rank 0's or ours), or DDL_EPROTO if it is not an address. */
+int ddl__net_table_take(ddl__net *n, int j, const unsigned char entry[DDL__ADDR_BYTES]);
+
+/* ---- frames (net.c) ---- */
+
+/* Every message starts with a prefix: [u32 magic][u32 flags][u64 payload bytes][32-byte
+ * header], little endian. BYE: the sender closes its comm on purpose; ABORT: it closes after
+ * a failure, and the header holds i32 culprit rank, i32 status. */
+#define DDL__FRAME_PREFIX (16 + DDL_HEADER_BYTES)
+#define DDL__FRAME_BYE 1U
+#define DDL__FRAME_ABORT 2U
+#define DDL__FRAME_MAX_PAYLOAD ((uint64_t)1 << 40) /* more than this is a lie, not a message */
+
+typedef struct ddl__frame {
+    uint32_t magic, flags;
+    uint64_t bytes;
+} ddl__frame;
+
+/* ddl__net_frame_prefix: the prefix of a message of `bytes` bytes (hdr NULL: a zero header). */
+void ddl__net_frame_prefix(const ddl__net *n, unsigned char out[DDL__FRAME_PREFIX], uint32_t flags, uint64_t bytes,
+                           const void *hdr);
+/* ddl__net_goodbye: the prefix of our last message to every peer: BYE, or ABORT naming the
+ * culprit, so that every rank can name the same dead rank. */
+void ddl__net_goodbye(const ddl__net *n, unsigned char out[DDL__FRAME_PREFIX]);
+/* ddl__net_frame_read: pre decoded into *f; 1 if it has our magic and known flags, else 0. */
+int ddl__net_frame_read(const ddl__net *n, const unsigned char pre[DDL__FRAME_PREFIX], ddl__frame *f);
+/* ddl__net_peer_left: rank j's BYE or ABORT (pre) arrived while we waited for want bytes:
+ * both directions are down, the culprit named; returns DDL_EPEER with the message. */
+int ddl__net_peer_left(ddl__net *n, int j, const unsigned char pre[DDL__FRAME_PREFIX], size_t want);
+
+/* ---- handshake (net_handshake.c) ----
+ * Both sides state protocol version, job id, rank and world size, exchange random nonces and
+ * prove that they know the token with HMAC-SHA256, without ever sending it. */
+
+/* Message types and refusal reasons (on the wire: never renumber). */
+enum { DDL__HS_HELLO = 1, DDL__HS_PROOF = 2, DDL__HS_OK = 3, DDL__HS_REFUSE = 4 };
+enum {
+    DDL__HS_R_VERSION = 1, DDL__HS_R_JOB = 2, DDL__HS_R_WORLD = 3, DDL__HS_R_RANK = 4,
+    DDL__HS_R_DUPLICATE = 5, DDL__HS_R_TOKEN = 6, DDL__HS_R_GARBAGE = 7, DDL__HS_R_SILENT = 8
+};
+
+/* One handshake message, decoded. Strings are NUL-terminated after decoding. */
+typedef struct ddl__hs_msg {
+    uint32_t type, version, rank, world, reason;
+    char job[DDL__JOB_BYTES];
+    unsigned char nonce[DDL__NONCE_BYTES];
+    unsigned char mac[DDL__SHA256_BYTES];
+    char addr[DDL__ADDR_BYTES]; /* HELLO: the sender's listening address (master rendezvous) */
+} ddl__hs_msg;
+
+/* ddl__hs_encode: m as the DDL__HS_BYTES bytes of the wire. */
+void ddl__hs_encode(const ddl__net_proto *p, const ddl__hs_msg *m, unsigned char out[DDL__HS_BYTES]);
+/* ddl__hs_decode: 0 if in[bytes] is a well-formed message of protocol p (exact size, magic,
+ * known type, terminated strings) and *m holds it; -1 otherwise. Reads no byte past bytes. */
+int ddl__hs_decode(const ddl__net_proto *p, const unsigned char *in, size_t bytes, ddl__hs_msg *m);
+
+/* The accepting side: a peer that connected to us, not yet authenticated. The transport keeps
+ * its socket beside it and moves the messages. */
+typedef struct ddl__net_pending {
+    int stage;                  /* DDL__HS_HELLO or DDL__HS_PROOF: the message we wait for */
+    int64_t deadline_ms;        /* silence past this refuses the peer */
+    ddl__hs_msg hello;          /* what the peer claimed */
+    unsigned char nonce[DDL__NONCE_BYTES]; /* ours */
+    char from[DDL__ADDR_BYTES]; /* the peer's address, for messages */
+} ddl__net_pending;
+
+/* What the accepting side does with a pending peer's message (ddl__net_accept). */
+enum { DDL__ACCEPT_REPLY = 1, DDL__ACCEPT_JOINED = 2, DDL__ACCEPT_REFUSE = 3, DDL__ACCEPT_DROP = 4 };
+/* ddl__net_accept: m arrived from p. Ranks lo..hi but ours are welcome, each once. Returns
+ * REPLY: send *reply (our hello; p waits for the proof now); JOINED: p proved itself: send
+ * *reply (our OK), then ddl__net_join; REFUSE: refuse p for reply->reason; DROP: close p
+ * (we have no random numbers; logged). */
+int ddl__net_accept(ddl__net *n, ddl__net_pending *p, const ddl__hs_msg *m, int lo, int hi, ddl__hs_msg *reply);
+/* ddl__net_join: p (JOINED) has its link now; take_addr: its address is the one it advertised. */
+void ddl__net_join(ddl__net *n, const ddl__net_pending *p, int take_addr);
+/* ddl__net_refusal: log that we refuse p for reason and put the REFUSE message in *out (the
+ * transport decides whether to send it); claims: p's hello may be quoted in the log. */
+void ddl__net_refusal(const ddl__net *n, const ddl__net_pending *p, uint32_t reason, int claims, ddl__hs_msg *out);
+
+/* The connecting side: our handshake with rank peer, at peers[peer].addr. */
+enum { DDL__GREET_HELLO = 1, DDL__GREET_OK = 2, DDL__GREET_DONE = 3 };
+typedef struct ddl__net_greeting {
+    int stage;                  /* DDL__GREET_*: what we wait for (0: not started) */
+    unsigned char nonce_c[DDL__NONCE_BYTES], nonce_a[DDL__NONCE_BYTES]; /* ours, the acceptor's */
+} ddl__net_greeting;
+
+/* ddl__net_greet_start: our HELLO in *out, to send; DDL_OK or DDL_EIO (no random numbers). */
+int ddl__net_greet_start(ddl__net *n, ddl__net_greeting *g, ddl__hs_msg *out);
+/* ddl__net_greet_step: the acceptor's answer in[bytes]. DDL_OK: send *out if g->stage is
+ * DDL__GREET_OK now (our proof), done at DDL__GREET_DONE. Else the failure: DDL_EPROTO (not a
+ * handshake), DDL_EAUTH (refused, wrong rank or job, no proof), with the message. */
+int ddl__net_greet_step(ddl__net *n, ddl__net_greeting *g, int peer, const unsigned char *in, size_t bytes,
+                        ddl__hs_msg *out);
+
+#endif
