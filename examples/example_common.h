@@ -98,17 +98,14 @@ static void example_option(example_opts *o, int c, const char *arg, const char *
     case OPT_RESUME: o->resume = 1; break;
     case OPT_SAVE: o->save = arg; break;
     case OPT_SAVE_RATE: o->save_rate = cli_long("--save-rate", arg, 0, 1000000000000000L); break;
-    default: cli_error(NULL);
+    default: cli_try(); /* getopt_long named the flag */
     }
 }
 
 /* example_options_done: after getopt_long: no operands, and what --resume needs. */
 static void example_options_done(const example_opts *o, int argc, char **argv)
 {
-    if (optind < argc) {
-        fprintf(stderr, "%s: unexpected argument '%s'\n", cli_prog, argv[optind]);
-        cli_error(NULL);
-    }
+    cli_end(argc, argv, optind);
     if ((o->resume || o->checkpoint_every) && !o->checkpoint)
         cli_error("--resume and --checkpoint-every need --checkpoint PATH");
 }

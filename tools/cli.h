@@ -1,12 +1,10 @@
 /* cli.h - the command line of every ddl program (examples/ and tools/), on getopt_long from libc.
- * A program names itself once with cli_start, lists its flags in a struct option table (plus
- * CLI_HELP_VERSION) and turns each flag's value with these helpers, which are strict: an integer
- * flag refuses "1.5", "12abc", "" and values out of range; a float flag refuses "nan", "1e999"
- * and trailing junk. A bad command line ends the program with one line naming the flag, then a
- * pointer to --help, on stderr, and exit status 2:
- *     lenet: --batch 1.5: expected an integer from 1 to 1048576
- *     try 'lenet --help'
- * getopt_long's own messages (unknown flag, missing value) come first in the same way.
+ * A program names itself with cli_start, lists its flags in a struct option table with
+ * CLI_HELP_VERSION, and turns each value with these strict helpers: an integer refuses "1.5",
+ * "12abc", "" and out of range, a float "nan", "1e999" and trailing junk. A bad command line gets
+ * one line naming the flag (from getopt_long, or as below), then a pointer to --help, on stderr,
+ * and exit status 2:   lenet: --batch 1.5: expected an integer from 1 to 1048576
+ *                      try 'lenet --help'
  * For programs only: these functions exit(), which library code never does. */
 #ifndef DDL_CLI_H
 #define DDL_CLI_H
@@ -33,20 +31,24 @@ static inline void cli_help(const char *usage) { fputs(usage, stdout), exit(0); 
 /* cli_version: --version: "PROG (ddl) MAJOR.MINOR.PATCH" on stdout, exit 0. */
 static inline void cli_version(void) { printf("%s (ddl) %s\n", cli_prog, ddl_version_string()), exit(0); }
 
-/* cli_error: "PROG: MSG" and the pointer to --help on stderr, exit 2. */
-static inline void cli_error(const char *msg)
-{
-    if (msg)
-        fprintf(stderr, "%s: %s\n", cli_prog, msg);
-    fprintf(stderr, "try '%s --help'\n", cli_prog);
-    exit(2);
-}
+/* cli_try: after the message on stderr (getopt_long's or ours): the pointer to --help, exit 2. */
+static inline void cli_try(void) { fprintf(stderr, "try '%s --help'\n", cli_prog), exit(2); }
 
-/* cli_bad: "PROG: FLAG VALUE: expected WHAT", then as cli_error. */
+/* cli_error: "PROG: MSG", then cli_try. */
+static inline void cli_error(const char *msg) { fprintf(stderr, "%s: %s\n", cli_prog, msg), cli_try(); }
+
+/* cli_bad: "PROG: FLAG VALUE: expected WHAT", then cli_try. */
 static inline void cli_bad(const char *flag, const char *value, const char *what)
 {
     fprintf(stderr, "%s: %s %s: expected %s\n", cli_prog, flag, *value ? value : "''", what);
-    cli_error(NULL);
+    cli_try();
+}
+
+/* cli_end: after getopt_long, refuse operands from argv[i] on. */
+static inline void cli_end(int argc, char **argv, int i)
+{
+    if (i < argc)
+        fprintf(stderr, "%s: unexpected argument '%s'\n", cli_prog, argv[i]), cli_try();
 }
 
 /* cli_number_start: s starts as a number does (strtol and strtod would skip leading blanks). */
