@@ -84,11 +84,12 @@ static inline float cli_float(const char *flag, const char *s, double lo, double
 static inline int cli_word(const char *flag, const char *s, const char *const *words)
 {
     char what[160] = "";
-    for (int i = 0; words[i]; i++)
-        if (!strcmp(s, words[i]))
-            return i;
-    for (int i = 0; words[i]; i++) /* "a, b or c" */
-        snprintf(what + strlen(what), sizeof what - strlen(what), "%s%s", i == 0 ? "" : words[i + 1] ? ", " : " or ",
+    int n = 0;
+    for (; words[n]; n++)
+        if (!strcmp(s, words[n]))
+            return n;
+    for (int i = 0; i < n; i++) /* "a, b or c" */
+        snprintf(what + strlen(what), sizeof what - strlen(what), "%s%s", i == 0 ? "" : i < n - 1 ? ", " : " or ",
                  words[i]);
     cli_bad(flag, s, what);
     return -1;
