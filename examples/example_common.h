@@ -1,6 +1,7 @@
-/* example_common.h - what the example programs share: flags, comm set-up from the environment,
- * the epoch loop with its progress lines, and the summary line of DESIGN.md. Header-only so
- * each example stays one file to copy. */
+/* example_common.h - what lenet.c and unet.c share, and nothing else: the training flags (their
+ * option table, --help lines and values), the ddl_train_config they make, what a resumed run
+ * says, a clock, and one test hook. Each example writes its own loop out. Header-only: copy it
+ * along with the example (and tools/cli.h). */
 #ifndef DDL_EXAMPLE_COMMON_H
 #define DDL_EXAMPLE_COMMON_H
 
@@ -12,164 +13,128 @@
 #include <string.h>
 #include <time.h>
 
+#include "tools/cli.h"
+
 typedef struct example_opts {
-    const char *model, *data;
-    int epochs, batch, threads, quiet, warmup;
+    const char *data;
+    int epochs, batch, threads, quiet, optimizer, schedule, warmup;
     long seed, train_limit;
-    float lr, momentum, weight_decay, dropout, dice_weight;
-    int optimizer, schedule;
-    /* segmentation examples (unet): scene data and model shape; lenet ignores them */
-    int scenes, test_scenes, size, max_items, depth, width;
-    const char *images;
-    /* checkpoints: --checkpoint PATH --checkpoint-every N --resume --save PATH */
-    const char *checkpoint, *save;
+    float lr, momentum, weight_decay;
+    const char *checkpoint, *save; /* checkpoints: --checkpoint PATH --checkpoint-every N --resume --save PATH */
     long checkpoint_every, save_rate;
     int resume;
 } example_opts;
 
-static void example_defaults(example_opts *o, const char *model)
+/* getopt_long's codes of the shared flags; an example's own flags take codes from EXAMPLE_OPT_END. */
+enum { OPT_DATA = 256, OPT_EPOCHS, OPT_BATCH, OPT_LR, OPT_MOMENTUM, OPT_OPTIMIZER, OPT_WEIGHT_DECAY, OPT_SCHEDULE,
+       OPT_WARMUP, OPT_SEED, OPT_TRAIN_LIMIT, OPT_THREADS, OPT_QUIET, OPT_CHECKPOINT, OPT_CHECKPOINT_EVERY, OPT_RESUME,
+       OPT_SAVE, OPT_SAVE_RATE, EXAMPLE_OPT_END };
+
+#define EXAMPLE_OPTIONS                                                                                         \
+    {"data", required_argument, NULL, OPT_DATA}, {"epochs", required_argument, NULL, OPT_EPOCHS},               \
+    {"batch", required_argument, NULL, OPT_BATCH}, {"lr", required_argument, NULL, OPT_LR},                     \
+    {"momentum", required_argument, NULL, OPT_MOMENTUM}, {"optimizer", required_argument, NULL, OPT_OPTIMIZER}, \
+    {"weight-decay", required_argument, NULL, OPT_WEIGHT_DECAY},                                                \
+    {"schedule", required_argument, NULL, OPT_SCHEDULE}, {"warmup", required_argument, NULL, OPT_WARMUP},       \
+    {"seed", required_argument, NULL, OPT_SEED}, {"train-limit", required_argument, NULL, OPT_TRAIN_LIMIT},     \
+    {"threads", required_argument, NULL, OPT_THREADS}, {"quiet", no_argument, NULL, OPT_QUIET},                 \
+    {"checkpoint", required_argument, NULL, OPT_CHECKPOINT},                                                    \
+    {"checkpoint-every", required_argument, NULL, OPT_CHECKPOINT_EVERY},                                        \
+    {"resume", no_argument, NULL, OPT_RESUME}, {"save", required_argument, NULL, OPT_SAVE},                     \
+    {"save-rate", required_argument, NULL, OPT_SAVE_RATE}, CLI_HELP_VERSION
+
+/* --help lines of the shared flags: an example prints its own flags between the two parts. */
+#define EXAMPLE_USAGE_TRAINING                                                                          \
+    "  --data DIR                Fashion-MNIST IDX files (default /usr/share/datasets/fashion-mnist)\n" \
+    "  --epochs N                passes over the training set\n"                                        \
+    "  --batch B                 global batch: each of R ranks takes B/R of it\n"                       \
+    "  --optimizer sgd|adam      with --lr X, --momentum M (SGD, default 0.9), --weight-decay W\n"      \
+    "  --schedule constant|step|cosine   learning rate over the run, after --warmup STEPS\n"            \
+    "  --seed S                  weights, shuffling and dropout (default 42)\n"                         \
+    "  --train-limit N           train on the first N samples only\n"                                   \
+    "  --threads N               BLAS threads per rank (default 1)\n"                                   \
+    "  --quiet                   no progress lines: only the summary\n"
+#define EXAMPLE_USAGE_CHECKPOINTS                                                                        \
+    "checkpoints:\n"                                                                                     \
+    "  --checkpoint PATH         save to PATH at every epoch's end and every --checkpoint-every STEPS\n" \
+    "  --resume                  continue from --checkpoint PATH when it exists\n"                       \
+    "  --save PATH               save the final model to PATH\n"                                         \
+    "  --save-rate BYTES_PER_SEC write checkpoints no faster than this\n"                                \
+    "  --help, --version         this text; the version\n"
+
+static void example_defaults(example_opts *o)
 {
     memset(o, 0, sizeof *o);
-    o->model = model;
-    o->epochs = 5;
-    o->batch = 64;
+    o->data = "/usr/share/datasets/fashion-mnist";
     o->threads = 1;
     o->seed = 42;
-    o->lr = 0.01f;
     o->momentum = 0.9f;
 }
 
-static void example_usage(const char *model)
+/* example_option: one shared flag c (from getopt_long) with its value arg; --help prints usage.
+ * Anything else is a flag this example does not take: getopt_long has said which; exit 2. */
+static void example_option(example_opts *o, int c, const char *arg, const char *usage)
 {
-    fprintf(stderr,
-            "usage: %s [--data DIR] [--epochs N] [--batch B] [--lr X] [--momentum M] [--optimizer sgd|adam]\n"
-            "       [--weight-decay W] [--schedule constant|step|cosine] [--warmup STEPS] [--dropout P]\n"
-            "       [--seed S] [--train-limit N] [--threads N] [--quiet]\n"
-            "       segmentation: [--dice-weight W] [--scenes N] [--test-scenes N] [--size S] [--items N]\n"
-            "       [--depth D] [--width W] [--images DIR]\n"
-            "       checkpoints: [--checkpoint PATH [--checkpoint-every STEPS] [--resume]] [--save PATH]\n"
-            "       [--save-rate BYTES_PER_SEC]\n",
-            model);
-}
-
-/* example_number: parse argv[i+1] as a number in [lo, hi]; -1 on error (with a message). */
-static int example_number(int argc, char **argv, int i, double lo, double hi, double *out)
-{
-    if (i + 1 >= argc) {
-        fprintf(stderr, "%s needs a value\n", argv[i]);
-        return -1;
+    static const char *const optimizers[] = {"sgd", "adam", NULL};          /* DDL_OPTIM_* order */
+    static const char *const schedules[] = {"constant", "step", "cosine", NULL}; /* DDL_SCHED_* order */
+    switch (c) {
+    case 'h': cli_help(usage); break;
+    case 'V': cli_version(); break;
+    case OPT_DATA: o->data = arg; break;
+    case OPT_EPOCHS: o->epochs = cli_int("--epochs", arg, 0, 100000); break;
+    case OPT_BATCH: o->batch = cli_int("--batch", arg, 1, 1 << 20); break;
+    case OPT_LR: o->lr = cli_float("--lr", arg, 0, 100); break;
+    case OPT_MOMENTUM: o->momentum = cli_float("--momentum", arg, 0, 0.9999); break;
+    case OPT_OPTIMIZER: o->optimizer = cli_word("--optimizer", arg, optimizers); break;
+    case OPT_WEIGHT_DECAY: o->weight_decay = cli_float("--weight-decay", arg, 0, 1); break;
+    case OPT_SCHEDULE: o->schedule = cli_word("--schedule", arg, schedules); break;
+    case OPT_WARMUP: o->warmup = cli_int("--warmup", arg, 0, 1000000000); break;
+    case OPT_SEED: o->seed = cli_long("--seed", arg, 0, 4294967295L); break;
+    case OPT_TRAIN_LIMIT: o->train_limit = cli_long("--train-limit", arg, 0, 1000000000000L); break;
+    case OPT_THREADS: o->threads = cli_int("--threads", arg, 1, 256); break;
+    case OPT_QUIET: o->quiet = 1; break;
+    case OPT_CHECKPOINT: o->checkpoint = arg; break;
+    case OPT_CHECKPOINT_EVERY: o->checkpoint_every = cli_long("--checkpoint-every", arg, 0, 1000000000000L); break;
+    case OPT_RESUME: o->resume = 1; break;
+    case OPT_SAVE: o->save = arg; break;
+    case OPT_SAVE_RATE: o->save_rate = cli_long("--save-rate", arg, 0, 1000000000000000L); break;
+    default: cli_try(); /* getopt_long named the flag */
     }
-    char *end;
-    double v = strtod(argv[i + 1], &end);
-    if (end == argv[i + 1] || *end || !(v >= lo && v <= hi)) {
-        fprintf(stderr, "%s %s: expected a number from %g to %g\n", argv[i], argv[i + 1], lo, hi);
-        return -1;
-    }
-    *out = v;
-    return 0;
 }
 
-static int example_parse(example_opts *o, int argc, char **argv)
+/* example_options_done: after getopt_long: no operands, and what --resume needs. */
+static void example_options_done(const example_opts *o, int argc, char **argv)
 {
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        double v = 0;
-        int bad = 0;
-        if (!strcmp(a, "--quiet")) { o->quiet = 1; continue; }
-        if (!strcmp(a, "--resume")) { o->resume = 1; continue; }
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { example_usage(o->model); return -1; }
-        if (i + 1 >= argc) { fprintf(stderr, "%s: unknown flag or missing value\n", a); example_usage(o->model); return -1; }
-        if (!strcmp(a, "--data")) o->data = argv[i + 1];
-        else if (!strcmp(a, "--optimizer")) {
-            if (!strcmp(argv[i + 1], "sgd")) o->optimizer = DDL_OPTIM_SGD;
-            else if (!strcmp(argv[i + 1], "adam")) o->optimizer = DDL_OPTIM_ADAM;
-            else { fprintf(stderr, "--optimizer %s: expected sgd or adam\n", argv[i + 1]); return -1; }
-        } else if (!strcmp(a, "--schedule")) {
-            if (!strcmp(argv[i + 1], "constant")) o->schedule = DDL_SCHED_CONSTANT;
-            else if (!strcmp(argv[i + 1], "step")) o->schedule = DDL_SCHED_STEP;
-            else if (!strcmp(argv[i + 1], "cosine")) o->schedule = DDL_SCHED_COSINE;
-            else { fprintf(stderr, "--schedule %s: expected constant, step or cosine\n", argv[i + 1]); return -1; }
-        }
-        else if (!strcmp(a, "--epochs")) { bad = example_number(argc, argv, i, 0, 100000, &v); o->epochs = (int)v; }
-        else if (!strcmp(a, "--batch")) { bad = example_number(argc, argv, i, 1, 1 << 20, &v); o->batch = (int)v; }
-        else if (!strcmp(a, "--threads")) { bad = example_number(argc, argv, i, 1, 256, &v); o->threads = (int)v; }
-        else if (!strcmp(a, "--warmup")) { bad = example_number(argc, argv, i, 0, 1e9, &v); o->warmup = (int)v; }
-        else if (!strcmp(a, "--seed")) { bad = example_number(argc, argv, i, 0, 4e9, &v); o->seed = (long)v; }
-        else if (!strcmp(a, "--train-limit")) { bad = example_number(argc, argv, i, 0, 1e12, &v); o->train_limit = (long)v; }
-        else if (!strcmp(a, "--lr")) { bad = example_number(argc, argv, i, 0, 100, &v); o->lr = (float)v; }
-        else if (!strcmp(a, "--momentum")) { bad = example_number(argc, argv, i, 0, 0.9999, &v); o->momentum = (float)v; }
-        else if (!strcmp(a, "--weight-decay")) { bad = example_number(argc, argv, i, 0, 1, &v); o->weight_decay = (float)v; }
-        else if (!strcmp(a, "--dropout")) { bad = example_number(argc, argv, i, 0, 0.99, &v); o->dropout = (float)v; }
-        else if (!strcmp(a, "--images")) o->images = argv[i + 1];
-        else if (!strcmp(a, "--checkpoint")) o->checkpoint = argv[i + 1];
-        else if (!strcmp(a, "--save")) o->save = argv[i + 1];
-        else if (!strcmp(a, "--save-rate")) { bad = example_number(argc, argv, i, 0, 1e15, &v); o->save_rate = (long)v; }
-        else if (!strcmp(a, "--checkpoint-every")) { bad = example_number(argc, argv, i, 0, 1e12, &v); o->checkpoint_every = (long)v; }
-        else if (!strcmp(a, "--scenes")) { bad = example_number(argc, argv, i, 1, 1e7, &v); o->scenes = (int)v; }
-        else if (!strcmp(a, "--test-scenes")) { bad = example_number(argc, argv, i, 1, 1e7, &v); o->test_scenes = (int)v; }
-        else if (!strcmp(a, "--size")) { bad = example_number(argc, argv, i, 1, 4096, &v); o->size = (int)v; }
-        else if (!strcmp(a, "--items")) { bad = example_number(argc, argv, i, 1, 1000, &v); o->max_items = (int)v; }
-        else if (!strcmp(a, "--depth")) { bad = example_number(argc, argv, i, 1, 16, &v); o->depth = (int)v; }
-        else if (!strcmp(a, "--width")) { bad = example_number(argc, argv, i, 1, 4096, &v); o->width = (int)v; }
-        else if (!strcmp(a, "--dice-weight")) { bad = example_number(argc, argv, i, 0, 100, &v); o->dice_weight = (float)v; }
-        else { fprintf(stderr, "%s: unknown flag\n", a); example_usage(o->model); return -1; }
-        if (bad)
-            return -1;
-        i++;
-    }
-    if ((o->resume || o->checkpoint_every) && !o->checkpoint) {
-        fprintf(stderr, "--resume and --checkpoint-every need --checkpoint PATH\n");
-        return -1;
-    }
-    return 0;
+    cli_end(argc, argv, optind);
+    if ((o->resume || o->checkpoint_every) && !o->checkpoint)
+        cli_error("--resume and --checkpoint-every need --checkpoint PATH");
 }
 
-/* example_comm: a comm when the environment describes more than one rank, else NULL. */
-static int example_comm(ddl_comm **comm, char err[DDL_ERR_BYTES])
+/* example_train_config: the trainer's configuration from the flags, for n training samples. */
+static void example_train_config(const example_opts *o, ddl_comm *comm, long n, ddl_train_config *tc)
 {
-    ddl_comm_config cc;
-    *comm = NULL;
-    int rc = ddl_comm_config_from_env(&cc, err, DDL_ERR_BYTES);
-    if (rc != DDL_OK || cc.world_size <= 1)
-        return rc;
-    char why[DDL_ERR_BYTES];
-    rc = ddl_comm_create(&cc, NULL, comm, why, sizeof why);
-    if (rc != DDL_OK)
-        snprintf(err, DDL_ERR_BYTES, "rank %d: cannot join the job: %.200s", cc.rank, why);
-    return rc;
+    ddl_train_config_default(tc);
+    tc->comm = comm;
+    tc->epochs = o->epochs;
+    tc->batch = o->batch;
+    tc->seed = (uint64_t)o->seed;
+    tc->train_limit = o->train_limit;
+    tc->save_bytes_per_sec = o->save_rate;
+    tc->optim.kind = o->optimizer;
+    tc->optim.lr = o->lr;
+    tc->optim.momentum = o->momentum;
+    tc->optim.weight_decay = o->weight_decay;
+    long steps_per_epoch = ((o->train_limit > 0 && o->train_limit < n ? o->train_limit : n) + o->batch - 1) / o->batch;
+    tc->schedule.kind = o->schedule;
+    tc->schedule.warmup_steps = o->warmup;
+    tc->schedule.total_steps = steps_per_epoch * o->epochs;                         /* cosine */
+    tc->schedule.step_size = steps_per_epoch * (o->epochs > 3 ? o->epochs / 3 : 1); /* step: x0.1, 3 times */
+    tc->schedule.gamma = 0.1f;
 }
 
-/* example_epoch: train to the end of the epoch; with --checkpoint, step by step, saving every
- * --checkpoint-every steps and at the end of the epoch (every rank calls, rank 0 writes).
- * Test hook: DDL_TEST_STOP_AFTER=N kills the process (SIGKILL, as a crash) once step N and its
- * checkpoint, if any, are done. */
-static int example_epoch(const example_opts *o, ddl_trainer *tr, ddl_epoch_stats *es)
+/* example_say_resumed: rank 0 tells where a --resume run goes on (saved_world 0: from scratch). */
+static void example_say_resumed(const example_opts *o, ddl_trainer *tr, int saved_world, int world)
 {
-    const char *stop_env = getenv("DDL_TEST_STOP_AFTER");
-    long stop_after = stop_env ? atol(stop_env) : 0, every = o->checkpoint_every;
-    if (!o->checkpoint && stop_after <= 0)
-        return ddl_trainer_epoch(tr, es);
-    int rc;
-    do {
-        rc = ddl_trainer_step(tr, NULL);
-        long step = ddl_trainer_step_count(tr);
-        if (rc == DDL_OK && o->checkpoint && (ddl_trainer_epoch_done(tr) || (every > 0 && step % every == 0)))
-            rc = ddl_trainer_save(tr, o->checkpoint);
-        if (rc == DDL_OK && stop_after > 0 && step >= stop_after) {
-            fflush(stdout);
-            raise(SIGKILL);
-        }
-    } while (rc == DDL_OK && !ddl_trainer_epoch_done(tr));
-    return rc == DDL_OK ? ddl_trainer_epoch_stats(tr, es) : rc;
-}
-
-/* example_resume: --resume: continue from --checkpoint PATH when it exists. */
-static int example_resume(const example_opts *o, ddl_trainer *tr, int rank, int world)
-{
-    int saved_world = 0;
-    int rc = ddl_trainer_resume(tr, o->checkpoint, DDL_RESUME_IF_EXISTS, &saved_world);
-    if (rc != DDL_OK || rank != 0)
-        return rc;
     if (!saved_world)
         printf("no checkpoint at %s: starting from scratch\n", o->checkpoint);
     else
@@ -179,105 +144,26 @@ static int example_resume(const example_opts *o, ddl_trainer *tr, int rank, int 
         printf("world size changed: the checkpoint was written by %d rank%s, resuming on %d; the rest of the "
                "epoch is re-sharded\n", saved_world, saved_world == 1 ? "" : "s", world);
     fflush(stdout);
-    return DDL_OK;
 }
 
-/* example_summary: the one machine-readable line of DESIGN.md. */
-static void example_summary(const example_opts *o, ddl_comm *comm, ddl_model *model, const ddl_eval_stats *ev,
-                            double images_per_sec, double wall)
+/* example_seconds: a monotonic clock, for wall_s. */
+static double example_seconds(void)
 {
-    printf("summary: model=%s transport=%s world=%d epochs=%d batch=%d test_acc=%.4f test_loss=%.4f", o->model,
-           comm ? ddl_comm_transport_name(comm) : "none", comm ? ddl_comm_size(comm) : 1, o->epochs, o->batch,
-           ev->accuracy, ev->loss);
-    if (strcmp(o->model, "lenet") != 0)
-        printf(" pixel_acc=%.4f dice=%.4f miou=%.4f", ev->accuracy, ev->dice, ev->miou);
-    printf(" images_per_sec=%.0f wall_s=%.1f weights_crc=%08x\n", images_per_sec, wall,
-           (unsigned)ddl_model_crc(model));
-    fflush(stdout);
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* example_train: the epoch loop, progress on rank 0 and the summary line. */
-static int example_train(const example_opts *o, ddl_comm *comm, ddl_model *model, const ddl_dataset *train,
-                         const ddl_dataset *test)
+/* example_test_stop: a test hook, not for users (tests/test_resume.sh): with DDL_TEST_STOP_AFTER=N
+ * in the environment, the process kills itself (SIGKILL, as a crash) once step N, and its
+ * checkpoint if one was due, are done. Without it, nothing. */
+static void example_test_stop(long step)
 {
-    int rank = comm ? ddl_comm_rank(comm) : 0, world = comm ? ddl_comm_size(comm) : 1;
-    ddl_set_threads(o->threads);
-    ddl_train_config tc;
-    ddl_train_config_default(&tc);
-    tc.epochs = o->epochs;
-    tc.batch = o->batch;
-    tc.optim.kind = o->optimizer;
-    tc.optim.lr = o->lr;
-    tc.optim.momentum = o->momentum;
-    tc.optim.weight_decay = o->weight_decay;
-    tc.schedule.kind = o->schedule;
-    tc.schedule.warmup_steps = o->warmup;
-    tc.seed = (uint64_t)o->seed;
-    tc.train_limit = o->train_limit;
-    tc.dice_weight = o->dice_weight;
-    tc.comm = comm;
-    tc.save_bytes_per_sec = o->save_rate;
-    long n = o->train_limit > 0 && o->train_limit < train->n ? o->train_limit : train->n;
-    long steps_per_epoch = (n + o->batch - 1) / o->batch;
-    tc.schedule.total_steps = steps_per_epoch * o->epochs;
-    tc.schedule.step_size = steps_per_epoch * (o->epochs > 3 ? o->epochs / 3 : 1);
-    tc.schedule.gamma = 0.1f;
-
-    ddl_trainer *tr = NULL;
-    char err[DDL_ERR_BYTES];
-    int rc = ddl_trainer_create(&tc, model, train, NULL, &tr, err, sizeof err);
-    if (rc != DDL_OK) {
-        fprintf(stderr, "%s: rank %d: %s\n", o->model, rank, err);
-        return rc;
+    const char *after = getenv("DDL_TEST_STOP_AFTER");
+    if (after && atol(after) > 0 && step >= atol(after)) {
+        fflush(stdout);
+        raise(SIGKILL);
     }
-    if (o->resume && (rc = example_resume(o, tr, rank, world)) != DDL_OK) {
-        fprintf(stderr, "%s: rank %d: %s\n", o->model, rank, ddl_trainer_error(tr));
-        ddl_trainer_destroy(tr);
-        return rc;
-    }
-    /* a resumed run continues its epoch, or starts the next one if that one was finished */
-    int first = ddl_trainer_epoch_index(tr) + ddl_trainer_epoch_done(tr), evaluated = 0;
-    struct timespec ts0;
-    clock_gettime(CLOCK_MONOTONIC, &ts0);
-    double train_secs = 0;
-    long train_samples = 0;
-    ddl_eval_stats ev;
-    memset(&ev, 0, sizeof ev);
-    for (int e = first; e < o->epochs && rc == DDL_OK; e++) {
-        ddl_epoch_stats es;
-        rc = example_epoch(o, tr, &es);
-        if (rc == DDL_OK)
-            rc = ddl_trainer_evaluate(tr, test, &ev);
-        if (rc != DDL_OK)
-            break;
-        evaluated = 1;
-        train_secs += es.seconds;
-        train_samples += es.samples;
-        if (rank == 0 && !o->quiet) {
-            printf("epoch %d/%d  loss %.4f  train_acc %.4f  test_loss %.4f  test_acc %.4f", e + 1, o->epochs,
-                   es.loss, es.accuracy, ev.loss, ev.accuracy);
-            if (ev.dice > 0 && model && ddl_model_get_config(model)->in_h != 28)
-                printf("  dice %.4f  miou %.4f", ev.dice, ev.miou);
-            printf("  %.0f images/s  (%.1f s)\n", es.images_per_sec, es.seconds);
-            fflush(stdout);
-        }
-    }
-    if (rc == DDL_OK && !evaluated) /* resumed after the last epoch: the summary still needs metrics */
-        rc = ddl_trainer_evaluate(tr, test, &ev);
-    if (rc == DDL_OK && o->save)
-        rc = ddl_trainer_save(tr, o->save);
-    if (rc != DDL_OK) {
-        fprintf(stderr, "%s: rank %d: %s\n", o->model, rank, ddl_trainer_error(tr));
-        ddl_trainer_destroy(tr);
-        return rc;
-    }
-    struct timespec ts1;
-    clock_gettime(CLOCK_MONOTONIC, &ts1);
-    double wall = (double)(ts1.tv_sec - ts0.tv_sec) + (double)(ts1.tv_nsec - ts0.tv_nsec) * 1e-9;
-    if (rank == 0)
-        example_summary(o, comm, model, &ev, train_secs > 0 ? train_samples / train_secs : 0.0, wall);
-    ddl_trainer_destroy(tr);
-    return DDL_OK;
 }
 
 #endif

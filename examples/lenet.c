@@ -1,57 +1,143 @@
-/* lenet.c - train LeNet-5 on Fashion-MNIST, on one rank or on as many as ddlrun/mpirun start.
+/* lenet.c - train LeNet-5 on Fashion-MNIST, on one rank or on as many as ddlrun or mpirun start.
+ * The program to copy for a training run of your own; it reads top to bottom: options, the comm
+ * from the environment, data, model, trainer, an optional resume, the epoch loop (checkpoints,
+ * a progress line per epoch on rank 0), the summary line, clean-up.
  *
  *   build/bin/lenet [--data DIR] [--epochs N] [--batch B] [--lr X] [--momentum M]
  *                   [--optimizer sgd|adam] [--weight-decay W] [--schedule constant|step|cosine]
- *                   [--warmup STEPS] [--seed S] [--train-limit N] [--threads N] [--quiet]
+ *                   [--warmup STEPS] [--dropout P] [--seed S] [--train-limit N] [--threads N] [--quiet]
  *                   [--checkpoint PATH [--checkpoint-every STEPS] [--resume]] [--save PATH]
+ *                   [--save-rate BYTES_PER_SEC]
+ *   build/bin/ddlrun -n 2 build/bin/lenet --epochs 10
  *
- * Rank 0 prints loss, test accuracy and images/s per epoch, then one summary line. */
+ * Flags as getopt_long reads them (--epochs 3, --epochs=3); --help, --version; a bad flag or value
+ * exits 2 naming it. The flags lenet shares with unet are in example_common.h. */
 #include "ddl.h"
 
+#include <getopt.h>
 #include <stdio.h>
 
 #include "example_common.h"
+#include "tools/cli.h"
+
+#define USAGE                                                                                \
+    "usage: lenet [OPTION]...\n"                                                             \
+    "Train LeNet-5 on Fashion-MNIST on one rank, or on each rank ddlrun or mpirun starts.\n" \
+    "Defaults: --epochs 5 --batch 64 --optimizer sgd --lr 0.01 --schedule constant.\n"       \
+    EXAMPLE_USAGE_TRAINING                                                                   \
+    "  --dropout P               drop probability after fc1 and fc2 (default 0)\n"           \
+    EXAMPLE_USAGE_CHECKPOINTS
+
+enum { OPT_DROPOUT = EXAMPLE_OPT_END };
 
 int main(int argc, char **argv)
 {
+    /* ---- options ---- */
+    static const struct option options[] = {EXAMPLE_OPTIONS, {"dropout", required_argument, NULL, OPT_DROPOUT},
+                                            {NULL, 0, NULL, 0}};
     example_opts o;
-    example_defaults(&o, "lenet");
-    o.data = "/usr/share/datasets/fashion-mnist";
-    if (example_parse(&o, argc, argv) != 0)
-        return 2;
+    example_defaults(&o);
+    o.epochs = 5;
+    o.batch = 64;
+    o.lr = 0.01f;
+    float dropout = 0.0f;
+    cli_start(argv, "lenet");
+    for (int c; (c = getopt_long(argc, argv, "h", options, NULL)) != -1;)
+        if (c == OPT_DROPOUT)
+            dropout = cli_float("--dropout", optarg, 0, 0.99);
+        else
+            example_option(&o, c, optarg, USAGE);
+    example_options_done(&o, argc, argv);
 
+    /* ---- comm: ddlrun, mpirun or Slurm describe the job in the environment; alone, no comm ---- */
     char err[DDL_ERR_BYTES];
+    ddl_comm_config cc;
     ddl_comm *comm = NULL;
-    if (example_comm(&comm, err) != DDL_OK) {
-        fprintf(stderr, "lenet: %s\n", err);
-        ddl_comm_destroy(comm);
+    int rc = ddl_comm_config_from_env(&cc, err, sizeof err);
+    if (rc == DDL_OK && cc.world_size > 1)
+        rc = ddl_comm_create(&cc, NULL, &comm, err, sizeof err);
+    if (rc != DDL_OK) {
+        fprintf(stderr, "lenet: rank %d: cannot join the job: %s\n", cc.rank, err);
         return 1;
     }
-    int world = comm ? ddl_comm_size(comm) : 1;
+    int rank = comm ? ddl_comm_rank(comm) : 0, world = comm ? ddl_comm_size(comm) : 1;
+    ddl_set_threads(o.threads);
 
+    /* ---- data and model: each rank takes its part of every global batch ---- */
     ddl_dataset train = {0}, test = {0};
-    int rc = ddl_dataset_load_mnist(o.data, "train", NULL, &train, err, sizeof err);
+    ddl_model *model = NULL;
+    ddl_trainer *tr = NULL;
+    ddl_model_config mc = {.batch = (o.batch + world - 1) / world, .in_c = 1, .in_h = 28, .in_w = 28,
+                           .n_classes = 10, .dropout = dropout};
+    rc = ddl_dataset_load_mnist(o.data, "train", NULL, &train, err, sizeof err);
     if (rc == DDL_OK)
         rc = ddl_dataset_load_mnist(o.data, "t10k", NULL, &test, err, sizeof err);
-    if (rc != DDL_OK) {
-        fprintf(stderr, "lenet: %s\n", err);
-        ddl_comm_destroy(comm);
-        return 1;
-    }
-    float mean, std;
-    ddl_dataset_stats(&train, &mean, &std); /* Fashion-MNIST: 0.2860, 0.3530 */
+    if (rc == DDL_OK)
+        rc = ddl_model_create(ddl_model_lenet(), &mc, NULL, &model, err, sizeof err);
 
-    ddl_model_config mc = {.batch = (o.batch + world - 1) / world, .in_c = 1, .in_h = 28, .in_w = 28,
-                           .n_classes = 10, .dropout = o.dropout};
-    ddl_model *model = NULL;
-    rc = ddl_model_create(ddl_model_lenet(), &mc, NULL, &model, err, sizeof err);
-    if (rc != DDL_OK) {
-        fprintf(stderr, "lenet: cannot build the model: %s\n", err);
-    } else {
+    /* ---- trainer, and with --resume the checkpoint to go on from ---- */
+    if (rc == DDL_OK) {
+        float mean, std;
+        ddl_dataset_stats(&train, &mean, &std); /* Fashion-MNIST: 0.2860, 0.3530 */
         ddl_model_set_norm(model, mean, std);
-        rc = example_train(&o, comm, model, &train, &test);
-        ddl_model_destroy(model);
+        ddl_train_config tc;
+        example_train_config(&o, comm, train.n, &tc);
+        rc = ddl_trainer_create(&tc, model, &train, NULL, &tr, err, sizeof err);
     }
+    int saved_world = 0;
+    if (rc == DDL_OK && o.resume)
+        rc = ddl_trainer_resume(tr, o.checkpoint, DDL_RESUME_IF_EXISTS, &saved_world);
+    if (rc == DDL_OK && o.resume && rank == 0)
+        example_say_resumed(&o, tr, saved_world, world);
+
+    /* ---- the epoch loop: a resumed run finishes its epoch, or starts the next if that one was done ---- */
+    double t0 = example_seconds(), train_secs = 0.0;
+    long train_samples = 0;
+    int first = rc == DDL_OK ? ddl_trainer_epoch_index(tr) + ddl_trainer_epoch_done(tr) : 0, evaluated = 0;
+    ddl_eval_stats ev = {0};
+    for (int e = first; rc == DDL_OK && e < o.epochs; e++) {
+        ddl_epoch_stats es;
+        do { /* one optimizer step; with --checkpoint, a save every --checkpoint-every steps and at the end */
+            rc = ddl_trainer_step(tr, NULL);
+            long step = ddl_trainer_step_count(tr), every = o.checkpoint_every;
+            if (rc == DDL_OK && o.checkpoint && (ddl_trainer_epoch_done(tr) || (every > 0 && step % every == 0)))
+                rc = ddl_trainer_save(tr, o.checkpoint); /* every rank calls, rank 0 writes */
+            if (rc == DDL_OK)
+                example_test_stop(step); /* test hook: does nothing unless a test asks */
+        } while (rc == DDL_OK && !ddl_trainer_epoch_done(tr));
+        if (rc == DDL_OK)
+            rc = ddl_trainer_epoch_stats(tr, &es);
+        if (rc == DDL_OK)
+            rc = ddl_trainer_evaluate(tr, &test, &ev);
+        if (rc != DDL_OK)
+            break;
+        evaluated = 1;
+        train_secs += es.seconds;
+        train_samples += es.samples;
+        if (rank == 0 && !o.quiet) {
+            printf("epoch %d/%d  loss %.4f  train_acc %.4f  test_loss %.4f  test_acc %.4f  %.0f images/s  (%.1f s)\n",
+                   e + 1, o.epochs, es.loss, es.accuracy, ev.loss, ev.accuracy, es.images_per_sec, es.seconds);
+            fflush(stdout);
+        }
+    }
+    if (rc == DDL_OK && !evaluated) /* resumed after the last epoch: the summary still needs metrics */
+        rc = ddl_trainer_evaluate(tr, &test, &ev);
+    if (rc == DDL_OK && o.save)
+        rc = ddl_trainer_save(tr, o.save);
+
+    /* ---- the summary line of DESIGN.md, for scripts; or the error ---- */
+    if (rc == DDL_OK && rank == 0)
+        printf("summary: model=lenet transport=%s world=%d epochs=%d batch=%d test_acc=%.4f test_loss=%.4f "
+               "images_per_sec=%.0f wall_s=%.1f weights_crc=%08x\n",
+               comm ? ddl_comm_transport_name(comm) : "none", world, o.epochs, o.batch, ev.accuracy, ev.loss,
+               train_secs > 0 ? (double)train_samples / train_secs : 0.0, example_seconds() - t0,
+               (unsigned)ddl_model_crc(model));
+    if (rc != DDL_OK)
+        fprintf(stderr, "lenet: rank %d: %s\n", rank, tr ? ddl_trainer_error(tr) : err);
+
+    /* ---- clean-up ---- */
+    ddl_trainer_destroy(tr);
+    ddl_model_destroy(model);
     ddl_dataset_free(&train);
     ddl_dataset_free(&test);
     ddl_comm_destroy(comm);

@@ -1,11 +1,17 @@
 /* unet.c - distributed image segmentation: train a U-Net on scenes composed of Fashion-MNIST
- * items, on one rank or on as many as ddlrun/mpirun start.
+ * items, on one rank or on as many as ddlrun or mpirun start. It reads as lenet.c does (options,
+ * comm, data, model, trainer, resume, the epoch loop, summary, clean-up), with segmentation's
+ * own data, metrics and pictures.
  *
- *   build/bin/unet [--data DIR] [--scenes N] [--test-scenes N] [--size S] [--items N]
- *                  [--depth D] [--width W] [--epochs N] [--batch B] [--lr X]
- *                  [--optimizer sgd|adam] [--schedule constant|step|cosine] [--warmup STEPS]
- *                  [--dice-weight W] [--seed S] [--threads N] [--images DIR] [--quiet]
+ *   build/bin/unet [--scenes N] [--test-scenes N] [--size S] [--items N] [--depth D] [--width W]
+ *                  [--dice-weight W] [--images DIR], and lenet's flags but --dropout: [--data DIR]
+ *                  [--epochs N] [--batch B] [--lr X] [--momentum M] [--optimizer sgd|adam]
+ *                  [--weight-decay W] [--schedule constant|step|cosine] [--warmup STEPS] [--seed S]
+ *                  [--train-limit N] [--threads N] [--quiet] [--checkpoint PATH
+ *                  [--checkpoint-every STEPS] [--resume]] [--save PATH] [--save-rate BYTES_PER_SEC]
  *
+ * Flags as getopt_long reads them (--size 32, --size=32); --help, --version; a bad flag or value
+ * exits 2 naming it.
  * Training scenes are made from the training items, held-out test scenes from the t10k items
  * with another seed; every rank makes the same scenes. Each pixel is background (0) or
  * 1 + the class of the item on it (11 classes). The loss is cross-entropy + dice. Rank 0
@@ -14,13 +20,15 @@
  * prediction side by side, classes in a fixed palette. */
 #include "ddl.h"
 
+#include <errno.h>
+#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <errno.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "example_common.h"
+#include "tools/cli.h"
 
 /* ---- pictures ---- */
 
@@ -99,21 +107,64 @@ static int write_pictures(const char *dir, ddl_model *m, const ddl_dataset *test
     return rc;
 }
 
+/* ---- options ---- */
+
+#define USAGE                                                                                          \
+    "usage: unet [OPTION]...\n"                                                                        \
+    "Train a U-Net to segment scenes of Fashion-MNIST items, on one rank or on each rank ddlrun or\n"  \
+    "mpirun starts. Defaults: --epochs 16 --batch 32 --optimizer adam --lr 0.002 --schedule cosine.\n" \
+    EXAMPLE_USAGE_TRAINING                                                                             \
+    "segmentation:\n"                                                                                  \
+    "  --scenes N                training scenes (default 6000)\n"                                     \
+    "  --test-scenes N           held-out scenes (default 500)\n"                                      \
+    "  --size S                  canvas of S x S pixels (default 64)\n"                                \
+    "  --items N                 at most N items per scene (default 3)\n"                              \
+    "  --depth D                 U-Net levels (default 3)\n"                                           \
+    "  --width W                 channels of the first level (default 8)\n"                            \
+    "  --dice-weight W           loss = cross-entropy + W * dice (default 0.5)\n"                      \
+    "  --images DIR              draw a few test scenes into DIR/scene_NN.ppm\n"                       \
+    EXAMPLE_USAGE_CHECKPOINTS
+
+enum { OPT_SCENES = EXAMPLE_OPT_END, OPT_TEST_SCENES, OPT_SIZE, OPT_ITEMS, OPT_DEPTH, OPT_WIDTH, OPT_DICE, OPT_IMAGES };
+
+typedef struct unet_opts {
+    int scenes, test_scenes, size, items, depth, width;
+    float dice_weight;
+    const char *images;
+} unet_opts;
+
+/* unet_option: one of unet's own flags; anything else goes to the shared ones. */
+static void unet_option(example_opts *o, unet_opts *u, int c, const char *arg)
+{
+    switch (c) {
+    case OPT_SCENES: u->scenes = cli_int("--scenes", arg, 1, 10000000); break;
+    case OPT_TEST_SCENES: u->test_scenes = cli_int("--test-scenes", arg, 1, 10000000); break;
+    case OPT_SIZE: u->size = cli_int("--size", arg, 1, 4096); break;
+    case OPT_ITEMS: u->items = cli_int("--items", arg, 1, 1000); break;
+    case OPT_DEPTH: u->depth = cli_int("--depth", arg, 1, 16); break;
+    case OPT_WIDTH: u->width = cli_int("--width", arg, 1, 4096); break;
+    case OPT_DICE: u->dice_weight = cli_float("--dice-weight", arg, 0, 100); break;
+    case OPT_IMAGES: u->images = arg; break;
+    default: example_option(o, c, arg, USAGE);
+    }
+}
+
 /* ---- data ---- */
 
-/* make_data: training and test scenes from the Fashion-MNIST items in o->data. */
-static int make_data(const example_opts *o, ddl_dataset *train, ddl_dataset *test, char err[DDL_ERR_BYTES])
+/* make_data: training and test scenes from the Fashion-MNIST items in dir. */
+static int make_data(const char *dir, const unet_opts *u, long seed, ddl_dataset *train, ddl_dataset *test,
+                     char err[DDL_ERR_BYTES])
 {
     ddl_dataset items = {0};
-    uint64_t seed = (uint64_t)o->seed * 0x9E3779B97F4A7C15ull + 0x7363656e65ull; /* "scene" */
-    int rc = ddl_dataset_load_mnist(o->data, "train", NULL, &items, err, DDL_ERR_BYTES);
+    uint64_t s = (uint64_t)seed * 0x9E3779B97F4A7C15ull + 0x7363656e65ull; /* "scene" */
+    int rc = ddl_dataset_load_mnist(dir, "train", NULL, &items, err, DDL_ERR_BYTES);
     if (rc == DDL_OK)
-        rc = ddl_dataset_make_scenes(&items, o->scenes, o->size, o->max_items, seed, NULL, train, err, DDL_ERR_BYTES);
+        rc = ddl_dataset_make_scenes(&items, u->scenes, u->size, u->items, s, NULL, train, err, DDL_ERR_BYTES);
     ddl_dataset_free(&items);
     if (rc == DDL_OK)
-        rc = ddl_dataset_load_mnist(o->data, "t10k", NULL, &items, err, DDL_ERR_BYTES);
+        rc = ddl_dataset_load_mnist(dir, "t10k", NULL, &items, err, DDL_ERR_BYTES);
     if (rc == DDL_OK) /* held out: other items, another seed */
-        rc = ddl_dataset_make_scenes(&items, o->test_scenes, o->size, o->max_items, seed + 1, NULL, test, err,
+        rc = ddl_dataset_make_scenes(&items, u->test_scenes, u->size, u->items, s + 1, NULL, test, err,
                                      DDL_ERR_BYTES);
     ddl_dataset_free(&items);
     return rc;
@@ -123,61 +174,124 @@ static int make_data(const example_opts *o, ddl_dataset *train, ddl_dataset *tes
 
 int main(int argc, char **argv)
 {
-    example_opts o;
-    example_defaults(&o, "unet");
-    o.data = "/usr/share/datasets/fashion-mnist";
-    /* Defaults measured with `ddlrun -n 2 build/bin/unet` on 2 idle cores: dice 0.986, mIoU 0.478,
+    /* ---- options ----
+     * Defaults measured with `ddlrun -n 2 build/bin/unet` on 2 idle cores: dice 0.986, mIoU 0.478,
      * pixel accuracy 0.936 on held-out scenes in 310 s. 64x64 canvases keep several items apart (at
      * 32x32 one item fills the canvas); depth 3 sees a whole 28x28 item from the 8x8 bottom.
      * Telling the 10 classes apart is the slow part: SGD 0.05 with dice weight 1 found the items
      * (dice 0.98) but stayed at "one class for every item" (mIoU 0.15 after 8 epochs); Adam 0.002
      * with dice weight 0.5 leaves that plateau and keeps improving over 16 epochs. */
-    o.scenes = 6000;
-    o.test_scenes = 500;
-    o.size = 64;
-    o.max_items = 3;
-    o.depth = 3;
-    o.width = 8;
+    static const struct option options[] = {
+        EXAMPLE_OPTIONS,
+        {"scenes", required_argument, NULL, OPT_SCENES}, {"test-scenes", required_argument, NULL, OPT_TEST_SCENES},
+        {"size", required_argument, NULL, OPT_SIZE},     {"items", required_argument, NULL, OPT_ITEMS},
+        {"depth", required_argument, NULL, OPT_DEPTH},   {"width", required_argument, NULL, OPT_WIDTH},
+        {"dice-weight", required_argument, NULL, OPT_DICE}, {"images", required_argument, NULL, OPT_IMAGES},
+        {NULL, 0, NULL, 0}};
+    example_opts o;
+    example_defaults(&o);
     o.epochs = 16;
     o.batch = 32;
     o.optimizer = DDL_OPTIM_ADAM;
     o.lr = 0.002f;
     o.schedule = DDL_SCHED_COSINE;
-    o.dice_weight = 0.5f;
-    if (example_parse(&o, argc, argv) != 0)
-        return 2;
+    unet_opts u = {.scenes = 6000, .test_scenes = 500, .size = 64, .items = 3, .depth = 3, .width = 8,
+                   .dice_weight = 0.5f};
+    cli_start(argv, "unet");
+    for (int c; (c = getopt_long(argc, argv, "h", options, NULL)) != -1;)
+        unet_option(&o, &u, c, optarg);
+    example_options_done(&o, argc, argv);
 
+    /* ---- comm: ddlrun, mpirun or Slurm describe the job in the environment; alone, no comm ---- */
     char err[DDL_ERR_BYTES];
+    ddl_comm_config cc;
     ddl_comm *comm = NULL;
-    if (example_comm(&comm, err) != DDL_OK) {
-        fprintf(stderr, "unet: %s\n", err);
-        ddl_comm_destroy(comm);
+    int rc = ddl_comm_config_from_env(&cc, err, sizeof err);
+    if (rc == DDL_OK && cc.world_size > 1)
+        rc = ddl_comm_create(&cc, NULL, &comm, err, sizeof err);
+    if (rc != DDL_OK) {
+        fprintf(stderr, "unet: rank %d: cannot join the job: %s\n", cc.rank, err);
         return 1;
     }
     int rank = comm ? ddl_comm_rank(comm) : 0, world = comm ? ddl_comm_size(comm) : 1;
-    ddl_dataset train = {0}, test = {0};
-    if (make_data(&o, &train, &test, err) != DDL_OK) {
-        fprintf(stderr, "unet: %s\n", err);
-        ddl_dataset_free(&train);
-        ddl_comm_destroy(comm);
-        return 1;
-    }
-    float mean, std;
-    ddl_dataset_stats(&train, &mean, &std);
+    ddl_set_threads(o.threads);
 
-    ddl_model_config mc = {.batch = (o.batch + world - 1) / world, .in_c = 1, .in_h = o.size, .in_w = o.size,
-                           .n_classes = train.n_classes, .depth = o.depth, .width = o.width};
+    /* ---- data and model: every rank makes the same scenes ---- */
+    ddl_dataset train = {0}, test = {0};
     ddl_model *model = NULL;
-    int rc = ddl_model_create(ddl_model_unet(), &mc, NULL, &model, err, sizeof err);
-    if (rc != DDL_OK) {
-        fprintf(stderr, "unet: cannot build a depth %d width %d U-Net for %dx%d input: %s\n", o.depth, o.width,
-                o.size, o.size, err);
-    } else {
+    ddl_trainer *tr = NULL;
+    rc = make_data(o.data, &u, o.seed, &train, &test, err);
+    ddl_model_config mc = {.batch = (o.batch + world - 1) / world, .in_c = 1, .in_h = u.size, .in_w = u.size,
+                           .n_classes = train.n_classes, .depth = u.depth, .width = u.width};
+    if (rc == DDL_OK)
+        rc = ddl_model_create(ddl_model_unet(), &mc, NULL, &model, err, sizeof err);
+
+    /* ---- trainer, and with --resume the checkpoint to go on from ---- */
+    if (rc == DDL_OK) {
+        float mean, std;
+        ddl_dataset_stats(&train, &mean, &std);
         ddl_model_set_norm(model, mean, std);
-        rc = example_train(&o, comm, model, &train, &test);
-        if (rc == DDL_OK && o.images && rank == 0 && write_pictures(o.images, model, &test) != 0)
-            rc = DDL_EIO;
+        ddl_train_config tc;
+        example_train_config(&o, comm, train.n, &tc);
+        tc.dice_weight = u.dice_weight;
+        rc = ddl_trainer_create(&tc, model, &train, NULL, &tr, err, sizeof err);
     }
+    int saved_world = 0;
+    if (rc == DDL_OK && o.resume)
+        rc = ddl_trainer_resume(tr, o.checkpoint, DDL_RESUME_IF_EXISTS, &saved_world);
+    if (rc == DDL_OK && o.resume && rank == 0)
+        example_say_resumed(&o, tr, saved_world, world);
+
+    /* ---- the epoch loop, as lenet's: pixel accuracy, dice and mean IoU on the held-out scenes ---- */
+    double t0 = example_seconds(), train_secs = 0.0;
+    long train_samples = 0;
+    int first = rc == DDL_OK ? ddl_trainer_epoch_index(tr) + ddl_trainer_epoch_done(tr) : 0, evaluated = 0;
+    ddl_eval_stats ev = {0};
+    for (int e = first; rc == DDL_OK && e < o.epochs; e++) {
+        ddl_epoch_stats es;
+        do { /* one optimizer step; with --checkpoint, a save every --checkpoint-every steps and at the end */
+            rc = ddl_trainer_step(tr, NULL);
+            long step = ddl_trainer_step_count(tr), every = o.checkpoint_every;
+            if (rc == DDL_OK && o.checkpoint && (ddl_trainer_epoch_done(tr) || (every > 0 && step % every == 0)))
+                rc = ddl_trainer_save(tr, o.checkpoint); /* every rank calls, rank 0 writes */
+            if (rc == DDL_OK)
+                example_test_stop(step); /* test hook: does nothing unless a test asks */
+        } while (rc == DDL_OK && !ddl_trainer_epoch_done(tr));
+        if (rc == DDL_OK)
+            rc = ddl_trainer_epoch_stats(tr, &es);
+        if (rc == DDL_OK)
+            rc = ddl_trainer_evaluate(tr, &test, &ev);
+        if (rc != DDL_OK)
+            break;
+        evaluated = 1;
+        train_secs += es.seconds;
+        train_samples += es.samples;
+        if (rank == 0 && !o.quiet) {
+            printf("epoch %d/%d  loss %.4f  train_acc %.4f  test_loss %.4f  test_acc %.4f  dice %.4f  miou %.4f"
+                   "  %.0f images/s  (%.1f s)\n", e + 1, o.epochs, es.loss, es.accuracy, ev.loss, ev.accuracy,
+                   ev.dice, ev.miou, es.images_per_sec, es.seconds);
+            fflush(stdout);
+        }
+    }
+    if (rc == DDL_OK && !evaluated) /* resumed after the last epoch: the summary still needs metrics */
+        rc = ddl_trainer_evaluate(tr, &test, &ev);
+    if (rc == DDL_OK && o.save)
+        rc = ddl_trainer_save(tr, o.save);
+
+    /* ---- the summary line of DESIGN.md with segmentation's metrics, and --images; or the error ---- */
+    if (rc == DDL_OK && rank == 0)
+        printf("summary: model=unet transport=%s world=%d epochs=%d batch=%d test_acc=%.4f test_loss=%.4f "
+               "pixel_acc=%.4f dice=%.4f miou=%.4f images_per_sec=%.0f wall_s=%.1f weights_crc=%08x\n",
+               comm ? ddl_comm_transport_name(comm) : "none", world, o.epochs, o.batch, ev.accuracy, ev.loss,
+               ev.accuracy, ev.dice, ev.miou, train_secs > 0 ? (double)train_samples / train_secs : 0.0,
+               example_seconds() - t0, (unsigned)ddl_model_crc(model));
+    if (rc != DDL_OK)
+        fprintf(stderr, "unet: rank %d: %s\n", rank, tr ? ddl_trainer_error(tr) : err);
+    else if (u.images && rank == 0 && write_pictures(u.images, model, &test) != 0)
+        rc = DDL_EIO; /* write_pictures said why */
+
+    /* ---- clean-up ---- */
+    ddl_trainer_destroy(tr);
     ddl_model_destroy(model);
     ddl_dataset_free(&train);
     ddl_dataset_free(&test);

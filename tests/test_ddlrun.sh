@@ -81,7 +81,7 @@ grep -q 'received signal 15' "$tmp/err"; check "signal message" $?
 
 # ---- usage errors ----
 "$DDLRUN" sh -c 'exit 0' 2> "$tmp/err"; rc=$?
-[ $rc -eq 2 ] && grep -q -- '-n N is required' "$tmp/err" && grep -q '^usage:' "$tmp/err"; check "missing -n" $?
+[ $rc -eq 2 ] && grep -q -- '-n N is required' "$tmp/err" && grep -qx "try 'ddlrun --help'" "$tmp/err"; check "missing -n" $?
 "$DDLRUN" -n 2 --nodes 2 sh -c 'exit 0' 2> "$tmp/err"; rc=$?
 [ $rc -eq 2 ] && grep -q 'master' "$tmp/err"; check "--nodes without --master" $?
 "$DDLRUN" -n 2 -t carrier-pigeon true 2> "$tmp/err"; rc=$?

@@ -8,7 +8,9 @@
  *   bytes count time_us algbw_GBs busbw_GBs check
  * time is the mean of --iters timed all-reduces (after --warmup untimed ones), the slowest rank's;
  * algbw = bytes / time; busbw = algbw * 2 (n - 1) / n; check verifies a sum of known values.
- * Exit status is non-zero if any check or any rank failed. Uses ddl.h only. */
+ * Exit status is non-zero if any check or any rank failed. Flags as getopt_long reads them
+ * (--iters=5 too; --help, --version); a bad flag or value exits 2 naming it. Uses ddl.h only
+ * (and tools/cli.h for its command line). */
 #include "ddl.h"
 
 #include <signal.h>
@@ -19,6 +21,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "tools/cli.h"
+
 typedef struct opts {
     const char *transport;
     int n, iters, warmup, native;
@@ -28,84 +32,67 @@ typedef struct opts {
 
 /* ---- arguments ---- */
 
-static void usage(void)
-{
-    fprintf(stderr, "usage: ddl-bench allreduce -t shm|tcp|zmq|mpi -n RANKS [-b MIN] [-e MAX] [-f FACTOR]\n"
-                    "                 [--iters K] [--warmup W] [--native]\n"
-                    "sizes in bytes with an optional K, M or G suffix (default 4K to 64M, factor 4)\n");
-}
+#define USAGE                                                                                        \
+    "usage: ddl-bench allreduce -t shm|tcp|zmq|mpi -n RANKS [-b MIN] [-e MAX] [-f FACTOR]\n"         \
+    "                 [--iters K] [--warmup W] [--native]\n"                                         \
+    "All-reduce float32 sums of every size from MIN to MAX bytes (times FACTOR each time) and\n"     \
+    "print, as nccl-tests do: bytes count time_us algbw_GBs busbw_GBs check.\n"                      \
+    "  -t T            transport (default shm)\n"                                                    \
+    "  -n RANKS        ranks to fork, 2 to 256 (not under mpirun or ddlrun: they start the ranks)\n" \
+    "  -b MIN, -e MAX  sizes in bytes, with an optional K, M or G suffix (default 4K and 64M)\n"     \
+    "  -f FACTOR       size factor from one row to the next, above 1 (default 4)\n"                  \
+    "  --iters K       timed all-reduces per size (default 20)\n"                                    \
+    "  --warmup W      untimed all-reduces before them (default 5)\n"                                \
+    "  --native        the transport's own all-reduce where it has one (mpi, shm)\n"                 \
+    "  -h, --help      this text\n"                                                                  \
+    "  --version       ddl-bench's version\n"
 
-/* parse_size: "256K" -> 262144; 0 on a bad value. */
-static size_t parse_size(const char *s)
+/* parse_size: "256K" -> 262144: a whole number of bytes, with K, M or G (powers of 1024), and B. */
+static size_t parse_size(const char *flag, const char *s)
 {
     char *end;
-    double v = strtod(s, &end);
-    if (end == s || v <= 0)
-        return 0;
-    double mul = 1;
-    if (*end == 'K' || *end == 'k')
-        mul = 1024, end++;
-    else if (*end == 'M' || *end == 'm')
-        mul = 1024.0 * 1024, end++;
-    else if (*end == 'G' || *end == 'g')
-        mul = 1024.0 * 1024 * 1024, end++;
-    if (*end == 'B' || *end == 'b')
-        end++;
-    return *end ? 0 : (size_t)(v * mul);
-}
-
-static int parse_int(const char *s, int lo, int *out)
-{
-    char *end;
-    long v = strtol(s, &end, 10);
-    if (end == s || *end || v < lo || v > 1000000)
-        return -1;
-    *out = (int)v;
-    return 0;
-}
-
-static int parse_args(int argc, char **argv, opts *o)
-{
-    *o = (opts){NULL, 0, 20, 5, 0, 4096, (size_t)64 << 20, 4};
-    if (argc < 2 || strcmp(argv[1], "allreduce") != 0)
-        return -1;
-    for (int i = 2; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int need = 1;
-        if (strcmp(a, "--native") == 0) {
-            o->native = 1, need = 0;
-        } else if (!v) {
-            fprintf(stderr, "ddl-bench: %s needs a value\n", a);
-            return -1;
-        } else if (strcmp(a, "-t") == 0) {
-            o->transport = v;
-        } else if (strcmp(a, "-n") == 0) {
-            if (parse_int(v, 1, &o->n))
-                return fprintf(stderr, "ddl-bench: -n %s is not a rank count\n", v), -1;
-        } else if (strcmp(a, "-b") == 0 || strcmp(a, "-e") == 0) {
-            size_t s = parse_size(v);
-            if (!s)
-                return fprintf(stderr, "ddl-bench: %s %s is not a size\n", a, v), -1;
-            *(a[1] == 'b' ? &o->min_bytes : &o->max_bytes) = s;
-        } else if (strcmp(a, "-f") == 0) {
-            o->factor = strtod(v, NULL);
-            if (o->factor <= 1)
-                return fprintf(stderr, "ddl-bench: -f %s must be more than 1\n", v), -1;
-        } else if (strcmp(a, "--iters") == 0) {
-            if (parse_int(v, 1, &o->iters))
-                return fprintf(stderr, "ddl-bench: --iters %s is not a count\n", v), -1;
-        } else if (strcmp(a, "--warmup") == 0) {
-            if (parse_int(v, 0, &o->warmup))
-                return fprintf(stderr, "ddl-bench: --warmup %s is not a count\n", v), -1;
-        } else {
-            fprintf(stderr, "ddl-bench: unknown option %s\n", a);
-            return -1;
-        }
-        i += need;
+    unsigned long long v = s[0] >= '0' && s[0] <= '9' ? strtoull(s, &end, 10) : 0;
+    int shift = 0;
+    if (v > 0) {
+        shift = *end == 'K' || *end == 'k' ? 10 : *end == 'M' || *end == 'm' ? 20 : *end == 'G' || *end == 'g' ? 30 : 0;
+        end += shift > 0;
+        end += *end == 'B' || *end == 'b';
     }
+    if (v == 0 || *end || v > (1ull << (40 - shift)))
+        cli_bad(flag, s, "a size in bytes, as 4096, 256K, 8M or 1G (at most 1024G)");
+    return (size_t)(v << shift);
+}
+
+static void parse_args(int argc, char **argv, opts *o)
+{
+    static const char *const commands[] = {"allreduce", NULL}, *const transports[] = {"shm", "tcp", "zmq", "mpi", NULL};
+    enum { ITERS = 256, WARMUP, NATIVE };
+    static const struct option options[] = {
+        {"iters", required_argument, NULL, ITERS}, {"warmup", required_argument, NULL, WARMUP},
+        {"native", no_argument, NULL, NATIVE}, CLI_HELP_VERSION, {NULL, 0, NULL, 0}};
+    *o = (opts){NULL, 0, 20, 5, 0, 4096, (size_t)64 << 20, 4};
+    cli_start(argv, "ddl-bench");
+    for (int c; (c = getopt_long(argc, argv, "ht:n:b:e:f:", options, NULL)) != -1;) {
+        switch (c) {
+        case 't': o->transport = transports[cli_word("-t", optarg, transports)]; break;
+        case 'n': o->n = cli_int("-n", optarg, 2, 256); break;
+        case 'b': o->min_bytes = parse_size("-b", optarg); break;
+        case 'e': o->max_bytes = parse_size("-e", optarg); break;
+        case 'f': o->factor = cli_float("-f", optarg, 1.0001, 1024); break;
+        case ITERS: o->iters = cli_int("--iters", optarg, 1, 1000000); break;
+        case WARMUP: o->warmup = cli_int("--warmup", optarg, 0, 1000000); break;
+        case NATIVE: o->native = 1; break;
+        case 'h': cli_help(USAGE); break;
+        case 'V': cli_version(); break;
+        default: cli_try(); /* getopt_long named the flag */
+        }
+    }
+    if (optind >= argc)
+        cli_error("no command: allreduce is the one there is");
+    cli_word("command", argv[optind], commands);
+    cli_end(argc, argv, optind + 1);
     if (o->min_bytes > o->max_bytes)
-        return fprintf(stderr, "ddl-bench: -b is larger than -e\n"), -1;
-    return 0;
+        cli_error("-b is larger than -e");
 }
 
 /* ---- one rank ---- */
@@ -250,10 +237,7 @@ static int fork_ranks(const opts *o)
 int main(int argc, char **argv)
 {
     opts o;
-    if (parse_args(argc, argv, &o) != 0) {
-        usage();
-        return 2;
-    }
+    parse_args(argc, argv, &o);
     int launched = getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE") || getenv("DDL_RANK");
     if (launched) {
         ddl_comm_config cfg;
@@ -268,10 +252,8 @@ int main(int argc, char **argv)
     }
     if (!o.transport)
         o.transport = "shm";
-    if (o.n < 2 || o.n > 256) {
-        fprintf(stderr, "ddl-bench: -n must be 2 to 256 ranks\n");
-        return 2;
-    }
+    if (o.n == 0)
+        cli_error("-n RANKS is required (or run it under mpirun or ddlrun)");
     if (!ddl_transport_find(o.transport)) {
         fprintf(stderr, "ddl-bench: transport %s is not compiled in\n", o.transport);
         return 2;

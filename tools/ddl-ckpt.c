@@ -5,6 +5,7 @@
  *   ddl-ckpt export CKPT OUT.npz  numpy .npz with PyTorch's names and layouts (conv1.weight
  *                                 [6,1,5,5], ...), plus input_mean and input_std
  *
+ * Options as getopt_long reads them: --help, --version; a bad command or flag exits 2 naming it.
  * A program, not library code: it prints and exits. It reads checkpoints only through ddl.h.
  * The .npz is a zip of stored (uncompressed) .npy files, version 1.0, little-endian float32. */
 #include "ddl.h"
@@ -15,12 +16,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void usage(FILE *f)
-{
-    fprintf(f, "usage: ddl-ckpt show CKPT\n"
-               "       ddl-ckpt verify CKPT\n"
-               "       ddl-ckpt export CKPT OUT.npz\n");
-}
+#include "tools/cli.h"
+
+#define USAGE                                                                                  \
+    "usage: ddl-ckpt show CKPT\n"                                                              \
+    "       ddl-ckpt verify CKPT\n"                                                            \
+    "       ddl-ckpt export CKPT OUT.npz\n"                                                    \
+    "  show      the header, then every tensor with its shape and min/mean/max\n"              \
+    "  verify    exit 0 if the file is intact and its weights finite, else say why (exit 1)\n" \
+    "  export    numpy .npz with PyTorch's names and layouts, plus input_mean and input_std\n" \
+    "  -h, --help    this text\n"                                                              \
+    "  --version     ddl-ckpt's version\n"
 
 static ddl_checkpoint *open_or_die(const char *path)
 {
@@ -239,16 +245,26 @@ static int cmd_export(const char *path, const char *out)
 
 int main(int argc, char **argv)
 {
-    if (argc == 3 && !strcmp(argv[1], "show"))
-        return cmd_show(argv[2]);
-    if (argc == 3 && !strcmp(argv[1], "verify"))
-        return cmd_verify(argv[2]);
-    if (argc == 4 && !strcmp(argv[1], "export"))
-        return cmd_export(argv[2], argv[3]);
-    if (argc == 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
-        usage(stdout);
-        return 0;
+    static const char *const commands[] = {"show", "verify", "export", NULL};
+    static const struct option options[] = {CLI_HELP_VERSION, {NULL, 0, NULL, 0}};
+    cli_start(argv, "ddl-ckpt");
+    for (int c; (c = getopt_long(argc, argv, "h", options, NULL)) != -1;) {
+        if (c == 'h')
+            cli_help(USAGE);
+        else if (c == 'V')
+            cli_version();
+        else
+            cli_try(); /* getopt_long named the flag */
     }
-    usage(stderr);
-    return 2;
+    if (optind >= argc)
+        cli_error("no command: show, verify or export");
+    int cmd = cli_word("command", argv[optind], commands), need = cmd == 2 ? 2 : 1;
+    if (argc - optind - 1 < need) {
+        char msg[64];
+        snprintf(msg, sizeof msg, "%s needs CKPT%s", commands[cmd], cmd == 2 ? " OUT.npz" : "");
+        cli_error(msg);
+    }
+    cli_end(argc, argv, optind + 1 + need);
+    const char *path = argv[optind + 1];
+    return cmd == 0 ? cmd_show(path) : cmd == 1 ? cmd_verify(path) : cmd_export(path, argv[optind + 2]);
 }

@@ -4,6 +4,12 @@
  * with --restarts R it then starts them all again, up to R times (the program resumes from its
  * own checkpoint: ddlrun knows nothing of checkpoints).
  * Each rank runs in its own process group, so signals also reach the processes it starts.
+ *
+ *   ddlrun -n N [-t shm|tcp|zmq|mpi] [--nodes K --node-rank R --master HOST:PORT] [--timeout S]
+ *          [--tag-output] [--job ID] [--restarts R] [--] PROGRAM [ARGS...]
+ *
+ * ddlrun's flags (getopt_long: --timeout=5 works too; --help, --version) end at PROGRAM: what
+ * follows it is passed to PROGRAM unchanged. A bad flag or value exits 2 naming it.
  * It is a program, not library code: it may exit(). Every wait it does is bounded. */
 #include "ddl.h"
 
@@ -22,6 +28,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "tools/cli.h"
+
 #define MAX_RANKS 1024
 #define LINE_BYTES 4096
 #define KILL_AFTER_FAILURE_MS 2000 /* SIGTERM, then SIGKILL after this long */
@@ -37,108 +45,80 @@ typedef struct opts {
     char **argv; /* PROGRAM ARGS... */
 } opts;
 
-static void usage(FILE *f)
-{
-    fprintf(f,
-            "usage: ddlrun -n N [-t shm|tcp|zmq|mpi] [--nodes K --node-rank R --master HOST:PORT]\n"
-            "              [--timeout S] [--tag-output] [--job ID] [--restarts R] PROGRAM [ARGS...]\n"
-            "  -n N            ranks to start on this machine\n"
-            "  -t TRANSPORT    shm (default on one node), tcp (default on several), zmq or mpi\n"
-            "  --nodes K       machines in the job (run ddlrun once on each); default 1\n"
-            "  --node-rank R   this machine's index, 0 <= R < K (rank = R * N + local rank)\n"
-            "  --master H:P    rendezvous address of rank 0 (required with --nodes > 1)\n"
-            "  --timeout S     seconds any blocking operation may wait (DDL_TIMEOUT_MS)\n"
-            "  --tag-output    prefix every output line with \"[rank] \"\n"
-            "  --job ID        job id (default: $DDL_JOB, else random; derived from --master with --nodes > 1)\n"
-            "  --restarts R    when a rank fails, stop all ranks and start them all again, up to R times (one\n"
-            "                  node only). The program must continue from its own checkpoint, e.g.\n"
-            "                  lenet --checkpoint PATH --checkpoint-every N --resume; each restart gets a new job\n"
-            "                  id (JOB-rK), a new port and DDL_RESTART=K\n"
-            "Sets DDL_RANK, DDL_WORLD_SIZE, DDL_LOCAL_RANK, DDL_LOCAL_SIZE, DDL_MASTER, DDL_JOB, DDL_TRANSPORT,\n"
-            "DDL_TIMEOUT_MS, and on one node a random DDL_TOKEN unless one is set.\n");
-}
+#define USAGE                                                                                                \
+    "usage: ddlrun -n N [-t shm|tcp|zmq|mpi] [--nodes K --node-rank R --master HOST:PORT]\n"                 \
+    "              [--timeout S] [--tag-output] [--job ID] [--restarts R] [--] PROGRAM [ARGS...]\n"          \
+    "Start N ranks of PROGRAM on this machine, with the DDL_* environment set; everything after\n"           \
+    "PROGRAM goes to it unchanged.\n"                                                                        \
+    "  -n N            ranks to start on this machine (-np N as mpirun spells it)\n"                         \
+    "  -t, --transport T   shm (default on one node), tcp (default on several), zmq or mpi\n"                \
+    "  --nodes K       machines in the job (run ddlrun once on each); default 1\n"                           \
+    "  --node-rank R   this machine's index, 0 <= R < K (rank = R * N + local rank)\n"                       \
+    "  --master H:P    rendezvous address of rank 0 (required with --nodes > 1)\n"                           \
+    "  --timeout S     seconds any blocking operation may wait (DDL_TIMEOUT_MS)\n"                           \
+    "  --tag-output    prefix every output line with \"[rank] \"\n"                                          \
+    "  --job ID        job id (default: $DDL_JOB, else random; derived from --master with --nodes > 1)\n"    \
+    "  --restarts R    when a rank fails, stop all ranks and start them all again, up to R times (one\n"     \
+    "                  node only). The program must continue from its own checkpoint, e.g.\n"                \
+    "                  lenet --checkpoint PATH --checkpoint-every N --resume; each restart gets a new job\n" \
+    "                  id (JOB-rK), a new port and DDL_RESTART=K\n"                                          \
+    "  -h, --help      this text\n"                                                                          \
+    "  --version       ddlrun's version\n"                                                                   \
+    "Sets DDL_RANK, DDL_WORLD_SIZE, DDL_LOCAL_RANK, DDL_LOCAL_SIZE, DDL_MASTER, DDL_JOB, DDL_TRANSPORT,\n"   \
+    "DDL_TIMEOUT_MS, and on one node a random DDL_TOKEN unless one is set.\n"
 
-static void bad_usage(const char *fmt, const char *arg)
-{
-    fprintf(stderr, "ddlrun: ");
-    fprintf(stderr, fmt, arg ? arg : "");
-    fprintf(stderr, "\n");
-    usage(stderr);
-    exit(2);
-}
-
-static int parse_int(const char *flag, const char *s, int lo, int hi)
-{
-    char *end;
-    long v = s ? strtol(s, &end, 10) : 0;
-    if (!s || !*s || *end || v < lo || v > hi) {
-        char msg[128];
-        snprintf(msg, sizeof msg, "%s needs a whole number from %d to %d, got '%%s'", flag, lo, hi);
-        bad_usage(msg, s ? s : "(nothing)");
-    }
-    return (int)v;
-}
-
+/* parse_args: ddlrun's own flags, up to PROGRAM (the first operand, or what follows "--"). */
 static void parse_args(int argc, char **argv, opts *o)
 {
+    static const char *const transports[] = {"shm", "tcp", "zmq", "mpi", NULL};
+    enum { NODES = 256, NODE_RANK, MASTER, TIMEOUT, TAG_OUTPUT, JOB, RESTARTS };
+    static const struct option options[] = {
+        {"transport", required_argument, NULL, 't'}, {"nodes", required_argument, NULL, NODES},
+        {"node-rank", required_argument, NULL, NODE_RANK}, {"master", required_argument, NULL, MASTER},
+        {"timeout", required_argument, NULL, TIMEOUT}, {"tag-output", no_argument, NULL, TAG_OUTPUT},
+        {"job", required_argument, NULL, JOB}, {"restarts", required_argument, NULL, RESTARTS},
+        CLI_HELP_VERSION, {NULL, 0, NULL, 0}};
     memset(o, 0, sizeof *o);
     o->nodes = 1;
-    int i = 1;
-    for (; i < argc && argv[i][0] == '-'; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--")) {
-            i++;
+    cli_start(argv, "ddlrun");
+    /* "+": stop at the first operand, PROGRAM, so that its own flags stay its own */
+    for (int c; (c = getopt_long(argc, argv, "+hn:t:", options, NULL)) != -1;) {
+        switch (c) {
+        case 'n':
+            if (!strcmp(argv[optind - 1], "-np") && optind < argc) /* mpirun's -np N */
+                optarg = argv[optind++];
+            o->n = cli_int("-n", optarg, 1, MAX_RANKS);
             break;
-        } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
-            exit(0);
-        } else if (!strcmp(a, "--tag-output")) {
-            o->tag_output = 1;
-            continue;
+        case 't': o->transport = transports[cli_word("-t", optarg, transports)]; break;
+        case NODES: o->nodes = cli_int("--nodes", optarg, 1, 1000000); break;
+        case NODE_RANK: o->node_rank = cli_int("--node-rank", optarg, 0, 999999); break;
+        case MASTER:
+            if (!strchr(optarg, ':'))
+                cli_bad("--master", optarg, "HOST:PORT");
+            o->master = optarg;
+            break;
+        case TIMEOUT: o->timeout_s = cli_float("--timeout", optarg, 0.001, 2e6); break;
+        case TAG_OUTPUT: o->tag_output = 1; break;
+        case JOB: o->job = optarg; break;
+        case RESTARTS: o->restarts = cli_int("--restarts", optarg, 0, 1000000); break;
+        case 'h': cli_help(USAGE); break;
+        case 'V': cli_version(); break;
+        default: cli_try(); /* getopt_long named the flag */
         }
-        if (!v)
-            bad_usage("%s needs a value", a);
-        if (!strcmp(a, "-n") || !strcmp(a, "-np"))
-            o->n = parse_int("-n", v, 1, MAX_RANKS);
-        else if (!strcmp(a, "--nodes"))
-            o->nodes = parse_int("--nodes", v, 1, 1000000);
-        else if (!strcmp(a, "--node-rank"))
-            o->node_rank = parse_int("--node-rank", v, 0, 999999);
-        else if (!strcmp(a, "-t") || !strcmp(a, "--transport"))
-            o->transport = v;
-        else if (!strcmp(a, "--master"))
-            o->master = v;
-        else if (!strcmp(a, "--job"))
-            o->job = v;
-        else if (!strcmp(a, "--restarts"))
-            o->restarts = parse_int("--restarts", v, 0, 1000000);
-        else if (!strcmp(a, "--timeout")) {
-            char *end;
-            o->timeout_s = strtod(v, &end);
-            if (*end || !(o->timeout_s > 0) || o->timeout_s > 2e6)
-                bad_usage("--timeout needs a positive number of seconds, got '%s'", v);
-        } else
-            bad_usage("unknown option '%s'", a);
-        i++;
     }
     if (o->n == 0)
-        bad_usage("-n N is required (ranks to start on this machine)%s", NULL);
-    if (i >= argc)
-        bad_usage("no PROGRAM to run%s", NULL);
+        cli_error("-n N is required (ranks to start on this machine)");
+    if (optind >= argc)
+        cli_error("no PROGRAM to run");
     if (o->node_rank >= o->nodes)
-        bad_usage("--node-rank must be below --nodes%s", NULL);
+        cli_error("--node-rank must be below --nodes");
     if (o->nodes > 1 && !o->master)
-        bad_usage("--master HOST:PORT is required with --nodes > 1%s", NULL);
-    if (o->master && !strchr(o->master, ':'))
-        bad_usage("--master needs HOST:PORT, got '%s'", o->master);
-    if (o->transport && strcmp(o->transport, "shm") && strcmp(o->transport, "tcp") && strcmp(o->transport, "zmq") &&
-        strcmp(o->transport, "mpi"))
-        bad_usage("-t needs shm, tcp, zmq or mpi, got '%s'", o->transport);
+        cli_error("--master HOST:PORT is required with --nodes > 1");
     if (o->restarts && o->nodes > 1)
-        bad_usage("--restarts works on one node only (each node would restart on its own)%s", NULL);
+        cli_error("--restarts works on one node only (each node would restart on its own)");
     if (o->transport && !strcmp(o->transport, "shm") && o->nodes > 1)
-        bad_usage("shm works on one machine only; use -t tcp with --nodes > 1%s", NULL);
-    o->argv = argv + i;
+        cli_error("shm works on one machine only; use -t tcp with --nodes > 1");
+    o->argv = argv + optind;
 }
 
 /* ---- environment ---- */
