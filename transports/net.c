@@ -83,6 +83,21 @@ void ddl__net_opened(ddl__net *n, int status)
                  n->rank, n->world, n->addr, n->job);
 }
 
+int ddl__net_missing(const ddl__net *n, int lo, int hi, char *out, size_t size)
+{
+    int count = 0;
+    size_t used = 0;
+    out[0] = 0;
+    for (int r = lo; r <= hi; r++) {
+        if (r == n->rank || n->peers[r].linked)
+            continue;
+        if (used + 16 < size)
+            used += (size_t)snprintf(out + used, size - used, "%s%d", count ? ", " : "", r);
+        count++;
+    }
+    return count;
+}
+
 const char *ddl__net_peer_address(const ddl__net *n, int r)
 {
     if (r < 0 || r >= n->world)
@@ -280,6 +295,11 @@ int ddl__net_frame_read(const ddl__net *n, const unsigned char pre[DDL__FRAME_PR
     f->flags = (uint32_t)ddl__get_le(pre + 4, 4);
     f->bytes = ddl__get_le(pre + 8, 8);
     return f->magic == n->proto->frame_magic && (f->flags & ~(DDL__FRAME_BYE | DDL__FRAME_ABORT)) == 0;
+}
+
+int ddl__net_frame_is_abort(const ddl__net *n, const unsigned char *pre)
+{
+    return ddl__get_le(pre, 4) == n->proto->frame_magic && (ddl__get_le(pre + 4, 4) & DDL__FRAME_ABORT);
 }
 
 int ddl__net_peer_left(ddl__net *n, int j, const unsigned char pre[DDL__FRAME_PREFIX], size_t want)

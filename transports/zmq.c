@@ -30,7 +30,6 @@
 /* ---- state ---- */
 
 #define ZQ_RID_BYTES 256              /* a routing id is at most 255 bytes (ZMTP) */
-#define ZQ_PENDING 16                 /* handshakes the ROUTER side runs at once */
 #define ZQ_MAX_WORLD 4096             /* 2 world + 1 sockets per rank */
 #define ZQ_STATE_MAGIC 0x7a6d712dU    /* marks a state that open() has initialised */
 #define ZQ_CHUNK ((size_t)8 << 20)    /* largest payload frame (and the receive bound) */
@@ -45,13 +44,6 @@ static const ddl__net_proto zq_proto = {
     .duplicate = "duplicate rank (that rank is already connected)", .duplicate_at_hello = 0,
     .frame_magic = 0x5a4c4444U,
 };
-
-/* A handshake in progress on our ROUTER (an unauthenticated DEALER of someone). */
-typedef struct zq_pending {
-    ddl__net_pending hs;       /* hs.stage 0: slot free */
-    unsigned char rid[ZQ_RID_BYTES];
-    size_t rid_bytes;
-} zq_pending;
 
 /* The sockets of one other rank (what else we know of it is in net.peers). */
 typedef struct zq_link {
@@ -72,7 +64,7 @@ typedef struct zq_state {
     int tables_sent;           /* rank 0, master mode: every rank got the address table */
     void *ctx;                 /* libzmq context: its I/O and reaper threads are libzmq's */
     void *router;              /* bound at net.addr */
-    zq_pending pending[ZQ_PENDING];
+    ddl__net_pool pool;        /* DEALERs of others on our ROUTER, not yet authenticated: keyed by routing id */
     zq_link *links;            /* [world], inside the state memory, as net.peers */
     void *items;               /* zmq_pollitem_t [2 world + 3] */
     unsigned char *table;      /* [DDL__TABLE_HEAD + world * DDL__ADDR_BYTES], the address table */
@@ -171,36 +163,23 @@ static int connect_rank(zq_state *s, int j)
 
 /* ---- handshake, ROUTER side ---- */
 
-/* router_reply: send m to the DEALER with routing id rid (never blocks: the ROUTER's HWM is 0). */
-static void router_reply(zq_state *s, const unsigned char *rid, size_t rid_bytes, const ddl__hs_msg *m)
+/* router_send: bytes to the DEALER with routing id rid (never blocks: the ROUTER's HWM is 0). */
+static int router_send(zq_state *s, const unsigned char *rid, size_t rid_bytes, const void *buf, size_t bytes)
+{
+    if (zmq_send(s->router, rid, rid_bytes, ZMQ_SNDMORE | ZMQ_DONTWAIT) != (int)rid_bytes ||
+        zmq_send(s->router, buf, bytes, ZMQ_DONTWAIT) != (int)bytes)
+        return -1;
+    return 0;
+}
+
+/* refuse: log, tell the peer why (unless it sent garbage), free the slot. */
+static void refuse(zq_state *s, ddl__net_slot *p, uint32_t reason)
 {
     unsigned char buf[DDL__HS_BYTES];
-    ddl__hs_encode(&zq_proto, m, buf);
-    if (zmq_send(s->router, rid, rid_bytes, ZMQ_SNDMORE | ZMQ_DONTWAIT) == (int)rid_bytes)
-        (void)zmq_send(s->router, buf, sizeof buf, ZMQ_DONTWAIT);
-}
-
-/* pending_refuse: log, tell the peer why (unless it sent garbage), free the slot. */
-static void pending_refuse(zq_state *s, zq_pending *p, uint32_t reason)
-{
-    ddl__hs_msg m;
-    ddl__net_refusal(&s->net, &p->hs, reason, 1, &m); /* a slot always has a hello */
+    ddl__net_pool_refuse(&s->pool, p, reason, 1, buf); /* a slot always has a hello */
     if (reason != DDL__HS_R_GARBAGE)
-        router_reply(s, p->rid, p->rid_bytes, &m);
-    p->hs.stage = 0;
-}
-
-static zq_pending *pending_find(zq_state *s, const unsigned char *rid, size_t rid_bytes, int take_free)
-{
-    zq_pending *free_slot = NULL;
-    for (int i = 0; i < ZQ_PENDING; i++) {
-        zq_pending *p = &s->pending[i];
-        if (p->hs.stage && p->rid_bytes == rid_bytes && memcmp(p->rid, rid, rid_bytes) == 0)
-            return p;
-        if (!p->hs.stage && !free_slot)
-            free_slot = p;
-    }
-    return take_free ? free_slot : NULL;
+        (void)router_send(s, p->key, p->key_bytes, buf, sizeof buf);
+    ddl__net_pool_drop(&s->pool, p);
 }
 
 /* router_one: one [rid][message] from the ROUTER; anything malformed is dropped unanswered. A
@@ -209,39 +188,33 @@ static void router_one(zq_state *s, const unsigned char *rid, size_t rid_bytes, 
                        size_t bytes, const char *from)
 {
     ddl__net *n = &s->net;
-    ddl__hs_msg m, reply;
+    ddl__hs_msg m;
     if (ddl__hs_decode(&zq_proto, buf, bytes, &m) != 0) {
         ddl__log(n->log, n->log_ud, DDL_LOG_WARN, "zmq: rank %d: dropped a message from %s that is not a ddl handshake",
                  n->rank, from);
         return;
     }
-    zq_pending *p = pending_find(s, rid, rid_bytes, m.type == DDL__HS_HELLO);
+    ddl__net_slot *p = m.type == DDL__HS_HELLO ? ddl__net_pool_start(&s->pool, rid, rid_bytes, from)
+                                               : ddl__net_pool_find(&s->pool, rid, rid_bytes);
     if (!p) {
         ddl__log(n->log, n->log_ud, DDL_LOG_WARN, "zmq: rank %d: dropped a handshake message from %s (%s)", n->rank,
                  from, m.type == DDL__HS_HELLO ? "too many at once" : "out of order");
         return;
     }
-    if (m.type == DDL__HS_HELLO) {
-        memset(p, 0, sizeof *p);
-        p->hs.stage = DDL__HS_HELLO;
-        p->hs.deadline_ms = ddl__now_ms() + n->timeout_ms;
-        memcpy(p->rid, rid, rid_bytes);
-        p->rid_bytes = rid_bytes;
-        snprintf(p->hs.from, sizeof p->hs.from, "%s", from);
-    }
-    int act = ddl__net_accept(n, &p->hs, &m, 0, n->world - 1, &reply);
+    unsigned char out[DDL__HS_BYTES];
+    uint32_t reason;
+    int act = ddl__net_pool_accept(&s->pool, p, &m, out, &reason);
     if (act == DDL__ACCEPT_REFUSE)
-        pending_refuse(s, p, reply.reason);
+        refuse(s, p, reason);
     else if (act == DDL__ACCEPT_DROP)
-        p->hs.stage = 0;
+        ddl__net_pool_drop(&s->pool, p);
     else
-        router_reply(s, p->rid, p->rid_bytes, &reply);
+        (void)router_send(s, p->key, p->key_bytes, out, sizeof out);
     if (act == DDL__ACCEPT_JOINED) {
         zq_link *l = &s->links[p->hs.hello.rank];
-        memcpy(l->rid, p->rid, p->rid_bytes);
-        l->rid_bytes = p->rid_bytes;
-        ddl__net_join(n, &p->hs, s->master_mode && n->rank == 0);
-        p->hs.stage = 0;
+        memcpy(l->rid, p->key, p->key_bytes);
+        l->rid_bytes = p->key_bytes;
+        ddl__net_pool_join(&s->pool, p);
     }
 }
 
@@ -249,7 +222,7 @@ static void router_one(zq_state *s, const unsigned char *rid, size_t rid_bytes, 
  * completes, authenticated ranks get their rid recorded; afterwards everyone is refused. */
 static void router_step(zq_state *s)
 {
-    for (int budget = 0; s->router && budget < 4 * ZQ_PENDING + s->net.world; budget++) {
+    for (int budget = 0; s->router && budget < 4 * DDL__POOL_SLOTS + s->net.world; budget++) {
         unsigned char rid[ZQ_RID_BYTES], buf[DDL__HS_BYTES];
         int n = zmq_recv(s->router, rid, sizeof rid, ZMQ_DONTWAIT);
         if (n < 0)
@@ -279,10 +252,9 @@ static void router_step(zq_state *s)
 /* expire: free the handshake slots whose peer went silent. */
 static void expire(zq_state *s)
 {
-    int64_t now = ddl__now_ms();
-    for (int i = 0; i < ZQ_PENDING; i++)
-        if (s->pending[i].hs.stage && now >= s->pending[i].hs.deadline_ms)
-            pending_refuse(s, &s->pending[i], DDL__HS_R_SILENT);
+    ddl__net_slot *p;
+    while ((p = ddl__net_pool_silent(&s->pool)) != NULL)
+        refuse(s, p, DDL__HS_R_SILENT);
 }
 
 /* ---- handshake, DEALER side ---- */
@@ -437,6 +409,7 @@ static int listen_first(zq_state *s, const ddl_comm_config *cfg)
     int st = ddl__net_where(n, cfg, &ss, &len, &s->master_mode);
     if (st != DDL_OK)
         return st;
+    ddl__net_pool_welcome(&s->pool, 0, n->world - 1, s->master_mode && n->rank == 0);
     if (!s->master_mode) {
         st = bind_router(s, &ss, 0, "our entry in the peer list");
         for (int j = 0; j < n->world && st == DDL_OK; j++)
@@ -460,17 +433,9 @@ static int listen_first(zq_state *s, const ddl_comm_config *cfg)
 static int open_done(zq_state *s, char *missing, size_t size)
 {
     ddl__net *n = &s->net;
-    int count = 0;
-    size_t used = 0;
-    missing[0] = 0;
-    for (int j = 0; j < n->world; j++) {
-        if (j == n->rank || (n->peers[j].joined && s->links[j].greet.stage == DDL__GREET_DONE && !client_waiting(s, j)))
-            continue;
-        if (used + 16 < size)
-            used += (size_t)snprintf(missing + used, size - used, "%s%d", count ? ", " : "", j);
-        count++;
-    }
-    return count == 0 && (!s->master_mode || n->rank != 0 || s->tables_sent);
+    for (int j = 0; j < n->world; j++)
+        n->peers[j].linked = n->peers[j].joined && s->links[j].greet.stage == DDL__GREET_DONE && !client_waiting(s, j);
+    return ddl__net_missing(n, 0, n->world - 1, missing, size) == 0 && (!s->master_mode || n->rank != 0 || s->tables_sent);
 }
 
 /* open_poll: wait for handshake traffic on the ROUTER and the DEALERs still in a handshake. */
@@ -556,6 +521,7 @@ static int zq_open(void *state, const ddl_comm_config *cfg)
     s->links = (zq_link *)((unsigned char *)s + at[1]);
     s->items = (unsigned char *)s + at[2];
     s->table = (unsigned char *)s + at[3];
+    ddl__net_pool_init(&s->pool, &s->net);
     int st = ddl__net_init(&s->net, ZQ_STATE_MAGIC, &zq_proto, cfg, (ddl__net_peer *)((unsigned char *)s + at[0]));
     if (st != DDL_OK || s->net.world == 1)
         return st;
