@@ -54,6 +54,8 @@ typedef struct ddl__net_peer {
     int linked;                 /* the transport's link to it is complete (set by the transport) */
 } ddl__net_peer;
 
+/* The first member of a transport's state (the getters below rely on it); the core hands the
+ * state over zeroed, so magic is 0 until open() and again after close(). */
 typedef struct ddl__net {
     uint32_t magic;             /* the transport's mark once open() initialised the state */
     const ddl__net_proto *proto;
@@ -113,13 +115,23 @@ int ddl__net_where(ddl__net *n, const ddl_comm_config *cfg, struct sockaddr_stor
 /* The address table rank 0 sends every rank in a master rendezvous: [0] "DDLT" [4] u32 world,
  * then world entries of DDL__ADDR_BYTES, each a NUL-terminated "host:port" (peers[j].addr). */
 #define DDL__TABLE_HEAD 8
-/* ddl__net_table_head: the first DDL__TABLE_HEAD bytes of our table. */
-void ddl__net_table_head(const ddl__net *n, unsigned char out[DDL__TABLE_HEAD]);
+#define DDL__TABLE_BYTES(world) (DDL__TABLE_HEAD + (size_t)(world) * DDL__ADDR_BYTES)
+/* ddl__net_table_encode: our table in out[DDL__TABLE_BYTES(world)]; returns its size. */
+size_t ddl__net_table_encode(const ddl__net *n, unsigned char *out);
 /* ddl__net_table_head_ok: DDL_OK if head starts a table for our world size, else DDL_EPROTO. */
 int ddl__net_table_head_ok(ddl__net *n, const unsigned char head[DDL__TABLE_HEAD]);
-/* ddl__net_table_take: entry j of rank 0's table: DDL_OK (stored in peers[j].addr unless it
- * is rank 0's or ours), or DDL_EPROTO if it is not an address. */
-int ddl__net_table_take(ddl__net *n, int j, const unsigned char entry[DDL__ADDR_BYTES]);
+/* ddl__net_table_decode: rank 0's table in[bytes] into peers[].addr (but rank 0's and ours):
+ * DDL_OK, or DDL_EPROTO if it is not a table of well-formed addresses for our world size. */
+int ddl__net_table_decode(ddl__net *n, const unsigned char *in, size_t bytes);
+
+/* ---- the vtable's getters (net.c) ----
+ * A transport's state starts with its ddl__net (offset 0), so these serve as its vtable's
+ * error and peer_address, whatever the transport. */
+
+/* ddl__net_error: the last failure in words ("" for a NULL state). */
+const char *ddl__net_error(const void *state);
+/* ddl__net_address: rank r's address, "?" before open() and after close(). */
+const char *ddl__net_address(const void *state, int r);
 
 /* ---- frames (net.c) ---- */
 
@@ -144,6 +156,9 @@ void ddl__net_frame_prefix(const ddl__net *n, unsigned char out[DDL__FRAME_PREFI
 void ddl__net_goodbye(const ddl__net *n, unsigned char out[DDL__FRAME_PREFIX]);
 /* ddl__net_frame_read: pre decoded into *f; 1 if it has our magic and known flags, else 0. */
 int ddl__net_frame_read(const ddl__net *n, const unsigned char pre[DDL__FRAME_PREFIX], ddl__frame *f);
+/* ddl__net_peer_gone: rank j's connection closed while we exchanged with rank busy (and no
+ * goodbye of it is left to read): both directions down, returns DDL_EPEER with the message. */
+int ddl__net_peer_gone(ddl__net *n, int j, int busy);
 /* ddl__net_frame_is_abort: the first 8 bytes of pre start an ABORT frame (whatever else they say). */
 int ddl__net_frame_is_abort(const ddl__net *n, const unsigned char *pre);
 /* ddl__net_peer_left: rank j's BYE or ABORT (pre) arrived while we waited for want bytes:

@@ -11,13 +11,11 @@
 
 #include <errno.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
-#include <time.h>
 #include <unistd.h>
 
 /* ---- state ---- */
@@ -38,13 +36,15 @@ typedef struct tcp_link {
 } tcp_link;
 
 typedef struct tcp_state {
-    ddl__net net;
+    ddl__net net;              /* first: net.c's getters serve as ours */
     int listen_fd;
     ddl__net_pool pool;        /* connections accepted, not yet authenticated: keyed by their fd */
     tcp_link *links;           /* [world], inside the state memory, as net.peers */
     struct pollfd *pfd;        /* [world + DDL__POOL_SLOTS + 1] */
     int *pfd_rank;             /* [world + DDL__POOL_SLOTS + 1]: which link or slot each pfd is */
+    unsigned char *table;      /* [DDL__TABLE_BYTES(world)]: rank 0's address table */
 } tcp_state;
+_Static_assert(offsetof(tcp_state, net) == 0, "net.c's getters take the state for its ddl__net");
 
 /* ---- handshake, accepting side ---- */
 
@@ -202,19 +202,11 @@ static int connect_down_accept_up(tcp_state *s, int from, int64_t deadline_ms)
     return st;
 }
 
-/* send_table: rank 0 sends rank r every rank's listening address, 64 at a time. */
+/* send_table: rank 0 sends rank r every rank's listening address. */
 static int send_table(tcp_state *s, int r, int64_t deadline_ms)
 {
     ddl__net *n = &s->net;
-    unsigned char buf[64 * DDL__ADDR_BYTES];
-    ddl__net_table_head(n, buf);
-    int st = ddl__sock_io(s->links[r].fd, buf, DDL__TABLE_HEAD, 1, deadline_ms);
-    for (int j = 0; j < n->world && st == DDL_OK; j += 64) {
-        int k = n->world - j < 64 ? n->world - j : 64;
-        for (int i = 0; i < k; i++)
-            memcpy(buf + (size_t)i * DDL__ADDR_BYTES, n->peers[j + i].addr, DDL__ADDR_BYTES);
-        st = ddl__sock_io(s->links[r].fd, buf, (size_t)k * DDL__ADDR_BYTES, 1, deadline_ms);
-    }
+    int st = ddl__sock_io(s->links[r].fd, s->table, ddl__net_table_encode(n, s->table), 1, deadline_ms);
     if (st != DDL_OK)
         return ddl__net_fail(n, st == DDL_ETIMEDOUT ? st : DDL_EPEER,
                              "rank 0: could not send the address table to rank %d at %s", r, n->peers[r].addr);
@@ -226,23 +218,21 @@ static int recv_table(tcp_state *s, int64_t deadline_ms)
 {
     ddl__net *n = &s->net;
     int fd = s->links[0].fd;
-    unsigned char buf[DDL__FRAME_PREFIX > DDL__ADDR_BYTES ? DDL__FRAME_PREFIX : DDL__ADDR_BYTES];
-    int st = ddl__sock_io(fd, buf, DDL__TABLE_HEAD, 0, deadline_ms);
-    if (st == DDL_OK && ddl__net_frame_is_abort(n, buf) &&
-        ddl__sock_io(fd, buf + 8, DDL__FRAME_PREFIX - 8, 0, deadline_ms) == DDL_OK)
+    unsigned char pre[DDL__FRAME_PREFIX];
+    int st = ddl__sock_io(fd, pre, DDL__TABLE_HEAD, 0, deadline_ms);
+    if (st == DDL_OK && ddl__net_frame_is_abort(n, pre) &&
+        ddl__sock_io(fd, pre + 8, DDL__FRAME_PREFIX - 8, 0, deadline_ms) == DDL_OK)
         return ddl__net_fail(n, DDL_EPEER, "rank %d: rank 0 at %s gave up the rendezvous (%s)", n->rank,
-                             n->peers[0].addr, ddl_strerror((int)(int32_t)(uint32_t)ddl__get_le(buf + 20, 4)));
-    if (st == DDL_OK && (st = ddl__net_table_head_ok(n, buf)) != DDL_OK)
+                             n->peers[0].addr, ddl_strerror((int)(int32_t)(uint32_t)ddl__get_le(pre + 20, 4)));
+    if (st == DDL_OK && (st = ddl__net_table_head_ok(n, pre)) != DDL_OK)
         return st;
-    for (int j = 0; j < n->world && st == DDL_OK; j++)
-        if ((st = ddl__sock_io(fd, buf, DDL__ADDR_BYTES, 0, deadline_ms)) == DDL_OK &&
-            (st = ddl__net_table_take(n, j, buf)) != DDL_OK)
-            return st;
-    if (st != DDL_OK)
-        return ddl__net_fail(n, st == DDL_ETIMEDOUT ? st : DDL_EPEER,
-                             "rank %d: rank 0 at %s did not send the address table (%s)", n->rank, n->peers[0].addr,
-                             ddl_strerror(st));
-    return DDL_OK;
+    memcpy(s->table, pre, DDL__TABLE_HEAD);
+    if (st == DDL_OK && (st = ddl__sock_io(fd, s->table + DDL__TABLE_HEAD, DDL__TABLE_BYTES(n->world) - DDL__TABLE_HEAD,
+                                           0, deadline_ms)) == DDL_OK)
+        return ddl__net_table_decode(n, s->table, DDL__TABLE_BYTES(n->world));
+    return ddl__net_fail(n, st == DDL_ETIMEDOUT ? st : DDL_EPEER,
+                         "rank %d: rank 0 at %s did not send the address table (%s)", n->rank, n->peers[0].addr,
+                         ddl_strerror(st));
 }
 
 /* rendezvous_master: rank 0 listens at the master address (ss) and collects every rank's
@@ -281,20 +271,21 @@ static int rendezvous_master(tcp_state *s, const struct sockaddr_storage *ss, so
 /* ---- open and close ---- */
 
 /* layout: offsets of the arrays after the struct; returns the total size. */
-static size_t layout(size_t world, size_t at[4])
+static size_t layout(size_t world, size_t at[5])
 {
     size_t n_pfd = world + DDL__POOL_SLOTS + 1;
     at[0] = ddl__align_up(sizeof(tcp_state));                     /* net.peers */
     at[1] = at[0] + ddl__align_up(world * sizeof(ddl__net_peer));  /* links */
     at[2] = at[1] + ddl__align_up(world * sizeof(tcp_link));       /* pfd */
     at[3] = at[2] + ddl__align_up(n_pfd * sizeof(struct pollfd));  /* pfd_rank */
-    return at[3] + ddl__align_up(n_pfd * sizeof(int));
+    at[4] = at[3] + ddl__align_up(n_pfd * sizeof(int));            /* table */
+    return at[4] + ddl__align_up(DDL__TABLE_BYTES(world));
 }
 
 static size_t tcp_state_bytes(const ddl_comm_config *cfg)
 {
     int w = cfg ? cfg->world_size : 1;
-    size_t at[4];
+    size_t at[5];
     return layout(w >= 1 && w <= TCP_MAX_WORLD ? (size_t)w : 1, at);
 }
 
@@ -304,11 +295,12 @@ static int tcp_open(void *state, const ddl_comm_config *cfg)
     if (!s || !cfg || cfg->world_size < 1 || cfg->world_size > TCP_MAX_WORLD || cfg->rank < 0 ||
         cfg->rank >= cfg->world_size)
         return DDL_EINVAL;
-    size_t at[4];
+    size_t at[5];
     layout((size_t)cfg->world_size, at);
     s->links = (tcp_link *)((unsigned char *)s + at[1]);
     s->pfd = (struct pollfd *)((unsigned char *)s + at[2]);
     s->pfd_rank = (int *)((unsigned char *)s + at[3]);
+    s->table = (unsigned char *)s + at[4];
     s->listen_fd = -1;
     ddl__net_pool_init(&s->pool, &s->net);
     for (int j = 0; j < cfg->world_size; j++)
@@ -350,18 +342,6 @@ static void tcp_close(void *state)
     if (s->listen_fd >= 0)
         close(s->listen_fd);
     s->net.magic = 0;
-}
-
-static const char *tcp_error(const void *state)
-{
-    const tcp_state *s = state;
-    return s ? s->net.err : "";
-}
-
-static const char *tcp_peer_address(const void *state, int r)
-{
-    const tcp_state *s = state;
-    return s && s->net.magic == TCP_STATE_MAGIC ? ddl__net_peer_address(&s->net, r) : "?";
 }
 
 /* ---- exchange ---- */
@@ -517,9 +497,7 @@ static int check_hup(tcp_state *s, int j, short revents, int busy_with)
         return DDL_OK;
     }
     link_down(s, j, DDL_EPEER, LINK_DROP);
-    return ddl__net_fail(&s->net, DDL_EPEER,
-                         "rank %d at %s closed the connection (noticed by rank %d while exchanging with rank %d)", j,
-                         s->net.peers[j].addr, s->net.rank, busy_with);
+    return ddl__net_peer_gone(&s->net, j, busy_with);
 }
 
 /* wait_io: poll the active links and every other link (for hang-ups) up to left ms. */
@@ -653,8 +631,8 @@ static const ddl_transport tcp_transport = {
     .close = tcp_close,
     .exchange = tcp_exchange,
     .allreduce = NULL,
-    .error = tcp_error,
-    .peer_address = tcp_peer_address,
+    .error = ddl__net_error,
+    .peer_address = ddl__net_address,
 };
 
 const ddl_transport *ddl_transport_tcp(void) { return &tcp_transport; }

@@ -57,7 +57,7 @@ typedef struct zq_link {
 } zq_link;
 
 typedef struct zq_state {
-    ddl__net net;
+    ddl__net net;              /* first: net.c's getters serve as ours */
     int opened;                /* the handshakes are done: the ROUTER only refuses from now on */
     int master_mode;           /* rendezvous at rank 0 (else a static peer list) */
     int table_due;             /* not rank 0, master mode: rank 0's address table has not come yet */
@@ -67,8 +67,9 @@ typedef struct zq_state {
     ddl__net_pool pool;        /* DEALERs of others on our ROUTER, not yet authenticated: keyed by routing id */
     zq_link *links;            /* [world], inside the state memory, as net.peers */
     void *items;               /* zmq_pollitem_t [2 world + 3] */
-    unsigned char *table;      /* [DDL__TABLE_HEAD + world * DDL__ADDR_BYTES], the address table */
+    unsigned char *table;      /* [DDL__TABLE_BYTES(world)], the address table */
 } zq_state;
+_Static_assert(offsetof(zq_state, net) == 0, "net.c's getters take the state for its ddl__net");
 
 /* ---- sockets ---- */
 
@@ -144,7 +145,7 @@ static int connect_rank(zq_state *s, int j)
     int v6 = strchr(host, ':') != NULL;
     common_options(l->dealer, v6);
     set_int(l->monitor, ZMQ_LINGER, 0);
-    int64_t max = (int64_t)ZQ_CHUNK + DDL__TABLE_HEAD + (int64_t)n->world * DDL__ADDR_BYTES;
+    int64_t max = (int64_t)ZQ_CHUNK + (int64_t)DDL__TABLE_BYTES(n->world);
     zmq_setsockopt(l->dealer, ZMQ_MAXMSGSIZE, &max, sizeof max);
     set_int(l->dealer, ZMQ_RECONNECT_IVL, 100);
     snprintf(mon, sizeof mon, "inproc://ddl-monitor-%d", j);
@@ -264,12 +265,7 @@ static void expire(zq_state *s)
 static int client_table(zq_state *s, const unsigned char *buf, size_t bytes)
 {
     ddl__net *n = &s->net;
-    if (bytes != DDL__TABLE_HEAD + (size_t)n->world * DDL__ADDR_BYTES)
-        return ddl__net_fail(n, DDL_EPROTO, "rank 0 at %s sent a bad address table (%zu bytes)", n->peers[0].addr,
-                             bytes);
-    int st = ddl__net_table_head_ok(n, buf);
-    for (int j = 1; j < n->world && st == DDL_OK; j++)
-        st = ddl__net_table_take(n, j, buf + DDL__TABLE_HEAD + (size_t)j * DDL__ADDR_BYTES);
+    int st = ddl__net_table_decode(n, buf, bytes);
     s->table_due = 0;
     for (int j = 1; j < n->world && st == DDL_OK; j++)
         st = j == n->rank ? DDL_OK : connect_rank(s, j);
@@ -373,10 +369,7 @@ static int check_links(zq_state *s, int busy, int *wait_ms)
         }
         if (has_message(l->dealer))
             continue; /* data or BYE still to read: decided when the caller reads it */
-        ddl__net_link_down(n, j, DDL_EPEER, 1, 1);
-        return ddl__net_fail(n, DDL_EPEER,
-                             "rank %d at %s closed the connection (noticed by rank %d while exchanging with rank %d)",
-                             j, n->peers[j].addr, n->rank, busy);
+        return ddl__net_peer_gone(n, j, busy);
     }
     return DDL_OK;
 }
@@ -390,7 +383,7 @@ static size_t layout(size_t world, size_t at[4])
     at[1] = at[0] + ddl__align_up(world * sizeof(ddl__net_peer));           /* links */
     at[2] = at[1] + ddl__align_up(world * sizeof(zq_link));                 /* items */
     at[3] = at[2] + ddl__align_up((2 * world + 3) * sizeof(zmq_pollitem_t)); /* table */
-    return at[3] + ddl__align_up(DDL__TABLE_HEAD + world * DDL__ADDR_BYTES);
+    return at[3] + ddl__align_up(DDL__TABLE_BYTES(world));
 }
 
 static size_t zq_state_bytes(const ddl_comm_config *cfg)
@@ -461,17 +454,11 @@ static int open_poll(zq_state *s, int64_t deadline_ms)
 static int send_tables(zq_state *s)
 {
     ddl__net *n = &s->net;
-    size_t bytes = DDL__TABLE_HEAD + (size_t)n->world * DDL__ADDR_BYTES;
-    ddl__net_table_head(n, s->table);
-    for (int j = 0; j < n->world; j++)
-        memcpy(s->table + DDL__TABLE_HEAD + (size_t)j * DDL__ADDR_BYTES, n->peers[j].addr, DDL__ADDR_BYTES);
-    for (int r = 1; r < n->world; r++) {
-        zq_link *l = &s->links[r];
-        if (zmq_send(s->router, l->rid, l->rid_bytes, ZMQ_SNDMORE | ZMQ_DONTWAIT) != (int)l->rid_bytes ||
-            zmq_send(s->router, s->table, bytes, ZMQ_DONTWAIT) != (int)bytes)
+    size_t bytes = ddl__net_table_encode(n, s->table);
+    for (int r = 1; r < n->world; r++)
+        if (router_send(s, s->links[r].rid, s->links[r].rid_bytes, s->table, bytes) != 0)
             return ddl__net_fail(n, DDL_EPEER, "rank 0: could not send the address table to rank %d at %s: %s", r,
                                  n->peers[r].addr, zmq_strerror(errno));
-    }
     s->tables_sent = 1;
     return DDL_OK;
 }
@@ -750,18 +737,6 @@ static void zq_close(void *state)
     s->net.magic = 0;
 }
 
-static const char *zq_error(const void *state)
-{
-    const zq_state *s = state;
-    return s ? s->net.err : "";
-}
-
-static const char *zq_peer_address(const void *state, int r)
-{
-    const zq_state *s = state;
-    return s && s->net.magic == ZQ_STATE_MAGIC ? ddl__net_peer_address(&s->net, r) : "?";
-}
-
 /* ---- vtable ---- */
 
 static const ddl_transport zq_transport = {
@@ -772,8 +747,8 @@ static const ddl_transport zq_transport = {
     .close = zq_close,
     .exchange = zq_exchange,
     .allreduce = NULL,
-    .error = zq_error,
-    .peer_address = zq_peer_address,
+    .error = ddl__net_error,
+    .peer_address = ddl__net_address,
 };
 
 const ddl_transport *ddl_transport_zmq(void) { return &zq_transport; }
