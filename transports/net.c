@@ -129,6 +129,17 @@ int ddl__split_addr(const char *text, char host[DDL__ADDR_BYTES], int *port)
     return 0;
 }
 
+int ddl__net_url(const char *addr, const char *scheme, char *out, size_t size)
+{
+    char host[DDL__ADDR_BYTES];
+    int port;
+    if (ddl__split_addr(addr, host, &port) != 0)
+        return -1;
+    int v6 = strchr(host, ':') != NULL;
+    snprintf(out, size, "%s://%s%s%s:%d", scheme, v6 ? "[" : "", host, v6 ? "]" : "", port);
+    return v6;
+}
+
 static void set_port(struct sockaddr_storage *ss, int port)
 {
     if (ss->ss_family == AF_INET6)

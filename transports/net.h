@@ -98,6 +98,9 @@ const char *ddl__net_peer_address(const ddl__net *n, int r);
 /* ddl__split_addr: "host:port" or "[v6]:port" (under DDL__ADDR_BYTES) into host, brackets
  * removed, and port; 0 on success, -1 if it is not of that form. */
 int ddl__split_addr(const char *text, char host[DDL__ADDR_BYTES], int *port);
+/* ddl__net_url: "host:port" (or "[v6]:port") as "scheme://host:port", brackets around an IPv6
+ * host, in out[size]: 1 if the host is IPv6, 0 if not, -1 if addr is not of that form. */
+int ddl__net_url(const char *addr, const char *scheme, char *out, size_t size);
 /* ddl__net_resolve: "host:port" into *ss. Numeric hosts need no resolver; names go through
  * getaddrinfo (the only place libc may allocate for us). 0, or -1. */
 int ddl__net_resolve(const char *text, struct sockaddr_storage *ss, socklen_t *len);
@@ -293,6 +296,23 @@ void ddl__net_pool_refuse(ddl__net_pool *pl, const ddl__net_slot *p, uint32_t re
 int ddl__sock_io(int fd, void *buf, size_t n, int writing, int64_t deadline_ms);
 /* ddl__sock_tune: TCP_NODELAY and 4 MiB buffers on a connected socket. */
 void ddl__sock_tune(int fd);
+/* One frame moving on a non-blocking stream socket: its prefix, then its payload. */
+typedef struct ddl__sock_frame {
+    int peer, fd;                         /* peer -1: nothing to do */
+    unsigned char pre[DDL__FRAME_PREFIX]; /* prefix, sent or received */
+    size_t pre_done;
+    unsigned char *buf;                   /* payload */
+    size_t bytes, done;
+    int finished;
+} ddl__sock_frame;
+enum { DDL__SOCK_CLOSED = -2, DDL__SOCK_FAILED = -1, DDL__SOCK_BLOCKED = 0, DDL__SOCK_DONE = 1, DDL__SOCK_PREFIX = 2 };
+/* ddl__sock_send_some: send x until the socket is full: DONE (x->finished set), BLOCKED, or
+ * FAILED (errno says why). */
+int ddl__sock_send_some(ddl__sock_frame *x);
+/* ddl__sock_recv_some: receive into x until the socket is empty: DONE (x->finished set),
+ * BLOCKED, PREFIX (the prefix just became whole: check it before calling again), CLOSED (the
+ * peer closed its side) or FAILED (errno says why). */
+int ddl__sock_recv_some(ddl__sock_frame *x);
 /* ddl__net_listen: a non-blocking socket in *fd listening exactly at ss (port 0: any free port),
  * the address it got in n->addr; what says which address it is, for the message. *fd is set
  * (the caller closes it) even when bind or listen fail. */

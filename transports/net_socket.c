@@ -1,5 +1,6 @@
 /* net_socket.c - POSIX stream sockets with deadlines, for the network transports: read or
- * write all of a buffer, listen exactly where told, connect with retries while nobody listens
+ * write all of a buffer, move a frame (prefix, then payload) as far as a non-blocking socket
+ * lets it, listen exactly where told, connect with retries while nobody listens
  * yet, run the connecting side of the handshake on a connected socket, and say goodbye before
  * closing. It knows sockets and the handshake's steps (net_handshake.c), not what a transport
  * sends on them: each transport keeps its own fds and state. Every call that waits ends by its
@@ -11,6 +12,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <string.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -57,6 +59,58 @@ void ddl__net_goodbye_fd(const ddl__net *n, int fd)
     shutdown(fd, SHUT_WR);
     for (int i = 0; i < 256 && recv(fd, sink, sizeof sink, MSG_DONTWAIT) > 0; i++)
         ;
+}
+
+/* ---- frames ---- */
+
+int ddl__sock_send_some(ddl__sock_frame *x)
+{
+    for (;;) {
+        struct iovec iov[2];
+        int n = 0;
+        if (x->pre_done < DDL__FRAME_PREFIX)
+            iov[n++] = (struct iovec){x->pre + x->pre_done, DDL__FRAME_PREFIX - x->pre_done};
+        if (x->done < x->bytes)
+            iov[n++] = (struct iovec){x->buf + x->done, x->bytes - x->done};
+        if (n == 0) {
+            x->finished = 1;
+            return DDL__SOCK_DONE;
+        }
+        struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)n};
+        ssize_t k = sendmsg(x->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return DDL__SOCK_BLOCKED;
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k < 0)
+            return DDL__SOCK_FAILED;
+        size_t got = (size_t)k, p = DDL__FRAME_PREFIX - x->pre_done < got ? DDL__FRAME_PREFIX - x->pre_done : got;
+        x->pre_done += p;
+        x->done += got - p;
+    }
+}
+
+int ddl__sock_recv_some(ddl__sock_frame *x)
+{
+    for (;;) {
+        if (x->pre_done == DDL__FRAME_PREFIX && x->done == x->bytes) {
+            x->finished = 1;
+            return DDL__SOCK_DONE;
+        }
+        int in_pre = x->pre_done < DDL__FRAME_PREFIX;
+        ssize_t k = in_pre ? recv(x->fd, x->pre + x->pre_done, DDL__FRAME_PREFIX - x->pre_done, MSG_DONTWAIT)
+                           : recv(x->fd, x->buf + x->done, x->bytes - x->done, MSG_DONTWAIT);
+        if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return DDL__SOCK_BLOCKED;
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            return k < 0 ? DDL__SOCK_FAILED : DDL__SOCK_CLOSED;
+        if (in_pre && (x->pre_done += (size_t)k) == DDL__FRAME_PREFIX)
+            return DDL__SOCK_PREFIX;
+        if (!in_pre)
+            x->done += (size_t)k;
+    }
 }
 
 /* ---- listening and connecting ---- */

@@ -15,7 +15,6 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
-#include <sys/uio.h>
 #include <unistd.h>
 
 /* ---- state ---- */
@@ -346,16 +345,6 @@ static void tcp_close(void *state)
 
 /* ---- exchange ---- */
 
-/* One direction of an exchange in progress. */
-typedef struct xfer {
-    int peer, fd;                         /* peer -1: nothing to do */
-    unsigned char pre[DDL__FRAME_PREFIX]; /* frame prefix, sent or received */
-    size_t pre_done;
-    unsigned char *buf;                   /* payload */
-    size_t bytes, done;
-    int finished;
-} xfer;
-
 /* link_down: a direction of a link failed (a half-moved frame, a payload left unread), or the
  * whole link (LINK_DROP: dead or lying peer, closed at once). */
 enum { LINK_TX = 1, LINK_RX = 2, LINK_BOTH = 3, LINK_DROP = 7 };
@@ -384,31 +373,10 @@ static int os_error(tcp_state *s, int peer, int e, const char *what, size_t byte
 }
 
 /* send_some: send until the socket is full. 1: finished, 0: would block, < 0: failed. */
-static int send_some(tcp_state *s, xfer *x)
+static int send_some(tcp_state *s, ddl__sock_frame *x)
 {
-    for (;;) {
-        struct iovec iov[2];
-        int n = 0;
-        if (x->pre_done < DDL__FRAME_PREFIX)
-            iov[n++] = (struct iovec){x->pre + x->pre_done, DDL__FRAME_PREFIX - x->pre_done};
-        if (x->done < x->bytes)
-            iov[n++] = (struct iovec){x->buf + x->done, x->bytes - x->done};
-        if (n == 0) {
-            x->finished = 1;
-            return 1;
-        }
-        struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)n};
-        ssize_t k = sendmsg(x->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-            return 0;
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k < 0)
-            return os_error(s, x->peer, errno, "was sending", x->bytes);
-        size_t got = (size_t)k, p = DDL__FRAME_PREFIX - x->pre_done < got ? DDL__FRAME_PREFIX - x->pre_done : got;
-        x->pre_done += p;
-        x->done += got - p;
-    }
+    int r = ddl__sock_send_some(x);
+    return r == DDL__SOCK_FAILED ? os_error(s, x->peer, errno, "was sending", x->bytes) : r;
 }
 
 /* peer_left: rank j's BYE or ABORT (pre): its link is closed at once. */
@@ -420,7 +388,7 @@ static int peer_left(tcp_state *s, int j, const unsigned char *pre, size_t want)
 }
 
 /* check_prefix: a complete frame prefix arrived: is it a frame of the expected size? */
-static int check_prefix(tcp_state *s, xfer *x, void *recv_hdr)
+static int check_prefix(tcp_state *s, ddl__sock_frame *x, void *recv_hdr)
 {
     ddl__net *n = &s->net;
     const char *addr = n->peers[x->peer].addr;
@@ -448,37 +416,21 @@ static int check_prefix(tcp_state *s, xfer *x, void *recv_hdr)
 }
 
 /* recv_some: receive until the socket is empty. 1: finished, 0: would block, < 0: failed. */
-static int recv_some(tcp_state *s, xfer *x, void *recv_hdr)
+static int recv_some(tcp_state *s, ddl__sock_frame *x, void *recv_hdr)
 {
-    for (;;) {
-        int in_pre = x->pre_done < DDL__FRAME_PREFIX;
-        ssize_t k = in_pre ? recv(x->fd, x->pre + x->pre_done, DDL__FRAME_PREFIX - x->pre_done, MSG_DONTWAIT)
-                           : recv(x->fd, x->buf + x->done, x->bytes - x->done, MSG_DONTWAIT);
-        if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-            return 0;
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k < 0)
-            return os_error(s, x->peer, errno, "was waiting for", x->bytes);
-        if (k == 0) {
-            link_down(s, x->peer, DDL_EPEER, LINK_DROP);
-            return ddl__net_fail(&s->net, DDL_EPEER,
-                                 "rank %d at %s closed the connection while rank %d waited for %zu bytes (got %zu)",
-                                 x->peer, s->net.peers[x->peer].addr, s->net.rank, x->bytes, x->done);
-        }
-        if (in_pre) {
-            x->pre_done += (size_t)k;
-            int st = x->pre_done < DDL__FRAME_PREFIX ? DDL_OK : check_prefix(s, x, recv_hdr);
-            if (st != DDL_OK)
-                return st;
-        } else {
-            x->done += (size_t)k;
-        }
-        if (x->pre_done == DDL__FRAME_PREFIX && x->done == x->bytes) {
-            x->finished = 1;
-            return 1;
-        }
+    int r, st;
+    while ((r = ddl__sock_recv_some(x)) == DDL__SOCK_PREFIX)
+        if ((st = check_prefix(s, x, recv_hdr)) != DDL_OK)
+            return st;
+    if (r == DDL__SOCK_FAILED)
+        return os_error(s, x->peer, errno, "was waiting for", x->bytes);
+    if (r == DDL__SOCK_CLOSED) {
+        link_down(s, x->peer, DDL_EPEER, LINK_DROP);
+        return ddl__net_fail(&s->net, DDL_EPEER,
+                             "rank %d at %s closed the connection while rank %d waited for %zu bytes (got %zu)",
+                             x->peer, s->net.peers[x->peer].addr, s->net.rank, x->bytes, x->done);
     }
+    return r;
 }
 
 /* check_hup: link j reported a hang-up while we waited for others. With nothing left to read
@@ -501,7 +453,7 @@ static int check_hup(tcp_state *s, int j, short revents, int busy_with)
 }
 
 /* wait_io: poll the active links and every other link (for hang-ups) up to left ms. */
-static int wait_io(tcp_state *s, const xfer *xs, const xfer *xr, int left, int *try_s, int *try_r)
+static int wait_io(tcp_state *s, const ddl__sock_frame *xs, const ddl__sock_frame *xr, int left, int *try_s, int *try_r)
 {
     int n = 0, is = -1, ir = -1;
     if (!xs->finished) {
@@ -538,7 +490,7 @@ static int wait_io(tcp_state *s, const xfer *xs, const xfer *xr, int left, int *
 }
 
 /* xfer_setup: check that rank peer can be used and prepare one direction. */
-static int xfer_setup(tcp_state *s, xfer *x, int peer, const void *buf, size_t bytes, int sending)
+static int xfer_setup(tcp_state *s, ddl__sock_frame *x, int peer, const void *buf, size_t bytes, int sending)
 {
     memset(x, 0, sizeof *x);
     x->peer = peer;
@@ -557,7 +509,7 @@ static int xfer_setup(tcp_state *s, xfer *x, int peer, const void *buf, size_t b
     return DDL_OK;
 }
 
-static int exchange_timeout(tcp_state *s, const xfer *xs, const xfer *xr, int timeout_ms)
+static int exchange_timeout(tcp_state *s, const ddl__sock_frame *xs, const ddl__sock_frame *xr, int timeout_ms)
 {
     ddl__net *n = &s->net;
     /* a half-moved frame leaves the stream out of step: such a link cannot be used again */
@@ -578,7 +530,7 @@ static int tcp_exchange(void *state, int to, const void *send_hdr, const void *s
     tcp_state *s = state;
     if (!s || s->net.magic != TCP_STATE_MAGIC)
         return DDL_EINVAL;
-    xfer xs, xr;
+    ddl__sock_frame xs, xr;
     int st = xfer_setup(s, &xs, to, send_buf, send_bytes, 1);
     if (st == DDL_OK)
         st = xfer_setup(s, &xr, from, recv_buf, recv_bytes, 0);

@@ -86,6 +86,18 @@ static void common_options(void *sock, int ipv6)
     set_int(sock, ZMQ_IPV6, ipv6);
 }
 
+/* drain_parts: drop the rest of a message whose first parts were read. */
+static void drain_parts(void *sock)
+{
+    int more = 1;
+    while (more) {
+        zmq_msg_t m;
+        zmq_msg_init(&m);
+        more = zmq_msg_recv(&m, sock, ZMQ_DONTWAIT) >= 0 && zmq_msg_more(&m);
+        zmq_msg_close(&m);
+    }
+}
+
 /* bind_router: our ROUTER at ss (any_port: a free port), recording the address we got. */
 static int bind_router(zq_state *s, const struct sockaddr_storage *ss, int any_port, const char *what)
 {
@@ -133,16 +145,15 @@ static int connect_rank(zq_state *s, int j)
     ddl__net *n = &s->net;
     zq_link *l = &s->links[j];
     const char *addr = n->peers[j].addr;
-    char host[DDL__ADDR_BYTES], ep[DDL__ADDR_BYTES + 16], mon[48];
-    int port;
-    if (ddl__split_addr(addr, host, &port) != 0)
+    char ep[DDL__ADDR_BYTES + 16], mon[48];
+    int v6 = ddl__net_url(addr, "tcp", ep, sizeof ep);
+    if (v6 < 0)
         return ddl__net_fail(n, DDL_EINVAL, "rank %d: cannot parse the address '%s' of rank %d (want host:port)",
                              n->rank, addr, j);
     l->dealer = zmq_socket(s->ctx, ZMQ_DEALER);
     l->monitor = zmq_socket(s->ctx, ZMQ_PAIR);
     if (!l->dealer || !l->monitor)
         return ddl__net_fail(n, DDL_EIO, "rank %d: zmq_socket: %s", n->rank, zmq_strerror(errno));
-    int v6 = strchr(host, ':') != NULL;
     common_options(l->dealer, v6);
     set_int(l->monitor, ZMQ_LINGER, 0);
     int64_t max = (int64_t)ZQ_CHUNK + (int64_t)DDL__TABLE_BYTES(n->world);
@@ -153,7 +164,6 @@ static int connect_rank(zq_state *s, int j)
         zmq_connect(l->monitor, mon) != 0)
         return ddl__net_fail(n, DDL_EIO, "rank %d: cannot monitor the link to rank %d: %s", n->rank, j,
                              zmq_strerror(errno));
-    snprintf(ep, sizeof ep, "tcp://%s%s%s:%d", v6 ? "[" : "", host, v6 ? "]" : "", port);
     if (zmq_connect(l->dealer, ep) != 0)
         return ddl__net_fail(n, DDL_EINVAL, "rank %d: cannot connect to rank %d at %s: %s", n->rank, j, addr,
                              zmq_strerror(errno));
@@ -240,11 +250,8 @@ static void router_step(zq_state *s)
             memcpy(buf, zmq_msg_data(&msg), DDL__HS_BYTES);
         int more = k >= 0 && zmq_msg_more(&msg);
         zmq_msg_close(&msg);
-        while (more) { /* a handshake is one frame: drop the rest */
-            zmq_msg_init(&msg);
-            more = zmq_msg_recv(&msg, s->router, ZMQ_DONTWAIT) >= 0 && zmq_msg_more(&msg);
-            zmq_msg_close(&msg);
-        }
+        if (more)
+            drain_parts(s->router); /* a handshake is one frame: drop the rest */
         if (k >= 0 && n <= (int)sizeof rid)
             router_one(s, rid, (size_t)n, buf, bytes == DDL__HS_BYTES ? bytes : 0, from);
     }
@@ -560,17 +567,6 @@ static int send_msg(zq_state *s, int j, const unsigned char pre[DDL__FRAME_PREFI
 }
 
 /* ---- receiving ---- */
-
-static void drain_parts(void *sock)
-{
-    int more = 1;
-    while (more) {
-        zmq_msg_t m;
-        zmq_msg_init(&m);
-        more = zmq_msg_recv(&m, sock, ZMQ_DONTWAIT) >= 0 && zmq_msg_more(&m);
-        zmq_msg_close(&m);
-    }
-}
 
 /* broke: rank j sent something we cannot read; more: we are inside a message (drop its rest). */
 static int broke(zq_state *s, int j, const char *what, int more)
