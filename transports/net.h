@@ -1,13 +1,12 @@
-/* net.h - private to the network transports (tcp.c, zmq.c) and to what they share: net.c (their
- * common state, failure recording, addresses, rendezvous table, frame prefix, goodbyes),
- * net_handshake.c (the handshake both run before they trust a peer), on sha256.c's HMAC, and
- * net_pool.c (the accepting side's pending peers) and net_socket.c (stream sockets
- * with deadlines).
- * A transport keeps one ddl__net in its state; its sockets, and how bytes travel on them, stay
- * in its own file. Not API: nothing outside transports/ includes this but the tests of these
- * pieces. Calls run one way: tcp.c and zmq.c call net_socket.c, net_pool.c, net_handshake.c
- * and net.c; net_socket.c and net_pool.c call net_handshake.c and net.c; net_handshake.c calls net.c and sha256.c;
- * nothing here calls back into a transport. */
+/* net.h - private to the network transports (tcp.c, zmq.c) and to what they share, one idea a
+ * file: net.c (their common state, failure recording, addresses, rendezvous table, frame
+ * prefix, goodbyes, the vtable's getters), net_handshake.c (the handshake both run before they
+ * trust a peer, on sha256.c's HMAC), net_pool.c (the accepting side's peers not authenticated
+ * yet) and net_socket.c (stream sockets with deadlines). A transport keeps one ddl__net first in
+ * its state; its sockets, and how bytes travel on them, stay in its own file. Not API: nothing
+ * outside transports/ includes this but the tests of these pieces. Calls run one way: tcp.c and
+ * zmq.c call the net*.c files; net_socket.c and net_pool.c call net_handshake.c and net.c;
+ * net_handshake.c calls net.c and sha256.c; nothing here calls back into a transport. */
 #ifndef DDL_NET_H
 #define DDL_NET_H
 #include "core/impl.h"

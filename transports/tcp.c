@@ -1,9 +1,9 @@
 /* tcp.c - the TCP transport: a full mesh of authenticated links over non-blocking sockets, and
  * framed point-to-point exchange on them. Where to rendezvous, rank 0's address table, the
- * handshake's messages and proofs, the frame prefix and failure recording are net.c's and
- * net_handshake.c's; listening, dialing, greeting and whole reads and writes with deadlines
- * are net_socket.c's; the order of the rendezvous, the accept loop and the byte streams of an
- * exchange are this file's.
+ * frame prefix and failure recording are net.c's; the handshake is net_handshake.c's, the pool
+ * of connections not authenticated yet net_pool.c's; listening, dialing, greeting and moving
+ * bytes with deadlines are net_socket.c's. The order of the rendezvous, the accept loop, and
+ * the links and their failures during an exchange are this file's.
  * It owns the sockets and every byte of its state, which lives in the memory the core hands
  * to open(); it allocates nothing. It moves bytes only: the 32-byte header is opaque here.
  * It must not bind wider than told, read a length it has not bounded, or wait without a limit. */

@@ -1,7 +1,8 @@
 /* zmq.c - the ZeroMQ transport (libzmq 4.x): authenticated links between every pair of ranks
  * and point-to-point exchange of framed messages. Where to rendezvous, rank 0's address table,
- * the handshake's messages and proofs, the frame prefix and failure recording are net.c's and
- * net_handshake.c's; the sockets, and how messages travel on them, are this file's.
+ * the frame prefix and failure recording are net.c's; the handshake's messages and proofs are
+ * net_handshake.c's, the ROUTER's handshakes in progress net_pool.c's; the sockets, and how
+ * messages travel on them, are this file's.
  * It owns one libzmq context per comm and its sockets; all its own state lives in the memory the
  * core hands to open(). libzmq allocates internally (one message per frame sent or received,
  * pipes) and runs its own I/O and reaper threads inside the context: those are libzmq's, not
