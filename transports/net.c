@@ -83,6 +83,21 @@ void ddl__net_opened(ddl__net *n, int status)
                  n->rank, n->world, n->addr, n->job);
 }
 
+int ddl__net_missing(const ddl__net *n, int lo, int hi, char *out, size_t size)
+{
+    int count = 0;
+    size_t used = 0;
+    out[0] = 0;
+    for (int r = lo; r <= hi; r++) {
+        if (r == n->rank || n->peers[r].linked)
+            continue;
+        if (used + 16 < size)
+            used += (size_t)snprintf(out + used, size - used, "%s%d", count ? ", " : "", r);
+        count++;
+    }
+    return count;
+}
+
 const char *ddl__net_peer_address(const ddl__net *n, int r)
 {
     if (r < 0 || r >= n->world)
@@ -112,6 +127,17 @@ int ddl__split_addr(const char *text, char host[DDL__ADDR_BYTES], int *port)
         return -1;
     *port = (int)p;
     return 0;
+}
+
+int ddl__net_url(const char *addr, const char *scheme, char *out, size_t size)
+{
+    char host[DDL__ADDR_BYTES];
+    int port;
+    if (ddl__split_addr(addr, host, &port) != 0)
+        return -1;
+    int v6 = strchr(host, ':') != NULL;
+    snprintf(out, size, "%s://%s%s%s:%d", scheme, v6 ? "[" : "", host, v6 ? "]" : "", port);
+    return v6;
 }
 
 static void set_port(struct sockaddr_storage *ss, int port)
@@ -230,10 +256,13 @@ int ddl__net_where(ddl__net *n, const ddl_comm_config *cfg, struct sockaddr_stor
     return DDL_OK;
 }
 
-void ddl__net_table_head(const ddl__net *n, unsigned char out[DDL__TABLE_HEAD])
+size_t ddl__net_table_encode(const ddl__net *n, unsigned char *out)
 {
     memcpy(out, "DDLT", 4);
     ddl__put_le(out + 4, (uint32_t)n->world, 4);
+    for (int j = 0; j < n->world; j++)
+        memcpy(out + DDL__TABLE_HEAD + (size_t)j * DDL__ADDR_BYTES, n->peers[j].addr, DDL__ADDR_BYTES);
+    return DDL__TABLE_BYTES(n->world);
 }
 
 int ddl__net_table_head_ok(ddl__net *n, const unsigned char head[DDL__TABLE_HEAD])
@@ -243,13 +272,32 @@ int ddl__net_table_head_ok(ddl__net *n, const unsigned char head[DDL__TABLE_HEAD
     return DDL_OK;
 }
 
-int ddl__net_table_take(ddl__net *n, int j, const unsigned char entry[DDL__ADDR_BYTES])
+int ddl__net_table_decode(ddl__net *n, const unsigned char *in, size_t bytes)
 {
-    if (entry[DDL__ADDR_BYTES - 1] != 0 || entry[0] == 0)
-        return ddl__net_fail(n, DDL_EPROTO, "rank 0 at %s sent a bad address for rank %d", n->peers[0].addr, j);
-    if (j != 0 && j != n->rank)
-        memcpy(n->peers[j].addr, entry, DDL__ADDR_BYTES);
-    return DDL_OK;
+    if (bytes != DDL__TABLE_BYTES(n->world))
+        return ddl__net_fail(n, DDL_EPROTO, "rank 0 at %s sent a bad address table (%zu bytes)", n->peers[0].addr,
+                             bytes);
+    int st = ddl__net_table_head_ok(n, in);
+    for (int j = 0; j < n->world && st == DDL_OK; j++) {
+        const unsigned char *e = in + DDL__TABLE_HEAD + (size_t)j * DDL__ADDR_BYTES;
+        if (e[DDL__ADDR_BYTES - 1] != 0 || e[0] == 0)
+            return ddl__net_fail(n, DDL_EPROTO, "rank 0 at %s sent a bad address for rank %d", n->peers[0].addr, j);
+        if (j != 0 && j != n->rank) /* rank 0's address is the one we reached it at; ours we know */
+            memcpy(n->peers[j].addr, e, DDL__ADDR_BYTES);
+    }
+    return st;
+}
+
+const char *ddl__net_error(const void *state)
+{
+    const ddl__net *n = state;
+    return n ? n->err : "";
+}
+
+const char *ddl__net_address(const void *state, int r)
+{
+    const ddl__net *n = state;
+    return n && n->magic ? ddl__net_peer_address(n, r) : "?";
 }
 
 /* ---- frames ---- */
@@ -280,6 +328,19 @@ int ddl__net_frame_read(const ddl__net *n, const unsigned char pre[DDL__FRAME_PR
     f->flags = (uint32_t)ddl__get_le(pre + 4, 4);
     f->bytes = ddl__get_le(pre + 8, 8);
     return f->magic == n->proto->frame_magic && (f->flags & ~(DDL__FRAME_BYE | DDL__FRAME_ABORT)) == 0;
+}
+
+int ddl__net_peer_gone(ddl__net *n, int j, int busy)
+{
+    ddl__net_link_down(n, j, DDL_EPEER, 1, 1);
+    return ddl__net_fail(n, DDL_EPEER,
+                         "rank %d at %s closed the connection (noticed by rank %d while exchanging with rank %d)", j,
+                         n->peers[j].addr, n->rank, busy);
+}
+
+int ddl__net_frame_is_abort(const ddl__net *n, const unsigned char *pre)
+{
+    return ddl__get_le(pre, 4) == n->proto->frame_magic && (ddl__get_le(pre + 4, 4) & DDL__FRAME_ABORT);
 }
 
 int ddl__net_peer_left(ddl__net *n, int j, const unsigned char pre[DDL__FRAME_PREFIX], size_t want)

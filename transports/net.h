@@ -1,10 +1,12 @@
-/* net.h - private to the network transports (tcp.c, zmq.c) and to what they share: net.c (their
- * common state, failure recording, addresses, rendezvous table, frame prefix, goodbyes) and
- * net_handshake.c (the handshake both run before they trust a peer), on sha256.c's HMAC.
- * A transport keeps one ddl__net in its state; its sockets, and how bytes travel on them, stay
- * in its own file. Not API: nothing outside transports/ includes this but the tests of these
- * pieces. Calls run one way: tcp.c and zmq.c call net_handshake.c and net.c; net_handshake.c
- * calls net.c and sha256.c; nothing here calls back into a transport. */
+/* net.h - private to the network transports (tcp.c, zmq.c) and to what they share, one idea a
+ * file: net.c (their common state, failure recording, addresses, rendezvous table, frame
+ * prefix, goodbyes, the vtable's getters), net_handshake.c (the handshake both run before they
+ * trust a peer, on sha256.c's HMAC), net_pool.c (the accepting side's peers not authenticated
+ * yet) and net_socket.c (stream sockets with deadlines). A transport keeps one ddl__net first in
+ * its state; its sockets, and how bytes travel on them, stay in its own file. Not API: nothing
+ * outside transports/ includes this but the tests of these pieces. Calls run one way: tcp.c and
+ * zmq.c call the net*.c files; net_socket.c and net_pool.c call net_handshake.c and net.c;
+ * net_handshake.c calls net.c and sha256.c; nothing here calls back into a transport. */
 #ifndef DDL_NET_H
 #define DDL_NET_H
 #include "core/impl.h"
@@ -48,8 +50,11 @@ typedef struct ddl__net_peer {
     char addr[DDL__ADDR_BYTES]; /* its listening "host:port", for connecting and for messages */
     int tx_down, rx_down;       /* 0, or the status that broke sending / receiving (returned again) */
     int joined;                 /* it passed the accepting side of our handshake */
+    int linked;                 /* the transport's link to it is complete (set by the transport) */
 } ddl__net_peer;
 
+/* The first member of a transport's state (the getters below rely on it); the core hands the
+ * state over zeroed, so magic is 0 until open() and again after close(). */
 typedef struct ddl__net {
     uint32_t magic;             /* the transport's mark once open() initialised the state */
     const ddl__net_proto *proto;
@@ -81,6 +86,9 @@ void ddl__net_link_down(ddl__net *n, int j, int status, int tx, int rx);
 int ddl__net_check_peer(ddl__net *n, int peer, int sending);
 /* ddl__net_opened: open() ends with status: forget the token, log the success. */
 void ddl__net_opened(ddl__net *n, int status);
+/* ddl__net_missing: how many of ranks lo..hi (but ours) are not linked yet; their list in
+ * out[size] ("1, 3, 4", cut short if long), for a timeout's message. */
+int ddl__net_missing(const ddl__net *n, int lo, int hi, char *out, size_t size);
 /* ddl__net_peer_address: rank r's address for messages ("self" or "?" when unknown). */
 const char *ddl__net_peer_address(const ddl__net *n, int r);
 
@@ -89,6 +97,9 @@ const char *ddl__net_peer_address(const ddl__net *n, int r);
 /* ddl__split_addr: "host:port" or "[v6]:port" (under DDL__ADDR_BYTES) into host, brackets
  * removed, and port; 0 on success, -1 if it is not of that form. */
 int ddl__split_addr(const char *text, char host[DDL__ADDR_BYTES], int *port);
+/* ddl__net_url: "host:port" (or "[v6]:port") as "scheme://host:port", brackets around an IPv6
+ * host, in out[size]: 1 if the host is IPv6, 0 if not, -1 if addr is not of that form. */
+int ddl__net_url(const char *addr, const char *scheme, char *out, size_t size);
 /* ddl__net_resolve: "host:port" into *ss. Numeric hosts need no resolver; names go through
  * getaddrinfo (the only place libc may allocate for us). 0, or -1. */
 int ddl__net_resolve(const char *text, struct sockaddr_storage *ss, socklen_t *len);
@@ -106,13 +117,23 @@ int ddl__net_where(ddl__net *n, const ddl_comm_config *cfg, struct sockaddr_stor
 /* The address table rank 0 sends every rank in a master rendezvous: [0] "DDLT" [4] u32 world,
  * then world entries of DDL__ADDR_BYTES, each a NUL-terminated "host:port" (peers[j].addr). */
 #define DDL__TABLE_HEAD 8
-/* ddl__net_table_head: the first DDL__TABLE_HEAD bytes of our table. */
-void ddl__net_table_head(const ddl__net *n, unsigned char out[DDL__TABLE_HEAD]);
+#define DDL__TABLE_BYTES(world) (DDL__TABLE_HEAD + (size_t)(world) * DDL__ADDR_BYTES)
+/* ddl__net_table_encode: our table in out[DDL__TABLE_BYTES(world)]; returns its size. */
+size_t ddl__net_table_encode(const ddl__net *n, unsigned char *out);
 /* ddl__net_table_head_ok: DDL_OK if head starts a table for our world size, else DDL_EPROTO. */
 int ddl__net_table_head_ok(ddl__net *n, const unsigned char head[DDL__TABLE_HEAD]);
-/* ddl__net_table_take: entry j of rank 0's table: DDL_OK (stored in peers[j].addr unless it
- * is rank 0's or ours), or DDL_EPROTO if it is not an address. */
-int ddl__net_table_take(ddl__net *n, int j, const unsigned char entry[DDL__ADDR_BYTES]);
+/* ddl__net_table_decode: rank 0's table in[bytes] into peers[].addr (but rank 0's and ours):
+ * DDL_OK, or DDL_EPROTO if it is not a table of well-formed addresses for our world size. */
+int ddl__net_table_decode(ddl__net *n, const unsigned char *in, size_t bytes);
+
+/* ---- the vtable's getters (net.c) ----
+ * A transport's state starts with its ddl__net (offset 0), so these serve as its vtable's
+ * error and peer_address, whatever the transport. */
+
+/* ddl__net_error: the last failure in words ("" for a NULL state). */
+const char *ddl__net_error(const void *state);
+/* ddl__net_address: rank r's address, "?" before open() and after close(). */
+const char *ddl__net_address(const void *state, int r);
 
 /* ---- frames (net.c) ---- */
 
@@ -137,6 +158,11 @@ void ddl__net_frame_prefix(const ddl__net *n, unsigned char out[DDL__FRAME_PREFI
 void ddl__net_goodbye(const ddl__net *n, unsigned char out[DDL__FRAME_PREFIX]);
 /* ddl__net_frame_read: pre decoded into *f; 1 if it has our magic and known flags, else 0. */
 int ddl__net_frame_read(const ddl__net *n, const unsigned char pre[DDL__FRAME_PREFIX], ddl__frame *f);
+/* ddl__net_peer_gone: rank j's connection closed while we exchanged with rank busy (and no
+ * goodbye of it is left to read): both directions down, returns DDL_EPEER with the message. */
+int ddl__net_peer_gone(ddl__net *n, int j, int busy);
+/* ddl__net_frame_is_abort: the first 8 bytes of pre start an ABORT frame (whatever else they say). */
+int ddl__net_frame_is_abort(const ddl__net *n, const unsigned char *pre);
 /* ddl__net_peer_left: rank j's BYE or ABORT (pre) arrived while we waited for want bytes:
  * both directions are down, the culprit named; returns DDL_EPEER with the message. */
 int ddl__net_peer_left(ddl__net *n, int j, const unsigned char pre[DDL__FRAME_PREFIX], size_t want);
@@ -204,5 +230,99 @@ int ddl__net_greet_start(ddl__net *n, ddl__net_greeting *g, ddl__hs_msg *out);
  * handshake), DDL_EAUTH (refused, wrong rank or job, no proof), with the message. */
 int ddl__net_greet_step(ddl__net *n, ddl__net_greeting *g, int peer, const unsigned char *in, size_t bytes,
                         ddl__hs_msg *out);
+
+/* ---- the accepting side's pool (net_pool.c) ----
+ * The peers that connected to us and have not proved who they are yet. The transport keys each
+ * slot with what reaches the peer (tcp: its socket; zmq: its routing id), moves the bytes, and
+ * acts on what the pool returns: DDL__ACCEPT_REPLY, _JOINED (send out; then ddl__net_pool_join),
+ * _REFUSE (ddl__net_pool_refuse with the reason, tell the peer or not, drop), _DROP. */
+
+#define DDL__POOL_SLOTS 16 /* handshakes an accepting rank runs at once */
+#define DDL__KEY_BYTES 256 /* the longest key: a ZMTP routing id is at most 255 bytes */
+
+typedef struct ddl__net_slot {
+    ddl__net_pending hs;               /* hs.stage 0: the slot is free */
+    unsigned char key[DDL__KEY_BYTES]; /* the transport's way to the peer */
+    size_t key_bytes;
+    size_t got;                        /* bytes of msg so far, for messages that arrive in pieces */
+    unsigned char msg[DDL__HS_BYTES];
+} ddl__net_slot;
+
+typedef struct ddl__net_pool {
+    ddl__net *net;
+    int lo, hi, take_addr;             /* ranks welcome (each once); keep the address each advertises */
+    ddl__net_slot slot[DDL__POOL_SLOTS];
+} ddl__net_pool;
+
+/* ddl__net_pool_init: every slot free, for n. */
+void ddl__net_pool_init(ddl__net_pool *pl, ddl__net *n);
+/* ddl__net_pool_welcome: ranks lo..hi (but ours) may join from now on; take_addr: see ddl__net_join. */
+void ddl__net_pool_welcome(ddl__net_pool *pl, int lo, int hi, int take_addr);
+/* ddl__net_pool_find: the slot in use with this key, or NULL. */
+ddl__net_slot *ddl__net_pool_find(ddl__net_pool *pl, const void *key, size_t key_bytes);
+/* ddl__net_pool_room: 1 if a slot is free. */
+int ddl__net_pool_room(const ddl__net_pool *pl);
+/* ddl__net_pool_start: a slot for a peer (from: its address) that starts a handshake: the one
+ * its key already has, restarted, or a free one, waiting for a HELLO until the open timeout.
+ * NULL if none is free or the key is longer than DDL__KEY_BYTES. */
+ddl__net_slot *ddl__net_pool_start(ddl__net_pool *pl, const void *key, size_t key_bytes, const char *from);
+/* ddl__net_pool_drop: free p (the transport has closed what it held). */
+void ddl__net_pool_drop(ddl__net_pool *pl, ddl__net_slot *p);
+/* ddl__net_pool_silent: a slot in use past its deadline (to refuse for DDL__HS_R_SILENT), or NULL. */
+ddl__net_slot *ddl__net_pool_silent(ddl__net_pool *pl);
+/* ddl__net_pool_wake: the earliest of deadline_ms and the deadlines of the slots in use. */
+int64_t ddl__net_pool_wake(const ddl__net_pool *pl, int64_t deadline_ms);
+/* ddl__net_pool_accept: m arrived from p: the DDL__ACCEPT_* action, with the answer in out
+ * (REPLY, JOINED) or the reason to refuse in *reason (REFUSE). */
+int ddl__net_pool_accept(ddl__net_pool *pl, ddl__net_slot *p, const ddl__hs_msg *m, unsigned char out[DDL__HS_BYTES],
+                         uint32_t *reason);
+/* ddl__net_pool_feed: k more bytes of a stream are in p->msg after the p->got before: 0 (wait
+ * for more), REFUSE for DDL__HS_R_GARBAGE as soon as the magic is wrong, or what a whole
+ * message makes ddl__net_pool_accept do. */
+int ddl__net_pool_feed(ddl__net_pool *pl, ddl__net_slot *p, size_t k, unsigned char out[DDL__HS_BYTES],
+                       uint32_t *reason);
+/* ddl__net_pool_join: p (JOINED) has its link now: record it (ddl__net_join), free p, return its rank. */
+int ddl__net_pool_join(ddl__net_pool *pl, ddl__net_slot *p);
+/* ddl__net_pool_refuse: log that we refuse p for reason (claims: quote its hello) and put the
+ * REFUSE message in out, for the transport to send or not; p stays in use until dropped. */
+void ddl__net_pool_refuse(ddl__net_pool *pl, const ddl__net_slot *p, uint32_t reason, int claims,
+                          unsigned char out[DDL__HS_BYTES]);
+
+/* ---- stream sockets with deadlines (net_socket.c) ---- */
+
+/* ddl__sock_io: read (writing 0) or write all n bytes of buf on a non-blocking fd before
+ * deadline_ms. DDL_OK, DDL_ETIMEDOUT, DDL_EPEER (closed or reset) or DDL_EIO. */
+int ddl__sock_io(int fd, void *buf, size_t n, int writing, int64_t deadline_ms);
+/* ddl__sock_tune: TCP_NODELAY and 4 MiB buffers on a connected socket. */
+void ddl__sock_tune(int fd);
+/* One frame moving on a non-blocking stream socket: its prefix, then its payload. */
+typedef struct ddl__sock_frame {
+    int peer, fd;                         /* peer -1: nothing to do */
+    unsigned char pre[DDL__FRAME_PREFIX]; /* prefix, sent or received */
+    size_t pre_done;
+    unsigned char *buf;                   /* payload */
+    size_t bytes, done;
+    int finished;
+} ddl__sock_frame;
+enum { DDL__SOCK_CLOSED = -2, DDL__SOCK_FAILED = -1, DDL__SOCK_BLOCKED = 0, DDL__SOCK_DONE = 1, DDL__SOCK_PREFIX = 2 };
+/* ddl__sock_send_some: send x until the socket is full: DONE (x->finished set), BLOCKED, or
+ * FAILED (errno says why). */
+int ddl__sock_send_some(ddl__sock_frame *x);
+/* ddl__sock_recv_some: receive into x until the socket is empty: DONE (x->finished set),
+ * BLOCKED, PREFIX (the prefix just became whole: check it before calling again), CLOSED (the
+ * peer closed its side) or FAILED (errno says why). */
+int ddl__sock_recv_some(ddl__sock_frame *x);
+/* ddl__net_listen: a non-blocking socket in *fd listening exactly at ss (port 0: any free port),
+ * the address it got in n->addr; what says which address it is, for the message. *fd is set
+ * (the caller closes it) even when bind or listen fail. */
+int ddl__net_listen(ddl__net *n, const struct sockaddr_storage *ss, socklen_t len, const char *what, int *fd);
+/* ddl__net_dial: connect to rank peer at peers[peer].addr, retrying while nobody listens there
+ * yet, until deadline_ms; the non-blocking socket in *fd. */
+int ddl__net_dial(ddl__net *n, int peer, int64_t deadline_ms, int *fd);
+/* ddl__net_greet_fd: our side of the handshake with rank peer on the connected socket fd. */
+int ddl__net_greet_fd(ddl__net *n, int fd, int peer, int64_t deadline_ms);
+/* ddl__net_goodbye_fd: our BYE or ABORT on fd, then drain what the peer sent, so that closing
+ * fd sends FIN, not a reset that could destroy the frame. Never blocks. */
+void ddl__net_goodbye_fd(const ddl__net *n, int fd);
 
 #endif

@@ -1,7 +1,9 @@
 /* tcp.c - the TCP transport: a full mesh of authenticated links over non-blocking sockets, and
  * framed point-to-point exchange on them. Where to rendezvous, rank 0's address table, the
- * handshake's messages and proofs, the frame prefix and failure recording are net.c's and
- * net_handshake.c's; the sockets, the accept loop and the byte streams are this file's.
+ * frame prefix and failure recording are net.c's; the handshake is net_handshake.c's, the pool
+ * of connections not authenticated yet net_pool.c's; listening, dialing, greeting and moving
+ * bytes with deadlines are net_socket.c's. The order of the rendezvous, the accept loop, and
+ * the links and their failures during an exchange are this file's.
  * It owns the sockets and every byte of its state, which lives in the memory the core hands
  * to open(); it allocates nothing. It moves bytes only: the 32-byte header is opaque here.
  * It must not bind wider than told, read a length it has not bounded, or wait without a limit. */
@@ -9,18 +11,14 @@
 
 #include <errno.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
-#include <sys/uio.h>
-#include <time.h>
 #include <unistd.h>
 
 /* ---- state ---- */
 
-#define TCP_PENDING 16              /* handshakes an accepting rank runs at once */
 #define TCP_MAX_WORLD 65536
 #define TCP_STATE_MAGIC 0x7463702dU /* marks a state that open() has initialised */
 
@@ -30,14 +28,6 @@ static const ddl__net_proto tcp_proto = {
     .duplicate_at_hello = 1, .frame_magic = 0x314c4444U,
 };
 
-/* A connection accepted but not yet authenticated. */
-typedef struct tcp_pending {
-    int fd;                    /* -1: slot free */
-    size_t got;                /* bytes of buf received */
-    unsigned char buf[DDL__HS_BYTES];
-    ddl__net_pending hs;
-} tcp_pending;
-
 /* The socket of the link to one other rank (what else we know of it is in net.peers). */
 typedef struct tcp_link {
     int fd;                    /* -1: none */
@@ -45,259 +35,110 @@ typedef struct tcp_link {
 } tcp_link;
 
 typedef struct tcp_state {
-    ddl__net net;
+    ddl__net net;              /* first: net.c's getters serve as ours */
     int listen_fd;
-    tcp_pending pending[TCP_PENDING];
+    ddl__net_pool pool;        /* connections accepted, not yet authenticated: keyed by their fd */
     tcp_link *links;           /* [world], inside the state memory, as net.peers */
-    struct pollfd *pfd;        /* [world + TCP_PENDING + 1] */
-    int *pfd_rank;             /* [world + TCP_PENDING + 1]: which link or slot each pfd is */
+    struct pollfd *pfd;        /* [world + DDL__POOL_SLOTS + 1] */
+    int *pfd_rank;             /* [world + DDL__POOL_SLOTS + 1]: which link or slot each pfd is */
+    unsigned char *table;      /* [DDL__TABLE_BYTES(world)]: rank 0's address table */
 } tcp_state;
-
-/* ---- sockets ---- */
-
-/* io_full: read (writing 0) or write all n bytes of buf on a non-blocking fd before
- * deadline_ms. DDL_OK, DDL_ETIMEDOUT, DDL_EPEER (closed or reset) or DDL_EIO. */
-static int io_full(int fd, void *buf, size_t n, int writing, int64_t deadline_ms)
-{
-    unsigned char *p = buf;
-    size_t done = 0;
-    while (done < n) {
-        ssize_t k = writing ? send(fd, p + done, n - done, MSG_NOSIGNAL | MSG_DONTWAIT)
-                            : recv(fd, p + done, n - done, MSG_DONTWAIT);
-        if (k > 0) {
-            done += (size_t)k;
-            continue;
-        }
-        if (k == 0 && !writing)
-            return DDL_EPEER;
-        if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
-            return errno == EPIPE || errno == ECONNRESET ? DDL_EPEER : DDL_EIO;
-        struct pollfd pf = {.fd = fd, .events = writing ? POLLOUT : POLLIN};
-        int left = ddl__remaining_ms(deadline_ms);
-        if (left == 0)
-            return DDL_ETIMEDOUT;
-        if (poll(&pf, 1, left) < 0 && errno != EINTR)
-            return DDL_EIO;
-    }
-    return DDL_OK;
-}
-
-/* tune: TCP_NODELAY and buffer sizes on a connected socket. */
-static void tune(int fd)
-{
-    int one = 1, buf = 4 << 20;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof buf);
-    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof buf);
-}
-
-/* listen_on: bind exactly ss (port 0: any free port) and record the address we got. */
-static int listen_on(tcp_state *s, const struct sockaddr_storage *ss, socklen_t len, const char *what)
-{
-    int fd = socket(ss->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return ddl__net_fail(&s->net, DDL_EIO, "rank %d: socket: %s", s->net.rank, strerror(errno));
-    int one = 1;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    s->listen_fd = fd;
-    char want[DDL__ADDR_BYTES];
-    ddl__net_format(ss, want);
-    if (bind(fd, (const struct sockaddr *)ss, len) != 0 || listen(fd, 128) != 0)
-        return ddl__net_fail(&s->net, DDL_EIO, "rank %d: cannot listen on %s (%s): %s", s->net.rank, want, what,
-                             strerror(errno));
-    struct sockaddr_storage got;
-    socklen_t gl = sizeof got;
-    getsockname(fd, (struct sockaddr *)&got, &gl);
-    ddl__net_format(&got, s->net.addr);
-    return DDL_OK;
-}
-
-/* connect_once: one non-blocking connect attempt; 0, or an errno. */
-static int connect_once(const struct sockaddr_storage *ss, socklen_t len, int64_t deadline_ms, int *out)
-{
-    int fd = socket(ss->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return errno;
-    int e = 0;
-    if (connect(fd, (const struct sockaddr *)ss, len) != 0) {
-        e = errno;
-        if (e == EINPROGRESS) {
-            struct pollfd pf = {.fd = fd, .events = POLLOUT};
-            int left = ddl__remaining_ms(deadline_ms);
-            socklen_t el = sizeof e;
-            if (poll(&pf, 1, left > 2000 ? 2000 : left) <= 0)
-                e = ETIMEDOUT;
-            else
-                getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &el);
-        }
-    }
-    if (e)
-        close(fd);
-    else
-        *out = fd;
-    return e;
-}
-
-/* connect_retry: connect to rank peer at its address, retrying while nobody listens there yet. */
-static int connect_retry(tcp_state *s, int peer, int64_t deadline_ms, int *out)
-{
-    ddl__net *n = &s->net;
-    const char *addr = n->peers[peer].addr;
-    struct sockaddr_storage ss;
-    socklen_t len;
-    if (ddl__net_resolve(addr, &ss, &len) != 0)
-        return ddl__net_fail(n, DDL_EINVAL, "rank %d: cannot parse or resolve the address '%s' of rank %d", n->rank,
-                             addr, peer);
-    int backoff = 10, e = 0;
-    while ((e = connect_once(&ss, len, deadline_ms, out)) != 0) {
-        if (e != ECONNREFUSED && e != ETIMEDOUT && e != EHOSTUNREACH && e != ENETUNREACH && e != ECONNRESET &&
-            e != EAGAIN && e != EINTR)
-            return ddl__net_fail(n, DDL_EIO, "rank %d: cannot connect to rank %d at %s: %s", n->rank, peer, addr,
-                                 strerror(e));
-        int left = ddl__remaining_ms(deadline_ms);
-        if (left == 0)
-            return ddl__net_fail(n, DDL_ETIMEDOUT, "rank %d timed out after %d ms connecting to rank %d at %s (%s)",
-                                 n->rank, n->timeout_ms, peer, addr, strerror(e));
-        struct timespec ts = {0, (long)(backoff < left ? backoff : left) * 1000000L};
-        nanosleep(&ts, NULL);
-        backoff = backoff < 200 ? backoff * 2 : 200;
-    }
-    return DDL_OK;
-}
-
-/* is_abort: the first 8 bytes of pre start an ABORT frame (whatever else they say). */
-static int is_abort(const unsigned char *pre)
-{
-    return ddl__get_le(pre, 4) == tcp_proto.frame_magic && (ddl__get_le(pre + 4, 4) & DDL__FRAME_ABORT);
-}
+_Static_assert(offsetof(tcp_state, net) == 0, "net.c's getters take the state for its ddl__net");
 
 /* ---- handshake, accepting side ---- */
 
-static void pending_drop(tcp_pending *p)
+static int slot_fd(const ddl__net_slot *p)
 {
-    if (p->fd >= 0)
-        close(p->fd);
-    p->fd = -1;
+    int fd;
+    memcpy(&fd, p->key, sizeof fd);
+    return fd;
 }
 
-/* pending_refuse: tell a peer that said who it is why (best effort, never blocks); log; close. */
-static void pending_refuse(tcp_state *s, tcp_pending *p, uint32_t reason)
+static void slot_drop(tcp_state *s, ddl__net_slot *p)
+{
+    close(slot_fd(p));
+    ddl__net_pool_drop(&s->pool, p);
+}
+
+/* slot_refuse: tell a peer that said who it is why (best effort, never blocks); log; close. */
+static void slot_refuse(tcp_state *s, ddl__net_slot *p, uint32_t reason)
 {
     int claims = reason != DDL__HS_R_GARBAGE && reason != DDL__HS_R_SILENT; /* else: maybe no hello */
-    ddl__hs_msg m;
     unsigned char buf[DDL__HS_BYTES];
-    ddl__net_refusal(&s->net, &p->hs, reason, claims, &m);
-    ddl__hs_encode(&tcp_proto, &m, buf);
+    ddl__net_pool_refuse(&s->pool, p, reason, claims, buf);
     if (claims)
-        (void)!send(p->fd, buf, sizeof buf, MSG_NOSIGNAL | MSG_DONTWAIT);
-    pending_drop(p);
+        (void)!send(slot_fd(p), buf, sizeof buf, MSG_NOSIGNAL | MSG_DONTWAIT);
+    slot_drop(s, p);
 }
 
-/* pending_message: a whole message arrived: answer it, refuse the peer, or make it a link. */
-static void pending_message(tcp_state *s, tcp_pending *p, int lo, int hi, int take_addr)
+/* slot_read: read what is there; answer a whole message, refuse the peer, or make it a link. */
+static void slot_read(tcp_state *s, ddl__net_slot *p)
 {
-    ddl__hs_msg m, reply;
-    if (ddl__hs_decode(&tcp_proto, p->buf, p->got, &m) != 0) {
-        pending_refuse(s, p, DDL__HS_R_GARBAGE);
-        return;
-    }
-    p->got = 0;
-    int act = ddl__net_accept(&s->net, &p->hs, &m, lo, hi, &reply);
-    unsigned char buf[DDL__HS_BYTES];
-    if (act == DDL__ACCEPT_REPLY || act == DDL__ACCEPT_JOINED)
-        ddl__hs_encode(&tcp_proto, &reply, buf);
-    if (act == DDL__ACCEPT_REFUSE)
-        pending_refuse(s, p, reply.reason);
-    else if (act == DDL__ACCEPT_DROP || io_full(p->fd, buf, sizeof buf, 1, ddl__now_ms() + 100) != DDL_OK)
-        pending_drop(p); /* handshake messages are small enough never to block for long */
-    else if (act == DDL__ACCEPT_JOINED) {
-        s->links[p->hs.hello.rank].fd = p->fd;
-        tune(p->fd);
-        p->fd = -1;
-        ddl__net_join(&s->net, &p->hs, take_addr);
-    }
-}
-
-/* pending_read: read what is there; act when a message is complete. */
-static void pending_read(tcp_state *s, tcp_pending *p, int lo, int hi, int take_addr)
-{
-    ssize_t k = recv(p->fd, p->buf + p->got, DDL__HS_BYTES - p->got, MSG_DONTWAIT);
+    int fd = slot_fd(p);
+    ssize_t k = recv(fd, p->msg + p->got, DDL__HS_BYTES - p->got, MSG_DONTWAIT);
     if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
         return;
     if (k <= 0) {
         ddl__log(s->net.log, s->net.log_ud, DDL_LOG_WARN, "tcp: %s hung up during the handshake", p->hs.from);
-        pending_drop(p);
+        slot_drop(s, p);
         return;
     }
-    size_t before = p->got;
-    p->got += (size_t)k;
-    if (before < 4 && p->got >= 4 && memcmp(p->buf, tcp_proto.hs_magic, 4) != 0)
-        pending_refuse(s, p, DDL__HS_R_GARBAGE); /* not ours: do not wait for the rest */
-    else if (p->got == DDL__HS_BYTES)
-        pending_message(s, p, lo, hi, take_addr);
+    unsigned char out[DDL__HS_BYTES];
+    uint32_t reason;
+    int act = ddl__net_pool_feed(&s->pool, p, (size_t)k, out, &reason);
+    if (act == DDL__ACCEPT_REFUSE)
+        slot_refuse(s, p, reason);
+    else if (act == DDL__ACCEPT_DROP || (act && ddl__sock_io(fd, out, sizeof out, 1, ddl__now_ms() + 100) != DDL_OK))
+        slot_drop(s, p); /* handshake messages are small enough never to block for long */
+    else if (act == DDL__ACCEPT_JOINED) {
+        int r = ddl__net_pool_join(&s->pool, p);
+        s->links[r].fd = fd;
+        s->net.peers[r].linked = 1;
+        ddl__sock_tune(fd);
+    }
+}
+
+/* drop_pending: close every connection still in a handshake. */
+static void drop_pending(tcp_state *s)
+{
+    for (int i = 0; i < DDL__POOL_SLOTS; i++)
+        if (s->pool.slot[i].hs.stage)
+            slot_drop(s, &s->pool.slot[i]);
 }
 
 static void accept_one(tcp_state *s)
 {
-    for (int i = 0; i < TCP_PENDING; i++) {
-        tcp_pending *p = &s->pending[i];
-        if (p->fd >= 0)
-            continue;
-        struct sockaddr_storage ss;
-        socklen_t len = sizeof ss;
-        int fd = accept4(s->listen_fd, (struct sockaddr *)&ss, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (fd < 0)
-            return;
-        memset(p, 0, sizeof *p);
-        p->fd = fd;
-        p->hs.stage = DDL__HS_HELLO;
-        p->hs.deadline_ms = ddl__now_ms() + s->net.timeout_ms;
-        ddl__net_format(&ss, p->hs.from);
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof ss;
+    char from[DDL__ADDR_BYTES];
+    int fd = ddl__net_pool_room(&s->pool) ? accept4(s->listen_fd, (struct sockaddr *)&ss, &len,
+                                                    SOCK_NONBLOCK | SOCK_CLOEXEC) : -1;
+    if (fd < 0)
         return;
-    }
+    ddl__net_format(&ss, from);
+    ddl__net_pool_start(&s->pool, &fd, sizeof fd, from);
 }
 
-/* missing_ranks: how many of ranks lo..hi have not joined; their list in out. */
-static int missing_ranks(const tcp_state *s, int lo, int hi, char *out, size_t n)
-{
-    int count = 0;
-    size_t used = 0;
-    out[0] = 0;
-    for (int r = lo; r <= hi; r++) {
-        if (s->net.peers[r].joined)
-            continue;
-        if (used + 16 < n)
-            used += (size_t)snprintf(out + used, n - used, "%s%d", count ? ", " : "", r);
-        count++;
-    }
-    return count;
-}
-
-/* poll_pending: poll the handshakes in progress and, with a slot free, the listening socket;
- * refuse the silent. The number of pfd entries, or -1 if poll failed. */
+/* poll_pending: refuse the silent; poll the handshakes in progress and, with a slot free, the
+ * listening socket. The number of pfd entries, or -1 if poll failed. */
 static int poll_pending(tcp_state *s, int64_t deadline_ms)
 {
-    int64_t now = ddl__now_ms(), wake = deadline_ms;
-    int n = 0, free_slot = 0;
-    for (int i = 0; i < TCP_PENDING; i++) {
-        tcp_pending *p = &s->pending[i];
-        if (p->fd < 0) {
-            free_slot = 1;
+    ddl__net_slot *p;
+    while ((p = ddl__net_pool_silent(&s->pool)) != NULL)
+        slot_refuse(s, p, DDL__HS_R_SILENT);
+    int n = 0;
+    for (int i = 0; i < DDL__POOL_SLOTS; i++) {
+        if (!s->pool.slot[i].hs.stage)
             continue;
-        }
-        if (now >= p->hs.deadline_ms) {
-            pending_refuse(s, p, DDL__HS_R_SILENT);
-            continue;
-        }
-        wake = p->hs.deadline_ms < wake ? p->hs.deadline_ms : wake;
-        s->pfd[n] = (struct pollfd){.fd = p->fd, .events = POLLIN};
+        s->pfd[n] = (struct pollfd){.fd = slot_fd(&s->pool.slot[i]), .events = POLLIN};
         s->pfd_rank[n++] = i;
     }
-    if (free_slot) {
+    if (ddl__net_pool_room(&s->pool)) {
         s->pfd[n] = (struct pollfd){.fd = s->listen_fd, .events = POLLIN};
         s->pfd_rank[n++] = -1;
     }
-    return poll(s->pfd, (nfds_t)n, ddl__remaining_ms(wake)) < 0 && errno != EINTR ? -1 : n;
+    int wait_ms = ddl__remaining_ms(ddl__net_pool_wake(&s->pool, deadline_ms));
+    return poll(s->pfd, (nfds_t)n, wait_ms) < 0 && errno != EINTR ? -1 : n;
 }
 
 /* accept_ranks: accept and authenticate connections until ranks lo..hi all have links;
@@ -308,7 +149,8 @@ static int accept_ranks(tcp_state *s, int lo, int hi, int take_addr, int64_t dea
     ddl__net *net = &s->net;
     char miss[96];
     int status = DDL_OK;
-    while (missing_ranks(s, lo, hi, miss, sizeof miss) > 0) {
+    ddl__net_pool_welcome(&s->pool, lo, hi, take_addr);
+    while (ddl__net_missing(net, lo, hi, miss, sizeof miss) > 0) {
         if (ddl__now_ms() >= deadline_ms) {
             status = ddl__net_fail(net, DDL_ETIMEDOUT, "rank %d timed out after %d ms waiting at %s for rank%s %s to connect",
                                    net->rank, net->timeout_ms, net->addr, strchr(miss, ',') ? "s" : "", miss);
@@ -323,40 +165,12 @@ static int accept_ranks(tcp_state *s, int lo, int hi, int take_addr, int64_t dea
             int i = s->pfd_rank[k];
             if (s->pfd[k].revents && i < 0)
                 accept_one(s);
-            else if (s->pfd[k].revents && s->pending[i].fd >= 0)
-                pending_read(s, &s->pending[i], lo, hi, take_addr);
+            else if (s->pfd[k].revents && s->pool.slot[i].hs.stage)
+                slot_read(s, &s->pool.slot[i]);
         }
     }
-    for (int i = 0; i < TCP_PENDING; i++)
-        pending_drop(&s->pending[i]);
+    drop_pending(s);
     return status;
-}
-
-/* ---- handshake, connecting side ---- */
-
-/* greet: run our side of the handshake on fd, connected to rank peer. */
-static int greet(tcp_state *s, int fd, int peer, int64_t deadline_ms)
-{
-    ddl__net *n = &s->net;
-    const char *addr = n->peers[peer].addr;
-    ddl__net_greeting g;
-    ddl__hs_msg m;
-    unsigned char buf[DDL__HS_BYTES];
-    int st = ddl__net_greet_start(n, &g, &m);
-    while (st == DDL_OK && g.stage != DDL__GREET_DONE) {
-        ddl__hs_encode(&tcp_proto, &m, buf);
-        if ((st = io_full(fd, buf, sizeof buf, 1, deadline_ms)) != DDL_OK)
-            return ddl__net_fail(n, st == DDL_ETIMEDOUT ? st : DDL_EPEER,
-                                 "rank %d at %s closed the connection during the handshake", peer, addr);
-        st = io_full(fd, buf, sizeof buf, 0, deadline_ms);
-        if (st == DDL_ETIMEDOUT)
-            return ddl__net_fail(n, st, "rank %d at %s did not answer the handshake within %d ms", peer, addr,
-                                 n->timeout_ms);
-        if (st != DDL_OK)
-            return ddl__net_fail(n, DDL_EPEER, "rank %d at %s closed the connection during the handshake", peer, addr);
-        st = ddl__net_greet_step(n, &g, peer, buf, sizeof buf, &m);
-    }
-    return st;
 }
 
 /* ---- rendezvous ---- */
@@ -365,12 +179,13 @@ static int greet(tcp_state *s, int fd, int peer, int64_t deadline_ms)
 static int connect_rank(tcp_state *s, int j, int64_t deadline_ms)
 {
     int fd = -1;
-    int st = connect_retry(s, j, deadline_ms, &fd);
-    if (st == DDL_OK && (st = greet(s, fd, j, deadline_ms)) != DDL_OK)
+    int st = ddl__net_dial(&s->net, j, deadline_ms, &fd);
+    if (st == DDL_OK && (st = ddl__net_greet_fd(&s->net, fd, j, deadline_ms)) != DDL_OK)
         close(fd);
     if (st == DDL_OK) {
-        tune(fd);
+        ddl__sock_tune(fd);
         s->links[j].fd = fd;
+        s->net.peers[j].linked = 1;
     }
     return st;
 }
@@ -386,19 +201,11 @@ static int connect_down_accept_up(tcp_state *s, int from, int64_t deadline_ms)
     return st;
 }
 
-/* send_table: rank 0 sends rank r every rank's listening address, 64 at a time. */
+/* send_table: rank 0 sends rank r every rank's listening address. */
 static int send_table(tcp_state *s, int r, int64_t deadline_ms)
 {
     ddl__net *n = &s->net;
-    unsigned char buf[64 * DDL__ADDR_BYTES];
-    ddl__net_table_head(n, buf);
-    int st = io_full(s->links[r].fd, buf, DDL__TABLE_HEAD, 1, deadline_ms);
-    for (int j = 0; j < n->world && st == DDL_OK; j += 64) {
-        int k = n->world - j < 64 ? n->world - j : 64;
-        for (int i = 0; i < k; i++)
-            memcpy(buf + (size_t)i * DDL__ADDR_BYTES, n->peers[j + i].addr, DDL__ADDR_BYTES);
-        st = io_full(s->links[r].fd, buf, (size_t)k * DDL__ADDR_BYTES, 1, deadline_ms);
-    }
+    int st = ddl__sock_io(s->links[r].fd, s->table, ddl__net_table_encode(n, s->table), 1, deadline_ms);
     if (st != DDL_OK)
         return ddl__net_fail(n, st == DDL_ETIMEDOUT ? st : DDL_EPEER,
                              "rank 0: could not send the address table to rank %d at %s", r, n->peers[r].addr);
@@ -410,22 +217,21 @@ static int recv_table(tcp_state *s, int64_t deadline_ms)
 {
     ddl__net *n = &s->net;
     int fd = s->links[0].fd;
-    unsigned char buf[DDL__FRAME_PREFIX > DDL__ADDR_BYTES ? DDL__FRAME_PREFIX : DDL__ADDR_BYTES];
-    int st = io_full(fd, buf, DDL__TABLE_HEAD, 0, deadline_ms);
-    if (st == DDL_OK && is_abort(buf) && io_full(fd, buf + 8, DDL__FRAME_PREFIX - 8, 0, deadline_ms) == DDL_OK)
+    unsigned char pre[DDL__FRAME_PREFIX];
+    int st = ddl__sock_io(fd, pre, DDL__TABLE_HEAD, 0, deadline_ms);
+    if (st == DDL_OK && ddl__net_frame_is_abort(n, pre) &&
+        ddl__sock_io(fd, pre + 8, DDL__FRAME_PREFIX - 8, 0, deadline_ms) == DDL_OK)
         return ddl__net_fail(n, DDL_EPEER, "rank %d: rank 0 at %s gave up the rendezvous (%s)", n->rank,
-                             n->peers[0].addr, ddl_strerror((int)(int32_t)(uint32_t)ddl__get_le(buf + 20, 4)));
-    if (st == DDL_OK && (st = ddl__net_table_head_ok(n, buf)) != DDL_OK)
+                             n->peers[0].addr, ddl_strerror((int)(int32_t)(uint32_t)ddl__get_le(pre + 20, 4)));
+    if (st == DDL_OK && (st = ddl__net_table_head_ok(n, pre)) != DDL_OK)
         return st;
-    for (int j = 0; j < n->world && st == DDL_OK; j++)
-        if ((st = io_full(fd, buf, DDL__ADDR_BYTES, 0, deadline_ms)) == DDL_OK &&
-            (st = ddl__net_table_take(n, j, buf)) != DDL_OK)
-            return st;
-    if (st != DDL_OK)
-        return ddl__net_fail(n, st == DDL_ETIMEDOUT ? st : DDL_EPEER,
-                             "rank %d: rank 0 at %s did not send the address table (%s)", n->rank, n->peers[0].addr,
-                             ddl_strerror(st));
-    return DDL_OK;
+    memcpy(s->table, pre, DDL__TABLE_HEAD);
+    if (st == DDL_OK && (st = ddl__sock_io(fd, s->table + DDL__TABLE_HEAD, DDL__TABLE_BYTES(n->world) - DDL__TABLE_HEAD,
+                                           0, deadline_ms)) == DDL_OK)
+        return ddl__net_table_decode(n, s->table, DDL__TABLE_BYTES(n->world));
+    return ddl__net_fail(n, st == DDL_ETIMEDOUT ? st : DDL_EPEER,
+                         "rank %d: rank 0 at %s did not send the address table (%s)", n->rank, n->peers[0].addr,
+                         ddl_strerror(st));
 }
 
 /* rendezvous_master: rank 0 listens at the master address (ss) and collects every rank's
@@ -435,7 +241,7 @@ static int rendezvous_master(tcp_state *s, const struct sockaddr_storage *ss, so
     ddl__net *n = &s->net;
     int st;
     if (n->rank == 0) {
-        if ((st = listen_on(s, ss, len, "the master address")) != DDL_OK)
+        if ((st = ddl__net_listen(n, ss, len, "the master address", &s->listen_fd)) != DDL_OK)
             return st;
         snprintf(n->peers[0].addr, DDL__ADDR_BYTES, "%s", n->addr);
         st = accept_ranks(s, 1, n->world - 1, 1, deadline_ms);
@@ -444,17 +250,18 @@ static int rendezvous_master(tcp_state *s, const struct sockaddr_storage *ss, so
         return st;
     }
     int fd = -1;
-    if ((st = connect_retry(s, 0, deadline_ms, &fd)) != DDL_OK)
+    if ((st = ddl__net_dial(n, 0, deadline_ms, &fd)) != DDL_OK)
         return st;
     s->links[0].fd = fd; /* closed by close() whatever happens next */
     struct sockaddr_storage local;
     socklen_t ll;
     if (ddl__net_local_toward(ss, &local, &ll) != 0)
         return ddl__net_fail(n, DDL_EIO, "rank %d: no local address reaches the master %s", n->rank, n->peers[0].addr);
-    if ((st = listen_on(s, &local, ll, "the address we reach the master from")) != DDL_OK ||
-        (st = greet(s, fd, 0, deadline_ms)) != DDL_OK)
+    if ((st = ddl__net_listen(n, &local, ll, "the address we reach the master from", &s->listen_fd)) != DDL_OK ||
+        (st = ddl__net_greet_fd(n, fd, 0, deadline_ms)) != DDL_OK)
         return st;
-    tune(fd);
+    ddl__sock_tune(fd);
+    n->peers[0].linked = 1;
     if ((st = recv_table(s, deadline_ms)) != DDL_OK)
         return st;
     return connect_down_accept_up(s, 1, deadline_ms);
@@ -463,20 +270,21 @@ static int rendezvous_master(tcp_state *s, const struct sockaddr_storage *ss, so
 /* ---- open and close ---- */
 
 /* layout: offsets of the arrays after the struct; returns the total size. */
-static size_t layout(size_t world, size_t at[4])
+static size_t layout(size_t world, size_t at[5])
 {
-    size_t n_pfd = world + TCP_PENDING + 1;
+    size_t n_pfd = world + DDL__POOL_SLOTS + 1;
     at[0] = ddl__align_up(sizeof(tcp_state));                     /* net.peers */
     at[1] = at[0] + ddl__align_up(world * sizeof(ddl__net_peer));  /* links */
     at[2] = at[1] + ddl__align_up(world * sizeof(tcp_link));       /* pfd */
     at[3] = at[2] + ddl__align_up(n_pfd * sizeof(struct pollfd));  /* pfd_rank */
-    return at[3] + ddl__align_up(n_pfd * sizeof(int));
+    at[4] = at[3] + ddl__align_up(n_pfd * sizeof(int));            /* table */
+    return at[4] + ddl__align_up(DDL__TABLE_BYTES(world));
 }
 
 static size_t tcp_state_bytes(const ddl_comm_config *cfg)
 {
     int w = cfg ? cfg->world_size : 1;
-    size_t at[4];
+    size_t at[5];
     return layout(w >= 1 && w <= TCP_MAX_WORLD ? (size_t)w : 1, at);
 }
 
@@ -486,14 +294,14 @@ static int tcp_open(void *state, const ddl_comm_config *cfg)
     if (!s || !cfg || cfg->world_size < 1 || cfg->world_size > TCP_MAX_WORLD || cfg->rank < 0 ||
         cfg->rank >= cfg->world_size)
         return DDL_EINVAL;
-    size_t at[4];
+    size_t at[5];
     layout((size_t)cfg->world_size, at);
     s->links = (tcp_link *)((unsigned char *)s + at[1]);
     s->pfd = (struct pollfd *)((unsigned char *)s + at[2]);
     s->pfd_rank = (int *)((unsigned char *)s + at[3]);
+    s->table = (unsigned char *)s + at[4];
     s->listen_fd = -1;
-    for (int i = 0; i < TCP_PENDING; i++)
-        s->pending[i].fd = -1;
+    ddl__net_pool_init(&s->pool, &s->net);
     for (int j = 0; j < cfg->world_size; j++)
         s->links[j].fd = -1;
     int st = ddl__net_init(&s->net, TCP_STATE_MAGIC, &tcp_proto, cfg, (ddl__net_peer *)((unsigned char *)s + at[0]));
@@ -506,25 +314,14 @@ static int tcp_open(void *state, const ddl_comm_config *cfg)
     st = ddl__net_where(&s->net, cfg, &ss, &len, &master);
     if (st == DDL_OK && master)
         st = rendezvous_master(s, &ss, len, deadline_ms);
-    else if (st == DDL_OK && (st = listen_on(s, &ss, len, "our entry in the peer list")) == DDL_OK)
+    else if (st == DDL_OK &&
+             (st = ddl__net_listen(&s->net, &ss, len, "our entry in the peer list", &s->listen_fd)) == DDL_OK)
         st = connect_down_accept_up(s, 0, deadline_ms);
     if (s->listen_fd >= 0)
         close(s->listen_fd);
     s->listen_fd = -1;
     ddl__net_opened(&s->net, st);
     return st;
-}
-
-/* say_goodbye: BYE or ABORT (net.c), then drain what the peer sent, so that close() sends
- * FIN, not a reset that could destroy the frame. */
-static void say_goodbye(const tcp_state *s, int fd)
-{
-    unsigned char pre[DDL__FRAME_PREFIX], sink[4096];
-    ddl__net_goodbye(&s->net, pre);
-    (void)!send(fd, pre, sizeof pre, MSG_NOSIGNAL | MSG_DONTWAIT);
-    shutdown(fd, SHUT_WR);
-    for (int i = 0; i < 256 && recv(fd, sink, sizeof sink, MSG_DONTWAIT) > 0; i++)
-        ;
 }
 
 static void tcp_close(void *state)
@@ -535,41 +332,18 @@ static void tcp_close(void *state)
     for (int j = 0; j < s->net.world; j++) {
         tcp_link *l = &s->links[j];
         if (l->fd >= 0 && !s->net.peers[j].tx_down)
-            say_goodbye(s, l->fd);
+            ddl__net_goodbye_fd(&s->net, l->fd);
         if (l->fd >= 0)
             close(l->fd);
         l->fd = -1;
     }
-    for (int i = 0; i < TCP_PENDING; i++)
-        pending_drop(&s->pending[i]);
+    drop_pending(s);
     if (s->listen_fd >= 0)
         close(s->listen_fd);
     s->net.magic = 0;
 }
 
-static const char *tcp_error(const void *state)
-{
-    const tcp_state *s = state;
-    return s ? s->net.err : "";
-}
-
-static const char *tcp_peer_address(const void *state, int r)
-{
-    const tcp_state *s = state;
-    return s && s->net.magic == TCP_STATE_MAGIC ? ddl__net_peer_address(&s->net, r) : "?";
-}
-
 /* ---- exchange ---- */
-
-/* One direction of an exchange in progress. */
-typedef struct xfer {
-    int peer, fd;                         /* peer -1: nothing to do */
-    unsigned char pre[DDL__FRAME_PREFIX]; /* frame prefix, sent or received */
-    size_t pre_done;
-    unsigned char *buf;                   /* payload */
-    size_t bytes, done;
-    int finished;
-} xfer;
 
 /* link_down: a direction of a link failed (a half-moved frame, a payload left unread), or the
  * whole link (LINK_DROP: dead or lying peer, closed at once). */
@@ -599,31 +373,10 @@ static int os_error(tcp_state *s, int peer, int e, const char *what, size_t byte
 }
 
 /* send_some: send until the socket is full. 1: finished, 0: would block, < 0: failed. */
-static int send_some(tcp_state *s, xfer *x)
+static int send_some(tcp_state *s, ddl__sock_frame *x)
 {
-    for (;;) {
-        struct iovec iov[2];
-        int n = 0;
-        if (x->pre_done < DDL__FRAME_PREFIX)
-            iov[n++] = (struct iovec){x->pre + x->pre_done, DDL__FRAME_PREFIX - x->pre_done};
-        if (x->done < x->bytes)
-            iov[n++] = (struct iovec){x->buf + x->done, x->bytes - x->done};
-        if (n == 0) {
-            x->finished = 1;
-            return 1;
-        }
-        struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)n};
-        ssize_t k = sendmsg(x->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-            return 0;
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k < 0)
-            return os_error(s, x->peer, errno, "was sending", x->bytes);
-        size_t got = (size_t)k, p = DDL__FRAME_PREFIX - x->pre_done < got ? DDL__FRAME_PREFIX - x->pre_done : got;
-        x->pre_done += p;
-        x->done += got - p;
-    }
+    int r = ddl__sock_send_some(x);
+    return r == DDL__SOCK_FAILED ? os_error(s, x->peer, errno, "was sending", x->bytes) : r;
 }
 
 /* peer_left: rank j's BYE or ABORT (pre): its link is closed at once. */
@@ -635,7 +388,7 @@ static int peer_left(tcp_state *s, int j, const unsigned char *pre, size_t want)
 }
 
 /* check_prefix: a complete frame prefix arrived: is it a frame of the expected size? */
-static int check_prefix(tcp_state *s, xfer *x, void *recv_hdr)
+static int check_prefix(tcp_state *s, ddl__sock_frame *x, void *recv_hdr)
 {
     ddl__net *n = &s->net;
     const char *addr = n->peers[x->peer].addr;
@@ -663,37 +416,21 @@ static int check_prefix(tcp_state *s, xfer *x, void *recv_hdr)
 }
 
 /* recv_some: receive until the socket is empty. 1: finished, 0: would block, < 0: failed. */
-static int recv_some(tcp_state *s, xfer *x, void *recv_hdr)
+static int recv_some(tcp_state *s, ddl__sock_frame *x, void *recv_hdr)
 {
-    for (;;) {
-        int in_pre = x->pre_done < DDL__FRAME_PREFIX;
-        ssize_t k = in_pre ? recv(x->fd, x->pre + x->pre_done, DDL__FRAME_PREFIX - x->pre_done, MSG_DONTWAIT)
-                           : recv(x->fd, x->buf + x->done, x->bytes - x->done, MSG_DONTWAIT);
-        if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-            return 0;
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k < 0)
-            return os_error(s, x->peer, errno, "was waiting for", x->bytes);
-        if (k == 0) {
-            link_down(s, x->peer, DDL_EPEER, LINK_DROP);
-            return ddl__net_fail(&s->net, DDL_EPEER,
-                                 "rank %d at %s closed the connection while rank %d waited for %zu bytes (got %zu)",
-                                 x->peer, s->net.peers[x->peer].addr, s->net.rank, x->bytes, x->done);
-        }
-        if (in_pre) {
-            x->pre_done += (size_t)k;
-            int st = x->pre_done < DDL__FRAME_PREFIX ? DDL_OK : check_prefix(s, x, recv_hdr);
-            if (st != DDL_OK)
-                return st;
-        } else {
-            x->done += (size_t)k;
-        }
-        if (x->pre_done == DDL__FRAME_PREFIX && x->done == x->bytes) {
-            x->finished = 1;
-            return 1;
-        }
+    int r, st;
+    while ((r = ddl__sock_recv_some(x)) == DDL__SOCK_PREFIX)
+        if ((st = check_prefix(s, x, recv_hdr)) != DDL_OK)
+            return st;
+    if (r == DDL__SOCK_FAILED)
+        return os_error(s, x->peer, errno, "was waiting for", x->bytes);
+    if (r == DDL__SOCK_CLOSED) {
+        link_down(s, x->peer, DDL_EPEER, LINK_DROP);
+        return ddl__net_fail(&s->net, DDL_EPEER,
+                             "rank %d at %s closed the connection while rank %d waited for %zu bytes (got %zu)",
+                             x->peer, s->net.peers[x->peer].addr, s->net.rank, x->bytes, x->done);
     }
+    return r;
 }
 
 /* check_hup: link j reported a hang-up while we waited for others. With nothing left to read
@@ -706,19 +443,17 @@ static int check_hup(tcp_state *s, int j, short revents, int busy_with)
     if (!(revents & (POLLHUP | POLLERR)) && queued > 0) {
         unsigned char pre[DDL__FRAME_PREFIX];
         if (queued >= DDL__FRAME_PREFIX && recv(l->fd, pre, sizeof pre, MSG_PEEK | MSG_DONTWAIT) == DDL__FRAME_PREFIX &&
-            is_abort(pre))
+            ddl__net_frame_is_abort(&s->net, pre))
             return peer_left(s, j, pre, 0);
         l->hup_pending = 1; /* data or BYE still to read: decide when the caller reads it */
         return DDL_OK;
     }
     link_down(s, j, DDL_EPEER, LINK_DROP);
-    return ddl__net_fail(&s->net, DDL_EPEER,
-                         "rank %d at %s closed the connection (noticed by rank %d while exchanging with rank %d)", j,
-                         s->net.peers[j].addr, s->net.rank, busy_with);
+    return ddl__net_peer_gone(&s->net, j, busy_with);
 }
 
 /* wait_io: poll the active links and every other link (for hang-ups) up to left ms. */
-static int wait_io(tcp_state *s, const xfer *xs, const xfer *xr, int left, int *try_s, int *try_r)
+static int wait_io(tcp_state *s, const ddl__sock_frame *xs, const ddl__sock_frame *xr, int left, int *try_s, int *try_r)
 {
     int n = 0, is = -1, ir = -1;
     if (!xs->finished) {
@@ -755,7 +490,7 @@ static int wait_io(tcp_state *s, const xfer *xs, const xfer *xr, int left, int *
 }
 
 /* xfer_setup: check that rank peer can be used and prepare one direction. */
-static int xfer_setup(tcp_state *s, xfer *x, int peer, const void *buf, size_t bytes, int sending)
+static int xfer_setup(tcp_state *s, ddl__sock_frame *x, int peer, const void *buf, size_t bytes, int sending)
 {
     memset(x, 0, sizeof *x);
     x->peer = peer;
@@ -774,7 +509,7 @@ static int xfer_setup(tcp_state *s, xfer *x, int peer, const void *buf, size_t b
     return DDL_OK;
 }
 
-static int exchange_timeout(tcp_state *s, const xfer *xs, const xfer *xr, int timeout_ms)
+static int exchange_timeout(tcp_state *s, const ddl__sock_frame *xs, const ddl__sock_frame *xr, int timeout_ms)
 {
     ddl__net *n = &s->net;
     /* a half-moved frame leaves the stream out of step: such a link cannot be used again */
@@ -795,7 +530,7 @@ static int tcp_exchange(void *state, int to, const void *send_hdr, const void *s
     tcp_state *s = state;
     if (!s || s->net.magic != TCP_STATE_MAGIC)
         return DDL_EINVAL;
-    xfer xs, xr;
+    ddl__sock_frame xs, xr;
     int st = xfer_setup(s, &xs, to, send_buf, send_bytes, 1);
     if (st == DDL_OK)
         st = xfer_setup(s, &xr, from, recv_buf, recv_bytes, 0);
@@ -848,8 +583,8 @@ static const ddl_transport tcp_transport = {
     .close = tcp_close,
     .exchange = tcp_exchange,
     .allreduce = NULL,
-    .error = tcp_error,
-    .peer_address = tcp_peer_address,
+    .error = ddl__net_error,
+    .peer_address = ddl__net_address,
 };
 
 const ddl_transport *ddl_transport_tcp(void) { return &tcp_transport; }

@@ -1,7 +1,8 @@
 /* zmq.c - the ZeroMQ transport (libzmq 4.x): authenticated links between every pair of ranks
  * and point-to-point exchange of framed messages. Where to rendezvous, rank 0's address table,
- * the handshake's messages and proofs, the frame prefix and failure recording are net.c's and
- * net_handshake.c's; the sockets, and how messages travel on them, are this file's.
+ * the frame prefix and failure recording are net.c's; the handshake's messages and proofs are
+ * net_handshake.c's, the ROUTER's handshakes in progress net_pool.c's; the sockets, and how
+ * messages travel on them, are this file's.
  * It owns one libzmq context per comm and its sockets; all its own state lives in the memory the
  * core hands to open(). libzmq allocates internally (one message per frame sent or received,
  * pipes) and runs its own I/O and reaper threads inside the context: those are libzmq's, not
@@ -30,7 +31,6 @@
 /* ---- state ---- */
 
 #define ZQ_RID_BYTES 256              /* a routing id is at most 255 bytes (ZMTP) */
-#define ZQ_PENDING 16                 /* handshakes the ROUTER side runs at once */
 #define ZQ_MAX_WORLD 4096             /* 2 world + 1 sockets per rank */
 #define ZQ_STATE_MAGIC 0x7a6d712dU    /* marks a state that open() has initialised */
 #define ZQ_CHUNK ((size_t)8 << 20)    /* largest payload frame (and the receive bound) */
@@ -46,13 +46,6 @@ static const ddl__net_proto zq_proto = {
     .frame_magic = 0x5a4c4444U,
 };
 
-/* A handshake in progress on our ROUTER (an unauthenticated DEALER of someone). */
-typedef struct zq_pending {
-    ddl__net_pending hs;       /* hs.stage 0: slot free */
-    unsigned char rid[ZQ_RID_BYTES];
-    size_t rid_bytes;
-} zq_pending;
-
 /* The sockets of one other rank (what else we know of it is in net.peers). */
 typedef struct zq_link {
     void *dealer;              /* ours, connected to the rank's ROUTER: its messages arrive here */
@@ -65,18 +58,19 @@ typedef struct zq_link {
 } zq_link;
 
 typedef struct zq_state {
-    ddl__net net;
+    ddl__net net;              /* first: net.c's getters serve as ours */
     int opened;                /* the handshakes are done: the ROUTER only refuses from now on */
     int master_mode;           /* rendezvous at rank 0 (else a static peer list) */
     int table_due;             /* not rank 0, master mode: rank 0's address table has not come yet */
     int tables_sent;           /* rank 0, master mode: every rank got the address table */
     void *ctx;                 /* libzmq context: its I/O and reaper threads are libzmq's */
     void *router;              /* bound at net.addr */
-    zq_pending pending[ZQ_PENDING];
+    ddl__net_pool pool;        /* DEALERs of others on our ROUTER, not yet authenticated: keyed by routing id */
     zq_link *links;            /* [world], inside the state memory, as net.peers */
     void *items;               /* zmq_pollitem_t [2 world + 3] */
-    unsigned char *table;      /* [DDL__TABLE_HEAD + world * DDL__ADDR_BYTES], the address table */
+    unsigned char *table;      /* [DDL__TABLE_BYTES(world)], the address table */
 } zq_state;
+_Static_assert(offsetof(zq_state, net) == 0, "net.c's getters take the state for its ddl__net");
 
 /* ---- sockets ---- */
 
@@ -91,6 +85,18 @@ static void common_options(void *sock, int ipv6)
     set_int(sock, ZMQ_HEARTBEAT_TTL, 5 * ZQ_HEARTBEAT_MS);
     set_int(sock, ZMQ_HEARTBEAT_TIMEOUT, 5 * ZQ_HEARTBEAT_MS);
     set_int(sock, ZMQ_IPV6, ipv6);
+}
+
+/* drain_parts: drop the rest of a message whose first parts were read. */
+static void drain_parts(void *sock)
+{
+    int more = 1;
+    while (more) {
+        zmq_msg_t m;
+        zmq_msg_init(&m);
+        more = zmq_msg_recv(&m, sock, ZMQ_DONTWAIT) >= 0 && zmq_msg_more(&m);
+        zmq_msg_close(&m);
+    }
 }
 
 /* bind_router: our ROUTER at ss (any_port: a free port), recording the address we got. */
@@ -140,19 +146,18 @@ static int connect_rank(zq_state *s, int j)
     ddl__net *n = &s->net;
     zq_link *l = &s->links[j];
     const char *addr = n->peers[j].addr;
-    char host[DDL__ADDR_BYTES], ep[DDL__ADDR_BYTES + 16], mon[48];
-    int port;
-    if (ddl__split_addr(addr, host, &port) != 0)
+    char ep[DDL__ADDR_BYTES + 16], mon[48];
+    int v6 = ddl__net_url(addr, "tcp", ep, sizeof ep);
+    if (v6 < 0)
         return ddl__net_fail(n, DDL_EINVAL, "rank %d: cannot parse the address '%s' of rank %d (want host:port)",
                              n->rank, addr, j);
     l->dealer = zmq_socket(s->ctx, ZMQ_DEALER);
     l->monitor = zmq_socket(s->ctx, ZMQ_PAIR);
     if (!l->dealer || !l->monitor)
         return ddl__net_fail(n, DDL_EIO, "rank %d: zmq_socket: %s", n->rank, zmq_strerror(errno));
-    int v6 = strchr(host, ':') != NULL;
     common_options(l->dealer, v6);
     set_int(l->monitor, ZMQ_LINGER, 0);
-    int64_t max = (int64_t)ZQ_CHUNK + DDL__TABLE_HEAD + (int64_t)n->world * DDL__ADDR_BYTES;
+    int64_t max = (int64_t)ZQ_CHUNK + (int64_t)DDL__TABLE_BYTES(n->world);
     zmq_setsockopt(l->dealer, ZMQ_MAXMSGSIZE, &max, sizeof max);
     set_int(l->dealer, ZMQ_RECONNECT_IVL, 100);
     snprintf(mon, sizeof mon, "inproc://ddl-monitor-%d", j);
@@ -160,7 +165,6 @@ static int connect_rank(zq_state *s, int j)
         zmq_connect(l->monitor, mon) != 0)
         return ddl__net_fail(n, DDL_EIO, "rank %d: cannot monitor the link to rank %d: %s", n->rank, j,
                              zmq_strerror(errno));
-    snprintf(ep, sizeof ep, "tcp://%s%s%s:%d", v6 ? "[" : "", host, v6 ? "]" : "", port);
     if (zmq_connect(l->dealer, ep) != 0)
         return ddl__net_fail(n, DDL_EINVAL, "rank %d: cannot connect to rank %d at %s: %s", n->rank, j, addr,
                              zmq_strerror(errno));
@@ -171,36 +175,23 @@ static int connect_rank(zq_state *s, int j)
 
 /* ---- handshake, ROUTER side ---- */
 
-/* router_reply: send m to the DEALER with routing id rid (never blocks: the ROUTER's HWM is 0). */
-static void router_reply(zq_state *s, const unsigned char *rid, size_t rid_bytes, const ddl__hs_msg *m)
+/* router_send: bytes to the DEALER with routing id rid (never blocks: the ROUTER's HWM is 0). */
+static int router_send(zq_state *s, const unsigned char *rid, size_t rid_bytes, const void *buf, size_t bytes)
+{
+    if (zmq_send(s->router, rid, rid_bytes, ZMQ_SNDMORE | ZMQ_DONTWAIT) != (int)rid_bytes ||
+        zmq_send(s->router, buf, bytes, ZMQ_DONTWAIT) != (int)bytes)
+        return -1;
+    return 0;
+}
+
+/* refuse: log, tell the peer why (unless it sent garbage), free the slot. */
+static void refuse(zq_state *s, ddl__net_slot *p, uint32_t reason)
 {
     unsigned char buf[DDL__HS_BYTES];
-    ddl__hs_encode(&zq_proto, m, buf);
-    if (zmq_send(s->router, rid, rid_bytes, ZMQ_SNDMORE | ZMQ_DONTWAIT) == (int)rid_bytes)
-        (void)zmq_send(s->router, buf, sizeof buf, ZMQ_DONTWAIT);
-}
-
-/* pending_refuse: log, tell the peer why (unless it sent garbage), free the slot. */
-static void pending_refuse(zq_state *s, zq_pending *p, uint32_t reason)
-{
-    ddl__hs_msg m;
-    ddl__net_refusal(&s->net, &p->hs, reason, 1, &m); /* a slot always has a hello */
+    ddl__net_pool_refuse(&s->pool, p, reason, 1, buf); /* a slot always has a hello */
     if (reason != DDL__HS_R_GARBAGE)
-        router_reply(s, p->rid, p->rid_bytes, &m);
-    p->hs.stage = 0;
-}
-
-static zq_pending *pending_find(zq_state *s, const unsigned char *rid, size_t rid_bytes, int take_free)
-{
-    zq_pending *free_slot = NULL;
-    for (int i = 0; i < ZQ_PENDING; i++) {
-        zq_pending *p = &s->pending[i];
-        if (p->hs.stage && p->rid_bytes == rid_bytes && memcmp(p->rid, rid, rid_bytes) == 0)
-            return p;
-        if (!p->hs.stage && !free_slot)
-            free_slot = p;
-    }
-    return take_free ? free_slot : NULL;
+        (void)router_send(s, p->key, p->key_bytes, buf, sizeof buf);
+    ddl__net_pool_drop(&s->pool, p);
 }
 
 /* router_one: one [rid][message] from the ROUTER; anything malformed is dropped unanswered. A
@@ -209,39 +200,33 @@ static void router_one(zq_state *s, const unsigned char *rid, size_t rid_bytes, 
                        size_t bytes, const char *from)
 {
     ddl__net *n = &s->net;
-    ddl__hs_msg m, reply;
+    ddl__hs_msg m;
     if (ddl__hs_decode(&zq_proto, buf, bytes, &m) != 0) {
         ddl__log(n->log, n->log_ud, DDL_LOG_WARN, "zmq: rank %d: dropped a message from %s that is not a ddl handshake",
                  n->rank, from);
         return;
     }
-    zq_pending *p = pending_find(s, rid, rid_bytes, m.type == DDL__HS_HELLO);
+    ddl__net_slot *p = m.type == DDL__HS_HELLO ? ddl__net_pool_start(&s->pool, rid, rid_bytes, from)
+                                               : ddl__net_pool_find(&s->pool, rid, rid_bytes);
     if (!p) {
         ddl__log(n->log, n->log_ud, DDL_LOG_WARN, "zmq: rank %d: dropped a handshake message from %s (%s)", n->rank,
                  from, m.type == DDL__HS_HELLO ? "too many at once" : "out of order");
         return;
     }
-    if (m.type == DDL__HS_HELLO) {
-        memset(p, 0, sizeof *p);
-        p->hs.stage = DDL__HS_HELLO;
-        p->hs.deadline_ms = ddl__now_ms() + n->timeout_ms;
-        memcpy(p->rid, rid, rid_bytes);
-        p->rid_bytes = rid_bytes;
-        snprintf(p->hs.from, sizeof p->hs.from, "%s", from);
-    }
-    int act = ddl__net_accept(n, &p->hs, &m, 0, n->world - 1, &reply);
+    unsigned char out[DDL__HS_BYTES];
+    uint32_t reason;
+    int act = ddl__net_pool_accept(&s->pool, p, &m, out, &reason);
     if (act == DDL__ACCEPT_REFUSE)
-        pending_refuse(s, p, reply.reason);
+        refuse(s, p, reason);
     else if (act == DDL__ACCEPT_DROP)
-        p->hs.stage = 0;
+        ddl__net_pool_drop(&s->pool, p);
     else
-        router_reply(s, p->rid, p->rid_bytes, &reply);
+        (void)router_send(s, p->key, p->key_bytes, out, sizeof out);
     if (act == DDL__ACCEPT_JOINED) {
         zq_link *l = &s->links[p->hs.hello.rank];
-        memcpy(l->rid, p->rid, p->rid_bytes);
-        l->rid_bytes = p->rid_bytes;
-        ddl__net_join(n, &p->hs, s->master_mode && n->rank == 0);
-        p->hs.stage = 0;
+        memcpy(l->rid, p->key, p->key_bytes);
+        l->rid_bytes = p->key_bytes;
+        ddl__net_pool_join(&s->pool, p);
     }
 }
 
@@ -249,7 +234,7 @@ static void router_one(zq_state *s, const unsigned char *rid, size_t rid_bytes, 
  * completes, authenticated ranks get their rid recorded; afterwards everyone is refused. */
 static void router_step(zq_state *s)
 {
-    for (int budget = 0; s->router && budget < 4 * ZQ_PENDING + s->net.world; budget++) {
+    for (int budget = 0; s->router && budget < 4 * DDL__POOL_SLOTS + s->net.world; budget++) {
         unsigned char rid[ZQ_RID_BYTES], buf[DDL__HS_BYTES];
         int n = zmq_recv(s->router, rid, sizeof rid, ZMQ_DONTWAIT);
         if (n < 0)
@@ -266,11 +251,8 @@ static void router_step(zq_state *s)
             memcpy(buf, zmq_msg_data(&msg), DDL__HS_BYTES);
         int more = k >= 0 && zmq_msg_more(&msg);
         zmq_msg_close(&msg);
-        while (more) { /* a handshake is one frame: drop the rest */
-            zmq_msg_init(&msg);
-            more = zmq_msg_recv(&msg, s->router, ZMQ_DONTWAIT) >= 0 && zmq_msg_more(&msg);
-            zmq_msg_close(&msg);
-        }
+        if (more)
+            drain_parts(s->router); /* a handshake is one frame: drop the rest */
         if (k >= 0 && n <= (int)sizeof rid)
             router_one(s, rid, (size_t)n, buf, bytes == DDL__HS_BYTES ? bytes : 0, from);
     }
@@ -279,10 +261,9 @@ static void router_step(zq_state *s)
 /* expire: free the handshake slots whose peer went silent. */
 static void expire(zq_state *s)
 {
-    int64_t now = ddl__now_ms();
-    for (int i = 0; i < ZQ_PENDING; i++)
-        if (s->pending[i].hs.stage && now >= s->pending[i].hs.deadline_ms)
-            pending_refuse(s, &s->pending[i], DDL__HS_R_SILENT);
+    ddl__net_slot *p;
+    while ((p = ddl__net_pool_silent(&s->pool)) != NULL)
+        refuse(s, p, DDL__HS_R_SILENT);
 }
 
 /* ---- handshake, DEALER side ---- */
@@ -292,12 +273,7 @@ static void expire(zq_state *s)
 static int client_table(zq_state *s, const unsigned char *buf, size_t bytes)
 {
     ddl__net *n = &s->net;
-    if (bytes != DDL__TABLE_HEAD + (size_t)n->world * DDL__ADDR_BYTES)
-        return ddl__net_fail(n, DDL_EPROTO, "rank 0 at %s sent a bad address table (%zu bytes)", n->peers[0].addr,
-                             bytes);
-    int st = ddl__net_table_head_ok(n, buf);
-    for (int j = 1; j < n->world && st == DDL_OK; j++)
-        st = ddl__net_table_take(n, j, buf + DDL__TABLE_HEAD + (size_t)j * DDL__ADDR_BYTES);
+    int st = ddl__net_table_decode(n, buf, bytes);
     s->table_due = 0;
     for (int j = 1; j < n->world && st == DDL_OK; j++)
         st = j == n->rank ? DDL_OK : connect_rank(s, j);
@@ -401,10 +377,7 @@ static int check_links(zq_state *s, int busy, int *wait_ms)
         }
         if (has_message(l->dealer))
             continue; /* data or BYE still to read: decided when the caller reads it */
-        ddl__net_link_down(n, j, DDL_EPEER, 1, 1);
-        return ddl__net_fail(n, DDL_EPEER,
-                             "rank %d at %s closed the connection (noticed by rank %d while exchanging with rank %d)",
-                             j, n->peers[j].addr, n->rank, busy);
+        return ddl__net_peer_gone(n, j, busy);
     }
     return DDL_OK;
 }
@@ -418,7 +391,7 @@ static size_t layout(size_t world, size_t at[4])
     at[1] = at[0] + ddl__align_up(world * sizeof(ddl__net_peer));           /* links */
     at[2] = at[1] + ddl__align_up(world * sizeof(zq_link));                 /* items */
     at[3] = at[2] + ddl__align_up((2 * world + 3) * sizeof(zmq_pollitem_t)); /* table */
-    return at[3] + ddl__align_up(DDL__TABLE_HEAD + world * DDL__ADDR_BYTES);
+    return at[3] + ddl__align_up(DDL__TABLE_BYTES(world));
 }
 
 static size_t zq_state_bytes(const ddl_comm_config *cfg)
@@ -437,6 +410,7 @@ static int listen_first(zq_state *s, const ddl_comm_config *cfg)
     int st = ddl__net_where(n, cfg, &ss, &len, &s->master_mode);
     if (st != DDL_OK)
         return st;
+    ddl__net_pool_welcome(&s->pool, 0, n->world - 1, s->master_mode && n->rank == 0);
     if (!s->master_mode) {
         st = bind_router(s, &ss, 0, "our entry in the peer list");
         for (int j = 0; j < n->world && st == DDL_OK; j++)
@@ -460,17 +434,9 @@ static int listen_first(zq_state *s, const ddl_comm_config *cfg)
 static int open_done(zq_state *s, char *missing, size_t size)
 {
     ddl__net *n = &s->net;
-    int count = 0;
-    size_t used = 0;
-    missing[0] = 0;
-    for (int j = 0; j < n->world; j++) {
-        if (j == n->rank || (n->peers[j].joined && s->links[j].greet.stage == DDL__GREET_DONE && !client_waiting(s, j)))
-            continue;
-        if (used + 16 < size)
-            used += (size_t)snprintf(missing + used, size - used, "%s%d", count ? ", " : "", j);
-        count++;
-    }
-    return count == 0 && (!s->master_mode || n->rank != 0 || s->tables_sent);
+    for (int j = 0; j < n->world; j++)
+        n->peers[j].linked = n->peers[j].joined && s->links[j].greet.stage == DDL__GREET_DONE && !client_waiting(s, j);
+    return ddl__net_missing(n, 0, n->world - 1, missing, size) == 0 && (!s->master_mode || n->rank != 0 || s->tables_sent);
 }
 
 /* open_poll: wait for handshake traffic on the ROUTER and the DEALERs still in a handshake. */
@@ -496,17 +462,11 @@ static int open_poll(zq_state *s, int64_t deadline_ms)
 static int send_tables(zq_state *s)
 {
     ddl__net *n = &s->net;
-    size_t bytes = DDL__TABLE_HEAD + (size_t)n->world * DDL__ADDR_BYTES;
-    ddl__net_table_head(n, s->table);
-    for (int j = 0; j < n->world; j++)
-        memcpy(s->table + DDL__TABLE_HEAD + (size_t)j * DDL__ADDR_BYTES, n->peers[j].addr, DDL__ADDR_BYTES);
-    for (int r = 1; r < n->world; r++) {
-        zq_link *l = &s->links[r];
-        if (zmq_send(s->router, l->rid, l->rid_bytes, ZMQ_SNDMORE | ZMQ_DONTWAIT) != (int)l->rid_bytes ||
-            zmq_send(s->router, s->table, bytes, ZMQ_DONTWAIT) != (int)bytes)
+    size_t bytes = ddl__net_table_encode(n, s->table);
+    for (int r = 1; r < n->world; r++)
+        if (router_send(s, s->links[r].rid, s->links[r].rid_bytes, s->table, bytes) != 0)
             return ddl__net_fail(n, DDL_EPEER, "rank 0: could not send the address table to rank %d at %s: %s", r,
                                  n->peers[r].addr, zmq_strerror(errno));
-    }
     s->tables_sent = 1;
     return DDL_OK;
 }
@@ -556,6 +516,7 @@ static int zq_open(void *state, const ddl_comm_config *cfg)
     s->links = (zq_link *)((unsigned char *)s + at[1]);
     s->items = (unsigned char *)s + at[2];
     s->table = (unsigned char *)s + at[3];
+    ddl__net_pool_init(&s->pool, &s->net);
     int st = ddl__net_init(&s->net, ZQ_STATE_MAGIC, &zq_proto, cfg, (ddl__net_peer *)((unsigned char *)s + at[0]));
     if (st != DDL_OK || s->net.world == 1)
         return st;
@@ -607,17 +568,6 @@ static int send_msg(zq_state *s, int j, const unsigned char pre[DDL__FRAME_PREFI
 }
 
 /* ---- receiving ---- */
-
-static void drain_parts(void *sock)
-{
-    int more = 1;
-    while (more) {
-        zmq_msg_t m;
-        zmq_msg_init(&m);
-        more = zmq_msg_recv(&m, sock, ZMQ_DONTWAIT) >= 0 && zmq_msg_more(&m);
-        zmq_msg_close(&m);
-    }
-}
 
 /* broke: rank j sent something we cannot read; more: we are inside a message (drop its rest). */
 static int broke(zq_state *s, int j, const char *what, int more)
@@ -784,18 +734,6 @@ static void zq_close(void *state)
     s->net.magic = 0;
 }
 
-static const char *zq_error(const void *state)
-{
-    const zq_state *s = state;
-    return s ? s->net.err : "";
-}
-
-static const char *zq_peer_address(const void *state, int r)
-{
-    const zq_state *s = state;
-    return s && s->net.magic == ZQ_STATE_MAGIC ? ddl__net_peer_address(&s->net, r) : "?";
-}
-
 /* ---- vtable ---- */
 
 static const ddl_transport zq_transport = {
@@ -806,8 +744,8 @@ static const ddl_transport zq_transport = {
     .close = zq_close,
     .exchange = zq_exchange,
     .allreduce = NULL,
-    .error = zq_error,
-    .peer_address = zq_peer_address,
+    .error = ddl__net_error,
+    .peer_address = ddl__net_address,
 };
 
 const ddl_transport *ddl_transport_zmq(void) { return &zq_transport; }

@@ -6,10 +6,11 @@
  *   mode 1: TCP frames: the input arrives on a socket as rank 1's side of a tcp exchange
  *           (transports/tcp.c's frame prefix check: magic, flags, lying lengths, BYE, ABORT);
  *   mode 2: the TCP handshake, connecting side: the input is what the accepting rank answers
- *           (hello, then proof reply) to tcp.c's greet (whose message parser and proof checks
- *           are transports/net_handshake.c's).
+ *           (hello, then proof reply) to the greeting on a stream socket tcp.c runs
+ *           (transports/net_socket.c's, whose message parser and proof checks are
+ *           transports/net_handshake.c's).
  * No ddl source was changed for this: the parsers are reached through their real callers. The
- * state of the TCP transport and its greet are private to tcp.c, so tcp.c is compiled into this
+ * state of the TCP transport is private to tcp.c, so tcp.c is compiled into this
  * target (its ddl_transport_tcp then stands in for the one in libddl.a, whose tcp.o the linker
  * no longer needs).
  * Every input must give DDL_OK or an error with a message, never a crash, a hang or a leak. */
@@ -94,14 +95,13 @@ static tcp_state *tcp_make(int fd)
     const ddl_comm_config cfg = {.rank = 0, .world_size = 2, .timeout_ms = 50, .token = "secret", .job = "fuzzjob"};
     tcp_state *s = calloc(1, sizeof *s);
     s->links = calloc(2, sizeof *s->links);
-    s->pfd = calloc(2 + TCP_PENDING + 1, sizeof *s->pfd);
-    s->pfd_rank = calloc(2 + TCP_PENDING + 1, sizeof *s->pfd_rank);
+    s->pfd = calloc(2 + DDL__POOL_SLOTS + 1, sizeof *s->pfd);
+    s->pfd_rank = calloc(2 + DDL__POOL_SLOTS + 1, sizeof *s->pfd_rank);
     if (ddl__net_init(&s->net, TCP_STATE_MAGIC, &tcp_proto, &cfg, calloc(2, sizeof(ddl__net_peer))) != DDL_OK)
         abort();
     s->listen_fd = -1;
     snprintf(s->net.addr, sizeof s->net.addr, "127.0.0.1:1");
-    for (int i = 0; i < TCP_PENDING; i++)
-        s->pending[i].fd = -1;
+    ddl__net_pool_init(&s->pool, &s->net);
     s->links[0].fd = -1;
     s->links[1].fd = fd;
     snprintf(s->net.peers[1].addr, sizeof s->net.peers[1].addr, "127.0.0.1:2");
@@ -155,7 +155,7 @@ static void fuzz_greet(const uint8_t *data, size_t size)
 {
     int far, fd = peer_sends(data, size, &far);
     tcp_state *s = tcp_make(-1);
-    int rc = greet(s, fd, 1, ddl__now_ms() + 20);
+    int rc = ddl__net_greet_fd(&s->net, fd, 1, ddl__now_ms() + 20);
     if (rc != DDL_OK && !s->net.err[0])
         abort();
     close(fd);
