@@ -14,15 +14,22 @@ WITH_LZ4  ?= $(if $(wildcard /usr/include/lz4.h),1,0)
 WITH_ZLIB ?= $(if $(wildcard /usr/include/zlib.h),1,0)
 
 CC      ?= cc
+PKG_CONFIG ?= pkg-config
 CSTD    := -std=c11
 WARN    := -Wall -Wextra -Wpedantic -Wshadow -Wstrict-prototypes -Wmissing-prototypes
-OPT     ?= -O3 -march=x86-64-v2 -fno-math-errno
+# x86-64-v2 only where the compiler targets x86-64; elsewhere the compiler's default.
+ifneq ($(filter x86_64-%,$(shell $(CC) -dumpmachine)),)
+  OPT   ?= -O3 -march=x86-64-v2 -fno-math-errno
+else
+  OPT   ?= -O3 -fno-math-errno
+endif
 CFLAGS  ?= $(OPT) -g
 ALL_CFLAGS = $(CSTD) $(WARN) $(CFLAGS) -D_GNU_SOURCE -I. -Isrc -MMD -MP
 LDLIBS  := -lm -lpthread -lrt
 
 ifeq ($(WITH_BLAS),openblas)
-  ALL_CFLAGS += -DDDL_WITH_OPENBLAS -I/usr/include/x86_64-linux-gnu/openblas-pthread
+  BLAS_CFLAGS := $(shell $(PKG_CONFIG) --cflags openblas 2>/dev/null)
+  ALL_CFLAGS += -DDDL_WITH_OPENBLAS $(BLAS_CFLAGS)
   LDLIBS += -lopenblas
 endif
 ifeq ($(WITH_ZLIB),1)
