@@ -4,7 +4,8 @@
 #   make test            install what is missing, build, run every test
 #   make bench           benchmarks (long runs, peer comparisons)
 #   make install         ddl.h, libddl.a, libddl.so, ddl.pc, the CMake package and the programs
-#                        under $(DESTDIR)$(PREFIX) (PREFIX=/usr/local); make uninstall removes them
+#                        under $(DESTDIR)$(PREFIX) (PREFIX=/usr/local); SHARED=0: no libddl.so, so
+#                        -lddl links libddl.a; make uninstall removes them
 # Switches: WITH_BLAS=openblas|none  WITH_ZMQ=0|1  WITH_MPI=0|1  WITH_LZ4=0|1
 #           SAN=address|undefined|thread  V=1  BUILD=dir (default build)
 
@@ -84,6 +85,7 @@ PIC_OBJ     := $(LIB_SRC:%.c=$(BUILD)/pic/%.o)
 DIST_FILES  := $(BUILD)/ddl.pc $(BUILD)/cmake/ddlConfig.cmake $(BUILD)/cmake/ddlConfigVersion.cmake
 
 PREFIX     ?= /usr/local
+SHARED     ?= 1
 BINDIR     ?= $(PREFIX)/bin
 LIBDIR     ?= $(PREFIX)/lib
 INCLUDEDIR ?= $(PREFIX)/include
@@ -164,12 +166,15 @@ install: lib $(PROGS)
 	install -d $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(LIBDIR)/cmake/ddl $(DESTDIR)$(BINDIR)
 	install -m 644 ddl.h $(DESTDIR)$(INCLUDEDIR)/
 	install -m 644 $(BUILD)/libddl.a $(DESTDIR)$(LIBDIR)/
+ifneq ($(SHARED),0)
 	install -m 755 $(SHLIB) $(DESTDIR)$(LIBDIR)/
 	ln -sf $(notdir $(SHLIB)) $(DESTDIR)$(LIBDIR)/$(SONAME)
 	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libddl.so
+endif
 	install -m 644 $(BUILD)/ddl.pc $(DESTDIR)$(LIBDIR)/pkgconfig/
 	install -m 644 $(BUILD)/cmake/ddlConfig.cmake $(BUILD)/cmake/ddlConfigVersion.cmake $(DESTDIR)$(LIBDIR)/cmake/ddl/
 	install -m 755 $(PROGS) $(DESTDIR)$(BINDIR)/
+	@if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ]; then PATH=$$PATH:/sbin:/usr/sbin ldconfig 2>/dev/null || true; fi
 
 uninstall:
 	rm -f $(DESTDIR)$(INCLUDEDIR)/ddl.h $(DESTDIR)$(LIBDIR)/libddl.a $(DESTDIR)$(LIBDIR)/libddl.so \

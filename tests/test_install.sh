@@ -1,7 +1,7 @@
 #!/bin/sh
 # make install into a temporary DESTDIR, then tests/install/app.c built against the installed copy
-# and run: through pkg-config (libddl.so; libddl.a with --static) and through CMake's
-# find_package (ddl::ddl, shared and with DDL_STATIC). The soname and its links; ddl.pc naming
+# and run: through pkg-config (libddl.so; libddl.a with --static where SHARED=0 installed no
+# libddl.so) and through CMake's find_package (ddl::ddl, shared and with DDL_STATIC). The soname and its links; ddl.pc naming
 # MPI's link flags exactly when the build used MPI (a WITH_MPI=0 build is installed beside it);
 # make uninstall leaving nothing. Where aarch64-linux-gnu-gcc is installed, the library builds for
 # aarch64 warning-free. About 40 s.
@@ -25,8 +25,6 @@ expect() {
 }
 # needs_libddl FILE: FILE has libddl.so.MAJOR in its NEEDED entries
 needs_libddl() { readelf -d "$1" | grep -q "NEEDED.*\[libddl\.so\.$(v MAJOR)\]"; }
-# static_copy FROM TO: the installed tree without libddl.so, as where only the static library is
-static_copy() { cp -a "$1" "$2" && rm -f "$2"/lib/libddl.so*; }
 
 # ---- make install ----
 [ -f "$BUILD/flags" ] || { echo "no $BUILD/flags: run make first"; echo "0 passed, 1 failed"; exit 1; }
@@ -57,13 +55,15 @@ cc $san -std=c99 -Wall -Wextra -Werror tests/install/app.c -o "$tmp/app-shared" 
 check "cc app.c \$(pkg-config --cflags --libs ddl)" $?
 needs_libddl "$tmp/app-shared"; check "linked against libddl.so" $?
 LD_LIBRARY_PATH=$P/lib expect "pkg-config, shared" "$tmp/app-shared" "$(yes_no MPI yes no)"
-static_copy "$P" "$tmp/static"
-cc $san -std=c99 tests/install/app.c -o "$tmp/app-static" $(pc "$tmp/static" --cflags --static --libs ddl) 2>> "$tmp/cc.log"
+S=$tmp/static/usr/local # SHARED=0: libddl.a only, so -lddl links it
+make -s install SHARED=0 BUILD="$BUILD" DESTDIR="$tmp/static" > /dev/null 2>&1 && [ ! -e "$S/lib/libddl.so" ]
+check "make install SHARED=0: no libddl.so" $?
+cc $san -std=c99 tests/install/app.c -o "$tmp/app-static" $(pc "$S" --cflags --static --libs ddl) 2>> "$tmp/cc.log"
 check "cc app.c \$(pkg-config --static --cflags --libs ddl)" $?
 ! needs_libddl "$tmp/app-static"; check "--static: libddl.a linked in" $?
 expect "pkg-config, static" "$tmp/app-static" "$(yes_no MPI yes no)"
 # without Libs.private libddl.a's dependencies are missing: the check above can fail
-cc $san -std=c99 tests/install/app.c -o "$tmp/app-none" $(pc "$tmp/static" --cflags --libs ddl) > "$tmp/none.log" 2>&1
+cc $san -std=c99 tests/install/app.c -o "$tmp/app-none" $(pc "$S" --cflags --libs ddl) > "$tmp/none.log" 2>&1
 [ $? -ne 0 ] && grep -q "undefined reference" "$tmp/none.log"; check "libddl.a without --static does not link" $?
 
 # ---- CMake ----
@@ -81,14 +81,14 @@ expect "cmake, static" "$tmp/cm-static/app" "$(yes_no MPI yes no)"
 
 # ---- a build without MPI: nothing of MPI in ddl.pc or the CMake package, and it links ----
 N=$tmp/nompi/usr/local
-make -s -j2 install BUILD="$tmp/b0" WITH_MPI=0 DESTDIR="$tmp/nompi" > "$tmp/nompi.log" 2>&1
-check "make install WITH_MPI=0" $?
+make -s -j2 install BUILD="$tmp/b0" WITH_MPI=0 SHARED=0 DESTDIR="$tmp/nompi" > "$tmp/nompi.log" 2>&1
+check "make install WITH_MPI=0 SHARED=0" $?
 ! grep -qi mpi "$N/lib/pkgconfig/ddl.pc" "$N/lib/cmake/ddl/ddlConfig.cmake"; check "WITH_MPI=0: no MPI in ddl.pc and ddlConfig.cmake" $?
-static_copy "$N" "$tmp/nompi-static"
-cc $san -std=c99 tests/install/app.c -o "$tmp/app-nompi" $(pc "$tmp/nompi-static" --cflags --static --libs ddl) 2>> "$tmp/cc.log"
+cc $san -std=c99 tests/install/app.c -o "$tmp/app-nompi" $(pc "$N" --cflags --static --libs ddl) 2>> "$tmp/cc.log"
 check "WITH_MPI=0: cc app.c \$(pkg-config --static ...)" $?
 expect "WITH_MPI=0, static" "$tmp/app-nompi" no
-cmake_app nompi "$N" -DDDL_STATIC=ON; check "WITH_MPI=0: cmake DDL_STATIC=ON" $?
+cmake_app nompi "$N"; check "WITH_MPI=0 SHARED=0: cmake, ddl::ddl is the static library" $?
+! needs_libddl "$tmp/cm-nompi/app"; check "WITH_MPI=0 SHARED=0: cmake linked libddl.a" $?
 expect "WITH_MPI=0, cmake static" "$tmp/cm-nompi/app" no
 [ -s "$tmp/cc.log" ] && { echo "compiler said:"; head -n 20 "$tmp/cc.log"; }
 
