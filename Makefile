@@ -1,12 +1,20 @@
 # ddl - plain Makefile, no configure step.
-#   make                 build/libddl.a and the programs in build/bin/
+#   make                 build/libddl.a, build/libddl.so and the programs in build/bin/
 #   make run             install what is missing, build, train LeNet on 2 local ranks
 #   make test            install what is missing, build, run every test
 #   make bench           benchmarks (long runs, peer comparisons)
+#   make install         ddl.h, libddl.a, libddl.so, ddl.pc, the CMake package and the programs
+#                        under $(DESTDIR)$(PREFIX) (PREFIX=/usr/local); SHARED=0: no libddl.so, so
+#                        -lddl links libddl.a; make uninstall removes them
 # Switches: WITH_BLAS=openblas|none  WITH_ZMQ=0|1  WITH_MPI=0|1  WITH_LZ4=0|1
 #           SAN=address|undefined|thread  V=1  BUILD=dir (default build)
 
 BUILD     ?= build
+# make install and uninstall take the switches $(BUILD) was built with (kept in $(BUILD)/config.mk),
+# so they install that build as it is; switches given to them still win.
+ifneq ($(filter install uninstall,$(MAKECMDGOALS)),)
+  -include $(BUILD)/config.mk
+endif
 WITH_BLAS ?= openblas
 WITH_ZMQ  ?= $(if $(wildcard /usr/include/zmq.h),1,0)
 WITH_MPI  ?= $(if $(shell command -v mpicc 2>/dev/null),1,0)
@@ -14,15 +22,22 @@ WITH_LZ4  ?= $(if $(wildcard /usr/include/lz4.h),1,0)
 WITH_ZLIB ?= $(if $(wildcard /usr/include/zlib.h),1,0)
 
 CC      ?= cc
+PKG_CONFIG ?= pkg-config
 CSTD    := -std=c11
 WARN    := -Wall -Wextra -Wpedantic -Wshadow -Wstrict-prototypes -Wmissing-prototypes
-OPT     ?= -O3 -march=x86-64-v2 -fno-math-errno
+# x86-64-v2 only where the compiler targets x86-64; elsewhere the compiler's default.
+ifneq ($(filter x86_64-%,$(shell $(CC) -dumpmachine)),)
+  OPT   ?= -O3 -march=x86-64-v2 -fno-math-errno
+else
+  OPT   ?= -O3 -fno-math-errno
+endif
 CFLAGS  ?= $(OPT) -g
 ALL_CFLAGS = $(CSTD) $(WARN) $(CFLAGS) -D_GNU_SOURCE -I. -Isrc -MMD -MP
 LDLIBS  := -lm -lpthread -lrt
 
 ifeq ($(WITH_BLAS),openblas)
-  ALL_CFLAGS += -DDDL_WITH_OPENBLAS -I/usr/include/x86_64-linux-gnu/openblas-pthread
+  BLAS_CFLAGS := $(shell $(PKG_CONFIG) --cflags openblas 2>/dev/null)
+  ALL_CFLAGS += -DDDL_WITH_OPENBLAS $(BLAS_CFLAGS)
   LDLIBS += -lopenblas
 endif
 ifeq ($(WITH_ZLIB),1)
@@ -59,11 +74,27 @@ PROGS    := $(foreach s,$(PROG_SRC),$(BUILD)/bin/$(basename $(notdir $(s))))
 TEST_SRC := $(wildcard tests/test_*.c)
 TESTS    := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 
-.PHONY: all lib run test test-only bench deps fuzz fuzz-build clean
-all: $(BUILD)/libddl.a $(PROGS) $(TESTS)
-lib: $(BUILD)/libddl.a
+# The version comes from ddl.h; the soname changes with the major version only.
+ddl_version = $(shell sed -n 's/^.define DDL_VERSION_$(1)  *\([0-9][0-9]*\).*/\1/p' ddl.h)
+VERSION_MAJOR := $(call ddl_version,MAJOR)
+VERSION     := $(VERSION_MAJOR).$(call ddl_version,MINOR).$(call ddl_version,PATCH)
+SONAME      := libddl.so.$(VERSION_MAJOR)
+SHLIB       := $(BUILD)/libddl.so.$(VERSION)
+SHLIB_LINKS := $(BUILD)/$(SONAME) $(BUILD)/libddl.so
+PIC_OBJ     := $(LIB_SRC:%.c=$(BUILD)/pic/%.o)
+DIST_FILES  := $(BUILD)/ddl.pc $(BUILD)/cmake/ddlConfig.cmake $(BUILD)/cmake/ddlConfigVersion.cmake
 
-$(BUILD)/obj/%.o: %.c
+PREFIX     ?= /usr/local
+SHARED     ?= 1
+BINDIR     ?= $(PREFIX)/bin
+LIBDIR     ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+
+.PHONY: all lib run test test-only bench deps fuzz fuzz-build clean install uninstall FORCE
+all: lib $(PROGS) $(TESTS)
+lib: $(BUILD)/libddl.a $(SHLIB_LINKS) $(DIST_FILES)
+
+$(BUILD)/obj/%.o: %.c $(BUILD)/flags
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $<")
 	$(Q)$(CC) $(ALL_CFLAGS) -c $< -o $@
@@ -86,6 +117,71 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(BUILD)/libddl.a
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(LDFLAGS) $< -o $@ $(BUILD)/libddl.a $(LDLIBS)
+
+# $(BUILD)/flags holds the compile command: when a switch changes it, every object is rebuilt, so
+# the library, ddl.pc and the CMake package always describe the same build. $(BUILD)/config.mk
+# keeps the switches for make install. The programs' objects are kept (.SECONDARY), else a
+# rewritten flags file would have them compiled again at every make.
+.SECONDARY:
+update = if cmp -s $(1).tmp $(1); then rm $(1).tmp; else mv $(1).tmp $(1); fi
+$(BUILD)/flags: FORCE
+	@mkdir -p $(BUILD)
+	@echo '$(CC) $(ALL_CFLAGS)' > $@.tmp && $(call update,$@)
+	@printf '%s\n' 'ifeq ($$(origin CC),default)' 'CC := $(CC)' endif 'CFLAGS ?= $(CFLAGS)' 'SAN ?= $(SAN)' \
+	    $(foreach v,BLAS ZMQ MPI LZ4 ZLIB,'WITH_$(v) ?= $(WITH_$(v))') > $(BUILD)/config.mk.tmp && \
+	    $(call update,$(BUILD)/config.mk)
+
+# ---- shared library, ddl.pc, CMake package, install ----
+# The shared library has objects of its own (-fPIC), so libddl.a's stay as they are.
+$(BUILD)/pic/%.o: %.c $(BUILD)/flags
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC -fPIC $<")
+	$(Q)$(CC) $(ALL_CFLAGS) -fPIC -c $< -o $@
+
+$(SHLIB): $(PIC_OBJ)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) -shared -Wl,-soname,$(SONAME) -Wl,--no-undefined $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/$(SONAME): $(SHLIB)
+	$(Q)ln -sf $(notdir $<) $@
+$(BUILD)/libddl.so: $(BUILD)/$(SONAME)
+	$(Q)ln -sf $(notdir $<) $@
+
+# ddl.pc and ddlConfig.cmake from the link flags of this build (MPI's among them when it is on).
+DIST_SED = sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(patsubst $(PREFIX)/%,$${prefix}/%,$(LIBDIR))|' \
+    -e 's|@INCLUDEDIR@|$(patsubst $(PREFIX)/%,$${prefix}/%,$(INCLUDEDIR))|' \
+    -e 's|@VERSION@|$(VERSION)|g' -e 's|@VERSION_MAJOR@|$(VERSION_MAJOR)|' -e 's|@SONAME@|$(SONAME)|' \
+    -e 's|@LIBS_PRIVATE@|$(strip $(LDLIBS))|' \
+    -e 's|@REL_INCLUDEDIR@|$(shell realpath -m --relative-to=$(LIBDIR)/cmake/ddl $(INCLUDEDIR))|' \
+    -e 's|@CMAKE_LINK_DIRS@|$(subst $(space),;,$(patsubst -L%,%,$(filter -L%,$(LDLIBS))))|' \
+    -e 's|@CMAKE_LINK_LIBS@|$(subst $(space),;,$(filter -l%,$(LDLIBS)))|' \
+    -e 's|@CMAKE_LINK_OPTS@|$(subst $(space),;,$(filter-out -L% -l%,$(LDLIBS)))|'
+space := $(subst ,, )
+
+$(DIST_FILES): FORCE
+	@mkdir -p $(dir $@)
+	@$(DIST_SED) dist/$(notdir $@).in > $@.tmp && $(call update,$@)
+
+install: lib $(PROGS)
+	install -d $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(LIBDIR)/cmake/ddl $(DESTDIR)$(BINDIR)
+	install -m 644 ddl.h $(DESTDIR)$(INCLUDEDIR)/
+	install -m 644 $(BUILD)/libddl.a $(DESTDIR)$(LIBDIR)/
+ifneq ($(SHARED),0)
+	install -m 755 $(SHLIB) $(DESTDIR)$(LIBDIR)/
+	ln -sf $(notdir $(SHLIB)) $(DESTDIR)$(LIBDIR)/$(SONAME)
+	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libddl.so
+endif
+	install -m 644 $(BUILD)/ddl.pc $(DESTDIR)$(LIBDIR)/pkgconfig/
+	install -m 644 $(BUILD)/cmake/ddlConfig.cmake $(BUILD)/cmake/ddlConfigVersion.cmake $(DESTDIR)$(LIBDIR)/cmake/ddl/
+	install -m 755 $(PROGS) $(DESTDIR)$(BINDIR)/
+	@if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ]; then PATH=$$PATH:/sbin:/usr/sbin ldconfig 2>/dev/null || true; fi
+
+uninstall:
+	rm -f $(DESTDIR)$(INCLUDEDIR)/ddl.h $(DESTDIR)$(LIBDIR)/libddl.a $(DESTDIR)$(LIBDIR)/libddl.so \
+	    $(DESTDIR)$(LIBDIR)/$(SONAME) $(DESTDIR)$(LIBDIR)/$(notdir $(SHLIB)) $(DESTDIR)$(LIBDIR)/pkgconfig/ddl.pc \
+	    $(DESTDIR)$(LIBDIR)/cmake/ddl/ddlConfig.cmake $(DESTDIR)$(LIBDIR)/cmake/ddl/ddlConfigVersion.cmake \
+	    $(addprefix $(DESTDIR)$(BINDIR)/,$(notdir $(PROGS)))
+	rmdir $(DESTDIR)$(LIBDIR)/cmake/ddl 2>/dev/null || true
 
 deps:
 	@sh tools/install-deps.sh
@@ -144,4 +240,4 @@ fuzz: fuzz-build
 clean:
 	rm -rf $(BUILD)
 
--include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
+-include $(shell find $(BUILD)/obj $(BUILD)/pic -name '*.d' 2>/dev/null)

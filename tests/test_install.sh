@@ -1,0 +1,112 @@
+#!/bin/sh
+# make install into a temporary DESTDIR, then tests/install/app.c built against the installed copy
+# and run: through pkg-config (libddl.so; libddl.a with --static where SHARED=0 installed no
+# libddl.so) and through CMake's find_package (ddl::ddl, shared and with DDL_STATIC). The soname and its links; ddl.pc naming
+# MPI's link flags exactly when the build used MPI (a WITH_MPI=0 build is installed beside it);
+# make uninstall leaving nothing. Where aarch64-linux-gnu-gcc is installed, the library builds for
+# aarch64 warning-free. About 40 s.
+. "$(dirname "$0")/lib.sh"
+cd "$(dirname "$0")/.." || exit 1
+BUILD=${BUILD:-build}
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+unset MAKEFLAGS MFLAGS MAKELEVEL # make install takes $BUILD's switches, not those of a make around us
+san=${SAN:+-fsanitize=$SAN}
+has() { grep -q -- "-DDDL_WITH_$1" "$BUILD/flags"; }
+yes_no() { if has "$1"; then echo "$2"; else echo "$3"; fi; }
+v() { sed -n "s/^#define DDL_VERSION_$1 *\([0-9]*\).*/\1/p" ddl.h; }
+version=$(v MAJOR).$(v MINOR).$(v PATCH)
+# pc PREFIX ARGS: pkg-config on the ddl.pc installed under PREFIX
+pc() { p=$1; shift; PKG_CONFIG_PATH=$p/lib/pkgconfig pkg-config --define-variable=prefix="$p" "$@"; }
+# expect NAME PROGRAM MPI: PROGRAM runs and prints the line of this build
+expect() {
+    want="ddl $version gemm=$(yes_no OPENBLAS openblas builtin) mpi=$3 lz4=$(yes_no LZ4 1 0) same=1"
+    got=$("$2" "$tmp/app.ckpt" 2>&1)
+    case "$got" in "$want "*) ok ;; *) bad "$1: printed '$got', expected '$want ...'" ;; esac
+}
+# needs_libddl FILE: FILE has libddl.so.MAJOR in its NEEDED entries
+needs_libddl() { readelf -d "$1" | grep -q "NEEDED.*\[libddl\.so\.$(v MAJOR)\]"; }
+
+# ---- make install ----
+[ -f "$BUILD/flags" ] || { echo "no $BUILD/flags: run make first"; echo "0 passed, 1 failed"; exit 1; }
+cp "$BUILD/flags" "$tmp/flags.before"
+make -s -j2 install BUILD="$BUILD" DESTDIR="$tmp/root" PREFIX=/usr/local > "$tmp/install.log" 2>&1
+check "make install" $?
+cmp -s "$BUILD/flags" "$tmp/flags.before"; check "make install kept the build's switches" $?
+P=$tmp/root/usr/local
+missing=""
+for f in include/ddl.h lib/libddl.a lib/libddl.so.$version lib/pkgconfig/ddl.pc lib/cmake/ddl/ddlConfig.cmake \
+    lib/cmake/ddl/ddlConfigVersion.cmake bin/lenet bin/unet bin/ddlrun bin/ddl-bench bin/ddl-ckpt; do
+    [ -f "$P/$f" ] || missing="$missing $f"
+done
+[ -z "$missing" ]; check "installed:$missing missing" $?
+[ "$(readlink "$P/lib/libddl.so.$(v MAJOR)")" = "libddl.so.$version" ] && [ "$(readlink "$P/lib/libddl.so")" = "libddl.so.$(v MAJOR)" ]
+check "libddl.so -> libddl.so.$(v MAJOR) -> libddl.so.$version" $?
+readelf -d "$P/lib/libddl.so.$version" | grep -q "SONAME.*\[libddl\.so\.$(v MAJOR)\]"; check "soname libddl.so.$(v MAJOR)" $?
+
+# ---- pkg-config ----
+[ "$(pc "$P" --modversion ddl)" = "$version" ]; check "ddl.pc version $version" $?
+static_libs=$(pc "$P" --static --libs ddl)
+if has MPI; then
+    missing=""
+    for w in $(mpicc --showme:link); do case " $static_libs " in *" $w "*) ;; *) missing="$missing $w" ;; esac; done
+    [ -z "$missing" ]; check "pkg-config --static names MPI's link flags (missing:$missing)" $?
+fi
+cc $san -std=c99 -Wall -Wextra -Werror tests/install/app.c -o "$tmp/app-shared" $(pc "$P" --cflags --libs ddl) 2> "$tmp/cc.log"
+check "cc app.c \$(pkg-config --cflags --libs ddl)" $?
+needs_libddl "$tmp/app-shared"; check "linked against libddl.so" $?
+LD_LIBRARY_PATH=$P/lib expect "pkg-config, shared" "$tmp/app-shared" "$(yes_no MPI yes no)"
+S=$tmp/static/usr/local # SHARED=0: libddl.a only, so -lddl links it
+make -s install SHARED=0 BUILD="$BUILD" DESTDIR="$tmp/static" > /dev/null 2>&1 && [ ! -e "$S/lib/libddl.so" ]
+check "make install SHARED=0: no libddl.so" $?
+cc $san -std=c99 tests/install/app.c -o "$tmp/app-static" $(pc "$S" --cflags --static --libs ddl) 2>> "$tmp/cc.log"
+check "cc app.c \$(pkg-config --static --cflags --libs ddl)" $?
+! needs_libddl "$tmp/app-static"; check "--static: libddl.a linked in" $?
+expect "pkg-config, static" "$tmp/app-static" "$(yes_no MPI yes no)"
+# without Libs.private libddl.a's dependencies are missing: the check above can fail
+cc $san -std=c99 tests/install/app.c -o "$tmp/app-none" $(pc "$S" --cflags --libs ddl) > "$tmp/none.log" 2>&1
+[ $? -ne 0 ] && grep -q "undefined reference" "$tmp/none.log"; check "libddl.a without --static does not link" $?
+
+# ---- CMake ----
+cmake_app() { # NAME PREFIX CMAKE-ARGS...
+    name=$1; p=$2; shift 2
+    cmake -S tests/install -B "$tmp/cm-$name" -DCMAKE_PREFIX_PATH="$p" ${san:+-DCMAKE_C_FLAGS=$san} "$@" > "$tmp/cm-$name.log" 2>&1 &&
+        cmake --build "$tmp/cm-$name" >> "$tmp/cm-$name.log" 2>&1 || { tail -n 15 "$tmp/cm-$name.log"; return 1; }
+}
+cmake_app shared "$P"; check "cmake find_package(ddl), ddl::ddl" $?
+needs_libddl "$tmp/cm-shared/app"; check "cmake: linked against libddl.so" $?
+LD_LIBRARY_PATH=$P/lib expect "cmake, shared" "$tmp/cm-shared/app" "$(yes_no MPI yes no)"
+cmake_app static "$P" -DDDL_STATIC=ON; check "cmake find_package(ddl), DDL_STATIC=ON" $?
+! needs_libddl "$tmp/cm-static/app"; check "cmake DDL_STATIC: libddl.a linked in" $?
+expect "cmake, static" "$tmp/cm-static/app" "$(yes_no MPI yes no)"
+
+# ---- a build without MPI: nothing of MPI in ddl.pc or the CMake package, and it links ----
+N=$tmp/nompi/usr/local
+make -s -j2 install BUILD="$tmp/b0" WITH_MPI=0 SHARED=0 DESTDIR="$tmp/nompi" > "$tmp/nompi.log" 2>&1
+check "make install WITH_MPI=0 SHARED=0" $?
+! grep -qi mpi "$N/lib/pkgconfig/ddl.pc" "$N/lib/cmake/ddl/ddlConfig.cmake"; check "WITH_MPI=0: no MPI in ddl.pc and ddlConfig.cmake" $?
+cc $san -std=c99 tests/install/app.c -o "$tmp/app-nompi" $(pc "$N" --cflags --static --libs ddl) 2>> "$tmp/cc.log"
+check "WITH_MPI=0: cc app.c \$(pkg-config --static ...)" $?
+expect "WITH_MPI=0, static" "$tmp/app-nompi" no
+cmake_app nompi "$N"; check "WITH_MPI=0 SHARED=0: cmake, ddl::ddl is the static library" $?
+! needs_libddl "$tmp/cm-nompi/app"; check "WITH_MPI=0 SHARED=0: cmake linked libddl.a" $?
+expect "WITH_MPI=0, cmake static" "$tmp/cm-nompi/app" no
+[ -s "$tmp/cc.log" ] && { echo "compiler said:"; head -n 20 "$tmp/cc.log"; }
+
+# ---- make uninstall ----
+make -s uninstall BUILD="$BUILD" DESTDIR="$tmp/root" > /dev/null 2>&1; check "make uninstall" $?
+left=$(find "$tmp/root" ! -type d | sed "s|^$tmp/root||")
+[ -z "$left" ]; check "make uninstall left $left" $?
+
+# ---- aarch64 ----
+if command -v aarch64-linux-gnu-gcc > /dev/null 2>&1; then
+    make -j2 lib CC=aarch64-linux-gnu-gcc WITH_BLAS=none WITH_ZMQ=0 WITH_MPI=0 WITH_LZ4=0 WITH_ZLIB=0 SAN= \
+        BUILD="$tmp/arm64" > "$tmp/arm64.log" 2>&1
+    check "aarch64: make lib" $?
+    ! grep -E "warning|error|x86" "$tmp/arm64.log"; check "aarch64: no warning, no x86 flag" $?
+    readelf -h "$tmp/arm64/libddl.so.$version" | grep -q AArch64; check "aarch64: libddl.so is AArch64" $?
+else
+    echo "note: aarch64-linux-gnu-gcc is not installed: the aarch64 build is not checked"
+fi
+
+echo "$pass passed, $fail failed"
+[ $fail -eq 0 ]
