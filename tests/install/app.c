@@ -29,9 +29,9 @@ int main(int argc, char **argv)
     char err[DDL_ERR_BYTES] = "";
     double loss = 0.0;
     const char *path = argc > 1 ? argv[1] : "app.ckpt";
-    int rc = ddl_model_create(ddl_model_lenet(), &mc, NULL, &m);
+    int rc = ddl_model_create(ddl_model_lenet(), &mc, NULL, &m, err, sizeof err);
     if (!rc)
-        rc = ddl_trainer_create(&tc, m, &train, NULL, &t);
+        rc = ddl_trainer_create(&tc, m, &train, NULL, &t, err, sizeof err);
     for (int s = 0; s < 4 && !rc; s++)
         rc = ddl_trainer_step(t, &loss);
     if (!rc)
