@@ -1,7 +1,8 @@
 #!/bin/sh
 # test_mpi.sh - the transport conformance suite and the collectives test over the mpi transport,
 # each rank started by mpirun (-np 2, 3 and 4), plus ddl-bench under mpirun with ddl's own
-# all-reduce and with the native one (MPI_Iallreduce). Skipped, with the reason, when mpirun is
+# all-reduce and with the native one (MPI_Iallreduce), and a stalled rank (SIGSTOP) that must end the
+# job after DDL_TIMEOUT_MS, not hang it in MPI_Finalize. Skipped, with the reason, when mpirun is
 # missing or the library was built without MPI. Killed-peer cases are not run under MPI: Open
 # MPI ends the whole job when one rank dies (tests/ranks.h skips them).
 # Under SAN=address, leak detection is off for these runs only: Open MPI's own allocations at
@@ -61,6 +62,30 @@ timeout 60 mpirun $flags -np 2 -x DDL_RANK=0 -x DDL_WORLD_SIZE=2 -x DDL_TIMEOUT_
 rc=$?
 if [ "$rc" -ne 0 ] && grep -q "MPI says this is rank 1 of 2, the configuration says rank 0 of 2" "$out"; then ok; else
     bad "a rank whose DDL_RANK disagrees with MPI is refused with a clear message (exit $rc)"; tail -n 5 "$out"; fi
+
+# a stalled rank (SIGSTOP) makes the others time out; the job then ends, it does not hang in
+# MPI_Finalize waiting for the stopped rank (it used to, until mpirun's own timeout)
+start=$(date +%s)
+timeout 60 mpirun $flags -np 2 -x DDL_TIMEOUT_MS=2000 "$BUILD/bin/lenet" --epochs 3 --train-limit 20000 --quiet \
+    > "$out" 2>&1 &
+job=$!
+stopped=""
+for i in $(seq 1 100); do
+    for p in $(pgrep -f "$BUILD/bin/lenet --epochs 3 --train-limit 20000"); do
+        tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -q '^OMPI_COMM_WORLD_RANK=1$' && stopped=$p
+    done
+    [ -n "$stopped" ] && break
+    sleep 0.1
+done
+sleep 1 # training is under way
+[ -n "$stopped" ] && kill -STOP "$stopped"
+wait $job; rc=$?
+secs=$(( $(date +%s) - start ))
+[ -n "$stopped" ] && kill -9 "$stopped" 2>/dev/null
+if [ -n "$stopped" ] && [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && [ "$secs" -lt 30 ] &&
+    grep -q "rank 0 timed out after 2000 ms waiting for rank 1" "$out"; then ok; else
+    bad "a stalled rank under mpirun: the job ends with a timeout naming rank 1 (exit $rc after $secs s)"
+    tail -n 8 "$out"; fi
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -2,7 +2,8 @@
  * MPI point-to-point on a private duplicate of MPI_COMM_WORLD whose errors are returned, not
  * fatal. Every wait is a loop of MPI_Test against the deadline, so nothing blocks forever; the
  * native all-reduce is MPI_Iallreduce, tested the same way. It owns that communicator and, if
- * it was the one to call MPI_Init, the call to MPI_Finalize in close. Its state lives in the
+ * it was the one to call MPI_Init, the call to MPI_Finalize in close (skipped after a failure, when
+ * it could wait forever for a stalled rank). Its state lives in the
  * memory the core hands to open(); MPI itself allocates and may run progress threads of its
  * own. It moves bytes only: the 32-byte header is opaque here. It must not abort the job
  * (no MPI_Abort, no fatal error handler on its communicator) nor wait without a limit.
@@ -43,6 +44,7 @@ typedef struct mp_state {
     int we_init;              /* this state called MPI_Init: it calls MPI_Finalize in close */
     int have_comm;            /* comm is ours to free */
     int stuck;                /* an operation timed out with a request MPI cannot cancel */
+    int failed;               /* an operation failed: MPI_Finalize could wait for a dead or stalled rank */
     int tag_msg, tag_data;    /* this comm's two tags (2 epoch, 2 epoch + 1) */
     MPI_Comm comm;            /* dup of MPI_COMM_WORLD with MPI_ERRORS_RETURN */
     ddl_log_fn log;
@@ -61,6 +63,7 @@ static int mp_fail(mp_state *s, int status, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(s->err, sizeof s->err, fmt, ap);
     va_end(ap);
+    s->failed = 1;
     ddl__log(s->log, s->log_ud, DDL_LOG_DEBUG, "mpi: rank %d: %s", s->rank, s->err);
     return status;
 }
@@ -240,9 +243,14 @@ static void mp_close(void *state)
     s->have_comm = 0;
     int finalized = 0;
     MPI_Finalized(&finalized);
-    if (s->we_init && !finalized) {
-        if (s->stuck) /* a request we could not cancel would make MPI_Finalize wait for it */
-            ddl__log(s->log, s->log_ud, DDL_LOG_WARN, "mpi: rank %d: finalizing with an unfinished request", s->rank);
+    if (s->we_init && !finalized && s->failed) {
+        /* MPI_Finalize waits for every rank (Open MPI's fence): after a failure one of them may be
+         * dead or stopped, and it would wait forever. Leave MPI unfinalized; mpirun then ends the
+         * job when this process exits. */
+        ddl__log(s->log, s->log_ud, DDL_LOG_WARN,
+                 "mpi: rank %d: not calling MPI_Finalize after a failure (it could wait forever for a stalled "
+                 "rank); mpirun will end the job", s->rank);
+    } else if (s->we_init && !finalized) {
         MPI_Finalize();
     }
     s->we_init = 0;
