@@ -2,7 +2,8 @@
 # A rank killed with kill -9 in the middle of training: every other rank fails with DDL_EPEER
 # naming the dead rank within 2 s (not after the timeout), over shm and tcp; a rank that stops
 # answering (SIGSTOP) gives DDL_ETIMEDOUT after DDL_TIMEOUT_MS; and ddlrun exits non-zero
-# within 5 s with one line naming the rank that failed.
+# within 5 s with one line naming the rank that failed: the killed one, not the one that exited
+# with code 1 on noticing it; and ranks die with ddlrun when ddlrun itself is killed (SIGKILL).
 . "$(dirname "$0")/lib.sh"
 BUILD=${BUILD:-build}
 LENET="$BUILD/bin/lenet"
@@ -69,6 +70,44 @@ secs=$(wait_exit $runner 10)
 wait $runner; rc=$?
 if [ "$(echo "$secs <= 5" | bc)" = 1 ] && [ $rc -ne 0 ]; then ok; else bad "ddlrun took ${secs}s / exit $rc after a rank was killed"; fi
 if grep -q "ddlrun: rank [01] .*signal 9" "$tmp/ddlrun.out"; then ok; else bad "ddlrun did not name the killed rank:"; cat "$tmp/ddlrun.out"; fi
+
+# ddlrun names the rank that was killed, not the one that exited with code 1 on noticing it. Made
+# certain: ddlrun is stopped while rank 1 (the younger child) is killed and rank 0 exits on
+# noticing, so both wait to be reaped at once, the older first.
+named=0; trials=3
+for k in $(seq 1 $trials); do
+    OPENBLAS_NUM_THREADS=1 "$BUILD/bin/ddlrun" -n 2 -t shm "$LENET" --epochs 50 --train-limit 20000 --quiet \
+        > "$tmp/name.out" 2>&1 &
+    runner=$!
+    for i in $(seq 1 100); do [ "$(pgrep -P $runner | wc -l)" -eq 2 ] && break; sleep 0.05; done
+    sleep 1.5
+    first=$(pgrep -P $runner | sort -n | head -n 1); victim=$(pgrep -P $runner | sort -n | tail -n 1)
+    kill -STOP $runner
+    kill -9 "$victim"
+    for i in $(seq 1 60); do [ "$(sed 's/.*) \(.\).*/\1/' "/proc/$first/stat" 2>/dev/null)" = Z ] && break; sleep 0.05; done
+    kill -CONT $runner
+    wait $runner
+    grep -q "ddlrun: rank 1 (pid $victim) was killed by signal 9" "$tmp/name.out" && named=$((named + 1))
+done
+if [ $named -eq $trials ]; then ok; else bad "ddlrun named the killed rank in $named of $trials trials:"; cat "$tmp/name.out"; fi
+
+# ddlrun itself killed with SIGKILL: its ranks die with it (no orphan trains on) and leave no
+# shared-memory segment behind.
+segs_before=$(ls /dev/shm | grep -c '^ddl-')
+OPENBLAS_NUM_THREADS=1 "$BUILD/bin/ddlrun" -n 2 -t shm "$LENET" --epochs 50 --train-limit 20000 --quiet \
+    > "$tmp/orphan.out" 2>&1 &
+runner=$!
+sleep 3
+children=$(pgrep -P $runner | tr '\n' ' ')
+kill -9 $runner
+wait $runner 2>/dev/null
+left=""
+for c in $children; do
+    secs=$(wait_exit "$c" 3)
+    [ "$secs" = 999 ] && left="$left $c"
+done
+if [ -n "$children" ] && [ -z "$left" ]; then ok; else bad "ranks [$children] outlived a SIGKILLed ddlrun:$left"; fi
+if [ "$(ls /dev/shm | grep -c '^ddl-')" -eq "$segs_before" ]; then ok; else bad "a shm segment was left: $(ls /dev/shm)"; fi
 
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -33,6 +34,7 @@
 #define MAX_RANKS 1024
 #define LINE_BYTES 4096
 #define KILL_AFTER_FAILURE_MS 2000 /* SIGTERM, then SIGKILL after this long */
+#define FAILURE_GRACE_MS 200       /* after a first failure, a rank killed by a signal may still show up */
 #define KILL_AFTER_SIGNAL_MS 5000  /* a forwarded signal: SIGKILL whoever still runs after this */
 #define DRAIN_MS 500               /* output still in pipes after the last rank exited */
 
@@ -253,12 +255,16 @@ static void spawn_rank(const opts *o, rank *r, int local)
     sigemptyset(&all);
     sigaddset(&all, SIGINT); sigaddset(&all, SIGTERM); sigaddset(&all, SIGHUP); sigaddset(&all, SIGCHLD);
     sigprocmask(SIG_BLOCK, &all, &old);
+    pid_t parent = getpid();
     pid_t pid = fork();
     if (pid < 0) {
         perror("ddlrun: fork");
         exit(1);
     }
     if (pid == 0) {
+        /* the rank dies with ddlrun, however ddlrun dies (SIGKILL included): no orphan trains on */
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent)
+            _exit(127);
         char buf[32];
         snprintf(buf, sizeof buf, "%d", r->id);
         setenv("DDL_RANK", buf, 1);
@@ -337,6 +343,7 @@ typedef struct run {
     int n, alive;
     int failed_id, failed_pid, failed_status; /* the first rank that failed (failed_pid 0: none) */
     int others_stopped;                       /* ranks were still running when it failed */
+    long long decide_at;                      /* ms: the failure named is final, stop the others (0: none due) */
     int got_signal;                           /* a signal we forwarded */
     long long kill_at;                        /* ms: SIGKILL whoever still runs (0: not armed) */
 } run;
@@ -355,7 +362,9 @@ static void signal_all(run *u, int sig)
             kill(u->ranks[i].pid, sig); /* not a group leader (yet): the rank alone */
 }
 
-/* reap: collect exited ranks; the first failure stops the others. */
+/* reap: collect exited ranks. The first failure stops the others, after FAILURE_GRACE_MS: a rank
+ * killed by a signal wins over one that exited with a code within that time, since the ranks that
+ * notice a dead peer exit with code 1 at once and may be reaped before it. */
 static void reap(run *u)
 {
     int status;
@@ -368,15 +377,32 @@ static void reap(run *u)
             r->pid = 0;
             u->alive--;
             int bad = !WIFEXITED(status) || WEXITSTATUS(status) != 0;
-            if (bad && !u->failed_pid && !u->got_signal) {
+            if (!bad || u->got_signal)
+                continue;
+            int first = !u->failed_pid;
+            int killed_wins = u->decide_at && WIFSIGNALED(status) && !WIFSIGNALED(u->failed_status);
+            if (first || killed_wins) {
                 u->failed_id = r->id;
                 u->failed_pid = pid;
                 u->failed_status = status;
+            }
+            if (first) {
                 u->others_stopped = u->alive > 0;
-                signal_all(u, SIGTERM);
-                u->kill_at = now_ms() + KILL_AFTER_FAILURE_MS;
+                u->decide_at = now_ms() + FAILURE_GRACE_MS;
             }
         }
+    }
+}
+
+/* decide: the grace after the first failure is over: stop the others. */
+static void decide(run *u, long long now)
+{
+    if (!u->decide_at || now < u->decide_at)
+        return;
+    u->decide_at = 0;
+    if (u->alive > 0) {
+        signal_all(u, SIGTERM);
+        u->kill_at = now + KILL_AFTER_FAILURE_MS;
     }
 }
 
@@ -403,6 +429,7 @@ static void supervise(run *u, int tag)
     for (;;) {
         reap(u);
         long long now = now_ms();
+        decide(u, now);
         if (u->kill_at && now >= u->kill_at && u->alive > 0) {
             signal_all(u, SIGKILL);
             u->kill_at = 0;
