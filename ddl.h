@@ -451,7 +451,9 @@ const ddl_transport *ddl_transport_find(const char *name);
  * when ddl is built with lz4 (WITH_LZ4=1) and that makes them smaller, else stored as they are.
  * A checkpoint is written to PATH.tmp, flushed to disk (fsync), renamed over PATH and the
  * directory is synced: a crash at any moment leaves either the old or the new file, and a
- * leftover PATH.tmp is ignored and overwritten by the next save.
+ * leftover PATH.tmp is ignored and replaced by the next save. The name PATH.tmp is the save's:
+ * whatever is there (a file, a symlink, a hard link) is unlinked and a new file created in its
+ * place, so nothing is ever written through a link planted there.
  *
  * Exact resume: the data position is global (samples of the epoch consumed over all ranks)
  * and the shuffle depends only on the seed and the epoch, so a run resumed on a different
@@ -483,8 +485,12 @@ typedef struct ddl_checkpoint_info {
 
 /* ddl_checkpoint_open: read and verify a whole checkpoint file: header, every section's CRC,
  * every length against the file size before anything is allocated, the tensor table against
- * the signature. Memory comes from alloc (NULL: malloc) and goes with ddl_checkpoint_close.
- * Returns DDL_OK, DDL_EIO (cannot open or read, a directory), DDL_ECORRUPT (truncated, bad
+ * the signature. Memory comes from alloc (NULL: malloc) and goes with ddl_checkpoint_close;
+ * a section is given its buffer only once its bytes are read and checked (for lz4, once they
+ * are found to decode to the length it claims), so a file that lies about its lengths is
+ * refused having allocated no more than its own size.
+ * Returns DDL_OK, DDL_EIO (cannot open or read, a directory or another file that is not a
+ * regular one, such as a FIFO), DDL_ECORRUPT (truncated, bad
  * CRC, bad magic or version, inconsistent lengths), DDL_ENOTSUP (compressed but ddl built
  * without lz4) or DDL_ENOMEM; err names the file and what was expected and found. */
 int ddl_checkpoint_open(const char *path, const ddl_allocator *alloc, ddl_checkpoint **out, char *err,
