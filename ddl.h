@@ -258,7 +258,8 @@ struct ddl_dataset {
 /* ddl_dataset_load_mnist: read DIR/SPLIT-images-idx3-ubyte[.gz] and DIR/SPLIT-labels-idx1-ubyte[.gz]
  * (split "train" or "t10k"; Debian's dataset-fashion-mnist puts them in
  * /usr/share/datasets/fashion-mnist) into *out, memory from alloc. Returns DDL_OK; or, with *out
- * zeroed and err naming the file and what was expected and found: DDL_EIO (missing file),
+ * zeroed and err naming the file and what was expected and found: DDL_EIO (missing file, or
+ * not a regular file),
  * DDL_ECORRUPT (as ddl_idx_load, or images and labels that disagree in count, or a label
  * above 9), DDL_ENOTSUP (gzip without zlib), DDL_ENOMEM, DDL_EINVAL (NULL arguments). */
 int ddl_dataset_load_mnist(const char *dir, const char *split, const ddl_allocator *alloc, ddl_dataset *out,
@@ -280,8 +281,12 @@ void ddl_dataset_free(ddl_dataset *d);
 
 /* ddl_idx_load: read an IDX file (gzip or raw, detected) of unsigned bytes, at most 2^31 - 1 of
  * them. On success *data (allocated with alloc; free it with the same, or with free() when alloc
- * is NULL) holds the product of dims bytes, dims[0..*n_dims-1] the dimensions. A missing file
- * gives DDL_EIO; a bad magic, type, dimension, a short or a damaged gzip file DDL_ECORRUPT; a
+ * is NULL) holds the product of dims bytes, dims[0..*n_dims-1] the dimensions. The size the
+ * header claims is checked against the file before it is allocated: a raw file must hold
+ * exactly that, a gzip file no more than 1032 times its size (deflate's largest expansion).
+ * A missing file, a directory or another file that is not a regular one (a FIFO, a device)
+ * gives DDL_EIO; a bad magic, type, dimension, a size the file cannot hold, a short or a
+ * damaged gzip file DDL_ECORRUPT; a
  * gzip file in a build without zlib DDL_ENOTSUP; a failed allocation DDL_ENOMEM; NULL arguments
  * DDL_EINVAL; *data is then NULL. err names the file and what was expected and found. zlib's own
  * small buffers come from malloc, not from alloc. */
