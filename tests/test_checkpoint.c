@@ -269,12 +269,14 @@ typedef struct tiny {
     int k;
 } tiny;
 
+static const char *tiny_name = "conv1.weight"; /* its one tensor's name */
+
 static int tiny_build(void *self, const ddl_model_config *cfg, ddl_model_build *b)
 {
     tiny *t = (tiny *)self;
     int shape[2] = {cfg->n_classes, 784};
     t->k = cfg->n_classes;
-    t->w = ddl_build_param(b, "conv1.weight", 2, shape, DDL_INIT_GLOROT, 784, 10, &t->gw);
+    t->w = ddl_build_param(b, tiny_name, 2, shape, DDL_INIT_GLOROT, 784, 10, &t->gw);
     ddl_build_output(b, cfg->n_classes, 1, 1);
     return DDL_OK;
 }
@@ -295,6 +297,23 @@ static void tiny_backward(void *self, const float *x, int batch, const float *dl
     ddl_dense_backward(batch, 784, t->k, x, t->w, dlogits, NULL, t->gw, db);
 }
 
+/* tiny_open: the model "tiny" under the plugin name model_name (its plugin is static: one model
+ * at a time), and a trainer of it on the test data. */
+static int tiny_open(const char *model_name, ddl_model **m, ddl_trainer **t, char *err, size_t err_bytes)
+{
+    static ddl_model_plugin p = {.version = DDL_MODEL_VERSION, .self_bytes = sizeof(tiny), .build = tiny_build,
+                                 .forward = tiny_forward, .backward = tiny_backward};
+    p.name = model_name;
+    ddl_model_config mc = {.batch = BATCH, .in_c = 1, .in_h = 28, .in_w = 28, .n_classes = 10};
+    ddl_train_config tc;
+    ddl_train_config_default(&tc);
+    tc.batch = BATCH;
+    *m = NULL;
+    *t = NULL;
+    int rc = ddl_model_create(&p, &mc, NULL, m, err, err_bytes);
+    return rc ? rc : ddl_trainer_create(&tc, *m, &data, NULL, t, err, err_bytes);
+}
+
 static void test_wrong_model(void)
 {
     run a;
@@ -306,18 +325,13 @@ static void test_wrong_model(void)
 
     const char *names[2] = {"tiny", "lenet"};
     for (int k = 0; k < 2; k++) {
-        ddl_model_plugin p = {.version = DDL_MODEL_VERSION, .name = names[k], .self_bytes = sizeof(tiny),
-                              .build = tiny_build, .forward = tiny_forward, .backward = tiny_backward};
-        ddl_model_config mc = {.batch = BATCH, .in_c = 1, .in_h = 28, .in_w = 28, .n_classes = 10};
         ddl_model *m = NULL;
         ddl_trainer *t = NULL;
-        ddl_train_config tc;
-        ddl_train_config_default(&tc);
-        tc.batch = BATCH;
-        CHECK(ddl_model_create(&p, &mc, NULL, &m, NULL, 0) == DDL_OK);
-        CHECK(m && ddl_trainer_create(&tc, m, &data, NULL, &t, NULL, 0) == DDL_OK);
-        if (!t)
+        CHECK(tiny_open(names[k], &m, &t, NULL, 0) == DDL_OK && m && t);
+        if (!t) {
+            ddl_model_destroy(m);
             continue;
+        }
         uint32_t before = ddl_model_crc(m);
         CHECK(ddl_trainer_resume(t, path, 0, NULL) == DDL_EINVAL);
         if (k == 0)
@@ -624,8 +638,29 @@ static void test_alloc_failures(void)
     CHECK(all_clean);
 }
 
-int main(void)
+/* write_named: a checkpoint of the model "tiny" whose tensor is named name, at out; for
+ * tests/test_ckpt_tool.sh (ddl-ckpt export must refuse names that are not plain). 0 on success. */
+static int write_named(const char *name, const char *out)
 {
+    ddl_model *m = NULL;
+    ddl_trainer *t = NULL;
+    char err[DDL_ERR_BYTES] = "";
+    tiny_name = name;
+    make_data();
+    int rc = tiny_open("tiny", &m, &t, err, sizeof err);
+    if (!rc && (rc = ddl_trainer_save(t, out)))
+        snprintf(err, sizeof err, "%s", ddl_trainer_error(t));
+    if (rc)
+        fprintf(stderr, "test_checkpoint --write-named: %s\n", err);
+    ddl_trainer_destroy(t);
+    ddl_model_destroy(m);
+    return rc ? 1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 4 && strcmp(argv[1], "--write-named") == 0)
+        return write_named(argv[2], argv[3]);
     snprintf(dir, sizeof dir, "/tmp/ddl_test_checkpoint_XXXXXX");
     if (!mkdtemp(dir)) {
         perror("mkdtemp");
