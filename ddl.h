@@ -258,7 +258,8 @@ struct ddl_dataset {
 /* ddl_dataset_load_mnist: read DIR/SPLIT-images-idx3-ubyte[.gz] and DIR/SPLIT-labels-idx1-ubyte[.gz]
  * (split "train" or "t10k"; Debian's dataset-fashion-mnist puts them in
  * /usr/share/datasets/fashion-mnist) into *out, memory from alloc. Returns DDL_OK; or, with *out
- * zeroed and err naming the file and what was expected and found: DDL_EIO (missing file),
+ * zeroed and err naming the file and what was expected and found: DDL_EIO (missing file, or
+ * not a regular file),
  * DDL_ECORRUPT (as ddl_idx_load, or images and labels that disagree in count, or a label
  * above 9), DDL_ENOTSUP (gzip without zlib), DDL_ENOMEM, DDL_EINVAL (NULL arguments). */
 int ddl_dataset_load_mnist(const char *dir, const char *split, const ddl_allocator *alloc, ddl_dataset *out,
@@ -280,8 +281,12 @@ void ddl_dataset_free(ddl_dataset *d);
 
 /* ddl_idx_load: read an IDX file (gzip or raw, detected) of unsigned bytes, at most 2^31 - 1 of
  * them. On success *data (allocated with alloc; free it with the same, or with free() when alloc
- * is NULL) holds the product of dims bytes, dims[0..*n_dims-1] the dimensions. A missing file
- * gives DDL_EIO; a bad magic, type, dimension, a short or a damaged gzip file DDL_ECORRUPT; a
+ * is NULL) holds the product of dims bytes, dims[0..*n_dims-1] the dimensions. The size the
+ * header claims is checked against the file before it is allocated: a raw file must hold
+ * exactly that, a gzip file no more than 1032 times its size (deflate's largest expansion).
+ * A missing file, a directory or another file that is not a regular one (a FIFO, a device)
+ * gives DDL_EIO; a bad magic, type, dimension, a size the file cannot hold, a short or a
+ * damaged gzip file DDL_ECORRUPT; a
  * gzip file in a build without zlib DDL_ENOTSUP; a failed allocation DDL_ENOMEM; NULL arguments
  * DDL_EINVAL; *data is then NULL. err names the file and what was expected and found. zlib's own
  * small buffers come from malloc, not from alloc. */
@@ -451,7 +456,9 @@ const ddl_transport *ddl_transport_find(const char *name);
  * when ddl is built with lz4 (WITH_LZ4=1) and that makes them smaller, else stored as they are.
  * A checkpoint is written to PATH.tmp, flushed to disk (fsync), renamed over PATH and the
  * directory is synced: a crash at any moment leaves either the old or the new file, and a
- * leftover PATH.tmp is ignored and overwritten by the next save.
+ * leftover PATH.tmp is ignored and replaced by the next save. The name PATH.tmp is the save's:
+ * whatever is there (a file, a symlink, a hard link) is unlinked and a new file created in its
+ * place, so nothing is ever written through a link planted there.
  *
  * Exact resume: the data position is global (samples of the epoch consumed over all ranks)
  * and the shuffle depends only on the seed and the epoch, so a run resumed on a different
@@ -483,8 +490,12 @@ typedef struct ddl_checkpoint_info {
 
 /* ddl_checkpoint_open: read and verify a whole checkpoint file: header, every section's CRC,
  * every length against the file size before anything is allocated, the tensor table against
- * the signature. Memory comes from alloc (NULL: malloc) and goes with ddl_checkpoint_close.
- * Returns DDL_OK, DDL_EIO (cannot open or read, a directory), DDL_ECORRUPT (truncated, bad
+ * the signature. Memory comes from alloc (NULL: malloc) and goes with ddl_checkpoint_close;
+ * a section is given its buffer only once its bytes are read and checked (for lz4, once they
+ * are found to decode to the length it claims), so a file that lies about its lengths is
+ * refused having allocated no more than its own size.
+ * Returns DDL_OK, DDL_EIO (cannot open or read, a directory or another file that is not a
+ * regular one, such as a FIFO), DDL_ECORRUPT (truncated, bad
  * CRC, bad magic or version, inconsistent lengths), DDL_ENOTSUP (compressed but ddl built
  * without lz4) or DDL_ENOMEM; err names the file and what was expected and found. */
 int ddl_checkpoint_open(const char *path, const ddl_allocator *alloc, ddl_checkpoint **out, char *err,

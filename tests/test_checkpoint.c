@@ -2,7 +2,9 @@
  * bit-identical state, an exact resume (same weights as a run never stopped), and every kind
  * of damage: truncation at many offsets, a flipped bit in every section, another format
  * version, trailing bytes, another model, another optimizer or data set, a directory, a
- * missing file, a failing allocator, a leftover .tmp. Each must give its error code and a
+ * missing file, a FIFO, a failing allocator, a leftover .tmp or a link planted there, crafted
+ * files whose lengths lie (with a counting allocator: nothing larger than the file is
+ * allocated for them). Each must give its error code and a
  * message naming the file, and never crash. */
 #include "ddl.h"
 #include "check.h"
@@ -267,12 +269,14 @@ typedef struct tiny {
     int k;
 } tiny;
 
+static const char *tiny_name = "conv1.weight"; /* its one tensor's name */
+
 static int tiny_build(void *self, const ddl_model_config *cfg, ddl_model_build *b)
 {
     tiny *t = (tiny *)self;
     int shape[2] = {cfg->n_classes, 784};
     t->k = cfg->n_classes;
-    t->w = ddl_build_param(b, "conv1.weight", 2, shape, DDL_INIT_GLOROT, 784, 10, &t->gw);
+    t->w = ddl_build_param(b, tiny_name, 2, shape, DDL_INIT_GLOROT, 784, 10, &t->gw);
     ddl_build_output(b, cfg->n_classes, 1, 1);
     return DDL_OK;
 }
@@ -293,6 +297,23 @@ static void tiny_backward(void *self, const float *x, int batch, const float *dl
     ddl_dense_backward(batch, 784, t->k, x, t->w, dlogits, NULL, t->gw, db);
 }
 
+/* tiny_open: the model "tiny" under the plugin name model_name (its plugin is static: one model
+ * at a time), and a trainer of it on the test data. */
+static int tiny_open(const char *model_name, ddl_model **m, ddl_trainer **t, char *err, size_t err_bytes)
+{
+    static ddl_model_plugin p = {.version = DDL_MODEL_VERSION, .self_bytes = sizeof(tiny), .build = tiny_build,
+                                 .forward = tiny_forward, .backward = tiny_backward};
+    p.name = model_name;
+    ddl_model_config mc = {.batch = BATCH, .in_c = 1, .in_h = 28, .in_w = 28, .n_classes = 10};
+    ddl_train_config tc;
+    ddl_train_config_default(&tc);
+    tc.batch = BATCH;
+    *m = NULL;
+    *t = NULL;
+    int rc = ddl_model_create(&p, &mc, NULL, m, err, err_bytes);
+    return rc ? rc : ddl_trainer_create(&tc, *m, &data, NULL, t, err, err_bytes);
+}
+
 static void test_wrong_model(void)
 {
     run a;
@@ -304,18 +325,13 @@ static void test_wrong_model(void)
 
     const char *names[2] = {"tiny", "lenet"};
     for (int k = 0; k < 2; k++) {
-        ddl_model_plugin p = {.version = DDL_MODEL_VERSION, .name = names[k], .self_bytes = sizeof(tiny),
-                              .build = tiny_build, .forward = tiny_forward, .backward = tiny_backward};
-        ddl_model_config mc = {.batch = BATCH, .in_c = 1, .in_h = 28, .in_w = 28, .n_classes = 10};
         ddl_model *m = NULL;
         ddl_trainer *t = NULL;
-        ddl_train_config tc;
-        ddl_train_config_default(&tc);
-        tc.batch = BATCH;
-        CHECK(ddl_model_create(&p, &mc, NULL, &m, NULL, 0) == DDL_OK);
-        CHECK(m && ddl_trainer_create(&tc, m, &data, NULL, &t, NULL, 0) == DDL_OK);
-        if (!t)
+        CHECK(tiny_open(names[k], &m, &t, NULL, 0) == DDL_OK && m && t);
+        if (!t) {
+            ddl_model_destroy(m);
             continue;
+        }
         uint32_t before = ddl_model_crc(m);
         CHECK(ddl_trainer_resume(t, path, 0, NULL) == DDL_EINVAL);
         if (k == 0)
@@ -372,7 +388,209 @@ static void test_files(void)
     CHECK(ddl_checkpoint_open(path, NULL, &ck, err, sizeof err) == DDL_OK && ck);
     CHECK(ck && ddl_checkpoint_get_info(ck)->step == 1);
     ddl_checkpoint_close(ck);
+    ck = NULL;
+
+    /* a symlink or a hard link planted at PATH.tmp: unlinked, never written through */
+    char victim[400];
+    snprintf(victim, sizeof victim, "%s/victim", dir);
+    for (int k = 0; k < 2; k++) {
+        spit(victim, (const unsigned char *)"precious", 8);
+        unlink(p);
+        CHECK((k == 0 ? symlink(victim, p) : link(victim, p)) == 0);
+        steps(&a, 1);
+        CHECK(ddl_trainer_save(a.t, path) == DDL_OK);
+        size_t vn = 0;
+        unsigned char *v = slurp(victim, &vn);
+        CHECK(v && vn == 8 && memcmp(v, "precious", 8) == 0);
+        free(v);
+        CHECK(access(p, F_OK) != 0);
+        struct stat st;
+        CHECK(lstat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_nlink == 1);
+        CHECK(ddl_checkpoint_open(path, NULL, &ck, err, sizeof err) == DDL_OK && ck);
+        CHECK(ck && ddl_checkpoint_get_info(ck)->step == 2 + k);
+        CHECK(ck && memcmp(ddl_checkpoint_params(ck), ddl_model_params(a.m), ddl_model_n_params(a.m) * 4) == 0);
+        ddl_checkpoint_close(ck);
+        ck = NULL;
+    }
+    /* a directory at PATH.tmp: DDL_EIO naming it, and the checkpoint stays as it was */
+    CHECK(mkdir(p, 0700) == 0);
+    CHECK(ddl_trainer_save(a.t, path) == DDL_EIO && strstr(ddl_trainer_error(a.t), "ck.tmp: cannot create"));
+    CHECK(ddl_checkpoint_open(path, NULL, &ck, err, sizeof err) == DDL_OK && ck &&
+          ddl_checkpoint_get_info(ck)->step == 3);
+    ddl_checkpoint_close(ck);
+    ck = NULL;
+    rmdir(p);
+    /* a FIFO to open: refused at once, not waited on for a writer (alarm: a hang fails) */
+    snprintf(p, sizeof p, "%s/fifo", dir);
+    CHECK(mkfifo(p, 0600) == 0);
+    alarm(20);
+    CHECK(ddl_checkpoint_open(p, NULL, &ck, err, sizeof err) == DDL_EIO && strstr(err, "not a regular file"));
+    alarm(0);
+    unlink(p);
+    unlink(victim);
     run_close(&a);
+}
+
+/* ---- crafted files that promise more than they hold ----
+ * Written here byte by byte (sections stored as they are, or as hand-made lz4 blocks), so the
+ * lengths can lie while every CRC is right. The model: one tensor "w" of n floats. */
+
+static void le32(unsigned char *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static void le64(unsigned char *p, uint64_t v)
+{
+    le32(p, (uint32_t)v);
+    le32(p + 4, (uint32_t)(v >> 32));
+}
+
+typedef struct craft_sec {
+    const unsigned char *body;
+    size_t stored;
+    uint64_t raw;
+    int lz4;
+} craft_sec;
+
+/* craft: a checkpoint image of the five sections s into out; returns its size. */
+static size_t craft(unsigned char *out, const craft_sec s[5])
+{
+    static const char ids[5][5] = {"META", "TENS", "RNGS", "WGTS", "OPTS"};
+    memset(out, 0, 32);
+    memcpy(out, "DDLCKPT", 8);
+    le32(out + 8, DDL_CHECKPOINT_VERSION);
+    le32(out + 12, 1);
+    le32(out + 16, 5);
+    le32(out + 28, ddl_crc32c(0, out, 28));
+    size_t at = 32;
+    for (int i = 0; i < 5; i++) {
+        unsigned char *h = out + at;
+        at += 32 + s[i].stored;
+        memcpy(h, ids[i], 4);
+        le32(h + 4, (uint32_t)s[i].lz4);
+        le64(h + 8, s[i].raw);
+        le64(h + 16, s[i].stored);
+        le32(h + 24, ddl_crc32c(0, s[i].body, s[i].stored));
+        le32(h + 28, ddl_crc32c(0, h, 28));
+        memcpy(h + 32, s[i].body, s[i].stored);
+    }
+    return at;
+}
+
+/* lz4_zeros: an lz4 block of raw (>= 32) zero bytes: one literal, a long match, 5 literals. */
+static size_t lz4_zeros(unsigned char *out, uint64_t raw)
+{
+    size_t o = 0;
+    uint64_t ext = raw - 6 - 4 - 15; /* match length beyond the token's 15 + the minimum 4 */
+    out[o++] = 0x1F;
+    out[o++] = 0;
+    out[o++] = 1, out[o++] = 0; /* offset 1 */
+    for (; ext >= 255; ext -= 255)
+        out[o++] = 255;
+    out[o++] = (unsigned char)ext;
+    out[o++] = 0x50;
+    memset(out + o, 0, 5);
+    return o + 5;
+}
+
+/* craft_file: META, TENS and RNGS of the model "w" (n floats, n_optim optimizer floats) in m,
+ * t, r; with wgts and opts, the image into out. */
+static size_t craft_file(unsigned char *out, uint64_t n, uint64_t n_optim, craft_sec wgts, craft_sec opts)
+{
+    static unsigned char m[256], t[84], r[32];
+    memset(m, 0, sizeof m);
+    memset(t, 0, sizeof t);
+    memset(r, 1, sizeof r);
+    unsigned char b[4];
+    uint32_t sig = ddl_crc32c(0, "w", 2);
+    le32(b, 1);
+    sig = ddl_crc32c(sig, b, 4);
+    le32(b, (uint32_t)n);
+    sig = ddl_crc32c(sig, b, 4);
+    memcpy(m, "tiny", 4);
+    le32(m + 48, sig), le32(m + 52, 1), le64(m + 56, n), le64(m + 64, n_optim);
+    le64(m + 88, 1), le32(m + 108, 1), le32(m + 112, 1), le32(m + 116, DDL_OPTIM_SGD);
+    float one = 1.0f;
+    uint32_t bits;
+    memcpy(&bits, &one, 4);
+    le32(m + 148, bits); /* std 1 */
+    t[0] = 'w';
+    le32(t + 48, 1), le32(t + 52, (uint32_t)n), le32(t + 56, 1), le32(t + 60, 1), le32(t + 64, 1);
+    le64(t + 68, 0), le64(t + 76, n);
+    craft_sec s[5] = {{m, 256, 256, 0}, {t, 84, 84, 0}, {r, 32, 32, 0}, wgts, opts};
+    return craft(out, s);
+}
+
+typedef struct counter {
+    long live;
+    size_t largest;
+} counter;
+
+static void *count_alloc(void *ud, size_t bytes)
+{
+    counter *c = (counter *)ud;
+    void *p = malloc(bytes ? bytes : 1);
+    c->live += p != NULL;
+    c->largest = bytes > c->largest ? bytes : c->largest;
+    return p;
+}
+
+static void count_free(void *ud, void *p)
+{
+    ((counter *)ud)->live -= p != NULL;
+    free(p);
+}
+
+/* open_counted: ddl_checkpoint_open of out[n] with a counting allocator; *largest its largest
+ * allocation. */
+static int open_counted(const unsigned char *out, size_t n, size_t *largest, char *err)
+{
+    char p[320];
+    snprintf(p, sizeof p, "%s/crafted", dir);
+    spit(p, out, n);
+    counter c = {0, 0};
+    ddl_allocator al = {count_alloc, count_free, &c};
+    ddl_checkpoint *ck = NULL;
+    int rc = ddl_checkpoint_open(p, &al, &ck, err, DDL_ERR_BYTES);
+    ddl_checkpoint_close(ck);
+    CHECK(c.live == 0);
+    CHECK(rc == DDL_OK || strstr(err, "crafted"));
+    *largest = c.largest;
+    return rc;
+}
+
+static void test_huge_claims(void)
+{
+    enum { N = 1 << 16 };                              /* 256 KiB of weights */
+    static unsigned char out[1 << 16], zw[4096], zo[4096], junk[4200];
+    const size_t model = (size_t)N * 4, slack = sizeof(ddl_checkpoint) + 4096;
+    char err[DDL_ERR_BYTES];
+    size_t big = 0, n;
+    memset(junk, 0x11, sizeof junk); /* as lz4: sequences of 1 literal and a 5-byte match */
+#ifdef DDL_WITH_LZ4
+    size_t nw = lz4_zeros(zw, model), no = lz4_zeros(zo, model);
+    /* honest: zeros compress 255 times; the file opens and holds them */
+    n = craft_file(out, N, N, (craft_sec){zw, nw, model, 1}, (craft_sec){zo, no, model, 1});
+    CHECK(n < 4096 && open_counted(out, n, &big, err) == DDL_OK);
+    CHECK(big <= model + slack);
+    /* OPTS claims 4 floats per parameter (1 MiB) in 4 KiB that decode to far less */
+    n = craft_file(out, N, 4 * N, (craft_sec){zw, nw, model, 1}, (craft_sec){junk, sizeof junk, 4 * model, 1});
+    CHECK(open_counted(out, n, &big, err) == DDL_ECORRUPT && strstr(err, "section OPTS (optimizer state) must "
+                                                                          "hold 1048576 bytes"));
+    CHECK(big < 4 * n + model);
+    /* WGTS claims 255 times its 4 KiB: refused having allocated about the file's size */
+    n = craft_file(out, sizeof junk * 255 / 4, 0, (craft_sec){junk, sizeof junk, sizeof junk * 255, 1},
+                   (craft_sec){NULL, 0, 0, 0});
+    CHECK(open_counted(out, n, &big, err) == DDL_ECORRUPT && strstr(err, "section WGTS (weights) must hold"));
+    CHECK(big < 4 * n + slack);
+#endif
+    /* uncompressed sections that claim more than the file has: truncated, before allocating */
+    n = craft_file(out, N, 4 * N, (craft_sec){junk, sizeof junk, model, 0}, (craft_sec){NULL, 0, 0, 0});
+    CHECK(open_counted(out, n, &big, err) == DDL_ECORRUPT && strstr(err, "WGTS (weights) claims 4200 bytes stored"));
+    CHECK(big < 4 * n + slack);
+    (void)zw, (void)zo;
 }
 
 /* ---- a failing allocator: every allocation of open fails in turn; no crash, no leak ---- */
@@ -420,8 +638,29 @@ static void test_alloc_failures(void)
     CHECK(all_clean);
 }
 
-int main(void)
+/* write_named: a checkpoint of the model "tiny" whose tensor is named name, at out; for
+ * tests/test_ckpt_tool.sh (ddl-ckpt export must refuse names that are not plain). 0 on success. */
+static int write_named(const char *name, const char *out)
 {
+    ddl_model *m = NULL;
+    ddl_trainer *t = NULL;
+    char err[DDL_ERR_BYTES] = "";
+    tiny_name = name;
+    make_data();
+    int rc = tiny_open("tiny", &m, &t, err, sizeof err);
+    if (!rc && (rc = ddl_trainer_save(t, out)))
+        snprintf(err, sizeof err, "%s", ddl_trainer_error(t));
+    if (rc)
+        fprintf(stderr, "test_checkpoint --write-named: %s\n", err);
+    ddl_trainer_destroy(t);
+    ddl_model_destroy(m);
+    return rc ? 1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 4 && strcmp(argv[1], "--write-named") == 0)
+        return write_named(argv[2], argv[3]);
     snprintf(dir, sizeof dir, "/tmp/ddl_test_checkpoint_XXXXXX");
     if (!mkdtemp(dir)) {
         perror("mkdtemp");
@@ -435,6 +674,7 @@ int main(void)
     test_damage();
     test_wrong_model();
     test_files();
+    test_huge_claims();
     test_alloc_failures();
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);

@@ -3,6 +3,8 @@
 # refuses damaged ones with a clear message, export writes a .npz that numpy loads and that
 # PyTorch's LeNet (tools/bench/lenet_torch.py) turns into the same test accuracy ddl reported.
 # The numpy/PyTorch part is skipped, with a message, when /usr/bin/python3 lacks them.
+# Checkpoints with hostile tensor names (../evil, /etc/evil, control characters, input_mean),
+# written by build/tests/test_checkpoint --write-named: export refuses them, show escapes them.
 # Ends with "N passed, N failed"; exit status non-zero on any failure.
 . "$(dirname "$0")/lib.sh"
 BUILD=${BUILD:-build}
@@ -18,6 +20,34 @@ if [ ! -x "$CKPT" ] || [ ! -x "$LENET" ]; then
     echo "no $CKPT or $LENET: build first" >&2
     echo "0 passed, 1 failed"; exit 1
 fi
+# ---- hostile tensor names (no data needed): export refuses them, show escapes them ----
+TC=$BUILD/tests/test_checkpoint
+if [ -x "$TC" ]; then
+    for name in '../evil' '/etc/evil' 'a/b' 'input_mean' "$(printf 'esc\033[2Jx')" "$(printf 'tab\tx')" 'a b'; do
+        rm -f "$tmp/named" "$tmp/n.npz"
+        shown=$(printf '%s' "$name" | tr -c '[:print:]' '?')
+        "$TC" --write-named "$name" "$tmp/named" > /dev/null 2>&1
+        check "a checkpoint with a tensor named '$shown' is written" $?
+        "$CKPT" export "$tmp/named" "$tmp/n.npz" > "$tmp/e" 2>&1; rc=$?
+        [ $rc -eq 1 ] && grep -q 'named: tensor 0 is named "[^"]*": ' "$tmp/e" && grep -q 'nothing exported' "$tmp/e" \
+            && [ ! -e "$tmp/n.npz" ]
+        check "export refuses the tensor name '$shown' (exit 1, names it, writes nothing)" $?
+    done
+    "$TC" --write-named '../evil' "$tmp/named" > /dev/null 2>&1
+    "$CKPT" export "$tmp/named" "$tmp/n.npz" > "$tmp/e" 2>&1
+    grep -q 'named: tensor 0 is named "\.\./evil": export takes only names of letters, digits' "$tmp/e"
+    check "export's message for ../evil" $?
+    "$TC" --write-named "$(printf 'esc\033[2Jx')" "$tmp/named" > /dev/null 2>&1
+    "$CKPT" show "$tmp/named" > "$tmp/s" 2>&1
+    [ $? -eq 0 ] && grep -q '^  esc\\x1b\[2Jx ' "$tmp/s" && ! grep -q "$(printf '\033')" "$tmp/s"
+    check "show prints a control character in a name as \\x1b" $?
+    "$TC" --write-named 'conv1.weight' "$tmp/named" > /dev/null 2>&1
+    "$CKPT" export "$tmp/named" "$tmp/n.npz" > "$tmp/e" 2>&1 && grep -q 'conv1\.weight\.npy' "$tmp/n.npz"
+    check "export takes a PyTorch name (conv1.weight)" $?
+else
+    bad "no $TC: build first"
+fi
+
 if [ ! -d "$DATA" ]; then
     echo "skipped: no Fashion-MNIST in $DATA (apt-get install dataset-fashion-mnist)"
     echo "0 passed, 0 failed"; exit 0

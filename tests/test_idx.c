@@ -1,7 +1,9 @@
 /* test_idx.c - IDX loading and MNIST-layout data sets (src/data/idx.c).
  * Writes small IDX files, raw and gzipped, into a temporary directory and checks what the user
  * sees: the values on success, and on every kind of bad file the status code and a message that
- * names the file and says what was wrong. Loads the real Fashion-MNIST when it is installed. */
+ * names the file and says what was wrong, and (with a counting allocator) that a file claiming
+ * more than it can hold is refused before anything of that size is allocated. Loads the real
+ * Fashion-MNIST when it is installed. */
 #include "check.h"
 #include "ddl.h"
 
@@ -85,10 +87,12 @@ static size_t make_idx(unsigned char *out, uint32_t magic, int nd, const uint32_
 /* ---- allocators ---- */
 
 static long live_allocs;
+static size_t largest_alloc; /* the largest allocation asked for since the last reset */
 static void *count_alloc(void *ud, size_t n)
 {
     (void)ud;
     void *p = NULL;
+    largest_alloc = n > largest_alloc ? n : largest_alloc;
     if (posix_memalign(&p, 64, n ? n : 1))
         return NULL;
     live_allocs++;
@@ -451,6 +455,59 @@ static void test_mnist(void)
     CHECK(ddl_dataset_load_mnist(tmpdir, "", NULL, &d, err, sizeof err) == DDL_EINVAL);
 }
 
+/* ---- files that claim more than they hold ---- */
+
+static void test_huge_claims(void)
+{
+    /* 0x7fff x 256 x 256: 2 GiB - 64 KiB of data claimed, allowed by the header checks */
+    static const uint32_t d3[3] = {0x7fff, 256, 256};
+    static unsigned char buf[64], zeros[16 + (4 << 20)];
+    size_t n = make_idx(buf, 0x803, 3, d3, 0);
+    const char *p;
+    write_file(p = tmp_path("huge-claim.idx"), buf, n); /* raw: the file size tells */
+    largest_alloc = 0;
+    expect_fail(p, DDL_ECORRUPT, "truncated: expected 2147418112 bytes of data, found 0");
+    CHECK(largest_alloc < 4096);
+#ifdef DDL_WITH_ZLIB
+    write_gz(p = tmp_path("huge-claim.idx.gz"), buf, n); /* about 36 bytes of gzip */
+    largest_alloc = 0;
+    expect_fail(p, DDL_ECORRUPT, "data too large for the file: the dims make 2147418112 bytes of data, but a gzip");
+    CHECK(largest_alloc < 4096);
+    /* in an MNIST split, before the labels are read or anything allocated */
+    char name[128];
+    snprintf(name, sizeof name, "%s/huge-images-idx3-ubyte.gz", tmpdir);
+    write_gz(tmp_path("huge-images-idx3-ubyte.gz"), buf, n);
+    largest_alloc = 0;
+    expect_mnist_fail("huge", DDL_ECORRUPT, name, "(deflate expands at most 1032 times)");
+    CHECK(largest_alloc < 4096);
+
+    /* but a file that does compress about 1000 times still loads: 4 MiB of zeros */
+    static const uint32_t dz[3] = {64, 256, 256};
+    n = make_idx(zeros, 0x803, 3, dz, 0);
+    memset(zeros + n, 0, (size_t)4 << 20);
+    p = tmp_path("zeros.idx.gz");
+    gzFile g = gzopen(p, "wb9");
+    CHECK(g && gzwrite(g, zeros, (unsigned)(n + (4 << 20))) == (int)(n + (4 << 20)) && gzclose(g) == Z_OK);
+    struct stat st;
+    CHECK(stat(p, &st) == 0 && st.st_size * 900 < (4 << 20));
+    char err[DDL_ERR_BYTES] = "";
+    uint8_t *data = NULL;
+    int nd = 0, dims[4];
+    CHECK(ddl_idx_load(p, &counting, &data, &nd, dims, err, sizeof err) == DDL_OK && nd == 3 && dims[0] == 64);
+    if (data)
+        CHECK(data[0] == 0 && data[(4 << 20) - 1] == 0);
+    count_free(NULL, data);
+#endif
+    /* a FIFO: refused at once, not waited on for a writer (alarm: a hang fails) */
+    char fifo[300];
+    snprintf(fifo, sizeof fifo, "%s/fifo.idx", tmpdir);
+    CHECK(mkfifo(fifo, 0600) == 0);
+    alarm(20);
+    expect_fail(fifo, DDL_EIO, "cannot read: not a regular file, expected an IDX file");
+    alarm(0);
+    unlink(fifo);
+}
+
 /* ---- the real Fashion-MNIST, when installed ---- */
 
 static void test_fashion_mnist(void)
@@ -509,6 +566,7 @@ int main(void)
 #endif
     test_unreadable();
     test_mnist();
+    test_huge_claims();
     test_fashion_mnist();
     for (int i = 0; i < n_made; i++)
         unlink(made[i]);

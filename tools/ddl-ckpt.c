@@ -3,7 +3,8 @@
  *   ddl-ckpt show CKPT            the header, then every tensor with its shape and min/mean/max
  *   ddl-ckpt verify CKPT          exit 0 if the file is intact and its weights finite, else say why
  *   ddl-ckpt export CKPT OUT.npz  numpy .npz with PyTorch's names and layouts (conv1.weight
- *                                 [6,1,5,5], ...), plus input_mean and input_std
+ *                                 [6,1,5,5], ...), plus input_mean and input_std; a tensor name
+ *                                 other than letters, digits, '_' and '.' is refused (exit 1)
  *
  * Options as getopt_long reads them: --help, --version; a bad command or flag exits 2 naming it.
  * A program, not library code: it prints and exits. It reads checkpoints only through ddl.h.
@@ -52,6 +53,20 @@ static void shape_text(char *s, size_t n, const ddl_param_info *t)
         snprintf(s + o, n - o, "]");
 }
 
+/* name_text: name as printable text: bytes outside printable ASCII, backslash and '"' as \xNN, so a
+ * crafted name cannot send escape sequences to the terminal. */
+static void name_text(char *s, size_t n, const char *name)
+{
+    size_t o = 0;
+    for (const unsigned char *p = (const unsigned char *)name; *p && o + 5 < n; p++) {
+        if (*p >= 0x20 && *p < 0x7f && *p != '\\' && *p != '"')
+            s[o++] = (char)*p;
+        else
+            o += (size_t)snprintf(s + o, n - o, "\\x%02x", *p);
+    }
+    s[o] = '\0';
+}
+
 /* ---- show and verify ---- */
 
 static int cmd_show(const char *path)
@@ -61,7 +76,9 @@ static int cmd_show(const char *path)
     const ddl_model_config *mc = &in->model_cfg;
     printf("file       %s (%llu bytes, format version %d, %s)\n", path, (unsigned long long)in->file_bytes,
            in->version, in->compressed ? "lz4 where it helps" : "uncompressed");
-    printf("model      %s, signature %08x, input %dx%dx%d, %d classes, depth %d, width %d, dropout %g\n", in->model,
+    char text[4 * 64];
+    name_text(text, sizeof text, in->model);
+    printf("model      %s, signature %08x, input %dx%dx%d, %d classes, depth %d, width %d, dropout %g\n", text,
            (unsigned)in->signature, mc->in_c, mc->in_h, mc->in_w, mc->n_classes, mc->depth, mc->width,
            (double)mc->dropout);
     printf("progress   step %lld, epoch %d, position %lld of %lld samples\n", (long long)in->step, in->epoch + 1,
@@ -86,7 +103,8 @@ static int cmd_show(const char *path)
         }
         char shape[64];
         shape_text(shape, sizeof shape, t);
-        printf("  %-28s %-16s min %+.6f  mean %+.6f  max %+.6f\n", t->name, shape, lo, sum / (double)t->count, hi);
+        name_text(text, sizeof text, t->name);
+        printf("  %-28s %-16s min %+.6f  mean %+.6f  max %+.6f\n", text, shape, lo, sum / (double)t->count, hi);
     }
     ddl_checkpoint_close(ck);
     return 0;
@@ -107,7 +125,9 @@ static int cmd_verify(const char *path)
             return 1;
         }
     }
-    printf("%s: ok (%s, %d tensors, %zu parameters, step %lld, epoch %d, world size %d)\n", path, in->model,
+    char text[4 * 64];
+    name_text(text, sizeof text, in->model);
+    printf("%s: ok (%s, %d tensors, %zu parameters, step %lld, epoch %d, world size %d)\n", path, text,
            in->n_tensors, in->n_params, (long long)in->step, in->epoch + 1, in->world_size);
     ddl_checkpoint_close(ck);
     return 0;
@@ -216,10 +236,40 @@ static void npy_add(zip *z, const char *name, const float *v, size_t count, int 
     free(b);
 }
 
+/* export_names_ok: every tensor name can be a member NAME.npy of the .npz as it is: letters,
+ * digits, '_' and '.' only (PyTorch's "conv1.weight"), none taken twice or by input_mean and
+ * input_std. A name from the file is never made a path ("../x", "/x", control characters):
+ * one that is not such a name is refused, before OUT is created. */
+static int export_names_ok(const char *path, const ddl_checkpoint *ck)
+{
+    const ddl_checkpoint_info *in = ddl_checkpoint_get_info(ck);
+    for (int i = 0; i < in->n_tensors; i++) {
+        const char *name = ddl_checkpoint_tensor(ck, i)->name, *why = NULL;
+        if (strspn(name, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.") != strlen(name))
+            why = "export takes only names of letters, digits, '_' and '.'";
+        else if (strcmp(name, "input_mean") == 0 || strcmp(name, "input_std") == 0)
+            why = "that name is export's own (the input normalisation)";
+        for (int k = 0; k < i && !why; k++)
+            if (strcmp(name, ddl_checkpoint_tensor(ck, k)->name) == 0)
+                why = "so is an earlier tensor";
+        if (why) {
+            char text[4 * 64];
+            name_text(text, sizeof text, name);
+            fprintf(stderr, "ddl-ckpt: %s: tensor %d is named \"%s\": %s; nothing exported\n", path, i, text, why);
+            return 0;
+        }
+    }
+    return 1;
+}
+
 static int cmd_export(const char *path, const char *out)
 {
     ddl_checkpoint *ck = open_or_die(path);
     const ddl_checkpoint_info *in = ddl_checkpoint_get_info(ck);
+    if (!export_names_ok(path, ck)) {
+        ddl_checkpoint_close(ck);
+        return 1;
+    }
     zip z = {.path = out};
     if (!(z.f = fopen(out, "wb"))) {
         fprintf(stderr, "ddl-ckpt: %s: cannot create: %s\n", out, strerror(errno));

@@ -7,6 +7,7 @@
 #include "core/impl.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <math.h>
 #include <stdlib.h>
@@ -22,6 +23,7 @@
 #define IDX_MAX_BYTES ((uint64_t)INT_MAX)
 #define IDX_TYPE_UBYTE 0x08
 #define IDX_PATH_BYTES 4096
+#define IDX_DEFLATE_RATIO 1032 /* deflate's largest expansion: 258 bytes from about 2 bits */
 
 /* ---- byte source: a raw file or a gzip stream ---- */
 
@@ -33,29 +35,43 @@ typedef struct idx_src {
 #endif
     int is_gz;
     int gz_cut;          /* the gzip stream ended before its end (zlib: unexpected end of file) */
-    long long raw_bytes; /* size of a raw regular file, -1 if unknown */
+    long long file_bytes; /* size of the file (raw or gzip) */
 } idx_src;
+
+/* src_fopen: open path for reading, a regular file only, so that its size bounds what it can
+ * hold (a FIFO or a device is refused, and its open does not wait for a writer). */
+static FILE *src_fopen(const char *path, long long *bytes, char *err, size_t err_bytes, int *rc)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    struct stat st;
+    const char *why = NULL;
+    if (fd < 0 || fstat(fd, &st) != 0)
+        why = strerror(errno);
+    else if (S_ISDIR(st.st_mode))
+        why = "is a directory, expected an IDX file";
+    else if (!S_ISREG(st.st_mode))
+        why = "not a regular file, expected an IDX file";
+    FILE *f = NULL;
+    if (!why && (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) != 0 || !(f = fdopen(fd, "rb"))))
+        why = strerror(errno);
+    if (why) {
+        *rc = ddl__errf(err, err_bytes, DDL_EIO, "%s: cannot %s: %s", path, fd < 0 ? "open" : "read", why);
+        if (fd >= 0)
+            close(fd);
+        return NULL;
+    }
+    *bytes = (long long)st.st_size;
+    return f;
+}
 
 /* src_open: open path, detect gzip by its magic 1f 8b. DDL_EIO if it cannot be opened. */
 static int src_open(idx_src *s, const char *path, char *err, size_t err_bytes)
 {
     memset(s, 0, sizeof *s);
     s->path = path;
-    s->raw_bytes = -1;
-    s->f = fopen(path, "rb");
-    if (!s->f)
-        return ddl__errf(err, err_bytes, DDL_EIO, "%s: cannot open: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fileno(s->f), &st) == 0) {
-        if (S_ISDIR(st.st_mode)) {
-            fclose(s->f);
-            s->f = NULL;
-            return ddl__errf(err, err_bytes, DDL_EIO, "%s: cannot read: is a directory, expected an IDX file",
-                             path);
-        }
-        if (S_ISREG(st.st_mode))
-            s->raw_bytes = (long long)st.st_size;
-    }
+    int rc = DDL_OK;
+    if (!(s->f = src_fopen(path, &s->file_bytes, err, err_bytes, &rc)))
+        return rc;
     unsigned char m[2];
     size_t got = fread(m, 1, 2, s->f);
     s->is_gz = got == 2 && m[0] == 0x1f && m[1] == 0x8b;
@@ -63,7 +79,6 @@ static int src_open(idx_src *s, const char *path, char *err, size_t err_bytes)
         rewind(s->f);
         return DDL_OK;
     }
-    s->raw_bytes = -1;
 #ifdef DDL_WITH_ZLIB
     /* The descriptor's offset is wherever stdio's read-ahead left it: rewind it for zlib. */
     int fd = dup(fileno(s->f));
@@ -234,12 +249,21 @@ static int idx_header(idx_src *s, int want_dims, int *n_dims, int dims[4], size_
     return DDL_OK;
 }
 
-/* check_raw_size: a raw regular file must hold exactly header + data; tell before allocating. */
-static int check_raw_size(const idx_src *s, int n_dims, size_t bytes, char *err, size_t err_bytes)
+/* check_size: tell before allocating. A raw file must hold exactly header + data; a gzip file
+ * cannot hold more than deflate's largest expansion of its size (a 31-byte file claiming 2 GiB
+ * is refused here, not found out after allocating them). */
+static int check_size(const idx_src *s, int n_dims, size_t bytes, char *err, size_t err_bytes)
 {
-    if (s->is_gz || s->raw_bytes < 0)
+    if (s->is_gz) {
+        uint64_t most = (uint64_t)s->file_bytes * IDX_DEFLATE_RATIO, want = 4 + 4 * (uint64_t)n_dims + bytes;
+        if (want > most)
+            return ddl__errf(err, err_bytes, DDL_ECORRUPT,
+                             "%s: data too large for the file: the dims make %zu bytes of data, but a gzip file of "
+                             "%lld bytes holds at most %llu (deflate expands at most %d times)", s->path, bytes,
+                             s->file_bytes, (unsigned long long)most, IDX_DEFLATE_RATIO);
         return DDL_OK;
-    long long have = s->raw_bytes - 4 - 4LL * n_dims;
+    }
+    long long have = s->file_bytes - 4 - 4LL * n_dims;
     if (have < (long long)bytes)
         return ddl__errf(err, err_bytes, DDL_ECORRUPT, "%s: truncated: expected %zu bytes of data, found %lld",
                          s->path, bytes, have);
@@ -281,8 +305,8 @@ static int idx_body(idx_src *s, uint8_t *buf, size_t bytes, char *err, size_t er
 
 /* ---- loading one file ---- */
 
-/* idx_open: open path and check its header (want_dims dims, 0: any) and, for a raw file, its
- * size. On failure the source is closed. */
+/* idx_open: open path and check its header (want_dims dims, 0: any) against the file's size.
+ * On failure the source is closed. */
 static int idx_open(idx_src *s, const char *path, int want_dims, int *n_dims, int dims[4], size_t *bytes,
                     char *err, size_t err_bytes)
 {
@@ -290,7 +314,7 @@ static int idx_open(idx_src *s, const char *path, int want_dims, int *n_dims, in
     if (rc)
         return rc;
     if (!(rc = idx_header(s, want_dims, n_dims, dims, bytes, err, err_bytes)))
-        rc = check_raw_size(s, *n_dims, *bytes, err, err_bytes);
+        rc = check_size(s, *n_dims, *bytes, err, err_bytes);
     if (rc)
         src_close(s);
     return rc;

@@ -352,16 +352,30 @@ static int sync_dir(const char *path)
     return rc == 0 || errno == EINVAL ? 0 : -1; /* some file systems cannot sync a directory */
 }
 
-/* write_file: img to path.tmp, fsync, rename over path, fsync the directory. */
+/* create_tmp: a new file at tmp, opened for writing. Whatever is at tmp (a leftover of a crash,
+ * or a symlink or hard link planted there to make a save overwrite its target) is unlinked
+ * first, never followed or truncated; O_EXCL then refuses anything planted in between. */
+static int create_tmp(const char *tmp, char *err, size_t err_bytes)
+{
+    if (unlink(tmp) != 0 && errno != ENOENT)
+        return ddl__errf(err, err_bytes, DDL_EIO, "%s: cannot create: cannot remove what is there: %s", tmp,
+                         strerror(errno));
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return ddl__errf(err, err_bytes, DDL_EIO, "%s: cannot create: %s", tmp, strerror(errno));
+    return fd;
+}
+
+/* write_file: img to path.tmp (a new file), fsync, rename over path, fsync the directory. */
 static int write_file(const char *path, const unsigned char *img, size_t n, long bytes_per_sec, char *err,
                       size_t err_bytes)
 {
     char tmp[CK_PATH_BYTES];
     if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
         return ddl__errf(err, err_bytes, DDL_EINVAL, "%s: path longer than %d bytes", path, CK_PATH_BYTES - 5);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int fd = create_tmp(tmp, err, err_bytes);
     if (fd < 0)
-        return ddl__errf(err, err_bytes, DDL_EIO, "%s: cannot create: %s", tmp, strerror(errno));
+        return fd;
     const char *what = NULL;
     if (write_all(fd, img, n, bytes_per_sec) != 0)
         what = "write";
@@ -479,7 +493,7 @@ static int rd_open(reader *r, const char *path, char *err, size_t err_bytes)
     r->path = path;
     r->err = err;
     r->err_bytes = err_bytes;
-    r->fd = open(path, O_RDONLY | O_CLOEXEC);
+    r->fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO must not block the open */
     if (r->fd < 0)
         return ddl__errf(err, err_bytes, DDL_EIO, "%s: cannot open: %s", path, strerror(errno));
     struct stat st;
@@ -590,16 +604,64 @@ static int sec_head(reader *r, int i, const ddl_checkpoint_info *info, uint64_t 
     return DDL_OK;
 }
 
-/* sec_read: read section i's body into dst (exactly its raw length, from sec_expect). */
-static int sec_read(reader *r, int i, const ddl_checkpoint_info *info, const ddl_allocator *alloc, unsigned char *dst)
+#ifdef DDL_WITH_LZ4
+/* lz4_more: add a length's extension bytes (255 each, then the last) when its 4 bits say 15. */
+static int lz4_more(const unsigned char *p, size_t n, size_t *i, uint64_t *len)
 {
-    uint64_t stored = 0;
+    if (*len < 15)
+        return 0;
+    unsigned char b;
+    do {
+        if (*i >= n)
+            return -1;
+        b = p[(*i)++];
+        *len += b;
+    } while (b == 255);
+    return 0;
+}
+
+/* lz4_len: the bytes the lz4 block p[n] decodes to, counted from its literal and match lengths
+ * alone, or UINT64_MAX if it is no block. So a section is given only the buffer its data really
+ * fills; LZ4_decompress_safe then checks the rest (match offsets). */
+static uint64_t lz4_len(const unsigned char *p, size_t n)
+{
+    uint64_t out = 0;
+    size_t i = 0;
+    while (i < n) {
+        unsigned tok = p[i++];
+        uint64_t lit = tok >> 4, match = tok & 15;
+        if (lz4_more(p, n, &i, &lit) || lit > n - i)
+            return UINT64_MAX;
+        i += (size_t)lit;
+        out += lit;
+        if (i == n)
+            return out; /* the last sequence holds only literals */
+        if (n - i < 2)
+            return UINT64_MAX;
+        i += 2; /* the match offset */
+        if (lz4_more(p, n, &i, &match))
+            return UINT64_MAX;
+        out += match + 4;
+    }
+    return UINT64_MAX; /* empty, or ends with a match */
+}
+#endif
+
+/* sec_read: read section i's body into *out, allocated from alloc (exactly its raw length, from
+ * sec_expect; the caller frees it). Only bytes the file really holds are allocated: the stored
+ * bytes are bounded by the file size, and an lz4 body's decoded length is counted before its
+ * buffer is allocated. */
+static int sec_read(reader *r, int i, const ddl_checkpoint_info *info, const ddl_allocator *alloc,
+                    unsigned char **out)
+{
+    *out = NULL;
+    uint64_t stored = 0, raw = sec_expect(i, info);
     int lz4 = 0;
     uint32_t want = 0;
     int rc = sec_head(r, i, info, &stored, &lz4, &want);
     if (rc)
         return rc;
-    unsigned char *body = lz4 ? (unsigned char *)ddl__alloc(alloc, stored ? (size_t)stored : 1) : dst;
+    unsigned char *body = (unsigned char *)ddl__alloc(alloc, stored ? (size_t)stored : 1);
     if (!body)
         return ddl__errf(r->err, r->err_bytes, DDL_ENOMEM, "%s: cannot allocate %llu bytes for section %s", r->path,
                          (unsigned long long)stored, sec_id[i]);
@@ -611,18 +673,38 @@ static int sec_read(reader *r, int i, const ddl_checkpoint_info *info, const ddl
                        "%s: section %s (%s, %llu bytes at byte %llu) has CRC-32C 0x%08x, expected 0x%08x: the data is "
                        "corrupt", r->path, sec_id[i], sec_what[i], (unsigned long long)stored, at, (unsigned)got,
                        (unsigned)want);
+    if (rc || !lz4) {
+        if (rc)
+            ddl__free(alloc, body);
+        else
+            *out = body; /* stored as it is: stored == raw */
+        return rc;
+    }
 #ifdef DDL_WITH_LZ4
-    if (!rc && lz4) {
-        uint64_t raw = sec_expect(i, info);
+    uint64_t len = lz4_len(body, (size_t)stored);
+    unsigned char *dst = NULL;
+    if (len != raw)
+        rc = ddl__errf(r->err, r->err_bytes, DDL_ECORRUPT,
+                       "%s: section %s (%s) must hold %llu bytes, but its lz4 data %s%llu: the file is corrupt",
+                       r->path, sec_id[i], sec_what[i], (unsigned long long)raw,
+                       len == UINT64_MAX ? "is malformed after " : "decodes to ",
+                       (unsigned long long)(len == UINT64_MAX ? stored : len));
+    else if (!(dst = (unsigned char *)ddl__alloc(alloc, (size_t)raw)))
+        rc = ddl__errf(r->err, r->err_bytes, DDL_ENOMEM, "%s: cannot allocate %llu bytes for section %s", r->path,
+                       (unsigned long long)raw, sec_id[i]);
+    else {
         int n = LZ4_decompress_safe((const char *)body, (char *)dst, (int)stored, (int)raw);
         if (n < 0 || (uint64_t)n != raw)
             rc = ddl__errf(r->err, r->err_bytes, DDL_ECORRUPT,
                            "%s: section %s (%s) does not decompress to its %llu bytes (lz4 gave %d)", r->path,
                            sec_id[i], sec_what[i], (unsigned long long)raw, n);
     }
+    if (rc)
+        ddl__free(alloc, dst);
+    else
+        *out = dst;
 #endif
-    if (lz4)
-        ddl__free(alloc, body);
+    ddl__free(alloc, body);
     return rc;
 }
 
@@ -702,43 +784,50 @@ static void rngs_decode(ddl_rng *out, const unsigned char *p, int n)
 /* rd_small: META and TENS, decoded into ck. */
 static int rd_small(reader *r, ddl_checkpoint *ck, const ddl_allocator *alloc)
 {
-    unsigned char meta[CK_META_BYTES], tens[DDL_MAX_PARAMS * CK_TENSOR_BYTES];
-    int rc = sec_read(r, SEC_META, &ck->info, alloc, meta);
+    unsigned char *meta = NULL, *tens = NULL;
+    int rc = sec_read(r, SEC_META, &ck->info, alloc, &meta);
     if (rc)
         return rc;
     ddl_checkpoint_info head = ck->info; /* what rd_header found */
     meta_decode(meta, &ck->info);
+    ddl__free(alloc, meta);
     ck->info.version = head.version;
     ck->info.compressed = head.compressed;
     ck->info.file_bytes = head.file_bytes;
     if ((rc = meta_check(r, &ck->info)))
         return rc;
-    if ((rc = sec_read(r, SEC_TENS, &ck->info, alloc, tens)))
+    if ((rc = sec_read(r, SEC_TENS, &ck->info, alloc, &tens)))
         return rc;
-    return tens_decode(r, ck, tens);
+    rc = tens_decode(r, ck, tens);
+    ddl__free(alloc, tens);
+    return rc;
 }
 
-/* rd_big: RNG states, weights and optimizer state, each allocated once its length checked out. */
+/* rd_big: RNG states, weights and optimizer state. Each is allocated only once its section was
+ * read and checked (sec_read), so a file that promises more than it holds is refused having
+ * allocated no more than its own size. */
 static int rd_big(reader *r, ddl_checkpoint *ck, const ddl_allocator *alloc)
 {
     for (int i = SEC_RNGS; i <= SEC_OPTS; i++) {
+        unsigned char *buf = NULL;
+        int rc = sec_read(r, i, &ck->info, alloc, &buf);
         size_t raw = (size_t)sec_expect(i, &ck->info);
-        if (raw > r->size * 255 + 16) /* cannot be there even compressed: do not allocate it */
-            return ddl__errf(r->err, r->err_bytes, DDL_ECORRUPT,
-                             "%s: section META promises %zu bytes of %s, more than a file of %llu bytes can hold",
-                             r->path, raw, sec_what[i], (unsigned long long)r->size);
-        unsigned char *buf = raw ? (unsigned char *)ddl__alloc(alloc, raw) : NULL;
-        if (raw && !buf)
-            return ddl__errf(r->err, r->err_bytes, DDL_ENOMEM, "%s: cannot allocate %zu bytes for the %s", r->path,
-                             raw, sec_what[i]);
-        int rc = sec_read(r, i, &ck->info, alloc, buf);
-        if (rc == DDL_OK && i == SEC_RNGS)
-            rngs_decode(ck->rngs, buf, ck->info.world_size);
-        else if (rc == DDL_OK)
-            get_floats(i == SEC_WGTS ? ck->params : ck->optim, buf, raw / 4);
+        if (rc == DDL_OK && i == SEC_RNGS) {
+            if ((ck->rngs = (ddl_rng *)ddl__alloc(alloc, (size_t)ck->info.world_size * sizeof(ddl_rng))))
+                rngs_decode(ck->rngs, buf, ck->info.world_size);
+        } else if (rc == DDL_OK && i == SEC_WGTS) {
+            if ((ck->params = (float *)ddl__alloc(alloc, raw)))
+                get_floats(ck->params, buf, raw / 4);
+        } else if (rc == DDL_OK && raw) {
+            if ((ck->optim = (float *)ddl__alloc(alloc, raw)))
+                get_floats(ck->optim, buf, raw / 4);
+        }
         ddl__free(alloc, buf);
         if (rc)
             return rc;
+        if ((i == SEC_RNGS && !ck->rngs) || (i == SEC_WGTS && !ck->params) || (i == SEC_OPTS && raw && !ck->optim))
+            return ddl__errf(r->err, r->err_bytes, DDL_ENOMEM, "%s: cannot allocate %zu bytes for the %s", r->path,
+                             raw, sec_what[i]);
     }
     if (r->at != r->size)
         return ddl__errf(r->err, r->err_bytes, DDL_ECORRUPT,
@@ -775,17 +864,9 @@ int ddl_checkpoint_open(const char *path, const ddl_allocator *alloc, ddl_checkp
         rc = rd_header(&r, &ck->info);
     if (!rc)
         rc = rd_small(&r, ck, alloc);
-    if (!rc && (r.size * 255 + 16) / 4 < ck->info.n_params) /* bounded before allocating */
+    if (!rc && (r.size * 255 + 16) / 4 < ck->info.n_params) /* cannot be there even compressed */
         rc = ddl__errf(err, err_bytes, DDL_ECORRUPT, "%s: %zu parameters cannot fit in a file of %llu bytes", path,
                        ck->info.n_params, (unsigned long long)r.size);
-    if (!rc) {
-        ck->rngs = (ddl_rng *)ddl__alloc(alloc, (size_t)ck->info.world_size * sizeof(ddl_rng));
-        ck->params = (float *)ddl__alloc(alloc, ck->info.n_params * sizeof(float));
-        ck->optim = ck->info.n_optim ? (float *)ddl__alloc(alloc, ck->info.n_optim * sizeof(float)) : NULL;
-        if (!ck->rngs || !ck->params || (ck->info.n_optim && !ck->optim))
-            rc = ddl__errf(err, err_bytes, DDL_ENOMEM, "%s: cannot allocate %zu parameters and %zu optimizer floats",
-                           path, ck->info.n_params, ck->info.n_optim);
-    }
     if (!rc)
         rc = rd_big(&r, ck, alloc);
     if (r.fd >= 0)
