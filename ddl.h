@@ -384,7 +384,9 @@ typedef struct ddl_comm_config {
     int local_rank, local_size;     /* position among the ranks of this host */
     const char *master;             /* "host:port" of the rendezvous at rank 0, or NULL */
     const char *peers;              /* "h:p,h:p,..." every rank's address in rank order, or NULL */
-    const char *job;                /* job id: names shm segments, checked in handshakes */
+    const char *job;                /* job id: names shm segments, checked in handshakes; NULL:
+                                     * over shm one job at a time per user and host (a second
+                                     * fails with DDL_EAUTH) */
     const char *token;              /* shared secret, or NULL/"" for none */
     int timeout_ms;                 /* limit of every blocking wait, in ms (0: 60000) */
     ddl_log_fn log;                 /* optional */
@@ -406,7 +408,8 @@ int ddl_comm_config_from_env(ddl_comm_config *cfg, char *err, size_t err_bytes);
  * *out set; or, with *out NULL and the reason in err (rank, transport, peer and what went
  * wrong): DDL_EINVAL (bad configuration), DDL_ENOTSUP (transport not compiled in), DDL_ENOMEM,
  * DDL_EIO (cannot bind or connect), DDL_ETIMEDOUT (a rank did not come in time), DDL_EAUTH (a
- * peer of another job, world size or token), DDL_EPEER or DDL_EPROTO. */
+ * peer of another job, world size or token; over shm also a segment of another user or not
+ * mode 0600, or one held by a running job of the same id), DDL_EPEER or DDL_EPROTO. */
 int ddl_comm_create(const ddl_comm_config *cfg, const ddl_allocator *alloc, ddl_comm **out, char *err,
                     size_t err_bytes);
 /* ddl_comm_destroy: close every link and free the comm (NULL is allowed). */

@@ -1,10 +1,14 @@
 /* shm.c - the shared-memory transport: the ranks of one host exchange messages through one
- * POSIX shared-memory segment "/ddl-<job>", with one single-producer single-consumer byte ring
- * per ordered pair of ranks, and offer a native float32 sum all-reduce in the segment.
- * It owns the segment's lifetime (rank 0 creates it and unlinks it as soon as every rank has
- * attached, so a crash leaves nothing behind), waiting (spin, then futex sleep), timeouts and
- * the detection of dead peers. It must not look inside the 32-byte ddl header, allocate, or
- * start threads. */
+ * POSIX shared-memory segment "/ddl-<job>" ("/ddl-u<uid>" without a job id), with one
+ * single-producer single-consumer byte ring per ordered pair of ranks, and offer a native
+ * float32 sum all-reduce in the segment.
+ * It owns the segment's lifetime (rank 0 creates it 0600 with O_EXCL and unlinks it as soon as
+ * every rank has attached, so a crash leaves nothing behind; without a job id it keeps the name
+ * until it closes, so that a second job started alongside finds it and fails instead of meeting
+ * this one), waiting (spin, then futex sleep), timeouts and the detection of dead peers. The
+ * segment is trusted no further than its owner and mode: a rank attaches only to a segment of
+ * its own user with no group or other access, and every index read from it is bounds-checked
+ * before use. It must not look inside the 32-byte ddl header, allocate, or start threads. */
 #include "core/impl.h"
 
 #include <errno.h>
@@ -22,13 +26,15 @@
 #include <unistd.h>
 
 #define SHM_MAGIC 0x314d48534c4444ull /* "DDLSHM1" */
-#define SHM_VERSION 1
+#define SHM_VERSION 2
 #define SHM_MAX_WORLD 256
 #define NATIVE_FLOATS ((size_t)256 << 10) /* floats per rank and chunk of the native all-reduce */
 #define SPINS 2000                       /* polls before sleeping */
 #define LIVENESS_MS 20                   /* how often a waiting rank checks every peer's pid */
 #define PREFIX 40                        /* frame: u64 payload length + 32-byte header */
 #define LINE 64
+#define SETTLE_MS 200           /* without a job id: how long a full segment must stay quiet before open returns */
+#define CONFLICT_WINDOW_MS 2000 /* a second job seen this soon after the segment filled: fail both */
 
 enum { RANK_EMPTY = 0, RANK_ATTACHED = 1, RANK_LEFT = 2 };
 
@@ -42,6 +48,9 @@ typedef struct seg_hdr {
     uint64_t ring_bytes, total_bytes;
     char job[128];
     _Atomic uint32_t attached;
+    _Atomic int32_t conflict_pid;  /* nonzero: a process of another job found the segment (conflict_rank) */
+    _Atomic int32_t conflict_rank;
+    _Atomic int64_t full_ms;       /* ddl__now_ms when the last rank attached; 0 before */
 } seg_hdr;
 
 typedef struct rank_slot {
@@ -62,7 +71,7 @@ typedef struct ring_hdr {
 } ring_hdr;
 
 typedef struct shm_state {
-    int rank, world, fd, attached_all, unlinked;
+    int rank, world, fd, attached_all, unlinked, created, jobless;
     size_t map_bytes, ring_bytes;
     unsigned char *map;
     seg_hdr *h;
@@ -70,6 +79,8 @@ typedef struct shm_state {
     unsigned char *rings;
     float *native;
     uint64_t epoch;
+    uint64_t *pos; /* [2 * world] after this struct: head of ring (rank, to), then tail of ring (from, rank);
+                    * this rank's own index is kept here, never read back from the segment */
     char name[160];
     char err[DDL_ERR_BYTES];
 } shm_state;
@@ -157,9 +168,32 @@ static int pid_dead(int pid)
     return p && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X');
 }
 
-/* check_peers: DDL_EPEER if any rank died; *left_rank gets `waiting_for` if it closed its end. */
+static int job_hint(char *dst, size_t n, const shm_state *s)
+{
+    return snprintf(dst, n, "%s", s->jobless ? "give each job its own DDL_JOB (ddlrun does)"
+                                             : "two jobs share this DDL_JOB: give each its own");
+}
+
+/* check_conflict: DDL_EAUTH once a process of another job has found this job's segment while
+ * it was starting: ranks of the two jobs may have met, so this one must not go on. */
+static int check_conflict(shm_state *s)
+{
+    int pid = atomic_load(&s->h->conflict_pid);
+    if (pid == 0)
+        return DDL_OK;
+    char hint[64];
+    job_hint(hint, sizeof hint, s);
+    return fail(s, DDL_EAUTH, "another job started on this host with the same shared memory %s (its rank %d, pid %d, "
+                "found this job starting): ranks of the two jobs may have met, so rank %d stops; %s", s->name,
+                (int)atomic_load(&s->h->conflict_rank), pid, s->rank, hint);
+}
+
+/* check_peers: DDL_EPEER if any rank died, DDL_EAUTH on a conflict (check_conflict); *left_rank
+ * gets `waiting_for` if it closed its end. */
 static int check_peers(shm_state *s, int waiting_for, int *left)
 {
+    if (check_conflict(s) != DDL_OK)
+        return DDL_EAUTH;
     for (int i = 0; i < s->world; i++) {
         if (i == s->rank)
             continue;
@@ -240,14 +274,26 @@ static void copy_out(const unsigned char *data, size_t rb, uint64_t at, unsigned
     memcpy(dst + first, data, n - first);
 }
 
-/* push: write as much of the frame as fits; returns bytes written. */
-static size_t push(shm_state *s, int to, frame *f)
+/* bad_index: the peer's index of ring (from, to) is not within one ring of ours: the segment was
+ * written by someone else than the ranks of this job (or a bug). */
+static int bad_index(shm_state *s, int from, int to, const char *field, uint64_t got, uint64_t ours)
+{
+    return fail(s, DDL_EPROTO, "shared memory %s is corrupt: ring %d->%d has %s %llu, %s %llu (ring of %zu bytes); "
+                "rank %d stops", s->name, from, to, field, (unsigned long long)got, field[0] == 'h' ? "tail" : "head",
+                (unsigned long long)ours, s->ring_bytes, s->rank);
+}
+
+/* push: write as much of the frame as fits; *moved gets the bytes written. */
+static int push(shm_state *s, int to, frame *f, size_t *moved)
 {
     ring_hdr *r = ring_at(s, s->rank, to);
     unsigned char *data = (unsigned char *)(r + 1);
-    uint64_t head = atomic_load_explicit(&r->head, memory_order_relaxed);
+    uint64_t head = s->pos[to];
     uint64_t tail = atomic_load_explicit(&r->tail, memory_order_acquire);
-    size_t space = s->ring_bytes - (size_t)(head - tail), moved = 0;
+    if (head - tail > s->ring_bytes) /* also catches tail > head */
+        return bad_index(s, s->rank, to, "tail", tail, head);
+    size_t space = s->ring_bytes - (size_t)(head - tail);
+    *moved = 0;
     while (space > 0 && f->pos < PREFIX + f->bytes) {
         size_t n;
         if (f->pos < PREFIX) {
@@ -258,24 +304,30 @@ static size_t push(shm_state *s, int to, frame *f)
             n = left < space ? left : space;
             copy_in(data, s->ring_bytes, head, f->payload + (f->pos - PREFIX), n);
         }
-        head += n, f->pos += n, space -= n, moved += n;
+        head += n, f->pos += n, space -= n, *moved += n;
     }
-    if (moved) {
+    if (*moved) {
+        s->pos[to] = head;
         atomic_store_explicit(&r->head, head, memory_order_release);
         ring_bell(s, to);
     }
-    return moved;
+    return DDL_OK;
 }
 
-/* pull: read as much of the frame as has arrived; returns bytes read, or DDL_EMISMATCH (as a
- * negative value through *st) when the announced payload length is not the expected one. */
-static size_t pull(shm_state *s, int from, frame *f, int *st)
+/* pull: read as much of the frame as has arrived; *moved gets the bytes read. DDL_EMISMATCH
+ * when the announced payload length is not the expected one, DDL_EPROTO for a head that is not
+ * within one ring of our tail. */
+static int pull(shm_state *s, int from, frame *f, size_t *moved)
 {
     ring_hdr *r = ring_at(s, from, s->rank);
     const unsigned char *data = (const unsigned char *)(r + 1);
-    uint64_t tail = atomic_load_explicit(&r->tail, memory_order_relaxed);
+    uint64_t tail = s->pos[s->world + from];
     uint64_t head = atomic_load_explicit(&r->head, memory_order_acquire);
-    size_t avail = (size_t)(head - tail), moved = 0;
+    if (head - tail > s->ring_bytes) /* also catches head < tail */
+        return bad_index(s, from, s->rank, "head", head, tail);
+    size_t avail = (size_t)(head - tail);
+    int st = DDL_OK;
+    *moved = 0;
     while (avail > 0 && f->pos < PREFIX + f->bytes) {
         size_t n;
         if (f->pos < PREFIX) {
@@ -286,21 +338,24 @@ static size_t pull(shm_state *s, int from, frame *f, int *st)
             n = left < avail ? left : avail;
             copy_out(data, s->ring_bytes, tail, f->payload + (f->pos - PREFIX), n);
         }
-        tail += n, f->pos += n, avail -= n, moved += n;
+        tail += n, f->pos += n, avail -= n, *moved += n;
         if (f->pos == PREFIX) {
             uint64_t len = 0;
             memcpy(&len, f->prefix, sizeof len);
             if (len != f->bytes) { /* leave the payload: the comm fails for good anyway */
-                *st = DDL_EMISMATCH;
+                st = fail(s, DDL_EMISMATCH, "rank %d got a message of %llu bytes (length field in ring %d->%d of "
+                          "shared memory %s) from rank %d, expected %zu", s->rank, (unsigned long long)len, from,
+                          s->rank, s->name, from, f->bytes);
                 break;
             }
         }
     }
-    if (moved) {
+    if (*moved) {
+        s->pos[s->world + from] = tail;
         atomic_store_explicit(&r->tail, tail, memory_order_release);
         ring_bell(s, from);
     }
-    return moved;
+    return st;
 }
 
 static int shm_exchange(void *state, int to, const void *send_hdr, const void *send_buf, size_t send_bytes,
@@ -318,17 +373,20 @@ static int shm_exchange(void *state, int to, const void *send_hdr, const void *s
     waiter w = {0, 0, 0, 0};
     while (!send_done || !recv_done) {
         uint32_t bell = atomic_load(&s->slots[s->rank].doorbell);
-        size_t moved = 0;
+        size_t moved = 0, n = 0;
         if (!send_done) {
-            moved += push(s, to, &out);
+            if ((st = push(s, to, &out, &n)) != DDL_OK)
+                return st;
+            moved += n;
             send_done = out.pos == PREFIX + send_bytes;
         }
         if (!recv_done) {
-            moved += pull(s, from, &in, &st);
+            st = pull(s, from, &in, &n);
+            moved += n;
             if (st != DDL_OK || in.pos >= PREFIX)
                 memcpy(recv_hdr, in.prefix + 8, DDL_HEADER_BYTES);
             if (st != DDL_OK)
-                return fail(s, st, "rank %d got a message of another length from rank %d", s->rank, from);
+                return st;
             recv_done = in.pos == PREFIX + recv_bytes;
         }
         if (moved) {
@@ -408,12 +466,31 @@ static int shm_allreduce(void *state, float *buf, size_t count, int timeout_ms)
 
 /* ---- open and close ---- */
 
-static void seg_name(char *dst, size_t n, const char *job)
+static void seg_name(shm_state *s, const char *job)
 {
-    snprintf(dst, n, "/ddl-%s", job && job[0] ? job : "ddl");
-    for (char *p = dst + 1; *p; p++)
+    if (s->jobless) /* per user: another user's job cannot even take the name away */
+        snprintf(s->name, sizeof s->name, "/ddl-u%u", (unsigned)geteuid());
+    else
+        snprintf(s->name, sizeof s->name, "/ddl-%s", job);
+    for (char *p = s->name + 1; *p; p++)
         if (*p == '/')
             *p = '_';
+}
+
+/* check_owner: DDL_EAUTH unless fd is a segment of this user that nobody else may open; *size
+ * gets its size. Another user's segment under our name is never attached, whatever it holds. */
+static int check_owner(shm_state *s, int fd, size_t *size)
+{
+    struct stat sb;
+    if (fstat(fd, &sb) != 0)
+        return fail(s, DDL_EIO, "fstat of shared memory %s: %s", s->name, strerror(errno));
+    if (sb.st_uid != geteuid() || (sb.st_mode & 077) != 0 || !S_ISREG(sb.st_mode))
+        return fail(s, DDL_EAUTH, "shared memory %s belongs to uid %u with mode %04o; rank %d (uid %u) attaches only to "
+                    "its own user's segments of mode 0600: refusing it (remove /dev/shm%s if it is not another "
+                    "user's live job, or set DDL_JOB)", s->name, (unsigned)sb.st_uid, (unsigned)(sb.st_mode & 07777),
+                    s->rank, (unsigned)geteuid(), s->name);
+    *size = (size_t)sb.st_size;
+    return DDL_OK;
 }
 
 static int map_segment(shm_state *s, size_t bytes)
@@ -441,17 +518,97 @@ static void unmap_segment(shm_state *s)
     s->map = NULL, s->h = NULL, s->slots = NULL, s->fd = -1;
 }
 
+/* report_conflict: tell the job that owns h that a process of another job found it while it was
+ * starting (not yet full, or full for less than CONFLICT_WINDOW_MS): some of our ranks may be in
+ * it. A job that filled earlier cannot hold ours, and is left alone. */
+static void report_conflict(shm_state *s, seg_hdr *h)
+{
+    int64_t full = atomic_load(&h->full_ms);
+    if (full != 0 && ddl__now_ms() - full >= CONFLICT_WINDOW_MS)
+        return;
+    int32_t zero = 0;
+    if (atomic_compare_exchange_strong(&h->conflict_pid, &zero, (int32_t)getpid()))
+        atomic_store(&h->conflict_rank, s->rank);
+}
+
+/* seg_live: the segment under our name, mapped read-write at m (size bytes, header checked by the
+ * caller): 1 if a rank recorded in it still runs, else 0 (all closed or dead: stale). */
+static int seg_live(const unsigned char *m, size_t size, int *pid)
+{
+    const seg_hdr *h = (const seg_hdr *)(const void *)m;
+    uint32_t w = h->world;
+    if (w < 1 || w > SHM_MAX_WORLD || h->ring_bytes != ring_bytes_for((int)w) ||
+        size != total_bytes((int)w, h->ring_bytes))
+        return -1; /* not a layout we know: never guess */
+    const rank_slot *slot = (const rank_slot *)(const void *)(m + off_slots());
+    for (uint32_t i = 0; i < w; i++) {
+        *pid = atomic_load(&slot[i].pid);
+        if (atomic_load(&slot[i].state) == RANK_ATTACHED && *pid > 0 && !pid_dead(*pid))
+            return 1;
+    }
+    return 0;
+}
+
+/* existing_segment: O_EXCL found our name taken. DDL_OK if it was a dead job's segment, now
+ * removed; otherwise why rank 0 cannot create (another user's segment, a live job). */
+static int existing_segment(shm_state *s, int timeout_ms)
+{
+    int fd = shm_open(s->name, O_RDWR, 0);
+    if (fd < 0)
+        return errno == ENOENT ? DDL_OK : fail(s, DDL_EIO, "cannot open shared memory %s: %s", s->name, strerror(errno));
+    size_t size = 0;
+    int st = check_owner(s, fd, &size), live = -1, pid = 0;
+    int64_t start = ddl__now_ms(), grace = timeout_ms < 2000 ? timeout_ms : 2000;
+    while (st == DDL_OK && live < 0) {
+        /* a job's rank 0 may be between creating and filling it in: wait a little for its magic */
+        void *m = size >= 4096 ? mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
+        if (m != MAP_FAILED) {
+            seg_hdr *h = m;
+            if (atomic_load_explicit(&h->magic, memory_order_acquire) == SHM_MAGIC && h->version == SHM_VERSION &&
+                (live = seg_live(m, size, &pid)) == 1)
+                report_conflict(s, h);
+            munmap(m, size);
+        }
+        if (live >= 0)
+            break;
+        if (ddl__now_ms() - start >= grace) {
+            st = fail(s, DDL_EAUTH, "shared memory %s exists (%zu bytes) but holds no ddl job this version knows; "
+                      "remove /dev/shm%s if no ddl job runs, or set DDL_JOB", s->name, size, s->name);
+            break;
+        }
+        usleep(2000);
+        if ((st = check_owner(s, fd, &size)) != DDL_OK)
+            break;
+    }
+    close(fd);
+    if (st != DDL_OK)
+        return st;
+    if (live) {
+        char hint[64];
+        job_hint(hint, sizeof hint, s);
+        return fail(s, DDL_EAUTH, "shared memory %s is in use by a running job (pid %d): rank 0 will not join or remove "
+                    "it; %s", s->name, pid, hint);
+    }
+    shm_unlink(s->name); /* every rank of that job is gone */
+    return DDL_OK;
+}
+
 static int create_segment(shm_state *s, const ddl_comm_config *cfg)
 {
     size_t total = total_bytes(s->world, s->ring_bytes);
     s->fd = shm_open(s->name, O_RDWR | O_CREAT | O_EXCL, 0600);
-    if (s->fd < 0 && errno == EEXIST) { /* left by a job of the same name that crashed early */
-        ddl__log(cfg->log, cfg->log_ud, DDL_LOG_WARN, "shm: removing stale segment %s", s->name);
-        shm_unlink(s->name);
+    if (s->fd < 0 && errno == EEXIST) { /* a dead job's leftover, or a live job: existing_segment says */
+        int st = existing_segment(s, cfg->timeout_ms);
+        if (st != DDL_OK)
+            return st;
+        ddl__log(cfg->log, cfg->log_ud, DDL_LOG_WARN, "shm: removed the stale segment %s of a job that is gone",
+                 s->name);
         s->fd = shm_open(s->name, O_RDWR | O_CREAT | O_EXCL, 0600);
     }
     if (s->fd < 0)
-        return fail(s, DDL_EIO, "cannot create shared memory %s: %s", s->name, strerror(errno));
+        return fail(s, errno == EEXIST ? DDL_EAUTH : DDL_EIO, "cannot create shared memory %s: %s", s->name,
+                    strerror(errno));
+    s->created = 1;
     int e = posix_fallocate(s->fd, 0, (off_t)total);
     if (e != 0)
         return fail(s, DDL_EIO, "cannot size shared memory %s to %zu bytes: %s (is /dev/shm large enough?)",
@@ -463,10 +620,12 @@ static int create_segment(shm_state *s, const ddl_comm_config *cfg)
     s->h->world = (uint32_t)s->world;
     s->h->ring_bytes = s->ring_bytes;
     s->h->total_bytes = total;
-    snprintf(s->h->job, sizeof s->h->job, "%s", cfg->job ? cfg->job : "ddl");
+    snprintf(s->h->job, sizeof s->h->job, "%s", s->jobless ? "" : cfg->job);
     atomic_store(&s->slots[0].pid, (int32_t)getpid());
     atomic_store(&s->slots[0].state, RANK_ATTACHED);
     atomic_store(&s->h->attached, 1);
+    if (s->world == 1)
+        atomic_store(&s->h->full_ms, ddl__now_ms());
     atomic_store_explicit(&s->h->magic, SHM_MAGIC, memory_order_release);
     return DDL_OK;
 }
@@ -477,17 +636,18 @@ static int try_attach(shm_state *s, const ddl_comm_config *cfg)
     s->fd = shm_open(s->name, O_RDWR, 0);
     if (s->fd < 0)
         return errno == ENOENT ? 0 : fail(s, DDL_EIO, "cannot open shared memory %s: %s", s->name, strerror(errno));
-    struct stat sb;
-    size_t total = total_bytes(s->world, s->ring_bytes);
-    if (fstat(s->fd, &sb) != 0 || sb.st_size < 4096)
+    size_t size = 0, total = total_bytes(s->world, s->ring_bytes);
+    int st = check_owner(s, s->fd, &size); /* before reading a byte of it */
+    if (st != DDL_OK)
+        return unmap_segment(s), st;
+    if (size < 4096)
         return unmap_segment(s), 0; /* not sized yet */
     /* a segment of another size belongs to another configuration: map only its header to say so */
-    int st = map_segment(s, (size_t)sb.st_size == total ? total : 4096);
-    if (st != DDL_OK)
+    if ((st = map_segment(s, size == total ? total : 4096)) != DDL_OK)
         return st;
     if (atomic_load_explicit(&s->h->magic, memory_order_acquire) != SHM_MAGIC)
         return unmap_segment(s), 0;
-    const char *job = cfg->job ? cfg->job : "ddl";
+    const char *job = s->jobless ? "" : cfg->job;
     if (s->h->version != SHM_VERSION || s->h->world != (uint32_t)s->world || strncmp(s->h->job, job, 127) != 0 ||
         s->h->total_bytes != total || s->map_bytes != total) {
         st = fail(s, DDL_EAUTH, "shared memory %s holds job '%s' version %u for %u ranks; rank %d expected job "
@@ -498,24 +658,38 @@ static int try_attach(shm_state *s, const ddl_comm_config *cfg)
     }
     if (pid_dead(atomic_load(&s->slots[0].pid)))
         return unmap_segment(s), 0; /* stale: rank 0 of an old job; wait for the new one */
+    if ((st = check_conflict(s)) != DDL_OK)
+        return unmap_segment(s), st;
     int32_t zero = 0, me = (int32_t)getpid();
-    if (!atomic_compare_exchange_strong(&s->slots[s->rank].pid, &zero, me))
-        return fail(s, DDL_EAUTH, "rank %d of job '%s' is already attached (pid %d)", s->rank, job, (int)zero);
+    if (!atomic_compare_exchange_strong(&s->slots[s->rank].pid, &zero, me)) {
+        char hint[64];
+        job_hint(hint, sizeof hint, s);
+        report_conflict(s, s->h); /* two processes claim this rank: the job may hold a stranger */
+        st = fail(s, DDL_EAUTH, "rank %d of job '%s' is already attached to shared memory %s (pid %d): %s", s->rank,
+                  job, s->name, (int)zero, hint);
+        s->slots = NULL; /* the slot is not ours: close must not touch it */
+        return unmap_segment(s), st;
+    }
     atomic_store(&s->slots[s->rank].state, RANK_ATTACHED);
-    atomic_fetch_add(&s->h->attached, 1);
+    if (atomic_fetch_add(&s->h->attached, 1) + 1 == (uint32_t)s->world)
+        atomic_store(&s->h->full_ms, ddl__now_ms());
     return 1;
 }
 
+/* wait_all_attached: every rank is in; without a job id, also quiet for SETTLE_MS, so that a
+ * second job started alongside has found the name taken and reported it (check_conflict). */
 static int wait_all_attached(shm_state *s, int timeout_ms)
 {
     int64_t start = ddl__now_ms();
     for (;;) {
-        if (atomic_load(&s->h->attached) == (uint32_t)s->world)
-            return DDL_OK;
+        int64_t full = atomic_load(&s->h->full_ms);
+        if (atomic_load(&s->h->attached) == (uint32_t)s->world && full != 0 &&
+            (!s->jobless || ddl__now_ms() - full >= SETTLE_MS))
+            return check_conflict(s);
         int left = 0, st = check_peers(s, -1, &left);
         if (st != DDL_OK)
             return st;
-        if (ddl__now_ms() - start >= timeout_ms) {
+        if (ddl__now_ms() - start >= timeout_ms + (full ? SETTLE_MS : 0)) {
             char who[128] = "";
             size_t n = 0;
             for (int i = 0; i < s->world && n + 12 < sizeof who; i++)
@@ -530,8 +704,8 @@ static int wait_all_attached(shm_state *s, int timeout_ms)
 
 static size_t shm_state_bytes(const ddl_comm_config *cfg)
 {
-    (void)cfg;
-    return sizeof(shm_state);
+    int w = cfg->world_size < 1 || cfg->world_size > SHM_MAX_WORLD ? 1 : cfg->world_size;
+    return sizeof(shm_state) + 2 * (size_t)w * sizeof(uint64_t);
 }
 
 static int shm_open_transport(void *state, const ddl_comm_config *cfg)
@@ -542,8 +716,12 @@ static int shm_open_transport(void *state, const ddl_comm_config *cfg)
     s->world = cfg->world_size;
     if (s->world < 1 || s->world > SHM_MAX_WORLD)
         return fail(s, DDL_EINVAL, "shm supports 1 to %d ranks, not %d", SHM_MAX_WORLD, s->world);
+    s->pos = (uint64_t *)(void *)(s + 1);
+    memset(s->pos, 0, 2 * (size_t)s->world * sizeof(uint64_t));
     s->ring_bytes = ring_bytes_for(s->world);
-    seg_name(s->name, sizeof s->name, cfg->job);
+    /* no job id given (the comm names that job "ddl"): the name is per user and kept until close */
+    s->jobless = !cfg->job || !cfg->job[0] || strcmp(cfg->job, "ddl") == 0;
+    seg_name(s, cfg->job);
     int st;
     if (s->rank == 0) {
         if ((st = create_segment(s, cfg)) != DDL_OK)
@@ -562,7 +740,7 @@ static int shm_open_transport(void *state, const ddl_comm_config *cfg)
     if ((st = wait_all_attached(s, cfg->timeout_ms)) != DDL_OK)
         return st;
     s->attached_all = 1;
-    if (s->rank == 0) { /* everyone has it mapped: the name is no longer needed */
+    if (s->rank == 0 && !s->jobless) { /* everyone has it mapped: the name is no longer needed */
         shm_unlink(s->name);
         s->unlinked = 1;
     }
@@ -572,14 +750,18 @@ static int shm_open_transport(void *state, const ddl_comm_config *cfg)
 static void shm_close(void *state)
 {
     shm_state *s = state;
+    /* rank 0 removes the name it created (still there without a job id, or after a failed start)
+     * before it says it left: a segment whose ranks all left is stale to the next job */
+    if (s->created && !s->unlinked)
+        shm_unlink(s->name);
     if (s->slots && atomic_load(&s->slots[s->rank].pid) == (int32_t)getpid()) {
         atomic_store(&s->slots[s->rank].state, RANK_LEFT);
         for (int i = 0; i < s->world; i++)
             if (i != s->rank)
                 ring_bell(s, i);
     }
-    /* a failed start: rank 0 removes its segment, others do if rank 0 died before it could */
-    if (!s->attached_all && s->name[0] && (s->rank == 0 || (s->slots && pid_dead(atomic_load(&s->slots[0].pid)))))
+    /* a failed start: the others remove rank 0's segment if it died before it could */
+    if (!s->attached_all && s->rank != 0 && s->name[0] && s->slots && pid_dead(atomic_load(&s->slots[0].pid)))
         shm_unlink(s->name);
     unmap_segment(s);
 }
