@@ -1,6 +1,7 @@
 /* test_tcp.c - the TCP transport through its vtable, with forked ranks on loopback:
  * rendezvous at a master and from a static peer list, data in every size, impostors (wrong
- * token, wrong job) refused while the real ranks complete, garbage on the master port, lying
+ * token, wrong job) refused while the real ranks complete, garbage and a crowd of silent
+ * strangers on the master port, lying
  * frame lengths from a raw socket, a timeout, a graceful leave, and a kill -9 that every
  * other rank must notice within 2 s. */
 #include "check.h"
@@ -401,6 +402,37 @@ static void test_garbage(void)
     close(silent);
 }
 
+/* ---- a crowd of silent strangers on the master port ---- */
+
+/* 40 silent connections (more than the 16 handshake slots) reach rank 0 before rank 1 does:
+ * rank 1 must still get in at once, not after the strangers' slots time out (10 s here). */
+static void test_crowd(void)
+{
+    job j;
+    job_init(&j, 2, 0);
+    open_results(&j);
+    pid_t pids[2];
+    pids[0] = spawn(&j, ring_rank, 0);
+    int port = atoi(strchr(j.master, ':') + 1), silent[40], n_open = 0;
+    for (int i = 0; i < 40; i++)
+        n_open += (silent[i] = raw_connect(port)) >= 0;
+    CHECK(n_open == 40);
+    sleep_ms(200); /* let rank 0 take them in */
+    long long t0 = now_ms();
+    pids[1] = spawn(&j, ring_rank, 1);
+    result res[2];
+    CHECK(collect(&j, pids, 2, res, 2, 30000) == 2);
+    long long dt = now_ms() - t0;
+    CHECK(res[0].status == DDL_OK && res[1].status == DDL_OK);
+    CHECK(dt < 5000);
+    if (res[0].status != DDL_OK || res[1].status != DDL_OK || dt >= 5000)
+        fprintf(stderr, "  crowd: %lld ms: rank 0: %s; rank 1: %s\n", dt, res[0].msg, res[1].msg);
+    printf("crowd: past 40 silent strangers, rank 1 and rank 0 were done in %lld ms\n", dt);
+    for (int i = 0; i < 40; i++)
+        if (silent[i] >= 0)
+            close(silent[i]);
+}
+
 /* ---- lying frames from a raw socket ---- */
 
 enum { LIE_LENGTH = 0, LIE_HUGE = 1, LIE_MAGIC = 2 };
@@ -627,6 +659,7 @@ int main(void)
     test_missing_rank();
     test_impostors();
     test_garbage();
+    test_crowd();
     test_lies(LIE_LENGTH);
     test_lies(LIE_HUGE);
     test_lies(LIE_MAGIC);

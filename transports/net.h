@@ -38,8 +38,6 @@ typedef struct ddl__net_proto {
     const char *label;      /* what every proof's text starts with: "ddl-v1", "ddl-zmq-v1" */
     uint32_t version;       /* the handshake protocol version every message states */
     const char *duplicate;  /* how the refusal reason DDL__HS_R_DUPLICATE reads */
-    int duplicate_at_hello; /* 1: a rank that already joined is refused at its hello (tcp); 0: only
-                             * after its proof, so an impostor hears first that its token is wrong */
     uint32_t frame_magic;   /* the u32 every frame prefix starts with: "DDL1", "DDLZ" */
 } ddl__net_proto;
 
@@ -169,7 +167,11 @@ int ddl__net_peer_left(ddl__net *n, int j, const unsigned char pre[DDL__FRAME_PR
 
 /* ---- handshake (net_handshake.c) ----
  * Both sides state protocol version, job id, rank and world size, exchange random nonces and
- * prove that they know the token with HMAC-SHA256, without ever sending it. */
+ * prove that they know the token with HMAC-SHA256, without ever sending it. A peer that has not
+ * proved it learns nothing of the job: before the proof only the protocol version and the job
+ * id it claims are checked, the accepting side's HELLO repeats the world size the peer claimed,
+ * and a REFUSE carries its reason only (no job id, rank or world size); world size, rank and
+ * duplicates are checked once the proof holds. */
 
 /* Message types and refusal reasons (on the wire: never renumber). */
 enum { DDL__HS_HELLO = 1, DDL__HS_PROOF = 2, DDL__HS_OK = 3, DDL__HS_REFUSE = 4 };
@@ -226,7 +228,8 @@ typedef struct ddl__net_greeting {
 /* ddl__net_greet_start: our HELLO in *out, to send; DDL_OK or DDL_EIO (no random numbers). */
 int ddl__net_greet_start(ddl__net *n, ddl__net_greeting *g, ddl__hs_msg *out);
 /* ddl__net_greet_step: the acceptor's answer in[bytes]. DDL_OK: send *out if g->stage is
- * DDL__GREET_OK now (our proof), done at DDL__GREET_DONE. Else the failure: DDL_EPROTO (not a
+ * DDL__GREET_OK now (our proof), done at DDL__GREET_DONE, start again (ddl__net_greet_start) at
+ * 0: the acceptor gave our slot up (refused as silent: slow, or crowded out by strangers). Else the failure: DDL_EPROTO (not a
  * handshake), DDL_EAUTH (refused, wrong rank or job, no proof), with the message. */
 int ddl__net_greet_step(ddl__net *n, ddl__net_greeting *g, int peer, const unsigned char *in, size_t bytes,
                         ddl__hs_msg *out);
@@ -237,7 +240,8 @@ int ddl__net_greet_step(ddl__net *n, ddl__net_greeting *g, int peer, const unsig
  * acts on what the pool returns: DDL__ACCEPT_REPLY, _JOINED (send out; then ddl__net_pool_join),
  * _REFUSE (ddl__net_pool_refuse with the reason, tell the peer or not, drop), _DROP. */
 
-#define DDL__POOL_SLOTS 16 /* handshakes an accepting rank runs at once */
+#define DDL__POOL_SLOTS 16    /* handshakes an accepting rank runs at once */
+#define DDL__POOL_SLOT_MS 2000 /* the longest a handshake may hold a slot (a real peer's takes ms) */
 #define DDL__KEY_BYTES 256 /* the longest key: a ZMTP routing id is at most 255 bytes */
 
 typedef struct ddl__net_slot {
@@ -262,9 +266,13 @@ void ddl__net_pool_welcome(ddl__net_pool *pl, int lo, int hi, int take_addr);
 ddl__net_slot *ddl__net_pool_find(ddl__net_pool *pl, const void *key, size_t key_bytes);
 /* ddl__net_pool_room: 1 if a slot is free. */
 int ddl__net_pool_room(const ddl__net_pool *pl);
+/* ddl__net_pool_victim: with every slot in use, the one a newcomer takes over, so that strangers
+ * cannot hold them all: the oldest still waiting for its HELLO, else the oldest; the transport
+ * closes what it holds and drops it. NULL while a slot is free. */
+ddl__net_slot *ddl__net_pool_victim(ddl__net_pool *pl);
 /* ddl__net_pool_start: a slot for a peer (from: its address) that starts a handshake: the one
- * its key already has, restarted, or a free one, waiting for a HELLO until the open timeout.
- * NULL if none is free or the key is longer than DDL__KEY_BYTES. */
+ * its key already has, restarted, or a free one, for DDL__POOL_SLOT_MS at most (less if the open
+ * timeout is shorter). NULL if none is free or the key is longer than DDL__KEY_BYTES. */
 ddl__net_slot *ddl__net_pool_start(ddl__net_pool *pl, const void *key, size_t key_bytes, const char *from);
 /* ddl__net_pool_drop: free p (the transport has closed what it held). */
 void ddl__net_pool_drop(ddl__net_pool *pl, ddl__net_slot *p);
@@ -316,11 +324,20 @@ int ddl__sock_recv_some(ddl__sock_frame *x);
  * the address it got in n->addr; what says which address it is, for the message. *fd is set
  * (the caller closes it) even when bind or listen fail. */
 int ddl__net_listen(ddl__net *n, const struct sockaddr_storage *ss, socklen_t len, const char *what, int *fd);
+/* ddl__sock_shut_door: the listening socket fd takes no new connection from now on, while its
+ * owner (libzmq) keeps it: a socket filter drops every packet that reaches it, so a SYN goes
+ * unanswered; connections accepted earlier are not touched. 0, or -1 where this is not
+ * possible (Linux only). */
+int ddl__sock_shut_door(int fd);
 /* ddl__net_dial: connect to rank peer at peers[peer].addr, retrying while nobody listens there
  * yet, until deadline_ms; the non-blocking socket in *fd. */
 int ddl__net_dial(ddl__net *n, int peer, int64_t deadline_ms, int *fd);
 /* ddl__net_greet_fd: our side of the handshake with rank peer on the connected socket fd. */
 int ddl__net_greet_fd(ddl__net *n, int fd, int peer, int64_t deadline_ms);
+/* ddl__net_dial_greet: dial rank peer and greet it, again while it closes the connection
+ * unanswered (DDL_EPEER: a stranger may have taken our handshake slot), until deadline_ms; the
+ * authenticated socket in *fd. A refusal (DDL_EAUTH) or a timeout ends it at once. */
+int ddl__net_dial_greet(ddl__net *n, int peer, int64_t deadline_ms, int *fd);
 /* ddl__net_goodbye_fd: our BYE or ABORT on fd, then drain what the peer sent, so that closing
  * fd sends FIN, not a reset that could destroy the frame. Never blocks. */
 void ddl__net_goodbye_fd(const ddl__net *n, int fd);

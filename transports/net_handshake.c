@@ -117,9 +117,9 @@ static void mac(const ddl__net *n, const unsigned char *nonce_c, const unsigned 
 
 /* ---- accepting side ---- */
 
-/* check_hello: 0 if h is a HELLO of our version, job and world size from a rank lo..hi other
- * than ours (dup: that has not joined yet), else the reason to refuse it. */
-static uint32_t check_hello(const ddl__net *n, const ddl__hs_msg *h, int lo, int hi, int dup)
+/* check_hello: 0 if h is a HELLO of our version and job, else the reason to refuse it: all we
+ * tell a peer that has not proved itself, as its claims are wrong or not. */
+static uint32_t check_hello(const ddl__net *n, const ddl__hs_msg *h)
 {
     if (h->type != DDL__HS_HELLO)
         return DDL__HS_R_GARBAGE;
@@ -127,11 +127,18 @@ static uint32_t check_hello(const ddl__net *n, const ddl__hs_msg *h, int lo, int
         return DDL__HS_R_VERSION;
     if (strcmp(h->job, n->job) != 0)
         return DDL__HS_R_JOB;
+    return 0;
+}
+
+/* check_claims: 0 if a peer that proved itself claimed our world size and a rank lo..hi other
+ * than ours that has not joined yet, else the reason to refuse it. */
+static uint32_t check_claims(const ddl__net *n, const ddl__hs_msg *h, int lo, int hi)
+{
     if (h->world != (uint32_t)n->world)
         return DDL__HS_R_WORLD;
     if (h->rank < (uint32_t)lo || h->rank > (uint32_t)hi || h->rank == (uint32_t)n->rank)
         return DDL__HS_R_RANK;
-    if (dup && n->peers[h->rank].joined)
+    if (n->peers[h->rank].joined)
         return DDL__HS_R_DUPLICATE;
     return 0;
 }
@@ -146,7 +153,7 @@ int ddl__net_accept(ddl__net *n, ddl__net_pending *p, const ddl__hs_msg *m, int 
 {
     if (p->stage == DDL__HS_HELLO) {
         p->hello = *m;
-        uint32_t why = check_hello(n, m, lo, hi, n->proto->duplicate_at_hello);
+        uint32_t why = check_hello(n, m);
         if (why)
             return refuse(reply, why);
         if (hello(n, NULL, p->nonce, reply) != 0) {
@@ -154,6 +161,7 @@ int ddl__net_accept(ddl__net *n, ddl__net_pending *p, const ddl__hs_msg *m, int 
                      p->from);
             return DDL__ACCEPT_DROP;
         }
+        reply->world = m->world; /* ours is told only to a peer that proved itself, in no message */
         p->stage = DDL__HS_PROOF;
         return DDL__ACCEPT_REPLY;
     }
@@ -163,7 +171,7 @@ int ddl__net_accept(ddl__net *n, ddl__net_pending *p, const ddl__hs_msg *m, int 
     mac(n, p->hello.nonce, p->nonce, (int)p->hello.rank, n->rank, 'c', want);
     if (!ddl__ct_equal(want, m->mac, sizeof want))
         return refuse(reply, DDL__HS_R_TOKEN);
-    uint32_t why = check_hello(n, &p->hello, lo, hi, 1); /* another connection may have won meanwhile */
+    uint32_t why = check_claims(n, &p->hello, lo, hi); /* another connection may have won meanwhile */
     if (why)
         return refuse(reply, why);
     make(n, reply, DDL__HS_OK);
@@ -185,7 +193,9 @@ void ddl__net_refusal(const ddl__net *n, const ddl__net_pending *p, uint32_t rea
 {
     const char *name = n->proto->name;
     const ddl__hs_msg *h = &p->hello;
-    make(n, out, DDL__HS_REFUSE);
+    memset(out, 0, sizeof *out); /* the reason only: nothing of the job for who may be a stranger */
+    out->type = DDL__HS_REFUSE;
+    out->version = n->proto->version;
     out->reason = reason;
     if (reason == DDL__HS_R_JOB)
         ddl__log(n->log, n->log_ud, DDL_LOG_WARN, "%s: refused %s: job id mismatch (ours '%s', theirs '%s')", name,
@@ -222,9 +232,8 @@ static int answer(ddl__net *n, int peer, const unsigned char *in, size_t bytes, 
     if (m->type != DDL__HS_REFUSE)
         return DDL_OK;
     if (m->reason == DDL__HS_R_JOB)
-        return ddl__net_fail(n, DDL_EAUTH,
-                             "rank %d at %s refused the handshake: job id mismatch (ours '%s', theirs '%s')", peer,
-                             addr, n->job, m->job);
+        return ddl__net_fail(n, DDL_EAUTH, "rank %d at %s refused the handshake: job id mismatch (ours '%s')", peer,
+                             addr, n->job);
     if (m->reason == DDL__HS_R_TOKEN)
         return ddl__net_fail(n, DDL_EAUTH, "rank %d at %s refused the handshake: wrong token for job '%s'", peer, addr,
                              n->job);
@@ -256,6 +265,13 @@ int ddl__net_greet_step(ddl__net *n, ddl__net_greeting *g, int peer, const unsig
                         ddl__hs_msg *out)
 {
     ddl__hs_msg m;
+    if (ddl__hs_decode(n->proto, in, bytes, &m) == 0 && m.type == DDL__HS_REFUSE && m.reason == DDL__HS_R_SILENT) {
+        /* we were slow, or strangers crowded us out of its handshake slots: start again */
+        ddl__log(n->log, n->log_ud, DDL_LOG_DEBUG, "%s: rank %d: rank %d at %s gave our handshake slot up; again",
+                 n->proto->name, n->rank, peer, n->peers[peer].addr);
+        g->stage = 0;
+        return DDL_OK;
+    }
     int st = answer(n, peer, in, bytes, &m);
     if (st != DDL_OK)
         return st;

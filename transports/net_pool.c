@@ -4,7 +4,8 @@
  * It starts, finds, expires and frees slots, puts a message together when it arrives in pieces,
  * runs it through the accepting side of the handshake (net_handshake.c) and says what to answer.
  * It owns no socket and sends nothing: the transport moves the bytes, closes what it opened and
- * decides whom to tell why it is refused. A stranger holds a slot until its deadline at most. */
+ * decides whom to tell why it is refused. A stranger holds a slot DDL__POOL_SLOT_MS at most, and
+ * less when newcomers need it: a full pool gives the oldest slot to the next peer. */
 #include "net.h"
 
 #include <string.h>
@@ -42,6 +43,21 @@ int ddl__net_pool_room(const ddl__net_pool *pl)
     return 0;
 }
 
+ddl__net_slot *ddl__net_pool_victim(ddl__net_pool *pl)
+{
+    ddl__net_slot *v = NULL;
+    for (int i = 0; i < DDL__POOL_SLOTS; i++) {
+        ddl__net_slot *p = &pl->slot[i];
+        if (!p->hs.stage)
+            return NULL;
+        int older = !v || p->hs.deadline_ms < v->hs.deadline_ms;
+        if (!v || (p->hs.stage == DDL__HS_HELLO && (v->hs.stage != DDL__HS_HELLO || older)) ||
+            (v->hs.stage != DDL__HS_HELLO && older))
+            v = p;
+    }
+    return v;
+}
+
 ddl__net_slot *ddl__net_pool_start(ddl__net_pool *pl, const void *key, size_t key_bytes, const char *from)
 {
     ddl__net_slot *p = key_bytes <= DDL__KEY_BYTES ? ddl__net_pool_find(pl, key, key_bytes) : NULL;
@@ -52,7 +68,8 @@ ddl__net_slot *ddl__net_pool_start(ddl__net_pool *pl, const void *key, size_t ke
         return NULL;
     memset(p, 0, sizeof *p);
     p->hs.stage = DDL__HS_HELLO;
-    p->hs.deadline_ms = ddl__now_ms() + pl->net->timeout_ms;
+    int ms = pl->net->timeout_ms < DDL__POOL_SLOT_MS ? pl->net->timeout_ms : DDL__POOL_SLOT_MS;
+    p->hs.deadline_ms = ddl__now_ms() + ms;
     memcpy(p->key, key, key_bytes);
     p->key_bytes = key_bytes;
     snprintf(p->hs.from, sizeof p->hs.from, "%s", from);

@@ -8,6 +8,9 @@
 #include "net.h"
 
 #include <errno.h>
+#ifdef __linux__
+#include <linux/filter.h>
+#endif
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -134,6 +137,18 @@ int ddl__net_listen(ddl__net *n, const struct sockaddr_storage *ss, socklen_t le
     return DDL_OK;
 }
 
+int ddl__sock_shut_door(int fd)
+{
+#if defined(__linux__) && defined(SO_ATTACH_FILTER)
+    struct sock_filter drop = BPF_STMT(BPF_RET | BPF_K, 0); /* keep 0 bytes of every packet */
+    struct sock_fprog prog = {.len = 1, .filter = &drop};
+    return setsockopt(fd, SOL_SOCKET, SO_ATTACH_FILTER, &prog, sizeof prog) == 0 ? 0 : -1;
+#else
+    (void)fd;
+    return -1;
+#endif
+}
+
 /* connect_once: one non-blocking connect attempt, waiting at most 2 s; 0, or an errno. */
 static int connect_once(const struct sockaddr_storage *ss, socklen_t len, int64_t deadline_ms, int *out)
 {
@@ -206,6 +221,30 @@ int ddl__net_greet_fd(ddl__net *n, int fd, int peer, int64_t deadline_ms)
         if (st != DDL_OK)
             return ddl__net_fail(n, DDL_EPEER, "rank %d at %s closed the connection during the handshake", peer, addr);
         st = ddl__net_greet_step(n, &g, peer, buf, sizeof buf, &m);
+        if (st == DDL_OK && g.stage == 0) /* dial again (ddl__net_dial_greet) */
+            return ddl__net_fail(n, DDL_EPEER, "rank %d at %s gave up our handshake", peer, addr);
     }
     return st;
+}
+
+int ddl__net_dial_greet(ddl__net *n, int peer, int64_t deadline_ms, int *out)
+{
+    for (;;) {
+        int fd = -1;
+        int st = ddl__net_dial(n, peer, deadline_ms, &fd);
+        if (st != DDL_OK)
+            return st;
+        if ((st = ddl__net_greet_fd(n, fd, peer, deadline_ms)) == DDL_OK) {
+            *out = fd;
+            return DDL_OK;
+        }
+        close(fd);
+        int left = ddl__remaining_ms(deadline_ms);
+        if (st != DDL_EPEER || left == 0)
+            return st;
+        /* closed unanswered: strangers took our handshake slot, or we were slow; try again */
+        ddl__log(n->log, n->log_ud, DDL_LOG_DEBUG, "%s: rank %d: %s; trying again", n->proto->name, n->rank, n->err);
+        struct timespec ts = {0, (long)(left < 50 ? left : 50) * 1000000L};
+        nanosleep(&ts, NULL);
+    }
 }

@@ -25,7 +25,7 @@
 /* Handshake messages start with "DDLH", proofs with "ddl-v1", frames with "DDL1". */
 static const ddl__net_proto tcp_proto = {
     .name = "tcp", .hs_magic = "DDLH", .label = "ddl-v1", .version = 1, .duplicate = "duplicate rank",
-    .duplicate_at_hello = 1, .frame_magic = 0x314c4444U,
+    .frame_magic = 0x314c4444U,
 };
 
 /* The socket of the link to one other rank (what else we know of it is in net.peers). */
@@ -106,21 +106,34 @@ static void drop_pending(tcp_state *s)
             slot_drop(s, &s->pool.slot[i]);
 }
 
-static void accept_one(tcp_state *s)
+/* accept_some: take what waits on the listening socket (up to a pool's worth, so that the kernel's
+ * queue never fills with strangers), each into a slot: a free one, else the one the pool gives
+ * up (ddl__net_pool_victim: a stranger cannot hold them all). A real peer's HELLO is usually
+ * there at once: read it now, before a newcomer can take the slot over. */
+static void accept_some(tcp_state *s)
 {
-    struct sockaddr_storage ss;
-    socklen_t len = sizeof ss;
-    char from[DDL__ADDR_BYTES];
-    int fd = ddl__net_pool_room(&s->pool) ? accept4(s->listen_fd, (struct sockaddr *)&ss, &len,
-                                                    SOCK_NONBLOCK | SOCK_CLOEXEC) : -1;
-    if (fd < 0)
-        return;
-    ddl__net_format(&ss, from);
-    ddl__net_pool_start(&s->pool, &fd, sizeof fd, from);
+    for (int k = 0; k < DDL__POOL_SLOTS; k++) {
+        struct sockaddr_storage ss;
+        socklen_t len = sizeof ss;
+        char from[DDL__ADDR_BYTES];
+        int fd = accept4(s->listen_fd, (struct sockaddr *)&ss, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0)
+            return;
+        ddl__net_format(&ss, from);
+        ddl__net_slot *v = ddl__net_pool_victim(&s->pool), *p;
+        if (v) {
+            ddl__log(s->net.log, s->net.log_ud, DDL_LOG_DEBUG, "tcp: %s gave its handshake slot to %s", v->hs.from, from);
+            slot_drop(s, v);
+        }
+        if ((p = ddl__net_pool_start(&s->pool, &fd, sizeof fd, from)) != NULL)
+            slot_read(s, p);
+        else
+            close(fd);
+    }
 }
 
-/* poll_pending: refuse the silent; poll the handshakes in progress and, with a slot free, the
- * listening socket. The number of pfd entries, or -1 if poll failed. */
+/* poll_pending: refuse the silent; poll the handshakes in progress and the listening socket.
+ * The number of pfd entries, or -1 if poll failed. */
 static int poll_pending(tcp_state *s, int64_t deadline_ms)
 {
     ddl__net_slot *p;
@@ -133,10 +146,8 @@ static int poll_pending(tcp_state *s, int64_t deadline_ms)
         s->pfd[n] = (struct pollfd){.fd = slot_fd(&s->pool.slot[i]), .events = POLLIN};
         s->pfd_rank[n++] = i;
     }
-    if (ddl__net_pool_room(&s->pool)) {
-        s->pfd[n] = (struct pollfd){.fd = s->listen_fd, .events = POLLIN};
-        s->pfd_rank[n++] = -1;
-    }
+    s->pfd[n] = (struct pollfd){.fd = s->listen_fd, .events = POLLIN};
+    s->pfd_rank[n++] = -1;
     int wait_ms = ddl__remaining_ms(ddl__net_pool_wake(&s->pool, deadline_ms));
     return poll(s->pfd, (nfds_t)n, wait_ms) < 0 && errno != EINTR ? -1 : n;
 }
@@ -164,7 +175,7 @@ static int accept_ranks(tcp_state *s, int lo, int hi, int take_addr, int64_t dea
         for (int k = 0; k < n; k++) {
             int i = s->pfd_rank[k];
             if (s->pfd[k].revents && i < 0)
-                accept_one(s);
+                accept_some(s);
             else if (s->pfd[k].revents && s->pool.slot[i].hs.stage)
                 slot_read(s, &s->pool.slot[i]);
         }
@@ -179,9 +190,7 @@ static int accept_ranks(tcp_state *s, int lo, int hi, int take_addr, int64_t dea
 static int connect_rank(tcp_state *s, int j, int64_t deadline_ms)
 {
     int fd = -1;
-    int st = ddl__net_dial(&s->net, j, deadline_ms, &fd);
-    if (st == DDL_OK && (st = ddl__net_greet_fd(&s->net, fd, j, deadline_ms)) != DDL_OK)
-        close(fd);
+    int st = ddl__net_dial_greet(&s->net, j, deadline_ms, &fd);
     if (st == DDL_OK) {
         ddl__sock_tune(fd);
         s->links[j].fd = fd;
@@ -249,18 +258,14 @@ static int rendezvous_master(tcp_state *s, const struct sockaddr_storage *ss, so
             st = send_table(s, r, deadline_ms);
         return st;
     }
-    int fd = -1;
-    if ((st = ddl__net_dial(n, 0, deadline_ms, &fd)) != DDL_OK)
-        return st;
-    s->links[0].fd = fd; /* closed by close() whatever happens next */
     struct sockaddr_storage local;
     socklen_t ll;
     if (ddl__net_local_toward(ss, &local, &ll) != 0)
         return ddl__net_fail(n, DDL_EIO, "rank %d: no local address reaches the master %s", n->rank, n->peers[0].addr);
     if ((st = ddl__net_listen(n, &local, ll, "the address we reach the master from", &s->listen_fd)) != DDL_OK ||
-        (st = ddl__net_greet_fd(n, fd, 0, deadline_ms)) != DDL_OK)
+        (st = ddl__net_dial_greet(n, 0, deadline_ms, &s->links[0].fd)) != DDL_OK)
         return st;
-    ddl__sock_tune(fd);
+    ddl__sock_tune(s->links[0].fd);
     n->peers[0].linked = 1;
     if ((st = recv_table(s, deadline_ms)) != DDL_OK)
         return st;

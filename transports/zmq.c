@@ -7,7 +7,9 @@
  * core hands to open(). libzmq allocates internally (one message per frame sent or received,
  * pipes) and runs its own I/O and reaper threads inside the context: those are libzmq's, not
  * ddl's. It moves bytes only: the 32-byte header is opaque here. It must not bind wider than
- * told, accept a frame larger than it bounds (ZMQ_MAXMSGSIZE), or wait without a limit.
+ * told, accept a frame larger than it bounds (ZMQ_MAXMSGSIZE), or wait without a limit. Once
+ * open() is done its ROUTER takes no new connection (ddl__sock_shut_door): libzmq would accept
+ * strangers for ever, each holding a descriptor.
  * Sends copy the caller's bytes into libzmq messages, so no buffer of the caller's is held after
  * exchange returns. (Zero-copy sends, zmq_msg_init_data with a wait for libzmq's release, lost
  * messages between ranks under CPU load with libzmq 4.3.4 in our stress runs; not used.)
@@ -26,6 +28,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <string.h>
+#include <unistd.h>
 #include <zmq.h>
 
 /* ---- state ---- */
@@ -42,7 +45,7 @@
  * shorter), so that no frame is ever larger than ZMQ_MAXMSGSIZE allows. */
 static const ddl__net_proto zq_proto = {
     .name = "zmq", .hs_magic = "DDLZ", .label = "ddl-zmq-v1", .version = 1,
-    .duplicate = "duplicate rank (that rank is already connected)", .duplicate_at_hello = 0,
+    .duplicate = "duplicate rank (that rank is already connected)",
     .frame_magic = 0x5a4c4444U,
 };
 
@@ -65,6 +68,7 @@ typedef struct zq_state {
     int tables_sent;           /* rank 0, master mode: every rank got the address table */
     void *ctx;                 /* libzmq context: its I/O and reaper threads are libzmq's */
     void *router;              /* bound at net.addr */
+    int listen_fd;             /* the ROUTER's listening socket: ours (ZMQ_USE_FD), libzmq closes it */
     ddl__net_pool pool;        /* DEALERs of others on our ROUTER, not yet authenticated: keyed by routing id */
     zq_link *links;            /* [world], inside the state memory, as net.peers */
     void *items;               /* zmq_pollitem_t [2 world + 3] */
@@ -99,11 +103,13 @@ static void drain_parts(void *sock)
     }
 }
 
-/* bind_router: our ROUTER at ss (any_port: a free port), recording the address we got. */
+/* bind_router: our ROUTER at ss (any_port: a free port), recording the address we got. We make
+ * its listening socket (ddl__net_listen) and hand it over with ZMQ_USE_FD, so that we can shut
+ * its door once the handshakes are done: libzmq would accept every stranger for ever. */
 static int bind_router(zq_state *s, const struct sockaddr_storage *ss, int any_port, const char *what)
 {
     ddl__net *n = &s->net;
-    char ep[DDL__ADDR_BYTES + 16] = "tcp://", got[DDL__ADDR_BYTES + 16] = "";
+    char ep[DDL__ADDR_BYTES + 16];
     s->router = zmq_socket(s->ctx, ZMQ_ROUTER);
     if (!s->router)
         return ddl__net_fail(n, DDL_EIO, "rank %d: zmq_socket: %s", n->rank, zmq_strerror(errno));
@@ -112,20 +118,24 @@ static int bind_router(zq_state *s, const struct sockaddr_storage *ss, int any_p
     zmq_setsockopt(s->router, ZMQ_MAXMSGSIZE, &max, sizeof max);
     set_int(s->router, ZMQ_ROUTER_MANDATORY, 1); /* a gone peer is an error, not a silent drop */
     set_int(s->router, ZMQ_SNDHWM, 0);           /* never EAGAIN: our sends are bounded by exchange */
-    ddl__net_format(ss, ep + 6);
-    if (any_port)
-        strcpy(strrchr(ep, ':') + 1, "*");
-    if (zmq_bind(s->router, ep) != 0)
-        return ddl__net_fail(n, DDL_EIO, "rank %d: cannot listen on %s (%s): %s", n->rank, ep + 6, what,
-                             zmq_strerror(errno));
-    size_t gl = sizeof got;
-    zmq_getsockopt(s->router, ZMQ_LAST_ENDPOINT, got, &gl);
-    const char *a = strncmp(got, "tcp://", 6) == 0 ? got + 6 : got;
-    if (strlen(a) >= sizeof n->addr)
-        return ddl__net_fail(n, DDL_EINVAL, "rank %d: our address %s is longer than %d characters", n->rank, a,
-                             DDL__ADDR_BYTES - 1);
-    memcpy(n->addr, a, strlen(a) + 1);
-    return DDL_OK;
+    set_int(s->router, ZMQ_HANDSHAKE_IVL, DDL__POOL_SLOT_MS); /* silent or slow strangers: closed by then */
+    struct sockaddr_storage at = *ss;
+    if (any_port && at.ss_family == AF_INET6)
+        ((struct sockaddr_in6 *)&at)->sin6_port = 0;
+    else if (any_port)
+        ((struct sockaddr_in *)&at)->sin_port = 0;
+    int fd = -1, st = ddl__net_listen(n, &at, at.ss_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+                                                                       : sizeof(struct sockaddr_in), what, &fd);
+    if (st == DDL_OK)
+        set_int(s->router, ZMQ_USE_FD, fd);
+    if (st == DDL_OK && (ddl__net_url(n->addr, "tcp", ep, sizeof ep) < 0 || zmq_bind(s->router, ep) != 0))
+        st = ddl__net_fail(n, DDL_EIO, "rank %d: cannot listen on %s (%s): %s", n->rank, n->addr, what,
+                           zmq_strerror(errno));
+    if (st == DDL_OK)
+        s->listen_fd = fd;
+    else if (fd >= 0)
+        close(fd);
+    return st;
 }
 
 /* send_dealer: one handshake message on link j's DEALER. */
@@ -137,6 +147,14 @@ static int send_dealer(zq_state *s, int j, const ddl__hs_msg *m)
         return ddl__net_fail(&s->net, DDL_EIO, "rank %d: cannot queue a handshake message for rank %d at %s: %s",
                              s->net.rank, j, s->net.peers[j].addr, zmq_strerror(errno));
     return DDL_OK;
+}
+
+/* greet: send our HELLO on link j's DEALER (again if rank j gave our handshake up). */
+static int greet(zq_state *s, int j)
+{
+    ddl__hs_msg hello;
+    int st = ddl__net_greet_start(&s->net, &s->links[j].greet, &hello);
+    return st == DDL_OK ? send_dealer(s, j, &hello) : st;
 }
 
 /* connect_rank: create link j's DEALER and monitor, connect it to rank j's ROUTER and send our
@@ -168,9 +186,7 @@ static int connect_rank(zq_state *s, int j)
     if (zmq_connect(l->dealer, ep) != 0)
         return ddl__net_fail(n, DDL_EINVAL, "rank %d: cannot connect to rank %d at %s: %s", n->rank, j, addr,
                              zmq_strerror(errno));
-    ddl__hs_msg hello;
-    int st = ddl__net_greet_start(n, &l->greet, &hello);
-    return st == DDL_OK ? send_dealer(s, j, &hello) : st;
+    return greet(s, j);
 }
 
 /* ---- handshake, ROUTER side ---- */
@@ -206,11 +222,15 @@ static void router_one(zq_state *s, const unsigned char *rid, size_t rid_bytes, 
                  n->rank, from);
         return;
     }
-    ddl__net_slot *p = m.type == DDL__HS_HELLO ? ddl__net_pool_start(&s->pool, rid, rid_bytes, from)
-                                               : ddl__net_pool_find(&s->pool, rid, rid_bytes);
+    ddl__net_slot *p = ddl__net_pool_find(&s->pool, rid, rid_bytes);
+    ddl__net_slot *v = m.type == DDL__HS_HELLO && !p ? ddl__net_pool_victim(&s->pool) : NULL;
+    if (v) /* strangers cannot hold every slot: the oldest gives its slot up (a real rank greets again) */
+        refuse(s, v, DDL__HS_R_SILENT);
+    if (m.type == DDL__HS_HELLO)
+        p = ddl__net_pool_start(&s->pool, rid, rid_bytes, from);
     if (!p) {
-        ddl__log(n->log, n->log_ud, DDL_LOG_WARN, "zmq: rank %d: dropped a handshake message from %s (%s)", n->rank,
-                 from, m.type == DDL__HS_HELLO ? "too many at once" : "out of order");
+        ddl__log(n->log, n->log_ud, DDL_LOG_WARN, "zmq: rank %d: dropped a handshake message from %s (out of order)",
+                 n->rank, from);
         return;
     }
     unsigned char out[DDL__HS_BYTES];
@@ -310,8 +330,8 @@ static int client_step(zq_state *s, int j)
         else if (l->greet.stage == DDL__GREET_DONE)
             st = client_table(s, buf, bytes);
         else if ((st = ddl__net_greet_step(n, &l->greet, j, buf, bytes, &out)) == DDL_OK &&
-                 l->greet.stage == DDL__GREET_OK)
-            st = send_dealer(s, j, &out);
+                 (l->greet.stage == DDL__GREET_OK || l->greet.stage == 0))
+            st = l->greet.stage ? send_dealer(s, j, &out) : greet(s, j);
         zmq_msg_close(&msg);
     }
     return st;
@@ -517,6 +537,7 @@ static int zq_open(void *state, const ddl_comm_config *cfg)
     s->items = (unsigned char *)s + at[2];
     s->table = (unsigned char *)s + at[3];
     ddl__net_pool_init(&s->pool, &s->net);
+    s->listen_fd = -1;
     int st = ddl__net_init(&s->net, ZQ_STATE_MAGIC, &zq_proto, cfg, (ddl__net_peer *)((unsigned char *)s + at[0]));
     if (st != DDL_OK || s->net.world == 1)
         return st;
@@ -528,6 +549,9 @@ static int zq_open(void *state, const ddl_comm_config *cfg)
     st = listen_first(s, cfg);
     if (st == DDL_OK)
         st = handshakes(s, deadline_ms);
+    if (st == DDL_OK && ddl__sock_shut_door(s->listen_fd) != 0) /* from now on strangers only cost us */
+        ddl__log(s->net.log, s->net.log_ud, DDL_LOG_WARN, "zmq: rank %d: cannot stop new connections at %s: %s",
+                 s->net.rank, s->net.addr, strerror(errno));
     s->opened = st == DDL_OK;
     ddl__net_opened(&s->net, st);
     return st;
