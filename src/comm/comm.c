@@ -190,16 +190,22 @@ static int check_header(ddl_comm *c, int from, const unsigned char *raw, const h
     hdr got;
     char a[160], b[160];
     hdr_unpack(&got, raw);
-    if (got.magic != HDR_MAGIC || got.sender != from)
-        return ddl__comm_fail(c, DDL_EPROTO, "rank %d got a message from rank %d without a valid ddl header "
-                              "(magic 0x%08x, sender %d)", c->rank, from, got.magic, got.sender);
-    if (got.flags & HDR_ABORT) {
+    if (got.magic != HDR_MAGIC || got.sender != from) {
+        call_prefix(c, a, sizeof a); /* the header cannot say which operation: ours can */
+        return ddl__comm_fail(c, DDL_EPROTO, "%s: rank %d got a message from rank %d without a valid ddl header "
+                              "(magic 0x%08x, sender %d)", a, c->rank, from, got.magic, got.sender);
+    }
+    if (got.flags & HDR_ABORT) { /* may come during a later call than the one it is about: name ours */
         hdr mine;
+        char pre[96];
+        call_prefix(c, pre, sizeof pre);
         hdr_unpack(&mine, c->last_sent + (size_t)from * DDL_HEADER_BYTES);
         describe(a, sizeof a, &got);
         describe(b, sizeof b, &mine);
-        return ddl__comm_fail(c, DDL_EMISMATCH, "rank %d expected %s from rank %d, got %s", from, a, c->rank,
-                              mine.magic == HDR_MAGIC ? b : "something else");
+        if (mine.magic == HDR_MAGIC && strcmp(a, b) == 0) /* what we sent was fine: it changed on the way */
+            snprintf(b, sizeof b, "a message this rank did not send that way (changed, lost or repeated on the way)");
+        return ddl__comm_fail(c, DDL_EMISMATCH, "%s: rank %d expected %s from rank %d, got %s", pre, from, a,
+                              c->rank, mine.magic == HDR_MAGIC ? b : "something else");
     }
     int same = got.op == want->op && got.dtype == want->dtype && got.redop == want->redop &&
                got.count == want->count && got.arg == want->arg && got.seq == want->seq;
