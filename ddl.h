@@ -387,17 +387,19 @@ typedef struct ddl_comm_config {
     const char *job;                /* job id: names shm segments, checked in handshakes; NULL:
                                      * over shm one job at a time per user and host (a second
                                      * fails with DDL_EAUTH) */
-    const char *token;              /* shared secret, or NULL/"" for none */
+    const char *token;              /* shared secret (16 bytes or more); tcp and zmq need one, see insecure */
     int timeout_ms;                 /* limit of every blocking wait, in ms (0: 60000) */
     ddl_log_fn log;                 /* optional */
     void *log_ud;
     int native_allreduce;           /* 1: float32 sums use the transport's own all-reduce where it has
                                      * one (mpi, shm); 0: ddl's collectives, bit-identical everywhere */
+    int insecure;                   /* 1: tcp and zmq may run a multi-rank job without a token (anyone who
+                                     * reaches its ports could join); 0: they refuse (DDL_EINVAL) */
 } ddl_comm_config;
 
 /* ddl_comm_config_from_env: fill cfg from DDL_TRANSPORT, DDL_RANK, DDL_WORLD_SIZE,
  * DDL_LOCAL_RANK, DDL_LOCAL_SIZE, DDL_MASTER, DDL_PEERS, DDL_JOB, DDL_TOKEN, DDL_TIMEOUT_MS,
- * DDL_NATIVE_ALLREDUCE (or its older name DDL_MPI_NATIVE), and OMPI_COMM_WORLD_*, PMI_*,
+ * DDL_NATIVE_ALLREDUCE (or its older name DDL_MPI_NATIVE), DDL_INSECURE, and OMPI_COMM_WORLD_*, PMI_*,
  * SLURM_PROCID/SLURM_NTASKS; the transport, unless DDL_TRANSPORT names one, is mpi under mpirun,
  * else as for a NULL transport. With none set: rank 0 of 1. The strings point into the
  * environment. Returns DDL_OK; DDL_EINVAL (a bad value, named in err); DDL_ENOTSUP (the

@@ -479,6 +479,7 @@ static size_t craft(unsigned char *out, const craft_sec s[5])
     return at;
 }
 
+#ifdef DDL_WITH_LZ4
 /* lz4_zeros: an lz4 block of raw (>= 32) zero bytes: one literal, a long match, 5 literals. */
 static size_t lz4_zeros(unsigned char *out, uint64_t raw)
 {
@@ -494,6 +495,7 @@ static size_t lz4_zeros(unsigned char *out, uint64_t raw)
     memset(out + o, 0, 5);
     return o + 5;
 }
+#endif
 
 /* craft_file: META, TENS and RNGS of the model "w" (n floats, n_optim optimizer floats) in m,
  * t, r; with wgts and opts, the image into out. */

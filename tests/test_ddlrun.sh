@@ -30,10 +30,28 @@ done
 [ "$(cut -d' ' -f5 "$tmp/env" | sort -u | wc -l)" -eq 1 ]; check "one DDL_MASTER for all ranks" $?
 env -u DDL_JOB "$DDLRUN" -n 2 sh -c 'echo "$DDL_JOB"' > "$tmp/job" 2>&1
 [ "$(sort -u "$tmp/job" | wc -l)" -eq 1 ] && grep -Eq '^[0-9a-f]{16}$' "$tmp/job"; check "random hex job id, shared" $?
-"$DDLRUN" -n 2 -t tcp --nodes 2 --node-rank 1 --master 10.1.2.3:29500 --job j sh -c 'echo "$DDL_RANK $DDL_WORLD_SIZE $DDL_LOCAL_RANK $DDL_MASTER $DDL_TRANSPORT"' \
-    > "$tmp/nodes" 2>/dev/null
-grep -q '^2 4 0 10.1.2.3:29500 tcp$' "$tmp/nodes" && grep -q '^3 4 1 10.1.2.3:29500 tcp$' "$tmp/nodes"
-check "--nodes/--node-rank ranks and world" $?
+printf 'node-secret-of-24-bytes!\n' > "$tmp/tok"; chmod 600 "$tmp/tok"
+env -u DDL_TOKEN "$DDLRUN" -n 2 -t tcp --nodes 2 --node-rank 1 --master 10.1.2.3:29500 --job j --token-file "$tmp/tok" \
+    sh -c 'echo "$DDL_RANK $DDL_WORLD_SIZE $DDL_LOCAL_RANK $DDL_MASTER $DDL_TRANSPORT $DDL_TOKEN"' > "$tmp/nodes" 2>/dev/null
+grep -q '^2 4 0 10.1.2.3:29500 tcp node-secret-of-24-bytes!$' "$tmp/nodes" &&
+    grep -q '^3 4 1 10.1.2.3:29500 tcp node-secret-of-24-bytes!$' "$tmp/nodes"
+check "--nodes/--node-rank ranks and world; the token from --token-file" $?
+
+# ---- tokens: several nodes need one; a token file only its owner reads ----
+env -u DDL_TOKEN -u DDL_INSECURE "$DDLRUN" -n 1 --nodes 2 --master 10.1.2.3:29500 sh -c 'echo started' \
+    > "$tmp/out" 2> "$tmp/err"; rc=$?
+[ $rc -eq 2 ] && ! grep -q started "$tmp/out" && grep -q 'no DDL_TOKEN' "$tmp/err" && grep -q 'DDL_INSECURE=1' "$tmp/err"
+check "--nodes 2 without a token does not start, and says why" $?
+env -u DDL_TOKEN DDL_INSECURE=1 "$DDLRUN" -n 1 --nodes 2 --master 10.1.2.3:29500 sh -c 'echo started' > "$tmp/out" 2>&1
+grep -q started "$tmp/out"; check "DDL_INSECURE=1: starts without a token" $?
+chmod 644 "$tmp/tok"
+"$DDLRUN" -n 1 --token-file "$tmp/tok" sh -c 'echo started' > "$tmp/out" 2> "$tmp/err"; rc=$?
+[ $rc -eq 2 ] && ! grep -q started "$tmp/out" && grep -q 'chmod 600' "$tmp/err"
+check "a token file others may read is refused" $?
+DDL_TOKEN=short "$DDLRUN" -n 1 sh -c 'echo "$DDL_TOKEN"' > "$tmp/out" 2> "$tmp/err"
+grep -q '^short$' "$tmp/out" && grep -q 'DDL_TOKEN is 5 bytes; 16 or more' "$tmp/err"; check "a short token is warned about" $?
+env -u DDL_TOKEN "$DDLRUN" -n 2 sh -c 'echo "$DDL_TOKEN"' > "$tmp/out" 2>&1
+[ "$(sort -u "$tmp/out" | wc -l)" -eq 1 ] && grep -Eq '^[0-9a-f]{32}$' "$tmp/out"; check "one node: a random token, shared" $?
 
 # ---- tagged output ----
 "$DDLRUN" -n 2 --tag-output sh -c 'echo "hello from $DDL_RANK"; echo "second line"; echo "to stderr" >&2; printf "no newline"' \

@@ -461,7 +461,7 @@ static void test_huge_claims(void)
 {
     /* 0x7fff x 256 x 256: 2 GiB - 64 KiB of data claimed, allowed by the header checks */
     static const uint32_t d3[3] = {0x7fff, 256, 256};
-    static unsigned char buf[64], zeros[16 + (4 << 20)];
+    static unsigned char buf[64];
     size_t n = make_idx(buf, 0x803, 3, d3, 0);
     const char *p;
     write_file(p = tmp_path("huge-claim.idx"), buf, n); /* raw: the file size tells */
@@ -482,6 +482,7 @@ static void test_huge_claims(void)
     CHECK(largest_alloc < 4096);
 
     /* but a file that does compress about 1000 times still loads: 4 MiB of zeros */
+    static unsigned char zeros[16 + (4 << 20)];
     static const uint32_t dz[3] = {64, 256, 256};
     n = make_idx(zeros, 0x803, 3, dz, 0);
     memset(zeros + n, 0, (size_t)4 << 20);

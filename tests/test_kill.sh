@@ -16,7 +16,7 @@ start_ranks() {
     r=0
     while [ $r -lt "$2" ]; do
         DDL_TRANSPORT=$1 DDL_RANK=$r DDL_WORLD_SIZE=$2 DDL_LOCAL_RANK=$r DDL_LOCAL_SIZE=$2 \
-        DDL_MASTER=127.0.0.1:$port DDL_JOB="kill-$$-$1" DDL_TIMEOUT_MS=${TIMEOUT_MS:-30000} OPENBLAS_NUM_THREADS=1 \
+        DDL_MASTER=127.0.0.1:$port DDL_JOB="kill-$$-$1" DDL_TOKEN=kill-test-token-0123456789 DDL_TIMEOUT_MS=${TIMEOUT_MS:-30000} OPENBLAS_NUM_THREADS=1 \
             "$LENET" --epochs 50 --train-limit 20000 --quiet > "$tmp/out.$r" 2>&1 &
         echo $! > "$tmp/pid.$r"
         r=$((r + 1))

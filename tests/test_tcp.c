@@ -626,6 +626,19 @@ static void test_config(void)
     ddl_comm_config cfg = {.rank = 0, .world_size = 2, .job = "j", .timeout_ms = 500};
     static _Alignas(64) unsigned char mem[1 << 16];
     CHECK(T()->state_bytes(&cfg) <= sizeof mem);
+    /* no token: refused before anything listens, with what to do; DDL_INSECURE (insecure) lets it
+     * go on (here to the next problem: no rendezvous) */
+    memset(mem, 0, sizeof mem);
+    CHECK(T()->open(mem, &cfg) == DDL_EINVAL);
+    CHECK(strstr(T()->error(mem), "no token") && strstr(T()->error(mem), "DDL_TOKEN") &&
+          strstr(T()->error(mem), "DDL_INSECURE=1"));
+    T()->close(mem);
+    cfg.insecure = 1;
+    memset(mem, 0, sizeof mem);
+    CHECK(T()->open(mem, &cfg) == DDL_EINVAL && strstr(T()->error(mem), "DDL_MASTER") != NULL);
+    T()->close(mem);
+    cfg.insecure = 0;
+    cfg.token = "a-token-of-twenty-bytes";
     memset(mem, 0, sizeof mem);
     CHECK(T()->open(mem, &cfg) == DDL_EINVAL); /* no master, no peers */
     CHECK(strstr(T()->error(mem), "DDL_MASTER") != NULL);

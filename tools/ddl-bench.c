@@ -13,6 +13,8 @@
  * (and tools/cli.h for its command line). */
 #include "ddl.h"
 
+#include <sys/random.h>
+
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -200,6 +202,12 @@ static int fork_ranks(const opts *o)
     pid_t pids[256];
     char job[64], master[64];
     snprintf(job, sizeof job, "bench-%d", (int)getpid());
+    unsigned char r16[16];
+    char token[33];
+    if (getrandom(r16, sizeof r16, 0) != (ssize_t)sizeof r16) /* the ranks' secret: only they know it */
+        return perror("ddl-bench: getrandom"), 1;
+    for (int i = 0; i < 16; i++)
+        snprintf(token + 2 * i, 3, "%02x", r16[i]);
     snprintf(master, sizeof master, "127.0.0.1:%d", 20000 + (int)(getpid() % 30000));
     fflush(stdout);
     for (int r = 0; r < o->n; r++) {
@@ -214,6 +222,7 @@ static int fork_ranks(const opts *o)
             cfg.world_size = cfg.local_size = o->n;
             cfg.master = master;
             cfg.job = job;
+            cfg.token = token;
             cfg.timeout_ms = 60000;
             _exit(rank_main(o, &cfg));
         }

@@ -25,6 +25,7 @@
 #include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -42,14 +43,15 @@
 
 typedef struct opts {
     int n, nodes, node_rank, tag_output, restarts;
-    const char *transport, *master, *job;
+    const char *transport, *master, *job, *token_file;
     double timeout_s;
     char **argv; /* PROGRAM ARGS... */
 } opts;
 
 #define USAGE                                                                                                \
     "usage: ddlrun -n N [-t shm|tcp|zmq|mpi] [--nodes K --node-rank R --master HOST:PORT]\n"                 \
-    "              [--timeout S] [--tag-output] [--job ID] [--restarts R] [--] PROGRAM [ARGS...]\n"          \
+    "              [--timeout S] [--tag-output] [--job ID] [--token-file F] [--restarts R]\n"                \
+    "              [--] PROGRAM [ARGS...]\n"                                                                \
     "Start N ranks of PROGRAM on this machine, with the DDL_* environment set; everything after\n"           \
     "PROGRAM goes to it unchanged.\n"                                                                        \
     "  -n N            ranks to start on this machine (-np N as mpirun spells it)\n"                         \
@@ -60,6 +62,8 @@ typedef struct opts {
     "  --timeout S     seconds any blocking operation may wait (DDL_TIMEOUT_MS)\n"                           \
     "  --tag-output    prefix every output line with \"[rank] \"\n"                                          \
     "  --job ID        job id (default: $DDL_JOB, else random; derived from --master with --nodes > 1)\n"    \
+    "  --token-file F  the job's secret (DDL_TOKEN) from the first line of F, which only you may read;\n"    \
+    "                  required with --nodes > 1 unless DDL_TOKEN is set (or DDL_INSECURE=1)\n"              \
     "  --restarts R    when a rank fails, stop all ranks and start them all again, up to R times (one\n"     \
     "                  node only). The program must continue from its own checkpoint, e.g.\n"                \
     "                  lenet --checkpoint PATH --checkpoint-every N --resume; each restart gets a new job\n" \
@@ -67,18 +71,19 @@ typedef struct opts {
     "  -h, --help      this text\n"                                                                          \
     "  --version       ddlrun's version\n"                                                                   \
     "Sets DDL_RANK, DDL_WORLD_SIZE, DDL_LOCAL_RANK, DDL_LOCAL_SIZE, DDL_MASTER, DDL_JOB, DDL_TRANSPORT,\n"   \
-    "DDL_TIMEOUT_MS, and on one node a random DDL_TOKEN unless one is set.\n"
+    "DDL_TIMEOUT_MS, and DDL_TOKEN: from --token-file, else as set, else on one node a random one.\n"
 
 /* parse_args: ddlrun's own flags, up to PROGRAM (the first operand, or what follows "--"). */
 static void parse_args(int argc, char **argv, opts *o)
 {
     static const char *const transports[] = {"shm", "tcp", "zmq", "mpi", NULL};
-    enum { NODES = 256, NODE_RANK, MASTER, TIMEOUT, TAG_OUTPUT, JOB, RESTARTS };
+    enum { NODES = 256, NODE_RANK, MASTER, TIMEOUT, TAG_OUTPUT, JOB, RESTARTS, TOKEN_FILE };
     static const struct option options[] = {
         {"transport", required_argument, NULL, 't'}, {"nodes", required_argument, NULL, NODES},
         {"node-rank", required_argument, NULL, NODE_RANK}, {"master", required_argument, NULL, MASTER},
         {"timeout", required_argument, NULL, TIMEOUT}, {"tag-output", no_argument, NULL, TAG_OUTPUT},
         {"job", required_argument, NULL, JOB}, {"restarts", required_argument, NULL, RESTARTS},
+        {"token-file", required_argument, NULL, TOKEN_FILE},
         CLI_HELP_VERSION, {NULL, 0, NULL, 0}};
     memset(o, 0, sizeof *o);
     o->nodes = 1;
@@ -102,6 +107,7 @@ static void parse_args(int argc, char **argv, opts *o)
         case TIMEOUT: o->timeout_s = cli_float("--timeout", optarg, 0.001, 2e6); break;
         case TAG_OUTPUT: o->tag_output = 1; break;
         case JOB: o->job = optarg; break;
+        case TOKEN_FILE: o->token_file = optarg; break;
         case RESTARTS: o->restarts = cli_int("--restarts", optarg, 0, 1000000); break;
         case 'h': cli_help(USAGE); break;
         case 'V': cli_version(); break;
@@ -160,6 +166,55 @@ static void set_env(const char *name, const char *value)
     }
 }
 
+/* read_token_file: DDL_TOKEN from the first line of path, a file only its owner may read (the
+ * token never goes on a command line, where other users could see it). */
+static void read_token_file(const char *path)
+{
+    struct stat st;
+    FILE *f = fopen(path, "r");
+    if (!f || fstat(fileno(f), &st) != 0) {
+        fprintf(stderr, "ddlrun: --token-file %s: %s\n", path, strerror(errno));
+        exit(2);
+    }
+    if (st.st_mode & 077) {
+        fprintf(stderr, "ddlrun: --token-file %s: other users may read it (mode %03o); chmod 600 it\n", path,
+                (unsigned)(st.st_mode & 0777));
+        exit(2);
+    }
+    char line[512] = "";
+    int got = fgets(line, sizeof line, f) != NULL;
+    fclose(f);
+    line[strcspn(line, "\r\n")] = '\0';
+    if (!got || !line[0]) {
+        fprintf(stderr, "ddlrun: --token-file %s: the first line is empty\n", path);
+        exit(2);
+    }
+    set_env("DDL_TOKEN", line);
+}
+
+/* setup_token: DDL_TOKEN from --token-file, as set, or random on one node; several nodes without
+ * one do not start unless DDL_INSECURE=1 says so. */
+static void setup_token(const opts *o)
+{
+    if (o->token_file)
+        read_token_file(o->token_file);
+    const char *token = getenv("DDL_TOKEN");
+    const char *insecure = getenv("DDL_INSECURE");
+    if (token && token[0]) {
+        if (strlen(token) < 16)
+            fprintf(stderr, "ddlrun: warning: DDL_TOKEN is %zu bytes; 16 or more resist guessing\n", strlen(token));
+    } else if (o->nodes == 1) {
+        char buf[40];
+        random_hex(buf, 16);
+        set_env("DDL_TOKEN", buf);
+    } else if (!insecure || strcmp(insecure, "1") != 0) {
+        fprintf(stderr, "ddlrun: no DDL_TOKEN: anyone who reaches %s could join the job; give every node the "
+                        "same secret with --token-file FILE (or export DDL_TOKEN), or set DDL_INSECURE=1\n",
+                o->master);
+        exit(2);
+    }
+}
+
 /* setup_env: the variables every local rank shares. */
 static void setup_env(const opts *o)
 {
@@ -191,15 +246,7 @@ static void setup_env(const opts *o)
         snprintf(buf, sizeof buf, "%.0f", o->timeout_s * 1000.0 < 1 ? 1 : o->timeout_s * 1000.0);
         set_env("DDL_TIMEOUT_MS", buf);
     }
-    if (!getenv("DDL_TOKEN") || !getenv("DDL_TOKEN")[0]) {
-        if (o->nodes == 1) {
-            random_hex(buf, 16);
-            set_env("DDL_TOKEN", buf);
-        } else {
-            fprintf(stderr, "ddlrun: warning: DDL_TOKEN is not set: anyone who reaches %s can join the job; "
-                            "export the same secret on every node\n", o->master);
-        }
-    }
+    setup_token(o);
 }
 
 /* ---- ranks ---- */

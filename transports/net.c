@@ -34,6 +34,14 @@ int ddl__net_init(ddl__net *n, uint32_t magic, const ddl__net_proto *proto, cons
     if (strlen(job) >= DDL__JOB_BYTES)
         return ddl__net_fail(n, DDL_EINVAL, "job id '%.40s...' is longer than %d characters", job, DDL__JOB_BYTES - 1);
     memcpy(n->job, job, strlen(job) + 1);
+    if (n->world > 1 && n->token_bytes == 0 && !cfg->insecure)
+        return ddl__net_fail(n, DDL_EINVAL,
+                             "no token: anyone who reaches this job's ports could join it; give every rank the same "
+                             "DDL_TOKEN (ddlrun makes one on a single node, or reads --token-file), or set "
+                             "DDL_INSECURE=1 to run without one");
+    if (n->world > 1 && n->token_bytes > 0 && n->token_bytes < DDL__TOKEN_MIN_BYTES)
+        ddl__log(n->log, n->log_ud, DDL_LOG_WARN, "%s: rank %d: the token is %zu bytes; %d or more resist guessing",
+                 proto->name, n->rank, n->token_bytes, DDL__TOKEN_MIN_BYTES);
     return DDL_OK;
 }
 

@@ -30,6 +30,7 @@ int ddl__ct_equal(const void *a, const void *b, size_t bytes);
 #define DDL__JOB_BYTES 64   /* job id including the NUL */
 #define DDL__NONCE_BYTES 32 /* random bytes each side contributes to a handshake */
 #define DDL__HS_BYTES 216   /* every handshake message has exactly this size */
+#define DDL__TOKEN_MIN_BYTES 16 /* shorter tokens get a warning */
 
 /* What tells one transport's wire from another's, so that one never takes the other's bytes. */
 typedef struct ddl__net_proto {
