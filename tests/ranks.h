@@ -92,7 +92,8 @@ static inline ddl_comm_config make_config(int rank, int world, int timeout_ms)
     return cfg;
 }
 
-static inline void ranks_read_child(int fd, int rank)
+/* ranks_read_child: take rank's counts and values from its pipe; 1 if it reported its counts. */
+static inline int ranks_read_child(int fd, int rank)
 {
     static char buf[65536];
     size_t n = 0;
@@ -111,7 +112,7 @@ static inline void ranks_read_child(int fd, int rank)
             check_passed += p, check_failed += f, got_result = 1;
     }
     (void)rank;
-    (void)got_result;
+    return got_result;
 }
 
 /* ---- under mpirun (transport "mpi", tests/test_mpi.sh) ----
@@ -220,7 +221,7 @@ static inline int run_ranks(const char *tname, int world, rank_fn fn, void *arg,
         fds[r] = p[0];
     }
     int bad = 0, left = world;
-    int done[RANKS_MAX] = {0};
+    int done[RANKS_MAX] = {0}, exit1[RANKS_MAX] = {0};
     struct timespec t0, t;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     while (left > 0) {
@@ -234,6 +235,8 @@ static inline int run_ranks(const char *tname, int world, rank_fn fn, void *arg,
                 if (WIFSIGNALED(status) && r != may_die) {
                     fprintf(stderr, "%s rank %d of %d killed by signal %d\n", tname, r, world, WTERMSIG(status));
                     bad++;
+                } else if (WIFEXITED(status) && WEXITSTATUS(status) == 1) {
+                    exit1[r] = 1; /* failed checks (reported), or a sanitizer's exit before the report */
                 } else if (WIFEXITED(status) && WEXITSTATUS(status) > 1) {
                     fprintf(stderr, "%s rank %d of %d exited with %d\n", tname, r, world, WEXITSTATUS(status));
                     bad++;
@@ -257,7 +260,10 @@ static inline int run_ranks(const char *tname, int world, rank_fn fn, void *arg,
         usleep(2000);
     }
     for (int r = 0; r < world; r++) {
-        ranks_read_child(fds[r], r);
+        if (!ranks_read_child(fds[r], r) && exit1[r]) {
+            fprintf(stderr, "%s rank %d of %d exited with 1 without reporting its checks\n", tname, r, world);
+            bad++;
+        }
         close(fds[r]);
     }
     check_failed += bad;
