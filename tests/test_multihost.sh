@@ -4,7 +4,8 @@
 # --master 10.77.0.1:PORT) over tcp and over zmq, and must end with the same weights_crc as the
 # same job on one host (ddlrun -n 2 -t shm). Before the real second rank joins, an impostor with
 # a wrong DDL_TOKEN and one with a wrong DDL_JOB try to join as rank 1: each must be refused at
-# the handshake with a clear message, and the job must go on undisturbed.
+# the handshake with a clear message, and the job must go on undisturbed. Then mpirun (Open MPI)
+# across the two hosts, its daemon started in B by an rsh agent: the same weights over mpi.
 # Needs root and `ip netns`; skipped with the reason otherwise. The namespaces are created with
 # names unique to this run and deleted on exit.
 . "$(dirname "$0")/lib.sh"
@@ -84,6 +85,34 @@ for t in tcp zmq; do
         bad "2 hosts over $t did not finish cleanly"; tail -n 5 "$tmp/rank0.$t"; printf '%s\n' "$out1" | tail -n 5; fi
     [ -n "$crc" ] && [ "$crc" = "$ref" ] && ok || bad "2 hosts over $t: weights_crc '$crc' differs from one host's '$ref'"
 done
+
+# mpirun across the two hosts: Open MPI's launcher reaches host B through an rsh agent that runs
+# its daemon inside B's namespace (mpirun itself runs in A); the job must give the one-host weights.
+if ! command -v mpirun >/dev/null 2>&1 || ! mpirun --version 2>/dev/null | grep -q "Open MPI"; then
+    echo "mpirun across hosts: skipped (no Open MPI mpirun)"
+elif ! nm "$BUILD/libddl.a" 2>/dev/null | grep -q ' U MPI_Isend'; then
+    echo "mpirun across hosts: skipped ($BUILD/libddl.a was built without MPI)"
+else
+    cat > "$tmp/agent" <<AGENT
+#!/bin/sh
+host=\$1; shift
+case "\$host" in 10.77.0.1) ns=$A ;; 10.77.0.2) ns=$B ;; *) echo "agent: unknown host \$host" >&2; exit 1 ;; esac
+exec ip netns exec "\$ns" sh -c "\$*"
+AGENT
+    chmod +x "$tmp/agent"
+    mpi() {
+        timeout 60 ip netns exec "$A" mpirun --allow-run-as-root -np 2 -H 10.77.0.1:1,10.77.0.2:1 \
+            --mca plm_rsh_agent "$tmp/agent" --mca btl self,tcp --mca btl_tcp_if_include 10.77.0.0/24 \
+            --mca oob_tcp_if_include 10.77.0.0/24 -x OPENBLAS_NUM_THREADS=1 "$@"
+    }
+    nets=$(mpi sh -c 'readlink /proc/self/ns/net' 2>&1 | sort -u | grep -c '^net:')
+    [ "$nets" -eq 2 ] && ok || bad "mpirun did not start its 2 ranks in 2 network namespaces ($nets)"
+    out=$(mpi "$BUILD/bin/lenet" $ARGS 2>&1); rc=$?
+    crc=$(printf '%s\n' "$out" | field weights_crc); tr=$(printf '%s\n' "$out" | field transport)
+    echo "mpirun across 2 hosts: transport=$tr weights_crc=$crc (exit $rc)"
+    [ "$rc" -eq 0 ] && [ "$tr" = mpi ] && [ "$crc" = "$ref" ] && ok ||
+        { bad "mpirun across 2 hosts: exit $rc, transport '$tr', weights_crc '$crc' (one host: '$ref')"; printf '%s\n' "$out" | tail -n 5; }
+fi
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
