@@ -67,6 +67,13 @@ echo "rank 3 exits 3: ddlrun exit $rc in $((t1 - t0)) ms: $(grep -m1 'rank 3' "$
 [ "$rc" -eq 3 ] && [ $((t1 - t0)) -lt 8000 ] && grep -q 'rank 3 (pid [0-9]*) exited with code 3' "$tmp/f" && ok ||
     { bad "a failed remote rank: exit $rc in $((t1 - t0)) ms"; cat "$tmp/f"; }
 
+# ---- --restarts across hosts: all nodes start again, with DDL_RESTART and a new job id ----
+"$DDLRUN" -np 4 -H "$HOSTS" $AGENT --master "10.78.0.1:$port" --job cj --restarts 1 \
+    sh -c '[ "$DDL_RANK" = 3 ] && [ -z "$DDL_RESTART" ] && exit 3; echo "ok $DDL_RANK $DDL_RESTART $DDL_JOB"' \
+    > "$tmp/r" 2>&1; rc=$?
+[ "$rc" -eq 0 ] && grep -q 'node 1 (host 10.78.0.2) exited with code 3; restarting all 2 hosts (restart 1 of 1)' "$tmp/r" &&
+    [ "$(grep -c '^ok [0-3] 1 cj-r1$' "$tmp/r")" -eq 4 ] && ok || { bad "--restarts across hosts (exit $rc)"; cat "$tmp/r"; }
+
 # ---- kill -9 of the head: no process left in either namespace ----
 nsprocs() { ip netns pids "$1" | wc -l; }
 "$DDLRUN" -np 4 -H "$HOSTS" $AGENT --master "10.78.0.1:$port" sleep 60 > "$tmp/k" 2>&1 &

@@ -94,16 +94,16 @@ static int n_hosts;
     "  -t, --transport T   shm (default on one node), tcp (default on several), zmq or mpi\n"                \
     "  --nodes K       machines in the job (run ddlrun once on each); default 1\n"                           \
     "  --node-rank R   this machine's index, 0 <= R < K (rank = R * N + local rank)\n"                       \
-    "  --master H:P    rendezvous address of rank 0 (required with --nodes > 1)\n"                           \
+    "  --master H:P    rendezvous address of rank 0 (required with --nodes > 1; with -H: first host:29500)\n" \
     "  --timeout S     seconds any blocking operation may wait (DDL_TIMEOUT_MS)\n"                           \
     "  --tag-output    prefix every output line with \"[rank] \"\n"                                          \
     "  --job ID        job id (default: $DDL_JOB, else random; derived from --master with --nodes > 1)\n"    \
     "  --token-file F  the job's secret (DDL_TOKEN) from the first line of F, which only you may read;\n"    \
     "                  required with --nodes > 1 unless DDL_TOKEN is set (or DDL_INSECURE=1)\n"              \
     "  --restarts R    when a rank fails, stop all ranks and start them all again, up to R times (on\n"     \
-    "                  one node, or with -H on all hosts). The program must continue from its own checkpoint, e.g.\n"                \
-    "                  lenet --checkpoint PATH --checkpoint-every N --resume; each restart gets a new job\n" \
-    "                  id (JOB-rK), a new port and DDL_RESTART=K\n"                                          \
+    "                  one node, or with -H on every host). The program must continue from its own\n"      \
+    "                  checkpoint, e.g. lenet --checkpoint PATH --checkpoint-every N --resume; each\n"     \
+    "                  restart gets a new job id (JOB-rK), a new port (one node) and DDL_RESTART=K\n"      \
     "  -h, --help      this text\n"                                                                          \
     "  --version       ddlrun's version\n"                                                                   \
     "Sets DDL_RANK, DDL_WORLD_SIZE, DDL_LOCAL_RANK, DDL_LOCAL_SIZE, DDL_MASTER, DDL_JOB, DDL_TRANSPORT,\n"   \
