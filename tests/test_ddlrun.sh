@@ -97,6 +97,26 @@ grep -q got-term-0 "$tmp/sig" && grep -q got-term-1 "$tmp/sig"; check "SIGTERM f
 [ $((t1 - t0)) -lt 3000 ]; check "stopped promptly after SIGTERM" $?
 grep -q 'received signal 15' "$tmp/err"; check "signal message" $?
 
+# ---- -H localhost (no agent), -x, --log-dir, --nproc-per-node ----
+FOO2=passed "$DDLRUN" -np 4 -H localhost:2,localhost:2 -x FOO=bar -x FOO2 \
+    sh -c 'echo "$DDL_RANK $DDL_WORLD_SIZE $DDL_LOCAL_RANK $DDL_TRANSPORT $FOO $FOO2 ${DDL_TOKEN:+token}"' > "$tmp/h" 2>&1
+check "-np 4 -H localhost:2,localhost:2 exits 0" $?
+for r in 0 1 2 3; do grep -qx "$r 4 $((r % 2)) tcp bar passed token" "$tmp/h"; check "-H: env of rank $r" $?; done
+"$DDLRUN" --nproc-per-node 2 --log-dir "$tmp/logs" sh -c 'echo "out $DDL_RANK"; echo "err $DDL_RANK" >&2' > "$tmp/out" 2>&1
+[ ! -s "$tmp/out" ] && grep -qx 'out 1' "$tmp/logs/rank.1.log" && grep -qx 'err 1' "$tmp/logs/rank.1.log" &&
+    grep -qx 'out 0' "$tmp/logs/rank.0.log"; check "--log-dir: one file per rank, stdout and stderr" $?
+"$DDLRUN" -np 3 -H a:2,b:2 true 2> "$tmp/err"; rc=$?
+[ $rc -eq 2 ] && grep -q 'same number' "$tmp/err"; check "-H: uneven ranks per host refused" $?
+"$DDLRUN" -np 5 -H a:2,b:2 true 2> "$tmp/err"; rc=$?
+[ $rc -eq 2 ] && grep -q 'only 4 slots' "$tmp/err"; check "-np beyond the slots refused" $?
+"$DDLRUN" -n 2 -H a:2 true 2> "$tmp/err"; rc=$?
+[ $rc -eq 2 ] && grep -q -- '-np TOTAL' "$tmp/err"; check "-n with -H refused" $?
+printf 'a slots=2\nb slots=x\n' > "$tmp/hf"
+"$DDLRUN" --hostfile "$tmp/hf" true 2> "$tmp/err"; rc=$?
+[ $rc -eq 2 ] && grep -q 'line 2' "$tmp/err"; check "bad hostfile line named" $?
+"$DDLRUN" -H nosuchhost.invalid --ssh-agent false true 2> "$tmp/err"; rc=$?
+[ $rc -ne 0 ]; check "an agent that fails fails the job ($rc)" $?
+
 # ---- usage errors ----
 "$DDLRUN" sh -c 'exit 0' 2> "$tmp/err"; rc=$?
 [ $rc -eq 2 ] && grep -q -- '-n N is required' "$tmp/err" && grep -qx "try 'ddlrun --help'" "$tmp/err"; check "missing -n" $?

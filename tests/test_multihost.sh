@@ -11,32 +11,8 @@
 . "$(dirname "$0")/lib.sh"
 BUILD=${BUILD:-build}
 cd "$(dirname "$0")/.." || exit 1
-DATA=/usr/share/datasets/fashion-mnist
-skip() { echo "skipped: $*"; echo "0 passed, 0 failed"; exit 0; }
-
-[ "$(id -u)" -eq 0 ] || skip "needs root to create network namespaces"
-command -v ip >/dev/null 2>&1 || skip "no ip command (apt-get install iproute2)"
-[ -e "$DATA/train-images-idx3-ubyte.gz" ] || [ -e "$DATA/train-images-idx3-ubyte" ] ||
-    skip "no Fashion-MNIST in $DATA (apt-get install dataset-fashion-mnist)"
-
-A="ddlmh$$a"; B="ddlmh$$b"; VA="ddlv$$a"; VB="ddlv$$b"
-tmp=$(mktemp -d)
-bg_pid=""
-cleanup() {
-    [ -n "$bg_pid" ] && kill "$bg_pid" 2>/dev/null
-    ip netns del "$A" 2>/dev/null
-    ip netns del "$B" 2>/dev/null
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM
-ip netns add "$A" 2>/dev/null || skip "ip netns add failed (no network namespaces here)"
-ip netns add "$B" || skip "ip netns add failed"
-ip link add "$VA" type veth peer name "$VB" || skip "cannot create a veth pair"
-ip link set "$VA" netns "$A" && ip link set "$VB" netns "$B" &&
-    ip -n "$A" addr add 10.77.0.1/24 dev "$VA" && ip -n "$B" addr add 10.77.0.2/24 dev "$VB" &&
-    ip -n "$A" link set "$VA" up && ip -n "$B" link set "$VB" up &&
-    ip -n "$A" link set lo up && ip -n "$B" link set lo up || skip "cannot configure the namespaces"
+. tests/netns.sh
+netns_hosts ddlmh 10.77.0
 
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 ARGS="--epochs 1 --train-limit 2000 --seed 42 --quiet --data $DATA"

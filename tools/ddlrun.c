@@ -1,12 +1,24 @@
 /* ddlrun.c - the launcher: starts N local ranks of a program with the DDL_* environment set
  * (as torchrun or mpirun do), forwards signals to them, optionally tags their output lines
- * with the rank, and when one rank fails stops the others and says which rank failed and how;
- * with --restarts R it then starts them all again, up to R times (the program resumes from its
- * own checkpoint: ddlrun knows nothing of checkpoints).
- * Each rank runs in its own process group, so signals also reach the processes it starts.
+ * with the rank or writes one log file per rank, and when one rank fails stops the others and
+ * says which rank failed and how; with --restarts R it then starts them all again, up to R times
+ * (the program resumes from its own checkpoint: ddlrun knows nothing of checkpoints).
+ * Each rank runs in its own process group, so signals also reach the processes it starts, and
+ * dies with ddlrun (PR_SET_PDEATHSIG), however ddlrun dies.
  *
  *   ddlrun -n N [-t shm|tcp|zmq|mpi] [--nodes K --node-rank R --master HOST:PORT] [--timeout S]
- *          [--tag-output] [--job ID] [--restarts R] [--] PROGRAM [ARGS...]
+ *          [--tag-output | --log-dir DIR] [--job ID] [--restarts R] [-x VAR[=VALUE]]... [--] PROGRAM [ARGS...]
+ *   ddlrun [-np TOTAL] -H HOST:SLOTS,... | --hostfile FILE [--ssh-agent CMD] [same flags] PROGRAM [ARGS...]
+ *
+ * With -H or --hostfile ddlrun is the head of a cluster job: it picks the master (the first host,
+ * port 29500, unless --master), a job id and a token, and on each host i runs, through the agent
+ * (ssh -o BatchMode=yes, or --ssh-agent CMD; "localhost" directly),
+ *   cd CWD; exec DDLRUN -n SLOTS --nodes K --node-rank i --master M --job J ... --env-stdin -- PROGRAM ARGS
+ * and writes DDL_TOKEN, DDL_RESTART and the -x variables to the agent's stdin as NAME=VALUE lines
+ * ended by an empty line: secrets never go on a command line. The head keeps that stdin open;
+ * the node's ddlrun stops its ranks when it reads EOF there (the head died, or its ssh channel
+ * closed). The head supervises the agents as ddlrun supervises ranks: the first node that fails
+ * stops the others (the head closes their stdin), and --restarts starts all nodes again.
  *
  * ddlrun's flags (getopt_long: --timeout=5 works too; --help, --version) end at PROGRAM: what
  * follows it is passed to PROGRAM unchanged. A bad flag or value exits 2 naming it.
@@ -41,60 +53,100 @@
 
 /* ---- options ---- */
 
+#define MAX_HOSTS 256
+#define MAX_XVARS 64
+#define DEFAULT_PORT 29500 /* the master's port on a cluster, as torchrun's */
+#define DEFAULT_AGENT "ssh -o BatchMode=yes"
+
 typedef struct opts {
-    int n, nodes, node_rank, tag_output, restarts;
-    const char *transport, *master, *job, *token_file;
+    int n, np, nodes, node_rank, tag_output, restarts, env_stdin, nx;
+    const char *transport, *master, *job, *token_file, *hosts, *hostfile, *agent, *log_dir;
+    const char *xvars[MAX_XVARS]; /* -x VAR[=VALUE] */
     double timeout_s;
     char **argv; /* PROGRAM ARGS... */
 } opts;
 
+typedef struct host {
+    char name[256];
+    int slots;
+} host;
+
+static host hosts[MAX_HOSTS]; /* -H or --hostfile */
+static int n_hosts;
+
 #define USAGE                                                                                                \
     "usage: ddlrun -n N [-t shm|tcp|zmq|mpi] [--nodes K --node-rank R --master HOST:PORT]\n"                 \
-    "              [--timeout S] [--tag-output] [--job ID] [--token-file F] [--restarts R]\n"                \
+    "              [--timeout S] [--tag-output | --log-dir DIR] [--job ID] [--token-file F]\n"              \
+    "              [--restarts R] [-x VAR[=VALUE]]... [--] PROGRAM [ARGS...]\n"                             \
+    "       ddlrun [-np TOTAL] -H HOST[:SLOTS],... | --hostfile FILE [--ssh-agent CMD] [flags as above]\n"  \
     "              [--] PROGRAM [ARGS...]\n"                                                                \
-    "Start N ranks of PROGRAM on this machine, with the DDL_* environment set; everything after\n"           \
-    "PROGRAM goes to it unchanged.\n"                                                                        \
-    "  -n N            ranks to start on this machine (-np N as mpirun spells it)\n"                         \
+    "Start N ranks of PROGRAM on this machine, or on several hosts over ssh, with the DDL_* environment\n"  \
+    "set; everything after PROGRAM goes to it unchanged.\n"                                                  \
+    "  -n N, --nproc-per-node N   ranks to start on this machine (-np N too, without -H)\n"                 \
+    "  -H HOST[:SLOTS],...  start ranks on these hosts, SLOTS each (default 1), over ssh; ddlrun must\n"    \
+    "                  be at the same path on every host, PROGRAM too (relative to the same directory)\n" \
+    "  --hostfile F    the hosts from F: one \"HOST [slots=N]\" a line, as mpirun's; # comments\n"          \
+    "  -np TOTAL       with -H or --hostfile: ranks in all, filling the hosts in order (default: all\n"     \
+    "                  slots); every host used must get the same number\n"                                 \
+    "  --ssh-agent CMD runs CMD HOST COMMAND instead of ssh -o BatchMode=yes HOST COMMAND\n"                 \
+    "  -x VAR[=VALUE]  pass VAR (from here, or set to VALUE) to the ranks on every host (repeatable)\n"      \
+    "  --log-dir DIR   each rank's stdout and stderr to DIR/rank.N.log (DIR on each host)\n"                 \
     "  -t, --transport T   shm (default on one node), tcp (default on several), zmq or mpi\n"                \
     "  --nodes K       machines in the job (run ddlrun once on each); default 1\n"                           \
     "  --node-rank R   this machine's index, 0 <= R < K (rank = R * N + local rank)\n"                       \
-    "  --master H:P    rendezvous address of rank 0 (required with --nodes > 1)\n"                           \
+    "  --master H:P    rendezvous address of rank 0 (required with --nodes > 1; with -H: first host:29500)\n" \
     "  --timeout S     seconds any blocking operation may wait (DDL_TIMEOUT_MS)\n"                           \
     "  --tag-output    prefix every output line with \"[rank] \"\n"                                          \
     "  --job ID        job id (default: $DDL_JOB, else random; derived from --master with --nodes > 1)\n"    \
     "  --token-file F  the job's secret (DDL_TOKEN) from the first line of F, which only you may read;\n"    \
     "                  required with --nodes > 1 unless DDL_TOKEN is set (or DDL_INSECURE=1)\n"              \
-    "  --restarts R    when a rank fails, stop all ranks and start them all again, up to R times (one\n"     \
-    "                  node only). The program must continue from its own checkpoint, e.g.\n"                \
-    "                  lenet --checkpoint PATH --checkpoint-every N --resume; each restart gets a new job\n" \
-    "                  id (JOB-rK), a new port and DDL_RESTART=K\n"                                          \
+    "  --restarts R    when a rank fails, stop all ranks and start them all again, up to R times (on\n"     \
+    "                  one node, or with -H on every host). The program must continue from its own\n"      \
+    "                  checkpoint, e.g. lenet --checkpoint PATH --checkpoint-every N --resume; each\n"     \
+    "                  restart gets a new job id (JOB-rK), a new port (one node) and DDL_RESTART=K\n"      \
     "  -h, --help      this text\n"                                                                          \
     "  --version       ddlrun's version\n"                                                                   \
     "Sets DDL_RANK, DDL_WORLD_SIZE, DDL_LOCAL_RANK, DDL_LOCAL_SIZE, DDL_MASTER, DDL_JOB, DDL_TRANSPORT,\n"   \
-    "DDL_TIMEOUT_MS, and DDL_TOKEN: from --token-file, else as set, else on one node a random one.\n"
+    "DDL_TIMEOUT_MS, and DDL_TOKEN: from --token-file, else as set, else on one node (or with -H) a\n"      \
+    "random one. With -H the token and the -x variables reach the hosts on the agent's stdin, never on a\n" \
+    "command line; a host's ranks stop when that stdin closes (the head ddlrun or its ssh is gone).\n"
 
 /* parse_args: ddlrun's own flags, up to PROGRAM (the first operand, or what follows "--"). */
 static void parse_args(int argc, char **argv, opts *o)
 {
     static const char *const transports[] = {"shm", "tcp", "zmq", "mpi", NULL};
-    enum { NODES = 256, NODE_RANK, MASTER, TIMEOUT, TAG_OUTPUT, JOB, RESTARTS, TOKEN_FILE };
+    enum { NODES = 256, NODE_RANK, MASTER, TIMEOUT, TAG_OUTPUT, JOB, RESTARTS, TOKEN_FILE, HOSTFILE, AGENT,
+           LOG_DIR, ENV_STDIN };
     static const struct option options[] = {
         {"transport", required_argument, NULL, 't'}, {"nodes", required_argument, NULL, NODES},
         {"node-rank", required_argument, NULL, NODE_RANK}, {"master", required_argument, NULL, MASTER},
         {"timeout", required_argument, NULL, TIMEOUT}, {"tag-output", no_argument, NULL, TAG_OUTPUT},
         {"job", required_argument, NULL, JOB}, {"restarts", required_argument, NULL, RESTARTS},
-        {"token-file", required_argument, NULL, TOKEN_FILE},
+        {"token-file", required_argument, NULL, TOKEN_FILE}, {"nproc-per-node", required_argument, NULL, 'n'},
+        {"hostfile", required_argument, NULL, HOSTFILE}, {"ssh-agent", required_argument, NULL, AGENT},
+        {"log-dir", required_argument, NULL, LOG_DIR}, {"env-stdin", no_argument, NULL, ENV_STDIN}, /* hidden */
         CLI_HELP_VERSION, {NULL, 0, NULL, 0}};
     memset(o, 0, sizeof *o);
     o->nodes = 1;
     cli_start(argv, "ddlrun");
     /* "+": stop at the first operand, PROGRAM, so that its own flags stay its own */
-    for (int c; (c = getopt_long(argc, argv, "+hn:t:", options, NULL)) != -1;) {
+    for (int c; (c = getopt_long(argc, argv, "+hn:t:H:x:", options, NULL)) != -1;) {
         switch (c) {
         case 'n':
-            if (!strcmp(argv[optind - 1], "-np") && optind < argc) /* mpirun's -np N */
-                optarg = argv[optind++];
-            o->n = cli_int("-n", optarg, 1, MAX_RANKS);
+            if (!strcmp(argv[optind - 1], "-np") && optind < argc) /* mpirun's -np N: with -H, the total */
+                o->np = cli_int("-np", argv[optind++], 1, MAX_RANKS * MAX_HOSTS);
+            else
+                o->n = cli_int("-n", optarg, 1, MAX_RANKS);
+            break;
+        case 'H': o->hosts = optarg; break;
+        case HOSTFILE: o->hostfile = optarg; break;
+        case AGENT: o->agent = optarg; break;
+        case LOG_DIR: o->log_dir = optarg; break;
+        case ENV_STDIN: o->env_stdin = 1; break;
+        case 'x':
+            if (o->nx == MAX_XVARS || !optarg[0] || optarg[0] == '=' || strchr(optarg, '\n'))
+                cli_bad("-x", optarg, "VAR or VAR=VALUE (one line; at most 64 of them)");
+            o->xvars[o->nx++] = optarg;
             break;
         case 't': o->transport = transports[cli_word("-t", optarg, transports)]; break;
         case NODES: o->nodes = cli_int("--nodes", optarg, 1, 1000000); break;
@@ -114,10 +166,24 @@ static void parse_args(int argc, char **argv, opts *o)
         default: cli_try(); /* getopt_long named the flag */
         }
     }
-    if (o->n == 0)
-        cli_error("-n N is required (ranks to start on this machine)");
     if (optind >= argc)
         cli_error("no PROGRAM to run");
+    o->argv = argv + optind;
+    if (o->hosts || o->hostfile) {
+        if (o->hosts && o->hostfile)
+            cli_error("give -H or --hostfile, not both");
+        if (o->n)
+            cli_error("with -H or --hostfile, -np TOTAL counts the ranks (-n is per node, for one node)");
+        if (o->nodes > 1 || o->node_rank)
+            cli_error("with -H or --hostfile, ddlrun picks --nodes and --node-rank itself");
+        if (o->transport && !strcmp(o->transport, "shm"))
+            cli_error("shm works on one machine only; use -t tcp with -H or --hostfile");
+        return;
+    }
+    if (o->n == 0)
+        o->n = o->np;
+    if (o->n == 0)
+        cli_error("-n N is required (ranks to start on this machine)");
     if (o->node_rank >= o->nodes)
         cli_error("--node-rank must be below --nodes");
     if (o->nodes > 1 && !o->master)
@@ -126,7 +192,71 @@ static void parse_args(int argc, char **argv, opts *o)
         cli_error("--restarts works on one node only (each node would restart on its own)");
     if (o->transport && !strcmp(o->transport, "shm") && o->nodes > 1)
         cli_error("shm works on one machine only; use -t tcp with --nodes > 1");
-    o->argv = argv + optind;
+    if (o->n > MAX_RANKS)
+        cli_error("-np: at most 1024 ranks on one node");
+}
+
+/* ---- hosts ---- */
+
+static void add_host(const char *name, size_t len, int slots, const char *what)
+{
+    if (n_hosts == MAX_HOSTS || len == 0 || len >= sizeof hosts[0].name) {
+        fprintf(stderr, "ddlrun: %s: %s\n", what, len ? "too many hosts, or a name too long" : "an empty host name");
+        exit(2);
+    }
+    memcpy(hosts[n_hosts].name, name, len);
+    hosts[n_hosts].name[len] = '\0';
+    hosts[n_hosts++].slots = slots;
+}
+
+/* parse_hosts: -H a:4,b:4 ("a" alone has 1 slot). */
+static void parse_hosts(const char *list)
+{
+    for (const char *p = list; *p;) {
+        size_t len = strcspn(p, ",");
+        char item[300];
+        snprintf(item, sizeof item, "%.*s", (int)(len < 299 ? len : 299), p);
+        char *colon = strrchr(item, ':');
+        int slots = 1;
+        if (colon) {
+            *colon = '\0';
+            slots = cli_int("-H", colon + 1, 1, MAX_RANKS);
+        }
+        add_host(item, strlen(item), slots, "-H");
+        p += len + (p[len] == ',');
+    }
+}
+
+/* read_hostfile: "HOST [slots=N]" a line, as mpirun's; blank lines and # comments skipped. */
+static void read_hostfile(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        fprintf(stderr, "ddlrun: --hostfile %s: %s\n", path, strerror(errno));
+        exit(2);
+    }
+    char line[512];
+    for (int ln = 1; fgets(line, sizeof line, f); ln++) {
+        line[strcspn(line, "#\r\n")] = '\0';
+        char name[300], extra[300] = "";
+        int fields = sscanf(line, "%299s %299s", name, extra);
+        if (fields < 1)
+            continue;
+        int slots = 1;
+        if (fields == 2) {
+            char where[400];
+            snprintf(where, sizeof where, "--hostfile %s line %d", path, ln);
+            if (strncmp(extra, "slots=", 6) != 0)
+                cli_bad(where, extra, "slots=N");
+            slots = cli_int(where, extra + 6, 1, MAX_RANKS);
+        }
+        add_host(name, strlen(name), slots, path);
+    }
+    fclose(f);
+    if (n_hosts == 0) {
+        fprintf(stderr, "ddlrun: --hostfile %s: no hosts in it\n", path);
+        exit(2);
+    }
 }
 
 /* ---- environment ---- */
@@ -215,6 +345,54 @@ static void setup_token(const opts *o)
     }
 }
 
+/* set_xvars: -x VAR=VALUE sets VAR here (and so for the ranks); -x VAR passes it as it is. */
+static void set_xvars(const opts *o)
+{
+    for (int i = 0; i < o->nx; i++) {
+        const char *eq = strchr(o->xvars[i], '=');
+        if (eq) {
+            char name[256];
+            snprintf(name, sizeof name, "%.*s", (int)(eq - o->xvars[i] < 255 ? eq - o->xvars[i] : 255), o->xvars[i]);
+            set_env(name, eq + 1);
+        }
+    }
+}
+
+/* read_env_stdin: --env-stdin (a node started by the head): NAME=VALUE lines on stdin, ended by an
+ * empty line, into the environment. Read a byte at a time: what follows stays unread, for the EOF
+ * that says the head is gone. */
+static void read_env_stdin(void)
+{
+    char line[8192];
+    size_t fill = 0;
+    for (;;) {
+        char c;
+        ssize_t got = read(STDIN_FILENO, &c, 1);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got <= 0) {
+            fprintf(stderr, "ddlrun: --env-stdin: stdin ended before the empty line that ends the environment\n");
+            exit(1);
+        }
+        if (c != '\n') {
+            if (fill < sizeof line - 1)
+                line[fill++] = c;
+            continue;
+        }
+        line[fill] = '\0';
+        if (fill == 0)
+            return;
+        fill = 0;
+        char *eq = strchr(line, '=');
+        if (!eq || eq == line) {
+            fprintf(stderr, "ddlrun: --env-stdin: expected NAME=VALUE, got '%.40s'\n", line);
+            exit(1);
+        }
+        *eq = '\0';
+        set_env(line, eq + 1);
+    }
+}
+
 /* setup_env: the variables every local rank shares. */
 static void setup_env(const opts *o)
 {
@@ -255,6 +433,8 @@ typedef struct rank {
     pid_t pid;            /* 0 once reaped */
     int id;               /* global rank */
     int out[2];           /* --tag-output: read ends of its stdout and stderr, -1 when closed */
+    int in;               /* a head's agent: the write end of its stdin (-1: none, or closed) */
+    const char *host;     /* a head's agent: the host it runs on */
     char buf[2][LINE_BYTES];
     size_t fill[2];
 } rank;
@@ -289,11 +469,22 @@ static void install_handlers(void)
 static void spawn_rank(const opts *o, rank *r, int local)
 {
     int p[2][2] = {{-1, -1}, {-1, -1}};
-    for (int k = 0; o->tag_output && k < 2; k++)
+    int tag = o->tag_output && !o->log_dir;
+    for (int k = 0; tag && k < 2; k++)
         if (pipe2(p[k], O_CLOEXEC) != 0) {
             perror("ddlrun: pipe");
             exit(1);
         }
+    int log = -1;
+    if (o->log_dir) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/rank.%d.log", o->log_dir, r->id);
+        log = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        if (log < 0) {
+            fprintf(stderr, "ddlrun: --log-dir: cannot create %s: %s\n", path, strerror(errno));
+            exit(1);
+        }
+    }
     fflush(stdout);
     fflush(stderr);
     /* block our signals across fork: until the child has reset its handlers, a signal meant
@@ -324,8 +515,15 @@ static void spawn_rank(const opts *o, rank *r, int local)
         close(sig_pipe[1]);
         setpgid(0, 0); /* its own process group: signals reach whatever the rank starts */
         sigprocmask(SIG_SETMASK, &old, NULL);
-        if (o->tag_output && (dup2(p[0][1], STDOUT_FILENO) < 0 || dup2(p[1][1], STDERR_FILENO) < 0))
+        if (tag && (dup2(p[0][1], STDOUT_FILENO) < 0 || dup2(p[1][1], STDERR_FILENO) < 0))
             _exit(127);
+        if (log >= 0 && (dup2(log, STDOUT_FILENO) < 0 || dup2(log, STDERR_FILENO) < 0))
+            _exit(127);
+        if (o->env_stdin) { /* stdin is the head's channel: not for the ranks */
+            int null = open("/dev/null", O_RDONLY);
+            if (null < 0 || dup2(null, STDIN_FILENO) < 0)
+                _exit(127);
+        }
         execvp(o->argv[0], o->argv);
         fprintf(stderr, "ddlrun: cannot run '%s': %s\n", o->argv[0], strerror(errno));
         _exit(127);
@@ -333,6 +531,8 @@ static void spawn_rank(const opts *o, rank *r, int local)
     setpgid(pid, pid); /* also here, so that no signal can race the child's own setpgid */
     sigprocmask(SIG_SETMASK, &old, NULL);
     r->pid = pid;
+    if (log >= 0)
+        close(log);
     for (int k = 0; k < 2; k++) {
         r->out[k] = p[k][0];
         if (p[k][1] >= 0)
@@ -393,6 +593,9 @@ typedef struct run {
     long long decide_at;                      /* ms: the failure named is final, stop the others (0: none due) */
     int got_signal;                           /* a signal we forwarded */
     long long kill_at;                        /* ms: SIGKILL whoever still runs (0: not armed) */
+    int head;                                 /* the "ranks" are a head's agents, one per host */
+    int watch_stdin;                          /* --env-stdin: EOF on stdin means the head is gone */
+    int head_gone;                            /* it is: the ranks were stopped */
 } run;
 
 static long long now_ms(void)
@@ -423,8 +626,10 @@ static void reap(run *u)
                 continue;
             r->pid = 0;
             u->alive--;
+            if (r->in >= 0)
+                close(r->in), r->in = -1;
             int bad = !WIFEXITED(status) || WEXITSTATUS(status) != 0;
-            if (!bad || u->got_signal)
+            if (!bad || u->got_signal || u->head_gone)
                 continue;
             int first = !u->failed_pid;
             int killed_wins = u->decide_at && WIFSIGNALED(status) && !WIFSIGNALED(u->failed_status);
@@ -447,10 +652,32 @@ static void decide(run *u, long long now)
     if (!u->decide_at || now < u->decide_at)
         return;
     u->decide_at = 0;
-    if (u->alive > 0) {
+    if (u->alive > 0 && u->head) { /* close their stdin: each node stops its ranks, then exits */
+        for (int i = 0; i < u->n; i++)
+            if (u->ranks[i].in >= 0)
+                close(u->ranks[i].in), u->ranks[i].in = -1;
+        u->kill_at = now + 2 * KILL_AFTER_FAILURE_MS + 1000;
+    } else if (u->alive > 0) {
         signal_all(u, SIGTERM);
         u->kill_at = now + KILL_AFTER_FAILURE_MS;
     }
+}
+
+/* check_head: --env-stdin: stdin readable means EOF (the head writes nothing more), or an error:
+ * either way the head, or the ssh channel to it, is gone: stop the ranks. */
+static void check_head(run *u)
+{
+    char c;
+    ssize_t got = read(STDIN_FILENO, &c, 1);
+    if (got < 0 && (errno == EINTR || errno == EAGAIN))
+        return;
+    if (got > 0)
+        return; /* not expected: ignore it */
+    u->watch_stdin = 0;
+    u->head_gone = 1;
+    signal_all(u, SIGTERM);
+    if (!u->kill_at)
+        u->kill_at = now_ms() + KILL_AFTER_FAILURE_MS;
 }
 
 static void handle_signals(run *u)
@@ -483,6 +710,7 @@ static void supervise(run *u, int tag)
         }
         int n = 0;
         pf[n++] = (struct pollfd){.fd = sig_pipe[0], .events = POLLIN};
+        pf[n++] = (struct pollfd){.fd = u->watch_stdin ? STDIN_FILENO : -1, .events = POLLIN};
         for (int i = 0; tag && i < u->n; i++)
             for (int k = 0; k < 2; k++)
                 if (u->ranks[i].out[k] >= 0) {
@@ -492,7 +720,7 @@ static void supervise(run *u, int tag)
         if (u->alive == 0) {
             if (!drain_until)
                 drain_until = now + DRAIN_MS;
-            if (n == 1 || now >= drain_until) /* a grandchild may hold a pipe open: do not wait for it */
+            if (n == 2 || now >= drain_until) /* a grandchild may hold a pipe open: do not wait for it */
                 break;
         }
         if (poll(pf, (nfds_t)n, 100) < 0 && errno != EINTR) {
@@ -502,7 +730,9 @@ static void supervise(run *u, int tag)
         }
         if (pf[0].revents)
             handle_signals(u);
-        for (int j = 1; j < n; j++)
+        if (pf[1].revents)
+            check_head(u);
+        for (int j = 2; j < n; j++)
             if (pf[j].revents)
                 pump(&u->ranks[who[j] / 2], who[j] % 2);
     }
@@ -516,10 +746,27 @@ static int report(const run *u)
                 strsignal(u->got_signal));
         return 128 + u->got_signal;
     }
+    if (u->head_gone) /* quietly: the head, if it lives, speaks for the job */
+        return 1;
     if (!u->failed_pid)
         return 0;
-    const char *tail = u->others_stopped ? "; stopped the other ranks" : "";
     int st = u->failed_status;
+    if (u->head) { /* a node's ddlrun names its failed rank itself; an agent that failed is named here */
+        const rank *r = NULL;
+        for (int i = 0; i < u->n; i++)
+            if (u->ranks[i].id == u->failed_id)
+                r = &u->ranks[i];
+        const char *tail = u->others_stopped ? "; stopped the other hosts" : "";
+        if (WIFSIGNALED(st))
+            fprintf(stderr, "ddlrun: host %s (node %d): its agent was killed by signal %d (%s)%s\n", r->host,
+                    u->failed_id, WTERMSIG(st), strsignal(WTERMSIG(st)), tail);
+        else if (WEXITSTATUS(st) >= 126)
+            fprintf(stderr, "ddlrun: host %s (node %d): its agent exited with code %d (could it reach the host "
+                            "and run ddlrun there?)%s\n",
+                    r->host, u->failed_id, WEXITSTATUS(st), tail);
+        return WIFSIGNALED(st) ? 128 + WTERMSIG(st) : WEXITSTATUS(st);
+    }
+    const char *tail = u->others_stopped ? "; stopped the other ranks" : "";
     if (WIFSIGNALED(st)) {
         fprintf(stderr, "ddlrun: rank %d (pid %d) was killed by signal %d (%s)%s\n", u->failed_id, u->failed_pid,
                 WTERMSIG(st), strsignal(WTERMSIG(st)), tail);
@@ -556,15 +803,223 @@ static void say_restart(const run *u, int k, int max)
         snprintf(why, sizeof why, "was killed by signal %d (%s)", WTERMSIG(st), strsignal(WTERMSIG(st)));
     else
         snprintf(why, sizeof why, "exited with code %d", WEXITSTATUS(st));
-    fprintf(stderr, "ddlrun: rank %d (pid %d) %s; restarting all %d ranks (restart %d of %d)\n", u->failed_id,
-            u->failed_pid, why, u->n, k, max);
+    if (u->head)
+        fprintf(stderr, "ddlrun: node %d (host %s) %s; restarting all %d hosts (restart %d of %d)\n", u->failed_id,
+                u->ranks[u->failed_id].host, why, u->n, k, max);
+    else
+        fprintf(stderr, "ddlrun: rank %d (pid %d) %s; restarting all %d ranks (restart %d of %d)\n", u->failed_id,
+                u->failed_pid, why, u->n, k, max);
+}
+
+/* ---- a cluster: the head starts one ddlrun per host through an agent ---- */
+
+/* quote: s as one shell word, appended to out ('...' with ' as '\''). */
+static void quote(char *out, size_t cap, const char *s)
+{
+    size_t n = strlen(out);
+    if (n + 1 < cap)
+        out[n++] = '\'';
+    for (; *s && n + 5 < cap; s++) {
+        if (*s == '\'')
+            memcpy(out + n, "'\\''", 4), n += 4;
+        else
+            out[n++] = *s;
+    }
+    if (n + 1 < cap)
+        out[n++] = '\'';
+    out[n < cap ? n : cap - 1] = '\0';
+}
+
+static void append(char *out, size_t cap, const char *s) { snprintf(out + strlen(out), cap - strlen(out), "%s", s); }
+
+/* node_command: the shell command that runs this job's ddlrun for node i of k, with per ranks. */
+static void node_command(const opts *o, char *cmd, size_t cap, int i, int k, int per)
+{
+    char self[4096], cwd[4096], buf[160];
+    ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (len <= 0 || !getcwd(cwd, sizeof cwd)) {
+        perror("ddlrun: cannot find its own path or the current directory");
+        exit(1);
+    }
+    self[len] = '\0';
+    cmd[0] = '\0';
+    append(cmd, cap, "cd ");
+    quote(cmd, cap, cwd);
+    append(cmd, cap, " 2>/dev/null; exec ");
+    quote(cmd, cap, self);
+    snprintf(buf, sizeof buf, " -n %d --nodes %d --node-rank %d --env-stdin --master ", per, k, i);
+    append(cmd, cap, buf);
+    quote(cmd, cap, getenv("DDL_MASTER"));
+    append(cmd, cap, " --job ");
+    quote(cmd, cap, getenv("DDL_JOB"));
+    if (o->transport)
+        append(cmd, cap, " -t "), append(cmd, cap, o->transport);
+    if (o->timeout_s > 0)
+        snprintf(buf, sizeof buf, " --timeout %g", o->timeout_s), append(cmd, cap, buf);
+    if (o->tag_output)
+        append(cmd, cap, " --tag-output");
+    if (o->log_dir)
+        append(cmd, cap, " --log-dir "), quote(cmd, cap, o->log_dir);
+    append(cmd, cap, " --");
+    for (char **a = o->argv; *a; a++)
+        append(cmd, cap, " "), quote(cmd, cap, *a);
+    if (strlen(cmd) + 1 >= cap) {
+        fprintf(stderr, "ddlrun: the command for the hosts is too long\n");
+        exit(2);
+    }
+}
+
+/* env_lines: what goes to each node on its stdin: the token, the restart and the -x variables. */
+static void env_lines(const opts *o, char *out, size_t cap)
+{
+    const char *names[2 + MAX_XVARS] = {"DDL_TOKEN", "DDL_RESTART"};
+    int n = 2;
+    for (int i = 0; i < o->nx; i++)
+        names[n++] = o->xvars[i];
+    out[0] = '\0';
+    for (int i = 0; i < n; i++) {
+        char name[256];
+        snprintf(name, sizeof name, "%.*s", (int)strcspn(names[i], "="), names[i]);
+        const char *v = getenv(name);
+        if (!v)
+            continue;
+        if (strchr(v, '\n')) {
+            fprintf(stderr, "ddlrun: -x %s: its value has a newline; cannot pass it\n", name);
+            exit(2);
+        }
+        snprintf(out + strlen(out), cap - strlen(out), "%s=%s\n", name, v);
+    }
+    append(out, cap, "\n");
+    if (strlen(out) + 1 >= cap) {
+        fprintf(stderr, "ddlrun: the -x variables are too long\n");
+        exit(2);
+    }
+}
+
+/* spawn_agent: AGENT HOST COMMAND (or sh -c COMMAND on localhost) with the env lines on its stdin,
+ * which stays open: closing it, or dying, tells the node to stop. */
+static void spawn_agent(const opts *o, rank *r, const char *cmd, const char *env)
+{
+    int in[2];
+    if (pipe2(in, O_CLOEXEC) != 0) {
+        perror("ddlrun: pipe");
+        exit(1);
+    }
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid < 0) {
+        perror("ddlrun: fork");
+        exit(1);
+    }
+    if (pid == 0) {
+        int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGCHLD, SIGPIPE};
+        for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+            signal(sigs[i], SIG_DFL);
+        setpgid(0, 0);
+        if (dup2(in[0], STDIN_FILENO) < 0)
+            _exit(127);
+        char agent[1024];
+        snprintf(agent, sizeof agent, "%s \"$@\"", o->agent ? o->agent : DEFAULT_AGENT);
+        if (!strcmp(r->host, "localhost"))
+            execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        else
+            execl("/bin/sh", "sh", "-c", agent, "sh", r->host, cmd, (char *)NULL);
+        _exit(127);
+    }
+    setpgid(pid, pid);
+    close(in[0]);
+    r->pid = pid;
+    r->in = in[1];
+    size_t len = strlen(env);
+    if (write(r->in, env, len) != (ssize_t)len) /* a pipe takes this much at once; a dead agent: reaped */
+        fprintf(stderr, "ddlrun: host %s: cannot pass the environment: %s\n", r->host, strerror(errno));
+}
+
+/* head_main: -H or --hostfile: one node per host used, the same number of ranks on each. */
+static int head_main(opts *o)
+{
+    if (o->hosts)
+        parse_hosts(o->hosts);
+    else
+        read_hostfile(o->hostfile);
+    int slots = 0;
+    for (int i = 0; i < n_hosts; i++)
+        slots += hosts[i].slots;
+    int total = o->np ? o->np : slots;
+    if (total > slots) {
+        fprintf(stderr, "ddlrun: -np %d: the hosts have only %d slots\n", total, slots);
+        exit(2);
+    }
+    int k = 0, per = 0;
+    for (int left = total; left > 0; k++) { /* fill the hosts in order */
+        int here = hosts[k].slots < left ? hosts[k].slots : left;
+        if (k > 0 && here != per) {
+            fprintf(stderr, "ddlrun: %d ranks on %s but %d on %s: every host used needs the same number (for "
+                            "now)\n", per, hosts[0].name, here, hosts[k].name);
+            exit(2);
+        }
+        per = here;
+        left -= here;
+    }
+    static char master[400];
+    char buf[128];
+    if (!o->master) { /* kept for restarts too */
+        snprintf(master, sizeof master, "%s:%d", hosts[0].name, DEFAULT_PORT);
+        o->master = master;
+    }
+    set_env("DDL_MASTER", o->master);
+    if (o->job)
+        set_env("DDL_JOB", o->job);
+    else if (!getenv("DDL_JOB") || !getenv("DDL_JOB")[0]) {
+        random_hex(buf, 8);
+        set_env("DDL_JOB", buf);
+    }
+    setup_token(o); /* o->nodes is 1 here: without one, a random token */
+    set_xvars(o);
+    install_handlers();
+    char base_job[128];
+    snprintf(base_job, sizeof base_job, "%s", getenv("DDL_JOB"));
+    static rank agents[MAX_HOSTS];
+    static char cmd[65536], env[65536];
+    for (int r = 0;; r++) {
+        if (r > 0)
+            restart_env(o, base_job, r);
+        env_lines(o, env, sizeof env);
+        run u = {.ranks = agents, .n = k, .head = 1};
+        for (int i = 0; i < k; i++) {
+            memset(&agents[i], 0, sizeof agents[i]);
+            agents[i].id = i;
+            agents[i].out[0] = agents[i].out[1] = -1;
+            agents[i].host = hosts[i].name;
+            node_command(o, cmd, sizeof cmd, i, k, per);
+            spawn_agent(o, &agents[i], cmd, env);
+            u.alive++;
+        }
+        supervise(&u, 0);
+        for (int i = 0; i < k; i++)
+            if (agents[i].in >= 0)
+                close(agents[i].in);
+        if (!u.failed_pid || u.got_signal || r >= o->restarts)
+            return report(&u);
+        say_restart(&u, r + 1, o->restarts);
+    }
 }
 
 int main(int argc, char **argv)
 {
     opts o;
     parse_args(argc, argv, &o);
+    if (o.hosts || o.hostfile)
+        return head_main(&o);
+    if (o.env_stdin)
+        read_env_stdin();
+    set_xvars(&o);
     setup_env(&o);
+    if (o.log_dir && mkdir(o.log_dir, 0755) != 0 && errno != EEXIST) {
+        fprintf(stderr, "ddlrun: --log-dir %s: %s\n", o.log_dir, strerror(errno));
+        return 1;
+    }
     install_handlers();
     char base_job[128];
     snprintf(base_job, sizeof base_job, "%s", getenv("DDL_JOB"));
@@ -572,15 +1027,15 @@ int main(int argc, char **argv)
     for (int k = 0;; k++) {
         if (k > 0)
             restart_env(&o, base_job, k);
-        run u = {.ranks = ranks, .n = o.n};
+        run u = {.ranks = ranks, .n = o.n, .watch_stdin = o.env_stdin};
         for (int i = 0; i < o.n; i++) {
             memset(&ranks[i], 0, sizeof ranks[i]);
             ranks[i].id = o.node_rank * o.n + i;
-            ranks[i].out[0] = ranks[i].out[1] = -1;
+            ranks[i].out[0] = ranks[i].out[1] = ranks[i].in = -1;
             spawn_rank(&o, &ranks[i], i);
             u.alive++;
         }
-        supervise(&u, o.tag_output);
+        supervise(&u, o.tag_output && !o.log_dir);
         if (!u.failed_pid || u.got_signal || k >= o.restarts)
             return report(&u);
         say_restart(&u, k + 1, o.restarts);
