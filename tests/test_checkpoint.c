@@ -474,7 +474,8 @@ static size_t craft(unsigned char *out, const craft_sec s[5])
         le64(h + 16, s[i].stored);
         le32(h + 24, ddl_crc32c(0, s[i].body, s[i].stored));
         le32(h + 28, ddl_crc32c(0, h, 28));
-        memcpy(h + 32, s[i].body, s[i].stored);
+        if (s[i].stored) /* an empty section may have no body */
+            memcpy(h + 32, s[i].body, s[i].stored);
     }
     return at;
 }
