@@ -43,6 +43,7 @@
 #include <unistd.h>
 
 #include "tools/cli.h"
+#include "tools/hostlist.h"
 
 #define MAX_RANKS 1024
 #define LINE_BYTES 4096
@@ -53,7 +54,6 @@
 
 /* ---- options ---- */
 
-#define MAX_HOSTS 256
 #define MAX_XVARS 64
 #define DEFAULT_PORT 29500 /* the master's port on a cluster, as torchrun's */
 #define DEFAULT_AGENT "ssh -o BatchMode=yes"
@@ -66,12 +66,7 @@ typedef struct opts {
     char **argv; /* PROGRAM ARGS... */
 } opts;
 
-typedef struct host {
-    char name[256];
-    int slots;
-} host;
-
-static host hosts[MAX_HOSTS]; /* -H or --hostfile */
+static hostlist_host hosts[HOSTLIST_MAX]; /* -H or --hostfile */
 static int n_hosts;
 
 #define USAGE                                                                                                \
@@ -134,7 +129,7 @@ static void parse_args(int argc, char **argv, opts *o)
         switch (c) {
         case 'n':
             if (!strcmp(argv[optind - 1], "-np") && optind < argc) /* mpirun's -np N: with -H, the total */
-                o->np = cli_int("-np", argv[optind++], 1, MAX_RANKS * MAX_HOSTS);
+                o->np = cli_int("-np", argv[optind++], 1, MAX_RANKS * HOSTLIST_MAX);
             else
                 o->n = cli_int("-n", optarg, 1, MAX_RANKS);
             break;
@@ -194,69 +189,6 @@ static void parse_args(int argc, char **argv, opts *o)
         cli_error("shm works on one machine only; use -t tcp with --nodes > 1");
     if (o->n > MAX_RANKS)
         cli_error("-np: at most 1024 ranks on one node");
-}
-
-/* ---- hosts ---- */
-
-static void add_host(const char *name, size_t len, int slots, const char *what)
-{
-    if (n_hosts == MAX_HOSTS || len == 0 || len >= sizeof hosts[0].name) {
-        fprintf(stderr, "ddlrun: %s: %s\n", what, len ? "too many hosts, or a name too long" : "an empty host name");
-        exit(2);
-    }
-    memcpy(hosts[n_hosts].name, name, len);
-    hosts[n_hosts].name[len] = '\0';
-    hosts[n_hosts++].slots = slots;
-}
-
-/* parse_hosts: -H a:4,b:4 ("a" alone has 1 slot). */
-static void parse_hosts(const char *list)
-{
-    for (const char *p = list; *p;) {
-        size_t len = strcspn(p, ",");
-        char item[300];
-        snprintf(item, sizeof item, "%.*s", (int)(len < 299 ? len : 299), p);
-        char *colon = strrchr(item, ':');
-        int slots = 1;
-        if (colon) {
-            *colon = '\0';
-            slots = cli_int("-H", colon + 1, 1, MAX_RANKS);
-        }
-        add_host(item, strlen(item), slots, "-H");
-        p += len + (p[len] == ',');
-    }
-}
-
-/* read_hostfile: "HOST [slots=N]" a line, as mpirun's; blank lines and # comments skipped. */
-static void read_hostfile(const char *path)
-{
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        fprintf(stderr, "ddlrun: --hostfile %s: %s\n", path, strerror(errno));
-        exit(2);
-    }
-    char line[512];
-    for (int ln = 1; fgets(line, sizeof line, f); ln++) {
-        line[strcspn(line, "#\r\n")] = '\0';
-        char name[300], extra[300] = "";
-        int fields = sscanf(line, "%299s %299s", name, extra);
-        if (fields < 1)
-            continue;
-        int slots = 1;
-        if (fields == 2) {
-            char where[400];
-            snprintf(where, sizeof where, "--hostfile %s line %d", path, ln);
-            if (strncmp(extra, "slots=", 6) != 0)
-                cli_bad(where, extra, "slots=N");
-            slots = cli_int(where, extra + 6, 1, MAX_RANKS);
-        }
-        add_host(name, strlen(name), slots, path);
-    }
-    fclose(f);
-    if (n_hosts == 0) {
-        fprintf(stderr, "ddlrun: --hostfile %s: no hosts in it\n", path);
-        exit(2);
-    }
 }
 
 /* ---- environment ---- */
@@ -940,9 +872,9 @@ static void spawn_agent(const opts *o, rank *r, const char *cmd, const char *env
 static int head_main(opts *o)
 {
     if (o->hosts)
-        parse_hosts(o->hosts);
+        n_hosts = hostlist_parse(o->hosts, hosts, MAX_RANKS);
     else
-        read_hostfile(o->hostfile);
+        n_hosts = hostlist_read(o->hostfile, hosts, MAX_RANKS);
     int slots = 0;
     for (int i = 0; i < n_hosts; i++)
         slots += hosts[i].slots;
@@ -980,7 +912,7 @@ static int head_main(opts *o)
     install_handlers();
     char base_job[128];
     snprintf(base_job, sizeof base_job, "%s", getenv("DDL_JOB"));
-    static rank agents[MAX_HOSTS];
+    static rank agents[HOSTLIST_MAX];
     static char cmd[65536], env[65536];
     for (int r = 0;; r++) {
         if (r > 0)
