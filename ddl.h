@@ -395,11 +395,17 @@ typedef struct ddl_comm_config {
                                      * one (mpi, shm); 0: ddl's collectives, bit-identical everywhere */
     int insecure;                   /* 1: tcp and zmq may run a multi-rank job without a token (anyone who
                                      * reaches its ports could join); 0: they refuse (DDL_EINVAL) */
+    int heartbeat_timeout_ms;       /* > 0: the comm starts one thread that sends a heartbeat (a UDP
+                                     * datagram, MAC'd with the token) to every rank each
+                                     * heartbeat_interval_ms and names a rank not heard from for this
+                                     * long (DDL_ETIMEDOUT); 0: no thread, no heartbeats */
+    int heartbeat_interval_ms;      /* 0: a fifth of heartbeat_timeout_ms */
 } ddl_comm_config;
 
 /* ddl_comm_config_from_env: fill cfg from DDL_TRANSPORT, DDL_RANK, DDL_WORLD_SIZE,
  * DDL_LOCAL_RANK, DDL_LOCAL_SIZE, DDL_MASTER, DDL_PEERS, DDL_JOB, DDL_TOKEN, DDL_TIMEOUT_MS,
- * DDL_NATIVE_ALLREDUCE (or its older name DDL_MPI_NATIVE), DDL_INSECURE, and OMPI_COMM_WORLD_*, PMI_*,
+ * DDL_NATIVE_ALLREDUCE (or its older name DDL_MPI_NATIVE), DDL_INSECURE, DDL_HEARTBEAT_TIMEOUT_MS
+ * (default 5000; 0: off), DDL_HEARTBEAT_INTERVAL_MS (default 1000), and OMPI_COMM_WORLD_*, PMI_*,
  * SLURM_PROCID/SLURM_NTASKS; the transport, unless DDL_TRANSPORT names one, is mpi under mpirun,
  * else as for a NULL transport. With none set: rank 0 of 1. The strings point into the
  * environment. Returns DDL_OK; DDL_EINVAL (a bad value, named in err); DDL_ENOTSUP (the
@@ -598,7 +604,7 @@ struct ddl_model_plugin {
  * Calls return DDL_OK or a DDL_E* code, with the detail for error(). Optional members may be
  * NULL. */
 
-#define DDL_TRANSPORT_VERSION 1
+#define DDL_TRANSPORT_VERSION 2 /* 2 added interrupt; a version 1 transport still works without it */
 #define DDL_HEADER_BYTES 32
 
 struct ddl_transport {
@@ -624,6 +630,10 @@ struct ddl_transport {
     const char *(*error)(const void *state);
     /* peer_address: optional: a printable address of rank r, for messages. */
     const char *(*peer_address)(const void *state, int r);
+    /* interrupt: optional (version 2): called from another thread (the comm's heartbeat) when
+     * rank `culprit` stopped responding. The wait in progress, and every later one, must end
+     * within about 200 ms with DDL_ETIMEDOUT; close() stays safe. It may only set a flag. */
+    void (*interrupt)(void *state, int culprit);
 };
 
 /* ---- the compute core: threads, arena, random numbers, checksums ---- */

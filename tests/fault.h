@@ -225,6 +225,13 @@ static const char *fault_peer_address(const void *state, int r)
     return f->inner->peer_address((const unsigned char *)state + f->inner_off, r);
 }
 
+static void fault_interrupt(void *state, int culprit)
+{
+    fault_state *f = (fault_state *)state;
+    if (f->inner && f->inner->version >= 2 && f->inner->interrupt)
+        f->inner->interrupt((unsigned char *)state + f->inner_off, culprit);
+}
+
 /* fault_transport_init: a wrapper of `inner` applying `plan`. */
 static inline void fault_transport_init(fault_transport *ft, const ddl_transport *inner, const fault_plan *plan)
 {
@@ -241,6 +248,7 @@ static inline void fault_transport_init(fault_transport *ft, const ddl_transport
     ft->vt.allreduce = NULL; /* a native all-reduce would pass by the faults */
     ft->vt.error = fault_error;
     ft->vt.peer_address = inner->peer_address ? fault_peer_address : NULL;
+    ft->vt.interrupt = fault_interrupt;
 }
 
 /* fault_kind_name: "drop", "delay", ... for messages. */

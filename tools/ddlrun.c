@@ -522,6 +522,7 @@ typedef struct run {
     int n, alive;
     int failed_id, failed_pid, failed_status; /* the first rank that failed (failed_pid 0: none) */
     int others_stopped;                       /* ranks were still running when it failed */
+    int frozen_id, frozen_pid;                /* a rank found stopped (SIGSTOP, a debugger) then (pid 0: none) */
     long long decide_at;                      /* ms: the failure named is final, stop the others (0: none due) */
     int got_signal;                           /* a signal we forwarded */
     long long kill_at;                        /* ms: SIGKILL whoever still runs (0: not armed) */
@@ -578,6 +579,27 @@ static void reap(run *u)
     }
 }
 
+/* find_frozen: a rank still alive but stopped (state T or t in /proc/PID/stat) is most likely what
+ * the others gave up on (their heartbeats name it): remember it for the report. */
+static void find_frozen(run *u)
+{
+    for (int i = 0; i < u->n && !u->frozen_pid; i++) {
+        char path[64], buf[512];
+        snprintf(path, sizeof path, "/proc/%d/stat", (int)u->ranks[i].pid);
+        FILE *f = u->ranks[i].pid > 0 ? fopen(path, "r") : NULL;
+        if (!f)
+            continue;
+        size_t n = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[n] = '\0';
+        const char *p = strrchr(buf, ')');
+        if (p && p[1] == ' ' && (p[2] == 'T' || p[2] == 't')) {
+            u->frozen_id = u->ranks[i].id;
+            u->frozen_pid = (int)u->ranks[i].pid;
+        }
+    }
+}
+
 /* decide: the grace after the first failure is over: stop the others. */
 static void decide(run *u, long long now)
 {
@@ -590,7 +612,9 @@ static void decide(run *u, long long now)
                 close(u->ranks[i].in), u->ranks[i].in = -1;
         u->kill_at = now + 2 * KILL_AFTER_FAILURE_MS + 1000;
     } else if (u->alive > 0) {
+        find_frozen(u);
         signal_all(u, SIGTERM);
+        signal_all(u, SIGCONT); /* a stopped rank takes its SIGTERM now */
         u->kill_at = now + KILL_AFTER_FAILURE_MS;
     }
 }
@@ -699,6 +723,9 @@ static int report(const run *u)
         return WIFSIGNALED(st) ? 128 + WTERMSIG(st) : WEXITSTATUS(st);
     }
     const char *tail = u->others_stopped ? "; stopped the other ranks" : "";
+    if (u->frozen_pid)
+        fprintf(stderr, "ddlrun: rank %d (pid %d) was stopped (SIGSTOP or a debugger), not running, when the others "
+                        "gave up\n", u->frozen_id, u->frozen_pid);
     if (WIFSIGNALED(st)) {
         fprintf(stderr, "ddlrun: rank %d (pid %d) was killed by signal %d (%s)%s\n", u->failed_id, u->failed_pid,
                 WTERMSIG(st), strsignal(WTERMSIG(st)), tail);

@@ -17,6 +17,7 @@
 #include <mpi.h>
 #include <sched.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -53,6 +54,7 @@ typedef struct mp_state {
     unsigned char *sbuf;      /* [PREFIX + SMALL_BYTES]: the message we send */
     unsigned char *rbuf;      /* [PREFIX + SMALL_BYTES]: the message we receive */
     char err[DDL_ERR_BYTES];
+    _Atomic int stalled;      /* 1 + the rank the comm's heartbeat found silent (interrupt) */
 } mp_state;
 
 static int mp_fail(mp_state *s, int status, const char *fmt, ...) DDL__PRINTF(3, 4);
@@ -106,7 +108,7 @@ static int wait_one(mp_state *s, MPI_Request *req, MPI_Status *st, int64_t deadl
             return mpi_fail(s, rc, what, peer);
         if (done)
             return DDL_OK;
-        if ((round & 63) == 0 && ddl__now_ms() >= deadline_ms)
+        if ((round & 63) == 0 && (ddl__now_ms() >= deadline_ms || atomic_load(&s->stalled)))
             return DDL_ETIMEDOUT;
         idle(round);
     }
@@ -421,7 +423,7 @@ static int mp_exchange(void *state, int to, const void *send_hdr, const void *se
         }
         if (st != DDL_OK)
             break;
-        if ((round & 63) == 63 && ddl__now_ms() >= deadline_ms)
+        if ((round & 63) == 63 && (ddl__now_ms() >= deadline_ms || atomic_load(&s->stalled)))
             st = exchange_timeout(s, &ds, &dr, timeout_ms);
         else
             idle(round);
@@ -472,6 +474,14 @@ static const char *mp_error(const void *state)
     return s ? s->err : "";
 }
 
+/* mp_interrupt: from the comm's heartbeat thread: every wait loop ends at its next look. */
+static void mp_interrupt(void *state, int culprit)
+{
+    mp_state *s = state;
+    if (s && culprit >= 0)
+        atomic_store(&s->stalled, culprit + 1);
+}
+
 /* ---- vtable ---- */
 
 static const ddl_transport mp_transport = {
@@ -484,6 +494,7 @@ static const ddl_transport mp_transport = {
     .allreduce = mp_allreduce,
     .error = mp_error,
     .peer_address = NULL,
+    .interrupt = mp_interrupt,
 };
 
 const ddl_transport *ddl_transport_mpi(void) { return &mp_transport; }

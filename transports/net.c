@@ -82,6 +82,24 @@ int ddl__net_check_peer(ddl__net *n, int peer, int sending)
     return DDL_OK;
 }
 
+void ddl__net_interrupt(void *state, int culprit)
+{
+    ddl__net *n = state;
+    if (n && culprit >= 0)
+        atomic_store(&n->stalled, culprit + 1);
+}
+
+int ddl__net_stalled(ddl__net *n)
+{
+    int r = atomic_load(&n->stalled) - 1;
+    if (r < 0)
+        return DDL_OK;
+    if (r < n->world && r != n->rank)
+        n->culprit = r;
+    return ddl__net_fail(n, DDL_ETIMEDOUT, "rank %d at %s stopped responding (no heartbeat; noticed by rank %d)", r,
+                         r < n->world ? n->peers[r].addr : "?", n->rank);
+}
+
 void ddl__net_opened(ddl__net *n, int status)
 {
     n->token = NULL;
@@ -363,9 +381,10 @@ int ddl__net_peer_left(ddl__net *n, int j, const unsigned char pre[DDL__FRAME_PR
     int status = (int)(int32_t)(uint32_t)ddl__get_le(pre + 20, 4);
     if (culprit >= 0 && culprit < n->world && culprit != n->rank && culprit != j) {
         n->culprit = culprit;
-        return ddl__net_fail(n, DDL_EPEER,
-                             "rank %d at %s closed the connection (reported by rank %d at %s, noticed by rank %d)",
-                             culprit, n->peers[culprit].addr, j, addr, n->rank);
+        return ddl__net_fail(n, DDL_EPEER, "rank %d at %s %s (reported by rank %d at %s, noticed by rank %d)",
+                             culprit, n->peers[culprit].addr,
+                             status == DDL_ETIMEDOUT ? "stopped responding" : "closed the connection", j, addr,
+                             n->rank);
     }
     return ddl__net_fail(n, DDL_EPEER, "rank %d at %s left the job after a failure (%s), noticed by rank %d", j, addr,
                          ddl_strerror(status), n->rank);

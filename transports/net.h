@@ -11,18 +11,8 @@
 #define DDL_NET_H
 #include "core/impl.h"
 
+#include <stdatomic.h>
 #include <sys/socket.h>
-
-/* ---- SHA-256 and HMAC (sha256.c) ---- */
-
-#define DDL__SHA256_BYTES 32
-/* ddl__sha256: out = SHA-256 of data[bytes]. */
-void ddl__sha256(const void *data, size_t bytes, unsigned char out[DDL__SHA256_BYTES]);
-/* ddl__hmac_sha256: out = HMAC-SHA256 with key[key_bytes] of msg[msg_bytes] (RFC 2104). */
-void ddl__hmac_sha256(const void *key, size_t key_bytes, const void *msg, size_t msg_bytes,
-                      unsigned char out[DDL__SHA256_BYTES]);
-/* ddl__ct_equal: 1 if a and b hold the same bytes; time does not depend on where they differ. */
-int ddl__ct_equal(const void *a, const void *b, size_t bytes);
 
 /* ---- protocols ---- */
 
@@ -61,6 +51,7 @@ typedef struct ddl__net {
     int failed;                 /* a failure happened: close() says ABORT, not BYE */
     int fail_status;            /* the first failure's status */
     int culprit;                /* the first rank found dead (-1: none), named in our ABORT */
+    _Atomic int stalled;        /* 1 + the rank the comm's heartbeat found silent (interrupt) */
     ddl_log_fn log;
     void *log_ud;
     const char *token;          /* valid during open() only */
@@ -83,6 +74,14 @@ void ddl__net_link_down(ddl__net *n, int j, int status, int tx, int rx);
 /* ddl__net_check_peer: DDL_OK if rank peer (-1: nobody) can be sent to (sending) or received
  * from; DDL_EINVAL for no such rank, or the status that broke that direction earlier. */
 int ddl__net_check_peer(ddl__net *n, int peer, int sending);
+/* ddl__net_interrupt: the vtable's interrupt for both transports (state starts with a ddl__net):
+ * marks `culprit` as stalled; the waits notice it through ddl__net_stalled. Any thread. */
+void ddl__net_interrupt(void *state, int culprit);
+/* ddl__net_stalled: DDL_OK, or after an interrupt DDL_ETIMEDOUT with the culprit recorded (named
+ * in our ABORT) and the message in err. Waits poll at most DDL__NET_WAIT_SLICE_MS at a time so
+ * that they look often enough. */
+int ddl__net_stalled(ddl__net *n);
+#define DDL__NET_WAIT_SLICE_MS 100
 /* ddl__net_opened: open() ends with status: forget the token, log the success. */
 void ddl__net_opened(ddl__net *n, int status);
 /* ddl__net_missing: how many of ranks lo..hi (but ours) are not linked yet; their list in

@@ -83,6 +83,7 @@ typedef struct shm_state {
                     * this rank's own index is kept here, never read back from the segment */
     char name[160];
     char err[DDL_ERR_BYTES];
+    _Atomic int stalled; /* 1 + the rank the comm's heartbeat found silent (interrupt) */
 } shm_state;
 
 static size_t ring_bytes_for(int world) { return world <= 4 ? (size_t)1 << 20 : (size_t)256 << 10; }
@@ -229,6 +230,11 @@ static int idle(shm_state *s, waiter *w, uint32_t bell, int who, int timeout_ms,
     int64_t now = ddl__now_ms();
     if (w->start == 0)
         w->start = now;
+    int stalled = atomic_load(&s->stalled) - 1;
+    if (stalled >= 0)
+        return fail(s, DDL_ETIMEDOUT, "rank %d (pid %d) stopped responding (no heartbeat; noticed by rank %d "
+                    "waiting for %s)", stalled, stalled < s->world ? (int)atomic_load(&s->slots[stalled].pid) : 0,
+                    s->rank, what);
     if (now - w->last_check >= LIVENESS_MS || w->left_seen) {
         int left = 0, st = check_peers(s, who, &left);
         w->last_check = now;
@@ -775,6 +781,14 @@ static const char *shm_peer_address(const void *state, int r)
     return "shared memory";
 }
 
+/* shm_interrupt: from the comm's heartbeat thread: every wait ends at its next look (idle). */
+static void shm_interrupt(void *state, int culprit)
+{
+    shm_state *s = state;
+    if (s && culprit >= 0)
+        atomic_store(&s->stalled, culprit + 1);
+}
+
 /* ---- vtable ---- */
 
 static const ddl_transport shm_transport = {
@@ -787,6 +801,7 @@ static const ddl_transport shm_transport = {
     .allreduce = shm_allreduce,
     .error = shm_error,
     .peer_address = shm_peer_address,
+    .interrupt = shm_interrupt,
 };
 
 const ddl_transport *ddl_transport_shm(void) { return &shm_transport; }

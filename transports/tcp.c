@@ -522,6 +522,8 @@ static int exchange_timeout(tcp_state *s, const ddl__sock_frame *xs, const ddl__
         link_down(s, xs->peer, DDL_ETIMEDOUT, LINK_TX);
     if (!xr->finished && (xr->pre_done || xr->done))
         link_down(s, xr->peer, DDL_ETIMEDOUT, LINK_RX);
+    if (ddl__net_stalled(n) != DDL_OK) /* interrupted: the heartbeat names the rank */
+        return DDL_ETIMEDOUT;
     if (!xr->finished)
         return ddl__net_fail(n, DDL_ETIMEDOUT, "rank %d timed out after %d ms waiting for rank %d at %s to send %zu bytes (got %zu)",
                              n->rank, timeout_ms, xr->peer, n->peers[xr->peer].addr, xr->bytes, xr->done);
@@ -564,10 +566,12 @@ static int tcp_exchange(void *state, int to, const void *send_hdr, const void *s
         if (xs.finished && xr.finished)
             break;
         int left = ddl__remaining_ms(deadline_ms);
-        if (left == 0) {
+        if (left == 0 || atomic_load(&s->net.stalled)) {
             st = exchange_timeout(s, &xs, &xr, timeout_ms);
             break;
         }
+        if (left > DDL__NET_WAIT_SLICE_MS)
+            left = DDL__NET_WAIT_SLICE_MS;
         if ((st = wait_io(s, &xs, &xr, left, &try_s, &try_r)) != DDL_OK)
             break;
     }
@@ -590,6 +594,7 @@ static const ddl_transport tcp_transport = {
     .allreduce = NULL,
     .error = ddl__net_error,
     .peer_address = ddl__net_address,
+    .interrupt = ddl__net_interrupt,
 };
 
 const ddl_transport *ddl_transport_tcp(void) { return &tcp_transport; }

@@ -712,10 +712,12 @@ static int zq_exchange(void *state, int to, const void *send_hdr, const void *se
         if (r != 0)
             return r < 0 ? r : DDL_OK;
         int left = ddl__remaining_ms(deadline_ms);
+        if ((st = ddl__net_stalled(n)) != DDL_OK) /* interrupted: the heartbeat names the rank */
+            return st;
         if (left == 0)
             return ddl__net_fail(n, DDL_ETIMEDOUT, "rank %d timed out after %d ms waiting for rank %d at %s to send %zu bytes",
                                  n->rank, timeout_ms, from, n->peers[from].addr, recv_bytes);
-        if ((st = wait_events(s, from, left)) != DDL_OK)
+        if ((st = wait_events(s, from, left < DDL__NET_WAIT_SLICE_MS ? left : DDL__NET_WAIT_SLICE_MS)) != DDL_OK)
             return st;
     }
 }
@@ -770,6 +772,7 @@ static const ddl_transport zq_transport = {
     .allreduce = NULL,
     .error = ddl__net_error,
     .peer_address = ddl__net_address,
+    .interrupt = ddl__net_interrupt,
 };
 
 const ddl_transport *ddl_transport_zmq(void) { return &zq_transport; }

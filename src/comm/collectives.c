@@ -194,6 +194,8 @@ int ddl_comm_allreduce(ddl_comm *c, void *buf, size_t count, int dtype, int op)
     int sum_op = op == DDL_MEAN ? DDL_SUM : op;
     if (c->native && c->tp->allreduce && dtype == DDL_FLOAT32 && sum_op == DDL_SUM) {
         st = c->tp->allreduce(c->state, buf, count, c->timeout_ms);
+        if (st != DDL_OK && ddl__comm_stalled(c) != DDL_OK)
+            return c->status;
         if (st != DDL_OK) {
             const char *e = c->tp->error ? c->tp->error(c->state) : "";
             return ddl__comm_fail(c, st, "native allreduce #%u of %zu float32: %s", c->cur.seq, count,

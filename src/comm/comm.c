@@ -157,9 +157,24 @@ static void call_prefix(const ddl_comm *c, char *s, size_t n)
         snprintf(s, n, "%s #%u (%s)", op_name(c->cur.op), c->cur.seq, sz);
 }
 
+/* stalled: if the heartbeat named a silent rank, fail the call in progress with that. */
+static int stalled(ddl_comm *c, int wait_for_verdict)
+{
+    char msg[sizeof c->hb.msg], pre[96];
+    int r = wait_for_verdict ? ddl__hb_explain(&c->hb, msg, sizeof msg) : ddl__hb_verdict(&c->hb, msg, sizeof msg);
+    if (r < 0)
+        return DDL_OK;
+    call_prefix(c, pre, sizeof pre);
+    return ddl__comm_fail(c, DDL_ETIMEDOUT, "%s: %s", pre, msg);
+}
+
+int ddl__comm_stalled(ddl_comm *c) { return stalled(c, 1); }
+
 static int fail_transport(ddl_comm *c, int st, int to, int from)
 {
     char pre[96];
+    if (stalled(c, 1) != DDL_OK)
+        return c->status;
     call_prefix(c, pre, sizeof pre);
     const char *e = c->tp->error ? c->tp->error(c->state) : NULL;
     if (e && e[0])
@@ -259,7 +274,7 @@ int ddl__comm_begin(ddl_comm *c, int op, int dtype, int redop, size_t count, int
         return c->status;
     ddl__call k = {op, dtype, redop, (uint64_t)count, arg, c->seq++};
     c->cur = k;
-    return DDL_OK;
+    return stalled(c, 0);
 }
 
 /* ---- transports ---- */
@@ -314,14 +329,21 @@ static int check_config(const ddl_comm_config *cfg, char *err, size_t n)
     if (cfg->timeout_ms < 0)
         return ddl__errf(err, n, DDL_EINVAL, "timeout_ms %d must be positive", cfg->timeout_ms);
     const ddl_transport *t = cfg->transport;
-    if (t && (t->version != DDL_TRANSPORT_VERSION || !t->state_bytes || !t->open || !t->close || !t->exchange))
+    if (cfg->heartbeat_timeout_ms < 0 || cfg->heartbeat_interval_ms < 0 ||
+        (cfg->heartbeat_timeout_ms > 0 && cfg->heartbeat_interval_ms > cfg->heartbeat_timeout_ms))
+        return ddl__errf(err, n, DDL_EINVAL, "heartbeat interval %d ms and timeout %d ms: need 0 <= interval <= "
+                         "timeout (0: off)", cfg->heartbeat_interval_ms, cfg->heartbeat_timeout_ms);
+    if (t && (t->version < 1 || t->version > DDL_TRANSPORT_VERSION || !t->state_bytes || !t->open || !t->close ||
+              !t->exchange))
         return ddl__errf(err, n, DDL_ENOTSUP, "transport %s: version %d or missing members (need version %d)",
                          t->name ? t->name : "?", t->version, DDL_TRANSPORT_VERSION);
     return DDL_OK;
 }
 
-/* layout: [comm | state | scratch | p2p_sent | p2p_recvd | last_sent], each DDL_ALIGN-aligned. */
-static size_t comm_layout(const ddl_comm_config *cfg, size_t *off_state, size_t *off_scratch, size_t *off_seq)
+/* layout: [comm | state | scratch | p2p_sent | p2p_recvd | last_sent | hb peers | hb cards],
+ * each DDL_ALIGN-aligned. */
+static size_t comm_layout(const ddl_comm_config *cfg, size_t *off_state, size_t *off_scratch, size_t *off_seq,
+                          size_t *off_hb)
 {
     size_t n = ddl__align_up(sizeof(ddl_comm));
     *off_state = n;
@@ -334,13 +356,16 @@ static size_t comm_layout(const ddl_comm_config *cfg, size_t *off_state, size_t 
     }
     *off_seq = n;
     n += ddl__align_up((size_t)cfg->world_size * (2 * sizeof(uint32_t) + DDL_HEADER_BYTES));
+    *off_hb = n;
+    if (cfg->world_size > 1 && cfg->heartbeat_timeout_ms > 0)
+        n += ddl__align_up((size_t)cfg->world_size * (sizeof(ddl__hb_peer) + DDL__HB_CARD_BYTES));
     return n;
 }
 
 static ddl_comm *comm_alloc(const ddl_comm_config *cfg, const ddl_allocator *alloc)
 {
-    size_t off_state, off_scratch, off_seq;
-    size_t bytes = comm_layout(cfg, &off_state, &off_scratch, &off_seq);
+    size_t off_state, off_scratch, off_seq, off_hb;
+    size_t bytes = comm_layout(cfg, &off_state, &off_scratch, &off_seq, &off_hb);
     unsigned char *base = (unsigned char *)ddl__alloc(alloc, bytes); /* DDL_ALIGN-aligned */
     if (!base)
         return NULL;
@@ -353,6 +378,9 @@ static ddl_comm *comm_alloc(const ddl_comm_config *cfg, const ddl_allocator *all
     c->p2p_sent = (uint32_t *)(base + off_seq);
     c->p2p_recvd = c->p2p_sent + cfg->world_size;
     c->last_sent = (unsigned char *)(c->p2p_recvd + cfg->world_size);
+    c->hb.peers = (ddl__hb_peer *)(base + off_hb);
+    c->hb_cards = base + off_hb + (size_t)cfg->world_size * sizeof(ddl__hb_peer);
+    c->hb.fd = c->hb.wake_fd = -1;
     return c;
 }
 
@@ -395,6 +423,13 @@ int ddl_comm_create(const ddl_comm_config *cfg_in, const ddl_allocator *alloc, d
         ddl_comm_destroy(c);
         return st;
     }
+    if (c->tp && cfg.heartbeat_timeout_ms > 0) {
+        if ((st = ddl__hb_start(c, &cfg, c->hb_cards, err, err_bytes)) != DDL_OK) {
+            ddl_comm_destroy(c);
+            return st;
+        }
+        c->seq = 0; /* the cards' allgather is not one of the caller's calls */
+    }
     *out = c;
     return DDL_OK;
 }
@@ -403,6 +438,7 @@ void ddl_comm_destroy(ddl_comm *c)
 {
     if (!c)
         return;
+    ddl__hb_stop(&c->hb);
     if (c->tp && c->opened)
         c->tp->close(c->state);
     ddl_allocator a = c->alloc;
@@ -427,7 +463,7 @@ static int p2p_check(ddl_comm *c, int peer, const void *buf, size_t bytes, const
 {
     if (!c)
         return DDL_EINVAL;
-    if (c->status != DDL_OK)
+    if (c->status != DDL_OK || stalled(c, 0) != DDL_OK)
         return c->status;
     if (peer < 0 || peer >= c->world || peer == c->rank || (bytes && !buf)) {
         snprintf(c->err, sizeof c->err, "%s: rank %d cannot talk to rank %d of %d (or buf is NULL)", what,

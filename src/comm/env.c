@@ -98,6 +98,30 @@ static int config_ints(ddl_comm_config *cfg, char *err, size_t err_bytes)
     return DDL_OK;
 }
 
+/* heartbeat_ints: DDL_HEARTBEAT_TIMEOUT_MS (default 5000, 0: off) and DDL_HEARTBEAT_INTERVAL_MS
+ * (default 1000, at most the timeout). */
+static int heartbeat_ints(ddl_comm_config *cfg, char *err, size_t err_bytes)
+{
+    static const char *const tmo_n[] = {"DDL_HEARTBEAT_TIMEOUT_MS", NULL};
+    static const char *const ivl_n[] = {"DDL_HEARTBEAT_INTERVAL_MS", NULL};
+    int st, f_tmo, f_ivl;
+    if ((st = env_int(tmo_n, &cfg->heartbeat_timeout_ms, &f_tmo, err, err_bytes)) ||
+        (st = env_int(ivl_n, &cfg->heartbeat_interval_ms, &f_ivl, err, err_bytes)))
+        return st;
+    if (!f_tmo)
+        cfg->heartbeat_timeout_ms = 5000;
+    if (!f_ivl)
+        cfg->heartbeat_interval_ms = cfg->heartbeat_timeout_ms >= 5000 ? 1000 : cfg->heartbeat_timeout_ms / 5 + 1;
+    if (cfg->heartbeat_timeout_ms < 0)
+        return ddl__errf(err, err_bytes, DDL_EINVAL, "DDL_HEARTBEAT_TIMEOUT_MS=%d must be 0 (off) or positive",
+                         cfg->heartbeat_timeout_ms);
+    if (cfg->heartbeat_timeout_ms > 0 &&
+        (cfg->heartbeat_interval_ms <= 0 || cfg->heartbeat_interval_ms > cfg->heartbeat_timeout_ms))
+        return ddl__errf(err, err_bytes, DDL_EINVAL, "DDL_HEARTBEAT_INTERVAL_MS=%d must be in [1, %d] "
+                         "(DDL_HEARTBEAT_TIMEOUT_MS)", cfg->heartbeat_interval_ms, cfg->heartbeat_timeout_ms);
+    return DDL_OK;
+}
+
 int ddl_comm_config_from_env(ddl_comm_config *cfg, char *err, size_t err_bytes)
 {
     if (!cfg)
@@ -105,6 +129,8 @@ int ddl_comm_config_from_env(ddl_comm_config *cfg, char *err, size_t err_bytes)
     memset(cfg, 0, sizeof *cfg);
     ddl__errf(err, err_bytes, DDL_OK, "%s", "");
     int st = config_ints(cfg, err, err_bytes);
+    if (st == DDL_OK)
+        st = heartbeat_ints(cfg, err, err_bytes);
     if (st)
         return st;
     cfg->master = env_str("DDL_MASTER");

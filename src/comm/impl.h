@@ -4,6 +4,9 @@
 #ifndef DDL_COMM_IMPL_H
 #define DDL_COMM_IMPL_H
 #include "core/impl.h"
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 /* Operations carried in the header. Values go on the wire: only ever append. */
@@ -30,6 +33,40 @@ typedef struct ddl__call {
     uint32_t seq;    /* collectives: per-comm call number; p2p: per-pair message number */
 } ddl__call;
 
+/* ---- heartbeats (heartbeat.c) ---- */
+
+#define DDL__HB_ADDRS 4        /* IPv4 addresses a rank announces */
+#define DDL__HB_CARD_BYTES 128 /* what a rank tells the others at create */
+
+/* What the heartbeat knows of one other rank. heard_ms and left are written by the heartbeat
+ * thread and read by the caller's; the rest is set before the thread starts. */
+typedef struct ddl__hb_peer {
+    _Atomic int64_t heard_ms; /* last authentic heartbeat (0: none yet: not judged) */
+    _Atomic int left;         /* it said goodbye: not judged */
+    uint64_t incarnation;     /* from its card: a heartbeat must carry it */
+    uint64_t counter;         /* the last counter taken (thread only) */
+    int pid, ndst;
+    struct sockaddr_in dst[DDL__HB_ADDRS]; /* where its heartbeats go */
+    char host[80];
+} ddl__hb_peer;
+
+typedef struct ddl__hb {
+    int running;              /* the thread runs: stop() joins it */
+    int fd, wake_fd;          /* UDP socket; eventfd that wakes the thread to stop */
+    int rank, world, interval_ms, timeout_ms;
+    pthread_t thread;
+    _Atomic int stop;
+    _Atomic int verdict;      /* 1 + the rank found silent; msg is written before it */
+    char msg[256];
+    unsigned char key[32];    /* HMAC key from the token and the job */
+    uint64_t stack, incarnation, counter;
+    void (*interrupt)(void *state, int culprit);
+    void *tp_state;
+    ddl_log_fn log;
+    void *log_ud;
+    ddl__hb_peer *peers;      /* [world], in the comm's memory */
+} ddl__hb;
+
 struct ddl_comm {
     ddl_allocator alloc;       /* copy of the caller's hooks (zero: malloc/free) */
     const ddl_transport *tp;   /* NULL when world_size is 1 */
@@ -47,6 +84,8 @@ struct ddl_comm {
     void *log_ud;
     char job[64];
     char err[512];
+    ddl__hb hb;                /* heartbeats, when cfg asked for them */
+    unsigned char *hb_cards;   /* [world][DDL__HB_CARD_BYTES] */
 };
 
 /* ddl__comm_begin: start a collective: check the sticky status, number it, remember what it is. */
@@ -59,6 +98,21 @@ int ddl__comm_xchg(ddl_comm *c, int to, uint32_t send_step, const void *send_buf
                    uint32_t recv_step, void *recv_buf, size_t recv_bytes);
 /* ddl__comm_fail: set the sticky error (first failure wins) with a message; returns c->status. */
 int ddl__comm_fail(ddl_comm *c, int status, const char *fmt, ...) DDL__PRINTF(3, 4);
+/* ddl__hb_start: exchange cards (an allgather over c, into cards) and start the heartbeat thread;
+ * c->hb.peers must point at world zeroed entries. DDL_OK, or an error with the reason in err. */
+int ddl__hb_start(ddl_comm *c, const ddl_comm_config *cfg, unsigned char *cards, char *err, size_t err_bytes);
+/* ddl__hb_stop: say goodbye, join the thread, close the sockets (safe when never started). */
+void ddl__hb_stop(ddl__hb *hb);
+/* ddl__hb_verdict: the rank found silent, with the message in msg; -1 if none. Any thread. */
+int ddl__hb_verdict(ddl__hb *hb, char *msg, size_t n);
+/* ddl__hb_explain: after a link failure: if the verdict on a silent rank is due within about an
+ * interval, wait for it, so that every rank names the rank that stalled rather than a neighbour
+ * that gave up on it a moment earlier. As ddl__hb_verdict. */
+int ddl__hb_explain(ddl__hb *hb, char *msg, size_t n);
+
+/* ddl__comm_stalled: as after a link failure: if the heartbeat names (or is about to name) a
+ * silent rank, fail the call in progress with that (DDL_ETIMEDOUT); else DDL_OK. */
+int ddl__comm_stalled(ddl_comm *c);
 /* ddl__dtype_bytes: 4 for float32, 8 for int64, 0 for anything else. */
 size_t ddl__dtype_bytes(int dtype);
 

@@ -30,6 +30,16 @@ static inline size_t ddl__align_up(size_t n) { return (n + DDL_ALIGN - 1) & ~(si
 
 /* ddl__now: monotonic seconds. */
 double ddl__now(void);
+/* SHA-256 and HMAC (transports/sha256.c: the handshake's and the heartbeat's). */
+#define DDL__SHA256_BYTES 32
+/* ddl__sha256: out = SHA-256 of data[bytes]. */
+void ddl__sha256(const void *data, size_t bytes, unsigned char out[DDL__SHA256_BYTES]);
+/* ddl__hmac_sha256: out = HMAC-SHA256 with key[key_bytes] of msg[msg_bytes] (RFC 2104). */
+void ddl__hmac_sha256(const void *key, size_t key_bytes, const void *msg, size_t msg_bytes,
+                      unsigned char out[DDL__SHA256_BYTES]);
+/* ddl__ct_equal: 1 if a and b hold the same bytes; time does not depend on where they differ. */
+int ddl__ct_equal(const void *a, const void *b, size_t bytes);
+
 /* ddl__now_ms: monotonic milliseconds. */
 int64_t ddl__now_ms(void);
 /* ddl__remaining_ms: milliseconds left until deadline_ms (ddl__now_ms time): >= 0, capped at

@@ -1,0 +1,348 @@
+/* heartbeat.c - is every rank of a comm still alive? One thread per comm (started only when
+ * ddl_comm_config.heartbeat_timeout_ms > 0) sends a small UDP datagram to every other rank each
+ * interval and names a rank it has not heard from for the timeout, then interrupts the
+ * transport's waits, so that every rank reports the stalled one within the timeout whatever its
+ * place in the ring. It works the same over every transport: the heartbeat never shares a socket
+ * with the data, and it does not depend on the training thread being in a collective.
+ *
+ * At create every rank describes itself in a card (UDP port, addresses, pid, host, a random
+ * incarnation) and the cards travel once through an allgather. A datagram carries sender,
+ * receiver, the sender's incarnation and a counter that only grows, under an HMAC-SHA256 keyed
+ * by the token and the job: a stranger can neither forge one nor replay an old one.
+ *
+ * False alarms are guarded against: a rank is judged only after its first heartbeat arrived
+ * (UDP blocked between hosts costs the early warning, never the job), a rank that said goodbye
+ * is not judged, and a thread that was itself not running (the whole process stopped) forgives
+ * everyone on waking. It owns one UDP socket, one eventfd and the thread; its memory is part of
+ * the comm's. */
+#include "impl.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define HB_MAGIC 0x48424444u /* "DDBH" */
+#define HB_TICK_MS 100       /* the thread looks at least this often */
+#define HB_MAC_BYTES 16
+#define HB_BEAT_BYTES 48
+enum { HB_BEAT = 1, HB_BYE = 2 };
+
+/* A card on the wire (DDL__HB_CARD_BYTES, little endian):
+ *   0 magic | 4 rank | 8 pid | 12 port u16 | 14 address count u16 | 16 four IPv4 addresses
+ *   (network order) | 32 network stack id u64 | 40 incarnation u64 | 48 host name, NUL-padded */
+
+/* ---- who am I ---- */
+
+/* stack_id: the same value for two processes that share a network stack (same boot, same
+ * network namespace): they reach each other on 127.0.0.1. */
+static uint64_t stack_id(void)
+{
+    unsigned char buf[96] = {0}, h[DDL__SHA256_BYTES];
+    int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        ssize_t n = read(fd, buf, 40);
+        (void)n;
+        close(fd);
+    }
+    struct stat st;
+    if (stat("/proc/self/ns/net", &st) == 0)
+        memcpy(buf + 48, &st.st_ino, sizeof st.st_ino);
+    gethostname((char *)buf + 64, 31);
+    ddl__sha256(buf, sizeof buf, h);
+    return ddl__get_le(h, 8);
+}
+
+/* own_addresses: up to DDL__HB_ADDRS IPv4 addresses of interfaces that are up, loopback last. */
+static int own_addresses(uint32_t *out)
+{
+    struct ifaddrs *all = NULL;
+    int n = 0;
+    if (getifaddrs(&all) != 0)
+        return 0;
+    for (int loop = 0; loop < 2; loop++)
+        for (struct ifaddrs *i = all; i && n < DDL__HB_ADDRS; i = i->ifa_next)
+            if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET && (i->ifa_flags & IFF_UP) &&
+                !(i->ifa_flags & IFF_LOOPBACK) == !loop)
+                out[n++] = ((const struct sockaddr_in *)(const void *)i->ifa_addr)->sin_addr.s_addr;
+    freeifaddrs(all);
+    return n;
+}
+
+static void card_write(unsigned char *p, const ddl__hb *hb, int port, const uint32_t *addrs, int naddr)
+{
+    memset(p, 0, DDL__HB_CARD_BYTES);
+    ddl__put_le(p, HB_MAGIC, 4);
+    ddl__put_le(p + 4, (uint32_t)hb->rank, 4);
+    ddl__put_le(p + 8, (uint32_t)getpid(), 4);
+    ddl__put_le(p + 12, (uint32_t)port, 2);
+    ddl__put_le(p + 14, (uint32_t)naddr, 2);
+    memcpy(p + 16, addrs, (size_t)naddr * 4);
+    ddl__put_le(p + 32, hb->stack, 8);
+    ddl__put_le(p + 40, hb->incarnation, 8);
+    gethostname((char *)p + 48, DDL__HB_CARD_BYTES - 48 - 1);
+}
+
+/* card_read: peer j from its card; where to send to it: 127.0.0.1 on the same network stack,
+ * else its addresses that are not also ours (those would reach this host, not it). */
+static int card_read(ddl__hb *hb, int j, const unsigned char *p, const uint32_t *mine, int nmine)
+{
+    ddl__hb_peer *q = &hb->peers[j];
+    if (ddl__get_le(p, 4) != HB_MAGIC || ddl__get_le(p + 4, 4) != (uint64_t)j)
+        return -1;
+    q->pid = (int)ddl__get_le(p + 8, 4);
+    uint16_t port = (uint16_t)ddl__get_le(p + 12, 2);
+    int naddr = (int)ddl__get_le(p + 14, 2);
+    q->incarnation = ddl__get_le(p + 40, 8);
+    memcpy(q->host, p + 48, sizeof q->host - 1);
+    q->host[sizeof q->host - 1] = '\0';
+    uint32_t addrs[DDL__HB_ADDRS];
+    memcpy(addrs, p + 16, sizeof addrs);
+    int same_stack = ddl__get_le(p + 32, 8) == hb->stack;
+    for (int k = 0; k < (same_stack ? 1 : naddr) && k < DDL__HB_ADDRS; k++) {
+        uint32_t a = same_stack ? htonl(INADDR_LOOPBACK) : addrs[k];
+        int ours = 0;
+        for (int m = 0; m < nmine && !same_stack; m++)
+            ours |= mine[m] == a;
+        if (ours || (!same_stack && (ntohl(a) >> 24) == 127))
+            continue;
+        q->dst[q->ndst++] = (struct sockaddr_in){.sin_family = AF_INET, .sin_port = htons(port), .sin_addr.s_addr = a};
+    }
+    return 0;
+}
+
+/* ---- datagrams ---- */
+
+static void beat_mac(const ddl__hb *hb, const unsigned char *p, unsigned char *mac)
+{
+    unsigned char full[DDL__SHA256_BYTES];
+    ddl__hmac_sha256(hb->key, sizeof hb->key, p, HB_BEAT_BYTES - HB_MAC_BYTES, full);
+    memcpy(mac, full, HB_MAC_BYTES);
+}
+
+static void send_all(ddl__hb *hb, int kind)
+{
+    unsigned char p[HB_BEAT_BYTES];
+    hb->counter++;
+    for (int j = 0; j < hb->world; j++) {
+        if (j == hb->rank)
+            continue;
+        ddl__put_le(p, HB_MAGIC, 4);
+        ddl__put_le(p + 4, (uint32_t)kind, 4);
+        ddl__put_le(p + 8, (uint32_t)hb->rank, 4);
+        ddl__put_le(p + 12, (uint32_t)j, 4);
+        ddl__put_le(p + 16, hb->incarnation, 8);
+        ddl__put_le(p + 24, hb->counter, 8);
+        beat_mac(hb, p, p + HB_BEAT_BYTES - HB_MAC_BYTES);
+        for (int k = 0; k < hb->peers[j].ndst; k++) /* a lost or refused datagram is a missed beat */
+            (void)sendto(hb->fd, p, sizeof p, MSG_DONTWAIT | MSG_NOSIGNAL,
+                         (const struct sockaddr *)&hb->peers[j].dst[k], sizeof hb->peers[j].dst[k]);
+    }
+}
+
+/* take: one datagram; anything but an authentic, fresh heartbeat for us is dropped unread. */
+static void take(ddl__hb *hb, const unsigned char *p, ssize_t n, int64_t now)
+{
+    if (n != HB_BEAT_BYTES || ddl__get_le(p, 4) != HB_MAGIC)
+        return;
+    int kind = (int)ddl__get_le(p + 4, 4);
+    uint64_t from = ddl__get_le(p + 8, 4), to = ddl__get_le(p + 12, 4), counter = ddl__get_le(p + 24, 8);
+    if ((kind != HB_BEAT && kind != HB_BYE) || from >= (uint64_t)hb->world || from == (uint64_t)hb->rank ||
+        to != (uint64_t)hb->rank)
+        return;
+    ddl__hb_peer *q = &hb->peers[from];
+    unsigned char mac[HB_MAC_BYTES];
+    beat_mac(hb, p, mac);
+    if (!ddl__ct_equal(mac, p + HB_BEAT_BYTES - HB_MAC_BYTES, HB_MAC_BYTES) ||
+        ddl__get_le(p + 16, 8) != q->incarnation || counter <= q->counter)
+        return;
+    q->counter = counter;
+    atomic_store(&q->heard_ms, now);
+    if (kind == HB_BYE)
+        atomic_store(&q->left, 1);
+}
+
+static void drain(ddl__hb *hb, int64_t now)
+{
+    unsigned char p[HB_BEAT_BYTES + 1];
+    for (int i = 0; i < 4 * hb->world + 16; i++) { /* bounded: a flood cannot keep the thread here */
+        ssize_t n = recv(hb->fd, p, sizeof p, MSG_DONTWAIT);
+        if (n < 0)
+            return;
+        take(hb, p, n, now);
+    }
+}
+
+/* ---- judging ---- */
+
+/* judge: the first armed peer silent for the timeout is the verdict: written once, then the
+ * transport's waits are interrupted. */
+static void judge(ddl__hb *hb, int64_t now)
+{
+    if (atomic_load(&hb->verdict))
+        return;
+    for (int j = 0; j < hb->world; j++) {
+        ddl__hb_peer *q = &hb->peers[j];
+        int64_t heard = atomic_load(&q->heard_ms);
+        if (j == hb->rank || !heard || atomic_load(&q->left) || now - heard < hb->timeout_ms)
+            continue;
+        snprintf(hb->msg, sizeof hb->msg, "rank %d (pid %d on host %s) stopped responding %.1f s ago (no heartbeat; "
+                 "noticed by rank %d)", j, q->pid, q->host, (double)(now - heard) / 1000.0, hb->rank);
+        atomic_store(&hb->verdict, j + 1);
+        ddl__log(hb->log, hb->log_ud, DDL_LOG_ERROR, "%s", hb->msg);
+        if (hb->interrupt)
+            hb->interrupt(hb->tp_state, j);
+        return;
+    }
+}
+
+/* forgive: this thread did not run for a while (the process was stopped): silence we saw is ours. */
+static void forgive(ddl__hb *hb, int64_t now)
+{
+    for (int j = 0; j < hb->world; j++)
+        if (atomic_load(&hb->peers[j].heard_ms))
+            atomic_store(&hb->peers[j].heard_ms, now);
+}
+
+static void *hb_main(void *arg)
+{
+    ddl__hb *hb = arg;
+    int64_t next_send = 0, last = ddl__now_ms();
+    while (!atomic_load(&hb->stop)) {
+        int64_t now = ddl__now_ms();
+        if (now - last > hb->timeout_ms / 2)
+            forgive(hb, now);
+        last = now;
+        if (now >= next_send) {
+            send_all(hb, HB_BEAT);
+            next_send = now + hb->interval_ms;
+        }
+        judge(hb, now);
+        int wait = (int)(next_send - now);
+        struct pollfd pf[2] = {{.fd = hb->fd, .events = POLLIN}, {.fd = hb->wake_fd, .events = POLLIN}};
+        (void)poll(pf, 2, wait < HB_TICK_MS ? wait : HB_TICK_MS);
+        drain(hb, ddl__now_ms());
+    }
+    send_all(hb, HB_BYE);
+    send_all(hb, HB_BYE); /* twice: a lost goodbye would look like a stall */
+    return NULL;
+}
+
+/* ---- start, stop, ask ---- */
+
+static int udp_socket(ddl__hb *hb, int loopback_only, int *port)
+{
+    hb->fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (hb->fd < 0)
+        return -1;
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(loopback_only ? INADDR_LOOPBACK : INADDR_ANY)};
+    socklen_t len = sizeof a;
+    if (bind(hb->fd, (struct sockaddr *)&a, sizeof a) != 0 || getsockname(hb->fd, (struct sockaddr *)&a, &len) != 0)
+        return -1;
+    *port = ntohs(a.sin_port);
+    return 0;
+}
+
+int ddl__hb_start(ddl_comm *c, const ddl_comm_config *cfg, unsigned char *cards, char *err, size_t err_bytes)
+{
+    ddl__hb *hb = &c->hb;
+    hb->fd = hb->wake_fd = -1;
+    hb->rank = c->rank;
+    hb->world = c->world;
+    hb->timeout_ms = cfg->heartbeat_timeout_ms;
+    hb->interval_ms = cfg->heartbeat_interval_ms > 0 ? cfg->heartbeat_interval_ms : hb->timeout_ms / 5 + 1;
+    hb->log = c->log;
+    hb->log_ud = c->log_ud;
+    hb->stack = stack_id();
+    if (getrandom(&hb->incarnation, sizeof hb->incarnation, 0) != (ssize_t)sizeof hb->incarnation)
+        hb->incarnation = (uint64_t)ddl__now_ms() ^ ((uint64_t)getpid() << 32);
+    /* the key: HMAC(token, "ddl heartbeat 1 " job) */
+    char label[96];
+    int ll = snprintf(label, sizeof label, "ddl heartbeat 1 %s", c->job);
+    const char *tok = cfg->token ? cfg->token : "";
+    ddl__hmac_sha256(tok, strlen(tok), label, (size_t)ll < sizeof label ? (size_t)ll : sizeof label - 1, hb->key);
+
+    uint32_t mine[DDL__HB_ADDRS];
+    int nmine = own_addresses(mine), port = 0;
+    int one_host = cfg->local_size == cfg->world_size;
+    if (udp_socket(hb, one_host, &port) != 0 || (hb->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0) {
+        int e = errno;
+        ddl__hb_stop(hb);
+        hb->fd = -1;
+        return ddl__errf(err, err_bytes, DDL_EIO, "rank %d: heartbeat socket: %s", c->rank, strerror(e));
+    }
+    card_write(cards + (size_t)c->rank * DDL__HB_CARD_BYTES, hb, port, mine, nmine);
+    int st = ddl_comm_allgather(c, cards + (size_t)c->rank * DDL__HB_CARD_BYTES, cards,
+                                DDL__HB_CARD_BYTES / 8, DDL_INT64);
+    if (st != DDL_OK) {
+        ddl__hb_stop(hb);
+        return ddl__errf(err, err_bytes, st, "rank %d: exchanging heartbeat addresses: %s", c->rank, c->err);
+    }
+    for (int j = 0; j < c->world; j++)
+        if (j != c->rank && card_read(hb, j, cards + (size_t)j * DDL__HB_CARD_BYTES, mine, nmine) != 0) {
+            ddl__hb_stop(hb);
+            return ddl__errf(err, err_bytes, DDL_EPROTO, "rank %d: rank %d sent a bad heartbeat card", c->rank, j);
+        }
+    hb->interrupt = c->tp->version >= 2 ? c->tp->interrupt : NULL;
+    hb->tp_state = c->state;
+    if (pthread_create(&hb->thread, NULL, hb_main, hb) != 0) {
+        ddl__hb_stop(hb);
+        return ddl__errf(err, err_bytes, DDL_EIO, "rank %d: cannot start the heartbeat thread", c->rank);
+    }
+    hb->running = 1;
+    return DDL_OK;
+}
+
+void ddl__hb_stop(ddl__hb *hb)
+{
+    if (hb->running) {
+        atomic_store(&hb->stop, 1);
+        uint64_t one = 1;
+        if (write(hb->wake_fd, &one, sizeof one) != (ssize_t)sizeof one)
+            (void)0; /* the thread still looks every HB_TICK_MS */
+        pthread_join(hb->thread, NULL);
+        hb->running = 0;
+    }
+    if (hb->fd >= 0)
+        close(hb->fd);
+    if (hb->wake_fd >= 0)
+        close(hb->wake_fd);
+    hb->fd = hb->wake_fd = -1;
+}
+
+int ddl__hb_verdict(ddl__hb *hb, char *msg, size_t n)
+{
+    int v = hb->running ? atomic_load(&hb->verdict) : 0;
+    if (v)
+        snprintf(msg, n, "%s", hb->msg);
+    return v - 1;
+}
+
+int ddl__hb_explain(ddl__hb *hb, char *msg, size_t n)
+{
+    if (!hb->running)
+        return -1;
+    int64_t until = 0, now = ddl__now_ms();
+    for (int j = 0; j < hb->world; j++) {
+        int64_t heard = atomic_load(&hb->peers[j].heard_ms);
+        if (j != hb->rank && heard && !atomic_load(&hb->peers[j].left) &&
+            now - heard >= hb->timeout_ms - hb->interval_ms - HB_TICK_MS && heard + hb->timeout_ms + 2 * HB_TICK_MS > until)
+            until = heard + hb->timeout_ms + 2 * HB_TICK_MS;
+    }
+    int r;
+    while ((r = ddl__hb_verdict(hb, msg, n)) < 0 && ddl__now_ms() < until) {
+        struct timespec ts = {0, 10 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    return r;
+}
