@@ -75,6 +75,9 @@ endif
 LIB_SRC  := $(wildcard src/*/*.c transports/*.c models/*.c)
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 PROG_SRC := $(wildcard examples/*.c tools/*.c)
+ifneq ($(WITH_PNG),1)
+  PROG_SRC := $(filter-out tools/ddl-plot.c,$(PROG_SRC)) # it draws with libpng
+endif
 PROGS    := $(foreach s,$(PROG_SRC),$(BUILD)/bin/$(basename $(notdir $(s))))
 TEST_SRC := $(wildcard tests/test_*.c)
 TESTS    := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
