@@ -133,6 +133,7 @@ typedef struct ddl_transport ddl_transport;
 typedef struct ddl_model_plugin ddl_model_plugin;
 typedef struct ddl_param_info ddl_param_info;
 typedef struct ddl_rng ddl_rng;
+typedef struct ddl_timeline ddl_timeline;
 
 /* ---- training ----
  * A trainer runs the loop: shuffle with the seed, take this rank's part of every global batch,
@@ -174,6 +175,8 @@ typedef struct ddl_train_config {
     void *log_ud;
     long save_bytes_per_sec; /* checkpoints: rank 0 writes no faster than this (0: unlimited), to
                               * spare a shared file system */
+    ddl_timeline *timeline;  /* optional: each step records its data, forward, backward,
+                              * all-reduce and optimizer spans there (see "watching a run") */
 } ddl_train_config;
 
 /* ddl_train_config_default: SGD lr 0.01 momentum 0.9 (Adam's betas 0.9, 0.999, eps 1e-8 ready
@@ -187,6 +190,16 @@ typedef struct ddl_epoch_stats {
     long samples;           /* samples over all ranks */
     double seconds;         /* wall time of the epoch on this rank */
     double images_per_sec;  /* samples / seconds */
+    /* Where the time went, for a straggler report (every rank gets the same values but the
+     * first two, which are its own): */
+    double compute_seconds;   /* this rank: time between its gradient all-reduces: data, forward,
+                               * backward, optimizer, and whatever the caller did between steps */
+    double allreduce_seconds; /* this rank: time in the gradient all-reduces */
+    double lr;                /* learning rate of the last step */
+    int slowest_rank;         /* the rank with the most compute_seconds */
+    double slowest_seconds;   /* its compute_seconds */
+    double fastest_seconds;   /* the least compute_seconds of any rank */
+    double comm_frac;         /* all-reduce seconds / (compute + all-reduce seconds), over all ranks */
 } ddl_epoch_stats;
 
 #define DDL_MAX_CLASSES 16
@@ -237,6 +250,13 @@ int ddl_trainer_epoch_done(const ddl_trainer *t);
  * (after ddl_trainer_resume: of the steps since the resume). Sums over the ranks with an
  * all-reduce: every rank must call it. Returns DDL_OK or the comm's error. */
 int ddl_trainer_epoch_stats(ddl_trainer *t, ddl_epoch_stats *out);
+/* ddl_trainer_probe: time `reps` all-reduces (after one to warm up) of a buffer of the
+ * gradient's size, which is the gradient buffer itself: call it before a step, not between
+ * ddl_model_backward and the optimizer. Collective. *seconds gets the slowest rank's mean time
+ * per all-reduce (0 with one process). Busbw, as nccl-tests define it, is then
+ * 4 n_params / seconds * 2 (world - 1) / world bytes/s. Returns DDL_OK, DDL_EINVAL (reps < 1),
+ * or the comm's error. */
+int ddl_trainer_probe(ddl_trainer *t, int reps, double *seconds);
 
 /* ---- data ----
  * A data set is n samples of uint8 images (C, H, W) with uint8 targets (TH, TW): (1, 1) for
@@ -545,6 +565,97 @@ int ddl_trainer_save(ddl_trainer *t, const char *path);
  * (checkpoint of another model, optimizer or data set), or a comm error; ddl_trainer_error on
  * rank 0 has the detail. */
 int ddl_trainer_resume(ddl_trainer *t, const char *path, int flags, int *saved_world);
+
+/* ---- watching a run: TensorBoard event files and a timeline ----
+ * What a program needs to show a run as TensorFlow users see theirs. Neither object prints or
+ * reads the environment: the program decides what to record, when, and where (examples/lenet.c
+ * with --logdir and DDL_TIMELINE is one such program). */
+
+typedef struct ddl_summary_writer ddl_summary_writer;
+
+/* ddl_summary_writer_create: start a TensorBoard event file in dir (created if missing, one
+ * level): dir/events.out.tfevents.<seconds>.<host>.<pid>, as TensorFlow names them, in
+ * TensorFlow's TFRecord framing (length, masked CRC-32C of the length, the Event, masked
+ * CRC-32C of the Event). Its first Event, written at once, holds file_version "brain.Event:2".
+ * Records wait in a 64 KiB buffer, allocated here with the writer, and go to the file when it
+ * fills, at ddl_summary_writer_flush, and with the first record 5 s after the last flush.
+ * Returns DDL_OK with *out set; or, with *out NULL and the reason in err: DDL_EINVAL (no dir),
+ * DDL_EIO (cannot create the directory or the file), DDL_ENOMEM. */
+int ddl_summary_writer_create(const char *dir, const ddl_allocator *alloc, ddl_summary_writer **out, char *err,
+                              size_t err_bytes);
+/* ddl_summary_writer_scalar: record value (kept as float32) under tag ("train/loss", 1 to 256
+ * bytes) at step, with the wall time now: an Event with a Summary of one simple_value.
+ * Allocates nothing. Returns DDL_OK, DDL_EINVAL (bad tag), or DDL_EIO when a write to the file
+ * failed (now or before: a failure is sticky, nothing more is written, and the file is cut
+ * back to its last whole record, so every record in it stays readable). */
+int ddl_summary_writer_scalar(ddl_summary_writer *w, const char *tag, int64_t step, double value);
+/* ddl_summary_writer_image: record an image under tag at step: pixels (height, width,
+ * channels) of uint8, channels 1 (grey), 2 (grey, alpha), 3 (RGB) or 4 (RGBA), encoded as PNG
+ * (libpng; the PNG is allocated through the writer's allocator for the call). Returns as
+ * ddl_summary_writer_scalar, and DDL_EINVAL (bad size: 1 to 16384 pixels a side), DDL_ENOMEM,
+ * DDL_ENOTSUP (ddl built with WITH_PNG=0). */
+int ddl_summary_writer_image(ddl_summary_writer *w, const char *tag, int64_t step, const uint8_t *pixels,
+                             int height, int width, int channels);
+/* ddl_summary_writer_flush: write what waits to the file. Returns DDL_OK or DDL_EIO (sticky). */
+int ddl_summary_writer_flush(ddl_summary_writer *w);
+/* ddl_summary_writer_destroy: flush, close and free (NULL is allowed). */
+void ddl_summary_writer_destroy(ddl_summary_writer *w);
+/* Getters: the file's path; the detail of the last failure ("" if none); bytes written or
+ * waiting. The strings belong to the writer. */
+const char *ddl_summary_writer_path(const ddl_summary_writer *w);
+const char *ddl_summary_writer_error(const ddl_summary_writer *w);
+uint64_t ddl_summary_writer_bytes(const ddl_summary_writer *w);
+
+/* A timeline records spans of time on each rank and writes them all, at the end, as one Chrome
+ * trace-event JSON file (open it in Perfetto or chrome://tracing): a track per rank. Values
+ * are only ever appended. */
+enum {
+    DDL_SPAN_DATA = 0,       /* shuffling, gathering and normalising a batch */
+    DDL_SPAN_FORWARD = 1,    /* forward pass and loss */
+    DDL_SPAN_BACKWARD = 2,   /* backward pass */
+    DDL_SPAN_ALLREDUCE = 3,  /* gradient all-reduce (with its bytes) */
+    DDL_SPAN_OPTIMIZER = 4,  /* optimizer step */
+    DDL_SPAN_WAIT = 5,       /* in an all-reduce, waiting for the last rank to enter it (derived by
+                              * ddl_timeline_write, not recorded) */
+    DDL_SPAN_EVALUATE = 6,
+    DDL_SPAN_CHECKPOINT = 7,
+    DDL_SPAN_USER = 8        /* anything of the caller's */
+};
+
+typedef struct ddl_timeline_config {
+    long first_step, last_step; /* record spans of these steps only (counted as
+                                 * ddl_trainer_step_count after the step: from 1); last 0: no end */
+    size_t max_spans;           /* spans this rank keeps (32 bytes each, allocated at creation);
+                                 * later ones are counted, not kept. A training step makes 5. */
+} ddl_timeline_config;
+
+/* ddl_timeline_create: a timeline for this rank. Returns DDL_OK with *out set; or, with *out
+ * NULL and the reason in err: DDL_EINVAL (max_spans 0 or above 2^32, steps out of order),
+ * DDL_ENOMEM. */
+int ddl_timeline_create(const ddl_timeline_config *cfg, const ddl_allocator *alloc, ddl_timeline **out,
+                        char *err, size_t err_bytes);
+/* ddl_timeline_destroy: free it (NULL is allowed). */
+void ddl_timeline_destroy(ddl_timeline *tl);
+/* ddl_timeline_now: the clock spans are measured with: monotonic nanoseconds. */
+int64_t ddl_timeline_now(void);
+/* ddl_timeline_wants: 1 when tl is not NULL and step is in its range, else 0. */
+int ddl_timeline_wants(const ddl_timeline *tl, long step);
+/* ddl_timeline_span: record that this rank spent [t0, t1] (ddl_timeline_now) on kind
+ * (DDL_SPAN_*) during step, moving `bytes` bytes (0 if none). Nothing happens when tl is NULL
+ * or the step is out of range; a full timeline counts the span as dropped. Allocates nothing,
+ * never fails. */
+void ddl_timeline_span(ddl_timeline *tl, int kind, long step, int64_t t0, int64_t t1, uint64_t bytes);
+/* ddl_timeline_count / _dropped: spans kept, and spans that found the timeline full. */
+size_t ddl_timeline_count(const ddl_timeline *tl);
+size_t ddl_timeline_dropped(const ddl_timeline *tl);
+/* ddl_timeline_write: collective over comm (NULL: one process): every rank sends its spans to
+ * rank 0, which aligns every rank's clock to its own (the fastest of 8 round trips, as NTP
+ * does), adds the waits in all-reduces (DDL_SPAN_WAIT: from a rank's entry to the last
+ * rank's), and writes path (through path.tmp and a rename). Rank 0 allocates room for every
+ * rank's spans for the call. Returns DDL_OK; DDL_EINVAL (no path), DDL_ENOMEM (on any rank:
+ * all return it), DDL_EIO (rank 0 cannot write the file: only rank 0 returns it), or a comm
+ * error; err says why. The timeline stays as it was. */
+int ddl_timeline_write(ddl_timeline *tl, ddl_comm *comm, const char *path, char *err, size_t err_bytes);
 
 /* ---- model plugin interface ----
  * Bring your own model: fill a static const ddl_model_plugin and pass it to ddl_model_create

@@ -1,7 +1,8 @@
 /* example_common.h - what lenet.c and unet.c share, and nothing else: the training flags (their
  * option table, --help lines and values), the ddl_train_config they make, what a resumed run
- * says, a clock, and one test hook. Each example writes its own loop out. Header-only: copy it
- * along with the example (and tools/cli.h). */
+ * says, a clock, and one test hook. Each example writes its own loop out. What they show of a
+ * run (progress, event files, timeline, stragglers) is example_watch.h's, included at the end.
+ * Header-only: copy both along with the example (and tools/cli.h). */
 #ifndef DDL_EXAMPLE_COMMON_H
 #define DDL_EXAMPLE_COMMON_H
 
@@ -15,6 +16,8 @@
 
 #include "tools/cli.h"
 
+static void example_log(void *ud, int level, const char *msg);
+
 typedef struct example_opts {
     const char *data;
     int epochs, batch, threads, quiet, optimizer, schedule, warmup;
@@ -23,12 +26,14 @@ typedef struct example_opts {
     const char *checkpoint, *save; /* checkpoints: --checkpoint PATH --checkpoint-every N --resume --save PATH */
     long checkpoint_every, save_rate;
     int resume;
+    const char *logdir; /* --logdir DIR: TensorBoard event files, with scalars every --log-every steps */
+    int log_every;
 } example_opts;
 
 /* getopt_long's codes of the shared flags; an example's own flags take codes from EXAMPLE_OPT_END. */
 enum { OPT_DATA = 256, OPT_EPOCHS, OPT_BATCH, OPT_LR, OPT_MOMENTUM, OPT_OPTIMIZER, OPT_WEIGHT_DECAY, OPT_SCHEDULE,
        OPT_WARMUP, OPT_SEED, OPT_TRAIN_LIMIT, OPT_THREADS, OPT_QUIET, OPT_CHECKPOINT, OPT_CHECKPOINT_EVERY, OPT_RESUME,
-       OPT_SAVE, OPT_SAVE_RATE, EXAMPLE_OPT_END };
+       OPT_SAVE, OPT_SAVE_RATE, OPT_LOGDIR, OPT_LOG_EVERY, EXAMPLE_OPT_END };
 
 #define EXAMPLE_OPTIONS                                                                                         \
     {"data", required_argument, NULL, OPT_DATA}, {"epochs", required_argument, NULL, OPT_EPOCHS},               \
@@ -41,7 +46,8 @@ enum { OPT_DATA = 256, OPT_EPOCHS, OPT_BATCH, OPT_LR, OPT_MOMENTUM, OPT_OPTIMIZE
     {"checkpoint", required_argument, NULL, OPT_CHECKPOINT},                                                    \
     {"checkpoint-every", required_argument, NULL, OPT_CHECKPOINT_EVERY},                                        \
     {"resume", no_argument, NULL, OPT_RESUME}, {"save", required_argument, NULL, OPT_SAVE},                     \
-    {"save-rate", required_argument, NULL, OPT_SAVE_RATE}, CLI_HELP_VERSION
+    {"save-rate", required_argument, NULL, OPT_SAVE_RATE}, {"logdir", required_argument, NULL, OPT_LOGDIR},   \
+    {"log-every", required_argument, NULL, OPT_LOG_EVERY}, CLI_HELP_VERSION
 
 /* --help lines of the shared flags: an example prints its own flags between the two parts. */
 #define EXAMPLE_USAGE_TRAINING                                                                          \
@@ -53,7 +59,9 @@ enum { OPT_DATA = 256, OPT_EPOCHS, OPT_BATCH, OPT_LR, OPT_MOMENTUM, OPT_OPTIMIZE
     "  --seed S                  weights, shuffling and dropout (default 42)\n"                         \
     "  --train-limit N           train on the first N samples only\n"                                   \
     "  --threads N               BLAS threads per rank (default 1)\n"                                   \
-    "  --quiet                   no progress lines: only the summary\n"
+    "  --quiet                   no progress lines: only the summary\n"                               \
+    "  --logdir DIR              TensorBoard event files in DIR (tensorboard --logdir DIR)\n"          \
+    "  --log-every N             with --logdir: step scalars every N steps (default 10)\n"
 #define EXAMPLE_USAGE_CHECKPOINTS                                                                        \
     "checkpoints:\n"                                                                                     \
     "  --checkpoint PATH         save to PATH at every epoch's end and every --checkpoint-every STEPS\n" \
@@ -69,6 +77,7 @@ static void example_defaults(example_opts *o)
     o->threads = 1;
     o->seed = 42;
     o->momentum = 0.9f;
+    o->log_every = 10;
 }
 
 /* example_option: one shared flag c (from getopt_long) with its value arg; --help prints usage.
@@ -98,6 +107,8 @@ static void example_option(example_opts *o, int c, const char *arg, const char *
     case OPT_RESUME: o->resume = 1; break;
     case OPT_SAVE: o->save = arg; break;
     case OPT_SAVE_RATE: o->save_rate = cli_long("--save-rate", arg, 0, 1000000000000000L); break;
+    case OPT_LOGDIR: o->logdir = arg; break;
+    case OPT_LOG_EVERY: o->log_every = cli_int("--log-every", arg, 1, 1000000000); break;
     default: cli_try(); /* getopt_long named the flag */
     }
 }
@@ -130,6 +141,8 @@ static void example_train_config(const example_opts *o, ddl_comm *comm, long n, 
     tc->schedule.total_steps = steps_per_epoch * o->epochs;                         /* cosine */
     tc->schedule.step_size = steps_per_epoch * (o->epochs > 3 ? o->epochs / 3 : 1); /* step: x0.1, 3 times */
     tc->schedule.gamma = 0.1f;
+    tc->log = example_log; /* example_watch.h: DDL_LOG_LEVEL */
+    tc->log_ud = (void *)(uintptr_t)cli_prog;
 }
 
 /* example_say_resumed: rank 0 tells where a --resume run goes on (saved_world 0: from scratch). */
@@ -165,5 +178,7 @@ static void example_test_stop(long step)
         raise(SIGKILL);
     }
 }
+
+#include "example_watch.h"
 
 #endif

@@ -54,6 +54,8 @@ int main(int argc, char **argv)
     ddl_comm_config cc;
     ddl_comm *comm = NULL;
     int rc = ddl_comm_config_from_env(&cc, err, sizeof err);
+    if (rc == DDL_OK && example_log_setup(&cc, "lenet") != 0) /* DDL_LOG_LEVEL */
+        return 2;
     if (rc == DDL_OK && cc.world_size > 1)
         rc = ddl_comm_create(&cc, NULL, &comm, err, sizeof err);
     if (rc != DDL_OK) {
@@ -67,6 +69,7 @@ int main(int argc, char **argv)
     ddl_dataset train = {0}, test = {0};
     ddl_model *model = NULL;
     ddl_trainer *tr = NULL;
+    example_watch w = {0}; /* progress, event files, timeline: example_watch.h */
     ddl_model_config mc = {.batch = (o.batch + world - 1) / world, .in_c = 1, .in_h = 28, .in_w = 28,
                            .n_classes = 10, .dropout = dropout};
     rc = ddl_dataset_load_mnist(o.data, "train", NULL, &train, err, sizeof err);
@@ -82,13 +85,17 @@ int main(int argc, char **argv)
         ddl_model_set_norm(model, mean, std);
         ddl_train_config tc;
         example_train_config(&o, comm, train.n, &tc);
-        rc = ddl_trainer_create(&tc, model, &train, NULL, &tr, err, sizeof err);
+        rc = example_watch_init(&w, &o, "lenet", rank, world, train.n, &tc, err);
+        if (rc == DDL_OK)
+            rc = ddl_trainer_create(&tc, model, &train, NULL, &tr, err, sizeof err);
     }
     int saved_world = 0;
     if (rc == DDL_OK && o.resume)
         rc = ddl_trainer_resume(tr, o.checkpoint, DDL_RESUME_IF_EXISTS, &saved_world);
     if (rc == DDL_OK && o.resume && rank == 0)
         example_say_resumed(&o, tr, saved_world, world);
+    if (rc == DDL_OK) /* the start-up line, after an all-reduce probe */
+        rc = example_watch_start(&w, comm, model, tr);
 
     /* ---- the epoch loop: a resumed run finishes its epoch, or starts the next if that one was done ---- */
     double t0 = example_seconds(), train_secs = 0.0;
@@ -98,10 +105,10 @@ int main(int argc, char **argv)
     for (int e = first; rc == DDL_OK && e < o.epochs; e++) {
         ddl_epoch_stats es;
         do { /* one optimizer step; with --checkpoint, a save every --checkpoint-every steps and at the end */
-            rc = ddl_trainer_step(tr, NULL);
+            rc = example_watch_step(&w, tr); /* ddl_trainer_step, the progress line, the step scalars */
             long step = ddl_trainer_step_count(tr), every = o.checkpoint_every;
             if (rc == DDL_OK && o.checkpoint && (ddl_trainer_epoch_done(tr) || (every > 0 && step % every == 0)))
-                rc = ddl_trainer_save(tr, o.checkpoint); /* every rank calls, rank 0 writes */
+                rc = example_watch_save(&w, tr, o.checkpoint); /* every rank calls, rank 0 writes */
             if (rc == DDL_OK)
                 example_test_stop(step); /* test hook: does nothing unless a test asks */
         } while (rc == DDL_OK && !ddl_trainer_epoch_done(tr));
@@ -119,6 +126,7 @@ int main(int argc, char **argv)
                    e + 1, o.epochs, es.loss, es.accuracy, ev.loss, ev.accuracy, es.images_per_sec, es.seconds);
             fflush(stdout);
         }
+        example_watch_epoch(&w, e + 1, &es, &ev, 0); /* event file, straggler report */
     }
     if (rc == DDL_OK && !evaluated) /* resumed after the last epoch: the summary still needs metrics */
         rc = ddl_trainer_evaluate(tr, &test, &ev);
@@ -128,14 +136,16 @@ int main(int argc, char **argv)
     /* ---- the summary line of DESIGN.md, for scripts; or the error ---- */
     if (rc == DDL_OK && rank == 0)
         printf("summary: model=lenet transport=%s world=%d epochs=%d batch=%d test_acc=%.4f test_loss=%.4f "
-               "images_per_sec=%.0f wall_s=%.1f weights_crc=%08x\n",
+               "images_per_sec=%.0f wall_s=%.1f weights_crc=%08x slowest_rank=%d comm_frac=%.3f\n",
                comm ? ddl_comm_transport_name(comm) : "none", world, o.epochs, o.batch, ev.accuracy, ev.loss,
                train_secs > 0 ? (double)train_samples / train_secs : 0.0, example_seconds() - t0,
-               (unsigned)ddl_model_crc(model));
+               (unsigned)ddl_model_crc(model), w.last.slowest_rank, w.last.comm_frac);
     if (rc != DDL_OK)
         fprintf(stderr, "lenet: rank %d: %s\n", rank, tr ? ddl_trainer_error(tr) : err);
 
-    /* ---- clean-up ---- */
+    /* ---- clean-up: DDL_TIMELINE's file first (collective, after a run that went well) ---- */
+    if (example_watch_end(&w, comm, rc == DDL_OK) != DDL_OK && rc == DDL_OK)
+        rc = DDL_EIO;
     ddl_trainer_destroy(tr);
     ddl_model_destroy(model);
     ddl_dataset_free(&train);

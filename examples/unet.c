@@ -41,70 +41,114 @@ static const uint8_t palette[11][3] = {
     {145, 30, 180}, {70, 240, 240},  {240, 50, 230}, {210, 245, 60}, {250, 190, 212},
 };
 
-/* write_picture: one PPM of grey input | truth | prediction, each s x s pixels zoomed. */
-static int write_picture(const char *path, int s, const uint8_t *img, const uint8_t *truth, const uint8_t *pred)
+#define GAP (2 * ZOOM) /* white pixels between the panels */
+
+/* scene_width: pixels across grey input | truth | prediction of an s x s scene, zoomed. */
+static int scene_width(int s) { return 3 * s * ZOOM + 2 * GAP; }
+
+/* draw_scene: one scene's three panels into rgb: s * ZOOM rows of scene_width(s) pixels. */
+static void draw_scene(uint8_t *rgb, int s, const uint8_t *img, const uint8_t *truth, const uint8_t *pred)
 {
-    FILE *f = fopen(path, "wb");
-    if (!f)
-        return -1;
-    int gap = 2 * ZOOM, w = 3 * s * ZOOM + 2 * gap;
-    fprintf(f, "P6\n%d %d\n255\n", w, s * ZOOM);
+    int w = scene_width(s);
     for (int y = 0; y < s * ZOOM; y++)
         for (int x = 0; x < w; x++) {
-            int panel = x / (s * ZOOM + gap), px = x % (s * ZOOM + gap), i = (y / ZOOM) * s + px / ZOOM;
-            uint8_t rgb[3] = {255, 255, 255}; /* white gaps between the panels */
+            int panel = x / (s * ZOOM + GAP), px = x % (s * ZOOM + GAP), i = (y / ZOOM) * s + px / ZOOM;
+            uint8_t *out = rgb + ((size_t)y * (size_t)w + (size_t)x) * 3;
+            memset(out, 255, 3); /* white gaps between the panels */
             if (px < s * ZOOM && panel == 0)
-                rgb[0] = rgb[1] = rgb[2] = img[i];
+                out[0] = out[1] = out[2] = img[i];
             else if (px < s * ZOOM)
-                memcpy(rgb, palette[(panel == 1 ? truth[i] : pred[i]) % 11], 3);
-            fwrite(rgb, 1, 3, f);
+                memcpy(out, palette[(panel == 1 ? truth[i] : pred[i]) % 11], 3);
         }
-    return fclose(f) == 0 ? 0 : -1;
 }
 
-/* write_pictures: predict the first test scenes and draw them into dir. */
-static int write_pictures(const char *dir, ddl_model *m, const ddl_dataset *test)
+/* write_picture: one PPM of a scene's three panels. */
+static int write_picture(const char *path, int s, const uint8_t *img, const uint8_t *truth, const uint8_t *pred)
 {
-    int s = test->h, n = test->n < PICTURES ? test->n : PICTURES, K, oh, ow;
-    int B = ddl_model_get_config(m)->batch;
-    n = n < B ? n : B;
+    size_t bytes = (size_t)scene_width(s) * (size_t)(s * ZOOM) * 3;
+    uint8_t *rgb = (uint8_t *)malloc(bytes);
+    FILE *f = rgb ? fopen(path, "wb") : NULL;
+    if (!f) {
+        free(rgb);
+        return -1;
+    }
+    draw_scene(rgb, s, img, truth, pred);
+    fprintf(f, "P6\n%d %d\n255\n", scene_width(s), s * ZOOM);
+    size_t put = fwrite(rgb, 1, bytes, f);
+    free(rgb);
+    return fclose(f) == 0 && put == bytes ? 0 : -1;
+}
+
+/* predict_scenes: the predicted class of every pixel of the first n test scenes (n no more than
+ * the model's batch) into pred (n, s, s). -1 when out of memory. */
+static int predict_scenes(ddl_model *m, const ddl_dataset *test, int n, uint8_t *pred)
+{
+    int K, oh, ow;
     ddl_model_output_shape(m, &K, &oh, &ow);
-    size_t px = (size_t)s * (size_t)s;
-    if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
-        fprintf(stderr, "unet: cannot create %s: %s\n", dir, strerror(errno));
-        return -1;
-    }
+    size_t px = (size_t)test->h * (size_t)test->w;
     float *x = (float *)malloc((size_t)n * px * sizeof(float));
-    uint8_t *pred = (uint8_t *)malloc(px);
-    if (!x || !pred) {
-        free(x);
-        free(pred);
+    if (!x)
         return -1;
-    }
     float mean, std;
     ddl_model_norm(m, &mean, &std);
     for (size_t i = 0; i < (size_t)n * px; i++)
         x[i] = ((float)test->images[i] / 255.0f - mean) / std;
     const float *logits = ddl_model_forward(m, x, n, 0, NULL);
-    int rc = 0;
-    for (int k = 0; k < n && rc == 0; k++) {
+    for (int k = 0; k < n; k++) {
         const float *l = logits + (size_t)k * K * px;
         for (size_t p = 0; p < px; p++) {
             int best = 0;
             for (int c = 1; c < K; c++)
                 if (l[(size_t)c * px + p] > l[(size_t)best * px + p])
                     best = c;
-            pred[p] = (uint8_t)best;
+            pred[(size_t)k * px + p] = (uint8_t)best;
         }
+    }
+    free(x);
+    return 0;
+}
+
+/* write_pictures: predict the first test scenes and draw them into dir. */
+static int write_pictures(const char *dir, ddl_model *m, const ddl_dataset *test)
+{
+    int s = test->h, n = test->n < PICTURES ? test->n : PICTURES, B = ddl_model_get_config(m)->batch;
+    n = n < B ? n : B;
+    size_t px = (size_t)s * (size_t)s;
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
+        fprintf(stderr, "unet: cannot create %s: %s\n", dir, strerror(errno));
+        return -1;
+    }
+    uint8_t *pred = (uint8_t *)malloc((size_t)n * px);
+    int rc = pred ? predict_scenes(m, test, n, pred) : -1;
+    for (int k = 0; k < n && rc == 0; k++) {
         char path[1024];
         snprintf(path, sizeof path, "%s/scene_%02d.ppm", dir, k);
-        rc = write_picture(path, s, test->images + k * px, test->targets + k * px, pred);
+        rc = write_picture(path, s, test->images + k * px, test->targets + k * px, pred + k * px);
         if (rc)
             fprintf(stderr, "unet: cannot write %s\n", path);
     }
-    free(x);
     free(pred);
     return rc;
+}
+
+/* log_scenes: with --logdir, the first test scenes one above the other as the image summary
+ * "test/scenes" of this epoch. */
+static void log_scenes(example_watch *w, int epoch, ddl_model *m, const ddl_dataset *test)
+{
+    int s = test->h, n = test->n < 4 ? test->n : 4, B = ddl_model_get_config(m)->batch;
+    n = n < B ? n : B;
+    size_t px = (size_t)s * (size_t)s, row = (size_t)scene_width(s) * (size_t)(s * ZOOM) * 3;
+    int height = n * (s * ZOOM + GAP) - GAP;
+    uint8_t *pred = (uint8_t *)malloc((size_t)n * px), *rgb = (uint8_t *)malloc((size_t)height * row / (s * ZOOM));
+    if (pred && rgb && predict_scenes(m, test, n, pred) == 0) {
+        memset(rgb, 255, (size_t)height * row / (s * ZOOM));
+        for (int k = 0; k < n; k++)
+            draw_scene(rgb + (size_t)k * (row + (size_t)GAP * row / (s * ZOOM)), s, test->images + k * px,
+                       test->targets + k * px, pred + k * px);
+        example_watch_image(w, "test/scenes", epoch, rgb, height, scene_width(s), 3);
+    }
+    free(pred);
+    free(rgb);
 }
 
 /* ---- options ---- */
@@ -207,6 +251,8 @@ int main(int argc, char **argv)
     ddl_comm_config cc;
     ddl_comm *comm = NULL;
     int rc = ddl_comm_config_from_env(&cc, err, sizeof err);
+    if (rc == DDL_OK && example_log_setup(&cc, "unet") != 0) /* DDL_LOG_LEVEL */
+        return 2;
     if (rc == DDL_OK && cc.world_size > 1)
         rc = ddl_comm_create(&cc, NULL, &comm, err, sizeof err);
     if (rc != DDL_OK) {
@@ -220,6 +266,7 @@ int main(int argc, char **argv)
     ddl_dataset train = {0}, test = {0};
     ddl_model *model = NULL;
     ddl_trainer *tr = NULL;
+    example_watch w = {0}; /* progress, event files, timeline: example_watch.h */
     rc = make_data(o.data, &u, o.seed, &train, &test, err);
     ddl_model_config mc = {.batch = (o.batch + world - 1) / world, .in_c = 1, .in_h = u.size, .in_w = u.size,
                            .n_classes = train.n_classes, .depth = u.depth, .width = u.width};
@@ -234,13 +281,17 @@ int main(int argc, char **argv)
         ddl_train_config tc;
         example_train_config(&o, comm, train.n, &tc);
         tc.dice_weight = u.dice_weight;
-        rc = ddl_trainer_create(&tc, model, &train, NULL, &tr, err, sizeof err);
+        rc = example_watch_init(&w, &o, "unet", rank, world, train.n, &tc, err);
+        if (rc == DDL_OK)
+            rc = ddl_trainer_create(&tc, model, &train, NULL, &tr, err, sizeof err);
     }
     int saved_world = 0;
     if (rc == DDL_OK && o.resume)
         rc = ddl_trainer_resume(tr, o.checkpoint, DDL_RESUME_IF_EXISTS, &saved_world);
     if (rc == DDL_OK && o.resume && rank == 0)
         example_say_resumed(&o, tr, saved_world, world);
+    if (rc == DDL_OK) /* the start-up line, after an all-reduce probe */
+        rc = example_watch_start(&w, comm, model, tr);
 
     /* ---- the epoch loop, as lenet's: pixel accuracy, dice and mean IoU on the held-out scenes ---- */
     double t0 = example_seconds(), train_secs = 0.0;
@@ -250,10 +301,10 @@ int main(int argc, char **argv)
     for (int e = first; rc == DDL_OK && e < o.epochs; e++) {
         ddl_epoch_stats es;
         do { /* one optimizer step; with --checkpoint, a save every --checkpoint-every steps and at the end */
-            rc = ddl_trainer_step(tr, NULL);
+            rc = example_watch_step(&w, tr); /* ddl_trainer_step, the progress line, the step scalars */
             long step = ddl_trainer_step_count(tr), every = o.checkpoint_every;
             if (rc == DDL_OK && o.checkpoint && (ddl_trainer_epoch_done(tr) || (every > 0 && step % every == 0)))
-                rc = ddl_trainer_save(tr, o.checkpoint); /* every rank calls, rank 0 writes */
+                rc = example_watch_save(&w, tr, o.checkpoint); /* every rank calls, rank 0 writes */
             if (rc == DDL_OK)
                 example_test_stop(step); /* test hook: does nothing unless a test asks */
         } while (rc == DDL_OK && !ddl_trainer_epoch_done(tr));
@@ -272,6 +323,9 @@ int main(int argc, char **argv)
                    ev.dice, ev.miou, es.images_per_sec, es.seconds);
             fflush(stdout);
         }
+        example_watch_epoch(&w, e + 1, &es, &ev, 1); /* event file, straggler report */
+        if (w.events) /* the image summary: a few test scenes, input | truth | prediction */
+            log_scenes(&w, e + 1, model, &test);
     }
     if (rc == DDL_OK && !evaluated) /* resumed after the last epoch: the summary still needs metrics */
         rc = ddl_trainer_evaluate(tr, &test, &ev);
@@ -281,16 +335,19 @@ int main(int argc, char **argv)
     /* ---- the summary line of DESIGN.md with segmentation's metrics, and --images; or the error ---- */
     if (rc == DDL_OK && rank == 0)
         printf("summary: model=unet transport=%s world=%d epochs=%d batch=%d test_acc=%.4f test_loss=%.4f "
-               "pixel_acc=%.4f dice=%.4f miou=%.4f images_per_sec=%.0f wall_s=%.1f weights_crc=%08x\n",
+               "pixel_acc=%.4f dice=%.4f miou=%.4f images_per_sec=%.0f wall_s=%.1f weights_crc=%08x slowest_rank=%d "
+               "comm_frac=%.3f\n",
                comm ? ddl_comm_transport_name(comm) : "none", world, o.epochs, o.batch, ev.accuracy, ev.loss,
                ev.accuracy, ev.dice, ev.miou, train_secs > 0 ? (double)train_samples / train_secs : 0.0,
-               example_seconds() - t0, (unsigned)ddl_model_crc(model));
+               example_seconds() - t0, (unsigned)ddl_model_crc(model), w.last.slowest_rank, w.last.comm_frac);
     if (rc != DDL_OK)
         fprintf(stderr, "unet: rank %d: %s\n", rank, tr ? ddl_trainer_error(tr) : err);
     else if (u.images && rank == 0 && write_pictures(u.images, model, &test) != 0)
         rc = DDL_EIO; /* write_pictures said why */
 
-    /* ---- clean-up ---- */
+    /* ---- clean-up: DDL_TIMELINE's file first (collective, after a run that went well) ---- */
+    if (example_watch_end(&w, comm, rc == DDL_OK) != DDL_OK && rc == DDL_OK)
+        rc = DDL_EIO;
     ddl_trainer_destroy(tr);
     ddl_model_destroy(model);
     ddl_dataset_free(&train);

@@ -3,7 +3,7 @@
 # and `make bench`. As root it runs apt-get; otherwise through sudo; otherwise it prints the
 # exact command and fails.
 set -u
-PKGS="gcc g++ libc6-dev make pkg-config cmake libopenblas-dev libzmq3-dev liblz4-dev libopenmpi-dev openmpi-bin zlib1g-dev dataset-fashion-mnist iproute2 procps bc"
+PKGS="gcc g++ libc6-dev make pkg-config cmake libopenblas-dev libzmq3-dev liblz4-dev libopenmpi-dev openmpi-bin zlib1g-dev libpng-dev dataset-fashion-mnist iproute2 procps bc"
 [ "${DDL_BENCH_DEPS:-0}" = 1 ] && PKGS="$PKGS python3 python3-torch python3-numpy"
 [ "${DDL_FUZZ_DEPS:-0}" = 1 ] && PKGS="clang"   # make fuzz only: make test never needs clang
 

@@ -39,7 +39,7 @@ static int comm_fail(ddl_trainer *t, int rc, const char *op, const char *path, c
 
 /* ---- save ---- */
 
-int ddl_trainer_save(ddl_trainer *t, const char *path)
+static int save(ddl_trainer *t, const char *path)
 {
     ddl_comm *c = t->cfg.comm;
     const char *name = path ? path : "(no path)"; /* for messages */
@@ -81,6 +81,14 @@ int ddl_trainer_save(ddl_trainer *t, const char *path)
     ddl__log(t->cfg.log, t->cfg.log_ud, DDL_LOG_INFO, "checkpoint %s saved at step %ld (epoch %d, sample %ld)", name,
              t->step, t->epoch, t->pos);
     return DDL_OK;
+}
+
+int ddl_trainer_save(ddl_trainer *t, const char *path)
+{
+    int64_t t0 = ddl_timeline_now();
+    int rc = save(t, path);
+    ddl_timeline_span(t->cfg.timeline, DDL_SPAN_CHECKPOINT, t->step, t0, ddl_timeline_now(), 0);
+    return rc;
 }
 
 /* ---- resume ---- */
@@ -161,11 +169,7 @@ static void apply(ddl_trainer *t, const int64_t h[H_COUNT])
     t->pos = (long)h[H_POS];
     t->perm_epoch = -1;
     t->drop_rng = t->rng_all[t->rank];
-    t->loss_sum = 0.0;
-    t->correct = t->counted = 0;
-    t->epoch_start_pos = t->pos;
-    t->epoch_start_step = t->step;
-    t->epoch_secs = 0.0;
+    ddl__trainer_reset_stats(t);
     ddl_model_set_norm(t->m, bits_float(h[H_MEAN]), bits_float(h[H_STD]));
 }
 

@@ -30,9 +30,22 @@ struct ddl_trainer {
     long epoch_start_pos;   /* pos and step when these statistics started (epoch start or resume) */
     long epoch_start_step;
     double epoch_secs;      /* this epoch, this rank: seconds spent in ddl_trainer_step */
+    int64_t compute_ns;     /* this epoch, this rank: between gradient all-reduces (ddl_epoch_stats) */
+    int64_t allreduce_ns;   /* this epoch, this rank: in gradient all-reduces */
+    int64_t last_ar_end;    /* ddl_timeline_now() when the last all-reduce of this epoch ended, 0: none */
+    float last_lr;          /* learning rate of the last step */
+    int64_t *timing_all;    /* (2 world) every rank's compute_ns and allreduce_ns, gathered by
+                             * ddl_trainer_epoch_stats (watch.c) */
     ddl_rng *rng_all;       /* (world) every rank's drop_rng, gathered by checkpoint saves */
     char err[DDL_ERR_BYTES];
 };
+
+/* ddl__trainer_reset_stats: start the statistics of an epoch at the current position (epoch
+ * start, or resume). */
+void ddl__trainer_reset_stats(ddl_trainer *t);
+/* ddl__trainer_timing: fill the timing fields of *out, gathering every rank's times (watch.c).
+ * Collective. Returns DDL_OK or the comm's error. */
+int ddl__trainer_timing(ddl_trainer *t, ddl_epoch_stats *out);
 
 /* ---- checkpoint files ---- */
 struct ddl_checkpoint {

@@ -61,6 +61,7 @@ static void carve(ddl_trainer *t, ddl_arena *a, size_t n_train)
     t->dlogits = (float *)ddl_arena_alloc(a, B * out * sizeof(float));
     t->opt_state = (float *)ddl_arena_alloc(a, ddl_optim_state_floats(&t->cfg.optim, t->m->n_params) * sizeof(float));
     t->rng_all = (ddl_rng *)ddl_arena_alloc(a, (size_t)t->world * sizeof(ddl_rng)); /* checkpoint.c */
+    t->timing_all = (int64_t *)ddl_arena_alloc(a, 2 * (size_t)t->world * sizeof(int64_t)); /* watch.c */
 }
 
 int ddl_trainer_create(const ddl_train_config *cfg, ddl_model *m, const ddl_dataset *train,
@@ -173,16 +174,23 @@ static int argmax_class(const float *logits, int i, int C, int S, int p)
 
 /* ---- step ---- */
 
+void ddl__trainer_reset_stats(ddl_trainer *t)
+{
+    t->loss_sum = 0.0;
+    t->correct = t->counted = 0;
+    t->epoch_start_pos = t->pos;
+    t->epoch_start_step = t->step;
+    t->epoch_secs = 0.0;
+    t->compute_ns = t->allreduce_ns = 0;
+    t->last_ar_end = 0;
+}
+
 /* next_epoch: the previous epoch is over: start the next one and its statistics. */
 static void next_epoch(ddl_trainer *t)
 {
     t->epoch++;
     t->pos = 0;
-    t->loss_sum = 0.0;
-    t->correct = t->counted = 0;
-    t->epoch_start_pos = 0;
-    t->epoch_start_step = t->step;
-    t->epoch_secs = 0.0;
+    ddl__trainer_reset_stats(t);
 }
 
 static int fail(ddl_trainer *t, int rc, const char *what)
@@ -193,8 +201,9 @@ static int fail(ddl_trainer *t, int rc, const char *what)
     return rc;
 }
 
-/* local_pass: forward, loss and backward on this rank's n samples of a global batch of b. */
-static double local_pass(ddl_trainer *t, int n, int b)
+/* local_pass: forward, loss and backward on this rank's n samples of a global batch of b;
+ * *mid gets the time between forward (with the loss) and backward. */
+static double local_pass(ddl_trainer *t, int n, int b, int64_t *mid)
 {
     int C = t->m->out_c, S = t->positions;
     const float *logits = ddl_model_forward(t->m, t->x, n, 1, &t->drop_rng);
@@ -207,15 +216,33 @@ static double local_pass(ddl_trainer *t, int n, int b)
         for (int p = 0; p < S; p++)
             t->correct += argmax_class(logits, i, C, S, p) == t->y[(size_t)i * S + p];
     t->counted += (int64_t)n * S;
+    *mid = ddl_timeline_now();
     ddl_model_backward(t->m, t->x, n, t->dlogits);
     return loss;
+}
+
+/* account: this step's times: where the rank spent them for ddl_epoch_stats, and the spans of
+ * the timeline, if any. ts: start, forward, backward, all-reduce, optimizer, end. */
+static void account(ddl_trainer *t, const int64_t ts[6])
+{
+    t->compute_ns += ts[3] - (t->last_ar_end ? t->last_ar_end : ts[0]);
+    t->allreduce_ns += ts[4] - ts[3];
+    t->last_ar_end = ts[4];
+    if (t->pos >= t->n_train) /* the epoch's last optimizer step has no next all-reduce */
+        t->compute_ns += ts[5] - ts[4];
+    t->epoch_secs += (double)(ts[5] - ts[0]) * 1e-9;
+    if (ddl_timeline_wants(t->cfg.timeline, t->step))
+        for (int k = DDL_SPAN_DATA; k <= DDL_SPAN_OPTIMIZER; k++)
+            ddl_timeline_span(t->cfg.timeline, k, t->step, ts[k], ts[k + 1],
+                              k == DDL_SPAN_ALLREDUCE && t->cfg.comm ? t->m->n_params * sizeof(float) : 0);
 }
 
 int ddl_trainer_step(ddl_trainer *t, double *loss)
 {
     if (t->pos >= t->n_train)
         next_epoch(t);
-    double t0 = ddl__now();
+    int64_t ts[6]; /* indexed by DDL_SPAN_DATA .. DDL_SPAN_OPTIMIZER, and the end */
+    ts[0] = ddl_timeline_now();
     if (t->perm_epoch != t->epoch)
         shuffle(t);
     int b = (int)(t->n_train - t->pos < t->cfg.batch ? t->n_train - t->pos : t->cfg.batch);
@@ -225,19 +252,26 @@ int ddl_trainer_step(ddl_trainer *t, double *loss)
     double l = 0.0;
     if (n > 0) {
         gather(t, t->data, t->perm + lo, 0, n);
-        l = local_pass(t, n, b);
+        ts[1] = ddl_timeline_now();
+        l = local_pass(t, n, b, &ts[2]);
         t->loss_sum += l;
+    } else {
+        ts[1] = ts[2] = ddl_timeline_now();
     }
+    ts[3] = ddl_timeline_now();
     if (t->cfg.comm) {
         int rc = ddl_comm_allreduce(t->cfg.comm, t->m->grads, t->m->n_params, DDL_FLOAT32, DDL_SUM);
         if (rc != DDL_OK)
             return fail(t, rc, "gradient all-reduce");
     }
+    ts[4] = ddl_timeline_now();
     float lr = ddl_schedule_lr(&t->cfg.schedule, t->cfg.optim.lr, t->step);
     t->step++;
     ddl_optim_step(&t->cfg.optim, lr, t->step, t->m->params, t->m->grads, t->opt_state, t->m->n_params);
+    t->last_lr = lr;
     t->pos += b;
-    t->epoch_secs += ddl__now() - t0;
+    ts[5] = ddl_timeline_now();
+    account(t, ts);
     if (loss)
         *loss = n > 0 ? l / n : 0.0;
     return DDL_OK;
@@ -273,8 +307,10 @@ int ddl_trainer_epoch_stats(ddl_trainer *t, ddl_epoch_stats *out)
         out->accuracy = counts[1] ? (double)counts[0] / (double)counts[1] : 0.0;
         out->seconds = t->epoch_secs;
         out->images_per_sec = t->epoch_secs > 0 ? (double)out->samples / t->epoch_secs : 0.0;
+        out->lr = t->last_lr;
     }
-    return DDL_OK;
+    rc = ddl__trainer_timing(t, out);
+    return rc == DDL_OK ? DDL_OK : fail(t, rc, "epoch timing");
 }
 
 int ddl_trainer_epoch(ddl_trainer *t, ddl_epoch_stats *out)
@@ -327,6 +363,7 @@ int ddl_trainer_evaluate(ddl_trainer *t, const ddl_dataset *test, ddl_eval_stats
     memset(out, 0, sizeof *out);
     if (check_shapes(&t->cfg, t->m, test, t->world, t->err, sizeof t->err) != DDL_OK)
         return DDL_EINVAL;
+    int64_t t0 = ddl_timeline_now();
     int C = t->m->out_c, S = t->positions, B = t->m->cfg.batch;
     long lo = (long)test->n * t->rank / t->world, hi = (long)test->n * (t->rank + 1) / t->world;
     double loss = 0.0;
@@ -351,5 +388,6 @@ int ddl_trainer_evaluate(ddl_trainer *t, const ddl_dataset *test, ddl_eval_stats
     out->samples = test->n;
     out->loss = loss / ((double)test->n * S);
     metrics(out, C);
+    ddl_timeline_span(t->cfg.timeline, DDL_SPAN_EVALUATE, t->step, t0, ddl_timeline_now(), 0);
     return DDL_OK;
 }
