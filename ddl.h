@@ -129,6 +129,7 @@ typedef struct ddl_comm ddl_comm;
 typedef struct ddl_model ddl_model;
 typedef struct ddl_trainer ddl_trainer;
 typedef struct ddl_checkpoint ddl_checkpoint;
+typedef struct ddl_predictor ddl_predictor;
 typedef struct ddl_transport ddl_transport;
 typedef struct ddl_model_plugin ddl_model_plugin;
 typedef struct ddl_param_info ddl_param_info;
@@ -212,6 +213,10 @@ typedef struct ddl_eval_stats {
     long samples;
     int64_t confusion[DDL_MAX_CLASSES * DDL_MAX_CLASSES]; /* [truth * n_classes + predicted] */
 } ddl_eval_stats;
+
+/* ddl_eval_metrics: accuracy, dice and miou of e from e->confusion (n_classes x n_classes, as
+ * ddl_trainer_evaluate fills it); loss and samples are left as they are. */
+void ddl_eval_metrics(ddl_eval_stats *e, int n_classes);
 
 typedef struct ddl_dataset ddl_dataset;
 
@@ -656,6 +661,70 @@ size_t ddl_timeline_dropped(const ddl_timeline *tl);
  * all return it), DDL_EIO (rank 0 cannot write the file: only rank 0 returns it), or a comm
  * error; err says why. The timeline stays as it was. */
 int ddl_timeline_write(ddl_timeline *tl, ddl_comm *comm, const char *path, char *err, size_t err_bytes);
+
+/* ---- inference and export ----
+ * A trained model used outside training. A predictor is a model loaded from a checkpoint for
+ * inference only: no trainer, no optimizer state (the file's is read to check its CRC, then
+ * dropped). ddl_predictor_open allocates everything; ddl_predictor_run allocates nothing, so
+ * a predictor can serve any number of batches in fixed memory. An exporter writes a
+ * checkpoint's model in a format other tools read: numpy's .npz, or ONNX for any ONNX
+ * runtime. */
+
+
+typedef struct ddl_predict_config {
+    int batch;                      /* most images per forward pass (0: 64) */
+    const ddl_model_plugin *plugin; /* the model the checkpoint must hold; NULL: the built-in
+                                     * model it names (ddl_model_find) */
+} ddl_predict_config;
+
+/* ddl_predictor_open: load the checkpoint at path (as ddl_checkpoint_open) into a model built
+ * for cfg (NULL: the defaults above), memory from alloc. The model's configuration and input
+ * normalisation are the checkpoint's, its batch cfg->batch. Returns DDL_OK with *out set; or,
+ * with *out NULL and err naming the file and what was wrong: DDL_EIO, DDL_ECORRUPT,
+ * DDL_ENOTSUP (as ddl_checkpoint_open), DDL_EINVAL (a checkpoint of another model than
+ * cfg->plugin, of a model this ddl does not have, or of tensors that do not fit it; batch < 0),
+ * DDL_ENOMEM. */
+int ddl_predictor_open(const char *path, const ddl_predict_config *cfg, const ddl_allocator *alloc,
+                       ddl_predictor **out, char *err, size_t err_bytes);
+/* ddl_predictor_close: free the predictor (NULL is allowed). */
+void ddl_predictor_close(ddl_predictor *p);
+/* ddl_predictor_model: the model (name, configuration, output shape, weights); owned by p. */
+const ddl_model *ddl_predictor_model(const ddl_predictor *p);
+/* ddl_predictor_info: what the checkpoint said of its run (step, epoch, seed, world size). */
+const ddl_checkpoint_info *ddl_predictor_info(const ddl_predictor *p);
+/* ddl_predictor_run: predict n images (n, c, h, w) of raw uint8 pixels, normalised as in
+ * training, in forward passes of cfg.batch images: images [0, batch) form the first, and so
+ * on. Outputs, each optional (NULL), are caller memory: logits and probs (n, C, H, W) floats
+ * (softmax over C), classes (n, H, W) the class of each output position (ties: the lowest).
+ * With (C, H, W) the model's output shape: (classes, 1, 1) for a classifier. A pass gives the
+ * same bits for the same images on every run, so a caller that splits work on multiples of
+ * batch gets the results of one caller. Returns DDL_OK, or DDL_EINVAL (n < 0, NULL images with
+ * n > 0, or an image shape other than the model's input: ddl_predictor_error says both). */
+int ddl_predictor_run(ddl_predictor *p, const uint8_t *images, int n, int c, int h, int w, float *logits,
+                      float *probs, uint8_t *classes);
+/* ddl_predictor_error: the detail of the last failure ("" if none); owned by p. */
+const char *ddl_predictor_error(const ddl_predictor *p);
+
+/* ddl_export: write the model of ck (weights and input normalisation) to path in the format its
+ * extension names: ".npz" (ddl_export_npz) or ".onnx" (ddl_export_onnx). Returns as they do,
+ * and DDL_ENOTSUP for another extension (err lists the ones known); nothing is written then. */
+int ddl_export(const ddl_checkpoint *ck, const char *path, const ddl_allocator *alloc, char *err,
+               size_t err_bytes);
+/* ddl_export_npz: numpy .npz (a zip of stored .npy files, float32 little endian) with PyTorch's
+ * names and layouts ("conv1.weight" (6, 1, 5, 5), ...) plus the scalars input_mean and input_std.
+ * Every tensor name must be letters, digits, '_' and '.', none twice nor input_mean or
+ * input_std, else DDL_EINVAL naming it and nothing is written. Returns DDL_OK, DDL_EINVAL,
+ * DDL_EIO (cannot write path; a partial file is removed), DDL_ENOMEM. */
+int ddl_export_npz(const ddl_checkpoint *ck, const char *path, const ddl_allocator *alloc, char *err,
+                   size_t err_bytes);
+/* ddl_export_onnx: an ONNX model (IR version 7, opset 13) of a lenet or unet checkpoint: input
+ * "pixels" (N, in_c, in_h, in_w) float raw pixels 0..255 (the normalisation is in the graph),
+ * output "logits" (N, C) for lenet, (N, C, H, W) for unet; N is free. Weights are initializers
+ * with PyTorch's names (GroupNorm's weight and bias shaped (C, 1, 1)). Returns DDL_OK, DDL_ENOTSUP
+ * (another model), DDL_EINVAL (tensors that do not fit the model the checkpoint names), DDL_EIO
+ * (cannot write path; a partial file is removed), DDL_ENOMEM. */
+int ddl_export_onnx(const ddl_checkpoint *ck, const char *path, const ddl_allocator *alloc, char *err,
+                    size_t err_bytes);
 
 /* ---- model plugin interface ----
  * Bring your own model: fill a static const ddl_model_plugin and pass it to ddl_model_create

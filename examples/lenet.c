@@ -8,16 +8,19 @@
  *                   [--warmup STEPS] [--dropout P] [--seed S] [--train-limit N] [--threads N] [--quiet]
  *                   [--checkpoint PATH [--checkpoint-every STEPS] [--resume]] [--save PATH]
  *                   [--save-rate BYTES_PER_SEC]
+ *   build/bin/lenet --predict --model M [--images F [--labels F]] [--out CSV] [--batch B]
  *   build/bin/ddlrun -n 2 build/bin/lenet --epochs 10
  *
  * Flags as getopt_long reads them (--epochs 3, --epochs=3); --help, --version; a bad flag or value
- * exits 2 naming it. The flags lenet shares with unet are in example_common.h. */
+ * exits 2 naming it. The flags lenet shares with unet are in example_common.h; --predict, which
+ * classifies with a trained model instead of training one, is in predict.h. */
 #include "ddl.h"
 
 #include <getopt.h>
 #include <stdio.h>
 
 #include "example_common.h"
+#include "predict.h"
 #include "tools/cli.h"
 
 #define USAGE                                                                                \
@@ -26,15 +29,22 @@
     "Defaults: --epochs 5 --batch 64 --optimizer sgd --lr 0.01 --schedule constant.\n"       \
     EXAMPLE_USAGE_TRAINING                                                                   \
     "  --dropout P               drop probability after fc1 and fc2 (default 0)\n"           \
-    EXAMPLE_USAGE_CHECKPOINTS
+    EXAMPLE_USAGE_CHECKPOINTS                                                                \
+    "inference (no training):\n"                                                             \
+    "  --predict --model M       classify the test set with checkpoint M: accuracy,\n"       \
+    "                            confusion matrix, images/s (passes of --batch images)\n"    \
+    "  --images F [--labels F]   an IDX file of 28x28 images (labels: F's labels-idx1 twin)\n" \
+    "  --out CSV                 one row per image: index,predicted,truth,p0..p9\n"
 
-enum { OPT_DROPOUT = EXAMPLE_OPT_END };
+enum { OPT_DROPOUT = EXAMPLE_OPT_END, OPT_IMAGES };
 
 int main(int argc, char **argv)
 {
     /* ---- options ---- */
     static const struct option options[] = {EXAMPLE_OPTIONS, {"dropout", required_argument, NULL, OPT_DROPOUT},
+                                            PREDICT_OPTIONS, {"images", required_argument, NULL, OPT_IMAGES},
                                             {NULL, 0, NULL, 0}};
+    predict_opts po = {0};
     example_opts o;
     example_defaults(&o);
     o.epochs = 5;
@@ -45,9 +55,14 @@ int main(int argc, char **argv)
     for (int c; (c = getopt_long(argc, argv, "h", options, NULL)) != -1;)
         if (c == OPT_DROPOUT)
             dropout = cli_float("--dropout", optarg, 0, 0.99);
-        else
+        else if (c == OPT_IMAGES)
+            po.images = optarg;
+        else if (!predict_option(&po, c, optarg))
             example_option(&o, c, optarg, USAGE);
     example_options_done(&o, argc, argv);
+    predict_options_done(&po);
+    if (po.images && !po.on)
+        cli_error("--images goes with --predict");
 
     /* ---- comm: ddlrun, mpirun or Slurm describe the job in the environment; alone, no comm ---- */
     char err[DDL_ERR_BYTES];
@@ -64,6 +79,11 @@ int main(int argc, char **argv)
     }
     int rank = comm ? ddl_comm_rank(comm) : 0, world = comm ? ddl_comm_size(comm) : 1;
     ddl_set_threads(o.threads);
+    if (po.on) { /* inference with a trained model: predict.h */
+        rc = predict_lenet(&po, &o, comm);
+        ddl_comm_destroy(comm);
+        return rc;
+    }
 
     /* ---- data and model: each rank takes its part of every global batch ---- */
     ddl_dataset train = {0}, test = {0};

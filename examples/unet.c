@@ -9,6 +9,7 @@
  *                  [--weight-decay W] [--schedule constant|step|cosine] [--warmup STEPS] [--seed S]
  *                  [--train-limit N] [--threads N] [--quiet] [--checkpoint PATH
  *                  [--checkpoint-every STEPS] [--resume]] [--save PATH] [--save-rate BYTES_PER_SEC]
+ *   build/bin/unet --predict --model M [--images DIR] [--test-scenes N] [--items N] [--batch B]
  *
  * Flags as getopt_long reads them (--size 32, --size=32); --help, --version; a bad flag or value
  * exits 2 naming it.
@@ -17,7 +18,11 @@
  * 1 + the class of the item on it (11 classes). The loss is cross-entropy + dice. Rank 0
  * prints loss, pixel accuracy, foreground dice and mean IoU per epoch, then one summary line;
  * with --images DIR it writes DIR/scene_NN.ppm for a few test scenes: input, truth and
- * prediction side by side, classes in a fixed palette. */
+ * prediction side by side, classes in a fixed palette.
+ * With --predict (predict.h) it trains nothing: checkpoint M segments the held-out scenes of the
+ * run that wrote it (its seed and canvas size), split over the ranks; rank 0 prints pixel
+ * accuracy, dice and mean IoU and, with --images DIR, writes each scene's mask as
+ * DIR/scene_NNNN.png in the same palette. */
 #include "ddl.h"
 
 #include <errno.h>
@@ -28,6 +33,7 @@
 #include <sys/stat.h>
 
 #include "example_common.h"
+#include "predict.h"
 #include "tools/cli.h"
 
 /* ---- pictures ---- */
@@ -167,7 +173,11 @@ static void log_scenes(example_watch *w, int epoch, ddl_model *m, const ddl_data
     "  --width W                 channels of the first level (default 8)\n"                            \
     "  --dice-weight W           loss = cross-entropy + W * dice (default 0.5)\n"                      \
     "  --images DIR              draw a few test scenes into DIR/scene_NN.ppm\n"                       \
-    EXAMPLE_USAGE_CHECKPOINTS
+    EXAMPLE_USAGE_CHECKPOINTS                                                                          \
+    "inference (no training):\n"                                                                       \
+    "  --predict --model M       segment the held-out scenes of M's run (its seed and size):\n"        \
+    "                            pixel accuracy, dice, mean IoU, images/s; with --images DIR\n"        \
+    "                            each scene's mask as DIR/scene_NNNN.png\n"
 
 enum { OPT_SCENES = EXAMPLE_OPT_END, OPT_TEST_SCENES, OPT_SIZE, OPT_ITEMS, OPT_DEPTH, OPT_WIDTH, OPT_DICE, OPT_IMAGES };
 
@@ -195,22 +205,50 @@ static void unet_option(example_opts *o, unet_opts *u, int c, const char *arg)
 
 /* ---- data ---- */
 
+/* scene_seed: the scenes' seed of a run's --seed: training scenes s, held-out ones s + 1. */
+static uint64_t scene_seed(long seed) { return (uint64_t)seed * 0x9E3779B97F4A7C15ull + 0x7363656e65ull; /* "scene" */ }
+
+/* make_test: the held-out scenes, from the t10k items in dir: other items, another seed. */
+static int make_test(const char *dir, const unet_opts *u, long seed, ddl_dataset *test, char err[DDL_ERR_BYTES])
+{
+    ddl_dataset items = {0};
+    int rc = ddl_dataset_load_mnist(dir, "t10k", NULL, &items, err, DDL_ERR_BYTES);
+    if (rc == DDL_OK)
+        rc = ddl_dataset_make_scenes(&items, u->test_scenes, u->size, u->items, scene_seed(seed) + 1, NULL, test,
+                                     err, DDL_ERR_BYTES);
+    ddl_dataset_free(&items);
+    return rc;
+}
+
 /* make_data: training and test scenes from the Fashion-MNIST items in dir. */
 static int make_data(const char *dir, const unet_opts *u, long seed, ddl_dataset *train, ddl_dataset *test,
                      char err[DDL_ERR_BYTES])
 {
     ddl_dataset items = {0};
-    uint64_t s = (uint64_t)seed * 0x9E3779B97F4A7C15ull + 0x7363656e65ull; /* "scene" */
     int rc = ddl_dataset_load_mnist(dir, "train", NULL, &items, err, DDL_ERR_BYTES);
     if (rc == DDL_OK)
-        rc = ddl_dataset_make_scenes(&items, u->scenes, u->size, u->items, s, NULL, train, err, DDL_ERR_BYTES);
-    ddl_dataset_free(&items);
-    if (rc == DDL_OK)
-        rc = ddl_dataset_load_mnist(dir, "t10k", NULL, &items, err, DDL_ERR_BYTES);
-    if (rc == DDL_OK) /* held out: other items, another seed */
-        rc = ddl_dataset_make_scenes(&items, u->test_scenes, u->size, u->items, s + 1, NULL, test, err,
+        rc = ddl_dataset_make_scenes(&items, u->scenes, u->size, u->items, scene_seed(seed), NULL, train, err,
                                      DDL_ERR_BYTES);
     ddl_dataset_free(&items);
+    return rc == DDL_OK ? make_test(dir, u, seed, test, err) : rc;
+}
+
+/* ---- --predict: a trained model on the held-out scenes of its run (predict.h) ---- */
+
+static int predict(const example_opts *o, unet_opts u, const predict_opts *po, ddl_comm *comm)
+{
+    predict_run r = {.prog = "unet", .comm = comm, .rank = ddl_comm_rank(comm), .world = ddl_comm_size(comm),
+                     .batch = o->batch};
+    ddl_dataset test = {0};
+    char err[DDL_ERR_BYTES];
+    int ok = (r.pr = predict_open(&r, po, ddl_model_unet())) != NULL;
+    if (ok) { /* the scenes of the checkpoint's canvas and seed */
+        u.size = ddl_model_get_config(ddl_predictor_model(r.pr))->in_h;
+        ok = make_test(o->data, &u, (long)ddl_predictor_info(r.pr)->seed, &test, err) == DDL_OK || predict_fail(&r, err) == 0;
+    }
+    int rc = predict_agree(&r, ok) ? predict_segment(&r, &test, po->images, palette, 11) : 1;
+    ddl_predictor_close(r.pr);
+    ddl_dataset_free(&test);
     return rc;
 }
 
@@ -231,7 +269,8 @@ int main(int argc, char **argv)
         {"size", required_argument, NULL, OPT_SIZE},     {"items", required_argument, NULL, OPT_ITEMS},
         {"depth", required_argument, NULL, OPT_DEPTH},   {"width", required_argument, NULL, OPT_WIDTH},
         {"dice-weight", required_argument, NULL, OPT_DICE}, {"images", required_argument, NULL, OPT_IMAGES},
-        {NULL, 0, NULL, 0}};
+        PREDICT_OPTIONS, {NULL, 0, NULL, 0}};
+    predict_opts po = {0};
     example_opts o;
     example_defaults(&o);
     o.epochs = 16;
@@ -243,8 +282,12 @@ int main(int argc, char **argv)
                    .dice_weight = 0.5f};
     cli_start(argv, "unet");
     for (int c; (c = getopt_long(argc, argv, "h", options, NULL)) != -1;)
-        unet_option(&o, &u, c, optarg);
+        if (!predict_option(&po, c, optarg))
+            unet_option(&o, &u, c, optarg);
     example_options_done(&o, argc, argv);
+    predict_options_done(&po);
+    if (po.out || po.labels)
+        cli_error("--out and --labels are lenet's: unet --predict writes masks to --images DIR");
 
     /* ---- comm: ddlrun, mpirun or Slurm describe the job in the environment; alone, no comm ---- */
     char err[DDL_ERR_BYTES];
@@ -261,6 +304,12 @@ int main(int argc, char **argv)
     }
     int rank = comm ? ddl_comm_rank(comm) : 0, world = comm ? ddl_comm_size(comm) : 1;
     ddl_set_threads(o.threads);
+    if (po.on) { /* inference with a trained model */
+        po.images = u.images;
+        rc = predict(&o, u, &po, comm);
+        ddl_comm_destroy(comm);
+        return rc;
+    }
 
     /* ---- data and model: every rank makes the same scenes ---- */
     ddl_dataset train = {0}, test = {0};

@@ -29,13 +29,13 @@ if [ -x "$TC" ]; then
         "$TC" --write-named "$name" "$tmp/named" > /dev/null 2>&1
         check "a checkpoint with a tensor named '$shown' is written" $?
         "$CKPT" export "$tmp/named" "$tmp/n.npz" > "$tmp/e" 2>&1; rc=$?
-        [ $rc -eq 1 ] && grep -q 'named: tensor 0 is named "[^"]*": ' "$tmp/e" && grep -q 'nothing exported' "$tmp/e" \
+        [ $rc -eq 1 ] && grep -q 'n.npz: tensor 0 is named "[^"]*": ' "$tmp/e" && grep -q 'nothing exported' "$tmp/e" \
             && [ ! -e "$tmp/n.npz" ]
         check "export refuses the tensor name '$shown' (exit 1, names it, writes nothing)" $?
     done
     "$TC" --write-named '../evil' "$tmp/named" > /dev/null 2>&1
     "$CKPT" export "$tmp/named" "$tmp/n.npz" > "$tmp/e" 2>&1
-    grep -q 'named: tensor 0 is named "\.\./evil": export takes only names of letters, digits' "$tmp/e"
+    grep -q 'n.npz: tensor 0 is named "\.\./evil": export takes only names of letters, digits' "$tmp/e"
     check "export's message for ../evil" $?
     "$TC" --write-named "$(printf 'esc\033[2Jx')" "$tmp/named" > /dev/null 2>&1
     "$CKPT" show "$tmp/named" > "$tmp/s" 2>&1

@@ -74,12 +74,16 @@ refused ddl-bench "ddl-bench: --iters 1.5: expected an integer from 1 to 1000000
 refused ddl-bench "ddl-bench: -b 1.5K: expected a size in bytes" allreduce -n 2 -b 1.5K
 refused ddl-bench "ddl-bench: command reduce: expected allreduce" reduce -n 2
 refused ddl-ckpt "ddl-ckpt: command frobnicate: expected show, verify or export" frobnicate x
-refused ddl-ckpt "ddl-ckpt: export needs CKPT OUT.npz" export x
+refused ddl-ckpt "ddl-ckpt: export needs CKPT OUT.npz|OUT.onnx" export x
 
 # ---- each example takes only its own flags ----
-for f in --scenes --test-scenes --size --items --depth --width --dice-weight --images; do
+for f in --scenes --test-scenes --size --items --depth --width --dice-weight; do
     refused lenet "lenet: unrecognized option '$f'" "$f" 1
 done
+refused lenet "lenet: --images goes with --predict" --images 1
+refused lenet "lenet: --predict needs --model CHECKPOINT" --predict
+refused lenet "lenet: --model, --out and --labels go with --predict" --out x.csv
+refused unet "unet: --out and --labels are lenet's" --predict --model x --out x.csv
 refused unet "unet: unrecognized option '--dropout'" --dropout 0.1
 refused custom_model "custom_model: unrecognized option '--data'" --data "$DATA"
 refused custom_model "custom_model: unrecognized option '--checkpoint'" --checkpoint "$tmp/ck"

@@ -1,29 +1,49 @@
 #!/bin/sh
 # Install the Debian packages ddl needs, if any is missing. Used by `make run`, `make test`
 # and `make bench`. As root it runs apt-get; otherwise through sudo; otherwise it prints the
-# exact command and fails.
+# exact command and fails. Then, for tests/test_onnx.sh, onnxruntime-node from npm into
+# tests/onnx/node_modules (as the user who runs make; --ignore-scripts: the package's install
+# script would fetch optional GPU parts, the CPU library is inside the package).
 set -u
 PKGS="gcc g++ libc6-dev make pkg-config cmake libopenblas-dev libzmq3-dev liblz4-dev libopenmpi-dev openmpi-bin zlib1g-dev libpng-dev dataset-fashion-mnist iproute2 procps bc"
+NODE=1
 [ "${DDL_BENCH_DEPS:-0}" = 1 ] && PKGS="$PKGS python3 python3-torch python3-numpy"
-[ "${DDL_FUZZ_DEPS:-0}" = 1 ] && PKGS="clang"   # make fuzz only: make test never needs clang
+[ "${DDL_FUZZ_DEPS:-0}" = 1 ] && PKGS="clang" NODE=0  # make fuzz only: make test never needs clang
+# Node.js and npm: Debian's, unless the machine has a node and npm already (NodeSource's nodejs
+# carries npm and conflicts with Debian's npm package).
+if [ $NODE = 1 ]; then
+    command -v node > /dev/null 2>&1 || PKGS="$PKGS nodejs"
+    command -v npm > /dev/null 2>&1 || PKGS="$PKGS npm"
+fi
 
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
 done
-[ -z "$missing" ] && exit 0
 
-echo "ddl: installing missing Debian packages:$missing"
-if [ "$(id -u)" = 0 ]; then
-    SUDO=""
-elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
-    SUDO="sudo"
-else
-    echo "ddl: cannot install as $(id -un); run as root:" >&2
-    echo "    apt-get update && apt-get install -y$missing" >&2
-    exit 1
+if [ -n "$missing" ]; then
+    echo "ddl: installing missing Debian packages:$missing"
+    if [ "$(id -u)" = 0 ]; then
+        SUDO=""
+    elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
+        SUDO="sudo"
+    else
+        echo "ddl: cannot install as $(id -un); run as root:" >&2
+        echo "    apt-get update && apt-get install -y$missing" >&2
+        exit 1
+    fi
+    export DEBIAN_FRONTEND=noninteractive
+    $SUDO apt-get update -q >/dev/null || { echo "ddl: apt-get update failed" >&2; exit 1; }
+    $SUDO apt-get install -y -q --no-install-recommends $missing >/dev/null || {
+        echo "ddl: apt-get install failed; try: apt-get install -y$missing" >&2; exit 1; }
 fi
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -q >/dev/null || { echo "ddl: apt-get update failed" >&2; exit 1; }
-$SUDO apt-get install -y -q --no-install-recommends $missing >/dev/null || {
-    echo "ddl: apt-get install failed; try: apt-get install -y$missing" >&2; exit 1; }
+
+ONNX_DIR=$(dirname "$0")/../tests/onnx
+if [ $NODE = 1 ] && [ ! -d "$ONNX_DIR/node_modules/onnxruntime-node" ]; then
+    echo "ddl: installing onnxruntime-node from npm into tests/onnx/node_modules (tests/test_onnx.sh)"
+    (cd "$ONNX_DIR" && npm install --ignore-scripts --no-audit --no-fund --no-package-lock --loglevel=error \
+        > /dev/null) || {
+        echo "ddl: npm install failed; try: cd tests/onnx && npm install --ignore-scripts --no-package-lock" >&2
+        exit 1; }
+fi
+exit 0

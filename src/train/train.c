@@ -327,37 +327,6 @@ int ddl_trainer_epoch(ddl_trainer *t, ddl_epoch_stats *out)
 
 /* ---- evaluation ---- */
 
-/* metrics: accuracy, foreground dice and mean IoU from a confusion matrix [truth][pred]. */
-static void metrics(ddl_eval_stats *e, int K)
-{
-    const int64_t *cm = e->confusion;
-    int64_t total = 0, diag = 0, tp_fg = 0, fp_fg = 0, fn_fg = 0;
-    double iou_sum = 0.0;
-    int present = 0;
-    for (int i = 0; i < K; i++) {
-        int64_t row = 0, col = 0;
-        for (int j = 0; j < K; j++) {
-            total += cm[i * K + j];
-            row += cm[i * K + j];
-            col += cm[j * K + i];
-            if (i >= 1 && j >= 1)
-                tp_fg += cm[i * K + j];
-        }
-        diag += cm[i * K + i];
-        if (row + col > 0) {
-            iou_sum += (double)cm[i * K + i] / (double)(row + col - cm[i * K + i]);
-            present++;
-        }
-        if (i >= 1) {
-            fn_fg += cm[i * K + 0];
-            fp_fg += cm[0 * K + i];
-        }
-    }
-    e->accuracy = total ? (double)diag / (double)total : 0.0;
-    e->miou = present ? iou_sum / present : 0.0;
-    e->dice = (2 * tp_fg + fp_fg + fn_fg) ? 2.0 * (double)tp_fg / (double)(2 * tp_fg + fp_fg + fn_fg) : 0.0;
-}
-
 int ddl_trainer_evaluate(ddl_trainer *t, const ddl_dataset *test, ddl_eval_stats *out)
 {
     memset(out, 0, sizeof *out);
@@ -387,7 +356,7 @@ int ddl_trainer_evaluate(ddl_trainer *t, const ddl_dataset *test, ddl_eval_stats
     }
     out->samples = test->n;
     out->loss = loss / ((double)test->n * S);
-    metrics(out, C);
+    ddl_eval_metrics(out, C);
     ddl_timeline_span(t->cfg.timeline, DDL_SPAN_EVALUATE, t->step, t0, ddl_timeline_now(), 0);
     return DDL_OK;
 }

@@ -55,39 +55,6 @@ static ddl_dataset data = {.n = 8, .c = 1, .h = 4, .w = 4, .th = 1, .tw = 1, .n_
 static ddl_model *model;
 static ddl_trainer *trainer;
 
-/* ---- CRC repair ---- */
-
-static uint64_t get64(const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--)
-        v = v << 8 | p[i];
-    return v;
-}
-
-static void put32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static void repair(uint8_t *b, size_t n)
-{
-    if (n < 32)
-        return;
-    put32(b + 28, ddl_crc32c(0, b, 28));
-    size_t at = 32;
-    for (int i = 0; i < 5 && at + 32 <= n; i++) {
-        uint64_t stored = get64(b + at + 16);
-        size_t body = n - (at + 32) < stored ? n - (at + 32) : (size_t)stored;
-        put32(b + at + 24, ddl_crc32c(0, b + at + 32, body));
-        put32(b + at + 28, ddl_crc32c(0, b + at, 28));
-        if (stored > n - (at + 32))
-            break;
-        at += 32 + (size_t)stored;
-    }
-}
-
 /* ---- seeds ---- */
 
 static void write_seeds(const char *dir)
@@ -98,16 +65,7 @@ static void write_seeds(const char *dir)
             ddl_trainer_step(trainer, NULL);
         if (ddl_trainer_save(trainer, p) != DDL_OK)
             abort();
-        FILE *f = fopen(p, "rb");
-        uint8_t buf[1 << 16];
-        size_t n = fread(buf + 1, 1, sizeof buf - 1, f);
-        fclose(f);
-        for (int mode = 0; mode < 4; mode++) {
-            char out[600];
-            snprintf(out, sizeof out, "%s/seed-%d-%d", dir, k, mode);
-            buf[0] = (uint8_t)mode;
-            fuzz_write(out, buf, n + 1);
-        }
+        fuzz_seeds(p, dir, k, 4);
     }
     remove(p);
 }
@@ -140,7 +98,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data_in, size_t size)
     uint8_t *b = malloc(size);
     memcpy(b, data_in + 1, size - 1);
     if (mode & 1)
-        repair(b, size - 1);
+        fuzz_repair(b, size - 1);
     const char *p = fuzz_path("ckpt");
     fuzz_write(p, b, size - 1);
     free(b);

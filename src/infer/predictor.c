@@ -1,0 +1,144 @@
+/* predictor.c - a model loaded from a checkpoint for inference only. ddl_predictor_open builds
+ * the model, takes the weights and normalisation out of the checkpoint and closes it again (the
+ * optimizer state is read only to check the file); ddl_predictor_run normalises raw pixels,
+ * runs forward passes of at most `batch` images and turns logits into probabilities and
+ * classes. One allocation at open; nothing allocates per call. */
+#include "impl.h"
+
+#include <math.h>
+#include <string.h>
+
+#define DEFAULT_BATCH 64
+
+/* ---- open and close ---- */
+
+/* load_model: the model for the checkpoint ck, built in one block with the predictor. */
+static int load_model(ddl_predictor **out, const char *path, const ddl_checkpoint *ck, const ddl_model_plugin *plugin,
+                      int batch, const ddl_allocator *alloc, char *err, size_t err_bytes)
+{
+    const ddl_checkpoint_info *in = ddl_checkpoint_get_info(ck);
+    ddl_model_config mc = in->model_cfg;
+    mc.batch = batch;
+    size_t model_bytes = ddl_model_sizeof(plugin, &mc);
+    if (!model_bytes) {
+        char why[DDL_ERR_BYTES];
+        ddl_model_check(plugin, &mc, why, sizeof why);
+        return ddl__errf(err, err_bytes, DDL_EINVAL, "%s: the model it holds cannot be built: %s", path, why);
+    }
+    size_t x_bytes = (size_t)batch * (size_t)mc.in_c * (size_t)mc.in_h * (size_t)mc.in_w * sizeof(float);
+    size_t head = ddl__align_up(sizeof(ddl_predictor)), total = head + ddl__align_up(x_bytes) + model_bytes;
+    unsigned char *mem = (unsigned char *)ddl__alloc(alloc, total);
+    if (!mem)
+        return ddl__errf(err, err_bytes, DDL_ENOMEM, "%s: cannot allocate %zu bytes for the model", path, total);
+    ddl_predictor *p = (ddl_predictor *)mem;
+    memset(p, 0, sizeof *p);
+    p->mem = mem;
+    p->alloc = alloc;
+    p->info = *in;
+    p->x = (float *)(mem + head);
+    char why[DDL_ERR_BYTES];
+    int rc = ddl_model_init(mem + head + ddl__align_up(x_bytes), model_bytes, plugin, &mc, &p->m, why, sizeof why);
+    if (rc == DDL_OK && (rc = ddl_checkpoint_check_model(ck, p->m, why, sizeof why)) == DDL_OK) {
+        memcpy(ddl_model_params(p->m), ddl_checkpoint_params(ck), in->n_params * sizeof(float));
+        ddl_model_set_norm(p->m, in->mean, in->std);
+        *out = p;
+        return DDL_OK;
+    }
+    ddl__free(alloc, mem);
+    return ddl__errf(err, err_bytes, rc, "%s: %s", path, why);
+}
+
+int ddl_predictor_open(const char *path, const ddl_predict_config *cfg, const ddl_allocator *alloc,
+                       ddl_predictor **out, char *err, size_t err_bytes)
+{
+    if (!out)
+        return ddl__errf(err, err_bytes, DDL_EINVAL, "ddl_predictor_open: out is NULL");
+    *out = NULL;
+    if (!path)
+        return ddl__errf(err, err_bytes, DDL_EINVAL, "ddl_predictor_open: no path given");
+    int batch = cfg && cfg->batch ? cfg->batch : DEFAULT_BATCH;
+    if (batch < 1)
+        return ddl__errf(err, err_bytes, DDL_EINVAL, "ddl_predictor_open: batch %d, expected 1 or more", batch);
+    ddl_checkpoint *ck = NULL;
+    int rc = ddl_checkpoint_open(path, alloc, &ck, err, err_bytes);
+    if (rc != DDL_OK)
+        return rc;
+    const ddl_checkpoint_info *in = ddl_checkpoint_get_info(ck);
+    const ddl_model_plugin *plugin = cfg && cfg->plugin ? cfg->plugin : ddl_model_find(in->model);
+    if (!plugin)
+        rc = ddl__errf(err, err_bytes, DDL_EINVAL, "%s: a checkpoint of model \"%.47s\", which this ddl does not "
+                       "have (built in: lenet, unet)", path, in->model);
+    else if (plugin->name && strcmp(plugin->name, in->model) != 0)
+        rc = ddl__errf(err, err_bytes, DDL_EINVAL, "%s: a checkpoint of model %.47s, expected %s", path, in->model,
+                       plugin->name);
+    else
+        rc = load_model(out, path, ck, plugin, batch, alloc, err, err_bytes);
+    ddl_checkpoint_close(ck);
+    return rc;
+}
+
+void ddl_predictor_close(ddl_predictor *p)
+{
+    if (p)
+        ddl__free(p->alloc, p->mem);
+}
+
+const ddl_model *ddl_predictor_model(const ddl_predictor *p) { return p->m; }
+const ddl_checkpoint_info *ddl_predictor_info(const ddl_predictor *p) { return &p->info; }
+const char *ddl_predictor_error(const ddl_predictor *p) { return p->err; }
+
+/* ---- predict ---- */
+
+/* outputs: probabilities (softmax over the C classes) and the class with the largest logit at
+ * each of the S positions of n samples; logits (n, C, S). */
+static void outputs(int n, int C, size_t S, const float *logits, float *probs, uint8_t *classes)
+{
+    for (int i = 0; i < n; i++) {
+        const float *l = logits + (size_t)i * C * S;
+        for (size_t s = 0; s < S; s++) {
+            int best = 0;
+            for (int c = 1; c < C; c++)
+                if (l[c * S + s] > l[best * S + s])
+                    best = c;
+            if (classes)
+                classes[(size_t)i * S + s] = (uint8_t)best;
+            if (!probs)
+                continue;
+            float *pr = probs + (size_t)i * C * S, sum = 0.0f, top = l[best * S + s];
+            for (int c = 0; c < C; c++)
+                sum += pr[c * S + s] = expf(l[c * S + s] - top);
+            for (int c = 0; c < C; c++)
+                pr[c * S + s] /= sum;
+        }
+    }
+}
+
+int ddl_predictor_run(ddl_predictor *p, const uint8_t *images, int n, int c, int h, int w, float *logits,
+                      float *probs, uint8_t *classes)
+{
+    const ddl_model_config *mc = ddl_model_get_config(p->m);
+    if (n < 0 || (n > 0 && !images))
+        return ddl__errf(p->err, sizeof p->err, DDL_EINVAL, "predict: %d images%s", n, images ? "" : ", at NULL");
+    if (c != mc->in_c || h != mc->in_h || w != mc->in_w)
+        return ddl__errf(p->err, sizeof p->err, DDL_EINVAL, "predict: images of %dx%dx%d, model %s takes %dx%dx%d",
+                         c, h, w, ddl_model_name(p->m), mc->in_c, mc->in_h, mc->in_w);
+    int C, oh, ow;
+    ddl_model_output_shape(p->m, &C, &oh, &ow);
+    size_t in_sz = (size_t)c * h * w, S = (size_t)oh * ow, out_sz = (size_t)C * S;
+    float mean, std;
+    ddl_model_norm(p->m, &mean, &std);
+    float scale = 1.0f / (255.0f * std), shift = -mean / std; /* as the trainer normalises */
+    for (int first = 0; first < n; first += mc->batch) {
+        int b = n - first < mc->batch ? n - first : mc->batch;
+        const uint8_t *src = images + (size_t)first * in_sz;
+        for (size_t k = 0; k < (size_t)b * in_sz; k++)
+            p->x[k] = (float)src[k] * scale + shift;
+        const float *l = ddl_model_forward(p->m, p->x, b, 0, NULL);
+        if (logits)
+            memcpy(logits + (size_t)first * out_sz, l, (size_t)b * out_sz * sizeof(float));
+        outputs(b, C, S, l, probs ? probs + (size_t)first * out_sz : NULL,
+                classes ? classes + (size_t)first * S : NULL);
+    }
+    p->err[0] = '\0';
+    return DDL_OK;
+}

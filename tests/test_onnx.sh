@@ -1,0 +1,66 @@
+#!/bin/sh
+# test_onnx.sh - `ddl-ckpt export CKPT M.onnx` checked by a real ONNX runtime: onnxruntime-node from
+# npm (tools/install-deps.sh installs it into tests/onnx/node_modules) runs the exported LeNet and
+# U-Net on 100 test images each; its logits must equal ddl's within 1e-4 relative to their size
+# and its classes must be ddl's, at every position (tests/onnx/check.js says how it measures).
+# The runtime must also tell a model from another's logits apart (a check that can fail). Also
+# what ddl-ckpt export says of an unknown extension. When Node, the runtime or the data are
+# missing it prints "skipped: REASON" instead of passing with nothing checked.
+. "$(dirname "$0")/lib.sh"
+BUILD=${BUILD:-build}
+cd "$(dirname "$0")/.." || exit 1
+CKPT=$BUILD/bin/ddl-ckpt
+REF=$BUILD/tests/test_infer
+DATA=/usr/share/datasets/fashion-mnist
+tmp=$(mktemp -d) || exit 1
+trap 'rm -rf "$tmp"' EXIT
+
+for p in "$CKPT" "$REF" "$BUILD/bin/lenet" "$BUILD/bin/unet"; do
+    [ -x "$p" ] || { echo "no $p: build first"; echo "0 passed, 1 failed"; exit 1; }
+done
+skip() { echo "skipped: $*"; echo "$pass passed, $fail failed"; [ "$fail" -eq 0 ]; exit; }
+[ -d "$DATA" ] || skip "no Fashion-MNIST in $DATA (apt-get install dataset-fashion-mnist)"
+
+# ---- the models: a LeNet and a small U-Net, briefly trained ----
+"$BUILD/bin/lenet" --epochs 1 --train-limit 6000 --quiet --save "$tmp/lenet1" > "$tmp/log" 2>&1
+check "lenet trains and saves" $?
+"$BUILD/bin/lenet" --epochs 2 --train-limit 6000 --quiet --save "$tmp/lenet" > "$tmp/log" 2>&1
+check "lenet trains and saves" $?
+"$BUILD/bin/unet" --scenes 300 --test-scenes 20 --size 32 --depth 2 --width 4 --epochs 1 --quiet \
+    --save "$tmp/unet" > "$tmp/log" 2>&1
+check "unet trains and saves" $?
+
+# ---- export: the format from the extension ----
+for m in lenet unet; do
+    "$CKPT" export "$tmp/$m" "$tmp/$m.onnx" > "$tmp/e" 2>&1
+    check "export $m to .onnx exits 0" $?
+    grep -q "$m.onnx: [0-9]* tensors of $m" "$tmp/e"; check "export $m says what it wrote" $?
+done
+"$CKPT" export "$tmp/lenet" "$tmp/lenet.pt" > "$tmp/e" 2>&1; rc=$?
+[ $rc -eq 1 ] && [ "$(wc -l < "$tmp/e")" -eq 1 ] && [ ! -e "$tmp/lenet.pt" ] &&
+    grep -q 'lenet.pt: unknown format ".pt": export writes .npz (numpy) or .onnx (ONNX); nothing exported' "$tmp/e"
+check "export to .pt: one line naming the extension and the known ones, exit 1, no file" $?
+
+# ---- the runtime ----
+command -v node > /dev/null 2>&1 || skip "no node (tools/install-deps.sh installs Debian's nodejs)"
+[ -d tests/onnx/node_modules/onnxruntime-node ] ||
+    skip "no onnxruntime-node in tests/onnx/node_modules (tools/install-deps.sh installs it with npm)"
+for m in lenet unet; do
+    mkdir -p "$tmp/ref-$m"
+    "$REF" --reference "$tmp/$m" "$DATA" 100 "$tmp/ref-$m" > "$tmp/log" 2>&1
+    check "ddl's reference logits of $m" $?
+    node tests/onnx/check.js "$tmp/$m.onnx" "$tmp/ref-$m" > "$tmp/out" 2>&1; rc=$?
+    cat "$tmp/out"
+    [ $rc -eq 2 ] && skip "$(sed -n 's/^skipped: //p' "$tmp/out")"
+    [ $rc -eq 0 ] && grep -q "^onnx: images=100 .* classes_equal=\([0-9]*\)/\1 ok$" "$tmp/out"
+    check "onnxruntime runs the $m export: logits within 1e-4 of ddl's, the same classes" $?
+done
+# the check can fail: another LeNet's logits (one epoch less) are not this export's
+mkdir -p "$tmp/ref-other"
+"$REF" --reference "$tmp/lenet1" "$DATA" 100 "$tmp/ref-other" > "$tmp/log" 2>&1
+node tests/onnx/check.js "$tmp/lenet.onnx" "$tmp/ref-other" > "$tmp/out" 2>&1; rc=$?
+[ $rc -eq 1 ] && grep -q 'FAILED$' "$tmp/out"
+check "the check tells another model's logits apart" $?
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
