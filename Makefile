@@ -6,7 +6,7 @@
 #   make install         ddl.h, libddl.a, libddl.so, ddl.pc, the CMake package and the programs
 #                        under $(DESTDIR)$(PREFIX) (PREFIX=/usr/local); SHARED=0: no libddl.so, so
 #                        -lddl links libddl.a; make uninstall removes them
-# Switches: WITH_BLAS=openblas|none  WITH_ZMQ=0|1  WITH_MPI=0|1  WITH_LZ4=0|1  WITH_PNG=0|1
+# Switches: WITH_BLAS=openblas|none  WITH_ZMQ=0|1  WITH_MPI=0|1  WITH_LZ4=0|1  WITH_SODIUM=0|1  WITH_PNG=0|1
 #           SAN=address|undefined|thread  V=1  BUILD=dir (default build)
 
 BUILD     ?= build
@@ -20,6 +20,7 @@ WITH_ZMQ  ?= $(if $(wildcard /usr/include/zmq.h),1,0)
 WITH_MPI  ?= $(if $(shell command -v mpicc 2>/dev/null),1,0)
 WITH_LZ4  ?= $(if $(wildcard /usr/include/lz4.h),1,0)
 WITH_ZLIB ?= $(if $(wildcard /usr/include/zlib.h),1,0)
+WITH_SODIUM ?= $(if $(wildcard /usr/include/sodium.h),1,0)
 WITH_PNG  ?= $(if $(wildcard /usr/include/png.h),1,0)
 
 CC      ?= cc
@@ -52,6 +53,10 @@ endif
 ifeq ($(WITH_LZ4),1)
   ALL_CFLAGS += -DDDL_WITH_LZ4
   LDLIBS += -llz4
+endif
+ifeq ($(WITH_SODIUM),1)
+  ALL_CFLAGS += -DDDL_WITH_SODIUM
+  LDLIBS += -lsodium
 endif
 ifeq ($(WITH_ZMQ),1)
   ALL_CFLAGS += -DDDL_WITH_ZMQ
@@ -136,7 +141,7 @@ $(BUILD)/flags: FORCE
 	@mkdir -p $(BUILD)
 	@echo '$(CC) $(ALL_CFLAGS)' > $@.tmp && $(call update,$@)
 	@printf '%s\n' 'ifeq ($$(origin CC),default)' 'CC := $(CC)' endif 'CFLAGS ?= $(CFLAGS)' 'SAN ?= $(SAN)' \
-	    $(foreach v,BLAS ZMQ MPI LZ4 ZLIB PNG,'WITH_$(v) ?= $(WITH_$(v))') > $(BUILD)/config.mk.tmp && \
+	    $(foreach v,BLAS ZMQ MPI LZ4 ZLIB SODIUM PNG,'WITH_$(v) ?= $(WITH_$(v))') > $(BUILD)/config.mk.tmp && \
 	    $(call update,$(BUILD)/config.mk)
 
 # ---- shared library, ddl.pc, CMake package, install ----

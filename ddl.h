@@ -425,12 +425,16 @@ typedef struct ddl_comm_config {
                                      * heartbeat_interval_ms and names a rank not heard from for this
                                      * long (DDL_ETIMEDOUT); 0: no thread, no heartbeats */
     int heartbeat_interval_ms;      /* 0: a fifth of heartbeat_timeout_ms */
+    int mac;                        /* 1: tcp and zmq put a Poly1305 MAC (keyed by the token and the
+                                     * handshake) on every message, so a relay between ranks cannot
+                                     * alter one unseen; every rank must agree. Needs libsodium and a
+                                     * token. 0: no MAC (the handshake still authenticates) */
 } ddl_comm_config;
 
 /* ddl_comm_config_from_env: fill cfg from DDL_TRANSPORT, DDL_RANK, DDL_WORLD_SIZE,
  * DDL_LOCAL_RANK, DDL_LOCAL_SIZE, DDL_MASTER, DDL_PEERS, DDL_JOB, DDL_TOKEN, DDL_TIMEOUT_MS,
  * DDL_NATIVE_ALLREDUCE (or its older name DDL_MPI_NATIVE), DDL_INSECURE, DDL_HEARTBEAT_TIMEOUT_MS
- * (default 5000; 0: off), DDL_HEARTBEAT_INTERVAL_MS (default 1000), and OMPI_COMM_WORLD_*, PMI_*,
+ * (default 5000; 0: off), DDL_HEARTBEAT_INTERVAL_MS (default 1000), DDL_MAC, and OMPI_COMM_WORLD_*, PMI_*,
  * SLURM_PROCID/SLURM_NTASKS; the transport, unless DDL_TRANSPORT names one, is mpi under mpirun,
  * else as for a NULL transport. With none set: rank 0 of 1. The strings point into the
  * environment. Returns DDL_OK; DDL_EINVAL (a bad value, named in err); DDL_ENOTSUP (the

@@ -20,9 +20,10 @@
  *               from that rank and fails with DDL_EMISMATCH (or DDL_EPROTO).
  *   CORRUPT_HEADER   byte `byte` of the 32-byte ddl header is flipped (xor 0xff): the receiver
  *               fails with DDL_EMISMATCH (or DDL_EPROTO for the magic and sender bytes).
- *   CORRUPT_PAYLOAD  byte `byte` of the payload is flipped: without a MAC (issue 11 plans an
- *               optional one) nothing can notice; the receiver computes with the bad value and
- *               returns DDL_OK. Tests use it to show exactly that, nothing more.
+ *   CORRUPT_PAYLOAD  byte `byte` of the payload is flipped before the transport sees it, so even
+ *               a frame MAC (DDL_MAC=1) covers the spoiled bytes: the receiver computes with the
+ *               bad value and returns DDL_OK. Tests use it to show exactly that; bytes altered
+ *               on the wire are tests/test_mac.sh's.
  *   TRUNCATE    the payload is sent `cut` bytes short (the header still says the full count):
  *               the receiving transport reports another length, the core DDL_EMISMATCH.
  * TRUNCATE and CORRUPT_PAYLOAD need a payload: they strike the first non-empty message from

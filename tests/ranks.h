@@ -89,6 +89,7 @@ static inline ddl_comm_config make_config(int rank, int world, int timeout_ms)
     cfg.job = ranks_job;
     cfg.token = "test-token";
     cfg.timeout_ms = timeout_ms;
+    cfg.mac = getenv("DDL_TEST_MAC") && strcmp(getenv("DDL_TEST_MAC"), "1") == 0; /* tests/test_mac.sh */
     return cfg;
 }
 

@@ -99,7 +99,7 @@ left=$(find "$tmp/root" ! -type d | sed "s|^$tmp/root||")
 
 # ---- aarch64 ----
 if command -v aarch64-linux-gnu-gcc > /dev/null 2>&1; then
-    make -j2 lib CC=aarch64-linux-gnu-gcc WITH_BLAS=none WITH_ZMQ=0 WITH_MPI=0 WITH_LZ4=0 WITH_ZLIB=0 WITH_PNG=0 SAN= \
+    make -j2 lib CC=aarch64-linux-gnu-gcc WITH_BLAS=none WITH_ZMQ=0 WITH_MPI=0 WITH_LZ4=0 WITH_ZLIB=0 WITH_PNG=0 WITH_SODIUM=0 SAN= \
         BUILD="$tmp/arm64" > "$tmp/arm64.log" 2>&1
     check "aarch64: make lib" $?
     ! grep -E "warning|error|x86" "$tmp/arm64.log"; check "aarch64: no warning, no x86 flag" $?

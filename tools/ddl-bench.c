@@ -1,6 +1,6 @@
 /* ddl-bench - all-reduce throughput, as nccl-tests prints it.
  *
- *   ddl-bench allreduce -t shm -n 4 [-b 4K] [-e 64M] [-f 4] [--iters 20] [--warmup 5] [--native]
+ *   ddl-bench allreduce -t shm -n 4 [-b 4K] [-e 64M] [-f 4] [--iters 20] [--warmup 5] [--native] [--mac]
  *
  * Starts its own N ranks (fork) unless it runs under mpirun (OMPI_COMM_WORLD_SIZE or PMI_SIZE
  * set) or a launcher that set DDL_RANK, in which case it is one of the ranks and takes its place
@@ -27,7 +27,7 @@
 
 typedef struct opts {
     const char *transport;
-    int n, iters, warmup, native;
+    int n, iters, warmup, native, mac;
     size_t min_bytes, max_bytes;
     double factor;
 } opts;
@@ -36,7 +36,7 @@ typedef struct opts {
 
 #define USAGE                                                                                        \
     "usage: ddl-bench allreduce -t shm|tcp|zmq|mpi -n RANKS [-b MIN] [-e MAX] [-f FACTOR]\n"         \
-    "                 [--iters K] [--warmup W] [--native]\n"                                         \
+    "                 [--iters K] [--warmup W] [--native] [--mac]\n"                                         \
     "All-reduce float32 sums of every size from MIN to MAX bytes (times FACTOR each time) and\n"     \
     "print, as nccl-tests do: bytes count time_us algbw_GBs busbw_GBs check.\n"                      \
     "  -t T            transport (default shm)\n"                                                    \
@@ -46,6 +46,7 @@ typedef struct opts {
     "  --iters K       timed all-reduces per size (default 20)\n"                                    \
     "  --warmup W      untimed all-reduces before them (default 5)\n"                                \
     "  --native        the transport's own all-reduce where it has one (mpi, shm)\n"                 \
+    "  --mac           a MAC on every message (DDL_MAC=1: tcp, zmq)\n"                                \
     "  -h, --help      this text\n"                                                                  \
     "  --version       ddl-bench's version\n"
 
@@ -68,11 +69,11 @@ static size_t parse_size(const char *flag, const char *s)
 static void parse_args(int argc, char **argv, opts *o)
 {
     static const char *const commands[] = {"allreduce", NULL}, *const transports[] = {"shm", "tcp", "zmq", "mpi", NULL};
-    enum { ITERS = 256, WARMUP, NATIVE };
+    enum { ITERS = 256, WARMUP, NATIVE, MAC };
     static const struct option options[] = {
         {"iters", required_argument, NULL, ITERS}, {"warmup", required_argument, NULL, WARMUP},
-        {"native", no_argument, NULL, NATIVE}, CLI_HELP_VERSION, {NULL, 0, NULL, 0}};
-    *o = (opts){NULL, 0, 20, 5, 0, 4096, (size_t)64 << 20, 4};
+        {"native", no_argument, NULL, NATIVE}, {"mac", no_argument, NULL, MAC}, CLI_HELP_VERSION, {NULL, 0, NULL, 0}};
+    *o = (opts){NULL, 0, 20, 5, 0, 0, 4096, (size_t)64 << 20, 4};
     cli_start(argv, "ddl-bench");
     for (int c; (c = getopt_long(argc, argv, "ht:n:b:e:f:", options, NULL)) != -1;) {
         switch (c) {
@@ -84,6 +85,7 @@ static void parse_args(int argc, char **argv, opts *o)
         case ITERS: o->iters = cli_int("--iters", optarg, 1, 1000000); break;
         case WARMUP: o->warmup = cli_int("--warmup", optarg, 0, 1000000); break;
         case NATIVE: o->native = 1; break;
+        case MAC: o->mac = 1; break;
         case 'h': cli_help(USAGE); break;
         case 'V': cli_version(); break;
         default: cli_try(); /* getopt_long named the flag */
@@ -152,8 +154,9 @@ static int run_rank(ddl_comm *c, const opts *o)
     if (!buf)
         return fprintf(stderr, "ddl-bench: out of memory\n"), 1;
     if (r == 0) {
-        printf("# ddl-bench allreduce: transport %s, %d ranks, float32 sum%s, %d iterations after %d warmup\n",
-               ddl_comm_transport_name(c), n, o->native ? " (native)" : "", o->iters, o->warmup);
+        printf("# ddl-bench allreduce: transport %s, %d ranks, float32 sum%s%s, %d iterations after %d warmup\n",
+               ddl_comm_transport_name(c), n, o->native ? " (native)" : "", o->mac ? ", MAC on every message" : "",
+               o->iters, o->warmup);
         printf("%12s %12s %12s %10s %10s %6s\n", "bytes", "count", "time_us", "algbw_GBs", "busbw_GBs", "check");
         fflush(stdout);
     }
@@ -224,6 +227,7 @@ static int fork_ranks(const opts *o)
             cfg.job = job;
             cfg.token = token;
             cfg.timeout_ms = 60000;
+            cfg.mac = o->mac;
             _exit(rank_main(o, &cfg));
         }
     }
@@ -257,6 +261,7 @@ int main(int argc, char **argv)
             fprintf(stderr, "ddl-bench: %s\n", err);
             return 1;
         }
+        cfg.mac |= o.mac;
         return rank_main(&o, &cfg);
     }
     if (!o.transport)

@@ -39,6 +39,13 @@ int ddl__net_init(ddl__net *n, uint32_t magic, const ddl__net_proto *proto, cons
                              "no token: anyone who reaches this job's ports could join it; give every rank the same "
                              "DDL_TOKEN (ddlrun makes one on a single node, or reads --token-file), or set "
                              "DDL_INSECURE=1 to run without one");
+    n->mac = cfg->mac != 0;
+    if (n->world > 1 && n->mac && !ddl__mac_available())
+        return ddl__net_fail(n, DDL_ENOTSUP, "frame MACs (DDL_MAC=1) need libsodium: this build has none "
+                             "(make WITH_SODIUM=1 with libsodium-dev installed)");
+    if (n->world > 1 && n->mac && n->token_bytes == 0)
+        return ddl__net_fail(n, DDL_EINVAL, "frame MACs (DDL_MAC=1) are keyed by the token: give every rank the same "
+                             "DDL_TOKEN");
     if (n->world > 1 && n->token_bytes > 0 && n->token_bytes < DDL__TOKEN_MIN_BYTES)
         ddl__log(n->log, n->log_ud, DDL_LOG_WARN, "%s: rank %d: the token is %zu bytes; %d or more resist guessing",
                  proto->name, n->rank, n->token_bytes, DDL__TOKEN_MIN_BYTES);

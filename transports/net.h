@@ -14,6 +14,21 @@
 #include <stdatomic.h>
 #include <sys/socket.h>
 
+/* ---- frame MACs (net_mac.c) ---- */
+
+#define DDL__MAC_BYTES 16
+/* A running Poly1305 (libsodium's state, kept opaque here). */
+typedef struct ddl__mac {
+    _Alignas(64) unsigned char state[256];
+} ddl__mac;
+/* ddl__mac_available: 1 if this build can MAC frames (libsodium). */
+int ddl__mac_available(void);
+/* ddl__mac_begin / _update / _final: Poly1305 under the one-time key of frame number `frame` in
+ * direction dir ('c' or 'a') of the link with key link_key. */
+void ddl__mac_begin(ddl__mac *m, const unsigned char link_key[32], int dir, uint64_t frame);
+void ddl__mac_update(ddl__mac *m, const void *p, size_t n);
+void ddl__mac_final(ddl__mac *m, unsigned char tag[DDL__MAC_BYTES]);
+
 /* ---- protocols ---- */
 
 #define DDL__ADDR_BYTES 64  /* "host:port" including the NUL; longer addresses are refused */
@@ -30,6 +45,8 @@ typedef struct ddl__net_proto {
     uint32_t version;       /* the handshake protocol version every message states */
     const char *duplicate;  /* how the refusal reason DDL__HS_R_DUPLICATE reads */
     uint32_t frame_magic;   /* the u32 every frame prefix starts with: "DDL1", "DDLZ" */
+    int two_way_links;      /* 1: one connection per pair carries both ways (tcp); 0: each rank's
+                             * messages travel on the connection the other rank made (zmq) */
 } ddl__net_proto;
 
 /* ---- state (net.c) ---- */
@@ -39,6 +56,9 @@ typedef struct ddl__net_peer {
     char addr[DDL__ADDR_BYTES]; /* its listening "host:port", for connecting and for messages */
     int tx_down, rx_down;       /* 0, or the status that broke sending / receiving (returned again) */
     int joined;                 /* it passed the accepting side of our handshake */
+    unsigned char tx_key[32], rx_key[32]; /* frame MAC keys of the links we send and receive on */
+    int tx_dir, rx_dir;         /* 'c' or 'a': the side of the handshake that sends on that link */
+    uint64_t tx_frames, rx_frames; /* data frames MAC'd so far each way: the MAC's nonce */
     int linked;                 /* the transport's link to it is complete (set by the transport) */
 } ddl__net_peer;
 
@@ -51,6 +71,7 @@ typedef struct ddl__net {
     int failed;                 /* a failure happened: close() says ABORT, not BYE */
     int fail_status;            /* the first failure's status */
     int culprit;                /* the first rank found dead (-1: none), named in our ABORT */
+    int mac;                    /* every data frame carries a MAC (DDL_MAC=1; net_mac.c) */
     _Atomic int stalled;        /* 1 + the rank the comm's heartbeat found silent (interrupt) */
     ddl_log_fn log;
     void *log_ud;
@@ -159,6 +180,17 @@ int ddl__net_frame_read(const ddl__net *n, const unsigned char pre[DDL__FRAME_PR
 /* ddl__net_peer_gone: rank j's connection closed while we exchanged with rank busy (and no
  * goodbye of it is left to read): both directions down, returns DDL_EPEER with the message. */
 int ddl__net_peer_gone(ddl__net *n, int j, int busy);
+/* ddl__mac_link_key: the MAC key of the link a handshake made (c connected, a accepted). */
+void ddl__mac_link_key(const ddl__net *n, const unsigned char *nonce_c, const unsigned char *nonce_a, int rank_c,
+                       int rank_a, unsigned char out[32]);
+/* ddl__mac_frame_begin: start the MAC of the next data frame to (sending) or from rank peer. */
+void ddl__mac_frame_begin(ddl__net *n, int peer, int sending, ddl__mac *m);
+/* ddl__mac_frame_tag: the tag of the next data frame to rank peer: prefix and payload. */
+void ddl__mac_frame_tag(ddl__net *n, int peer, const unsigned char *pre, const void *buf, size_t bytes,
+                        unsigned char tag[DDL__MAC_BYTES]);
+/* ddl__mac_frame_check: the frame MAC'd in m came with tag: DDL_OK, or DDL_EPROTO (receiving
+ * from peer is down, the message says so). */
+int ddl__mac_frame_check(ddl__net *n, int peer, ddl__mac *m, const unsigned char tag[DDL__MAC_BYTES]);
 /* ddl__net_frame_is_abort: the first 8 bytes of pre start an ABORT frame (whatever else they say). */
 int ddl__net_frame_is_abort(const ddl__net *n, const unsigned char *pre);
 /* ddl__net_peer_left: rank j's BYE or ABORT (pre) arrived while we waited for want bytes:
@@ -177,7 +209,8 @@ int ddl__net_peer_left(ddl__net *n, int j, const unsigned char pre[DDL__FRAME_PR
 enum { DDL__HS_HELLO = 1, DDL__HS_PROOF = 2, DDL__HS_OK = 3, DDL__HS_REFUSE = 4 };
 enum {
     DDL__HS_R_VERSION = 1, DDL__HS_R_JOB = 2, DDL__HS_R_WORLD = 3, DDL__HS_R_RANK = 4,
-    DDL__HS_R_DUPLICATE = 5, DDL__HS_R_TOKEN = 6, DDL__HS_R_GARBAGE = 7, DDL__HS_R_SILENT = 8
+    DDL__HS_R_DUPLICATE = 5, DDL__HS_R_TOKEN = 6, DDL__HS_R_GARBAGE = 7, DDL__HS_R_SILENT = 8,
+    DDL__HS_R_MAC = 9
 };
 
 /* One handshake message, decoded. Strings are NUL-terminated after decoding. */
@@ -311,6 +344,9 @@ typedef struct ddl__sock_frame {
     unsigned char *buf;                   /* payload */
     size_t bytes, done;
     int finished;
+    unsigned char tag[DDL__MAC_BYTES];    /* the frame's MAC, sent or received after the payload */
+    size_t tag_bytes, tag_done;           /* tag_bytes 0: no MAC */
+    struct ddl__mac *mac;                 /* receiving: the running MAC over what arrived (NULL: none) */
 } ddl__sock_frame;
 enum { DDL__SOCK_CLOSED = -2, DDL__SOCK_FAILED = -1, DDL__SOCK_BLOCKED = 0, DDL__SOCK_DONE = 1, DDL__SOCK_PREFIX = 2 };
 /* ddl__sock_send_some: send x until the socket is full: DONE (x->finished set), BLOCKED, or

@@ -66,6 +66,7 @@ static const char *reason_text(const ddl__net_proto *p, uint32_t reason)
     case DDL__HS_R_TOKEN: return "wrong token";
     case DDL__HS_R_GARBAGE: return "not a ddl handshake";
     case DDL__HS_R_SILENT: return "silent too long";
+    case DDL__HS_R_MAC: return "frame MACs on one side only (set DDL_MAC alike on every rank)";
     default: return "unknown reason";
     }
 }
@@ -94,6 +95,7 @@ static int hello(const ddl__net *n, const char *addr, unsigned char nonce[DDL__N
     if (random_bytes(nonce, DDL__NONCE_BYTES) != 0)
         return -1;
     memcpy(out->nonce, nonce, DDL__NONCE_BYTES);
+    out->reason = (uint32_t)n->mac; /* a HELLO's reason field: 1 if we MAC our frames */
     return 0;
 }
 
@@ -115,6 +117,26 @@ static void mac(const ddl__net *n, const unsigned char *nonce_c, const unsigned 
     ddl__hmac_sha256(n->token ? n->token : "", n->token_bytes, msg, (size_t)(p - msg), out);
 }
 
+/* link_keys: the frame MAC keys of the link a handshake just made with q (c connected, a accepted).
+ * We send on a link the other rank made (we accepted) and receive on the one we made; on tcp the
+ * one link carries both ways. */
+static void link_keys(ddl__net *n, ddl__net_peer *q, const unsigned char *nonce_c, const unsigned char *nonce_a,
+                      int rank_c, int rank_a, int we_accepted)
+{
+    unsigned char key[DDL__SHA256_BYTES];
+    ddl__mac_link_key(n, nonce_c, nonce_a, rank_c, rank_a, key);
+    if (we_accepted || n->proto->two_way_links) {
+        memcpy(q->tx_key, key, sizeof q->tx_key);
+        q->tx_dir = we_accepted ? 'a' : 'c';
+        q->tx_frames = 0;
+    }
+    if (!we_accepted || n->proto->two_way_links) {
+        memcpy(q->rx_key, key, sizeof q->rx_key);
+        q->rx_dir = we_accepted ? 'c' : 'a';
+        q->rx_frames = 0;
+    }
+}
+
 /* ---- accepting side ---- */
 
 /* check_hello: 0 if h is a HELLO of our version and job, else the reason to refuse it: all we
@@ -127,6 +149,8 @@ static uint32_t check_hello(const ddl__net *n, const ddl__hs_msg *h)
         return DDL__HS_R_VERSION;
     if (strcmp(h->job, n->job) != 0)
         return DDL__HS_R_JOB;
+    if (h->reason != (uint32_t)n->mac)
+        return DDL__HS_R_MAC;
     return 0;
 }
 
@@ -183,6 +207,7 @@ void ddl__net_join(ddl__net *n, const ddl__net_pending *p, int take_addr)
 {
     ddl__net_peer *peer = &n->peers[p->hello.rank];
     peer->joined = 1;
+    link_keys(n, peer, p->hello.nonce, p->nonce, (int)p->hello.rank, n->rank, 1);
     if (take_addr)
         memcpy(peer->addr, p->hello.addr[0] ? p->hello.addr : p->from, DDL__ADDR_BYTES);
     ddl__log(n->log, n->log_ud, DDL_LOG_DEBUG, "%s: rank %d: rank %u joined from %s", n->proto->name, n->rank,
@@ -254,6 +279,9 @@ static int proof(ddl__net *n, ddl__net_greeting *g, int peer, const ddl__hs_msg 
     if (h->world != (uint32_t)n->world || h->rank != (uint32_t)peer)
         return ddl__net_fail(n, DDL_EAUTH, "%s is rank %u of %u, expected rank %d of %d", addr, h->rank, h->world,
                              peer, n->world);
+    if (h->reason != (uint32_t)n->mac)
+        return ddl__net_fail(n, DDL_EAUTH, "%s %s frame MACs and we %s: set DDL_MAC alike on every rank", addr,
+                             h->reason ? "uses" : "does not use", n->mac ? "do" : "do not");
     memcpy(g->nonce_a, h->nonce, DDL__NONCE_BYTES);
     make(n, out, DDL__HS_PROOF);
     mac(n, g->nonce_c, g->nonce_a, n->rank, peer, 'c', out->mac);
@@ -287,5 +315,6 @@ int ddl__net_greet_step(ddl__net *n, ddl__net_greeting *g, int peer, const unsig
         return ddl__net_fail(n, DDL_EAUTH, "rank %d at %s did not prove that it knows the token of job '%s'", peer,
                              n->peers[peer].addr, n->job);
     g->stage = DDL__GREET_DONE;
+    link_keys(n, &n->peers[peer], g->nonce_c, g->nonce_a, n->rank, peer, 0);
     return DDL_OK;
 }

@@ -69,12 +69,14 @@ void ddl__net_goodbye_fd(const ddl__net *n, int fd)
 int ddl__sock_send_some(ddl__sock_frame *x)
 {
     for (;;) {
-        struct iovec iov[2];
+        struct iovec iov[3];
         int n = 0;
         if (x->pre_done < DDL__FRAME_PREFIX)
             iov[n++] = (struct iovec){x->pre + x->pre_done, DDL__FRAME_PREFIX - x->pre_done};
         if (x->done < x->bytes)
             iov[n++] = (struct iovec){x->buf + x->done, x->bytes - x->done};
+        if (x->tag_done < x->tag_bytes)
+            iov[n++] = (struct iovec){x->tag + x->tag_done, x->tag_bytes - x->tag_done};
         if (n == 0) {
             x->finished = 1;
             return DDL__SOCK_DONE;
@@ -89,30 +91,45 @@ int ddl__sock_send_some(ddl__sock_frame *x)
             return DDL__SOCK_FAILED;
         size_t got = (size_t)k, p = DDL__FRAME_PREFIX - x->pre_done < got ? DDL__FRAME_PREFIX - x->pre_done : got;
         x->pre_done += p;
-        x->done += got - p;
+        got -= p;
+        p = x->bytes - x->done < got ? x->bytes - x->done : got;
+        x->done += p;
+        x->tag_done += got - p;
     }
 }
 
 int ddl__sock_recv_some(ddl__sock_frame *x)
 {
     for (;;) {
-        if (x->pre_done == DDL__FRAME_PREFIX && x->done == x->bytes) {
+        if (x->pre_done == DDL__FRAME_PREFIX && x->done == x->bytes && x->tag_done == x->tag_bytes) {
             x->finished = 1;
             return DDL__SOCK_DONE;
         }
-        int in_pre = x->pre_done < DDL__FRAME_PREFIX;
-        ssize_t k = in_pre ? recv(x->fd, x->pre + x->pre_done, DDL__FRAME_PREFIX - x->pre_done, MSG_DONTWAIT)
-                           : recv(x->fd, x->buf + x->done, x->bytes - x->done, MSG_DONTWAIT);
+        unsigned char *at;
+        size_t want;
+        if (x->pre_done < DDL__FRAME_PREFIX)
+            at = x->pre + x->pre_done, want = DDL__FRAME_PREFIX - x->pre_done;
+        else if (x->done < x->bytes)
+            at = x->buf + x->done, want = x->bytes - x->done;
+        else
+            at = x->tag + x->tag_done, want = x->tag_bytes - x->tag_done;
+        ssize_t k = recv(x->fd, at, want, MSG_DONTWAIT);
         if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
             return DDL__SOCK_BLOCKED;
         if (k < 0 && errno == EINTR)
             continue;
         if (k <= 0)
             return k < 0 ? DDL__SOCK_FAILED : DDL__SOCK_CLOSED;
-        if (in_pre && (x->pre_done += (size_t)k) == DDL__FRAME_PREFIX)
-            return DDL__SOCK_PREFIX;
-        if (!in_pre)
+        if (x->pre_done < DDL__FRAME_PREFIX) {
+            if ((x->pre_done += (size_t)k) == DDL__FRAME_PREFIX)
+                return DDL__SOCK_PREFIX;
+        } else if (x->done < x->bytes) {
+            if (x->mac)
+                ddl__mac_update(x->mac, at, (size_t)k);
             x->done += (size_t)k;
+        } else {
+            x->tag_done += (size_t)k;
+        }
     }
 }
 

@@ -25,7 +25,7 @@
 /* Handshake messages start with "DDLH", proofs with "ddl-v1", frames with "DDL1". */
 static const ddl__net_proto tcp_proto = {
     .name = "tcp", .hs_magic = "DDLH", .label = "ddl-v1", .version = 1, .duplicate = "duplicate rank",
-    .frame_magic = 0x314c4444U,
+    .frame_magic = 0x314c4444U, .two_way_links = 1,
 };
 
 /* The socket of the link to one other rank (what else we know of it is in net.peers). */
@@ -42,6 +42,7 @@ typedef struct tcp_state {
     struct pollfd *pfd;        /* [world + DDL__POOL_SLOTS + 1] */
     int *pfd_rank;             /* [world + DDL__POOL_SLOTS + 1]: which link or slot each pfd is */
     unsigned char *table;      /* [DDL__TABLE_BYTES(world)]: rank 0's address table */
+    ddl__mac rx_mac;           /* DDL_MAC: the running MAC of the frame being received */
 } tcp_state;
 _Static_assert(offsetof(tcp_state, net) == 0, "net.c's getters take the state for its ddl__net");
 
@@ -417,6 +418,11 @@ static int check_prefix(tcp_state *s, ddl__sock_frame *x, void *recv_hdr)
         return ddl__net_fail(n, DDL_EMISMATCH, "rank %d at %s sent a message of %llu bytes, rank %d expected %zu", x->peer,
                              addr, (unsigned long long)f.bytes, n->rank, x->bytes);
     }
+    if (n->mac) { /* the payload is MAC'd as it arrives; the tag follows it */
+        ddl__mac_frame_begin(n, x->peer, 0, &s->rx_mac);
+        ddl__mac_update(&s->rx_mac, x->pre, DDL__FRAME_PREFIX);
+        x->mac = &s->rx_mac;
+    }
     return DDL_OK;
 }
 
@@ -427,6 +433,10 @@ static int recv_some(tcp_state *s, ddl__sock_frame *x, void *recv_hdr)
     while ((r = ddl__sock_recv_some(x)) == DDL__SOCK_PREFIX)
         if ((st = check_prefix(s, x, recv_hdr)) != DDL_OK)
             return st;
+    if (r == DDL__SOCK_DONE && x->mac && (st = ddl__mac_frame_check(&s->net, x->peer, x->mac, x->tag)) != DDL_OK) {
+        link_down(s, x->peer, DDL_EPROTO, LINK_DROP);
+        return st;
+    }
     if (r == DDL__SOCK_FAILED)
         return os_error(s, x->peer, errno, "was waiting for", x->bytes);
     if (r == DDL__SOCK_CLOSED) {
@@ -511,6 +521,7 @@ static int xfer_setup(tcp_state *s, ddl__sock_frame *x, int peer, const void *bu
     x->buf = (unsigned char *)(uintptr_t)buf;
     x->bytes = bytes;
     x->finished = 0;
+    x->tag_bytes = s->net.mac ? DDL__MAC_BYTES : 0;
     return DDL_OK;
 }
 
@@ -545,6 +556,8 @@ static int tcp_exchange(void *state, int to, const void *send_hdr, const void *s
         return st;
     if (to >= 0)
         ddl__net_frame_prefix(&s->net, xs.pre, 0, send_bytes, send_hdr);
+    if (to >= 0 && s->net.mac)
+        ddl__mac_frame_tag(&s->net, to, xs.pre, send_buf, send_bytes, xs.tag);
     if (timeout_ms <= 0)
         timeout_ms = s->net.timeout_ms;
     int64_t deadline_ms = ddl__now_ms() + timeout_ms;

@@ -578,16 +578,22 @@ static int send_failed(zq_state *s, int j, size_t bytes)
 static int send_msg(zq_state *s, int j, const unsigned char pre[DDL__FRAME_PREFIX], const void *buf, size_t bytes)
 {
     zq_link *l = &s->links[j];
+    int mac = s->net.mac; /* a last part, the tag, follows the payload */
+    unsigned char tag[DDL__MAC_BYTES];
+    if (mac)
+        ddl__mac_frame_tag(&s->net, j, pre, buf, bytes, tag);
     if (zmq_send(s->router, l->rid, l->rid_bytes, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0 ||
-        zmq_send(s->router, pre, DDL__FRAME_PREFIX, (bytes ? ZMQ_SNDMORE : 0) | ZMQ_DONTWAIT) < 0)
+        zmq_send(s->router, pre, DDL__FRAME_PREFIX, (bytes || mac ? ZMQ_SNDMORE : 0) | ZMQ_DONTWAIT) < 0)
         return send_failed(s, j, bytes);
     const unsigned char *p = buf;
     for (size_t off = 0; off < bytes;) {
         size_t n = bytes - off < ZQ_CHUNK ? bytes - off : ZQ_CHUNK;
-        if (zmq_send(s->router, p + off, n, (off + n < bytes ? ZMQ_SNDMORE : 0) | ZMQ_DONTWAIT) < 0)
+        if (zmq_send(s->router, p + off, n, (off + n < bytes || mac ? ZMQ_SNDMORE : 0) | ZMQ_DONTWAIT) < 0)
             return send_failed(s, j, bytes);
         off += n;
     }
+    if (mac && zmq_send(s->router, tag, sizeof tag, ZMQ_DONTWAIT) < 0)
+        return send_failed(s, j, bytes);
     return DDL_OK;
 }
 
@@ -603,23 +609,35 @@ static int broke(zq_state *s, int j, const char *what, int more)
                          s->net.peers[j].addr, what, s->net.rank);
 }
 
-/* read_payload: the chunks of a message of `bytes` bytes, straight into buf. */
-static int read_payload(zq_state *s, int j, unsigned char *buf, size_t bytes)
+/* read_payload: the chunks of a message of `bytes` bytes, straight into buf; with DDL_MAC the
+ * tag after them, checked against the prefix and payload. */
+static int read_payload(zq_state *s, int j, const unsigned char *pre, unsigned char *buf, size_t bytes)
 {
     void *d = s->links[j].dealer;
+    int mac = s->net.mac, more = 0;
+    size_t ml = sizeof more;
     for (size_t off = 0; off < bytes;) {
         size_t n = bytes - off < ZQ_CHUNK ? bytes - off : ZQ_CHUNK;
         int got = zmq_recv(d, buf + off, n, ZMQ_DONTWAIT);
-        int more = 0;
-        size_t ml = sizeof more;
         zmq_getsockopt(d, ZMQ_RCVMORE, &more, &ml);
         if (got < 0 || (size_t)got != n)
             return broke(s, j, "a payload frame of the wrong size", more);
         off += n;
-        if ((off < bytes) != (more != 0))
+        if ((off < bytes || mac) != (more != 0))
             return broke(s, j, "a message with the wrong number of payload frames", more);
     }
-    return DDL_OK;
+    if (!mac)
+        return DDL_OK;
+    unsigned char tag[DDL__MAC_BYTES];
+    int got = zmq_recv(d, tag, sizeof tag, ZMQ_DONTWAIT);
+    zmq_getsockopt(d, ZMQ_RCVMORE, &more, &ml);
+    if (got != (int)sizeof tag || more)
+        return broke(s, j, "a message without its MAC", more);
+    ddl__mac m;
+    ddl__mac_frame_begin(&s->net, j, 0, &m);
+    ddl__mac_update(&m, pre, DDL__FRAME_PREFIX);
+    ddl__mac_update(&m, buf, bytes);
+    return ddl__mac_frame_check(&s->net, j, &m, tag);
 }
 
 /* try_recv: one message from rank j if there is one: 1 received, 0 nothing yet, < 0 failed. */
@@ -647,17 +665,21 @@ static int try_recv(zq_state *s, int j, void *recv_hdr, void *buf, size_t bytes)
         return broke(s, j, "a bad message prefix", more);
     if (f.flags)
         return ddl__net_peer_left(n, j, pre, bytes);
-    if (f.bytes > DDL__FRAME_MAX_PAYLOAD || (f.bytes > 0) != (more != 0))
+    if (f.bytes > DDL__FRAME_MAX_PAYLOAD || (f.bytes > 0 || n->mac) != (more != 0))
         return broke(s, j, "a prefix that does not match its payload", more);
     if (recv_hdr)
         memcpy(recv_hdr, pre + 16, DDL_HEADER_BYTES);
     if (f.bytes != (uint64_t)bytes) { /* messages are whole in ZeroMQ: drop it, the link stays in step */
         if (more)
             drain_parts(s->links[j].dealer);
+        if (n->mac) { /* unread, but counted: the next frame's MAC key follows this one's */
+            ddl__mac skipped;
+            ddl__mac_frame_begin(n, j, 0, &skipped);
+        }
         return ddl__net_fail(n, DDL_EMISMATCH, "rank %d at %s sent a message of %llu bytes, rank %d expected %zu", j,
                              n->peers[j].addr, (unsigned long long)f.bytes, n->rank, bytes);
     }
-    int st = read_payload(s, j, buf, bytes);
+    int st = read_payload(s, j, pre, buf, bytes);
     return st == DDL_OK ? 1 : st;
 }
 

@@ -141,6 +141,8 @@ int ddl_comm_config_from_env(ddl_comm_config *cfg, char *err, size_t err_bytes)
     cfg->native_allreduce = env_flag(native_n);
     static const char *const insecure_n[] = {"DDL_INSECURE", NULL};
     cfg->insecure = env_flag(insecure_n);
+    static const char *const mac_n[] = {"DDL_MAC", NULL};
+    cfg->mac = env_flag(mac_n);
     if (cfg->world_size == 1 && !env_str("DDL_TRANSPORT"))
         return DDL_OK; /* one process: no transport needed */
     return choose_transport(cfg, err, err_bytes);

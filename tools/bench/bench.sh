@@ -4,7 +4,8 @@
 #      batch and recipe), alternated REPEAT times; medians and their ratio.
 #   2. Scaling: 2 ranks over shm against 1 rank (one epoch each).
 #   3. ddl-bench allreduce for every transport at 256 KiB and 8 MiB, and MPI_Allreduce (busbw.sh).
-# Environment: REPEAT (default 3), EPOCHS (default 1), BENCH_ONLY=lenet|scaling|allreduce.
+#   4. What frame MACs cost (mac.sh).
+# Environment: REPEAT (default 3), EPOCHS (default 1), BENCH_ONLY=lenet|scaling|allreduce|mac.
 set -u
 BUILD=${BUILD:-build}
 REPEAT=${REPEAT:-3}
@@ -50,4 +51,8 @@ fi
 
 if [ -z "$ONLY" ] || [ "$ONLY" = allreduce ]; then
     BUILD="$BUILD" REPEAT="$REPEAT" sh "$here/busbw.sh" # every transport and MPI_Allreduce, medians
+fi
+
+if [ -z "$ONLY" ] || [ "$ONLY" = mac ]; then
+    BUILD=$BUILD sh "$here/mac.sh"
 fi

@@ -1,0 +1,27 @@
+#!/bin/sh
+# mac.sh - what frame MACs (DDL_MAC=1, Poly1305) cost: ddl-bench allreduce, 2 ranks on loopback,
+# tcp and zmq, at 4 KiB and 1 MiB, with and without --mac, alternated REPEAT times (default 5).
+# Prints the median time and busbw of each, and busbw with MAC / without, per size. Part of
+# make bench (BENCH_ONLY=mac); never of make test.
+set -u
+BUILD=${BUILD:-build}
+REPEAT=${REPEAT:-5}
+median() { sort -n | awk '{a[NR]=$1} END {if (NR==0) print "nan"; else if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+echo "== frame MACs: ddl-bench allreduce -n 2 at 4 KiB and 1 MiB, --mac against none, $REPEAT alternated runs"
+for t in tcp zmq; do
+    i=0
+    while [ $i -lt "$REPEAT" ]; do
+        for m in plain mac; do
+            flag=""; [ $m = mac ] && flag=--mac
+            "$BUILD/bin/ddl-bench" allreduce -t $t -n 2 -b 4K -e 1M -f 256 --iters 300 --warmup 20 $flag |
+                awk -v d="$tmp" -v m=$m -v t=$t '$1 ~ /^[0-9]+$/ { print $3 >> (d "/" t "." m "." $1 ".us"); print $5 >> (d "/" t "." m "." $1 ".bw") }'
+        done
+        i=$((i + 1))
+    done
+    for b in 4096 1048576; do
+        pu=$(median < "$tmp/$t.plain.$b.us"); mu=$(median < "$tmp/$t.mac.$b.us")
+        pb=$(median < "$tmp/$t.plain.$b.bw"); mb=$(median < "$tmp/$t.mac.$b.bw")
+        echo "   $t $b bytes: no MAC $pu us ($pb GB/s busbw), MAC $mu us ($mb GB/s): busbw ratio $(echo "$mb $pb" | awk '{printf "%.2f", $1 / $2}')"
+    done
+done
