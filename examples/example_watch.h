@@ -10,14 +10,15 @@
 #include <time.h>
 #include <unistd.h>
 
-/* ---- the library's log messages: DDL_LOG_LEVEL=debug|info|warn|error (default: none) ---- */
+/* ---- the library's log messages: DDL_LOG_LEVEL=debug|info|warn|error (default: warnings, such
+ * as "waiting for ranks 2, 3 (5 s)" at start-up; errors are the program's own lines then) ---- */
 
-static int example_log_level = -1; /* the most verbose level shown; -1: none */
+static int example_log_level = -1; /* the most verbose level shown; -1: not set: warnings only */
 
 static void example_log(void *ud, int level, const char *msg)
 {
     static const char *const names[] = {"error", "warn", "info", "debug"};
-    if (level <= example_log_level)
+    if (example_log_level < 0 ? level == DDL_LOG_WARN : level <= example_log_level)
         fprintf(stderr, "%s: %s: %s\n", (const char *)ud, names[level < 0 ? 0 : level > 3 ? 3 : level], msg);
 }
 

@@ -116,6 +116,18 @@ void ddl__net_opened(ddl__net *n, int status)
                  n->rank, n->world, n->addr, n->job);
 }
 
+void ddl__net_waiting(const ddl__net *n, int64_t started_ms, int64_t *next_ms, const char *missing)
+{
+    int64_t now = ddl__now_ms();
+    if (!*next_ms)
+        *next_ms = started_ms + DDL__WAITING_EVERY_MS;
+    if (now < *next_ms)
+        return;
+    ddl__log(n->log, n->log_ud, DDL_LOG_WARN, "%s: rank %d: waiting for rank%s %s (%.0f s)", n->proto->name, n->rank,
+             strchr(missing, ',') ? "s" : "", missing, (double)(now - started_ms) / 1000.0);
+    *next_ms = now + DDL__WAITING_EVERY_MS;
+}
+
 int ddl__net_missing(const ddl__net *n, int lo, int hi, char *out, size_t size)
 {
     int count = 0;

@@ -105,6 +105,11 @@ int ddl__net_stalled(ddl__net *n);
 #define DDL__NET_WAIT_SLICE_MS 100
 /* ddl__net_opened: open() ends with status: forget the token, log the success. */
 void ddl__net_opened(ddl__net *n, int status);
+/* ddl__net_waiting: while open() waits for ranks: from DDL__WAITING_EVERY_MS after started_ms on,
+ * every as long, log (WARN, so that people see it) whom we still wait for: "tcp: rank 0: waiting
+ * for ranks 2, 3 (5 s)". *next_ms is when the next line is due (0 at the start). */
+#define DDL__WAITING_EVERY_MS 5000
+void ddl__net_waiting(const ddl__net *n, int64_t started_ms, int64_t *next_ms, const char *missing);
 /* ddl__net_missing: how many of ranks lo..hi (but ours) are not linked yet; their list in
  * out[size] ("1, 3, 4", cut short if long), for a timeout's message. */
 int ddl__net_missing(const ddl__net *n, int lo, int hi, char *out, size_t size);

@@ -684,9 +684,9 @@ static int try_attach(shm_state *s, const ddl_comm_config *cfg)
 
 /* wait_all_attached: every rank is in; without a job id, also quiet for SETTLE_MS, so that a
  * second job started alongside has found the name taken and reported it (check_conflict). */
-static int wait_all_attached(shm_state *s, int timeout_ms)
+static int wait_all_attached(shm_state *s, int timeout_ms, const ddl_comm_config *cfg)
 {
-    int64_t start = ddl__now_ms();
+    int64_t start = ddl__now_ms(), report = start + 5000;
     for (;;) {
         int64_t full = atomic_load(&s->h->full_ms);
         if (atomic_load(&s->h->attached) == (uint32_t)s->world && full != 0 &&
@@ -695,14 +695,20 @@ static int wait_all_attached(shm_state *s, int timeout_ms)
         int left = 0, st = check_peers(s, -1, &left);
         if (st != DDL_OK)
             return st;
-        if (ddl__now_ms() - start >= timeout_ms + (full ? SETTLE_MS : 0)) {
-            char who[128] = "";
-            size_t n = 0;
+        int64_t now = ddl__now_ms();
+        char who[128] = "";
+        size_t n = 0;
+        if (now >= report || now - start >= timeout_ms + (full ? SETTLE_MS : 0))
             for (int i = 0; i < s->world && n + 12 < sizeof who; i++)
                 if (atomic_load(&s->slots[i].state) == RANK_EMPTY)
                     n += (size_t)snprintf(who + n, sizeof who - n, "%s%d", n ? ", " : "", i);
+        if (now - start >= timeout_ms + (full ? SETTLE_MS : 0))
             return fail(s, DDL_ETIMEDOUT, "rank %d waited %d ms for rank(s) %s to attach to shared memory %s",
                         s->rank, timeout_ms, who, s->name);
+        if (now >= report && who[0]) { /* whom we wait for, every 5 s, instead of silence */
+            ddl__log(cfg->log, cfg->log_ud, DDL_LOG_WARN, "shm: rank %d: waiting for rank%s %s (%.0f s)", s->rank,
+                     strchr(who, ',') ? "s" : "", who, (double)(now - start) / 1000.0);
+            report = now + 5000;
         }
         usleep(1000);
     }
@@ -743,7 +749,7 @@ static int shm_open_transport(void *state, const ddl_comm_config *cfg)
         if (st < 0)
             return st;
     }
-    if ((st = wait_all_attached(s, cfg->timeout_ms)) != DDL_OK)
+    if ((st = wait_all_attached(s, cfg->timeout_ms, cfg)) != DDL_OK)
         return st;
     s->attached_all = 1;
     if (s->rank == 0 && !s->jobless) { /* everyone has it mapped: the name is no longer needed */

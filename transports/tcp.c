@@ -135,7 +135,7 @@ static void accept_some(tcp_state *s)
 
 /* poll_pending: refuse the silent; poll the handshakes in progress and the listening socket.
  * The number of pfd entries, or -1 if poll failed. */
-static int poll_pending(tcp_state *s, int64_t deadline_ms)
+static int poll_pending(tcp_state *s, int64_t deadline_ms, int64_t report_ms)
 {
     ddl__net_slot *p;
     while ((p = ddl__net_pool_silent(&s->pool)) != NULL)
@@ -149,7 +149,8 @@ static int poll_pending(tcp_state *s, int64_t deadline_ms)
     }
     s->pfd[n] = (struct pollfd){.fd = s->listen_fd, .events = POLLIN};
     s->pfd_rank[n++] = -1;
-    int wait_ms = ddl__remaining_ms(ddl__net_pool_wake(&s->pool, deadline_ms));
+    int64_t wake = ddl__net_pool_wake(&s->pool, deadline_ms);
+    int wait_ms = ddl__remaining_ms(report_ms && report_ms < wake ? report_ms : wake);
     return poll(s->pfd, (nfds_t)n, wait_ms) < 0 && errno != EINTR ? -1 : n;
 }
 
@@ -161,14 +162,16 @@ static int accept_ranks(tcp_state *s, int lo, int hi, int take_addr, int64_t dea
     ddl__net *net = &s->net;
     char miss[96];
     int status = DDL_OK;
+    int64_t started = ddl__now_ms(), report = 0;
     ddl__net_pool_welcome(&s->pool, lo, hi, take_addr);
     while (ddl__net_missing(net, lo, hi, miss, sizeof miss) > 0) {
+        ddl__net_waiting(net, started, &report, miss);
         if (ddl__now_ms() >= deadline_ms) {
             status = ddl__net_fail(net, DDL_ETIMEDOUT, "rank %d timed out after %d ms waiting at %s for rank%s %s to connect",
                                    net->rank, net->timeout_ms, net->addr, strchr(miss, ',') ? "s" : "", miss);
             break;
         }
-        int n = poll_pending(s, deadline_ms);
+        int n = poll_pending(s, deadline_ms, report);
         if (n < 0) {
             status = ddl__net_fail(net, DDL_EIO, "rank %d: poll failed while accepting: %s", net->rank, strerror(errno));
             break;

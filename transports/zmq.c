@@ -509,7 +509,10 @@ static int handshakes(zq_state *s, int64_t deadline_ms)
 {
     ddl__net *n = &s->net;
     char missing[96];
+    int64_t started = ddl__now_ms(), report = 0;
     while (!open_done(s, missing, sizeof missing)) {
+        if (missing[0])
+            ddl__net_waiting(n, started, &report, missing);
         if (ddl__remaining_ms(deadline_ms) == 0)
             return ddl__net_fail(n, DDL_ETIMEDOUT, "rank %d timed out after %d ms at %s: no handshake yet with rank%s %s",
                                  n->rank, n->timeout_ms, n->addr, strchr(missing, ',') ? "s" : "", missing);
