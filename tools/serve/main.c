@@ -77,6 +77,7 @@ int main(int argc, char **argv)
                                          {"logdir", required_argument, NULL, 'L'},
                                          {"threads", required_argument, NULL, 't'},
                                          {"token-file", required_argument, NULL, 'T'},
+                                         {"token", required_argument, NULL, 'X'},
                                          CLI_HELP_VERSION,
                                          {NULL, 0, NULL, 0}};
     const char *models[SV_MAX_MODELS], *listen = "127.0.0.1:8500", *token_file = NULL;
@@ -93,6 +94,8 @@ int main(int argc, char **argv)
         case 'L': server.logdir = optarg; break;
         case 't': threads = cli_int("--threads", optarg, 1, 256); break;
         case 'T': token_file = optarg; break;
+        case 'X': cli_error("--token: a token on the command line is seen by every user (ps); use --token-file F "
+                            "or DDL_SERVE_TOKEN"); break;
         case 'h': cli_help(USAGE); break;
         case 'V': cli_version(); break;
         default: cli_try();
@@ -109,6 +112,7 @@ int main(int argc, char **argv)
     else if (getenv("DDL_SERVE_TOKEN") && *getenv("DDL_SERVE_TOKEN"))
         snprintf(server.token, sizeof server.token, "%s", getenv("DDL_SERVE_TOKEN"));
 
+    ddl_set_threads(1); /* parallelism comes from the HTTP threads: BLAS threads would only compete */
     sv_arena_install();
     server.reg.threads = threads;
     for (int i = 0; i < n_models; i++) {
