@@ -4,7 +4,9 @@
 #      batch and recipe), alternated REPEAT times; medians and their ratio.
 #   2. Scaling: 2 ranks over shm against 1 rank (one epoch each).
 #   3. ddl-bench allreduce for every transport at 256 KiB and 8 MiB, and MPI_Allreduce (busbw.sh).
-# Environment: REPEAT (default 3), EPOCHS (default 1), BENCH_ONLY=lenet|scaling|allreduce.
+#   4. ddl-serve under wrk: :predict with one LeNet instance per request (serve.sh).
+# Environment: REPEAT (default 3), EPOCHS (default 1), BENCH_ONLY=lenet|scaling|allreduce|serve,
+# SERVE_SECONDS (default 30), SERVE_CONNS (default 64).
 set -u
 BUILD=${BUILD:-build}
 REPEAT=${REPEAT:-3}
@@ -50,4 +52,8 @@ fi
 
 if [ -z "$ONLY" ] || [ "$ONLY" = allreduce ]; then
     BUILD="$BUILD" REPEAT="$REPEAT" sh "$here/busbw.sh" # every transport and MPI_Allreduce, medians
+fi
+
+if [ -z "$ONLY" ] || [ "$ONLY" = serve ]; then
+    BUILD="$BUILD" REPEAT="$REPEAT" sh "$here/serve.sh"
 fi
