@@ -7,6 +7,7 @@
 #                        under $(DESTDIR)$(PREFIX) (PREFIX=/usr/local); SHARED=0: no libddl.so, so
 #                        -lddl links libddl.a; make uninstall removes them
 # Switches: WITH_BLAS=openblas|none  WITH_ZMQ=0|1  WITH_MPI=0|1  WITH_LZ4=0|1  WITH_SODIUM=0|1  WITH_PNG=0|1
+#           WITH_SERVE=0|1 (ddl-serve: libmicrohttpd and jansson)
 #           SAN=address|undefined|thread  V=1  BUILD=dir (default build)
 
 BUILD     ?= build
@@ -22,6 +23,7 @@ WITH_LZ4  ?= $(if $(wildcard /usr/include/lz4.h),1,0)
 WITH_ZLIB ?= $(if $(wildcard /usr/include/zlib.h),1,0)
 WITH_SODIUM ?= $(if $(wildcard /usr/include/sodium.h),1,0)
 WITH_PNG  ?= $(if $(wildcard /usr/include/png.h),1,0)
+WITH_SERVE ?= $(if $(and $(wildcard /usr/include/microhttpd.h),$(wildcard /usr/include/jansson.h)),1,0)
 
 CC      ?= cc
 PKG_CONFIG ?= pkg-config
@@ -84,6 +86,13 @@ ifneq ($(WITH_PNG),1)
   PROG_SRC := $(filter-out tools/ddl-plot.c,$(PROG_SRC)) # it draws with libpng
 endif
 PROGS    := $(foreach s,$(PROG_SRC),$(BUILD)/bin/$(basename $(notdir $(s))))
+# ddl-serve: the files of tools/serve/ and its page compiled in (web.c includes web_index.inc)
+SERVE_SRC := $(wildcard tools/serve/*.c)
+SERVE_OBJ := $(SERVE_SRC:%.c=$(BUILD)/obj/%.o)
+SERVE_LIBS := $(shell $(PKG_CONFIG) --libs libmicrohttpd jansson 2>/dev/null || echo -lmicrohttpd -ljansson)
+ifeq ($(WITH_SERVE),1)
+  PROGS  += $(BUILD)/bin/ddl-serve
+endif
 TEST_SRC := $(wildcard tests/test_*.c)
 TESTS    := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 
@@ -125,6 +134,17 @@ $(BUILD)/bin/%: $(BUILD)/obj/tools/%.o $(BUILD)/libddl.a
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(LDFLAGS) $< -o $@ $(BUILD)/libddl.a $(LDLIBS)
+
+$(BUILD)/bin/ddl-serve: $(SERVE_OBJ) $(BUILD)/libddl.a
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(LDFLAGS) $(SERVE_OBJ) -o $@ $(BUILD)/libddl.a $(SERVE_LIBS) $(LDLIBS)
+
+$(BUILD)/gen/web_index.inc: tools/serve/index.html
+	@mkdir -p $(dir $@)
+	$(Q)od -An -v -tx1 $< | sed 's/\([0-9a-f][0-9a-f]\)/0x\1,/g' > $@.tmp && mv $@.tmp $@
+$(BUILD)/obj/tools/serve/web.o: $(BUILD)/gen/web_index.inc
+$(BUILD)/obj/tools/serve/%.o: ALL_CFLAGS += -I$(BUILD)/gen
 
 $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(BUILD)/libddl.a
 	@mkdir -p $(dir $@)

@@ -3,9 +3,12 @@
 # and `make bench`. As root it runs apt-get; otherwise through sudo; otherwise it prints the
 # exact command and fails. Then, for tests/test_onnx.sh, onnxruntime-node from npm into
 # tests/onnx/node_modules (as the user who runs make; --ignore-scripts: the package's install
-# script would fetch optional GPU parts, the CPU library is inside the package).
+# script would fetch optional GPU parts, the CPU library is inside the package); and for
+# tests/test_serve_browser.sh, playwright-core into tests/serve/node_modules (it drives Debian's
+# chromium; playwright-core downloads no browser). ddl-serve needs libmicrohttpd-dev and
+# libjansson-dev; its tests curl, chromium; make bench wrk.
 set -u
-PKGS="gcc g++ libc6-dev make pkg-config cmake libopenblas-dev libzmq3-dev liblz4-dev libopenmpi-dev openmpi-bin zlib1g-dev libsodium-dev libpng-dev dataset-fashion-mnist iproute2 procps bc"
+PKGS="gcc g++ libc6-dev make pkg-config cmake libopenblas-dev libzmq3-dev liblz4-dev libopenmpi-dev openmpi-bin zlib1g-dev libsodium-dev libpng-dev dataset-fashion-mnist iproute2 procps bc libmicrohttpd-dev libjansson-dev curl chromium wrk"
 NODE=1
 [ "${DDL_BENCH_DEPS:-0}" = 1 ] && PKGS="$PKGS python3 python3-torch python3-numpy"
 [ "${DDL_FUZZ_DEPS:-0}" = 1 ] && PKGS="clang" NODE=0  # make fuzz only: make test never needs clang
@@ -38,12 +41,14 @@ if [ -n "$missing" ]; then
         echo "ddl: apt-get install failed; try: apt-get install -y$missing" >&2; exit 1; }
 fi
 
-ONNX_DIR=$(dirname "$0")/../tests/onnx
-if [ $NODE = 1 ] && [ ! -d "$ONNX_DIR/node_modules/onnxruntime-node" ]; then
-    echo "ddl: installing onnxruntime-node from npm into tests/onnx/node_modules (tests/test_onnx.sh)"
-    (cd "$ONNX_DIR" && npm install --ignore-scripts --no-audit --no-fund --no-package-lock --loglevel=error \
-        > /dev/null) || {
-        echo "ddl: npm install failed; try: cd tests/onnx && npm install --ignore-scripts --no-package-lock" >&2
+# npm_into DIR PACKAGE TEST: PACKAGE (as DIR/package.json pins it) into DIR/node_modules for TEST
+npm_into() {
+    [ $NODE = 1 ] && [ ! -d "$1/node_modules/$2" ] || return 0
+    echo "ddl: installing $2 from npm into $1/node_modules ($3)"
+    (cd "$1" && npm install --ignore-scripts --no-audit --no-fund --no-package-lock --loglevel=error > /dev/null) || {
+        echo "ddl: npm install failed; try: cd $1 && npm install --ignore-scripts --no-package-lock" >&2
         exit 1; }
-fi
+}
+npm_into "$(dirname "$0")/../tests/onnx" onnxruntime-node tests/test_onnx.sh
+npm_into "$(dirname "$0")/../tests/serve" playwright-core tests/test_serve_browser.sh
 exit 0

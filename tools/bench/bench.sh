@@ -5,7 +5,9 @@
 #   2. Scaling: 2 ranks over shm against 1 rank (one epoch each).
 #   3. ddl-bench allreduce for every transport at 256 KiB and 8 MiB, and MPI_Allreduce (busbw.sh).
 #   4. What frame MACs cost (mac.sh).
-# Environment: REPEAT (default 3), EPOCHS (default 1), BENCH_ONLY=lenet|scaling|allreduce|mac.
+#   5. ddl-serve under wrk: :predict with one LeNet instance per request (serve.sh).
+# Environment: REPEAT (default 3), EPOCHS (default 1), BENCH_ONLY=lenet|scaling|allreduce|mac|serve,
+# SERVE_SECONDS (default 30), SERVE_CONNS (default 64).
 set -u
 BUILD=${BUILD:-build}
 REPEAT=${REPEAT:-3}
@@ -55,4 +57,8 @@ fi
 
 if [ -z "$ONLY" ] || [ "$ONLY" = mac ]; then
     BUILD=$BUILD sh "$here/mac.sh"
+fi
+
+if [ -z "$ONLY" ] || [ "$ONLY" = serve ]; then
+    BUILD="$BUILD" REPEAT="$REPEAT" sh "$here/serve.sh"
 fi

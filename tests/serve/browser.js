@@ -1,0 +1,78 @@
+// browser.js - ddl-serve's page in a real browser, for tests/test_serve_browser.sh: Debian's
+// chromium (headless, --no-sandbox as root) driven by playwright-core. It uploads a test image
+// (a PNG made here from the pixels given) and checks that the class shown is the one the API
+// gives for the same pixels, with 10 bars summing to 1; draws a stroke with the mouse and
+// checks a class is shown; takes a screenshot; opens the Training tab and checks the charts
+// have points. Prints "PASS: ..." / "FAIL: ..." lines; "skipped: REASON" if chromium cannot start.
+//   node browser.js URL CHROMIUM PIXELS_JSON API_CLASS SCREENSHOT
+const zlib = require("zlib");
+const fs = require("fs");
+const { chromium } = require("playwright-core");
+const [url, exe, pixelsFile, apiClass, shot] = process.argv.slice(2);
+
+function crc32(buf) {
+  let c, crc = 0xffffffff;
+  for (const b of buf) { c = (crc ^ b) & 0xff; for (let k = 0; k < 8; k++) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1; crc = (crc >>> 8) ^ c; }
+  return (crc ^ 0xffffffff) >>> 0;
+}
+function chunk(type, data) {
+  const len = Buffer.alloc(4); len.writeUInt32BE(data.length);
+  const td = Buffer.concat([Buffer.from(type), data]), crc = Buffer.alloc(4); crc.writeUInt32BE(crc32(td));
+  return Buffer.concat([len, td, crc]);
+}
+function png(px, w, h) { // 8-bit greyscale
+  const ihdr = Buffer.alloc(13); ihdr.writeUInt32BE(w, 0); ihdr.writeUInt32BE(h, 4); ihdr[8] = 8; ihdr[9] = 0;
+  const raw = Buffer.alloc(h * (w + 1));
+  for (let y = 0; y < h; y++) for (let x = 0; x < w; x++) raw[y * (w + 1) + 1 + x] = px[y * w + x];
+  return Buffer.concat([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]), chunk("IHDR", ihdr),
+    chunk("IDAT", zlib.deflateSync(raw)), chunk("IEND", Buffer.alloc(0))]);
+}
+
+let fails = 0;
+const result = (ok, what) => { console.log((ok ? "PASS: " : "FAIL: ") + what); if (!ok) fails++; };
+
+(async () => {
+  let browser;
+  try {
+    browser = await chromium.launch({ executablePath: exe, headless: true, args: ["--no-sandbox", "--disable-gpu"] });
+  } catch (e) {
+    console.log("skipped: chromium does not start: " + String(e.message).split("\n")[0]);
+    process.exit(0);
+  }
+  const page = await browser.newPage();
+  const external = [];
+  page.on("request", (r) => { if (!r.url().startsWith(url) && !r.url().startsWith("blob:" + url.replace(/\/$/, ""))) external.push(r.url()); });
+  await page.goto(url);
+  await page.waitForSelector("#model option", { state: "attached" });
+  result(await page.$eval("#model", (s) => s.options.length) >= 1, "the page lists the models");
+
+  const px = JSON.parse(fs.readFileSync(pixelsFile, "utf8"));
+  await page.setInputFiles("#upload", { name: "item.png", mimeType: "image/png", buffer: png(px, 28, 28) });
+  await page.waitForFunction(() => document.querySelectorAll("#bars .bar").length === 10, null, { timeout: 10000 });
+  const shown = await page.$eval("#pred", (e) => e.dataset.cls);
+  const sum = await page.$$eval("#bars .bar", (bs) => bs.reduce((a, b) => a + Number(b.dataset.p), 0));
+  result(shown === apiClass, "uploaded image: the page shows class " + shown + ", the API says " + apiClass);
+  result(Math.abs(sum - 1) < 1e-3, "10 bars of probabilities summing to 1 (" + sum.toFixed(4) + ")");
+
+  await page.click("#clear");
+  const box = await page.$eval("#draw", (c) => { const r = c.getBoundingClientRect(); return [r.left, r.top]; });
+  await page.mouse.move(box[0] + 140, box[1] + 40);
+  await page.mouse.down();
+  for (let y = 40; y <= 240; y += 20) await page.mouse.move(box[0] + 140, box[1] + y);
+  await page.mouse.up();
+  await page.waitForFunction(() => document.querySelector("#pred").textContent.includes("%"), null, { timeout: 10000 });
+  result(/^\S.*\(\d+\.\d%\)$/.test(await page.$eval("#pred", (e) => e.textContent)), "a drawn stroke: a class and its probability shown");
+  await page.screenshot({ path: shot, fullPage: true });
+  result(fs.statSync(shot).size > 1000, "a screenshot (" + shot + ")");
+
+  await page.click("#tab-training");
+  await page.waitForFunction(() => Number(document.querySelector("#loss-chart").dataset.points) > 0, null, { timeout: 10000 });
+  const lp = await page.$eval("#loss-chart", (e) => Number(e.dataset.points));
+  const ap = await page.$eval("#acc-chart", (e) => Number(e.dataset.points));
+  const lines = await page.$$eval("#loss-chart polyline.series", (l) => l.length);
+  result(lp > 5 && ap > 0 && lines >= 1, "the training charts have points (loss " + lp + ", accuracy " + ap + ")");
+  await page.screenshot({ path: shot.replace(/\.png$/, "-training.png"), fullPage: true });
+  result(external.length === 0, "no request left the server (" + external.join(" ") + ")");
+  await browser.close();
+  process.exit(fails ? 1 : 0);
+})().catch((e) => { console.log("FAIL: " + e.message.split("\n")[0]); process.exit(1); });

@@ -1,0 +1,43 @@
+#!/bin/sh
+# test_serve_browser.sh - ddl-serve's page in Debian's chromium, driven by playwright-core
+# (tests/serve/browser.js; both installed by tools/install-deps.sh): an uploaded test image
+# shows the class the API gives for it, with its bar chart; a stroke drawn with the mouse
+# shows a class; a screenshot is taken; the Training tab's charts have the points of --logdir.
+# Prints "skipped: REASON" when chromium, node or playwright-core is missing or cannot run.
+. "$(dirname "$0")/lib.sh"
+BUILD=${BUILD:-build}
+cd "$(dirname "$0")/.." || exit 1
+B=$BUILD/bin
+DATA=/usr/share/datasets/fashion-mnist
+export OPENBLAS_NUM_THREADS=1
+CHROMIUM=$(command -v chromium || command -v chromium-browser)
+skip() { echo "skipped: $1"; echo "0 passed, 0 failed"; exit 0; }
+[ -x "$B/ddl-serve" ] || skip "no $B/ddl-serve"
+[ -n "$CHROMIUM" ] || skip "no chromium (apt-get install chromium)"
+command -v node > /dev/null || skip "no node"
+[ -d tests/serve/node_modules/playwright-core ] || skip "no playwright-core (sh tools/install-deps.sh)"
+[ -d "$DATA" ] || skip "no $DATA"
+tmp=$(mktemp -d) || exit 1
+pid=""
+trap '[ -n "$pid" ] && kill $pid 2>/dev/null; rm -rf "$tmp"' EXIT
+
+"$B/lenet" --epochs 1 --train-limit 6000 --quiet --save "$tmp/lenet.ckpt" --logdir "$tmp/logs" > /dev/null 2>&1
+check "lenet trains" $?
+python3 -c "
+import gzip, json, sys
+raw = gzip.open('$DATA/t10k-images-idx3-ubyte.gz').read()[16:16 + 784]
+json.dump(list(raw), open('$tmp/px.json', 'w')); json.dump({'instances': [list(raw)]}, open('$tmp/one.json', 'w'))"
+"$B/ddl-serve" --listen 127.0.0.1:0 --model fashion="$tmp/lenet.ckpt" --logdir "$tmp/logs" 2> "$tmp/log" &
+pid=$!
+for _ in $(seq 100); do port=$(sed -n 's/.*listening on port \([0-9]*\).*/\1/p' "$tmp/log"); [ -n "$port" ] && break; sleep 0.1; done
+cls=$(curl -s --data-binary @"$tmp/one.json" "http://127.0.0.1:$port/v1/models/fashion:predict" |
+      python3 -c "import json,sys; p=json.load(sys.stdin)['predictions'][0]; print(max(range(10), key=lambda k: p[k]))")
+[ -n "$cls" ]; check "the API's class for test image 0: $cls" $?
+out=$(cd tests/serve && node browser.js "http://127.0.0.1:$port/" "$CHROMIUM" "$tmp/px.json" "$cls" "$tmp/page.png" 2>&1)
+echo "$out"
+case "$out" in skipped:*) skip "${out#skipped: }" ;; esac
+pass=$((pass + $(echo "$out" | grep -c '^PASS'))); fail=$((fail + $(echo "$out" | grep -c '^FAIL')))
+[ "$(echo "$out" | grep -c '^PASS')" -ge 7 ]; check "browser.js ran all its checks" $?
+[ -n "${DDL_SCREENSHOT_DIR:-}" ] && cp "$tmp"/page*.png "$DDL_SCREENSHOT_DIR"/
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]

@@ -1,0 +1,122 @@
+/* api.c - which handler answers which request: the page, the JSON the page reads
+ * (/api/models, /api/training), health and metrics, then the three protocols. The path names
+ * the model (/v1/models/NAME..., /v2/models/NAME...); an unknown one is a 404 naming the models
+ * served. Knows nothing of sockets: http.c gives it a complete request and sends what it sets. */
+#include "serve.h"
+
+#include <string.h>
+
+static int is(const char *a, const char *b) { return strcmp(a, b) == 0; }
+
+static void models(sv_reply *rep)
+{
+    json_t *list = json_array();
+    for (int i = 0; i < sv_srv->reg.n; i++) {
+        sv_model *m = &sv_srv->reg.models[i];
+        int v;
+        ddl_checkpoint_info in;
+        sv_model_state(m, &v, &in);
+        json_array_append_new(list, json_pack("{s:s,s:s,s:i,s:[iii],s:[iii],s:i,s:I}", "name", m->name, "model",
+                                              m->kind, "version", v, "input", m->c, m->h, m->w, "output", m->C,
+                                              m->oh, m->ow, "max_instances", m->max_inst, "step",
+                                              (json_int_t)in.step));
+    }
+    sv_reply_json(rep, 200, json_pack("{s:o,s:b}", "models", list, "training", sv_srv->logdir != NULL));
+}
+
+static void training(sv_reply *rep)
+{
+    json_t *j = sv_training_json(sv_srv->logdir);
+    if (!j)
+        sv_error(rep, 500, "cannot read the event files of --logdir");
+    else
+        sv_reply_json(rep, 200, j);
+}
+
+static void text(sv_reply *rep, int status, const char *type, const char *s)
+{
+    size_t n = strlen(s);
+    if (sv_reply_reserve(rep, n) == 0) {
+        memcpy(rep->body, s, n);
+        rep->len = n, rep->status = status, rep->type = type;
+    }
+}
+
+static void not_found(sv_reply *rep, const char *name, size_t n)
+{
+    char list[SV_MAX_MODELS * 66] = "";
+    for (int i = 0; i < sv_srv->reg.n; i++)
+        strcat(strcat(list, i ? ", " : ""), sv_srv->reg.models[i].name);
+    sv_error(rep, 404, "no model \"%.*s\" here (served: %s)", (int)(n > 64 ? 64 : n), name, list);
+}
+
+/* model_route: /v1/models/NAME[...] and /v2/models/NAME[...]: rest is after "models/". */
+static void model_route(int v2, const char *method, const char *rest, const char *ctype, const unsigned char *body,
+                        size_t n, sv_reply *rep)
+{
+    size_t len = strcspn(rest, "/:");
+    sv_model *m = sv_registry_find(&sv_srv->reg, rest, len);
+    const char *tail = rest + len;
+    if (!m) {
+        not_found(rep, rest, len);
+        return;
+    }
+    rep->model = m;
+    int get = is(method, "GET"), post = is(method, "POST");
+    if (!v2 && get && is(tail, ""))
+        sv_tfs_status(m, rep);
+    else if (!v2 && get && is(tail, "/metadata"))
+        sv_tfs_metadata(m, rep);
+    else if (!v2 && post && is(tail, ":predict"))
+        sv_tfs_predict(m, ctype, body, n, rep);
+    else if (v2 && get && is(tail, ""))
+        sv_v2_model(m, rep);
+    else if (v2 && get && is(tail, "/ready"))
+        sv_reply_json(rep, 200, json_pack("{s:s,s:b}", "name", m->name, "ready", 1));
+    else if (v2 && post && is(tail, "/infer"))
+        sv_v2_infer(m, body, n, rep);
+    else if (is(tail, "") || is(tail, "/metadata") || is(tail, ":predict") || is(tail, "/ready") ||
+             is(tail, "/infer"))
+        sv_error(rep, 405, "%s is not allowed on this path", method);
+    else
+        sv_error(rep, 404, "no such path for model %s", m->name);
+}
+
+void sv_route(const char *method, const char *url, const char *ctype, const unsigned char *body, size_t n,
+              sv_reply *rep)
+{
+    int get = is(method, "GET") || is(method, "HEAD");
+    rep->model = NULL;
+    if (strncmp(url, "/v1/models/", 11) == 0)
+        model_route(0, method, url + 11, ctype, body, n, rep);
+    else if (strncmp(url, "/v2/models/", 11) == 0)
+        model_route(1, method, url + 11, ctype, body, n, rep);
+    else if (is(url, "/invocations") && is(method, "POST"))
+        (rep->model = &sv_srv->reg.models[0]), sv_tfs_predict(rep->model, ctype, body, n, rep);
+    else if (!get && (is(url, "/") || is(url, "/ping") || is(url, "/metrics") || strncmp(url, "/v2", 3) == 0 ||
+                      strncmp(url, "/api/", 5) == 0))
+        sv_error(rep, 405, "%s is not allowed on this path", method);
+    else if (is(url, "/") || is(url, "/index.html")) {
+        rep->body = (char *)sv_web_index, rep->len = sv_web_index_bytes, rep->cap = 0; /* static: not copied */
+        rep->status = 200, rep->type = "text/html; charset=utf-8";
+    } else if (is(url, "/ping"))
+        text(rep, 200, "application/json", "{\"status\":\"healthy\"}");
+    else if (is(url, "/v2/health/live"))
+        text(rep, 200, "application/json", "{\"live\":true}");
+    else if (is(url, "/v2/health/ready"))
+        text(rep, 200, "application/json", "{\"ready\":true}");
+    else if (is(url, "/v2"))
+        sv_reply_json(rep, 200, json_pack("{s:s,s:s,s:[]}", "name", "ddl-serve", "version", ddl_version_string(),
+                                          "extensions"));
+    else if (is(url, "/metrics")) {
+        if (sv_reply_reserve(rep, 65536) == 0) {
+            rep->len = sv_metrics_text(&sv_srv->reg, rep->body, rep->cap);
+            rep->status = 200, rep->type = "text/plain; version=0.0.4";
+        }
+    } else if (is(url, "/api/models"))
+        models(rep);
+    else if (is(url, "/api/training"))
+        training(rep);
+    else
+        sv_error(rep, 404, "no such path: %.200s", url);
+}

@@ -1,0 +1,154 @@
+/* main.c - ddl-serve's command line and lifetime: load every --model, start the reload thread
+ * and the HTTP daemon (libmicrohttpd, --threads workers), print where it listens, and stop
+ * cleanly on SIGINT or SIGTERM. The token comes from --token-file or DDL_SERVE_TOKEN, never
+ * from the command line (where ps shows it to everyone). */
+#include "serve.h"
+
+#include <errno.h>
+#include <netdb.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+
+#include "tools/cli.h"
+
+#define USAGE                                                                                         \
+    "usage: ddl-serve --model NAME=PATH [--model NAME=PATH]... [OPTION]...\n"                          \
+    "Serve trained ddl models over HTTP: TensorFlow Serving's REST API, KServe v2, SageMaker's\n"      \
+    "/ping and /invocations, Prometheus /metrics, and a web page at / to try them.\n"                  \
+    "  --model NAME=PATH   a checkpoint (lenet or unet) served as NAME; reloaded when replaced\n"      \
+    "  --listen HOST:PORT  where to listen (default 127.0.0.1:8500; port 0: any free port)\n"          \
+    "  --logdir DIR        event files of training runs, plotted on the page's Training tab\n"        \
+    "  --threads N         HTTP worker threads, one predictor each (default 2)\n"                     \
+    "  --token-file F      requests must carry Authorization: Bearer <F's first line>\n"              \
+    "                      (or set DDL_SERVE_TOKEN)\n"                                                 \
+    "  --help, --version   this text; the version\n"
+
+static sv_server server;
+sv_server *sv_srv = &server;
+
+static void read_token(const char *path)
+{
+    char buf[sizeof server.token + 2];
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        fprintf(stderr, "ddl-serve: --token-file %s: %s\n", path, strerror(errno));
+        exit(1);
+    }
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    buf[strcspn(buf, "\r\n")] = 0;
+    if (!buf[0] || strlen(buf) >= sizeof server.token) {
+        fprintf(stderr, "ddl-serve: --token-file %s: expected a token of 1 to %zu characters on its first line\n",
+                path, sizeof server.token - 1);
+        exit(1);
+    }
+    snprintf(server.token, sizeof server.token, "%s", buf);
+}
+
+/* parse_listen: HOST:PORT (HOST may be [v6]) into ss. */
+static void parse_listen(const char *arg, struct sockaddr_storage *ss)
+{
+    char host[256];
+    const char *colon = strrchr(arg, ':');
+    if (!colon || colon == arg || (size_t)(colon - arg) >= sizeof host)
+        cli_bad("--listen", arg, "HOST:PORT");
+    int port = cli_int("--listen", colon + 1, 0, 65535);
+    snprintf(host, sizeof host, "%.*s", (int)(colon - arg), arg);
+    if (host[0] == '[' && host[strlen(host) - 1] == ']')
+        memmove(host, host + 1, strlen(host)), host[strlen(host) - 1] = 0;
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *ai;
+    char ps[8];
+    snprintf(ps, sizeof ps, "%d", port);
+    if (getaddrinfo(host, ps, &hints, &ai) != 0)
+        cli_bad("--listen", arg, "HOST:PORT with a host that resolves");
+    memcpy(ss, ai->ai_addr, ai->ai_addrlen);
+    freeaddrinfo(ai);
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option opts[] = {{"model", required_argument, NULL, 'm'},
+                                         {"listen", required_argument, NULL, 'l'},
+                                         {"logdir", required_argument, NULL, 'L'},
+                                         {"threads", required_argument, NULL, 't'},
+                                         {"token-file", required_argument, NULL, 'T'},
+                                         {"token", required_argument, NULL, 'X'},
+                                         CLI_HELP_VERSION,
+                                         {NULL, 0, NULL, 0}};
+    const char *models[SV_MAX_MODELS], *listen = "127.0.0.1:8500", *token_file = NULL;
+    int n_models = 0, threads = 2, c;
+    cli_start(argv, "ddl-serve");
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'm':
+            if (n_models == SV_MAX_MODELS)
+                cli_error("at most 16 --model");
+            models[n_models++] = optarg;
+            break;
+        case 'l': listen = optarg; break;
+        case 'L': server.logdir = optarg; break;
+        case 't': threads = cli_int("--threads", optarg, 1, 256); break;
+        case 'T': token_file = optarg; break;
+        case 'X': cli_error("--token: a token on the command line is seen by every user (ps); use --token-file F "
+                            "or DDL_SERVE_TOKEN"); break;
+        case 'h': cli_help(USAGE); break;
+        case 'V': cli_version(); break;
+        default: cli_try();
+        }
+    }
+    cli_end(argc, argv, optind);
+    if (!n_models)
+        cli_error("give at least one --model NAME=PATH");
+    struct sockaddr_storage addr;
+    memset(&addr, 0, sizeof addr);
+    parse_listen(listen, &addr);
+    if (token_file)
+        read_token(token_file);
+    else if (getenv("DDL_SERVE_TOKEN") && *getenv("DDL_SERVE_TOKEN"))
+        snprintf(server.token, sizeof server.token, "%s", getenv("DDL_SERVE_TOKEN"));
+
+    ddl_set_threads(1); /* parallelism comes from the HTTP threads: BLAS threads would only compete */
+    sv_arena_install();
+    server.reg.threads = threads;
+    for (int i = 0; i < n_models; i++) {
+        char err[DDL_ERR_BYTES + 1024];
+        if (sv_registry_add(&server.reg, models[i], err, sizeof err) != 0) {
+            fprintf(stderr, "ddl-serve: %s\n", err);
+            sv_registry_close(&server.reg);
+            return 1;
+        }
+    }
+    struct rlimit rl; /* 1000 idle clients must not starve the rest: as many descriptors as allowed */
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGINT), sigaddset(&sigs, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL); /* every thread started below inherits the mask */
+    signal(SIGPIPE, SIG_IGN);
+    struct MHD_Daemon *d = sv_http_start((const struct sockaddr *)&addr, threads);
+    if (!d) {
+        fprintf(stderr, "ddl-serve: cannot listen on %s: %s\n", listen, strerror(errno));
+        sv_registry_close(&server.reg);
+        return 1;
+    }
+    sv_registry_watch(&server.reg, 200);
+    fprintf(stderr, "ddl-serve: listening on port %d (%s), %d thread%s%s, models:", sv_http_port(d), listen, threads,
+            threads > 1 ? "s" : "", server.token[0] ? ", bearer token required" : "");
+    for (int i = 0; i < server.reg.n; i++)
+        fprintf(stderr, " %s (%s)", server.reg.models[i].name, server.reg.models[i].kind);
+    fprintf(stderr, "\n");
+    int sig;
+    sigwait(&sigs, &sig);
+    fprintf(stderr, "ddl-serve: %s, stopping\n", sig == SIGINT ? "interrupted" : "terminated");
+    sv_http_stop(d);
+    sv_registry_close(&server.reg);
+    return 0;
+}

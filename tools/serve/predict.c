@@ -1,0 +1,179 @@
+/* predict.c - the predict path shared by the three protocols: JSON pixel arrays (any nesting of
+ * one instance's shape) or an image body into a predictor slot's pixel buffer, one forward
+ * pass, and the answer as JSON into the reply. Runs inside the thread's arena (arena.c), so the
+ * JSON trees cost no malloc; the slot's buffers hold pixels and outputs, so nothing else is
+ * allocated either. Errors are the client's: 400 with what was expected and what was found. */
+#include "serve.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+/* ---- pixels from JSON ---- */
+
+#define MAX_DEPTH 6
+
+typedef struct flat {
+    uint8_t *dst;
+    size_t n, cap;     /* pixels written; room */
+    int dims[MAX_DEPTH], depth;
+    int ragged;        /* arrays of one depth differ in length */
+    char why[200];
+} flat;
+
+/* flatten: the numbers of a (nested arrays) onto f->dst in order, noting each depth's length. */
+static int flatten(flat *f, const json_t *a, int depth)
+{
+    if (json_is_array(a)) {
+        if (depth >= MAX_DEPTH) {
+            snprintf(f->why, sizeof f->why, "arrays nested deeper than %d", MAX_DEPTH);
+            return -1;
+        }
+        int len = (int)json_array_size(a);
+        if (f->depth <= depth)
+            f->dims[depth] = len, f->depth = depth + 1;
+        else if (f->dims[depth] != len)
+            f->ragged = 1;
+        for (size_t i = 0; i < json_array_size(a); i++)
+            if (flatten(f, json_array_get(a, i), depth + 1))
+                return -1;
+        return 0;
+    }
+    double v;
+    if (json_is_integer(a))
+        v = (double)json_integer_value(a);
+    else if (json_is_real(a))
+        v = json_real_value(a);
+    else {
+        snprintf(f->why, sizeof f->why, "pixel %zu is %s, expected a number from 0 to 255", f->n,
+                 json_is_string(a) ? "a string" : json_is_object(a) ? "an object" : json_is_null(a) ? "null"
+                                                                                             : "true or false");
+        return -1;
+    }
+    if (!(v >= 0 && v <= 255)) {
+        snprintf(f->why, sizeof f->why, "pixel %zu is %g, expected a number from 0 to 255", f->n, v);
+        return -1;
+    }
+    if (f->n == f->cap) {
+        snprintf(f->why, sizeof f->why, "more than %zu pixels", f->cap);
+        return -1;
+    }
+    f->dst[f->n++] = (uint8_t)lrint(v);
+    return 0;
+}
+
+int sv_pixels(const json_t *j, uint8_t *dst, size_t cap, size_t *n, char *why, size_t why_bytes)
+{
+    flat f = {.dst = dst, .cap = cap};
+    int rc = flatten(&f, j, 0);
+    *n = rc ? 0 : f.n;
+    snprintf(why, why_bytes, "%s", rc ? f.why : "");
+    return rc;
+}
+
+static void shape_text(const flat *f, char *s, size_t n)
+{
+    size_t at = (size_t)snprintf(s, n, "[");
+    for (int d = 0; d < f->depth && at < n; d++)
+        at += (size_t)snprintf(s + at, n - at, "%s%d", d ? ", " : "", f->dims[d]);
+    if (at < n)
+        snprintf(s + at, n - at, "]");
+}
+
+/* one_instance: instance i of m from j into dst; its shape must be [c*h*w], [h, w] (c = 1),
+ * [c, h, w] or [h, w, c] (c = 1). */
+int sv_instance(const sv_model *m, const json_t *j, int i, uint8_t *dst, char *why, size_t why_bytes)
+{
+    size_t in = (size_t)m->c * m->h * m->w;
+    flat f = {.dst = dst, .cap = in};
+    int d0 = 0, d1 = 0, d2 = 0;
+    if (flatten(&f, j, 0)) {
+        snprintf(why, why_bytes, "instance %d: %s", i, f.why);
+        return -1;
+    }
+    if (f.depth > 0)
+        d0 = f.dims[0];
+    if (f.depth > 1)
+        d1 = f.dims[1];
+    if (f.depth > 2)
+        d2 = f.dims[2];
+    int ok = !f.ragged && f.n == in &&
+             ((f.depth == 1 && (size_t)d0 == in) || (f.depth == 2 && m->c == 1 && d0 == m->h && d1 == m->w) ||
+              (f.depth == 3 && d0 == m->c && d1 == m->h && d2 == m->w) ||
+              (f.depth == 3 && m->c == 1 && d0 == m->h && d1 == m->w && d2 == 1));
+    if (ok)
+        return 0;
+    char got[64];
+    shape_text(&f, got, sizeof got);
+    snprintf(why, why_bytes, "instance %d: shape %s%s, model %s takes [%zu], [%d, %d], [%d, %d, %d] or [%d, %d, 1] "
+             "pixels", i, f.ragged ? "(ragged) " : "", got, m->name, in, m->h, m->w, m->c, m->h, m->w, m->h, m->w);
+    return -1;
+}
+
+/* ---- running ---- */
+
+int sv_run(sv_slot *s, const sv_model *m, int n, char *why, size_t why_bytes)
+{
+    if (ddl_predictor_run(s->pr, s->pixels, n, m->c, m->h, m->w, NULL, m->oh * m->ow == 1 ? s->probs : NULL,
+                          s->classes) != DDL_OK) {
+        snprintf(why, why_bytes, "%s", ddl_predictor_error(s->pr));
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- answers ---- */
+
+json_t *sv_probs_json(const sv_model *m, const sv_slot *s, int i)
+{
+    json_t *a = json_array();
+    for (int k = 0; k < m->C; k++)
+        json_array_append_new(a, json_real(s->probs[(size_t)i * m->C + k]));
+    return a;
+}
+
+json_t *sv_mask_json(const sv_model *m, const sv_slot *s, int i)
+{
+    json_t *rows = json_array();
+    const uint8_t *cl = s->classes + (size_t)i * m->oh * m->ow;
+    for (int y = 0; y < m->oh; y++) {
+        json_t *row = json_array();
+        for (int x = 0; x < m->ow; x++)
+            json_array_append_new(row, json_integer(cl[y * m->ow + x]));
+        json_array_append_new(rows, row);
+    }
+    return rows;
+}
+
+int sv_reply_json(sv_reply *rep, int status, json_t *j)
+{
+    size_t need = json_dumpb(j, NULL, 0, JSON_COMPACT | JSON_REAL_PRECISION(6));
+    if (need == 0 || sv_reply_reserve(rep, need) != 0) {
+        json_decref(j);
+        sv_error(rep, 500, "cannot encode the answer (%zu bytes)", need);
+        return -1;
+    }
+    rep->len = json_dumpb(j, rep->body, rep->cap, JSON_COMPACT | JSON_REAL_PRECISION(6));
+    rep->status = status;
+    rep->type = "application/json";
+    json_decref(j);
+    return 0;
+}
+
+void sv_error(sv_reply *rep, int status, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    rep->status = status;
+    rep->type = "application/json";
+    /* escaped by jansson; fits: the reply buffer holds at least SV_REPLY_MIN bytes */
+    json_t *j = json_pack("{ss}", "error", msg);
+    rep->len = j ? json_dumpb(j, rep->body, rep->cap, JSON_COMPACT) : 0;
+    if (!j || rep->len > rep->cap)
+        rep->len = (size_t)snprintf(rep->body, rep->cap, "{\"error\":\"internal error\"}");
+    json_decref(j);
+}

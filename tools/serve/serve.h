@@ -1,0 +1,177 @@
+/* serve.h - what the files of ddl-serve share: the model registry (versions, hot reload), the
+ * per-thread JSON arena, metrics, image decoding, the training data of --logdir, and the
+ * request handlers. A program, not library code: it may exit, log to stderr and start threads.
+ *   main.c      command line, the HTTP daemon, signals
+ *   http.c      libmicrohttpd callbacks: connections, bodies and their limits, auth, routing
+ *   api.c       the routes: TF Serving, KServe v2, SageMaker, metrics, the page
+ *   predict.c   the predict path the protocols share: pixels in, one pass, JSON out
+ *   registry.c  models by name, versions with their predictors, the reload thread
+ *   arena.c     jansson's allocator: a bump arena per thread, reset after each request
+ *   metrics.c   counters and latency histograms, Prometheus text
+ *   image.c     PNG and PGM bodies to pixels
+ *   training.c  the event files of --logdir as JSON for the Training tab
+ *   web.c       the page at /, embedded at build time */
+#ifndef DDL_SERVE_H
+#define DDL_SERVE_H
+
+#include "ddl.h"
+
+#include <jansson.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define SV_MAX_MODELS 16
+#define SV_MAX_BODY ((size_t)4 << 20)   /* bytes of a request body; larger: 413 */
+#define SV_MAX_INPUT 65536              /* pixels of all instances of one request (lenet: 83) */
+#define SV_DEADLINE_S 10                /* a request's body must arrive within this */
+#define SV_IDLE_S 15                    /* an idle connection is closed after this */
+
+typedef struct sv_reply sv_reply;
+
+/* ---- registry ---- */
+
+/* One loaded checkpoint: `n_slots` predictors (one per HTTP thread), each with its buffers. */
+typedef struct sv_slot {
+    ddl_predictor *pr;
+    uint8_t *pixels;   /* (max_inst, c, h, w) */
+    float *probs;      /* (max_inst, C, H, W) */
+    uint8_t *classes;  /* (max_inst, H, W) */
+    struct sv_slot *next_free;
+} sv_slot;
+
+typedef struct sv_version {
+    int number;        /* 1, 2, ... in the order loaded */
+    int refs;          /* requests using it, +1 while current (under the model's lock) */
+    sv_slot *free_slots;
+    sv_slot *slots;
+    int n_slots;
+    ddl_checkpoint_info info;
+    pthread_cond_t slot_free;
+} sv_version;
+
+typedef struct sv_model {
+    char name[64];
+    char path[1024];
+    int c, h, w;       /* input */
+    int C, oh, ow;     /* output: classes, and H x W positions (1 x 1 for a classifier) */
+    int max_inst;      /* instances per request */
+    char kind[16];     /* "lenet", "unet" */
+    float mean, std;
+    pthread_mutex_t lock;
+    sv_version *cur;
+    /* what the file looked like when last read (reload when it changes) */
+    int64_t mtime_ns, size, inode;
+    /* metrics */
+    _Atomic uint64_t n_req[6];          /* by status class: 1xx..5xx at [1..5] */
+    _Atomic uint64_t n_err;
+    _Atomic uint64_t hist[16];          /* latency buckets of metrics.c */
+    _Atomic uint64_t sum_us;
+    _Atomic int reloads, refused;
+} sv_model;
+
+typedef struct sv_registry {
+    sv_model models[SV_MAX_MODELS];
+    int n;
+    int threads;       /* predictors per version */
+    pthread_t watcher;
+    int period_ms;     /* how often the reload thread looks at the files */
+    _Atomic int stop;
+    int watching;
+} sv_registry;
+
+int sv_registry_add(sv_registry *r, const char *name_eq_path, char *err, size_t err_bytes);
+sv_model *sv_registry_find(sv_registry *r, const char *name, size_t name_len);
+int sv_registry_watch(sv_registry *r, int period_ms);  /* start the reload thread */
+void sv_registry_close(sv_registry *r);
+/* sv_reload_check: reload m if its file changed; 1 reloaded, 0 unchanged, -1 refused. */
+int sv_reload_check(sv_registry *r, sv_model *m);
+/* acquire a predictor of the current version (waits for one); release gives it back. */
+sv_version *sv_acquire(sv_model *m, sv_slot **slot);
+void sv_release(sv_model *m, sv_version *v, sv_slot *slot);
+
+/* ---- arena (jansson's allocator) ---- */
+void sv_arena_install(void);          /* before any thread: json_set_alloc_funcs */
+int sv_arena_begin(void);             /* this thread's arena on: 0, or -1 (no memory) */
+void sv_arena_end(void);              /* off and reset */
+int sv_arena_exhausted(void);         /* the last parse ran out of arena */
+
+/* ---- metrics ---- */
+void sv_metrics_observe(sv_model *m, int status, uint64_t micros);
+void sv_metrics_other(int status);    /* a request for no model */
+size_t sv_metrics_text(const sv_registry *r, char *out, size_t cap);
+
+/* ---- images ---- */
+/* sv_image_decode: a PNG or PGM (P5 or P2) body to w x h 8-bit grey pixels in out (cap bytes).
+ * Returns 0, or -1 with why (e.g. "image 100x80, model takes 28x28"). */
+int sv_image_decode(const unsigned char *body, size_t n, int w, int h, uint8_t *out, size_t cap,
+                    char *why, size_t why_bytes);
+
+/* ---- training (--logdir) ---- */
+/* sv_training_json: {"logdir", "runs": [...]}: the scalars of every run in dir (NULL: none). */
+json_t *sv_training_json(const char *dir);
+
+/* ---- protocols (tfserving.c, kserve.c) ---- */
+void sv_model_state(sv_model *m, int *number, ddl_checkpoint_info *info);
+int sv_is_image(const char *ctype, const unsigned char *body, size_t n);
+void sv_tfs_status(sv_model *m, sv_reply *rep);
+void sv_tfs_metadata(sv_model *m, sv_reply *rep);
+void sv_tfs_predict(sv_model *m, const char *ctype, const unsigned char *body, size_t n, sv_reply *rep);
+void sv_v2_model(sv_model *m, sv_reply *rep);
+void sv_v2_infer(sv_model *m, const unsigned char *body, size_t n, sv_reply *rep);
+
+/* ---- web page ---- */
+extern const unsigned char sv_web_index[];
+extern const size_t sv_web_index_bytes;
+
+/* ---- the daemon (http.c) ---- */
+struct MHD_Daemon;
+struct sockaddr;
+struct MHD_Daemon *sv_http_start(const struct sockaddr *addr, int threads);
+int sv_http_port(struct MHD_Daemon *d);
+void sv_http_stop(struct MHD_Daemon *d);
+
+/* ---- request handling (api.c) ---- */
+struct sv_reply {
+    int status;
+    const char *type;  /* Content-Type */
+    char *body;        /* caller buffer */
+    size_t len, cap;
+    sv_model *model;   /* for metrics; NULL: none */
+};
+
+typedef struct sv_server {
+    sv_registry reg;
+    const char *logdir;
+    char token[256];   /* "" : no auth */
+    _Atomic uint64_t other_req[6];
+} sv_server;
+
+extern sv_server *sv_srv;   /* the one server of this process (set by main) */
+
+/* sv_route: answer method url with body (n bytes, content type ctype) into rep. */
+void sv_route(const char *method, const char *url, const char *ctype, const unsigned char *body, size_t n,
+              sv_reply *rep);
+/* sv_parse: body as a JSON object (in the arena); NULL with rep set to a 400 or 413. */
+json_t *sv_parse(const unsigned char *body, size_t n, sv_reply *rep);
+/* sv_error: rep = {"error": msg} with status. */
+void sv_error(sv_reply *rep, int status, const char *fmt, ...);
+#define SV_REPLY_MIN 4096   /* a reply buffer holds at least this */
+/* sv_reply_reserve: room for n bytes in rep->body (http.c; the buffer is the connection's). */
+int sv_reply_reserve(sv_reply *rep, size_t n);
+/* sv_reply_json: j (consumed) encoded into rep with status; -1 (rep: a 500) when it cannot be. */
+int sv_reply_json(sv_reply *rep, int status, json_t *j);
+
+/* ---- predict path (predict.c) ---- */
+/* sv_instance: instance i (JSON arrays of pixels) into dst (m's c*h*w bytes); -1 with why. */
+int sv_instance(const sv_model *m, const json_t *j, int i, uint8_t *dst, char *why, size_t why_bytes);
+/* sv_pixels: the numbers of j (arrays nested in any way) into dst, at most cap; *n of them. */
+int sv_pixels(const json_t *j, uint8_t *dst, size_t cap, size_t *n, char *why, size_t why_bytes);
+/* sv_run: n instances of s->pixels through s's predictor into s->probs and s->classes. */
+int sv_run(sv_slot *s, const sv_model *m, int n, char *why, size_t why_bytes);
+/* sv_probs_json, sv_mask_json: instance i's probabilities [C], or its mask [H][W] of classes. */
+json_t *sv_probs_json(const sv_model *m, const sv_slot *s, int i);
+json_t *sv_mask_json(const sv_model *m, const sv_slot *s, int i);
+
+#endif

@@ -1,0 +1,135 @@
+/* tfserving.c - the TensorFlow Serving REST subset clients already speak: GET /v1/models/NAME
+ * (version status), GET /v1/models/NAME/metadata (signature, shapes, classes, normalisation)
+ * and POST /v1/models/NAME:predict with {"instances": [...]} (or "inputs") or a raw PNG or PGM
+ * body, answering {"predictions": [...]}: class probabilities, or a mask of classes per pixel
+ * for a segmentation model. SageMaker's POST /invocations is the same predict. */
+#include "serve.h"
+
+#include <string.h>
+
+/* sv_model_state: the current version's number and checkpoint info, read under the lock. */
+void sv_model_state(sv_model *m, int *number, ddl_checkpoint_info *info)
+{
+    pthread_mutex_lock(&m->lock);
+    *number = m->cur->number;
+    *info = m->cur->info;
+    pthread_mutex_unlock(&m->lock);
+}
+
+void sv_tfs_status(sv_model *m, sv_reply *rep)
+{
+    int v;
+    ddl_checkpoint_info in;
+    char ver[16];
+    sv_model_state(m, &v, &in);
+    snprintf(ver, sizeof ver, "%d", v);
+    sv_reply_json(rep, 200, json_pack("{s:[{s:s,s:s,s:{s:s,s:s}}],s:{s:s,s:I,s:i,s:i,s:i}}", "model_version_status",
+                                      "version", ver, "state", "AVAILABLE", "status", "error_code", "OK",
+                                      "error_message", "", "ddl", "path", m->path, "step", (json_int_t)in.step,
+                                      "epoch", in.epoch, "reloads", atomic_load(&m->reloads), "refused",
+                                      atomic_load(&m->refused)));
+}
+
+static json_t *dims(int a, int b, int c)
+{
+    return json_pack("{s:[{s:s},{s:i},{s:i},{s:i}]}", "dim", "size", "-1", "size", a, "size", b, "size", c);
+}
+
+void sv_tfs_metadata(sv_model *m, sv_reply *rep)
+{
+    int v;
+    ddl_checkpoint_info in;
+    char ver[16];
+    sv_model_state(m, &v, &in);
+    snprintf(ver, sizeof ver, "%d", v);
+    int seg = m->oh * m->ow > 1;
+    json_t *sig = json_pack("{s:{s:{s:s,s:s,s:o}},s:{s:{s:s,s:s,s:o}},s:s}", "inputs", "instances", "name",
+                            "pixels", "dtype", "DT_UINT8", "tensor_shape", dims(m->c, m->h, m->w), "outputs",
+                            "predictions", "name", seg ? "classes" : "probabilities", "dtype",
+                            seg ? "DT_UINT8" : "DT_FLOAT", "tensor_shape", seg ? dims(1, m->oh, m->ow)
+                                                                               : dims(m->C, 1, 1),
+                            "method_name", "tensorflow/serving/predict");
+    sv_reply_json(rep, 200, json_pack("{s:{s:s,s:s,s:s},s:{s:{s:{s:o}}},s:{s:s,s:s,s:[iii],s:[iii],s:i,s:{s:f,s:f},"
+                                      "s:i,s:I,s:i}}",
+                                      "model_spec", "name", m->name, "signature_name", "serving_default", "version",
+                                      ver, "metadata", "signature_def", "signature_def", "serving_default", sig,
+                                      "ddl", "model", m->kind, "task", seg ? "segmentation" : "classification",
+                                      "input", m->c, m->h, m->w, "output", m->C, m->oh, m->ow, "classes", m->C,
+                                      "normalisation", "mean", (double)m->mean, "std", (double)m->std,
+                                      "max_instances", m->max_inst, "step", (json_int_t)in.step, "version", v));
+}
+
+/* sv_is_image: the body is an image (by Content-Type, or by its first bytes). */
+int sv_is_image(const char *ctype, const unsigned char *body, size_t n)
+{
+    return (ctype && strncmp(ctype, "image/", 6) == 0) || (n >= 8 && memcmp(body, "\x89PNG", 4) == 0) ||
+           (n >= 3 && body[0] == 'P' && (body[1] == '5' || body[1] == '2'));
+}
+
+/* sv_parse: body as a JSON object, in the arena; NULL with rep set (400, or 413 too complex). */
+json_t *sv_parse(const unsigned char *body, size_t n, sv_reply *rep)
+{
+    json_error_t e;
+    json_t *root = json_loadb((const char *)body, n, 0, &e);
+    if (!root && sv_arena_exhausted())
+        sv_error(rep, 413, "the JSON body is too complex (more values than this server parses in one request)");
+    else if (!root)
+        sv_error(rep, 400, "malformed JSON: %s (line %d, column %d)", e.text, e.line, e.column);
+    else if (!json_is_object(root)) {
+        sv_error(rep, 400, "expected a JSON object");
+        json_decref(root);
+        root = NULL;
+    }
+    return root;
+}
+
+/* predict_json: the instances of root into slot s; their count, or -1 with rep set. */
+static int instances(sv_model *m, const json_t *root, sv_slot *s, sv_reply *rep)
+{
+    const json_t *in = json_object_get(root, "instances");
+    in = in ? in : json_object_get(root, "inputs");
+    int n = (int)json_array_size(in);
+    char why[300];
+    if (!json_is_array(in) || n < 1 || n > m->max_inst) {
+        sv_error(rep, 400, "expected {\"instances\": [...]} with 1 to %d instances, found %s", m->max_inst,
+                 !in ? "no \"instances\"" : !json_is_array(in) ? "\"instances\" not an array" : "another count");
+        return -1;
+    }
+    size_t in_sz = (size_t)m->c * m->h * m->w;
+    for (int i = 0; i < n; i++)
+        if (sv_instance(m, json_array_get(in, (size_t)i), i, s->pixels + (size_t)i * in_sz, why, sizeof why)) {
+            sv_error(rep, 400, "%s", why);
+            return -1;
+        }
+    return n;
+}
+
+void sv_tfs_predict(sv_model *m, const char *ctype, const unsigned char *body, size_t len, sv_reply *rep)
+{
+    json_t *root = NULL;
+    char why[300];
+    int image = sv_is_image(ctype, body, len);
+    if (!image && !(root = sv_parse(body, len, rep)))
+        return;
+    sv_slot *s;
+    sv_version *v = sv_acquire(m, &s);
+    int n = 1;
+    if (image && sv_image_decode(body, len, m->w, m->h, s->pixels, (size_t)m->max_inst * m->c * m->h * m->w, why,
+                                 sizeof why)) {
+        sv_error(rep, 400, "%s", why);
+        n = -1;
+    } else if (!image)
+        n = instances(m, root, s, rep);
+    if (n > 0 && sv_run(s, m, n, why, sizeof why)) {
+        sv_error(rep, 500, "%s", why);
+        n = -1;
+    }
+    if (n > 0) {
+        json_t *preds = json_array();
+        for (int i = 0; i < n; i++)
+            json_array_append_new(preds, m->oh * m->ow > 1 ? sv_mask_json(m, s, i) : sv_probs_json(m, s, i));
+        sv_reply_json(rep, 200, json_pack("{s:o}", "predictions", preds));
+    }
+    sv_release(m, v, s);
+    json_decref(root);
+}
