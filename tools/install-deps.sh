@@ -5,7 +5,7 @@
 # tests/onnx/node_modules (as the user who runs make; --ignore-scripts: the package's install
 # script would fetch optional GPU parts, the CPU library is inside the package).
 set -u
-PKGS="gcc g++ libc6-dev make pkg-config cmake libopenblas-dev libzmq3-dev liblz4-dev libopenmpi-dev openmpi-bin zlib1g-dev libpng-dev dataset-fashion-mnist iproute2 procps bc"
+PKGS="gcc g++ libc6-dev make pkg-config cmake libopenblas-dev libzmq3-dev liblz4-dev libopenmpi-dev openmpi-bin zlib1g-dev libpng-dev libcjson-dev dataset-fashion-mnist iproute2 procps bc"
 NODE=1
 [ "${DDL_BENCH_DEPS:-0}" = 1 ] && PKGS="$PKGS python3 python3-torch python3-numpy"
 [ "${DDL_FUZZ_DEPS:-0}" = 1 ] && PKGS="clang" NODE=0  # make fuzz only: make test never needs clang
