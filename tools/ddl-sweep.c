@@ -384,8 +384,10 @@ static void failed(sweep_trial *t, sweep_slot *sl, const char *why)
     }
     if (o.blacklist_after && ++sl->fails >= o.blacklist_after) {
         sl->blacklisted = 1;
-        printf("ddl-sweep: slot %s blacklisted: %d trials in a row failed on it; going on with %d slot%s\n", sl->name,
-               sl->fails, usable_slots(), usable_slots() == 1 ? "" : "s");
+        int left = usable_slots();
+        printf("ddl-sweep: slot %s blacklisted: %d trial%s in a row failed on it; %s %d slot%s\n", sl->name, sl->fails,
+               sl->fails == 1 ? "" : "s", left ? "going on with" : "no slot left of", left ? left : n_slots,
+               (left ? left : n_slots) == 1 ? "" : "s");
         fflush(stdout);
     }
 }
@@ -435,7 +437,7 @@ static void finish(sweep_slot *sl)
         t->attempts++;
         t->state = TRIAL_USAGE;
         record(t);
-        say("trial %ld: usage error (exit 2), not retried: %s", t->id, sl->last);
+        say("trial %ld: usage error (exit 2), not retried: %s", t->id, sl->last_prog);
     } else {
         failed(t, sl, why);
     }

@@ -47,6 +47,7 @@ typedef struct sweep_slot {
     char buf[4096];
     size_t fill;
     char last[256];               /* its last output line, for messages */
+    char last_prog[256];          /* its last line not from ddlrun: what the program said */
     int epoch, has_epoch_metric, has_metric;
     double epoch_metric, metric;
 } sweep_slot;
@@ -220,7 +221,7 @@ static int trial_spawn(const sweep_opts *o, const sweep_space *s, sweep_trial *t
     sl->kill_at = 0;
     sl->stop = STOP_NONE;
     sl->fill = 0;
-    sl->last[0] = '\0';
+    sl->last[0] = sl->last_prog[0] = '\0';
     sl->epoch = sl->has_epoch_metric = sl->has_metric = 0;
     t->state = TRIAL_RUNNING;
     memcpy(t->slot, sl->name, sizeof t->slot); /* both SWEEP_VALUE_BYTES, NUL-terminated */
@@ -259,6 +260,8 @@ static int trial_line(sweep_slot *sl, const char *metric, const char *line)
 {
     if (line[0])
         snprintf(sl->last, sizeof sl->last, "%s", line);
+    if (line[0] && strncmp(line, "ddlrun: ", 8))
+        snprintf(sl->last_prog, sizeof sl->last_prog, "%s", line);
     if (!strncmp(line, "summary:", 8)) {
         sl->has_metric = line_value(line, metric, '=', &sl->metric);
         return 0;
