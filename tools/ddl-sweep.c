@@ -406,6 +406,10 @@ static void finish(sweep_slot *sl)
     close(sl->log);
     sl->log = -1;
     sl->trial = -1;
+    static int warned;
+    if (o.eta && !sl->has_epoch_metric && sl->epoch > o.min_epochs && !warned++)
+        say("warning: trial %ld printed no 'epoch E/N ... %s V' lines (--quiet?): ASHA cannot stop its trials early",
+            t->id, o.metric);
     if (WIFSIGNALED(st))
         snprintf(why, sizeof why, "was killed by signal %d (%s)", WTERMSIG(st), strsignal(WTERMSIG(st)));
     else

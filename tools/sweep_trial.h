@@ -263,7 +263,10 @@ static int trial_line(sweep_slot *sl, const char *metric, const char *line)
     if (line[0] && strncmp(line, "ddlrun: ", 8))
         snprintf(sl->last_prog, sizeof sl->last_prog, "%s", line);
     if (!strncmp(line, "summary:", 8)) {
+        double e;
         sl->has_metric = line_value(line, metric, '=', &sl->metric);
+        if (!sl->epoch && line_value(line, "epochs", '=', &e) && e >= 0 && e < 1e9) /* --quiet: no epoch lines */
+            sl->epoch = (int)e;
         return 0;
     }
     int e, total;
