@@ -230,7 +230,7 @@ static void make_out(void)
             char c = *s;
             *s = '\0';
             if (mkdir(p, 0755) != 0 && errno != EEXIST)
-                sweep_die("--out %s: cannot create %s: %s", o.out, p, strerror(errno));
+                sweep_fatal("--out %s: cannot create %s: %s", o.out, p, strerror(errno));
             if (!(*s = c))
                 break;
         }
@@ -286,7 +286,7 @@ static int asha_rung(int e)
 static int asha_record(int k, double v)
 {
     if (!rung_vals[k] && !(rung_vals[k] = malloc(sizeof(double) * (size_t)n_trials)))
-        sweep_die("out of memory");
+        sweep_fatal("out of memory");
     rung_vals[k][rung_n[k]++] = v;
     long better = 0, keep = (rung_n[k] + o.eta - 1) / o.eta;
     for (long i = 0; i < rung_n[k]; i++)
@@ -350,7 +350,7 @@ static void schedule(void)
             if (t->state != TRIAL_PENDING || (t->avoid_slot == s && usable_slots() > 1))
                 continue;
             if (trial_spawn(&o, &space, t, sl) != 0)
-                sweep_die("cannot start trial %ld", t->id);
+                sweep_fatal("cannot start trial %ld", t->id);
             say("trial %ld started on slot %s%s: %s", t->id, sl->name, t->attempts ? " (retry)" : "", values(t));
             break;
         }
@@ -530,7 +530,7 @@ static int run(void)
             if (slots[s].trial >= 0 && slots[s].out >= 0)
                 who[n] = s, pf[n++] = (struct pollfd){.fd = slots[s].out, .events = POLLIN};
         if (poll(pf, (nfds_t)n, 100) < 0 && errno != EINTR)
-            sweep_die("poll: %s", strerror(errno));
+            sweep_fatal("poll: %s", strerror(errno));
         if (pf[0].revents)
             handle_signals();
         for (int j = 1; j < n; j++)
@@ -589,7 +589,7 @@ int main(int argc, char **argv)
     char(*vals)[SWEEP_VALUE_BYTES] = space_trials(&space, o.n_random, o.seed, &n_trials);
     trials = calloc((size_t)n_trials, sizeof *trials);
     if (!trials)
-        sweep_die("out of memory for %ld trials", n_trials);
+        sweep_fatal("out of memory for %ld trials", n_trials);
     for (long i = 0; i < n_trials; i++)
         trials[i] = (sweep_trial){.id = i, .values = vals + i * space.n, .avoid_slot = -1};
     if (o.run_index >= n_trials)
@@ -612,7 +612,7 @@ int main(int argc, char **argv)
         sweep_die("%s exists: give --resume to go on with that search, or another --out", results_path);
     long taken = exists ? results_load(results_path, header, &space, trials, n_trials) : 0;
     if (results_append(results_path, header, NULL) != 0)
-        sweep_die("%s: %s", results_path, strerror(errno));
+        sweep_fatal("%s: %s", results_path, strerror(errno));
     long todo = 0;
     for (long i = first_trial; i < end_trial; i++)
         todo += trials[i].state == TRIAL_PENDING;

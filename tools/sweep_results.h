@@ -159,7 +159,7 @@ static const sweep_trial *results_table(const sweep_space *s, sweep_trial *trial
     sweep_trial **order = malloc(sizeof *order * (size_t)(n ? n : 1));
     long m = 0;
     if (!order)
-        sweep_die("out of memory");
+        sweep_fatal("out of memory");
     for (long i = 0; i < n; i++)
         if (trials[i].state >= TRIAL_OK)
             order[m++] = &trials[i];

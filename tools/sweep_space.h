@@ -47,16 +47,32 @@ typedef struct sweep_space {
     int minimize;   /* 1 Minimize, 0 Maximize, -1 not said */
 } sweep_space;
 
-/* sweep_die: "ddl-sweep: MESSAGE", exit 2. */
+/* sweep_vsay: "ddl-sweep: MESSAGE" on stderr. */
+static void sweep_vsay(const char *fmt, va_list ap)
+{
+    fprintf(stderr, "%s: ", cli_prog);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+}
+
+/* sweep_die: a bad command line or --space file: the message, "try 'ddl-sweep --help'", exit 2. */
 static void sweep_die(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "%s: ", cli_prog);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    sweep_vsay(fmt, ap);
     va_end(ap);
-    exit(2);
+    cli_try();
+}
+
+/* sweep_fatal: the search cannot go on (no memory, no fork, an unwritable directory): exit 1. */
+static void sweep_fatal(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    sweep_vsay(fmt, ap);
+    va_end(ap);
+    exit(1);
 }
 
 /* ---- parameters ---- */
@@ -352,7 +368,7 @@ static char (*space_trials(const sweep_space *s, long n_random, uint64_t seed, l
                 sweep_die("the grid has more than %d trials", SWEEP_MAX_TRIALS);
     char(*v)[SWEEP_VALUE_BYTES] = calloc((size_t)n * (size_t)(s->n ? s->n : 1), SWEEP_VALUE_BYTES);
     if (!v)
-        sweep_die("out of memory for %ld trials", n);
+        sweep_fatal("out of memory for %ld trials", n);
     uint64_t rng = seed;
     for (long t = 0; t < n; t++) {
         long rest = t;
