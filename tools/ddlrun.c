@@ -44,6 +44,7 @@
 
 #include "tools/cli.h"
 #include "tools/hostlist.h"
+#include "tools/sigpipe.h"
 
 #define MAX_RANKS 1024
 #define LINE_BYTES 4096
@@ -370,33 +371,6 @@ typedef struct rank {
     char buf[2][LINE_BYTES];
     size_t fill[2];
 } rank;
-
-static int sig_pipe[2] = {-1, -1}; /* the signal handler's self-pipe: wakes poll() */
-
-static void on_signal(int sig)
-{
-    int saved = errno;
-    unsigned char b = (unsigned char)sig;
-    (void)!write(sig_pipe[1], &b, 1);
-    errno = saved;
-}
-
-static void install_handlers(void)
-{
-    if (pipe2(sig_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
-        perror("ddlrun: pipe");
-        exit(1);
-    }
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sa.sa_flags = SA_RESTART;
-    int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGCHLD};
-    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
-        sigaction(sigs[i], &sa, NULL);
-    signal(SIGPIPE, SIG_IGN);
-}
 
 static void spawn_rank(const opts *o, rank *r, int local)
 {
@@ -936,7 +910,7 @@ static int head_main(opts *o)
     }
     setup_token(o); /* o->nodes is 1 here: without one, a random token */
     set_xvars(o);
-    install_handlers();
+    install_handlers("ddlrun");
     char base_job[128];
     snprintf(base_job, sizeof base_job, "%s", getenv("DDL_JOB"));
     static rank agents[HOSTLIST_MAX];
@@ -979,7 +953,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "ddlrun: --log-dir %s: %s\n", o.log_dir, strerror(errno));
         return 1;
     }
-    install_handlers();
+    install_handlers("ddlrun");
     char base_job[128];
     snprintf(base_job, sizeof base_job, "%s", getenv("DDL_JOB"));
     static rank ranks[MAX_RANKS];
