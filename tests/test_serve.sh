@@ -108,7 +108,13 @@ pass=$((pass + $(grep -c '^PASS' "$tmp/attack"))); fail=$((fail + $(grep -c '^FA
 grep '^FAIL' "$tmp/attack"
 [ "$(grep -c '^PASS' "$tmp/attack")" -ge 25 ]; check "attack.py ran its checks ($(grep -c '^PASS' "$tmp/attack") passed)" $?
 after=$(rss $pid)
-[ $((after - before)) -lt 65536 ]; check "RSS grew by $(( (after - before) / 1024 )) MiB under attack (< 64)" $?
+if [ "${SAN:-}" = thread ] || [ "${SAN:-}" = address ]; then
+    # the sanitizer's own shadow memory and quarantine grow with every allocation it watches: the
+    # RSS measures the tool, not ddl-serve (the check runs in the plain build)
+    echo "RSS under attack: not checked under SAN=$SAN (grew by $(( (after - before) / 1024 )) MiB)"
+else
+    [ $((after - before)) -lt 65536 ]; check "RSS grew by $(( (after - before) / 1024 )) MiB under attack (< 64)" $?
+fi
 [ "$(req POST /v1/models/fashion:predict --data-binary @"$tmp/one.json")" = 200 ] && cmp -s "$tmp/out" "$tmp/one.out"
 check "after the attacks the same answer" $?
 grep -q '^ddl_serve_errors_total{model="fashion"} [1-9]' "$tmp/out" || { req GET /metrics > /dev/null; grep -q '^ddl_serve_errors_total{model="fashion"} [1-9]' "$tmp/out"; }
