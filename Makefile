@@ -6,7 +6,7 @@
 #   make install         ddl.h, libddl.a, libddl.so, ddl.pc, the CMake package and the programs
 #                        under $(DESTDIR)$(PREFIX) (PREFIX=/usr/local); SHARED=0: no libddl.so, so
 #                        -lddl links libddl.a; make uninstall removes them
-# Switches: WITH_BLAS=openblas|none  WITH_ZMQ=0|1  WITH_MPI=0|1  WITH_LZ4=0|1  WITH_SODIUM=0|1  WITH_PNG=0|1  WITH_CJSON=0|1
+# Switches: WITH_BLAS=openblas|none  WITH_ZMQ=0|1  WITH_MPI=0|1  WITH_LZ4=0|1  WITH_SODIUM=0|1  WITH_PNG=0|1  WITH_JANSSON=0|1
 #           WITH_SERVE=0|1 (ddl-serve: libmicrohttpd and jansson)
 #           SAN=address|undefined|thread  V=1  BUILD=dir (default build)
 
@@ -24,7 +24,7 @@ WITH_ZLIB ?= $(if $(wildcard /usr/include/zlib.h),1,0)
 WITH_SODIUM ?= $(if $(wildcard /usr/include/sodium.h),1,0)
 WITH_PNG  ?= $(if $(wildcard /usr/include/png.h),1,0)
 WITH_SERVE ?= $(if $(and $(wildcard /usr/include/microhttpd.h),$(wildcard /usr/include/jansson.h)),1,0)
-WITH_CJSON ?= $(if $(wildcard /usr/include/cjson/cJSON.h),1,0)
+WITH_JANSSON ?= $(if $(wildcard /usr/include/jansson.h),1,0)
 
 CC      ?= cc
 PKG_CONFIG ?= pkg-config
@@ -53,10 +53,10 @@ ifeq ($(WITH_PNG),1)
   ALL_CFLAGS += -DDDL_WITH_PNG
   LDLIBS += -lpng
 endif
-# cJSON: ddl-sweep's --space file only; the library does not link it.
-ifeq ($(WITH_CJSON),1)
-  ALL_CFLAGS += -DDDL_WITH_CJSON
-  $(BUILD)/bin/ddl-sweep: LDLIBS += -lcjson
+# jansson: ddl-sweep's --space file (and ddl-serve, see WITH_SERVE); the library does not link it.
+ifeq ($(WITH_JANSSON),1)
+  ALL_CFLAGS += -DDDL_WITH_JANSSON
+  $(BUILD)/bin/ddl-sweep: LDLIBS += -ljansson
 endif
 ifeq ($(WITH_LZ4),1)
   ALL_CFLAGS += -DDDL_WITH_LZ4
@@ -167,7 +167,7 @@ $(BUILD)/flags: FORCE
 	@mkdir -p $(BUILD)
 	@echo '$(CC) $(ALL_CFLAGS)' > $@.tmp && $(call update,$@)
 	@printf '%s\n' 'ifeq ($$(origin CC),default)' 'CC := $(CC)' endif 'CFLAGS ?= $(CFLAGS)' 'SAN ?= $(SAN)' \
-	    $(foreach v,BLAS ZMQ MPI LZ4 ZLIB SODIUM PNG CJSON,'WITH_$(v) ?= $(WITH_$(v))') > $(BUILD)/config.mk.tmp && \
+	    $(foreach v,BLAS ZMQ MPI LZ4 ZLIB SODIUM PNG JANSSON,'WITH_$(v) ?= $(WITH_$(v))') > $(BUILD)/config.mk.tmp && \
 	    $(call update,$(BUILD)/config.mk)
 
 # ---- shared library, ddl.pc, CMake package, install ----

@@ -3,7 +3,7 @@
  * config (ParameterRanges with CategoricalParameterRanges, ContinuousParameterRanges and
  * IntegerParameterRanges; ScalingType Auto, Linear, Logarithmic or ReverseLogarithmic; Strategy
  * Grid or Random; ResourceLimits.MaxNumberOfTrainingJobs; HyperParameterTuningJobObjective), read
- * with cJSON. The trials are the grid's product (the last parameter varies fastest) or N seeded
+ * with jansson (as ddl-serve's JSON). The trials are the grid's product (the last parameter varies fastest) or N seeded
  * random draws, each a row of values as text, the way they go on the command line.
  * For ddl-sweep only: a bad space gets one line naming where it came from, and exit status 2. */
 #ifndef DDL_SWEEP_SPACE_H
@@ -17,8 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#ifdef DDL_WITH_CJSON
-#include <cjson/cJSON.h>
+#ifdef DDL_WITH_JANSSON
+#include <jansson.h>
 #endif
 
 #include "tools/cli.h"
@@ -168,68 +168,73 @@ static void space_add_range(sweep_space *s, const char *arg)
 
 /* ---- the JSON file: SageMaker's shape ---- */
 
-#ifdef DDL_WITH_CJSON
+#ifdef DDL_WITH_JANSSON
 /* json_text: a string, or a number as text (SageMaker writes bounds as strings; people write numbers). */
-static const char *json_text(const cJSON *v, char *buf, size_t cap)
+static const char *json_text(const json_t *v, char *buf, size_t cap)
 {
-    if (cJSON_IsString(v))
-        return v->valuestring;
-    if (cJSON_IsNumber(v)) {
-        snprintf(buf, cap, "%.17g", v->valuedouble);
+    if (json_is_string(v))
+        return json_string_value(v);
+    if (json_is_number(v)) {
+        snprintf(buf, cap, "%.17g", json_number_value(v));
         return buf;
     }
     return NULL;
 }
 
+/* json_str: v's text if v is a JSON string, else NULL. */
+static const char *json_str(const json_t *v) { return json_is_string(v) ? json_string_value(v) : NULL; }
+
 /* json_ranges: one of the three ParameterRanges arrays into s. */
-static void json_ranges(sweep_space *s, const cJSON *arr, int kind, const char *where)
+static void json_ranges(sweep_space *s, const json_t *arr, int kind, const char *where)
 {
     char what[700];
     if (!arr)
         return;
-    if (!cJSON_IsArray(arr))
+    if (!json_is_array(arr))
         sweep_die("%s: expected an array", where);
-    int i = 0;
-    for (const cJSON *r = arr->child; r; r = r->next, i++) {
-        snprintf(what, sizeof what, "%s[%d]", where, i);
-        const cJSON *name = cJSON_GetObjectItemCaseSensitive(r, "Name");
-        if (!cJSON_IsObject(r) || !cJSON_IsString(name))
+    for (size_t i = 0; i < json_array_size(arr); i++) {
+        json_t *r = json_array_get(arr, i);
+        snprintf(what, sizeof what, "%s[%zu]", where, i);
+        const char *name = json_str(json_object_get(r, "Name"));
+        if (!json_is_object(r) || !name)
             sweep_die("%s: expected an object with a \"Name\" string", what);
         static const char *const cat_keys[] = {"Name", "Values", NULL};
         static const char *const range_keys[] = {"Name", "MinValue", "MaxValue", "ScalingType", NULL};
-        for (const cJSON *k = r->child; k; k = k->next) {
+        const char *key;
+        json_t *unused;
+        json_object_foreach(r, key, unused) {
             const char *const *known = kind == SWEEP_CATEGORICAL ? cat_keys : range_keys;
-            while (*known && strcmp(*known, k->string))
+            while (*known && strcmp(*known, key))
                 known++;
             if (!*known)
-                sweep_die("%s: unknown key \"%s\"", what, k->string);
+                sweep_die("%s: unknown key \"%s\"", what, key);
         }
-        sweep_param *p = space_param(s, name->valuestring, strlen(name->valuestring), kind, what);
+        sweep_param *p = space_param(s, name, strlen(name), kind, what);
         if (kind == SWEEP_CATEGORICAL) {
-            const cJSON *vals = cJSON_GetObjectItemCaseSensitive(r, "Values");
-            if (!cJSON_IsArray(vals) || !vals->child)
+            const json_t *vals = json_object_get(r, "Values");
+            if (!json_is_array(vals) || json_array_size(vals) == 0)
                 sweep_die("%s (%s): expected \"Values\": a non-empty array", what, p->name);
-            for (const cJSON *v = vals->child; v; v = v->next) {
+            for (size_t v = 0; v < json_array_size(vals); v++) {
                 char buf[64];
-                const char *t = json_text(v, buf, sizeof buf);
+                const char *t = json_text(json_array_get(vals, v), buf, sizeof buf);
                 if (!t)
                     sweep_die("%s (%s): \"Values\" holds something not a string or number", what, p->name);
                 space_value(p, t, strlen(t), what);
             }
             continue;
         }
-        const cJSON *sc = cJSON_GetObjectItemCaseSensitive(r, "ScalingType");
+        const json_t *sc = json_object_get(r, "ScalingType");
         static const char *const scales[] = {"Auto", "Linear", "Logarithmic", "ReverseLogarithmic", NULL};
         int k = 0;
-        while (sc && cJSON_IsString(sc) && scales[k] && strcmp(scales[k], sc->valuestring))
+        while (json_str(sc) && scales[k] && strcmp(scales[k], json_str(sc)))
             k++;
-        if (sc && (!cJSON_IsString(sc) || !scales[k]))
+        if (sc && (!json_str(sc) || !scales[k]))
             sweep_die("%s (%s): \"ScalingType\": expected Auto, Linear, Logarithmic or ReverseLogarithmic", what,
                       p->name);
         p->scale = k == 2 ? SWEEP_LOG : k == 3 ? SWEEP_REVERSE_LOG : SWEEP_LINEAR;
         char b1[64], b2[64];
-        const char *lo = json_text(cJSON_GetObjectItemCaseSensitive(r, "MinValue"), b1, sizeof b1);
-        const char *hi = json_text(cJSON_GetObjectItemCaseSensitive(r, "MaxValue"), b2, sizeof b2);
+        const char *lo = json_text(json_object_get(r, "MinValue"), b1, sizeof b1);
+        const char *hi = json_text(json_object_get(r, "MaxValue"), b2, sizeof b2);
         if (!lo || !hi)
             sweep_die("%s (%s): expected \"MinValue\" and \"MaxValue\"", what, p->name);
         space_bounds(p, lo, hi, what);
@@ -250,16 +255,15 @@ static void space_load(sweep_space *s, const char *path)
     if (big)
         sweep_die("--space %s: larger than 1 MB", path);
     text[n] = '\0';
-    const char *end = NULL;
-    cJSON *root = cJSON_ParseWithOpts(text, &end, 1);
-    if (!root || !cJSON_IsObject(root)) {
-        size_t at = end ? (size_t)(end - text) : 0, line = 1;
-        for (size_t i = 0; i < at && i < n; i++)
-            line += text[i] == '\n';
-        sweep_die("--space %s: not a JSON object (%s at byte %zu, line %zu)", path, root ? "not an object" : "syntax error",
-                  at, line);
-    }
-    const cJSON *pr = cJSON_GetObjectItemCaseSensitive(root, "ParameterRanges");
+    json_error_t e;
+    json_t *root = json_loadb(text, n, JSON_REJECT_DUPLICATES, &e);
+    if (!root)
+        sweep_die("--space %s: not a JSON object (syntax error at line %d, column %d: %s)", path, e.line, e.column,
+                  e.text);
+    if (!json_is_object(root))
+        sweep_die("--space %s: not a JSON object (a JSON %s)", path,
+                  json_is_array(root) ? "array" : json_is_string(root) ? "string" : "value");
+    const json_t *pr = json_object_get(root, "ParameterRanges");
     if (!pr)
         pr = root;
     char where[600];
@@ -268,40 +272,39 @@ static void space_load(sweep_space *s, const char *path)
     static const int kinds[] = {SWEEP_CATEGORICAL, SWEEP_CONTINUOUS, SWEEP_INTEGER};
     for (int k = 0; k < 3; k++) {
         snprintf(where, sizeof where, "--space %s: %s", path, keys[k]);
-        json_ranges(s, cJSON_GetObjectItemCaseSensitive(pr, keys[k]), kinds[k], where);
+        json_ranges(s, json_object_get(pr, keys[k]), kinds[k], where);
     }
     if (s->n == 0)
         sweep_die("--space %s: no parameters (expected ParameterRanges with CategoricalParameterRanges, "
                   "ContinuousParameterRanges or IntegerParameterRanges)", path);
-    const cJSON *st = cJSON_GetObjectItemCaseSensitive(root, "Strategy");
-    if (st && (!cJSON_IsString(st) || (strcmp(st->valuestring, "Grid") && strcmp(st->valuestring, "Random"))))
+    const json_t *st = json_object_get(root, "Strategy");
+    if (st && (!json_str(st) || (strcmp(json_str(st), "Grid") && strcmp(json_str(st), "Random"))))
         sweep_die("--space %s: \"Strategy\": ddl-sweep does Grid or Random", path);
-    s->random = st && !strcmp(st->valuestring, "Random");
-    const cJSON *lim = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, "ResourceLimits"),
-                                                        "MaxNumberOfTrainingJobs");
-    if (lim && (!cJSON_IsNumber(lim) || lim->valuedouble < 1 || lim->valuedouble > SWEEP_MAX_TRIALS))
+    s->random = st && !strcmp(json_str(st), "Random");
+    const json_t *lim = json_object_get(json_object_get(root, "ResourceLimits"), "MaxNumberOfTrainingJobs");
+    if (lim && (!json_is_number(lim) || json_number_value(lim) < 1 || json_number_value(lim) > SWEEP_MAX_TRIALS))
         sweep_die("--space %s: \"MaxNumberOfTrainingJobs\": expected 1 to %d", path, SWEEP_MAX_TRIALS);
     if (lim)
-        s->n_random = (long)lim->valuedouble;
-    const cJSON *obj = cJSON_GetObjectItemCaseSensitive(root, "HyperParameterTuningJobObjective");
-    const cJSON *type = cJSON_GetObjectItemCaseSensitive(obj, "Type");
-    const cJSON *metric = cJSON_GetObjectItemCaseSensitive(obj, "MetricName");
-    if (obj && ((type && (!cJSON_IsString(type) || (strcmp(type->valuestring, "Maximize") &&
-                                                    strcmp(type->valuestring, "Minimize")))) ||
-                (metric && (!cJSON_IsString(metric) || strlen(metric->valuestring) >= sizeof s->metric))))
+        s->n_random = (long)json_number_value(lim);
+    const json_t *obj = json_object_get(root, "HyperParameterTuningJobObjective");
+    const json_t *type = json_object_get(obj, "Type");
+    const json_t *metric = json_object_get(obj, "MetricName");
+    if (obj && ((type && (!json_str(type) || (strcmp(json_str(type), "Maximize") &&
+                                              strcmp(json_str(type), "Minimize")))) ||
+                (metric && (!json_str(metric) || strlen(json_str(metric)) >= sizeof s->metric))))
         sweep_die("--space %s: \"HyperParameterTuningJobObjective\": expected {\"Type\": \"Maximize\" or "
                   "\"Minimize\", \"MetricName\": NAME}", path);
     if (type)
-        s->minimize = !strcmp(type->valuestring, "Minimize");
+        s->minimize = !strcmp(json_str(type), "Minimize");
     if (metric)
-        strcpy(s->metric, metric->valuestring);
-    cJSON_Delete(root);
+        strcpy(s->metric, json_str(metric));
+    json_decref(root);
 }
 #else
 static void space_load(sweep_space *s, const char *path)
 {
     (void)s;
-    sweep_die("--space %s: this ddl-sweep was built without cJSON (apt-get install libcjson-dev, then make)", path);
+    sweep_die("--space %s: this ddl-sweep was built without jansson (apt-get install libjansson-dev, then make)", path);
 }
 #endif
 
