@@ -92,6 +92,18 @@ check "POST /v2/models/NAME/infer: the same classes ($(cat "$tmp/v2c"))" $?
 [ "$(req POST /v1/models/seg:predict --data-binary @"$tmp/scene.json")" = 200 ] &&
     python3 -c "import json,sys; m=json.load(open(sys.argv[1]))['predictions'][0]; sys.exit(not (len(m)==64 and all(len(r)==64 and all(0<=c<=10 for c in r) for r in m)))" "$tmp/out"
 check "U-Net :predict: a 64 x 64 mask of classes 0..10" $?
+# the page's "random scene": pixels and truth of a held-out scene, the same for the same number
+[ "$(req GET /api/scene/seg/17)" = 200 ] && cp "$tmp/out" "$tmp/scene17" && [ "$(req GET /api/scene/seg/17)" = 200 ] &&
+    cmp -s "$tmp/out" "$tmp/scene17" && python3 -c "
+import json,sys; j=json.load(open(sys.argv[1])); p, t = j['pixels'], j['truth']
+ok = len(p)==64 and all(len(r)==64 and all(0<=v<=255 for v in r) for r in p) and len(t)==64 and all(0<=c<=10 for r in t for c in r)
+sys.exit(not (ok and any(c for r in t for c in r)))" "$tmp/scene17"
+check "GET /api/scene/seg/17: a 64 x 64 scene with its truth, the same twice" $?
+[ "$(req GET /api/scene/seg/18)" = 200 ] && ! cmp -s "$tmp/out" "$tmp/scene17"; check "another number, another scene" $?
+[ "$(req GET /api/scene/fashion/1)" = 404 ] && grep -q classifier "$tmp/out" &&
+    [ "$(req GET /api/scene/seg/x1)" = 400 ] && [ "$(req GET /api/scene/seg/10000)" = 400 ] &&
+    [ "$(req GET /api/scene/nope/1)" = 404 ] && [ "$(req GET /api/scene/seg)" = 404 ]
+check "/api/scene refuses a classifier, a bad number and an unknown model" $?
 [ "$(req GET /)" = 200 ] && grep -q '<canvas id="draw"' "$tmp/out" && ! grep -qiE 'src="https?:|href="https?:' "$tmp/out"
 check "the page at /: embedded, nothing from another host" $?
 [ "$(req GET /api/training)" = 200 ] && python3 -c "import json,sys; r=json.load(open(sys.argv[1]))['runs']; sys.exit(not (len(r)==1 and len(r[0]['train/loss'])>5 and len(r[0]['test/accuracy'])==1))" "$tmp/out"

@@ -23,11 +23,13 @@ trap '[ -n "$pid" ] && kill $pid 2>/dev/null; rm -rf "$tmp"' EXIT
 
 "$B/lenet" --epochs 1 --train-limit 6000 --quiet --save "$tmp/lenet.ckpt" --logdir "$tmp/logs" > /dev/null 2>&1
 check "lenet trains" $?
+"$B/unet" --epochs 1 --scenes 200 --test-scenes 20 --quiet --save "$tmp/unet.ckpt" > /dev/null 2>&1
+check "unet trains" $?
 python3 -c "
 import gzip, json, sys
 raw = gzip.open('$DATA/t10k-images-idx3-ubyte.gz').read()[16:16 + 784]
 json.dump(list(raw), open('$tmp/px.json', 'w')); json.dump({'instances': [list(raw)]}, open('$tmp/one.json', 'w'))"
-"$B/ddl-serve" --listen 127.0.0.1:0 --model fashion="$tmp/lenet.ckpt" --logdir "$tmp/logs" 2> "$tmp/log" &
+"$B/ddl-serve" --listen 127.0.0.1:0 --model fashion="$tmp/lenet.ckpt" --model seg="$tmp/unet.ckpt" --logdir "$tmp/logs" 2> "$tmp/log" &
 pid=$!
 for _ in $(seq 100); do port=$(sed -n 's/.*listening on port \([0-9]*\).*/\1/p' "$tmp/log"); [ -n "$port" ] && break; sleep 0.1; done
 cls=$(curl -s --data-binary @"$tmp/one.json" "http://127.0.0.1:$port/v1/models/fashion:predict" |
@@ -37,7 +39,7 @@ out=$(cd tests/serve && node browser.js "http://127.0.0.1:$port/" "$CHROMIUM" "$
 echo "$out"
 case "$out" in skipped:*) skip "${out#skipped: }" ;; esac
 pass=$((pass + $(echo "$out" | grep -c '^PASS'))); fail=$((fail + $(echo "$out" | grep -c '^FAIL')))
-[ "$(echo "$out" | grep -c '^PASS')" -ge 7 ]; check "browser.js ran all its checks" $?
+[ "$(echo "$out" | grep -c '^PASS')" -ge 8 ]; check "browser.js ran all its checks" $?
 [ -n "${DDL_SCREENSHOT_DIR:-}" ] && cp "$tmp"/page*.png "$DDL_SCREENSHOT_DIR"/
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

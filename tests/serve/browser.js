@@ -2,7 +2,8 @@
 // chromium (headless, --no-sandbox as root) driven by playwright-core. It uploads a test image
 // (a PNG made here from the pixels given) and checks that the class shown is the one the API
 // gives for the same pixels, with 10 bars summing to 1; draws a stroke with the mouse and
-// checks a class is shown; takes a screenshot; opens the Training tab and checks the charts
+// checks a class is shown; takes a screenshot; for the U-Net, asks for a random scene and checks
+// the mask is shown over it; opens the Training tab and checks the charts
 // have points. Prints "PASS: ..." / "FAIL: ..." lines; "skipped: REASON" if chromium cannot start.
 //   node browser.js URL CHROMIUM PIXELS_JSON API_CLASS SCREENSHOT
 const zlib = require("zlib");
@@ -64,6 +65,14 @@ const result = (ok, what) => { console.log((ok ? "PASS: " : "FAIL: ") + what); i
   result(/^\S.*\(\d+\.\d%\)$/.test(await page.$eval("#pred", (e) => e.textContent)), "a drawn stroke: a class and its probability shown");
   await page.screenshot({ path: shot, fullPage: true });
   result(fs.statSync(shot).size > 1000, "a screenshot (" + shot + ")");
+
+  await page.selectOption("#model", "seg"); // the U-Net: a random held-out scene, segmented
+  await page.click("#scene");
+  await page.waitForFunction(() => document.querySelector("#pred").textContent.includes("found"), null, { timeout: 10000 });
+  const overlay = await page.$eval("#overlay", (e) => e.style.display !== "none");
+  result(overlay && /item class/.test(await page.$eval("#pred", (e) => e.textContent)),
+    "U-Net, Random scene: the mask over the scene and its classes (" + (await page.$eval("#pred", (e) => e.textContent)) + ")");
+  await page.selectOption("#model", "fashion");
 
   await page.click("#tab-training");
   await page.waitForFunction(() => Number(document.querySelector("#loss-chart").dataset.points) > 0, null, { timeout: 10000 });

@@ -1,5 +1,5 @@
 /* api.c - which handler answers which request: the page, the JSON the page reads
- * (/api/models, /api/training), health and metrics, then the three protocols. The path names
+ * (/api/models, /api/training, /api/scene), health and metrics, then the three protocols. The path names
  * the model (/v1/models/NAME..., /v2/models/NAME...); an unknown one is a 404 naming the models
  * served. Knows nothing of sockets: http.c gives it a complete request and sends what it sets. */
 #include "serve.h"
@@ -48,6 +48,19 @@ static void not_found(sv_reply *rep, const char *name, size_t n)
     for (int i = 0; i < sv_srv->reg.n; i++)
         strcat(strcat(list, i ? ", " : ""), sv_srv->reg.models[i].name);
     sv_error(rep, 404, "no model \"%.*s\" here (served: %s)", (int)(n > 64 ? 64 : n), name, list);
+}
+
+/* scene: /api/scene/MODEL/N */
+static void scene(const char *rest, sv_reply *rep)
+{
+    size_t len = strcspn(rest, "/");
+    sv_model *m = sv_registry_find(&sv_srv->reg, rest, len);
+    if (!m)
+        not_found(rep, rest, len);
+    else if (rest[len] != '/')
+        sv_error(rep, 404, "expected /api/scene/MODEL/N");
+    else
+        sv_scene(m, rest + len + 1, rep);
 }
 
 /* model_route: /v1/models/NAME[...] and /v2/models/NAME[...]: rest is after "models/". */
@@ -115,6 +128,8 @@ void sv_route(const char *method, const char *url, const char *ctype, const unsi
         }
     } else if (is(url, "/api/models"))
         models(rep);
+    else if (strncmp(url, "/api/scene/", 11) == 0)
+        scene(url + 11, rep);
     else if (is(url, "/api/training"))
         training(rep);
     else

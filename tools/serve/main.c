@@ -22,6 +22,8 @@
     "  --model NAME=PATH   a checkpoint (lenet or unet) served as NAME; reloaded when replaced\n"      \
     "  --listen HOST:PORT  where to listen (default 127.0.0.1:8500; port 0: any free port)\n"          \
     "  --logdir DIR        event files of training runs, plotted on the page's Training tab\n"        \
+    "  --data DIR          Fashion-MNIST, for the scenes the page offers a U-Net model\n"             \
+    "                      (default /usr/share/datasets/fashion-mnist)\n"                           \
     "  --threads N         HTTP worker threads, one predictor each (default 2)\n"                     \
     "  --token-file F      requests must carry Authorization: Bearer <F's first line>\n"              \
     "                      (or set DDL_SERVE_TOKEN)\n"                                                 \
@@ -75,6 +77,7 @@ int main(int argc, char **argv)
     static const struct option opts[] = {{"model", required_argument, NULL, 'm'},
                                          {"listen", required_argument, NULL, 'l'},
                                          {"logdir", required_argument, NULL, 'L'},
+                                         {"data", required_argument, NULL, 'D'},
                                          {"threads", required_argument, NULL, 't'},
                                          {"token-file", required_argument, NULL, 'T'},
                                          {"token", required_argument, NULL, 'X'},
@@ -92,6 +95,7 @@ int main(int argc, char **argv)
             break;
         case 'l': listen = optarg; break;
         case 'L': server.logdir = optarg; break;
+        case 'D': server.data = optarg; break;
         case 't': threads = cli_int("--threads", optarg, 1, 256); break;
         case 'T': token_file = optarg; break;
         case 'X': cli_error("--token: a token on the command line is seen by every user (ps); use --token-file F "

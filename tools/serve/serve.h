@@ -10,6 +10,7 @@
  *   metrics.c   counters and latency histograms, Prometheus text
  *   image.c     PNG and PGM bodies to pixels
  *   training.c  the event files of --logdir as JSON for the Training tab
+ *   scenes.c    GET /api/scene/MODEL/N: a scene for the page's segmentation demo
  *   web.c       the page at /, embedded at build time */
 #ifndef DDL_SERVE_H
 #define DDL_SERVE_H
@@ -112,6 +113,10 @@ int sv_image_decode(const unsigned char *body, size_t n, int w, int h, uint8_t *
 /* sv_training_json: {"logdir", "runs": [...]}: the scalars of every run in dir (NULL: none). */
 json_t *sv_training_json(const char *dir);
 
+/* ---- scenes (scenes.c) ---- */
+/* sv_scene: GET /api/scene/MODEL/N: scene N for segmentation model m, pixels and truth as rows. */
+void sv_scene(sv_model *m, const char *arg, sv_reply *rep);
+
 /* ---- protocols (tfserving.c, kserve.c) ---- */
 void sv_model_state(sv_model *m, int *number, ddl_checkpoint_info *info);
 int sv_is_image(const char *ctype, const unsigned char *body, size_t n);
@@ -144,6 +149,7 @@ struct sv_reply {
 typedef struct sv_server {
     sv_registry reg;
     const char *logdir;
+    const char *data;  /* --data DIR: Fashion-MNIST for /api/scene (NULL: Debian's path) */
     char token[256];   /* "" : no auth */
     _Atomic uint64_t other_req[6];
 } sv_server;
