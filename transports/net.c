@@ -40,7 +40,7 @@ int ddl__net_init(ddl__net *n, uint32_t magic, const ddl__net_proto *proto, cons
                              "DDL_TOKEN (ddlrun makes one on a single node, or reads --token-file), or set "
                              "DDL_INSECURE=1 to run without one");
     n->mac = cfg->mac != 0;
-    if (n->world > 1 && n->mac && !ddl__mac_available())
+    if (n->world > 1 && n->mac && !DDL__MAC_BUILT)
         return ddl__net_fail(n, DDL_ENOTSUP, "frame MACs (DDL_MAC=1) need libsodium: this build has none "
                              "(make WITH_SODIUM=1 with libsodium-dev installed)");
     if (n->world > 1 && n->mac && n->token_bytes == 0)

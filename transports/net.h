@@ -21,8 +21,12 @@
 typedef struct ddl__mac {
     _Alignas(64) unsigned char state[256];
 } ddl__mac;
-/* ddl__mac_available: 1 if this build can MAC frames (libsodium). */
-int ddl__mac_available(void);
+/* DDL__MAC_BUILT: 1 if this build can MAC frames (libsodium). */
+#ifdef DDL_WITH_SODIUM
+#define DDL__MAC_BUILT 1
+#else
+#define DDL__MAC_BUILT 0
+#endif
 /* ddl__mac_begin / _update / _final: Poly1305 under the one-time key of frame number `frame` in
  * direction dir ('c' or 'a') of the link with key link_key. */
 void ddl__mac_begin(ddl__mac *m, const unsigned char link_key[32], int dir, uint64_t frame);

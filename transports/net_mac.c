@@ -16,8 +16,6 @@
 _Static_assert(sizeof(crypto_onetimeauth_state) <= sizeof(((ddl__mac *)0)->state), "ddl__mac too small");
 _Static_assert(DDL__MAC_BYTES == crypto_onetimeauth_BYTES, "tag size");
 
-int ddl__mac_available(void) { return sodium_init() >= 0; }
-
 void ddl__mac_begin(ddl__mac *m, const unsigned char link_key[DDL__SHA256_BYTES], int dir, uint64_t frame)
 {
     unsigned char nonce[crypto_stream_chacha20_NONCEBYTES], key[crypto_onetimeauth_KEYBYTES];
@@ -41,7 +39,6 @@ void ddl__mac_final(ddl__mac *m, unsigned char tag[DDL__MAC_BYTES])
 
 #else
 
-int ddl__mac_available(void) { return 0; }
 void ddl__mac_begin(ddl__mac *m, const unsigned char link_key[DDL__SHA256_BYTES], int dir, uint64_t frame)
 {
     (void)link_key, (void)dir, (void)frame;
@@ -61,6 +58,9 @@ void ddl__mac_final(ddl__mac *m, unsigned char tag[DDL__MAC_BYTES])
 void ddl__mac_link_key(const ddl__net *n, const unsigned char *nonce_c, const unsigned char *nonce_a, int rank_c,
                        int rank_a, unsigned char out[DDL__SHA256_BYTES])
 {
+#ifdef DDL_WITH_SODIUM
+    (void)!sodium_init(); /* before the first MAC: picks libsodium's fastest code (idempotent, thread-safe) */
+#endif
     unsigned char msg[16 + 2 * DDL__NONCE_BYTES + 8], *p = msg;
     memcpy(p, "ddl frame key 1", 16); p += 16;
     memcpy(p, nonce_c, DDL__NONCE_BYTES); p += DDL__NONCE_BYTES;

@@ -33,7 +33,6 @@
 #include <unistd.h>
 
 #define HB_MAGIC 0x48424444u /* "DDBH" */
-#define HB_TICK_MS 100       /* the thread looks at least this often */
 #define HB_MAC_BYTES 16
 #define HB_BEAT_BYTES 48
 enum { HB_BEAT = 1, HB_BYE = 2 };
@@ -230,7 +229,7 @@ static void *hb_main(void *arg)
         judge(hb, now);
         int wait = (int)(next_send - now);
         struct pollfd pf[2] = {{.fd = hb->fd, .events = POLLIN}, {.fd = hb->wake_fd, .events = POLLIN}};
-        (void)poll(pf, 2, wait < HB_TICK_MS ? wait : HB_TICK_MS);
+        (void)poll(pf, 2, wait < DDL__HB_TICK_MS ? wait : DDL__HB_TICK_MS);
         drain(hb, ddl__now_ms());
     }
     send_all(hb, HB_BYE);
@@ -253,7 +252,7 @@ static int udp_socket(ddl__hb *hb, int loopback_only, int *port)
     return 0;
 }
 
-int ddl__hb_start(ddl_comm *c, const ddl_comm_config *cfg, unsigned char *cards, char *err, size_t err_bytes)
+int ddl__hb_card(ddl_comm *c, const ddl_comm_config *cfg, unsigned char *card, char *err, size_t err_bytes)
 {
     ddl__hb *hb = &c->hb;
     hb->fd = hb->wake_fd = -1;
@@ -271,25 +270,22 @@ int ddl__hb_start(ddl_comm *c, const ddl_comm_config *cfg, unsigned char *cards,
     int ll = snprintf(label, sizeof label, "ddl heartbeat 1 %s", c->job);
     const char *tok = cfg->token ? cfg->token : "";
     ddl__hmac_sha256(tok, strlen(tok), label, (size_t)ll < sizeof label ? (size_t)ll : sizeof label - 1, hb->key);
-
-    uint32_t mine[DDL__HB_ADDRS];
-    int nmine = own_addresses(mine), port = 0;
-    int one_host = cfg->local_size == cfg->world_size;
+    hb->nmine = own_addresses(hb->mine);
+    int port = 0, one_host = cfg->local_size == cfg->world_size;
     if (udp_socket(hb, one_host, &port) != 0 || (hb->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0) {
         int e = errno;
         ddl__hb_stop(hb);
-        hb->fd = -1;
         return ddl__errf(err, err_bytes, DDL_EIO, "rank %d: heartbeat socket: %s", c->rank, strerror(e));
     }
-    card_write(cards + (size_t)c->rank * DDL__HB_CARD_BYTES, hb, port, mine, nmine);
-    int st = ddl_comm_allgather(c, cards + (size_t)c->rank * DDL__HB_CARD_BYTES, cards,
-                                DDL__HB_CARD_BYTES / 8, DDL_INT64);
-    if (st != DDL_OK) {
-        ddl__hb_stop(hb);
-        return ddl__errf(err, err_bytes, st, "rank %d: exchanging heartbeat addresses: %s", c->rank, c->err);
-    }
+    card_write(card, hb, port, hb->mine, hb->nmine);
+    return DDL_OK;
+}
+
+int ddl__hb_begin(ddl_comm *c, const unsigned char *cards, char *err, size_t err_bytes)
+{
+    ddl__hb *hb = &c->hb;
     for (int j = 0; j < c->world; j++)
-        if (j != c->rank && card_read(hb, j, cards + (size_t)j * DDL__HB_CARD_BYTES, mine, nmine) != 0) {
+        if (j != c->rank && card_read(hb, j, cards + (size_t)j * DDL__HB_CARD_BYTES, hb->mine, hb->nmine) != 0) {
             ddl__hb_stop(hb);
             return ddl__errf(err, err_bytes, DDL_EPROTO, "rank %d: rank %d sent a bad heartbeat card", c->rank, j);
         }
@@ -309,7 +305,7 @@ void ddl__hb_stop(ddl__hb *hb)
         atomic_store(&hb->stop, 1);
         uint64_t one = 1;
         if (write(hb->wake_fd, &one, sizeof one) != (ssize_t)sizeof one)
-            (void)0; /* the thread still looks every HB_TICK_MS */
+            (void)0; /* the thread still looks every DDL__HB_TICK_MS */
         pthread_join(hb->thread, NULL);
         hb->running = 0;
     }
@@ -318,31 +314,4 @@ void ddl__hb_stop(ddl__hb *hb)
     if (hb->wake_fd >= 0)
         close(hb->wake_fd);
     hb->fd = hb->wake_fd = -1;
-}
-
-int ddl__hb_verdict(ddl__hb *hb, char *msg, size_t n)
-{
-    int v = hb->running ? atomic_load(&hb->verdict) : 0;
-    if (v)
-        snprintf(msg, n, "%s", hb->msg);
-    return v - 1;
-}
-
-int ddl__hb_explain(ddl__hb *hb, char *msg, size_t n)
-{
-    if (!hb->running)
-        return -1;
-    int64_t until = 0, now = ddl__now_ms();
-    for (int j = 0; j < hb->world; j++) {
-        int64_t heard = atomic_load(&hb->peers[j].heard_ms);
-        if (j != hb->rank && heard && !atomic_load(&hb->peers[j].left) &&
-            now - heard >= hb->timeout_ms - hb->interval_ms - HB_TICK_MS && heard + hb->timeout_ms + 2 * HB_TICK_MS > until)
-            until = heard + hb->timeout_ms + 2 * HB_TICK_MS;
-    }
-    int r;
-    while ((r = ddl__hb_verdict(hb, msg, n)) < 0 && ddl__now_ms() < until) {
-        struct timespec ts = {0, 10 * 1000000L};
-        nanosleep(&ts, NULL);
-    }
-    return r;
 }

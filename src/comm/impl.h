@@ -37,6 +37,7 @@ typedef struct ddl__call {
 
 #define DDL__HB_ADDRS 4        /* IPv4 addresses a rank announces */
 #define DDL__HB_CARD_BYTES 128 /* what a rank tells the others at create */
+#define DDL__HB_TICK_MS 100    /* the heartbeat thread looks at least this often */
 
 /* What the heartbeat knows of one other rank. heard_ms and left are written by the heartbeat
  * thread and read by the caller's; the rest is set before the thread starts. */
@@ -60,6 +61,8 @@ typedef struct ddl__hb {
     char msg[256];
     unsigned char key[32];    /* HMAC key from the token and the job */
     uint64_t stack, incarnation, counter;
+    uint32_t mine[DDL__HB_ADDRS]; /* our IPv4 addresses (network order) */
+    int nmine;
     void (*interrupt)(void *state, int culprit);
     void *tp_state;
     ddl_log_fn log;
@@ -98,17 +101,13 @@ int ddl__comm_xchg(ddl_comm *c, int to, uint32_t send_step, const void *send_buf
                    uint32_t recv_step, void *recv_buf, size_t recv_bytes);
 /* ddl__comm_fail: set the sticky error (first failure wins) with a message; returns c->status. */
 int ddl__comm_fail(ddl_comm *c, int status, const char *fmt, ...) DDL__PRINTF(3, 4);
-/* ddl__hb_start: exchange cards (an allgather over c, into cards) and start the heartbeat thread;
- * c->hb.peers must point at world zeroed entries. DDL_OK, or an error with the reason in err. */
-int ddl__hb_start(ddl_comm *c, const ddl_comm_config *cfg, unsigned char *cards, char *err, size_t err_bytes);
+/* ddl__hb_card: set c->hb up (key, UDP socket) and write our card into card; c->hb.peers must
+ * point at world zeroed entries. DDL_OK, or DDL_EIO with the reason in err. (create.c) */
+int ddl__hb_card(ddl_comm *c, const ddl_comm_config *cfg, unsigned char *card, char *err, size_t err_bytes);
+/* ddl__hb_begin: every rank's card in cards ([world][DDL__HB_CARD_BYTES]): start the thread. */
+int ddl__hb_begin(ddl_comm *c, const unsigned char *cards, char *err, size_t err_bytes);
 /* ddl__hb_stop: say goodbye, join the thread, close the sockets (safe when never started). */
 void ddl__hb_stop(ddl__hb *hb);
-/* ddl__hb_verdict: the rank found silent, with the message in msg; -1 if none. Any thread. */
-int ddl__hb_verdict(ddl__hb *hb, char *msg, size_t n);
-/* ddl__hb_explain: after a link failure: if the verdict on a silent rank is due within about an
- * interval, wait for it, so that every rank names the rank that stalled rather than a neighbour
- * that gave up on it a moment earlier. As ddl__hb_verdict. */
-int ddl__hb_explain(ddl__hb *hb, char *msg, size_t n);
 
 /* ddl__comm_stalled: as after a link failure: if the heartbeat names (or is about to name) a
  * silent rank, fail the call in progress with that (DDL_ETIMEDOUT); else DDL_OK. */

@@ -1,9 +1,6 @@
-/* export.c - ddl_export: the format from the path's extension, and what the exporters share:
- * writing a finished image to its file (a failed write leaves no partial file) and float bytes. */
+/* export.c - ddl_export: the format from the path's extension, handed to npz.c or onnx.c. */
 #include "impl.h"
 
-#include <errno.h>
-#include <stdio.h>
 #include <string.h>
 
 /* ends_with: s ends in ext, compared without case (".ONNX" is ".onnx"). */
@@ -27,27 +24,4 @@ int ddl_export(const ddl_checkpoint *ck, const char *path, const ddl_allocator *
                          "(numpy) or .onnx (ONNX); nothing exported", path);
     return ddl__errf(err, err_bytes, DDL_ENOTSUP, "%s: unknown format \"%s\": export writes .npz (numpy) or .onnx "
                      "(ONNX); nothing exported", path, dot);
-}
-
-int ddl__export_write(const char *path, const void *p, size_t n, char *err, size_t err_bytes)
-{
-    FILE *f = fopen(path, "wb");
-    if (!f)
-        return ddl__errf(err, err_bytes, DDL_EIO, "%s: cannot create: %s", path, strerror(errno));
-    int ok = fwrite(p, 1, n, f) == n, e = errno;
-    if (fclose(f) != 0 && ok) {
-        ok = 0;
-        e = errno;
-    }
-    if (ok)
-        return DDL_OK;
-    remove(path);
-    return ddl__errf(err, err_bytes, DDL_EIO, "%s: cannot write %zu bytes: %s", path, n, strerror(e));
-}
-
-void ddl__export_le32(unsigned char *p, float f)
-{
-    uint32_t bits;
-    memcpy(&bits, &f, 4);
-    ddl__put_le(p, bits, 4);
 }

@@ -1,0 +1,148 @@
+/* create.c - making and destroying a comm: the configuration checked, one allocation laid out
+ * (transport state, scratch, sequence numbers, heartbeat tables), the transport opened, then the
+ * heartbeat: each rank's card written (heartbeat.c), the cards exchanged by an allgather
+ * (collectives.c), the heartbeat thread started. It sits above the rest of src/comm: nothing
+ * calls back into it. */
+#include "impl.h"
+
+#include <string.h>
+
+/* ---- create and destroy ---- */
+
+static int check_config(const ddl_comm_config *cfg, char *err, size_t n)
+{
+    if (cfg->world_size < 1 || cfg->rank < 0 || cfg->rank >= cfg->world_size)
+        return ddl__errf(err, n, DDL_EINVAL, "rank %d is not in [0, %d)", cfg->rank, cfg->world_size);
+    if (cfg->timeout_ms < 0)
+        return ddl__errf(err, n, DDL_EINVAL, "timeout_ms %d must be positive", cfg->timeout_ms);
+    const ddl_transport *t = cfg->transport;
+    if (cfg->heartbeat_timeout_ms < 0 || cfg->heartbeat_interval_ms < 0 ||
+        (cfg->heartbeat_timeout_ms > 0 && cfg->heartbeat_interval_ms > cfg->heartbeat_timeout_ms))
+        return ddl__errf(err, n, DDL_EINVAL, "heartbeat interval %d ms and timeout %d ms: need 0 <= interval <= "
+                         "timeout (0: off)", cfg->heartbeat_interval_ms, cfg->heartbeat_timeout_ms);
+    if (t && (t->version < 1 || t->version > DDL_TRANSPORT_VERSION || !t->state_bytes || !t->open || !t->close ||
+              !t->exchange))
+        return ddl__errf(err, n, DDL_ENOTSUP, "transport %s: version %d or missing members (need version %d)",
+                         t->name ? t->name : "?", t->version, DDL_TRANSPORT_VERSION);
+    return DDL_OK;
+}
+
+/* layout: [comm | state | scratch | p2p_sent | p2p_recvd | last_sent | hb peers | hb cards],
+ * each DDL_ALIGN-aligned. */
+static size_t comm_layout(const ddl_comm_config *cfg, size_t *off_state, size_t *off_scratch, size_t *off_seq,
+                          size_t *off_hb)
+{
+    size_t n = ddl__align_up(sizeof(ddl_comm));
+    *off_state = n;
+    if (cfg->world_size > 1) {
+        n += ddl__align_up(cfg->transport->state_bytes(cfg));
+        *off_scratch = n;
+        n += DDL__SCRATCH_BYTES;
+    } else {
+        *off_scratch = n;
+    }
+    *off_seq = n;
+    n += ddl__align_up((size_t)cfg->world_size * (2 * sizeof(uint32_t) + DDL_HEADER_BYTES));
+    *off_hb = n;
+    if (cfg->world_size > 1 && cfg->heartbeat_timeout_ms > 0)
+        n += ddl__align_up((size_t)cfg->world_size * (sizeof(ddl__hb_peer) + DDL__HB_CARD_BYTES));
+    return n;
+}
+
+static ddl_comm *comm_alloc(const ddl_comm_config *cfg, const ddl_allocator *alloc)
+{
+    size_t off_state, off_scratch, off_seq, off_hb;
+    size_t bytes = comm_layout(cfg, &off_state, &off_scratch, &off_seq, &off_hb);
+    unsigned char *base = (unsigned char *)ddl__alloc(alloc, bytes); /* DDL_ALIGN-aligned */
+    if (!base)
+        return NULL;
+    memset(base, 0, bytes);
+    ddl_comm *c = (ddl_comm *)base;
+    if (alloc)
+        c->alloc = *alloc;
+    c->state = cfg->world_size > 1 ? base + off_state : NULL;
+    c->scratch = cfg->world_size > 1 ? base + off_scratch : NULL;
+    c->p2p_sent = (uint32_t *)(base + off_seq);
+    c->p2p_recvd = c->p2p_sent + cfg->world_size;
+    c->last_sent = (unsigned char *)(c->p2p_recvd + cfg->world_size);
+    c->hb.peers = (ddl__hb_peer *)(base + off_hb);
+    c->hb_cards = base + off_hb + (size_t)cfg->world_size * sizeof(ddl__hb_peer);
+    c->hb.fd = c->hb.wake_fd = -1;
+    return c;
+}
+
+/* start_heartbeat: our card, everyone's by an allgather, then the thread. */
+static int start_heartbeat(ddl_comm *c, const ddl_comm_config *cfg, char *err, size_t err_bytes)
+{
+    unsigned char *mine = c->hb_cards + (size_t)c->rank * DDL__HB_CARD_BYTES;
+    int st = ddl__hb_card(c, cfg, mine, err, err_bytes);
+    if (st != DDL_OK)
+        return st;
+    st = ddl_comm_allgather(c, mine, c->hb_cards, DDL__HB_CARD_BYTES / 8, DDL_INT64);
+    if (st != DDL_OK) {
+        ddl__hb_stop(&c->hb);
+        return ddl__errf(err, err_bytes, st, "rank %d: exchanging heartbeat addresses: %s", c->rank, c->err);
+    }
+    return ddl__hb_begin(c, c->hb_cards, err, err_bytes);
+}
+
+int ddl_comm_create(const ddl_comm_config *cfg_in, const ddl_allocator *alloc, ddl_comm **out, char *err,
+                    size_t err_bytes)
+{
+    if (!out || !cfg_in)
+        return ddl__errf(err, err_bytes, DDL_EINVAL, "ddl_comm_create: no configuration or out is NULL");
+    *out = NULL;
+    ddl_comm_config cfg = *cfg_in;
+    if (cfg.timeout_ms == 0)
+        cfg.timeout_ms = 60000;
+    int st = check_config(&cfg, err, err_bytes);
+    if (st == DDL_OK && cfg.world_size > 1 && !cfg.transport)
+        st = ddl__default_transport(&cfg, NULL, "", err, err_bytes);
+    if (st != DDL_OK)
+        return st;
+    if (cfg.world_size == 1)
+        cfg.transport = NULL;
+    ddl_comm *c = comm_alloc(&cfg, alloc);
+    if (!c)
+        return ddl__errf(err, err_bytes, DDL_ENOMEM, "rank %d: cannot allocate the comm", cfg.rank);
+    c->tp = cfg.transport;
+    c->rank = cfg.rank;
+    c->world = cfg.world_size;
+    c->timeout_ms = cfg.timeout_ms;
+    c->log = cfg.log;
+    c->log_ud = cfg.log_ud;
+    c->native = cfg.native_allreduce && c->tp && c->tp->allreduce;
+    snprintf(c->job, sizeof c->job, "%s", cfg.job && cfg.job[0] ? cfg.job : "ddl");
+    cfg.job = c->job;
+    if (c->tp) {
+        st = c->tp->open(c->state, &cfg);
+        c->opened = 1; /* close is safe after a failed open */
+    }
+    if (st != DDL_OK) {
+        const char *e = c->tp->error ? c->tp->error(c->state) : NULL;
+        ddl__errf(err, err_bytes, st, "%s open, rank %d of %d: %s", c->tp->name, c->rank, c->world,
+                  e && e[0] ? e : ddl_strerror(st));
+        ddl_comm_destroy(c);
+        return st;
+    }
+    if (c->tp && cfg.heartbeat_timeout_ms > 0) {
+        if ((st = start_heartbeat(c, &cfg, err, err_bytes)) != DDL_OK) {
+            ddl_comm_destroy(c);
+            return st;
+        }
+        c->seq = 0; /* the cards' allgather is not one of the caller's calls */
+    }
+    *out = c;
+    return DDL_OK;
+}
+
+void ddl_comm_destroy(ddl_comm *c)
+{
+    if (!c)
+        return;
+    ddl__hb_stop(&c->hb);
+    if (c->tp && c->opened)
+        c->tp->close(c->state);
+    ddl_allocator a = c->alloc;
+    ddl__free(a.alloc ? &a : NULL, c);
+}
