@@ -307,6 +307,10 @@ static void test_conv_small(void)
         {3, 2, 6, 6, 2, 2, 2, 2, 0}, /* 2x2 stride 2 */
         {2, 1, 7, 6, 3, 5, 5, 1, 2}, /* one input channel, stride 1: the direct path */
         {2, 1, 9, 5, 2, 3, 3, 1, 1}, /* direct path, U-Net's first layer */
+        {2, 3, 6, 5, 3, 3, 3, 1, 0}, /* 3x3 stride 1 (conv3x3.c): no pad, odd out_c */
+        {2, 2, 5, 7, 9, 3, 3, 1, 2}, /* conv3x3.c: pad 2, two output blocks, an odd last channel */
+        {1, 16, 8, 8, 16, 3, 3, 1, 1}, /* conv3x3.c: U-Net's channel counts on its bottom grid */
+        {2, 5, 3, 2, 2, 3, 3, 1, 1},  /* conv3x3.c: a plane narrower than a vector */
     };
     for (size_t t = 0; t < sizeof cases / sizeof cases[0]; t++) {
         const int *v = cases[t];
