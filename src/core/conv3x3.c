@@ -183,32 +183,66 @@ static inline float lanes(v16 v)
     return ((s8[0] + s8[4]) + (s8[2] + s8[6])) + ((s8[1] + s8[5]) + (s8[3] + s8[7]));
 }
 
-/* grad_tile: dw0, dw1 (c_in, 9) += dy0, dy1 (len wide positions each) x xp (c_in planes)
- * shifted by each tap: two output channels. */
+/* GRAD_TILE_BODY: dw0, dw1 (c_in, 9) += dy0, dy1 (len wide positions each) x xp (c_in planes)
+ * shifted by each tap: two output channels, 18 accumulators. KEEP(v) pins the shifted input in a
+ * register: left alone, gcc folds its load into both multiply-adds, and the loads (most of them
+ * across a cache line) become the bottleneck. */
+#define GRAD_TILE_BODY(KEEP)                                                                              \
+    const size_t off[9] = {0, 1, 2, (size_t)wp, (size_t)wp + 1, (size_t)wp + 2, 2 * (size_t)wp,            \
+                           2 * (size_t)wp + 1, 2 * (size_t)wp + 2};                                       \
+    for (int ic = 0; ic < c_in; ic++) {                                                                   \
+        const float *xi = xp + (size_t)ic * plane;                                                        \
+        v16 a0[9], a1[9];                                                                                 \
+        for (int t = 0; t < 9; t++)                                                                       \
+            a0[t] = a1[t] = (v16){0};                                                                     \
+        for (size_t j = 0; j < len; j += 16) {                                                            \
+            v16 d0 = *(const v16u *)(dy0 + j), d1 = *(const v16u *)(dy1 + j);                             \
+            for (int t = 0; t < 9; t++) {                                                                 \
+                v16 xv = *(const v16u *)(xi + j + off[t]);                                                \
+                KEEP(xv);                                                                                 \
+                a0[t] += d0 * xv;                                                                         \
+                a1[t] += d1 * xv;                                                                         \
+            }                                                                                             \
+        }                                                                                                 \
+        for (int t = 0; t < 9; t++) {                                                                     \
+            dw0[ic * 9 + t] += lanes(a0[t]);                                                              \
+            dw1[ic * 9 + t] += lanes(a1[t]);                                                              \
+        }                                                                                                 \
+    }
+
+#define GRAD_NO_KEEP(v) (void)0
+
+/* grad_tile: the portable and AVX2 build of the tile. */
 DDL__HOT
 static void grad_tile(size_t len, int c_in, size_t plane, int wp, const float *xp, const float *dy0,
                       const float *dy1, float *dw0, float *dw1)
 {
-    const size_t off[9] = {0, 1, 2, (size_t)wp, (size_t)wp + 1, (size_t)wp + 2, 2 * (size_t)wp,
-                           2 * (size_t)wp + 1, 2 * (size_t)wp + 2};
-    for (int ic = 0; ic < c_in; ic++) {
-        const float *xi = xp + (size_t)ic * plane;
-        v16 a0[9], a1[9];
-        for (int t = 0; t < 9; t++)
-            a0[t] = a1[t] = (v16){0};
-        for (size_t j = 0; j < len; j += 16) {
-            v16 d0 = *(const v16u *)(dy0 + j), d1 = *(const v16u *)(dy1 + j);
-            for (int t = 0; t < 9; t++) {
-                v16 xv = *(const v16u *)(xi + j + off[t]);
-                a0[t] += d0 * xv;
-                a1[t] += d1 * xv;
-            }
-        }
-        for (int t = 0; t < 9; t++) {
-            dw0[ic * 9 + t] += lanes(a0[t]);
-            dw1[ic * 9 + t] += lanes(a1[t]);
-        }
-    }
+    GRAD_TILE_BODY(GRAD_NO_KEEP)
+}
+
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+#define GRAD_HAVE_AVX512 1
+#define GRAD_KEEP_ZMM(v) __asm__("" : "+v"(v))
+
+/* grad_tile_avx512: the same tile for CPUs with AVX-512, chosen at run time. */
+__attribute__((target("avx512f,fma"), optimize("fp-contract=fast"))) static void
+grad_tile_avx512(size_t len, int c_in, size_t plane, int wp, const float *xp, const float *dy0, const float *dy1,
+                 float *dw0, float *dw1)
+{
+    GRAD_TILE_BODY(GRAD_KEEP_ZMM)
+}
+#endif
+
+typedef void (*grad_fn)(size_t len, int c_in, size_t plane, int wp, const float *xp, const float *dy0,
+                        const float *dy1, float *dw0, float *dw1);
+
+static grad_fn grad_pick(void)
+{
+#ifdef GRAD_HAVE_AVX512
+    if (__builtin_cpu_supports("avx512f"))
+        return grad_tile_avx512;
+#endif
+    return grad_tile;
 }
 
 /* widen: dyw (c, len) = dy (c, oh, ow) in rows of wp with zeros after each row and at the end. */
@@ -226,15 +260,16 @@ void ddl__conv2d_wide_dw(const ddl_conv2d *g, const float *x, const float *dy, f
     wide_geo q = wide_view(g->in_c, g->out_c, g->in_h, g->in_w, g->pad);
     float *xp = ws, *dyw = ws + (size_t)q.c_in * q.plane, *spare = dyw + (size_t)q.c_out * q.len;
     size_t in_sz = (size_t)q.c_in * q.h * q.w, out_sz = (size_t)q.c_out * q.oh * q.ow, kk = (size_t)q.c_in * 9;
+    grad_fn tile = grad_pick();
     for (int n = 0; n < g->batch; n++) {
         pad_planes(&q, x + n * in_sz, xp);
         widen(&q, dy + n * out_sz, dyw);
         for (int oc = 0; oc < q.c_out; oc += 2) {
             const float *d0 = dyw + (size_t)oc * q.len;
             if (oc + 1 < q.c_out)
-                grad_tile(q.len, q.c_in, q.plane, q.wp, xp, d0, d0 + q.len, dw + oc * kk, dw + (oc + 1) * kk);
+                tile(q.len, q.c_in, q.plane, q.wp, xp, d0, d0 + q.len, dw + oc * kk, dw + (oc + 1) * kk);
             else /* an odd last channel: its second row goes to a spare, thrown away */
-                grad_tile(q.len, q.c_in, q.plane, q.wp, xp, d0, d0, dw + oc * kk, spare);
+                tile(q.len, q.c_in, q.plane, q.wp, xp, d0, d0, dw + oc * kk, spare);
         }
     }
 }
