@@ -4,7 +4,7 @@
  *
  * As conv_direct.c, rows are computed at the padded width wp ("wide" rows), so every tap of
  * every input channel is one contiguous vector load at a fixed offset; the wp - ow extra
- * columns are garbage and dropped. A micro-kernel keeps an 8-output-channel x 32-position tile
+ * columns are garbage and dropped. A micro-kernel keeps an 8-output-channel x 48-position tile
  * in registers across all input channels and taps: each input vector feeds 8 multiply-adds with
  * broadcast weights, packed (oc block, ic, tap, 8) so the kernel reads them in order.
  *
@@ -20,7 +20,7 @@
 #include <string.h>
 
 #define WIDE_OCB 8 /* output channels per tile */
-#define WIDE_J 32  /* positions per tile: two 16-float vectors */
+#define WIDE_J 48  /* positions per tile: three 16-float vectors */
 
 typedef float v16 __attribute__((vector_size(64)));
 typedef float v16u __attribute__((vector_size(64), aligned(4)));
@@ -70,14 +70,26 @@ size_t ddl__conv2d_wide_workspace(const ddl_conv2d *g)
 
 /* ---- packing ---- */
 
-/* pad_planes: xp (c, plane) = x (c, h, w) with a zero border of pad and zeros after. */
+/* pad_planes: xp (c, plane) = x (c, h, w) with a zero border of pad and zeros after; every float
+ * written once (a memset of the plane, then memcpy of short rows, cost twice as much). */
 static void pad_planes(const wide_geo *q, const float *x, float *xp)
 {
-    memset(xp, 0, (size_t)q->c_in * q->plane * sizeof *xp);
-    for (int c = 0; c < q->c_in; c++)
-        for (int y = 0; y < q->h; y++)
-            memcpy(xp + c * q->plane + (size_t)(y + q->pad) * q->wp + q->pad,
-                   x + ((size_t)c * q->h + y) * q->w, (size_t)q->w * sizeof *x);
+    size_t top = (size_t)q->pad * q->wp, below = q->plane - (size_t)(q->pad + q->h) * q->wp;
+    for (int c = 0; c < q->c_in; c++) {
+        float *dst = xp + c * q->plane;
+        memset(dst, 0, (top + q->pad) * sizeof *dst);
+        dst += top;
+        for (int y = 0; y < q->h; y++, dst += q->wp) {
+            const float *src = x + ((size_t)c * q->h + y) * q->w;
+            for (int i = 0; i < q->pad; i++)
+                dst[i] = 0.0f;
+            for (int i = 0; i < q->w; i++)
+                dst[q->pad + i] = src[i];
+            for (int i = q->pad + q->w; i < q->wp; i++)
+                dst[i] = 0.0f;
+        }
+        memset(dst, 0, below * sizeof *dst);
+    }
 }
 
 /* pack_weights: wk (oc block, c_in, 9, WIDE_OCB) from w. flip 0: w is the conv's (c_out, c_in,
@@ -106,23 +118,26 @@ static void wide_tile(size_t len, int c_in, size_t plane, int wp, const float *x
     const size_t off[9] = {0, 1, 2, (size_t)wp, (size_t)wp + 1, (size_t)wp + 2, 2 * (size_t)wp,
                            2 * (size_t)wp + 1, 2 * (size_t)wp + 2};
     for (size_t j = 0; j < len; j += WIDE_J) {
-        v16 a0[WIDE_OCB], a1[WIDE_OCB];
+        v16 a0[WIDE_OCB], a1[WIDE_OCB], a2[WIDE_OCB];
         for (int o = 0; o < WIDE_OCB; o++)
-            a0[o] = a1[o] = (v16){0};
+            a0[o] = a1[o] = a2[o] = (v16){0};
         for (int ic = 0; ic < c_in; ic++) {
             const float *xi = xp + (size_t)ic * plane + j, *wi = wk + (size_t)ic * 9 * WIDE_OCB;
             for (int t = 0; t < 9; t++) {
-                v16 x0 = *(const v16u *)(xi + off[t]), x1 = *(const v16u *)(xi + off[t] + 16);
+                v16 x0 = *(const v16u *)(xi + off[t]), x1 = *(const v16u *)(xi + off[t] + 16),
+                    x2 = *(const v16u *)(xi + off[t] + 32);
                 for (int o = 0; o < WIDE_OCB; o++) {
                     float wv = wi[t * WIDE_OCB + o];
                     a0[o] += wv * x0;
                     a1[o] += wv * x1;
+                    a2[o] += wv * x2;
                 }
             }
         }
         for (int o = 0; o < WIDE_OCB; o++) {
             *(v16u *)(acc + o * len + j) = a0[o];
             *(v16u *)(acc + o * len + j + 16) = a1[o];
+            *(v16u *)(acc + o * len + j + 32) = a2[o];
         }
     }
 }

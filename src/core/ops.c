@@ -177,13 +177,20 @@ static double xent_block(int c, int s, int s0, int len, const float *l, const ui
     for (int i = 0; i < len; i++)
         mx[i] = l[s0 + i];
     for (int ci = 1; ci < c; ci++)
-        for (int i = 0; i < len; i++)
-            mx[i] = fmaxf(mx[i], l[(size_t)ci * s + s0 + i]);
+        for (int i = 0; i < len; i++) { /* fmaxf, inline: a NaN maximum is replaced, a NaN logit ignored */
+            float v = l[(size_t)ci * s + s0 + i];
+            mx[i] = v > mx[i] || mx[i] != mx[i] ? v : mx[i];
+        }
     for (int i = 0; i < len; i++)
         sum[i] = 0.0f;
-    for (int ci = 0; ci < c; ci++)
-        for (int i = 0; i < len; i++)
-            sum[i] += expf(l[(size_t)ci * s + s0 + i] - mx[i]);
+    for (int ci = 0; ci < c; ci++) /* the exponentials wait in probs, if any, for the pass below */
+        for (int i = 0; i < len; i++) {
+            size_t at = (size_t)ci * s + s0 + i;
+            float e = expf(l[at] - mx[i]);
+            sum[i] += e;
+            if (probs)
+                probs[at] = e;
+        }
     double loss = 0.0;
     for (int i = 0; i < len; i++) {
         int ti = t[s0 + i];
@@ -196,7 +203,7 @@ static double xent_block(int c, int s, int s0, int len, const float *l, const ui
     for (int ci = 0; ci < c; ci++)
         for (int i = 0; i < len; i++) {
             size_t at = (size_t)ci * s + s0 + i;
-            float pv = expf(l[at] - mx[i]) * sum[i];
+            float pv = (probs ? probs[at] : expf(l[at] - mx[i])) * sum[i];
             if (probs)
                 probs[at] = pv;
             if (dl)
