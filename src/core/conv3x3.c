@@ -234,7 +234,7 @@ static void grad_tile(size_t len, int c_in, size_t plane, int wp, const float *x
     GRAD_TILE_BODY(GRAD_NO_KEEP)
 }
 
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(DDL_NO_CLONES)
 #define GRAD_HAVE_AVX512 1
 #define GRAD_KEEP_ZMM(v) __asm__("" : "+v"(v))
 

@@ -67,8 +67,10 @@ void ddl__log(ddl_log_fn fn, void *ud, int level, const char *fmt, ...) DDL__PRI
 /* DDL__HOT: hot kernels get an AVX-512 and an AVX2+FMA clone, picked at load time by the CPU
  * (one binary for any x86-64; the rest of the library stays x86-64-v2), and fused multiply-adds.
  * Not under ThreadSanitizer: the clones' resolver runs while the program is relocated, before
- * TSan's runtime is up, and its instrumented entry crashed every program before main. */
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
+ * TSan's runtime is up, and its instrumented entry crashed every program before main.
+ * -DDDL_NO_CLONES builds only what -march says, to test the portable and AVX2 code on any CPU. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__SANITIZE_THREAD__) && \
+    !defined(DDL_NO_CLONES)
 #define DDL__HOT                                                                                         \
     __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"), optimize("fp-contract=fast")))
 #else
