@@ -339,39 +339,50 @@ static void row_grads(const float *x, const float *dy, int n, float m, float r, 
     *db = tb;
 }
 
+/* gn_forward_group: one (sample, group) of cg channels from ch0: mr = (mean, rstd), yg = the
+ * normalised xg times gamma plus beta. DDL__HOT: its AVX2 / AVX-512 clone does the rows 8 lanes
+ * at a time. */
+DDL__HOT
+static void gn_forward_group(int cg, int s, int ch0, const float *xg, const float *gamma, const float *beta,
+                             float *yg, float *mr)
+{
+    size_t gsz = (size_t)cg * s;
+    double sum = 0.0, var = 0.0; /* float rows of s, summed in double */
+    for (int ci = 0; ci < cg; ci++)
+        sum += row_sum(xg + (size_t)ci * s, s);
+    float m = (float)(sum / (double)gsz);
+    for (int ci = 0; ci < cg; ci++)
+        var += row_sqdev(xg + (size_t)ci * s, s, m);
+    float r = (float)(1.0 / sqrt(var / (double)gsz + GN_EPS));
+    mr[0] = m;
+    mr[1] = r;
+    for (int ci = 0; ci < cg; ci++) {
+        int ch = ch0 + ci;
+        float a = r * (gamma ? gamma[ch] : 1.0f), bb = beta ? beta[ch] : 0.0f;
+        const float *xr = xg + (size_t)ci * s;
+        float *yr = yg + (size_t)ci * s;
+        for (int i = 0; i < s; i++)
+            yr[i] = (xr[i] - m) * a + bb;
+    }
+}
+
 void ddl_groupnorm_forward(int n, int c, int s, int groups, const float *x, const float *gamma,
                            const float *beta, float *y, float *mean_rstd)
 {
     if (groups <= 0 || c % groups)
         return;
     int cg = c / groups;
-    size_t gsz = (size_t)cg * s;
     for (int ni = 0; ni < n; ni++)
         for (int gi = 0; gi < groups; gi++) {
             size_t off = ((size_t)ni * c + (size_t)gi * cg) * s;
-            const float *xg = x + off;
-            double sum = 0.0, var = 0.0; /* float rows of s, summed in double */
-            for (int ci = 0; ci < cg; ci++)
-                sum += row_sum(xg + (size_t)ci * s, s);
-            float m = (float)(sum / (double)gsz);
-            for (int ci = 0; ci < cg; ci++)
-                var += row_sqdev(xg + (size_t)ci * s, s, m);
-            float r = (float)(1.0 / sqrt(var / (double)gsz + GN_EPS));
-            mean_rstd[((size_t)ni * groups + gi) * 2] = m;
-            mean_rstd[((size_t)ni * groups + gi) * 2 + 1] = r;
-            for (int ci = 0; ci < cg; ci++) {
-                int ch = gi * cg + ci;
-                float a = r * (gamma ? gamma[ch] : 1.0f), bb = beta ? beta[ch] : 0.0f;
-                const float *xr = xg + (size_t)ci * s;
-                float *yr = y + off + (size_t)ci * s;
-                for (int i = 0; i < s; i++)
-                    yr[i] = (xr[i] - m) * a + bb;
-            }
+            gn_forward_group(cg, s, gi * cg, x + off, gamma, beta, y + off,
+                             mean_rstd + ((size_t)ni * groups + gi) * 2);
         }
 }
 
 /* gn_backward_group: one (sample, group): dgamma, dbeta += over its channels; dx (may be NULL)
  * = rstd (dxh - mean(dxh) - xh mean(dxh xh)), xh the normalised x, dxh = dy gamma. */
+DDL__HOT
 static void gn_backward_group(int cg, int s, int ch0, const float *x, const float *gamma, float m, float r,
                               const float *dy, float *dx, float *dgamma, float *dbeta)
 {
