@@ -307,6 +307,10 @@ static void test_conv_small(void)
         {3, 2, 6, 6, 2, 2, 2, 2, 0}, /* 2x2 stride 2 */
         {2, 1, 7, 6, 3, 5, 5, 1, 2}, /* one input channel, stride 1: the direct path */
         {2, 1, 9, 5, 2, 3, 3, 1, 1}, /* direct path, U-Net's first layer */
+        {2, 3, 6, 5, 3, 3, 3, 1, 0}, /* 3x3 stride 1 (conv3x3.c): no pad, odd out_c */
+        {2, 2, 5, 7, 9, 3, 3, 1, 2}, /* conv3x3.c: pad 2, two output blocks, an odd last channel */
+        {1, 16, 8, 8, 16, 3, 3, 1, 1}, /* conv3x3.c: U-Net's channel counts on its bottom grid */
+        {2, 5, 3, 2, 2, 3, 3, 1, 1},  /* conv3x3.c: a plane narrower than a vector */
     };
     for (size_t t = 0; t < sizeof cases / sizeof cases[0]; t++) {
         const int *v = cases[t];
@@ -754,32 +758,33 @@ static void check_gn_forward(gn_ctx *g)
     free(zeros);
 }
 
-static void test_groupnorm(void)
+/* check_groupnorm: forward statistics, finite differences, and accumulation of dgamma, dbeta. */
+static void check_groupnorm(int n, int c, int s, int groups)
 {
-    gn_ctx g = {2, 6, 5, 3, NULL, NULL, NULL, NULL, NULL, NULL};
-    size_t nx = 60;
+    gn_ctx g = {n, c, s, groups, NULL, NULL, NULL, NULL, NULL, NULL};
+    size_t nx = (size_t)n * c * s;
     g.x = alloc_f(nx);
-    g.gamma = alloc_f(6);
-    g.beta = alloc_f(6);
+    g.gamma = alloc_f((size_t)c);
+    g.beta = alloc_f((size_t)c);
     g.y = alloc_f(nx);
     g.r = alloc_f(nx);
-    g.mr = alloc_f(12);
+    g.mr = alloc_f((size_t)n * groups * 2);
     fill(g.x, nx, -2, 3);
-    fill(g.gamma, 6, 0.5f, 1.5f);
-    fill(g.beta, 6, -1, 1);
+    fill(g.gamma, (size_t)c, 0.5f, 1.5f);
+    fill(g.beta, (size_t)c, -1, 1);
     fill(g.r, nx, -1, 1);
     check_gn_forward(&g);
-    float *dx = alloc_f(nx), *dg = alloc_f(6), *dbt = alloc_f(6), *dx2 = alloc_f(nx);
+    float *dx = alloc_f(nx), *dg = alloc_f((size_t)c), *dbt = alloc_f((size_t)c), *dx2 = alloc_f(nx);
     gn_loss(&g);
     ddl_groupnorm_backward(g.n, g.c, g.s, g.groups, g.x, g.gamma, g.mr, g.r, dx, dg, dbt);
     fd_check("groupnorm dx", gn_loss, &g, g.x, nx, dx, 1e-2f);
-    fd_check("groupnorm dgamma", gn_loss, &g, g.gamma, 6, dg, 1e-2f);
-    fd_check("groupnorm dbeta", gn_loss, &g, g.beta, 6, dbt, 1e-2f);
-    float dg1 = dg[4], db1 = dbt[1];
+    fd_check("groupnorm dgamma", gn_loss, &g, g.gamma, (size_t)c, dg, 1e-2f);
+    fd_check("groupnorm dbeta", gn_loss, &g, g.beta, (size_t)c, dbt, 1e-2f);
+    float dg1 = dg[c - 1], db1 = dbt[1];
     gn_loss(&g);
     fill(dx2, nx, 5, 6);
     ddl_groupnorm_backward(g.n, g.c, g.s, g.groups, g.x, g.gamma, g.mr, g.r, dx2, dg, dbt);
-    CHECK_NEAR(dg[4], 2 * dg1, 1e-5);
+    CHECK_NEAR(dg[c - 1], 2 * dg1, 1e-5);
     CHECK_NEAR(dbt[1], 2 * db1, 1e-5);
     CHECK(max_rel(dx2, dx, nx, 1e-5) < 1e-5);
     free(g.x);
@@ -792,6 +797,12 @@ static void test_groupnorm(void)
     free(dg);
     free(dbt);
     free(dx2);
+}
+
+static void test_groupnorm(void)
+{
+    check_groupnorm(2, 6, 5, 3);
+    check_groupnorm(2, 4, 37, 2); /* rows long enough for the 8-lane sums, and a tail */
 }
 
 /* ---- concat / split ---- */

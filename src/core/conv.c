@@ -238,7 +238,9 @@ size_t ddl_conv2d_workspace(const ddl_conv2d *g)
     size_t k = (size_t)g->in_c * g->k_h * g->k_w, p = (size_t)q.oh * q.ow;
     size_t n = ws_floats(chunk(g->batch, k, (size_t)g->out_c, p), k, (size_t)g->out_c, p);
     size_t direct = ddl__conv2d_direct_ok(g) ? ddl__conv2d_direct_workspace(g) : 0;
-    return n > direct ? n : direct;
+    size_t wide = ddl__conv2d_wide_ok(g) ? ddl__conv2d_wide_workspace(g) : 0;
+    n = n > direct ? n : direct;
+    return n > wide ? n : wide;
 }
 
 void ddl_conv2d_forward(const ddl_conv2d *g, const float *x, const float *w, const float *b, float *y,
@@ -249,6 +251,10 @@ void ddl_conv2d_forward(const ddl_conv2d *g, const float *x, const float *w, con
         return;
     if (ddl__conv2d_direct_ok(g)) {
         ddl__conv2d_direct_forward(g, x, w, b, y, ws);
+        return;
+    }
+    if (ddl__conv2d_wide_ok(g)) {
+        ddl__conv2d_wide_forward(g, x, w, b, y, ws);
         return;
     }
     int k = g->in_c * g->k_h * g->k_w;
@@ -279,6 +285,13 @@ void ddl_conv2d_backward(const ddl_conv2d *g, const float *x, const float *w, co
     int nb = chunk(g->batch, (size_t)k, (size_t)g->out_c, p);
     float *col = ws, *dyc = ws + (size_t)nb * k * p;
     bias_grad(g->batch, g->out_c, p, dy, db);
+    if (ddl__conv2d_wide_ok(g)) {
+        if (dw)
+            ddl__conv2d_wide_dw(g, x, dy, dw, ws);
+        if (dx)
+            ddl__conv2d_wide_dx(g, w, dy, dx, ws);
+        return;
+    }
     if (!dx && ddl__conv2d_direct_ok(g)) {
         if (dw)
             ddl__conv2d_direct_grad(g, x, dy, dw, ws);

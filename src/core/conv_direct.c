@@ -12,15 +12,7 @@
 
 #define DIRECT_MAX_K 11
 
-/* An AVX2+FMA clone of the hot loops, picked at load time on CPUs that have it (4x the SSE
- * throughput here); the rest of the library stays x86-64-v2. Not under ThreadSanitizer: the
- * clones' resolver runs while the program is relocated, before TSan's runtime is up, and its
- * instrumented entry crashed every program before main. */
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
-#define DDL__HOT __attribute__((target_clones("arch=x86-64-v3", "default"), optimize("fp-contract=fast")))
-#else
-#define DDL__HOT
-#endif
+/* The hot loops are DDL__HOT (impl.h): AVX-512 and AVX2 clones chosen at load time. */
 
 int ddl__conv2d_direct_ok(const ddl_conv2d *g)
 {

@@ -64,12 +64,34 @@ static inline uint64_t ddl__get_le(const unsigned char *p, int bytes)
 /* ddl__log: call the log callback, if any, with a formatted message. */
 void ddl__log(ddl_log_fn fn, void *ud, int level, const char *fmt, ...) DDL__PRINTF(4, 5);
 
+/* DDL__HOT: hot kernels get an AVX-512 and an AVX2+FMA clone, picked at load time by the CPU
+ * (one binary for any x86-64; the rest of the library stays x86-64-v2), and fused multiply-adds.
+ * Not under ThreadSanitizer: the clones' resolver runs while the program is relocated, before
+ * TSan's runtime is up, and its instrumented entry crashed every program before main.
+ * -DDDL_NO_CLONES builds only what -march says, to test the portable and AVX2 code on any CPU. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__SANITIZE_THREAD__) && \
+    !defined(DDL_NO_CLONES)
+#define DDL__HOT                                                                                         \
+    __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"), optimize("fp-contract=fast")))
+#else
+#define DDL__HOT
+#endif
+
 /* Direct convolution for in_c == 1 and stride 1 (conv_direct.c): forward, and dw only. */
 int ddl__conv2d_direct_ok(const ddl_conv2d *g);
 size_t ddl__conv2d_direct_workspace(const ddl_conv2d *g);
 void ddl__conv2d_direct_forward(const ddl_conv2d *g, const float *x, const float *w, const float *b, float *y,
                                 float *ws);
 void ddl__conv2d_direct_grad(const ddl_conv2d *g, const float *x, const float *dy, float *dw, float *ws);
+
+/* Wide-row direct convolution for 3x3 kernels, stride 1, in_c > 1 (conv3x3.c): forward, dx, and
+ * dw (accumulated). */
+int ddl__conv2d_wide_ok(const ddl_conv2d *g);
+size_t ddl__conv2d_wide_workspace(const ddl_conv2d *g);
+void ddl__conv2d_wide_forward(const ddl_conv2d *g, const float *x, const float *w, const float *b, float *y,
+                              float *ws);
+void ddl__conv2d_wide_dx(const ddl_conv2d *g, const float *w, const float *dy, float *dx, float *ws);
+void ddl__conv2d_wide_dw(const ddl_conv2d *g, const float *x, const float *dy, float *dw, float *ws);
 
 /* ---- the model object (model.c; train/ reads it) ---- */
 #define DDL__NAME_BYTES 48

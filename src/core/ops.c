@@ -177,13 +177,20 @@ static double xent_block(int c, int s, int s0, int len, const float *l, const ui
     for (int i = 0; i < len; i++)
         mx[i] = l[s0 + i];
     for (int ci = 1; ci < c; ci++)
-        for (int i = 0; i < len; i++)
-            mx[i] = fmaxf(mx[i], l[(size_t)ci * s + s0 + i]);
+        for (int i = 0; i < len; i++) { /* fmaxf, inline: a NaN maximum is replaced, a NaN logit ignored */
+            float v = l[(size_t)ci * s + s0 + i];
+            mx[i] = v > mx[i] || mx[i] != mx[i] ? v : mx[i];
+        }
     for (int i = 0; i < len; i++)
         sum[i] = 0.0f;
-    for (int ci = 0; ci < c; ci++)
-        for (int i = 0; i < len; i++)
-            sum[i] += expf(l[(size_t)ci * s + s0 + i] - mx[i]);
+    for (int ci = 0; ci < c; ci++) /* the exponentials wait in probs, if any, for the pass below */
+        for (int i = 0; i < len; i++) {
+            size_t at = (size_t)ci * s + s0 + i;
+            float e = expf(l[at] - mx[i]);
+            sum[i] += e;
+            if (probs)
+                probs[at] = e;
+        }
     double loss = 0.0;
     for (int i = 0; i < len; i++) {
         int ti = t[s0 + i];
@@ -196,7 +203,7 @@ static double xent_block(int c, int s, int s0, int len, const float *l, const ui
     for (int ci = 0; ci < c; ci++)
         for (int i = 0; i < len; i++) {
             size_t at = (size_t)ci * s + s0 + i;
-            float pv = expf(l[at] - mx[i]) * sum[i];
+            float pv = (probs ? probs[at] : expf(l[at] - mx[i])) * sum[i];
             if (probs)
                 probs[at] = pv;
             if (dl)
@@ -231,6 +238,8 @@ double ddl_softmax_xent(int n, int c, int s, const float *logits, const uint8_t 
  * p_fg = 1 - p_0 and the softmax Jacobian dp_0/dz_j = p_0 (delta_0j - p_j):
  * dL/dz_0 = -g p_0 (1 - p_0) and dL/dz_j = g p_0 p_j for j >= 1, with g = dL/dp_s. */
 
+#define DICE_BLOCK 256
+
 double ddl_dice_loss(int n, int c, int s, const float *probs, const uint8_t *targets, float scale,
                      float *dlogits)
 {
@@ -252,12 +261,20 @@ double ddl_dice_loss(int n, int c, int s, const float *probs, const uint8_t *tar
             continue;
         float *dl = dlogits + ni * cs;
         double base = num / (d * d), two_over_d = 2.0 / d;
-        for (int i = 0; i < s; i++) {
-            double g = base - (t[i] >= 1 ? two_over_d : 0.0);
-            double p0 = pr[i], gs = (double)scale * g * p0;
-            dl[i] += (float)(-gs * (1.0 - p0));
-            for (int ci = 1; ci < c; ci++)
-                dl[(size_t)ci * s + i] += (float)(gs * pr[(size_t)ci * s + i]);
+        for (int i0 = 0; i0 < s; i0 += DICE_BLOCK) { /* classes outside: contiguous rows */
+            int len = s - i0 < DICE_BLOCK ? s - i0 : DICE_BLOCK;
+            double gs[DICE_BLOCK];
+            for (int i = 0; i < len; i++) {
+                double g = base - (t[i0 + i] >= 1 ? two_over_d : 0.0), p0 = pr[i0 + i];
+                gs[i] = (double)scale * g * p0;
+                dl[i0 + i] += (float)(-gs[i] * (1.0 - p0));
+            }
+            for (int ci = 1; ci < c; ci++) {
+                const float *pc = pr + (size_t)ci * s + i0;
+                float *dc = dl + (size_t)ci * s + i0;
+                for (int i = 0; i < len; i++)
+                    dc[i] += (float)(gs[i] * pc[i]);
+            }
         }
     }
     return total;
@@ -270,51 +287,110 @@ double ddl_dice_loss(int n, int c, int s, const float *probs, const uint8_t *tar
 
 #define GN_EPS 1e-5
 
+/* The row sums below keep 8 partial sums (lane k takes elements k, k + 8, ...), added in a fixed
+ * order at the end: gcc vectorises them, and the result is the same on every CPU. */
+
+static float lanes8(const float a[8]) { return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7])); }
+
+/* row_sum: sum of x[0, n). */
+static float row_sum(const float *x, int n)
+{
+    float a[8] = {0};
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int k = 0; k < 8; k++)
+            a[k] += x[i + k];
+    float t = lanes8(a);
+    for (; i < n; i++)
+        t += x[i];
+    return t;
+}
+
+/* row_sqdev: sum of (x - m)^2 over x[0, n). */
+static float row_sqdev(const float *x, int n, float m)
+{
+    float a[8] = {0};
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int k = 0; k < 8; k++)
+            a[k] += (x[i + k] - m) * (x[i + k] - m);
+    float t = lanes8(a);
+    for (; i < n; i++)
+        t += (x[i] - m) * (x[i] - m);
+    return t;
+}
+
+/* row_grads: *dg = sum of dy (x - m) r and *db = sum of dy over [0, n). */
+static void row_grads(const float *x, const float *dy, int n, float m, float r, float *dg, float *db)
+{
+    float a[8] = {0}, b[8] = {0};
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int k = 0; k < 8; k++) {
+            a[k] += dy[i + k] * ((x[i + k] - m) * r);
+            b[k] += dy[i + k];
+        }
+    float ta = lanes8(a), tb = lanes8(b);
+    for (; i < n; i++) {
+        ta += dy[i] * ((x[i] - m) * r);
+        tb += dy[i];
+    }
+    *dg = ta;
+    *db = tb;
+}
+
+/* gn_forward_group: one (sample, group) of cg channels from ch0: mr = (mean, rstd), yg = the
+ * normalised xg times gamma plus beta. DDL__HOT: its AVX2 / AVX-512 clone does the rows 8 lanes
+ * at a time. */
+DDL__HOT
+static void gn_forward_group(int cg, int s, int ch0, const float *xg, const float *gamma, const float *beta,
+                             float *yg, float *mr)
+{
+    size_t gsz = (size_t)cg * s;
+    double sum = 0.0, var = 0.0; /* float rows of s, summed in double */
+    for (int ci = 0; ci < cg; ci++)
+        sum += row_sum(xg + (size_t)ci * s, s);
+    float m = (float)(sum / (double)gsz);
+    for (int ci = 0; ci < cg; ci++)
+        var += row_sqdev(xg + (size_t)ci * s, s, m);
+    float r = (float)(1.0 / sqrt(var / (double)gsz + GN_EPS));
+    mr[0] = m;
+    mr[1] = r;
+    for (int ci = 0; ci < cg; ci++) {
+        int ch = ch0 + ci;
+        float a = r * (gamma ? gamma[ch] : 1.0f), bb = beta ? beta[ch] : 0.0f;
+        const float *xr = xg + (size_t)ci * s;
+        float *yr = yg + (size_t)ci * s;
+        for (int i = 0; i < s; i++)
+            yr[i] = (xr[i] - m) * a + bb;
+    }
+}
+
 void ddl_groupnorm_forward(int n, int c, int s, int groups, const float *x, const float *gamma,
                            const float *beta, float *y, float *mean_rstd)
 {
     if (groups <= 0 || c % groups)
         return;
     int cg = c / groups;
-    size_t gsz = (size_t)cg * s;
     for (int ni = 0; ni < n; ni++)
         for (int gi = 0; gi < groups; gi++) {
             size_t off = ((size_t)ni * c + (size_t)gi * cg) * s;
-            const float *xg = x + off;
-            double sum = 0.0, var = 0.0;
-            for (size_t i = 0; i < gsz; i++)
-                sum += xg[i];
-            double mean = sum / (double)gsz;
-            for (size_t i = 0; i < gsz; i++)
-                var += (xg[i] - mean) * (xg[i] - mean);
-            float m = (float)mean, r = (float)(1.0 / sqrt(var / (double)gsz + GN_EPS));
-            mean_rstd[((size_t)ni * groups + gi) * 2] = m;
-            mean_rstd[((size_t)ni * groups + gi) * 2 + 1] = r;
-            for (int ci = 0; ci < cg; ci++) {
-                int ch = gi * cg + ci;
-                float a = r * (gamma ? gamma[ch] : 1.0f), bb = beta ? beta[ch] : 0.0f;
-                const float *xr = xg + (size_t)ci * s;
-                float *yr = y + off + (size_t)ci * s;
-                for (int i = 0; i < s; i++)
-                    yr[i] = (xr[i] - m) * a + bb;
-            }
+            gn_forward_group(cg, s, gi * cg, x + off, gamma, beta, y + off,
+                             mean_rstd + ((size_t)ni * groups + gi) * 2);
         }
 }
 
 /* gn_backward_group: one (sample, group): dgamma, dbeta += over its channels; dx (may be NULL)
  * = rstd (dxh - mean(dxh) - xh mean(dxh xh)), xh the normalised x, dxh = dy gamma. */
+DDL__HOT
 static void gn_backward_group(int cg, int s, int ch0, const float *x, const float *gamma, float m, float r,
                               const float *dy, float *dx, float *dgamma, float *dbeta)
 {
     double sum_d = 0.0, sum_dx = 0.0; /* sums of dxh and of dxh * xh */
     for (int ci = 0; ci < cg; ci++) {
         const float *xr = x + (size_t)ci * s, *dr = dy + (size_t)ci * s;
-        float gm = gamma ? gamma[ch0 + ci] : 1.0f, dg = 0.0f, dbt = 0.0f;
-        for (int i = 0; i < s; i++) {
-            float xh = (xr[i] - m) * r;
-            dg += dr[i] * xh;
-            dbt += dr[i];
-        }
+        float gm = gamma ? gamma[ch0 + ci] : 1.0f, dg, dbt;
+        row_grads(xr, dr, s, m, r, &dg, &dbt);
         if (dgamma)
             dgamma[ch0 + ci] += dg;
         if (dbeta)

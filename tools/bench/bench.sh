@@ -2,11 +2,14 @@
 # make bench: long runs and peer comparisons, never part of make test.
 #   1. LeNet, one epoch, one process, one thread: ddl against PyTorch 1.13 (same model, data,
 #      batch and recipe), alternated REPEAT times; medians and their ratio.
+#   1b. U-Net (unet defaults: 64x64, batch 32, depth 3, width 8, Adam), SCENES training scenes,
+#      one process, one thread: ddl against tools/bench/unet_torch.py, alternated REPEAT times.
 #   2. Scaling: 2 ranks over shm against 1 rank (one epoch each).
 #   3. ddl-bench allreduce for every transport at 256 KiB and 8 MiB, and MPI_Allreduce (busbw.sh).
 #   4. What frame MACs cost (mac.sh).
 #   5. ddl-serve under wrk: :predict with one LeNet instance per request (serve.sh).
-# Environment: REPEAT (default 3), EPOCHS (default 1), BENCH_ONLY=lenet|scaling|allreduce|mac|serve,
+# Environment: REPEAT (default 3), EPOCHS (default 1), BENCH_ONLY=lenet|unet|scaling|allreduce|mac|serve,
+# SCENES (default 1024),
 # SERVE_SECONDS (default 30), SERVE_CONNS (default 64).
 set -u
 BUILD=${BUILD:-build}
@@ -36,6 +39,25 @@ if [ -z "$ONLY" ] || [ "$ONLY" = lenet ]; then
     done
     d=$(median < /tmp/ddl-bench-ddl.txt); t=$(median < /tmp/ddl-bench-torch.txt)
     echo "lenet_1thread: ddl_images_per_sec=$d pytorch_images_per_sec=$t ratio=$(awk "BEGIN {printf \"%.2f\", $d / $t}")"
+fi
+
+if [ -z "$ONLY" ] || [ "$ONLY" = unet ]; then
+    SCENES=${SCENES:-1024}
+    if ! /usr/bin/python3 -c 'import torch' 2>/dev/null; then
+        DDL_BENCH_DEPS=1 sh tools/install-deps.sh || exit 1
+    fi
+    echo "== U-Net, $SCENES scenes 64x64, batch 32, depth 3, width 8, Adam, 1 process, 1 thread; $REPEAT alternated runs"
+    : > /tmp/ddl-bench-ddl.txt; : > /tmp/ddl-bench-torch.txt
+    i=0
+    while [ $i -lt "$REPEAT" ]; do
+        d=$("$BUILD/bin/unet" --scenes "$SCENES" --test-scenes 32 --epochs 1 --threads 1 --quiet --data "$DATA" | field images_per_sec)
+        t=$(/usr/bin/python3 "$here/unet_torch.py" --scenes "$SCENES" --threads 1 | field images_per_sec)
+        echo "   run $((i + 1)): ddl $d images/s, pytorch $t images/s"
+        echo "$d" >> /tmp/ddl-bench-ddl.txt; echo "$t" >> /tmp/ddl-bench-torch.txt
+        i=$((i + 1))
+    done
+    d=$(median < /tmp/ddl-bench-ddl.txt); t=$(median < /tmp/ddl-bench-torch.txt)
+    echo "unet_1thread: ddl_images_per_sec=$d pytorch_images_per_sec=$t ratio=$(awk "BEGIN {printf \"%.2f\", $d / $t}")"
 fi
 
 if [ -z "$ONLY" ] || [ "$ONLY" = scaling ]; then
