@@ -10,3 +10,5 @@ check() { # check NAME CONDITION-EXIT-STATUS
 crc() { sed -n 's/.*weights_crc=\([0-9a-f]*\).*/\1/p' "$1" | tail -n 1; }
 # field NAME: from standard input, the value NAME= of the last summary line.
 field() { sed -n "s/^summary:.* $1=\([^ ]*\).*/\1/p" | tail -n 1; }
+# free_port: a TCP port on 127.0.0.1 that is free right now (python3).
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }

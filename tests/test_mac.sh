@@ -25,7 +25,6 @@ trap cleanup EXIT
 trap 'exit 1' INT TERM
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 DDL_TOKEN=mac-test-secret-0123456789 DDL_TIMEOUT_MS=10000
 ARGS="--epochs 1 --train-limit 2000 --seed 42 --quiet --data $DATA"
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
 ref=$("$BUILD/bin/ddlrun" -n 2 -t tcp "$BUILD/bin/lenet" $ARGS 2>&1 | field weights_crc)
 [ -n "$ref" ] && ok || bad "the reference run gave no summary"

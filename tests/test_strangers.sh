@@ -27,7 +27,6 @@ export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 ARGS="--epochs 2 --train-limit 8000 --seed 42 --quiet --data $DATA"
 FLOOD="python3 tests/flood.py"
 now_ms() { date +%s%3N; }
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 ranks_of() { # the lenet processes under the given pids
     for p in "$@"; do
         for c in $(pgrep -P "$p"); do

@@ -29,7 +29,6 @@
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #define HB_MAGIC 0x48424444u /* "DDBH" */
