@@ -7,7 +7,7 @@
 #                        under $(DESTDIR)$(PREFIX) (PREFIX=/usr/local); SHARED=0: no libddl.so, so
 #                        -lddl links libddl.a; make uninstall removes them
 # Switches: WITH_BLAS=openblas|none  WITH_ZMQ=0|1  WITH_MPI=0|1  WITH_LZ4=0|1  WITH_SODIUM=0|1  WITH_PNG=0|1  WITH_JANSSON=0|1
-#           WITH_SERVE=0|1 (ddl-serve: libmicrohttpd and jansson)
+#           WITH_SERVE=0|1 (ddl-serve: libmicrohttpd, jansson and yajl)
 #           SAN=address|undefined|thread  V=1  BUILD=dir (default build)
 
 BUILD     ?= build
@@ -23,7 +23,7 @@ WITH_LZ4  ?= $(if $(wildcard /usr/include/lz4.h),1,0)
 WITH_ZLIB ?= $(if $(wildcard /usr/include/zlib.h),1,0)
 WITH_SODIUM ?= $(if $(wildcard /usr/include/sodium.h),1,0)
 WITH_PNG  ?= $(if $(wildcard /usr/include/png.h),1,0)
-WITH_SERVE ?= $(if $(and $(wildcard /usr/include/microhttpd.h),$(wildcard /usr/include/jansson.h)),1,0)
+WITH_SERVE ?= $(if $(and $(wildcard /usr/include/microhttpd.h),$(wildcard /usr/include/jansson.h),$(wildcard /usr/include/yajl/yajl_parse.h)),1,0)
 WITH_JANSSON ?= $(if $(wildcard /usr/include/jansson.h),1,0)
 
 CC      ?= cc
@@ -95,7 +95,7 @@ PROGS    := $(foreach s,$(PROG_SRC),$(BUILD)/bin/$(basename $(notdir $(s))))
 # ddl-serve: the files of tools/serve/ and its page compiled in (web.c includes web_index.inc)
 SERVE_SRC := $(wildcard tools/serve/*.c)
 SERVE_OBJ := $(SERVE_SRC:%.c=$(BUILD)/obj/%.o)
-SERVE_LIBS := $(shell $(PKG_CONFIG) --libs libmicrohttpd jansson 2>/dev/null || echo -lmicrohttpd -ljansson)
+SERVE_LIBS := $(shell $(PKG_CONFIG) --libs libmicrohttpd jansson yajl 2>/dev/null || echo -lmicrohttpd -ljansson -lyajl)
 ifeq ($(WITH_SERVE),1)
   PROGS  += $(BUILD)/bin/ddl-serve
 endif

@@ -2,7 +2,8 @@
 # test_serve.sh - ddl-serve end to end on loopback, with a briefly trained LeNet and U-Net:
 # the TF Serving, KServe v2 and SageMaker routes answer what the model computes (the class of a
 # test image is lenet --predict's for it; probabilities sum to 1; a U-Net mask is 64 x 64
-# classes); a PGM body equals the same pixels as JSON; /metrics counts them; with a token,
+# classes); a PGM body equals the same pixels as JSON; the streaming parse of :predict answers
+# every body (valid or not) as the tree parse does; /metrics counts them; with a token,
 # requests without it get 401 and the token is never on the command line; a checkpoint replaced
 # while requests run is served as version 2 with no failed request, a damaged one is refused
 # with a log line and version 2 keeps serving; a hostile client (tests/serve/attack.py: huge,
@@ -92,6 +93,11 @@ check "POST /v2/models/NAME/infer: the same classes ($(cat "$tmp/v2c"))" $?
 [ "$(req POST /v1/models/seg:predict --data-binary @"$tmp/scene.json")" = 200 ] &&
     python3 -c "import json,sys; m=json.load(open(sys.argv[1]))['predictions'][0]; sys.exit(not (len(m)==64 and all(len(r)==64 and all(0<=c<=10 for c in r) for r in m)))" "$tmp/out"
 check "U-Net :predict: a 64 x 64 mask of classes 0..10" $?
+# the fast path of :predict (stream.c) answers every body as the tree path does
+python3 tests/serve/stream_equiv.py "$port" fashion seg > "$tmp/stream" 2>&1
+grep '^FAIL' "$tmp/stream"
+[ "$(grep -c '^PASS' "$tmp/stream")" -ge 37 ] && ! grep -q '^FAIL' "$tmp/stream"
+check "stream_equiv.py: the streaming parse equals the tree parse ($(tail -n 1 "$tmp/stream"))" $?
 # the page's "random scene": pixels and truth of a held-out scene, the same for the same number
 [ "$(req GET /api/scene/seg/17)" = 200 ] && cp "$tmp/out" "$tmp/scene17" && [ "$(req GET /api/scene/seg/17)" = 200 ] &&
     cmp -s "$tmp/out" "$tmp/scene17" && python3 -c "

@@ -3,7 +3,8 @@
  * answered, so parsing 784 pixels costs no malloc and a request's JSON can never hold more than
  * the arena (SV_ARENA_BYTES; a body that needs more is refused as too complex). The arena is
  * reserved once per thread with mmap and handed back to the kernel above a high-water mark, so
- * resident memory stays bounded. Outside a request (or in another thread) jansson uses malloc. */
+ * resident memory stays bounded. Outside a request (or in another thread) jansson uses malloc.
+ * yajl (stream.c) allocates from the same arena. */
 #include "serve.h"
 
 #include <jansson.h>
@@ -42,6 +43,40 @@ static void arena_free(void *p)
     if (ta.base && q >= ta.base && q < ta.base + SV_ARENA_BYTES)
         return; /* freed with the arena */
     free(p);
+}
+
+/* yajl's allocator: like jansson's, plus realloc, so each block carries its size in front. */
+static void *yajl_malloc(void *ctx, size_t n)
+{
+    (void)ctx;
+    size_t *p = arena_alloc(n + 16);
+    if (!p)
+        return NULL;
+    *p = n;
+    return (unsigned char *)p + 16;
+}
+
+static void yajl_release(void *ctx, void *p)
+{
+    (void)ctx;
+    if (p)
+        arena_free((unsigned char *)p - 16);
+}
+
+static void *yajl_realloc(void *ctx, void *p, size_t n)
+{
+    void *q = yajl_malloc(ctx, n);
+    if (q && p) {
+        size_t old = *(size_t *)((unsigned char *)p - 16);
+        memcpy(q, p, old < n ? old : n);
+        yajl_release(ctx, p);
+    }
+    return q;
+}
+
+void sv_arena_yajl_funcs(yajl_alloc_funcs *f)
+{
+    *f = (yajl_alloc_funcs){.malloc = yajl_malloc, .realloc = yajl_realloc, .free = yajl_release};
 }
 
 void sv_arena_install(void) { json_set_alloc_funcs(arena_alloc, arena_free); }

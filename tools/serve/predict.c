@@ -83,25 +83,25 @@ static void shape_text(const flat *f, char *s, size_t n)
 
 /* one_instance: instance i of m from j into dst; its shape must be [c*h*w], [h, w] (c = 1),
  * [c, h, w] or [h, w, c] (c = 1). */
+int sv_shape_ok(const sv_model *m, int depth, const int *dims, int ragged, size_t n)
+{
+    size_t in = (size_t)m->c * m->h * m->w;
+    int d0 = depth > 0 ? dims[0] : 0, d1 = depth > 1 ? dims[1] : 0, d2 = depth > 2 ? dims[2] : 0;
+    return !ragged && n == in &&
+           ((depth == 1 && (size_t)d0 == in) || (depth == 2 && m->c == 1 && d0 == m->h && d1 == m->w) ||
+            (depth == 3 && d0 == m->c && d1 == m->h && d2 == m->w) ||
+            (depth == 3 && m->c == 1 && d0 == m->h && d1 == m->w && d2 == 1));
+}
+
 int sv_instance(const sv_model *m, const json_t *j, int i, uint8_t *dst, char *why, size_t why_bytes)
 {
     size_t in = (size_t)m->c * m->h * m->w;
     flat f = {.dst = dst, .cap = in};
-    int d0 = 0, d1 = 0, d2 = 0;
     if (flatten(&f, j, 0)) {
         snprintf(why, why_bytes, "instance %d: %s", i, f.why);
         return -1;
     }
-    if (f.depth > 0)
-        d0 = f.dims[0];
-    if (f.depth > 1)
-        d1 = f.dims[1];
-    if (f.depth > 2)
-        d2 = f.dims[2];
-    int ok = !f.ragged && f.n == in &&
-             ((f.depth == 1 && (size_t)d0 == in) || (f.depth == 2 && m->c == 1 && d0 == m->h && d1 == m->w) ||
-              (f.depth == 3 && d0 == m->c && d1 == m->h && d2 == m->w) ||
-              (f.depth == 3 && m->c == 1 && d0 == m->h && d1 == m->w && d2 == 1));
+    int ok = sv_shape_ok(m, f.depth, f.dims, f.ragged, f.n);
     if (ok)
         return 0;
     char got[64];

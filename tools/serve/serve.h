@@ -6,7 +6,8 @@
  *   api.c       the routes: TF Serving, KServe v2, SageMaker, metrics, the page
  *   predict.c   the predict path the protocols share: pixels in, one pass, JSON out
  *   registry.c  models by name, versions with their predictors, the reload thread
- *   arena.c     jansson's allocator: a bump arena per thread, reset after each request
+ *   arena.c     jansson's and yajl's allocator: a bump arena per thread, reset after each request
+ *   stream.c    the fast path of :predict: {"instances": [...]} parsed by events, no tree
  *   metrics.c   counters and latency histograms, Prometheus text
  *   image.c     PNG and PGM bodies to pixels
  *   training.c  the event files of --logdir as JSON for the Training tab
@@ -22,6 +23,7 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <yajl/yajl_common.h>
 
 #define SV_MAX_MODELS 16
 #define SV_MAX_BODY ((size_t)4 << 20)   /* bytes of a request body; larger: 413 */
@@ -97,6 +99,7 @@ void sv_arena_install(void);          /* before any thread: json_set_alloc_funcs
 int sv_arena_begin(void);             /* this thread's arena on: 0, or -1 (no memory) */
 void sv_arena_end(void);              /* off and reset */
 int sv_arena_exhausted(void);         /* the last parse ran out of arena */
+void sv_arena_yajl_funcs(yajl_alloc_funcs *f);  /* yajl's allocator: the same arena */
 
 /* ---- metrics ---- */
 void sv_metrics_observe(sv_model *m, int status, uint64_t micros);
@@ -172,6 +175,13 @@ int sv_reply_json(sv_reply *rep, int status, json_t *j);
 /* ---- predict path (predict.c) ---- */
 /* sv_instance: instance i (JSON arrays of pixels) into dst (m's c*h*w bytes); -1 with why. */
 int sv_instance(const sv_model *m, const json_t *j, int i, uint8_t *dst, char *why, size_t why_bytes);
+/* sv_shape_ok: nested arrays of depth, lengths dims (ragged: not all alike) holding n pixels
+ * make one instance of m: [c*h*w], [h, w] (c = 1), [c, h, w] or [h, w, 1]. */
+int sv_shape_ok(const sv_model *m, int depth, const int *dims, int ragged, size_t n);
+/* sv_stream_instances: a body of exactly {"instances": [...]} that the tree path would accept,
+ * parsed without a tree into dst (m->max_inst instances); their count, or 0: declined, parse it
+ * with sv_parse (stream.c). */
+int sv_stream_instances(const sv_model *m, const unsigned char *body, size_t n, uint8_t *dst);
 /* sv_pixels: the numbers of j (arrays nested in any way) into dst, at most cap; *n of them. */
 int sv_pixels(const json_t *j, uint8_t *dst, size_t cap, size_t *n, char *why, size_t why_bytes);
 /* sv_run: n instances of s->pixels through s's predictor into s->probs and s->classes. */

@@ -109,17 +109,15 @@ void sv_tfs_predict(sv_model *m, const char *ctype, const unsigned char *body, s
     json_t *root = NULL;
     char why[300];
     int image = sv_is_image(ctype, body, len);
-    if (!image && !(root = sv_parse(body, len, rep)))
-        return;
     sv_slot *s;
     sv_version *v = sv_acquire(m, &s);
-    int n = 1;
+    int n = image ? 1 : sv_stream_instances(m, body, len, s->pixels);
     if (image && sv_image_decode(body, len, m->w, m->h, s->pixels, (size_t)m->max_inst * m->c * m->h * m->w, why,
                                  sizeof why)) {
         sv_error(rep, 400, "%s", why);
         n = -1;
-    } else if (!image)
-        n = instances(m, root, s, rep);
+    } else if (n == 0) /* declined by the fast path: the tree gives the answer or the error */
+        n = (root = sv_parse(body, len, rep)) ? instances(m, root, s, rep) : -1;
     if (n > 0 && sv_run(s, m, n, why, sizeof why)) {
         sv_error(rep, 500, "%s", why);
         n = -1;
