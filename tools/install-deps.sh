@@ -10,7 +10,7 @@
 set -u
 PKGS="gcc g++ libc6-dev make pkg-config cmake libopenblas-dev libzmq3-dev liblz4-dev libopenmpi-dev openmpi-bin zlib1g-dev libsodium-dev libpng-dev dataset-fashion-mnist iproute2 procps bc libmicrohttpd-dev libjansson-dev libyajl-dev curl chromium wrk"
 NODE=1
-[ "${DDL_BENCH_DEPS:-0}" = 1 ] && PKGS="$PKGS python3 python3-torch python3-numpy"
+[ "${DDL_BENCH_DEPS:-0}" = 1 ] && PKGS="$PKGS python3 python3-torch python3-numpy time"
 [ "${DDL_FUZZ_DEPS:-0}" = 1 ] && PKGS="clang" NODE=0  # make fuzz only: make test never needs clang
 # Node.js and npm: Debian's, unless the machine has a node and npm already (NodeSource's nodejs
 # carries npm and conflicts with Debian's npm package).

@@ -11,6 +11,8 @@
 # Environment: REPEAT (default 3), EPOCHS (default 1), BENCH_ONLY=lenet|unet|scaling|allreduce|mac|serve,
 # SCENES (default 1024),
 # SERVE_SECONDS (default 30), SERVE_CONNS (default 64).
+# Every section adds its figures to one table (tools/bench/lib.sh), printed at the end: each figure,
+# its peer, the ratio and issue 12's target, and the peak RSS of ddl's and the peer's processes.
 set -u
 BUILD=${BUILD:-build}
 REPEAT=${REPEAT:-3}
@@ -19,45 +21,44 @@ ONLY=${BENCH_ONLY:-}
 DATA=/usr/share/datasets/fashion-mnist
 here=$(dirname "$0")
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
-
-field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" | tail -n 1; }
-median() { sort -n | awk '{a[NR]=$1} END {if (NR==0) print "nan"; else if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
+. "$here/lib.sh"
+mkdir -p "$(dirname "$BENCH_RESULTS")" && : > "$BENCH_RESULTS" || exit 1
+if [ ! -x /usr/bin/time ] || ! /usr/bin/python3 -c 'import torch' 2>/dev/null; then
+    DDL_BENCH_DEPS=1 sh tools/install-deps.sh || exit 1
+fi
+rss_d=/tmp/ddl-bench-rss-ddl; rss_t=/tmp/ddl-bench-rss-torch
 
 if [ -z "$ONLY" ] || [ "$ONLY" = lenet ]; then
-    if ! /usr/bin/python3 -c 'import torch' 2>/dev/null; then
-        DDL_BENCH_DEPS=1 sh tools/install-deps.sh || exit 1
-    fi
     echo "== LeNet, $EPOCHS epoch(s), batch 64, SGD lr 0.01 momentum 0.9, 1 process, 1 thread; $REPEAT alternated runs"
     : > /tmp/ddl-bench-ddl.txt; : > /tmp/ddl-bench-torch.txt
     i=0
     while [ $i -lt "$REPEAT" ]; do
-        d=$("$BUILD/bin/lenet" --epochs "$EPOCHS" --threads 1 --quiet --data "$DATA" | field images_per_sec)
-        t=$(/usr/bin/python3 "$here/lenet_torch.py" --epochs "$EPOCHS" --threads 1 --data "$DATA" | field images_per_sec)
+        d=$(peak_rss $rss_d "$BUILD/bin/lenet" --epochs "$EPOCHS" --threads 1 --quiet --data "$DATA" | field images_per_sec)
+        t=$(peak_rss $rss_t /usr/bin/python3 "$here/lenet_torch.py" --epochs "$EPOCHS" --threads 1 --data "$DATA" | field images_per_sec)
         echo "   run $((i + 1)): ddl $d images/s, pytorch $t images/s"
         echo "$d" >> /tmp/ddl-bench-ddl.txt; echo "$t" >> /tmp/ddl-bench-torch.txt
         i=$((i + 1))
     done
     d=$(median < /tmp/ddl-bench-ddl.txt); t=$(median < /tmp/ddl-bench-torch.txt)
-    echo "lenet_1thread: ddl_images_per_sec=$d pytorch_images_per_sec=$t ratio=$(awk "BEGIN {printf \"%.2f\", $d / $t}")"
+    echo "lenet_1thread: ddl_images_per_sec=$d pytorch_images_per_sec=$t ratio=$(ratio "$d" "$t")"
+    record "LeNet training, images/s, 1 thread" "$d" "PyTorch 1.13" "$t" "$(ratio "$d" "$t")" ">= 2.5" "$(cat $rss_d)" "$(cat $rss_t)"
 fi
 
 if [ -z "$ONLY" ] || [ "$ONLY" = unet ]; then
     SCENES=${SCENES:-1024}
-    if ! /usr/bin/python3 -c 'import torch' 2>/dev/null; then
-        DDL_BENCH_DEPS=1 sh tools/install-deps.sh || exit 1
-    fi
     echo "== U-Net, $SCENES scenes 64x64, batch 32, depth 3, width 8, Adam, 1 process, 1 thread; $REPEAT alternated runs"
     : > /tmp/ddl-bench-ddl.txt; : > /tmp/ddl-bench-torch.txt
     i=0
     while [ $i -lt "$REPEAT" ]; do
-        d=$("$BUILD/bin/unet" --scenes "$SCENES" --test-scenes 32 --epochs 1 --threads 1 --quiet --data "$DATA" | field images_per_sec)
-        t=$(/usr/bin/python3 "$here/unet_torch.py" --scenes "$SCENES" --threads 1 | field images_per_sec)
+        d=$(peak_rss $rss_d "$BUILD/bin/unet" --scenes "$SCENES" --test-scenes 32 --epochs 1 --threads 1 --quiet --data "$DATA" | field images_per_sec)
+        t=$(peak_rss $rss_t /usr/bin/python3 "$here/unet_torch.py" --scenes "$SCENES" --threads 1 | field images_per_sec)
         echo "   run $((i + 1)): ddl $d images/s, pytorch $t images/s"
         echo "$d" >> /tmp/ddl-bench-ddl.txt; echo "$t" >> /tmp/ddl-bench-torch.txt
         i=$((i + 1))
     done
     d=$(median < /tmp/ddl-bench-ddl.txt); t=$(median < /tmp/ddl-bench-torch.txt)
-    echo "unet_1thread: ddl_images_per_sec=$d pytorch_images_per_sec=$t ratio=$(awk "BEGIN {printf \"%.2f\", $d / $t}")"
+    echo "unet_1thread: ddl_images_per_sec=$d pytorch_images_per_sec=$t ratio=$(ratio "$d" "$t")"
+    record "U-Net training, images/s, 1 thread" "$d" "PyTorch 1.13" "$t" "$(ratio "$d" "$t")" ">= 1.5" "$(cat $rss_d)" "$(cat $rss_t)"
 fi
 
 if [ -z "$ONLY" ] || [ "$ONLY" = scaling ]; then
@@ -66,11 +67,12 @@ if [ -z "$ONLY" ] || [ "$ONLY" = scaling ]; then
     i=0
     while [ $i -lt "$REPEAT" ]; do
         "$BUILD/bin/lenet" --epochs "$EPOCHS" --quiet --data "$DATA" | field images_per_sec >> /tmp/ddl-bench-1.txt
-        "$BUILD/bin/ddlrun" -n 2 -t shm "$BUILD/bin/lenet" --epochs "$EPOCHS" --quiet --data "$DATA" | field images_per_sec >> /tmp/ddl-bench-2.txt
+        peak_rss $rss_d "$BUILD/bin/ddlrun" -n 2 -t shm "$BUILD/bin/lenet" --epochs "$EPOCHS" --quiet --data "$DATA" | field images_per_sec >> /tmp/ddl-bench-2.txt
         i=$((i + 1))
     done
     one=$(median < /tmp/ddl-bench-1.txt); two=$(median < /tmp/ddl-bench-2.txt)
     echo "scaling: world1_images_per_sec=$one world2_images_per_sec=$two efficiency=$(awk "BEGIN {printf \"%.2f\", $two / (2 * $one)}")"
+    record "LeNet, 2 ranks over shm, images/s" "$two" "ddl, 1 rank" "$one" "$(ratio "$two" "$one")" ">= 1.95" "$(cat $rss_d)" "-"
 fi
 
 if [ -z "$ONLY" ] || [ "$ONLY" = allreduce ]; then
@@ -84,3 +86,5 @@ fi
 if [ -z "$ONLY" ] || [ "$ONLY" = serve ]; then
     BUILD="$BUILD" REPEAT="$REPEAT" sh "$here/serve.sh"
 fi
+
+print_table

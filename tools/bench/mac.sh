@@ -6,7 +6,7 @@
 set -u
 BUILD=${BUILD:-build}
 REPEAT=${REPEAT:-5}
-median() { sort -n | awk '{a[NR]=$1} END {if (NR==0) print "nan"; else if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
+. "$(dirname "$0")/lib.sh"
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 echo "== frame MACs: ddl-bench allreduce -n 2 at 4 KiB and 1 MiB, --mac against none, $REPEAT alternated runs"
 for t in tcp zmq; do
@@ -22,6 +22,7 @@ for t in tcp zmq; do
     for b in 4096 1048576; do
         pu=$(median < "$tmp/$t.plain.$b.us"); mu=$(median < "$tmp/$t.mac.$b.us")
         pb=$(median < "$tmp/$t.plain.$b.bw"); mb=$(median < "$tmp/$t.mac.$b.bw")
-        echo "   $t $b bytes: no MAC $pu us ($pb GB/s busbw), MAC $mu us ($mb GB/s): busbw ratio $(echo "$mb $pb" | awk '{printf "%.2f", $1 / $2}')"
+        echo "   $t $b bytes: no MAC $pu us ($pb GB/s busbw), MAC $mu us ($mb GB/s): busbw ratio $(ratio "$mb" "$pb")"
+        record "all-reduce busbw with DDL_MAC=1, $t, $((b / 1024)) KiB, GB/s" "$mb" "ddl without MACs" "$pb" "$(ratio "$mb" "$pb")" ">= 0.9 (issue 11)"
     done
 done

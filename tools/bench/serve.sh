@@ -12,7 +12,7 @@ DATA=/usr/share/datasets/fashion-mnist
 tmp=$(mktemp -d) || exit 1
 pid=""
 trap '[ -n "$pid" ] && kill $pid 2>/dev/null; rm -rf "$tmp"' EXIT
-median() { sort -n | awk '{a[NR]=$1} END {if (NR==0) print "nan"; else if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
+. "$(dirname "$0")/lib.sh"
 ms() { awk '{v=$1; if (v ~ /us$/) {sub(/us/,"",v); v/=1000} else if (v ~ /ms$/) {sub(/ms/,"",v)} else if (v ~ /s$/) {sub(/s/,"",v); v*=1000}; print v}'; }
 
 "$BUILD/bin/lenet" --epochs 1 --train-limit 6000 --quiet --save "$tmp/lenet.ckpt" > /dev/null || exit 1
@@ -40,3 +40,6 @@ while [ $i -lt "$REPEAT" ]; do
     i=$((i + 1))
 done
 echo "serve_lenet: requests_per_sec=$(median < "$tmp/rps") p50_ms=$(median < "$tmp/p50") p99_ms=$(median < "$tmp/p99") errors=$errors connections=$CONNS seconds=$SECS"
+rss=$(awk '/^VmHWM/ { printf "%.0f", $2 / 1024 }' "/proc/$pid/status")
+record "ddl-serve :predict, requests/s, $CONNS connections" "$(median < "$tmp/rps")" "-" "-" "-" ">= 8000 (issue 15)" "$rss"
+record "ddl-serve :predict, p99 ms, $CONNS connections" "$(median < "$tmp/p99")" "-" "-" "-" "<= 5 (issue 15)"

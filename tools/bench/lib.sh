@@ -1,0 +1,40 @@
+# lib.sh - what make bench's scripts share. Source it: . "$(dirname "$0")/lib.sh"
+#   median            the median of the numbers on standard input ("-" when there are none)
+#   field NAME        from standard input, the value of NAME= on the last line that has it
+#   peak_rss FILE CMD...  runs CMD (its output unchanged) and writes its peak resident set size in
+#                     MiB to FILE: the largest process of the command, so for ddlrun the largest rank
+#   record WHAT DDL PEER_NAME PEER RATIO TARGET [DDL_RSS] [PEER_RSS]
+#                     one row of the closing table, appended to $BENCH_RESULTS
+#   print_table       the rows of $BENCH_RESULTS as one Markdown table
+# BENCH_RESULTS defaults to $BUILD/bench/results.tsv; bench.sh empties it when it starts.
+BENCH_RESULTS=${BENCH_RESULTS:-${BUILD:-build}/bench/results.tsv}
+export BENCH_RESULTS
+
+median() { sort -n | awk '{a[NR]=$1} END {if (NR==0) print "-"; else if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
+field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" | tail -n 1; }
+# ratio A B: A / B with two decimals, "-" when either is missing
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.2f", a / b; else printf "-" }'; }
+
+peak_rss() {
+    out=$1; shift
+    if [ -x /usr/bin/time ]; then
+        /usr/bin/time -f '%M' -o "$out.kb" "$@"; rc=$?
+        awk 'END { printf "%.0f\n", $1 / 1024 }' "$out.kb" > "$out"; rm -f "$out.kb"
+    else
+        "$@"; rc=$?; echo "-" > "$out"
+    fi
+    return $rc
+}
+
+record() {
+    mkdir -p "$(dirname "$BENCH_RESULTS")"
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" "$5" "$6" "${7:--}" "${8:--}" >> "$BENCH_RESULTS"
+}
+
+print_table() {
+    [ -s "$BENCH_RESULTS" ] || return 0
+    echo "== summary (medians; ratio = ddl / peer for rates, peer / ddl for times; RSS = peak MiB per process)"
+    echo "| what | ddl | peer | peer's figure | ratio | target | ddl RSS | peer RSS |"
+    echo "|---|---|---|---|---|---|---|---|"
+    awk -F '\t' '{ printf "| %s | %s | %s | %s | %s | %s | %s | %s |\n", $1, $2, $3, $4, $5, $6, $7, $8 }' "$BENCH_RESULTS"
+}
