@@ -402,6 +402,8 @@ uint32_t ddl_model_signature(const ddl_model *m);
 
 enum { DDL_FLOAT32 = 0, DDL_INT64 = 1 };           /* element types */
 enum { DDL_SUM = 0, DDL_MEAN = 1, DDL_MAX = 2 };   /* reduction operations */
+/* gradient compression: the 16 bits of ddl_comm_allreduce_compressed's messages */
+enum { DDL_COMPRESS_NONE = 0, DDL_COMPRESS_BF16 = 1, DDL_COMPRESS_FP16 = 2 };
 
 typedef struct ddl_comm_config {
     const ddl_transport *transport; /* NULL: shm when all ranks share this host, else tcp */
@@ -429,12 +431,15 @@ typedef struct ddl_comm_config {
                                      * handshake) on every message, so a relay between ranks cannot
                                      * alter one unseen; every rank must agree. Needs libsodium and a
                                      * token. 0: no MAC (the handshake still authenticates) */
+    int compress;                   /* DDL_COMPRESS_*: what ddl_comm_allreduce_compressed sends (the
+                                     * trainer's gradients); every rank must agree (DDL_EMISMATCH) */
 } ddl_comm_config;
 
 /* ddl_comm_config_from_env: fill cfg from DDL_TRANSPORT, DDL_RANK, DDL_WORLD_SIZE,
  * DDL_LOCAL_RANK, DDL_LOCAL_SIZE, DDL_MASTER, DDL_PEERS, DDL_JOB, DDL_TOKEN, DDL_TIMEOUT_MS,
  * DDL_NATIVE_ALLREDUCE (or its older name DDL_MPI_NATIVE), DDL_INSECURE, DDL_HEARTBEAT_TIMEOUT_MS
- * (default 5000; 0: off), DDL_HEARTBEAT_INTERVAL_MS (default 1000), DDL_MAC, and OMPI_COMM_WORLD_*, PMI_*,
+ * (default 5000; 0: off), DDL_HEARTBEAT_INTERVAL_MS (default 1000), DDL_MAC, DDL_COMPRESS
+ * (none, bf16 or fp16), and OMPI_COMM_WORLD_*, PMI_*,
  * SLURM_PROCID/SLURM_NTASKS; the transport, unless DDL_TRANSPORT names one, is mpi under mpirun,
  * else as for a NULL transport. With none set: rank 0 of 1. The strings point into the
  * environment. Returns DDL_OK; DDL_EINVAL (a bad value, named in err); DDL_ENOTSUP (the
@@ -463,6 +468,17 @@ const char *ddl_comm_error(const ddl_comm *c);
 /* ddl_comm_allreduce: reduce `count` elements of `dtype` in place across all ranks with op.
  * DDL_MEAN is only for DDL_FLOAT32. */
 int ddl_comm_allreduce(ddl_comm *c, void *buf, size_t count, int dtype, int op);
+/* ddl_comm_allreduce_compressed: DDL_SUM or DDL_MEAN of count float32 in place, with every
+ * message in the 16 bits of the comm's compress setting (half the bytes of float32): partial sums
+ * are rounded before they are sent and added in float32 in a fixed order, and every rank ends with
+ * the same values. residual (count floats, zero at first, kept by the caller between calls; NULL:
+ * none) is error feedback: the rounding errors this rank makes go there and are added to buf on
+ * the next call, so they are delayed, not lost. With DDL_COMPRESS_NONE, one rank, or count below
+ * the world size it is ddl_comm_allreduce (float32, residual untouched). On every transport alike
+ * (it pays on networks: over shm the conversions cost more than the bytes saved). */
+int ddl_comm_allreduce_compressed(ddl_comm *c, float *buf, size_t count, int op, float *residual);
+/* ddl_comm_compression: the comm's DDL_COMPRESS_* (NULL: none). */
+int ddl_comm_compression(const ddl_comm *c);
 /* ddl_comm_broadcast: copy `count` elements from root's buf to every rank's buf. */
 int ddl_comm_broadcast(ddl_comm *c, void *buf, size_t count, int dtype, int root);
 /* ddl_comm_allgather: recv (world_size * count elements) = every rank's send, in rank order. */

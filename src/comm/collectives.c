@@ -118,14 +118,10 @@ static int allreduce_rd(ddl_comm *c, void *buf, size_t count, int dtype, int op)
  * segment (r - s - 1) from r - 1, piece by piece, so after n - 1 steps it holds segment r + 1
  * fully reduced. All-gather passes the reduced segments around the ring the same way. */
 
-typedef struct seg {
-    size_t off, len; /* elements */
-} seg;
-
-static seg segment(size_t count, int n, int i)
+ddl__seg ddl__ring_segment(size_t count, int n, int i)
 {
     size_t q = count / (size_t)n, m = count % (size_t)n, k = (size_t)i;
-    seg s = {k * q + (k < m ? k : m), q + (k < m ? 1 : 0)};
+    ddl__seg s = {k * q + (k < m ? k : m), q + (k < m ? 1 : 0)};
     return s;
 }
 
@@ -133,7 +129,7 @@ static size_t n_pieces(size_t len, size_t per) { return (len + per - 1) / per; }
 
 /* ring_step: send segment sseg to the right, receive segment rseg from the left; with reduce,
  * the received piece goes through scratch and is combined into buf, else straight into buf. */
-static int ring_step(ddl_comm *c, unsigned char *buf, size_t esz, uint32_t s, seg ss, seg rs, int dtype, int op,
+static int ring_step(ddl_comm *c, unsigned char *buf, size_t esz, uint32_t s, ddl__seg ss, ddl__seg rs, int dtype, int op,
                      int do_reduce)
 {
     int n = c->world, right = (c->rank + 1) % n, left = (c->rank + n - 1) % n;
@@ -160,13 +156,13 @@ static int allreduce_ring(ddl_comm *c, void *buf, size_t count, int dtype, int o
     int n = c->world, r = c->rank;
     size_t esz = ddl__dtype_bytes(dtype);
     for (int s = 0; s < n - 1; s++) {
-        seg ss = segment(count, n, (r - s + n) % n), rs = segment(count, n, (r - s - 1 + 2 * n) % n);
+        ddl__seg ss = ddl__ring_segment(count, n, (r - s + n) % n), rs = ddl__ring_segment(count, n, (r - s - 1 + 2 * n) % n);
         int st = ring_step(c, buf, esz, (uint32_t)s, ss, rs, dtype, op, 1);
         if (st != DDL_OK)
             return st;
     }
     for (int s = 0; s < n - 1; s++) {
-        seg ss = segment(count, n, (r + 1 - s + n) % n), rs = segment(count, n, (r - s + n) % n);
+        ddl__seg ss = ddl__ring_segment(count, n, (r + 1 - s + n) % n), rs = ddl__ring_segment(count, n, (r - s + n) % n);
         int st = ring_step(c, buf, esz, (uint32_t)(n + s), ss, rs, dtype, op, 0);
         if (st != DDL_OK)
             return st;
@@ -302,7 +298,7 @@ int ddl_comm_allgather(ddl_comm *c, const void *send, void *recv, size_t count, 
     unsigned char *out = recv;
     memmove(out + (size_t)r * count * esz, send, count * esz);
     for (int s = 0; s < n - 1; s++) {
-        seg ss = {(size_t)((r - s + n) % n) * count, count}, rs = {(size_t)((r - s - 1 + 2 * n) % n) * count, count};
+        ddl__seg ss = {(size_t)((r - s + n) % n) * count, count}, rs = {(size_t)((r - s - 1 + 2 * n) % n) * count, count};
         if ((st = ring_step(c, out, esz, (uint32_t)s, ss, rs, dtype, 0, 0)) != DDL_OK)
             return st;
     }

@@ -88,7 +88,8 @@ static const char *op_name(int op)
 
 static const char *dtype_name(int dtype)
 {
-    return dtype == DDL_FLOAT32 ? "float32" : dtype == DDL_INT64 ? "int64" : "bytes";
+    return dtype == DDL_FLOAT32 ? "float32" : dtype == DDL_INT64 ? "int64" : dtype == DDL__WIRE_BF16 ? "float32 sent as bf16"
+           : dtype == DDL__WIRE_FP16 ? "float32 sent as fp16" : "bytes";
 }
 
 static const char *redop_name(int redop)
@@ -132,6 +133,10 @@ static void human_bytes(char *s, size_t n, double b)
 
 size_t ddl__dtype_bytes(int dtype) { return dtype == DDL_FLOAT32 ? 4 : dtype == DDL_INT64 ? 8 : 0; }
 
+/* wire_bytes: bytes per element as a message size: the 16-bit formats of compress.c count as the
+ * float32 the caller gave. */
+static size_t wire_bytes(int dtype) { return dtype == DDL__WIRE_BF16 || dtype == DDL__WIRE_FP16 ? 4 : ddl__dtype_bytes(dtype); }
+
 /* ---- errors ---- */
 
 int ddl__comm_fail(ddl_comm *c, int status, const char *fmt, ...)
@@ -151,7 +156,7 @@ int ddl__comm_fail(ddl_comm *c, int status, const char *fmt, ...)
 static void call_prefix(const ddl_comm *c, char *s, size_t n)
 {
     char sz[32];
-    size_t es = c->cur.op == DDL__OP_P2P ? 1 : ddl__dtype_bytes(c->cur.dtype);
+    size_t es = c->cur.op == DDL__OP_P2P ? 1 : wire_bytes(c->cur.dtype);
     human_bytes(sz, sizeof sz, (double)c->cur.count * (double)es);
     if (c->cur.op == DDL__OP_BARRIER)
         snprintf(s, n, "barrier #%u", c->cur.seq);

@@ -20,6 +20,8 @@ static int check_config(const ddl_comm_config *cfg, char *err, size_t n)
         (cfg->heartbeat_timeout_ms > 0 && cfg->heartbeat_interval_ms > cfg->heartbeat_timeout_ms))
         return ddl__errf(err, n, DDL_EINVAL, "heartbeat interval %d ms and timeout %d ms: need 0 <= interval <= "
                          "timeout (0: off)", cfg->heartbeat_interval_ms, cfg->heartbeat_timeout_ms);
+    if (cfg->compress < DDL_COMPRESS_NONE || cfg->compress > DDL_COMPRESS_FP16)
+        return ddl__errf(err, n, DDL_EINVAL, "compress %d is not DDL_COMPRESS_NONE, _BF16 or _FP16", cfg->compress);
     if (t && (t->version < 1 || t->version > DDL_TRANSPORT_VERSION || !t->state_bytes || !t->open || !t->close ||
               !t->exchange))
         return ddl__errf(err, n, DDL_ENOTSUP, "transport %s: version %d or missing members (need version %d)",
@@ -112,6 +114,7 @@ int ddl_comm_create(const ddl_comm_config *cfg_in, const ddl_allocator *alloc, d
     c->log = cfg.log;
     c->log_ud = cfg.log_ud;
     c->native = cfg.native_allreduce && c->tp && c->tp->allreduce;
+    c->compress = cfg.compress;
     snprintf(c->job, sizeof c->job, "%s", cfg.job && cfg.job[0] ? cfg.job : "ddl");
     cfg.job = c->job;
     if (c->tp) {

@@ -143,6 +143,13 @@ int ddl_comm_config_from_env(ddl_comm_config *cfg, char *err, size_t err_bytes)
     cfg->insecure = env_flag(insecure_n);
     static const char *const mac_n[] = {"DDL_MAC", NULL};
     cfg->mac = env_flag(mac_n);
+    const char *z = env_str("DDL_COMPRESS");
+    if (z && strcmp(z, "bf16") == 0)
+        cfg->compress = DDL_COMPRESS_BF16;
+    else if (z && strcmp(z, "fp16") == 0)
+        cfg->compress = DDL_COMPRESS_FP16;
+    else if (z && z[0] && strcmp(z, "none") != 0)
+        return ddl__errf(err, err_bytes, DDL_EINVAL, "DDL_COMPRESS=%s: expected none, bf16 or fp16", z);
     if (cfg->world_size == 1 && !env_str("DDL_TRANSPORT"))
         return DDL_OK; /* one process: no transport needed */
     return choose_transport(cfg, err, err_bytes);

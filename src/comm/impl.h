@@ -18,6 +18,10 @@ enum {
     DDL__OP_P2P = 5
 };
 
+/* Element types that only go on the wire (header byte 9), beside DDL_FLOAT32 and DDL_INT64: the
+ * float32 of a compressed all-reduce sent in 16 bits (compress.c). Only ever append. */
+enum { DDL__WIRE_BF16 = 16, DDL__WIRE_FP16 = 17 };
+
 /* Bytes of the scratch buffer sized at create time: the largest piece one exchange of a
  * reduction receives, and the limit of the latency-optimal (recursive doubling) algorithm. */
 #define DDL__SCRATCH_BYTES ((size_t)1 << 20)
@@ -76,6 +80,7 @@ struct ddl_comm {
     void *state;               /* tp->state_bytes() bytes, zeroed, DDL_ALIGN-aligned */
     int opened;                /* tp->open succeeded (close is called either way) */
     int rank, world, timeout_ms, native;
+    int compress;              /* DDL_COMPRESS_*: the 16 bits of ddl_comm_allreduce_compressed */
     int status;                /* sticky: the first failure */
     uint32_t seq;              /* collectives called so far */
     uint32_t *p2p_sent;        /* [world] messages sent to each peer */
@@ -112,6 +117,16 @@ void ddl__hb_stop(ddl__hb *hb);
 /* ddl__comm_stalled: as after a link failure: if the heartbeat names (or is about to name) a
  * silent rank, fail the call in progress with that (DDL_ETIMEDOUT); else DDL_OK. */
 int ddl__comm_stalled(ddl_comm *c);
+/* ddl__half_of, ddl__float_of_half: a float to the 16 bits of codec (DDL_COMPRESS_BF16 or
+ * DDL_COMPRESS_FP16; round to nearest even, finite values saturate) and back (compress.c). */
+uint16_t ddl__half_of(int codec, float f);
+float ddl__float_of_half(int codec, uint16_t h);
+/* ddl__ring_segment: segment i of n of count elements in the ring algorithms (the first count % n
+ * one element longer): its offset and length. */
+typedef struct ddl__seg {
+    size_t off, len; /* elements */
+} ddl__seg;
+ddl__seg ddl__ring_segment(size_t count, int n, int i);
 /* ddl__dtype_bytes: 4 for float32, 8 for int64, 0 for anything else. */
 size_t ddl__dtype_bytes(int dtype);
 

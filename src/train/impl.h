@@ -20,6 +20,8 @@ struct ddl_trainer {
     uint8_t *y;             /* (model batch, th, tw) targets */
     float *probs, *dlogits; /* (model batch, classes, positions) */
     float *opt_state;
+    float *residual;        /* DDL_COMPRESS: this rank's rounding errors of the gradients, sent with the
+                             * next step's (error feedback); NULL without compression */
     long step;              /* optimizer steps done */
     int epoch;              /* current epoch, from 0 */
     long pos;               /* samples of this epoch consumed (global) */

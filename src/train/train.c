@@ -62,6 +62,9 @@ static void carve(ddl_trainer *t, ddl_arena *a, size_t n_train)
     t->opt_state = (float *)ddl_arena_alloc(a, ddl_optim_state_floats(&t->cfg.optim, t->m->n_params) * sizeof(float));
     t->rng_all = (ddl_rng *)ddl_arena_alloc(a, (size_t)t->world * sizeof(ddl_rng)); /* checkpoint.c */
     t->timing_all = (int64_t *)ddl_arena_alloc(a, 2 * (size_t)t->world * sizeof(int64_t)); /* watch.c */
+    t->residual = ddl_comm_compression(t->cfg.comm) != DDL_COMPRESS_NONE && t->world > 1
+                      ? (float *)ddl_arena_alloc(a, t->m->n_params * sizeof(float))
+                      : NULL;
 }
 
 int ddl_trainer_create(const ddl_train_config *cfg, ddl_model *m, const ddl_dataset *train,
@@ -96,6 +99,8 @@ int ddl_trainer_create(const ddl_train_config *cfg, ddl_model *m, const ddl_data
     ddl_arena_init(&a, mem + head, bytes - head);
     carve(t, &a, (size_t)t->n_train);
     memset(t->opt_state, 0, ddl_optim_state_floats(&t->cfg.optim, m->n_params) * sizeof(float));
+    if (t->residual)
+        memset(t->residual, 0, m->n_params * sizeof(float));
     t->data = train;
     t->alloc = alloc;
     t->perm_epoch = -1;
@@ -260,7 +265,9 @@ int ddl_trainer_step(ddl_trainer *t, double *loss)
     }
     ts[3] = ddl_timeline_now();
     if (t->cfg.comm) {
-        int rc = ddl_comm_allreduce(t->cfg.comm, t->m->grads, t->m->n_params, DDL_FLOAT32, DDL_SUM);
+        int rc = t->residual ? ddl_comm_allreduce_compressed(t->cfg.comm, t->m->grads, t->m->n_params, DDL_SUM,
+                                                             t->residual)
+                             : ddl_comm_allreduce(t->cfg.comm, t->m->grads, t->m->n_params, DDL_FLOAT32, DDL_SUM);
         if (rc != DDL_OK)
             return fail(t, rc, "gradient all-reduce");
     }

@@ -8,7 +8,12 @@
 #   3. ddl-bench allreduce for every transport at 256 KiB and 8 MiB, and MPI_Allreduce (busbw.sh).
 #   4. What frame MACs cost (mac.sh).
 #   5. ddl-serve under wrk: :predict with one LeNet instance per request (serve.sh).
-# Environment: REPEAT (default 3), EPOCHS (default 1), BENCH_ONLY=lenet|unet|scaling|allreduce|mac|serve,
+#   6. Two hosts (network namespaces) joined by a 1 Gbit/s link: LeNet with DDL_COMPRESS=none, bf16
+#      and fp16, against 2 ranks on loopback (twohost.sh; needs root).
+#   7. What DDL_COMPRESS costs in accuracy: LeNet, 2 ranks over tcp, 5 epochs, seeds 1, 2 and 42,
+#      test accuracy with none, bf16 and fp16 (the means over the seeds).
+# Environment: REPEAT (default 3), EPOCHS (default 1),
+# BENCH_ONLY=lenet|unet|scaling|allreduce|mac|serve|twohost|compress,
 # SCENES (default 1024),
 # SERVE_SECONDS (default 30), SERVE_CONNS (default 64).
 # Every section adds its figures to one table (tools/bench/lib.sh), printed at the end: each figure,
@@ -85,6 +90,31 @@ fi
 
 if [ -z "$ONLY" ] || [ "$ONLY" = serve ]; then
     BUILD="$BUILD" REPEAT="$REPEAT" sh "$here/serve.sh"
+fi
+
+if [ -z "$ONLY" ] || [ "$ONLY" = twohost ]; then
+    BUILD="$BUILD" REPEAT="$REPEAT" EPOCHS="$EPOCHS" sh "$here/twohost.sh"
+fi
+
+if [ -z "$ONLY" ] || [ "$ONLY" = compress ]; then
+    echo "== DDL_COMPRESS and accuracy: LeNet, 2 ranks over tcp, 5 epochs, seeds 1 2 42"
+    export DDL_TOKEN=bench-compress-secret-0123456789
+    for z in none bf16 fp16; do
+        : > "/tmp/ddl-bench-acc-$z.txt"
+        for seed in 1 2 42; do
+            a=$(DDL_COMPRESS=$z "$BUILD/bin/ddlrun" -n 2 -t tcp "$BUILD/bin/lenet" --epochs 5 --seed $seed --quiet \
+                --data "$DATA" | field test_acc)
+            echo "   DDL_COMPRESS=$z seed $seed: test accuracy $a"
+            echo "$a" >> "/tmp/ddl-bench-acc-$z.txt"
+        done
+        eval "acc_$z=\$(awk '{ s += \$1 } END { printf \"%.4f\", s / NR }' /tmp/ddl-bench-acc-$z.txt)"
+    done
+    echo "compress_accuracy: none=$acc_none bf16=$acc_bf16 fp16=$acc_fp16"
+    for z in bf16 fp16; do
+        eval "a=\$acc_$z"
+        record "LeNet test accuracy after 5 epochs, $z (mean of 3 seeds)" "$a" "float32" "$acc_none" \
+            "$(awk -v a="$a" -v b="$acc_none" 'BEGIN { printf "%+.4f", a - b }')" "within 0.005"
+    done
 fi
 
 print_table
