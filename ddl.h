@@ -59,8 +59,9 @@
  *   slack. Everything is allocated when objects are created; nothing allocates per training
  *   step. (OpenBLAS, when used, allocates its own thread buffers once, at its first call.)
  * Threads: no object is safe to use from two threads at once; different objects may be used
- *   from different threads concurrently. ddl starts no thread itself, except the BLAS threads
- *   the caller asks for with ddl_set_threads().
+ *   from different threads concurrently. ddl starts only the threads the caller asks for: the
+ *   BLAS threads of ddl_set_threads(), a comm's heartbeat thread (heartbeat_timeout_ms > 0) and
+ *   a trainer's all-reduce thread (overlap 1), each joined when its object is destroyed.
  * Environment: only ddl_comm_config_from_env() reads it; everything else takes config structs.
  */
 #ifndef DDL_H
@@ -381,6 +382,12 @@ const float *ddl_model_forward(ddl_model *m, const float *x, int batch, int trai
 /* ddl_model_backward: accumulate parameter gradients of the last forward from dlogits (nothing
  * happens when batch is not in [1, cfg.batch]). */
 void ddl_model_backward(ddl_model *m, const float *x, int batch, const float *dlogits);
+/* ddl_model_grads_ready: for model plugins, inside backward: every gradient from `from` (a
+ * gradient view the build gave) to the end of the flat gradient buffer is final for this pass.
+ * Plugins call it after each layer, last layers first, so the trainer can all-reduce those
+ * gradients while the earlier layers compute (DDL_OVERLAP); a plugin that never calls it still
+ * trains, with all gradients sent after backward. Outside a backward pass it does nothing. */
+void ddl_model_grads_ready(void *self, const float *from);
 /* ddl_model_zero_grads: set every gradient to 0. */
 void ddl_model_zero_grads(ddl_model *m);
 /* ddl_model_crc: CRC-32 of the parameter buffer: equal values mean bit-identical weights. */
@@ -433,13 +440,20 @@ typedef struct ddl_comm_config {
                                      * token. 0: no MAC (the handshake still authenticates) */
     int compress;                   /* DDL_COMPRESS_*: what ddl_comm_allreduce_compressed sends (the
                                      * trainer's gradients); every rank must agree (DDL_EMISMATCH) */
+    /* How a trainer on this comm exchanges gradients (the comm only keeps them for it): in buckets
+     * of bucket_kb KiB (0: 25600, PyTorch DDP's 25 MiB: LeNet and U-Net in one), cut in backward
+     * order at layer ends; with overlap 1, on a thread the trainer starts, while backward computes
+     * the earlier layers (the same sums as overlap 0, which all-reduces the same buckets after
+     * backward). Overlap needs buckets smaller than the gradient to do anything. */
+    int overlap;
+    int bucket_kb;
 } ddl_comm_config;
 
 /* ddl_comm_config_from_env: fill cfg from DDL_TRANSPORT, DDL_RANK, DDL_WORLD_SIZE,
  * DDL_LOCAL_RANK, DDL_LOCAL_SIZE, DDL_MASTER, DDL_PEERS, DDL_JOB, DDL_TOKEN, DDL_TIMEOUT_MS,
  * DDL_NATIVE_ALLREDUCE (or its older name DDL_MPI_NATIVE), DDL_INSECURE, DDL_HEARTBEAT_TIMEOUT_MS
  * (default 5000; 0: off), DDL_HEARTBEAT_INTERVAL_MS (default 1000), DDL_MAC, DDL_COMPRESS
- * (none, bf16 or fp16), and OMPI_COMM_WORLD_*, PMI_*,
+ * (none, bf16 or fp16), DDL_OVERLAP (0 or 1), DDL_BUCKET_KB, and OMPI_COMM_WORLD_*, PMI_*,
  * SLURM_PROCID/SLURM_NTASKS; the transport, unless DDL_TRANSPORT names one, is mpi under mpirun,
  * else as for a NULL transport. With none set: rank 0 of 1. The strings point into the
  * environment. Returns DDL_OK; DDL_EINVAL (a bad value, named in err); DDL_ENOTSUP (the
@@ -479,6 +493,9 @@ int ddl_comm_allreduce(ddl_comm *c, void *buf, size_t count, int dtype, int op);
 int ddl_comm_allreduce_compressed(ddl_comm *c, float *buf, size_t count, int op, float *residual);
 /* ddl_comm_compression: the comm's DDL_COMPRESS_* (NULL: none). */
 int ddl_comm_compression(const ddl_comm *c);
+/* ddl_comm_overlap, ddl_comm_bucket_bytes: the config's overlap (0 or 1) and bucket size in bytes. */
+int ddl_comm_overlap(const ddl_comm *c);
+size_t ddl_comm_bucket_bytes(const ddl_comm *c);
 /* ddl_comm_broadcast: copy `count` elements from root's buf to every rank's buf. */
 int ddl_comm_broadcast(ddl_comm *c, void *buf, size_t count, int dtype, int root);
 /* ddl_comm_allgather: recv (world_size * count elements) = every rank's send, in rank order. */

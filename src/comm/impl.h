@@ -81,6 +81,8 @@ struct ddl_comm {
     int opened;                /* tp->open succeeded (close is called either way) */
     int rank, world, timeout_ms, native;
     int compress;              /* DDL_COMPRESS_*: the 16 bits of ddl_comm_allreduce_compressed */
+    int overlap;               /* for the trainer: ddl_comm_config.overlap */
+    size_t bucket_bytes;       /* for the trainer: ddl_comm_config.bucket_kb in bytes */
     int status;                /* sticky: the first failure */
     uint32_t seq;              /* collectives called so far */
     uint32_t *p2p_sent;        /* [world] messages sent to each peer */

@@ -111,6 +111,10 @@ struct ddl_model {
     float mean, std;             /* input normalisation, part of the model */
     const ddl_allocator *alloc;  /* set by ddl_model_create, NULL after ddl_model_init */
     int owned;                   /* 1: ddl_model_destroy frees the memory */
+    /* ddl_model_grads_ready calls this during backward (set by a trainer; NULL: nobody listens):
+     * the gradients from element `from` to the end are final. */
+    void (*on_ready)(void *ud, size_t from);
+    void *on_ready_ud;
 };
 
 #endif

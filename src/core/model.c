@@ -296,10 +296,24 @@ const float *ddl_model_forward(ddl_model *m, const float *x, int batch, int trai
     return m->logits;
 }
 
+/* the model whose backward runs on this thread, so that ddl_model_grads_ready (which plugins call
+ * with their own state) finds it; set only for the length of the call */
+static _Thread_local ddl_model *in_backward;
+
 void ddl_model_backward(ddl_model *m, const float *x, int batch, const float *dlogits)
 {
-    if (batch >= 1 && batch <= m->cfg.batch)
+    if (batch >= 1 && batch <= m->cfg.batch) {
+        in_backward = m;
         m->plugin->backward(m->self, x, batch, dlogits);
+        in_backward = NULL;
+    }
+}
+
+void ddl_model_grads_ready(void *self, const float *from)
+{
+    ddl_model *m = in_backward;
+    if (m && m->self == self && m->on_ready && from >= m->grads && from < m->grads + m->n_params)
+        m->on_ready(m->on_ready_ud, (size_t)(from - m->grads));
 }
 
 void ddl_model_zero_grads(ddl_model *m) { memset(m->grads, 0, m->n_params * sizeof(float)); }

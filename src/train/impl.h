@@ -5,6 +5,38 @@
 #define DDL_TRAIN_IMPL_H
 #include "core/impl.h"
 
+#include <pthread.h>
+
+/* ---- the gradient exchange (exchange.c) ---- */
+typedef struct ddl__bucket {
+    size_t lo, hi;          /* elements [lo, hi) of the flat gradient buffer */
+} ddl__bucket;
+
+typedef struct ddl__exchange {
+    ddl_comm *comm;
+    ddl_model *m;
+    float *grads, *residual; /* residual: DDL_COMPRESS's error feedback, or NULL */
+    size_t n, bucket;        /* gradient floats; floats per bucket */
+    ddl__bucket *list;       /* this step's buckets, in the order they are all-reduced */
+    size_t cap, queued, done;
+    size_t ready_lo, cut_lo; /* backward: [ready_lo, n) final; [cut_lo, n) handed out */
+    int rc;                  /* the first failure of this step */
+    int threaded, stop;      /* DDL_OVERLAP=1: the thread runs */
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+} ddl__exchange;
+
+/* buckets_max: list entries a step can need. start: set x up (and its thread, if the comm says
+ * overlap); stop: join it. begin: before backward; finish: after it, every bucket all-reduced,
+ * DDL_OK or the first failure. */
+size_t ddl__exchange_buckets_max(size_t n, size_t bucket_floats);
+int ddl__exchange_start(ddl__exchange *x, ddl_comm *c, ddl_model *m, float *residual, ddl__bucket *list,
+                        size_t cap, char *err, size_t err_bytes);
+void ddl__exchange_stop(ddl__exchange *x);
+void ddl__exchange_begin(ddl__exchange *x);
+int ddl__exchange_finish(ddl__exchange *x);
+
 /* ---- the trainer ---- */
 struct ddl_trainer {
     ddl_train_config cfg;
@@ -22,6 +54,9 @@ struct ddl_trainer {
     float *opt_state;
     float *residual;        /* DDL_COMPRESS: this rank's rounding errors of the gradients, sent with the
                              * next step's (error feedback); NULL without compression */
+    ddl__bucket *buckets;   /* for xch: NULL without a comm of 2 ranks or more */
+    size_t n_buckets;
+    ddl__exchange xch;      /* the gradient all-reduce (exchange.c) */
     long step;              /* optimizer steps done */
     int epoch;              /* current epoch, from 0 */
     long pos;               /* samples of this epoch consumed (global) */

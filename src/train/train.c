@@ -62,6 +62,8 @@ static void carve(ddl_trainer *t, ddl_arena *a, size_t n_train)
     t->opt_state = (float *)ddl_arena_alloc(a, ddl_optim_state_floats(&t->cfg.optim, t->m->n_params) * sizeof(float));
     t->rng_all = (ddl_rng *)ddl_arena_alloc(a, (size_t)t->world * sizeof(ddl_rng)); /* checkpoint.c */
     t->timing_all = (int64_t *)ddl_arena_alloc(a, 2 * (size_t)t->world * sizeof(int64_t)); /* watch.c */
+    t->n_buckets = t->world > 1 ? ddl__exchange_buckets_max(t->m->n_params, ddl_comm_bucket_bytes(t->cfg.comm) / 4) : 0;
+    t->buckets = t->n_buckets ? (ddl__bucket *)ddl_arena_alloc(a, t->n_buckets * sizeof(ddl__bucket)) : NULL;
     t->residual = ddl_comm_compression(t->cfg.comm) != DDL_COMPRESS_NONE && t->world > 1
                       ? (float *)ddl_arena_alloc(a, t->m->n_params * sizeof(float))
                       : NULL;
@@ -106,6 +108,11 @@ int ddl_trainer_create(const ddl_train_config *cfg, ddl_model *m, const ddl_data
     t->perm_epoch = -1;
     ddl_rng_seed(&t->drop_rng, cfg->seed ^ 0x64726f70ull);
 
+    if (t->buckets && (rc = ddl__exchange_start(&t->xch, cfg->comm, m, t->residual, t->buckets, t->n_buckets, err,
+                                                err_bytes)) != DDL_OK) {
+        ddl__free(alloc, t);
+        return rc;
+    }
     /* Rank 0's initial weights are everybody's. */
     ddl_model_init_weights(m, cfg->seed);
     if (cfg->comm) {
@@ -123,8 +130,11 @@ int ddl_trainer_create(const ddl_train_config *cfg, ddl_model *m, const ddl_data
 
 void ddl_trainer_destroy(ddl_trainer *t)
 {
-    if (t)
+    if (t) {
+        if (t->buckets)
+            ddl__exchange_stop(&t->xch);
         ddl__free(t->alloc, t);
+    }
 }
 
 const char *ddl_trainer_error(const ddl_trainer *t) { return t ? t->err : "no trainer"; }
@@ -222,6 +232,8 @@ static double local_pass(ddl_trainer *t, int n, int b, int64_t *mid)
             t->correct += argmax_class(logits, i, C, S, p) == t->y[(size_t)i * S + p];
     t->counted += (int64_t)n * S;
     *mid = ddl_timeline_now();
+    if (t->buckets)
+        ddl__exchange_begin(&t->xch); /* backward hands out final gradients as it goes */
     ddl_model_backward(t->m, t->x, n, t->dlogits);
     return loss;
 }
@@ -265,9 +277,14 @@ int ddl_trainer_step(ddl_trainer *t, double *loss)
     }
     ts[3] = ddl_timeline_now();
     if (t->cfg.comm) {
-        int rc = t->residual ? ddl_comm_allreduce_compressed(t->cfg.comm, t->m->grads, t->m->n_params, DDL_SUM,
-                                                             t->residual)
-                             : ddl_comm_allreduce(t->cfg.comm, t->m->grads, t->m->n_params, DDL_FLOAT32, DDL_SUM);
+        int rc;
+        if (t->buckets) {
+            if (n == 0) /* no backward ran: every bucket is cut now */
+                ddl__exchange_begin(&t->xch);
+            rc = ddl__exchange_finish(&t->xch);
+        } else {
+            rc = ddl_comm_allreduce(t->cfg.comm, t->m->grads, t->m->n_params, DDL_FLOAT32, DDL_SUM);
+        }
         if (rc != DDL_OK)
             return fail(t, rc, "gradient all-reduce");
     }

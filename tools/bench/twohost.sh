@@ -3,8 +3,9 @@
 # rank each, over tcp), each end of the veth pair shaped with
 #   tc qdisc add dev IF root tbf rate 1gbit burst 32kb latency 20ms
 # (a large burst such as 256kb would hide the link at LeNet's size). For DDL_COMPRESS=none, bf16
-# and fp16, EPOCHS epoch(s), alternated REPEAT times; and the same 2 ranks on loopback (no
-# namespaces, no shaping) as the peer. Prints medians of images/s and of the gradient all-reduce
+# and fp16 without overlap (one bucket), and none and bf16 with DDL_OVERLAP=1 and
+# DDL_BUCKET_KB=OVERLAP_BUCKET_KB (default 32: the gradient in 3 buckets), EPOCHS epoch(s), alternated
+# REPEAT times; and the same 2 ranks on loopback (no namespaces, no shaping) as the peer. Prints medians of images/s and of the gradient all-reduce
 # time per step (comm_frac x the step time, from the run's summary line), and adds them to make
 # bench's table. Needs root and `ip netns` (skipped otherwise). Part of make bench
 # (BENCH_ONLY=twohost); never of make test.
@@ -31,41 +32,47 @@ summary() {
         awk '{ printf "%s %.3f\n", $1, $2 * 64 / $1 * 1000 }'
 }
 
-# two_hosts Z: one run of rank 0 in A and rank 1 in B with DDL_COMPRESS=Z; its summary
+# two_hosts Z O: one run of rank 0 in A and rank 1 in B with DDL_COMPRESS=Z DDL_OVERLAP=O; its summary
 two_hosts() {
-    port=$((33000 + ($$ + i * 11) % 2000))
-    ip netns exec "$A" env DDL_COMPRESS="$1" "$BUILD/bin/ddlrun" -n 1 --nodes 2 --node-rank 0 \
+    port=$((33000 + ($$ + i * 11 + $2 * 3) % 2000))
+    kb=0; [ "$2" = 1 ] && kb=${OVERLAP_BUCKET_KB:-32}   # overlap needs buckets below the gradient's 241 KiB
+    ip netns exec "$A" env DDL_COMPRESS="$1" DDL_OVERLAP="$2" DDL_BUCKET_KB=$kb "$BUILD/bin/ddlrun" -n 1 --nodes 2 --node-rank 0 \
         --master "10.79.0.1:$port" --timeout 60 -t tcp "$BUILD/bin/lenet" $ARGS > "$tmp/a" 2>&1 &
     pa=$!
-    ip netns exec "$B" env DDL_COMPRESS="$1" "$BUILD/bin/ddlrun" -n 1 --nodes 2 --node-rank 1 \
+    ip netns exec "$B" env DDL_COMPRESS="$1" DDL_OVERLAP="$2" DDL_BUCKET_KB=$kb "$BUILD/bin/ddlrun" -n 1 --nodes 2 --node-rank 1 \
         --master "10.79.0.1:$port" --timeout 60 -t tcp "$BUILD/bin/lenet" $ARGS > "$tmp/b" 2>&1
     wait $pa || { echo "   run failed:"; tail -n 3 "$tmp/a" "$tmp/b"; return 1; }
     summary "$tmp/a"
 }
 
 echo "== LeNet, 2 hosts x 1 rank over tcp, 1 Gbit/s (tbf burst 32kb), $EPOCHS epoch(s); $REPEAT alternated runs"
-for z in none bf16 fp16 loopback; do : > "$tmp/$z.ips"; : > "$tmp/$z.ar"; done
+CONFIGS=${TWOHOST_CONFIGS:-"none:0 bf16:0 fp16:0 none:1 bf16:1"}
+for k in none_0 bf16_0 fp16_0 none_1 bf16_1 loopback; do : > "$tmp/$k.ips"; : > "$tmp/$k.ar"; done
 i=0
 while [ $i -lt "$REPEAT" ]; do
-    for z in none bf16 fp16; do
-        two_hosts $z > "$tmp/one" && read -r ips ar < "$tmp/one" && echo "$ips" >> "$tmp/$z.ips" && echo "$ar" >> "$tmp/$z.ar" &&
-            echo "   run $((i + 1)) DDL_COMPRESS=$z: $ips images/s, all-reduce $ar ms per step"
+    for zo in $CONFIGS; do
+        z=${zo%:*}; o=${zo#*:}
+        two_hosts $z $o > "$tmp/one" && read -r ips ar < "$tmp/one" && echo "$ips" >> "$tmp/${z}_$o.ips" &&
+            echo "$ar" >> "$tmp/${z}_$o.ar" &&
+            echo "   run $((i + 1)) DDL_COMPRESS=$z DDL_OVERLAP=$o: $ips images/s, all-reduce $ar ms per step (exposed)"
     done
     "$BUILD/bin/ddlrun" -n 2 -t tcp "$BUILD/bin/lenet" $ARGS > "$tmp/l" 2>&1 && summary "$tmp/l" > "$tmp/one" &&
         read -r ips ar < "$tmp/one" && echo "$ips" >> "$tmp/loopback.ips" && echo "$ar" >> "$tmp/loopback.ar" &&
         echo "   run $((i + 1)) loopback (2 ranks, no link): $ips images/s, all-reduce $ar ms per step"
     i=$((i + 1))
 done
-for z in none bf16 fp16 loopback; do
-    eval "ips_$z=\$(median < \$tmp/$z.ips); ar_$z=\$(median < \$tmp/$z.ar)"
+for k in none_0 bf16_0 fp16_0 none_1 bf16_1 loopback; do
+    eval "ips_$k=\$(median < \$tmp/$k.ips); ar_$k=\$(median < \$tmp/$k.ar)"
 done
-echo "twohost: none_images_per_sec=$ips_none bf16_images_per_sec=$ips_bf16 fp16_images_per_sec=$ips_fp16" \
-     "loopback_images_per_sec=$ips_loopback none_allreduce_ms=$ar_none bf16_allreduce_ms=$ar_bf16 fp16_allreduce_ms=$ar_fp16"
-record "LeNet gradient all-reduce, ms/step, 2 hosts at 1 Gbit/s, bf16" "$ar_bf16" "ddl float32" "$ar_none" \
-    "$(ratio "$ar_none" "$ar_bf16")" ">= 1.8"
-record "LeNet gradient all-reduce, ms/step, 2 hosts at 1 Gbit/s, fp16" "$ar_fp16" "ddl float32" "$ar_none" \
-    "$(ratio "$ar_none" "$ar_fp16")" ">= 1.8"
-record "LeNet images/s, 2 hosts at 1 Gbit/s, float32" "$ips_none" "2 ranks on loopback" "$ips_loopback" \
-    "$(ratio "$ips_none" "$ips_loopback")" "-"
-record "LeNet images/s, 2 hosts at 1 Gbit/s, bf16" "$ips_bf16" "2 ranks on loopback" "$ips_loopback" \
-    "$(ratio "$ips_bf16" "$ips_loopback")" ">= 0.9 (with overlap)"
+echo "twohost: images_per_sec none=$ips_none_0 bf16=$ips_bf16_0 fp16=$ips_fp16_0 overlap=$ips_none_1" \
+     "overlap_bf16=$ips_bf16_1 loopback=$ips_loopback; allreduce_ms none=$ar_none_0 bf16=$ar_bf16_0 fp16=$ar_fp16_0"
+record "LeNet gradient all-reduce, ms/step, 2 hosts at 1 Gbit/s, bf16" "$ar_bf16_0" "ddl float32" "$ar_none_0" \
+    "$(ratio "$ar_none_0" "$ar_bf16_0")" ">= 1.8"
+record "LeNet gradient all-reduce, ms/step, 2 hosts at 1 Gbit/s, fp16" "$ar_fp16_0" "ddl float32" "$ar_none_0" \
+    "$(ratio "$ar_none_0" "$ar_fp16_0")" ">= 1.8"
+record "LeNet images/s, 2 hosts at 1 Gbit/s, DDL_OVERLAP=1" "$ips_none_1" "ddl without overlap" "$ips_none_0" \
+    "$(ratio "$ips_none_1" "$ips_none_0")" ">= 1.4"
+record "LeNet images/s, 2 hosts at 1 Gbit/s, overlap + bf16" "$ips_bf16_1" "2 ranks on loopback" "$ips_loopback" \
+    "$(ratio "$ips_bf16_1" "$ips_loopback")" ">= 0.9"
+record "LeNet images/s, 2 hosts at 1 Gbit/s, float32, no overlap" "$ips_none_0" "2 ranks on loopback" "$ips_loopback" \
+    "$(ratio "$ips_none_0" "$ips_loopback")" "-"
