@@ -14,7 +14,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 SIZES="-b 256K -e 8M -f 32"
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-median() { sort -n | awk '{a[NR]=$1} END {if (NR==0) print "-"; else if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
+. "$here/lib.sh"
 
 have_mpi=0
 if command -v mpirun >/dev/null 2>&1 && command -v mpicc >/dev/null 2>&1; then
@@ -47,4 +47,30 @@ if [ "$have_mpi" -eq 1 ]; then
     run "MPI_Allreduce" mpirun --oversubscribe -np 2 "$BUILD/bench/mpi_allreduce" $SIZES
 else
     echo "(mpi rows skipped: mpirun or mpicc missing)"
+fi
+
+# issue 12's all-reduce targets: shm against MPI_Allreduce in time at 4 KiB, 256 KiB and 64 MiB
+# (ddl <= 0.8x, 0.5x, 0.5x its time), alternated REPEAT times, 200 iterations (20 at 64 MiB)
+time_sizes() { # time_sizes NAME COMMAND...: time_us of 4 KiB, 256 KiB and 64 MiB appended to $tmp/NAME.{4K,256K,64M}
+    name=$1; shift
+    "$@" -b 4K -e 256K -f 64 --iters 200 > "$tmp/t" 2>&1 && "$@" -b 64M -e 64M > "$tmp/t2" 2>&1 || { tail -n 3 "$tmp/t"; return 1; }
+    awk '$1 == 4096 && $6 == "ok" {print $3}' "$tmp/t" >> "$tmp/$name.4K"
+    awk '$1 == 262144 && $6 == "ok" {print $3}' "$tmp/t" >> "$tmp/$name.256K"
+    awk '$1 == 67108864 && $6 == "ok" {print $3}' "$tmp/t2" >> "$tmp/$name.64M"
+}
+if [ "$have_mpi" -eq 1 ]; then
+    echo "== all-reduce time (us), 2 ranks, float32 sum: ddl over shm against Open MPI's MPI_Allreduce, median of $REPEAT alternated runs"
+    for k in shm mpi; do for z in 4K 256K 64M; do : > "$tmp/$k.$z"; done; done
+    i=0
+    while [ "$i" -lt "$REPEAT" ]; do
+        time_sizes shm "$BUILD/bin/ddl-bench" allreduce -t shm -n 2
+        time_sizes mpi mpirun --oversubscribe -np 2 "$BUILD/bench/mpi_allreduce"
+        i=$((i + 1))
+    done
+    for z in 4K 256K 64M; do
+        d=$(median < "$tmp/shm.$z"); m=$(median < "$tmp/mpi.$z")
+        t=">= 2 (0.5x its time)"; [ $z = 4K ] && t=">= 1.25 (0.8x its time)"
+        echo "   $z: ddl shm $d us, MPI_Allreduce $m us"
+        record "all-reduce time, us, 2 ranks over shm, $z" "$d" "Open MPI MPI_Allreduce" "$m" "$(ratio "$m" "$d")" "$t"
+    done
 fi

@@ -23,6 +23,12 @@ for t in tcp zmq; do
         pu=$(median < "$tmp/$t.plain.$b.us"); mu=$(median < "$tmp/$t.mac.$b.us")
         pb=$(median < "$tmp/$t.plain.$b.bw"); mb=$(median < "$tmp/$t.mac.$b.bw")
         echo "   $t $b bytes: no MAC $pu us ($pb GB/s busbw), MAC $mu us ($mb GB/s): busbw ratio $(ratio "$mb" "$pb")"
+        eval "us_${t}_$b=$pu; bw_${t}_$b=$pb"
         record "all-reduce busbw with DDL_MAC=1, $t, $((b / 1024)) KiB, GB/s" "$mb" "ddl without MACs" "$pb" "$(ratio "$mb" "$pb")" ">= 0.9 (issue 11)"
     done
 done
+# issue 12's zmq targets, from the runs without MACs: busbw >= 0.7x tcp's, latency <= 2x tcp's
+record "all-reduce busbw, GB/s, zmq, 1 MiB, 2 ranks on loopback" "$bw_zmq_1048576" "ddl tcp" "$bw_tcp_1048576" \
+    "$(ratio "$bw_zmq_1048576" "$bw_tcp_1048576")" ">= 0.7"
+record "all-reduce time, us, zmq, 4 KiB, 2 ranks on loopback" "$us_zmq_4096" "ddl tcp" "$us_tcp_4096" \
+    "$(ratio "$us_tcp_4096" "$us_zmq_4096")" ">= 0.5 (2x its time)"
