@@ -93,6 +93,22 @@ static inline ddl_comm_config make_config(int rank, int world, int timeout_ms)
     return cfg;
 }
 
+/* ranks_open: a comm for cfg, its creation CHECKed; NULL, with the reason on stderr, if it failed. */
+static inline ddl_comm *ranks_open(const ddl_comm_config *cfg)
+{
+    ddl_comm *c = NULL;
+    char err[DDL_ERR_BYTES] = "";
+    int st = ddl_comm_create(cfg, NULL, &c, err, sizeof err);
+    if (st != DDL_OK)
+        fprintf(stderr, "%s rank %d: create: %s: %s\n", ranks_transport, cfg->rank, ddl_strerror(st), err);
+    CHECK(st == DDL_OK);
+    if (st != DDL_OK) {
+        ddl_comm_destroy(c);
+        return NULL;
+    }
+    return c;
+}
+
 /* ranks_read_child: take rank's counts and values from its pipe; 1 if it reported its counts. */
 static inline int ranks_read_child(int fd, int rank)
 {

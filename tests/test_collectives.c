@@ -15,17 +15,7 @@
 static ddl_comm *open_comm(int rank, int world)
 {
     ddl_comm_config cfg = make_config(rank, world, TIMEOUT_MS);
-    ddl_comm *c = NULL;
-    char err[DDL_ERR_BYTES] = "";
-    int st = ddl_comm_create(&cfg, NULL, &c, err, sizeof err);
-    if (st != DDL_OK)
-        fprintf(stderr, "rank %d: create: %s: %s\n", rank, ddl_strerror(st), err);
-    CHECK(st == DDL_OK);
-    if (st != DDL_OK) {
-        ddl_comm_destroy(c);
-        return NULL;
-    }
-    return c;
+    return ranks_open(&cfg);
 }
 
 /* small integers, so every float sum is exact whatever the order */

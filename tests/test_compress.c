@@ -119,17 +119,14 @@ static ddl_comm *open_comm(int rank, int world, int codec)
 {
     ddl_comm_config cfg = make_config(rank, world, TIMEOUT_MS);
     cfg.compress = codec;
-    ddl_comm *c = NULL;
-    char err[DDL_ERR_BYTES] = "";
-    int st = ddl_comm_create(&cfg, NULL, &c, err, sizeof err);
-    if (st != DDL_OK)
-        fprintf(stderr, "rank %d: create: %s: %s\n", rank, ddl_strerror(st), err);
-    CHECK(st == DDL_OK);
-    return st == DDL_OK ? c : NULL;
+    return ranks_open(&cfg);
 }
 
 /* grad: rank r's gradient element i: magnitudes from 1e-6 to 1e2, either sign */
-static float grad(int r, size_t i) { return (float)(sin((double)i * 0.37 + r * 1.3) * pow(10.0, (double)(i % 9) - 6.0)); }
+static float grad(int r, size_t i)
+{
+    return (float)(sin((double)i * 0.37 + r * 1.3) * pow(10.0, (double)(i % 9) - 6.0));
+}
 
 static uint64_t crc_floats(const float *x, size_t n)
 {

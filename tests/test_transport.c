@@ -14,17 +14,7 @@
 static ddl_comm *open_comm_t(int rank, int world, int timeout_ms)
 {
     ddl_comm_config cfg = make_config(rank, world, timeout_ms);
-    ddl_comm *c = NULL;
-    char err[DDL_ERR_BYTES] = "";
-    int st = ddl_comm_create(&cfg, NULL, &c, err, sizeof err);
-    if (st != DDL_OK)
-        fprintf(stderr, "%s rank %d: create: %s: %s\n", ranks_transport, rank, ddl_strerror(st), err);
-    CHECK(st == DDL_OK);
-    if (st != DDL_OK) {
-        ddl_comm_destroy(c);
-        return NULL;
-    }
-    return c;
+    return ranks_open(&cfg);
 }
 
 static unsigned char pattern(int sender, size_t i) { return (unsigned char)(i * 131 + (size_t)sender * 17 + (i >> 12)); }

@@ -51,7 +51,7 @@ static void finish_mean(float *buf, size_t n, int world)
         buf[i] /= w;
 }
 
-static int check_args(ddl_comm *c, const void *buf, size_t count, int dtype, const char *what)
+int ddl__comm_check_args(ddl_comm *c, const void *buf, size_t count, int dtype, const char *what)
 {
     if (!c)
         return DDL_EINVAL;
@@ -129,8 +129,8 @@ static size_t n_pieces(size_t len, size_t per) { return (len + per - 1) / per; }
 
 /* ring_step: send segment sseg to the right, receive segment rseg from the left; with reduce,
  * the received piece goes through scratch and is combined into buf, else straight into buf. */
-static int ring_step(ddl_comm *c, unsigned char *buf, size_t esz, uint32_t s, ddl__seg ss, ddl__seg rs, int dtype, int op,
-                     int do_reduce)
+static int ring_step(ddl_comm *c, unsigned char *buf, size_t esz, uint32_t s, ddl__seg ss, ddl__seg rs, int dtype,
+                     int op, int do_reduce)
 {
     int n = c->world, right = (c->rank + 1) % n, left = (c->rank + n - 1) % n;
     size_t per = PIECE_BYTES / esz, ps = n_pieces(ss.len, per), pr = n_pieces(rs.len, per);
@@ -156,13 +156,15 @@ static int allreduce_ring(ddl_comm *c, void *buf, size_t count, int dtype, int o
     int n = c->world, r = c->rank;
     size_t esz = ddl__dtype_bytes(dtype);
     for (int s = 0; s < n - 1; s++) {
-        ddl__seg ss = ddl__ring_segment(count, n, (r - s + n) % n), rs = ddl__ring_segment(count, n, (r - s - 1 + 2 * n) % n);
+        ddl__seg ss = ddl__ring_segment(count, n, (r - s + n) % n);
+        ddl__seg rs = ddl__ring_segment(count, n, (r - s - 1 + 2 * n) % n);
         int st = ring_step(c, buf, esz, (uint32_t)s, ss, rs, dtype, op, 1);
         if (st != DDL_OK)
             return st;
     }
     for (int s = 0; s < n - 1; s++) {
-        ddl__seg ss = ddl__ring_segment(count, n, (r + 1 - s + n) % n), rs = ddl__ring_segment(count, n, (r - s + n) % n);
+        ddl__seg ss = ddl__ring_segment(count, n, (r + 1 - s + n) % n);
+        ddl__seg rs = ddl__ring_segment(count, n, (r - s + n) % n);
         int st = ring_step(c, buf, esz, (uint32_t)(n + s), ss, rs, dtype, op, 0);
         if (st != DDL_OK)
             return st;
@@ -172,7 +174,7 @@ static int allreduce_ring(ddl_comm *c, void *buf, size_t count, int dtype, int o
 
 int ddl_comm_allreduce(ddl_comm *c, void *buf, size_t count, int dtype, int op)
 {
-    int st = check_args(c, buf, count, dtype, "allreduce");
+    int st = ddl__comm_check_args(c, buf, count, dtype, "allreduce");
     if (st)
         return st;
     if (op != DDL_SUM && op != DDL_MEAN && op != DDL_MAX) {
@@ -263,7 +265,7 @@ static int bcast_chain(ddl_comm *c, unsigned char *buf, size_t bytes, int root)
 
 int ddl_comm_broadcast(ddl_comm *c, void *buf, size_t count, int dtype, int root)
 {
-    int st = check_args(c, buf, count, dtype, "broadcast");
+    int st = ddl__comm_check_args(c, buf, count, dtype, "broadcast");
     if (st)
         return st;
     if (root < 0 || root >= c->world) {
@@ -282,7 +284,7 @@ int ddl_comm_broadcast(ddl_comm *c, void *buf, size_t count, int dtype, int root
 
 int ddl_comm_allgather(ddl_comm *c, const void *send, void *recv, size_t count, int dtype)
 {
-    int st = check_args(c, send, count, dtype, "allgather");
+    int st = ddl__comm_check_args(c, send, count, dtype, "allgather");
     if (st)
         return st;
     if (count && !recv) {
@@ -298,7 +300,8 @@ int ddl_comm_allgather(ddl_comm *c, const void *send, void *recv, size_t count, 
     unsigned char *out = recv;
     memmove(out + (size_t)r * count * esz, send, count * esz);
     for (int s = 0; s < n - 1; s++) {
-        ddl__seg ss = {(size_t)((r - s + n) % n) * count, count}, rs = {(size_t)((r - s - 1 + 2 * n) % n) * count, count};
+        ddl__seg ss = {(size_t)((r - s + n) % n) * count, count};
+        ddl__seg rs = {(size_t)((r - s - 1 + 2 * n) % n) * count, count};
         if ((st = ring_step(c, out, esz, (uint32_t)s, ss, rs, dtype, 0, 0)) != DDL_OK)
             return st;
     }

@@ -88,8 +88,11 @@ static const char *op_name(int op)
 
 static const char *dtype_name(int dtype)
 {
-    return dtype == DDL_FLOAT32 ? "float32" : dtype == DDL_INT64 ? "int64" : dtype == DDL__WIRE_BF16 ? "float32 sent as bf16"
-           : dtype == DDL__WIRE_FP16 ? "float32 sent as fp16" : "bytes";
+    return dtype == DDL_FLOAT32      ? "float32"
+           : dtype == DDL_INT64      ? "int64"
+           : dtype == DDL__WIRE_BF16 ? "float32 sent as bf16"
+           : dtype == DDL__WIRE_FP16 ? "float32 sent as fp16"
+                                     : "bytes";
 }
 
 static const char *redop_name(int redop)
@@ -135,7 +138,10 @@ size_t ddl__dtype_bytes(int dtype) { return dtype == DDL_FLOAT32 ? 4 : dtype == 
 
 /* wire_bytes: bytes per element as a message size: the 16-bit formats of compress.c count as the
  * float32 the caller gave. */
-static size_t wire_bytes(int dtype) { return dtype == DDL__WIRE_BF16 || dtype == DDL__WIRE_FP16 ? 4 : ddl__dtype_bytes(dtype); }
+static size_t wire_bytes(int dtype)
+{
+    return dtype == DDL__WIRE_BF16 || dtype == DDL__WIRE_FP16 ? 4 : ddl__dtype_bytes(dtype);
+}
 
 /* ---- errors ---- */
 

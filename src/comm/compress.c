@@ -90,7 +90,10 @@ static float float_of_fp16(uint16_t h)
 }
 
 uint16_t ddl__half_of(int codec, float f) { return codec == DDL_COMPRESS_FP16 ? fp16_of(f) : bf16_of(f); }
-float ddl__float_of_half(int codec, uint16_t h) { return codec == DDL_COMPRESS_FP16 ? float_of_fp16(h) : float_of_bf16(h); }
+float ddl__float_of_half(int codec, uint16_t h)
+{
+    return codec == DDL_COMPRESS_FP16 ? float_of_fp16(h) : float_of_bf16(h);
+}
 
 /* ---- pieces ----
  * encode: q = v rounded to 16 bits (q may be NULL); the rounding error goes to res (may be NULL);
@@ -169,7 +172,10 @@ static void copy_received(int codec, float *dst, const uint16_t *q, size_t n)
 /* ---- the ring ---- */
 
 
-static size_t piece(size_t len, size_t j) { return len - j * PIECE_ELEMS < PIECE_ELEMS ? len - j * PIECE_ELEMS : PIECE_ELEMS; }
+static size_t piece(size_t len, size_t j)
+{
+    return len - j * PIECE_ELEMS < PIECE_ELEMS ? len - j * PIECE_ELEMS : PIECE_ELEMS;
+}
 
 /* step: send segment ss rounded (its errors to res), receive segment rs and add it (reduce) or
  * store it, one piece of each at a time. */
@@ -202,7 +208,7 @@ static int ring(ddl_comm *c, int codec, float *buf, size_t count, float *res)
         if ((st = step(c, codec, buf, res, (uint32_t)s, ddl__ring_segment(count, n, (r - s + n) % n),
                        ddl__ring_segment(count, n, (r - s - 1 + 2 * n) % n), 1)) != DDL_OK)
             return st;
-    ddl__seg mine = ddl__ring_segment(count, n, (r + 1) % n); /* fully reduced here: round it, as the others will see it */
+    ddl__seg mine = ddl__ring_segment(count, n, (r + 1) % n); /* reduced here: round it as the others see it */
     encode(codec, buf + mine.off, NULL, res ? res + mine.off : NULL, mine.len, 1);
     for (int s = 0; s < n - 1; s++)
         if ((st = step(c, codec, buf, NULL, (uint32_t)(n + s), ddl__ring_segment(count, n, (r + 1 - s + n) % n),
@@ -221,19 +227,16 @@ int ddl_comm_allreduce_compressed(ddl_comm *c, float *buf, size_t count, int op,
         return DDL_EINVAL;
     if (c->compress == DDL_COMPRESS_NONE || c->world == 1 || count < (size_t)c->world)
         return ddl_comm_allreduce(c, buf, count, DDL_FLOAT32, op);
-    if (c->status != DDL_OK)
-        return c->status;
+    int st = ddl__comm_check_args(c, buf, count, DDL_FLOAT32, "allreduce (compressed)");
+    if (st != DDL_OK)
+        return st;
     if (op != DDL_SUM && op != DDL_MEAN) {
         snprintf(c->err, sizeof c->err, "allreduce (compressed): op %d is not DDL_SUM or DDL_MEAN", op);
         return DDL_EINVAL;
     }
-    if (!buf || count > (size_t)1 << 58) {
-        snprintf(c->err, sizeof c->err, "allreduce (compressed): buf is NULL or count %zu is too large", count);
-        return DDL_EINVAL;
-    }
     /* the header says which 16 bits: ranks that disagree on DDL_COMPRESS fail with DDL_EMISMATCH */
-    int st = ddl__comm_begin(c, DDL__OP_ALLREDUCE, DDL__WIRE_BF16 + c->compress - DDL_COMPRESS_BF16, op, count, 0);
-    if (st != DDL_OK)
+    int wire = c->compress == DDL_COMPRESS_FP16 ? DDL__WIRE_FP16 : DDL__WIRE_BF16;
+    if ((st = ddl__comm_begin(c, DDL__OP_ALLREDUCE, wire, op, count, 0)) != DDL_OK)
         return st;
     if (residual)
         for (size_t i = 0; i < count; i++) { /* last step's rounding errors go out with this one */

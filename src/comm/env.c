@@ -144,10 +144,10 @@ int ddl_comm_config_from_env(ddl_comm_config *cfg, char *err, size_t err_bytes)
     static const char *const mac_n[] = {"DDL_MAC", NULL};
     cfg->mac = env_flag(mac_n);
     static const char *const overlap_n[] = {"DDL_OVERLAP", NULL}, *const bucket_n[] = {"DDL_BUCKET_KB", NULL};
-    int st2, found;
-    if ((st2 = env_int(overlap_n, &cfg->overlap, &found, err, err_bytes)) ||
-        (st2 = env_int(bucket_n, &cfg->bucket_kb, &found, err, err_bytes)))
-        return st2;
+    int found;
+    if ((st = env_int(overlap_n, &cfg->overlap, &found, err, err_bytes)) ||
+        (st = env_int(bucket_n, &cfg->bucket_kb, &found, err, err_bytes)))
+        return st;
     if (cfg->overlap < 0 || cfg->overlap > 1)
         return ddl__errf(err, err_bytes, DDL_EINVAL, "DDL_OVERLAP=%d: expected 0 or 1", cfg->overlap);
     if (cfg->bucket_kb < 0 || cfg->bucket_kb > (1 << 20))

@@ -129,6 +129,9 @@ typedef struct ddl__seg {
     size_t off, len; /* elements */
 } ddl__seg;
 ddl__seg ddl__ring_segment(size_t count, int n, int i);
+/* ddl__comm_check_args: a collective's arguments (what: its name, for the message): DDL_OK, the
+ * sticky status, or DDL_EINVAL with the reason in c->err (collectives.c). */
+int ddl__comm_check_args(ddl_comm *c, const void *buf, size_t count, int dtype, const char *what);
 /* ddl__dtype_bytes: 4 for float32, 8 for int64, 0 for anything else. */
 size_t ddl__dtype_bytes(int dtype);
 

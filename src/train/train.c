@@ -62,7 +62,8 @@ static void carve(ddl_trainer *t, ddl_arena *a, size_t n_train)
     t->opt_state = (float *)ddl_arena_alloc(a, ddl_optim_state_floats(&t->cfg.optim, t->m->n_params) * sizeof(float));
     t->rng_all = (ddl_rng *)ddl_arena_alloc(a, (size_t)t->world * sizeof(ddl_rng)); /* checkpoint.c */
     t->timing_all = (int64_t *)ddl_arena_alloc(a, 2 * (size_t)t->world * sizeof(int64_t)); /* watch.c */
-    t->n_buckets = t->world > 1 ? ddl__exchange_buckets_max(t->m->n_params, ddl_comm_bucket_bytes(t->cfg.comm) / 4) : 0;
+    size_t bucket_floats = ddl_comm_bucket_bytes(t->cfg.comm) / sizeof(float);
+    t->n_buckets = t->world > 1 ? ddl__exchange_buckets_max(t->m->n_params, bucket_floats) : 0;
     t->buckets = t->n_buckets ? (ddl__bucket *)ddl_arena_alloc(a, t->n_buckets * sizeof(ddl__bucket)) : NULL;
     t->residual = ddl_comm_compression(t->cfg.comm) != DDL_COMPRESS_NONE && t->world > 1
                       ? (float *)ddl_arena_alloc(a, t->m->n_params * sizeof(float))
@@ -276,15 +277,10 @@ int ddl_trainer_step(ddl_trainer *t, double *loss)
         ts[1] = ts[2] = ddl_timeline_now();
     }
     ts[3] = ddl_timeline_now();
-    if (t->cfg.comm) {
-        int rc;
-        if (t->buckets) {
-            if (n == 0) /* no backward ran: every bucket is cut now */
-                ddl__exchange_begin(&t->xch);
-            rc = ddl__exchange_finish(&t->xch);
-        } else {
-            rc = ddl_comm_allreduce(t->cfg.comm, t->m->grads, t->m->n_params, DDL_FLOAT32, DDL_SUM);
-        }
+    if (t->buckets) { /* 2 ranks or more */
+        if (n == 0)   /* no backward ran: every bucket is cut now */
+            ddl__exchange_begin(&t->xch);
+        int rc = ddl__exchange_finish(&t->xch);
         if (rc != DDL_OK)
             return fail(t, rc, "gradient all-reduce");
     }
