@@ -821,7 +821,7 @@ struct ddl_model_plugin {
  * Calls return DDL_OK or a DDL_E* code, with the detail for error(). Optional members may be
  * NULL. */
 
-#define DDL_TRANSPORT_VERSION 2 /* 2 added interrupt; a version 1 transport still works without it */
+#define DDL_TRANSPORT_VERSION 3 /* 2 added interrupt, 3 allgather; older transports still work without them */
 #define DDL_HEADER_BYTES 32
 
 struct ddl_transport {
@@ -851,6 +851,15 @@ struct ddl_transport {
      * rank `culprit` stopped responding. The wait in progress, and every later one, must end
      * within about 200 ms with DDL_ETIMEDOUT; close() stays safe. It may only set a flag. */
     void (*interrupt)(void *state, int culprit);
+    /* allgather: optional (version 3), a latency path for small collectives where ranks share
+     * memory: every rank posts (hdr, buf[bytes]) at once, bytes <= allgather_max, and gets every
+     * other rank r's header copied to hdrs + r * DDL_HEADER_BYTES and views[r] pointing at its
+     * payload, readable until this rank's next allgather. A rank that posted another length, or
+     * that sent a point-to-point message instead, gives DDL_EMISMATCH with its header in hdrs
+     * (the others' zeroed or filled). */
+    int (*allgather)(void *state, const void *hdr, const void *buf, size_t bytes, void *hdrs, const void **views,
+                     int timeout_ms);
+    size_t allgather_max;
 };
 
 /* ---- the compute core: threads, arena, random numbers, checksums ---- */

@@ -227,8 +227,12 @@ static void rank_main(int rank, int world, void *arg)
 /* ---- mismatches ---- */
 
 struct mismatch {
-    int kind; /* 0: counts differ, 1: ops differ, 2: allreduce vs broadcast, 3: native counts differ */
+    int kind; /* 0: counts differ, 1: ops differ, 2: allreduce vs broadcast, 3: native counts differ,
+               * 4: a small all-reduce against a large one, 5: barrier against a small all-reduce */
 };
+
+#define MISMATCH_KINDS 6
+#define LARGE_COUNT 100003
 
 static void rank_mismatch(int rank, int world, void *arg)
 {
@@ -236,10 +240,18 @@ static void rank_mismatch(int rank, int world, void *arg)
     ddl_comm *c = open_comm(rank, world);
     if (!c)
         return;
-    float buf[64] = {0};
+    float *buf = calloc(LARGE_COUNT, sizeof(float));
+    CHECK(buf != NULL);
+    if (!buf)
+        return;
     CHECK(ddl_comm_allreduce(c, buf, 8, DDL_FLOAT32, DDL_SUM) == DDL_OK); /* #0 agrees */
     int st;
-    if (m->kind == 0)
+    double t0 = ranks_now();
+    if (m->kind == 4) /* ranks sharing memory: the small one takes another path than the large one */
+        st = ddl_comm_allreduce(c, buf, rank ? LARGE_COUNT : 10, DDL_FLOAT32, DDL_SUM);
+    else if (m->kind == 5)
+        st = rank ? ddl_comm_allreduce(c, buf, 10, DDL_FLOAT32, DDL_SUM) : ddl_comm_barrier(c);
+    else if (m->kind == 0)
         st = ddl_comm_allreduce(c, buf, rank ? 20 : 10, DDL_FLOAT32, DDL_SUM);
     else if (m->kind == 1)
         st = ddl_comm_allreduce(c, buf, 10, DDL_FLOAT32, rank ? DDL_MAX : DDL_SUM);
@@ -250,6 +262,7 @@ static void rank_mismatch(int rank, int world, void *arg)
         st = rank ? ddl_comm_broadcast(c, buf, 10, DDL_INT64, 0) : ddl_comm_allreduce(c, buf, 10, DDL_FLOAT32, DDL_SUM);
     const char *e = ddl_comm_error(c);
     CHECK(st == DDL_EMISMATCH);
+    CHECK(ranks_now() - t0 < TIMEOUT_MS / 4000.0); /* found out, not timed out */
     char me[32], other[32];
     snprintf(me, sizeof me, "rank %d", rank);
     snprintf(other, sizeof other, "rank %d", 1 - rank);
@@ -262,6 +275,10 @@ static void rank_mismatch(int rank, int world, void *arg)
         CHECK(strstr(e, "native all-reduce") && strstr(e, "rank 0 has 10") && strstr(e, "rank 1 has 20"));
     if (m->kind == 2)
         CHECK(strstr(e, "allreduce(sum) #1 of 10 float32") && strstr(e, "broadcast(root 0) #1 of 10 int64"));
+    if (m->kind == 4)
+        CHECK(strstr(e, "allreduce(sum) #1 of 10 float32") && strstr(e, "allreduce(sum) #1 of 100003 float32"));
+    if (m->kind == 5)
+        CHECK(strstr(e, "allreduce(sum) #1 of 10 float32") && strstr(e, "barrier #1"));
     if (!(st == DDL_EMISMATCH && strstr(e, me) && strstr(e, other)))
         fprintf(stderr, "mismatch %d rank %d: %s: %s\n", m->kind, rank, ddl_strerror(st), e);
     /* sticky: the same status and message afterwards */
@@ -271,6 +288,7 @@ static void rank_mismatch(int rank, int world, void *arg)
     CHECK(ddl_comm_allreduce(c, buf, 8, DDL_FLOAT32, DDL_SUM) == DDL_EMISMATCH);
     CHECK(strcmp(saved, ddl_comm_error(c)) == 0);
     ddl_comm_destroy(c);
+    free(buf);
 }
 
 /* ---- one process ---- */
@@ -310,7 +328,7 @@ int main(void)
             printf("%s: %d ranks: %.1f s\n", names[t], worlds[w], ranks_now() - t0);
             fflush(stdout);
         }
-        for (int kind = 0; kind < 4; kind++) {
+        for (int kind = 0; kind < MISMATCH_KINDS; kind++) {
             if (kind == 3 && strcmp(names[t], "shm") != 0)
                 continue; /* only shm has a native all-reduce here */
             struct mismatch m = {kind};

@@ -174,7 +174,7 @@ static int run_rank(ddl_comm *c, const opts *o)
         failed |= !ok;
         if (r == 0) {
             double alg = secs > 0 ? (double)bytes / secs / 1e9 : 0;
-            printf("%12zu %12zu %12.1f %10.3f %10.3f %6s\n", bytes, count, secs * 1e6, alg,
+            printf("%12zu %12zu %12.2f %10.3f %10.3f %6s\n", bytes, count, secs * 1e6, alg,
                    alg * 2.0 * (n - 1) / n, ok ? "ok" : "FAIL");
             fflush(stdout);
         }

@@ -36,6 +36,7 @@
 #define SMALL_BYTES ((size_t)64 << 10)
 #define CHUNK_BYTES ((size_t)1 << 30)
 #define MAX_PAYLOAD ((uint64_t)1 << 40)
+#define MISMATCH_SEND_MS 200 /* after a mismatched receive: how long our send may wait to be taken */
 #define EPOCHS 16383 /* tags are 2 epoch and 2 epoch + 1: below MPI's guaranteed MPI_TAG_UB of 32767 */
 #define MP_MAX_WORLD (1 << 20)
 
@@ -412,17 +413,23 @@ static int mp_exchange(void *state, int to, const void *send_hdr, const void *se
         timeout_ms = s->timeout_ms;
     int64_t deadline_ms = ddl__now_ms() + timeout_ms;
     int mismatch = 0;
+    int64_t mismatch_ms = 0;
     for (long round = 0; st == DDL_OK && (ds.stage != 2 || dr.stage != 2); round++) {
         if ((st = test_dir(s, &ds, 1, NULL)) != DDL_OK)
             break;
         if ((st = test_dir(s, &dr, 0, recv_hdr)) == DDL_EMISMATCH) { /* finish our send, then report */
             mismatch = 1;
+            mismatch_ms = ddl__now_ms();
             dr.stage = 2;
             st = DDL_OK;
             memcpy(s->rbuf, s->err, sizeof s->err < SMALL_BYTES ? sizeof s->err : SMALL_BYTES);
         }
         if (st != DDL_OK)
             break;
+        if (mismatch && (round & 63) == 63 && ddl__now_ms() - mismatch_ms >= MISMATCH_SEND_MS) {
+            give_up(s, &ds.req); /* a peer in another call may never take a large payload */
+            break;
+        }
         if ((round & 63) == 63 && (ddl__now_ms() >= deadline_ms || atomic_load(&s->stalled)))
             st = exchange_timeout(s, &ds, &dr, timeout_ms);
         else

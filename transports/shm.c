@@ -1,7 +1,8 @@
 /* shm.c - the shared-memory transport: the ranks of one host exchange messages through one
  * POSIX shared-memory segment "/ddl-<job>" ("/ddl-u<uid>" without a job id), with one
- * single-producer single-consumer byte ring per ordered pair of ranks, and offer a native
- * float32 sum all-reduce in the segment.
+ * single-producer single-consumer byte ring per ordered pair of ranks, offer a native
+ * float32 sum all-reduce in the segment, and a latency path for small collectives (allgather:
+ * each rank writes its part once into its own slot and raises a flag; the others copy it out).
  * It owns the segment's lifetime (rank 0 creates it 0600 with O_EXCL and unlinks it as soon as
  * every rank has attached, so a crash leaves nothing behind; without a job id it keeps the name
  * until it closes, so that a second job started alongside finds it and fails instead of meeting
@@ -26,9 +27,10 @@
 #include <unistd.h>
 
 #define SHM_MAGIC 0x314d48534c4444ull /* "DDLSHM1" */
-#define SHM_VERSION 2
+#define SHM_VERSION 3
 #define SHM_MAX_WORLD 256
 #define NATIVE_FLOATS ((size_t)256 << 10) /* floats per rank and chunk of the native all-reduce */
+#define POST_BYTES ((size_t)16 << 10)      /* payload per rank and parity of the small-message path */
 #define SPINS 2000                       /* polls before sleeping */
 #define LIVENESS_MS 20                   /* how often a waiting rank checks every peer's pid */
 #define PREFIX 40                        /* frame: u64 payload length + 32-byte header */
@@ -40,7 +42,8 @@ enum { RANK_EMPTY = 0, RANK_ATTACHED = 1, RANK_LEFT = 2 };
 
 /* ---- segment layout ----
  * [seg_hdr (4 KiB)] [rank_slot x world] [ring x world*world] [native: (world + 1) x NATIVE_FLOATS]
- * ring (from, to) is written only by `from` and read only by `to`. */
+ * [post: world x 2 parities x (post_hdr + POST_BYTES)]
+ * ring (from, to) and rank r's posts are written only by `from` and r. */
 
 typedef struct seg_hdr {
     _Atomic uint64_t magic; /* written last by rank 0: the rest is valid */
@@ -70,6 +73,15 @@ typedef struct ring_hdr {
     char pad2[LINE - 8];
 } ring_hdr;
 
+/* post_hdr: one rank's part of small collective number `epoch` (counted from 1; parity epoch % 2),
+ * valid once epoch is stored; followed by its payload. */
+typedef struct post_hdr {
+    _Atomic uint64_t epoch;
+    uint64_t bytes;
+    unsigned char ddl_hdr[DDL_HEADER_BYTES];
+    char pad[LINE - 16 - DDL_HEADER_BYTES];
+} post_hdr;
+
 typedef struct shm_state {
     int rank, world, fd, attached_all, unlinked, created, jobless;
     size_t map_bytes, ring_bytes;
@@ -78,7 +90,8 @@ typedef struct shm_state {
     rank_slot *slots;
     unsigned char *rings;
     float *native;
-    uint64_t epoch;
+    unsigned char *posts;
+    uint64_t epoch, post_epoch;
     uint64_t *pos; /* [2 * world] after this struct: head of ring (rank, to), then tail of ring (from, rank);
                     * this rank's own index is kept here, never read back from the segment */
     char name[160];
@@ -95,9 +108,16 @@ static size_t off_native(int world, size_t rb)
 {
     return ddl__align_up(off_rings(world) + (size_t)world * (size_t)world * ring_stride(rb));
 }
-static size_t total_bytes(int world, size_t rb)
+static size_t off_posts(int world, size_t rb)
 {
     return off_native(world, rb) + (size_t)(world + 1) * NATIVE_FLOATS * sizeof(float);
+}
+static size_t post_stride(void) { return sizeof(post_hdr) + POST_BYTES; }
+static size_t total_bytes(int world, size_t rb) { return off_posts(world, rb) + (size_t)world * 2 * post_stride(); }
+
+static post_hdr *post_at(shm_state *s, int r, uint64_t epoch)
+{
+    return (post_hdr *)(s->posts + ((size_t)r * 2 + (size_t)(epoch & 1)) * post_stride());
 }
 
 static ring_hdr *ring_at(shm_state *s, int from, int to)
@@ -364,6 +384,18 @@ static int pull(shm_state *s, int from, frame *f, size_t *moved)
     return st;
 }
 
+/* posted_ahead: rank r has posted the next small collective, which this rank has not joined. */
+static int posted_ahead(shm_state *s, int r)
+{
+    uint64_t next = s->post_epoch + 1;
+    return atomic_load_explicit(&post_at(s, r, next)->epoch, memory_order_acquire) == next;
+}
+
+static int has_data(shm_state *s, int from)
+{
+    return atomic_load_explicit(&ring_at(s, from, s->rank)->head, memory_order_acquire) != s->pos[s->world + from];
+}
+
 static int shm_exchange(void *state, int to, const void *send_hdr, const void *send_buf, size_t send_bytes,
                         int from, void *recv_hdr, void *recv_buf, size_t recv_bytes, int timeout_ms)
 {
@@ -400,6 +432,14 @@ static int shm_exchange(void *state, int to, const void *send_hdr, const void *s
             continue;
         }
         int who = !recv_done ? from : to;
+        if (posted_ahead(s, who)) { /* it is in a small collective, this rank in another one */
+            if (!recv_done && in.pos == 0 && has_data(s, from)) /* sent before it posted: take it */
+                continue;
+            if (!recv_done && in.pos == 0)
+                memcpy(recv_hdr, post_at(s, from, s->post_epoch + 1)->ddl_hdr, DDL_HEADER_BYTES);
+            return fail(s, DDL_EMISMATCH, "rank %d is in a small collective while rank %d %s", who, s->rank,
+                        !recv_done ? "waits for its message" : "sends to it");
+        }
         st = idle(s, &w, bell, who, timeout_ms, !recv_done ? "a message" : "room to send");
         if (st != DDL_OK)
             return st;
@@ -470,6 +510,76 @@ static int shm_allreduce(void *state, float *buf, size_t count, int timeout_ms)
     return DDL_OK;
 }
 
+/* ---- small collectives ----
+ * Rank r writes its header and payload into its post of this epoch's parity and stores the
+ * epoch last; the others wait for it and read it in place. A post of parity p is rewritten
+ * two epochs later, which its writer only reaches after every rank posted the epoch between,
+ * so after every rank finished reading it. */
+
+/* pending_message: rank `from` has not posted this epoch but sent us a point-to-point message:
+ * it is in another collective. Its header goes to hdr (the comm describes both sides). */
+static int pending_message(shm_state *s, int from, unsigned char *hdr)
+{
+    ring_hdr *r = ring_at(s, from, s->rank);
+    uint64_t tail = s->pos[s->world + from];
+    uint64_t head = atomic_load_explicit(&r->head, memory_order_acquire);
+    if (head - tail < PREFIX || head - tail > s->ring_bytes)
+        return 0;
+    unsigned char prefix[PREFIX];
+    copy_out((const unsigned char *)(r + 1), s->ring_bytes, tail, prefix, PREFIX);
+    memcpy(hdr, prefix + 8, DDL_HEADER_BYTES);
+    return 1;
+}
+
+static int shm_allgather(void *state, const void *hdr, const void *buf, size_t bytes, void *hdrs, const void **views,
+                         int timeout_ms)
+{
+    shm_state *s = state;
+    unsigned char *hout = hdrs;
+    if (bytes > POST_BYTES)
+        return fail(s, DDL_EINVAL, "small collective of %zu bytes: more than the %zu of a post", bytes, POST_BYTES);
+    uint64_t e = ++s->post_epoch;
+    post_hdr *mine = post_at(s, s->rank, e);
+    if (bytes)
+        memcpy(mine + 1, buf, bytes);
+    mine->bytes = bytes;
+    memcpy(mine->ddl_hdr, hdr, DDL_HEADER_BYTES);
+    atomic_store_explicit(&mine->epoch, e, memory_order_release);
+    for (int i = 0; i < s->world; i++)
+        if (i != s->rank)
+            ring_bell(s, i);
+    memcpy(hout + (size_t)s->rank * DDL_HEADER_BYTES, hdr, DDL_HEADER_BYTES);
+    int next = (s->rank + 1) % s->world; /* peers in turn, starting after this rank */
+    waiter w = {0, 0, 0, 0};
+    while (next != s->rank) {
+        uint32_t bell = atomic_load(&s->slots[s->rank].doorbell);
+        post_hdr *p = post_at(s, next, e);
+        uint64_t got = atomic_load_explicit(&p->epoch, memory_order_acquire);
+        unsigned char *h = hout + (size_t)next * DDL_HEADER_BYTES;
+        if (got == e) {
+            memcpy(h, p->ddl_hdr, DDL_HEADER_BYTES);
+            if (p->bytes != bytes)
+                return fail(s, DDL_EMISMATCH, "rank %d posted %llu bytes, rank %d %zu", next,
+                            (unsigned long long)p->bytes, s->rank, bytes);
+            views[next] = p + 1;
+            next = (next + 1) % s->world;
+            waiter_progress(&w);
+            continue;
+        }
+        if (got > e || (got != 0 && got + 2 != e))
+            return fail(s, DDL_EPROTO, "shared memory %s is corrupt: rank %d's post holds epoch %llu, rank %d is "
+                        "at %llu; rank %d stops", s->name, next, (unsigned long long)got, s->rank,
+                        (unsigned long long)e, s->rank);
+        if (pending_message(s, next, h) && atomic_load_explicit(&p->epoch, memory_order_acquire) != e)
+            return fail(s, DDL_EMISMATCH, "rank %d sent a message while rank %d waited in a small collective", next,
+                        s->rank);
+        int st = idle(s, &w, bell, next, timeout_ms, "a small collective");
+        if (st != DDL_OK)
+            return st;
+    }
+    return DDL_OK;
+}
+
 /* ---- open and close ---- */
 
 static void seg_name(shm_state *s, const char *job)
@@ -512,6 +622,7 @@ static int map_segment(shm_state *s, size_t bytes)
     s->slots = (rank_slot *)(s->map + off_slots());
     s->rings = s->map + off_rings(s->world);
     s->native = (float *)(s->map + off_native(s->world, s->ring_bytes));
+    s->posts = s->map + off_posts(s->world, s->ring_bytes);
     return DDL_OK;
 }
 
@@ -805,6 +916,8 @@ static const ddl_transport shm_transport = {
     .close = shm_close,
     .exchange = shm_exchange,
     .allreduce = shm_allreduce,
+    .allgather = shm_allgather,
+    .allgather_max = POST_BYTES,
     .error = shm_error,
     .peer_address = shm_peer_address,
     .interrupt = shm_interrupt,

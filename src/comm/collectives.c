@@ -112,6 +112,38 @@ static int allreduce_rd(ddl_comm *c, void *buf, size_t count, int dtype, int op)
     return DDL_OK;
 }
 
+/* ---- allreduce: posted (small, ranks sharing memory) ----
+ * Every rank posts its vector and reads everyone's in place, then combines them in the order
+ * of recursive doubling above (pairs below 2 rem first, then a binary tree over the p
+ * survivors, lower ranks' value first), so the result is bit for bit the one allreduce_rd
+ * gives. Partial results go to scratch, the last combination into buf. */
+
+static int allreduce_posted(ddl_comm *c, void *buf, size_t count, int dtype, int op)
+{
+    int n = c->world, p = 1;
+    size_t bytes = count * ddl__dtype_bytes(dtype);
+    const void *v[DDL__MAX_POST_RANKS]; /* v[r]: rank r's value, then partial results */
+    int st = ddl__comm_post(c, buf, bytes, v);
+    if (st != DDL_OK)
+        return st;
+    while (p * 2 <= n)
+        p *= 2;
+    int rem = n - p;
+    for (int r = 1; r < 2 * rem; r += 2) {
+        unsigned char *dst = c->scratch + (size_t)r * bytes;
+        reduce(dst, v[r - 1], v[r], count, dtype, op);
+        v[r] = dst;
+    }
+    for (int mask = 1; mask < p; mask <<= 1)
+        for (int vr = 0; vr + mask < p; vr += 2 * mask) {
+            int lo = real_rank(vr, rem), hi = real_rank(vr + mask, rem);
+            unsigned char *dst = 2 * mask == p ? (unsigned char *)buf : c->scratch + (size_t)lo * bytes;
+            reduce(dst, v[lo], v[hi], count, dtype, op);
+            v[lo] = dst;
+        }
+    return DDL_OK; /* n >= 2, so p >= 2 and the last combination went into buf */
+}
+
 /* ---- allreduce: ring (large) ----
  * The vector is cut into n segments (the first count % n one element longer). Reduce-scatter:
  * in step s rank r sends its partial of segment (r - s) to r + 1 and adds the partial of
@@ -199,6 +231,8 @@ int ddl_comm_allreduce(ddl_comm *c, void *buf, size_t count, int dtype, int op)
             return ddl__comm_fail(c, st, "native allreduce #%u of %zu float32: %s", c->cur.seq, count,
                                   e && e[0] ? e : ddl_strerror(st));
         }
+    } else if (ddl__comm_can_post(c, count * ddl__dtype_bytes(dtype))) {
+        st = allreduce_posted(c, buf, count, dtype, sum_op);
     } else if (count * ddl__dtype_bytes(dtype) <= SMALL_BYTES || count < (size_t)c->world) {
         st = allreduce_rd(c, buf, count, dtype, sum_op);
     } else {
@@ -299,6 +333,15 @@ int ddl_comm_allgather(ddl_comm *c, const void *send, void *recv, size_t count, 
     size_t esz = ddl__dtype_bytes(dtype);
     unsigned char *out = recv;
     memmove(out + (size_t)r * count * esz, send, count * esz);
+    if (ddl__comm_can_post(c, count * esz)) {
+        const void *v[DDL__MAX_POST_RANKS];
+        if ((st = ddl__comm_post(c, out + (size_t)r * count * esz, count * esz, v)) != DDL_OK)
+            return st;
+        for (int k = 0; k < n; k++)
+            if (k != r)
+                memcpy(out + (size_t)k * count * esz, v[k], count * esz);
+        return DDL_OK;
+    }
     for (int s = 0; s < n - 1; s++) {
         ddl__seg ss = {(size_t)((r - s + n) % n) * count, count};
         ddl__seg rs = {(size_t)((r - s - 1 + 2 * n) % n) * count, count};
@@ -316,6 +359,10 @@ int ddl_comm_barrier(ddl_comm *c)
     if (st)
         return st;
     int n = c->world;
+    if (ddl__comm_can_post(c, 0)) {
+        const void *v[DDL__MAX_POST_RANKS];
+        return ddl__comm_post(c, NULL, 0, v);
+    }
     for (int k = 1; k < n; k <<= 1) {
         st = ddl__comm_xchg(c, (c->rank + k) % n, (uint32_t)k, NULL, 0, (c->rank - k + n) % n, (uint32_t)k, NULL, 0);
         if (st != DDL_OK)

@@ -313,6 +313,38 @@ int ddl__comm_xchg(ddl_comm *c, int to, uint32_t send_step, const void *send_buf
     return DDL_OK;
 }
 
+int ddl__comm_can_post(const ddl_comm *c, size_t bytes)
+{
+    return c->post_max && c->world <= DDL__MAX_POST_RANKS && bytes <= c->post_max &&
+           (size_t)c->world * bytes <= DDL__SCRATCH_BYTES;
+}
+
+int ddl__comm_post(ddl_comm *c, const void *buf, size_t bytes, const void **views)
+{
+    unsigned char sh[DDL_HEADER_BYTES];
+    if (c->status != DDL_OK)
+        return c->status;
+    hdr h = hdr_of_call(&c->cur, c->rank, 0);
+    hdr_pack(sh, &h);
+    memset(c->posted, 0, (size_t)c->world * DDL_HEADER_BYTES);
+    views[c->rank] = buf;
+    int st = c->tp->allgather(c->state, sh, buf, bytes, c->posted, views, c->timeout_ms);
+    if (st != DDL_OK && st != DDL_EMISMATCH)
+        return fail_transport(c, st, -1, -1);
+    for (int r = 0; r < c->world; r++) {
+        const unsigned char *raw = c->posted + (size_t)r * DDL_HEADER_BYTES;
+        if (r == c->rank || (st != DDL_OK && get32(raw) == 0))
+            continue; /* ours, or not posted before another rank's mismatch */
+        hdr want = hdr_of_call(&c->cur, r, 0);
+        memcpy(c->last_sent + (size_t)r * DDL_HEADER_BYTES, sh, DDL_HEADER_BYTES);
+        if (check_header(c, r, raw, &want, st == DDL_OK) != DDL_OK)
+            return c->status;
+    }
+    if (st != DDL_OK) /* the transport saw a mismatch the headers do not show */
+        return fail_transport(c, st, -1, -1);
+    return DDL_OK;
+}
+
 int ddl__comm_begin(ddl_comm *c, int op, int dtype, int redop, size_t count, int arg)
 {
     if (!c)

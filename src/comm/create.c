@@ -32,7 +32,7 @@ static int check_config(const ddl_comm_config *cfg, char *err, size_t n)
     return DDL_OK;
 }
 
-/* layout: [comm | state | scratch | p2p_sent | p2p_recvd | last_sent | hb peers | hb cards],
+/* layout: [comm | state | scratch | p2p_sent | p2p_recvd | last_sent | posted | hb peers | hb cards],
  * each DDL_ALIGN-aligned. */
 static size_t comm_layout(const ddl_comm_config *cfg, size_t *off_state, size_t *off_scratch, size_t *off_seq,
                           size_t *off_hb)
@@ -47,7 +47,7 @@ static size_t comm_layout(const ddl_comm_config *cfg, size_t *off_state, size_t 
         *off_scratch = n;
     }
     *off_seq = n;
-    n += ddl__align_up((size_t)cfg->world_size * (2 * sizeof(uint32_t) + DDL_HEADER_BYTES));
+    n += ddl__align_up((size_t)cfg->world_size * (2 * sizeof(uint32_t) + 2 * DDL_HEADER_BYTES));
     *off_hb = n;
     if (cfg->world_size > 1 && cfg->heartbeat_timeout_ms > 0)
         n += ddl__align_up((size_t)cfg->world_size * (sizeof(ddl__hb_peer) + DDL__HB_CARD_BYTES));
@@ -70,6 +70,7 @@ static ddl_comm *comm_alloc(const ddl_comm_config *cfg, const ddl_allocator *all
     c->p2p_sent = (uint32_t *)(base + off_seq);
     c->p2p_recvd = c->p2p_sent + cfg->world_size;
     c->last_sent = (unsigned char *)(c->p2p_recvd + cfg->world_size);
+    c->posted = c->last_sent + (size_t)cfg->world_size * DDL_HEADER_BYTES;
     c->hb.peers = (ddl__hb_peer *)(base + off_hb);
     c->hb_cards = base + off_hb + (size_t)cfg->world_size * sizeof(ddl__hb_peer);
     c->hb.fd = c->hb.wake_fd = -1;
@@ -117,6 +118,8 @@ int ddl_comm_create(const ddl_comm_config *cfg_in, const ddl_allocator *alloc, d
     c->log = cfg.log;
     c->log_ud = cfg.log_ud;
     c->native = cfg.native_allreduce && c->tp && c->tp->allreduce;
+    if (c->tp && c->tp->version >= 3 && c->tp->allgather) /* older transports end before these members */
+        c->post_max = c->tp->allgather_max;
     c->compress = cfg.compress;
     c->overlap = cfg.overlap;
     c->bucket_bytes = (size_t)(cfg.bucket_kb ? cfg.bucket_kb : 25600) << 10;

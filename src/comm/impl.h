@@ -25,6 +25,7 @@ enum { DDL__WIRE_BF16 = 16, DDL__WIRE_FP16 = 17 };
 /* Bytes of the scratch buffer sized at create time: the largest piece one exchange of a
  * reduction receives, and the limit of the latency-optimal (recursive doubling) algorithm. */
 #define DDL__SCRATCH_BYTES ((size_t)1 << 20)
+#define DDL__MAX_POST_RANKS 256 /* ranks of the small-collective path (ddl__comm_post) */
 
 /* What one collective call (or one p2p message) is: every header of the call says this, and
  * every received header must say the same. */
@@ -88,6 +89,8 @@ struct ddl_comm {
     uint32_t *p2p_sent;        /* [world] messages sent to each peer */
     uint32_t *p2p_recvd;       /* [world] messages received from each peer */
     unsigned char *last_sent;  /* [world][DDL_HEADER_BYTES] last header sent to each peer */
+    unsigned char *posted;     /* [world][DDL_HEADER_BYTES] headers of the last small collective */
+    size_t post_max;           /* bytes a small collective may post (tp->allgather; 0: none) */
     unsigned char *scratch;    /* DDL__SCRATCH_BYTES, DDL_ALIGN-aligned */
     ddl__call cur;             /* the call in progress */
     ddl_log_fn log;
@@ -106,6 +109,11 @@ int ddl__comm_begin(ddl_comm *c, int op, int dtype, int redop, size_t count, int
  * sticky error and returns it. */
 int ddl__comm_xchg(ddl_comm *c, int to, uint32_t send_step, const void *send_buf, size_t send_bytes, int from,
                    uint32_t recv_step, void *recv_buf, size_t recv_bytes);
+/* ddl__comm_post: the small-collective path of transports whose ranks share memory: post
+ * (buf, bytes) and point views[r] at every rank r's (views[rank] at buf), readable until the
+ * next post; headers checked. Only when ddl__comm_can_post(c, bytes). */
+int ddl__comm_post(ddl_comm *c, const void *buf, size_t bytes, const void **views);
+int ddl__comm_can_post(const ddl_comm *c, size_t bytes);
 /* ddl__comm_fail: set the sticky error (first failure wins) with a message; returns c->status. */
 int ddl__comm_fail(ddl_comm *c, int status, const char *fmt, ...) DDL__PRINTF(3, 4);
 /* ddl__hb_card: set c->hb up (key, UDP socket) and write our card into card; c->hb.peers must

@@ -50,10 +50,10 @@ else
 fi
 
 # issue 12's all-reduce targets: shm against MPI_Allreduce in time at 4 KiB, 256 KiB and 64 MiB
-# (ddl <= 0.8x, 0.5x, 0.5x its time), alternated REPEAT times, 200 iterations (20 at 64 MiB)
+# (ddl <= 0.8x, 0.5x, 0.5x its time), alternated REPEAT times, 2000 iterations after 200 untimed (20 at 64 MiB)
 time_sizes() { # time_sizes NAME COMMAND...: time_us of 4 KiB, 256 KiB and 64 MiB appended to $tmp/NAME.{4K,256K,64M}
     name=$1; shift
-    "$@" -b 4K -e 256K -f 64 --iters 200 > "$tmp/t" 2>&1 && "$@" -b 64M -e 64M > "$tmp/t2" 2>&1 || { tail -n 3 "$tmp/t"; return 1; }
+    "$@" -b 4K -e 256K -f 64 --iters 2000 --warmup 200 > "$tmp/t" 2>&1 && "$@" -b 64M -e 64M > "$tmp/t2" 2>&1 || { tail -n 3 "$tmp/t"; return 1; }
     awk '$1 == 4096 && $6 == "ok" {print $3}' "$tmp/t" >> "$tmp/$name.4K"
     awk '$1 == 262144 && $6 == "ok" {print $3}' "$tmp/t" >> "$tmp/$name.256K"
     awk '$1 == 67108864 && $6 == "ok" {print $3}' "$tmp/t2" >> "$tmp/$name.64M"

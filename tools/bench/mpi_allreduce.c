@@ -75,7 +75,7 @@ int main(int argc, char **argv)
         MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
         if (rank == 0) {
             double alg = (double)count * sizeof(float) / worst / 1e9;
-            printf("%12zu %12d %12.1f %10.3f %10.3f %6s\n", (size_t)count * sizeof(float), count, worst * 1e6, alg,
+            printf("%12zu %12d %12.2f %10.3f %10.3f %6s\n", (size_t)count * sizeof(float), count, worst * 1e6, alg,
                    alg * 2.0 * (n - 1) / n, bad ? "FAIL" : "ok");
         }
         failed |= bad != 0;
