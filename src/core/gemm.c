@@ -20,6 +20,11 @@ void ddl_gemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const 
 {
     if (m <= 0 || n <= 0)
         return;
+    if (m == 1 && k > 0) { /* one row (a batch of one): a matrix-vector product, without packing B */
+        cblas_sgemv(CblasRowMajor, trans_b ? CblasNoTrans : CblasTrans, trans_b ? n : k, trans_b ? k : n, alpha, b,
+                    ldb, a, trans_a ? lda : 1, beta, c, 1);
+        return;
+    }
     cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, m, n,
                 k, alpha, a, lda, b, ldb, beta, c, ldc);
 }

@@ -4,9 +4,11 @@
 again with one more key ("x": 0), which the fast path declines, so the tree path answers it; the
 two answers (status and bytes) must be equal. Valid bodies must also get 200 where expected.
 Prints PASS/FAIL lines."""
+import gzip
 import http.client
 import json
 import random
+import re
 import sys
 
 port, model, seg = int(sys.argv[1]), sys.argv[2], sys.argv[3]
@@ -86,4 +88,41 @@ cases = [
 passed = sum(case(label, body, want) for label, body, want in cases)
 scene = [[(x * y + 3 * x) % 256 for x in range(64)] for y in range(64)]
 passed += case("a U-Net scene", json.dumps({"instances": [scene]}), 200, seg)
-print("%d of %d cases" % (passed, len(cases) + 1))
+
+
+# :predict writes its probabilities without jansson (sv_reply_probs); KServe's /infer still
+# encodes them with jansson at the same precision: the numbers must read the same, digit for
+# digit, from 0 and 1 to the tiniest exponents a confident model gives.
+def number_texts(body, key):
+    at = body.index(key)
+    return re.findall(rb"-?[0-9][0-9.e+-]*", body[at:at + body[at:].index(b"]")])
+
+
+def v2_post(name, pixels):
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    body = json.dumps({"inputs": [{"name": "x", "shape": [len(pixels), 784], "datatype": "UINT8",
+                                   "data": [p for img in pixels for p in img]}]})
+    c.request("POST", "/v2/models/%s/infer" % name, body=body, headers={"Content-Type": "application/json"})
+    r = c.getresponse()
+    out = (r.status, r.read())
+    c.close()
+    return out
+
+
+images = [img, [0] * 784, [255] * 784] + [[rng.randrange(256) for _ in range(784)] for _ in range(20)]
+images += [[255 if (i % 28) in (13, 14) else 0 for i in range(784)], [(i * 37) % 256 for i in range(784)]]
+raw = gzip.open("/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz").read()
+images += [list(raw[16 + 784 * j:16 + 784 * (j + 1)]) for j in range(40)]  # confident: tiny probabilities
+same = exponents = 0
+for k, im in enumerate(images):
+    st1, fast = post(model, json.dumps({"instances": [im]}))
+    st2, tree = v2_post(model, [im])
+    a = number_texts(fast, b'"predictions":[[') if st1 == 200 else None
+    b = number_texts(tree, b'"data":[') if st2 == 200 else None
+    ok = a is not None and a == b and len(a) == 10
+    same += ok
+    exponents += ok and sum(b"e" in t for t in a)
+    print("%s: probabilities of image %d written as jansson writes them%s" % ("PASS" if ok else "FAIL", k,
+                                                                           "" if ok else ": %r vs %r" % (a, b)))
+print("%s: numbers in exponent form among them (%d)" % ("PASS" if exponents else "FAIL", exponents))
+print("%d of %d cases; %d of %d images" % (passed, len(cases) + 1, same, len(images)))

@@ -24,7 +24,7 @@ cat > "$tmp/post.lua" << LUA
 local f = io.open("$tmp/one.json", "r"); wrk.body = f:read("*a"); f:close()
 wrk.method = "POST"; wrk.headers["Content-Type"] = "application/json"
 LUA
-OPENBLAS_NUM_THREADS=1 "$BUILD/bin/ddl-serve" --listen 127.0.0.1:0 --threads 2 --model lenet="$tmp/lenet.ckpt" 2> "$tmp/log" &
+OPENBLAS_NUM_THREADS=1 "$BUILD/bin/ddl-serve" --listen 127.0.0.1:0 --threads "${SERVE_THREADS:-2}" --model lenet="$tmp/lenet.ckpt" 2> "$tmp/log" &
 pid=$!
 for _ in $(seq 100); do port=$(sed -n 's/.*listening on port \([0-9]*\).*/\1/p' "$tmp/log"); [ -n "$port" ] && break; sleep 0.1; done
 echo "== ddl-serve: wrk -t1 -c$CONNS -d${SECS}s --latency -s post.lua http://127.0.0.1:$port/v1/models/lenet:predict ($REPEAT runs)"

@@ -133,6 +133,87 @@ json_t *sv_probs_json(const sv_model *m, const sv_slot *s, int i)
     return a;
 }
 
+/* put_g6: v (finite, >= 0) as JSON with 6 significant digits, as jansson's
+ * JSON_REAL_PRECISION(6) writes it ("%.6g", with ".0" after an integer and the exponent
+ * without '+' or leading zeros): "0.0", "0.125", "3.14159e-5". Into d (24 bytes); returns the
+ * length. */
+static size_t put_g6(char *d, double v)
+{
+    if (!(v > 0.0)) {
+        memcpy(d, "0.0", 3);
+        return 3;
+    }
+    double x = v;
+    int e = 5; /* decimal exponent of the first of the six digits of x */
+    while (x < 1e5)
+        x *= 10.0, e--;
+    while (x >= 1e6)
+        x /= 10.0, e++;
+    long long m = llround(x);
+    if (m >= 1000000)
+        m /= 10, e++;
+    char dig[6];
+    int nd = 6;
+    for (int k = 5; k >= 0; k--, m /= 10)
+        dig[k] = (char)('0' + m % 10);
+    while (nd > 1 && dig[nd - 1] == '0')
+        nd--;
+    size_t n = 0;
+    if (e < -4 || e >= 6) { /* d.ddddde-XX */
+        d[n++] = dig[0];
+        if (nd > 1)
+            d[n++] = '.';
+        for (int k = 1; k < nd; k++)
+            d[n++] = dig[k];
+        n += (size_t)snprintf(d + n, 8, "e%d", e); /* jansson drops the '+' and leading zeros */
+    } else if (e < 0) { /* 0.000ddd */
+        d[n++] = '0', d[n++] = '.';
+        for (int k = -1; k > e; k--)
+            d[n++] = '0';
+        for (int k = 0; k < nd; k++)
+            d[n++] = dig[k];
+    } else { /* ddd.ddd or ddd.0 */
+        for (int k = 0; k <= e; k++)
+            d[n++] = k < nd ? dig[k] : '0';
+        d[n++] = '.';
+        if (nd <= e + 1)
+            d[n++] = '0';
+        for (int k = e + 1; k < nd; k++)
+            d[n++] = dig[k];
+    }
+    return n;
+}
+
+int sv_reply_probs(sv_reply *rep, const sv_model *m, const sv_slot *s, int n)
+{
+    size_t need = 20 + (size_t)n * (3 + (size_t)m->C * 25);
+    if (sv_reply_reserve(rep, need) != 0) {
+        sv_error(rep, 500, "cannot encode the answer (%zu bytes)", need);
+        return -1;
+    }
+    char *d = rep->body;
+    size_t at = 0;
+    memcpy(d, "{\"predictions\":[", 16);
+    at = 16;
+    for (int i = 0; i < n; i++) {
+        d[at++] = i ? ',' : '[';
+        if (i)
+            d[at++] = '[';
+        for (int k = 0; k < m->C; k++) {
+            if (k)
+                d[at++] = ',';
+            at += put_g6(d + at, s->probs[(size_t)i * m->C + k]);
+        }
+        d[at++] = ']';
+    }
+    d[at++] = ']';
+    d[at++] = '}';
+    rep->len = at;
+    rep->status = 200;
+    rep->type = "application/json";
+    return 0;
+}
+
 json_t *sv_mask_json(const sv_model *m, const sv_slot *s, int i)
 {
     json_t *rows = json_array();

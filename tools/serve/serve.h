@@ -189,5 +189,8 @@ int sv_run(sv_slot *s, const sv_model *m, int n, char *why, size_t why_bytes);
 /* sv_probs_json, sv_mask_json: instance i's probabilities [C], or its mask [H][W] of classes. */
 json_t *sv_probs_json(const sv_model *m, const sv_slot *s, int i);
 json_t *sv_mask_json(const sv_model *m, const sv_slot *s, int i);
+/* sv_reply_probs: {"predictions": [[p, ...], ...]} for n instances of a classifier, written
+ * straight into rep (the text jansson would give, without building the tree). */
+int sv_reply_probs(sv_reply *rep, const sv_model *m, const sv_slot *s, int n);
 
 #endif

@@ -122,7 +122,9 @@ void sv_tfs_predict(sv_model *m, const char *ctype, const unsigned char *body, s
         sv_error(rep, 500, "%s", why);
         n = -1;
     }
-    if (n > 0) {
+    if (n > 0 && m->oh * m->ow == 1) {
+        sv_reply_probs(rep, m, s, n);
+    } else if (n > 0) {
         json_t *preds = json_array();
         for (int i = 0; i < n; i++)
             json_array_append_new(preds, m->oh * m->ow > 1 ? sv_mask_json(m, s, i) : sv_probs_json(m, s, i));
