@@ -60,7 +60,7 @@
  *   step. (OpenBLAS, when used, allocates its own thread buffers once, at its first call.)
  * Threads: no object is safe to use from two threads at once; different objects may be used
  *   from different threads concurrently. ddl starts only the threads the caller asks for: the
- *   BLAS threads of ddl_set_threads(), a comm's heartbeat thread (heartbeat_timeout_ms > 0) and
+ *   workers of ddl_set_threads(), a comm's heartbeat thread (heartbeat_timeout_ms > 0) and
  *   a trainer's all-reduce thread (overlap 1), each joined when its object is destroyed.
  * Environment: only ddl_comm_config_from_env() reads it; everything else takes config structs.
  */
@@ -864,9 +864,13 @@ struct ddl_transport {
 
 /* ---- the compute core: threads, arena, random numbers, checksums ---- */
 
-/* ddl_set_threads: number of threads the BLAS may use for matrix products (n >= 1). It is the
- * only process-wide setting, because OpenBLAS's own is; without OpenBLAS it has no effect. */
-void ddl_set_threads(int n);
+/* ddl_set_threads: threads in all for ddl's kernels (n >= 1, default 1): n - 1 workers are
+ * created now and kept (parked) until the next call; matrix products and the other kernels
+ * split their work over them in fixed blocks, so the results are bit-identical whatever n
+ * (OpenBLAS itself then runs one thread per block). Call it at set-up, not while another
+ * thread computes. The one process-wide setting. Returns the count in use (fewer when the
+ * system would not create more). */
+int ddl_set_threads(int n);
 
 /* An arena: a bump allocator over caller memory. Initialised with mem == NULL it measures:
  * allocations return NULL but advance `used`, so a first pass gives the exact size for a

@@ -58,7 +58,7 @@ enum { OPT_DATA = 256, OPT_EPOCHS, OPT_BATCH, OPT_LR, OPT_MOMENTUM, OPT_OPTIMIZE
     "  --schedule constant|step|cosine   learning rate over the run, after --warmup STEPS\n"            \
     "  --seed S                  weights, shuffling and dropout (default 42)\n"                         \
     "  --train-limit N           train on the first N samples only\n"                                   \
-    "  --threads N               BLAS threads per rank (default 1)\n"                                   \
+    "  --threads N               threads per rank for ddl's kernels (default 1)\n"                                   \
     "  --quiet                   no progress lines: only the summary\n"                               \
     "  --logdir DIR              TensorBoard event files in DIR (tensorboard --logdir DIR)\n"          \
     "  --log-every N             with --logdir: step scalars every N steps (default 10)\n"

@@ -109,7 +109,7 @@ static void im2col_valid(const conv_geo *q, int nb, const float *x, float *col, 
             }
 }
 
-static void im2col(const conv_geo *q, int nb, const float *x, float *col, size_t ld)
+static inline __attribute__((always_inline)) void im2col(const conv_geo *q, int nb, const float *x, float *col, size_t ld)
 {
     if (q->s == 1 && q->pad == 0) {
         im2col_valid(q, nb, x, col, ld);
@@ -148,7 +148,7 @@ static void im2col(const conv_geo *q, int nb, const float *x, float *col, size_t
 }
 
 /* col2im: x (nb, c, h, w) = the sum of every column entry onto the pixel im2col took it from. */
-static void col2im(const conv_geo *q, int nb, const float *col, size_t ld, float *x)
+static inline __attribute__((always_inline)) void col2im(const conv_geo *q, int nb, const float *col, size_t ld, float *x)
 {
     size_t hw = (size_t)q->h * q->w, p = (size_t)q->oh * q->ow;
     memset(x, 0, (size_t)nb * q->c * hw * sizeof *x);
@@ -197,6 +197,79 @@ static void scatter(int nb, int c, size_t p, const float *cm, float *y)
             memcpy(y + ((size_t)n * c + ci) * p, cm + ((size_t)ci * nb + n) * p, p * sizeof *y);
 }
 
+/* ---- threads ----
+ * The unfolding and layout copies of a chunk go sample by sample over the threads (each sample
+ * writes only its own columns or its own image, in the order one thread would); the forward pass
+ * of a convolution goes chunk by chunk, each in its thread's scratch. */
+
+enum { UNF_IM2COL, UNF_COL2IM, UNF_GATHER, UNF_SCATTER };
+
+typedef struct per_sample {
+    int kind, nb, c;
+    const conv_geo *q;
+    size_t p, ld, img;
+    const float *src;
+    float *dst;
+} per_sample;
+
+static void sample_task(void *ctx, int n)
+{
+    const per_sample *j = ctx;
+    switch (j->kind) {
+    case UNF_IM2COL: im2col(j->q, 1, j->src + n * j->img, j->dst + n * j->p, j->ld); break;
+    case UNF_COL2IM: col2im(j->q, 1, j->src + n * j->p, j->ld, j->dst + n * j->img); break;
+    case UNF_GATHER:
+        for (int ci = 0; ci < j->c; ci++)
+            memcpy(j->dst + ((size_t)ci * j->nb + n) * j->p, j->src + ((size_t)n * j->c + ci) * j->p,
+                   j->p * sizeof *j->dst);
+        break;
+    default:
+        for (int ci = 0; ci < j->c; ci++)
+            memcpy(j->dst + ((size_t)n * j->c + ci) * j->p, j->src + ((size_t)ci * j->nb + n) * j->p,
+                   j->p * sizeof *j->dst);
+    }
+}
+
+/* each_sample: the copy `kind` for nb samples, over the threads when there are several. */
+static void each_sample(per_sample j)
+{
+    if (ddl__threads() > 1 && j.nb > 1) {
+        ddl__parallel(j.nb, sample_task, &j);
+        return;
+    }
+    conv_geo q = j.q ? *j.q : (conv_geo){0};
+    switch (j.kind) {
+    case UNF_IM2COL: im2col(&q, j.nb, j.src, j.dst, j.ld); break;
+    case UNF_COL2IM: col2im(&q, j.nb, j.src, j.ld, j.dst); break;
+    case UNF_GATHER: gather(j.nb, j.c, j.p, j.src, j.dst); break;
+    default: scatter(j.nb, j.c, j.p, j.src, j.dst);
+    }
+}
+
+static void par_im2col(const conv_geo *q, int nb, const float *x, float *col, size_t ld)
+{
+    per_sample j = {UNF_IM2COL, nb, q->c, q, (size_t)q->oh * q->ow, ld, (size_t)q->c * q->h * q->w, x, col};
+    each_sample(j);
+}
+
+static void par_col2im(const conv_geo *q, int nb, const float *col, size_t ld, float *x)
+{
+    per_sample j = {UNF_COL2IM, nb, q->c, q, (size_t)q->oh * q->ow, ld, (size_t)q->c * q->h * q->w, col, x};
+    each_sample(j);
+}
+
+static void par_gather(int nb, int c, size_t p, const float *x, float *cm)
+{
+    per_sample j = {UNF_GATHER, nb, c, NULL, p, 0, 0, x, cm};
+    each_sample(j);
+}
+
+static void par_scatter(int nb, int c, size_t p, const float *cm, float *y)
+{
+    per_sample j = {UNF_SCATTER, nb, c, NULL, p, 0, 0, cm, y};
+    each_sample(j);
+}
+
 /* add_bias: y (nb, c, p) += b (c); b may be NULL. */
 static void add_bias(int nb, int c, size_t p, const float *b, float *y)
 {
@@ -243,6 +316,34 @@ size_t ddl_conv2d_workspace(const ddl_conv2d *g)
     return n > wide ? n : wide;
 }
 
+typedef struct conv_chunks {
+    const ddl_conv2d *g;
+    const conv_geo *q;
+    const float *x, *w, *b;
+    float *y;
+    int nb;
+} conv_chunks;
+
+/* forward_chunk: samples [i nb, i nb + nb) of the batch, in ws. */
+static void forward_chunk(void *ctx, int i, float *ws)
+{
+    const conv_chunks *j = ctx;
+    const ddl_conv2d *g = j->g;
+    int k = g->in_c * g->k_h * g->k_w, n0 = i * j->nb;
+    size_t p = (size_t)j->q->oh * j->q->ow, in_sz = (size_t)g->in_c * g->in_h * g->in_w, out_sz = (size_t)g->out_c * p;
+    int m = g->batch - n0 < j->nb ? g->batch - n0 : j->nb;
+    int cols = m * (int)p;
+    float *col = ws, *yc = ws + (size_t)j->nb * k * p; /* col: (k, m p); yc: (out_c, m p) */
+    float *yn = j->y + n0 * out_sz;
+    conv_geo q = *j->q; /* a local copy: the unfolding's stores cannot change it */
+    im2col(&q, m, j->x + n0 * in_sz, col, (size_t)cols);
+    /* (out_c, m p) = w (out_c, k) col (k, m p) */
+    ddl_gemm(0, 0, g->out_c, cols, k, 1.0f, j->w, k, col, cols, 0.0f, m == 1 ? yn : yc, cols);
+    if (m > 1)
+        scatter(m, g->out_c, p, yc, yn);
+    add_bias(m, g->out_c, p, j->b, yn);
+}
+
 void ddl_conv2d_forward(const ddl_conv2d *g, const float *x, const float *w, const float *b, float *y,
                         float *ws)
 {
@@ -258,20 +359,15 @@ void ddl_conv2d_forward(const ddl_conv2d *g, const float *x, const float *w, con
         return;
     }
     int k = g->in_c * g->k_h * g->k_w;
-    size_t p = (size_t)q.oh * q.ow, in_sz = (size_t)g->in_c * g->in_h * g->in_w, out_sz = (size_t)g->out_c * p;
-    int nb = chunk(g->batch, (size_t)k, (size_t)g->out_c, p);
-    float *col = ws, *yc = ws + (size_t)nb * k * p; /* col: (k, m p); yc: (out_c, m p) */
-    for (int n0 = 0; n0 < g->batch; n0 += nb) {
-        int m = g->batch - n0 < nb ? g->batch - n0 : nb;
-        int cols = m * (int)p;
-        float *yn = y + n0 * out_sz;
-        im2col(&q, m, x + n0 * in_sz, col, (size_t)cols);
-        /* (out_c, m p) = w (out_c, k) col (k, m p) */
-        ddl_gemm(0, 0, g->out_c, cols, k, 1.0f, w, k, col, cols, 0.0f, m == 1 ? yn : yc, cols);
-        if (m > 1)
-            scatter(m, g->out_c, p, yc, yn);
-        add_bias(m, g->out_c, p, b, yn);
+    size_t p = (size_t)q.oh * q.ow;
+    int nb = chunk(g->batch, (size_t)k, (size_t)g->out_c, p), chunks = (g->batch + nb - 1) / nb;
+    conv_chunks j = {g, &q, x, w, b, y, nb};
+    if (chunks > 1 && ddl__threads() > 1 && ws_floats(nb, (size_t)k, (size_t)g->out_c, p) <= DDL__THREAD_SCRATCH) {
+        ddl__parallel_ws(chunks, forward_chunk, &j, ws);
+        return;
     }
+    for (int i = 0; i < chunks; i++)
+        forward_chunk(&j, i, ws);
 }
 
 void ddl_conv2d_backward(const ddl_conv2d *g, const float *x, const float *w, const float *dy, float *dx,
@@ -302,18 +398,18 @@ void ddl_conv2d_backward(const ddl_conv2d *g, const float *x, const float *w, co
         int cols = m * (int)p;
         const float *dyn = dy + n0 * out_sz, *d = dyn;
         if (m > 1) {
-            gather(m, g->out_c, p, dyn, dyc);
+            par_gather(m, g->out_c, p, dyn, dyc);
             d = dyc;
         }
         if (dw) {
-            im2col(&q, m, x + n0 * in_sz, col, (size_t)cols);
+            par_im2col(&q, m, x + n0 * in_sz, col, (size_t)cols);
             /* dw (out_c, k) += dy (out_c, m p) col^T (m p, k) */
             ddl_gemm(0, 1, g->out_c, k, cols, 1.0f, d, cols, col, cols, 1.0f, dw, k);
         }
         if (dx) {
             /* dcol (k, m p) = w^T (k, out_c) dy (out_c, m p), then folded back onto dx */
             ddl_gemm(1, 0, k, cols, g->out_c, 1.0f, w, k, d, cols, 0.0f, col, cols);
-            col2im(&q, m, col, (size_t)cols, dx + n0 * in_sz);
+            par_col2im(&q, m, col, (size_t)cols, dx + n0 * in_sz);
         }
     }
 }
@@ -347,12 +443,12 @@ void ddl_deconv2d_forward(const ddl_conv2d *g, const float *x, const float *w, c
         int cols = m * (int)p;
         const float *xn = x + n0 * in_sz, *xs = xn;
         if (m > 1) {
-            gather(m, g->in_c, p, xn, xc);
+            par_gather(m, g->in_c, p, xn, xc);
             xs = xc;
         }
         /* col (k, m p) = w^T (k, in_c) x (in_c, m p) */
         ddl_gemm(1, 0, k, cols, g->in_c, 1.0f, w, k, xs, cols, 0.0f, col, cols);
-        col2im(&q, m, col, (size_t)cols, y + n0 * out_sz);
+        par_col2im(&q, m, col, (size_t)cols, y + n0 * out_sz);
         add_bias(m, g->out_c, (size_t)q.h * q.w, b, y + n0 * out_sz);
     }
 }
@@ -371,11 +467,11 @@ void ddl_deconv2d_backward(const ddl_conv2d *g, const float *x, const float *w, 
     for (int n0 = 0; n0 < g->batch; n0 += nb) {
         int m = g->batch - n0 < nb ? g->batch - n0 : nb;
         int cols = m * (int)p;
-        im2col(&q, m, dy + n0 * out_sz, col, (size_t)cols);
+        par_im2col(&q, m, dy + n0 * out_sz, col, (size_t)cols);
         if (dw) {
             const float *xs = x + n0 * in_sz;
             if (m > 1) {
-                gather(m, g->in_c, p, xs, xc);
+                par_gather(m, g->in_c, p, xs, xc);
                 xs = xc;
             }
             /* dw (in_c, k) += x (in_c, m p) col^T (m p, k) */
@@ -386,7 +482,7 @@ void ddl_deconv2d_backward(const ddl_conv2d *g, const float *x, const float *w, 
             float *dxn = dx + n0 * in_sz;
             ddl_gemm(0, 0, g->in_c, cols, k, 1.0f, w, k, col, cols, 0.0f, m > 1 ? xc : dxn, cols);
             if (m > 1)
-                scatter(m, g->in_c, p, xc, dxn);
+                par_scatter(m, g->in_c, p, xc, dxn);
         }
     }
 }

@@ -43,11 +43,11 @@ static wide_geo wide_view(int c_in, int c_out, int h, int w, int pad)
 
 static size_t oc_blocks(int c_out) { return (size_t)(c_out + WIDE_OCB - 1) / WIDE_OCB; }
 
-/* floats: xp (c_in planes), packed weights, and one tile row of WIDE_OCB wide outputs. */
+/* floats: xp (c_in planes), one tile row of WIDE_OCB wide outputs, and the packed weights. */
 static size_t wide_floats(const wide_geo *q)
 {
-    return (size_t)q->c_in * q->plane + oc_blocks(q->c_out) * WIDE_OCB * (size_t)q->c_in * 9 +
-           (size_t)WIDE_OCB * q->len;
+    return (size_t)q->c_in * q->plane + (size_t)WIDE_OCB * q->len +
+           oc_blocks(q->c_out) * WIDE_OCB * (size_t)q->c_in * 9;
 }
 
 int ddl__conv2d_wide_ok(const ddl_conv2d *g)
@@ -159,17 +159,41 @@ static void wide_sample(const wide_geo *q, const float *xp, const float *wk, con
     }
 }
 
+/* Threads: the forward pass and the input gradient go sample by sample, the weight gradient
+ * by pairs of output channels (over every sample in order, as with one thread); each task pads
+ * into its thread's scratch, the packed weights are shared. */
+
+typedef struct wide_job {
+    const wide_geo *q;
+    int batch;
+    const float *x, *wk, *b, *dy;
+    float *y, *dw;
+} wide_job;
+
+static void run_sample(void *ctx, int n, float *ws)
+{
+    const wide_job *j = ctx;
+    const wide_geo *q = j->q;
+    size_t in_sz = (size_t)q->c_in * q->h * q->w, out_sz = (size_t)q->c_out * q->oh * q->ow;
+    float *xp = ws, *acc = ws + (size_t)q->c_in * q->plane;
+    pad_planes(q, j->x + n * in_sz, xp);
+    wide_sample(q, xp, j->wk, j->b, acc, j->y + n * out_sz);
+}
+
 /* wide_run: every sample of x (batch, c_in, h, w) into y (batch, c_out, oh, ow). */
 static void wide_run(const wide_geo *q, int batch, const float *x, const float *w, int flip, const float *b,
                      float *y, float *ws)
 {
-    float *xp = ws, *wk = xp + (size_t)q->c_in * q->plane, *acc = wk + oc_blocks(q->c_out) * WIDE_OCB * q->c_in * 9;
-    size_t in_sz = (size_t)q->c_in * q->h * q->w, out_sz = (size_t)q->c_out * q->oh * q->ow;
+    size_t task = (size_t)q->c_in * q->plane + (size_t)WIDE_OCB * q->len; /* xp and acc */
+    float *wk = ws + task;
     pack_weights(q, w, flip, wk);
-    for (int n = 0; n < batch; n++) {
-        pad_planes(q, x + n * in_sz, xp);
-        wide_sample(q, xp, wk, b, acc, y + n * out_sz);
+    wide_job j = {q, batch, x, wk, b, NULL, y, NULL};
+    if (ddl__threads() > 1 && task <= DDL__THREAD_SCRATCH) {
+        ddl__parallel_ws(batch, run_sample, &j, ws);
+        return;
     }
+    for (int n = 0; n < batch; n++)
+        run_sample(&j, n, ws);
 }
 
 void ddl__conv2d_wide_forward(const ddl_conv2d *g, const float *x, const float *w, const float *b, float *y,
@@ -269,11 +293,38 @@ static void widen(const wide_geo *q, const float *dy, float *dyw)
                    (size_t)q->ow * sizeof *dy);
 }
 
+/* dw_pair: output channels oc and oc + 1 (or oc alone, the last of an odd count) over every
+ * sample, in ws: xp (c_in planes), their two wide dy rows, a spare row. */
+static void dw_pair(void *ctx, int pair, float *ws)
+{
+    const wide_job *j = ctx;
+    const wide_geo *q = j->q;
+    int oc = 2 * pair, two = oc + 1 < q->c_out;
+    float *xp = ws, *d0 = ws + (size_t)q->c_in * q->plane, *d1 = d0 + q->len, *spare = d1 + q->len;
+    size_t in_sz = (size_t)q->c_in * q->h * q->w, out_sz = (size_t)q->c_out * q->oh * q->ow, kk = (size_t)q->c_in * 9;
+    grad_fn tile = grad_pick();
+    memset(d0, 0, 2 * q->len * sizeof *d0);
+    for (int n = 0; n < j->batch; n++) {
+        pad_planes(q, j->x + n * in_sz, xp);
+        for (int r = 0; r < 1 + two; r++)
+            for (int y = 0; y < q->oh; y++)
+                memcpy((r ? d1 : d0) + (size_t)y * q->wp, j->dy + n * out_sz + ((size_t)(oc + r) * q->oh + y) * q->ow,
+                       (size_t)q->ow * sizeof *d0);
+        tile(q->len, q->c_in, q->plane, q->wp, xp, d0, two ? d1 : d0, j->dw + oc * kk, two ? j->dw + (oc + 1) * kk : spare);
+    }
+}
+
 void ddl__conv2d_wide_dw(const ddl_conv2d *g, const float *x, const float *dy, float *dw, float *ws)
 {
     wide_geo q = wide_view(g->in_c, g->out_c, g->in_h, g->in_w, g->pad);
     float *xp = ws, *dyw = ws + (size_t)q.c_in * q.plane, *spare = dyw + (size_t)q.c_out * q.len;
     size_t in_sz = (size_t)q.c_in * q.h * q.w, out_sz = (size_t)q.c_out * q.oh * q.ow, kk = (size_t)q.c_in * 9;
+    size_t task = (size_t)q.c_in * q.plane + 3 * q.len + kk;
+    if (ddl__threads() > 1 && q.c_out > 2 && task <= DDL__THREAD_SCRATCH) {
+        wide_job j = {&q, g->batch, x, NULL, NULL, dy, NULL, dw};
+        ddl__parallel_ws((q.c_out + 1) / 2, dw_pair, &j, ws);
+        return;
+    }
     grad_fn tile = grad_pick();
     for (int n = 0; n < g->batch; n++) {
         pad_planes(&q, x + n * in_sz, xp);

@@ -100,36 +100,73 @@ static void wide_grad(size_t len, int kh, int kw, int wp, const float *xp, const
         }
 }
 
-void ddl__conv2d_direct_forward(const ddl_conv2d *g, const float *x, const float *w, const float *b, float *y,
-                                float *ws)
+/* Threads: the forward pass is one task per sample, the gradient one per output channel (over
+ * every sample in order, as with one thread), each in its thread's scratch. */
+
+typedef struct direct_job {
+    const ddl_conv2d *g;
+    const float *x, *w, *b, *dy;
+    float *y, *dw;
+} direct_job;
+
+static void forward_sample(void *ctx, int n, float *ws)
 {
+    const direct_job *j = ctx;
+    const ddl_conv2d *g = j->g;
     int wp = g->in_w + 2 * g->pad, oh = g->in_h + 2 * g->pad - g->k_h + 1, ow = wp - g->k_w + 1;
     size_t in_sz = (size_t)g->in_h * g->in_w, p = (size_t)oh * ow, kk = (size_t)g->k_h * g->k_w;
     float *xp = ws, *acc = ws + (size_t)(g->in_h + 2 * g->pad + spare_rows(g)) * wp;
-    for (int n = 0; n < g->batch; n++) {
-        pad_image(g, x + n * in_sz, xp, wp);
-        for (int oc = 0; oc < g->out_c; oc++) {
-            wide_forward((size_t)oh * wp, g->k_h, g->k_w, wp, xp, w + oc * kk, b ? b[oc] : 0.0f, acc);
-            float *yo = y + ((size_t)n * g->out_c + oc) * p; /* (oh, ow) */
-            for (int oy = 0; oy < oh; oy++)
-                memcpy(yo + (size_t)oy * ow, acc + (size_t)oy * wp, (size_t)ow * sizeof *acc);
-        }
+    pad_image(g, j->x + n * in_sz, xp, wp);
+    for (int oc = 0; oc < g->out_c; oc++) {
+        wide_forward((size_t)oh * wp, g->k_h, g->k_w, wp, xp, j->w + oc * kk, j->b ? j->b[oc] : 0.0f, acc);
+        float *yo = j->y + ((size_t)n * g->out_c + oc) * p; /* (oh, ow) */
+        for (int oy = 0; oy < oh; oy++)
+            memcpy(yo + (size_t)oy * ow, acc + (size_t)oy * wp, (size_t)ow * sizeof *acc);
     }
 }
 
-void ddl__conv2d_direct_grad(const ddl_conv2d *g, const float *x, const float *dy, float *dw, float *ws)
+/* fits: a task's room fits a thread's scratch, so the pool may run the tasks. */
+static float *task_ws(const ddl_conv2d *g, float *ws)
 {
+    return ddl__conv2d_direct_workspace(g) <= DDL__THREAD_SCRATCH ? ws : NULL;
+}
+
+void ddl__conv2d_direct_forward(const ddl_conv2d *g, const float *x, const float *w, const float *b, float *y,
+                                float *ws)
+{
+    direct_job j = {g, x, w, b, NULL, y, NULL};
+    if (ddl__threads() > 1 && task_ws(g, ws)) {
+        ddl__parallel_ws(g->batch, forward_sample, &j, ws);
+        return;
+    }
+    for (int n = 0; n < g->batch; n++)
+        forward_sample(&j, n, ws);
+}
+
+static void grad_channel(void *ctx, int oc, float *ws)
+{
+    const direct_job *j = ctx;
+    const ddl_conv2d *g = j->g;
     int wp = g->in_w + 2 * g->pad, oh = g->in_h + 2 * g->pad - g->k_h + 1, ow = wp - g->k_w + 1;
     size_t in_sz = (size_t)g->in_h * g->in_w, p = (size_t)oh * ow, kk = (size_t)g->k_h * g->k_w;
     float *xp = ws, *dyw = ws + (size_t)(g->in_h + 2 * g->pad + spare_rows(g)) * wp;
     memset(dyw, 0, ((size_t)oh * wp + 32) * sizeof *dyw); /* extra columns and the rounding stay 0 */
     for (int n = 0; n < g->batch; n++) {
-        pad_image(g, x + n * in_sz, xp, wp);
-        for (int oc = 0; oc < g->out_c; oc++) {
-            const float *d = dy + ((size_t)n * g->out_c + oc) * p;
-            for (int oy = 0; oy < oh; oy++)
-                memcpy(dyw + (size_t)oy * wp, d + (size_t)oy * ow, (size_t)ow * sizeof *d);
-            wide_grad(((size_t)oh * wp + 31) / 32 * 32, g->k_h, g->k_w, wp, xp, dyw, dw + oc * kk);
-        }
+        pad_image(g, j->x + n * in_sz, xp, wp);
+        const float *d = j->dy + ((size_t)n * g->out_c + oc) * p;
+        for (int oy = 0; oy < oh; oy++)
+            memcpy(dyw + (size_t)oy * wp, d + (size_t)oy * ow, (size_t)ow * sizeof *d);
+        wide_grad(((size_t)oh * wp + 31) / 32 * 32, g->k_h, g->k_w, wp, xp, dyw, j->dw + oc * kk);
     }
+}
+
+void ddl__conv2d_direct_grad(const ddl_conv2d *g, const float *x, const float *dy, float *dw, float *ws)
+{
+    direct_job j = {g, x, NULL, NULL, dy, NULL, dw};
+    if (ddl__threads() > 1 && task_ws(g, ws)) {
+        ddl__parallel_ws(g->out_c, grad_channel, &j, ws);
+        return;
+    }
+    for (int oc = 0; oc < g->out_c; oc++) /* each image padded once per channel: a few % more */
+        grad_channel(&j, oc, ws);
 }

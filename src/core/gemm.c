@@ -1,4 +1,4 @@
-/* gemm.c - ddl_gemm, the one matrix product every op goes through, and the BLAS thread count.
+/* gemm.c - ddl_gemm, the one matrix product every op goes through, split over ddl's threads.
  * With DDL_WITH_OPENBLAS it forwards to cblas_sgemm; otherwise it runs a built-in kernel
  * (GotoBLAS-style packing into small stack blocks and a register-tiled micro-kernel written so
  * gcc -O3 vectorises it). It allocates nothing and keeps no state. */
@@ -15,23 +15,27 @@
 
 /* ---- OpenBLAS ---- */
 
-void ddl_gemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
-              const float *b, int ldb, float beta, float *c, int ldc)
+static void gemm_one(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
+                     const float *b, int ldb, float beta, float *c, int ldc)
 {
-    if (m <= 0 || n <= 0)
-        return;
-    if (m == 1 && k > 0) { /* one row (a batch of one): a matrix-vector product, without packing B */
-        cblas_sgemv(CblasRowMajor, trans_b ? CblasNoTrans : CblasTrans, trans_b ? n : k, trans_b ? k : n, alpha, b,
-                    ldb, a, trans_a ? lda : 1, beta, c, 1);
-        return;
-    }
     cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, m, n,
                 k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
+/* gemm_row: m == 1 (a batch of one): a matrix-vector product, without packing B. */
+static int gemm_row(int trans_a, int trans_b, int n, int k, float alpha, const float *a, int lda, const float *b,
+                    int ldb, float beta, float *c)
+{
+    if (k <= 0)
+        return 0;
+    cblas_sgemv(CblasRowMajor, trans_b ? CblasNoTrans : CblasTrans, trans_b ? n : k, trans_b ? k : n, alpha, b,
+                ldb, a, trans_a ? lda : 1, beta, c, 1);
+    return 1;
+}
+
 const char *ddl_gemm_backend(void) { return "openblas"; }
 
-void ddl_set_threads(int n) { openblas_set_num_threads(n < 1 ? 1 : n); }
+static void blas_threads(void) { openblas_set_num_threads(1); /* ddl's pool splits the products */ }
 
 #else
 
@@ -204,8 +208,8 @@ static void scale_c(int m, int n, float beta, float *c, int ldc)
     }
 }
 
-void ddl_gemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
-              const float *b, int ldb, float beta, float *c, int ldc)
+static void gemm_one(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
+                     const float *b, int ldb, float beta, float *c, int ldc)
 {
     _Alignas(64) float ap[GEMM_MC * GEMM_KC];
     _Alignas(64) float bp[GEMM_KC * GEMM_NR];
@@ -244,8 +248,72 @@ void ddl_gemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const 
     }
 }
 
+static int gemm_row(int trans_a, int trans_b, int n, int k, float alpha, const float *a, int lda, const float *b,
+                    int ldb, float beta, float *c)
+{
+    (void)trans_a, (void)trans_b, (void)n, (void)k, (void)alpha, (void)a, (void)lda, (void)b, (void)ldb;
+    (void)beta, (void)c;
+    return 0;
+}
+
 const char *ddl_gemm_backend(void) { return "builtin"; }
 
-void ddl_set_threads(int n) { (void)n; }
+static void blas_threads(void) {}
 
 #endif
+
+/* ---- threads ----
+ * A large product is cut into fixed blocks of C's columns (or of its rows, when it has few
+ * columns), the same whatever the thread count, and the blocks are shared out over the threads.
+ * Every block is one call, so each element of C comes out of the same call on every thread
+ * count: the result does not depend on it. (Cutting by the thread count would not do: where a
+ * block ends changes how OpenBLAS tiles it, and so the rounding of the elements at its edges.) */
+
+#define BLOCK_MIN_WORK ((double)(1 << 20)) /* m n k below which a product stays whole */
+#define BLOCK_COLS 512
+#define BLOCK_ROWS 32
+
+typedef struct gemm_job {
+    int trans_a, trans_b, m, n, k, lda, ldb, ldc, by_cols, step;
+    float alpha, beta;
+    const float *a, *b;
+    float *c;
+} gemm_job;
+
+static void gemm_block(void *ctx, int t)
+{
+    const gemm_job *j = ctx;
+    int lo = t * j->step, len = (j->by_cols ? j->n : j->m) - lo;
+    if (len > j->step)
+        len = j->step;
+    if (j->by_cols)
+        gemm_one(j->trans_a, j->trans_b, j->m, len, j->k, j->alpha, j->a, j->lda,
+                 j->b + (j->trans_b ? (size_t)lo * j->ldb : (size_t)lo), j->ldb, j->beta, j->c + lo, j->ldc);
+    else
+        gemm_one(j->trans_a, j->trans_b, len, j->n, j->k, j->alpha,
+                 j->a + (j->trans_a ? (size_t)lo : (size_t)lo * j->lda), j->lda, j->b, j->ldb, j->beta,
+                 j->c + (size_t)lo * j->ldc, j->ldc);
+}
+
+void ddl_gemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
+              const float *b, int ldb, float beta, float *c, int ldc)
+{
+    if (m <= 0 || n <= 0)
+        return;
+    if (m == 1 && gemm_row(trans_a, trans_b, n, k, alpha, a, lda, b, ldb, beta, c))
+        return;
+    if (k > 0 && (double)m * n * k >= BLOCK_MIN_WORK && (n >= 2 * BLOCK_COLS || m >= 2 * BLOCK_ROWS)) {
+        gemm_job j = {trans_a, trans_b, m, n, k, lda, ldb, ldc, n >= 2 * BLOCK_COLS, 0, alpha, beta, a, b, c};
+        j.step = j.by_cols ? BLOCK_COLS : BLOCK_ROWS;
+        int len = j.by_cols ? n : m;
+        ddl__parallel((len + j.step - 1) / j.step, gemm_block, &j);
+        return;
+    }
+    gemm_one(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+int ddl_set_threads(int n)
+{
+    blas_threads();
+    return ddl__pool_resize(n);
+}

@@ -28,6 +28,27 @@ void ddl__free_plain(const ddl_allocator *a, void *p);
 /* ddl__align_up: round n up to a multiple of DDL_ALIGN. */
 static inline size_t ddl__align_up(size_t n) { return (n + DDL_ALIGN - 1) & ~(size_t)(DDL_ALIGN - 1); }
 
+/* ---- threads (pool.c) ---- */
+#define DDL__MAX_THREADS 64
+/* ddl__pool_resize: n threads in all (n - 1 workers), created now; returns the count in use. */
+int ddl__pool_resize(int n);
+/* ddl__threads: threads ddl__parallel uses (1: the caller alone). */
+int ddl__threads(void);
+/* ddl__parallel: fn(ctx, i) for every i in [0, n), spread over the pool; returns when all are
+ * done. Task i must compute the same whichever thread runs it, and tasks must not overlap in
+ * what they write. */
+void ddl__parallel(int n, void (*fn)(void *ctx, int task), void *ctx);
+/* ddl__parallel_ws: as ddl__parallel, and fn gets scratch: DDL__THREAD_SCRATCH floats of the
+ * thread that runs the task, or `ws` when the tasks run one after another in the caller (one
+ * thread, a nested call, the pool busy). Returns 1 if the pool ran them. A kernel whose task
+ * needs more than DDL__THREAD_SCRATCH floats must not use it. */
+#define DDL__THREAD_SCRATCH ((size_t)1 << 19)
+/* ddl__parallel_range: fn(ctx, lo, hi) over [0, n) cut into one range per thread, none under
+ * `grain` items (all of it in the caller when n < 2 grain): for work whose items are
+ * independent, so that where the cuts fall cannot change a bit. */
+void ddl__parallel_range(size_t n, size_t grain, void (*fn)(void *ctx, size_t lo, size_t hi), void *ctx);
+int ddl__parallel_ws(int n, void (*fn)(void *ctx, int task, float *scratch), void *ctx, float *ws);
+
 /* ddl__now: monotonic seconds. */
 double ddl__now(void);
 /* SHA-256 and HMAC (transports/sha256.c: the handshake's and the heartbeat's). */

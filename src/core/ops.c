@@ -44,6 +44,26 @@ static void maxpool2(size_t planes, int h, int w, const float *x, float *y, int3
     }
 }
 
+/* Threads: planes are independent; cut into ranges of at least GRAIN_FLOATS floats of input. */
+#define GRAIN_FLOATS ((size_t)16384)
+
+typedef struct pool2_job {
+    int h, w;
+    const float *x;
+    float *y;
+    int32_t *argmax;
+    const float *dy;
+    const int32_t *arg_in;
+    float *dx;
+} pool2_job;
+
+static void maxpool2_planes(void *ctx, size_t lo, size_t hi)
+{
+    const pool2_job *j = ctx;
+    size_t hw = (size_t)j->h * j->w, ohw = (size_t)(j->h / 2) * (j->w / 2);
+    maxpool2(hi - lo, j->h, j->w, j->x + lo * hw, j->y + lo * ohw, j->argmax + lo * ohw);
+}
+
 void ddl_maxpool_forward(int n, int c, int h, int w, int k, int stride, const float *x, float *y,
                          int32_t *argmax)
 {
@@ -51,7 +71,8 @@ void ddl_maxpool_forward(int n, int c, int h, int w, int k, int stride, const fl
     if (k <= 0 || stride <= 0 || oh <= 0 || ow <= 0)
         return;
     if (k == 2 && stride == 2) {
-        maxpool2((size_t)n * c, h, w, x, y, argmax);
+        pool2_job j = {h, w, x, y, argmax, NULL, NULL, NULL};
+        ddl__parallel_range((size_t)n * c, GRAIN_FLOATS / ((size_t)h * w) + 1, maxpool2_planes, &j);
         return;
     }
     size_t hw = (size_t)h * w, ohw = (size_t)oh * ow;
@@ -79,33 +100,68 @@ void ddl_maxpool_forward(int n, int c, int h, int w, int k, int stride, const fl
     }
 }
 
+typedef struct unpool_job {
+    size_t hw, ohw;
+    const float *dy;
+    const int32_t *argmax;
+    float *dx;
+} unpool_job;
+
+static void unpool_planes(void *ctx, size_t lo, size_t hi)
+{
+    const unpool_job *j = ctx;
+    memset(j->dx + lo * j->hw, 0, (hi - lo) * j->hw * sizeof *j->dx);
+    for (size_t plane = lo; plane < hi; plane++)
+        for (size_t i = 0; i < j->ohw; i++) /* += : overlapping windows may share a maximum */
+            j->dx[plane * j->hw + (size_t)j->argmax[plane * j->ohw + i]] += j->dy[plane * j->ohw + i];
+}
+
 void ddl_maxpool_backward(int n, int c, int h, int w, int k, int stride, const float *dy,
                           const int32_t *argmax, float *dx)
 {
     int oh = (h - k) / stride + 1, ow = (w - k) / stride + 1;
     size_t hw = (size_t)h * w, ohw = (size_t)oh * ow;
-    memset(dx, 0, (size_t)n * c * hw * sizeof *dx);
-    if (k <= 0 || stride <= 0 || oh <= 0 || ow <= 0)
+    if (k <= 0 || stride <= 0 || oh <= 0 || ow <= 0) {
+        memset(dx, 0, (size_t)n * c * hw * sizeof *dx);
         return;
-    for (size_t plane = 0; plane < (size_t)n * c; plane++)
-        for (size_t i = 0; i < ohw; i++) /* += : overlapping windows may share a maximum */
-            dx[plane * hw + (size_t)argmax[plane * ohw + i]] += dy[plane * ohw + i];
+    }
+    unpool_job j = {hw, ohw, dy, argmax, dx};
+    ddl__parallel_range((size_t)n * c, GRAIN_FLOATS / hw + 1, unpool_planes, &j);
 }
 
 /* ---- relu ---- */
 
+typedef struct relu_job {
+    const float *x, *dy;
+    float *y;
+} relu_job;
+
+static void relu_range(void *ctx, size_t lo, size_t hi)
+{
+    const relu_job *j = ctx;
+    for (size_t i = lo; i < hi; i++)
+        j->y[i] = j->x[i] > 0.0f ? j->x[i] : 0.0f;
+}
+
 void ddl_relu_forward(size_t count, const float *x, float *y)
 {
-    for (size_t i = 0; i < count; i++)
-        y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+    relu_job j = {x, NULL, y};
+    ddl__parallel_range(count, 4 * GRAIN_FLOATS, relu_range, &j);
+}
+
+static void relu_grad_range(void *ctx, size_t lo, size_t hi)
+{
+    const relu_job *j = ctx;
+    for (size_t i = lo; i < hi; i++) {
+        float d = j->dy[i]; /* loaded unconditionally, so the loop vectorises without branches */
+        j->y[i] = j->x[i] > 0.0f ? d : 0.0f;
+    }
 }
 
 void ddl_relu_backward(size_t count, const float *y, const float *dy, float *dx)
 {
-    for (size_t i = 0; i < count; i++) {
-        float d = dy[i]; /* loaded unconditionally, so the loop vectorises without branches */
-        dx[i] = y[i] > 0.0f ? d : 0.0f;
-    }
+    relu_job j = {y, dy, dx};
+    ddl__parallel_range(count, 4 * GRAIN_FLOATS, relu_grad_range, &j);
 }
 
 /* ---- dense ---- */

@@ -5,6 +5,7 @@
 #   1b. U-Net (unet defaults: 64x64, batch 32, depth 3, width 8, Adam), SCENES training scenes,
 #      one process, one thread: ddl against tools/bench/unet_torch.py, alternated REPEAT times.
 #   2. Scaling: 2 ranks over shm against 1 rank (one epoch each).
+#   2b. --threads 2 in one process, LeNet and U-Net, against 1 thread and PyTorch's 2 (threads.sh).
 #   3. ddl-bench allreduce for every transport at 256 KiB and 8 MiB, and MPI_Allreduce (busbw.sh).
 #   4. What frame MACs cost (mac.sh).
 #   5. ddl-serve under wrk: :predict with one LeNet instance per request (serve.sh).
@@ -13,7 +14,7 @@
 #   7. What DDL_COMPRESS costs in accuracy: LeNet, 2 ranks over tcp, 5 epochs, seeds 1, 2 and 42,
 #      test accuracy with none, bf16 and fp16 (the means over the seeds).
 # Environment: REPEAT (default 3), EPOCHS (default 1),
-# BENCH_ONLY=lenet|unet|scaling|allreduce|mac|serve|twohost|compress,
+# BENCH_ONLY=lenet|unet|scaling|threads|allreduce|mac|serve|twohost|compress,
 # SCENES (default 1024),
 # SERVE_SECONDS (default 30), SERVE_CONNS (default 64).
 # Every section adds its figures to one table (tools/bench/lib.sh), printed at the end: each figure,
@@ -78,6 +79,10 @@ if [ -z "$ONLY" ] || [ "$ONLY" = scaling ]; then
     one=$(median < /tmp/ddl-bench-1.txt); two=$(median < /tmp/ddl-bench-2.txt)
     echo "scaling: world1_images_per_sec=$one world2_images_per_sec=$two efficiency=$(awk "BEGIN {printf \"%.2f\", $two / (2 * $one)}")"
     record "LeNet, 2 ranks over shm, images/s" "$two" "ddl, 1 rank" "$one" "$(ratio "$two" "$one")" ">= 1.95" "$(cat $rss_d)" "-"
+fi
+
+if [ -z "$ONLY" ] || [ "$ONLY" = threads ]; then
+    BUILD="$BUILD" REPEAT="$REPEAT" EPOCHS="$EPOCHS" sh "$here/threads.sh" # ddl 2 threads, 1 thread, PyTorch 2
 fi
 
 if [ -z "$ONLY" ] || [ "$ONLY" = allreduce ]; then

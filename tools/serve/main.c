@@ -116,7 +116,7 @@ int main(int argc, char **argv)
     else if (getenv("DDL_SERVE_TOKEN") && *getenv("DDL_SERVE_TOKEN"))
         snprintf(server.token, sizeof server.token, "%s", getenv("DDL_SERVE_TOKEN"));
 
-    ddl_set_threads(1); /* parallelism comes from the HTTP threads: BLAS threads would only compete */
+    ddl_set_threads(1); /* parallelism comes from the HTTP threads: kernel threads would only compete */
     sv_arena_install();
     server.reg.threads = threads;
     for (int i = 0; i < n_models; i++) {

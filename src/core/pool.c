@@ -1,0 +1,225 @@
+/* pool.c - the process's worker threads for ddl's own kernels, sized by ddl_set_threads. The
+ * workers are created there (set-up), never per call, and park between calls: a short spin,
+ * then a condition variable. ddl__parallel(n, fn, ctx) runs fn(ctx, 0..n-1) on the caller and
+ * the workers and returns when every task is done. Which thread runs task i varies from call
+ * to call; what task i computes must not, so that results do not depend on the thread count.
+ * A call from inside a task, or from a second thread while the pool is busy, runs its tasks
+ * in the calling thread. Each thread of the pool has a scratch buffer, allocated with the
+ * workers, for kernels that need room per task (ddl__parallel_ws). */
+#include "impl.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+
+#define SPINS 20000 /* polls of a parked worker before it sleeps (tens of microseconds) */
+
+typedef struct pool {
+    int threads;                 /* workers + the caller; 1: no workers */
+    pthread_t tid[DDL__MAX_THREADS];
+    float *scratch[DDL__MAX_THREADS]; /* [0]: the caller's; DDL__THREAD_SCRATCH floats each */
+    pthread_mutex_t mu;
+    pthread_cond_t wake;
+    _Atomic uint64_t ticket;     /* job number << 32 | next task: claimed by compare-exchange */
+    _Atomic int done;            /* tasks of the current job finished */
+    _Atomic int sleepers;        /* workers in pthread_cond_wait */
+    _Atomic int busy;            /* a caller owns the pool */
+    _Atomic int stop;
+    void (*fn)(void *ctx, int task, float *scratch); /* the current job, written before its */
+    void *ctx;                       /* ticket, read only by a thread that claimed one of its tasks */
+    _Atomic int n;                   /* its tasks (read before a claim: atomic) */
+} pool;
+
+static pool P = {.threads = 1, .mu = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER};
+static _Thread_local int in_task;
+static _Thread_local int my_slot; /* this thread's index in the pool (0: the caller) */
+static pthread_mutex_t resize = PTHREAD_MUTEX_INITIALIZER;
+
+static void relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
+/* run_tasks: claim and run tasks of job `job` until none is left or another job began. */
+static void run_tasks(uint32_t job)
+{
+    uint64_t t = atomic_load(&P.ticket);
+    for (;;) {
+        if ((uint32_t)(t >> 32) != job || (int)(uint32_t)t >= atomic_load(&P.n))
+            return;
+        if (!atomic_compare_exchange_weak(&P.ticket, &t, t + 1))
+            continue;
+        in_task = 1;
+        P.fn(P.ctx, (int)(uint32_t)t, P.scratch[my_slot]);
+        in_task = 0;
+        atomic_fetch_add(&P.done, 1);
+        t = atomic_load(&P.ticket);
+    }
+}
+
+static void *worker(void *arg)
+{
+    my_slot = (int)(intptr_t)arg;
+    uint32_t seen = (uint32_t)(atomic_load(&P.ticket) >> 32);
+    for (;;) {
+        uint32_t job;
+        int spins = 0;
+        while ((job = (uint32_t)(atomic_load(&P.ticket) >> 32)) == seen && !atomic_load(&P.stop)) {
+            if (++spins < SPINS) {
+                relax();
+                continue;
+            }
+            pthread_mutex_lock(&P.mu);
+            atomic_fetch_add(&P.sleepers, 1);
+            while ((uint32_t)(atomic_load(&P.ticket) >> 32) == seen && !atomic_load(&P.stop))
+                pthread_cond_wait(&P.wake, &P.mu);
+            atomic_fetch_sub(&P.sleepers, 1);
+            pthread_mutex_unlock(&P.mu);
+            spins = 0;
+        }
+        if (atomic_load(&P.stop))
+            return NULL;
+        seen = job;
+        run_tasks(job);
+    }
+}
+
+static void wake_all(void)
+{
+    if (atomic_load(&P.sleepers) == 0)
+        return;
+    pthread_mutex_lock(&P.mu);
+    pthread_cond_broadcast(&P.wake);
+    pthread_mutex_unlock(&P.mu);
+}
+
+static void stop_workers(void)
+{
+    atomic_store(&P.stop, 1);
+    pthread_mutex_lock(&P.mu);
+    pthread_cond_broadcast(&P.wake);
+    pthread_mutex_unlock(&P.mu);
+    for (int i = 0; i < P.threads - 1; i++)
+        pthread_join(P.tid[i], NULL);
+    for (int i = 0; i < P.threads; i++) {
+        free(P.scratch[i]);
+        P.scratch[i] = NULL;
+    }
+    atomic_store(&P.stop, 0);
+    P.threads = 1;
+}
+
+int ddl__pool_resize(int n)
+{
+    if (n < 1)
+        n = 1;
+    if (n > DDL__MAX_THREADS)
+        n = DDL__MAX_THREADS;
+    pthread_mutex_lock(&resize);
+    int busy = 0;
+    if (n != P.threads && !atomic_compare_exchange_strong(&P.busy, &busy, 1)) {
+        pthread_mutex_unlock(&resize);
+        return P.threads; /* in use by a call in progress: keep the size */
+    }
+    if (n != P.threads) {
+        stop_workers();
+        int made = 0;
+        if (n > 1)
+            P.scratch[0] = aligned_alloc(DDL_ALIGN, DDL__THREAD_SCRATCH * sizeof(float));
+        while (P.scratch[0] && made < n - 1 &&
+               (P.scratch[made + 1] = aligned_alloc(DDL_ALIGN, DDL__THREAD_SCRATCH * sizeof(float))) != NULL &&
+               pthread_create(&P.tid[made], NULL, worker, (void *)(intptr_t)(made + 1)) == 0)
+            made++;
+        if (made + 1 < n && P.scratch[made + 1]) { /* allocated, but its thread could not be created */
+            free(P.scratch[made + 1]);
+            P.scratch[made + 1] = NULL;
+        }
+        P.threads = made + 1;
+        if (made == 0) {
+            free(P.scratch[0]);
+            P.scratch[0] = NULL;
+        }
+        atomic_store(&P.busy, 0);
+    }
+    pthread_mutex_unlock(&resize);
+    return P.threads;
+}
+
+int ddl__threads(void) { return P.threads; }
+
+int ddl__parallel_ws(int n, void (*fn)(void *ctx, int task, float *scratch), void *ctx, float *ws)
+{
+    int free_ = 0;
+    if (n <= 0)
+        return 0;
+    if (n == 1 || P.threads == 1 || in_task || !atomic_compare_exchange_strong(&P.busy, &free_, 1)) {
+        for (int i = 0; i < n; i++)
+            fn(ctx, i, ws);
+        return 0;
+    }
+    P.fn = fn;
+    P.ctx = ctx;
+    atomic_store(&P.n, n);
+    atomic_store(&P.done, 0);
+    my_slot = 0; /* the owner of the pool uses scratch 0 */
+    uint32_t job = (uint32_t)(atomic_load(&P.ticket) >> 32) + 1;
+    atomic_store(&P.ticket, (uint64_t)job << 32); /* publishes fn, ctx and n */
+    wake_all();
+    run_tasks(job);
+    for (int spins = 0; atomic_load(&P.done) < n; spins++)
+        if (spins < SPINS)
+            relax();
+        else
+            sched_yield(); /* a worker without a core: let it have ours */
+    atomic_store(&P.busy, 0);
+    return 1;
+}
+
+typedef struct plain {
+    void (*fn)(void *ctx, int task);
+    void *ctx;
+} plain;
+
+static void plain_task(void *ctx, int task, float *scratch)
+{
+    (void)scratch;
+    const plain *p = ctx;
+    p->fn(p->ctx, task);
+}
+
+void ddl__parallel(int n, void (*fn)(void *ctx, int task), void *ctx)
+{
+    plain p = {fn, ctx};
+    ddl__parallel_ws(n, plain_task, &p, NULL);
+}
+
+typedef struct range_job {
+    size_t n, per;
+    void (*fn)(void *ctx, size_t lo, size_t hi);
+    void *ctx;
+} range_job;
+
+static void range_task(void *ctx, int t)
+{
+    const range_job *j = ctx;
+    size_t lo = (size_t)t * j->per, hi = lo + j->per < j->n ? lo + j->per : j->n;
+    if (lo < hi)
+        j->fn(j->ctx, lo, hi);
+}
+
+void ddl__parallel_range(size_t n, size_t grain, void (*fn)(void *ctx, size_t lo, size_t hi), void *ctx)
+{
+    size_t tasks = grain ? n / grain : n;
+    if (tasks > (size_t)P.threads)
+        tasks = (size_t)P.threads;
+    if (tasks < 2) {
+        if (n)
+            fn(ctx, 0, n);
+        return;
+    }
+    range_job j = {n, (n + tasks - 1) / tasks, fn, ctx};
+    ddl__parallel((int)tasks, range_task, &j);
+}
