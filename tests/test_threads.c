@@ -2,12 +2,13 @@
  * exactly once, from nested calls and from two calling threads at once too; the pool resizes;
  * matrix products split over threads give the bits of one thread, for the shapes of LeNet's and
  * U-Net's layers and every transposition, and so do the convolutions (direct, im2col, 3x3 wide,
- * transposed), max-pool and ReLU, forward and backward. */
+ * transposed), max-pool, ReLU, GroupNorm and the cross-entropy, forward and backward. */
 #include "check.h"
 #include "core/impl.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -234,10 +235,51 @@ static void test_kernels(void)
     ddl_set_threads(1);
 }
 
+/* run_norm_loss: GroupNorm forward and backward and softmax cross-entropy of a U-Net-sized batch
+ * with `threads`; every output into out; returns the floats written. */
+static size_t run_norm_loss(int threads, float *out)
+{
+    enum { N = 16, C = 16, S = 64 * 64, G = 4, K = 11 };
+    size_t nx = (size_t)N * C * S, nl = (size_t)N * K * S;
+    float *x = malloc(nx * 4), *dy = malloc(nx * 4), *gamma = malloc(C * 4), *beta = malloc(C * 4);
+    float *logits = malloc(nl * 4);
+    uint8_t *t = malloc((size_t)N * S);
+    float *y = out, *mr = y + nx, *dx = mr + N * G * 2, *dg = dx + nx, *db = dg + C, *probs = db + C;
+    float *dl = probs + nl, *loss = dl + nl;
+    fill(x, nx, 21), fill(dy, nx, 22), fill(gamma, C, 23), fill(beta, C, 24), fill(logits, nl, 25);
+    for (size_t i = 0; i < (size_t)N * S; i++)
+        t[i] = (uint8_t)((i * 7) % (K + 1)); /* K: an ignored target */
+    memset(dg, 0, C * 4), memset(db, 0, C * 4);
+    ddl_set_threads(threads);
+    ddl_groupnorm_forward(N, C, S, G, x, gamma, beta, y, mr);
+    ddl_groupnorm_backward(N, C, S, G, x, gamma, mr, dy, dx, dg, db);
+    double l = ddl_softmax_xent(N, K, S, logits, t, 1.0f / (N * S), probs, dl);
+    memcpy(loss, &l, sizeof l);
+    free(x), free(dy), free(gamma), free(beta), free(logits), free(t);
+    return (size_t)(loss - out) + 2;
+}
+
+static void test_norm_loss(void)
+{
+    const size_t cap = (size_t)8 << 20;
+    float *one = calloc(cap, 4), *many = calloc(cap, 4);
+    CHECK(one && many);
+    if (!one || !many)
+        return;
+    size_t n = run_norm_loss(1, one);
+    CHECK(n <= cap);
+    memset(many, 0xff, n * 4);
+    run_norm_loss(3, many);
+    CHECK(memcmp(one, many, n * 4) == 0); /* GroupNorm and the loss: the bits of one thread */
+    free(one), free(many);
+    ddl_set_threads(1);
+}
+
 int main(void)
 {
     test_pool();
     test_products();
     test_kernels();
+    test_norm_loss();
     return TEST_END();
 }

@@ -274,10 +274,44 @@ static double xent_block(int c, int s, int s0, int len, const float *l, const ui
     return loss;
 }
 
+/* Threads: blocks go over the threads, their losses into parts[], added in order afterwards
+ * (as one thread adds them); more blocks than parts holds run in the caller. */
+#define XENT_PARTS 4096
+
+typedef struct xent_job {
+    int c, s, per;
+    const float *logits;
+    const uint8_t *targets;
+    float scale;
+    float *probs, *dlogits;
+    double *parts;
+} xent_job;
+
+static void xent_blocks(void *ctx, size_t lo, size_t hi)
+{
+    const xent_job *j = ctx;
+    size_t cs = (size_t)j->c * j->s;
+    for (size_t b = lo; b < hi; b++) {
+        size_t ni = b / (size_t)j->per;
+        int s0 = (int)(b % (size_t)j->per) * XENT_BLOCK, len = j->s - s0 < XENT_BLOCK ? j->s - s0 : XENT_BLOCK;
+        j->parts[b] = xent_block(j->c, j->s, s0, len, j->logits + ni * cs, j->targets + ni * j->s, j->scale,
+                                 j->probs ? j->probs + ni * cs : NULL, j->dlogits ? j->dlogits + ni * cs : NULL);
+    }
+}
+
 double ddl_softmax_xent(int n, int c, int s, const float *logits, const uint8_t *targets, float scale,
                         float *probs, float *dlogits)
 {
-    double loss = 0.0;
+    double loss = 0.0, parts[XENT_PARTS];
+    int per = (s + XENT_BLOCK - 1) / XENT_BLOCK;
+    size_t blocks = (size_t)n * per;
+    xent_job j = {c, s, per, logits, targets, scale, probs, dlogits, parts};
+    if (ddl__threads() > 1 && blocks <= XENT_PARTS) {
+        ddl__parallel_range(blocks, GRAIN_FLOATS / ((size_t)XENT_BLOCK * c) + 1, xent_blocks, &j);
+        for (size_t b = 0; b < blocks; b++)
+            loss += parts[b];
+        return loss;
+    }
     size_t cs = (size_t)c * s;
     for (int ni = 0; ni < n; ni++)
         for (int s0 = 0; s0 < s; s0 += XENT_BLOCK) {
@@ -422,18 +456,34 @@ static void gn_forward_group(int cg, int s, int ch0, const float *xg, const floa
     }
 }
 
+/* Threads: the forward pass by samples (each (sample, group) stands alone), the backward pass
+ * by groups (each group's dgamma and dbeta summed over the samples in order, as one thread). */
+typedef struct gn_job {
+    int n, c, s, groups;
+    const float *x, *gamma, *beta, *dy;
+    float *y, *mr, *dx, *dgamma, *dbeta;
+    const float *mr_in;
+} gn_job;
+
+static void gn_forward_samples(void *ctx, size_t lo, size_t hi)
+{
+    const gn_job *j = ctx;
+    int cg = j->c / j->groups;
+    for (size_t ni = lo; ni < hi; ni++)
+        for (int gi = 0; gi < j->groups; gi++) {
+            size_t off = (ni * j->c + (size_t)gi * cg) * j->s;
+            gn_forward_group(cg, j->s, gi * cg, j->x + off, j->gamma, j->beta, j->y + off,
+                             j->mr + (ni * j->groups + gi) * 2);
+        }
+}
+
 void ddl_groupnorm_forward(int n, int c, int s, int groups, const float *x, const float *gamma,
                            const float *beta, float *y, float *mean_rstd)
 {
     if (groups <= 0 || c % groups)
         return;
-    int cg = c / groups;
-    for (int ni = 0; ni < n; ni++)
-        for (int gi = 0; gi < groups; gi++) {
-            size_t off = ((size_t)ni * c + (size_t)gi * cg) * s;
-            gn_forward_group(cg, s, gi * cg, x + off, gamma, beta, y + off,
-                             mean_rstd + ((size_t)ni * groups + gi) * 2);
-        }
+    gn_job j = {n, c, s, groups, x, gamma, beta, NULL, y, mean_rstd, NULL, NULL, NULL, NULL};
+    ddl__parallel_range((size_t)n, GRAIN_FLOATS / ((size_t)c * s) + 1, gn_forward_samples, &j);
 }
 
 /* gn_backward_group: one (sample, group): dgamma, dbeta += over its channels; dx (may be NULL)
@@ -468,19 +518,26 @@ static void gn_backward_group(int cg, int s, int ch0, const float *x, const floa
     }
 }
 
+static void gn_backward_groups(void *ctx, size_t lo, size_t hi)
+{
+    const gn_job *j = ctx;
+    int cg = j->c / j->groups;
+    for (int ni = 0; ni < j->n; ni++)
+        for (size_t gi = lo; gi < hi; gi++) {
+            size_t off = ((size_t)ni * j->c + gi * cg) * j->s;
+            const float *mr = j->mr_in + ((size_t)ni * j->groups + gi) * 2;
+            gn_backward_group(cg, j->s, (int)gi * cg, j->x + off, j->gamma, mr[0], mr[1], j->dy + off,
+                              j->dx ? j->dx + off : NULL, j->dgamma, j->dbeta);
+        }
+}
+
 void ddl_groupnorm_backward(int n, int c, int s, int groups, const float *x, const float *gamma,
                             const float *mean_rstd, const float *dy, float *dx, float *dgamma, float *dbeta)
 {
     if (groups <= 0 || c % groups)
         return;
-    int cg = c / groups;
-    for (int ni = 0; ni < n; ni++)
-        for (int gi = 0; gi < groups; gi++) {
-            size_t off = ((size_t)ni * c + (size_t)gi * cg) * s;
-            const float *mr = mean_rstd + ((size_t)ni * groups + gi) * 2;
-            gn_backward_group(cg, s, gi * cg, x + off, gamma, mr[0], mr[1], dy + off, dx ? dx + off : NULL, dgamma,
-                              dbeta);
-        }
+    gn_job j = {n, c, s, groups, x, gamma, NULL, dy, NULL, NULL, dx, dgamma, dbeta, mean_rstd};
+    ddl__parallel_range((size_t)groups, GRAIN_FLOATS / ((size_t)n * (c / groups) * s) + 1, gn_backward_groups, &j);
 }
 
 /* ---- concat / split along channels ---- */
