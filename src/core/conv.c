@@ -283,25 +283,46 @@ static void add_bias(int nb, int c, size_t p, const float *b, float *y)
         }
 }
 
-/* bias_grad: db (c) += sums of dy (nb, c, p) over samples and positions; db may be NULL. */
+typedef struct bias_job {
+    int nb, c;
+    size_t p;
+    const float *dy;
+    float *db;
+} bias_job;
+
+static void bias_channels(void *ctx, size_t lo, size_t hi)
+{
+    const bias_job *j = ctx;
+    for (size_t ci = lo; ci < hi; ci++) {
+        double s = 0.0;
+        for (int n = 0; n < j->nb; n++) {
+            const float *row = j->dy + ((size_t)n * j->c + ci) * j->p;
+            float part = 0.0f;
+            for (size_t i = 0; i < j->p; i++)
+                part += row[i];
+            s += part;
+        }
+        j->db[ci] += (float)s;
+    }
+}
+
+/* bias_grad: db (c) += sums of dy (nb, c, p) over samples and positions; db may be NULL.
+ * Channels go over the threads (each one's sum in the same order). */
 static void bias_grad(int nb, int c, size_t p, const float *dy, float *db)
 {
     if (!db)
         return;
-    for (int ci = 0; ci < c; ci++) {
-        double s = 0.0;
-        for (int n = 0; n < nb; n++) {
-            const float *row = dy + ((size_t)n * c + ci) * p;
-            float part = 0.0f;
-            for (size_t i = 0; i < p; i++)
-                part += row[i];
-            s += part;
-        }
-        db[ci] += (float)s;
-    }
+    bias_job j = {nb, c, p, dy, db};
+    ddl__parallel_range((size_t)c, (size_t)16384 / ((size_t)nb * p) + 1, bias_channels, &j);
 }
 
 /* ---- convolution ---- */
+
+/* parts_floats: the weight gradient of every chunk, summed in chunk order after the chunks. */
+static size_t parts_floats(const ddl_conv2d *g, int nb, size_t k)
+{
+    return (size_t)((g->batch + nb - 1) / nb) * g->out_c * k;
+}
 
 size_t ddl_conv2d_workspace(const ddl_conv2d *g)
 {
@@ -309,7 +330,8 @@ size_t ddl_conv2d_workspace(const ddl_conv2d *g)
     if (!geo_ok(g, &q))
         return 0;
     size_t k = (size_t)g->in_c * g->k_h * g->k_w, p = (size_t)q.oh * q.ow;
-    size_t n = ws_floats(chunk(g->batch, k, (size_t)g->out_c, p), k, (size_t)g->out_c, p);
+    int nb = chunk(g->batch, k, (size_t)g->out_c, p);
+    size_t n = ws_floats(nb, k, (size_t)g->out_c, p) + parts_floats(g, nb, k);
     size_t direct = ddl__conv2d_direct_ok(g) ? ddl__conv2d_direct_workspace(g) : 0;
     size_t wide = ddl__conv2d_wide_ok(g) ? ddl__conv2d_wide_workspace(g) : 0;
     n = n > direct ? n : direct;
@@ -370,6 +392,42 @@ void ddl_conv2d_forward(const ddl_conv2d *g, const float *x, const float *w, con
         forward_chunk(&j, i, ws);
 }
 
+typedef struct back_chunks {
+    const ddl_conv2d *g;
+    const conv_geo *q;
+    const float *x, *w, *dy;
+    float *dx, *parts;
+    int nb;
+} back_chunks;
+
+/* backward_chunk: samples [i nb, i nb + nb): their weight gradient into parts (chunk i's slot),
+ * their dx; in ws. */
+static void backward_chunk(void *ctx, int i, float *ws)
+{
+    const back_chunks *j = ctx;
+    const ddl_conv2d *g = j->g;
+    conv_geo q = *j->q;
+    int k = g->in_c * g->k_h * g->k_w, n0 = i * j->nb, m = g->batch - n0 < j->nb ? g->batch - n0 : j->nb;
+    size_t p = (size_t)q.oh * q.ow, in_sz = (size_t)g->in_c * g->in_h * g->in_w, out_sz = (size_t)g->out_c * p;
+    int cols = m * (int)p;
+    float *col = ws, *dyc = ws + (size_t)j->nb * k * p;
+    const float *dyn = j->dy + n0 * out_sz, *d = dyn;
+    if (m > 1) {
+        gather(m, g->out_c, p, dyn, dyc);
+        d = dyc;
+    }
+    if (j->parts) {
+        im2col(&q, m, j->x + n0 * in_sz, col, (size_t)cols);
+        /* part (out_c, k) = dy (out_c, m p) col^T (m p, k) */
+        ddl_gemm(0, 1, g->out_c, k, cols, 1.0f, d, cols, col, cols, 0.0f, j->parts + (size_t)i * g->out_c * k, k);
+    }
+    if (j->dx) {
+        /* dcol (k, m p) = w^T (k, out_c) dy (out_c, m p), then folded back onto dx */
+        ddl_gemm(1, 0, k, cols, g->out_c, 1.0f, j->w, k, d, cols, 0.0f, col, cols);
+        col2im(&q, m, col, (size_t)cols, j->dx + n0 * in_sz);
+    }
+}
+
 void ddl_conv2d_backward(const ddl_conv2d *g, const float *x, const float *w, const float *dy, float *dx,
                          float *dw, float *db, float *ws)
 {
@@ -377,9 +435,8 @@ void ddl_conv2d_backward(const ddl_conv2d *g, const float *x, const float *w, co
     if (!geo_ok(g, &q))
         return;
     int k = g->in_c * g->k_h * g->k_w;
-    size_t p = (size_t)q.oh * q.ow, in_sz = (size_t)g->in_c * g->in_h * g->in_w, out_sz = (size_t)g->out_c * p;
+    size_t p = (size_t)q.oh * q.ow;
     int nb = chunk(g->batch, (size_t)k, (size_t)g->out_c, p);
-    float *col = ws, *dyc = ws + (size_t)nb * k * p;
     bias_grad(g->batch, g->out_c, p, dy, db);
     if (ddl__conv2d_wide_ok(g)) {
         if (dw)
@@ -393,25 +450,20 @@ void ddl_conv2d_backward(const ddl_conv2d *g, const float *x, const float *w, co
             ddl__conv2d_direct_grad(g, x, dy, dw, ws);
         return;
     }
-    for (int n0 = 0; n0 < g->batch; n0 += nb) {
-        int m = g->batch - n0 < nb ? g->batch - n0 : nb;
-        int cols = m * (int)p;
-        const float *dyn = dy + n0 * out_sz, *d = dyn;
-        if (m > 1) {
-            par_gather(m, g->out_c, p, dyn, dyc);
-            d = dyc;
-        }
-        if (dw) {
-            par_im2col(&q, m, x + n0 * in_sz, col, (size_t)cols);
-            /* dw (out_c, k) += dy (out_c, m p) col^T (m p, k) */
-            ddl_gemm(0, 1, g->out_c, k, cols, 1.0f, d, cols, col, cols, 1.0f, dw, k);
-        }
-        if (dx) {
-            /* dcol (k, m p) = w^T (k, out_c) dy (out_c, m p), then folded back onto dx */
-            ddl_gemm(1, 0, k, cols, g->out_c, 1.0f, w, k, d, cols, 0.0f, col, cols);
-            par_col2im(&q, m, col, (size_t)cols, dx + n0 * in_sz);
-        }
-    }
+    /* chunk by chunk (over the threads when there are several), then the chunks' weight
+     * gradients added to dw in chunk order: the same sums whatever the thread count */
+    size_t task = ws_floats(nb, (size_t)k, (size_t)g->out_c, p);
+    int chunks = (g->batch + nb - 1) / nb;
+    back_chunks j = {g, &q, x, w, dy, dx, dw ? ws + task : NULL, nb};
+    if (chunks > 1 && ddl__threads() > 1 && task <= DDL__THREAD_SCRATCH)
+        ddl__parallel_ws(chunks, backward_chunk, &j, ws);
+    else
+        for (int i = 0; i < chunks; i++)
+            backward_chunk(&j, i, ws);
+    size_t wn = (size_t)g->out_c * k;
+    for (int i = 0; dw && i < chunks; i++)
+        for (size_t e = 0; e < wn; e++)
+            dw[e] += j.parts[(size_t)i * wn + e];
 }
 
 /* ---- transposed convolution ----
