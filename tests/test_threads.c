@@ -11,6 +11,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 /* ---- the pool ---- */
 
@@ -86,6 +88,18 @@ static void test_pool(void)
     ddl__parallel(7, count_task, &c);
     CHECK(exactly_once(&c, 7));
     CHECK(ddl_set_threads(1000) == DDL__MAX_THREADS);
+    /* a child forked while the pool has workers goes on alone instead of waiting for them */
+    CHECK(ddl_set_threads(2) == 2);
+    pid_t pid = fork();
+    if (pid == 0) {
+        alarm(10);
+        counts k;
+        memset(&k, 0, sizeof k);
+        ddl__parallel(9, count_task, &k);
+        _exit(exactly_once(&k, 9) && ddl__threads() == 1 ? 0 : 1);
+    }
+    int status = -1;
+    CHECK(pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
     CHECK(ddl_set_threads(1) == 1);
 }
 

@@ -5,7 +5,8 @@
  * to call; what task i computes must not, so that results do not depend on the thread count.
  * A call from inside a task, or from a second thread while the pool is busy, runs its tasks
  * in the calling thread. Each thread of the pool has a scratch buffer, allocated with the
- * workers, for kernels that need room per task (ddl__parallel_ws). */
+ * workers, for kernels that need room per task (ddl__parallel_ws). A child process forked
+ * while workers run goes on with none (pthread_atfork). */
 #include "impl.h"
 
 #include <pthread.h>
@@ -112,8 +113,27 @@ static void stop_workers(void)
     P.threads = 1;
 }
 
+/* after fork: the child has only the thread that forked, so it goes on with no workers (their
+ * scratch stays allocated: another thread may have been using the allocator) */
+static void forked_child(void)
+{
+    for (int i = 0; i < DDL__MAX_THREADS; i++)
+        P.scratch[i] = NULL;
+    P.threads = 1;
+    atomic_store(&P.busy, 0);
+    atomic_store(&P.sleepers, 0);
+    pthread_mutex_init(&P.mu, NULL);
+    pthread_cond_init(&P.wake, NULL);
+    pthread_mutex_init(&resize, NULL);
+}
+
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+
+static void register_atfork(void) { pthread_atfork(NULL, NULL, forked_child); }
+
 int ddl__pool_resize(int n)
 {
+    pthread_once(&atfork_once, register_atfork);
     if (n < 1)
         n = 1;
     if (n > DDL__MAX_THREADS)
