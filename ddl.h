@@ -932,7 +932,9 @@ float ddl_schedule_lr(const ddl_schedule *s, float base_lr, long step);
 
 /* ddl_gemm: C = alpha * op(A) op(B) + beta * C, row-major, op(X) = X or X^T; op(A) is m x k,
  * op(B) is k x n, C is m x n; lda, ldb, ldc are row strides in elements. Every matrix product
- * in ddl goes through here: OpenBLAS cblas_sgemm, or the built-in kernel (WITH_BLAS=none). */
+ * in ddl goes through here: OpenBLAS cblas_sgemm (cblas_sgemv for one row), or the built-in
+ * kernel (WITH_BLAS=none). Products of 2^20 multiply-adds or more are cut into fixed blocks of
+ * 512 columns or 32 rows, run over ddl_set_threads' threads: the same bits on any count. */
 void ddl_gemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
               const float *b, int ldb, float beta, float *c, int ldc);
 /* ddl_gemm_backend: "openblas" or "builtin". */
