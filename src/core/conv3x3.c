@@ -168,6 +168,7 @@ typedef struct wide_job {
     int batch;
     const float *x, *wk, *b, *dy;
     float *y, *dw;
+    int per; /* weight gradient: output-channel pairs per task */
 } wide_job;
 
 static void run_sample(void *ctx, int n, float *ws)
@@ -187,7 +188,7 @@ static void wide_run(const wide_geo *q, int batch, const float *x, const float *
     size_t task = (size_t)q->c_in * q->plane + (size_t)WIDE_OCB * q->len; /* xp and acc */
     float *wk = ws + task;
     pack_weights(q, w, flip, wk);
-    wide_job j = {q, batch, x, wk, b, NULL, y, NULL};
+    wide_job j = {q, batch, x, wk, b, NULL, y, NULL, 0};
     if (ddl__threads() > 1 && task <= DDL__THREAD_SCRATCH) {
         ddl__parallel_ws(batch, run_sample, &j, ws);
         return;
@@ -283,58 +284,55 @@ static grad_fn grad_pick(void)
     return grad_tile;
 }
 
-/* widen: dyw (c, len) = dy (c, oh, ow) in rows of wp with zeros after each row and at the end. */
-static void widen(const wide_geo *q, const float *dy, float *dyw)
+/* dw_range: the output-channel pairs [lo, hi) over every sample in order: each sample padded
+ * once into xp, the pairs' dy rows widened after it, then one tile per pair (an odd last channel
+ * pairs with itself, its second row going to a spare). ws: xp, 2 (hi - lo) wide rows, a spare
+ * of c_in 9 floats. */
+static void dw_range(const wide_job *j, int lo, int hi, float *ws)
 {
-    memset(dyw, 0, (size_t)q->c_out * q->len * sizeof *dyw);
-    for (int c = 0; c < q->c_out; c++)
-        for (int y = 0; y < q->oh; y++)
-            memcpy(dyw + c * q->len + (size_t)y * q->wp, dy + ((size_t)c * q->oh + y) * q->ow,
-                   (size_t)q->ow * sizeof *dy);
-}
-
-/* dw_pair: output channels oc and oc + 1 (or oc alone, the last of an odd count) over every
- * sample, in ws: xp (c_in planes), their two wide dy rows, a spare row. */
-static void dw_pair(void *ctx, int pair, float *ws)
-{
-    const wide_job *j = ctx;
     const wide_geo *q = j->q;
-    int oc = 2 * pair, two = oc + 1 < q->c_out;
-    float *xp = ws, *d0 = ws + (size_t)q->c_in * q->plane, *d1 = d0 + q->len, *spare = d1 + q->len;
+    int c0 = 2 * lo, c1 = 2 * hi < q->c_out ? 2 * hi : q->c_out;
+    float *xp = ws, *dyw = ws + (size_t)q->c_in * q->plane, *spare = dyw + (size_t)(c1 - c0) * q->len;
     size_t in_sz = (size_t)q->c_in * q->h * q->w, out_sz = (size_t)q->c_out * q->oh * q->ow, kk = (size_t)q->c_in * 9;
     grad_fn tile = grad_pick();
-    memset(d0, 0, 2 * q->len * sizeof *d0);
+    memset(dyw, 0, (size_t)(c1 - c0) * q->len * sizeof *dyw); /* the extra columns and the tail stay 0 */
     for (int n = 0; n < j->batch; n++) {
         pad_planes(q, j->x + n * in_sz, xp);
-        for (int r = 0; r < 1 + two; r++)
+        for (int c = c0; c < c1; c++)
             for (int y = 0; y < q->oh; y++)
-                memcpy((r ? d1 : d0) + (size_t)y * q->wp, j->dy + n * out_sz + ((size_t)(oc + r) * q->oh + y) * q->ow,
-                       (size_t)q->ow * sizeof *d0);
-        tile(q->len, q->c_in, q->plane, q->wp, xp, d0, two ? d1 : d0, j->dw + oc * kk, two ? j->dw + (oc + 1) * kk : spare);
+                memcpy(dyw + (size_t)(c - c0) * q->len + (size_t)y * q->wp,
+                       j->dy + n * out_sz + ((size_t)c * q->oh + y) * q->ow, (size_t)q->ow * sizeof *dyw);
+        for (int oc = c0; oc < c1; oc += 2) {
+            const float *d0 = dyw + (size_t)(oc - c0) * q->len;
+            int two = oc + 1 < c1;
+            tile(q->len, q->c_in, q->plane, q->wp, xp, d0, two ? d0 + q->len : d0, j->dw + oc * kk,
+                 two ? j->dw + (oc + 1) * kk : spare);
+        }
     }
 }
 
+static void dw_task(void *ctx, int t, float *ws)
+{
+    const wide_job *j = ctx;
+    int pairs = (j->q->c_out + 1) / 2, lo = t * j->per, hi = lo + j->per < pairs ? lo + j->per : pairs;
+    if (lo < hi)
+        dw_range(j, lo, hi, ws);
+}
+
+/* Threads: ranges of output-channel pairs; each pair's sums are the same in any range. */
 void ddl__conv2d_wide_dw(const ddl_conv2d *g, const float *x, const float *dy, float *dw, float *ws)
 {
     wide_geo q = wide_view(g->in_c, g->out_c, g->in_h, g->in_w, g->pad);
-    float *xp = ws, *dyw = ws + (size_t)q.c_in * q.plane, *spare = dyw + (size_t)q.c_out * q.len;
-    size_t in_sz = (size_t)q.c_in * q.h * q.w, out_sz = (size_t)q.c_out * q.oh * q.ow, kk = (size_t)q.c_in * 9;
-    size_t task = (size_t)q.c_in * q.plane + 3 * q.len + kk;
-    if (ddl__threads() > 1 && q.c_out > 2 && task <= DDL__THREAD_SCRATCH) {
-        wide_job j = {&q, g->batch, x, NULL, NULL, dy, NULL, dw};
-        ddl__parallel_ws((q.c_out + 1) / 2, dw_pair, &j, ws);
+    int pairs = (q.c_out + 1) / 2, threads = ddl__threads();
+    wide_job j = {&q, g->batch, x, NULL, NULL, dy, NULL, dw, pairs};
+    size_t fixed = (size_t)q.c_in * q.plane + (size_t)q.c_in * 9; /* xp and the spare row of dw */
+    size_t fit = fixed + 2 * q.len <= DDL__THREAD_SCRATCH ? (DDL__THREAD_SCRATCH - fixed) / (2 * q.len) : 0;
+    if (threads > 1 && pairs > 1 && fit > 0) {
+        j.per = (pairs + threads - 1) / threads;
+        if ((size_t)j.per > fit)
+            j.per = (int)fit;
+        ddl__parallel_ws((pairs + j.per - 1) / j.per, dw_task, &j, ws);
         return;
     }
-    grad_fn tile = grad_pick();
-    for (int n = 0; n < g->batch; n++) {
-        pad_planes(&q, x + n * in_sz, xp);
-        widen(&q, dy + n * out_sz, dyw);
-        for (int oc = 0; oc < q.c_out; oc += 2) {
-            const float *d0 = dyw + (size_t)oc * q.len;
-            if (oc + 1 < q.c_out)
-                tile(q.len, q.c_in, q.plane, q.wp, xp, d0, d0 + q.len, dw + oc * kk, dw + (oc + 1) * kk);
-            else /* an odd last channel: its second row goes to a spare, thrown away */
-                tile(q.len, q.c_in, q.plane, q.wp, xp, d0, d0, dw + oc * kk, spare);
-        }
-    }
+    dw_range(&j, 0, pairs, ws); /* the caller's ws holds xp, every channel's rows and a spare */
 }
