@@ -49,7 +49,7 @@ static int exactly_once(counts *c, int n)
 static void *caller(void *arg)
 {
     int *bad = arg;
-    for (int round = 0; round < 300; round++) {
+    for (int round = 0; round < 100000; round++) {
         counts c;
         memset(&c, 0, sizeof c);
         int n = 1 + round % 37;

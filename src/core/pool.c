@@ -15,6 +15,7 @@
 #include <stdlib.h>
 
 #define SPINS 20000 /* polls of a parked worker before it sleeps (tens of microseconds) */
+#define CLOSED 0xffffffffu /* a ticket's task index while the owner sets the next job up */
 
 typedef struct pool {
     int threads;                 /* workers + the caller; 1: no workers */
@@ -23,6 +24,7 @@ typedef struct pool {
     pthread_mutex_t mu;
     pthread_cond_t wake;
     _Atomic uint64_t ticket;     /* job number << 32 | next task: claimed by compare-exchange */
+                                 /* (CLOSED while the next job is set up) */
     _Atomic int done;            /* tasks of the current job finished */
     _Atomic int sleepers;        /* workers in pthread_cond_wait */
     _Atomic int busy;            /* a caller owns the pool */
@@ -49,7 +51,7 @@ static void run_tasks(uint32_t job)
 {
     uint64_t t = atomic_load(&P.ticket);
     for (;;) {
-        if ((uint32_t)(t >> 32) != job || (int)(uint32_t)t >= atomic_load(&P.n))
+        if ((uint32_t)(t >> 32) != job || (uint32_t)t >= (uint32_t)atomic_load(&P.n))
             return;
         if (!atomic_compare_exchange_weak(&P.ticket, &t, t + 1))
             continue;
@@ -180,12 +182,15 @@ int ddl__parallel_ws(int n, void (*fn)(void *ctx, int task, float *scratch), voi
             fn(ctx, i, ws);
         return 0;
     }
+    /* close the last job's ticket first: a worker late in it, which may read the new n, must
+     * not claim its "next" task (that would run a task of the new job twice) */
+    uint32_t last = (uint32_t)(atomic_load(&P.ticket) >> 32), job = last + 1;
+    atomic_store(&P.ticket, (uint64_t)last << 32 | CLOSED);
     P.fn = fn;
     P.ctx = ctx;
     atomic_store(&P.n, n);
     atomic_store(&P.done, 0);
     my_slot = 0; /* the owner of the pool uses scratch 0 */
-    uint32_t job = (uint32_t)(atomic_load(&P.ticket) >> 32) + 1;
     atomic_store(&P.ticket, (uint64_t)job << 32); /* publishes fn, ctx and n */
     wake_all();
     run_tasks(job);
