@@ -100,13 +100,14 @@ static void wide_grad(size_t len, int kh, int kw, int wp, const float *xp, const
         }
 }
 
-/* Threads: the forward pass is one task per sample, the gradient one per output channel (over
- * every sample in order, as with one thread), each in its thread's scratch. */
+/* Threads: the forward pass is one task per sample, the gradient one per range of output
+ * channels (over every sample in order, as with one thread), each in its thread's scratch. */
 
 typedef struct direct_job {
     const ddl_conv2d *g;
     const float *x, *w, *b, *dy;
     float *y, *dw;
+    int per; /* weight gradient: output channels per task */
 } direct_job;
 
 static void forward_sample(void *ctx, int n, float *ws)
@@ -125,17 +126,14 @@ static void forward_sample(void *ctx, int n, float *ws)
     }
 }
 
-/* fits: a task's room fits a thread's scratch, so the pool may run the tasks. */
-static float *task_ws(const ddl_conv2d *g, float *ws)
-{
-    return ddl__conv2d_direct_workspace(g) <= DDL__THREAD_SCRATCH ? ws : NULL;
-}
+/* task_fits: a task's room fits a thread's scratch, so the pool may run the tasks. */
+static int task_fits(const ddl_conv2d *g) { return ddl__conv2d_direct_workspace(g) <= DDL__THREAD_SCRATCH; }
 
 void ddl__conv2d_direct_forward(const ddl_conv2d *g, const float *x, const float *w, const float *b, float *y,
                                 float *ws)
 {
-    direct_job j = {g, x, w, b, NULL, y, NULL};
-    if (ddl__threads() > 1 && task_ws(g, ws)) {
+    direct_job j = {g, x, w, b, NULL, y, NULL, 0};
+    if (ddl__threads() > 1 && task_fits(g)) {
         ddl__parallel_ws(g->batch, forward_sample, &j, ws);
         return;
     }
@@ -143,9 +141,9 @@ void ddl__conv2d_direct_forward(const ddl_conv2d *g, const float *x, const float
         forward_sample(&j, n, ws);
 }
 
-static void grad_channel(void *ctx, int oc, float *ws)
+/* grad_range: output channels [lo, hi) over every sample in order, each image padded once. */
+static void grad_range(const direct_job *j, int lo, int hi, float *ws)
 {
-    const direct_job *j = ctx;
     const ddl_conv2d *g = j->g;
     int wp = g->in_w + 2 * g->pad, oh = g->in_h + 2 * g->pad - g->k_h + 1, ow = wp - g->k_w + 1;
     size_t in_sz = (size_t)g->in_h * g->in_w, p = (size_t)oh * ow, kk = (size_t)g->k_h * g->k_w;
@@ -153,20 +151,31 @@ static void grad_channel(void *ctx, int oc, float *ws)
     memset(dyw, 0, ((size_t)oh * wp + 32) * sizeof *dyw); /* extra columns and the rounding stay 0 */
     for (int n = 0; n < g->batch; n++) {
         pad_image(g, j->x + n * in_sz, xp, wp);
-        const float *d = j->dy + ((size_t)n * g->out_c + oc) * p;
-        for (int oy = 0; oy < oh; oy++)
-            memcpy(dyw + (size_t)oy * wp, d + (size_t)oy * ow, (size_t)ow * sizeof *d);
-        wide_grad(((size_t)oh * wp + 31) / 32 * 32, g->k_h, g->k_w, wp, xp, dyw, j->dw + oc * kk);
+        for (int oc = lo; oc < hi; oc++) {
+            const float *d = j->dy + ((size_t)n * g->out_c + oc) * p;
+            for (int oy = 0; oy < oh; oy++)
+                memcpy(dyw + (size_t)oy * wp, d + (size_t)oy * ow, (size_t)ow * sizeof *d);
+            wide_grad(((size_t)oh * wp + 31) / 32 * 32, g->k_h, g->k_w, wp, xp, dyw, j->dw + oc * kk);
+        }
     }
 }
 
+static void grad_task(void *ctx, int t, float *ws)
+{
+    const direct_job *j = ctx;
+    int lo = t * j->per, hi = lo + j->per < j->g->out_c ? lo + j->per : j->g->out_c;
+    if (lo < hi)
+        grad_range(j, lo, hi, ws);
+}
+
+/* Threads: ranges of output channels; each channel's sums are the same in any range. */
 void ddl__conv2d_direct_grad(const ddl_conv2d *g, const float *x, const float *dy, float *dw, float *ws)
 {
-    direct_job j = {g, x, NULL, NULL, dy, NULL, dw};
-    if (ddl__threads() > 1 && task_ws(g, ws)) {
-        ddl__parallel_ws(g->out_c, grad_channel, &j, ws);
+    int threads = ddl__threads();
+    direct_job j = {g, x, NULL, NULL, dy, NULL, dw, (g->out_c + threads - 1) / threads};
+    if (threads > 1 && g->out_c > 1 && task_fits(g)) {
+        ddl__parallel_ws((g->out_c + j.per - 1) / j.per, grad_task, &j, ws);
         return;
     }
-    for (int oc = 0; oc < g->out_c; oc++) /* each image padded once per channel: a few % more */
-        grad_channel(&j, oc, ws);
+    grad_range(&j, 0, g->out_c, ws);
 }
