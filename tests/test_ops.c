@@ -305,8 +305,12 @@ static void test_conv_small(void)
         {2, 2, 7, 7, 2, 3, 2, 1, 1}, /* non-square kernel */
         {2, 1, 9, 8, 2, 4, 4, 3, 1}, /* stride 3 */
         {3, 2, 6, 6, 2, 2, 2, 2, 0}, /* 2x2 stride 2 */
-        {2, 1, 7, 6, 3, 5, 5, 1, 2}, /* one input channel, stride 1: the direct path */
-        {2, 1, 9, 5, 2, 3, 3, 1, 1}, /* direct path, U-Net's first layer */
+        {2, 1, 7, 6, 3, 5, 5, 1, 2}, /* conv_wide.c: one input channel, LeNet's conv1 */
+        {2, 1, 9, 5, 2, 3, 3, 1, 1}, /* conv_wide.c: U-Net's first layer */
+        {2, 6, 9, 8, 16, 5, 5, 1, 0}, /* conv_wide.c: LeNet's conv2, 5x5 without padding */
+        {2, 3, 6, 5, 7, 5, 5, 1, 4}, /* conv_wide.c: 5x5, the largest padding, odd out_c */
+        {2, 2, 4, 3, 6, 5, 5, 1, 1}, /* conv_wide.c: 5x5, blocks of 6 output channels */
+        {3, 3, 5, 6, 13, 5, 5, 1, 3}, /* conv_wide.c: 5x5, two blocks of 8, an odd last pair */
         {2, 3, 6, 5, 3, 3, 3, 1, 0}, /* 3x3 stride 1 (conv3x3.c): no pad, odd out_c */
         {2, 2, 5, 7, 9, 3, 3, 1, 2}, /* conv3x3.c: pad 2, two output blocks, an odd last channel */
         {1, 16, 8, 8, 16, 3, 3, 1, 1}, /* conv3x3.c: U-Net's channel counts on its bottom grid */
@@ -352,7 +356,7 @@ static void test_conv_hand(void)
 {
     ddl_conv2d g = {1, 1, 3, 3, 1, 2, 2, 1, 0};
     float x[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9}, w[4] = {1, 1, 1, 1}, b[1] = {0.5f}, y[4];
-    float ws[256]; /* the direct path (conv_direct.c) pads the image and rounds rows up to 32 */
+    float ws[256];
     CHECK(ddl_conv2d_out_h(&g) == 2 && ddl_conv2d_out_w(&g) == 2);
     CHECK(ddl_conv2d_workspace(&g) <= 256);
     ddl_conv2d_forward(&g, x, w, b, y, ws);
@@ -386,7 +390,7 @@ static void test_conv_large(void)
         naive_conv_backward(&g, c.x, c.w, c.r, rx, rw);
         CHECK(max_rel(dx, rx, c.nx, 1e-2) < 1e-3);
         CHECK(max_rel(dw, rw, c.nw, 1e-1) < 1e-3);
-        memset(dw, 0, c.nw * sizeof *dw); /* without dx: the direct path for one input channel */
+        memset(dw, 0, c.nw * sizeof *dw); /* without dx (a first layer) */
         ddl_conv2d_backward(&g, c.x, c.w, c.r, NULL, dw, NULL, c.ws);
         CHECK(max_rel(dw, rw, c.nw, 1e-1) < 1e-3);
         free(dx);

@@ -1,7 +1,7 @@
 /* test_threads.c - ddl_set_threads and the pool behind it (src/core/pool.c): every task runs
  * exactly once, from nested calls and from two calling threads at once too; the pool resizes;
  * matrix products split over threads give the bits of one thread, for the shapes of LeNet's and
- * U-Net's layers and every transposition, and so do the convolutions (direct, im2col, 3x3 wide,
+ * U-Net's layers and every transposition, and so do the convolutions (im2col, 3x3 and 5x5 wide,
  * transposed), max-pool, ReLU, GroupNorm and the cross-entropy, forward and backward. */
 #include "check.h"
 #include "core/impl.h"
@@ -183,8 +183,9 @@ typedef struct layer {
 } layer;
 
 static const layer layers[] = {
-    {"LeNet conv1 (direct)", {64, 1, 28, 28, 6, 5, 5, 1, 2}, 0},
-    {"LeNet conv2 (im2col, chunks)", {64, 6, 14, 14, 16, 5, 5, 1, 0}, 0},
+    {"LeNet conv1 (wide kernel, blocks of 6)", {64, 1, 28, 28, 6, 5, 5, 1, 2}, 0},
+    {"LeNet conv2 (wide kernel 5x5)", {64, 6, 14, 14, 16, 5, 5, 1, 0}, 0},
+    {"7x7 (im2col, chunks)", {16, 3, 20, 20, 8, 7, 7, 1, 3}, 0},
     {"U-Net 3x3 (wide kernel)", {8, 8, 32, 32, 16, 3, 3, 1, 1}, 0},
     {"U-Net 3x3, odd channels", {5, 6, 16, 16, 7, 3, 3, 1, 1}, 0},
     {"strided 4x4 (im2col)", {16, 4, 20, 20, 8, 4, 4, 2, 1}, 0},

@@ -295,13 +295,8 @@ static void bias_channels(void *ctx, size_t lo, size_t hi)
     const bias_job *j = ctx;
     for (size_t ci = lo; ci < hi; ci++) {
         double s = 0.0;
-        for (int n = 0; n < j->nb; n++) {
-            const float *row = j->dy + ((size_t)n * j->c + ci) * j->p;
-            float part = 0.0f;
-            for (size_t i = 0; i < j->p; i++)
-                part += row[i];
-            s += part;
-        }
+        for (int n = 0; n < j->nb; n++)
+            s += ddl__row_sum(j->dy + ((size_t)n * j->c + ci) * j->p, (int)j->p);
         j->db[ci] += (float)s;
     }
 }
@@ -332,9 +327,7 @@ size_t ddl_conv2d_workspace(const ddl_conv2d *g)
     size_t k = (size_t)g->in_c * g->k_h * g->k_w, p = (size_t)q.oh * q.ow;
     int nb = chunk(g->batch, k, (size_t)g->out_c, p);
     size_t n = ws_floats(nb, k, (size_t)g->out_c, p) + parts_floats(g, nb, k);
-    size_t direct = ddl__conv2d_direct_ok(g) ? ddl__conv2d_direct_workspace(g) : 0;
     size_t wide = ddl__conv2d_wide_ok(g) ? ddl__conv2d_wide_workspace(g) : 0;
-    n = n > direct ? n : direct;
     return n > wide ? n : wide;
 }
 
@@ -372,10 +365,6 @@ void ddl_conv2d_forward(const ddl_conv2d *g, const float *x, const float *w, con
     conv_geo q = conv_view(g);
     if (!geo_ok(g, &q))
         return;
-    if (ddl__conv2d_direct_ok(g)) {
-        ddl__conv2d_direct_forward(g, x, w, b, y, ws);
-        return;
-    }
     if (ddl__conv2d_wide_ok(g)) {
         ddl__conv2d_wide_forward(g, x, w, b, y, ws);
         return;
@@ -443,11 +432,6 @@ void ddl_conv2d_backward(const ddl_conv2d *g, const float *x, const float *w, co
             ddl__conv2d_wide_dw(g, x, dy, dw, ws);
         if (dx)
             ddl__conv2d_wide_dx(g, w, dy, dx, ws);
-        return;
-    }
-    if (!dx && ddl__conv2d_direct_ok(g)) {
-        if (dw)
-            ddl__conv2d_direct_grad(g, x, dy, dw, ws);
         return;
     }
     /* chunk by chunk (over the threads when there are several), then the chunks' weight

@@ -98,15 +98,11 @@ void ddl__log(ddl_log_fn fn, void *ud, int level, const char *fmt, ...) DDL__PRI
 #define DDL__HOT
 #endif
 
-/* Direct convolution for in_c == 1 and stride 1 (conv_direct.c): forward, and dw only. */
-int ddl__conv2d_direct_ok(const ddl_conv2d *g);
-size_t ddl__conv2d_direct_workspace(const ddl_conv2d *g);
-void ddl__conv2d_direct_forward(const ddl_conv2d *g, const float *x, const float *w, const float *b, float *y,
-                                float *ws);
-void ddl__conv2d_direct_grad(const ddl_conv2d *g, const float *x, const float *dy, float *dw, float *ws);
-
-/* Wide-row direct convolution for 3x3 kernels, stride 1, in_c > 1 (conv3x3.c): forward, dx, and
+/* Wide-row direct convolution for 3x3 and 5x5 kernels, stride 1 (conv_wide.c): forward, dx, and
  * dw (accumulated). */
+/* ddl__row_sum: sum of x[0, n) in 8 lanes added in a fixed order (ops.c). */
+float ddl__row_sum(const float *x, int n);
+
 int ddl__conv2d_wide_ok(const ddl_conv2d *g);
 size_t ddl__conv2d_wide_workspace(const ddl_conv2d *g);
 void ddl__conv2d_wide_forward(const ddl_conv2d *g, const float *x, const float *w, const float *b, float *y,

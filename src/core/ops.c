@@ -382,8 +382,9 @@ double ddl_dice_loss(int n, int c, int s, const float *probs, const uint8_t *tar
 
 static float lanes8(const float a[8]) { return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7])); }
 
-/* row_sum: sum of x[0, n). */
-static float row_sum(const float *x, int n)
+/* ddl__row_sum: sum of x[0, n) (impl.h; also the bias gradients of conv.c, where one running
+ * sum was a chain of n dependent adds). */
+float ddl__row_sum(const float *x, int n)
 {
     float a[8] = {0};
     int i = 0;
@@ -439,7 +440,7 @@ static void gn_forward_group(int cg, int s, int ch0, const float *xg, const floa
     size_t gsz = (size_t)cg * s;
     double sum = 0.0, var = 0.0; /* float rows of s, summed in double */
     for (int ci = 0; ci < cg; ci++)
-        sum += row_sum(xg + (size_t)ci * s, s);
+        sum += ddl__row_sum(xg + (size_t)ci * s, s);
     float m = (float)(sum / (double)gsz);
     for (int ci = 0; ci < cg; ci++)
         var += row_sqdev(xg + (size_t)ci * s, s, m);

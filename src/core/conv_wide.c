@@ -1,0 +1,411 @@
+/* conv_wide.c - direct 3x3 and 5x5 convolution, stride 1, any padding up to k - 1 and any
+ * channel count (U-Net's convolutions, LeNet's): the forward pass, the input gradient and the
+ * weight gradient, without an im2col matrix. Uses only the caller's workspace.
+ *
+ * Rows are computed at the padded width wp ("wide" rows), so every tap of
+ * every input channel is one contiguous vector load at a fixed offset; the wp - ow extra
+ * columns are garbage and dropped. A micro-kernel keeps an 8-output-channel x 48-position tile
+ * in registers across all input channels and taps: each input vector feeds 8 multiply-adds with
+ * broadcast weights, packed (oc block, ic, tap, 8) so the kernel reads them in order. The
+ * k x k taps are offsets (ki wp + kj) into the wide plane, so a 5x5 kernel is the same loop.
+ *
+ * The input gradient is the same kernel: dx is the convolution of dy, padded by k - 1 - pad,
+ * with the weights flipped and in_c / out_c swapped. Summation order per output: input channels
+ * in order, taps in row-major order, one fused multiply-add each, the same in every clone.
+ *
+ * The weight gradient keeps a tile of 16-lane sums (2 output channels x 9 taps for 3x3, 4 x 5,
+ * a kernel row, for 5x5) in registers over all wide positions of one sample and one input
+ * channel (dy copied into wide rows with zeros in the extra columns), adds them lane by lane to
+ * sums in memory, and adds each weight's 16 lanes in a fixed order at the end of the batch. */
+#include "impl.h"
+
+#include <string.h>
+
+#define WIDE_OCB 8 /* output channels per tile, at most (6 when that wastes fewer: LeNet's 6) */
+#define WIDE_J 48  /* positions per tile: three 16-float vectors */
+#define WIDE_MAX_TAPS 25
+
+typedef float v16 __attribute__((vector_size(64)));
+typedef float v16u __attribute__((vector_size(64), aligned(4)));
+
+/* wide_geo: one sample's convolution seen by the kernel: c_in planes of (h, w) padded by pad
+ * into (hp, wp) planes of plane floats, c_out outputs of (oh, ow), len wide positions, a k x k
+ * kernel of taps = k k taps. A padded row is pad zeros then the w values, wp = w + pad: the
+ * right border of a row is the left border of the next (a tap past the row's end reads the next
+ * row's zeros), which saves pad wide positions a row (LeNet's conv2 input gradient: 196 positions
+ * instead of 252). Requires pad <= k - 1, so that the ow outputs fit in wp. */
+typedef struct wide_geo {
+    int c_in, c_out, h, w, pad, k, taps, wp, hp, oh, ow, ocb; /* ocb: output channels per tile */
+    size_t len, plane; /* len: oh * wp rounded up to WIDE_J; plane: >= hp * wp + reads past it */
+} wide_geo;
+
+static wide_geo wide_view(int c_in, int c_out, int h, int w, int pad, int k)
+{
+    wide_geo q = {c_in, c_out, h, w, pad, k, k * k, w + pad, h + 2 * pad, h + 2 * pad - k + 1,
+                  w + 2 * pad - k + 1, WIDE_OCB, 0, 0};
+    if ((c_out + 5) / 6 * 6 - c_out < (c_out + 7) / 8 * 8 - c_out)
+        q.ocb = 6;
+    q.len = ((size_t)q.oh * q.wp + WIDE_J - 1) / WIDE_J * WIDE_J;
+    /* the last tile reads up to len - 1 + (k - 1)(wp + 1): keep that inside the (zeroed) plane */
+    q.plane = (q.len + (size_t)(k - 1) * (q.wp + 1) + 15) / 16 * 16;
+    return q;
+}
+
+/* tap_offsets: off[t] = the wide-plane offset of tap t = (ki, kj). */
+static void tap_offsets(const wide_geo *q, size_t *off)
+{
+    for (int t = 0; t < q->taps; t++)
+        off[t] = (size_t)(t / q->k) * q->wp + (size_t)(t % q->k);
+}
+
+static size_t oc_blocks(const wide_geo *q) { return (size_t)(q->c_out + q->ocb - 1) / q->ocb; }
+
+/* floats: xp (c_in planes), one tile row of ocb wide outputs, and the packed weights. */
+static size_t wide_floats(const wide_geo *q)
+{
+    return (size_t)q->c_in * q->plane + (size_t)q->ocb * q->len + oc_blocks(q) * q->ocb * (size_t)q->c_in * q->taps;
+}
+
+int ddl__conv2d_wide_ok(const ddl_conv2d *g)
+{
+#ifdef DDL_NO_WIDE_CONV /* to measure against im2col + gemm */
+    return 0;
+#endif
+    int k = g->k_h;
+    return g->in_c >= 1 && g->stride == 1 && (k == 3 || k == 5) && g->k_w == k && g->pad >= 0 && g->pad <= k - 1 &&
+           g->in_h + 2 * g->pad >= k && g->in_w + 2 * g->pad >= k;
+}
+
+size_t ddl__conv2d_wide_workspace(const ddl_conv2d *g)
+{
+    int k = g->k_h;
+    wide_geo f = wide_view(g->in_c, g->out_c, g->in_h, g->in_w, g->pad, k);
+    wide_geo b = wide_view(g->out_c, g->in_c, f.oh, f.ow, k - 1 - g->pad, k);
+    size_t a = wide_floats(&f), c = wide_floats(&b);
+    size_t d = (size_t)g->in_c * f.plane + (size_t)g->out_c * f.len + (size_t)(g->out_c + 1) * g->in_c * f.taps * 16;
+    a = a > c ? a : c;
+    return a > d ? a : d;
+}
+
+/* ---- packing ---- */
+
+/* pad_planes: xp (c, plane) = x (c, h, w) with pad zero rows above, pad zeros before each row
+ * (the border on both sides, see wide_geo) and zeros after; every float written once (a memset
+ * of the whole plane first cost more than the copy). */
+static void pad_planes(const wide_geo *q, const float *x, float *xp)
+{
+    size_t top = (size_t)q->pad * q->wp, below = q->plane - (size_t)(q->pad + q->h) * q->wp;
+    for (int c = 0; c < q->c_in; c++) {
+        float *dst = xp + c * q->plane;
+        memset(dst, 0, (top + q->pad) * sizeof *dst);
+        dst += top;
+        for (int y = 0; y < q->h; y++, dst += q->wp) {
+            const float *src = x + ((size_t)c * q->h + y) * q->w;
+            for (int i = 0; i < q->pad; i++)
+                dst[i] = 0.0f;
+            memcpy(dst + q->pad, src, (size_t)q->w * sizeof *src);
+            for (int i = q->pad + q->w; i < q->wp; i++)
+                dst[i] = 0.0f;
+        }
+        memset(dst, 0, below * sizeof *dst);
+    }
+}
+
+/* pack_weights: wk (oc block, c_in, taps, ocb) from w. flip 0: w is the conv's (c_out,
+ * c_in, k, k); flip 1: w is (c_in, c_out, k, k) of the conv being transposed, and taps are
+ * reversed. Channels past c_out get zero weights. */
+static void pack_weights(const wide_geo *q, const float *w, int flip, float *wk)
+{
+    size_t kk = (size_t)q->taps;
+    for (size_t ob = 0; ob < oc_blocks(q); ob++)
+        for (int ic = 0; ic < q->c_in; ic++)
+            for (size_t t = 0; t < kk; t++)
+                for (int o = 0; o < q->ocb; o++) {
+                    int oc = (int)ob * q->ocb + o;
+                    float v = 0.0f;
+                    if (oc < q->c_out)
+                        v = flip ? w[((size_t)ic * q->c_out + oc) * kk + (kk - 1 - t)] : w[((size_t)oc * q->c_in + ic) * kk + t];
+                    wk[((ob * q->c_in + ic) * kk + t) * q->ocb + o] = v;
+                }
+}
+
+/* ---- kernel ---- */
+
+/* WIDE_TILE: acc (OCB, len) = sum over c_in input planes and the taps (at offsets off) of wk x
+ * xp shifted; OCB a constant, so the 3 OCB accumulators stay in registers. */
+#define WIDE_TILE(NAME, OCB)                                                                              \
+    DDL__HOT static void NAME(size_t len, int c_in, size_t plane, int taps, const size_t *off, const float *xp, \
+                              const float *wk, float *acc)                                                \
+    {                                                                                                     \
+        for (size_t j = 0; j < len; j += WIDE_J) {                                                        \
+            v16 a0[OCB], a1[OCB], a2[OCB];                                                                \
+            for (int o = 0; o < OCB; o++)                                                                 \
+                a0[o] = a1[o] = a2[o] = (v16){0};                                                         \
+            for (int ic = 0; ic < c_in; ic++) {                                                           \
+                const float *xi = xp + (size_t)ic * plane + j, *wi = wk + (size_t)ic * taps * OCB;        \
+                for (int t = 0; t < taps; t++) {                                                          \
+                    v16 x0 = *(const v16u *)(xi + off[t]), x1 = *(const v16u *)(xi + off[t] + 16),        \
+                        x2 = *(const v16u *)(xi + off[t] + 32);                                           \
+                    for (int o = 0; o < OCB; o++) {                                                       \
+                        float wv = wi[t * OCB + o];                                                       \
+                        a0[o] += wv * x0;                                                                 \
+                        a1[o] += wv * x1;                                                                 \
+                        a2[o] += wv * x2;                                                                 \
+                    }                                                                                     \
+                }                                                                                         \
+            }                                                                                             \
+            for (int o = 0; o < OCB; o++) {                                                               \
+                *(v16u *)(acc + o * len + j) = a0[o];                                                     \
+                *(v16u *)(acc + o * len + j + 16) = a1[o];                                                \
+                *(v16u *)(acc + o * len + j + 32) = a2[o];                                                \
+            }                                                                                             \
+        }                                                                                                 \
+    }
+
+WIDE_TILE(wide_tile8, 8)
+WIDE_TILE(wide_tile6, 6)
+
+/* wide_sample: y (c_out, oh, ow) of one sample's xp, plus b (may be NULL). */
+static void wide_sample(const wide_geo *q, const float *xp, const float *wk, const float *b, float *acc, float *y)
+{
+    size_t p = (size_t)q->oh * q->ow, off[WIDE_MAX_TAPS];
+    tap_offsets(q, off);
+    for (size_t ob = 0; ob < oc_blocks(q); ob++) {
+        const float *wb = wk + ob * q->c_in * q->taps * q->ocb;
+        if (q->ocb == 6)
+            wide_tile6(q->len, q->c_in, q->plane, q->taps, off, xp, wb, acc);
+        else
+            wide_tile8(q->len, q->c_in, q->plane, q->taps, off, xp, wb, acc);
+        for (int o = 0; o < q->ocb && (int)ob * q->ocb + o < q->c_out; o++) {
+            int oc = (int)ob * q->ocb + o;
+            float bv = b ? b[oc] : 0.0f, *yo = y + (size_t)oc * p;
+            for (int oy = 0; oy < q->oh; oy++) {
+                const float *src = acc + o * q->len + (size_t)oy * q->wp;
+                for (int ox = 0; ox < q->ow; ox++)
+                    yo[(size_t)oy * q->ow + ox] = src[ox] + bv;
+            }
+        }
+    }
+}
+
+/* Threads: the forward pass and the input gradient go sample by sample, the weight gradient
+ * by pairs of output channels (over every sample in order, as with one thread); each task pads
+ * into its thread's scratch, the packed weights are shared. */
+
+typedef struct wide_job {
+    const wide_geo *q;
+    int batch;
+    const float *x, *wk, *b, *dy;
+    float *y, *dw;
+    int per; /* weight gradient: output-channel pairs per task */
+} wide_job;
+
+static void run_sample(void *ctx, int n, float *ws)
+{
+    const wide_job *j = ctx;
+    const wide_geo *q = j->q;
+    size_t in_sz = (size_t)q->c_in * q->h * q->w, out_sz = (size_t)q->c_out * q->oh * q->ow;
+    float *xp = ws, *acc = ws + (size_t)q->c_in * q->plane;
+    pad_planes(q, j->x + n * in_sz, xp);
+    wide_sample(q, xp, j->wk, j->b, acc, j->y + n * out_sz);
+}
+
+/* wide_run: every sample of x (batch, c_in, h, w) into y (batch, c_out, oh, ow). */
+static void wide_run(const wide_geo *q, int batch, const float *x, const float *w, int flip, const float *b,
+                     float *y, float *ws)
+{
+    size_t task = (size_t)q->c_in * q->plane + (size_t)q->ocb * q->len; /* xp and acc */
+    float *wk = ws + task;
+    pack_weights(q, w, flip, wk);
+    wide_job j = {q, batch, x, wk, b, NULL, y, NULL, 0};
+    if (ddl__threads() > 1 && task <= DDL__THREAD_SCRATCH) {
+        ddl__parallel_ws(batch, run_sample, &j, ws);
+        return;
+    }
+    for (int n = 0; n < batch; n++)
+        run_sample(&j, n, ws);
+}
+
+void ddl__conv2d_wide_forward(const ddl_conv2d *g, const float *x, const float *w, const float *b, float *y,
+                              float *ws)
+{
+    wide_geo q = wide_view(g->in_c, g->out_c, g->in_h, g->in_w, g->pad, g->k_h);
+    wide_run(&q, g->batch, x, w, 0, b, y, ws);
+}
+
+void ddl__conv2d_wide_dx(const ddl_conv2d *g, const float *w, const float *dy, float *dx, float *ws)
+{
+    int k = g->k_h, oh = g->in_h + 2 * g->pad - k + 1, ow = g->in_w + 2 * g->pad - k + 1;
+    wide_geo q = wide_view(g->out_c, g->in_c, oh, ow, k - 1 - g->pad, k); /* its outputs: (in_c, in_h, in_w) */
+    wide_run(&q, g->batch, dy, w, 1, NULL, dx, ws);
+}
+
+/* ---- weight gradient ---- */
+
+/* lanes: the sum of v's 16 lanes in a fixed pairwise order. */
+static inline float lanes(v16 v)
+{
+    float s8[8];
+    for (int i = 0; i < 8; i++)
+        s8[i] = v[i] + v[i + 8];
+    return ((s8[0] + s8[4]) + (s8[2] + s8[6])) + ((s8[1] + s8[5]) + (s8[3] + s8[7]));
+}
+
+/* GRAD_TILE_BODY: for OCG output channels o, m[o] (c_in, taps, 16 lanes), taps t0 .. t0 + n - 1
+ * += dy[o] (len wide positions) x xp (c_in planes) shifted by the TG taps at off (n <= TG of them
+ * real): OCG x TG accumulators, added lane by lane to the sums in memory (the 16 lanes are added
+ * together once per batch: once per sample cost more than the products on LeNet's small
+ * planes). Each shifted input (mostly a load across a cache line) feeds OCG multiply-adds.
+ * KEEP(v) pins it in a register: left alone, gcc folds its load into every multiply-add, and the
+ * loads become the bottleneck. */
+#define GRAD_TILE_BODY(KEEP, OCG, TG)                                                                     \
+    for (int ic = 0; ic < c_in; ic++) {                                                                   \
+        const float *xi = xp + (size_t)ic * plane;                                                        \
+        v16 a[OCG][TG];                                                                                   \
+        for (int o = 0; o < OCG; o++)                                                                     \
+            for (int t = 0; t < TG; t++)                                                                  \
+                a[o][t] = (v16){0};                                                                       \
+        for (size_t j = 0; j < len; j += 16) {                                                            \
+            v16 d[OCG];                                                                                   \
+            for (int o = 0; o < OCG; o++)                                                                 \
+                d[o] = *(const v16u *)(dy[o] + j);                                                        \
+            for (int t = 0; t < TG; t++) {                                                                \
+                v16 xv = *(const v16u *)(xi + j + off[t]);                                                \
+                KEEP(xv);                                                                                 \
+                for (int o = 0; o < OCG; o++)                                                             \
+                    a[o][t] += d[o] * xv;                                                                 \
+            }                                                                                             \
+        }                                                                                                 \
+        for (int o = 0; o < OCG; o++)                                                                     \
+            for (int t = 0; t < n; t++)                                                                   \
+                *(v16u *)(m[o] + ((size_t)ic * taps + t0 + t) * 16) += a[o][t];                           \
+    }
+
+#define GRAD_ARGS                                                                                         \
+    size_t len, int c_in, size_t plane, int taps, int t0, int n, const size_t *off, const float *xp,       \
+        const float *const *dy, float *const *m
+#define GRAD_NO_KEEP(v) (void)0
+
+/* GRAD_TILES: the portable and AVX2 build of a tile shape, and, where gcc can target it, an
+ * AVX-512 build chosen at run time. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(DDL_NO_CLONES)
+#define GRAD_HAVE_AVX512 1
+#define GRAD_KEEP_ZMM(v) __asm__("" : "+v"(v))
+#define GRAD_TILES(NAME, OCG, TG)                                                                         \
+    DDL__HOT static void NAME(GRAD_ARGS) { GRAD_TILE_BODY(GRAD_NO_KEEP, OCG, TG) }                         \
+    __attribute__((target("avx512f,fma"), optimize("fp-contract=fast"))) static void NAME##_avx512(GRAD_ARGS) \
+    {                                                                                                     \
+        GRAD_TILE_BODY(GRAD_KEEP_ZMM, OCG, TG)                                                            \
+    }
+#else
+#define GRAD_TILES(NAME, OCG, TG)                                                                         \
+    DDL__HOT static void NAME(GRAD_ARGS) { GRAD_TILE_BODY(GRAD_NO_KEEP, OCG, TG) }
+#endif
+
+/* Shapes (registers: OCG x TG sums, OCG dy vectors, one input): 3x3 as 2 channels x 9 taps; 5x5
+ * by kernel rows, 4 channels x 5 taps (3 x 5 when the channels come in threes, as LeNet's 6). */
+GRAD_TILES(grad_2x9, 2, 9)
+GRAD_TILES(grad_4x5, 4, 5)
+GRAD_TILES(grad_3x5, 3, 5)
+
+typedef void (*grad_fn)(GRAD_ARGS);
+
+/* grad_shape: the tile for q, its channels per group (*ocg) and taps per pass (*tg). */
+static grad_fn grad_shape(const wide_geo *q, int *ocg, int *tg)
+{
+    int avx512 = 0;
+#ifdef GRAD_HAVE_AVX512
+    avx512 = __builtin_cpu_supports("avx512f");
+#define GRAD_PICK(NAME) (avx512 ? NAME##_avx512 : NAME)
+#else
+#define GRAD_PICK(NAME) ((void)avx512, NAME)
+#endif
+    if (q->k == 3) {
+        *ocg = 2, *tg = 9;
+        return GRAD_PICK(grad_2x9);
+    }
+    *tg = 5;
+    if (q->c_out % 4 != 0 && q->c_out % 3 == 0) {
+        *ocg = 3;
+        return GRAD_PICK(grad_3x5);
+    }
+    *ocg = 4;
+    return GRAD_PICK(grad_4x5);
+#undef GRAD_PICK
+}
+
+/* dw_range: the channel groups [lo, hi) (of ocg channels) over every sample in order: each
+ * sample padded once into xp, the groups' dy rows widened after it, then one tile per group and
+ * pass of tg taps (channels past c_out in the last group read its first row and add into a
+ * spare); at the end each weight's 16 lanes are added to dw. ws: xp, ocg (hi - lo) wide rows,
+ * ocg (hi - lo) + 1 sets of c_in taps 16 lane sums. */
+static void dw_range(const wide_job *j, int lo, int hi, float *ws)
+{
+    const wide_geo *q = j->q;
+    int ocg, tg;
+    grad_fn tile = grad_shape(q, &ocg, &tg);
+    int c0 = ocg * lo, c1 = ocg * hi < q->c_out ? ocg * hi : q->c_out;
+    size_t in_sz = (size_t)q->c_in * q->h * q->w, out_sz = (size_t)q->c_out * q->oh * q->ow, kk = (size_t)q->c_in * q->taps;
+    float *xp = ws, *dyw = ws + (size_t)q->c_in * q->plane, *m = dyw + (size_t)(c1 - c0) * q->len;
+    float *spare = m + (size_t)(c1 - c0) * kk * 16;
+    size_t off[WIDE_MAX_TAPS] = {0};
+    tap_offsets(q, off);
+    memset(dyw, 0, (size_t)(c1 - c0) * q->len * sizeof *dyw); /* the extra columns and the tail stay 0 */
+    memset(m, 0, (size_t)(c1 - c0) * kk * 16 * sizeof *m);
+    for (int n = 0; n < j->batch; n++) {
+        pad_planes(q, j->x + n * in_sz, xp);
+        for (int c = c0; c < c1; c++) {
+            const float *src = j->dy + n * out_sz + (size_t)c * q->oh * q->ow;
+            float *dst = dyw + (size_t)(c - c0) * q->len;
+            for (int y = 0; y < q->oh; y++)
+                for (int x = 0; x < q->ow; x++) /* rows of 10 to 64: a loop, not memcpy */
+                    dst[(size_t)y * q->wp + x] = src[(size_t)y * q->ow + x];
+        }
+        for (int oc = c0; oc < c1; oc += ocg) {
+            const float *dy[4];
+            float *mo[4];
+            for (int o = 0; o < ocg; o++) {
+                int real = oc + o < c1;
+                dy[o] = dyw + (size_t)(real ? oc + o - c0 : oc - c0) * q->len;
+                mo[o] = real ? m + (size_t)(oc + o - c0) * kk * 16 : spare;
+            }
+            for (int t0 = 0; t0 < q->taps; t0 += tg)
+                tile(q->len, q->c_in, q->plane, q->taps, t0, q->taps - t0 < tg ? q->taps - t0 : tg, off + t0, xp,
+                     dy, mo);
+        }
+    }
+    for (size_t e = 0; e < (size_t)(c1 - c0) * kk; e++)
+        j->dw[(size_t)c0 * kk + e] += lanes(*(const v16u *)(m + e * 16));
+}
+
+static void dw_task(void *ctx, int t, float *ws)
+{
+    const wide_job *j = ctx;
+    int ocg, tg;
+    grad_shape(j->q, &ocg, &tg);
+    int groups = (j->q->c_out + ocg - 1) / ocg, lo = t * j->per, hi = lo + j->per < groups ? lo + j->per : groups;
+    if (lo < hi)
+        dw_range(j, lo, hi, ws);
+}
+
+/* Threads: ranges of channel groups; each channel's sums are the same in any range and with
+ * any tile shape. */
+void ddl__conv2d_wide_dw(const ddl_conv2d *g, const float *x, const float *dy, float *dw, float *ws)
+{
+    wide_geo q = wide_view(g->in_c, g->out_c, g->in_h, g->in_w, g->pad, g->k_h);
+    int ocg, tg, threads = ddl__threads();
+    grad_shape(&q, &ocg, &tg);
+    int groups = (q.c_out + ocg - 1) / ocg;
+    wide_job j = {&q, g->batch, x, NULL, NULL, dy, NULL, dw, groups};
+    size_t sums = (size_t)q.c_in * q.taps * 16;              /* one channel's lane sums */
+    size_t fixed = (size_t)q.c_in * q.plane + sums, group = ocg * (q.len + sums); /* xp, the spare */
+    size_t fit = fixed + group <= DDL__THREAD_SCRATCH ? (DDL__THREAD_SCRATCH - fixed) / group : 0;
+    if (threads > 1 && groups > 1 && fit > 0) {
+        j.per = (groups + threads - 1) / threads;
+        if ((size_t)j.per > fit)
+            j.per = (int)fit;
+        ddl__parallel_ws((groups + j.per - 1) / j.per, dw_task, &j, ws);
+        return;
+    }
+    dw_range(&j, 0, groups, ws); /* the caller's ws holds xp, every channel's rows and a spare */
+}
