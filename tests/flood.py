@@ -10,8 +10,9 @@
       R closed by the rank" at the end or when terminated.
   flood.py --probe --proto tcp|zmq --job ID --world W HOST:PORT
       a stranger that does not know the token: a HELLO of another job, then a HELLO of job ID
-      claiming 7 ranks followed by a proof with a wrong MAC. Prints what came back and exits 1
-      if any answer tells the job id, the world size W or a rank (0 otherwise).
+      claiming 7 ranks followed by a proof with a wrong MAC; for zmq also peers of the old ZMTP
+      1.0 and 2.0. Prints what came back and exits 1 if any answer tells the job id, the world
+      size W or a rank, or an old-protocol peer is not closed within 1 s (0 otherwise).
 """
 import os
 import selectors
@@ -128,7 +129,39 @@ def probe(proto, addr, job, world):
     for l in leaks:
         print("probe: LEAK: " + l)
     print("probe: %d refusals, %d leaks" % (refusals, len(leaks)))
-    return 0 if refusals == 2 and not leaks else 1
+    old_ok = True
+    if proto == "zmq":
+        for name, hello in OLD_ZMTP:
+            ms = closed_after(host, int(port), hello, 4.0)
+            print("probe: %s stranger: %s" % (name, "closed after %d ms" % ms if ms is not None else "still open after 4 s"))
+            old_ok = old_ok and ms is not None and ms < 1000
+    return 0 if refusals == 2 and not leaks and old_ok else 1
+
+
+# Peers of ZMTP 1.0 and 2.0 (libzmq 2.x-3.x): libzmq 4.3 takes their first frame as a routing id
+# and asserts (aborting the rank) if it cannot hand it on; the rank must close them at once.
+# 1.0: an identity frame (length 1: flags only) then a message; 2.0: the signature, revision 1,
+# socket type DEALER (5), an empty identity frame.
+OLD_ZMTP = [("ZMTP 1.0", b"\x01\x00" + b"\x06\x00hello"),
+            ("ZMTP 2.0", b"\xff" + b"\0" * 8 + b"\x7f" + b"\x01\x05" + b"\x00\x00")]
+
+
+def closed_after(host, port, hello, limit):
+    """Milliseconds until the peer closed the connection after hello, or None after limit s."""
+    s = socket.create_connection((host.strip("[]"), port), timeout=limit)
+    t0 = time.monotonic()
+    try:
+        s.sendall(hello)
+        while time.monotonic() - t0 < limit:
+            if not s.recv(4096):
+                return int((time.monotonic() - t0) * 1000)
+    except socket.timeout:
+        return None
+    except OSError:
+        return int((time.monotonic() - t0) * 1000)
+    finally:
+        s.close()
+    return None
 
 
 # ---- flood ----

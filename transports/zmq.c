@@ -119,6 +119,12 @@ static int bind_router(zq_state *s, const struct sockaddr_storage *ss, int any_p
     set_int(s->router, ZMQ_ROUTER_MANDATORY, 1); /* a gone peer is an error, not a silent drop */
     set_int(s->router, ZMQ_SNDHWM, 0);           /* never EAGAIN: our sends are bounded by exchange */
     set_int(s->router, ZMQ_HANDSHAKE_IVL, DDL__POOL_SLOT_MS); /* silent or slow strangers: closed by then */
+    /* A ZAP domain makes libzmq refuse peers of ZMTP 1.0 and 2.0 at their greeting. Left in,
+     * their first frame is a routing id that libzmq 4.3 pushes to the session with an assertion:
+     * when the session is going away (a flood while the door shuts) the push fails and the whole
+     * rank aborts ("Resource temporarily unavailable (src/zmtp_engine.cpp:446)"). There is no ZAP
+     * handler: ZMTP 3 peers of the NULL mechanism go on as before (ZMQ_ZAP_ENFORCE_DOMAIN is 0). */
+    zmq_setsockopt(s->router, ZMQ_ZAP_DOMAIN, "ddl", 3);
     struct sockaddr_storage at = *ss;
     if (any_port && at.ss_family == AF_INET6)
         ((struct sockaddr_in6 *)&at)->sin6_port = 0;
