@@ -58,6 +58,18 @@ static void tap_offsets(const wide_geo *q, size_t *off)
         off[t] = (size_t)(t / q->k) * q->wp + (size_t)(t % q->k);
 }
 
+/* grad_samples: samples per pass of the weight-gradient tiles, from the geometry alone (so the
+ * sums are the same in any range): as many as fit GRAD_CHUNK floats of padded input and wide dy
+ * rows, 1 to GRAD_MAX_SAMPLES. LeNet's planes are small: 8 samples a pass cut the adds to
+ * memory 8-fold; U-Net's 64x64 planes take one. */
+#define GRAD_CHUNK ((size_t)1 << 16)
+#define GRAD_MAX_SAMPLES 8
+static int grad_samples(const wide_geo *q)
+{
+    size_t per = (size_t)q->c_in * q->plane + (size_t)q->c_out * q->len, n = GRAD_CHUNK / per;
+    return n < 1 ? 1 : n > GRAD_MAX_SAMPLES ? GRAD_MAX_SAMPLES : (int)n;
+}
+
 static size_t oc_blocks(const wide_geo *q) { return (size_t)(q->c_out + q->ocb - 1) / q->ocb; }
 
 /* floats: xp (c_in planes), one tile row of ocb wide outputs, and the packed weights. */
@@ -82,7 +94,8 @@ size_t ddl__conv2d_wide_workspace(const ddl_conv2d *g)
     wide_geo f = wide_view(g->in_c, g->out_c, g->in_h, g->in_w, g->pad, k);
     wide_geo b = wide_view(g->out_c, g->in_c, f.oh, f.ow, k - 1 - g->pad, k);
     size_t a = wide_floats(&f), c = wide_floats(&b);
-    size_t d = (size_t)g->in_c * f.plane + (size_t)g->out_c * f.len + (size_t)(g->out_c + 1) * g->in_c * f.taps * 16;
+    size_t ns = (size_t)grad_samples(&f);
+    size_t d = ns * ((size_t)g->in_c * f.plane + (size_t)g->out_c * f.len) + (size_t)(g->out_c + 1) * g->in_c * f.taps * 16;
     a = a > c ? a : c;
     return a > d ? a : d;
 }
@@ -131,19 +144,35 @@ static void pack_weights(const wide_geo *q, const float *w, int flip, float *wk)
 
 /* ---- kernel ---- */
 
+/* tap_rows: the taps [*t0, *t1) of the kernel rows that reach a row of data (not the zero rows
+ * of the border) from some output row of the tile at wide position j; the others only add
+ * zeros. LeNet's conv2 input gradient reads dy padded by 4 rows: 28% of its taps are skipped. */
+static inline void tap_rows(const wide_geo *q, size_t j, int *t0, int *t1)
+{
+    int y0 = (int)(j / (size_t)q->wp), y1 = (int)((j + WIDE_J - 1) / (size_t)q->wp);
+    y1 = y1 < q->oh - 1 ? y1 : q->oh - 1;
+    int lo = q->pad - y1 > 0 ? q->pad - y1 : 0, hi = q->pad + q->h - y0 < q->k ? q->pad + q->h - y0 : q->k;
+    *t0 = lo * q->k;
+    *t1 = (hi > lo ? hi : lo) * q->k;
+}
+
 /* WIDE_TILE: acc (OCB, len) = sum over c_in input planes and the taps (at offsets off) of wk x
- * xp shifted; OCB a constant, so the 3 OCB accumulators stay in registers. */
+ * xp shifted, each tile over the taps tap_rows gives; OCB a constant, so the 3 OCB accumulators
+ * stay in registers. */
 #define WIDE_TILE(NAME, OCB)                                                                              \
-    DDL__HOT static void NAME(size_t len, int c_in, size_t plane, int taps, const size_t *off, const float *xp, \
-                              const float *wk, float *acc)                                                \
+    DDL__HOT static void NAME(const wide_geo *q, const size_t *off, const float *xp, const float *wk, float *acc) \
     {                                                                                                     \
+        size_t len = q->len, plane = q->plane;                                                            \
+        int c_in = q->c_in, taps = q->taps;                                                               \
         for (size_t j = 0; j < len; j += WIDE_J) {                                                        \
+            int t0, t1;                                                                                   \
+            tap_rows(q, j, &t0, &t1);                                                                     \
             v16 a0[OCB], a1[OCB], a2[OCB];                                                                \
             for (int o = 0; o < OCB; o++)                                                                 \
                 a0[o] = a1[o] = a2[o] = (v16){0};                                                         \
             for (int ic = 0; ic < c_in; ic++) {                                                           \
                 const float *xi = xp + (size_t)ic * plane + j, *wi = wk + (size_t)ic * taps * OCB;        \
-                for (int t = 0; t < taps; t++) {                                                          \
+                for (int t = t0; t < t1; t++) {                                                           \
                     v16 x0 = *(const v16u *)(xi + off[t]), x1 = *(const v16u *)(xi + off[t] + 16),        \
                         x2 = *(const v16u *)(xi + off[t] + 32);                                           \
                     for (int o = 0; o < OCB; o++) {                                                       \
@@ -173,9 +202,9 @@ static void wide_sample(const wide_geo *q, const float *xp, const float *wk, con
     for (size_t ob = 0; ob < oc_blocks(q); ob++) {
         const float *wb = wk + ob * q->c_in * q->taps * q->ocb;
         if (q->ocb == 6)
-            wide_tile6(q->len, q->c_in, q->plane, q->taps, off, xp, wb, acc);
+            wide_tile6(q, off, xp, wb, acc);
         else
-            wide_tile8(q->len, q->c_in, q->plane, q->taps, off, xp, wb, acc);
+            wide_tile8(q, off, xp, wb, acc);
         for (int o = 0; o < q->ocb && (int)ob * q->ocb + o < q->c_out; o++) {
             int oc = (int)ob * q->ocb + o;
             float bv = b ? b[oc] : 0.0f, *yo = y + (size_t)oc * p;
@@ -242,8 +271,8 @@ void ddl__conv2d_wide_dx(const ddl_conv2d *g, const float *w, const float *dy, f
 
 /* ---- weight gradient ---- */
 
-/* lanes: the sum of v's 16 lanes in a fixed pairwise order. */
-static inline float lanes(v16 v)
+/* lanes: the sum of the 16 floats at v in a fixed pairwise order. */
+static inline float lanes(const float *v)
 {
     float s8[8];
     for (int i = 0; i < 8; i++)
@@ -253,27 +282,30 @@ static inline float lanes(v16 v)
 
 /* GRAD_TILE_BODY: for OCG output channels o, m[o] (c_in, taps, 16 lanes), taps t0 .. t0 + n - 1
  * += dy[o] (len wide positions) x xp (c_in planes) shifted by the TG taps at off (n <= TG of them
- * real): OCG x TG accumulators, added lane by lane to the sums in memory (the 16 lanes are added
- * together once per batch: once per sample cost more than the products on LeNet's small
- * planes). Each shifted input (mostly a load across a cache line) feeds OCG multiply-adds.
+ * real), over ns samples (xp's and dy's samples xs and ds floats apart): OCG x TG accumulators,
+ * added lane by lane to the sums in memory once per ns samples (the 16 lanes are added together
+ * once per batch: once per sample cost more than the products on LeNet's small planes). Each
+ * shifted input (mostly a load across a cache line) feeds OCG multiply-adds.
  * KEEP(v) pins it in a register: left alone, gcc folds its load into every multiply-add, and the
  * loads become the bottleneck. */
 #define GRAD_TILE_BODY(KEEP, OCG, TG)                                                                     \
     for (int ic = 0; ic < c_in; ic++) {                                                                   \
-        const float *xi = xp + (size_t)ic * plane;                                                        \
         v16 a[OCG][TG];                                                                                   \
         for (int o = 0; o < OCG; o++)                                                                     \
             for (int t = 0; t < TG; t++)                                                                  \
                 a[o][t] = (v16){0};                                                                       \
-        for (size_t j = 0; j < len; j += 16) {                                                            \
-            v16 d[OCG];                                                                                   \
-            for (int o = 0; o < OCG; o++)                                                                 \
-                d[o] = *(const v16u *)(dy[o] + j);                                                        \
-            for (int t = 0; t < TG; t++) {                                                                \
-                v16 xv = *(const v16u *)(xi + j + off[t]);                                                \
-                KEEP(xv);                                                                                 \
+        for (int s = 0; s < ns; s++) {                                                                    \
+            const float *xi = xp + (size_t)s * xs + (size_t)ic * plane;                                   \
+            for (size_t j = 0; j < len; j += 16) {                                                        \
+                v16 d[OCG];                                                                               \
                 for (int o = 0; o < OCG; o++)                                                             \
-                    a[o][t] += d[o] * xv;                                                                 \
+                    d[o] = *(const v16u *)(dy[o] + (size_t)s * ds + j);                                   \
+                for (int t = 0; t < TG; t++) {                                                            \
+                    v16 xv = *(const v16u *)(xi + j + off[t]);                                            \
+                    KEEP(xv);                                                                             \
+                    for (int o = 0; o < OCG; o++)                                                         \
+                        a[o][t] += d[o] * xv;                                                             \
+                }                                                                                         \
             }                                                                                             \
         }                                                                                                 \
         for (int o = 0; o < OCG; o++)                                                                     \
@@ -282,8 +314,8 @@ static inline float lanes(v16 v)
     }
 
 #define GRAD_ARGS                                                                                         \
-    size_t len, int c_in, size_t plane, int taps, int t0, int n, const size_t *off, const float *xp,       \
-        const float *const *dy, float *const *m
+    size_t len, int c_in, size_t plane, int taps, int t0, int n, const size_t *off, int ns, size_t xs,     \
+        const float *xp, size_t ds, const float *const *dy, float *const *m
 #define GRAD_NO_KEEP(v) (void)0
 
 /* GRAD_TILES: the portable and AVX2 build of a tile shape, and, where gcc can target it, an
@@ -334,32 +366,37 @@ static grad_fn grad_shape(const wide_geo *q, int *ocg, int *tg)
 #undef GRAD_PICK
 }
 
-/* dw_range: the channel groups [lo, hi) (of ocg channels) over every sample in order: each
- * sample padded once into xp, the groups' dy rows widened after it, then one tile per group and
- * pass of tg taps (channels past c_out in the last group read its first row and add into a
- * spare); at the end each weight's 16 lanes are added to dw. ws: xp, ocg (hi - lo) wide rows,
- * ocg (hi - lo) + 1 sets of c_in taps 16 lane sums. */
+/* dw_range: the channel groups [lo, hi) (of ocg channels) over every sample in order, ns at a
+ * time: each sample padded once into xp, the groups' dy rows widened beside it, then one tile
+ * per group and pass of tg taps (channels past c_out in the last group read its first row and
+ * add into a spare); at the end each weight's 16 lanes are added to dw. ws: ns sets of c_in
+ * padded planes, ns sets of ocg (hi - lo) wide rows, ocg (hi - lo) + 1 sets of c_in taps 16
+ * lane sums. */
 static void dw_range(const wide_job *j, int lo, int hi, float *ws)
 {
     const wide_geo *q = j->q;
-    int ocg, tg;
+    int ocg, tg, ns = grad_samples(q);
     grad_fn tile = grad_shape(q, &ocg, &tg);
     int c0 = ocg * lo, c1 = ocg * hi < q->c_out ? ocg * hi : q->c_out;
     size_t in_sz = (size_t)q->c_in * q->h * q->w, out_sz = (size_t)q->c_out * q->oh * q->ow, kk = (size_t)q->c_in * q->taps;
-    float *xp = ws, *dyw = ws + (size_t)q->c_in * q->plane, *m = dyw + (size_t)(c1 - c0) * q->len;
+    size_t xs = (size_t)q->c_in * q->plane, ds = (size_t)(c1 - c0) * q->len; /* one sample's xp, dyw */
+    float *xp = ws, *dyw = xp + (size_t)ns * xs, *m = dyw + (size_t)ns * ds;
     float *spare = m + (size_t)(c1 - c0) * kk * 16;
     size_t off[WIDE_MAX_TAPS] = {0};
     tap_offsets(q, off);
-    memset(dyw, 0, (size_t)(c1 - c0) * q->len * sizeof *dyw); /* the extra columns and the tail stay 0 */
+    memset(dyw, 0, (size_t)ns * ds * sizeof *dyw); /* the extra columns and the tail stay 0 */
     memset(m, 0, (size_t)(c1 - c0) * kk * 16 * sizeof *m);
-    for (int n = 0; n < j->batch; n++) {
-        pad_planes(q, j->x + n * in_sz, xp);
-        for (int c = c0; c < c1; c++) {
-            const float *src = j->dy + n * out_sz + (size_t)c * q->oh * q->ow;
-            float *dst = dyw + (size_t)(c - c0) * q->len;
-            for (int y = 0; y < q->oh; y++)
-                for (int x = 0; x < q->ow; x++) /* rows of 10 to 64: a loop, not memcpy */
-                    dst[(size_t)y * q->wp + x] = src[(size_t)y * q->ow + x];
+    for (int n0 = 0; n0 < j->batch; n0 += ns) {
+        int k = j->batch - n0 < ns ? j->batch - n0 : ns;
+        for (int s = 0; s < k; s++) {
+            pad_planes(q, j->x + (size_t)(n0 + s) * in_sz, xp + (size_t)s * xs);
+            for (int c = c0; c < c1; c++) {
+                const float *src = j->dy + (size_t)(n0 + s) * out_sz + (size_t)c * q->oh * q->ow;
+                float *dst = dyw + (size_t)s * ds + (size_t)(c - c0) * q->len;
+                for (int y = 0; y < q->oh; y++)
+                    for (int x = 0; x < q->ow; x++) /* rows of 10 to 64: a loop, not memcpy */
+                        dst[(size_t)y * q->wp + x] = src[(size_t)y * q->ow + x];
+            }
         }
         for (int oc = c0; oc < c1; oc += ocg) {
             const float *dy[4];
@@ -370,12 +407,12 @@ static void dw_range(const wide_job *j, int lo, int hi, float *ws)
                 mo[o] = real ? m + (size_t)(oc + o - c0) * kk * 16 : spare;
             }
             for (int t0 = 0; t0 < q->taps; t0 += tg)
-                tile(q->len, q->c_in, q->plane, q->taps, t0, q->taps - t0 < tg ? q->taps - t0 : tg, off + t0, xp,
-                     dy, mo);
+                tile(q->len, q->c_in, q->plane, q->taps, t0, q->taps - t0 < tg ? q->taps - t0 : tg, off + t0, k, xs,
+                     xp, ds, dy, mo);
         }
     }
     for (size_t e = 0; e < (size_t)(c1 - c0) * kk; e++)
-        j->dw[(size_t)c0 * kk + e] += lanes(*(const v16u *)(m + e * 16));
+        j->dw[(size_t)c0 * kk + e] += lanes(m + e * 16);
 }
 
 static void dw_task(void *ctx, int t, float *ws)
@@ -397,8 +434,8 @@ void ddl__conv2d_wide_dw(const ddl_conv2d *g, const float *x, const float *dy, f
     grad_shape(&q, &ocg, &tg);
     int groups = (q.c_out + ocg - 1) / ocg;
     wide_job j = {&q, g->batch, x, NULL, NULL, dy, NULL, dw, groups};
-    size_t sums = (size_t)q.c_in * q.taps * 16;              /* one channel's lane sums */
-    size_t fixed = (size_t)q.c_in * q.plane + sums, group = ocg * (q.len + sums); /* xp, the spare */
+    size_t sums = (size_t)q.c_in * q.taps * 16, ns = (size_t)grad_samples(&q); /* one channel's lane sums */
+    size_t fixed = ns * q.c_in * q.plane + sums, group = ocg * (ns * q.len + sums); /* xp, the spare */
     size_t fit = fixed + group <= DDL__THREAD_SCRATCH ? (DDL__THREAD_SCRATCH - fixed) / group : 0;
     if (threads > 1 && groups > 1 && fit > 0) {
         j.per = (groups + threads - 1) / threads;
