@@ -316,7 +316,9 @@ void ddl_model_grads_ready(void *self, const float *from)
         m->on_ready(m->on_ready_ud, (size_t)(from - m->grads));
 }
 
-void ddl_model_zero_grads(ddl_model *m) { memset(m->grads, 0, m->n_params * sizeof(float)); }
+static void zero_range(void *ctx, size_t lo, size_t hi) { memset((float *)ctx + lo, 0, (hi - lo) * sizeof(float)); }
+
+void ddl_model_zero_grads(ddl_model *m) { ddl__parallel_range(m->n_params, 16384, zero_range, m->grads); }
 
 /* ---- built-in plugins ---- */
 

@@ -28,11 +28,10 @@ static void sgd_step(const ddl_optim_config *cfg, float lr, float *p, const floa
     }
 }
 
-/* PyTorch Adam (L2 weight decay added to the gradient). state = [m (n), v (n)]. */
-static void adam_step(const ddl_optim_config *cfg, float lr, long step, float *p, const float *g, float *state,
-                      size_t n)
+/* PyTorch Adam (L2 weight decay added to the gradient): first moments mo, second ve. */
+static void adam_step(const ddl_optim_config *cfg, float lr, long step, float *p, const float *g, float *mo,
+                      float *ve, size_t n)
 {
-    float *mo = state, *ve = state + n;
     const float b1 = cfg->beta1, b2 = cfg->beta2, eps = cfg->eps, wd = cfg->weight_decay;
     const float c1 = 1.0f - (float)pow(b1, (double)step), c2 = 1.0f - (float)pow(b2, (double)step);
     const float step_size = lr / c1, rc2 = 1.0f / sqrtf(c2);
@@ -44,13 +43,35 @@ static void adam_step(const ddl_optim_config *cfg, float lr, long step, float *p
     }
 }
 
+/* Threads: every element is updated alone, so ranges of them go to the pool and where the cuts
+ * fall changes no bit. */
+#define OPTIM_GRAIN ((size_t)8192)
+
+typedef struct optim_job {
+    const ddl_optim_config *cfg;
+    float lr;
+    long step;
+    float *p, *state;
+    const float *g;
+    size_t n;
+} optim_job;
+
+static void optim_range(void *ctx, size_t lo, size_t hi)
+{
+    const optim_job *j = ctx;
+    if (j->cfg->kind == DDL_OPTIM_ADAM) { /* state: m (n), then v (n) */
+        float *ms = j->state + lo, *vs = j->state + j->n + lo;
+        adam_step(j->cfg, j->lr, j->step, j->p + lo, j->g + lo, ms, vs, hi - lo);
+    } else {
+        sgd_step(j->cfg, j->lr, j->p + lo, j->g + lo, j->state + lo, hi - lo);
+    }
+}
+
 void ddl_optim_step(const ddl_optim_config *cfg, float lr, long step, float *params, const float *grads,
                     float *state, size_t n)
 {
-    if (cfg->kind == DDL_OPTIM_ADAM)
-        adam_step(cfg, lr, step < 1 ? 1 : step, params, grads, state, n);
-    else
-        sgd_step(cfg, lr, params, grads, state, n);
+    optim_job j = {cfg, lr, step < 1 ? 1 : step, params, state, grads, n};
+    ddl__parallel_range(n, OPTIM_GRAIN, optim_range, &j);
 }
 
 /* ---- schedules ---- */

@@ -162,19 +162,35 @@ static void shuffle(ddl_trainer *t)
     t->perm_epoch = t->epoch;
 }
 
-/* gather: normalise samples idx[0..n) into t->x and copy their targets into t->y. */
-static void gather(ddl_trainer *t, const ddl_dataset *d, const uint32_t *idx, long first, int n)
+/* gather: normalise samples idx[0..n) into t->x and copy their targets into t->y; samples go to
+ * the pool in ranges (each alone: no bit depends on the cuts). */
+typedef struct gather_job {
+    ddl_trainer *t;
+    const ddl_dataset *d;
+    const uint32_t *idx;
+    long first;
+} gather_job;
+
+static void gather_range(void *ctx, size_t lo, size_t hi)
 {
+    const gather_job *j = ctx;
+    ddl_trainer *t = j->t;
     float scale = 1.0f / (255.0f * t->m->std), shift = -t->m->mean / t->m->std;
     size_t sb = t->sample_bytes, tb = (size_t)t->positions;
-    for (int i = 0; i < n; i++) {
-        size_t s = idx ? idx[i] : (size_t)(first + i);
-        const uint8_t *src = d->images + s * sb;
-        float *dst = t->x + (size_t)i * sb;
+    for (size_t i = lo; i < hi; i++) {
+        size_t s = j->idx ? j->idx[i] : (size_t)j->first + i;
+        const uint8_t *src = j->d->images + s * sb;
+        float *dst = t->x + i * sb;
         for (size_t k = 0; k < sb; k++)
             dst[k] = (float)src[k] * scale + shift;
-        memcpy(t->y + (size_t)i * tb, d->targets + s * tb, tb);
+        memcpy(t->y + i * tb, j->d->targets + s * tb, tb);
     }
+}
+
+static void gather(ddl_trainer *t, const ddl_dataset *d, const uint32_t *idx, long first, int n)
+{
+    gather_job j = {t, d, idx, first};
+    ddl__parallel_range((size_t)n, (size_t)4096 / (t->sample_bytes + 1) + 1, gather_range, &j);
 }
 
 /* argmax_class: the predicted class at position p of sample i of logits (n, C, S). */
