@@ -6,6 +6,7 @@
 #      one process, one thread: ddl against tools/bench/unet_torch.py, alternated REPEAT times.
 #   2. Scaling: 2 ranks over shm against 1 rank (one epoch each).
 #   2b. --threads 2 in one process, LeNet and U-Net, against 1 thread and PyTorch's 2 (threads.sh).
+#   2c. LeNet's step op by op, microseconds at 1 and 2 threads (lenet_ops.c; BENCH_ONLY=ops).
 #   3. ddl-bench allreduce for every transport at 256 KiB and 8 MiB, and MPI_Allreduce (busbw.sh).
 #   4. What frame MACs cost (mac.sh).
 #   5. ddl-serve under wrk: :predict with one LeNet instance per request (serve.sh).
@@ -14,7 +15,7 @@
 #   7. What DDL_COMPRESS costs in accuracy: LeNet, 2 ranks over tcp, 5 epochs, seeds 1, 2 and 42,
 #      test accuracy with none, bf16 and fp16 (the means over the seeds).
 # Environment: REPEAT (default 3), EPOCHS (default 1),
-# BENCH_ONLY=lenet|unet|scaling|threads|allreduce|mac|serve|twohost|compress,
+# BENCH_ONLY=lenet|unet|scaling|threads|ops|allreduce|mac|serve|twohost|compress,
 # SCENES (default 1024),
 # SERVE_SECONDS (default 30), SERVE_CONNS (default 64).
 # Every section adds its figures to one table (tools/bench/lib.sh), printed at the end: each figure,
@@ -83,6 +84,14 @@ fi
 
 if [ -z "$ONLY" ] || [ "$ONLY" = threads ]; then
     BUILD="$BUILD" REPEAT="$REPEAT" EPOCHS="$EPOCHS" sh "$here/threads.sh" # ddl 2 threads, 1 thread, PyTorch 2
+fi
+
+if [ -z "$ONLY" ] || [ "$ONLY" = ops ]; then
+    echo "== LeNet's step op by op (tools/bench/lenet_ops.c), 1 and 2 threads"
+    mkdir -p "$BUILD/bench" &&
+        cc -O2 -I. -o "$BUILD/bench/lenet_ops" "$here/lenet_ops.c" "$BUILD/libddl.a" \
+            $(PKG_CONFIG_PATH="$BUILD" pkg-config --static --libs-only-other --libs-only-l --libs-only-L ddl | sed 's/-lddl//') &&
+        "$BUILD/bench/lenet_ops" --threads 1 && "$BUILD/bench/lenet_ops" --threads 2
 fi
 
 if [ -z "$ONLY" ] || [ "$ONLY" = allreduce ]; then
