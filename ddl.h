@@ -511,7 +511,10 @@ void ddl_comm_set_native(ddl_comm *c, int on);
 
 /* Getters of the built-in transports; a transport compiled out returns NULL.
  * ddl_transport_find: look one up by name ("shm", "tcp", "zmq", "mpi"); NULL if unknown or
- * compiled out. */
+ * compiled out. The first zmq comm of a process with glibc raises malloc's mmap threshold to
+ * 16 MiB and its trim threshold to 64 MiB (mallopt), so that libzmq's per-message buffers are
+ * reused instead of faulted in anew for each message; not when the environment sets
+ * GLIBC_TUNABLES, MALLOC_MMAP_THRESHOLD_ or MALLOC_TRIM_THRESHOLD_. */
 const ddl_transport *ddl_transport_shm(void);
 const ddl_transport *ddl_transport_tcp(void);
 const ddl_transport *ddl_transport_zmq(void);
