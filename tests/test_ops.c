@@ -803,10 +803,42 @@ static void check_groupnorm(int n, int c, int s, int groups)
     free(dx2);
 }
 
+/* groupnorm_cuts: a batch too big for the per-sample shares (2 n c > 4096: cut by group) gives the
+ * bits of the same samples passed one at a time (each cut by sample), dgamma and dbeta added in
+ * sample order both ways. */
+static void groupnorm_cuts(void)
+{
+    int n = 40, c = 64, s = 9, groups = 8;
+    size_t nx = (size_t)n * c * s, per = (size_t)c * s;
+    float *x = alloc_f(nx), *dy = alloc_f(nx), *y = alloc_f(nx), *mr = alloc_f((size_t)n * groups * 2);
+    float *gamma = alloc_f((size_t)c), *beta = alloc_f((size_t)c), *dx = alloc_f(nx), *dx1 = alloc_f(nx);
+    float *dg = alloc_f((size_t)c), *db = alloc_f((size_t)c), *dg1 = alloc_f((size_t)c), *db1 = alloc_f((size_t)c);
+    fill(x, nx, -2, 2), fill(dy, nx, -1, 1), fill(gamma, (size_t)c, 0.5f, 1.5f), fill(beta, (size_t)c, -1, 1);
+    ddl_groupnorm_forward(n, c, s, groups, x, gamma, beta, y, mr);
+    ddl_groupnorm_backward(n, c, s, groups, x, gamma, mr, dy, dx, dg, db);
+    for (int i = 0; i < n; i++)
+        ddl_groupnorm_backward(1, c, s, groups, x + i * per, gamma, mr + (size_t)i * groups * 2, dy + i * per,
+                               dx1 + i * per, dg1, db1);
+    CHECK(memcmp(dx, dx1, nx * sizeof *dx) == 0);
+    CHECK(memcmp(dg, dg1, (size_t)c * sizeof *dg) == 0 && memcmp(db, db1, (size_t)c * sizeof *db) == 0);
+    /* 8 samples at once (cut by sample, the shares added in order) against them one at a time */
+    memset(dg, 0, (size_t)c * sizeof *dg), memset(db, 0, (size_t)c * sizeof *db);
+    memset(dg1, 0, (size_t)c * sizeof *dg1), memset(db1, 0, (size_t)c * sizeof *db1);
+    ddl_groupnorm_backward(8, c, s, groups, x, gamma, mr, dy, dx, dg, db);
+    for (int i = 0; i < 8; i++)
+        ddl_groupnorm_backward(1, c, s, groups, x + i * per, gamma, mr + (size_t)i * groups * 2, dy + i * per,
+                               dx1 + i * per, dg1, db1);
+    CHECK(memcmp(dx, dx1, 8 * per * sizeof *dx) == 0);
+    CHECK(memcmp(dg, dg1, (size_t)c * sizeof *dg) == 0 && memcmp(db, db1, (size_t)c * sizeof *db) == 0);
+    free(x), free(dy), free(y), free(mr), free(gamma), free(beta), free(dx), free(dx1);
+    free(dg), free(db), free(dg1), free(db1);
+}
+
 static void test_groupnorm(void)
 {
     check_groupnorm(2, 6, 5, 3);
     check_groupnorm(2, 4, 37, 2); /* rows long enough for the 8-lane sums, and a tail */
+    groupnorm_cuts();
 }
 
 /* ---- concat / split ---- */

@@ -487,11 +487,12 @@ void ddl_groupnorm_forward(int n, int c, int s, int groups, const float *x, cons
     ddl__parallel_range((size_t)n, GRAIN_FLOATS / ((size_t)c * s) + 1, gn_forward_samples, &j);
 }
 
-/* gn_backward_group: one (sample, group): dgamma, dbeta += over its channels; dx (may be NULL)
- * = rstd (dxh - mean(dxh) - xh mean(dxh xh)), xh the normalised x, dxh = dy gamma. */
+/* gn_backward_group: one (sample, group): dgamma, dbeta += over its channels (with `store`, =:
+ * one sample's share, added later); dx (may be NULL) = rstd (dxh - mean(dxh) - xh mean(dxh xh)),
+ * xh the normalised x, dxh = dy gamma. */
 DDL__HOT
 static void gn_backward_group(int cg, int s, int ch0, const float *x, const float *gamma, float m, float r,
-                              const float *dy, float *dx, float *dgamma, float *dbeta)
+                              const float *dy, float *dx, float *dgamma, float *dbeta, int store)
 {
     double sum_d = 0.0, sum_dx = 0.0; /* sums of dxh and of dxh * xh */
     for (int ci = 0; ci < cg; ci++) {
@@ -499,9 +500,9 @@ static void gn_backward_group(int cg, int s, int ch0, const float *x, const floa
         float gm = gamma ? gamma[ch0 + ci] : 1.0f, dg, dbt;
         row_grads(xr, dr, s, m, r, &dg, &dbt);
         if (dgamma)
-            dgamma[ch0 + ci] += dg;
+            dgamma[ch0 + ci] = store ? dg : dgamma[ch0 + ci] + dg;
         if (dbeta)
-            dbeta[ch0 + ci] += dbt;
+            dbeta[ch0 + ci] = store ? dbt : dbeta[ch0 + ci] + dbt;
         sum_d += (double)dbt * gm;
         sum_dx += (double)dg * gm;
     }
@@ -528,9 +529,29 @@ static void gn_backward_groups(void *ctx, size_t lo, size_t hi)
             size_t off = ((size_t)ni * j->c + gi * cg) * j->s;
             const float *mr = j->mr_in + ((size_t)ni * j->groups + gi) * 2;
             gn_backward_group(cg, j->s, (int)gi * cg, j->x + off, j->gamma, mr[0], mr[1], j->dy + off,
-                              j->dx ? j->dx + off : NULL, j->dgamma, j->dbeta);
+                              j->dx ? j->dx + off : NULL, j->dgamma, j->dbeta, 0);
         }
 }
+
+/* gn_backward_samples: samples [lo, hi) whole, each sample's dgamma and dbeta shares into
+ * j->y (n, c) and j->y + n c: cut by sample, the threads keep the samples they computed. */
+static void gn_backward_samples(void *ctx, size_t lo, size_t hi)
+{
+    const gn_job *j = ctx;
+    int cg = j->c / j->groups;
+    float *pg = j->y, *pb = j->y + (size_t)j->n * j->c;
+    for (size_t ni = lo; ni < hi; ni++)
+        for (int gi = 0; gi < j->groups; gi++) {
+            size_t off = (ni * j->c + (size_t)gi * cg) * j->s;
+            const float *mr = j->mr_in + (ni * j->groups + (size_t)gi) * 2;
+            gn_backward_group(cg, j->s, gi * cg, j->x + off, j->gamma, mr[0], mr[1], j->dy + off,
+                              j->dx ? j->dx + off : NULL, pg + ni * j->c, pb + ni * j->c, 1);
+        }
+}
+
+/* Threads: by sample when the per-sample shares of dgamma and dbeta fit GN_SHARES floats (U-Net:
+ * 32 samples x 32 channels x 2), else by group over every sample. The same sums either way. */
+#define GN_SHARES 4096
 
 void ddl_groupnorm_backward(int n, int c, int s, int groups, const float *x, const float *gamma,
                             const float *mean_rstd, const float *dy, float *dx, float *dgamma, float *dbeta)
@@ -538,6 +559,19 @@ void ddl_groupnorm_backward(int n, int c, int s, int groups, const float *x, con
     if (groups <= 0 || c % groups)
         return;
     gn_job j = {n, c, s, groups, x, gamma, NULL, dy, NULL, NULL, dx, dgamma, dbeta, mean_rstd};
+    float shares[GN_SHARES]; /* per sample dgamma and dbeta, added in sample order as by group */
+    if ((size_t)2 * n * c <= GN_SHARES) {
+        j.y = shares;
+        ddl__parallel_range((size_t)n, GRAIN_FLOATS / ((size_t)c * s) + 1, gn_backward_samples, &j);
+        for (int ni = 0; ni < n; ni++)
+            for (int ch = 0; ch < c; ch++) {
+                if (dgamma)
+                    dgamma[ch] += shares[(size_t)ni * c + ch];
+                if (dbeta)
+                    dbeta[ch] += shares[((size_t)n + ni) * c + ch];
+            }
+        return;
+    }
     ddl__parallel_range((size_t)groups, GRAIN_FLOATS / ((size_t)n * (c / groups) * s) + 1, gn_backward_groups, &j);
 }
 
