@@ -347,12 +347,19 @@ static void test_config_env(void)
 #define OWN_MALLOC 0
 #endif
 
-/* rank_no_faults: 1 MiB all-reduces, once warm, fault in almost no new pages (tcp, zmq). libzmq
+/* rank_no_faults: 1 MiB all-reduces, once warm, fault in few new pages (tcp, zmq). libzmq
  * allocates a buffer per message; before zmq.c's keep_heap glibc handed each 512 KB one back to
- * the kernel, and every message faulted in about 120 fresh pages (all-reduces 10x slower). */
+ * the kernel, and every message faulted in about 120 fresh pages (all-reduces 10x slower: 96 and
+ * 116 faults per all-reduce measured). With it: 0 in most runs, up to 19 seen. */
+#define FAULTS_MAX 48
 static void rank_no_faults(int rank, int world, void *arg)
 {
     (void)arg;
+    if (OWN_MALLOC) {
+        if (rank == 0)
+            printf("page faults per all-reduce: skipped: the sanitizer's allocator maps memory its own way\n");
+        return;
+    }
     ddl_comm *c = open_comm_t(rank, world, TIMEOUT_MS);
     if (!c)
         return;
@@ -362,7 +369,7 @@ static void rank_no_faults(int rank, int world, void *arg)
     if (v) {
         for (size_t i = 0; i < n; i++)
             v[i] = (float)(i % 7);
-        for (int i = 0; i < 5; i++)
+        for (int i = 0; i < 10; i++)
             CHECK(ddl_comm_allreduce(c, v, n, DDL_FLOAT32, DDL_SUM) == DDL_OK);
         struct rusage r0, r1;
         getrusage(RUSAGE_SELF, &r0);
@@ -371,9 +378,9 @@ static void rank_no_faults(int rank, int world, void *arg)
             CHECK(ddl_comm_allreduce(c, v, n, DDL_FLOAT32, DDL_SUM) == DDL_OK);
         getrusage(RUSAGE_SELF, &r1);
         long per = (r1.ru_minflt - r0.ru_minflt) / rounds;
-        if (!OWN_MALLOC && per >= 16)
+        if (per >= FAULTS_MAX)
             fprintf(stderr, "rank %d: %ld page faults per 1 MiB all-reduce\n", rank, per);
-        CHECK(OWN_MALLOC || per < 16);
+        CHECK(per < FAULTS_MAX);
         free(v);
     }
     ddl_comm_destroy(c);

@@ -464,6 +464,7 @@ typedef struct gn_job {
     const float *x, *gamma, *beta, *dy;
     float *y, *mr, *dx, *dgamma, *dbeta;
     const float *mr_in;
+    float *shares; /* backward by sample: each sample's dgamma (n, c), then its dbeta (n, c) */
 } gn_job;
 
 static void gn_forward_samples(void *ctx, size_t lo, size_t hi)
@@ -483,7 +484,7 @@ void ddl_groupnorm_forward(int n, int c, int s, int groups, const float *x, cons
 {
     if (groups <= 0 || c % groups)
         return;
-    gn_job j = {n, c, s, groups, x, gamma, beta, NULL, y, mean_rstd, NULL, NULL, NULL, NULL};
+    gn_job j = {n, c, s, groups, x, gamma, beta, NULL, y, mean_rstd, NULL, NULL, NULL, NULL, NULL};
     ddl__parallel_range((size_t)n, GRAIN_FLOATS / ((size_t)c * s) + 1, gn_forward_samples, &j);
 }
 
@@ -533,13 +534,13 @@ static void gn_backward_groups(void *ctx, size_t lo, size_t hi)
         }
 }
 
-/* gn_backward_samples: samples [lo, hi) whole, each sample's dgamma and dbeta shares into
- * j->y (n, c) and j->y + n c: cut by sample, the threads keep the samples they computed. */
+/* gn_backward_samples: samples [lo, hi) whole, their dgamma and dbeta shares into j->shares:
+ * cut by sample, the threads keep the samples they computed. */
 static void gn_backward_samples(void *ctx, size_t lo, size_t hi)
 {
     const gn_job *j = ctx;
     int cg = j->c / j->groups;
-    float *pg = j->y, *pb = j->y + (size_t)j->n * j->c;
+    float *pg = j->shares, *pb = j->shares + (size_t)j->n * j->c;
     for (size_t ni = lo; ni < hi; ni++)
         for (int gi = 0; gi < j->groups; gi++) {
             size_t off = (ni * j->c + (size_t)gi * cg) * j->s;
@@ -558,10 +559,9 @@ void ddl_groupnorm_backward(int n, int c, int s, int groups, const float *x, con
 {
     if (groups <= 0 || c % groups)
         return;
-    gn_job j = {n, c, s, groups, x, gamma, NULL, dy, NULL, NULL, dx, dgamma, dbeta, mean_rstd};
     float shares[GN_SHARES]; /* per sample dgamma and dbeta, added in sample order as by group */
+    gn_job j = {n, c, s, groups, x, gamma, NULL, dy, NULL, NULL, dx, dgamma, dbeta, mean_rstd, shares};
     if ((size_t)2 * n * c <= GN_SHARES) {
-        j.y = shares;
         ddl__parallel_range((size_t)n, GRAIN_FLOATS / ((size_t)c * s) + 1, gn_backward_samples, &j);
         for (int ni = 0; ni < n; ni++)
             for (int ch = 0; ch < c; ch++) {
