@@ -4,7 +4,7 @@
  * the workers and returns when every task is done. Thread s of T first runs its own share,
  * tasks [s n / T, (s + 1) n / T) in order, then takes what is left of the others' shares: so
  * consecutive kernels cut by sample find their samples in the cache of the core that wrote
- * them (LeNet's step at 2 threads: 1240 to 1150 us), and a thread that starts late or runs
+ * them (LeNet's ops at 2 threads: 1240 to 890 us a step), and a thread that starts late or runs
  * slow is helped. Which thread runs task i still varies from call to call; what task i
  * computes must not, so that results do not depend on the thread count.
  * A call from inside a task, or from a second thread while the pool is busy, runs its tasks

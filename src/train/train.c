@@ -162,8 +162,6 @@ static void shuffle(ddl_trainer *t)
     t->perm_epoch = t->epoch;
 }
 
-/* gather: normalise samples idx[0..n) into t->x and copy their targets into t->y; samples go to
- * the pool in ranges (each alone: no bit depends on the cuts). */
 typedef struct gather_job {
     ddl_trainer *t;
     const ddl_dataset *d;
@@ -187,6 +185,8 @@ static void gather_range(void *ctx, size_t lo, size_t hi)
     }
 }
 
+/* gather: normalise samples idx[0..n) into t->x and copy their targets into t->y; samples go to
+ * the pool in ranges (each alone: no bit depends on the cuts). */
 static void gather(ddl_trainer *t, const ddl_dataset *d, const uint32_t *idx, long first, int n)
 {
     gather_job j = {t, d, idx, first};
