@@ -6,6 +6,8 @@
 #      one process, one thread: ddl against tools/bench/unet_torch.py, alternated REPEAT times.
 #   2. Scaling: 2 ranks over shm against 1 rank (one epoch each).
 #   2b. --threads 2 in one process, LeNet and U-Net, against 1 thread and PyTorch's 2 (threads.sh).
+#      Before each round of 2 and 2b, tools/bench/cores.c measures what both cores give at once
+#      against one alone (a neighbour on a shared host can halve a core): the ceiling of the ratios.
 #   2c. LeNet's step op by op, microseconds at 1 and 2 threads (lenet_ops.c; BENCH_ONLY=ops).
 #   3. ddl-bench allreduce for every transport at 256 KiB and 8 MiB, and MPI_Allreduce (busbw.sh).
 #   4. What frame MACs cost (mac.sh).
@@ -70,9 +72,10 @@ fi
 
 if [ -z "$ONLY" ] || [ "$ONLY" = scaling ]; then
     echo "== scaling: LeNet $EPOCHS epoch(s), global batch 64, 1 rank against 2 ranks over shm (1 thread each); $REPEAT runs"
-    : > /tmp/ddl-bench-1.txt; : > /tmp/ddl-bench-2.txt
+    : > /tmp/ddl-bench-1.txt; : > /tmp/ddl-bench-2.txt; : > /tmp/ddl-bench-cores.txt
     i=0
     while [ $i -lt "$REPEAT" ]; do
+        cores_probe /tmp/ddl-bench-cores.txt
         "$BUILD/bin/lenet" --epochs "$EPOCHS" --quiet --data "$DATA" | field images_per_sec >> /tmp/ddl-bench-1.txt
         peak_rss $rss_d "$BUILD/bin/ddlrun" -n 2 -t shm "$BUILD/bin/lenet" --epochs "$EPOCHS" --quiet --data "$DATA" | field images_per_sec >> /tmp/ddl-bench-2.txt
         i=$((i + 1))
@@ -80,6 +83,7 @@ if [ -z "$ONLY" ] || [ "$ONLY" = scaling ]; then
     one=$(median < /tmp/ddl-bench-1.txt); two=$(median < /tmp/ddl-bench-2.txt)
     echo "scaling: world1_images_per_sec=$one world2_images_per_sec=$two efficiency=$(awk "BEGIN {printf \"%.2f\", $two / (2 * $one)}")"
     record "LeNet, 2 ranks over shm, images/s" "$two" "ddl, 1 rank" "$one" "$(ratio "$two" "$one")" ">= 1.95" "$(cat $rss_d)" "-"
+    cores_record "machine during the scaling runs: FMA GFLOP/s of both cores at once (cores.c)" /tmp/ddl-bench-cores.txt
 fi
 
 if [ -z "$ONLY" ] || [ "$ONLY" = threads ]; then

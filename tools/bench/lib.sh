@@ -6,6 +6,10 @@
 #   record WHAT DDL PEER_NAME PEER RATIO TARGET [DDL_RSS] [PEER_RSS]
 #                     one row of the closing table, appended to $BENCH_RESULTS
 #   print_table       the rows of $BENCH_RESULTS as one Markdown table
+#   cores_probe FILE  what the cores give right now (tools/bench/cores.c, built on first use): one
+#                     "cores: ... ceiling=C" line appended to FILE and printed
+#   cores_record WHAT FILE  the table row for the probes in FILE: both cores at once against one
+#                     alone (medians), the ceiling of any 2-thread or 2-rank speedup in that section
 # BENCH_RESULTS defaults to $BUILD/bench/results.tsv; bench.sh empties it when it starts.
 BENCH_RESULTS=${BENCH_RESULTS:-${BUILD:-build}/bench/results.tsv}
 export BENCH_RESULTS
@@ -37,4 +41,19 @@ print_table() {
     echo "| what | ddl | peer | peer's figure | ratio | target | ddl RSS | peer RSS |"
     echo "|---|---|---|---|---|---|---|---|"
     awk -F '\t' '{ printf "| %s | %s | %s | %s | %s | %s | %s | %s |\n", $1, $2, $3, $4, $5, $6, $7, $8 }' "$BENCH_RESULTS"
+}
+
+cores_probe() {
+    src=$(dirname "$0")/cores.c bin=${BUILD:-build}/bench/cores
+    if [ ! -x "$bin" ] || [ "$src" -nt "$bin" ]; then
+        mkdir -p "$(dirname "$bin")" && cc -O2 -pthread -o "$bin" "$src" || { echo "cores: cannot build $src"; return 0; }
+    fi
+    "$bin" 3 | tee -a "$1"
+}
+
+cores_record() {
+    [ -s "$2" ] || return 0
+    together=$(sed -n 's/.* together=\([0-9.,]*\) .*/\1/p' "$2" | awk -F, '{ s = 0; for (i = 1; i <= NF; i++) s += $i; print s }' | median)
+    alone=$(sed -n 's/.* alone=\([0-9.,]*\) .*/\1/p' "$2" | awk -F, '{ s = 0; for (i = 1; i <= NF; i++) s += $i; print s / NF }' | median)
+    record "$1" "$together" "1 core alone" "$alone" "$(ratio "$together" "$alone")" "-"
 }

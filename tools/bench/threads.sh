@@ -1,7 +1,9 @@
 #!/bin/sh
 # threads.sh - make bench's figures for --threads (issue 12): LeNet (one epoch) and U-Net (SCENES
 # scenes), one process, ddl with 2 threads against ddl with 1 and against PyTorch 1.13 with 2
-# (torch.set_num_threads(2)), the three alternated REPEAT times; medians. Called by bench.sh.
+# (torch.set_num_threads(2)), the three alternated REPEAT times; medians. Before each round,
+# tools/bench/cores.c: what both cores give at once against one (the ceiling of a 2-thread
+# speedup on this machine at that time). Called by bench.sh.
 set -u
 BUILD=${BUILD:-build}
 REPEAT=${REPEAT:-3}
@@ -21,6 +23,7 @@ one() {
     : > "$tmp/d1"; : > "$tmp/d2"; : > "$tmp/t2"
     i=0
     while [ $i -lt "$REPEAT" ]; do
+        cores_probe "$tmp/cores"
         a=$($ddl --threads 1 | field images_per_sec)
         b=$(peak_rss "$rss" $ddl --threads 2 | field images_per_sec)
         c=$(peak_rss "$rss_t" "$@" --threads 2 | field images_per_sec)
@@ -40,3 +43,4 @@ one LeNet ">= 2.5" "$BUILD/bin/lenet" --epochs "$EPOCHS" --quiet --data "$DATA" 
     /usr/bin/python3 "$here/lenet_torch.py" --epochs "$EPOCHS" --data "$DATA"
 one U-Net ">= 1.5" "$BUILD/bin/unet" --scenes "$SCENES" --test-scenes 32 --epochs 1 --quiet -- \
     /usr/bin/python3 "$here/unet_torch.py" --scenes "$SCENES"
+cores_record "machine during the --threads runs: FMA GFLOP/s of both cores at once (cores.c)" "$tmp/cores"
