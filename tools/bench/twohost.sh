@@ -8,7 +8,8 @@
 # REPEAT times; and the same 2 ranks on loopback (no namespaces, no shaping) as the peer. Prints medians of images/s and of the gradient all-reduce
 # time per step (comm_frac x the step time, from the run's summary line), and adds them to make
 # bench's table. Needs root and `ip netns` (skipped otherwise). Part of make bench
-# (BENCH_ONLY=twohost); never of make test.
+# (BENCH_ONLY=twohost); never of make test. Last, the link's own cost: the wall and CPU time of
+# rank 0 per all-reduce of LeNet's gradient over it (ddl-bench under /usr/bin/time).
 set -u
 BUILD=${BUILD:-build}
 REPEAT=${REPEAT:-3}
@@ -76,3 +77,27 @@ record "LeNet images/s, 2 hosts at 1 Gbit/s, overlap + bf16" "$ips_bf16_1" "2 ra
     "$(ratio "$ips_bf16_1" "$ips_loopback")" ">= 0.9"
 record "LeNet images/s, 2 hosts at 1 Gbit/s, float32, no overlap" "$ips_none_0" "2 ranks on loopback" "$ips_loopback" \
     "$(ratio "$ips_none_0" "$ips_loopback")" "-"
+
+# The link's own cost: LeNet's gradient (61706 floats) all-reduced over it ITERS times after 20,
+# rank 0's process under /usr/bin/time: wall and CPU time per call. On a real NIC the kernel's
+# work for 241 KiB is tens of microseconds; here the shaper runs in the sender's system calls.
+ITERS=${LINK_ITERS:-1000}
+echo "== the link's own cost: ddl-bench allreduce of LeNet's gradient (241 KiB) over it, $ITERS calls"
+if [ -x /usr/bin/time ]; then
+    port=$((35000 + $$ % 2000))
+    ip netns exec "$A" /usr/bin/time -f '%U %S' -o "$tmp/cpu" "$BUILD/bin/ddlrun" -n 1 --nodes 2 --node-rank 0 \
+        --master "10.79.0.1:$port" --timeout 60 -t tcp "$BUILD/bin/ddl-bench" allreduce -b 246824 -e 246824 \
+        --iters "$ITERS" --warmup 20 > "$tmp/lc" 2>&1 &
+    pa=$!
+    ip netns exec "$B" "$BUILD/bin/ddlrun" -n 1 --nodes 2 --node-rank 1 --master "10.79.0.1:$port" --timeout 60 \
+        -t tcp "$BUILD/bin/ddl-bench" allreduce -b 246824 -e 246824 --iters "$ITERS" --warmup 20 > /dev/null 2>&1
+    if wait $pa; then
+        wall_ms=$(awk '$1 == 246824 { printf "%.3f", $3 / 1000 }' "$tmp/lc")
+        cpu_ms=$(awk -v n="$ITERS" '{ printf "%.3f", ($1 + $2) * 1000 / (n + 20) }' "$tmp/cpu")
+        echo "twohost: link allreduce_ms=$wall_ms cpu_ms=$cpu_ms (rank 0, user + system, per call)"
+        record "CPU of rank 0 per 241 KiB all-reduce over the 1 Gbit/s link, ms" "$cpu_ms" "its wall time" "$wall_ms" \
+            "$(ratio "$cpu_ms" "$wall_ms")" "-"
+    else
+        echo "   link cost run failed:"; tail -n 3 "$tmp/lc"
+    fi
+fi
