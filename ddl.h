@@ -58,6 +58,7 @@
  *   16 bytes; ddl aligns what it carves to DDL_ALIGN itself, and _sizeof sizes include the
  *   slack. Everything is allocated when objects are created; nothing allocates per training
  *   step. (OpenBLAS, when used, allocates its own thread buffers once, at its first call.)
+ *   Without an allocator, blocks of 4 MiB or more ask Linux for transparent huge pages.
  * Threads: no object is safe to use from two threads at once; different objects may be used
  *   from different threads concurrently. ddl starts only the threads the caller asks for: the
  *   workers of ddl_set_threads(), a comm's heartbeat thread (heartbeat_timeout_ms > 0) and
@@ -1023,7 +1024,6 @@ void ddl_groupnorm_forward(int n, int c, int s, int groups, const float *x, cons
                            const float *beta, float *y, float *mean_rstd);
 void ddl_groupnorm_backward(int n, int c, int s, int groups, const float *x, const float *gamma,
                             const float *mean_rstd, const float *dy, float *dx, float *dgamma, float *dbeta);
-
 /* ddl_concat_channels: y (N, ca + cb, S) = [a (N, ca, S), b (N, cb, S)] along channels. */
 void ddl_concat_channels(int n, int ca, int cb, int s, const float *a, const float *b, float *y);
 /* ddl_split_channels: the backward of concat: da = dy[:, :ca], db = dy[:, ca:]. */

@@ -17,7 +17,10 @@
 int ddl__errf(char *err, size_t err_bytes, int status, const char *fmt, ...) DDL__PRINTF(4, 5);
 
 /* ddl__alloc / ddl__free: through the hooks, or malloc/free when a is NULL; what ddl__alloc
- * returns is always DDL_ALIGN-aligned (the one alignment rule, util.c). */
+ * returns is always DDL_ALIGN-aligned (the one alignment rule, util.c). Without hooks, blocks of
+ * DDL__HUGE_MIN bytes or more are DDL__HUGE_PAGE-aligned and asked to use huge pages. */
+#define DDL__HUGE_PAGE ((size_t)2 << 20)
+#define DDL__HUGE_MIN (2 * DDL__HUGE_PAGE)
 void *ddl__alloc(const ddl_allocator *a, size_t bytes);
 void ddl__free(const ddl_allocator *a, void *p);
 /* ddl__alloc_plain / ddl__free_plain: exactly what the hooks give, for memory the caller frees
