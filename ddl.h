@@ -1024,6 +1024,15 @@ void ddl_groupnorm_forward(int n, int c, int s, int groups, const float *x, cons
                            const float *beta, float *y, float *mean_rstd);
 void ddl_groupnorm_backward(int n, int c, int s, int groups, const float *x, const float *gamma,
                             const float *mean_rstd, const float *dy, float *dx, float *dgamma, float *dbeta);
+/* ddl_groupnorm_relu_*: GroupNorm then ReLU, a pass over y fewer each way. The backward takes that
+ * y as the mask (dy counts where y > 0) and gives, bit for bit, ddl_relu_backward then
+ * ddl_groupnorm_backward, without writing the masked dy. */
+void ddl_groupnorm_relu_forward(int n, int c, int s, int groups, const float *x, const float *gamma,
+                                const float *beta, float *y, float *mean_rstd);
+void ddl_groupnorm_relu_backward(int n, int c, int s, int groups, const float *x, const float *gamma,
+                                 const float *mean_rstd, const float *y, const float *dy, float *dx, float *dgamma,
+                                 float *dbeta);
+
 /* ddl_concat_channels: y (N, ca + cb, S) = [a (N, ca, S), b (N, cb, S)] along channels. */
 void ddl_concat_channels(int n, int ca, int cb, int s, const float *a, const float *b, float *y);
 /* ddl_split_channels: the backward of concat: da = dy[:, :ca], db = dy[:, ca:]. */

@@ -205,13 +205,10 @@ static void block_forward(block *k, const float *x, int B, float *ws)
 {
     ddl_conv2d g1 = k->g1, g2 = k->g2;
     g1.batch = g2.batch = B;
-    size_t count = (size_t)B * (size_t)k->c * (size_t)k->s;
     ddl_conv2d_forward(&g1, x, k->w1, NULL, k->a1, ws);
-    ddl_groupnorm_forward(B, k->c, k->s, k->groups, k->a1, k->gamma1, k->beta1, k->h1, k->mr1);
-    ddl_relu_forward(count, k->h1, k->h1);
+    ddl_groupnorm_relu_forward(B, k->c, k->s, k->groups, k->a1, k->gamma1, k->beta1, k->h1, k->mr1);
     ddl_conv2d_forward(&g2, k->h1, k->w2, NULL, k->a2, ws);
-    ddl_groupnorm_forward(B, k->c, k->s, k->groups, k->a2, k->gamma2, k->beta2, k->h2, k->mr2);
-    ddl_relu_forward(count, k->h2, k->h2);
+    ddl_groupnorm_relu_forward(B, k->c, k->s, k->groups, k->a2, k->gamma2, k->beta2, k->h2, k->mr2);
 }
 
 /* below: the output of the level under decoder level l (the bottom block under the deepest). */
@@ -255,12 +252,11 @@ static void block_backward(block *k, const float *x, int B, float *p, float *q, 
 {
     ddl_conv2d g1 = k->g1, g2 = k->g2;
     g1.batch = g2.batch = B;
-    size_t count = (size_t)B * (size_t)k->c * (size_t)k->s;
-    ddl_relu_backward(count, k->h2, p, p);
-    ddl_groupnorm_backward(B, k->c, k->s, k->groups, k->a2, k->gamma2, k->mr2, p, q, k->ggamma2, k->gbeta2);
+    ddl_groupnorm_relu_backward(B, k->c, k->s, k->groups, k->a2, k->gamma2, k->mr2, k->h2, p, q, k->ggamma2,
+                                k->gbeta2);
     ddl_conv2d_backward(&g2, k->h1, k->w2, q, p, k->gw2, NULL, ws);
-    ddl_relu_backward(count, k->h1, p, p);
-    ddl_groupnorm_backward(B, k->c, k->s, k->groups, k->a1, k->gamma1, k->mr1, p, q, k->ggamma1, k->gbeta1);
+    ddl_groupnorm_relu_backward(B, k->c, k->s, k->groups, k->a1, k->gamma1, k->mr1, k->h1, p, q, k->ggamma1,
+                                k->gbeta1);
     ddl_conv2d_backward(&g1, x, k->w1, q, want_dx ? p : NULL, k->gw1, NULL, ws);
 }
 

@@ -1,7 +1,8 @@
 /* test_ops.c - the compute ops of ddl.h: forward values against naive loops and hand-computed
  * examples, a finite-difference gradient check of every op for each of its inputs and
  * parameters (kann's kad_check_grad), and the accumulate / overwrite rules of backward passes.
- * With DDL_BENCH_OPS=1 in the environment it also times LeNet's convolutions (not a test). */
+ * With DDL_BENCH_OPS=1 in the environment it times LeNet's convolutions and U-Net's GroupNorm +
+ * ReLU, fused and not (not a test). */
 #include "ddl.h"
 #include "check.h"
 
@@ -834,11 +835,41 @@ static void groupnorm_cuts(void)
     free(dg), free(db), free(dg1), free(db1);
 }
 
+/* groupnorm_relu_fused: GroupNorm + ReLU in one pass each way gives the bits of the two ops one
+ * after the other: forward y and statistics, backward dx, dgamma and dbeta (dy masked by y). With
+ * n c small, the backward is cut by sample; with 2 n c > 4096, by group. */
+static void groupnorm_relu_fused(int n, int c, int s, int groups)
+{
+    size_t nx = (size_t)n * c * s, nm = (size_t)n * groups * 2;
+    float *x = alloc_f(nx), *dy = alloc_f(nx), *y = alloc_f(nx), *y1 = alloc_f(nx), *mr = alloc_f(nm);
+    float *mr1 = alloc_f(nm), *gamma = alloc_f((size_t)c), *beta = alloc_f((size_t)c), *dx = alloc_f(nx);
+    float *dx1 = alloc_f(nx), *p = alloc_f(nx), *dg = alloc_f((size_t)c), *db = alloc_f((size_t)c);
+    float *dg1 = alloc_f((size_t)c), *db1 = alloc_f((size_t)c);
+    fill(x, nx, -2, 2), fill(dy, nx, -1, 1), fill(gamma, (size_t)c, 0.5f, 1.5f), fill(beta, (size_t)c, -1, 1);
+    ddl_groupnorm_forward(n, c, s, groups, x, gamma, beta, y, mr);
+    ddl_relu_forward(nx, y, y);
+    ddl_groupnorm_relu_forward(n, c, s, groups, x, gamma, beta, y1, mr1);
+    CHECK(memcmp(y, y1, nx * sizeof *y) == 0 && memcmp(mr, mr1, nm * sizeof *mr) == 0);
+    size_t zeros = 0;
+    for (size_t i = 0; i < nx; i++)
+        zeros += y[i] == 0.0f;
+    CHECK(zeros > nx / 8 && zeros < nx - nx / 8); /* the mask matters */
+    ddl_relu_backward(nx, y, dy, p);
+    ddl_groupnorm_backward(n, c, s, groups, x, gamma, mr, p, dx, dg, db);
+    ddl_groupnorm_relu_backward(n, c, s, groups, x, gamma, mr, y1, dy, dx1, dg1, db1);
+    CHECK(memcmp(dx, dx1, nx * sizeof *dx) == 0);
+    CHECK(memcmp(dg, dg1, (size_t)c * sizeof *dg) == 0 && memcmp(db, db1, (size_t)c * sizeof *db) == 0);
+    free(x), free(dy), free(y), free(y1), free(mr), free(mr1), free(gamma), free(beta), free(dx), free(dx1);
+    free(p), free(dg), free(db), free(dg1), free(db1);
+}
+
 static void test_groupnorm(void)
 {
     check_groupnorm(2, 6, 5, 3);
     check_groupnorm(2, 4, 37, 2); /* rows long enough for the 8-lane sums, and a tail */
     groupnorm_cuts();
+    groupnorm_relu_fused(3, 8, 37, 4);
+    groupnorm_relu_fused(40, 64, 9, 8);
 }
 
 /* ---- concat / split ---- */
@@ -917,6 +948,46 @@ static void bench_conv(const char *name, const ddl_conv2d *g, int need_dx)
     conv_ctx_free(&c);
 }
 
+/* bench_gn_relu: GroupNorm then ReLU as two ops against ddl_groupnorm_relu_*, U-Net's shapes
+ * (batch 32, 8 groups): best of 5 rounds of 20, each way. 2026-11-25, one thread, 3 runs: (8,
+ * 64x64) forward 306-488 -> 220-281 us, backward 1241-1565 -> 1019-1405; (32, 16x16) forward
+ * 81-127 -> 64-80, backward 240-335 -> 231-309. */
+static void bench_gn_relu(int c, int s)
+{
+    int n = 32, groups = 8, reps = 20;
+    size_t nx = (size_t)n * c * s;
+    float *x = alloc_f(nx), *y = alloc_f(nx), *dy = alloc_f(nx), *dx = alloc_f(nx), *p = alloc_f(nx);
+    float *mr = alloc_f((size_t)n * groups * 2), *gamma = alloc_f((size_t)c), *beta = alloc_f((size_t)c);
+    float *dg = alloc_f((size_t)c), *db = alloc_f((size_t)c);
+    fill(x, nx, -2, 2), fill(dy, nx, -1, 1), fill(gamma, (size_t)c, 0.5f, 1.5f), fill(beta, (size_t)c, -1, 1);
+    double best[4] = {1e9, 1e9, 1e9, 1e9};
+    for (int round = 0; round < 5; round++) {
+        double t[5];
+        t[0] = now_s();
+        for (int i = 0; i < reps; i++) {
+            ddl_groupnorm_forward(n, c, s, groups, x, gamma, beta, y, mr);
+            ddl_relu_forward(nx, y, y);
+        }
+        t[1] = now_s();
+        for (int i = 0; i < reps; i++)
+            ddl_groupnorm_relu_forward(n, c, s, groups, x, gamma, beta, y, mr);
+        t[2] = now_s();
+        for (int i = 0; i < reps; i++) {
+            ddl_relu_backward(nx, y, dy, p);
+            ddl_groupnorm_backward(n, c, s, groups, x, gamma, mr, p, dx, dg, db);
+        }
+        t[3] = now_s();
+        for (int i = 0; i < reps; i++)
+            ddl_groupnorm_relu_backward(n, c, s, groups, x, gamma, mr, y, dy, dx, dg, db);
+        t[4] = now_s();
+        for (int k = 0; k < 4; k++)
+            best[k] = fmin(best[k], (t[k + 1] - t[k]) / reps);
+    }
+    printf("bench groupnorm+relu N32 C%d S%d: forward %.0f us, fused %.0f us; backward %.0f us, fused %.0f us\n", c,
+           s, best[0] * 1e6, best[1] * 1e6, best[2] * 1e6, best[3] * 1e6);
+    free(x), free(y), free(dy), free(dx), free(p), free(mr), free(gamma), free(beta), free(dg), free(db);
+}
+
 static void bench_ops(void)
 {
     ddl_set_threads(1);
@@ -924,6 +995,8 @@ static void bench_ops(void)
     bench_conv("conv1 N64 1->6 28x28 k5 p2", &c1, 0);
     bench_conv("conv1 N64 1->6 28x28 k5 p2 +dx", &c1, 1);
     bench_conv("conv2 N64 6->16 14x14 k5", &c2, 1);
+    bench_gn_relu(8, 64 * 64);
+    bench_gn_relu(32, 16 * 16);
 }
 
 int main(void)
