@@ -230,8 +230,7 @@ static void test_alignment(void)
 
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define OWN_MALLOC 1 /* the sanitizer's allocator maps memory its own way: nothing to check */
-#endif
-
+#else
 /* thp_mode: 1 if Linux gives transparent huge pages to memory that asks (mode always or
  * madvise), 0 if not (never, or no such file). */
 static int thp_mode(void)
@@ -265,6 +264,7 @@ static long huge_kb(const void *p)
     fclose(f);
     return kb;
 }
+#endif
 
 /* A model of more than 4 MiB made with malloc's memory asks for huge pages: LeNet at batch 512
  * (about 20 MB of activations) touched by one forward pass. Without the request (THP in madvise

@@ -254,7 +254,7 @@ static void start_by_hand(proc *p, int job, int rank)
     p->pid = fork();
     if (p->pid == 0) {
         close(fds[0]);
-        char r[8];
+        char r[16];
         snprintf(r, sizeof r, "%d", rank);
         unsetenv("DDL_JOB");
         setenv("DDL_TRANSPORT", "shm", 1);
