@@ -83,7 +83,7 @@ if [ -z "$ONLY" ] || [ "$ONLY" = scaling ]; then
     one=$(median < /tmp/ddl-bench-1.txt); two=$(median < /tmp/ddl-bench-2.txt)
     echo "scaling: world1_images_per_sec=$one world2_images_per_sec=$two efficiency=$(awk "BEGIN {printf \"%.2f\", $two / (2 * $one)}")"
     record "LeNet, 2 ranks over shm, images/s" "$two" "ddl, 1 rank" "$one" "$(ratio "$two" "$one")" ">= 1.95" "$(cat $rss_d)" "-"
-    cores_record "machine during the scaling runs: FMA GFLOP/s of both cores at once (cores.c)" /tmp/ddl-bench-cores.txt
+    cores_record "machine during the scaling runs" /tmp/ddl-bench-cores.txt
 fi
 
 if [ -z "$ONLY" ] || [ "$ONLY" = threads ]; then

@@ -5,15 +5,17 @@
  *
  * A multiply-add loop (16-float vectors, 12 independent sums: bound by the core's FMA units, not
  * memory) runs SLICE_MS pinned to each core alone, then on every core at once; ROUNDS rounds,
- * medians. Prints one line:
- *   cores: n=2 alone=A0,A1 together=T0,T1 gflops ceiling=C
+ * medians; then the same for reading 64 MiB per core (stream). Prints one line:
+ *   cores: n=2 alone=A0,A1 together=T0,T1 gflops ceiling=C mem_alone=.. mem_together=.. gbs mem_ceiling=M
  * where ceiling = (T0 + T1 + ...) / mean(A): the speedup that perfectly parallel compute-bound
- * work could get from all cores over one. Usage: cores [ROUNDS] (default 5). */
+ * work could get from all cores over one; mem_ceiling the same for memory-bound work.
+ * Usage: cores [ROUNDS] (default 5). */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #define MAX_CPUS 16
@@ -53,9 +55,35 @@ __attribute__((target_clones("avx512f", "avx2,fma", "default"))) static double b
     return (double)rounds * INNER * 12 * 16 * 2 / (t - t0) * 1e-9;
 }
 
+/* stream: SLICE_MS of reading buf (MEM_FLOATS floats, bigger than any cache) in 16-float
+ * vectors; returns GB/s. Memory is shared by the cores (and by neighbours on a shared host): a
+ * kernel bound by it gains less from a second core than the FMA loop shows. */
+#define MEM_FLOATS ((size_t)16 << 20) /* 64 MiB */
+__attribute__((target_clones("avx512f", "avx2", "default"))) static double stream(const float *buf)
+{
+    static volatile v16 sink;
+    double t0 = now_s(), t;
+    long passes = 0;
+    do {
+        v16 a = {0}, b = {0}, c = {0}, d = {0};
+        for (size_t i = 0; i < MEM_FLOATS; i += 64) {
+            v16 x, y, z, w;
+            memcpy(&x, buf + i, sizeof x), memcpy(&y, buf + i + 16, sizeof y);
+            memcpy(&z, buf + i + 32, sizeof z), memcpy(&w, buf + i + 48, sizeof w);
+            a += x, b += y, c += z, d += w;
+        }
+        sink = (a + b) + (c + d);
+        passes++;
+        t = now_s();
+    } while (t - t0 < SLICE_MS * 1e-3);
+    (void)sink;
+    return (double)passes * MEM_FLOATS * sizeof(float) / (t - t0) * 1e-9;
+}
+
 typedef struct run {
     int cpu;
-    double gflops;
+    const float *buf; /* NULL: the FMA loop; else stream over it */
+    double rate;      /* GFLOP/s or GB/s; < 0: cannot pin */
 } run;
 
 static void *pinned(void *arg)
@@ -65,9 +93,9 @@ static void *pinned(void *arg)
     CPU_ZERO(&set);
     CPU_SET(r->cpu, &set);
     if (pthread_setaffinity_np(pthread_self(), sizeof set, &set) != 0)
-        r->gflops = -1;
+        r->rate = -1;
     else
-        r->gflops = burn();
+        r->rate = r->buf ? stream(r->buf) : burn();
     return NULL;
 }
 
@@ -81,6 +109,54 @@ static double median(double *v, int n)
 {
     qsort(v, (size_t)n, sizeof *v, cmp);
     return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* measure: rounds x (each cpu alone, then all at once) of the FMA loop (bufs NULL) or of stream
+ * (bufs[i] for cpu i); medians into alone[] and together[]. 0, or -1 if a thread cannot be
+ * pinned or started. */
+static int measure(const int *cpus, int n, float *const *bufs, int rounds, double *alone, double *together)
+{
+    static double a[MAX_CPUS][100], g[MAX_CPUS][100];
+    for (int r = 0; r < rounds; r++) {
+        for (int i = 0; i < n; i++) {
+            run one = {cpus[i], bufs ? bufs[i] : NULL, 0};
+            pthread_t t;
+            if (pthread_create(&t, NULL, pinned, &one) != 0)
+                return -1;
+            pthread_join(t, NULL);
+            a[i][r] = one.rate;
+        }
+        run all[MAX_CPUS];
+        pthread_t t[MAX_CPUS];
+        for (int i = 0; i < n; i++) {
+            all[i] = (run){cpus[i], bufs ? bufs[i] : NULL, 0};
+            if (pthread_create(&t[i], NULL, pinned, &all[i]) != 0)
+                return -1;
+        }
+        for (int i = 0; i < n; i++) {
+            pthread_join(t[i], NULL);
+            g[i][r] = all[i].rate;
+        }
+    }
+    for (int i = 0; i < n; i++) {
+        alone[i] = median(a[i], rounds), together[i] = median(g[i], rounds);
+        if (alone[i] < 0 || together[i] < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* print: " NAME_alone=A0,A1 NAME_together=T0,T1 UNIT NAME_ceiling=C" */
+static void print(const char *name, const char *unit, int n, const double *alone, const double *together)
+{
+    double mean = 0, sum = 0;
+    printf(" %salone=", name);
+    for (int i = 0; i < n; i++)
+        printf("%s%.1f", i ? "," : "", alone[i]), mean += alone[i] / n;
+    printf(" %stogether=", name);
+    for (int i = 0; i < n; i++)
+        printf("%s%.1f", i ? "," : "", together[i]), sum += together[i];
+    printf(" %s %sceiling=%.2f", unit, name, sum / mean);
 }
 
 int main(int argc, char **argv)
@@ -97,43 +173,23 @@ int main(int argc, char **argv)
     for (int c = 0; c < CPU_SETSIZE && n < MAX_CPUS; c++)
         if (CPU_ISSET(c, &mine))
             cpus[n++] = c;
-    static double alone[MAX_CPUS][100], together[MAX_CPUS][100];
-    for (int r = 0; r < rounds; r++) {
-        for (int i = 0; i < n; i++) {
-            run one = {cpus[i], 0};
-            pthread_t t;
-            if (pthread_create(&t, NULL, pinned, &one) != 0)
-                return perror("cores: pthread_create"), 1;
-            pthread_join(t, NULL);
-            alone[i][r] = one.gflops;
-        }
-        run all[MAX_CPUS];
-        pthread_t t[MAX_CPUS];
-        for (int i = 0; i < n; i++) {
-            all[i] = (run){cpus[i], 0};
-            if (pthread_create(&t[i], NULL, pinned, &all[i]) != 0)
-                return perror("cores: pthread_create"), 1;
-        }
-        for (int i = 0; i < n; i++) {
-            pthread_join(t[i], NULL);
-            together[i][r] = all[i].gflops;
-        }
-    }
-    double a[MAX_CPUS], g[MAX_CPUS], mean = 0, sum = 0;
+    float *bufs[MAX_CPUS];
     for (int i = 0; i < n; i++) {
-        a[i] = median(alone[i], rounds), g[i] = median(together[i], rounds);
-        if (a[i] < 0 || g[i] < 0) {
-            fprintf(stderr, "cores: cannot pin a thread to cpu %d\n", cpus[i]);
-            return 1;
-        }
-        mean += a[i] / n, sum += g[i];
+        if (!(bufs[i] = malloc(MEM_FLOATS * sizeof(float))))
+            return fprintf(stderr, "cores: out of memory\n"), 1;
+        for (size_t k = 0; k < MEM_FLOATS; k++)
+            bufs[i][k] = (float)(k & 255);
     }
-    printf("cores: n=%d alone=", n);
+    double fa[MAX_CPUS], ft[MAX_CPUS], ma[MAX_CPUS], mt[MAX_CPUS];
+    if (measure(cpus, n, NULL, rounds, fa, ft) != 0 || measure(cpus, n, bufs, rounds, ma, mt) != 0) {
+        fprintf(stderr, "cores: cannot run a thread pinned to each of the %d cpus\n", n);
+        return 1;
+    }
+    printf("cores: n=%d", n);
+    print("", "gflops", n, fa, ft);
+    print("mem_", "gbs", n, ma, mt);
+    printf("\n");
     for (int i = 0; i < n; i++)
-        printf("%s%.1f", i ? "," : "", a[i]);
-    printf(" together=");
-    for (int i = 0; i < n; i++)
-        printf("%s%.1f", i ? "," : "", g[i]);
-    printf(" gflops ceiling=%.2f\n", sum / mean);
+        free(bufs[i]);
     return 0;
 }

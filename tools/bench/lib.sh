@@ -8,8 +8,9 @@
 #   print_table       the rows of $BENCH_RESULTS as one Markdown table
 #   cores_probe FILE  what the cores give right now (tools/bench/cores.c, built on first use): one
 #                     "cores: ... ceiling=C" line appended to FILE and printed
-#   cores_record WHAT FILE  the table row for the probes in FILE: both cores at once against one
-#                     alone (medians), the ceiling of any 2-thread or 2-rank speedup in that section
+#   cores_record WHAT FILE  the table rows for the probes in FILE: both cores at once against one
+#                     alone (medians), multiply-adds and memory reads: the ceilings of a 2-thread or
+#                     2-rank speedup of compute-bound and of memory-bound work in that section
 # BENCH_RESULTS defaults to $BUILD/bench/results.tsv; bench.sh empties it when it starts.
 BENCH_RESULTS=${BENCH_RESULTS:-${BUILD:-build}/bench/results.tsv}
 export BENCH_RESULTS
@@ -53,7 +54,13 @@ cores_probe() {
 
 cores_record() {
     [ -s "$2" ] || return 0
-    together=$(sed -n 's/.* together=\([0-9.,]*\) .*/\1/p' "$2" | awk -F, '{ s = 0; for (i = 1; i <= NF; i++) s += $i; print s }' | median)
-    alone=$(sed -n 's/.* alone=\([0-9.,]*\) .*/\1/p' "$2" | awk -F, '{ s = 0; for (i = 1; i <= NF; i++) s += $i; print s / NF }' | median)
-    record "$1" "$together" "1 core alone" "$alone" "$(ratio "$together" "$alone")" "-"
+    for kind in "" mem_; do
+        together=$(sed -n "s/.* ${kind}together=\\([0-9.,]*\\) .*/\\1/p" "$2" | awk -F, '{ s = 0; for (i = 1; i <= NF; i++) s += $i; print s }' | median)
+        alone=$(sed -n "s/.* ${kind}alone=\\([0-9.,]*\\) .*/\\1/p" "$2" | awk -F, '{ s = 0; for (i = 1; i <= NF; i++) s += $i; print s / NF }' | median)
+        if [ -z "$kind" ]; then
+            record "$1: FMA GFLOP/s of both cores at once (cores.c)" "$together" "1 core alone" "$alone" "$(ratio "$together" "$alone")" "-"
+        else
+            record "$1: GB/s read by both cores at once (cores.c)" "$together" "1 core alone" "$alone" "$(ratio "$together" "$alone")" "-"
+        fi
+    done
 }

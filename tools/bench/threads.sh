@@ -43,4 +43,4 @@ one LeNet ">= 2.5" "$BUILD/bin/lenet" --epochs "$EPOCHS" --quiet --data "$DATA" 
     /usr/bin/python3 "$here/lenet_torch.py" --epochs "$EPOCHS" --data "$DATA"
 one U-Net ">= 1.5" "$BUILD/bin/unet" --scenes "$SCENES" --test-scenes 32 --epochs 1 --quiet -- \
     /usr/bin/python3 "$here/unet_torch.py" --scenes "$SCENES"
-cores_record "machine during the --threads runs: FMA GFLOP/s of both cores at once (cores.c)" "$tmp/cores"
+cores_record "machine during the --threads runs" "$tmp/cores"
