@@ -1,14 +1,12 @@
 /* test_ops.c - the compute ops of ddl.h: forward values against naive loops and hand-computed
  * examples, a finite-difference gradient check of every op for each of its inputs and
  * parameters (kann's kad_check_grad), and the accumulate / overwrite rules of backward passes.
- * With DDL_BENCH_OPS=1 in the environment it times LeNet's convolutions and U-Net's GroupNorm +
- * ReLU, fused and not (not a test). */
+ * (The timing of single kernels is tools/bench/kernels.c, in make bench.) */
 #include "ddl.h"
 #include "check.h"
 
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 static ddl_rng rng;
 
@@ -911,103 +909,10 @@ static void test_concat(void)
     free(gb);
 }
 
-/* ---- benchmark (DDL_BENCH_OPS=1) ---- */
-
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-/* bench_conv: median-free simple timing: best of 5 rounds of `reps` forward + backward passes. */
-static void bench_conv(const char *name, const ddl_conv2d *g, int need_dx)
-{
-    conv_ctx c;
-    conv_ctx_init(&c, g, 0);
-    float *dx = alloc_f(c.nx), *dw = alloc_f(c.nw), *db = alloc_f((size_t)g->out_c);
-    int reps = 20;
-    double best_f = 1e9, best_b = 1e9;
-    for (int round = 0; round < 5; round++) {
-        double t0 = now_s();
-        for (int i = 0; i < reps; i++)
-            ddl_conv2d_forward(g, c.x, c.w, c.b, c.y, c.ws);
-        double t1 = now_s();
-        for (int i = 0; i < reps; i++)
-            ddl_conv2d_backward(g, c.x, c.w, c.r, need_dx ? dx : NULL, dw, db, c.ws);
-        double t2 = now_s();
-        best_f = fmin(best_f, (t1 - t0) / reps);
-        best_b = fmin(best_b, (t2 - t1) / reps);
-    }
-    printf("bench %-8s %-34s forward %7.3f ms  backward%s %7.3f ms  total %7.3f ms  (workspace %.1f MB)\n",
-           ddl_gemm_backend(), name, best_f * 1e3, need_dx ? "" : "(no dx)", best_b * 1e3, (best_f + best_b) * 1e3,
-           (double)ddl_conv2d_workspace(g) * 4.0 / 1048576.0);
-    free(dx);
-    free(dw);
-    free(db);
-    conv_ctx_free(&c);
-}
-
-/* bench_gn_relu: GroupNorm then ReLU as two ops against ddl_groupnorm_relu_*, U-Net's shapes
- * (batch 32, 8 groups): best of 5 rounds of 20, each way. 2026-11-25, one thread, 3 runs: (8,
- * 64x64) forward 306-488 -> 220-281 us, backward 1241-1565 -> 1019-1405; (32, 16x16) forward
- * 81-127 -> 64-80, backward 240-335 -> 231-309. */
-static void bench_gn_relu(int c, int s)
-{
-    int n = 32, groups = 8, reps = 20;
-    size_t nx = (size_t)n * c * s;
-    float *x = alloc_f(nx), *y = alloc_f(nx), *dy = alloc_f(nx), *dx = alloc_f(nx), *p = alloc_f(nx);
-    float *mr = alloc_f((size_t)n * groups * 2), *gamma = alloc_f((size_t)c), *beta = alloc_f((size_t)c);
-    float *dg = alloc_f((size_t)c), *db = alloc_f((size_t)c);
-    fill(x, nx, -2, 2), fill(dy, nx, -1, 1), fill(gamma, (size_t)c, 0.5f, 1.5f), fill(beta, (size_t)c, -1, 1);
-    double best[4] = {1e9, 1e9, 1e9, 1e9};
-    for (int round = 0; round < 5; round++) {
-        double t[5];
-        t[0] = now_s();
-        for (int i = 0; i < reps; i++) {
-            ddl_groupnorm_forward(n, c, s, groups, x, gamma, beta, y, mr);
-            ddl_relu_forward(nx, y, y);
-        }
-        t[1] = now_s();
-        for (int i = 0; i < reps; i++)
-            ddl_groupnorm_relu_forward(n, c, s, groups, x, gamma, beta, y, mr);
-        t[2] = now_s();
-        for (int i = 0; i < reps; i++) {
-            ddl_relu_backward(nx, y, dy, p);
-            ddl_groupnorm_backward(n, c, s, groups, x, gamma, mr, p, dx, dg, db);
-        }
-        t[3] = now_s();
-        for (int i = 0; i < reps; i++)
-            ddl_groupnorm_relu_backward(n, c, s, groups, x, gamma, mr, y, dy, dx, dg, db);
-        t[4] = now_s();
-        for (int k = 0; k < 4; k++)
-            best[k] = fmin(best[k], (t[k + 1] - t[k]) / reps);
-    }
-    printf("bench groupnorm+relu N32 C%d S%d: forward %.0f us, fused %.0f us; backward %.0f us, fused %.0f us\n", c,
-           s, best[0] * 1e6, best[1] * 1e6, best[2] * 1e6, best[3] * 1e6);
-    free(x), free(y), free(dy), free(dx), free(p), free(mr), free(gamma), free(beta), free(dg), free(db);
-}
-
-static void bench_ops(void)
-{
-    ddl_set_threads(1);
-    ddl_conv2d c1 = {64, 1, 28, 28, 6, 5, 5, 1, 2}, c2 = {64, 6, 14, 14, 16, 5, 5, 1, 0};
-    bench_conv("conv1 N64 1->6 28x28 k5 p2", &c1, 0);
-    bench_conv("conv1 N64 1->6 28x28 k5 p2 +dx", &c1, 1);
-    bench_conv("conv2 N64 6->16 14x14 k5", &c2, 1);
-    bench_gn_relu(8, 64 * 64);
-    bench_gn_relu(32, 16 * 16);
-}
-
 int main(void)
 {
     ddl_rng_seed(&rng, 1234);
     ddl_set_threads(1);
-    const char *bench = getenv("DDL_BENCH_OPS");
-    if (bench && strcmp(bench, "1") == 0) {
-        bench_ops();
-        return 0;
-    }
     test_conv_hand();
     test_conv_small();
     test_deconv_small();

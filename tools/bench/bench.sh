@@ -8,7 +8,8 @@
 #   2b. --threads 2 in one process, LeNet and U-Net, against 1 thread and PyTorch's 2 (threads.sh).
 #      Before each round of 2 and 2b, tools/bench/cores.c measures what both cores give at once
 #      against one alone (a neighbour on a shared host can halve a core): the ceiling of the ratios.
-#   2c. LeNet's step op by op, microseconds at 1 and 2 threads (lenet_ops.c; BENCH_ONLY=ops).
+#   2c. LeNet's step op by op, microseconds at 1 and 2 threads (lenet_ops.c; BENCH_ONLY=ops), and
+#       single kernels alone: LeNet's convolutions, U-Net's GroupNorm + ReLU fused and not (kernels.c).
 #   3. ddl-bench allreduce for every transport at 256 KiB and 8 MiB, and MPI_Allreduce (busbw.sh).
 #   4. What frame MACs cost (mac.sh).
 #   5. ddl-serve under wrk: :predict with one LeNet instance per request (serve.sh).
@@ -91,11 +92,12 @@ if [ -z "$ONLY" ] || [ "$ONLY" = threads ]; then
 fi
 
 if [ -z "$ONLY" ] || [ "$ONLY" = ops ]; then
-    echo "== LeNet's step op by op (tools/bench/lenet_ops.c), 1 and 2 threads"
+    echo "== LeNet's step op by op (tools/bench/lenet_ops.c), 1 and 2 threads; single kernels (kernels.c)"
+    libs=$(PKG_CONFIG_PATH="$BUILD" pkg-config --static --libs-only-other --libs-only-l --libs-only-L ddl | sed 's/-lddl//')
     mkdir -p "$BUILD/bench" &&
-        cc -O2 -I. -o "$BUILD/bench/lenet_ops" "$here/lenet_ops.c" "$BUILD/libddl.a" \
-            $(PKG_CONFIG_PATH="$BUILD" pkg-config --static --libs-only-other --libs-only-l --libs-only-L ddl | sed 's/-lddl//') &&
-        "$BUILD/bench/lenet_ops" --threads 1 && "$BUILD/bench/lenet_ops" --threads 2
+        cc -O2 -I. -o "$BUILD/bench/lenet_ops" "$here/lenet_ops.c" "$BUILD/libddl.a" $libs &&
+        cc -O2 -I. -o "$BUILD/bench/kernels" "$here/kernels.c" "$BUILD/libddl.a" $libs -lm &&
+        "$BUILD/bench/lenet_ops" --threads 1 && "$BUILD/bench/lenet_ops" --threads 2 && "$BUILD/bench/kernels"
 fi
 
 if [ -z "$ONLY" ] || [ "$ONLY" = allreduce ]; then

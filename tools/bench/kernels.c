@@ -1,0 +1,109 @@
+/* kernels.c - single kernels timed alone, one thread, for make bench (BENCH_ONLY=ops, beside
+ * lenet_ops.c): LeNet's two convolutions forward and backward, and U-Net's GroupNorm + ReLU as two
+ * ops against ddl_groupnorm_relu_* at its largest and a middle shape. Best of 5 rounds of 20
+ * calls each, random data. Uses ddl.h only.
+ * 2026-11-25, 3 runs, GroupNorm + ReLU at batch 32: (8 channels, 64x64) forward 306-488 -> 220-281
+ * us, backward 1241-1565 -> 1019-1405; (32, 16x16) forward 81-127 -> 64-80, backward 240-335 ->
+ * 231-309 (then measured in test_ops, which it left). */
+#define _POSIX_C_SOURCE 200809L
+#include "ddl.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#define ROUNDS 5
+#define REPS 20
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* filled: n floats uniform in [lo, hi) (rand: the values do not matter, only their spread). */
+static float *filled(size_t n, float lo, float hi)
+{
+    float *p = malloc((n ? n : 1) * sizeof *p);
+    if (!p) {
+        fprintf(stderr, "kernels: out of memory\n");
+        exit(1);
+    }
+    for (size_t i = 0; i < n; i++)
+        p[i] = lo + (hi - lo) * (float)rand() / (float)RAND_MAX;
+    return p;
+}
+
+static void bench_conv(const char *name, const ddl_conv2d *g, int need_dx)
+{
+    size_t nx = (size_t)g->batch * g->in_c * g->in_h * g->in_w, nw = (size_t)g->out_c * g->in_c * g->k_h * g->k_w;
+    size_t ny = (size_t)g->batch * g->out_c * ddl_conv2d_out_h(g) * ddl_conv2d_out_w(g);
+    float *x = filled(nx, -1, 1), *w = filled(nw, -1, 1), *b = filled((size_t)g->out_c, -1, 1);
+    float *y = filled(ny, 0, 0), *dy = filled(ny, -1, 1), *ws = filled(ddl_conv2d_workspace(g), 0, 0);
+    float *dx = filled(nx, 0, 0), *dw = filled(nw, 0, 0), *db = filled((size_t)g->out_c, 0, 0);
+    double best_f = 1e9, best_b = 1e9;
+    for (int round = 0; round < ROUNDS; round++) {
+        double t0 = now_s();
+        for (int i = 0; i < REPS; i++)
+            ddl_conv2d_forward(g, x, w, b, y, ws);
+        double t1 = now_s();
+        for (int i = 0; i < REPS; i++)
+            ddl_conv2d_backward(g, x, w, dy, need_dx ? dx : NULL, dw, db, ws);
+        double t2 = now_s();
+        best_f = fmin(best_f, (t1 - t0) / REPS);
+        best_b = fmin(best_b, (t2 - t1) / REPS);
+    }
+    printf("  %-38s forward %6.0f us  backward%s %6.0f us\n", name, best_f * 1e6, need_dx ? "" : " (no dx)",
+           best_b * 1e6);
+    free(x), free(w), free(b), free(y), free(dy), free(ws), free(dx), free(dw), free(db);
+}
+
+static void bench_gn_relu(int c, int s)
+{
+    int n = 32, groups = 8;
+    size_t nx = (size_t)n * c * s;
+    float *x = filled(nx, -2, 2), *y = filled(nx, 0, 0), *dy = filled(nx, -1, 1), *dx = filled(nx, 0, 0);
+    float *p = filled(nx, 0, 0), *mr = filled((size_t)n * groups * 2, 0, 0), *gamma = filled((size_t)c, 0.5f, 1.5f);
+    float *beta = filled((size_t)c, -1, 1), *dg = filled((size_t)c, 0, 0), *db = filled((size_t)c, 0, 0);
+    double best[4] = {1e9, 1e9, 1e9, 1e9};
+    for (int round = 0; round < ROUNDS; round++) {
+        double t[5];
+        t[0] = now_s();
+        for (int i = 0; i < REPS; i++) {
+            ddl_groupnorm_forward(n, c, s, groups, x, gamma, beta, y, mr);
+            ddl_relu_forward(nx, y, y);
+        }
+        t[1] = now_s();
+        for (int i = 0; i < REPS; i++)
+            ddl_groupnorm_relu_forward(n, c, s, groups, x, gamma, beta, y, mr);
+        t[2] = now_s();
+        for (int i = 0; i < REPS; i++) {
+            ddl_relu_backward(nx, y, dy, p);
+            ddl_groupnorm_backward(n, c, s, groups, x, gamma, mr, p, dx, dg, db);
+        }
+        t[3] = now_s();
+        for (int i = 0; i < REPS; i++)
+            ddl_groupnorm_relu_backward(n, c, s, groups, x, gamma, mr, y, dy, dx, dg, db);
+        t[4] = now_s();
+        for (int k = 0; k < 4; k++)
+            best[k] = fmin(best[k], (t[k + 1] - t[k]) / REPS);
+    }
+    printf("  groupnorm+relu N32 C%-3d S%-5d         forward %6.0f us, fused %6.0f us; backward %6.0f us, fused %6.0f us\n",
+           c, s, best[0] * 1e6, best[1] * 1e6, best[2] * 1e6, best[3] * 1e6);
+    free(x), free(y), free(dy), free(dx), free(p), free(mr), free(gamma), free(beta), free(dg), free(db);
+}
+
+int main(void)
+{
+    ddl_set_threads(1);
+    printf("kernels alone, one thread, best of %d rounds of %d calls (gemm: %s)\n", ROUNDS, REPS, ddl_gemm_backend());
+    ddl_conv2d c1 = {64, 1, 28, 28, 6, 5, 5, 1, 2}, c2 = {64, 6, 14, 14, 16, 5, 5, 1, 0};
+    bench_conv("LeNet conv1 N64 1->6 28x28 k5 p2", &c1, 0);
+    bench_conv("LeNet conv1 N64 1->6 28x28 k5 p2 +dx", &c1, 1);
+    bench_conv("LeNet conv2 N64 6->16 14x14 k5", &c2, 1);
+    bench_gn_relu(8, 64 * 64);
+    bench_gn_relu(32, 16 * 16);
+    return 0;
+}
