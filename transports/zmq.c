@@ -43,6 +43,7 @@
 #define ZQ_STATE_MAGIC 0x7a6d712dU    /* marks a state that open() has initialised */
 #define ZQ_CHUNK ((size_t)8 << 20)    /* largest payload frame (and the receive bound) */
 #define ZQ_GRACE_MS 50                /* a dropped link is dead if nothing it sent is left by then */
+#define ZQ_QUICK_MS 5                 /* a first wait on the data socket alone, before the full poll */
 #define ZQ_HEARTBEAT_MS 1000          /* ZMTP pings; a silent peer is dropped after 5 of them */
 
 /* Handshake messages (one frame each) start with "DDLZ", proofs with "ddl-zmq-v1"; a message is
@@ -769,7 +770,7 @@ static int zq_exchange(void *state, int to, const void *send_hdr, const void *se
     if (timeout_ms <= 0)
         timeout_ms = n->timeout_ms;
     int64_t deadline_ms = ddl__now_ms() + timeout_ms;
-    for (;;) {
+    for (int quick = 1;;) {
         int r = try_recv(s, from, recv_hdr, recv_buf, recv_bytes);
         if (r != 0)
             return r < 0 ? r : DDL_OK;
@@ -779,6 +780,16 @@ static int zq_exchange(void *state, int to, const void *send_hdr, const void *se
         if (left == 0)
             return ddl__net_fail(n, DDL_ETIMEDOUT, "rank %d timed out after %d ms waiting for rank %d at %s to send %zu bytes",
                                  n->rank, timeout_ms, from, n->peers[from].addr, recv_bytes);
+        /* The message is usually on its way: wait on its socket alone first. zmq_poll checks
+         * each socket's command mailbox before and after it sleeps (a poll and a getpid system
+         * call each): over the monitors and the ROUTER too that made a 4 KiB all-reduce of 2
+         * ranks 18% slower. A dead link is then noticed at most ZQ_QUICK_MS later. */
+        if (quick) {
+            quick = 0;
+            zmq_pollitem_t it = {.socket = s->links[from].dealer, .events = ZMQ_POLLIN};
+            if (zmq_poll(&it, 1, left < ZQ_QUICK_MS ? left : ZQ_QUICK_MS) > 0)
+                continue;
+        }
         if ((st = wait_events(s, from, left < DDL__NET_WAIT_SLICE_MS ? left : DDL__NET_WAIT_SLICE_MS)) != DDL_OK)
             return st;
     }
