@@ -825,7 +825,7 @@ struct ddl_model_plugin {
  * Calls return DDL_OK or a DDL_E* code, with the detail for error(). Optional members may be
  * NULL. */
 
-#define DDL_TRANSPORT_VERSION 3 /* 2 added interrupt, 3 allgather; older transports still work without them */
+#define DDL_TRANSPORT_VERSION 4 /* 2 added interrupt, 3 allgather, 4 exchange_view; older transports still work */
 #define DDL_HEADER_BYTES 32
 
 struct ddl_transport {
@@ -864,6 +864,13 @@ struct ddl_transport {
     int (*allgather)(void *state, const void *hdr, const void *buf, size_t bytes, void *hdrs, const void **views,
                      int timeout_ms);
     size_t allgather_max;
+    /* exchange_view: optional (version 4), for a transport that receives into buffers of its own:
+     * exchange() without the copy out of them. *recv_view points at the payload (recv_bytes,
+     * 1 <= recv_bytes <= view_max, any alignment), readable until the next call on this state.
+     * The core uses it where it only reads what it receives (the sums of allreduce). */
+    int (*exchange_view)(void *state, int to, const void *send_hdr, const void *send_buf, size_t send_bytes,
+                         int from, void *recv_hdr, const void **recv_view, size_t recv_bytes, int timeout_ms);
+    size_t view_max;
 };
 
 /* ---- the compute core: threads, arena, random numbers, checksums ---- */

@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """relay.py - a man in the middle for tests/test_mac.sh: listens on 127.0.0.1:LISTEN, relays one
-connection to 127.0.0.1:TARGET both ways, and in the direction client -> target flips 7 bits in
-each of the 4 bytes from byte number FLIP on (counted from the first byte the client sent; -1: flip
-nothing), so that a float there surely changes. Prints
-"flipped" to stderr when it did. Ends when both sides closed, or after 60 s."""
+connection to 127.0.0.1:TARGET both ways, and in the direction client -> target (or, with a fourth
+argument "back", target -> client) flips 7 bits in each of the 4 bytes from byte number FLIP on
+(counted from the first byte sent that way; -1: flip nothing), so that a float there surely
+changes. Prints "flipped" to stderr when it did. Ends when both sides closed, or after 60 s."""
 import select, socket, sys, time
 
 listen_port, target_port, flip = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+back = len(sys.argv) > 4 and sys.argv[4] == "back"
 srv = socket.socket()
 srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 srv.bind(("127.0.0.1", listen_port))
@@ -37,13 +38,14 @@ while socks and time.time() < end:
             except OSError:
                 pass
             continue
-        if s is cli and flip >= 0 and seen < flip + 4 and flip < seen + len(data):
+        watched = s is (up if back else cli)
+        if watched and flip >= 0 and seen < flip + 4 and flip < seen + len(data):
             b = bytearray(data)
             for i in range(max(flip, seen), min(flip + 4, seen + len(data))):
                 b[i - seen] ^= 0x7f
             data = bytes(b)
             print("flipped", file=sys.stderr, flush=True)
-        if s is cli:
+        if watched:
             seen += len(data)
         try:
             other.sendall(data)

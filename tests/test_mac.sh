@@ -3,7 +3,8 @@
 # lenet ranks over tcp on loopback, rank 1 reaching rank 0 through tests/relay.py, which flips 7 bits
 # in each of 4 bytes of the stream rank 1 sends, a megabyte in (inside a gradient). Without MACs the job ends
 # "fine" with other weights than an undisturbed run: the attack works. With DDL_MAC=1 the ranks stop
-# with an error that names the MAC check and rank 1. Also: MACs give the same weights as no MACs
+# with an error that names the MAC check and rank 1. The same over zmq, the relay on the link
+# rank 1 sends to rank 0 on. Also: MACs give the same weights as no MACs
 # over tcp and zmq; ranks that disagree on DDL_MAC are refused at the handshake with a message that
 # names it; DDL_MAC=1 without a token is refused; test_transport and test_collectives pass over tcp
 # and zmq with every message MAC'd. Needs python3 and a build with libsodium.
@@ -29,15 +30,20 @@ ARGS="--epochs 1 --train-limit 2000 --seed 42 --quiet --data $DATA"
 ref=$("$BUILD/bin/ddlrun" -n 2 -t tcp "$BUILD/bin/lenet" $ARGS 2>&1 | field weights_crc)
 [ -n "$ref" ] && ok || bad "the reference run gave no summary"
 
-# pair MAC0 MAC1 FLIP: rank 0 and rank 1 (through the relay, FLIP as relay.py) with DDL_MAC as given;
-# outputs in $tmp/r0 $tmp/r1 $tmp/relay, exit codes in rc0 rc1
+# pair MAC0 MAC1 FLIP [zmq]: rank 0 and rank 1 (through the relay, FLIP as relay.py) with DDL_MAC as
+# given; outputs in $tmp/r0 $tmp/r1 $tmp/relay, exit codes in rc0 rc1. Over tcp rank 1 reaches rank
+# 0 through the relay, which flips what rank 1 sends. Over zmq rank 1 sends to rank 0 on the
+# connection rank 0's DEALER opened to rank 1's ROUTER: rank 0 reaches rank 1 through the relay,
+# which flips what comes back (gradients the collectives read in place, in libzmq's own buffer).
 pair() {
     a=$(free_port); b=$(free_port); r=$(free_port)
-    python3 tests/relay.py "$r" "$a" "$3" 2> "$tmp/relay" & relay=$!; bg="$bg $relay"
+    t=${4:-tcp} peers0="127.0.0.1:$a,127.0.0.1:$b" peers1="127.0.0.1:$r,127.0.0.1:$b" target=$a way=""
+    [ "$t" = zmq ] && peers0="127.0.0.1:$a,127.0.0.1:$r" peers1="127.0.0.1:$a,127.0.0.1:$b" target=$b way=back
+    python3 tests/relay.py "$r" "$target" "$3" $way 2> "$tmp/relay" & relay=$!; bg="$bg $relay"
     sleep 0.2
-    env DDL_TRANSPORT=tcp DDL_WORLD_SIZE=2 DDL_RANK=0 DDL_PEERS="127.0.0.1:$a,127.0.0.1:$b" DDL_MAC=$1 \
+    env DDL_TRANSPORT=$t DDL_WORLD_SIZE=2 DDL_RANK=0 DDL_PEERS="$peers0" DDL_MAC=$1 \
         "$BUILD/bin/lenet" $ARGS > "$tmp/r0" 2>&1 & p0=$!
-    env DDL_TRANSPORT=tcp DDL_WORLD_SIZE=2 DDL_RANK=1 DDL_PEERS="127.0.0.1:$r,127.0.0.1:$b" DDL_MAC=$2 \
+    env DDL_TRANSPORT=$t DDL_WORLD_SIZE=2 DDL_RANK=1 DDL_PEERS="$peers1" DDL_MAC=$2 \
         "$BUILD/bin/lenet" $ARGS > "$tmp/r1" 2>&1; rc1=$?
     wait $p0; rc0=$?
     kill $relay 2>/dev/null; wait $relay 2>/dev/null
@@ -73,6 +79,17 @@ for t in tcp zmq; do
     plain=$("$BUILD/bin/ddlrun" -n 3 -t "$t" "$BUILD/bin/lenet" $ARGS 2>&1 | field weights_crc)
     [ -n "$crc" ] && [ "$crc" = "$plain" ] && ok || bad "$t, 3 ranks: DDL_MAC=1 gives weights_crc '$crc', without '$plain'"
 done
+
+pair 0 0 1000000 zmq
+crc=$(field weights_crc < "$tmp/r0")
+echo "zmq, no MAC, 7 bits flipped by the relay: exits $rc0 $rc1, weights_crc=$crc (undisturbed $ref)"
+grep -q flipped "$tmp/relay" && [ $rc0 -eq 0 ] && [ -n "$crc" ] && [ "$crc" != "$ref" ] && ok ||
+    { bad "zmq without MACs: the flipped bits should pass unseen and change the weights"; tail -n 3 "$tmp/r0" "$tmp/relay"; }
+pair 1 1 1000000 zmq
+line=$(grep -m1 "MAC check" "$tmp/r0")
+echo "zmq, DDL_MAC=1, the same bits flipped: exits $rc0 $rc1: $line"
+grep -q flipped "$tmp/relay" && [ $rc0 -ne 0 ] && [ $rc1 -ne 0 ] && printf '%s' "$line" | grep -q "rank 1 at" && ok ||
+    { bad "zmq with DDL_MAC=1: the altered message must be caught, naming rank 1"; tail -n 3 "$tmp/r0" "$tmp/r1"; }
 
 # the transport and collective tests, every message MAC'd (tests/ranks.h reads DDL_TEST_MAC)
 for t in tcp zmq; do

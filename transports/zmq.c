@@ -13,6 +13,8 @@
  * Sends copy the caller's bytes into libzmq messages, so no buffer of the caller's is held after
  * exchange returns. (Zero-copy sends, zmq_msg_init_data with a wait for libzmq's release, lost
  * messages between ranks under CPU load with libzmq 4.3.4 in our stress runs; not used.)
+ * Receives copy out of libzmq's message, except through exchange_view, which lends the payload
+ * where libzmq put it (the sums of allreduce read it there) until the next call.
  *
  * Topology: every rank binds one ROUTER socket and connects one DEALER to every other rank's
  * ROUTER. Rank i sends to rank j on its own ROUTER, addressed to the routing id of j's DEALER;
@@ -79,6 +81,8 @@ typedef struct zq_state {
     zq_link *links;            /* [world], inside the state memory, as net.peers */
     void *items;               /* zmq_pollitem_t [2 world + 3] */
     unsigned char *table;      /* [DDL__TABLE_BYTES(world)], the address table */
+    zmq_msg_t view;            /* the payload exchange_view lent out, until the next call */
+    int view_live;             /* view holds a message to close */
 } zq_state;
 _Static_assert(offsetof(zq_state, net) == 0, "net.c's getters take the state for its ddl__net");
 
@@ -650,12 +654,34 @@ static int broke(zq_state *s, int j, const char *what, int more)
                          s->net.peers[j].addr, what, s->net.rank);
 }
 
-/* read_payload: the chunks of a message of `bytes` bytes, straight into buf; with DDL_MAC the
- * tag after them, checked against the prefix and payload. */
-static int read_payload(zq_state *s, int j, const unsigned char *pre, unsigned char *buf, size_t bytes)
+/* release_view: close the message exchange_view lent out last. */
+static void release_view(zq_state *s)
+{
+    if (s->view_live)
+        zmq_msg_close(&s->view);
+    s->view_live = 0;
+}
+
+/* read_view: the payload of `bytes` bytes (one frame: bytes <= ZQ_CHUNK) kept in s->view. */
+static int read_view(zq_state *s, int j, size_t bytes, const void **view)
 {
     void *d = s->links[j].dealer;
-    int mac = s->net.mac, more = 0;
+    zmq_msg_init(&s->view);
+    s->view_live = 1;
+    int got = zmq_msg_recv(&s->view, d, ZMQ_DONTWAIT), more = got >= 0 && zmq_msg_more(&s->view);
+    if (got < 0 || (size_t)got != bytes)
+        return broke(s, j, "a payload frame of the wrong size", more);
+    if (more != s->net.mac)
+        return broke(s, j, "a message with the wrong number of payload frames", more);
+    *view = zmq_msg_data(&s->view);
+    return DDL_OK;
+}
+
+/* read_chunks: the chunks of a message of `bytes` bytes, straight into buf. */
+static int read_chunks(zq_state *s, int j, unsigned char *buf, size_t bytes)
+{
+    void *d = s->links[j].dealer;
+    int more = 0;
     size_t ml = sizeof more;
     for (size_t off = 0; off < bytes;) {
         size_t n = bytes - off < ZQ_CHUNK ? bytes - off : ZQ_CHUNK;
@@ -664,12 +690,24 @@ static int read_payload(zq_state *s, int j, const unsigned char *pre, unsigned c
         if (got < 0 || (size_t)got != n)
             return broke(s, j, "a payload frame of the wrong size", more);
         off += n;
-        if ((off < bytes || mac) != (more != 0))
+        if ((off < bytes || s->net.mac) != (more != 0))
             return broke(s, j, "a message with the wrong number of payload frames", more);
     }
-    if (!mac)
-        return DDL_OK;
+    return DDL_OK;
+}
+
+/* read_payload: the payload of `bytes` bytes into buf or, with view, lent in s->view; with
+ * DDL_MAC the tag after it, checked against the prefix and payload. */
+static int read_payload(zq_state *s, int j, const unsigned char *pre, unsigned char *buf, const void **view,
+                        size_t bytes)
+{
+    int st = view ? read_view(s, j, bytes, view) : read_chunks(s, j, buf, bytes);
+    if (st != DDL_OK || !s->net.mac)
+        return st;
+    void *d = s->links[j].dealer;
     unsigned char tag[DDL__MAC_BYTES];
+    int more = 0;
+    size_t ml = sizeof more;
     int got = zmq_recv(d, tag, sizeof tag, ZMQ_DONTWAIT);
     zmq_getsockopt(d, ZMQ_RCVMORE, &more, &ml);
     if (got != (int)sizeof tag || more)
@@ -677,12 +715,12 @@ static int read_payload(zq_state *s, int j, const unsigned char *pre, unsigned c
     ddl__mac m;
     ddl__mac_frame_begin(&s->net, j, 0, &m);
     ddl__mac_update(&m, pre, DDL__FRAME_PREFIX);
-    ddl__mac_update(&m, buf, bytes);
+    ddl__mac_update(&m, view ? *view : buf, bytes);
     return ddl__mac_frame_check(&s->net, j, &m, tag);
 }
 
 /* try_recv: one message from rank j if there is one: 1 received, 0 nothing yet, < 0 failed. */
-static int try_recv(zq_state *s, int j, void *recv_hdr, void *buf, size_t bytes)
+static int try_recv(zq_state *s, int j, void *recv_hdr, void *buf, const void **view, size_t bytes)
 {
     ddl__net *n = &s->net;
     zmq_msg_t m;
@@ -720,7 +758,7 @@ static int try_recv(zq_state *s, int j, void *recv_hdr, void *buf, size_t bytes)
         return ddl__net_fail(n, DDL_EMISMATCH, "rank %d at %s sent a message of %llu bytes, rank %d expected %zu", j,
                              n->peers[j].addr, (unsigned long long)f.bytes, n->rank, bytes);
     }
-    int st = read_payload(s, j, pre, buf, bytes);
+    int st = read_payload(s, j, pre, buf, view, bytes);
     return st == DDL_OK ? 1 : st;
 }
 
@@ -750,12 +788,13 @@ static int wait_events(zq_state *s, int from, int left)
     return check_links(s, from, &wait_ms);
 }
 
-static int zq_exchange(void *state, int to, const void *send_hdr, const void *send_buf, size_t send_bytes, int from,
-                       void *recv_hdr, void *recv_buf, size_t recv_bytes, int timeout_ms)
+/* exchange: the body of exchange (view NULL) and exchange_view. */
+static int exchange(zq_state *s, int to, const void *send_hdr, const void *send_buf, size_t send_bytes, int from,
+                    void *recv_hdr, void *recv_buf, const void **view, size_t recv_bytes, int timeout_ms)
 {
-    zq_state *s = state;
     if (!s || s->net.magic != ZQ_STATE_MAGIC || !s->opened)
         return DDL_EINVAL;
+    release_view(s);
     ddl__net *n = &s->net;
     unsigned char pre[DDL__FRAME_PREFIX];
     int st = ddl__net_check_peer(n, to, 1);
@@ -771,7 +810,7 @@ static int zq_exchange(void *state, int to, const void *send_hdr, const void *se
         timeout_ms = n->timeout_ms;
     int64_t deadline_ms = ddl__now_ms() + timeout_ms;
     for (int quick = 1;;) {
-        int r = try_recv(s, from, recv_hdr, recv_buf, recv_bytes);
+        int r = try_recv(s, from, recv_hdr, recv_buf, view, recv_bytes);
         if (r != 0)
             return r < 0 ? r : DDL_OK;
         int left = ddl__remaining_ms(deadline_ms);
@@ -795,6 +834,22 @@ static int zq_exchange(void *state, int to, const void *send_hdr, const void *se
     }
 }
 
+static int zq_exchange(void *state, int to, const void *send_hdr, const void *send_buf, size_t send_bytes, int from,
+                       void *recv_hdr, void *recv_buf, size_t recv_bytes, int timeout_ms)
+{
+    return exchange(state, to, send_hdr, send_buf, send_bytes, from, recv_hdr, recv_buf, NULL, recv_bytes, timeout_ms);
+}
+
+/* zq_exchange_view: the payload stays in libzmq's message (a copy fewer), lent until the next call. */
+static int zq_exchange_view(void *state, int to, const void *send_hdr, const void *send_buf, size_t send_bytes,
+                            int from, void *recv_hdr, const void **recv_view, size_t recv_bytes, int timeout_ms)
+{
+    if (from < 0 || !recv_view || recv_bytes == 0 || recv_bytes > ZQ_CHUNK)
+        return DDL_EINVAL;
+    return exchange(state, to, send_hdr, send_buf, send_bytes, from, recv_hdr, NULL, recv_view, recv_bytes,
+                    timeout_ms);
+}
+
 /* ---- close ---- */
 
 /* say_goodbye: BYE or ABORT (net.c) to every rank we can still reach; the ROUTER lingers up to
@@ -814,6 +869,7 @@ static void zq_close(void *state)
     zq_state *s = state;
     if (!s || s->net.magic != ZQ_STATE_MAGIC)
         return;
+    release_view(s);
     if (s->router && s->opened)
         say_goodbye(s);
     if (s->router)
@@ -846,6 +902,8 @@ static const ddl_transport zq_transport = {
     .error = ddl__net_error,
     .peer_address = ddl__net_address,
     .interrupt = ddl__net_interrupt,
+    .exchange_view = zq_exchange_view,
+    .view_max = ZQ_CHUNK,
 };
 
 const ddl_transport *ddl_transport_zmq(void) { return &zq_transport; }

@@ -79,7 +79,7 @@ static int real_rank(int vr, int rem) { return vr < rem ? 2 * vr + 1 : vr + rem;
 static int allreduce_rd(ddl_comm *c, void *buf, size_t count, int dtype, int op)
 {
     int n = c->world, r = c->rank, p = 1, st;
-    size_t bytes = count * ddl__dtype_bytes(dtype);
+    size_t esz = ddl__dtype_bytes(dtype), bytes = count * esz;
     while (p * 2 <= n)
         p *= 2;
     int rem = n - p, vr;
@@ -90,9 +90,10 @@ static int allreduce_rd(ddl_comm *c, void *buf, size_t count, int dtype, int op)
                 return st;
             return ddl__comm_xchg(c, -1, 0, NULL, 0, r + 1, 1000, buf, bytes);
         }
-        if ((st = ddl__comm_xchg(c, -1, 0, NULL, 0, r - 1, 0, c->scratch, bytes)) != DDL_OK)
+        const void *in;
+        if ((st = ddl__comm_xchg_in(c, -1, 0, NULL, 0, r - 1, 0, bytes, esz, c->scratch, &in)) != DDL_OK)
             return st;
-        reduce(buf, c->scratch, buf, count, dtype, op);
+        reduce(buf, in, buf, count, dtype, op);
         vr = r / 2;
     } else {
         vr = r - rem;
@@ -100,12 +101,13 @@ static int allreduce_rd(ddl_comm *c, void *buf, size_t count, int dtype, int op)
     for (int mask = 1; mask < p; mask <<= 1) {
         int vp = vr ^ mask, peer = real_rank(vp, rem);
         step++;
-        if ((st = ddl__comm_xchg(c, peer, step, buf, bytes, peer, step, c->scratch, bytes)) != DDL_OK)
+        const void *in;
+        if ((st = ddl__comm_xchg_in(c, peer, step, buf, bytes, peer, step, bytes, esz, c->scratch, &in)) != DDL_OK)
             return st;
         if (vr < vp)
-            reduce(buf, buf, c->scratch, count, dtype, op);
+            reduce(buf, buf, in, count, dtype, op);
         else
-            reduce(buf, c->scratch, buf, count, dtype, op);
+            reduce(buf, in, buf, count, dtype, op);
     }
     if (r < 2 * rem)
         return ddl__comm_xchg(c, r - 1, 1000, buf, bytes, -1, 0, NULL, 0);
@@ -160,7 +162,8 @@ ddl__seg ddl__ring_segment(size_t count, int n, int i)
 static size_t n_pieces(size_t len, size_t per) { return (len + per - 1) / per; }
 
 /* ring_step: send segment sseg to the right, receive segment rseg from the left; with reduce,
- * the received piece goes through scratch and is combined into buf, else straight into buf. */
+ * the received piece is read where the transport holds it (or from scratch) and combined into
+ * buf, else it lands straight in buf. */
 static int ring_step(ddl_comm *c, unsigned char *buf, size_t esz, uint32_t s, ddl__seg ss, ddl__seg rs, int dtype,
                      int op, int do_reduce)
 {
@@ -171,14 +174,19 @@ static int ring_step(ddl_comm *c, unsigned char *buf, size_t esz, uint32_t s, dd
         size_t so = j * per, ro = j * per;
         size_t sl = j < ps ? (ss.len - so < per ? ss.len - so : per) : 0;
         size_t rl = j < pr ? (rs.len - ro < per ? rs.len - ro : per) : 0;
-        unsigned char *rdst = do_reduce ? c->scratch : buf + (rs.off + ro) * esz;
+        unsigned char *rdst = buf + (rs.off + ro) * esz;
         uint32_t step = s << 20 | (uint32_t)(j & 0xfffff);
-        int st = ddl__comm_xchg(c, j < ps ? right : -1, step, buf + (ss.off + so) * esz, sl * esz,
-                                j < pr ? left : -1, step, rdst, rl * esz);
+        const void *in = NULL;
+        int to = j < ps ? right : -1, from = j < pr ? left : -1, st;
+        if (do_reduce)
+            st = ddl__comm_xchg_in(c, to, step, buf + (ss.off + so) * esz, sl * esz, from, step, rl * esz, esz,
+                                   c->scratch, &in);
+        else
+            st = ddl__comm_xchg(c, to, step, buf + (ss.off + so) * esz, sl * esz, from, step, rdst, rl * esz);
         if (st != DDL_OK)
             return st;
         if (do_reduce && rl)
-            reduce(buf + (rs.off + ro) * esz, c->scratch, buf + (rs.off + ro) * esz, rl, dtype, op);
+            reduce(rdst, in, rdst, rl, dtype, op);
     }
     return DDL_OK;
 }

@@ -289,8 +289,9 @@ static int check_header(ddl_comm *c, int from, const unsigned char *raw, const h
 
 /* ---- the one path to the transport ---- */
 
-int ddl__comm_xchg(ddl_comm *c, int to, uint32_t send_step, const void *send_buf, size_t send_bytes, int from,
-                   uint32_t recv_step, void *recv_buf, size_t recv_bytes)
+/* xchg: ddl__comm_xchg into recv_buf, or, with view non-NULL, through the transport's exchange_view. */
+static int xchg(ddl_comm *c, int to, uint32_t send_step, const void *send_buf, size_t send_bytes, int from,
+                uint32_t recv_step, void *recv_buf, const void **view, size_t recv_bytes)
 {
     unsigned char sh[DDL_HEADER_BYTES], rh[DDL_HEADER_BYTES];
     if (c->status != DDL_OK)
@@ -301,8 +302,10 @@ int ddl__comm_xchg(ddl_comm *c, int to, uint32_t send_step, const void *send_buf
         memcpy(c->last_sent + (size_t)to * DDL_HEADER_BYTES, sh, DDL_HEADER_BYTES);
     }
     memset(rh, 0, sizeof rh);
-    int st = c->tp->exchange(c->state, to, to >= 0 ? sh : NULL, send_buf, send_bytes, from,
-                             from >= 0 ? rh : NULL, recv_buf, recv_bytes, c->timeout_ms);
+    int st = view ? c->tp->exchange_view(c->state, to, to >= 0 ? sh : NULL, send_buf, send_bytes, from, rh, view,
+                                         recv_bytes, c->timeout_ms)
+                  : c->tp->exchange(c->state, to, to >= 0 ? sh : NULL, send_buf, send_bytes, from,
+                                    from >= 0 ? rh : NULL, recv_buf, recv_bytes, c->timeout_ms);
     if (from >= 0 && (st == DDL_OK || st == DDL_EMISMATCH)) {
         hdr want = hdr_of_call(&c->cur, from, recv_step);
         if (check_header(c, from, rh, &want, st == DDL_OK) != DDL_OK)
@@ -310,6 +313,29 @@ int ddl__comm_xchg(ddl_comm *c, int to, uint32_t send_step, const void *send_buf
     } else if (st != DDL_OK) {
         return fail_transport(c, st, to, from);
     }
+    return DDL_OK;
+}
+
+int ddl__comm_xchg(ddl_comm *c, int to, uint32_t send_step, const void *send_buf, size_t send_bytes, int from,
+                   uint32_t recv_step, void *recv_buf, size_t recv_bytes)
+{
+    return xchg(c, to, send_step, send_buf, send_bytes, from, recv_step, recv_buf, NULL, recv_bytes);
+}
+
+int ddl__comm_xchg_in(ddl_comm *c, int to, uint32_t send_step, const void *send_buf, size_t send_bytes, int from,
+                      uint32_t recv_step, size_t recv_bytes, size_t esz, void *scratch, const void **in)
+{
+    *in = scratch;
+    if (from < 0 || recv_bytes == 0 || recv_bytes > c->view_max)
+        return xchg(c, to, send_step, send_buf, send_bytes, from, recv_step, scratch, NULL, recv_bytes);
+    const void *v = NULL;
+    int st = xchg(c, to, send_step, send_buf, send_bytes, from, recv_step, NULL, &v, recv_bytes);
+    if (st != DDL_OK)
+        return st;
+    if ((uintptr_t)v % esz == 0)
+        *in = v;
+    else /* a payload the transport holds at an odd address: elements must be aligned */
+        memcpy(scratch, v, recv_bytes);
     return DDL_OK;
 }
 

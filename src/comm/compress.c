@@ -190,13 +190,14 @@ static int step(ddl_comm *c, int codec, float *buf, float *res, uint32_t s, ddl_
         size_t so = ss.off + j * PIECE_ELEMS, ro = rs.off + j * PIECE_ELEMS;
         encode(codec, buf + so, sq, res ? res + so : NULL, sl, 0);
         uint32_t tag = s << 20 | (uint32_t)(j & 0xfffff);
-        int st = ddl__comm_xchg(c, sl ? right : -1, tag, sq, sl * 2, rl ? left : -1, tag, rq, rl * 2);
+        const void *in; /* rq, or the transport's own buffer */
+        int st = ddl__comm_xchg_in(c, sl ? right : -1, tag, sq, sl * 2, rl ? left : -1, tag, rl * 2, 2, rq, &in);
         if (st != DDL_OK)
             return st;
         if (reduce)
-            add_received(codec, buf + ro, rq, rl);
+            add_received(codec, buf + ro, in, rl);
         else
-            copy_received(codec, buf + ro, rq, rl);
+            copy_received(codec, buf + ro, in, rl);
     }
     return DDL_OK;
 }

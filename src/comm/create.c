@@ -120,6 +120,8 @@ int ddl_comm_create(const ddl_comm_config *cfg_in, const ddl_allocator *alloc, d
     c->native = cfg.native_allreduce && c->tp && c->tp->allreduce;
     if (c->tp && c->tp->version >= 3 && c->tp->allgather) /* older transports end before these members */
         c->post_max = c->tp->allgather_max;
+    if (c->tp && c->tp->version >= 4 && c->tp->exchange_view)
+        c->view_max = c->tp->view_max;
     c->compress = cfg.compress;
     c->overlap = cfg.overlap;
     c->bucket_bytes = (size_t)(cfg.bucket_kb ? cfg.bucket_kb : 25600) << 10;

@@ -91,6 +91,7 @@ struct ddl_comm {
     unsigned char *last_sent;  /* [world][DDL_HEADER_BYTES] last header sent to each peer */
     unsigned char *posted;     /* [world][DDL_HEADER_BYTES] headers of the last small collective */
     size_t post_max;           /* bytes a small collective may post (tp->allgather; 0: none) */
+    size_t view_max;           /* bytes the transport may lend on receipt (tp->exchange_view; 0: none) */
     unsigned char *scratch;    /* DDL__SCRATCH_BYTES, DDL_ALIGN-aligned */
     ddl__call cur;             /* the call in progress */
     ddl_log_fn log;
@@ -109,6 +110,12 @@ int ddl__comm_begin(ddl_comm *c, int op, int dtype, int redop, size_t count, int
  * sticky error and returns it. */
 int ddl__comm_xchg(ddl_comm *c, int to, uint32_t send_step, const void *send_buf, size_t send_bytes, int from,
                    uint32_t recv_step, void *recv_buf, size_t recv_bytes);
+/* ddl__comm_xchg_in: ddl__comm_xchg of a payload only to be read, of elements of esz bytes:
+ * *in points at it in the transport's own buffer (exchange_view) when it has one and the
+ * payload is aligned there, else in scratch, where it is received or copied. Readable until
+ * the next exchange. */
+int ddl__comm_xchg_in(ddl_comm *c, int to, uint32_t send_step, const void *send_buf, size_t send_bytes, int from,
+                      uint32_t recv_step, size_t recv_bytes, size_t esz, void *scratch, const void **in);
 /* ddl__comm_post: the small-collective path of transports whose ranks share memory: post
  * (buf, bytes) and point views[r] at every rank r's (views[rank] at buf), readable until the
  * next post; headers checked. Only when ddl__comm_can_post(c, bytes). */

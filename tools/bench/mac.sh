@@ -9,16 +9,18 @@ REPEAT=${REPEAT:-5}
 . "$(dirname "$0")/lib.sh"
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 echo "== frame MACs: ddl-bench allreduce -n 2 at 4 KiB and 1 MiB, --mac against none, $REPEAT alternated runs"
-for t in tcp zmq; do
-    i=0
-    while [ $i -lt "$REPEAT" ]; do
+i=0
+while [ $i -lt "$REPEAT" ]; do # transports and MACs alternated within each round: the ratios share its noise
+    for t in tcp zmq; do
         for m in plain mac; do
             flag=""; [ $m = mac ] && flag=--mac
             "$BUILD/bin/ddl-bench" allreduce -t $t -n 2 -b 4K -e 1M -f 256 --iters 300 --warmup 20 $flag |
                 awk -v d="$tmp" -v m=$m -v t=$t '$1 ~ /^[0-9]+$/ { print $3 >> (d "/" t "." m "." $1 ".us"); print $5 >> (d "/" t "." m "." $1 ".bw") }'
         done
-        i=$((i + 1))
     done
+    i=$((i + 1))
+done
+for t in tcp zmq; do
     for b in 4096 1048576; do
         pu=$(median < "$tmp/$t.plain.$b.us"); mu=$(median < "$tmp/$t.mac.$b.us")
         pb=$(median < "$tmp/$t.plain.$b.bw"); mb=$(median < "$tmp/$t.mac.$b.bw")
