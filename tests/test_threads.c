@@ -250,7 +250,7 @@ static void test_kernels(void)
     ddl_set_threads(1);
 }
 
-/* run_norm_loss: GroupNorm forward and backward and softmax cross-entropy of a U-Net-sized batch
+/* run_norm_loss: GroupNorm forward and backward, softmax cross-entropy and dice of a U-Net-sized batch
  * with `threads`; every output into out; returns the floats written. */
 static size_t run_norm_loss(int threads, float *out)
 {
@@ -268,10 +268,11 @@ static size_t run_norm_loss(int threads, float *out)
     ddl_set_threads(threads);
     ddl_groupnorm_forward(N, C, S, G, x, gamma, beta, y, mr);
     ddl_groupnorm_backward(N, C, S, G, x, gamma, mr, dy, dx, dg, db);
-    double l = ddl_softmax_xent(N, K, S, logits, t, 1.0f / (N * S), probs, dl);
-    memcpy(loss, &l, sizeof l);
+    double l[2] = {ddl_softmax_xent(N, K, S, logits, t, 1.0f / (N * S), probs, dl)};
+    l[1] = ddl_dice_loss(N, K, S, probs, t, 0.5f / N, dl); /* its gradient joins dl */
+    memcpy(loss, l, sizeof l);
     free(x), free(dy), free(gamma), free(beta), free(logits), free(t);
-    return (size_t)(loss - out) + 2;
+    return (size_t)(loss - out) + 4;
 }
 
 static void test_norm_loss(void)
@@ -285,7 +286,7 @@ static void test_norm_loss(void)
     CHECK(n <= cap);
     memset(many, 0xff, n * 4);
     run_norm_loss(3, many);
-    CHECK(memcmp(one, many, n * 4) == 0); /* GroupNorm and the loss: the bits of one thread */
+    CHECK(memcmp(one, many, n * 4) == 0); /* GroupNorm and the losses: the bits of one thread */
     free(one), free(many);
     ddl_set_threads(1);
 }

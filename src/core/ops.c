@@ -329,44 +329,74 @@ double ddl_softmax_xent(int n, int c, int s, const float *logits, const uint8_t 
  * dL/dz_0 = -g p_0 (1 - p_0) and dL/dz_j = g p_0 p_j for j >= 1, with g = dL/dp_s. */
 
 #define DICE_BLOCK 256
+#define DICE_PARTS 4096 /* samples whose losses threads can keep apart (more: the caller alone) */
 
+/* dice_sample: one sample's loss, its gradient added into dl (NULL: none). */
+static double dice_sample(int c, int s, const float *pr, const uint8_t *t, float scale, float *dl)
+{
+    double inter = 0.0, psum = 0.0, tsum = 0.0;
+    for (int i = 0; i < s; i++) {
+        double pf = 1.0 - (double)pr[i], tf = t[i] >= 1 ? 1.0 : 0.0;
+        inter += pf * tf;
+        psum += pf;
+        tsum += tf;
+    }
+    double d = psum + tsum + 1.0, num = 2.0 * inter + 1.0;
+    if (!dl)
+        return 1.0 - num / d;
+    double base = num / (d * d), two_over_d = 2.0 / d;
+    for (int i0 = 0; i0 < s; i0 += DICE_BLOCK) { /* classes outside: contiguous rows */
+        int len = s - i0 < DICE_BLOCK ? s - i0 : DICE_BLOCK;
+        double gs[DICE_BLOCK];
+        for (int i = 0; i < len; i++) {
+            double g = base - (t[i0 + i] >= 1 ? two_over_d : 0.0), p0 = pr[i0 + i];
+            gs[i] = (double)scale * g * p0;
+            dl[i0 + i] += (float)(-gs[i] * (1.0 - p0));
+        }
+        for (int ci = 1; ci < c; ci++) {
+            const float *pc = pr + (size_t)ci * s + i0;
+            float *dc = dl + (size_t)ci * s + i0;
+            for (int i = 0; i < len; i++)
+                dc[i] += (float)(gs[i] * pc[i]);
+        }
+    }
+    return 1.0 - num / d;
+}
+
+typedef struct dice_job {
+    int c, s;
+    const float *probs;
+    const uint8_t *targets;
+    float scale;
+    float *dlogits;
+    double *parts;
+} dice_job;
+
+static void dice_samples(void *ctx, size_t lo, size_t hi)
+{
+    const dice_job *j = ctx;
+    size_t cs = (size_t)j->c * j->s;
+    for (size_t ni = lo; ni < hi; ni++)
+        j->parts[ni] = dice_sample(j->c, j->s, j->probs + ni * cs, j->targets + ni * j->s, j->scale,
+                                   j->dlogits ? j->dlogits + ni * cs : NULL);
+}
+
+/* Threads: samples go over the threads, their losses into parts[], added in sample order
+ * afterwards, as one thread adds them: the same bits. */
 double ddl_dice_loss(int n, int c, int s, const float *probs, const uint8_t *targets, float scale,
                      float *dlogits)
 {
-    double total = 0.0;
-    size_t cs = (size_t)c * s;
-    for (int ni = 0; ni < n; ni++) {
-        const float *pr = probs + ni * cs;
-        const uint8_t *t = targets + (size_t)ni * s;
-        double inter = 0.0, psum = 0.0, tsum = 0.0;
-        for (int i = 0; i < s; i++) {
-            double pf = 1.0 - (double)pr[i], tf = t[i] >= 1 ? 1.0 : 0.0;
-            inter += pf * tf;
-            psum += pf;
-            tsum += tf;
-        }
-        double d = psum + tsum + 1.0, num = 2.0 * inter + 1.0;
-        total += 1.0 - num / d;
-        if (!dlogits)
-            continue;
-        float *dl = dlogits + ni * cs;
-        double base = num / (d * d), two_over_d = 2.0 / d;
-        for (int i0 = 0; i0 < s; i0 += DICE_BLOCK) { /* classes outside: contiguous rows */
-            int len = s - i0 < DICE_BLOCK ? s - i0 : DICE_BLOCK;
-            double gs[DICE_BLOCK];
-            for (int i = 0; i < len; i++) {
-                double g = base - (t[i0 + i] >= 1 ? two_over_d : 0.0), p0 = pr[i0 + i];
-                gs[i] = (double)scale * g * p0;
-                dl[i0 + i] += (float)(-gs[i] * (1.0 - p0));
-            }
-            for (int ci = 1; ci < c; ci++) {
-                const float *pc = pr + (size_t)ci * s + i0;
-                float *dc = dl + (size_t)ci * s + i0;
-                for (int i = 0; i < len; i++)
-                    dc[i] += (float)(gs[i] * pc[i]);
-            }
-        }
+    double total = 0.0, parts[DICE_PARTS];
+    dice_job j = {c, s, probs, targets, scale, dlogits, parts};
+    if (ddl__threads() > 1 && n <= DICE_PARTS) {
+        ddl__parallel_range((size_t)n, GRAIN_FLOATS / ((size_t)c * s) + 1, dice_samples, &j);
+        for (int ni = 0; ni < n; ni++)
+            total += parts[ni];
+        return total;
     }
+    size_t cs = (size_t)c * s;
+    for (int ni = 0; ni < n; ni++)
+        total += dice_sample(c, s, probs + ni * cs, targets + (size_t)ni * s, scale, dlogits ? dlogits + ni * cs : NULL);
     return total;
 }
 

@@ -193,15 +193,49 @@ static void gather(ddl_trainer *t, const ddl_dataset *d, const uint32_t *idx, lo
     ddl__parallel_range((size_t)n, (size_t)4096 / (t->sample_bytes + 1) + 1, gather_range, &j);
 }
 
-/* argmax_class: the predicted class at position p of sample i of logits (n, C, S). */
-static int argmax_class(const float *logits, int i, int C, int S, int p)
+/* ARGMAX_ROW: positions per pass of predict_rows. */
+#define ARGMAX_ROW 256
+
+/* predict_rows: the predicted class (the first of the largest logits) at positions [p0, p0 +
+ * len) of one sample's logits (C, S), len <= ARGMAX_ROW. Classes outside, positions inside: the
+ * compare-and-keep runs down contiguous rows in vector registers. gcc turns the selects into
+ * conditional stores, which it only vectorises when told that nobody else sees top and best
+ * (true: they are this call's and its caller's stack): a third of the time of a loop per position. */
+__attribute__((optimize("allow-store-data-races"))) static void predict_rows(const float *l, int C, int S, int p0,
+                                                                           int len, int *restrict best)
 {
-    const float *l = logits + (size_t)i * C * S + p;
-    int best = 0;
-    for (int c = 1; c < C; c++)
-        if (l[(size_t)c * S] > l[(size_t)best * S])
-            best = c;
-    return best;
+    float top[ARGMAX_ROW];
+    for (int p = 0; p < len; p++) {
+        top[p] = l[p0 + p];
+        best[p] = 0;
+    }
+    for (int c = 1; c < C; c++) {
+        const float *row = l + (size_t)c * S + p0;
+        for (int p = 0; p < len; p++) {
+            int more = row[p] > top[p];
+            top[p] = more ? row[p] : top[p];
+            best[p] = more ? c : best[p];
+        }
+    }
+}
+
+/* count_correct: positions of n samples of logits (n, C, S) whose predicted class is the label
+ * in y; with confusion (C x C, [label][predicted]) non-NULL, counts every position there too. */
+static int64_t count_correct(const float *logits, const uint8_t *y, int n, int C, int S, int64_t *confusion)
+{
+    int64_t correct = 0;
+    int best[ARGMAX_ROW];
+    for (int i = 0; i < n; i++)
+        for (int p0 = 0; p0 < S; p0 += ARGMAX_ROW) {
+            int len = S - p0 < ARGMAX_ROW ? S - p0 : ARGMAX_ROW;
+            const uint8_t *yi = y + (size_t)i * S + p0;
+            predict_rows(logits + (size_t)i * C * S, C, S, p0, len, best);
+            for (int p = 0; p < len; p++)
+                correct += best[p] == yi[p];
+            for (int p = 0; confusion && p < len; p++)
+                confusion[yi[p] * C + best[p]]++;
+        }
+    return correct;
 }
 
 /* ---- step ---- */
@@ -244,9 +278,7 @@ static double local_pass(ddl_trainer *t, int n, int b, int64_t *mid)
     if (t->cfg.dice_weight > 0.0f)
         loss += t->cfg.dice_weight *
                 ddl_dice_loss(n, C, S, t->probs, t->y, t->cfg.dice_weight / (float)b, t->dlogits);
-    for (int i = 0; i < n; i++)
-        for (int p = 0; p < S; p++)
-            t->correct += argmax_class(logits, i, C, S, p) == t->y[(size_t)i * S + p];
+    t->correct += count_correct(logits, t->y, n, C, S, NULL);
     t->counted += (int64_t)n * S;
     *mid = ddl_timeline_now();
     if (t->buckets)
@@ -377,9 +409,7 @@ int ddl_trainer_evaluate(ddl_trainer *t, const ddl_dataset *test, ddl_eval_stats
         gather(t, test, NULL, first, n);
         const float *logits = ddl_model_forward(t->m, t->x, n, 0, &t->drop_rng);
         loss += ddl_softmax_xent(n, C, S, logits, t->y, 1.0f, NULL, NULL);
-        for (int i = 0; i < n; i++)
-            for (int p = 0; p < S; p++)
-                out->confusion[t->y[(size_t)i * S + p] * C + argmax_class(logits, i, C, S, p)]++;
+        (void)count_correct(logits, t->y, n, C, S, out->confusion);
     }
     if (t->cfg.comm) {
         float l = (float)loss;
