@@ -11,7 +11,7 @@
 #   2c. LeNet's step op by op, microseconds at 1 and 2 threads (lenet_ops.c; BENCH_ONLY=ops), and
 #       single kernels alone: LeNet's convolutions, U-Net's GroupNorm + ReLU fused and not (kernels.c).
 #   3. ddl-bench allreduce for every transport at 256 KiB and 8 MiB, and MPI_Allreduce (busbw.sh).
-#   4. What frame MACs cost (mac.sh).
+#   4. What frame MACs cost, and zmq against tcp and against libzmq alone (mac.sh, zmq_floor.c).
 #   5. ddl-serve under wrk: :predict with one LeNet instance per request (serve.sh).
 #   6. Two hosts (network namespaces) joined by a 1 Gbit/s link: LeNet with DDL_COMPRESS=none, bf16
 #      and fp16, against 2 ranks on loopback (twohost.sh; needs root).

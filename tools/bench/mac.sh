@@ -1,7 +1,8 @@
 #!/bin/sh
 # mac.sh - what frame MACs (DDL_MAC=1, Poly1305) cost: ddl-bench allreduce, 2 ranks on loopback,
 # tcp and zmq, at 4 KiB and 1 MiB, with and without --mac, alternated REPEAT times (default 5).
-# Prints the median time and busbw of each, and busbw with MAC / without, per size. Part of
+# Prints the median time and busbw of each, and busbw with MAC / without, per size; and zmq
+# against libzmq alone (tools/bench/zmq_floor.c), what is ddl's share of zmq's time. Part of
 # make bench (BENCH_ONLY=mac); never of make test.
 set -u
 BUILD=${BUILD:-build}
@@ -9,8 +10,17 @@ REPEAT=${REPEAT:-5}
 . "$(dirname "$0")/lib.sh"
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 echo "== frame MACs: ddl-bench allreduce -n 2 at 4 KiB and 1 MiB, --mac against none, $REPEAT alternated runs"
+# libzmq's own floor (tools/bench/zmq_floor.c, built on first use): a PAIR socket pair exchanging
+# 4 KiB, and 512 KiB (a 1 MiB all-reduce of 2 ranks is two such exchanges and a sum)
+floor=$BUILD/bench/zmq_floor
+if [ ! -x "$floor" ] || [ "$(dirname "$0")/zmq_floor.c" -nt "$floor" ]; then
+    mkdir -p "$BUILD/bench" && cc -O2 -o "$floor" "$(dirname "$0")/zmq_floor.c" -lzmq 2>/dev/null || floor=""
+fi
 i=0
 while [ $i -lt "$REPEAT" ]; do # transports and MACs alternated within each round: the ratios share its noise
+    for b in 4096 524288; do
+        [ -n "$floor" ] && "$floor" $b 1000 3 | sed -n 's/.*exchange_us=\([0-9.]*\).*/\1/p' >> "$tmp/floor.$b"
+    done
     for t in tcp zmq; do
         for m in plain mac; do
             flag=""; [ $m = mac ] && flag=--mac
@@ -34,3 +44,12 @@ record "all-reduce busbw, GB/s, zmq, 1 MiB, 2 ranks on loopback" "$bw_zmq_104857
     "$(ratio "$bw_zmq_1048576" "$bw_tcp_1048576")" ">= 0.7"
 record "all-reduce time, us, zmq, 4 KiB, 2 ranks on loopback" "$us_zmq_4096" "ddl tcp" "$us_tcp_4096" \
     "$(ratio "$us_tcp_4096" "$us_zmq_4096")" ">= 0.5 (2x its time)"
+if [ -s "$tmp/floor.4096" ]; then
+    f4=$(median < "$tmp/floor.4096"); f512=$(median < "$tmp/floor.524288")
+    f1m=$(awk -v x="$f512" 'BEGIN { printf "%.2f", 2 * x }')
+    echo "   libzmq alone (zmq_floor): 4 KiB exchange $f4 us, 2 exchanges of 512 KiB $f1m us"
+    record "all-reduce time, us, zmq, 4 KiB, 2 ranks on loopback" "$us_zmq_4096" "libzmq alone: one exchange" "$f4" \
+        "$(ratio "$f4" "$us_zmq_4096")" "-"
+    record "all-reduce time, us, zmq, 1 MiB, 2 ranks on loopback" "$us_zmq_1048576" \
+        "libzmq alone: two exchanges of 512 KiB" "$f1m" "$(ratio "$f1m" "$us_zmq_1048576")" "-"
+fi
