@@ -250,8 +250,8 @@ static void test_kernels(void)
     ddl_set_threads(1);
 }
 
-/* run_norm_loss: GroupNorm forward and backward, softmax cross-entropy and dice of a U-Net-sized batch
- * with `threads`; every output into out; returns the floats written. */
+/* run_norm_loss: GroupNorm forward and backward, softmax cross-entropy, dice, concat and split of
+ * a U-Net-sized batch with `threads`; every output into out; returns the floats written. */
 static size_t run_norm_loss(int threads, float *out)
 {
     enum { N = 16, C = 16, S = 64 * 64, G = 4, K = 11 };
@@ -271,8 +271,11 @@ static size_t run_norm_loss(int threads, float *out)
     double l[2] = {ddl_softmax_xent(N, K, S, logits, t, 1.0f / (N * S), probs, dl)};
     l[1] = ddl_dice_loss(N, K, S, probs, t, 0.5f / N, dl); /* its gradient joins dl */
     memcpy(loss, l, sizeof l);
+    float *cat = loss + 4, *back = cat + 2 * nx; /* U-Net's skip joins: copies by sample */
+    ddl_concat_channels(N, C, C, S, x, dy, cat);
+    ddl_split_channels(N, C, C, S, cat, NULL, back);
     free(x), free(dy), free(gamma), free(beta), free(logits), free(t);
-    return (size_t)(loss - out) + 4;
+    return (size_t)(back + nx - out);
 }
 
 static void test_norm_loss(void)

@@ -396,7 +396,8 @@ double ddl_dice_loss(int n, int c, int s, const float *probs, const uint8_t *tar
     }
     size_t cs = (size_t)c * s;
     for (int ni = 0; ni < n; ni++)
-        total += dice_sample(c, s, probs + ni * cs, targets + (size_t)ni * s, scale, dlogits ? dlogits + ni * cs : NULL);
+        total += dice_sample(c, s, probs + ni * cs, targets + (size_t)ni * s, scale,
+                             dlogits ? dlogits + ni * cs : NULL);
     return total;
 }
 
@@ -675,22 +676,41 @@ void ddl_groupnorm_relu_backward(int n, int c, int s, int groups, const float *x
 
 /* ---- concat / split along channels ---- */
 
+/* Threads: by sample, each a copy of its own bytes. */
+typedef struct channels_job {
+    size_t sa, sb;
+    const float *a, *b, *ab; /* concat: a and b in; split: ab in */
+    float *out_ab, *out_a, *out_b;
+} channels_job;
+
+static void concat_samples(void *ctx, size_t lo, size_t hi)
+{
+    const channels_job *j = ctx;
+    for (size_t ni = lo; ni < hi; ni++) {
+        memcpy(j->out_ab + ni * (j->sa + j->sb), j->a + ni * j->sa, j->sa * sizeof(float));
+        memcpy(j->out_ab + ni * (j->sa + j->sb) + j->sa, j->b + ni * j->sb, j->sb * sizeof(float));
+    }
+}
+
+static void split_samples(void *ctx, size_t lo, size_t hi)
+{
+    const channels_job *j = ctx;
+    for (size_t ni = lo; ni < hi; ni++) {
+        if (j->out_a)
+            memcpy(j->out_a + ni * j->sa, j->ab + ni * (j->sa + j->sb), j->sa * sizeof(float));
+        if (j->out_b)
+            memcpy(j->out_b + ni * j->sb, j->ab + ni * (j->sa + j->sb) + j->sa, j->sb * sizeof(float));
+    }
+}
+
 void ddl_concat_channels(int n, int ca, int cb, int s, const float *a, const float *b, float *y)
 {
-    size_t sa = (size_t)ca * s, sb = (size_t)cb * s;
-    for (int ni = 0; ni < n; ni++) {
-        memcpy(y + ni * (sa + sb), a + ni * sa, sa * sizeof *y);
-        memcpy(y + ni * (sa + sb) + sa, b + ni * sb, sb * sizeof *y);
-    }
+    channels_job j = {(size_t)ca * s, (size_t)cb * s, a, b, NULL, y, NULL, NULL};
+    ddl__parallel_range((size_t)n, 4 * GRAIN_FLOATS / (j.sa + j.sb + 1) + 1, concat_samples, &j);
 }
 
 void ddl_split_channels(int n, int ca, int cb, int s, const float *dy, float *da, float *db)
 {
-    size_t sa = (size_t)ca * s, sb = (size_t)cb * s;
-    for (int ni = 0; ni < n; ni++) {
-        if (da)
-            memcpy(da + ni * sa, dy + ni * (sa + sb), sa * sizeof *da);
-        if (db)
-            memcpy(db + ni * sb, dy + ni * (sa + sb) + sa, sb * sizeof *db);
-    }
+    channels_job j = {(size_t)ca * s, (size_t)cb * s, NULL, NULL, dy, NULL, da, db};
+    ddl__parallel_range((size_t)n, 4 * GRAIN_FLOATS / (j.sa + j.sb + 1) + 1, split_samples, &j);
 }
