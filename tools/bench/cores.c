@@ -5,14 +5,19 @@
  *
  * A multiply-add loop (16-float vectors, 12 independent sums: bound by the core's FMA units, not
  * memory) runs SLICE_MS pinned to each core alone, then on every core at once; ROUNDS rounds,
- * medians; then the same for reading 64 MiB per core (stream). Prints one line:
+ * medians; then the same for reading 64 MiB per core (stream); then the hand-off: the first core
+ * writes 1 MiB, and it or the second core reads it back (what a kernel pays when its input was
+ * written by the other thread). Prints one line:
  *   cores: n=2 alone=A0,A1 together=T0,T1 gflops ceiling=C mem_alone=.. mem_together=.. gbs mem_ceiling=M
+ *          handoff_local=L handoff_remote=R gbs
  * where ceiling = (T0 + T1 + ...) / mean(A): the speedup that perfectly parallel compute-bound
- * work could get from all cores over one; mem_ceiling the same for memory-bound work.
+ * work could get from all cores over one; mem_ceiling the same for memory-bound work; L and R
+ * the read rates of 1 MiB just written by the same core and by another.
  * Usage: cores [ROUNDS] (default 5). */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +28,8 @@
 #define INNER 4096 /* multiply-adds of each sum between clock reads */
 
 typedef float v16 __attribute__((vector_size(64)));
+
+static double median(double *v, int n);
 
 static double now_s(void)
 {
@@ -59,25 +66,106 @@ __attribute__((target_clones("avx512f", "avx2,fma", "default"))) static double b
  * vectors; returns GB/s. Memory is shared by the cores (and by neighbours on a shared host): a
  * kernel bound by it gains less from a second core than the FMA loop shows. */
 #define MEM_FLOATS ((size_t)16 << 20) /* 64 MiB */
-__attribute__((target_clones("avx512f", "avx2", "default"))) static double stream(const float *buf)
+
+/* sum_floats: read count floats (a multiple of 64) in 16-float vectors, 4 sums; their total. */
+__attribute__((target_clones("avx512f", "avx2", "default"))) static float sum_floats(const float *buf, size_t count)
 {
-    static volatile v16 sink;
+    v16 a = {0}, b = {0}, c = {0}, d = {0};
+    for (size_t i = 0; i < count; i += 64) {
+        v16 x, y, z, w;
+        memcpy(&x, buf + i, sizeof x), memcpy(&y, buf + i + 16, sizeof y);
+        memcpy(&z, buf + i + 32, sizeof z), memcpy(&w, buf + i + 48, sizeof w);
+        a += x, b += y, c += z, d += w;
+    }
+    v16 e = (a + b) + (c + d);
+    return e[0] + e[15];
+}
+
+static double stream(const float *buf)
+{
+    static volatile float sink;
     double t0 = now_s(), t;
     long passes = 0;
     do {
-        v16 a = {0}, b = {0}, c = {0}, d = {0};
-        for (size_t i = 0; i < MEM_FLOATS; i += 64) {
-            v16 x, y, z, w;
-            memcpy(&x, buf + i, sizeof x), memcpy(&y, buf + i + 16, sizeof y);
-            memcpy(&z, buf + i + 32, sizeof z), memcpy(&w, buf + i + 48, sizeof w);
-            a += x, b += y, c += z, d += w;
-        }
-        sink = (a + b) + (c + d);
+        sink = sum_floats(buf, MEM_FLOATS);
         passes++;
         t = now_s();
     } while (t - t0 < SLICE_MS * 1e-3);
     (void)sink;
     return (double)passes * MEM_FLOATS * sizeof(float) / (t - t0) * 1e-9;
+}
+
+/* ---- hand-off: 1 MiB written by the first core, read back by it or by the second ---- */
+
+#define HANDOFF_FLOATS ((size_t)1 << 18) /* 1 MiB: about a LeNet layer's activations at batch 64 */
+#define HANDOFF_REPS 64
+
+typedef struct handoff {
+    int cpu[2];
+    float *buf;
+    _Atomic int step;         /* 2 k + 1: written in rep k; 2 k + 2: read */
+    double us[2][HANDOFF_REPS / 2];
+    int ok[2];
+} handoff;
+
+/* handoff_side: pinned to h->cpu[side]; side 0 writes every rep, the reader alternates (even
+ * reps side 0, odd reps side 1) and times its read. */
+typedef struct handoff_arg {
+    handoff *h;
+    int side;
+} handoff_arg;
+
+static void *handoff_side(void *arg)
+{
+    handoff *h = ((handoff_arg *)arg)->h;
+    int side = ((handoff_arg *)arg)->side;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(h->cpu[side], &set);
+    h->ok[side] = pthread_setaffinity_np(pthread_self(), sizeof set, &set) == 0;
+    static volatile float sink;
+    for (int k = 0; k < HANDOFF_REPS; k++) {
+        if (side == 0) {
+            for (size_t i = 0; i < HANDOFF_FLOATS; i++)
+                h->buf[i] = (float)(i & 1023) + (float)k;
+            atomic_store(&h->step, 2 * k + 1);
+        }
+        while (atomic_load(&h->step) < 2 * k + 1)
+            __builtin_ia32_pause();
+        if (side == k % 2) {
+            double t0 = now_s();
+            sink = sum_floats(h->buf, HANDOFF_FLOATS);
+            h->us[side][k / 2] = (now_s() - t0) * 1e6;
+            atomic_store(&h->step, 2 * k + 2);
+        }
+        while (atomic_load(&h->step) < 2 * k + 2)
+            __builtin_ia32_pause();
+    }
+    (void)sink;
+    return NULL;
+}
+
+/* measure_handoff: GB/s of reading 1 MiB written by the same core (local) and by another (remote). */
+static int measure_handoff(const int *cpus, double *local, double *remote)
+{
+    static handoff h;
+    h.cpu[0] = cpus[0], h.cpu[1] = cpus[1], h.step = 0;
+    if (!(h.buf = aligned_alloc(64, HANDOFF_FLOATS * sizeof(float))))
+        return -1;
+    handoff_arg args[2] = {{&h, 0}, {&h, 1}};
+    pthread_t t[2];
+    int st = 0;
+    for (int i = 0; i < 2 && st == 0; i++)
+        st = pthread_create(&t[i], NULL, handoff_side, &args[i]);
+    if (st != 0) { /* the first side waits for ever without the second: it is never left alone */
+        fprintf(stderr, "cores: cannot start the hand-off threads\n");
+        exit(1);
+    }
+    pthread_join(t[0], NULL), pthread_join(t[1], NULL);
+    free(h.buf);
+    double bytes = HANDOFF_FLOATS * sizeof(float) * 1e-3; /* per us: GB/s */
+    *local = bytes / median(h.us[0], HANDOFF_REPS / 2), *remote = bytes / median(h.us[1], HANDOFF_REPS / 2);
+    return h.ok[0] && h.ok[1] ? 0 : -1;
 }
 
 typedef struct run {
@@ -185,9 +273,14 @@ int main(int argc, char **argv)
         fprintf(stderr, "cores: cannot run a thread pinned to each of the %d cpus\n", n);
         return 1;
     }
+    double hl = 0, hr = 0;
+    if (n >= 2 && measure_handoff(cpus, &hl, &hr) != 0)
+        hl = hr = 0;
     printf("cores: n=%d", n);
     print("", "gflops", n, fa, ft);
     print("mem_", "gbs", n, ma, mt);
+    if (hl > 0)
+        printf(" handoff_local=%.1f handoff_remote=%.1f gbs", hl, hr);
     printf("\n");
     for (int i = 0; i < n; i++)
         free(bufs[i]);

@@ -10,7 +10,8 @@
 #                     "cores: ... ceiling=C" line appended to FILE and printed
 #   cores_record WHAT FILE  the table rows for the probes in FILE: both cores at once against one
 #                     alone (medians), multiply-adds and memory reads: the ceilings of a 2-thread or
-#                     2-rank speedup of compute-bound and of memory-bound work in that section
+#                     2-rank speedup of compute-bound and of memory-bound work in that section; and
+#                     1 MiB read by the other core than the one that wrote it, against the same one
 # BENCH_RESULTS defaults to $BUILD/bench/results.tsv; bench.sh empties it when it starts.
 BENCH_RESULTS=${BENCH_RESULTS:-${BUILD:-build}/bench/results.tsv}
 export BENCH_RESULTS
@@ -63,4 +64,10 @@ cores_record() {
             record "$1: GB/s read by both cores at once (cores.c)" "$together" "1 core alone" "$alone" "$(ratio "$together" "$alone")" "-"
         fi
     done
+    # hand-off: 1 MiB read by the core that wrote it against the other core (data passed between threads)
+    remote=$(sed -n "s/.* handoff_remote=\([0-9.]*\) .*/\1/p" "$2" | median)
+    local_=$(sed -n "s/.* handoff_local=\([0-9.]*\) .*/\1/p" "$2" | median)
+    [ "$remote" != "-" ] && record "$1: GB/s reading 1 MiB the other core wrote (cores.c)" "$remote" \
+        "the core that wrote it" "$local_" "$(ratio "$remote" "$local_")" "-"
+    return 0
 }
