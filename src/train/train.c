@@ -201,8 +201,12 @@ static void gather(ddl_trainer *t, const ddl_dataset *d, const uint32_t *idx, lo
  * compare-and-keep runs down contiguous rows in vector registers. gcc turns the selects into
  * conditional stores, which it only vectorises when told that nobody else sees top and best
  * (true: they are this call's and its caller's stack): a third of the time of a loop per position. */
-__attribute__((optimize("allow-store-data-races"))) static void predict_rows(const float *l, int C, int S, int p0,
-                                                                           int len, int *restrict best)
+#if defined(__GNUC__) && !defined(__clang__)
+#define OWN_STORES __attribute__((optimize("allow-store-data-races")))
+#else
+#define OWN_STORES
+#endif
+OWN_STORES static void predict_rows(const float *l, int C, int S, int p0, int len, int *restrict best)
 {
     float top[ARGMAX_ROW];
     for (int p = 0; p < len; p++) {
