@@ -195,17 +195,17 @@ static void gather(ddl_trainer *t, const ddl_dataset *d, const uint32_t *idx, lo
 
 /* ARGMAX_ROW: positions per pass of predict_rows. */
 #define ARGMAX_ROW 256
+#if defined(__GNUC__) && !defined(__clang__)
+#define OWN_STORES __attribute__((optimize("allow-store-data-races")))
+#else
+#define OWN_STORES
+#endif
 
 /* predict_rows: the predicted class (the first of the largest logits) at positions [p0, p0 +
  * len) of one sample's logits (C, S), len <= ARGMAX_ROW. Classes outside, positions inside: the
  * compare-and-keep runs down contiguous rows in vector registers. gcc turns the selects into
  * conditional stores, which it only vectorises when told that nobody else sees top and best
  * (true: they are this call's and its caller's stack): a third of the time of a loop per position. */
-#if defined(__GNUC__) && !defined(__clang__)
-#define OWN_STORES __attribute__((optimize("allow-store-data-races")))
-#else
-#define OWN_STORES
-#endif
 OWN_STORES static void predict_rows(const float *l, int C, int S, int p0, int len, int *restrict best)
 {
     float top[ARGMAX_ROW];

@@ -6,6 +6,8 @@
 #   record WHAT DDL PEER_NAME PEER RATIO TARGET [DDL_RSS] [PEER_RSS]
 #                     one row of the closing table, appended to $BENCH_RESULTS
 #   print_table       the rows of $BENCH_RESULTS as one Markdown table
+#   bench_tool NAME [LIBS...]  the path of tools/bench/NAME.c built into $BUILD/bench/NAME (again
+#                     when the source is newer); nothing printed and status 1 when it cannot be built
 #   cores_probe FILE  what the cores give right now (tools/bench/cores.c, built on first use): one
 #                     "cores: ... ceiling=C" line appended to FILE and printed
 #   cores_record WHAT FILE  the table rows for the probes in FILE: both cores at once against one
@@ -45,11 +47,17 @@ print_table() {
     awk -F '\t' '{ printf "| %s | %s | %s | %s | %s | %s | %s | %s |\n", $1, $2, $3, $4, $5, $6, $7, $8 }' "$BENCH_RESULTS"
 }
 
-cores_probe() {
-    src=$(dirname "$0")/cores.c bin=${BUILD:-build}/bench/cores
+bench_tool() {
+    name=$1; shift
+    src=$(dirname "$0")/$name.c bin=${BUILD:-build}/bench/$name
     if [ ! -x "$bin" ] || [ "$src" -nt "$bin" ]; then
-        mkdir -p "$(dirname "$bin")" && cc -O2 -pthread -o "$bin" "$src" || { echo "cores: cannot build $src"; return 0; }
+        mkdir -p "$(dirname "$bin")" && cc -O2 -pthread -o "$bin" "$src" "$@" 2>/dev/null || return 1
     fi
+    echo "$bin"
+}
+
+cores_probe() {
+    bin=$(bench_tool cores) || { echo "cores: cannot build $(dirname "$0")/cores.c"; return 0; }
     "$bin" 3 | tee -a "$1"
 }
 

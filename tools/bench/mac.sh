@@ -14,10 +14,7 @@ echo "== frame MACs: ddl-bench allreduce -n 2 at 4 KiB and 1 MiB, --mac against 
 # 4 KiB, and 512 KiB (a 1 MiB all-reduce of 2 ranks is two such exchanges and a sum), the latter
 # also with no copy of ours (zero-copy sends, receives read in place): set against tcp's whole
 # all-reduce, the most any zmq transport could reach here
-floor=$BUILD/bench/zmq_floor
-if [ ! -x "$floor" ] || [ "$(dirname "$0")/zmq_floor.c" -nt "$floor" ]; then
-    mkdir -p "$BUILD/bench" && cc -O2 -o "$floor" "$(dirname "$0")/zmq_floor.c" -lzmq 2>/dev/null || floor=""
-fi
+floor=$(bench_tool zmq_floor -lzmq) || floor=""
 i=0
 while [ $i -lt "$REPEAT" ]; do # transports and MACs alternated within each round: the ratios share its noise
     for b in 4096 524288; do
