@@ -377,6 +377,7 @@ static void test_conv_large(void)
         {64, 6, 14, 14, 16, 5, 5, 1, 0},
         {20, 32, 32, 32, 4, 3, 3, 1, 1},
         {2, 64, 64, 64, 3, 3, 3, 1, 1},
+        {40, 6, 14, 14, 16, 5, 5, 1, 0},
     };
     for (size_t t = 0; t < sizeof cases / sizeof cases[0]; t++) {
         const int *v = cases[t];
@@ -389,9 +390,27 @@ static void test_conv_large(void)
         naive_conv_backward(&g, c.x, c.w, c.r, rx, rw);
         CHECK(max_rel(dx, rx, c.nx, 1e-2) < 1e-3);
         CHECK(max_rel(dw, rw, c.nw, 1e-1) < 1e-3);
-        memset(dw, 0, c.nw * sizeof *dw); /* without dx (a first layer) */
-        ddl_conv2d_backward(&g, c.x, c.w, c.r, NULL, dw, NULL, c.ws);
+        /* without dx (a first layer), with db: the bias gradient is summed beside dw when a small
+         * weight gradient is cut by samples (chunks of 32, a short last one at batch 40) */
+        int oc = g.out_c;
+        size_t p = c.ny / ((size_t)g.batch * oc);
+        float *db = alloc_f((size_t)oc), *rb = alloc_f((size_t)oc);
+        for (int o = 0; o < oc; o++) {
+            double s = 0.0;
+            for (int n = 0; n < g.batch; n++)
+                for (size_t i = 0; i < p; i++)
+                    s += c.r[((size_t)n * oc + o) * p + i];
+            rb[o] = (float)s;
+            db[o] = 1.0f; /* db is added to */
+        }
+        memset(dw, 0, c.nw * sizeof *dw);
+        ddl_conv2d_backward(&g, c.x, c.w, c.r, NULL, dw, db, c.ws);
         CHECK(max_rel(dw, rw, c.nw, 1e-1) < 1e-3);
+        for (int o = 0; o < oc; o++)
+            db[o] -= 1.0f;
+        CHECK(max_rel(db, rb, (size_t)oc, 1e-1) < 1e-3);
+        free(db);
+        free(rb);
         free(dx);
         free(dw);
         free(rx);

@@ -426,14 +426,14 @@ void ddl_conv2d_backward(const ddl_conv2d *g, const float *x, const float *w, co
     int k = g->in_c * g->k_h * g->k_w;
     size_t p = (size_t)q.oh * q.ow;
     int nb = chunk(g->batch, (size_t)k, (size_t)g->out_c, p);
-    bias_grad(g->batch, g->out_c, p, dy, db);
     if (ddl__conv2d_wide_ok(g)) {
-        if (dw)
-            ddl__conv2d_wide_dw(g, x, dy, dw, ws);
+        if (!dw || !ddl__conv2d_wide_dw(g, x, dy, dw, db, ws)) /* by samples it sums db too */
+            bias_grad(g->batch, g->out_c, p, dy, db);
         if (dx)
             ddl__conv2d_wide_dx(g, w, dy, dx, ws);
         return;
     }
+    bias_grad(g->batch, g->out_c, p, dy, db);
     /* chunk by chunk (over the threads when there are several), then the chunks' weight
      * gradients added to dw in chunk order: the same sums whatever the thread count */
     size_t task = ws_floats(nb, (size_t)k, (size_t)g->out_c, p);

@@ -111,7 +111,7 @@ size_t ddl__conv2d_wide_workspace(const ddl_conv2d *g);
 void ddl__conv2d_wide_forward(const ddl_conv2d *g, const float *x, const float *w, const float *b, float *y,
                               float *ws);
 void ddl__conv2d_wide_dx(const ddl_conv2d *g, const float *w, const float *dy, float *dx, float *ws);
-void ddl__conv2d_wide_dw(const ddl_conv2d *g, const float *x, const float *dy, float *dw, float *ws);
+int ddl__conv2d_wide_dw(const ddl_conv2d *g, const float *x, const float *dy, float *dw, float *db, float *ws);
 
 /* ---- the model object (model.c; train/ reads it) ---- */
 #define DDL__NAME_BYTES 48
