@@ -146,7 +146,7 @@ static void relu_range(void *ctx, size_t lo, size_t hi)
 void ddl_relu_forward(size_t count, const float *x, float *y)
 {
     relu_job j = {x, NULL, y};
-    ddl__parallel_range(count, 4 * GRAIN_FLOATS, relu_range, &j);
+    ddl__parallel_range(count, GRAIN_FLOATS / 2, relu_range, &j);
 }
 
 static void relu_grad_range(void *ctx, size_t lo, size_t hi)
@@ -161,7 +161,7 @@ static void relu_grad_range(void *ctx, size_t lo, size_t hi)
 void ddl_relu_backward(size_t count, const float *y, const float *dy, float *dx)
 {
     relu_job j = {y, dy, dx};
-    ddl__parallel_range(count, 4 * GRAIN_FLOATS, relu_grad_range, &j);
+    ddl__parallel_range(count, GRAIN_FLOATS / 2, relu_grad_range, &j);
 }
 
 /* ---- dense ---- */
