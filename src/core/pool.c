@@ -19,6 +19,7 @@
 #include <stdlib.h>
 
 #define SPINS 20000 /* polls of a parked worker before it sleeps (tens of microseconds) */
+#define RANGE_CUTS 4 /* ranges per thread of ddl__parallel_range: a faster core takes a slower one's last */
 #define CLOSED 0xffffffffu /* a share's next task while the owner sets the next job up */
 
 /* share: job number << 32 | the next unclaimed task of one thread's share, claimed by
@@ -268,8 +269,8 @@ static void range_task(void *ctx, int t)
 void ddl__parallel_range(size_t n, size_t grain, void (*fn)(void *ctx, size_t lo, size_t hi), void *ctx)
 {
     size_t tasks = grain ? n / grain : n;
-    if (tasks > (size_t)P.threads)
-        tasks = (size_t)P.threads;
+    if (tasks > (size_t)P.threads * RANGE_CUTS)
+        tasks = (size_t)P.threads * RANGE_CUTS;
     if (tasks < 2) {
         if (n)
             fn(ctx, 0, n);
