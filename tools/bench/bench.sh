@@ -93,11 +93,8 @@ fi
 
 if [ -z "$ONLY" ] || [ "$ONLY" = ops ]; then
     echo "== LeNet's step op by op (tools/bench/lenet_ops.c), 1 and 2 threads; single kernels (kernels.c)"
-    libs=$(PKG_CONFIG_PATH="$BUILD" pkg-config --static --libs-only-other --libs-only-l --libs-only-L ddl | sed 's/-lddl//')
-    mkdir -p "$BUILD/bench" &&
-        cc -O2 -I. -o "$BUILD/bench/lenet_ops" "$here/lenet_ops.c" "$BUILD/libddl.a" $libs &&
-        cc -O2 -I. -o "$BUILD/bench/kernels" "$here/kernels.c" "$BUILD/libddl.a" $libs -lm &&
-        "$BUILD/bench/lenet_ops" --threads 1 && "$BUILD/bench/lenet_ops" --threads 2 && "$BUILD/bench/kernels"
+    ops=$(ddl_tool lenet_ops) && kernels=$(ddl_tool kernels -lm) &&
+        "$ops" --threads 1 && "$ops" --threads 2 && "$kernels"
 fi
 
 if [ -z "$ONLY" ] || [ "$ONLY" = allreduce ]; then

@@ -7,13 +7,17 @@
 #                     one row of the closing table, appended to $BENCH_RESULTS
 #   print_table       the rows of $BENCH_RESULTS as one Markdown table
 #   bench_tool NAME [LIBS...]  the path of tools/bench/NAME.c built into $BUILD/bench/NAME (again
-#                     when the source is newer); nothing printed and status 1 when it cannot be built
+#                     when the source or a library file named is newer); nothing printed and status
+#                     1 when it cannot be built
+#   ddl_tool NAME [LIBS...]  as bench_tool, for a tool linked with $BUILD/libddl.a (lenet_ops, kernels)
 #   cores_probe FILE  what the cores give right now (tools/bench/cores.c, built on first use): one
-#                     "cores: ... ceiling=C" line appended to FILE and printed
+#                     "cores: ... ceiling=C" line appended to FILE and printed; then LeNet's step
+#                     ops at 1 thread pinned to each vCPU in turn (lenet_ops.c), one "vcpus:" line
 #   cores_record WHAT FILE  the table rows for the probes in FILE: both cores at once against one
 #                     alone (medians), multiply-adds and memory reads: the ceilings of a 2-thread or
 #                     2-rank speedup of compute-bound and of memory-bound work in that section; and
-#                     1 MiB read by the other core than the one that wrote it, against the same one
+#                     1 MiB read by the other core than the one that wrote it, against the same one;
+#                     and LeNet's step ops on the slower vCPU against the faster
 # BENCH_RESULTS defaults to $BUILD/bench/results.tsv; bench.sh empties it when it starts.
 BENCH_RESULTS=${BENCH_RESULTS:-${BUILD:-build}/bench/results.tsv}
 export BENCH_RESULTS
@@ -49,16 +53,34 @@ print_table() {
 
 bench_tool() {
     name=$1; shift
-    src=$(dirname "$0")/$name.c bin=${BUILD:-build}/bench/$name
-    if [ ! -x "$bin" ] || [ "$src" -nt "$bin" ]; then
-        mkdir -p "$(dirname "$bin")" && cc -O2 -pthread -o "$bin" "$src" "$@" 2>/dev/null || return 1
+    src=$(dirname "$0")/$name.c bin=${BUILD:-build}/bench/$name stale=0
+    { [ ! -x "$bin" ] || [ "$src" -nt "$bin" ]; } && stale=1
+    for a in "$@"; do [ -f "$a" ] && [ "$a" -nt "$bin" ] && stale=1; done # a library rebuilt since
+    if [ $stale = 1 ]; then
+        mkdir -p "$(dirname "$bin")" && cc -O2 -pthread -I. -o "$bin" "$src" "$@" 2>/dev/null || return 1
     fi
     echo "$bin"
 }
 
+ddl_tool() {
+    name=$1; shift
+    libs=$(PKG_CONFIG_PATH="${BUILD:-build}" pkg-config --static --libs-only-other --libs-only-l --libs-only-L ddl |
+        sed 's/-lddl//')
+    bench_tool "$name" "${BUILD:-build}/libddl.a" $libs "$@"
+}
+
+# The vCPUs of these machines need not be equal: for minutes at a time one runs LeNet's step 1.2 to
+# 1.45 times slower than the other (memory-bound ops 2 to 3 times) while cores.c's multiply-adds
+# show both alike. A 1-thread or 1-rank run lands on either; a 2-rank run waits for the slower.
 cores_probe() {
     bin=$(bench_tool cores) || { echo "cores: cannot build $(dirname "$0")/cores.c"; return 0; }
     "$bin" 3 | tee -a "$1"
+    ops=$(ddl_tool lenet_ops) && command -v taskset > /dev/null || return 0
+    us=""
+    for cpu in 0 1; do
+        us="$us${us:+,}$(taskset -c $cpu "$ops" --threads 1 | sed -n 's/^ *total *\([0-9.]*\).*/\1/p')"
+    done
+    echo "vcpus: lenet_ops_1thread_us=$us" | tee -a "$1"
 }
 
 cores_record() {
@@ -77,5 +99,12 @@ cores_record() {
     local_=$(sed -n "s/.* handoff_local=\([0-9.]*\) .*/\1/p" "$2" | median)
     [ "$remote" != "-" ] && record "$1: GB/s reading 1 MiB the other core wrote (cores.c)" "$remote" \
         "the core that wrote it" "$local_" "$(ratio "$remote" "$local_")" "-"
+    # LeNet's step ops (1 thread) on the slower vCPU and on the faster: medians of each round's pair
+    slow=$(sed -n 's/^vcpus: lenet_ops_1thread_us=\([0-9.]*\),\([0-9.]*\)$/\1 \2/p' "$2" |
+        awk '{ print ($1 > $2 ? $1 : $2) }' | median)
+    fast=$(sed -n 's/^vcpus: lenet_ops_1thread_us=\([0-9.]*\),\([0-9.]*\)$/\1 \2/p' "$2" |
+        awk '{ print ($1 < $2 ? $1 : $2) }' | median)
+    [ "$slow" != "-" ] && record "$1: LeNet's step ops, us, 1 thread, on the slower vCPU (lenet_ops.c)" "$slow" \
+        "on the faster vCPU" "$fast" "$(ratio "$fast" "$slow")" "-"
     return 0
 }
