@@ -187,6 +187,7 @@ static const layer layers[] = {
     {"LeNet conv2 (wide kernel 5x5)", {64, 6, 14, 14, 16, 5, 5, 1, 0}, 0},
     {"7x7 (im2col, chunks)", {16, 3, 20, 20, 8, 7, 7, 1, 3}, 0},
     {"U-Net 3x3 (wide kernel)", {8, 8, 32, 32, 16, 3, 3, 1, 1}, 0},
+    {"U-Net 3x3, weight gradient by samples (16 + 4)", {20, 8, 32, 32, 8, 3, 3, 1, 1}, 0},
     {"U-Net 3x3, odd channels", {5, 6, 16, 16, 7, 3, 3, 1, 1}, 0},
     {"strided 4x4 (im2col)", {16, 4, 20, 20, 8, 4, 4, 2, 1}, 0},
     {"U-Net up 2x2 stride 2 (transposed)", {8, 16, 16, 16, 8, 2, 2, 2, 0}, 1},
