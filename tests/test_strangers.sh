@@ -52,7 +52,9 @@ node() {
 }
 
 for t in tcp zmq; do
-    if ! "$BUILD/bin/ddl-bench" allreduce -t "$t" -n 2 -b 4K -e 4K --iters 1 >/dev/null 2>&1; then
+    # skip only what the build lacks: a probe that failed for another reason (a busy machine) once
+    # skipped the zmq half silently, with "6 passed" for 11
+    if "$BUILD/bin/ddl-bench" allreduce -t "$t" -n 2 -b 4K -e 4K --iters 1 2>&1 | grep -q "not compiled in"; then
         echo "$t: skipped (not compiled in)"; continue
     fi
     port=$(free_port); job="strangers-$$-$t"
