@@ -82,10 +82,11 @@ static size_t dw_floats(const wide_geo *q)
 /* grad_chunks: the chunks of a weight gradient cut by samples, or 0 to cut it by channel groups.
  * A small weight gradient (LeNet's; U-Net's on its 64x64 and 32x32 grids) is cut by samples when
  * the batch makes 2 chunks or more: a task takes task_samples(q) samples and every channel, so
- * each thread reads only the samples that it wrote itself in the ops before (cut by sample too). Cut by channels, every thread reads every
- * sample: half of them come from the other core's cache, and the other core keeps copies, which
- * have to be invalidated when the next step writes those buffers again (LeNet at 2 threads:
- * conv1's backward 130 -> 89 us, conv2's 412 -> 377, pool1's forward 60 -> 54). Each chunk's dw
+ * each thread reads only the samples that it wrote itself in the ops before (cut by sample too).
+ * Cut by channels, every thread reads every sample: half of them come from the other core's
+ * cache, and the other core keeps copies, which have to be invalidated when the next step writes
+ * those buffers again (LeNet at 2 threads: conv1's backward 130 -> 89 us, conv2's 412 -> 377,
+ * pool1's forward 60 -> 54). Each chunk's dw
  * and db are kept apart and added in chunk order after: the same sums at any thread count. Only
  * the shape and the batch decide the cut. A chunk costs its lane sums' zeroing and adding up: 32
  * samples of LeNet's small planes (16 cost its one thread 3% of the step), 16 of planes of 1024
@@ -104,13 +105,18 @@ static int grad_chunks(const wide_geo *q, int batch)
 }
 
 /* parts_at: where the chunks' parts start in the caller's workspace, past a task's own room
- * (64-byte aligned); parts_floats: their room (each chunk's dw, then each chunk's db in doubles). */
+ * (64-byte aligned); parts_floats: their room (each chunk's dw, then each chunk's db in doubles,
+ * from parts_db_at). */
 static size_t parts_at(const wide_geo *q) { return (dw_floats(q) + 15) / 16 * 16; }
+
+static size_t parts_db_at(const wide_geo *q, int chunks) /* the dbs, past the dws: 8-byte aligned */
+{
+    return ((size_t)chunks * q->c_out * q->c_in * q->taps + 1) / 2 * 2;
+}
 
 static size_t parts_floats(const wide_geo *q, int chunks)
 {
-    size_t dw = (size_t)chunks * q->c_out * q->c_in * q->taps;
-    return (dw + 1) / 2 * 2 + 2 * (size_t)chunks * q->c_out;
+    return parts_db_at(q, chunks) + 2 * (size_t)chunks * q->c_out;
 }
 
 static size_t oc_blocks(const wide_geo *q) { return (size_t)(q->c_out + q->ocb - 1) / q->ocb; }
@@ -506,7 +512,7 @@ static void dw_by_samples(const wide_job *j, int chunks, float *db, float *ws)
     const wide_geo *q = j->q;
     size_t wn = (size_t)q->c_out * q->c_in * q->taps;
     float *parts = ws + parts_at(q);
-    sample_job sj = {j, {parts, db ? (double *)(parts + (wn * chunks + 1) / 2 * 2) : NULL}};
+    sample_job sj = {j, {parts, db ? (double *)(parts + parts_db_at(q, chunks)) : NULL}};
     ddl__parallel_ws(chunks, dw_chunk, &sj, ws);
     for (size_t e = 0; e < wn; e++) {
         float s = parts[e];
