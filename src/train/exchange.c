@@ -15,6 +15,7 @@
  * comm's timeout (and the heartbeat names a stalled rank sooner), so that wait is bounded too. */
 #include "impl.h"
 
+#include <sched.h>
 #include <string.h>
 
 static void handout(ddl__exchange *x, size_t lo, size_t hi)
@@ -26,6 +27,10 @@ static void handout(ddl__exchange *x, size_t lo, size_t hi)
     if (x->threaded) {
         pthread_cond_broadcast(&x->cv);
         pthread_mutex_unlock(&x->mu);
+        /* let the woken thread start the bucket now: where every core computes, Linux otherwise
+         * runs it only when backward ends (two hosts of 2 vCPUs: overlap 0.72 -> 0.82x of no
+         * overlap, overlap + bf16 23.4K -> 24.9K images/s, 2 alternated pairs of 2 runs) */
+        sched_yield();
     }
 }
 

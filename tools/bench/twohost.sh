@@ -2,7 +2,8 @@
 # twohost.sh - LeNet on two "hosts" joined by a 1 Gbit/s link: network namespaces A and B (one
 # rank each, over tcp), each end of the veth pair shaped with
 #   tc qdisc add dev IF root tbf rate 1gbit burst 32kb latency 20ms
-# (a large burst such as 256kb would hide the link at LeNet's size). For DDL_COMPRESS=none, bf16
+# (a large burst such as 256kb would hide the link at LeNet's size; TWOHOST_QDISC="..." shapes with
+# another qdisc, to compare: its figures then go into the table too). For DDL_COMPRESS=none, bf16
 # and fp16 without overlap (one bucket), and none and bf16 with DDL_OVERLAP=1 and
 # DDL_BUCKET_KB=OVERLAP_BUCKET_KB (default 32: the gradient in 3 buckets), EPOCHS epoch(s), alternated
 # REPEAT times; and the same 2 ranks on loopback (no namespaces, no shaping) as the peer. Prints medians of images/s and of the gradient all-reduce
@@ -19,10 +20,19 @@ here=$(dirname "$0")
 cd "$here/../.." || exit 1
 . tests/netns.sh
 netns_hosts ddlbh 10.79.0
+QDISC=${TWOHOST_QDISC:-tbf rate 1gbit burst 32kb latency 20ms} # the link; others only to compare
+# shape NS IF: QDISC on IF; "htb rate R" is a root htb with one class of rate R (htb passes a
+# segmentation-offload packet whole, where tbf cuts it into 1448-byte packets, one timer each)
+shape() {
+    case $QDISC in
+    "htb rate "*) ip netns exec "$1" tc qdisc add dev "$2" root handle 1: htb default 1 &&
+        ip netns exec "$1" tc class add dev "$2" parent 1: classid 1:1 htb rate "${QDISC#htb rate }" ;;
+    *) ip netns exec "$1" tc qdisc add dev "$2" root $QDISC ;;
+    esac
+}
 for pair in "$A $va" "$B $vb"; do
     set -- $pair
-    ip netns exec "$1" tc qdisc add dev "$2" root tbf rate 1gbit burst 32kb latency 20ms ||
-        skip "tc cannot shape $2 (needs the sch_tbf module)"
+    shape "$1" "$2" || skip "tc cannot shape $2 with $QDISC"
 done
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 DDL_TOKEN=twohost-bench-secret-0123456789
 ARGS="--epochs $EPOCHS --quiet --data $DATA"
@@ -46,7 +56,7 @@ two_hosts() {
     summary "$tmp/a"
 }
 
-echo "== LeNet, 2 hosts x 1 rank over tcp, 1 Gbit/s (tbf burst 32kb), $EPOCHS epoch(s); $REPEAT alternated runs"
+echo "== LeNet, 2 hosts x 1 rank over tcp, each end shaped with $QDISC, $EPOCHS epoch(s); $REPEAT alternated runs"
 CONFIGS=${TWOHOST_CONFIGS:-"none:0 bf16:0 fp16:0 none:1 bf16:1"}
 for k in none_0 bf16_0 fp16_0 none_1 bf16_1 loopback; do : > "$tmp/$k.ips"; : > "$tmp/$k.ar"; done
 i=0
