@@ -62,7 +62,7 @@
  * Threads: no object is safe to use from two threads at once; different objects may be used
  *   from different threads concurrently. ddl starts only the threads the caller asks for: the
  *   workers of ddl_set_threads(), a comm's heartbeat thread (heartbeat_timeout_ms > 0) and
- *   a trainer's all-reduce thread (overlap 1), each joined when its object is destroyed.
+ *   a trainer's all-reduce thread (overlap 1 or 2), each joined when its object is destroyed.
  * Environment: only ddl_comm_config_from_env() reads it; everything else takes config structs.
  */
 #ifndef DDL_H
@@ -445,7 +445,8 @@ typedef struct ddl_comm_config {
      * of bucket_kb KiB (0: 25600, PyTorch DDP's 25 MiB: LeNet and U-Net in one), cut in backward
      * order at layer ends; with overlap 1, on a thread the trainer starts, while backward computes
      * the earlier layers (the same sums as overlap 0, which all-reduces the same buckets after
-     * backward). Overlap needs buckets smaller than the gradient to do anything. */
+     * backward); overlap 2: that thread at real-time priority (SCHED_FIFO) where the process may,
+     * else as 1 with a warning. Overlap needs buckets smaller than the gradient to do anything. */
     int overlap;
     int bucket_kb;
 } ddl_comm_config;
@@ -494,7 +495,7 @@ int ddl_comm_allreduce(ddl_comm *c, void *buf, size_t count, int dtype, int op);
 int ddl_comm_allreduce_compressed(ddl_comm *c, float *buf, size_t count, int op, float *residual);
 /* ddl_comm_compression: the comm's DDL_COMPRESS_* (NULL: none). */
 int ddl_comm_compression(const ddl_comm *c);
-/* ddl_comm_overlap, ddl_comm_bucket_bytes: the config's overlap (0 or 1) and bucket size in bytes. */
+/* ddl_comm_overlap, ddl_comm_bucket_bytes: the config's overlap (0, 1 or 2) and bucket size in bytes. */
 int ddl_comm_overlap(const ddl_comm *c);
 size_t ddl_comm_bucket_bytes(const ddl_comm *c);
 /* ddl_comm_broadcast: copy `count` elements from root's buf to every rank's buf. */

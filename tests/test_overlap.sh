@@ -2,7 +2,8 @@
 # test_overlap.sh - DDL_OVERLAP and DDL_BUCKET_KB in training: LeNet on 3 ranks with 8 KiB
 # buckets (the gradient in about 30, cut at layer ends in backward order) trains to the same
 # weights with the all-reduce overlapped with backward on a thread as without, over shm, tcp and
-# zmq (when built), and with DDL_COMPRESS=bf16 too; bad values are refused naming them; a rank killed while
+# zmq (when built), and with DDL_COMPRESS=bf16 too; DDL_OVERLAP=2 (the thread at real-time priority
+# where allowed, else a warning) gives the same weights; bad values are refused naming them; a rank killed while
 # buckets are in flight ends the job with an error naming it, within seconds, not a hang.
 . "$(dirname "$0")/lib.sh"
 BUILD=${BUILD:-build}
@@ -26,8 +27,37 @@ for t in $transports; do
     done
 done
 [ "$(crc "$tmp/0.none.shm")" != "$(crc "$tmp/0.bf16.shm")" ]; check "bf16 buckets are compressed (other weights)" $?
-DDL_OVERLAP=2 "$BUILD/bin/ddlrun" -n 2 -t tcp "$BUILD/bin/lenet" $ARGS > "$tmp/bad1" 2>&1
-[ $? -ne 0 ] && grep -q "DDL_OVERLAP=2: expected 0 or 1" "$tmp/bad1"; check "DDL_OVERLAP=2 is refused, naming it" $?
+# DDL_OVERLAP=2: the same weights; its thread at SCHED_FIFO where the process may (root here),
+# and without the right (CAP_SYS_NICE dropped, RLIMIT_RTPRIO 0) a warning and the same weights
+run 2 none tcp; check "DDL_OVERLAP=2 over tcp trains" $?
+[ "$(crc "$tmp/2.none.tcp")" = "$(crc "$tmp/0.none.tcp")" ]; check "DDL_OVERLAP=2: the same weights as without overlap" $?
+if [ "$(id -u)" -eq 0 ]; then
+    ! grep -q "real-time priority" "$tmp/2.none.tcp"; check "DDL_OVERLAP=2 as root: no warning" $?
+    DDL_OVERLAP=2 "$BUILD/bin/ddlrun" -n 2 -t tcp "$BUILD/bin/lenet" --epochs 100 --train-limit 3000 --data "$DATA" \
+        > "$tmp/rt" 2>&1 &
+    job=$!
+    for _ in $(seq 100); do grep -q '^epoch' "$tmp/rt" 2>/dev/null && break; sleep 0.1; done
+    fifo=0 # a thread of a rank with policy 1 (SCHED_FIFO: field 41 of /proc/PID/task/TID/stat)
+    for p in $(pgrep -f "lenet --epochs 100 --train-limit 3000 --data"); do
+        for st in /proc/"$p"/task/*/stat; do
+            [ "$(sed 's/.*) //' "$st" 2>/dev/null | awk '{ print $39 }')" = 1 ] && fifo=$((fifo + 1))
+        done
+    done
+    pkill -f "lenet --epochs 100 --train-limit 3000 --data"; wait $job
+    [ "$fifo" -eq 2 ]; check "DDL_OVERLAP=2 as root: one SCHED_FIFO thread in each rank ($fifo in all)" $?
+fi
+if command -v setpriv > /dev/null && command -v prlimit > /dev/null; then
+    DDL_OVERLAP=2 prlimit --rtprio=0 setpriv --inh-caps=-sys_nice --bounding-set=-sys_nice \
+        "$BUILD/bin/ddlrun" -n 3 -t tcp "$BUILD/bin/lenet" $ARGS > "$tmp/nort" 2>&1
+    check "DDL_OVERLAP=2 without the right to real-time priority trains" $?
+    grep -q "DDL_OVERLAP=2: the all-reduce thread may not run at real-time priority" "$tmp/nort"
+    check "... and warns that it may not run at real-time priority" $?
+    [ "$(crc "$tmp/nort")" = "$(crc "$tmp/0.none.tcp")" ]; check "... and gives the same weights" $?
+else
+    echo "skipped the DDL_OVERLAP=2 fallback: no setpriv or prlimit (util-linux)"
+fi
+DDL_OVERLAP=3 "$BUILD/bin/ddlrun" -n 2 -t tcp "$BUILD/bin/lenet" $ARGS > "$tmp/bad1" 2>&1
+[ $? -ne 0 ] && grep -q "DDL_OVERLAP=3: expected 0, 1 or 2" "$tmp/bad1"; check "DDL_OVERLAP=3 is refused, naming it" $?
 DDL_BUCKET_KB=-4 "$BUILD/bin/ddlrun" -n 2 -t tcp "$BUILD/bin/lenet" $ARGS > "$tmp/bad2" 2>&1
 [ $? -ne 0 ] && grep -q "DDL_BUCKET_KB=-4" "$tmp/bad2"; check "DDL_BUCKET_KB=-4 is refused, naming it" $?
 # a rank killed mid-run, with buckets in flight on the thread: the job ends, naming it

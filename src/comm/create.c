@@ -22,8 +22,8 @@ static int check_config(const ddl_comm_config *cfg, char *err, size_t n)
                          "timeout (0: off)", cfg->heartbeat_interval_ms, cfg->heartbeat_timeout_ms);
     if (cfg->compress < DDL_COMPRESS_NONE || cfg->compress > DDL_COMPRESS_FP16)
         return ddl__errf(err, n, DDL_EINVAL, "compress %d is not DDL_COMPRESS_NONE, _BF16 or _FP16", cfg->compress);
-    if (cfg->overlap < 0 || cfg->overlap > 1 || cfg->bucket_kb < 0 || cfg->bucket_kb > (1 << 20))
-        return ddl__errf(err, n, DDL_EINVAL, "overlap %d must be 0 or 1 and bucket_kb %d in [0, 1048576]",
+    if (cfg->overlap < 0 || cfg->overlap > 2 || cfg->bucket_kb < 0 || cfg->bucket_kb > (1 << 20))
+        return ddl__errf(err, n, DDL_EINVAL, "overlap %d must be 0, 1 or 2 and bucket_kb %d in [0, 1048576]",
                          cfg->overlap, cfg->bucket_kb);
     if (t && (t->version < 1 || t->version > DDL_TRANSPORT_VERSION || !t->state_bytes || !t->open || !t->close ||
               !t->exchange))

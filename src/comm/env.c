@@ -148,8 +148,8 @@ int ddl_comm_config_from_env(ddl_comm_config *cfg, char *err, size_t err_bytes)
     if ((st = env_int(overlap_n, &cfg->overlap, &found, err, err_bytes)) ||
         (st = env_int(bucket_n, &cfg->bucket_kb, &found, err, err_bytes)))
         return st;
-    if (cfg->overlap < 0 || cfg->overlap > 1)
-        return ddl__errf(err, err_bytes, DDL_EINVAL, "DDL_OVERLAP=%d: expected 0 or 1", cfg->overlap);
+    if (cfg->overlap < 0 || cfg->overlap > 2)
+        return ddl__errf(err, err_bytes, DDL_EINVAL, "DDL_OVERLAP=%d: expected 0, 1 or 2", cfg->overlap);
     if (cfg->bucket_kb < 0 || cfg->bucket_kb > (1 << 20))
         return ddl__errf(err, err_bytes, DDL_EINVAL, "DDL_BUCKET_KB=%d: expected 1 to 1048576 (0: the default, 25600)",
                          cfg->bucket_kb);

@@ -21,7 +21,8 @@ typedef struct ddl__exchange {
     size_t cap, queued, done;
     size_t ready_lo, cut_lo; /* backward: [ready_lo, n) final; [cut_lo, n) handed out */
     int rc;                  /* the first failure of this step */
-    int threaded, stop;      /* DDL_OVERLAP=1: the thread runs */
+    int threaded, stop;      /* DDL_OVERLAP=1 or 2: the thread runs */
+    int realtime;            /* DDL_OVERLAP=2 and the thread got SCHED_FIFO */
     pthread_t thread;
     pthread_mutex_t mu;
     pthread_cond_t cv;
