@@ -31,7 +31,7 @@ done
 # and without the right (CAP_SYS_NICE dropped, RLIMIT_RTPRIO 0) a warning and the same weights
 run 2 none tcp; check "DDL_OVERLAP=2 over tcp trains" $?
 [ "$(crc "$tmp/2.none.tcp")" = "$(crc "$tmp/0.none.tcp")" ]; check "DDL_OVERLAP=2: the same weights as without overlap" $?
-if [ "$(id -u)" -eq 0 ]; then
+if chrt -f 1 true 2> /dev/null; then # this process may use real-time priority (root, CAP_SYS_NICE)
     ! grep -q "real-time priority" "$tmp/2.none.tcp"; check "DDL_OVERLAP=2 as root: no warning" $?
     DDL_OVERLAP=2 "$BUILD/bin/ddlrun" -n 2 -t tcp "$BUILD/bin/lenet" --epochs 100 --train-limit 3000 --data "$DATA" \
         > "$tmp/rt" 2>&1 &
@@ -45,6 +45,8 @@ if [ "$(id -u)" -eq 0 ]; then
     done
     pkill -f "lenet --epochs 100 --train-limit 3000 --data"; wait $job
     [ "$fifo" -eq 2 ]; check "DDL_OVERLAP=2 as root: one SCHED_FIFO thread in each rank ($fifo in all)" $?
+else
+    echo "skipped the SCHED_FIFO checks: this process may not use real-time priority (chrt -f 1 failed)"
 fi
 if command -v setpriv > /dev/null && command -v prlimit > /dev/null; then
     DDL_OVERLAP=2 prlimit --rtprio=0 setpriv --inh-caps=-sys_nice --bounding-set=-sys_nice \
