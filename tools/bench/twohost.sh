@@ -5,9 +5,10 @@
 # (a large burst such as 256kb would hide the link at LeNet's size; TWOHOST_QDISC="..." shapes with
 # another qdisc, to compare: its figures then go into the table too). For DDL_COMPRESS=none, bf16
 # and fp16 without overlap (one bucket), none and bf16 with DDL_OVERLAP=1, and none with
-# DDL_OVERLAP=2 (the thread at real-time priority, as root), with
-# DDL_BUCKET_KB=OVERLAP_BUCKET_KB (default 32: the gradient in 3 buckets, cut at layer ends), EPOCHS epoch(s), alternated
-# REPEAT times; and the same 2 ranks on loopback (no namespaces, no shaping) as the peer. Prints medians of images/s and of the gradient all-reduce
+# DDL_OVERLAP=2 (the thread at real-time priority, as root), with DDL_BUCKET_KB=OVERLAP_BUCKET_KB
+# (default 32: the gradient in 3 buckets, cut at layer ends), EPOCHS epoch(s), alternated REPEAT
+# times; and the same 2 ranks on loopback (no namespaces, no shaping) as the peer. Prints medians
+# of images/s and of the gradient all-reduce
 # time per step (comm_frac x the step time, from the run's summary line), and adds them to make
 # bench's table. Needs root and `ip netns` (skipped otherwise). Part of make bench
 # (BENCH_ONLY=twohost); never of make test. Last, the link's own cost: the wall and CPU time of
