@@ -99,8 +99,8 @@ int ddl__exchange_start(ddl__exchange *x, ddl_comm *c, ddl_model *m, float *resi
         return ddl__errf(err, err_bytes, DDL_ENOMEM, "overlap: cannot create a condition variable");
     }
     /* overlap 2: the thread at real-time priority, so that a bucket starts when it is handed over
-     * even where every core computes (two hosts of 2 vCPUs over tbf: overlap 0.82 -> 1.10x of no
-     * overlap, measured with SCHED_FIFO set as root). Needs CAP_SYS_NICE or an RLIMIT_RTPRIO;
+     * even where every core computes (two hosts of 2 vCPUs over tbf: 1.16x the images/s of no
+     * overlap, overlap 1 0.81x; 3 alternated runs, as root). Needs CAP_SYS_NICE or an RLIMIT_RTPRIO;
      * without, the thread starts as with overlap 1 (the trainer warns). Its waits are bounded spins
      * then sleeps, so it never holds a core for long. */
     pthread_attr_t attr;
