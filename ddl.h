@@ -442,11 +442,10 @@ typedef struct ddl_comm_config {
     int compress;                   /* DDL_COMPRESS_*: what ddl_comm_allreduce_compressed sends (the
                                      * trainer's gradients); every rank must agree (DDL_EMISMATCH) */
     /* How a trainer on this comm exchanges gradients (the comm only keeps them for it): in buckets
-     * of bucket_kb KiB (0: 25600, PyTorch DDP's 25 MiB: LeNet and U-Net in one), cut in backward
-     * order at layer ends; with overlap 1, on a thread the trainer starts, while backward computes
-     * the earlier layers (the same sums as overlap 0, which all-reduces the same buckets after
-     * backward); overlap 2: that thread at real-time priority (SCHED_FIFO) where the process may,
-     * else as 1 with a warning. Overlap needs buckets smaller than the gradient to do anything. */
+     * of bucket_kb KiB (0: 25600, PyTorch DDP's 25 MiB), cut in backward order at layer ends; with
+     * overlap 1 on a thread the trainer starts, while backward computes the earlier layers (the same
+     * sums as 0, which all-reduces them after backward); 2: that thread at real-time priority
+     * (SCHED_FIFO) where allowed, else as 1, warned. Buckets must be smaller than the gradient. */
     int overlap;
     int bucket_kb;
 } ddl_comm_config;

@@ -2,9 +2,10 @@
 # test_overlap.sh - DDL_OVERLAP and DDL_BUCKET_KB in training: LeNet on 3 ranks with 8 KiB
 # buckets (the gradient in about 30, cut at layer ends in backward order) trains to the same
 # weights with the all-reduce overlapped with backward on a thread as without, over shm, tcp and
-# zmq (when built), and with DDL_COMPRESS=bf16 too; DDL_OVERLAP=2 (the thread at real-time priority
-# where allowed, else a warning) gives the same weights; bad values are refused naming them; a rank killed while
-# buckets are in flight ends the job with an error naming it, within seconds, not a hang.
+# zmq (when built), and with DDL_COMPRESS=bf16 too; DDL_OVERLAP=2 (the thread at real-time
+# priority where allowed, else a warning) gives the same weights; bad values are refused naming
+# them; a rank killed while buckets are in flight ends the job with an error naming it, within
+# seconds, not a hang.
 . "$(dirname "$0")/lib.sh"
 BUILD=${BUILD:-build}
 cd "$(dirname "$0")/.." || exit 1
@@ -27,12 +28,12 @@ for t in $transports; do
     done
 done
 [ "$(crc "$tmp/0.none.shm")" != "$(crc "$tmp/0.bf16.shm")" ]; check "bf16 buckets are compressed (other weights)" $?
-# DDL_OVERLAP=2: the same weights; its thread at SCHED_FIFO where the process may (root here),
+# DDL_OVERLAP=2: the same weights; its thread at SCHED_FIFO where the process may (chrt -f works),
 # and without the right (CAP_SYS_NICE dropped, RLIMIT_RTPRIO 0) a warning and the same weights
 run 2 none tcp; check "DDL_OVERLAP=2 over tcp trains" $?
 [ "$(crc "$tmp/2.none.tcp")" = "$(crc "$tmp/0.none.tcp")" ]; check "DDL_OVERLAP=2: the same weights as without overlap" $?
 if chrt -f 1 true 2> /dev/null; then # this process may use real-time priority (root, CAP_SYS_NICE)
-    ! grep -q "real-time priority" "$tmp/2.none.tcp"; check "DDL_OVERLAP=2 as root: no warning" $?
+    ! grep -q "real-time priority" "$tmp/2.none.tcp"; check "DDL_OVERLAP=2 where real-time priority is allowed: no warning" $?
     DDL_OVERLAP=2 "$BUILD/bin/ddlrun" -n 2 -t tcp "$BUILD/bin/lenet" --epochs 100 --train-limit 3000 --data "$DATA" \
         > "$tmp/rt" 2>&1 &
     job=$!
@@ -44,7 +45,7 @@ if chrt -f 1 true 2> /dev/null; then # this process may use real-time priority (
         done
     done
     pkill -f "lenet --epochs 100 --train-limit 3000 --data"; wait $job
-    [ "$fifo" -eq 2 ]; check "DDL_OVERLAP=2 as root: one SCHED_FIFO thread in each rank ($fifo in all)" $?
+    [ "$fifo" -eq 2 ]; check "DDL_OVERLAP=2 where allowed: one SCHED_FIFO thread in each rank ($fifo in all)" $?
 else
     echo "skipped the SCHED_FIFO checks: this process may not use real-time priority (chrt -f 1 failed)"
 fi

@@ -100,10 +100,9 @@ cores_record() {
     [ "$remote" != "-" ] && record "$1: GB/s reading 1 MiB the other core wrote (cores.c)" "$remote" \
         "the core that wrote it" "$local_" "$(ratio "$remote" "$local_")" "-"
     # LeNet's step ops (1 thread) on the slower vCPU and on the faster: medians of each round's pair
-    slow=$(sed -n 's/^vcpus: lenet_ops_1thread_us=\([0-9.]*\),\([0-9.]*\)$/\1 \2/p' "$2" |
-        awk '{ print ($1 > $2 ? $1 : $2) }' | median)
-    fast=$(sed -n 's/^vcpus: lenet_ops_1thread_us=\([0-9.]*\),\([0-9.]*\)$/\1 \2/p' "$2" |
-        awk '{ print ($1 < $2 ? $1 : $2) }' | median)
+    pairs=$(sed -n 's/^vcpus: lenet_ops_1thread_us=\([0-9.]*\),\([0-9.]*\)$/\1 \2/p' "$2")
+    slow=$(printf '%s\n' "$pairs" | awk 'NF == 2 { print ($1 > $2 ? $1 : $2) }' | median)
+    fast=$(printf '%s\n' "$pairs" | awk 'NF == 2 { print ($1 < $2 ? $1 : $2) }' | median)
     [ "$slow" != "-" ] && record "$1: LeNet's step ops, us, 1 thread, on the slower vCPU (lenet_ops.c)" "$slow" \
         "on the faster vCPU" "$fast" "$(ratio "$fast" "$slow")" "-"
     return 0
