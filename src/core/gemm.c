@@ -1,7 +1,8 @@
 /* gemm.c - ddl_gemm, the one matrix product every op goes through, split over ddl's threads.
- * With DDL_WITH_OPENBLAS it forwards to cblas_sgemm; otherwise it runs a built-in kernel
- * (GotoBLAS-style packing into small stack blocks and a register-tiled micro-kernel written so
- * gcc -O3 vectorises it). It allocates nothing and keeps no state. */
+ * On a CPU with AVX-512 most products go to ddl's own kernels (gemm_avx512.c). The others go to
+ * the backend: with DDL_WITH_OPENBLAS cblas_sgemm; otherwise a built-in kernel (GotoBLAS-style
+ * packing into small stack blocks and a register-tiled micro-kernel written so gcc -O3
+ * vectorises it). It allocates nothing and keeps no state. */
 #include "impl.h"
 
 #include <math.h>
@@ -11,12 +12,27 @@
 #include <cblas.h>
 #endif
 
+/* scale_c: C = beta * C; beta == 0 overwrites (NaN in C does not survive, as in BLAS). */
+static void scale_c(int m, int n, float beta, float *c, int ldc)
+{
+    if (beta == 1.0f)
+        return;
+    for (int i = 0; i < m; i++) {
+        float *row = c + (size_t)i * ldc;
+        if (beta == 0.0f)
+            memset(row, 0, (size_t)n * sizeof *row);
+        else
+            for (int j = 0; j < n; j++)
+                row[j] *= beta;
+    }
+}
+
 #ifdef DDL_WITH_OPENBLAS
 
 /* ---- OpenBLAS ---- */
 
-static void gemm_one(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
-                     const float *b, int ldb, float beta, float *c, int ldc)
+static void backend_one(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
+                        const float *b, int ldb, float beta, float *c, int ldc)
 {
     cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, m, n,
                 k, alpha, a, lda, b, ldb, beta, c, ldc);
@@ -193,23 +209,8 @@ __attribute__((target("avx2,fma"))) static void micro_avx2(int kc, const float *
 typedef void (*micro_fn)(int kc, const float *ap, const float *bp, int ldbp, float alpha, float *c, int ldc, int mr,
                          int nr);
 
-/* scale_c: C = beta * C; beta == 0 overwrites (NaN in C does not survive, as in BLAS). */
-static void scale_c(int m, int n, float beta, float *c, int ldc)
-{
-    if (beta == 1.0f)
-        return;
-    for (int i = 0; i < m; i++) {
-        float *row = c + (size_t)i * ldc;
-        if (beta == 0.0f)
-            memset(row, 0, (size_t)n * sizeof *row);
-        else
-            for (int j = 0; j < n; j++)
-                row[j] *= beta;
-    }
-}
-
-static void gemm_one(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
-                     const float *b, int ldb, float beta, float *c, int ldc)
+static void backend_one(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
+                        const float *b, int ldb, float beta, float *c, int ldc)
 {
     _Alignas(64) float ap[GEMM_MC * GEMM_KC];
     _Alignas(64) float bp[GEMM_KC * GEMM_NR];
@@ -261,6 +262,20 @@ const char *ddl_gemm_backend(void) { return "builtin"; }
 static void blas_threads(void) {}
 
 #endif
+
+/* gemm_one: one product, by the AVX-512 kernels where the CPU has them (gemm_avx512.c), else by
+ * the backend. */
+static void gemm_one(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
+                     const float *b, int ldb, float beta, float *c, int ldc)
+{
+    if (!ddl__gemm_avx512_takes(trans_a, trans_b, n)) {
+        backend_one(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+        return;
+    }
+    scale_c(m, n, beta, c, ldc);
+    if (k > 0 && alpha != 0.0f)
+        ddl__gemm_avx512(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, c, ldc);
+}
 
 /* ---- threads ----
  * A large product is cut into fixed blocks of C's columns (or of its rows, when it has few

@@ -101,6 +101,13 @@ void ddl__log(ddl_log_fn fn, void *ud, int level, const char *fmt, ...) DDL__PRI
 #define DDL__HOT
 #endif
 
+/* The AVX-512 kernels of ddl_gemm (gemm_avx512.c). ddl__gemm_avx512_takes: 1 when this CPU and
+ * build have them and they take op(A) op(B) of n columns; ddl__gemm_avx512: then C +=
+ * alpha op(A) op(B) (m, n, k > 0), the same bits for every element wherever the product is cut. */
+int ddl__gemm_avx512_takes(int trans_a, int trans_b, int n);
+void ddl__gemm_avx512(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
+                      const float *b, int ldb, float *c, int ldc);
+
 /* Wide-row direct convolution for 3x3 and 5x5 kernels, stride 1 (conv_wide.c): forward, dx, and
  * dw (accumulated). */
 /* ddl__row_sum: sum of x[0, n) in 8 lanes added in a fixed order (ops.c). */

@@ -271,6 +271,8 @@ void ddl__parallel_range(size_t n, size_t grain, void (*fn)(void *ctx, size_t lo
     size_t tasks = grain ? n / grain : n;
     if (tasks > (size_t)P.threads * RANGE_CUTS)
         tasks = (size_t)P.threads * RANGE_CUTS;
+    if (tasks > (size_t)P.threads)
+        tasks -= tasks % (size_t)P.threads;
     if (tasks < 2) {
         if (n)
             fn(ctx, 0, n);
