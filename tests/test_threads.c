@@ -1,8 +1,9 @@
 /* test_threads.c - ddl_set_threads and the pool behind it (src/core/pool.c): every task runs
  * exactly once, from nested calls and from two calling threads at once too; the pool resizes;
  * matrix products split over threads give the bits of one thread, for the shapes of LeNet's and
- * U-Net's layers and every transposition, and so do the convolutions (im2col, 3x3 and 5x5 wide,
- * transposed), max-pool, ReLU, GroupNorm and the cross-entropy, forward and backward. */
+ * U-Net's layers and every transposition, and so do the dense layer's gradients, the
+ * convolutions (im2col, 3x3 and 5x5 wide, transposed), max-pool, ReLU, GroupNorm and the
+ * cross-entropy, forward and backward. */
 #include "check.h"
 #include "core/impl.h"
 
@@ -174,6 +175,57 @@ static void test_products(void)
     ddl_set_threads(1);
 }
 
+/* dense_grads: ddl_dense_backward's dx, dw and db (dw, db accumulated onto fixed values) with
+ * `threads`, or (threads 0) the reference: two ddl_gemm calls and a loop at 1 thread, as the op
+ * ran before its products shared one job. Returns the floats written into out. */
+static size_t dense_grads(int batch, int in, int out_n, int threads, float *out)
+{
+    size_t nx = (size_t)batch * in, nw = (size_t)out_n * in, ny = (size_t)batch * out_n;
+    float *x = malloc(nx * 4), *w = malloc(nw * 4), *dy = malloc(ny * 4);
+    float *dx = out, *dw = dx + nx, *db = dw + nw;
+    fill(x, nx, 21), fill(w, nw, 22), fill(dy, ny, 23), fill(dw, nw, 24), fill(db, (size_t)out_n, 25);
+    for (size_t i = 0; i < ny; i++) /* fill's values add up exactly: a third of each does not, so a */
+        dy[i] /= 3.0f;             /* sum taken in another order shows */
+    ddl_set_threads(threads ? threads : 1);
+    if (threads) {
+        ddl_dense_backward(batch, in, out_n, x, w, dy, dx, dw, db);
+    } else {
+        ddl_gemm(1, 0, out_n, in, batch, 1.0f, dy, out_n, x, in, 1.0f, dw, in);
+        for (int o = 0; o < out_n; o++) {
+            float sum = 0.0f;
+            for (int i = 0; i < batch; i++)
+                sum += dy[(size_t)i * out_n + o];
+            db[o] += sum;
+        }
+        ddl_gemm(0, 0, batch, in, out_n, 1.0f, dy, out_n, w, in, 0.0f, dx, in);
+    }
+    free(x), free(w), free(dy);
+    return nx + nw + (size_t)out_n;
+}
+
+/* the dense layer's gradients run as one job of both products' blocks: the bits of the two
+ * products apart, at any thread count (LeNet's fc1, fc2, fc3 and a batch of one) */
+static void test_dense(void)
+{
+    static const int dims[][3] = {{64, 400, 120}, {64, 120, 84}, {64, 84, 10}, {1, 400, 120}};
+    for (size_t s = 0; s < sizeof dims / sizeof dims[0]; s++) {
+        int batch = dims[s][0], in = dims[s][1], out_n = dims[s][2];
+        size_t n = (size_t)batch * in + (size_t)out_n * in + (size_t)out_n;
+        float *ref = malloc(n * 4), *got = malloc(n * 4);
+        dense_grads(batch, in, out_n, 0, ref);
+        int same = 1;
+        for (int t = 1; t <= 3; t++) {
+            dense_grads(batch, in, out_n, t, got);
+            same &= memcmp(ref, got, n * 4) == 0;
+        }
+        CHECK(same);
+        if (!same)
+            fprintf(stderr, "  dense %dx%dx%d: the gradients differ from the products apart\n", batch, in, out_n);
+        free(ref), free(got);
+    }
+    ddl_set_threads(1);
+}
+
 /* ---- kernels: the bits of one thread ---- */
 
 typedef struct layer {
@@ -299,6 +351,7 @@ int main(void)
 {
     test_pool();
     test_products();
+    test_dense();
     test_kernels();
     test_norm_loss();
     return TEST_END();

@@ -288,43 +288,56 @@ static void gemm_one(int trans_a, int trans_b, int m, int n, int k, float alpha,
 #define BLOCK_COLS 512
 #define BLOCK_ROWS 32
 
-typedef struct gemm_job {
-    int trans_a, trans_b, m, n, k, lda, ldb, ldc, by_cols, step;
-    float alpha, beta;
-    const float *a, *b;
-    float *c;
-} gemm_job;
-
-static void gemm_block(void *ctx, int t)
+int ddl__gemm_plan(ddl__gemm_blocks *p, int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
+                   int lda, const float *b, int ldb, float beta, float *c, int ldc)
 {
-    const gemm_job *j = ctx;
-    int lo = t * j->step, len = (j->by_cols ? j->n : j->m) - lo;
-    if (len > j->step)
-        len = j->step;
-    if (j->by_cols)
-        gemm_one(j->trans_a, j->trans_b, j->m, len, j->k, j->alpha, j->a, j->lda,
-                 j->b + (j->trans_b ? (size_t)lo * j->ldb : (size_t)lo), j->ldb, j->beta, j->c + lo, j->ldc);
-    else
-        gemm_one(j->trans_a, j->trans_b, len, j->n, j->k, j->alpha,
-                 j->a + (j->trans_a ? (size_t)lo : (size_t)lo * j->lda), j->lda, j->b, j->ldb, j->beta,
-                 j->c + (size_t)lo * j->ldc, j->ldc);
+    *p = (ddl__gemm_blocks){trans_a, trans_b, m, n, k, lda, ldb, ldc, 0, 0, 0, alpha, beta, a, b, c};
+    if (m <= 0 || n <= 0)
+        return 0;
+    p->step = m; /* one block: the whole product */
+    p->n_blocks = 1;
+    if (k > 0 && (double)m * n * k >= BLOCK_MIN_WORK && (n >= 2 * BLOCK_COLS || m >= 2 * BLOCK_ROWS)) {
+        p->by_cols = n >= 2 * BLOCK_COLS;
+        p->step = p->by_cols ? BLOCK_COLS : BLOCK_ROWS;
+        int len = p->by_cols ? n : m;
+        p->n_blocks = (len + p->step - 1) / p->step;
+    }
+    return p->n_blocks;
 }
+
+void ddl__gemm_block(const ddl__gemm_blocks *p, int t)
+{
+    if (p->n_blocks == 1) {
+        if (p->m == 1 && gemm_row(p->trans_a, p->trans_b, p->n, p->k, p->alpha, p->a, p->lda, p->b, p->ldb,
+                                  p->beta, p->c))
+            return;
+        gemm_one(p->trans_a, p->trans_b, p->m, p->n, p->k, p->alpha, p->a, p->lda, p->b, p->ldb, p->beta, p->c,
+                 p->ldc);
+        return;
+    }
+    int lo = t * p->step, len = (p->by_cols ? p->n : p->m) - lo;
+    if (len > p->step)
+        len = p->step;
+    if (p->by_cols)
+        gemm_one(p->trans_a, p->trans_b, p->m, len, p->k, p->alpha, p->a, p->lda,
+                 p->b + (p->trans_b ? (size_t)lo * p->ldb : (size_t)lo), p->ldb, p->beta, p->c + lo, p->ldc);
+    else
+        gemm_one(p->trans_a, p->trans_b, len, p->n, p->k, p->alpha,
+                 p->a + (p->trans_a ? (size_t)lo : (size_t)lo * p->lda), p->lda, p->b, p->ldb, p->beta,
+                 p->c + (size_t)lo * p->ldc, p->ldc);
+}
+
+static void gemm_task(void *ctx, int t) { ddl__gemm_block(ctx, t); }
 
 void ddl_gemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
               const float *b, int ldb, float beta, float *c, int ldc)
 {
-    if (m <= 0 || n <= 0)
-        return;
-    if (m == 1 && gemm_row(trans_a, trans_b, n, k, alpha, a, lda, b, ldb, beta, c))
-        return;
-    if (k > 0 && (double)m * n * k >= BLOCK_MIN_WORK && (n >= 2 * BLOCK_COLS || m >= 2 * BLOCK_ROWS)) {
-        gemm_job j = {trans_a, trans_b, m, n, k, lda, ldb, ldc, n >= 2 * BLOCK_COLS, 0, alpha, beta, a, b, c};
-        j.step = j.by_cols ? BLOCK_COLS : BLOCK_ROWS;
-        int len = j.by_cols ? n : m;
-        ddl__parallel((len + j.step - 1) / j.step, gemm_block, &j);
-        return;
-    }
-    gemm_one(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    ddl__gemm_blocks p;
+    int blocks = ddl__gemm_plan(&p, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    if (blocks == 1)
+        ddl__gemm_block(&p, 0);
+    else if (blocks > 1)
+        ddl__parallel(blocks, gemm_task, &p);
 }
 
 int ddl_set_threads(int n)
