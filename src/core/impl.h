@@ -125,6 +125,11 @@ int ddl__gemm_avx512_takes(int trans_a, int trans_b, int n);
 void ddl__gemm_avx512(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
                       const float *b, int ldb, float *c, int ldc);
 
+/* ddl__maxpool2_avx512: the 2x2 stride-2 max-pool of `planes` (h, w) planes, output and argmax as
+ * ops.c's scalar loop gives them, on AVX-512 (maxpool_avx512.c); 0 when this CPU or build has
+ * none (the caller runs the loop). */
+int ddl__maxpool2_avx512(size_t planes, int h, int w, const float *x, float *y, int32_t *argmax);
+
 /* Wide-row direct convolution for 3x3 and 5x5 kernels, stride 1 (conv_wide.c): forward, dx, and
  * dw (accumulated). */
 /* ddl__row_sum: sum of x[0, n) in 8 lanes added in a fixed order (ops.c). */

@@ -61,7 +61,8 @@ static void maxpool2_planes(void *ctx, size_t lo, size_t hi)
 {
     const pool2_job *j = ctx;
     size_t hw = (size_t)j->h * j->w, ohw = (size_t)(j->h / 2) * (j->w / 2);
-    maxpool2(hi - lo, j->h, j->w, j->x + lo * hw, j->y + lo * ohw, j->argmax + lo * ohw);
+    if (!ddl__maxpool2_avx512(hi - lo, j->h, j->w, j->x + lo * hw, j->y + lo * ohw, j->argmax + lo * ohw))
+        maxpool2(hi - lo, j->h, j->w, j->x + lo * hw, j->y + lo * ohw, j->argmax + lo * ohw);
 }
 
 void ddl_maxpool_forward(int n, int c, int h, int w, int k, int stride, const float *x, float *y,
