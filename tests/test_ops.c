@@ -456,8 +456,8 @@ static void check_pool_grad(int k, int s)
     free(dx);
 }
 
-/* pool2_exact: the 2x2 stride-2 forward (AVX-512 rows where the CPU has them) against a plain
- * loop, bit for bit, output and argmax: values drawn from a few with ties, both zeros, both
+/* pool2_exact: the 2x2 stride-2 forward and backward (AVX-512 rows where the CPU has them)
+ * against a plain loop and scatter, bit for bit, output, argmax and dx: values drawn from a few with ties, both zeros, both
  * infinities and NaNs of two payloads; every row width from 2 to 70 (the 16-window steps and
  * every masked tail) and odd heights and widths (the last row or column in no window). */
 static void pool2_exact(void)
@@ -490,7 +490,23 @@ static void pool2_exact(void)
         same = memcmp(y, want, ny * sizeof *y) == 0 && memcmp(arg, want_arg, ny * sizeof *arg) == 0;
         if (!same)
             fprintf(stderr, "  maxpool 2x2 h %d w %d: not the plain loop's output or argmax\n", h, w);
-        free(x), free(y), free(want), free(arg), free(want_arg);
+        /* backward: dx written whole (over NaN), the plain scatter's bits: zeros, then += dy at
+         * each argmax (so a -0.0 in dy lands as +0.0) */
+        float *dy = alloc_f(ny), *dx = alloc_f(nx), *want_dx = alloc_f(nx);
+        fill(dy, ny, -1, 1);
+        for (size_t i = 0; i < ny; i += 7)
+            dy[i] = -0.0f;
+        for (size_t i = 0; i < nx; i++)
+            dx[i] = NAN, want_dx[i] = 0.0f;
+        for (int p = 0; p < n * c; p++)
+            for (size_t o = 0; o < (size_t)oh * ow; o++)
+                want_dx[(size_t)p * h * w + (size_t)want_arg[(size_t)p * oh * ow + o]] += dy[(size_t)p * oh * ow + o];
+        ddl_maxpool_backward(n, c, h, w, 2, 2, dy, want_arg, dx);
+        if (same && memcmp(dx, want_dx, nx * sizeof *dx) != 0) {
+            same = 0;
+            fprintf(stderr, "  maxpool 2x2 h %d w %d: backward is not the plain scatter's\n", h, w);
+        }
+        free(x), free(y), free(want), free(arg), free(want_arg), free(dy), free(dx), free(want_dx);
     }
     CHECK(same);
 }

@@ -129,6 +129,9 @@ void ddl__gemm_avx512(int trans_a, int trans_b, int m, int n, int k, float alpha
  * ops.c's scalar loop gives them, on AVX-512 (maxpool_avx512.c); 0 when this CPU or build has
  * none (the caller runs the loop). */
 int ddl__maxpool2_avx512(size_t planes, int h, int w, const float *x, float *y, int32_t *argmax);
+/* ddl__unpool2_avx512: its backward, dx (planes, h, w) written whole from dy and argmax, as ops.c's
+ * scatter gives it; 0 when this CPU or build has none. */
+int ddl__unpool2_avx512(size_t planes, int h, int w, const float *dy, const int32_t *argmax, float *dx);
 
 /* Wide-row direct convolution for 3x3 and 5x5 kernels, stride 1 (conv_wide.c): forward, dx, and
  * dw (accumulated). */

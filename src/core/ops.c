@@ -106,11 +106,15 @@ typedef struct unpool_job {
     const float *dy;
     const int32_t *argmax;
     float *dx;
+    int h, w; /* set for the 2x2 stride-2 window only */
 } unpool_job;
 
 static void unpool_planes(void *ctx, size_t lo, size_t hi)
 {
     const unpool_job *j = ctx;
+    if (j->h && ddl__unpool2_avx512(hi - lo, j->h, j->w, j->dy + lo * j->ohw, j->argmax + lo * j->ohw,
+                                    j->dx + lo * j->hw))
+        return;
     memset(j->dx + lo * j->hw, 0, (hi - lo) * j->hw * sizeof *j->dx);
     for (size_t plane = lo; plane < hi; plane++)
         for (size_t i = 0; i < j->ohw; i++) /* += : overlapping windows may share a maximum */
@@ -126,7 +130,7 @@ void ddl_maxpool_backward(int n, int c, int h, int w, int k, int stride, const f
         memset(dx, 0, (size_t)n * c * hw * sizeof *dx);
         return;
     }
-    unpool_job j = {hw, ohw, dy, argmax, dx};
+    unpool_job j = {hw, ohw, dy, argmax, dx, k == 2 && stride == 2 ? h : 0, w};
     ddl__parallel_range((size_t)n * c, GRAIN_FLOATS / hw + 1, unpool_planes, &j);
 }
 
