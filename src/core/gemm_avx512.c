@@ -2,7 +2,8 @@
  * first and falls back to OpenBLAS or its built-in kernel). The products ddl sends here are
  * small (LeNet's dense layers: 64 x 120 x 400; U-Net's transposed convolutions: 11 x 512 x 8),
  * where OpenBLAS 0.3.21 runs its AVX2 kernel at half of what the core's 512-bit multiply-adds
- * give (tools/bench/kernels: 1.2x to 5x faster than it on those shapes). Two kernels:
+ * give (tools/bench/kernels: from as fast as it, LeNet's fc3, to 5x faster on those shapes).
+ * Two kernels:
  * - outer products: an 8 x 32 tile of C in 16 registers, k in slices of KC; op(A) packed into
  *   8-row panels (MC rows at a time), op(B) read in place where its rows are contiguous and the
  *   panel full, else packed into 32-column panels;

@@ -184,7 +184,6 @@ void ddl_dense_forward(int batch, int in, int out, const float *x, const float *
  * and the bias gradient run as one job, so that LeNet's fc2, two whole products, runs on both of
  * 2 threads (27 -> 17 us a step, lenet_ops), and fc1's 4 + 2 blocks share out without a wait
  * between them. */
-#define DENSE_SPLIT_WORK 262144.0 /* batch in out below which the gradients run in the caller */
 
 typedef struct dense_grad_job {
     ddl__gemm_blocks dw, dx;
@@ -221,12 +220,7 @@ void ddl_dense_backward(int batch, int in, int out, const float *x, const float 
         ddl__gemm_plan(&j.dw, 1, 0, out, in, batch, 1.0f, dy, out, x, in, 1.0f, dw, in);
     if (dx) /* dx (batch, in) = dy (batch, out) w (out, in) */
         ddl__gemm_plan(&j.dx, 0, 0, batch, in, out, 1.0f, dy, out, w, in, 0.0f, dx, in);
-    int tasks = j.dw.n_blocks + j.dx.n_blocks + (db ? 1 : 0);
-    if ((double)batch * in * out < DENSE_SPLIT_WORK) /* fc3's 54K: waking a thread costs more */
-        for (int t = 0; t < tasks; t++)
-            dense_grad_task(&j, t);
-    else
-        ddl__parallel(tasks, dense_grad_task, &j);
+    ddl__parallel(j.dw.n_blocks + j.dx.n_blocks + (db ? 1 : 0), dense_grad_task, &j);
 }
 
 /* ---- dropout ---- */
