@@ -180,7 +180,16 @@ typedef struct ddl_train_config {
                               * spare a shared file system */
     ddl_timeline *timeline;  /* optional: each step records its data, forward, backward,
                               * all-reduce and optimizer spans there (see "watching a run") */
+    int micro_batches;       /* this rank's batch in this many parts, each through its own copy
+                              * of the model, their gradients added in order: the threads run the
+                              * parts side by side when they divide evenly among them, the same
+                              * bits at any thread count. 0 (auto): one process, one part per 32
+                              * samples up to DDL_MAX_MICRO_BATCHES (LeNet's 64: 2); 2 ranks or
+                              * more, 1 (overlap needs it); 1: the model alone. The plugin's
+                              * forward must depend only on its parameters and input. */
 } ddl_train_config;
+
+#define DDL_MAX_MICRO_BATCHES 8
 
 /* ddl_train_config_default: SGD lr 0.01 momentum 0.9 (Adam's betas 0.9, 0.999, eps 1e-8 ready
  * for kind = DDL_OPTIM_ADAM), constant schedule, batch 64, 5 epochs, seed 42, one process. */
@@ -225,8 +234,8 @@ typedef struct ddl_dataset ddl_dataset;
 /* ddl_trainer_create: set up training of m on `train` (both must outlive the trainer). Weights
  * are initialised from cfg->seed on rank 0 and broadcast. Returns DDL_OK with *out set; or, with
  * *out NULL and the reason in err: DDL_EINVAL (data and model disagree in shape or classes, a
- * global batch the model was not built for, batch < 1), DDL_ENOMEM, or the comm's error when
- * the broadcast of the initial weights fails. */
+ * global batch the model was not built for, batch < 1, micro_batches out of range),
+ * DDL_ENOMEM, or the comm's error when the broadcast of the initial weights fails. */
 int ddl_trainer_create(const ddl_train_config *cfg, ddl_model *m, const ddl_dataset *train,
                        const ddl_allocator *alloc, ddl_trainer **out, char *err, size_t err_bytes);
 /* ddl_trainer_destroy: free the trainer (NULL is allowed); the model and data stay. */

@@ -20,7 +20,7 @@ static void example_log(void *ud, int level, const char *msg);
 
 typedef struct example_opts {
     const char *data;
-    int epochs, batch, threads, quiet, optimizer, schedule, warmup;
+    int epochs, batch, threads, micro_batches, quiet, optimizer, schedule, warmup;
     long seed, train_limit;
     float lr, momentum, weight_decay;
     const char *checkpoint, *save; /* checkpoints: --checkpoint PATH --checkpoint-every N --resume --save PATH */
@@ -33,7 +33,7 @@ typedef struct example_opts {
 /* getopt_long's codes of the shared flags; an example's own flags take codes from EXAMPLE_OPT_END. */
 enum { OPT_DATA = 256, OPT_EPOCHS, OPT_BATCH, OPT_LR, OPT_MOMENTUM, OPT_OPTIMIZER, OPT_WEIGHT_DECAY, OPT_SCHEDULE,
        OPT_WARMUP, OPT_SEED, OPT_TRAIN_LIMIT, OPT_THREADS, OPT_QUIET, OPT_CHECKPOINT, OPT_CHECKPOINT_EVERY, OPT_RESUME,
-       OPT_SAVE, OPT_SAVE_RATE, OPT_LOGDIR, OPT_LOG_EVERY, EXAMPLE_OPT_END };
+       OPT_SAVE, OPT_SAVE_RATE, OPT_LOGDIR, OPT_LOG_EVERY, OPT_MICRO_BATCHES, EXAMPLE_OPT_END };
 
 #define EXAMPLE_OPTIONS                                                                                         \
     {"data", required_argument, NULL, OPT_DATA}, {"epochs", required_argument, NULL, OPT_EPOCHS},               \
@@ -47,7 +47,8 @@ enum { OPT_DATA = 256, OPT_EPOCHS, OPT_BATCH, OPT_LR, OPT_MOMENTUM, OPT_OPTIMIZE
     {"checkpoint-every", required_argument, NULL, OPT_CHECKPOINT_EVERY},                                        \
     {"resume", no_argument, NULL, OPT_RESUME}, {"save", required_argument, NULL, OPT_SAVE},                     \
     {"save-rate", required_argument, NULL, OPT_SAVE_RATE}, {"logdir", required_argument, NULL, OPT_LOGDIR},   \
-    {"log-every", required_argument, NULL, OPT_LOG_EVERY}, CLI_HELP_VERSION
+    {"log-every", required_argument, NULL, OPT_LOG_EVERY},                                                      \
+    {"micro-batches", required_argument, NULL, OPT_MICRO_BATCHES}, CLI_HELP_VERSION
 
 /* --help lines of the shared flags: an example prints its own flags between the two parts. */
 #define EXAMPLE_USAGE_TRAINING                                                                          \
@@ -59,6 +60,7 @@ enum { OPT_DATA = 256, OPT_EPOCHS, OPT_BATCH, OPT_LR, OPT_MOMENTUM, OPT_OPTIMIZE
     "  --seed S                  weights, shuffling and dropout (default 42)\n"                         \
     "  --train-limit N           train on the first N samples only\n"                                   \
     "  --threads N               threads per rank for ddl's kernels (default 1)\n"                                   \
+    "  --micro-batches N         each rank's batch in N parts, side by side on the threads (0: auto)\n" \
     "  --quiet                   no progress lines: only the summary\n"                               \
     "  --logdir DIR              TensorBoard event files in DIR (tensorboard --logdir DIR)\n"          \
     "  --log-every N             with --logdir: step scalars every N steps (default 10)\n"
@@ -101,6 +103,7 @@ static void example_option(example_opts *o, int c, const char *arg, const char *
     case OPT_SEED: o->seed = cli_long("--seed", arg, 0, 4294967295L); break;
     case OPT_TRAIN_LIMIT: o->train_limit = cli_long("--train-limit", arg, 0, 1000000000000L); break;
     case OPT_THREADS: o->threads = cli_int("--threads", arg, 1, 256); break;
+    case OPT_MICRO_BATCHES: o->micro_batches = cli_int("--micro-batches", arg, 0, DDL_MAX_MICRO_BATCHES); break;
     case OPT_QUIET: o->quiet = 1; break;
     case OPT_CHECKPOINT: o->checkpoint = arg; break;
     case OPT_CHECKPOINT_EVERY: o->checkpoint_every = cli_long("--checkpoint-every", arg, 0, 1000000000000L); break;
@@ -130,6 +133,7 @@ static void example_train_config(const example_opts *o, ddl_comm *comm, long n, 
     tc->batch = o->batch;
     tc->seed = (uint64_t)o->seed;
     tc->train_limit = o->train_limit;
+    tc->micro_batches = o->micro_batches;
     tc->save_bytes_per_sec = o->save_rate;
     tc->optim.kind = o->optimizer;
     tc->optim.lr = o->lr;

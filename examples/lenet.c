@@ -5,7 +5,8 @@
  *
  *   build/bin/lenet [--data DIR] [--epochs N] [--batch B] [--lr X] [--momentum M]
  *                   [--optimizer sgd|adam] [--weight-decay W] [--schedule constant|step|cosine]
- *                   [--warmup STEPS] [--dropout P] [--seed S] [--train-limit N] [--threads N] [--quiet]
+ *                   [--warmup STEPS] [--dropout P] [--seed S] [--train-limit N] [--threads N]
+ *                   [--micro-batches N] [--quiet]
  *                   [--checkpoint PATH [--checkpoint-every STEPS] [--resume]] [--save PATH]
  *                   [--save-rate BYTES_PER_SEC]
  *   build/bin/lenet --predict --model M [--images F [--labels F]] [--out CSV] [--batch B]

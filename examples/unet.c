@@ -7,7 +7,7 @@
  *                  [--dice-weight W] [--images DIR], and lenet's flags but --dropout: [--data DIR]
  *                  [--epochs N] [--batch B] [--lr X] [--momentum M] [--optimizer sgd|adam]
  *                  [--weight-decay W] [--schedule constant|step|cosine] [--warmup STEPS] [--seed S]
- *                  [--train-limit N] [--threads N] [--quiet] [--checkpoint PATH
+ *                  [--train-limit N] [--threads N] [--micro-batches N] [--quiet] [--checkpoint PATH
  *                  [--checkpoint-every STEPS] [--resume]] [--save PATH] [--save-rate BYTES_PER_SEC]
  *   build/bin/unet --predict --model M [--images DIR] [--test-scenes N] [--items N] [--batch B]
  *

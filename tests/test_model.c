@@ -3,30 +3,13 @@
  * many training steps, bit-identical reruns, and learning on a small synthetic task. */
 #include "ddl.h"
 #include "check.h"
+#include "count_alloc.h"
 
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- a counting allocator ---- */
-
-typedef struct counter {
-    long allocs, frees;
-} counter;
-
-static void *count_alloc(void *ud, size_t bytes)
-{
-    ((counter *)ud)->allocs++;
-    void *p = NULL;
-    return posix_memalign(&p, 64, bytes) == 0 ? p : NULL;
-}
-
-static void count_free(void *ud, void *p)
-{
-    ((counter *)ud)->frees++;
-    free(p);
-}
 
 /* An allocator that keeps only the documented contract: 16-byte alignment, never 32 or 64. */
 static void *alloc16(void *ud, size_t bytes)

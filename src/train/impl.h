@@ -75,9 +75,28 @@ struct ddl_trainer {
     int64_t *timing_all;    /* (2 world) every rank's compute_ns and allreduce_ns, gathered by
                              * ddl_trainer_epoch_stats (watch.c) */
     ddl_rng *rng_all;       /* (world) every rank's drop_rng, gathered by checkpoint saves */
+    /* micro-batches (micro.c) */
+    int micro;              /* parts of this rank's batch (1: the model alone) */
+    ddl_model *replica[DDL_MAX_MICRO_BATCHES]; /* [0]: m; the others built by ddl__micro_start */
+    ddl_rng micro_rng[DDL_MAX_MICRO_BATCHES];  /* each part's dropout, drawn from drop_rng */
+    double micro_loss[DDL_MAX_MICRO_BATCHES];  /* this step's, per part */
+    int64_t micro_correct[DDL_MAX_MICRO_BATCHES];
+    int64_t micro_mid;      /* when part 0's forward (and loss) ended */
     char err[DDL_ERR_BYTES];
 };
 
+/* ddl__count_correct: positions of n samples of logits (n, C, S) whose predicted class is the
+ * label in y; with confusion (C x C, [label][predicted]) non-NULL, counts every position there too. */
+int64_t ddl__count_correct(const float *logits, const uint8_t *y, int n, int C, int S, int64_t *confusion);
+/* micro-batches (micro.c). parts: how many for a configuration and a local batch. start: build
+ * the replicas of t->m for t->micro parts (DDL_OK, or the failure in err); stop: free them.
+ * pass: forward, loss and backward of n samples (t->x, t->y) of a global batch of b in parts,
+ * their gradients added into t->m's, handed to the exchange if there is one (begun); returns
+ * the loss summed over the samples, counts the correct ones; *mid: when part 0's forward ended. */
+int ddl__micro_parts(const ddl_train_config *cfg, int local);
+int ddl__micro_start(ddl_trainer *t, char *err, size_t err_bytes);
+void ddl__micro_stop(ddl_trainer *t);
+double ddl__micro_pass(ddl_trainer *t, int n, int b, int64_t *mid);
 /* ddl__trainer_reset_stats: start the statistics of an epoch at the current position (epoch
  * start, or resume). */
 void ddl__trainer_reset_stats(ddl_trainer *t);

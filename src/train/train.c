@@ -40,6 +40,9 @@ static int check_shapes(const ddl_train_config *cfg, ddl_model *m, const ddl_dat
         return ddl__errf(err, err_bytes, DDL_EINVAL, "data has %d classes, model %d", d->n_classes, m->out_c);
     if (cfg->batch < 1 || cfg->epochs < 0)
         return ddl__errf(err, err_bytes, DDL_EINVAL, "batch must be >= 1 and epochs >= 0");
+    if (cfg->micro_batches < 0 || cfg->micro_batches > DDL_MAX_MICRO_BATCHES)
+        return ddl__errf(err, err_bytes, DDL_EINVAL, "micro_batches is %d: it must be 0 (one per 32 samples) to %d",
+                         cfg->micro_batches, DDL_MAX_MICRO_BATCHES);
     int local = (cfg->batch + world - 1) / world;
     if (local > mc->batch)
         return ddl__errf(err, err_bytes, DDL_EINVAL,
@@ -89,6 +92,7 @@ int ddl_trainer_create(const ddl_train_config *cfg, ddl_model *m, const ddl_data
     tmp.n_train = cfg->train_limit > 0 && cfg->train_limit < train->n ? cfg->train_limit : train->n;
     tmp.positions = train->th * train->tw;
     tmp.sample_bytes = (size_t)train->c * (size_t)train->h * (size_t)train->w;
+    tmp.micro = ddl__micro_parts(cfg, (cfg->batch + world - 1) / world);
 
     ddl_arena a;
     ddl_arena_init(&a, NULL, 0);
@@ -108,12 +112,22 @@ int ddl_trainer_create(const ddl_train_config *cfg, ddl_model *m, const ddl_data
     t->alloc = alloc;
     t->perm_epoch = -1;
     ddl_rng_seed(&t->drop_rng, cfg->seed ^ 0x64726f70ull);
-
-    if (t->buckets && (rc = ddl__exchange_start(&t->xch, cfg->comm, m, t->residual, t->buckets, t->n_buckets, err,
-                                                err_bytes)) != DDL_OK) {
+    if ((rc = ddl__micro_start(t, err, err_bytes)) != DDL_OK) {
         ddl__free(alloc, t);
         return rc;
     }
+
+    if (t->buckets && (rc = ddl__exchange_start(&t->xch, cfg->comm, m, t->residual, t->buckets, t->n_buckets, err,
+                                                err_bytes)) != DDL_OK) {
+        ddl__micro_stop(t);
+        ddl__free(alloc, t);
+        return rc;
+    }
+    if (t->buckets && t->micro > 1 && ddl_comm_overlap(cfg->comm))
+        ddl__log(cfg->log, cfg->log_ud, DDL_LOG_WARN,
+                 "DDL_OVERLAP with %d micro-batches: the gradient all-reduce starts after the last one's backward "
+                 "(nothing overlaps it); micro_batches = 0 or 1 keeps the overlap",
+                 t->micro);
     if (t->buckets && ddl_comm_overlap(cfg->comm) == 2 && !t->xch.realtime)
         ddl__log(cfg->log, cfg->log_ud, DDL_LOG_WARN,
                  "DDL_OVERLAP=2: the all-reduce thread may not run at real-time priority (needs CAP_SYS_NICE or "
@@ -138,6 +152,7 @@ void ddl_trainer_destroy(ddl_trainer *t)
     if (t) {
         if (t->buckets)
             ddl__exchange_stop(&t->xch);
+        ddl__micro_stop(t);
         ddl__free(t->alloc, t);
     }
 }
@@ -227,9 +242,7 @@ OWN_STORES static void predict_rows(const float *l, int C, int S, int p0, int le
     }
 }
 
-/* count_correct: positions of n samples of logits (n, C, S) whose predicted class is the label
- * in y; with confusion (C x C, [label][predicted]) non-NULL, counts every position there too. */
-static int64_t count_correct(const float *logits, const uint8_t *y, int n, int C, int S, int64_t *confusion)
+int64_t ddl__count_correct(const float *logits, const uint8_t *y, int n, int C, int S, int64_t *confusion)
 {
     int64_t correct = 0;
     int best[ARGMAX_ROW];
@@ -279,6 +292,8 @@ static int fail(ddl_trainer *t, int rc, const char *what)
  * *mid gets the time between forward (with the loss) and backward. */
 static double local_pass(ddl_trainer *t, int n, int b, int64_t *mid)
 {
+    if (t->micro > 1)
+        return ddl__micro_pass(t, n, b, mid);
     int C = t->m->out_c, S = t->positions;
     const float *logits = ddl_model_forward(t->m, t->x, n, 1, &t->drop_rng);
     /* Scale by the global batch so the sum over ranks is the gradient of the global mean. */
@@ -286,7 +301,7 @@ static double local_pass(ddl_trainer *t, int n, int b, int64_t *mid)
     if (t->cfg.dice_weight > 0.0f)
         loss += t->cfg.dice_weight *
                 ddl_dice_loss(n, C, S, t->probs, t->y, t->cfg.dice_weight / (float)b, t->dlogits);
-    t->correct += count_correct(logits, t->y, n, C, S, NULL);
+    t->correct += ddl__count_correct(logits, t->y, n, C, S, NULL);
     t->counted += (int64_t)n * S;
     *mid = ddl_timeline_now();
     if (t->buckets)
@@ -322,7 +337,8 @@ int ddl_trainer_step(ddl_trainer *t, double *loss)
     int b = (int)(t->n_train - t->pos < t->cfg.batch ? t->n_train - t->pos : t->cfg.batch);
     long lo = t->pos + (long)b * t->rank / t->world, hi = t->pos + (long)b * (t->rank + 1) / t->world;
     int n = (int)(hi - lo);
-    ddl_model_zero_grads(t->m);
+    if (t->micro == 1 || n < 1) /* else each part zeroes its own, on the thread that fills them */
+        ddl_model_zero_grads(t->m);
     double l = 0.0;
     if (n > 0) {
         gather(t, t->data, t->perm + lo, 0, n);
@@ -417,7 +433,7 @@ int ddl_trainer_evaluate(ddl_trainer *t, const ddl_dataset *test, ddl_eval_stats
         gather(t, test, NULL, first, n);
         const float *logits = ddl_model_forward(t->m, t->x, n, 0, &t->drop_rng);
         loss += ddl_softmax_xent(n, C, S, logits, t->y, 1.0f, NULL, NULL);
-        (void)count_correct(logits, t->y, n, C, S, out->confusion);
+        (void)ddl__count_correct(logits, t->y, n, C, S, out->confusion);
     }
     if (t->cfg.comm) {
         float l = (float)loss;

@@ -1,0 +1,211 @@
+/* test_micro.c - micro-batches (ddl_train_config.micro_batches, src/train/micro.c): the parts'
+ * gradients add up to the whole batch's (even, uneven and empty parts, the last short batch of an
+ * epoch); the same bits at 1, 2 and 3 threads, with dropout too; "auto" picks one part per 32
+ * samples; the replicas are allocated at set-up and never during steps; bad counts are refused. */
+#include "ddl.h"
+#include "check.h"
+#include "count_alloc.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { N = 200, BATCH = 64 };
+static uint8_t img[N * 784], lab[N];
+
+
+static void make_data(ddl_dataset *d, long limit)
+{
+    ddl_rng r;
+    ddl_rng_seed(&r, 7);
+    for (int i = 0; i < N; i++) {
+        lab[i] = (uint8_t)ddl_rng_below(&r, 10);
+        for (int p = 0; p < 784; p++)
+            img[i * 784 + p] = (uint8_t)ddl_rng_below(&r, 256);
+    }
+    memset(d, 0, sizeof *d);
+    d->n = limit;
+    d->c = 1;
+    d->h = d->w = 28;
+    d->th = d->tw = 1;
+    d->n_classes = 10;
+    d->images = img;
+    d->targets = lab;
+}
+
+typedef struct run {
+    int micro, threads, steps, batch;
+    long samples;  /* training samples (N at most) */
+    float dropout;
+    float *grads;  /* if not NULL: the gradients after the last step */
+    double loss;   /* the last step's */
+} run;
+
+/* train: r->steps steps of LeNet (built for BATCH) on r->samples samples; the weights' CRC, or 0
+ * if anything failed. */
+static uint32_t train(run *r, counter *c, long *allocs_in_steps)
+{
+    ddl_set_threads(r->threads);
+    ddl_dataset d;
+    make_data(&d, r->samples);
+    ddl_allocator al = {count_alloc, count_free, c};
+    ddl_model_config mc = {.batch = BATCH, .in_c = 1, .in_h = 28, .in_w = 28, .n_classes = 10, .dropout = r->dropout};
+    ddl_model *m = NULL;
+    ddl_trainer *tr = NULL;
+    char err[256];
+    if (ddl_model_create(ddl_model_lenet(), &mc, &al, &m, err, sizeof err) != DDL_OK)
+        return 0;
+    ddl_train_config tc;
+    ddl_train_config_default(&tc);
+    tc.batch = r->batch;
+    tc.micro_batches = r->micro;
+    uint32_t crc = 0;
+    if (ddl_trainer_create(&tc, m, &d, &al, &tr, err, sizeof err) == DDL_OK) {
+        long before = c->allocs;
+        int ok = 1;
+        for (int s = 0; s < r->steps; s++)
+            ok &= ddl_trainer_step(tr, &r->loss) == DDL_OK;
+        if (allocs_in_steps)
+            *allocs_in_steps = c->allocs - before;
+        if (r->grads)
+            memcpy(r->grads, ddl_model_grads(m), ddl_model_n_params(m) * sizeof(float));
+        crc = ok ? ddl_model_crc(m) : 0;
+    } else {
+        fprintf(stderr, "trainer: %s\n", err);
+    }
+    ddl_trainer_destroy(tr);
+    ddl_model_destroy(m);
+    ddl_set_threads(1);
+    return crc;
+}
+
+static size_t lenet_params(void)
+{
+    ddl_model_config mc = {.batch = 1, .in_c = 1, .in_h = 28, .in_w = 28, .n_classes = 10};
+    ddl_model *m = NULL;
+    if (ddl_model_create(ddl_model_lenet(), &mc, NULL, &m, NULL, 0) != DDL_OK)
+        return 0;
+    size_t n = ddl_model_n_params(m);
+    ddl_model_destroy(m);
+    return n;
+}
+
+/* The gradient of a step in parts equals the whole batch's but for rounding: relative to the
+ * largest gradient, within 1e-5 (a part left out or added twice is off by a third or more). The
+ * second step's: each step starts from zero gradients. */
+static void test_parts_add_up(void)
+{
+    size_t n = lenet_params();
+    float *whole = malloc(n * sizeof(float)), *parts = malloc(n * sizeof(float));
+    /* samples: a full batch of 64; a short one of 8 (3 parts of 2, 3, 3); 5 samples in 8 parts
+     * (three parts empty) */
+    static const struct {
+        long samples;
+        int micro;
+    } cases[] = {{64, 2}, {64, 3}, {64, 8}, {8, 3}, {8, 8}, {5, 8}};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        counter c = {0, 0};
+        run a = {.micro = 1, .threads = 1, .steps = 2, .batch = BATCH, .samples = cases[k].samples, .grads = whole};
+        run b = a;
+        b.micro = cases[k].micro;
+        b.grads = parts;
+        uint32_t ca = train(&a, &c, NULL), cb = train(&b, &c, NULL);
+        CHECK(ca != 0 && cb != 0);
+        double top = 0.0, off = 0.0;
+        for (size_t i = 0; i < n; i++) {
+            top = fmax(top, fabs(whole[i]));
+            off = fmax(off, fabs((double)whole[i] - parts[i]));
+        }
+        CHECK(top > 1e-3);
+        if (off > 1e-5 * top)
+            fprintf(stderr, "%ld samples in %d parts: gradients off by %.3g (largest %.3g)\n", cases[k].samples,
+                    cases[k].micro, off, top);
+        CHECK(off <= 1e-5 * top);
+        CHECK_NEAR(a.loss, b.loss, 1e-5 * fabs(a.loss));
+    }
+    free(whole);
+    free(parts);
+}
+
+/* The same weights at 1, 2 and 3 threads: parts side by side (2 threads, 2 or 4 parts) or one
+ * after another (3 threads), with dropout, over 4 steps (the last of 8 samples). */
+static void test_threads(void)
+{
+    static const int micros[] = {2, 4};
+    for (int drop = 0; drop < 2; drop++)
+        for (size_t k = 0; k < sizeof micros / sizeof micros[0]; k++) {
+            uint32_t crc[3];
+            for (int t = 1; t <= 3; t++) {
+                counter c = {0, 0};
+                run r = {.micro = micros[k], .threads = t, .steps = 4, .batch = BATCH, .samples = N,
+                         .dropout = drop ? 0.3f : 0.0f};
+                crc[t - 1] = train(&r, &c, NULL);
+            }
+            if (crc[0] != crc[1] || crc[0] != crc[2])
+                fprintf(stderr, "%d parts, dropout %d: %08x %08x %08x\n", micros[k], drop, crc[0], crc[1], crc[2]);
+            CHECK(crc[0] != 0 && crc[0] == crc[1] && crc[0] == crc[2]);
+        }
+}
+
+/* auto (0): one part per 32 samples of the batch, 1 below 64. */
+static void test_auto(void)
+{
+    counter c = {0, 0};
+    run a = {.micro = 0, .threads = 2, .steps = 3, .batch = 64, .samples = N};
+    run two = a, one = a, small = a;
+    two.micro = 2;
+    one.micro = 1;
+    small.batch = 32;
+    uint32_t ca = train(&a, &c, NULL), c2 = train(&two, &c, NULL), c1 = train(&one, &c, NULL);
+    CHECK(ca != 0 && ca == c2 && ca != c1);
+    small.micro = 1;
+    uint32_t s1 = train(&small, &c, NULL);
+    small.micro = 0;
+    uint32_t s0 = train(&small, &c, NULL);
+    CHECK(s1 != 0 && s0 == s1);
+}
+
+/* The replicas come from the trainer's allocator at set-up: nothing is allocated in a step. */
+static void test_allocations(void)
+{
+    counter c = {0, 0};
+    long in_steps = -1;
+    run r = {.micro = 4, .threads = 2, .steps = 5, .batch = BATCH, .samples = N};
+    CHECK(train(&r, &c, &in_steps) != 0);
+    CHECK(c.allocs == 5); /* the model, the trainer and 3 replicas */
+    CHECK(c.frees == c.allocs);
+    CHECK(in_steps == 0);
+}
+
+static void test_bad_counts(void)
+{
+    ddl_dataset d;
+    make_data(&d, N);
+    ddl_model_config mc = {.batch = BATCH, .in_c = 1, .in_h = 28, .in_w = 28, .n_classes = 10};
+    ddl_model *m = NULL;
+    CHECK(ddl_model_create(ddl_model_lenet(), &mc, NULL, &m, NULL, 0) == DDL_OK);
+    static const int bad[] = {-1, DDL_MAX_MICRO_BATCHES + 1};
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        ddl_train_config tc;
+        ddl_train_config_default(&tc);
+        tc.micro_batches = bad[k];
+        ddl_trainer *tr = (ddl_trainer *)&tc;
+        char err[256] = "";
+        CHECK(ddl_trainer_create(&tc, m, &d, NULL, &tr, err, sizeof err) == DDL_EINVAL);
+        CHECK(tr == NULL);
+        CHECK(strstr(err, "micro_batches") != NULL);
+    }
+    ddl_model_destroy(m);
+}
+
+int main(void)
+{
+    test_parts_add_up();
+    test_threads();
+    test_auto();
+    test_allocations();
+    test_bad_counts();
+    return TEST_END();
+}
