@@ -666,8 +666,9 @@ uint64_t ddl_summary_writer_bytes(const ddl_summary_writer *w);
  * are only ever appended. */
 enum {
     DDL_SPAN_DATA = 0,       /* shuffling, gathering and normalising a batch */
-    DDL_SPAN_FORWARD = 1,    /* forward pass and loss */
-    DDL_SPAN_BACKWARD = 2,   /* backward pass */
+    DDL_SPAN_FORWARD = 1,    /* forward pass and loss (with micro-batches: the first part's) */
+    DDL_SPAN_BACKWARD = 2,   /* backward pass (with micro-batches: the rest of every part, and
+                              * adding their gradients) */
     DDL_SPAN_ALLREDUCE = 3,  /* gradient all-reduce (with its bytes) */
     DDL_SPAN_OPTIMIZER = 4,  /* optimizer step */
     DDL_SPAN_WAIT = 5,       /* in an all-reduce, waiting for the last rank to enter it (derived by

@@ -4,7 +4,7 @@
 #      batch and recipe), alternated REPEAT times; medians and their ratio.
 #   1b. U-Net (unet defaults: 64x64, batch 32, depth 3, width 8, Adam), SCENES training scenes,
 #      one process, one thread: ddl against tools/bench/unet_torch.py, alternated REPEAT times.
-#   2. Scaling: 2 ranks over shm against 1 rank (one epoch each).
+#   2. Scaling: 2 ranks over shm against 1 rank (one epoch each), LeNet, then U-Net (SCENES scenes).
 #   2b. --threads 2 in one process, LeNet and U-Net, against 1 thread and PyTorch's 2 (threads.sh).
 #      Before each round of 2 and 2b, tools/bench/cores.c measures what both cores give at once
 #      against one alone (a neighbour on a shared host can halve a core): the ceiling of the ratios.
@@ -84,6 +84,21 @@ if [ -z "$ONLY" ] || [ "$ONLY" = scaling ]; then
     one=$(median < /tmp/ddl-bench-1.txt); two=$(median < /tmp/ddl-bench-2.txt)
     echo "scaling: world1_images_per_sec=$one world2_images_per_sec=$two efficiency=$(awk "BEGIN {printf \"%.2f\", $two / (2 * $one)}")"
     record "LeNet, 2 ranks over shm, images/s" "$two" "ddl, 1 rank" "$one" "$(ratio "$two" "$one")" ">= 1.95" "$(cat $rss_d)" "-"
+    SCENES=${SCENES:-1024}
+    echo "== scaling: U-Net, $SCENES scenes, batch 32, 1 rank against 2 ranks over shm (1 thread each); $REPEAT runs"
+    : > /tmp/ddl-bench-1.txt; : > /tmp/ddl-bench-2.txt
+    i=0
+    while [ $i -lt "$REPEAT" ]; do
+        cores_probe /tmp/ddl-bench-cores.txt
+        "$BUILD/bin/unet" --scenes "$SCENES" --test-scenes 32 --epochs 1 --quiet --data "$DATA" |
+            field images_per_sec >> /tmp/ddl-bench-1.txt
+        peak_rss $rss_d "$BUILD/bin/ddlrun" -n 2 -t shm "$BUILD/bin/unet" --scenes "$SCENES" --test-scenes 32 --epochs 1 \
+            --quiet --data "$DATA" | field images_per_sec >> /tmp/ddl-bench-2.txt
+        i=$((i + 1))
+    done
+    one=$(median < /tmp/ddl-bench-1.txt); two=$(median < /tmp/ddl-bench-2.txt)
+    echo "scaling: unet world1_images_per_sec=$one world2_images_per_sec=$two efficiency=$(awk "BEGIN {printf \"%.2f\", $two / (2 * $one)}")"
+    record "U-Net, 2 ranks over shm, images/s" "$two" "ddl, 1 rank" "$one" "$(ratio "$two" "$one")" ">= 1.95" "$(cat $rss_d)" "-"
     cores_record "machine during the scaling runs" /tmp/ddl-bench-cores.txt
 fi
 
