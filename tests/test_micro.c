@@ -1,7 +1,8 @@
 /* test_micro.c - micro-batches (ddl_train_config.micro_batches, src/train/micro.c): the parts'
  * gradients add up to the whole batch's (even, uneven and empty parts, the last short batch of an
  * epoch); the same bits at 1, 2 and 3 threads, with dropout too; "auto" picks one part per 32
- * samples; the replicas are allocated at set-up and never during steps; bad counts are refused. */
+ * samples; the replicas are allocated at set-up and never during steps (and a failed one gives
+ * everything back); bad counts are refused. */
 #include "ddl.h"
 #include "check.h"
 #include "count_alloc.h"
@@ -179,6 +180,44 @@ static void test_allocations(void)
     CHECK(in_steps == 0);
 }
 
+/* An allocator that fails from its (limit + 1)-th block on. */
+typedef struct limited {
+    counter c;
+    long limit;
+} limited;
+
+static void *limited_alloc(void *ud, size_t bytes)
+{
+    limited *l = ud;
+    return l->c.allocs >= l->limit ? NULL : count_alloc(&l->c, bytes);
+}
+
+static void limited_free(void *ud, void *p) { count_free(&((limited *)ud)->c, p); }
+
+/* Out of memory for a replica: DDL_ENOMEM naming the part, and every block given back. */
+static void test_no_memory(void)
+{
+    ddl_dataset d;
+    make_data(&d, N);
+    ddl_model_config mc = {.batch = BATCH, .in_c = 1, .in_h = 28, .in_w = 28, .n_classes = 10};
+    ddl_model *m = NULL;
+    CHECK(ddl_model_create(ddl_model_lenet(), &mc, NULL, &m, NULL, 0) == DDL_OK);
+    for (long limit = 1; limit <= 2; limit++) { /* the trainer's block, then the first replica */
+        limited l = {{0, 0}, limit};
+        ddl_allocator al = {limited_alloc, limited_free, &l};
+        ddl_train_config tc;
+        ddl_train_config_default(&tc);
+        tc.micro_batches = 4;
+        ddl_trainer *tr = NULL;
+        char err[256] = "";
+        CHECK(ddl_trainer_create(&tc, m, &d, &al, &tr, err, sizeof err) == DDL_ENOMEM);
+        CHECK(tr == NULL);
+        CHECK(strstr(err, limit == 1 ? "micro-batch 2 of 4" : "micro-batch 3 of 4") != NULL);
+        CHECK(l.c.allocs == limit && l.c.frees == l.c.allocs);
+    }
+    ddl_model_destroy(m);
+}
+
 static void test_bad_counts(void)
 {
     ddl_dataset d;
@@ -207,5 +246,6 @@ int main(void)
     test_auto();
     test_allocations();
     test_bad_counts();
+    test_no_memory();
     return TEST_END();
 }
