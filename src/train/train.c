@@ -188,12 +188,29 @@ typedef struct gather_job {
     long first;
 } gather_job;
 
+/* prefetch_bytes: every cache line of p[0, n) on its way in (the last one too: a sample need not
+ * start on a line). Samples lie at random in a data set larger than the caches: fetched one after
+ * another, a batch of 64 LeNet images took 39-42 us a step, asked for at once 11-12 (DDL_TIMELINE's
+ * data span at one thread, 3 alternated runs; at two threads 26 -> 13). */
+static void prefetch_bytes(const uint8_t *p, size_t n)
+{
+    for (size_t k = 0; k < n; k += 64)
+        __builtin_prefetch(p + k);
+    if (n)
+        __builtin_prefetch(p + n - 1);
+}
+
 static void gather_range(void *ctx, size_t lo, size_t hi)
 {
     const gather_job *j = ctx;
     ddl_trainer *t = j->t;
     float scale = 1.0f / (255.0f * t->m->std), shift = -t->m->mean / t->m->std;
     size_t sb = t->sample_bytes, tb = (size_t)t->positions;
+    for (size_t i = lo; i < hi; i++) { /* ask for every line of the range's samples at once */
+        size_t s = j->idx ? j->idx[i] : (size_t)j->first + i;
+        prefetch_bytes(j->d->images + s * sb, sb);
+        prefetch_bytes(j->d->targets + s * tb, tb);
+    }
     for (size_t i = lo; i < hi; i++) {
         size_t s = j->idx ? j->idx[i] : (size_t)j->first + i;
         const uint8_t *src = j->d->images + s * sb;
