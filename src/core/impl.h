@@ -148,6 +148,11 @@ int ddl__conv2d_wide_dw(const ddl_conv2d *g, const float *x, const float *dy, fl
 /* ---- the model object (model.c; train/ reads it) ---- */
 #define DDL__NAME_BYTES 48
 
+/* ddl__count_correct (metrics.c): positions of n samples of logits (n, C, S) whose predicted
+ * class (the first of the largest logits) is the label in y; with confusion (C x C,
+ * [label][predicted]) non-NULL, counts every position there too. */
+int64_t ddl__count_correct(const float *logits, const uint8_t *y, int n, int C, int S, int64_t *confusion);
+
 struct ddl_model {
     void *mem;                   /* the caller's memory: the model starts at its first DDL_ALIGN boundary */
     const ddl_model_plugin *plugin;

@@ -85,9 +85,6 @@ struct ddl_trainer {
     char err[DDL_ERR_BYTES];
 };
 
-/* ddl__count_correct: positions of n samples of logits (n, C, S) whose predicted class is the
- * label in y; with confusion (C x C, [label][predicted]) non-NULL, counts every position there too. */
-int64_t ddl__count_correct(const float *logits, const uint8_t *y, int n, int C, int S, int64_t *confusion);
 /* micro-batches (micro.c). parts: how many for a configuration and a local batch. start: build
  * the replicas of t->m for t->micro parts (DDL_OK, or the failure in err); stop: free them.
  * pass: forward, loss and backward of n samples (t->x, t->y) of a global batch of b in parts,

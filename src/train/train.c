@@ -229,53 +229,6 @@ static void gather(ddl_trainer *t, const ddl_dataset *d, const uint32_t *idx, lo
     ddl__parallel_range((size_t)n, (size_t)4096 / (t->sample_bytes + 1) + 1, gather_range, &j);
 }
 
-/* ARGMAX_ROW: positions per pass of predict_rows. */
-#define ARGMAX_ROW 256
-#if defined(__GNUC__) && !defined(__clang__)
-#define OWN_STORES __attribute__((optimize("allow-store-data-races")))
-#else
-#define OWN_STORES
-#endif
-
-/* predict_rows: the predicted class (the first of the largest logits) at positions [p0, p0 +
- * len) of one sample's logits (C, S), len <= ARGMAX_ROW. Classes outside, positions inside: the
- * compare-and-keep runs down contiguous rows in vector registers. gcc turns the selects into
- * conditional stores, which it only vectorises when told that nobody else sees top and best
- * (true: they are this call's and its caller's stack): a third of the time of a loop per position. */
-OWN_STORES static void predict_rows(const float *l, int C, int S, int p0, int len, int *restrict best)
-{
-    float top[ARGMAX_ROW];
-    for (int p = 0; p < len; p++) {
-        top[p] = l[p0 + p];
-        best[p] = 0;
-    }
-    for (int c = 1; c < C; c++) {
-        const float *row = l + (size_t)c * S + p0;
-        for (int p = 0; p < len; p++) {
-            int more = row[p] > top[p];
-            top[p] = more ? row[p] : top[p];
-            best[p] = more ? c : best[p];
-        }
-    }
-}
-
-int64_t ddl__count_correct(const float *logits, const uint8_t *y, int n, int C, int S, int64_t *confusion)
-{
-    int64_t correct = 0;
-    int best[ARGMAX_ROW];
-    for (int i = 0; i < n; i++)
-        for (int p0 = 0; p0 < S; p0 += ARGMAX_ROW) {
-            int len = S - p0 < ARGMAX_ROW ? S - p0 : ARGMAX_ROW;
-            const uint8_t *yi = y + (size_t)i * S + p0;
-            predict_rows(logits + (size_t)i * C * S, C, S, p0, len, best);
-            for (int p = 0; p < len; p++)
-                correct += best[p] == yi[p];
-            for (int p = 0; confusion && p < len; p++)
-                confusion[yi[p] * C + best[p]]++;
-        }
-    return correct;
-}
-
 /* ---- step ---- */
 
 void ddl__trainer_reset_stats(ddl_trainer *t)
