@@ -255,9 +255,11 @@ int ddl_trainer_epoch(ddl_trainer *t, ddl_epoch_stats *out);
 int ddl_trainer_evaluate(ddl_trainer *t, const ddl_dataset *test, ddl_eval_stats *out);
 /* ddl_trainer_error: the detail of the last failure ("" if none). Owned by the trainer. */
 const char *ddl_trainer_error(const ddl_trainer *t);
-/* ddl_trainer_step_count / _epoch_index: optimizer steps done, and the current epoch (from 0). */
+/* ddl_trainer_step_count / _epoch_index: optimizer steps done, and the current epoch (from 0).
+ * ddl_trainer_micro_batches: the parts this rank's batch is cut into (micro_batches resolved). */
 long ddl_trainer_step_count(const ddl_trainer *t);
 int ddl_trainer_epoch_index(const ddl_trainer *t);
+int ddl_trainer_micro_batches(const ddl_trainer *t);
 /* ddl_trainer_epoch_done: 1 when every sample of the current epoch has been consumed (the next
  * step starts the next epoch), else 0. Lets a caller drive the loop with ddl_trainer_step, e.g.
  * to save a checkpoint every N steps. */

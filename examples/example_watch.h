@@ -176,6 +176,8 @@ static int example_watch_start(example_watch *w, ddl_comm *comm, const ddl_model
     size_t n = ddl_model_n_params(m), bytes = n * sizeof(float);
     printf("ddl %s: model %s, %zu parameters, gradient %.2f MB, world %d on %s, transport %s", ddl_version_string(),
            ddl_model_name(m), n, (double)bytes / 1e6, w->world, hosts, ddl_comm_transport_name(comm));
+    if (ddl_trainer_micro_batches(tr) > 1)
+        printf(", %d micro-batches", ddl_trainer_micro_batches(tr));
     if (comm && secs > 0)
         printf(", allreduce probe %.3f ms busbw %.2f GB/s", secs * 1e3,
                (double)bytes * 2.0 * (w->world - 1) / w->world / secs / 1e9);

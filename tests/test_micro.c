@@ -42,6 +42,7 @@ typedef struct run {
     float dropout;
     float *grads;  /* if not NULL: the gradients after the last step */
     double loss;   /* the last step's */
+    int parts;     /* what the trainer made of micro */
 } run;
 
 /* train: r->steps steps of LeNet (built for BATCH) on r->samples samples; the weights' CRC, or 0
@@ -64,6 +65,7 @@ static uint32_t train(run *r, counter *c, long *allocs_in_steps)
     tc.micro_batches = r->micro;
     uint32_t crc = 0;
     if (ddl_trainer_create(&tc, m, &d, &al, &tr, err, sizeof err) == DDL_OK) {
+        r->parts = ddl_trainer_micro_batches(tr);
         long before = c->allocs;
         int ok = 1;
         for (int s = 0; s < r->steps; s++)
@@ -161,11 +163,15 @@ static void test_auto(void)
     small.batch = 32;
     uint32_t ca = train(&a, &c, NULL), c2 = train(&two, &c, NULL), c1 = train(&one, &c, NULL);
     CHECK(ca != 0 && ca == c2 && ca != c1);
+    CHECK(a.parts == 2 && two.parts == 2 && one.parts == 1);
     small.micro = 1;
     uint32_t s1 = train(&small, &c, NULL);
     small.micro = 0;
     uint32_t s0 = train(&small, &c, NULL);
     CHECK(s1 != 0 && s0 == s1);
+    CHECK(small.parts == 1);
+    run few = {.micro = 8, .threads = 1, .steps = 1, .batch = 5, .samples = N};
+    CHECK(train(&few, &c, NULL) != 0 && few.parts == 5); /* no more parts than samples */
 }
 
 /* The replicas come from the trainer's allocator at set-up: nothing is allocated in a step. */

@@ -160,6 +160,7 @@ void ddl_trainer_destroy(ddl_trainer *t)
 const char *ddl_trainer_error(const ddl_trainer *t) { return t ? t->err : "no trainer"; }
 long ddl_trainer_step_count(const ddl_trainer *t) { return t->step; }
 int ddl_trainer_epoch_index(const ddl_trainer *t) { return t->epoch; }
+int ddl_trainer_micro_batches(const ddl_trainer *t) { return t->micro; }
 int ddl_trainer_epoch_done(const ddl_trainer *t) { return t->pos >= t->n_train; }
 
 /* ---- data ---- */
