@@ -783,7 +783,9 @@ int ddl_export_onnx(const ddl_checkpoint *ck, const char *path, const ddl_alloca
  * Bring your own model: fill a static const ddl_model_plugin and pass it to ddl_model_create
  * (examples/custom_model.c is a whole one). A plugin describes its parameters and activations in
  * build(), which the core calls twice: first to measure (every pointer it gets is NULL), then for
- * real. It must therefore only store the pointers it gets in build(), never use them there. */
+ * real. It must therefore only store the pointers it gets in build(), never use them there. The
+ * trainer may build more copies of it (micro-batches) and run them at once on other threads: its
+ * forward must depend only on its parameters and input, and it must keep no state outside self. */
 
 enum { DDL_INIT_ZERO = 0, DDL_INIT_HE = 1, DDL_INIT_GLOROT = 2, DDL_INIT_ONE = 3, DDL_INIT_TORCH = 4 };
 
