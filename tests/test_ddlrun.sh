@@ -117,6 +117,27 @@ printf 'a slots=2\nb slots=x\n' > "$tmp/hf"
 "$DDLRUN" -H nosuchhost.invalid --ssh-agent false true 2> "$tmp/err"; rc=$?
 [ $rc -ne 0 ]; check "an agent that fails fails the job ($rc)" $?
 
+# ---- --bind cores: each local rank on its own share of the CPUs ----
+cpus=$(grep Cpus_allowed_list /proc/self/status | cut -f2)
+show='echo "$DDL_LOCAL_RANK $(grep Cpus_allowed_list /proc/self/status | cut -f2)"'
+if [ "$(nproc)" -ge 2 ]; then
+    "$DDLRUN" -n 2 --bind cores sh -c "$show" > "$tmp/bind" 2>&1
+    a=$(awk '$1 == 0 {print $2}' "$tmp/bind"); b=$(awk '$1 == 1 {print $2}' "$tmp/bind")
+    [ -n "$a" ] && [ -n "$b" ] && [ "$a" != "$b" ] && [ "$a" != "$cpus" ] && [ "$b" != "$cpus" ]
+    check "--bind cores: ranks 0 and 1 on different CPUs ($a, $b of $cpus)" $?
+    "$DDLRUN" -n 2 sh -c "$show" > "$tmp/bind" 2>&1
+    [ "$(awk '{print $2}' "$tmp/bind" | sort -u)" = "$cpus" ]; check "no --bind: every rank may use every CPU" $?
+else
+    echo "skipped: --bind needs 2 CPUs or more"
+fi
+n=$(($(nproc) + 1))
+"$DDLRUN" -n $n --bind cores sh -c "$show" > "$tmp/bind" 2> "$tmp/err"; rc=$?
+[ $rc -eq 0 ] && grep -q "$n ranks on $(nproc) CPUs: not bound" "$tmp/err" && [ "$(wc -l < "$tmp/bind")" -eq $n ] &&
+    [ "$(awk '{print $2}' "$tmp/bind" | sort -u)" = "$cpus" ]
+check "--bind cores with more ranks than CPUs: said, and nothing bound" $?
+"$DDLRUN" -n 2 --bind socket true 2> "$tmp/err"; rc=$?
+[ $rc -eq 2 ] && grep -q -- "--bind socket" "$tmp/err"; check "bad --bind value refused naming it" $?
+
 # ---- usage errors ----
 "$DDLRUN" sh -c 'exit 0' 2> "$tmp/err"; rc=$?
 [ $rc -eq 2 ] && grep -q -- '-n N is required' "$tmp/err" && grep -qx "try 'ddlrun --help'" "$tmp/err"; check "missing -n" $?

@@ -7,7 +7,8 @@
  * dies with ddlrun (PR_SET_PDEATHSIG), however ddlrun dies.
  *
  *   ddlrun -n N [-t shm|tcp|zmq|mpi] [--nodes K --node-rank R --master HOST:PORT] [--timeout S]
- *          [--tag-output | --log-dir DIR] [--job ID] [--restarts R] [-x VAR[=VALUE]]... [--] PROGRAM [ARGS...]
+ *          [--tag-output | --log-dir DIR] [--job ID] [--restarts R] [--bind cores|none] [-x VAR[=VALUE]]...
+ *          [--] PROGRAM [ARGS...]
  *   ddlrun [-np TOTAL] -H HOST:SLOTS,... | --hostfile FILE [--ssh-agent CMD] [same flags] PROGRAM [ARGS...]
  *
  * With -H or --hostfile ddlrun is the head of a cluster job: it picks the master (the first host,
@@ -42,6 +43,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "tools/bind.h"
 #include "tools/cli.h"
 #include "tools/hostlist.h"
 #include "tools/sigpipe.h"
@@ -60,7 +62,7 @@
 #define DEFAULT_AGENT "ssh -o BatchMode=yes"
 
 typedef struct opts {
-    int n, np, nodes, node_rank, tag_output, restarts, env_stdin, nx;
+    int n, np, nodes, node_rank, tag_output, restarts, env_stdin, nx, bind;
     const char *transport, *master, *job, *token_file, *hosts, *hostfile, *agent, *log_dir;
     const char *xvars[MAX_XVARS]; /* -x VAR[=VALUE] */
     double timeout_s;
@@ -73,7 +75,7 @@ static int n_hosts;
 #define USAGE                                                                                                \
     "usage: ddlrun -n N [-t shm|tcp|zmq|mpi] [--nodes K --node-rank R --master HOST:PORT]\n"                 \
     "              [--timeout S] [--tag-output | --log-dir DIR] [--job ID] [--token-file F]\n"              \
-    "              [--restarts R] [-x VAR[=VALUE]]... [--] PROGRAM [ARGS...]\n"                             \
+    "              [--restarts R] [--bind cores|none] [-x VAR[=VALUE]]... [--] PROGRAM [ARGS...]\n"          \
     "       ddlrun [-np TOTAL] -H HOST[:SLOTS],... | --hostfile FILE [--ssh-agent CMD] [flags as above]\n"  \
     "              [--] PROGRAM [ARGS...]\n"                                                                \
     "Start N ranks of PROGRAM on this machine, or on several hosts over ssh, with the DDL_* environment\n"  \
@@ -100,6 +102,8 @@ static int n_hosts;
     "                  one node, or with -H on every host). The program must continue from its own\n"      \
     "                  checkpoint, e.g. lenet --checkpoint PATH --checkpoint-every N --resume; each\n"     \
     "                  restart gets a new job id (JOB-rK), a new port (one node) and DDL_RESTART=K\n"      \
+    "  --bind cores    local rank i of N runs on the i-th N-th of the CPUs ddlrun may use (none: the\n"      \
+    "                  default, the scheduler places them); nothing is bound with more ranks than CPUs\n"  \
     "  -h, --help      this text\n"                                                                          \
     "  --version       ddlrun's version\n"                                                                   \
     "Sets DDL_RANK, DDL_WORLD_SIZE, DDL_LOCAL_RANK, DDL_LOCAL_SIZE, DDL_MASTER, DDL_JOB, DDL_TRANSPORT,\n"   \
@@ -112,7 +116,8 @@ static void parse_args(int argc, char **argv, opts *o)
 {
     static const char *const transports[] = {"shm", "tcp", "zmq", "mpi", NULL};
     enum { NODES = 256, NODE_RANK, MASTER, TIMEOUT, TAG_OUTPUT, JOB, RESTARTS, TOKEN_FILE, HOSTFILE, AGENT,
-           LOG_DIR, ENV_STDIN };
+           LOG_DIR, ENV_STDIN, BIND };
+    static const char *const binds[] = {"none", "cores", NULL};
     static const struct option options[] = {
         {"transport", required_argument, NULL, 't'}, {"nodes", required_argument, NULL, NODES},
         {"node-rank", required_argument, NULL, NODE_RANK}, {"master", required_argument, NULL, MASTER},
@@ -120,7 +125,8 @@ static void parse_args(int argc, char **argv, opts *o)
         {"job", required_argument, NULL, JOB}, {"restarts", required_argument, NULL, RESTARTS},
         {"token-file", required_argument, NULL, TOKEN_FILE}, {"nproc-per-node", required_argument, NULL, 'n'},
         {"hostfile", required_argument, NULL, HOSTFILE}, {"ssh-agent", required_argument, NULL, AGENT},
-        {"log-dir", required_argument, NULL, LOG_DIR}, {"env-stdin", no_argument, NULL, ENV_STDIN}, /* hidden */
+        {"log-dir", required_argument, NULL, LOG_DIR}, {"bind", required_argument, NULL, BIND},
+        {"env-stdin", no_argument, NULL, ENV_STDIN}, /* hidden */
         CLI_HELP_VERSION, {NULL, 0, NULL, 0}};
     memset(o, 0, sizeof *o);
     o->nodes = 1;
@@ -154,6 +160,7 @@ static void parse_args(int argc, char **argv, opts *o)
             break;
         case TIMEOUT: o->timeout_s = cli_float("--timeout", optarg, 0.001, 2e6); break;
         case TAG_OUTPUT: o->tag_output = 1; break;
+        case BIND: o->bind = cli_word("--bind", optarg, binds); break;
         case JOB: o->job = optarg; break;
         case TOKEN_FILE: o->token_file = optarg; break;
         case RESTARTS: o->restarts = cli_int("--restarts", optarg, 0, 1000000); break;
@@ -414,6 +421,8 @@ static void spawn_rank(const opts *o, rank *r, int local)
         setenv("DDL_RANK", buf, 1);
         snprintf(buf, sizeof buf, "%d", local);
         setenv("DDL_LOCAL_RANK", buf, 1);
+        if (o->bind && bind_rank(local, o->n) != 0)
+            fprintf(stderr, "ddlrun: --bind cores: rank %d not bound: %s\n", r->id, strerror(errno));
         int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGCHLD, SIGPIPE};
         for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
             signal(sigs[i], SIG_DFL);
@@ -791,6 +800,8 @@ static void node_command(const opts *o, char *cmd, size_t cap, int i, int k, int
         snprintf(buf, sizeof buf, " --timeout %g", o->timeout_s), append(cmd, cap, buf);
     if (o->tag_output)
         append(cmd, cap, " --tag-output");
+    if (o->bind)
+        append(cmd, cap, " --bind cores");
     if (o->log_dir)
         append(cmd, cap, " --log-dir "), quote(cmd, cap, o->log_dir);
     append(cmd, cap, " --");
@@ -956,6 +967,10 @@ int main(int argc, char **argv)
     install_handlers("ddlrun");
     char base_job[128];
     snprintf(base_job, sizeof base_job, "%s", getenv("DDL_JOB"));
+    if (o.bind && bind_cpus() < o.n) {
+        fprintf(stderr, "ddlrun: --bind cores: %d ranks on %d CPUs: not bound\n", o.n, bind_cpus());
+        o.bind = 0;
+    }
     static rank ranks[MAX_RANKS];
     for (int k = 0;; k++) {
         if (k > 0)
