@@ -118,6 +118,7 @@ static void add_parts(void *ctx, size_t lo, size_t hi)
 double ddl__micro_pass(ddl_trainer *t, int n, int b, int64_t *mid)
 {
     micro_job j = {t, n, b};
+    t->micro_mid = ddl_timeline_now(); /* part 0's forward ends later, unless it has no samples */
     for (int r = 0; r < t->micro; r++)
         ddl_rng_seed(&t->micro_rng[r], ddl_rng_next(&t->drop_rng));
     int threads = ddl__threads();
