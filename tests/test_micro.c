@@ -84,13 +84,18 @@ static uint32_t train(run *r, counter *c, long *allocs_in_steps)
     return crc;
 }
 
+/* lenet: a LeNet for batch samples of 28x28 (NULL if it cannot be built). */
+static ddl_model *lenet(int batch)
+{
+    ddl_model_config mc = {.batch = batch, .in_c = 1, .in_h = 28, .in_w = 28, .n_classes = 10};
+    ddl_model *m = NULL;
+    return ddl_model_create(ddl_model_lenet(), &mc, NULL, &m, NULL, 0) == DDL_OK ? m : NULL;
+}
+
 static size_t lenet_params(void)
 {
-    ddl_model_config mc = {.batch = 1, .in_c = 1, .in_h = 28, .in_w = 28, .n_classes = 10};
-    ddl_model *m = NULL;
-    if (ddl_model_create(ddl_model_lenet(), &mc, NULL, &m, NULL, 0) != DDL_OK)
-        return 0;
-    size_t n = ddl_model_n_params(m);
+    ddl_model *m = lenet(1);
+    size_t n = m ? ddl_model_n_params(m) : 0;
     ddl_model_destroy(m);
     return n;
 }
@@ -205,9 +210,8 @@ static void test_no_memory(void)
 {
     ddl_dataset d;
     make_data(&d, N);
-    ddl_model_config mc = {.batch = BATCH, .in_c = 1, .in_h = 28, .in_w = 28, .n_classes = 10};
-    ddl_model *m = NULL;
-    CHECK(ddl_model_create(ddl_model_lenet(), &mc, NULL, &m, NULL, 0) == DDL_OK);
+    ddl_model *m = lenet(BATCH);
+    CHECK(m != NULL);
     for (long limit = 1; limit <= 2; limit++) { /* the trainer's block, then the first replica */
         limited l = {{0, 0}, limit};
         ddl_allocator al = {limited_alloc, limited_free, &l};
@@ -228,9 +232,8 @@ static void test_bad_counts(void)
 {
     ddl_dataset d;
     make_data(&d, N);
-    ddl_model_config mc = {.batch = BATCH, .in_c = 1, .in_h = 28, .in_w = 28, .n_classes = 10};
-    ddl_model *m = NULL;
-    CHECK(ddl_model_create(ddl_model_lenet(), &mc, NULL, &m, NULL, 0) == DDL_OK);
+    ddl_model *m = lenet(BATCH);
+    CHECK(m != NULL);
     static const int bad[] = {-1, DDL_MAX_MICRO_BATCHES + 1};
     for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
         ddl_train_config tc;
