@@ -1,8 +1,8 @@
 /* test_micro.c - micro-batches (ddl_train_config.micro_batches, src/train/micro.c): the parts'
  * gradients add up to the whole batch's (even, uneven and empty parts, the last short batch of an
  * epoch); the same bits at 1, 2 and 3 threads, with dropout too; "auto" picks one part per 32
- * samples; the replicas are allocated at set-up and never during steps (and a failed one gives
- * everything back); bad counts are refused. */
+ * samples; each part has its own dropout stream (a probe plugin); the replicas are allocated at
+ * set-up and never during steps (and a failed one gives everything back); bad counts are refused. */
 #include "ddl.h"
 #include "check.h"
 #include "count_alloc.h"
@@ -191,6 +191,82 @@ static void test_allocations(void)
     CHECK(in_steps == 0);
 }
 
+/* ---- a probe plugin: logits = its bias; forward records the first draw of its dropout generator ---- */
+
+typedef struct probe {
+    float *b, *gb;
+    int classes;
+} probe;
+
+static struct {
+    const void *self;
+    uint64_t draw;
+} draws[DDL_MAX_MICRO_BATCHES]; /* per replica, in the order they first ran (one thread) */
+static int n_draws;
+
+static int probe_build(void *self, const ddl_model_config *cfg, ddl_model_build *b)
+{
+    probe *p = self;
+    int shape[1] = {cfg->n_classes};
+    p->classes = cfg->n_classes;
+    p->b = ddl_build_param(b, "bias", 1, shape, DDL_INIT_ZERO, 1, 1, &p->gb);
+    ddl_build_output(b, cfg->n_classes, 1, 1);
+    return DDL_OK;
+}
+
+static void probe_forward(void *self, const float *x, int batch, int training, ddl_rng *rng, float *logits)
+{
+    probe *p = self;
+    (void)x;
+    for (int i = 0; i < batch * p->classes; i++)
+        logits[i] = p->b[i % p->classes];
+    int k = 0;
+    while (k < n_draws && draws[k].self != self)
+        k++;
+    if (training && k < DDL_MAX_MICRO_BATCHES) {
+        draws[k].self = self;
+        draws[k].draw = ddl_rng_next(rng);
+        n_draws += k == n_draws;
+    }
+}
+
+static void probe_backward(void *self, const float *x, int batch, const float *dlogits)
+{
+    probe *p = self;
+    (void)x;
+    for (int i = 0; i < batch * p->classes; i++)
+        p->gb[i % p->classes] += dlogits[i];
+}
+
+static const ddl_model_plugin probe_plugin = {DDL_MODEL_VERSION, "probe", sizeof(probe), probe_build, probe_forward,
+                                              probe_backward};
+
+/* Each part draws its own dropout masks: the parts' generators start apart (one shared seed would
+ * give every part the same masks, the same at any thread count, so test_threads cannot see it). */
+static void test_dropout_streams(void)
+{
+    ddl_dataset d;
+    make_data(&d, N);
+    ddl_model_config mc = {.batch = BATCH, .in_c = 1, .in_h = 28, .in_w = 28, .n_classes = 10};
+    ddl_model *m = NULL;
+    CHECK(ddl_model_create(&probe_plugin, &mc, NULL, &m, NULL, 0) == DDL_OK);
+    ddl_train_config tc;
+    ddl_train_config_default(&tc);
+    tc.micro_batches = 4;
+    ddl_trainer *tr = NULL;
+    CHECK(m && ddl_trainer_create(&tc, m, &d, NULL, &tr, NULL, 0) == DDL_OK);
+    n_draws = 0;
+    CHECK(tr && ddl_trainer_step(tr, NULL) == DDL_OK);
+    CHECK(n_draws == 4);
+    int apart = 1;
+    for (int i = 0; i < n_draws; i++)
+        for (int j = i + 1; j < n_draws; j++)
+            apart &= draws[i].draw != draws[j].draw;
+    CHECK(apart);
+    ddl_trainer_destroy(tr);
+    ddl_model_destroy(m);
+}
+
 /* An allocator that fails from its (limit + 1)-th block on. */
 typedef struct limited {
     counter c;
@@ -256,5 +332,6 @@ int main(void)
     test_allocations();
     test_bad_counts();
     test_no_memory();
+    test_dropout_streams();
     return TEST_END();
 }
