@@ -180,13 +180,11 @@ typedef struct ddl_train_config {
                               * spare a shared file system */
     ddl_timeline *timeline;  /* optional: each step records its data, forward, backward,
                               * all-reduce and optimizer spans there (see "watching a run") */
-    int micro_batches;       /* this rank's batch in this many parts, each through its own copy
-                              * of the model, their gradients added in order: the threads run the
-                              * parts side by side when they divide evenly among them, the same
-                              * bits at any thread count. 0 (auto): one process, one part per 32
-                              * samples up to DDL_MAX_MICRO_BATCHES (LeNet's 64: 2); 2 ranks or
-                              * more, 1 (overlap needs it); 1: the model alone. The plugin's
-                              * forward must depend only on its parameters and input. */
+    int micro_batches;       /* this rank's batch in this many parts, each on its own copy of the
+                              * model (see the plugin interface), gradients added in order; the
+                              * threads run parts side by side when they divide them: the same
+                              * bits at any thread count. 0 (auto): one part per 32 samples, up
+                              * to DDL_MAX_MICRO_BATCHES, in one process; 1 with ranks (overlap). */
 } ddl_train_config;
 
 #define DDL_MAX_MICRO_BATCHES 8

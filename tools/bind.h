@@ -11,7 +11,6 @@
 #define DDL_BIND_H
 
 #include <sched.h> /* CPU_COUNT and sched_setaffinity: the build defines _GNU_SOURCE */
-#include <stdio.h>
 
 /* bind_cpus: how many CPUs this process may run on (0 if that cannot be read). */
 static int bind_cpus(void)
