@@ -10,5 +10,9 @@ check() { # check NAME CONDITION-EXIT-STATUS
 crc() { sed -n 's/.*weights_crc=\([0-9a-f]*\).*/\1/p' "$1" | tail -n 1; }
 # field NAME: from standard input, the value NAME= of the last summary line.
 field() { sed -n "s/^summary:.* $1=\([^ ]*\).*/\1/p" | tail -n 1; }
-# free_port: a TCP port on 127.0.0.1 that is free right now (python3).
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+# PYTHON: Debian's python3, which make's install step installs (a python3 earlier in PATH, such as
+# a pyenv shim, can take half a second to start: the tests start it some fifty times).
+PYTHON=python3
+[ -x /usr/bin/python3 ] && PYTHON=/usr/bin/python3
+# free_port: a TCP port on 127.0.0.1 that is free right now.
+free_port() { "$PYTHON" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }

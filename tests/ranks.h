@@ -287,6 +287,15 @@ static inline int run_ranks(const char *tname, int world, rank_fn fn, void *arg,
     return bad;
 }
 
+/* test_max_world: the largest world a suite runs: DDL_TEST_MAX_WORLD if set (tests/test_mac.sh
+ * reruns the suites with every message MAC'd, where 2 and 3 ranks reach every path), else dflt. */
+static inline int test_max_world(int dflt)
+{
+    const char *env = getenv("DDL_TEST_MAX_WORLD");
+    int n = env && env[0] ? atoi(env) : 0;
+    return n >= 2 && n < dflt ? n : dflt;
+}
+
 /* test_transports: the transports to run: DDL_TEST_TRANSPORT, or every one compiled in but mpi
  * (which needs mpirun). Returns how many names were written to out. */
 static inline int test_transports(const char *out[4])

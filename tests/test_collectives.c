@@ -321,7 +321,7 @@ int main(void)
     test_world1();
     for (int t = 0; t < nt; t++) {
         static const int worlds[] = {2, 3, 4, 5, 8};
-        for (size_t w = 0; w < sizeof worlds / sizeof worlds[0]; w++) {
+        for (size_t w = 0; w < sizeof worlds / sizeof worlds[0] && worlds[w] <= test_max_world(8); w++) {
             struct opts o = {1};
             double t0 = ranks_now();
             run_ranks(names[t], worlds[w], rank_main, &o, 120, -1);

@@ -80,7 +80,7 @@ $PLOT --dump "$tmp/bad" > /dev/null 2> "$tmp/err.bad"
 [ $? -eq 1 ] && grep -q "CRC mismatch" "$tmp/err.bad"; check "a changed byte: CRC mismatch, exit 1" $?
 
 # ---- the timeline ----
-python3 - "$tmp/tl.json" > "$tmp/tl.out" 2>&1 << 'PY'
+"$PYTHON" - "$tmp/tl.json" > "$tmp/tl.out" 2>&1 << 'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
 ev = [e for e in d["traceEvents"] if e["ph"] == "X"]

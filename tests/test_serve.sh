@@ -18,7 +18,7 @@ export OPENBLAS_NUM_THREADS=1
 if [ ! -x "$B/ddl-serve" ]; then
     echo "skipped: no $B/ddl-serve (needs libmicrohttpd-dev and libjansson-dev)"; echo "0 passed, 0 failed"; exit 0
 fi
-if [ ! -d "$DATA" ] || ! command -v curl > /dev/null || ! command -v python3 > /dev/null; then
+if [ ! -d "$DATA" ] || ! command -v curl > /dev/null || ! command -v "$PYTHON" > /dev/null; then
     echo "skipped: needs $DATA, curl and python3"; echo "0 passed, 0 failed"; exit 0
 fi
 tmp=$(mktemp -d) || exit 1
@@ -47,7 +47,7 @@ check "lenet trains a second model" $?
 "$B/unet" --epochs 1 --scenes 200 --test-scenes 20 --quiet --save "$tmp/unet.ckpt" > /dev/null 2>&1
 check "unet trains" $?
 # the first 3 test images as JSON and PGM, and what lenet --predict says of them
-python3 - "$tmp" "$DATA" <<'PY'
+"$PYTHON" - "$tmp" "$DATA" <<'PY'
 import gzip, json, struct, sys
 tmp, data = sys.argv[1], sys.argv[2]
 raw = gzip.open(data + "/t10k-images-idx3-ubyte.gz").read()[16:16 + 3 * 784]
@@ -73,7 +73,7 @@ check "GET /v1/models/NAME: version 1 AVAILABLE" $?
 check "GET .../metadata: shapes, classes, normalisation" $?
 [ "$(req POST /v1/models/fashion:predict -H 'Content-Type: application/json' --data-binary @"$tmp/three.json")" = 200 ]
 check ":predict with 3 instances of 28x28: 200" $?
-got=$(python3 -c "import json,sys; p=json.load(open(sys.argv[1]))['predictions']; print(' '.join(str(max(range(10), key=lambda k: r[k])) for r in p) + ' ' if all(abs(sum(r)-1)<1e-4 for r in p) and len(p)==3 else 'bad')" "$tmp/out")
+got=$("$PYTHON" -c "import json,sys; p=json.load(open(sys.argv[1]))['predictions']; print(' '.join(str(max(range(10), key=lambda k: r[k])) for r in p) + ' ' if all(abs(sum(r)-1)<1e-4 for r in p) and len(p)==3 else 'bad')" "$tmp/out")
 [ "$got" = "$want" ]; check ":predict classes ($got) are lenet --predict's ($want), probabilities sum to 1" $?
 cp "$tmp/out" "$tmp/three.out"
 req POST /v1/models/fashion:predict --data-binary @"$tmp/one.json" > /dev/null; cp "$tmp/out" "$tmp/one.out"
@@ -87,20 +87,20 @@ check "SageMaker POST /invocations answers as :predict" $?
 check "KServe v2 health live and ready" $?
 [ "$(req GET /v2/models/fashion)" = 200 ] && grep -q '"shape":\[-1,1,28,28\]' "$tmp/out"; check "GET /v2/models/NAME: input shape" $?
 [ "$(req POST /v2/models/fashion/infer --data-binary @"$tmp/v2.json")" = 200 ] &&
-    python3 -c "import json,sys; o={x['name']: x for x in json.load(open(sys.argv[1]))['outputs']}; print(' '.join(map(str, o['classes']['data'])) + ' ')" "$tmp/out" > "$tmp/v2c" &&
+    "$PYTHON" -c "import json,sys; o={x['name']: x for x in json.load(open(sys.argv[1]))['outputs']}; print(' '.join(map(str, o['classes']['data'])) + ' ')" "$tmp/out" > "$tmp/v2c" &&
     [ "$(cat "$tmp/v2c")" = "$want" ]
 check "POST /v2/models/NAME/infer: the same classes ($(cat "$tmp/v2c"))" $?
 [ "$(req POST /v1/models/seg:predict --data-binary @"$tmp/scene.json")" = 200 ] &&
-    python3 -c "import json,sys; m=json.load(open(sys.argv[1]))['predictions'][0]; sys.exit(not (len(m)==64 and all(len(r)==64 and all(0<=c<=10 for c in r) for r in m)))" "$tmp/out"
+    "$PYTHON" -c "import json,sys; m=json.load(open(sys.argv[1]))['predictions'][0]; sys.exit(not (len(m)==64 and all(len(r)==64 and all(0<=c<=10 for c in r) for r in m)))" "$tmp/out"
 check "U-Net :predict: a 64 x 64 mask of classes 0..10" $?
 # the fast path of :predict (stream.c) answers every body as the tree path does
-python3 tests/serve/stream_equiv.py "$port" fashion seg > "$tmp/stream" 2>&1
+"$PYTHON" tests/serve/stream_equiv.py "$port" fashion seg > "$tmp/stream" 2>&1
 grep '^FAIL' "$tmp/stream"
 [ "$(grep -c '^PASS' "$tmp/stream")" -ge 103 ] && ! grep -q '^FAIL' "$tmp/stream"
 check "stream_equiv.py: the streaming parse equals the tree parse, the reply writer jansson ($(tail -n 1 "$tmp/stream"))" $?
 # the page's "random scene": pixels and truth of a held-out scene, the same for the same number
 [ "$(req GET /api/scene/seg/17)" = 200 ] && cp "$tmp/out" "$tmp/scene17" && [ "$(req GET /api/scene/seg/17)" = 200 ] &&
-    cmp -s "$tmp/out" "$tmp/scene17" && python3 -c "
+    cmp -s "$tmp/out" "$tmp/scene17" && "$PYTHON" -c "
 import json,sys; j=json.load(open(sys.argv[1])); p, t = j['pixels'], j['truth']
 ok = len(p)==64 and all(len(r)==64 and all(0<=v<=255 for v in r) for r in p) and len(t)==64 and all(0<=c<=10 for r in t for c in r)
 sys.exit(not (ok and any(c for r in t for c in r)))" "$tmp/scene17"
@@ -112,7 +112,7 @@ check "GET /api/scene/seg/17: a 64 x 64 scene with its truth, the same twice" $?
 check "/api/scene refuses a classifier, a bad number and an unknown model" $?
 [ "$(req GET /)" = 200 ] && grep -q '<canvas id="draw"' "$tmp/out" && ! grep -qiE 'src="https?:|href="https?:' "$tmp/out"
 check "the page at /: embedded, nothing from another host" $?
-[ "$(req GET /api/training)" = 200 ] && python3 -c "import json,sys; r=json.load(open(sys.argv[1]))['runs']; sys.exit(not (len(r)==1 and len(r[0]['train/loss'])>5 and len(r[0]['test/accuracy'])==1))" "$tmp/out"
+[ "$(req GET /api/training)" = 200 ] && "$PYTHON" -c "import json,sys; r=json.load(open(sys.argv[1]))['runs']; sys.exit(not (len(r)==1 and len(r[0]['train/loss'])>5 and len(r[0]['test/accuracy'])==1))" "$tmp/out"
 check "/api/training: the run's loss curve and test accuracy from --logdir" $?
 [ "$(req GET /metrics)" = 200 ] && grep -q '^ddl_serve_requests_total{model="fashion",code="2xx"} [1-9]' "$tmp/out" &&
     grep -q '^ddl_serve_request_duration_seconds_count{model="fashion"} [1-9]' "$tmp/out" &&
@@ -121,7 +121,7 @@ check "/metrics: requests and latency per model, in Prometheus text" $?
 
 # ---- attacks ----
 before=$(rss $pid)
-python3 tests/serve/attack.py "$port" fashion "$tmp/one.json" > "$tmp/attack" 2>&1
+"$PYTHON" tests/serve/attack.py "$port" fashion "$tmp/one.json" > "$tmp/attack" 2>&1
 pass=$((pass + $(grep -c '^PASS' "$tmp/attack"))); fail=$((fail + $(grep -c '^FAIL' "$tmp/attack")))
 grep '^FAIL' "$tmp/attack"
 [ "$(grep -c '^PASS' "$tmp/attack")" -ge 25 ]; check "attack.py ran its checks ($(grep -c '^PASS' "$tmp/attack") passed)" $?

@@ -25,7 +25,7 @@ trap '[ -n "$pid" ] && kill $pid 2>/dev/null; rm -rf "$tmp"' EXIT
 check "lenet trains" $?
 "$B/unet" --epochs 1 --scenes 200 --test-scenes 20 --quiet --save "$tmp/unet.ckpt" > /dev/null 2>&1
 check "unet trains" $?
-python3 -c "
+"$PYTHON" -c "
 import gzip, json, sys
 raw = gzip.open('$DATA/t10k-images-idx3-ubyte.gz').read()[16:16 + 784]
 json.dump(list(raw), open('$tmp/px.json', 'w')); json.dump({'instances': [list(raw)]}, open('$tmp/one.json', 'w'))"
@@ -33,7 +33,7 @@ json.dump(list(raw), open('$tmp/px.json', 'w')); json.dump({'instances': [list(r
 pid=$!
 for _ in $(seq 100); do port=$(sed -n 's/.*listening on port \([0-9]*\).*/\1/p' "$tmp/log"); [ -n "$port" ] && break; sleep 0.1; done
 cls=$(curl -s --data-binary @"$tmp/one.json" "http://127.0.0.1:$port/v1/models/fashion:predict" |
-      python3 -c "import json,sys; p=json.load(sys.stdin)['predictions'][0]; print(max(range(10), key=lambda k: p[k]))")
+      "$PYTHON" -c "import json,sys; p=json.load(sys.stdin)['predictions'][0]; print(max(range(10), key=lambda k: p[k]))")
 [ -n "$cls" ]; check "the API's class for test image 0: $cls" $?
 out=$(cd tests/serve && node browser.js "http://127.0.0.1:$port/" "$CHROMIUM" "$tmp/px.json" "$cls" "$tmp/page.png" 2>&1)
 echo "$out"

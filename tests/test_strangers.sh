@@ -15,7 +15,7 @@ BUILD=${BUILD:-build}
 cd "$(dirname "$0")/.." || exit 1
 DATA=/usr/share/datasets/fashion-mnist
 skip() { echo "skipped: $*"; echo "0 passed, 0 failed"; exit 0; }
-command -v python3 >/dev/null 2>&1 || skip "no python3"
+command -v "$PYTHON" >/dev/null 2>&1 || skip "no python3"
 command -v ss >/dev/null 2>&1 || skip "no ss (apt-get install iproute2)"
 [ -e "$DATA/train-images-idx3-ubyte.gz" ] || [ -e "$DATA/train-images-idx3-ubyte" ] ||
     skip "no Fashion-MNIST in $DATA (apt-get install dataset-fashion-mnist)"
@@ -27,7 +27,7 @@ trap cleanup EXIT
 trap 'exit 1' INT TERM
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 ARGS="--epochs 2 --train-limit 8000 --seed 42 --quiet --data $DATA"
-FLOOD="python3 tests/flood.py"
+FLOOD="$PYTHON tests/flood.py"
 now_ms() { date +%s%3N; }
 ranks_of() { # the lenet processes under the given pids
     for p in "$@"; do

@@ -468,7 +468,7 @@ static void rank_no_faults(int rank, int world, void *arg)
 static void run_suite(const char *tname)
 {
     struct kill_opts recv_kill = {0}, coll_kill = {1};
-    for (int world = 2; world <= 4; world++) {
+    for (int world = 2; world <= test_max_world(4); world++) {
         double t0 = ranks_now();
         run_ranks(tname, world, rank_sizes, NULL, 60, -1);
         run_ranks(tname, world, rank_order, NULL, 30, -1);

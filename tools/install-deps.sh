@@ -8,7 +8,7 @@
 # chromium; playwright-core downloads no browser). ddl-serve needs libmicrohttpd-dev and
 # libjansson-dev and libyajl-dev; its tests curl, chromium; make bench wrk.
 set -u
-PKGS="gcc g++ libc6-dev make pkg-config cmake libopenblas-dev libzmq3-dev liblz4-dev libopenmpi-dev openmpi-bin zlib1g-dev libsodium-dev libpng-dev dataset-fashion-mnist iproute2 procps bc libmicrohttpd-dev libjansson-dev libyajl-dev curl chromium wrk"
+PKGS="gcc g++ libc6-dev make pkg-config python3 cmake libopenblas-dev libzmq3-dev liblz4-dev libopenmpi-dev openmpi-bin zlib1g-dev libsodium-dev libpng-dev dataset-fashion-mnist iproute2 procps bc libmicrohttpd-dev libjansson-dev libyajl-dev curl chromium wrk"
 NODE=1
 [ "${DDL_BENCH_DEPS:-0}" = 1 ] && PKGS="$PKGS python3 python3-torch python3-numpy time"
 [ "${DDL_FUZZ_DEPS:-0}" = 1 ] && PKGS="clang" NODE=0  # make fuzz only: make test never needs clang
