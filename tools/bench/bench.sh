@@ -72,21 +72,25 @@ if [ -z "$ONLY" ] || [ "$ONLY" = unet ]; then
 fi
 
 if [ -z "$ONLY" ] || [ "$ONLY" = scaling ]; then
-    echo "== scaling: LeNet $EPOCHS epoch(s), global batch 64, 1 rank against 2 ranks over shm (1 thread each); $REPEAT runs"
-    : > /tmp/ddl-bench-1.txt; : > /tmp/ddl-bench-2.txt; : > /tmp/ddl-bench-cores.txt
+    echo "== scaling: LeNet $EPOCHS epoch(s), global batch 64, 1 rank against 2 ranks over shm (1 thread each),"
+    echo "   and 2 lone 1-rank processes at once with batch 32 each (no exchange: the cores' own ceiling); $REPEAT runs"
+    : > /tmp/ddl-bench-1.txt; : > /tmp/ddl-bench-2.txt; : > /tmp/ddl-bench-cores.txt; : > /tmp/ddl-bench-pair.txt
     i=0
     while [ $i -lt "$REPEAT" ]; do
         cores_probe /tmp/ddl-bench-cores.txt
         "$BUILD/bin/lenet" --epochs "$EPOCHS" --quiet --data "$DATA" | field images_per_sec >> /tmp/ddl-bench-1.txt
         peak_rss $rss_d "$BUILD/bin/ddlrun" -n 2 -t shm "$BUILD/bin/lenet" --epochs "$EPOCHS" --quiet --data "$DATA" | field images_per_sec >> /tmp/ddl-bench-2.txt
+        pair_rate "$BUILD/bin/lenet" --epochs "$EPOCHS" --batch 32 --quiet --data "$DATA" >> /tmp/ddl-bench-pair.txt
         i=$((i + 1))
     done
-    one=$(median < /tmp/ddl-bench-1.txt); two=$(median < /tmp/ddl-bench-2.txt)
-    echo "scaling: world1_images_per_sec=$one world2_images_per_sec=$two efficiency=$(awk "BEGIN {printf \"%.2f\", $two / (2 * $one)}")"
+    one=$(median < /tmp/ddl-bench-1.txt); two=$(median < /tmp/ddl-bench-2.txt); lone=$(median < /tmp/ddl-bench-pair.txt)
+    echo "scaling: world1_images_per_sec=$one world2_images_per_sec=$two efficiency=$(awk "BEGIN {printf \"%.2f\", $two / (2 * $one)}") lone_pair_images_per_sec=$lone lone_pair_vs_1=$(ratio "$lone" "$one")"
     record "LeNet, 2 ranks over shm, images/s" "$two" "ddl, 1 rank" "$one" "$(ratio "$two" "$one")" ">= 1.95" "$(cat $rss_d)" "-"
+    record "LeNet, 2 ranks over shm, images/s" "$two" "2 lone processes at once, batch 32 each (the cores' ceiling: $(ratio "$lone" "$one")x 1 rank)" "$lone" "$(ratio "$two" "$lone")" "-" "-" "-"
     SCENES=${SCENES:-1024}
-    echo "== scaling: U-Net, $SCENES scenes, batch 32, 1 rank against 2 ranks over shm (1 thread each); $REPEAT runs"
-    : > /tmp/ddl-bench-1.txt; : > /tmp/ddl-bench-2.txt
+    echo "== scaling: U-Net, $SCENES scenes, batch 32, 1 rank against 2 ranks over shm (1 thread each),"
+    echo "   and 2 lone 1-rank processes at once with batch 16 each; $REPEAT runs"
+    : > /tmp/ddl-bench-1.txt; : > /tmp/ddl-bench-2.txt; : > /tmp/ddl-bench-pair.txt
     i=0
     while [ $i -lt "$REPEAT" ]; do
         cores_probe /tmp/ddl-bench-cores.txt
@@ -94,11 +98,14 @@ if [ -z "$ONLY" ] || [ "$ONLY" = scaling ]; then
             field images_per_sec >> /tmp/ddl-bench-1.txt
         peak_rss $rss_d "$BUILD/bin/ddlrun" -n 2 -t shm "$BUILD/bin/unet" --scenes "$SCENES" --test-scenes 32 --epochs 1 \
             --quiet --data "$DATA" | field images_per_sec >> /tmp/ddl-bench-2.txt
+        pair_rate "$BUILD/bin/unet" --scenes "$SCENES" --test-scenes 32 --epochs 1 --batch 16 --quiet --data "$DATA" \
+            >> /tmp/ddl-bench-pair.txt
         i=$((i + 1))
     done
-    one=$(median < /tmp/ddl-bench-1.txt); two=$(median < /tmp/ddl-bench-2.txt)
-    echo "scaling: unet world1_images_per_sec=$one world2_images_per_sec=$two efficiency=$(awk "BEGIN {printf \"%.2f\", $two / (2 * $one)}")"
+    one=$(median < /tmp/ddl-bench-1.txt); two=$(median < /tmp/ddl-bench-2.txt); lone=$(median < /tmp/ddl-bench-pair.txt)
+    echo "scaling: unet world1_images_per_sec=$one world2_images_per_sec=$two efficiency=$(awk "BEGIN {printf \"%.2f\", $two / (2 * $one)}") lone_pair_images_per_sec=$lone lone_pair_vs_1=$(ratio "$lone" "$one")"
     record "U-Net, 2 ranks over shm, images/s" "$two" "ddl, 1 rank" "$one" "$(ratio "$two" "$one")" ">= 1.95" "$(cat $rss_d)" "-"
+    record "U-Net, 2 ranks over shm, images/s" "$two" "2 lone processes at once, batch 16 each (the cores' ceiling: $(ratio "$lone" "$one")x 1 rank)" "$lone" "$(ratio "$two" "$lone")" "-" "-" "-"
     cores_record "machine during the scaling runs" /tmp/ddl-bench-cores.txt
 fi
 

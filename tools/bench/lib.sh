@@ -6,6 +6,9 @@
 #   record WHAT DDL PEER_NAME PEER RATIO TARGET [DDL_RSS] [PEER_RSS]
 #                     one row of the closing table, appended to $BENCH_RESULTS
 #   print_table       the rows of $BENCH_RESULTS as one Markdown table
+#   pair_rate CMD...  runs CMD twice at once, two lone processes that exchange nothing, and prints
+#                     the sum of their images_per_sec: what 2 ranks on these cores could reach if
+#                     the exchange and the waiting for each other cost nothing
 #   bench_tool NAME [LIBS...]  the path of tools/bench/NAME.c built into $BUILD/bench/NAME (again
 #                     when the source or a library file named is newer); nothing printed and status
 #                     1 when it cannot be built
@@ -36,6 +39,13 @@ peak_rss() {
         "$@"; rc=$?; echo "-" > "$out"
     fi
     return $rc
+}
+
+pair_rate() {
+    "$@" > /tmp/ddl-bench-pair.a 2>&1 & pid=$!
+    "$@" > /tmp/ddl-bench-pair.b 2>&1; wait $pid
+    a=$(field images_per_sec < /tmp/ddl-bench-pair.a); b=$(field images_per_sec < /tmp/ddl-bench-pair.b)
+    awk -v a="$a" -v b="$b" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.0f\n", a + b }'
 }
 
 record() {
