@@ -55,7 +55,10 @@ static void allreduce_float(ddl_comm *c, size_t count, int op, float *buf)
     int r = ddl_comm_rank(c), n = ddl_comm_size(c), bad = 0;
     for (size_t i = 0; i < count; i++)
         buf[i] = int_value(r, i);
-    CHECK(ddl_comm_allreduce(c, buf, count, DDL_FLOAT32, op) == DDL_OK);
+    int st = ddl_comm_allreduce(c, buf, count, DDL_FLOAT32, op);
+    CHECK(st == DDL_OK);
+    if (st != DDL_OK) /* now, before a later error replaces it */
+        fprintf(stderr, "rank %d n %d count %zu op %d: %s: %s\n", r, n, count, op, ddl_strerror(st), ddl_comm_error(c));
     for (size_t i = 0; i < count && bad < 5; i++) {
         float want = op == DDL_MAX ? -1e30f : 0.0f;
         for (int k = 0; k < n; k++)

@@ -57,7 +57,7 @@ int ddl__parallel_ws(int n, void (*fn)(void *ctx, int task, float *scratch), voi
 
 /* ddl__now: monotonic seconds. */
 double ddl__now(void);
-/* SHA-256 and HMAC (transports/sha256.c: the handshake's and the heartbeat's). */
+/* SHA-256 and HMAC (sha256.c: the handshake's and the heartbeat's). */
 #define DDL__SHA256_BYTES 32
 /* ddl__sha256: out = SHA-256 of data[bytes]. */
 void ddl__sha256(const void *data, size_t bytes, unsigned char out[DDL__SHA256_BYTES]);

@@ -32,20 +32,6 @@ static int64_t now_us(void)
 
 /* ---- buffers ---- */
 
-int sv_reply_reserve(sv_reply *rep, size_t n)
-{
-    if (n + 1 <= rep->cap)
-        return 0;
-    size_t cap = rep->cap ? rep->cap : SV_REPLY_MIN;
-    while (cap < n + 1)
-        cap *= 2;
-    char *b = realloc(rep->cap ? rep->body : NULL, cap);
-    if (!b)
-        return -1;
-    rep->body = b, rep->cap = cap;
-    return 0;
-}
-
 static int body_append(conn *k, const char *data, size_t n)
 {
     if (k->len + n > k->cap) {

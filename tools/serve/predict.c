@@ -6,7 +6,6 @@
 #include "serve.h"
 
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -225,36 +224,4 @@ json_t *sv_mask_json(const sv_model *m, const sv_slot *s, int i)
         json_array_append_new(rows, row);
     }
     return rows;
-}
-
-int sv_reply_json(sv_reply *rep, int status, json_t *j)
-{
-    size_t need = json_dumpb(j, NULL, 0, JSON_COMPACT | JSON_REAL_PRECISION(6));
-    if (need == 0 || sv_reply_reserve(rep, need) != 0) {
-        json_decref(j);
-        sv_error(rep, 500, "cannot encode the answer (%zu bytes)", need);
-        return -1;
-    }
-    rep->len = json_dumpb(j, rep->body, rep->cap, JSON_COMPACT | JSON_REAL_PRECISION(6));
-    rep->status = status;
-    rep->type = "application/json";
-    json_decref(j);
-    return 0;
-}
-
-void sv_error(sv_reply *rep, int status, const char *fmt, ...)
-{
-    char msg[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    rep->status = status;
-    rep->type = "application/json";
-    /* escaped by jansson; fits: the reply buffer holds at least SV_REPLY_MIN bytes */
-    json_t *j = json_pack("{ss}", "error", msg);
-    rep->len = j ? json_dumpb(j, rep->body, rep->cap, JSON_COMPACT) : 0;
-    if (!j || rep->len > rep->cap)
-        rep->len = (size_t)snprintf(rep->body, rep->cap, "{\"error\":\"internal error\"}");
-    json_decref(j);
 }

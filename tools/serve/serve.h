@@ -4,7 +4,10 @@
  *   main.c      command line, the HTTP daemon, signals
  *   http.c      libmicrohttpd callbacks: connections, bodies and their limits, auth, routing
  *   api.c       the routes: TF Serving, KServe v2, SageMaker, metrics, the page
+ *   tfserving.c TF Serving's REST routes (and SageMaker's /invocations)
+ *   kserve.c    KServe v2's routes (the Open Inference Protocol)
  *   predict.c   the predict path the protocols share: pixels in, one pass, JSON out
+ *   reply.c     the reply's buffer, JSON answers and {"error": ...}
  *   registry.c  models by name, versions with their predictors, the reload thread
  *   arena.c     jansson's and yajl's allocator: a bump arena per thread, reset after each request
  *   stream.c    the fast path of :predict: {"instances": [...]} parsed by events, no tree
@@ -167,7 +170,7 @@ json_t *sv_parse(const unsigned char *body, size_t n, sv_reply *rep);
 /* sv_error: rep = {"error": msg} with status. */
 void sv_error(sv_reply *rep, int status, const char *fmt, ...);
 #define SV_REPLY_MIN 4096   /* a reply buffer holds at least this */
-/* sv_reply_reserve: room for n bytes in rep->body (http.c; the buffer is the connection's). */
+/* sv_reply_reserve: room for n bytes in rep->body (the buffer is the connection's). */
 int sv_reply_reserve(sv_reply *rep, size_t n);
 /* sv_reply_json: j (consumed) encoded into rep with status; -1 (rep: a 500) when it cannot be. */
 int sv_reply_json(sv_reply *rep, int status, json_t *j);

@@ -1,7 +1,8 @@
 /* sha256.c - SHA-256 (FIPS 180-4) and HMAC-SHA256 (RFC 2104), for the handshakes of the
- * network transports. Pure functions over caller buffers: no state, no allocation, no I/O.
- * Not a general crypto library: it must not grow ciphers, key exchange or random numbers. */
-#include "net.h"
+ * network transports, their frame MACs' keys and the heartbeat's MAC (src/comm). Pure functions
+ * over caller buffers: no state, no allocation, no I/O. Not a general crypto library: it must
+ * not grow ciphers, key exchange or random numbers. */
+#include "impl.h"
 
 #include <string.h>
 
