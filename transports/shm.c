@@ -433,7 +433,9 @@ static int shm_exchange(void *state, int to, const void *send_hdr, const void *s
         }
         int who = !recv_done ? from : to;
         if (posted_ahead(s, who)) { /* it is in a small collective, this rank in another one */
-            if (!recv_done && in.pos == 0 && has_data(s, from)) /* sent before it posted: take it */
+            /* unless it sent the rest of our message before it posted: its last bytes may have
+             * come after our pull saw an empty ring, with a frame begun or not: take them */
+            if (!recv_done && has_data(s, from))
                 continue;
             if (!recv_done && in.pos == 0)
                 memcpy(recv_hdr, post_at(s, from, s->post_epoch + 1)->ddl_hdr, DDL_HEADER_BYTES);
