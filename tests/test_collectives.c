@@ -232,7 +232,7 @@ static void rank_main(int rank, int world, void *arg)
  * ranks on however few cores: a rank that finished sending moves on and posts while its receiver
  * may be descheduled in the middle of a frame between an empty pull and its look at the posts.
  * The receiver must take the rest of its message from the ring, not report a mismatch (before
- * transports/shm.c did, this failed in 7 runs of 8 on 2 vCPUs). */
+ * transports/shm.c did, this failed in 7 runs of 9 on 2 vCPUs). */
 
 #define STREAM_POST_ROUNDS 600
 
