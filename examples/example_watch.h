@@ -174,8 +174,9 @@ static int example_watch_start(example_watch *w, ddl_comm *comm, const ddl_model
     if (rc != DDL_OK || w->rank != 0)
         return rc;
     size_t n = ddl_model_n_params(m), bytes = n * sizeof(float);
-    printf("ddl %s: model %s, %zu parameters, gradient %.2f MB, world %d on %s, transport %s", ddl_version_string(),
-           ddl_model_name(m), n, (double)bytes / 1e6, w->world, hosts, ddl_comm_transport_name(comm));
+    printf("ddl %s: model %s, %zu parameters, gradient %.2f MB, world %d on %s, transport %s, kernels %s",
+           ddl_version_string(), ddl_model_name(m), n, (double)bytes / 1e6, w->world, hosts,
+           ddl_comm_transport_name(comm), ddl_cpu_kernels());
     if (ddl_trainer_micro_batches(tr) > 1)
         printf(", %d micro-batches", ddl_trainer_micro_batches(tr));
     if (comm && secs > 0)

@@ -150,6 +150,13 @@ static void test_degenerate(void)
     ddl_gemm(0, 0, 0, 2, 2, 1.0f, NULL, 2, b, 2, 0.0f, NULL, 2);
     CHECK(ddl_gemm_backend() != NULL);
     CHECK(strcmp(ddl_gemm_backend(), "openblas") == 0 || strcmp(ddl_gemm_backend(), "builtin") == 0);
+    /* tests/test_cpus.sh reads this line to know which kernels an emulated CPU got */
+    const char *k = ddl_cpu_kernels();
+    printf("  kernels: %s, gemm: %s\n", k, ddl_gemm_backend());
+    CHECK(strcmp(k, "avx512") == 0 || strcmp(k, "avx2") == 0 || strcmp(k, "x86-64-v2") == 0 ||
+          strcmp(k, "portable") == 0);
+    /* the AVX-512 kernels run exactly where ddl_cpu_kernels says so */
+    CHECK(ddl__gemm_avx512_takes(0, 0, 16) == (strcmp(k, "avx512") == 0));
 }
 
 /* ---- the AVX-512 kernels, where this CPU has them ---- */

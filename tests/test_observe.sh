@@ -35,7 +35,7 @@ scalar() { awk -v t="$1" -v s="$2" '$6 == "scalar" && $7 == t && $3 == s { print
 DDL_TIMELINE="$tmp/tl.json" DDL_TIMELINE_STEPS=5:60 $DDLRUN -n 2 $LENET $ARGS --logdir "$tmp/logs" \
     --checkpoint "$tmp/ck" > "$tmp/out" 2> "$tmp/err"
 check "2 ranks with --logdir: exit 0" $?
-grep -q "^ddl [0-9.]*: model lenet, 61706 parameters, gradient 0.25 MB, world 2 on .*, transport shm, allreduce probe [0-9.]* ms busbw [0-9.]* GB/s$" "$tmp/out"
+grep -q "^ddl [0-9.]*: model lenet, 61706 parameters, gradient 0.25 MB, world 2 on .*, transport shm, kernels \(avx512\|avx2\|x86-64-v2\|portable\), allreduce probe [0-9.]* ms busbw [0-9.]* GB/s$" "$tmp/out"
 check "the start-up line" $?
 [ "$(grep -c '^checkpoint: saved .*/ck at step' "$tmp/out")" -eq 2 ]; check "a line per checkpoint save" $?
 ! grep -q "$(printf '\r')" "$tmp/out"; check "no progress line when stdout is not a terminal" $?

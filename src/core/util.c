@@ -19,6 +19,19 @@ const char *ddl_version_string(void)
     return DDL__STR(DDL_VERSION_MAJOR) "." DDL__STR(DDL_VERSION_MINOR) "." DDL__STR(DDL_VERSION_PATCH);
 }
 
+const char *ddl_cpu_kernels(void)
+{
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(DDL_NO_CLONES)
+    if (__builtin_cpu_supports("avx512f"))
+        return "avx512";
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        return "avx2";
+    return "x86-64-v2";
+#else
+    return "portable";
+#endif
+}
+
 const char *ddl_strerror(int status)
 {
     switch (status) {

@@ -1,0 +1,76 @@
+#!/bin/sh
+# One binary for any x86-64: ddl picks its kernels by CPU at run time (AVX-512 kernels, AVX2 and
+# AVX-512 clones of the hot loops, the built-in gemm's AVX2 and SSE micro-kernels), and the CPUs
+# that make test runs on have AVX-512, so the other paths would never run here. This runs the
+# kernels' tests under qemu-user emulating a CPU without AVX-512 (Haswell: AVX2 and FMA) and one
+# without AVX (Nehalem: SSE4.2, the build's x86-64-v2 baseline): each must report the kernels of
+# that CPU (ddl_cpu_kernels) and pass, and an instruction the CPU lacks anywhere in what they run
+# kills them (SIGILL). The programs: test_gemm (the OpenBLAS build's ddl_gemm, and test_gemm
+# linked with gemm.c built without OpenBLAS: the built-in micro-kernels), test_maxpool, test_ops'
+# groups without finite differences over large shapes (conv_paths: every convolution shape
+# against the naive loops), test_infer (LeNet's forward end to end) and test_optim. About 10 s.
+#
+# OPENBLAS_CORETYPE names the emulated CPU to OpenBLAS: Debian's OpenBLAS 0.3.21 picks its
+# Haswell kernels on qemu's Nehalem (SIGILL in sgemv_n_HASWELL) where the CPUID it reads says
+# family 6 model 26; a real Nehalem is not in question here, OpenBLAS is not ddl's to test.
+. "$(dirname "$0")/lib.sh"
+cd "$(dirname "$0")/.." || exit 1
+BUILD=${BUILD:-build}
+skip() { echo "skipped: $*"; echo "0 passed, 0 failed"; exit 0; }
+[ "$(uname -m)" = x86_64 ] || skip "not an x86-64 machine"
+command -v qemu-x86_64 > /dev/null || skip "qemu-x86_64 is not installed (apt-get install qemu-user)"
+[ -z "$SAN" ] || skip "SAN=$SAN: sanitized programs do not run under qemu-user"
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+
+# test_gemm again, its gemm.c built without OpenBLAS: the built-in kernels of WITH_BLAS=none
+flags=$(sed 's/ -MMD -MP//; s/ -DDDL_WITH_OPENBLAS//' "$BUILD/flags")
+libs=$(PKG_CONFIG_PATH=$BUILD pkg-config --static --libs-only-other --libs-only-l --libs-only-L ddl | sed 's/-lddl//')
+# shellcheck disable=SC2086 # flags and libs are lists of words
+$flags -c src/core/gemm.c -o "$tmp/gemm_builtin.o" 2> "$tmp/cc.log" &&
+    $flags -Itests -o "$tmp/test_gemm_builtin" tests/test_gemm.c "$tmp/gemm_builtin.o" "$BUILD/libddl.a" $libs \
+        2>> "$tmp/cc.log"
+check "test_gemm with the built-in gemm builds warning-free ($(head -c 300 "$tmp/cc.log"))" \
+    "$([ -x "$tmp/test_gemm_builtin" ] && [ ! -s "$tmp/cc.log" ]; echo $?)"
+"$tmp/test_gemm_builtin" > "$tmp/native.out" 2>&1
+check "test_gemm with the built-in gemm, natively: $(tail -n 1 "$tmp/native.out")" $?
+grep -q "gemm: builtin" "$tmp/native.out"; check "that test_gemm runs the built-in gemm" $?
+
+# run_on CPU: every program under qemu's CPU, one after another; DIR/NAME.out and NAME.rc each
+run_on() {
+    d=$tmp/$1; mkdir -p "$d"
+    for p in "test_gemm:$BUILD/tests/test_gemm" "test_gemm_builtin:$tmp/test_gemm_builtin" \
+        "test_maxpool:$BUILD/tests/test_maxpool" "test_infer:$BUILD/tests/test_infer" \
+        "test_optim:$BUILD/tests/test_optim" \
+        "test_ops:$BUILD/tests/test_ops conv_hand conv_paths deconv_small maxpool relu dense dropout softmax_xent dice groupnorm concat"; do
+        name=${p%%:*}
+        # shellcheck disable=SC2086 # the program and its arguments
+        OPENBLAS_CORETYPE=$1 timeout 120 qemu-x86_64 -cpu "$1" ${p#*:} > "$d/$name.out" 2>&1
+        echo $? > "$d/$name.rc"
+    done
+}
+run_on Haswell & pid=$!
+run_on Nehalem
+wait $pid
+
+# expect CPU KERNELS: what the runs on CPU printed
+expect() {
+    d=$tmp/$1
+    for f in "$d"/*.out; do
+        name=$(basename "$f" .out) rc=$(cat "$d/$name.rc")
+        last=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$f" | tail -n 1)
+        case "$last" in
+            [1-9]*" passed, 0 failed") check "$name on an emulated $1" "$rc" ;;
+            *) bad "$name on an emulated $1: exit $rc, '$last'"
+               grep -v "TCG doesn't support requested feature" "$f" | tail -n 5 ;;
+        esac
+    done
+    for g in test_gemm test_gemm_builtin; do
+        grep -q "^  kernels: $2," "$d/$g.out"
+        check "$g on an emulated $1 runs the $2 kernels ($(sed -n 's/^  kernels: \([^,]*\).*/\1/p' "$d/$g.out"))" $?
+    done
+    grep -q "AVX-512 kernels: not on this CPU" "$d/test_gemm.out"; check "no AVX-512 gemm on an emulated $1" $?
+}
+expect Haswell avx2
+expect Nehalem x86-64-v2
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
