@@ -6,11 +6,13 @@
 # script would fetch optional GPU parts, the CPU library is inside the package); and for
 # tests/test_serve_browser.sh, playwright-core into tests/serve/node_modules (it drives Debian's
 # chromium; playwright-core downloads no browser). ddl-serve needs libmicrohttpd-dev and
-# libjansson-dev and libyajl-dev; its tests curl, chromium; make bench wrk; tests/test_cpus.sh qemu-user.
+# libjansson-dev and libyajl-dev; its tests curl, chromium; make bench wrk; tests/test_cpus.sh
+# qemu-user and the aarch64 cross compiler.
 set -u
 PKGS="gcc g++ libc6-dev make pkg-config python3 cmake libopenblas-dev libzmq3-dev liblz4-dev libopenmpi-dev openmpi-bin zlib1g-dev libsodium-dev libpng-dev dataset-fashion-mnist iproute2 procps bc libmicrohttpd-dev libjansson-dev libyajl-dev curl chromium wrk"
-# qemu-user: tests/test_cpus.sh runs the kernels under emulated CPUs without AVX-512 and AVX
-[ "$(uname -m)" = x86_64 ] && PKGS="$PKGS qemu-user"
+# tests/test_cpus.sh: qemu-user runs the kernels under emulated CPUs without AVX-512 and AVX, and
+# the library built for aarch64 by the cross compiler
+[ "$(uname -m)" = x86_64 ] && PKGS="$PKGS qemu-user gcc-aarch64-linux-gnu libc6-dev-arm64-cross"
 NODE=1
 [ "${DDL_BENCH_DEPS:-0}" = 1 ] && PKGS="$PKGS python3 python3-torch python3-numpy time"
 [ "${DDL_FUZZ_DEPS:-0}" = 1 ] && PKGS="clang" NODE=0  # make fuzz only: make test never needs clang
