@@ -82,7 +82,8 @@ expect "cmake, static" "$tmp/cm-static/app" "$(yes_no MPI yes no)"
 # ---- a build without MPI and OpenBLAS: nothing of either in ddl.pc or the CMake package, it links
 # and trains on the built-in gemm ----
 N=$tmp/nompi/usr/local
-make -s -j2 install BUILD="$tmp/b0" WITH_MPI=0 WITH_BLAS=none SHARED=0 DESTDIR="$tmp/nompi" > "$tmp/nompi.log" 2>&1
+make -s -j2 install BUILD="$tmp/b0" WITH_MPI=0 WITH_BLAS=none WITH_SERVE=0 SHARED=0 DESTDIR="$tmp/nompi" \
+    > "$tmp/nompi.log" 2>&1
 check "make install WITH_MPI=0 WITH_BLAS=none SHARED=0" $?
 ! grep -qi mpi "$N/lib/pkgconfig/ddl.pc" "$N/lib/cmake/ddl/ddlConfig.cmake"; check "WITH_MPI=0: no MPI in ddl.pc and ddlConfig.cmake" $?
 ! grep -qi openblas "$N/lib/pkgconfig/ddl.pc" "$N/lib/cmake/ddl/ddlConfig.cmake"
