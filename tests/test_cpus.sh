@@ -11,11 +11,11 @@
 # convolution shape against the naive loops), test_infer (LeNet's forward end to end) and
 # test_optim. Then the library for aarch64 (WITH_BLAS=none, the portable code; built warning-free
 # with aarch64-linux-gnu-gcc), the same programs and tests/install/app.c (LeNet trained 4 steps,
-# checkpointed and reopened) under qemu-aarch64. About 25 s.
+# checkpointed and reopened) under qemu-aarch64. About 20 s.
 #
-# OPENBLAS_CORETYPE names the emulated CPU to OpenBLAS: Debian's OpenBLAS 0.3.21 picks its
-# Haswell kernels on qemu's Nehalem (SIGILL in sgemv_n_HASWELL) where the CPUID it reads says
-# family 6 model 26; a real Nehalem is not in question here, OpenBLAS is not ddl's to test.
+# OPENBLAS_CORETYPE names the emulated CPU to OpenBLAS: under qemu's Nehalem (CPUID family 6,
+# model 26, no AVX) Debian's OpenBLAS 0.3.21 picks its Haswell kernels and dies in
+# sgemv_n_HASWELL; told the core, it runs its Nehalem ones, and this test stays about ddl's code.
 . "$(dirname "$0")/lib.sh"
 cd "$(dirname "$0")/.." || exit 1
 BUILD=${BUILD:-build}

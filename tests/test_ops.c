@@ -323,10 +323,10 @@ static const int conv_small_cases[][9] = {
     {2, 3, 6, 5, 7, 5, 5, 1, 4}, /* conv_wide.c: 5x5, the largest padding, odd out_c */
     {2, 2, 4, 3, 6, 5, 5, 1, 1}, /* conv_wide.c: 5x5, blocks of 6 output channels */
     {3, 3, 5, 6, 13, 5, 5, 1, 3}, /* conv_wide.c: 5x5, two blocks of 8, an odd last pair */
-    {2, 3, 6, 5, 3, 3, 3, 1, 0}, /* 3x3 stride 1 (conv3x3.c): no pad, odd out_c */
-    {2, 2, 5, 7, 9, 3, 3, 1, 2}, /* conv3x3.c: pad 2, two output blocks, an odd last channel */
-    {1, 16, 8, 8, 16, 3, 3, 1, 1}, /* conv3x3.c: U-Net's channel counts on its bottom grid */
-    {2, 5, 3, 2, 2, 3, 3, 1, 1},  /* conv3x3.c: a plane narrower than a vector */
+    {2, 3, 6, 5, 3, 3, 3, 1, 0}, /* conv_wide.c, 3x3 stride 1: no pad, odd out_c */
+    {2, 2, 5, 7, 9, 3, 3, 1, 2}, /* conv_wide.c, 3x3: pad 2, two output blocks, an odd last channel */
+    {1, 16, 8, 8, 16, 3, 3, 1, 1}, /* conv_wide.c, 3x3: U-Net's channel counts on its bottom grid */
+    {2, 5, 3, 2, 2, 3, 3, 1, 1},  /* conv_wide.c, 3x3: a plane narrower than a vector */
 };
 
 static void test_conv_small(void)
