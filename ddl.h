@@ -963,8 +963,8 @@ void ddl_gemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const 
 /* ddl_gemm_backend: "openblas" or "builtin". */
 const char *ddl_gemm_backend(void);
 /* ddl_cpu_kernels: the kernels this CPU runs, chosen at run time: "avx512", "avx2" (with FMA) or
- * "x86-64-v2" (SSE4.2, the build's baseline) on x86-64, "portable" elsewhere or where the build
- * has no run-time choice (-DDDL_NO_CLONES). */
+ * "x86-64-v2" (SSE4.2, the build's baseline) on x86-64; "portable" elsewhere, or in a build made
+ * with -DDDL_NO_CLONES (the code -march allows; only WITH_BLAS=none's gemm still picks AVX2). */
 const char *ddl_cpu_kernels(void);
 
 /* Geometry of a 2-D convolution (also used, reversed, by the transposed convolution). */
