@@ -242,25 +242,23 @@ static inline int run_ranks(const char *tname, int world, rank_fn fn, void *arg,
     struct timespec t0, t;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     while (left > 0) {
-        int status;
-        pid_t w = waitpid(-1, &status, WNOHANG);
-        if (w > 0) {
-            for (int r = 0; r < world; r++) {
-                if (pids[r] != w)
-                    continue;
-                done[r] = 1, left--;
-                if (WIFSIGNALED(status) && r != may_die) {
-                    fprintf(stderr, "%s rank %d of %d killed by signal %d\n", tname, r, world, WTERMSIG(status));
-                    bad++;
-                } else if (WIFEXITED(status) && WEXITSTATUS(status) == 1) {
-                    exit1[r] = 1; /* failed checks (reported), or a sanitizer's exit before the report */
-                } else if (WIFEXITED(status) && WEXITSTATUS(status) > 1) {
-                    fprintf(stderr, "%s rank %d of %d exited with %d\n", tname, r, world, WEXITSTATUS(status));
-                    bad++;
-                }
+        int status, reaped = 0;
+        for (int r = 0; r < world; r++) { /* only ours: a child of beside_start is not this run's */
+            if (done[r] || waitpid(pids[r], &status, WNOHANG) != pids[r])
+                continue;
+            reaped = 1, done[r] = 1, left--;
+            if (WIFSIGNALED(status) && r != may_die) {
+                fprintf(stderr, "%s rank %d of %d killed by signal %d\n", tname, r, world, WTERMSIG(status));
+                bad++;
+            } else if (WIFEXITED(status) && WEXITSTATUS(status) == 1) {
+                exit1[r] = 1; /* failed checks (reported), or a sanitizer's exit before the report */
+            } else if (WIFEXITED(status) && WEXITSTATUS(status) > 1) {
+                fprintf(stderr, "%s rank %d of %d exited with %d\n", tname, r, world, WEXITSTATUS(status));
+                bad++;
             }
-            continue;
         }
+        if (reaped)
+            continue;
         clock_gettime(CLOCK_MONOTONIC, &t);
         if ((double)(t.tv_sec - t0.tv_sec) + (double)(t.tv_nsec - t0.tv_nsec) * 1e-9 > deadline_s) {
             for (int r = 0; r < world; r++) {
@@ -285,6 +283,67 @@ static inline int run_ranks(const char *tname, int world, rank_fn fn, void *arg,
     }
     check_failed += bad;
     return bad;
+}
+
+/* ---- runs side by side ----
+ * beside_start runs fn(arg) in a forked child, which may call run_ranks itself, while this
+ * process goes on: for runs that mostly wait (a heartbeat timeout, a long sleep), so that their
+ * waits overlap. beside_join waits for the child, at most deadline_s (then kills it and its
+ * ranks), and adds its checks to this process's; a child that ends without reporting them is a
+ * failed check. Values the child's runs report (report_value) are compared within the child only. */
+typedef struct beside {
+    pid_t pid;
+    int fd;
+} beside;
+
+static inline beside beside_start(void (*fn)(void *arg), void *arg)
+{
+    beside b = {-1, -1};
+    int p[2];
+    if (pipe(p) != 0) {
+        perror("pipe");
+        return b;
+    }
+    fflush(stdout);
+    fflush(stderr);
+    b.pid = fork();
+    if (b.pid == 0) {
+        setpgid(0, 0); /* its own group, ranks included: killed as one at the deadline */
+        close(p[0]);
+        check_passed = check_failed = 0;
+        fn(arg);
+        char line[64];
+        int n = snprintf(line, sizeof line, "r %d %d\n", check_passed, check_failed);
+        _exit(write(p[1], line, (size_t)n) == n ? 0 : 3);
+    }
+    close(p[1]);
+    b.fd = p[0];
+    if (b.pid < 0)
+        perror("fork");
+    else
+        setpgid(b.pid, b.pid);
+    return b;
+}
+
+static inline void beside_join(beside b, double deadline_s)
+{
+    double end = ranks_now() + deadline_s;
+    int status = 0;
+    while (b.pid > 0 && waitpid(b.pid, &status, WNOHANG) == 0) {
+        if (ranks_now() > end) {
+            fprintf(stderr, "a run beside the others still going after %.0f s: killed\n", deadline_s);
+            kill(-b.pid, SIGKILL); /* and its ranks, which hold the pipe open */
+            waitpid(b.pid, &status, 0);
+            break;
+        }
+        usleep(2000);
+    }
+    if (b.fd < 0 || !ranks_read_child(b.fd, -1)) {
+        fprintf(stderr, "a run beside the others ended without reporting its checks\n");
+        check_failed++;
+    }
+    if (b.fd >= 0)
+        close(b.fd);
 }
 
 /* test_max_world: the largest world a suite runs: DDL_TEST_MAX_WORLD if set (tests/test_mac.sh

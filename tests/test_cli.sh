@@ -78,6 +78,10 @@ refused ddl-bench "ddl-bench: -b 1.5K: expected a size in bytes" allreduce -n 2 
 refused ddl-bench "ddl-bench: command reduce: expected allreduce" reduce -n 2
 refused ddl-ckpt "ddl-ckpt: command frobnicate: expected show, verify or export" frobnicate x
 refused ddl-ckpt "ddl-ckpt: export needs CKPT OUT.npz|OUT.onnx" export x
+if [ -x "$BIN/ddl-serve" ]; then
+    refused ddl-serve "ddl-serve: --idle-timeout 0: expected an integer from 1 to 86400" --model a=b --idle-timeout 0
+    refused ddl-serve "ddl-serve: --body-timeout 2.5: expected an integer from 1 to 3600" --model a=b --body-timeout=2.5
+fi
 
 # ---- each example takes only its own flags ----
 for f in --scenes --test-scenes --size --items --depth --width --dice-weight; do

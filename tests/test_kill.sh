@@ -17,10 +17,17 @@ start_ranks() {
     while [ $r -lt "$2" ]; do
         DDL_TRANSPORT=$1 DDL_RANK=$r DDL_WORLD_SIZE=$2 DDL_LOCAL_RANK=$r DDL_LOCAL_SIZE=$2 \
         DDL_MASTER=127.0.0.1:$port DDL_JOB="kill-$$-$1" DDL_TOKEN=kill-test-token-0123456789 DDL_TIMEOUT_MS=${TIMEOUT_MS:-30000} OPENBLAS_NUM_THREADS=1 \
-            "$LENET" --epochs 50 --train-limit 20000 --quiet > "$tmp/out.$r" 2>&1 &
+            "$LENET" --epochs 50 --train-limit 20000 > "$tmp/out.$r" 2>&1 &
         echo $! > "$tmp/pid.$r"
         r=$((r + 1))
     done
+}
+
+# training FILE: wait (at most 20 s) for rank 0's start-up line in FILE (printed once every rank
+# is connected), and half a second more: the ranks are training.
+training() {
+    for i in $(seq 1 400); do grep -q "^ddl [0-9]" "$1" 2>/dev/null && break; sleep 0.05; done
+    sleep 0.5
 }
 
 # running PID: the process exists and is not a zombie (kill -0 succeeds on zombies).
@@ -38,14 +45,14 @@ wait_exit() {
 
 for t in shm tcp; do
     start_ranks $t 3
-    sleep 4
+    training "$tmp/out.0"
     kill -9 "$(cat "$tmp/pid.1")"
     for r in 0 2; do
         secs=$(wait_exit "$(cat "$tmp/pid.$r")" 10)
         wait "$(cat "$tmp/pid.$r")" 2>/dev/null; rc=$?
         if [ "$(echo "$secs <= 2" | bc)" = 1 ]; then ok; else bad "$t: rank $r took ${secs}s to notice the dead rank"; fi
         if [ $rc -ne 0 ]; then ok; else bad "$t: rank $r exited 0 after a peer died"; fi
-        if grep -q "rank 1" "$tmp/out.$r" && grep -qi "peer died or closed" "$tmp/out.$r"; then ok; else
+        if grep -i "peer died or closed" "$tmp/out.$r" | grep -q "rank 1"; then ok; else
             bad "$t: rank $r's error does not name rank 1 as dead:"; cat "$tmp/out.$r"; fi
     done
     rm -f "$tmp"/pid.*
@@ -53,7 +60,7 @@ done
 
 # A rank that stops answering without dying: the others time out after DDL_TIMEOUT_MS.
 TIMEOUT_MS=1500 start_ranks shm 2
-sleep 3
+training "$tmp/out.0"
 kill -STOP "$(cat "$tmp/pid.1")"
 secs=$(wait_exit "$(cat "$tmp/pid.0")" 10)
 if [ "$(echo "$secs >= 1.0 && $secs <= 4" | bc)" = 1 ]; then ok; else bad "stalled peer: rank 0 ended after ${secs}s, expected about 1.5 s"; fi
@@ -61,9 +68,9 @@ if grep -qi "timed out" "$tmp/out.0"; then ok; else bad "stalled peer: no timeou
 kill -9 "$(cat "$tmp/pid.1")" 2>/dev/null; rm -f "$tmp"/pid.*
 
 # ddlrun: kill -9 one rank; ddlrun stops the others and exits non-zero within 5 s.
-OPENBLAS_NUM_THREADS=1 "$BUILD/bin/ddlrun" -n 2 -t shm "$LENET" --epochs 50 --quiet > "$tmp/ddlrun.out" 2>&1 &
+OPENBLAS_NUM_THREADS=1 "$BUILD/bin/ddlrun" -n 2 -t shm "$LENET" --epochs 50 > "$tmp/ddlrun.out" 2>&1 &
 runner=$!
-sleep 4
+training "$tmp/ddlrun.out"
 victim=$(pgrep -P $runner | tail -n 1)
 kill -9 "$victim"
 secs=$(wait_exit $runner 10)
@@ -76,11 +83,10 @@ if grep -q "ddlrun: rank [01] .*signal 9" "$tmp/ddlrun.out"; then ok; else bad "
 # noticing, so both wait to be reaped at once, the older first.
 named=0; trials=3
 for k in $(seq 1 $trials); do
-    OPENBLAS_NUM_THREADS=1 "$BUILD/bin/ddlrun" -n 2 -t shm "$LENET" --epochs 50 --train-limit 20000 --quiet \
+    OPENBLAS_NUM_THREADS=1 "$BUILD/bin/ddlrun" -n 2 -t shm "$LENET" --epochs 50 --train-limit 20000 \
         > "$tmp/name.out" 2>&1 &
     runner=$!
-    for i in $(seq 1 100); do [ "$(pgrep -P $runner | wc -l)" -eq 2 ] && break; sleep 0.05; done
-    sleep 1.5
+    training "$tmp/name.out"
     first=$(pgrep -P $runner | sort -n | head -n 1); victim=$(pgrep -P $runner | sort -n | tail -n 1)
     kill -STOP $runner
     kill -9 "$victim"
@@ -94,10 +100,10 @@ if [ $named -eq $trials ]; then ok; else bad "ddlrun named the killed rank in $n
 # ddlrun itself killed with SIGKILL: its ranks die with it (no orphan trains on) and leave no
 # shared-memory segment behind.
 segs_before=$(ls /dev/shm | grep -c '^ddl-')
-OPENBLAS_NUM_THREADS=1 "$BUILD/bin/ddlrun" -n 2 -t shm "$LENET" --epochs 50 --train-limit 20000 --quiet \
+OPENBLAS_NUM_THREADS=1 "$BUILD/bin/ddlrun" -n 2 -t shm "$LENET" --epochs 50 --train-limit 20000 \
     > "$tmp/orphan.out" 2>&1 &
 runner=$!
-sleep 3
+training "$tmp/orphan.out"
 children=$(pgrep -P $runner | tr '\n' ' ')
 kill -9 $runner
 wait $runner 2>/dev/null

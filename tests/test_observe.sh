@@ -151,11 +151,14 @@ if [ -x "$UNET" ]; then
     check "unet: the test/scenes PNG, 4 scenes of input | truth | prediction" $?
 fi
 
-# ---- start-up: whom rank 0 still waits for, every 5 s, instead of silence (shm and tcp) ----
-DDL_WORLD_SIZE=2 DDL_RANK=0 DDL_JOB="obs$$" DDL_TIMEOUT_MS=6000 $LENET --epochs 1 --quiet > "$tmp/wait.shm" 2>&1
-grep -q "warn: shm: rank 0: waiting for rank 1 (5 s)" "$tmp/wait.shm"; check "shm: rank 0 says it waits for rank 1" $?
+# ---- start-up: whom rank 0 still waits for, every 5 s, instead of silence (shm and tcp, side
+# by side: each only waits) ----
+DDL_WORLD_SIZE=2 DDL_RANK=0 DDL_JOB="obs$$" DDL_TIMEOUT_MS=6000 $LENET --epochs 1 --quiet > "$tmp/wait.shm" 2>&1 &
+waiter=$!
 DDL_TRANSPORT=tcp DDL_TOKEN=observe-test-0123456789 DDL_WORLD_SIZE=3 DDL_RANK=0 DDL_MASTER="127.0.0.1:$((30000 + $$ % 2000))" \
     DDL_TIMEOUT_MS=6000 $LENET --epochs 1 --quiet > "$tmp/wait.tcp" 2>&1
+wait $waiter
+grep -q "warn: shm: rank 0: waiting for rank 1 (5 s)" "$tmp/wait.shm"; check "shm: rank 0 says it waits for rank 1" $?
 grep -q "warn: tcp: rank 0: waiting for ranks 1, 2 (5 s)" "$tmp/wait.tcp"; check "tcp: rank 0 says it waits for ranks 1, 2" $?
 
 echo "$pass passed, $fail failed"

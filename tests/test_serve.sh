@@ -63,7 +63,8 @@ PY
 want=$(awk -F, 'NR > 1 { printf "%s ", $2 }' "$tmp/pred.csv")
 
 # ---- the routes ----
-start plain --model fashion="$tmp/lenet.ckpt" --model seg="$tmp/unet.ckpt" --logdir "$tmp/logs"
+# short timeouts (defaults 10 and 15 s): attack.py waits them out
+start plain --model fashion="$tmp/lenet.ckpt" --model seg="$tmp/unet.ckpt" --logdir "$tmp/logs" --body-timeout 3 --idle-timeout 5
 [ -n "$port" ]; check "ddl-serve starts and says its port" $?
 grep -q "port $port (127.0.0.1:0)" "$tmp/plain.log"; check "it binds 127.0.0.1 when told nothing else" $?
 [ "$(req GET /v1/models/fashion)" = 200 ] && grep -q '"version":"1","state":"AVAILABLE"' "$tmp/out"
@@ -121,7 +122,7 @@ check "/metrics: requests and latency per model, in Prometheus text" $?
 
 # ---- attacks ----
 before=$(rss $pid)
-"$PYTHON" tests/serve/attack.py "$port" fashion "$tmp/one.json" > "$tmp/attack" 2>&1
+"$PYTHON" tests/serve/attack.py "$port" fashion "$tmp/one.json" 3 5 > "$tmp/attack" 2>&1
 pass=$((pass + $(grep -c '^PASS' "$tmp/attack"))); fail=$((fail + $(grep -c '^FAIL' "$tmp/attack")))
 grep '^FAIL' "$tmp/attack"
 [ "$(grep -c '^PASS' "$tmp/attack")" -ge 25 ]; check "attack.py ran its checks ($(grep -c '^PASS' "$tmp/attack") passed)" $?

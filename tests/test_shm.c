@@ -260,7 +260,7 @@ static void start_by_hand(proc *p, int job, int rank)
         setenv("DDL_TRANSPORT", "shm", 1);
         setenv("DDL_RANK", r, 1);
         setenv("DDL_WORLD_SIZE", "2", 1);
-        setenv("DDL_TIMEOUT_MS", "3000", 1);
+        setenv("DDL_TIMEOUT_MS", "1000", 1);
         _exit(by_hand_rank('A' + job, fds[1]));
     }
     close(fds[1]);

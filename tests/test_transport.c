@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 
 #define TIMEOUT_MS 20000
@@ -251,9 +252,13 @@ static void rank_tags(int rank, int world, void *arg)
 
 /* ---- timeouts and dead peers ---- */
 
+/* arg: a flag in memory shared by the ranks (MAP_SHARED, made before the fork): rank 0 sets it
+ * once it has timed out, and the others leave then (they must stay until then: a rank that
+ * left would be a dead peer, not a silent one). NULL (under mpirun: no shared memory made
+ * before the ranks): the others stay 1.2 s. */
 static void rank_timeout(int rank, int world, void *arg)
 {
-    (void)arg;
+    volatile int *timed_out = arg;
     ddl_comm *c = open_comm_t(rank, world, 300);
     if (!c)
         return;
@@ -271,8 +276,13 @@ static void rank_timeout(int rank, int world, void *arg)
             fprintf(stderr, "%s timeout: %s after %.3f s: %s\n", ranks_transport, ddl_strerror(st), dt,
                     ddl_comm_error(c));
         CHECK(ddl_comm_barrier(c) == DDL_ETIMEDOUT); /* sticky */
-    } else {
+        if (timed_out)
+            __atomic_store_n(timed_out, 1, __ATOMIC_RELEASE);
+    } else if (!timed_out) {
         usleep(1200000);
+    } else {
+        for (int i = 0; i < 500 && !__atomic_load_n(timed_out, __ATOMIC_ACQUIRE); i++)
+            usleep(10000); /* at most 5 s */
     }
     ddl_comm_destroy(c);
 }
@@ -475,7 +485,18 @@ static void run_suite(const char *tname)
         const ddl_transport *tp = ddl_transport_find(tname);
         if (tp && tp->version >= 4 && tp->exchange_view && world <= 3)
             run_ranks(tname, world, rank_views, NULL, 30, -1);
-        run_ranks(tname, world, rank_timeout, NULL, 10, -1);
+        int *timed_out = ranks_under_mpi() ? NULL
+                                           : mmap(NULL, sizeof(int), PROT_READ | PROT_WRITE,
+                                                  MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+        if (timed_out == MAP_FAILED) {
+            perror("mmap");
+            timed_out = NULL;
+        }
+        if (timed_out)
+            *timed_out = 0;
+        run_ranks(tname, world, rank_timeout, timed_out, 10, -1);
+        if (timed_out)
+            munmap(timed_out, sizeof(int));
         run_ranks(tname, world, rank_killed, &recv_kill, 10, world - 1);
         if (strcmp(tname, "shm") == 0 || strcmp(tname, "zmq") == 0)
             run_ranks(tname, world, rank_killed, &coll_kill, 10, world - 1);

@@ -2,7 +2,9 @@
 """attack.py - what a hostile or broken client does to ddl-serve, for tests/test_serve.sh
 (python3 stdlib only). Prints one line per check, "PASS: what" or "FAIL: what (why)".
 
-  attack.py PORT MODEL BODY_FILE   BODY_FILE: a valid :predict body for MODEL
+  attack.py PORT MODEL BODY_FILE [BODY_TIMEOUT IDLE_TIMEOUT]
+      BODY_FILE: a valid :predict body for MODEL; the timeouts: ddl-serve's --body-timeout and
+      --idle-timeout, in seconds (default 10 and 15, ddl-serve's own defaults)
 
 Checks, in this order:
   huge body declared (Content-Length 100 MB): 413 with a JSON error, before the body is sent
@@ -10,7 +12,7 @@ Checks, in this order:
   malformed requests: bad JSON, wrong shapes and types, unknown model, wrong method: 4xx + JSON
   1000 idle connections and a body trickled one byte a second, at the same time: other clients
   are still answered within 1 s each; the trickled body is cut off (connection closed) after the
-  deadline; the idle connections are closed after the idle timeout.
+  body timeout; the idle connections are closed after the idle timeout.
 """
 import json
 import socket
@@ -18,6 +20,7 @@ import sys
 import time
 
 PORT, MODEL, BODY = int(sys.argv[1]), sys.argv[2], open(sys.argv[3], "rb").read()
+BODY_TIMEOUT, IDLE_TIMEOUT = (int(sys.argv[4]), int(sys.argv[5])) if len(sys.argv) > 5 else (10, 15)
 fails = 0
 
 
@@ -161,8 +164,16 @@ slow = connect()
 slow.sendall(("POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n"
               % (PREDICT, len(BODY))).encode())
 t0 = time.time()
-worst, good, slow_closed_at, k = 0.0, 0, None, 0
-while time.time() - t0 < 14:
+worst, good, slow_closed_at, k, open_early = 0.0, 0, None, 0, None
+
+
+def still_open():
+    """of the 100 idle connections opened last, how many the server has not closed"""
+    return sum(not closed(s, 0.001) for s in idle[-100:])
+
+
+LOOP = max(BODY_TIMEOUT + 4, 8)  # seconds of trickling, one request of another client a second
+while time.time() - t0 < LOOP:
     if slow_closed_at is None:
         try:
             slow.sendall(BODY[k:k + 1])
@@ -171,6 +182,8 @@ while time.time() - t0 < 14:
             slow_closed_at = time.time() - t0
         if slow_closed_at is None and closed(slow, 0.01):
             slow_closed_at = time.time() - t0
+    if open_early is None and time.time() - t0 >= IDLE_TIMEOUT - 2.5:
+        open_early = still_open()
     t = time.time()
     try:
         st, _, b = request("POST", PREDICT, BODY)
@@ -179,13 +192,19 @@ while time.time() - t0 < 14:
         pass
     worst = max(worst, time.time() - t)
     time.sleep(max(0.0, 1.0 - (time.time() - t)))
-result(good >= 10 and worst < 1.0, "with 1000 idle and 20 half-sent requests open, others are answered (%d, worst %.3f s)"
+result(good >= LOOP - 3 and worst < 1.0, "with 1000 idle and 20 half-sent requests open, others are answered (%d, worst %.3f s)"
        % (good, worst), "%d answered, worst %.3f s" % (good, worst))
-result(slow_closed_at is not None and slow_closed_at < 13,
-       "a body trickled one byte a second is cut off (after %s s)" % slow_closed_at, "still open after 14 s")
-time.sleep(max(0.0, 19 - (time.time() - t0)))
-n_closed = sum(closed(s, 0.05) for s in idle + half)
-result(n_closed == len(idle) + len(half), "idle connections closed after the timeout (%d of %d)" % (n_closed, len(idle) + len(half)),
+result(slow_closed_at is not None and BODY_TIMEOUT - 1 <= slow_closed_at < BODY_TIMEOUT + 3,
+       "a body trickled one byte a second is cut off after the body timeout of %d s (after %s s)"
+       % (BODY_TIMEOUT, slow_closed_at), "closed after %s s" % slow_closed_at)
+if open_early is None:
+    time.sleep(max(0.0, IDLE_TIMEOUT - 2.5 - (time.time() - t0)))
+    open_early = still_open()
+result(open_early == 100, "idle connections still open 2 s before the idle timeout of %d s (%d of 100)"
+       % (IDLE_TIMEOUT, open_early), "%d of 100 open" % open_early)
+time.sleep(max(0.0, IDLE_TIMEOUT + 4 - (time.time() - t0)))
+n_closed = sum(closed(s, 0.001) for s in idle + half)
+result(n_closed == len(idle) + len(half), "idle connections closed after the idle timeout (%d of %d)" % (n_closed, len(idle) + len(half)),
        "%d of %d closed" % (n_closed, len(idle) + len(half)))
 for s in idle + half + [slow]:
     s.close()

@@ -2,9 +2,9 @@
  * reused by every request of a keep-alive connection, so a steady client costs no malloc of
  * ours), the bearer token, and the limits that keep a hostile client from holding memory or a
  * thread: a declared body over SV_MAX_BODY is answered 413 before it is read, an undeclared
- * (chunked) one is cut off when it passes the limit, a body still arriving SV_DEADLINE_S after
- * the request began closes the connection, headers are bounded by the connection's memory pool,
- * and an idle connection is closed after SV_IDLE_S (MHD's timeout). */
+ * (chunked) one is cut off when it passes the limit, a body still arriving --body-timeout seconds
+ * after the request began closes the connection, headers are bounded by the connection's memory
+ * pool, and an idle connection is closed after --idle-timeout seconds (MHD's timeout). */
 #include "serve.h"
 
 #include <microhttpd.h>
@@ -117,7 +117,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         return MHD_YES;
     }
     if (*upload_size) {
-        if (now_us() - k->t0 > (int64_t)SV_DEADLINE_S * 1000000 || k->len + *upload_size > SV_MAX_BODY)
+        if (now_us() - k->t0 > (int64_t)sv_srv->body_timeout_s * 1000000 || k->len + *upload_size > SV_MAX_BODY)
             return MHD_NO; /* too slow or too large (undeclared length): close */
         if (body_append(k, upload, *upload_size))
             return MHD_NO;
@@ -168,11 +168,11 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls, en
     *req_cls = NULL;
 }
 
-struct MHD_Daemon *sv_http_start(const struct sockaddr *addr, int threads)
+struct MHD_Daemon *sv_http_start(const struct sockaddr *addr, int threads, int idle_timeout_s)
 {
     return MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_TURBO | MHD_USE_ERROR_LOG, 0,
                             NULL, NULL, handle, NULL, MHD_OPTION_SOCK_ADDR, addr, MHD_OPTION_THREAD_POOL_SIZE,
-                            (unsigned)threads, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)SV_IDLE_S,
+                            (unsigned)threads, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)idle_timeout_s,
                             MHD_OPTION_CONNECTION_LIMIT, (unsigned)4000, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
                             (size_t)32768, MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)1024,
                             MHD_OPTION_NOTIFY_CONNECTION, on_connection, NULL, MHD_OPTION_NOTIFY_COMPLETED,

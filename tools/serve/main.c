@@ -25,6 +25,9 @@
     "  --data DIR          Fashion-MNIST, for the scenes the page offers a U-Net model\n"             \
     "                      (default /usr/share/datasets/fashion-mnist)\n"                           \
     "  --threads N         HTTP worker threads, one predictor each (default 2)\n"                     \
+    "  --body-timeout S    close a connection whose request body is still arriving S seconds after\n" \
+    "                      the request began (default 10)\n"                                         \
+    "  --idle-timeout S    close a connection idle for S seconds (default 15)\n"                      \
     "  --token-file F      requests must carry Authorization: Bearer <F's first line>\n"              \
     "                      (or set DDL_SERVE_TOKEN)\n"                                                 \
     "  --help, --version   this text; the version\n"
@@ -79,12 +82,15 @@ int main(int argc, char **argv)
                                          {"logdir", required_argument, NULL, 'L'},
                                          {"data", required_argument, NULL, 'D'},
                                          {"threads", required_argument, NULL, 't'},
+                                         {"body-timeout", required_argument, NULL, 'B'},
+                                         {"idle-timeout", required_argument, NULL, 'I'},
                                          {"token-file", required_argument, NULL, 'T'},
                                          {"token", required_argument, NULL, 'X'},
                                          CLI_HELP_VERSION,
                                          {NULL, 0, NULL, 0}};
     const char *models[SV_MAX_MODELS], *listen = "127.0.0.1:8500", *token_file = NULL;
-    int n_models = 0, threads = 2, c;
+    int n_models = 0, threads = 2, idle_timeout_s = SV_IDLE_TIMEOUT_S, c;
+    server.body_timeout_s = SV_BODY_TIMEOUT_S;
     cli_start(argv, "ddl-serve");
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
@@ -97,6 +103,8 @@ int main(int argc, char **argv)
         case 'L': server.logdir = optarg; break;
         case 'D': server.data = optarg; break;
         case 't': threads = cli_int("--threads", optarg, 1, 256); break;
+        case 'B': server.body_timeout_s = cli_int("--body-timeout", optarg, 1, 3600); break;
+        case 'I': idle_timeout_s = cli_int("--idle-timeout", optarg, 1, 86400); break;
         case 'T': token_file = optarg; break;
         case 'X': cli_error("--token: a token on the command line is seen by every user (ps); use --token-file F "
                             "or DDL_SERVE_TOKEN"); break;
@@ -137,7 +145,7 @@ int main(int argc, char **argv)
     sigaddset(&sigs, SIGINT), sigaddset(&sigs, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &sigs, NULL); /* every thread started below inherits the mask */
     signal(SIGPIPE, SIG_IGN);
-    struct MHD_Daemon *d = sv_http_start((const struct sockaddr *)&addr, threads);
+    struct MHD_Daemon *d = sv_http_start((const struct sockaddr *)&addr, threads, idle_timeout_s);
     if (!d) {
         fprintf(stderr, "ddl-serve: cannot listen on %s: %s\n", listen, strerror(errno));
         sv_registry_close(&server.reg);

@@ -31,8 +31,8 @@
 #define SV_MAX_MODELS 16
 #define SV_MAX_BODY ((size_t)4 << 20)   /* bytes of a request body; larger: 413 */
 #define SV_MAX_INPUT 65536              /* pixels of all instances of one request (lenet: 83) */
-#define SV_DEADLINE_S 10                /* a request's body must arrive within this */
-#define SV_IDLE_S 15                    /* an idle connection is closed after this */
+#define SV_BODY_TIMEOUT_S 10            /* a request's body must arrive within this (--body-timeout) */
+#define SV_IDLE_TIMEOUT_S 15            /* an idle connection is closed after this (--idle-timeout) */
 
 typedef struct sv_reply sv_reply;
 
@@ -139,7 +139,7 @@ extern const size_t sv_web_index_bytes;
 /* ---- the daemon (http.c) ---- */
 struct MHD_Daemon;
 struct sockaddr;
-struct MHD_Daemon *sv_http_start(const struct sockaddr *addr, int threads);
+struct MHD_Daemon *sv_http_start(const struct sockaddr *addr, int threads, int idle_timeout_s);
 int sv_http_port(struct MHD_Daemon *d);
 void sv_http_stop(struct MHD_Daemon *d);
 
@@ -157,6 +157,7 @@ typedef struct sv_server {
     const char *logdir;
     const char *data;  /* --data DIR: Fashion-MNIST for /api/scene (NULL: Debian's path) */
     char token[256];   /* "" : no auth */
+    int body_timeout_s; /* a body still arriving this long after its request began: closed */
     _Atomic uint64_t other_req[6];
 } sv_server;
 
