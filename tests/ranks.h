@@ -1,8 +1,9 @@
-/* ranks.h - run a test body in N forked ranks (used by test_collectives.c and test_transport.c).
+/* ranks.h - run a test body in N forked ranks (the tests of src/comm and transports/).
  * Each child runs fn(rank, world, arg) with its own CHECK counters, then reports them to the
  * parent through a pipe, together with any "key value" lines it wants compared across ranks
  * and runs (report_value). The parent adds the counts to its own, and kills every child still
- * running at the deadline, so no test can hang. Include after check.h. */
+ * running at the deadline, so no test can hang. beside_start/beside_join run such runs side by
+ * side, in a child process, when they mostly wait. Include after check.h. */
 #ifndef DDL_TEST_RANKS_H
 #define DDL_TEST_RANKS_H
 #include "ddl.h"
