@@ -65,6 +65,13 @@ int ddl__net_fail(ddl__net *n, int status, const char *fmt, ...)
     return status;
 }
 
+void ddl__net_recovered(ddl__net *n)
+{
+    n->failed = 0;
+    n->fail_status = 0;
+    n->err[0] = 0;
+}
+
 void ddl__net_link_down(ddl__net *n, int j, int status, int tx, int rx)
 {
     ddl__net_peer *p = &n->peers[j];

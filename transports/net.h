@@ -93,6 +93,10 @@ int ddl__net_init(ddl__net *n, uint32_t magic, const ddl__net_proto *proto, cons
                   ddl__net_peer *peers);
 /* ddl__net_fail: record a message (and the first failure's status) and return status. */
 int ddl__net_fail(ddl__net *n, int status, const char *fmt, ...) DDL__PRINTF(3, 4);
+
+/* ddl__net_recovered: what failed was dealt with (a handshake dialled again): forget it, so that
+ * neither a later operation nor our goodbye (ABORT instead of BYE) reports it. */
+void ddl__net_recovered(ddl__net *n);
 /* ddl__net_link_down: sending (tx) and/or receiving (rx) with rank j failed with status; a
  * dead peer (DDL_EPEER) becomes the culprit if none was named yet. */
 void ddl__net_link_down(ddl__net *n, int j, int status, int tx, int rx);
@@ -284,10 +288,13 @@ int ddl__net_greet_step(ddl__net *n, ddl__net_greeting *g, int peer, const unsig
 
 #define DDL__POOL_SLOTS 16    /* handshakes an accepting rank runs at once */
 #define DDL__POOL_SLOT_MS 2000 /* the longest a handshake may hold a slot (a real peer's takes ms) */
+#define DDL__POOL_HOLD_MS 500  /* nor is a slot taken over sooner: a real peer answers within it even
+                                * when 64 ranks of one host all connect at once */
 #define DDL__KEY_BYTES 256 /* the longest key: a ZMTP routing id is at most 255 bytes */
 
 typedef struct ddl__net_slot {
     ddl__net_pending hs;               /* hs.stage 0: the slot is free */
+    int64_t since_ms;                  /* when the peer took it */
     unsigned char key[DDL__KEY_BYTES]; /* the transport's way to the peer */
     size_t key_bytes;
     size_t got;                        /* bytes of msg so far, for messages that arrive in pieces */
@@ -309,8 +316,11 @@ ddl__net_slot *ddl__net_pool_find(ddl__net_pool *pl, const void *key, size_t key
 /* ddl__net_pool_room: 1 if a slot is free. */
 int ddl__net_pool_room(const ddl__net_pool *pl);
 /* ddl__net_pool_victim: with every slot in use, the one a newcomer takes over, so that strangers
- * cannot hold them all: the oldest still waiting for its HELLO, else the oldest; the transport
- * closes what it holds and drops it. NULL while a slot is free. */
+ * cannot hold them all: of the slots held DDL__POOL_HOLD_MS or longer, the oldest still waiting
+ * for its HELLO, else the oldest; the transport closes what it holds and drops it. NULL while a
+ * slot is free, and while every slot is younger: then the newcomer waits (tcp leaves it in the
+ * listen queue, zmq tells it to greet again), so that peers arriving together do not push each
+ * other out one message before their proof. */
 ddl__net_slot *ddl__net_pool_victim(ddl__net_pool *pl);
 /* ddl__net_pool_start: a slot for a peer (from: its address) that starts a handshake: the one
  * its key already has, restarted, or a free one, for DDL__POOL_SLOT_MS at most (less if the open
@@ -320,7 +330,8 @@ ddl__net_slot *ddl__net_pool_start(ddl__net_pool *pl, const void *key, size_t ke
 void ddl__net_pool_drop(ddl__net_pool *pl, ddl__net_slot *p);
 /* ddl__net_pool_silent: a slot in use past its deadline (to refuse for DDL__HS_R_SILENT), or NULL. */
 ddl__net_slot *ddl__net_pool_silent(ddl__net_pool *pl);
-/* ddl__net_pool_wake: the earliest of deadline_ms and the deadlines of the slots in use. */
+/* ddl__net_pool_wake: the earliest of deadline_ms, the deadlines of the slots in use and, with
+ * every slot in use, when the first of them may be taken over. */
 int64_t ddl__net_pool_wake(const ddl__net_pool *pl, int64_t deadline_ms);
 /* ddl__net_pool_accept: m arrived from p: the DDL__ACCEPT_* action, with the answer in out
  * (REPLY, JOINED) or the reason to refuse in *reason (REFUSE). */
@@ -374,6 +385,9 @@ int ddl__net_listen(ddl__net *n, const struct sockaddr_storage *ss, socklen_t le
  * unanswered; connections accepted earlier are not touched. 0, or -1 where this is not
  * possible (Linux only). */
 int ddl__sock_shut_door(int fd);
+/* ddl__net_check_fds: can this process open per_rank descriptors for each rank of the job, and
+ * some for the program besides? DDL_OK, or DDL_EINVAL naming the limit (ulimit -n) to raise. */
+int ddl__net_check_fds(ddl__net *n, int per_rank);
 /* ddl__net_dial: connect to rank peer at peers[peer].addr, retrying while nobody listens there
  * yet, until deadline_ms; the non-blocking socket in *fd. */
 int ddl__net_dial(ddl__net *n, int peer, int64_t deadline_ms, int *fd);

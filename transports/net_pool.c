@@ -5,7 +5,8 @@
  * runs it through the accepting side of the handshake (net_handshake.c) and says what to answer.
  * It owns no socket and sends nothing: the transport moves the bytes, closes what it opened and
  * decides whom to tell why it is refused. A stranger holds a slot DDL__POOL_SLOT_MS at most, and
- * less when newcomers need it: a full pool gives the oldest slot to the next peer. */
+ * less when newcomers need it: a full pool gives its oldest slot to the next peer, but only
+ * once that slot was held DDL__POOL_HOLD_MS. */
 #include "net.h"
 
 #include <string.h>
@@ -46,11 +47,14 @@ int ddl__net_pool_room(const ddl__net_pool *pl)
 ddl__net_slot *ddl__net_pool_victim(ddl__net_pool *pl)
 {
     ddl__net_slot *v = NULL;
+    int64_t young = ddl__now_ms() - DDL__POOL_HOLD_MS;
     for (int i = 0; i < DDL__POOL_SLOTS; i++) {
         ddl__net_slot *p = &pl->slot[i];
         if (!p->hs.stage)
             return NULL;
-        int older = !v || p->hs.deadline_ms < v->hs.deadline_ms;
+        if (p->since_ms > young)
+            continue;
+        int older = !v || p->since_ms < v->since_ms;
         if (!v || (p->hs.stage == DDL__HS_HELLO && (v->hs.stage != DDL__HS_HELLO || older)) ||
             (v->hs.stage != DDL__HS_HELLO && older))
             v = p;
@@ -69,7 +73,8 @@ ddl__net_slot *ddl__net_pool_start(ddl__net_pool *pl, const void *key, size_t ke
     memset(p, 0, sizeof *p);
     p->hs.stage = DDL__HS_HELLO;
     int ms = pl->net->timeout_ms < DDL__POOL_SLOT_MS ? pl->net->timeout_ms : DDL__POOL_SLOT_MS;
-    p->hs.deadline_ms = ddl__now_ms() + ms;
+    p->since_ms = ddl__now_ms();
+    p->hs.deadline_ms = p->since_ms + ms;
     memcpy(p->key, key, key_bytes);
     p->key_bytes = key_bytes;
     snprintf(p->hs.from, sizeof p->hs.from, "%s", from);
@@ -93,9 +98,14 @@ ddl__net_slot *ddl__net_pool_silent(ddl__net_pool *pl)
 
 int64_t ddl__net_pool_wake(const ddl__net_pool *pl, int64_t deadline_ms)
 {
-    for (int i = 0; i < DDL__POOL_SLOTS; i++)
-        if (pl->slot[i].hs.stage && pl->slot[i].hs.deadline_ms < deadline_ms)
-            deadline_ms = pl->slot[i].hs.deadline_ms;
+    int full = !ddl__net_pool_room(pl);
+    for (int i = 0; i < DDL__POOL_SLOTS; i++) {
+        const ddl__net_slot *p = &pl->slot[i];
+        if (p->hs.stage && p->hs.deadline_ms < deadline_ms)
+            deadline_ms = p->hs.deadline_ms;
+        if (full && p->since_ms + DDL__POOL_HOLD_MS < deadline_ms)
+            deadline_ms = p->since_ms + DDL__POOL_HOLD_MS;
+    }
     return deadline_ms;
 }
 

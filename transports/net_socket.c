@@ -15,9 +15,27 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
+
+/* ---- limits ---- */
+
+#define FDS_FOR_THE_PROGRAM 64 /* its files, the heartbeat's socket, libzmq's own pollers */
+
+int ddl__net_check_fds(ddl__net *n, int per_rank)
+{
+    struct rlimit rl;
+    long long need = (long long)per_rank * n->world + FDS_FOR_THE_PROGRAM;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY || (long long)rl.rlim_cur >= need)
+        return DDL_OK;
+    return ddl__net_fail(n, DDL_EINVAL,
+                         "rank %d: %s with %d ranks needs about %lld open files per process, and this one may open "
+                         "%llu (ulimit -n); raise the limit to %lld or more (ddlrun raises it to the hard limit, "
+                         "%llu here)", n->rank, n->proto->name, n->world, need, (unsigned long long)rl.rlim_cur,
+                         need, (unsigned long long)rl.rlim_max);
+}
 
 /* ---- bytes ---- */
 
@@ -261,6 +279,7 @@ int ddl__net_dial_greet(ddl__net *n, int peer, int64_t deadline_ms, int *out)
             return st;
         /* closed unanswered: strangers took our handshake slot, or we were slow; try again */
         ddl__log(n->log, n->log_ud, DDL_LOG_DEBUG, "%s: rank %d: %s; trying again", n->proto->name, n->rank, n->err);
+        ddl__net_recovered(n);
         struct timespec ts = {0, (long)(left < 50 ? left : 50) * 1000000L};
         nanosleep(&ts, NULL);
     }

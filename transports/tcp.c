@@ -107,13 +107,19 @@ static void drop_pending(tcp_state *s)
             slot_drop(s, &s->pool.slot[i]);
 }
 
+/* can_take: a slot is free, or one may be taken over (ddl__net_pool_victim). */
+static int can_take(tcp_state *s)
+{
+    return ddl__net_pool_room(&s->pool) || ddl__net_pool_victim(&s->pool);
+}
+
 /* accept_some: take what waits on the listening socket (up to a pool's worth, so that the kernel's
  * queue never fills with strangers), each into a slot: a free one, else the one the pool gives
- * up (ddl__net_pool_victim: a stranger cannot hold them all). A real peer's HELLO is usually
- * there at once: read it now, before a newcomer can take the slot over. */
+ * up (ddl__net_pool_victim: a stranger cannot hold them all); while every slot is young, the
+ * rest waits in the queue. A real peer's HELLO is usually there at once: read it now. */
 static void accept_some(tcp_state *s)
 {
-    for (int k = 0; k < DDL__POOL_SLOTS; k++) {
+    for (int k = 0; k < DDL__POOL_SLOTS && can_take(s); k++) {
         struct sockaddr_storage ss;
         socklen_t len = sizeof ss;
         char from[DDL__ADDR_BYTES];
@@ -147,8 +153,10 @@ static int poll_pending(tcp_state *s, int64_t deadline_ms, int64_t report_ms)
         s->pfd[n] = (struct pollfd){.fd = slot_fd(&s->pool.slot[i]), .events = POLLIN};
         s->pfd_rank[n++] = i;
     }
-    s->pfd[n] = (struct pollfd){.fd = s->listen_fd, .events = POLLIN};
-    s->pfd_rank[n++] = -1;
+    if (can_take(s)) { /* else the queue waits until a slot may be taken over (pool_wake) */
+        s->pfd[n] = (struct pollfd){.fd = s->listen_fd, .events = POLLIN};
+        s->pfd_rank[n++] = -1;
+    }
     int64_t wake = ddl__net_pool_wake(&s->pool, deadline_ms);
     int wait_ms = ddl__remaining_ms(report_ms && report_ms < wake ? report_ms : wake);
     return poll(s->pfd, (nfds_t)n, wait_ms) < 0 && errno != EINTR ? -1 : n;
@@ -315,6 +323,8 @@ static int tcp_open(void *state, const ddl_comm_config *cfg)
         s->links[j].fd = -1;
     int st = ddl__net_init(&s->net, TCP_STATE_MAGIC, &tcp_proto, cfg, (ddl__net_peer *)((unsigned char *)s + at[0]));
     if (st != DDL_OK || s->net.world == 1)
+        return st;
+    if ((st = ddl__net_check_fds(&s->net, 1)) != DDL_OK) /* one socket per other rank */
         return st;
     int64_t deadline_ms = ddl__now_ms() + s->net.timeout_ms;
     struct sockaddr_storage ss;

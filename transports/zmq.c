@@ -41,11 +41,17 @@
 /* ---- state ---- */
 
 #define ZQ_RID_BYTES 256              /* a routing id is at most 255 bytes (ZMTP) */
-#define ZQ_MAX_WORLD 4096             /* 2 world + 1 sockets per rank */
+#define ZQ_MAX_WORLD 4096
+/* libzmq sockets per other rank: its DEALER, our monitor PAIR and the PAIR that
+ * zmq_socket_monitor opens inside libzmq; one ROUTER besides. Each holds a descriptor (its
+ * mailbox) and each DEALER and accepted connection a socket: about 5 descriptors per rank. */
+#define ZQ_SOCKETS_PER_RANK 3
+#define ZQ_FDS_PER_RANK 5
 #define ZQ_STATE_MAGIC 0x7a6d712dU    /* marks a state that open() has initialised */
 #define ZQ_CHUNK ((size_t)8 << 20)    /* largest payload frame (and the receive bound) */
 #define ZQ_GRACE_MS 50                /* a dropped link is dead if nothing it sent is left by then */
 #define ZQ_QUICK_MS 5                 /* a first wait on the data socket alone, before the full poll */
+#define ZQ_GREET_AGAIN_MS 20           /* a rank that gave our handshake up is greeted again after 20-40 ms */
 #define ZQ_HEARTBEAT_MS 1000          /* ZMTP pings; a silent peer is dropped after 5 of them */
 
 /* Handshake messages (one frame each) start with "DDLZ", proofs with "ddl-zmq-v1"; a message is
@@ -65,6 +71,7 @@ typedef struct zq_link {
     size_t rid_bytes;
     ddl__net_greeting greet;   /* our DEALER's handshake with its ROUTER */
     int64_t down_at_ms;        /* when the monitor saw the connection drop (0: up) */
+    int64_t greet_at_ms;       /* the rank gave our handshake up: greet again then (0: no) */
     int reconnected;           /* the address answered again after a drop: not trusted any more */
 } zq_link;
 
@@ -226,6 +233,18 @@ static void refuse(zq_state *s, ddl__net_slot *p, uint32_t reason)
     ddl__net_pool_drop(&s->pool, p);
 }
 
+/* busy: every handshake slot is taken and none may be taken over yet: the peer with routing id
+ * rid is told to greet again (the refusal a slot given up gets), and holds no slot meanwhile. */
+static void busy(zq_state *s, const unsigned char *rid, size_t rid_bytes, const char *from)
+{
+    ddl__hs_msg m = {.type = DDL__HS_REFUSE, .version = zq_proto.version, .reason = DDL__HS_R_SILENT};
+    unsigned char buf[DDL__HS_BYTES];
+    ddl__hs_encode(&zq_proto, &m, buf);
+    (void)router_send(s, rid, rid_bytes, buf, sizeof buf);
+    ddl__log(s->net.log, s->net.log_ud, DDL_LOG_DEBUG, "zmq: rank %d: every handshake slot is busy; %s greets again",
+             s->net.rank, from);
+}
+
 /* router_one: one [rid][message] from the ROUTER; anything malformed is dropped unanswered. A
  * HELLO (re)starts the slot of its rid; a joining rank gets its rid recorded. */
 static void router_one(zq_state *s, const unsigned char *rid, size_t rid_bytes, const unsigned char *buf,
@@ -239,9 +258,14 @@ static void router_one(zq_state *s, const unsigned char *rid, size_t rid_bytes, 
         return;
     }
     ddl__net_slot *p = ddl__net_pool_find(&s->pool, rid, rid_bytes);
-    ddl__net_slot *v = m.type == DDL__HS_HELLO && !p ? ddl__net_pool_victim(&s->pool) : NULL;
-    if (v) /* strangers cannot hold every slot: the oldest gives its slot up (a real rank greets again) */
-        refuse(s, v, DDL__HS_R_SILENT);
+    if (m.type == DDL__HS_HELLO && !p && !ddl__net_pool_room(&s->pool)) {
+        ddl__net_slot *v = ddl__net_pool_victim(&s->pool);
+        if (!v) { /* every slot is young: the newcomer greets again a little later */
+            busy(s, rid, rid_bytes, from);
+            return;
+        }
+        refuse(s, v, DDL__HS_R_SILENT); /* strangers cannot hold every slot (a real rank greets again) */
+    }
     if (m.type == DDL__HS_HELLO)
         p = ddl__net_pool_start(&s->pool, rid, rid_bytes, from);
     if (!p) {
@@ -346,8 +370,10 @@ static int client_step(zq_state *s, int j)
         else if (l->greet.stage == DDL__GREET_DONE)
             st = client_table(s, buf, bytes);
         else if ((st = ddl__net_greet_step(n, &l->greet, j, buf, bytes, &out)) == DDL_OK &&
-                 (l->greet.stage == DDL__GREET_OK || l->greet.stage == 0))
-            st = l->greet.stage ? send_dealer(s, j, &out) : greet(s, j);
+                 l->greet.stage == DDL__GREET_OK)
+            st = send_dealer(s, j, &out);
+        else if (st == DDL_OK && l->greet.stage == 0) /* given up: again soon, not at once (it is busy) */
+            l->greet_at_ms = ddl__now_ms() + ZQ_GREET_AGAIN_MS + (n->rank * 7 + j) % ZQ_GREET_AGAIN_MS;
         zmq_msg_close(&msg);
     }
     return st;
@@ -484,13 +510,24 @@ static int open_poll(zq_state *s, int64_t deadline_ms)
     for (int j = 0; j < s->net.world; j++)
         if (s->links[j].dealer && client_waiting(s, j))
             it[n++] = (zmq_pollitem_t){.socket = s->links[j].dealer, .events = ZMQ_POLLIN};
-    int left = ddl__remaining_ms(deadline_ms);
-    if (zmq_poll(it, n, left < 100 ? left : 100) < 0 && errno != EINTR)
+    int64_t wake = ddl__net_pool_wake(&s->pool, ddl__now_ms() + 100);
+    for (int j = 0; j < s->net.world; j++)
+        if (s->links[j].greet_at_ms && s->links[j].greet_at_ms < wake)
+            wake = s->links[j].greet_at_ms;
+    int left = ddl__remaining_ms(wake < deadline_ms ? wake : deadline_ms);
+    if (zmq_poll(it, n, left) < 0 && errno != EINTR)
         return ddl__net_fail(&s->net, DDL_EIO, "rank %d: zmq_poll: %s", s->net.rank, zmq_strerror(errno));
     router_step(s);
     expire(s);
-    for (int j = 0; j < s->net.world && st == DDL_OK; j++)
-        st = s->links[j].dealer ? client_step(s, j) : DDL_OK;
+    int64_t now = ddl__now_ms();
+    for (int j = 0; j < s->net.world && st == DDL_OK; j++) {
+        zq_link *l = &s->links[j];
+        st = l->dealer ? client_step(s, j) : DDL_OK;
+        if (st == DDL_OK && l->greet_at_ms && now >= l->greet_at_ms) {
+            l->greet_at_ms = 0;
+            st = greet(s, j);
+        }
+    }
     return st;
 }
 
@@ -585,9 +622,11 @@ static int zq_open(void *state, const ddl_comm_config *cfg)
     int st = ddl__net_init(&s->net, ZQ_STATE_MAGIC, &zq_proto, cfg, (ddl__net_peer *)((unsigned char *)s + at[0]));
     if (st != DDL_OK || s->net.world == 1)
         return st;
+    if ((st = ddl__net_check_fds(&s->net, ZQ_FDS_PER_RANK)) != DDL_OK)
+        return st;
     keep_heap();
     s->ctx = zmq_ctx_new();
-    if (!s->ctx || zmq_ctx_set(s->ctx, ZMQ_MAX_SOCKETS, 2 * s->net.world + 16) != 0)
+    if (!s->ctx || zmq_ctx_set(s->ctx, ZMQ_MAX_SOCKETS, ZQ_SOCKETS_PER_RANK * s->net.world + 16) != 0)
         return ddl__net_fail(&s->net, DDL_EIO, "rank %d: cannot create a ZeroMQ context: %s", s->net.rank,
                              zmq_strerror(errno));
     int64_t deadline_ms = ddl__now_ms() + s->net.timeout_ms;
