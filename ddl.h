@@ -329,6 +329,43 @@ void ddl_dataset_free(ddl_dataset *d);
 int ddl_idx_load(const char *path, const ddl_allocator *alloc, uint8_t **data, int *n_dims, int dims[4],
                  char *err, size_t err_bytes);
 
+/* numpy arrays: a .npy file, or one array of a .npz (np.savez, stored, or np.savez_compressed,
+ * deflated; zip64 as numpy writes it), little endian, C order. */
+enum { DDL_NPY_UINT8 = 1, DDL_NPY_INT8 = 2, DDL_NPY_BOOL = 3, DDL_NPY_INT32 = 4, DDL_NPY_INT64 = 5,
+       DDL_NPY_FLOAT32 = 6, DDL_NPY_FLOAT64 = 7 };
+#define DDL_NPY_MAX_DIMS 8
+typedef struct ddl_npy {
+    int dtype;                         /* DDL_NPY_* */
+    int n_dims;
+    int64_t shape[DDL_NPY_MAX_DIMS];
+    int64_t count;                     /* elements: the product of shape */
+    void *data;                        /* count elements of dtype, from the loader's allocator */
+} ddl_npy;
+/* ddl_npy_load: read the array spec names: "FILE.npy", "FILE.npz:NAME" (the array np.savez saved
+ * as NAME), or "FILE.npz" when it holds one array. The file is read whole, a deflated member is
+ * inflated and its CRC-32 checked; data comes from alloc (NULL: malloc). Returns DDL_OK; else
+ * *out is zeroed and err names the file and member and what was expected and found: DDL_EIO
+ * (cannot open or read), DDL_ECORRUPT (not .npy or zip, damaged header, data of another length
+ * than the shape needs, bad CRC or deflate stream), DDL_ENOTSUP (a dtype other than uint8, int8,
+ * bool, int32, int64, float32, float64; big endian; Fortran order; a deflated member without
+ * zlib), DDL_EINVAL (no such array: the message lists those the file holds; NULL arguments),
+ * DDL_ENOMEM. zlib's own small buffers come from malloc. */
+int ddl_npy_load(const char *spec, const ddl_allocator *alloc, ddl_npy *out, char *err, size_t err_bytes);
+/* ddl_npy_dtype_bytes: the size of one element of dtype (0: not a DDL_NPY_* type). */
+int ddl_npy_dtype_bytes(int dtype);
+/* ddl_npy_free: free a's data with the allocator it was loaded with, and zero a (NULL is fine). */
+void ddl_npy_free(ddl_npy *a, const ddl_allocator *alloc);
+/* ddl_dataset_load_numpy: a data set from two arrays (specs as ddl_npy_load's): images of shape
+ * (N, H, W), (N, H, W, C) or (N, C, H, W) with C 1 or 3, uint8 pixels, or float32/float64
+ * pixels in 0..1 (scaled by 255) or 0..255, rounded to bytes; and targets: labels (N,) of any
+ * integer type (classes 0..255; n_classes is the largest + 1), or masks (N, H, W) or
+ * (N, H, W, 1) for segmentation: integer classes, or bool and float masks thresholded at 0.5
+ * (class 1 where >= 0.5, else 0; n_classes 2). Returns DDL_OK, or with *out zeroed:
+ * ddl_npy_load's codes, or DDL_EINVAL for shapes, types or values that do not fit, the message
+ * naming the array and its shape. */
+int ddl_dataset_load_numpy(const char *images, const char *targets, const ddl_allocator *alloc, ddl_dataset *out,
+                           char *err, size_t err_bytes);
+
 /* ---- models ----
  * A model is a plugin (lenet, unet, or your own: see "model plugin interface") built for one
  * configuration into one block of memory: parameters, gradients and activations, each flat

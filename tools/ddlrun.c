@@ -37,6 +37,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -950,6 +951,18 @@ static int head_main(opts *o)
     }
 }
 
+/* raise_open_files: the ranks inherit our limit on open files; a rank of a large job over zmq
+ * needs about 5 per rank of the job, more than the usual soft limit of 1024 allows at 200
+ * ranks. Raised to the hard limit, as far as we may without privileges. */
+static void raise_open_files(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        (void)setrlimit(RLIMIT_NOFILE, &rl);
+    }
+}
+
 int main(int argc, char **argv)
 {
     opts o;
@@ -960,6 +973,7 @@ int main(int argc, char **argv)
         read_env_stdin();
     set_xvars(&o);
     setup_env(&o);
+    raise_open_files();
     if (o.log_dir && mkdir(o.log_dir, 0755) != 0 && errno != EEXIST) {
         fprintf(stderr, "ddlrun: --log-dir %s: %s\n", o.log_dir, strerror(errno));
         return 1;

@@ -1,0 +1,174 @@
+/* test_numpy.c - numpy arrays as numpy writes them (tests/numpy/make_arrays.py, run with Debian's
+ * python3-numpy, which make's install step installs): .npy of every dtype ddl reads, .npz stored
+ * and deflated, in the three image layouts, with labels and masks; and every way such a file or
+ * array can be wrong, each refused with a message naming the file (or array) and what was
+ * found. Run from the repository's root (tests/run.sh does). */
+#include "ddl.h"
+#include "tests/check.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static char dir[64];
+static char err[512];
+
+static const char *at(const char *name)
+{
+    static char buf[4][256];
+    static int k;
+    k = (k + 1) % 4;
+    snprintf(buf[k], sizeof buf[k], "%s/%s", dir, name);
+    return buf[k];
+}
+
+/* refused: loading spec (as a data set with targets, or alone) fails with code and a message
+ * holding each of the words. */
+static void refused(const char *images, const char *targets, int code, const char *w1, const char *w2)
+{
+    ddl_dataset d;
+    ddl_npy a;
+    err[0] = 0;
+    int rc = targets ? ddl_dataset_load_numpy(images, targets, NULL, &d, err, sizeof err)
+                     : ddl_npy_load(images, NULL, &a, err, sizeof err);
+    CHECK(rc == code);
+    CHECK(w1 == NULL || strstr(err, w1) != NULL);
+    CHECK(w2 == NULL || strstr(err, w2) != NULL);
+    if (rc != code || (w1 && !strstr(err, w1)) || (w2 && !strstr(err, w2)))
+        fprintf(stderr, "  %s: rc %d, err: %s\n", images, rc, err);
+    if (targets && rc == DDL_OK)
+        ddl_dataset_free(&d);
+    else if (!targets && rc == DDL_OK)
+        ddl_npy_free(&a, NULL);
+    if (targets && rc != DDL_OK)
+        CHECK(d.images == NULL && d.n == 0);
+}
+
+/* ---- images in three layouts give the same bytes ---- */
+
+static void layouts(void)
+{
+    const char *names[] = {"nchw_u8.npy", "nhwc_u8.npy", "nchw_f32_unit.npy", "nhwc_f64_255.npy"};
+    for (int k = 0; k < 4; k++) {
+        ddl_dataset d;
+        int rc = ddl_dataset_load_numpy(at(names[k]), at("labels_i64.npy"), NULL, &d, err, sizeof err);
+        CHECK(rc == DDL_OK);
+        if (rc != DDL_OK) {
+            fprintf(stderr, "  %s: %s\n", names[k], err);
+            continue;
+        }
+        CHECK(d.n == 5 && d.c == 3 && d.h == 4 && d.w == 6 && d.th == 1 && d.tw == 1 && d.n_classes == 10);
+        int same = 1;
+        for (int i = 0; i < 5 * 3 * 4 * 6; i++)
+            same &= d.images[i] == i % 256;
+        CHECK(same);
+        CHECK(d.targets[0] == 0 && d.targets[1] == 3 && d.targets[3] == 9 && d.targets[4] == 2);
+        ddl_dataset_free(&d);
+    }
+    ddl_dataset d;
+    CHECK(ddl_dataset_load_numpy(at("nhw_u8.npy"), at("labels_u8.npy"), NULL, &d, err, sizeof err) == DDL_OK);
+    CHECK(d.c == 1 && d.h == 4 && d.w == 6 && d.n_classes == 5 && d.images[6 * 4 + 1] == (3 * 4 * 6 + 1) % 256);
+    ddl_dataset_free(&d);
+}
+
+/* ---- masks: floats thresholded at 0.5 ---- */
+
+static void masks(void)
+{
+    ddl_dataset d;
+    ddl_npy want;
+    int rc = ddl_dataset_load_numpy(at("nhwc_u8.npy"), at("masks_f32.npy"), NULL, &d, err, sizeof err);
+    CHECK(rc == DDL_OK);
+    CHECK(ddl_npy_load(at("masks_expected.npy"), NULL, &want, err, sizeof err) == DDL_OK);
+    if (rc == DDL_OK && want.data) {
+        CHECK(d.th == 4 && d.tw == 6 && d.n_classes == 2);
+        CHECK(memcmp(d.targets, want.data, 5 * 4 * 6) == 0);
+    }
+    ddl_dataset_free(&d);
+    ddl_npy_free(&want, NULL);
+}
+
+/* ---- .npz, stored and deflated, equal the .npy ---- */
+
+static void npz(void)
+{
+    ddl_npy x, s, c, one;
+    CHECK(ddl_npy_load(at("x.npy"), NULL, &x, err, sizeof err) == DDL_OK);
+    CHECK(x.dtype == DDL_NPY_UINT8 && x.n_dims == 3 && x.shape[0] == 300 && x.shape[1] == 28 && x.count == 300 * 784);
+    char spec[300];
+    snprintf(spec, sizeof spec, "%s:x_train", at("xy.npz"));
+    CHECK(ddl_npy_load(spec, NULL, &s, err, sizeof err) == DDL_OK);
+    snprintf(spec, sizeof spec, "%s:x_train", at("xy_compressed.npz"));
+    int rc = ddl_npy_load(spec, NULL, &c, err, sizeof err);
+    CHECK(rc == DDL_OK);
+    if (rc)
+        fprintf(stderr, "  %s\n", err);
+    CHECK(ddl_npy_load(at("one.npz"), NULL, &one, err, sizeof err) == DDL_OK);
+    CHECK(s.data && memcmp(s.data, x.data, (size_t)x.count) == 0);
+    CHECK(c.data && memcmp(c.data, x.data, (size_t)x.count) == 0);
+    CHECK(one.data && memcmp(one.data, x.data, (size_t)x.count) == 0);
+    ddl_npy_free(&x, NULL);
+    ddl_npy_free(&s, NULL);
+    ddl_npy_free(&c, NULL);
+    ddl_npy_free(&one, NULL);
+
+    char ys[300];
+    ddl_dataset d;
+    snprintf(spec, sizeof spec, "%s:x_train", at("xy_compressed.npz"));
+    snprintf(ys, sizeof ys, "%s:y_train", at("xy_compressed.npz"));
+    CHECK(ddl_dataset_load_numpy(spec, ys, NULL, &d, err, sizeof err) == DDL_OK);
+    CHECK(d.n == 300 && d.c == 1 && d.h == 28 && d.w == 28 && d.n_classes <= 10);
+    ddl_dataset_free(&d);
+}
+
+/* ---- what is refused, and how it is said ---- */
+
+static void refusals(void)
+{
+    char spec[300];
+    refused(at("xy.npz"), NULL, DDL_EINVAL, "holds 2 arrays (x_train, y_train)", "name one, as /tmp");
+    snprintf(spec, sizeof spec, "%s:x_test", at("xy.npz"));
+    refused(spec, NULL, DDL_EINVAL, "no array 'x_test'", "x_train, y_train");
+    snprintf(spec, sizeof spec, "%s:x_train", at("flipped.npz"));
+    refused(spec, NULL, DDL_ECORRUPT, "flipped.npz:x_train.npy", "damaged");
+    snprintf(spec, sizeof spec, "%s:x_train", at("cut.npz"));
+    refused(spec, NULL, DDL_ECORRUPT, "cut.npz", "not a zip file");
+    refused(at("short.npy"), NULL, DDL_ECORRUPT, "needs 235200 bytes of data, found 235190", "short.npy");
+    refused(at("not_npy.npy"), NULL, DDL_ECORRUPT, "not a .npy array", NULL);
+    refused(at("fortran.npy"), NULL, DDL_ENOTSUP, "fortran_order is True", NULL);
+    refused(at("big_endian.npy"), NULL, DDL_ENOTSUP, "dtype '>f4'", NULL);
+    refused(at("complex.npy"), NULL, DDL_ENOTSUP, "dtype '<c8'", NULL);
+    refused(at("missing.npy"), NULL, DDL_EIO, "missing.npy: cannot open", NULL);
+    refused(dir, NULL, DDL_EIO, "not a regular file", NULL);
+
+    refused(at("normalised_f32.npy"), at("labels_i64.npy"), DDL_EINVAL, "float32 pixels from -2 to 1.98438",
+            "pre-normalised");
+    refused(at("rgba_u8.npy"), at("labels_i64.npy"), DDL_EINVAL, "images of shape (5, 4, 6, 4)", "C 1 or 3");
+    refused(at("labels_i64.npy"), at("labels_i64.npy"), DDL_EINVAL, "images of shape (5,)", NULL);
+    refused(at("nchw_u8.npy"), at("labels_4.npy"), DDL_EINVAL, "labels_4.npy: targets of shape (4,)", "labels (5,)");
+    refused(at("nchw_u8.npy"), at("labels_f32.npy"), DDL_EINVAL, "labels of shape (5,) are float32", NULL);
+    refused(at("nchw_u8.npy"), at("labels_i32_big.npy"), DDL_EINVAL, "label 999 at index 3", NULL);
+    refused(at("nhwc_u8.npy"), at("masks_wrong.npy"), DDL_EINVAL, "targets of shape (5, 3, 6, 1)", "masks (5, 4, 6)");
+    refused(at("labels_u8.npy"), NULL, DDL_OK, NULL, NULL);
+}
+
+int main(void)
+{
+    snprintf(dir, sizeof dir, "/tmp/ddl-numpy-%d", (int)getpid());
+    char cmd[256];
+    const char *py = access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3";
+    snprintf(cmd, sizeof cmd, "%s tests/numpy/make_arrays.py %s", py, dir);
+    int made = system(cmd) == 0;
+    CHECK(made); /* python3-numpy comes with make's install step */
+    if (made) {
+        layouts();
+        masks();
+        npz();
+        refusals();
+    }
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", dir);
+    return TEST_END();
+}
