@@ -6,7 +6,7 @@
 #   make install         ddl.h, libddl.a, libddl.so, ddl.pc, the CMake package and the programs
 #                        under $(DESTDIR)$(PREFIX) (PREFIX=/usr/local); SHARED=0: no libddl.so, so
 #                        -lddl links libddl.a; make uninstall removes them
-# Switches: WITH_BLAS=openblas|none  WITH_ZMQ=0|1  WITH_MPI=0|1  WITH_LZ4=0|1  WITH_SODIUM=0|1  WITH_PNG=0|1  WITH_JANSSON=0|1
+# Switches: WITH_BLAS=openblas|none  WITH_ZMQ=0|1  WITH_MPI=0|1  WITH_LZ4=0|1  WITH_SODIUM=0|1  WITH_PNG=0|1  WITH_JPEG=0|1  WITH_JANSSON=0|1
 #           WITH_SERVE=0|1 (ddl-serve: libmicrohttpd, jansson and yajl)
 #           SAN=address|undefined|thread  V=1  BUILD=dir (default build)
 
@@ -23,6 +23,7 @@ WITH_LZ4  ?= $(if $(wildcard /usr/include/lz4.h),1,0)
 WITH_ZLIB ?= $(if $(wildcard /usr/include/zlib.h),1,0)
 WITH_SODIUM ?= $(if $(wildcard /usr/include/sodium.h),1,0)
 WITH_PNG  ?= $(if $(wildcard /usr/include/png.h),1,0)
+WITH_JPEG ?= $(if $(wildcard /usr/include/jpeglib.h),1,0)
 WITH_SERVE ?= $(if $(and $(wildcard /usr/include/microhttpd.h),$(wildcard /usr/include/jansson.h),$(wildcard /usr/include/yajl/yajl_parse.h)),1,0)
 WITH_JANSSON ?= $(if $(wildcard /usr/include/jansson.h),1,0)
 
@@ -52,6 +53,10 @@ endif
 ifeq ($(WITH_PNG),1)
   ALL_CFLAGS += -DDDL_WITH_PNG
   LDLIBS += -lpng
+endif
+ifeq ($(WITH_JPEG),1)
+  ALL_CFLAGS += -DDDL_WITH_JPEG
+  LDLIBS += -ljpeg
 endif
 # jansson: ddl-sweep's --space file (and ddl-serve, see WITH_SERVE); the library does not link it.
 ifeq ($(WITH_JANSSON),1)
@@ -167,7 +172,7 @@ $(BUILD)/flags: FORCE
 	@mkdir -p $(BUILD)
 	@echo '$(CC) $(ALL_CFLAGS)' > $@.tmp && $(call update,$@)
 	@printf '%s\n' 'ifeq ($$(origin CC),default)' 'CC := $(CC)' endif 'CFLAGS ?= $(CFLAGS)' 'SAN ?= $(SAN)' \
-	    $(foreach v,BLAS ZMQ MPI LZ4 ZLIB SODIUM PNG JANSSON,'WITH_$(v) ?= $(WITH_$(v))') > $(BUILD)/config.mk.tmp && \
+	    $(foreach v,BLAS ZMQ MPI LZ4 ZLIB SODIUM PNG JPEG JANSSON,'WITH_$(v) ?= $(WITH_$(v))') > $(BUILD)/config.mk.tmp && \
 	    $(call update,$(BUILD)/config.mk)
 
 # ---- shared library, ddl.pc, CMake package, install ----

@@ -289,6 +289,7 @@ struct ddl_dataset {
     const uint8_t *targets; /* (n, th, tw) class indices */
     void *owned;            /* memory the loader allocated, freed by ddl_dataset_free */
     const ddl_allocator *alloc; /* the loader's allocator: must outlive the data set */
+    const char *const *class_names; /* n_classes names (image folders), or NULL */
 };
 
 /* ddl_dataset_load_mnist: read DIR/SPLIT-images-idx3-ubyte[.gz] and DIR/SPLIT-labels-idx1-ubyte[.gz]
@@ -312,6 +313,13 @@ void ddl_dataset_stats(const ddl_dataset *d, float *mean, float *std);
  * Returns DDL_OK, DDL_EINVAL (bad arguments) or DDL_ENOMEM; err says which and why. */
 int ddl_dataset_make_scenes(const ddl_dataset *items, int n_scenes, int size, int max_items, uint64_t seed,
                             const ddl_allocator *alloc, ddl_dataset *out, char *err, size_t err_bytes);
+/* ddl_dataset_split: a validation set of round(n x fraction) samples taken from d (Keras's
+ * validation_split, ddl's --val-split), chosen by seed alone (the same on every rank and run),
+ * into *val, the rest into *train, each in d's order and with its own memory from alloc (free
+ * both with ddl_dataset_free; d is left as it was). Returns DDL_OK, or with both zeroed:
+ * DDL_EINVAL (fraction not strictly between 0 and 1, or a part that would be empty), DDL_ENOMEM. */
+int ddl_dataset_split(const ddl_dataset *d, double fraction, uint64_t seed, const ddl_allocator *alloc,
+                      ddl_dataset *train, ddl_dataset *val, char *err, size_t err_bytes);
 /* ddl_dataset_free: free what a loader allocated (a zeroed struct, or one freed already, is fine). */
 void ddl_dataset_free(ddl_dataset *d);
 
@@ -328,6 +336,33 @@ void ddl_dataset_free(ddl_dataset *d);
  * small buffers come from malloc, not from alloc. */
 int ddl_idx_load(const char *path, const ddl_allocator *alloc, uint8_t **data, int *n_dims, int dims[4],
                  char *err, size_t err_bytes);
+
+/* Image files: JPEG (libjpeg-turbo), PNG (libpng), binary PGM and PPM. Each image is decoded,
+ * converted to 1 channel (ITU-R BT.601 luma) or 3 (RGB; gray repeated; PNG alpha composited on
+ * black) and resized to the model's input with antialiased bilinear filtering, byte for byte as
+ * PIL's Image.resize(BILINEAR) and so torchvision's resize do it. At most 2^26 pixels each. */
+typedef struct ddl_folder_config {
+    int channels;           /* 1 or 3 */
+    int height, width;      /* the size every image is resized to, 1 to 4096 */
+    int skip_bad;           /* 1: a file that cannot be decoded is skipped and counted; 0: an error */
+} ddl_folder_config;
+/* ddl_image_load: one image file as channels x height x width bytes (C, H, W) in out. Returns
+ * DDL_OK, or with err naming the file: DDL_EIO (cannot read), DDL_ECORRUPT (damaged, not an
+ * image, too large), DDL_ENOTSUP (CMYK JPEG, 16-bit PGM, a format this build lacks), DDL_ENOMEM,
+ * DDL_EINVAL (bad arguments). Scratch memory from alloc (NULL: malloc). */
+int ddl_image_load(const char *path, int channels, int height, int width, const ddl_allocator *alloc, uint8_t *out,
+                   char *err, size_t err_bytes);
+/* ddl_dataset_load_folder: DIR/CLASS/FILE for every class folder CLASS (sorted by name; its index
+ * is the label; names starting with '.' ignored) and every .jpg, .jpeg, .png, .pgm or .ppm file
+ * in it (sorted; case of the extension ignored), each through ddl_image_load, side by side on
+ * ddl's threads (ddl_set_threads); out->class_names holds the class folders' names. A file that
+ * cannot be read is an error naming it (the first one in sorted order, whatever the threads
+ * did), or with cfg->skip_bad left out and counted in *n_skipped (may be NULL). At most 256
+ * classes for now. alloc is called from ddl's threads and must be thread-safe. Returns DDL_OK,
+ * ddl_image_load's codes, DDL_EINVAL (no class folder, no image, bad arguments) or DDL_ENOTSUP
+ * (over 256 classes), with out zeroed. */
+int ddl_dataset_load_folder(const char *dir, const ddl_folder_config *cfg, const ddl_allocator *alloc,
+                            ddl_dataset *out, int *n_skipped, char *err, size_t err_bytes);
 
 /* numpy arrays: a .npy file, or one array of a .npz (np.savez, stored, or np.savez_compressed,
  * deflated; zip64 as numpy writes it), little endian, C order. */

@@ -64,7 +64,7 @@ if command -v aarch64-linux-gnu-gcc > /dev/null && command -v qemu-aarch64 > /de
     progs="test_gemm test_maxpool test_infer test_optim test_ops"
     (unset MAKEFLAGS MFLAGS MAKELEVEL # the switches below, not those of a make around us
      make -j2 "$A/libddl.a" $(for p in $progs; do echo "$A/tests/$p"; done) SHARED=0 CC=aarch64-linux-gnu-gcc \
-        WITH_BLAS=none WITH_ZMQ=0 WITH_MPI=0 WITH_LZ4=0 WITH_ZLIB=0 WITH_PNG=0 WITH_SODIUM=0 WITH_SERVE=0 \
+        WITH_BLAS=none WITH_ZMQ=0 WITH_MPI=0 WITH_LZ4=0 WITH_ZLIB=0 WITH_PNG=0 WITH_JPEG=0 WITH_SODIUM=0 WITH_SERVE=0 \
         WITH_JANSSON=0 SAN= BUILD="$A" > "$tmp/arm64.log" 2>&1)
     check "aarch64: make libddl.a and the tests ($(tail -n 3 "$tmp/arm64.log"))" $?
     ! grep -E "warning|error|x86" "$tmp/arm64.log"; check "aarch64: no warning, no x86 flag" $?

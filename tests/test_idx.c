@@ -196,6 +196,20 @@ static void test_bad_header(void)
 
     write_file(p = tmp_path("empty.idx"), buf, 0);
     expect_fail(p, DDL_ECORRUPT, "truncated header: expected 4 bytes of magic, found 0");
+    /* formats people mistake for IDX are named, with where to load them instead */
+    static const struct { const char bytes[16], *says; } foreign[] = { /* bytes: 8 used, zero-padded */
+        {"\x89PNG\r\n\x1a\n", "a PNG image, not an IDX file: load images with ddl_dataset_load_folder"},
+        {"\xff\xd8\xff\xe0\0\x10", "a JPEG image, not an IDX file"},
+        {"\x93NUMPY\x01\0", "a numpy array (.npy), not an IDX file"},
+        {"PK\x03\x04\x14\0", "a zip file (numpy's .npz?), not an IDX file"},
+        {"P5\n28 28\n255\n", "a PGM image, not an IDX file"},
+    };
+    for (size_t i = 0; i < sizeof foreign / sizeof foreign[0]; i++) {
+        write_file(p = tmp_path("foreign.idx"), foreign[i].bytes, 8);
+        expect_fail(p, DDL_ECORRUPT, foreign[i].says);
+    }
+    write_gz(p = tmp_path("foreign.idx.gz"), foreign[0].bytes, 8); /* also inside gzip */
+    expect_fail(p, DDL_ECORRUPT, "a PNG image, not an IDX file");
     size_t n = make_idx(buf, 0x803, 3, d3, 0);
     write_file(p = tmp_path("short-magic.idx"), buf, 3);
     expect_fail(p, DDL_ECORRUPT, "truncated header: expected 4 bytes of magic, found 3");

@@ -5,23 +5,14 @@
  * found. Run from the repository's root (tests/run.sh does). */
 #include "ddl.h"
 #include "tests/check.h"
+#include "tests/pydata.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-static char dir[64];
 static char err[512];
-
-static const char *at(const char *name)
-{
-    static char buf[4][256];
-    static int k;
-    k = (k + 1) % 4;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", dir, name);
-    return buf[k];
-}
 
 /* refused: loading spec (as a data set with targets, or alone) fails with code and a message
  * holding each of the words. */
@@ -122,6 +113,41 @@ static void npz(void)
     ddl_dataset_free(&d);
 }
 
+/* ---- a validation split: chosen by the seed, in order, nothing lost ---- */
+
+static void split(void)
+{
+    char xs[300], ys[300];
+    ddl_dataset d, tr, va, tr2, va2, tr3, va3;
+    snprintf(xs, sizeof xs, "%s:x_train", at("xy.npz"));
+    snprintf(ys, sizeof ys, "%s:y_train", at("xy.npz"));
+    CHECK(ddl_dataset_load_numpy(xs, ys, NULL, &d, err, sizeof err) == DDL_OK);
+    CHECK(ddl_dataset_split(&d, 0.1, 5, NULL, &tr, &va, err, sizeof err) == DDL_OK);
+    CHECK(va.n == 30 && tr.n == 270 && va.h == 28 && tr.n_classes == d.n_classes);
+    CHECK(ddl_dataset_split(&d, 0.1, 5, NULL, &tr2, &va2, err, sizeof err) == DDL_OK);
+    CHECK(memcmp(va.images, va2.images, 30 * 784) == 0 && memcmp(tr.targets, tr2.targets, 270) == 0);
+    CHECK(ddl_dataset_split(&d, 0.1, 6, NULL, &tr3, &va3, err, sizeof err) == DDL_OK);
+    CHECK(memcmp(va.images, va3.images, 30 * 784) != 0); /* another seed, other samples */
+    /* every sample of d is in exactly one part, and each part keeps d's order */
+    int i_tr = 0, i_va = 0, whole = 1;
+    for (int i = 0; i < d.n; i++) {
+        const uint8_t *x = d.images + (size_t)i * 784;
+        if (i_va < va.n && memcmp(x, va.images + (size_t)i_va * 784, 784) == 0 && d.targets[i] == va.targets[i_va])
+            i_va++;
+        else if (i_tr < tr.n && memcmp(x, tr.images + (size_t)i_tr * 784, 784) == 0 && d.targets[i] == tr.targets[i_tr])
+            i_tr++;
+        else
+            whole = 0;
+    }
+    CHECK(whole && i_tr == 270 && i_va == 30);
+    ddl_dataset e1, e2;
+    CHECK(ddl_dataset_split(&d, 1.0, 5, NULL, &e1, &e2, err, sizeof err) == DDL_EINVAL && e1.n == 0 && e2.n == 0);
+    CHECK(ddl_dataset_split(&d, 0.001, 5, NULL, &e1, &e2, err, sizeof err) == DDL_EINVAL &&
+          strstr(err, "0.001 of 300 samples is 0"));
+    ddl_dataset_free(&tr), ddl_dataset_free(&va), ddl_dataset_free(&tr2), ddl_dataset_free(&va2);
+    ddl_dataset_free(&tr3), ddl_dataset_free(&va3), ddl_dataset_free(&d);
+}
+
 /* ---- what is refused, and how it is said ---- */
 
 static void refusals(void)
@@ -140,7 +166,7 @@ static void refusals(void)
     refused(at("big_endian.npy"), NULL, DDL_ENOTSUP, "dtype '>f4'", NULL);
     refused(at("complex.npy"), NULL, DDL_ENOTSUP, "dtype '<c8'", NULL);
     refused(at("missing.npy"), NULL, DDL_EIO, "missing.npy: cannot open", NULL);
-    refused(dir, NULL, DDL_EIO, "not a regular file", NULL);
+    refused(pydata_dir, NULL, DDL_EIO, "not a regular file", NULL);
 
     refused(at("normalised_f32.npy"), at("labels_i64.npy"), DDL_EINVAL, "float32 pixels from -2 to 1.98438",
             "pre-normalised");
@@ -155,20 +181,15 @@ static void refusals(void)
 
 int main(void)
 {
-    snprintf(dir, sizeof dir, "/tmp/ddl-numpy-%d", (int)getpid());
-    char cmd[256];
-    const char *py = access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3";
-    snprintf(cmd, sizeof cmd, "%s tests/numpy/make_arrays.py %s", py, dir);
-    int made = system(cmd) == 0;
-    CHECK(made); /* python3-numpy comes with make's install step */
+    int made = pydata_make("numpy", "tests/numpy/make_arrays.py");
+    CHECK(made); /* the Python modules come with make's install step */
     if (made) {
         layouts();
         masks();
         npz();
+        split();
         refusals();
     }
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", dir);
+    pydata_remove();
     return TEST_END();
 }

@@ -200,6 +200,23 @@ static int check_magic(const char *path, uint32_t magic, int want_dims, char *er
 }
 
 /* idx_header: read and check the header; dims and the data size in *bytes. */
+/* foreign_kind: what a file that starts with h[0..3] is when it is a format people mistake for
+ * IDX (an image, a numpy array), or NULL. */
+static const char *foreign_kind(const unsigned char h[4])
+{
+    if (memcmp(h, "\x89PNG", 4) == 0)
+        return "a PNG image";
+    if (h[0] == 0xff && h[1] == 0xd8 && h[2] == 0xff)
+        return "a JPEG image";
+    if (memcmp(h, "\x93NUM", 4) == 0)
+        return "a numpy array (.npy)";
+    if (memcmp(h, "PK\3\4", 4) == 0)
+        return "a zip file (numpy's .npz?)";
+    if (h[0] == 'P' && (h[1] == '5' || h[1] == '6') && (h[2] == '\n' || h[2] == ' ' || h[2] == '\r' || h[2] == '\t'))
+        return h[1] == '5' ? "a PGM image" : "a PPM image";
+    return NULL;
+}
+
 static int idx_header(idx_src *s, int want_dims, int *n_dims, int dims[4], size_t *bytes, char *err,
                       size_t err_bytes)
 {
@@ -211,6 +228,11 @@ static int idx_header(idx_src *s, int want_dims, int *n_dims, int dims[4], size_
     if (got < 4)
         return ddl__errf(err, err_bytes, DDL_ECORRUPT, "%s: truncated header: expected 4 bytes of magic, found %zu%s",
                          s->path, got, cut_note(s));
+    const char *kind = foreign_kind(h);
+    if (kind)
+        return ddl__errf(err, err_bytes, DDL_ECORRUPT, "%s: %s, not an IDX file: load images with "
+                         "ddl_dataset_load_folder or ddl_image_load, numpy arrays with ddl_dataset_load_numpy",
+                         s->path, kind);
     uint32_t magic = be32(h);
     if ((rc = check_magic(s->path, magic, want_dims, err, err_bytes)))
         return rc;

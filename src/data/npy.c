@@ -6,13 +6,11 @@
  * Must not: allocate except through the caller's allocator, trust a size or offset the file
  * states before checking it against the file, or print: every failure names the file (and
  * member) and says what was expected and what was found. */
-#include "core/impl.h"
+#include "impl.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #ifdef DDL_WITH_ZLIB
 #include <zlib.h>
@@ -25,40 +23,6 @@
 #define ZIP_LOCAL_BYTES 30
 #define ZIP_MAX_COMMENT 65535
 #define ZIP_DEFLATE_RATIO 1032 /* deflate's largest expansion: 258 bytes from about 2 bits */
-
-/* ---- the whole file ---- */
-
-static int read_all(const char *path, const ddl_allocator *alloc, unsigned char **buf, size_t *bytes, char *err,
-                    size_t err_bytes)
-{
-    struct stat st;
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return ddl__errf(err, err_bytes, DDL_EIO, "%s: cannot open: %s", path, strerror(errno));
-    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-        fclose(f);
-        return ddl__errf(err, err_bytes, DDL_EIO, "%s: not a regular file", path);
-    }
-    if ((uint64_t)st.st_size > NPY_MAX_FILE) {
-        fclose(f);
-        return ddl__errf(err, err_bytes, DDL_EINVAL, "%s: %lld bytes: larger than the %llu ddl reads", path,
-                         (long long)st.st_size, (unsigned long long)NPY_MAX_FILE);
-    }
-    *bytes = (size_t)st.st_size;
-    *buf = (unsigned char *)ddl__alloc_plain(alloc, *bytes ? *bytes : 1);
-    if (!*buf) {
-        fclose(f);
-        return ddl__errf(err, err_bytes, DDL_ENOMEM, "%s: cannot allocate %zu bytes to read it", path, *bytes);
-    }
-    size_t got = fread(*buf, 1, *bytes, f);
-    fclose(f);
-    if (got != *bytes) {
-        ddl__free_plain(alloc, *buf);
-        *buf = NULL;
-        return ddl__errf(err, err_bytes, DDL_EIO, "%s: read %zu of %zu bytes", path, got, *bytes);
-    }
-    return DDL_OK;
-}
 
 /* ---- the .npy header ---- */
 
@@ -342,7 +306,7 @@ int ddl_npy_load(const char *spec, const ddl_allocator *alloc, ddl_npy *out, cha
     }
     unsigned char *b = NULL, *m = NULL;
     size_t bytes = 0;
-    int rc = read_all(path, alloc, &b, &bytes, err, err_bytes);
+    int rc = ddl__read_file(path, NPY_MAX_FILE, alloc, &b, &bytes, err, err_bytes);
     if (rc)
         return rc;
     int is_zip = bytes >= 4 && memcmp(b, "PK\3\4", 4) == 0;
@@ -366,7 +330,7 @@ int ddl_npy_load(const char *spec, const ddl_allocator *alloc, ddl_npy *out, cha
             rc = parse_npy(what, m, (size_t)e.usize, alloc, out, err, err_bytes);
         ddl__free_plain(alloc, m);
     }
-    ddl__free_plain(alloc, b);
+    ddl__free(alloc, b);
     if (rc)
         memset(out, 0, sizeof *out);
     return rc;

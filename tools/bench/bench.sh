@@ -10,6 +10,8 @@
 #      against one alone (a neighbour on a shared host can halve a core): the ceiling of the ratios.
 #   2c. LeNet's step op by op, microseconds at 1 and 2 threads (lenet_ops.c; BENCH_ONLY=ops), and
 #       single kernels alone: LeNet's convolutions, U-Net's GroupNorm + ReLU fused and not (kernels.c).
+#   2d. Image loading: a folder of 3000 JPEG photos decoded and resized, 1 and 2 threads, against
+#       PIL (load.sh, load.c).
 #   3. ddl-bench allreduce for every transport at 256 KiB and 8 MiB, and MPI_Allreduce (busbw.sh).
 #   4. What frame MACs cost, and zmq against tcp and against libzmq alone (mac.sh, zmq_floor.c).
 #   5. ddl-serve under wrk: :predict with one LeNet instance per request (serve.sh).
@@ -18,7 +20,7 @@
 #   7. What DDL_COMPRESS costs in accuracy: LeNet, 2 ranks over tcp, 5 epochs, seeds 1, 2 and 42,
 #      test accuracy with none, bf16 and fp16 (the means over the seeds).
 # Environment: REPEAT (default 3), EPOCHS (default 1),
-# BENCH_ONLY=lenet|unet|scaling|threads|ops|allreduce|mac|serve|twohost|compress,
+# BENCH_ONLY=lenet|unet|scaling|threads|ops|load|allreduce|mac|serve|twohost|compress,
 # SCENES (default 1024),
 # SERVE_SECONDS (default 30), SERVE_CONNS (default 64).
 # Every section adds its figures to one table (tools/bench/lib.sh), printed at the end: each figure,
@@ -117,6 +119,10 @@ if [ -z "$ONLY" ] || [ "$ONLY" = ops ]; then
     echo "== LeNet's step op by op (tools/bench/lenet_ops.c), 1 and 2 threads; single kernels (kernels.c)"
     ops=$(ddl_tool lenet_ops) && kernels=$(ddl_tool kernels -lm) &&
         "$ops" --threads 1 && "$ops" --threads 2 && "$kernels"
+fi
+
+if [ -z "$ONLY" ] || [ "$ONLY" = load ]; then
+    BUILD="$BUILD" REPEAT="$REPEAT" sh "$here/load.sh" # JPEG folder decode + resize, against PIL
 fi
 
 if [ -z "$ONLY" ] || [ "$ONLY" = allreduce ]; then

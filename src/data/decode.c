@@ -1,0 +1,239 @@
+/* decode.c - one image file's bytes to 8-bit pixels: JPEG (libjpeg-turbo), PNG (libpng's
+ * simplified API), binary PGM and PPM (by hand), as gray (1 channel) or RGB (3), interleaved
+ * (H, W, C), as PIL's Image.open(f).convert("L" or "RGB") gives them: gray from colour is
+ * ITU-R BT.601 luma in PIL's fixed point, colour from gray repeats the value, alpha is dropped.
+ * Owns: telling the format from the first bytes, bounding the image's size before decoding
+ * (DDL__IMAGE_MAX_PIXELS), and turning every decoder's complaint into a message naming the file.
+ * Must not: allocate except through the caller's allocator (the decoders' own small state
+ * aside), print, or exit (libjpeg's default error handler would: ours jumps back). */
+#include "impl.h"
+
+#include <setjmp.h>
+#include <stdio.h>
+#include <string.h>
+
+#ifdef DDL_WITH_JPEG
+#include <jpeglib.h>
+#endif
+#ifdef DDL_WITH_PNG
+#include <png.h>
+#endif
+
+/* ---- channels ---- */
+
+/* to_channels: n pixels of src_c channels (1, 3, or 4: RGBA, alpha dropped) as want_c in dst
+ * (dst may be src when want_c <= src_c: it is written front to back). Luma in PIL's fixed point
+ * (ITU-R BT.601: 0.299 R + 0.587 G + 0.114 B, rounded), so gray images match PIL's convert("L"). */
+static void to_channels(const uint8_t *src, int src_c, uint8_t *dst, int want_c, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        const uint8_t *p = src + i * (size_t)src_c;
+        if (want_c == 1)
+            dst[i] = src_c == 1 ? p[0] : (uint8_t)((19595u * p[0] + 38470u * p[1] + 7471u * p[2] + 0x8000u) >> 16);
+        else if (src_c == 1)
+            dst[3 * i] = dst[3 * i + 1] = dst[3 * i + 2] = p[0];
+        else
+            memmove(dst + 3 * i, p, 3); /* RGB or RGBA: PIL's convert("RGB") drops alpha too */
+    }
+}
+
+static int too_big(const char *path, long w, long h, char *err, size_t err_bytes)
+{
+    if (w >= 1 && h >= 1 && (uint64_t)w * (uint64_t)h <= DDL__IMAGE_MAX_PIXELS)
+        return DDL_OK;
+    return ddl__errf(err, err_bytes, DDL_ECORRUPT, "%s: %ld x %ld pixels: expected 1 to %llu in all", path, w, h,
+                     (unsigned long long)DDL__IMAGE_MAX_PIXELS);
+}
+
+/* ---- PGM and PPM (binary, maxval 255) ---- */
+
+/* pnm_int: the next decimal field of the header, after white space and # comments. */
+static long pnm_int(const unsigned char *b, size_t n, size_t *at)
+{
+    for (;;) {
+        while (*at < n && (b[*at] == ' ' || b[*at] == '\t' || b[*at] == '\n' || b[*at] == '\r'))
+            (*at)++;
+        if (*at < n && b[*at] == '#')
+            while (*at < n && b[*at] != '\n')
+                (*at)++;
+        else
+            break;
+    }
+    long v = 0;
+    size_t start = *at;
+    while (*at < n && b[*at] >= '0' && b[*at] <= '9' && v < 1000000000L)
+        v = v * 10 + (b[(*at)++] - '0');
+    return *at == start ? -1 : v;
+}
+
+static int decode_pnm(const char *path, const unsigned char *b, size_t n, int want_c, const ddl_allocator *alloc,
+                      ddl__image *im, char *err, size_t err_bytes)
+{
+    int src_c = b[1] == '5' ? 1 : 3;
+    size_t at = 2;
+    long w = pnm_int(b, n, &at), h = pnm_int(b, n, &at), maxval = pnm_int(b, n, &at);
+    if (w < 0 || h < 0 || maxval < 0 || at >= n)
+        return ddl__errf(err, err_bytes, DDL_ECORRUPT, "%s: a damaged P%c header", path, b[1]);
+    if (maxval != 255)
+        return ddl__errf(err, err_bytes, DDL_ENOTSUP, "%s: maxval %ld: ddl reads 8-bit PGM and PPM (maxval 255)", path,
+                         maxval);
+    int rc = too_big(path, w, h, err, err_bytes);
+    if (rc)
+        return rc;
+    at++; /* the single white space after maxval */
+    size_t px = (size_t)w * (size_t)h, need = px * (size_t)src_c;
+    if (n - at < need)
+        return ddl__errf(err, err_bytes, DDL_ECORRUPT, "%s: %zu bytes of pixels, expected %zu for %ld x %ld", path,
+                         n - at, need, w, h);
+    if (!(im->px = (uint8_t *)ddl__alloc(alloc, px * (size_t)want_c)))
+        return ddl__errf(err, err_bytes, DDL_ENOMEM, "%s: cannot allocate the pixels", path);
+    to_channels(b + at, src_c, im->px, want_c, px);
+    im->w = (int)w, im->h = (int)h, im->c = want_c;
+    return DDL_OK;
+}
+
+/* ---- JPEG ---- */
+
+#ifdef DDL_WITH_JPEG
+typedef struct jpeg_fail {
+    struct jpeg_error_mgr mgr;
+    jmp_buf back;
+    char warning[JMSG_LENGTH_MAX]; /* the first warning: data cut short or damaged */
+} jpeg_fail;
+
+static void jpeg_fail_exit(j_common_ptr cinfo)
+{
+    jpeg_fail *f = (jpeg_fail *)cinfo->err;
+    longjmp(f->back, 1);
+}
+
+/* jpeg_warned: libjpeg only warns about a file cut short (and fills the rest with gray) or
+ * about damaged data it decodes anyway: we keep the first warning and refuse the image. */
+static void jpeg_warned(j_common_ptr cinfo, int level)
+{
+    jpeg_fail *f = (jpeg_fail *)cinfo->err;
+    if (level < 0 && !f->warning[0])
+        f->mgr.format_message(cinfo, f->warning);
+}
+
+static int decode_jpeg(const char *path, const unsigned char *b, size_t n, int want_c, const ddl_allocator *alloc,
+                       ddl__image *im, char *err, size_t err_bytes)
+{
+    struct jpeg_decompress_struct ci;
+    jpeg_fail f;
+    uint8_t *volatile px = NULL;
+    volatile int rc = DDL_OK;
+    ci.err = jpeg_std_error(&f.mgr);
+    f.mgr.error_exit = jpeg_fail_exit;
+    f.mgr.emit_message = jpeg_warned;
+    f.warning[0] = '\0';
+    if (setjmp(f.back)) {
+        char msg[JMSG_LENGTH_MAX];
+        f.mgr.format_message((j_common_ptr)&ci, msg);
+        jpeg_destroy_decompress(&ci);
+        ddl__free(alloc, px);
+        im->px = NULL;
+        return ddl__errf(err, err_bytes, DDL_ECORRUPT, "%s: a damaged JPEG file: %s", path, msg);
+    }
+    jpeg_create_decompress(&ci);
+    jpeg_mem_src(&ci, b, (unsigned long)n);
+    jpeg_read_header(&ci, TRUE);
+    if (ci.jpeg_color_space == JCS_CMYK || ci.jpeg_color_space == JCS_YCCK)
+        rc = ddl__errf(err, err_bytes, DDL_ENOTSUP, "%s: a CMYK JPEG: ddl reads gray and colour (YCbCr) JPEG", path);
+    else if (!(rc = too_big(path, (long)ci.image_width, (long)ci.image_height, err, err_bytes))) {
+        ci.out_color_space = ci.jpeg_color_space == JCS_GRAYSCALE ? JCS_GRAYSCALE : JCS_RGB; /* as PIL decodes */
+        jpeg_start_decompress(&ci);
+        size_t row = (size_t)ci.output_width * (size_t)ci.output_components;
+        int most = want_c > ci.output_components ? want_c : ci.output_components;
+        px = (uint8_t *)ddl__alloc(alloc, (size_t)ci.output_width * (size_t)ci.output_height * (size_t)most);
+        if (!px)
+            rc = ddl__errf(err, err_bytes, DDL_ENOMEM, "%s: cannot allocate the pixels", path);
+        while (!rc && ci.output_scanline < ci.output_height) {
+            JSAMPROW r = px + row * ci.output_scanline;
+            jpeg_read_scanlines(&ci, &r, 1);
+        }
+        if (!rc)
+            jpeg_finish_decompress(&ci);
+        if (!rc && f.warning[0])
+            rc = ddl__errf(err, err_bytes, DDL_ECORRUPT, "%s: a damaged JPEG file: %s", path, f.warning);
+        if (!rc) {
+            size_t n_px = (size_t)ci.output_width * (size_t)ci.output_height;
+            if (ci.output_components == 1 && want_c == 3) /* back to front: the gray values are at the start */
+                for (size_t i = n_px; i-- > 0;)
+                    px[3 * i] = px[3 * i + 1] = px[3 * i + 2] = px[i];
+            else
+                to_channels(px, ci.output_components, px, want_c, n_px);
+            im->w = (int)ci.output_width, im->h = (int)ci.output_height, im->c = want_c;
+        }
+    }
+    jpeg_destroy_decompress(&ci);
+    if (rc) {
+        ddl__free(alloc, px);
+        return rc;
+    }
+    im->px = px;
+    return DDL_OK;
+}
+#endif
+
+/* ---- PNG ---- */
+
+#ifdef DDL_WITH_PNG
+static int decode_png(const char *path, const unsigned char *b, size_t n, int want_c, const ddl_allocator *alloc,
+                      ddl__image *im, char *err, size_t err_bytes)
+{
+    png_image pi;
+    memset(&pi, 0, sizeof pi);
+    pi.version = PNG_IMAGE_VERSION;
+    if (!png_image_begin_read_from_memory(&pi, b, n))
+        return ddl__errf(err, err_bytes, DDL_ECORRUPT, "%s: a damaged PNG file: %s", path, pi.message);
+    int rc = too_big(path, (long)pi.width, (long)pi.height, err, err_bytes);
+    if (rc) {
+        png_image_free(&pi);
+        return rc;
+    }
+    /* decoded as RGBA (gray and palette expanded), alpha then dropped as PIL's convert does */
+    pi.format = PNG_FORMAT_RGBA;
+    size_t px = (size_t)pi.width * (size_t)pi.height;
+    uint8_t *buf = (uint8_t *)ddl__alloc(alloc, px * 4);
+    if (!buf) {
+        png_image_free(&pi);
+        return ddl__errf(err, err_bytes, DDL_ENOMEM, "%s: cannot allocate the pixels", path);
+    }
+    if (!png_image_finish_read(&pi, NULL, buf, 0, NULL)) {
+        ddl__free(alloc, buf);
+        return ddl__errf(err, err_bytes, DDL_ECORRUPT, "%s: a damaged PNG file: %s", path, pi.message);
+    }
+    to_channels(buf, 4, buf, want_c, px);
+    im->px = buf, im->w = (int)pi.width, im->h = (int)pi.height, im->c = want_c;
+    return DDL_OK;
+}
+#endif
+
+/* ---- the format from the first bytes ---- */
+
+int ddl__image_decode(const char *path, const unsigned char *b, size_t n, int want_c, const ddl_allocator *alloc,
+                      ddl__image *im, char *err, size_t err_bytes)
+{
+    memset(im, 0, sizeof *im);
+    if (n >= 3 && b[0] == 0xff && b[1] == 0xd8 && b[2] == 0xff) {
+#ifdef DDL_WITH_JPEG
+        return decode_jpeg(path, b, n, want_c, alloc, im, err, err_bytes);
+#else
+        return ddl__errf(err, err_bytes, DDL_ENOTSUP, "%s: a JPEG file, and this build has no libjpeg "
+                         "(make WITH_JPEG=1 with libjpeg62-turbo-dev installed)", path);
+#endif
+    }
+    if (n >= 8 && memcmp(b, "\x89PNG\r\n\x1a\n", 8) == 0) {
+#ifdef DDL_WITH_PNG
+        return decode_png(path, b, n, want_c, alloc, im, err, err_bytes);
+#else
+        return ddl__errf(err, err_bytes, DDL_ENOTSUP, "%s: a PNG file, and this build has no libpng "
+                         "(make WITH_PNG=1 with libpng-dev installed)", path);
+#endif
+    }
+    if (n >= 3 && b[0] == 'P' && (b[1] == '5' || b[1] == '6'))
+        return decode_pnm(path, b, n, want_c, alloc, im, err, err_bytes);
+    return ddl__errf(err, err_bytes, DDL_ECORRUPT, "%s: not a JPEG, PNG, PGM or PPM file (it starts %02x %02x %02x %02x)",
+                     path, n > 0 ? b[0] : 0, n > 1 ? b[1] : 0, n > 2 ? b[2] : 0, n > 3 ? b[3] : 0);
+}

@@ -1,0 +1,268 @@
+/* folder.c - image files as data: one file (ddl_image_load) and a folder of class folders
+ * (ddl_dataset_load_folder: DIR/CLASS/FILE, FILE a .jpg, .jpeg, .png, .pgm or .ppm, classes in
+ * sorted name order), each image decoded once, converted to the model's channels and resized to its input size.
+ * Owns: finding the files in a stable order, decoding them side by side on ddl's thread pool,
+ * the class names, and what a bad file does (an error naming it, or skipped and counted).
+ * Must not: depend on the order threads finish in (every file has its own place and the first
+ * bad one in sorted order is the one reported), or allocate except through the caller's
+ * allocator. */
+#include "impl.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+
+#define PATH_BYTES 4096
+#define MAX_CLASSES 256 /* targets are bytes */
+
+/* ---- one file ---- */
+
+int ddl_image_load(const char *path, int channels, int height, int width, const ddl_allocator *alloc, uint8_t *out,
+                   char *err, size_t err_bytes)
+{
+    if (!path || !out || (channels != 1 && channels != 3) || height < 1 || width < 1 || height > 65536 ||
+        width > 65536)
+        return ddl__errf(err, err_bytes, DDL_EINVAL, "ddl_image_load: a path, out, channels 1 or 3 and a size");
+    unsigned char *b = NULL;
+    size_t n = 0;
+    ddl__image im;
+    int rc = ddl__read_file(path, (uint64_t)1 << 30, alloc, &b, &n, err, err_bytes);
+    if (rc)
+        return rc;
+    rc = ddl__image_decode(path, b, n, channels, alloc, &im, err, err_bytes);
+    ddl__free(alloc, b);
+    if (rc)
+        return rc;
+    size_t plane = (size_t)height * (size_t)width;
+    uint8_t *hwc = (uint8_t *)ddl__alloc(alloc, plane * (size_t)channels);
+    if (!hwc || ddl__resize(im.px, im.w, im.h, channels, hwc, width, height, alloc) != DDL_OK)
+        rc = ddl__errf(err, err_bytes, DDL_ENOMEM, "%s: cannot allocate the resized image", path);
+    for (size_t p = 0; rc == DDL_OK && p < plane; p++) /* (H, W, C) -> (C, H, W) */
+        for (int c = 0; c < channels; c++)
+            out[(size_t)c * plane + p] = hwc[p * (size_t)channels + (size_t)c];
+    ddl__free(alloc, hwc);
+    ddl__free(alloc, im.px);
+    return rc;
+}
+
+/* ---- listing a folder ---- */
+
+static int is_image_name(const char *name)
+{
+    static const char *const ext[] = {".jpg", ".jpeg", ".png", ".pgm", ".ppm"};
+    size_t n = strlen(name);
+    for (size_t i = 0; i < sizeof ext / sizeof ext[0]; i++) {
+        size_t e = strlen(ext[i]);
+        if (n > e && strcasecmp(name + n - e, ext[i]) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+static int by_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* list: the names in dir that are directories (dirs) or image files (!dirs), sorted, hidden
+ * ones left out, as one block of strings *mem with pointers *names. */
+static int list(const char *dir, int dirs, const ddl_allocator *alloc, char ***names, int *count, void **mem,
+                char *err, size_t err_bytes)
+{
+    *names = NULL, *count = 0, *mem = NULL;
+    DIR *d = opendir(dir);
+    if (!d)
+        return ddl__errf(err, err_bytes, DDL_EIO, "%s: cannot open the folder: %s", dir, strerror(errno));
+    size_t chars = 0;
+    int n = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        char *at = NULL;
+        if (pass == 1) {
+            *mem = ddl__alloc(alloc, (size_t)n * sizeof(char *) + chars + 1);
+            if (!*mem) {
+                closedir(d);
+                return ddl__errf(err, err_bytes, DDL_ENOMEM, "%s: cannot allocate the list of files", dir);
+            }
+            *names = (char **)*mem;
+            at = (char *)(*names + n);
+            rewinddir(d);
+        }
+        int k = 0;
+        struct dirent *e;
+        while ((e = readdir(d)) != NULL) {
+            if (e->d_name[0] == '.')
+                continue;
+            char path[PATH_BYTES];
+            struct stat st;
+            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+            int is_dir = stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+            if (dirs ? !is_dir : (is_dir || !is_image_name(e->d_name)))
+                continue;
+            if (pass == 0) {
+                n++;
+                chars += strlen(e->d_name) + 1;
+            } else if (k < n) {
+                (*names)[k++] = strcpy(at, e->d_name);
+                at += strlen(e->d_name) + 1;
+            }
+        }
+        if (pass == 1)
+            n = k; /* the folder may have changed between the passes */
+    }
+    closedir(d);
+    qsort(*names, (size_t)n, sizeof(char *), by_name);
+    *count = n;
+    return DDL_OK;
+}
+
+/* ---- decoding on the pool ---- */
+
+typedef struct job {
+    const ddl_folder_config *cfg;
+    const ddl_allocator *alloc;
+    const char *const *paths;
+    uint8_t *images;
+    int *status;
+} job;
+
+static void decode_task(void *ctx, int i)
+{
+    job *j = ctx;
+    size_t bytes = (size_t)j->cfg->channels * (size_t)j->cfg->height * (size_t)j->cfg->width;
+    char err[8];
+    j->status[i] = ddl_image_load(j->paths[i], j->cfg->channels, j->cfg->height, j->cfg->width, j->alloc,
+                                  j->images + (size_t)i * bytes, err, sizeof err);
+}
+
+/* ---- the data set ---- */
+
+typedef struct found {
+    void *class_mem, **file_mem; /* the lists, freed at the end */
+    char **classes;
+    int n_classes, n;
+    char **paths;                /* n full paths, in one block */
+    uint8_t *labels;
+    void *path_mem;
+} found;
+
+static void found_free(found *f, const ddl_allocator *alloc)
+{
+    for (int c = 0; f->file_mem && c < f->n_classes; c++)
+        ddl__free(alloc, f->file_mem[c]);
+    ddl__free(alloc, f->file_mem);
+    ddl__free(alloc, f->class_mem);
+    ddl__free(alloc, f->path_mem);
+}
+
+/* find: every class folder and image file, in sorted order, with full paths and labels. */
+static int find(const char *dir, const ddl_allocator *alloc, found *f, char *err, size_t err_bytes)
+{
+    memset(f, 0, sizeof *f);
+    int rc = list(dir, 1, alloc, &f->classes, &f->n_classes, &f->class_mem, err, err_bytes);
+    if (rc)
+        return rc;
+    if (f->n_classes == 0)
+        return ddl__errf(err, err_bytes, DDL_EINVAL, "%s: no class folders (expected DIR/CLASS/IMAGE files)", dir);
+    if (f->n_classes > MAX_CLASSES)
+        return ddl__errf(err, err_bytes, DDL_ENOTSUP, "%s: %d class folders: ddl takes at most %d for now", dir,
+                         f->n_classes, MAX_CLASSES);
+    char ***files = (char ***)ddl__alloc(alloc, (size_t)f->n_classes * (sizeof(char **) + sizeof(int)));
+    f->file_mem = (void **)ddl__alloc(alloc, (size_t)f->n_classes * sizeof(void *));
+    if (!files || !f->file_mem) {
+        ddl__free(alloc, files);
+        return ddl__errf(err, err_bytes, DDL_ENOMEM, "%s: cannot allocate the lists", dir);
+    }
+    memset(f->file_mem, 0, (size_t)f->n_classes * sizeof(void *));
+    int *counts = (int *)(files + f->n_classes);
+    size_t chars = 0;
+    for (int c = 0; c < f->n_classes && !rc; c++) {
+        char sub[PATH_BYTES];
+        snprintf(sub, sizeof sub, "%s/%s", dir, f->classes[c]);
+        rc = list(sub, 0, alloc, &files[c], &counts[c], &f->file_mem[c], err, err_bytes);
+        for (int i = 0; !rc && i < counts[c]; i++)
+            chars += strlen(sub) + strlen(files[c][i]) + 2;
+        f->n += rc ? 0 : counts[c];
+    }
+    if (!rc && f->n == 0)
+        rc = ddl__errf(err, err_bytes, DDL_EINVAL, "%s: %d class folders and no image in them (.jpg, .jpeg, .png, "
+                       ".pgm, .ppm)", dir, f->n_classes);
+    if (!rc && !(f->path_mem = ddl__alloc(alloc, (size_t)f->n * (sizeof(char *) + 1) + chars)))
+        rc = ddl__errf(err, err_bytes, DDL_ENOMEM, "%s: cannot allocate the paths", dir);
+    if (!rc) {
+        f->paths = (char **)f->path_mem;
+        f->labels = (uint8_t *)(f->paths + f->n);
+        char *at = (char *)(f->labels + f->n);
+        for (int c = 0, i = 0; c < f->n_classes; c++)
+            for (int k = 0; k < counts[c]; k++, i++) {
+                f->paths[i] = at;
+                f->labels[i] = (uint8_t)c;
+                at += sprintf(at, "%s/%s/%s", dir, f->classes[c], files[c][k]) + 1;
+            }
+    }
+    ddl__free(alloc, files);
+    return rc;
+}
+
+int ddl_dataset_load_folder(const char *dir, const ddl_folder_config *cfg, const ddl_allocator *alloc,
+                            ddl_dataset *out, int *n_skipped, char *err, size_t err_bytes)
+{
+    if (out)
+        memset(out, 0, sizeof *out);
+    if (n_skipped)
+        *n_skipped = 0;
+    if (!dir || !cfg || !out || (cfg->channels != 1 && cfg->channels != 3) || cfg->height < 1 || cfg->width < 1 ||
+        cfg->height > 4096 || cfg->width > 4096)
+        return ddl__errf(err, err_bytes, DDL_EINVAL,
+                         "ddl_dataset_load_folder: a folder, out, channels 1 or 3 and a size of 1 to 4096");
+    found f;
+    int rc = find(dir, alloc, &f, err, err_bytes);
+    size_t per = (size_t)cfg->channels * (size_t)cfg->height * (size_t)cfg->width, names = 0;
+    for (int c = 0; !rc && c < f.n_classes; c++)
+        names += strlen(f.classes[c]) + 1;
+    /* one block: images (n, C, H, W), labels (n), status (n ints), class names */
+    size_t img = (size_t)f.n * per, st_at = ddl__align_up(img + (size_t)f.n);
+    size_t nm_at = st_at + (size_t)f.n * sizeof(int);
+    uint8_t *block = NULL;
+    if (!rc && !(block = (uint8_t *)ddl__alloc(alloc, ddl__align_up(nm_at) + (size_t)f.n_classes * sizeof(char *) +
+                                                              names)))
+        rc = ddl__errf(err, err_bytes, DDL_ENOMEM, "%s: cannot allocate %zu bytes for %d images", dir, img, f.n);
+    int kept = 0;
+    if (!rc) {
+        job j = {.cfg = cfg, .alloc = alloc, .paths = (const char *const *)f.paths, .images = block,
+                 .status = (int *)(block + st_at)};
+        ddl__parallel(f.n, decode_task, &j);
+        for (int i = 0; i < f.n && !rc; i++) {
+            if (j.status[i] == DDL_OK || !cfg->skip_bad) {
+                if (j.status[i] != DDL_OK) /* the first bad file in sorted order, again for its message */
+                    rc = ddl_image_load(f.paths[i], cfg->channels, cfg->height, cfg->width, alloc, block + (size_t)kept * per,
+                                        err, err_bytes);
+                else if (kept != i)
+                    memmove(block + (size_t)kept * per, block + (size_t)i * per, per);
+                block[img + (size_t)kept] = f.labels[i]; /* labels after the images, see below */
+                kept++;
+            }
+        }
+        if (!rc && kept == 0)
+            rc = ddl__errf(err, err_bytes, DDL_ECORRUPT, "%s: none of the %d images could be read", dir, f.n);
+    }
+    if (rc) {
+        ddl__free(alloc, block);
+        found_free(&f, alloc);
+        return rc;
+    }
+    memmove(block + (size_t)kept * per, block + img, (size_t)kept); /* the labels right after the kept images */
+    const char **cn = (const char **)(block + ddl__align_up(nm_at));
+    char *at = (char *)(cn + f.n_classes);
+    for (int c = 0; c < f.n_classes; c++) {
+        cn[c] = strcpy(at, f.classes[c]);
+        at += strlen(at) + 1;
+    }
+    if (n_skipped)
+        *n_skipped = f.n - kept;
+    *out = (ddl_dataset){.n = kept, .c = cfg->channels, .h = cfg->height, .w = cfg->width, .th = 1, .tw = 1,
+                         .n_classes = f.n_classes, .images = block, .targets = block + (size_t)kept * per,
+                         .owned = block, .alloc = alloc, .class_names = cn};
+    found_free(&f, alloc);
+    return DDL_OK;
+}
