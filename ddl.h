@@ -529,6 +529,8 @@ typedef struct ddl_comm_config {
      * (SCHED_FIFO) where allowed, else as 1, warned. Buckets must be smaller than the gradient. */
     int overlap;
     int bucket_kb;
+    char env_master[288];           /* ddl_comm_config_from_env's "MASTER_ADDR:MASTER_PORT" (torchrun's),
+                                     * which master then points into: copy the config whole */
 } ddl_comm_config;
 
 /* ddl_comm_config_from_env: fill cfg from DDL_TRANSPORT, DDL_RANK, DDL_WORLD_SIZE,
@@ -536,9 +538,12 @@ typedef struct ddl_comm_config {
  * DDL_NATIVE_ALLREDUCE (or its older name DDL_MPI_NATIVE), DDL_INSECURE, DDL_HEARTBEAT_TIMEOUT_MS
  * (default 5000; 0: off), DDL_HEARTBEAT_INTERVAL_MS (default 1000), DDL_MAC, DDL_COMPRESS
  * (none, bf16 or fp16), DDL_OVERLAP (0 or 1), DDL_BUCKET_KB, and OMPI_COMM_WORLD_*, PMI_*,
- * SLURM_PROCID/SLURM_NTASKS; the transport, unless DDL_TRANSPORT names one, is mpi under mpirun,
+ * SLURM_PROCID/SLURM_NTASKS; torchrun's RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,
+ * MASTER_ADDR and MASTER_PORT (as master) and TORCHELASTIC_RUN_ID (as job), read instead when no
+ * DDL_RANK or DDL_WORLD_SIZE is set and torchrun started the process (or no MPI or Slurm rank is
+ * set either); the transport, unless DDL_TRANSPORT names one, is mpi under mpirun,
  * else as for a NULL transport. With none set: rank 0 of 1. The strings point into the
- * environment. Returns DDL_OK; DDL_EINVAL (a bad value, named in err); DDL_ENOTSUP (the
+ * environment (master may point into cfg->env_master). Returns DDL_OK; DDL_EINVAL (a bad value, named in err); DDL_ENOTSUP (the
  * transport is not compiled in). */
 int ddl_comm_config_from_env(ddl_comm_config *cfg, char *err, size_t err_bytes);
 

@@ -1,5 +1,5 @@
 /* env.c - ddl_comm_config_from_env: the one place in the library that reads the environment,
- * and only when the caller asks. It turns DDL_* (and mpirun's and Slurm's) variables into a
+ * and only when the caller asks. It turns DDL_* (and mpirun's, Slurm's and torchrun's) variables into a
  * ddl_comm_config; everything below it takes its settings from config structs. */
 #include "impl.h"
 
@@ -59,6 +59,18 @@ static int env_flag(const char *const *names)
     return 0;
 }
 
+/* torchrun: its workers' RANK, WORLD_SIZE, ... are the ones to read when no DDL_ variable says
+ * otherwise and torchrun started us (TORCHELASTIC_RUN_ID), even inside mpirun or Slurm (srun
+ * torchrun: SLURM_PROCID is the node's task then, not the worker), or when they are the only
+ * ones set (a launcher that follows torchrun's conventions). */
+static int torchrun(void)
+{
+    if (getenv("DDL_RANK") || getenv("DDL_WORLD_SIZE") || !getenv("RANK") || !getenv("WORLD_SIZE"))
+        return 0;
+    return getenv("TORCHELASTIC_RUN_ID") || !(getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE") ||
+                                              getenv("SLURM_NTASKS"));
+}
+
 static int config_ints(ddl_comm_config *cfg, char *err, size_t err_bytes)
 {
     static const char *const rank_n[] = {"DDL_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID", NULL};
@@ -68,12 +80,16 @@ static int config_ints(ddl_comm_config *cfg, char *err, size_t err_bytes)
                                           "SLURM_LOCALID", NULL};
     static const char *const lsize_n[] = {"DDL_LOCAL_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS",
                                           "SLURM_NTASKS_PER_NODE", NULL};
+    static const char *const t_rank_n[] = {"RANK", NULL}, *const t_size_n[] = {"WORLD_SIZE", NULL};
+    static const char *const t_lrank_n[] = {"DDL_LOCAL_RANK", "LOCAL_RANK", NULL};
+    static const char *const t_lsize_n[] = {"DDL_LOCAL_SIZE", "LOCAL_WORLD_SIZE", NULL};
     static const char *const tmo_n[] = {"DDL_TIMEOUT_MS", NULL};
+    int torch = torchrun();
     int st, f_rank, f_size, f_lrank, f_lsize, f_tmo;
-    if ((st = env_int(rank_n, &cfg->rank, &f_rank, err, err_bytes)) ||
-        (st = env_int(size_n, &cfg->world_size, &f_size, err, err_bytes)) ||
-        (st = env_int(lrank_n, &cfg->local_rank, &f_lrank, err, err_bytes)) ||
-        (st = env_int(lsize_n, &cfg->local_size, &f_lsize, err, err_bytes)) ||
+    if ((st = env_int(torch ? t_rank_n : rank_n, &cfg->rank, &f_rank, err, err_bytes)) ||
+        (st = env_int(torch ? t_size_n : size_n, &cfg->world_size, &f_size, err, err_bytes)) ||
+        (st = env_int(torch ? t_lrank_n : lrank_n, &cfg->local_rank, &f_lrank, err, err_bytes)) ||
+        (st = env_int(torch ? t_lsize_n : lsize_n, &cfg->local_size, &f_lsize, err, err_bytes)) ||
         (st = env_int(tmo_n, &cfg->timeout_ms, &f_tmo, err, err_bytes)))
         return st;
     if (!f_size)
@@ -95,6 +111,24 @@ static int config_ints(ddl_comm_config *cfg, char *err, size_t err_bytes)
                          cfg->local_rank, cfg->local_size, cfg->world_size);
     if (cfg->timeout_ms <= 0)
         return ddl__errf(err, err_bytes, DDL_EINVAL, "DDL_TIMEOUT_MS=%d must be positive", cfg->timeout_ms);
+    return DDL_OK;
+}
+
+/* torchrun_master: MASTER_ADDR and MASTER_PORT as the rendezvous (into cfg->env_master), and
+ * torchrun's run id as the job id, where DDL_MASTER and DDL_JOB do not say. */
+static int torchrun_master(ddl_comm_config *cfg, char *err, size_t err_bytes)
+{
+    const char *addr = env_str("MASTER_ADDR"), *port = env_str("MASTER_PORT");
+    const char *run = env_str("TORCHELASTIC_RUN_ID");
+    if (!cfg->job && run && strcmp(run, "none") != 0) /* "none": torchrun's default, no id at all */
+        cfg->job = run;
+    if (cfg->master || cfg->peers || !addr || !port)
+        return DDL_OK;
+    int n = snprintf(cfg->env_master, sizeof cfg->env_master, strchr(addr, ':') ? "[%s]:%s" : "%s:%s", addr, port);
+    if (n < 0 || (size_t)n >= sizeof cfg->env_master)
+        return ddl__errf(err, err_bytes, DDL_EINVAL, "MASTER_ADDR=%s MASTER_PORT=%s: longer than %zu characters",
+                         addr, port, sizeof cfg->env_master - 1);
+    cfg->master = cfg->env_master;
     return DDL_OK;
 }
 
@@ -136,6 +170,8 @@ int ddl_comm_config_from_env(ddl_comm_config *cfg, char *err, size_t err_bytes)
     cfg->master = env_str("DDL_MASTER");
     cfg->peers = env_str("DDL_PEERS");
     cfg->job = env_str("DDL_JOB");
+    if (torchrun() && (st = torchrun_master(cfg, err, err_bytes)) != DDL_OK)
+        return st;
     cfg->token = env_str("DDL_TOKEN");
     static const char *const native_n[] = {"DDL_NATIVE_ALLREDUCE", "DDL_MPI_NATIVE", NULL};
     cfg->native_allreduce = env_flag(native_n);
