@@ -538,7 +538,9 @@ typedef struct ddl_comm_config {
  * DDL_NATIVE_ALLREDUCE (or its older name DDL_MPI_NATIVE), DDL_INSECURE, DDL_HEARTBEAT_TIMEOUT_MS
  * (default 5000; 0: off), DDL_HEARTBEAT_INTERVAL_MS (default 1000), DDL_MAC, DDL_COMPRESS
  * (none, bf16 or fp16), DDL_OVERLAP (0 or 1), DDL_BUCKET_KB, and OMPI_COMM_WORLD_*, PMI_*,
- * SLURM_PROCID/SLURM_NTASKS; torchrun's RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,
+ * SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID (and under srun, unless DDL_MASTER says otherwise, the
+ * master from the step's node list and job and step ids, the local size from
+ * SLURM_STEP_TASKS_PER_NODE and SLURM_NODEID); torchrun's RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,
  * MASTER_ADDR and MASTER_PORT (as master) and TORCHELASTIC_RUN_ID (as job), read instead when no
  * DDL_RANK or DDL_WORLD_SIZE is set and torchrun started the process (or no MPI or Slurm rank is
  * set either); the transport, unless DDL_TRANSPORT names one, is mpi under mpirun,

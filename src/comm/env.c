@@ -71,6 +71,20 @@ static int torchrun(void)
                                               getenv("SLURM_NTASKS"));
 }
 
+/* slurm_local_size: this node's tasks from SLURM_STEP_TASKS_PER_NODE (or SLURM_TASKS_PER_NODE)
+ * and SLURM_NODEID, as Slurm always sets them; 1 if found. */
+static int slurm_local_size(ddl_comm_config *cfg)
+{
+    const char *per = getenv("SLURM_STEP_TASKS_PER_NODE"), *node = getenv("SLURM_NODEID");
+    if (!per)
+        per = getenv("SLURM_TASKS_PER_NODE");
+    int here = per && node ? ddl__slurm_tasks_here(per, atoi(node)) : -1;
+    if (here < 1)
+        return 0;
+    cfg->local_size = here;
+    return 1;
+}
+
 static int config_ints(ddl_comm_config *cfg, char *err, size_t err_bytes)
 {
     static const char *const rank_n[] = {"DDL_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID", NULL};
@@ -94,6 +108,8 @@ static int config_ints(ddl_comm_config *cfg, char *err, size_t err_bytes)
         return st;
     if (!f_size)
         cfg->world_size = 1;
+    if (!f_lsize && !torch && !getenv("DDL_RANK") && getenv("SLURM_PROCID"))
+        f_lsize = slurm_local_size(cfg); /* srun without --ntasks-per-node */
     if (!f_lsize)
         cfg->local_size = cfg->world_size;
     if (!f_lrank)
@@ -171,6 +187,9 @@ int ddl_comm_config_from_env(ddl_comm_config *cfg, char *err, size_t err_bytes)
     cfg->peers = env_str("DDL_PEERS");
     cfg->job = env_str("DDL_JOB");
     if (torchrun() && (st = torchrun_master(cfg, err, err_bytes)) != DDL_OK)
+        return st;
+    if (!torchrun() && !cfg->master && !cfg->peers && !getenv("DDL_RANK") && getenv("SLURM_PROCID") &&
+        cfg->world_size > 1 && (st = ddl__slurm_master(cfg, err, err_bytes)) != DDL_OK)
         return st;
     cfg->token = env_str("DDL_TOKEN");
     static const char *const native_n[] = {"DDL_NATIVE_ALLREDUCE", "DDL_MPI_NATIVE", NULL};

@@ -154,4 +154,16 @@ size_t ddl__dtype_bytes(int dtype);
  * message), or with name NULL from where the ranks run (comm.c). */
 int ddl__default_transport(ddl_comm_config *cfg, const char *name, const char *why, char *err, size_t err_bytes);
 
+/* ---- Slurm (slurm.c) ---- */
+/* ddl__slurm_first_host: the first host of a Slurm hostlist ("n[01-04,07],m5" -> "n01") into
+ * out; 0, or -1 if list cannot be read or out is too small. */
+int ddl__slurm_first_host(const char *list, char *out, size_t out_bytes);
+/* ddl__slurm_tasks_here: the tasks of node `node` in Slurm's SLURM_STEP_TASKS_PER_NODE form
+ * ("2(x3),1"), or -1 if it cannot be read or has no such node. */
+int ddl__slurm_tasks_here(const char *per_node, int node);
+/* ddl__slurm_master: under srun, cfg->master (in cfg->env_master) from Slurm's node list and a
+ * port derived from SLURM_JOB_ID and SLURM_STEP_ID; unchanged outside Slurm. DDL_OK or
+ * DDL_EINVAL (a node list it cannot read). */
+int ddl__slurm_master(ddl_comm_config *cfg, char *err, size_t err_bytes);
+
 #endif

@@ -1,5 +1,9 @@
 #!/bin/sh
-# test_torchrun.sh - torchrun's conventions: ranks started with the variables torchrun sets
+# test_launch_env.sh - ranks that learn their place from a launcher's variables, with no DDL_
+# variable but the token. srun's: 4 tasks on "2 nodes" (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID,
+# SLURM_NODEID, SLURM_STEP_TASKS_PER_NODE "2(x2)", SLURM_STEP_NODELIST "127.0.0.[1,2]") pick tcp,
+# rendezvous at the node list's first host on a port derived from the job and step ids, and get
+# ddlrun -n 4 -t tcp's weights. torchrun's conventions: ranks started with the variables torchrun sets
 # (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, TORCHELASTIC_RUN_ID,
 # GROUP_RANK, ...) and no DDL_ variable but the token train together, over shm (the default on
 # one host) and over tcp (rendezvous at MASTER_ADDR:MASTER_PORT), to the weights of ddlrun -n 2;
@@ -52,6 +56,22 @@ workers SLURM_PROCID=0 SLURM_NTASKS=1; rc=$?
 w0=$(field world < "$tmp/w0"); w1=$(field world < "$tmp/w1")
 echo "Slurm's variables without torchrun's run id: exit $rc, worlds $w0 $w1"
 [ $rc -eq 0 ] && [ "$w0" = 1 ] && [ "$w1" = 1 ] && ok || bad "Slurm's variables did not win without a run id"
+
+# srun -N2 -n4, as Slurm sets it (both "nodes" are this machine: 127.0.0.1 reaches it)
+ref4=$("$BUILD/bin/ddlrun" -n 4 -t tcp "$BUILD/bin/lenet" $ARGS 2>&1 | field weights_crc)
+job=$(( $$ % 100000 ))
+for r in 0 1 2 3; do
+    env -i PATH="$PATH" HOME="$HOME" OPENBLAS_NUM_THREADS=1 SLURM_PROCID=$r SLURM_NTASKS=4 SLURM_LOCALID=$((r % 2)) \
+        SLURM_NODEID=$((r / 2)) SLURM_STEP_TASKS_PER_NODE='2(x2)' SLURM_TASKS_PER_NODE='2(x2)' SLURM_NNODES=2 \
+        SLURM_STEP_NODELIST='127.0.0.[1,2]' SLURM_JOB_NODELIST='127.0.0.[1,2]' SLURM_JOB_ID=$job SLURM_STEP_ID=0 \
+        DDL_TOKEN=srun-test-secret-0123456789 timeout 60 "$BUILD/bin/lenet" $ARGS > "$tmp/s$r" 2>&1 &
+    eval "spid$r=\$!"
+done
+rc=0; for r in 0 1 2 3; do eval "wait \$spid$r" || rc=1; done
+crc=$(field weights_crc < "$tmp/s0"); w=$(field world < "$tmp/s0"); tr=$(field transport < "$tmp/s0")
+echo "srun's variables, 2 nodes x 2: exit $rc, transport=$tr world=$w weights_crc=$crc (ddlrun -t tcp: $ref4)"
+[ $rc -eq 0 ] && [ "$w" = 4 ] && [ "$tr" = tcp ] && [ -n "$crc" ] && [ "$crc" = "$ref4" ] && ok ||
+    { bad "srun's variables"; cat "$tmp"/s* | tail -n 4; }
 
 # a malformed RANK
 out=$(env -i PATH="$PATH" RANK=one WORLD_SIZE=2 "$BUILD/bin/lenet" $ARGS 2>&1); rc=$?
