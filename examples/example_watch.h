@@ -288,6 +288,60 @@ static int example_watch_save(example_watch *w, ddl_trainer *tr, const char *pat
     return rc;
 }
 
+/* ---- preemption: SIGUSR1, as Slurm sends it before a time limit (sbatch --signal=USR1@60) or
+ * on `scancel -s USR1`; with --checkpoint only (without, SIGUSR1 ends the process as always) ---- */
+
+#define EXAMPLE_PREEMPT_EVERY 8  /* steps between the ranks' checks: one 8-byte all-reduce each */
+#define EXAMPLE_EXIT_PREEMPTED 75 /* EX_TEMPFAIL: "saved; run me again with --resume" */
+
+static volatile sig_atomic_t example_usr1;
+
+static void example_on_usr1(int sig)
+{
+    (void)sig;
+    example_usr1 = 1;
+}
+
+/* example_preempt_install: from now on SIGUSR1 asks for a checkpoint and an exit. */
+static void example_preempt_install(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = example_on_usr1;
+    sa.sa_flags = SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGUSR1, &sa, NULL);
+}
+
+/* example_step_save: one step (example_watch_step); the checkpoint when due (every `every` steps
+ * and at each epoch's end); and every EXAMPLE_PREEMPT_EVERY steps the ranks agree whether any of
+ * them got SIGUSR1 (the signal reaches them at different steps; the sum is the same on all): then
+ * every rank saves at this step and *preempted is 1. Collective. */
+static int example_step_save(example_watch *w, ddl_trainer *tr, ddl_comm *comm, const char *path, long every,
+                             int *preempted)
+{
+    int rc = example_watch_step(w, tr), saved = 0;
+    long step = ddl_trainer_step_count(tr);
+    if (rc == DDL_OK && path && (ddl_trainer_epoch_done(tr) || (every > 0 && step % every == 0))) {
+        rc = example_watch_save(w, tr, path); /* every rank calls, rank 0 writes */
+        saved = 1;
+    }
+    if (rc != DDL_OK || !path || step % EXAMPLE_PREEMPT_EVERY != 0)
+        return rc;
+    int64_t asked = example_usr1;
+    if (comm && (rc = ddl_comm_allreduce(comm, &asked, 1, DDL_INT64, DDL_SUM)) != DDL_OK)
+        return rc;
+    if (asked > 0) {
+        *preempted = 1;
+        if (!saved)
+            rc = example_watch_save(w, tr, path);
+        if (rc == DDL_OK && w->rank == 0)
+            fprintf(stderr, "preempted (SIGUSR1) at step %ld: checkpoint %s saved; run again with --resume "
+                    "(exit status %d)\n", step, path, EXAMPLE_EXIT_PREEMPTED);
+    }
+    return rc;
+}
+
 /* example_watch_epoch: after an epoch's line: its scalars (flushed, so TensorBoard sees the
  * epoch) and, with more than one rank, the straggler report. */
 static void example_watch_epoch(example_watch *w, int epoch, const ddl_epoch_stats *es, const ddl_eval_stats *ev,

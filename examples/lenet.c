@@ -99,6 +99,9 @@ int main(int argc, char **argv)
     if (rc == DDL_OK)
         rc = ddl_model_create(ddl_model_lenet(), &mc, NULL, &model, err, sizeof err);
 
+    if (o.checkpoint) /* from here on SIGUSR1 asks for a checkpoint and an exit (example_watch.h) */
+        example_preempt_install();
+
     /* ---- trainer, and with --resume the checkpoint to go on from ---- */
     if (rc == DDL_OK) {
         float mean, std;
@@ -123,16 +126,16 @@ int main(int argc, char **argv)
     long train_samples = 0;
     int first = rc == DDL_OK ? ddl_trainer_epoch_index(tr) + ddl_trainer_epoch_done(tr) : 0, evaluated = 0;
     ddl_eval_stats ev = {0};
+    int preempted = 0; /* SIGUSR1 with --checkpoint: saved, and exit EXAMPLE_EXIT_PREEMPTED */
     for (int e = first; rc == DDL_OK && e < o.epochs; e++) {
         ddl_epoch_stats es;
-        do { /* one optimizer step; with --checkpoint, a save every --checkpoint-every steps and at the end */
-            rc = example_watch_step(&w, tr); /* ddl_trainer_step, the progress line, the step scalars */
-            long step = ddl_trainer_step_count(tr), every = o.checkpoint_every;
-            if (rc == DDL_OK && o.checkpoint && (ddl_trainer_epoch_done(tr) || (every > 0 && step % every == 0)))
-                rc = example_watch_save(&w, tr, o.checkpoint); /* every rank calls, rank 0 writes */
+        do { /* one step; with --checkpoint a save every --checkpoint-every steps, at the end, on SIGUSR1 */
+            rc = example_step_save(&w, tr, comm, o.checkpoint, o.checkpoint_every, &preempted);
             if (rc == DDL_OK)
-                example_test_stop(step); /* test hook: does nothing unless a test asks */
-        } while (rc == DDL_OK && !ddl_trainer_epoch_done(tr));
+                example_test_stop(ddl_trainer_step_count(tr)); /* test hook: does nothing unless a test asks */
+        } while (rc == DDL_OK && !preempted && !ddl_trainer_epoch_done(tr));
+        if (preempted)
+            break;
         if (rc == DDL_OK)
             rc = ddl_trainer_epoch_stats(tr, &es);
         if (rc == DDL_OK)
@@ -149,13 +152,13 @@ int main(int argc, char **argv)
         }
         example_watch_epoch(&w, e + 1, &es, &ev, 0); /* event file, straggler report */
     }
-    if (rc == DDL_OK && !evaluated) /* resumed after the last epoch: the summary still needs metrics */
+    if (rc == DDL_OK && !evaluated && !preempted) /* resumed after the last epoch: the summary needs metrics */
         rc = ddl_trainer_evaluate(tr, &test, &ev);
-    if (rc == DDL_OK && o.save)
+    if (rc == DDL_OK && o.save && !preempted)
         rc = ddl_trainer_save(tr, o.save);
 
     /* ---- the summary line of DESIGN.md, for scripts; or the error ---- */
-    if (rc == DDL_OK && rank == 0)
+    if (rc == DDL_OK && rank == 0 && !preempted)
         printf("summary: model=lenet transport=%s world=%d epochs=%d batch=%d test_acc=%.4f test_loss=%.4f "
                "images_per_sec=%.0f wall_s=%.1f weights_crc=%08x slowest_rank=%d comm_frac=%.3f\n",
                comm ? ddl_comm_transport_name(comm) : "none", world, o.epochs, o.batch, ev.accuracy, ev.loss,
@@ -172,5 +175,5 @@ int main(int argc, char **argv)
     ddl_dataset_free(&train);
     ddl_dataset_free(&test);
     ddl_comm_destroy(comm);
-    return rc == DDL_OK ? 0 : 1;
+    return rc != DDL_OK ? 1 : preempted ? EXAMPLE_EXIT_PREEMPTED : 0;
 }

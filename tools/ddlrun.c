@@ -53,6 +53,7 @@
 #define LINE_BYTES 4096
 #define KILL_AFTER_FAILURE_MS 2000 /* SIGTERM, then SIGKILL after this long */
 #define FAILURE_GRACE_MS 200       /* after a first failure, a rank killed by a signal may still show up */
+#define PREEMPTED_EXIT 75          /* the examples' exit after SIGUSR1: saved, to be resumed */
 #define KILL_AFTER_SIGNAL_MS 5000  /* a forwarded signal: SIGKILL whoever still runs after this */
 #define DRAIN_MS 500               /* output still in pipes after the last rank exited */
 
@@ -715,8 +716,9 @@ static int report(const run *u)
                 WTERMSIG(st), strsignal(WTERMSIG(st)), tail);
         return 128 + WTERMSIG(st);
     }
-    fprintf(stderr, "ddlrun: rank %d (pid %d) exited with code %d%s\n", u->failed_id, u->failed_pid,
-            WEXITSTATUS(st), tail);
+    fprintf(stderr, "ddlrun: rank %d (pid %d) exited with code %d%s%s\n", u->failed_id, u->failed_pid,
+            WEXITSTATUS(st), WEXITSTATUS(st) == PREEMPTED_EXIT ? " (preempted: its checkpoint is saved; run the job "
+                                                                 "again with --resume)" : "", tail);
     return WEXITSTATUS(st) ? WEXITSTATUS(st) : 1;
 }
 
