@@ -3,7 +3,8 @@
 # scancel -s USR1: LeNet on 2 ranks with --checkpoint gets SIGUSR1 on rank 1 only, mid-training;
 # both ranks agree on a step, save there and exit 75 (ddlrun too, saying "preempted"), with no
 # summary; run again with --resume, the job ends with the weights_crc of an uninterrupted run.
-# Without --checkpoint, SIGUSR1 ends a rank as before (nothing to save).
+# SIGUSR1 sent to ddlrun reaches every rank the same way. Without --checkpoint, SIGUSR1 ends a
+# rank as before (nothing to save).
 . "$(dirname "$0")/lib.sh"
 BUILD=${BUILD:-build}
 cd "$(dirname "$0")/.." || exit 1
@@ -35,6 +36,17 @@ grep -q "preempted: its checkpoint is saved" "$tmp/out" && ok || bad "ddlrun did
 crc=$("$BUILD/bin/ddlrun" -n 2 "$BUILD/bin/lenet" $ARGS --checkpoint "$tmp/ck" --resume 2>&1 | field weights_crc)
 echo "resumed: weights_crc=$crc (uninterrupted: $ref)"
 [ -n "$crc" ] && [ "$crc" = "$ref" ] && ok || bad "the resumed run's weights differ from the uninterrupted run's"
+
+# SIGUSR1 to ddlrun (a batch script's signal reaches the launcher): forwarded to every rank
+rm -f "$tmp/ck"
+"$BUILD/bin/ddlrun" -n 2 --log-dir "$tmp/logs3" "$BUILD/bin/lenet" $LOUD --checkpoint "$tmp/ck" > "$tmp/out3" 2>&1 &
+pid=$!
+for i in $(seq 1 200); do grep -q "^ddl [0-9]" "$tmp/logs3/rank.0.log" 2>/dev/null && break; sleep 0.05; done
+sleep 0.3; kill -USR1 $pid
+wait $pid; rc=$?
+echo "SIGUSR1 to ddlrun: exit $rc: $(grep -h preempted "$tmp/logs3/rank.0.log")"
+[ $rc -eq 75 ] && grep -q "preempted (SIGUSR1)" "$tmp/logs3/rank.0.log" && [ -s "$tmp/ck" ] && ok ||
+    { bad "ddlrun did not pass SIGUSR1 on"; cat "$tmp/out3"; }
 
 # without --checkpoint: SIGUSR1's default action, as before
 "$BUILD/bin/ddlrun" -n 2 --log-dir "$tmp/logs2" "$BUILD/bin/lenet" $LOUD > "$tmp/out2" 2>&1 &

@@ -111,7 +111,8 @@ static int n_hosts;
     "Sets DDL_RANK, DDL_WORLD_SIZE, DDL_LOCAL_RANK, DDL_LOCAL_SIZE, DDL_MASTER, DDL_JOB, DDL_TRANSPORT,\n"   \
     "DDL_TIMEOUT_MS, and DDL_TOKEN: from --token-file, else as set, else on one node (or with -H) a\n"      \
     "random one. With -H the token and the -x variables reach the hosts on the agent's stdin, never on a\n" \
-    "command line; a host's ranks stop when that stdin closes (the head ddlrun or its ssh is gone).\n"
+    "command line; a host's ranks stop when that stdin closes (the head ddlrun or its ssh is gone).\n"     \
+    "SIGINT, SIGTERM and SIGHUP stop the ranks; SIGUSR1 (a preemption notice) is passed on to them.\n"
 
 /* parse_args: ddlrun's own flags, up to PROGRAM (the first operand, or what follows "--"). */
 static void parse_args(int argc, char **argv, opts *o)
@@ -628,6 +629,10 @@ static void handle_signals(run *u)
     for (ssize_t i = 0; i < n; i++) {
         if (b[i] == SIGCHLD)
             continue;
+        if (b[i] == SIGUSR1) { /* a preemption notice (Slurm): the ranks save and exit on their own */
+            signal_all(u, SIGUSR1);
+            continue;
+        }
         u->got_signal = b[i];
         signal_all(u, b[i]);
         if (!u->kill_at)
@@ -981,6 +986,9 @@ int main(int argc, char **argv)
         return 1;
     }
     install_handlers("ddlrun");
+    struct sigaction usr1; /* forwarded to the ranks as it is (handle_signals), not fatal to us */
+    sigaction(SIGINT, NULL, &usr1);
+    sigaction(SIGUSR1, &usr1, NULL);
     char base_job[128];
     snprintf(base_job, sizeof base_job, "%s", getenv("DDL_JOB"));
     if (o.bind && bind_cpus() < o.n) {
