@@ -377,11 +377,21 @@ static void link_down(tcp_state *s, int j, int status, int how)
     }
 }
 
+static int peer_left(tcp_state *s, int j, const unsigned char *pre, size_t want);
+
 static int os_error(tcp_state *s, int peer, int e, const char *what, size_t bytes)
 {
     ddl__net *n = &s->net;
     const char *addr = n->peers[peer].addr;
     if (e == EPIPE || e == ECONNRESET || e == ENOTCONN) {
+        /* a peer that left after a failure said why first (ABORT naming the rank it found dead):
+         * name that rank, not the messenger (64 ranks, one killed: a send to a rank that had
+         * already given up broke with EPIPE before its ABORT was read) */
+        unsigned char pre[DDL__FRAME_PREFIX];
+        int fd = s->links[peer].fd;
+        if (fd >= 0 && recv(fd, pre, sizeof pre, MSG_PEEK | MSG_DONTWAIT) == DDL__FRAME_PREFIX &&
+            ddl__net_frame_is_abort(n, pre))
+            return peer_left(s, peer, pre, bytes);
         link_down(s, peer, DDL_EPEER, LINK_DROP);
         return ddl__net_fail(n, DDL_EPEER, "rank %d at %s closed the connection (%s) while rank %d %s %zu bytes", peer,
                              addr, strerror(e), n->rank, what, bytes);
