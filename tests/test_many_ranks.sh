@@ -87,7 +87,7 @@ sleep 1
 victim=""; for p in $(pgrep -f "$BUILD/bin/lenet --epochs 200"); do
     tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -qx "DDL_RANK=$V" && victim=$p && break
 done
-[ -n "$victim" ] && kill -9 "$victim"
+[ -n "$victim" ] && kill -9 "$victim" || kill "$bg_pid" # no rank found: end the 200 epochs now
 wait "$bg_pid"; rc=$?; bg_pid=""
 reports=$(cat "$tmp"/kill/rank.*.log | grep -c "^lenet: rank [0-9]*:")
 others=$(cat "$tmp"/kill/rank.*.log | grep "^lenet: rank [0-9]*:" | grep -v "rank $V at" | head -n 3)

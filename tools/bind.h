@@ -1,4 +1,5 @@
-/* bind.h - ddlrun --bind cores: each of a host's N ranks on its own share of the CPUs ddlrun may
+/* bind.h - what ddlrun's ranks may use: their CPUs (raise_open_files, at the end: their open
+ * files). ddlrun --bind cores: each of a host's N ranks on its own share of the CPUs ddlrun may
  * use, as mpirun --bind-to core does. Local rank i of N takes CPUs [i C / N, (i + 1) C / N) of
  * the C allowed ones (sched_getaffinity), so a rank's threads stay together and the ranks stop
  * trading cores: the scheduler may move a rank to the other vCPU now and then, and its working
@@ -11,6 +12,7 @@
 #define DDL_BIND_H
 
 #include <sched.h> /* CPU_COUNT and sched_setaffinity: the build defines _GNU_SOURCE */
+#include <sys/resource.h>
 
 /* bind_cpus: how many CPUs this process may run on (0 if that cannot be read). */
 static int bind_cpus(void)
@@ -35,6 +37,18 @@ static int bind_rank(int local, int n)
             k++;
         }
     return sched_setaffinity(0, sizeof mine, &mine);
+}
+
+/* raise_open_files: the ranks inherit ddlrun's limit on open files; a rank of a large job over
+ * zmq needs about 5 per rank of the job, more than the usual soft limit of 1024 allows at 200
+ * ranks. Raised to the hard limit, as far as we may without privileges. */
+static inline void raise_open_files(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        (void)setrlimit(RLIMIT_NOFILE, &rl);
+    }
 }
 
 #endif

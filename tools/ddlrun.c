@@ -37,7 +37,6 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/random.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -958,18 +957,6 @@ static int head_main(opts *o)
     }
 }
 
-/* raise_open_files: the ranks inherit our limit on open files; a rank of a large job over zmq
- * needs about 5 per rank of the job, more than the usual soft limit of 1024 allows at 200
- * ranks. Raised to the hard limit, as far as we may without privileges. */
-static void raise_open_files(void)
-{
-    struct rlimit rl;
-    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
-        rl.rlim_cur = rl.rlim_max;
-        (void)setrlimit(RLIMIT_NOFILE, &rl);
-    }
-}
-
 int main(int argc, char **argv)
 {
     opts o;
@@ -986,9 +973,7 @@ int main(int argc, char **argv)
         return 1;
     }
     install_handlers("ddlrun");
-    struct sigaction usr1; /* forwarded to the ranks as it is (handle_signals), not fatal to us */
-    sigaction(SIGINT, NULL, &usr1);
-    sigaction(SIGUSR1, &usr1, NULL);
+    catch_usr1(); /* forwarded to the ranks as it is (handle_signals), not fatal to us */
     char base_job[128];
     snprintf(base_job, sizeof base_job, "%s", getenv("DDL_JOB"));
     if (o.bind && bind_cpus() < o.n) {

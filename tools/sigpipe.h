@@ -40,4 +40,12 @@ static void install_handlers(const char *prog)
     signal(SIGPIPE, SIG_IGN);
 }
 
+/* catch_usr1: SIGUSR1 too goes through the pipe (ddlrun passes it on to its ranks). */
+static inline void catch_usr1(void)
+{
+    struct sigaction sa;
+    sigaction(SIGINT, NULL, &sa); /* install_handlers' handler */
+    sigaction(SIGUSR1, &sa, NULL);
+}
+
 #endif
