@@ -134,6 +134,7 @@ typedef struct ddl_checkpoint ddl_checkpoint;
 typedef struct ddl_predictor ddl_predictor;
 typedef struct ddl_transport ddl_transport;
 typedef struct ddl_model_plugin ddl_model_plugin;
+typedef struct ddl_graph ddl_graph;
 typedef struct ddl_param_info ddl_param_info;
 typedef struct ddl_rng ddl_rng;
 typedef struct ddl_timeline ddl_timeline;
@@ -412,11 +413,15 @@ typedef struct ddl_model_config {
     int n_classes;         /* output classes, 2 to DDL_MAX_CLASSES */
     int depth, width;      /* unet: levels and base channels (0: plugin default) */
     float dropout;         /* drop probability where the model has dropout (0: none) */
+    const ddl_graph *graph; /* the layer graph ddl_model_graph() builds (copied by the build; NULL
+                             * for other plugins) */
 } ddl_model_config;
 
-/* Getters of the built-in models. ddl_model_find: look one up by name; NULL if unknown. */
+/* Getters of the built-in models. ddl_model_find: look one up by name; NULL if unknown.
+ * ddl_model_graph: the plugin that builds cfg.graph (see "layer graphs"). */
 const ddl_model_plugin *ddl_model_lenet(void);
 const ddl_model_plugin *ddl_model_unet(void);
+const ddl_model_plugin *ddl_model_graph(void);
 const ddl_model_plugin *ddl_model_find(const char *name);
 
 /* ddl_model_create: build the model for cfg in memory from alloc. Returns DDL_OK with *out set;
@@ -470,6 +475,18 @@ void ddl_model_backward(ddl_model *m, const float *x, int batch, const float *dl
  * gradients while the earlier layers compute (DDL_OVERLAP); a plugin that never calls it still
  * trains, with all gradients sent after backward. Outside a backward pass it does nothing. */
 void ddl_model_grads_ready(void *self, const float *from);
+/* ddl_model_check_grads: check m's backward against finite differences, for authors of model
+ * plugins. With x (batch, in_c, in_h, in_w) and the loss sum(logits * r), r a fixed random tensor
+ * from seed, it compares the gradient backward gives (in evaluation mode: no dropout) with
+ * (L(w + e) - L(w - e)) / 2e, e = 2e-3 * max(1, |w|), for up to per_tensor entries spread over
+ * each parameter tensor; an entry whose one-sided differences disagree by more than tol / 2 has
+ * a ReLU or max-pool kink within e and is skipped. *worst (may be NULL) gets the largest error
+ * |a - n| / max(|a| + |n|, 1e-2), and err the tensor and entry where it was. Parameters are
+ * restored, gradients left as backward's. Returns DDL_OK when worst <= tol, DDL_EMISMATCH when
+ * not (or when more entries were skipped than checked), DDL_EINVAL (batch out of range,
+ * per_tensor < 1). Not for use while training: it changes the weights as it goes. */
+int ddl_model_check_grads(ddl_model *m, const float *x, int batch, uint64_t seed, int per_tensor, double tol,
+                          double *worst, char *err, size_t err_bytes);
 /* ddl_model_zero_grads: set every gradient to 0. */
 void ddl_model_zero_grads(ddl_model *m);
 /* ddl_model_crc: CRC-32 of the parameter buffer: equal values mean bit-identical weights. */
@@ -477,6 +494,81 @@ uint32_t ddl_model_crc(const ddl_model *m);
 /* ddl_model_signature: CRC-32C of every parameter tensor's name and shape, in order. Two
  * models can exchange weights exactly when their signatures are equal. */
 uint32_t ddl_model_signature(const ddl_model *m);
+
+/* ---- layer graphs ----
+ * A model described as data: layers joined into a graph, from C (a call per layer) or from a
+ * small text file, and built by the plugin ddl_model_graph(), which derives the backward pass
+ * from the graph and runs the same core kernels as the hand-written plugins (bit for bit: LeNet
+ * and U-Net as graphs give their plugins' logits and gradients). Layers are added in order and
+ * take only earlier layers as inputs, so the order of the calls is the order of the forward pass.
+ * Shapes are resolved when a model is built from its config: the input may take in_c, in_h, in_w
+ * from it, and a layer's output count may be DDL_CLASSES (cfg.n_classes), so one graph serves
+ * any image size and class count. Parameter names are PyTorch's: a named layer "conv1" owns
+ * "conv1.weight" and "conv1.bias"; an unnamed one is numbered as nn.Sequential numbers its
+ * modules (the input is not one): "0.weight". Init: He for convolutions and dense layers, Glorot
+ * for the layer that makes the output, zero biases, GroupNorm weight 1.
+ *
+ * Each call returns the new layer's index (>= 0), or -1 when the layer is wrong (an input out of
+ * range, a size < 1, a name of 32 bytes or more, more than DDL_GRAPH_MAX_LAYERS layers); errors
+ * are sticky: after one, every call returns -1 and ddl_graph_error() names the first. A graph
+ * holds no pointers: copy it as bytes, build any number of models from it. */
+
+#define DDL_GRAPH_MAX_LAYERS 128
+#define DDL_GRAPH_NAME_BYTES 32
+#define DDL_CLASSES (-1) /* a layer's output count, an input's size: take it from the model config */
+
+enum { DDL_HEAD_XENT = 0, DDL_HEAD_DICE = 1 }; /* what the output is trained with (ddl_graph_output) */
+
+/* ddl_graph_sizeof / _init: an empty graph in caller memory (DDL_ALIGN-aligned, at least
+ * ddl_graph_sizeof() bytes); NULL if mem is NULL, misaligned or too small.
+ * ddl_graph_create / _destroy: the same from alloc (NULL: malloc); DDL_OK or DDL_ENOMEM. */
+size_t ddl_graph_sizeof(void);
+ddl_graph *ddl_graph_init(void *mem, size_t bytes);
+int ddl_graph_create(const ddl_allocator *alloc, ddl_graph **out);
+void ddl_graph_destroy(ddl_graph *g, const ddl_allocator *alloc);
+
+/* The layers. x, a, b: indices of earlier layers. name: NULL or "" for none, else letters,
+ * digits, '.', '_' and '-', starting with a letter. */
+int ddl_graph_input(ddl_graph *g, int c, int h, int w);  /* DDL_CLASSES (or 0) each: from cfg */
+int ddl_graph_conv2d(ddl_graph *g, int x, const char *name, int out_c, int k, int stride, int pad, int bias);
+int ddl_graph_deconv2d(ddl_graph *g, int x, const char *name, int out_c, int k, int stride, int pad);
+int ddl_graph_maxpool(ddl_graph *g, int x, int k, int stride);
+int ddl_graph_avgpool(ddl_graph *g, int x, int k, int stride);
+int ddl_graph_global_avgpool(ddl_graph *g, int x);        /* (C, H, W) -> (C, 1, 1) */
+int ddl_graph_dense(ddl_graph *g, int x, const char *name, int out); /* any input, read flat */
+int ddl_graph_relu(ddl_graph *g, int x);
+int ddl_graph_dropout(ddl_graph *g, int x, float p);      /* 0 <= p < 1; p < 0: cfg.dropout */
+int ddl_graph_groupnorm(ddl_graph *g, int x, const char *name, int groups); /* 0: the largest <= 8 */
+int ddl_graph_flatten(ddl_graph *g, int x);               /* (C, H, W) -> (C * H * W, 1, 1) */
+int ddl_graph_concat(ddl_graph *g, int a, int b);         /* along channels; same H and W */
+int ddl_graph_add(ddl_graph *g, int a, int b);            /* same shapes */
+/* ddl_graph_name: name layer i (parameter-free layers too, so text files can refer to them). */
+int ddl_graph_name(ddl_graph *g, int i, const char *name);
+/* ddl_graph_output: make layer x the model's output (default: the last layer) and say how it is
+ * trained: DDL_HEAD_XENT (softmax cross-entropy) or DDL_HEAD_DICE (cross-entropy plus dice, for
+ * segmentation; programs set ddl_train_config.dice_weight from it). Returns x or -1. */
+int ddl_graph_output(ddl_graph *g, int x, int head);
+/* Getters: layers, the output layer, its head, the first error ("" if none). */
+int ddl_graph_n_layers(const ddl_graph *g);
+int ddl_graph_output_layer(const ddl_graph *g);
+int ddl_graph_head(const ddl_graph *g);
+const char *ddl_graph_error(const ddl_graph *g);
+
+/* ddl_graph_parse: replace g by the graph of a text (the "arch" format, one layer per line; the
+ * README and ddl_graph_format show it). ddl_graph_load: the same from a file, or a preset's name
+ * ("lenet", "unet", "cnn": see ddl_graph_preset) when path names no file. Return DDL_OK, or
+ * DDL_EINVAL with "line N: ..." in err (DDL_EIO: unreadable file). */
+int ddl_graph_parse(ddl_graph *g, const char *text, char *err, size_t err_bytes);
+int ddl_graph_load(ddl_graph *g, const char *path, char *err, size_t err_bytes);
+/* ddl_graph_format: the text of g, which ddl_graph_parse reads back to the same graph. Writes at
+ * most bytes (NUL included); returns the length the whole text needs (without the NUL). */
+size_t ddl_graph_format(const ddl_graph *g, char *buf, size_t bytes);
+/* ddl_graph_preset: g = a built-in network: "lenet" (LeNet-5 for 1x28x28, as ddl_model_lenet),
+ * "unet" (ddl_model_unet's U-Net, depth 3 and width 8; "unet:D:W" for others), "cnn" (a small
+ * VGG-style classifier for any input size: three stages of two 3x3 convs with ReLU and a
+ * max-pool, widths 32, 64, 128, global average pooling, dropout, dense to the classes).
+ * DDL_OK or DDL_EINVAL (an unknown name, in err). */
+int ddl_graph_preset(ddl_graph *g, const char *name, char *err, size_t err_bytes);
 
 /* ---- communication ----
  * A comm joins the ranks of one job over one transport. Collectives are written once above
@@ -899,7 +991,7 @@ void ddl_build_fail(ddl_model_build *b, const char *msg);
 struct ddl_model_plugin {
     int version;       /* DDL_MODEL_VERSION */
     const char *name;  /* "lenet" */
-    size_t self_bytes; /* bytes of the plugin's own state (zeroed, DDL_ALIGN-aligned), at most 16384 */
+    size_t self_bytes; /* bytes of the plugin's own state (zeroed, DDL_ALIGN-aligned), at most 32768 */
     /* build: declare parameters, activations and output for cfg; DDL_OK or DDL_EINVAL. */
     int (*build)(void *self, const ddl_model_config *cfg, ddl_model_build *b);
     /* forward: logits (batch, C, H, W) of the normalised x (batch, in_c, in_h, in_w), batch <= cfg.batch;
@@ -1086,6 +1178,16 @@ void ddl_maxpool_forward(int n, int c, int h, int w, int k, int stride, const fl
 /* ddl_maxpool_backward: dx (N, C, h, w) = scatter of dy through argmax. */
 void ddl_maxpool_backward(int n, int c, int h, int w, int k, int stride, const float *dy,
                           const int32_t *argmax, float *dx);
+
+/* ddl_avgpool_forward: y (N, C, oh, ow) = means of k x k windows of x (N, C, h, w), as PyTorch's
+ * AvgPool2d without padding; oh = (h - k) / stride + 1. ddl_avgpool_backward: dx (N, C, h, w) =
+ * dy spread evenly over each window (overwritten, not added to). */
+void ddl_avgpool_forward(int n, int c, int h, int w, int k, int stride, const float *x, float *y);
+void ddl_avgpool_backward(int n, int c, int h, int w, int k, int stride, const float *dy, float *dx);
+/* ddl_global_avgpool_forward: y (N, C) = mean of each of the C planes of s floats of x (N, C, s);
+ * _backward: dx (N, C, s) = dy / s (overwritten). */
+void ddl_global_avgpool_forward(int n, int c, int s, const float *x, float *y);
+void ddl_global_avgpool_backward(int n, int c, int s, const float *dy, float *dx);
 
 /* ddl_relu_forward: y = max(x, 0) over `count` floats (y may equal x). */
 void ddl_relu_forward(size_t count, const float *x, float *y);

@@ -147,6 +147,7 @@ int ddl__conv2d_wide_dw(const ddl_conv2d *g, const float *x, const float *dy, fl
 
 /* ---- the model object (model.c; train/ reads it) ---- */
 #define DDL__NAME_BYTES 48
+#define DDL__MODEL_SELF_MAX 32768 /* bytes of a plugin's own state (ddl_model_plugin.self_bytes) */
 
 /* ddl__count_correct (metrics.c): positions of n samples of logits (n, C, S) whose predicted
  * class (the first of the largest logits) is the label in y; with confusion (C x C,

@@ -111,7 +111,7 @@ static int measure(const ddl_model_plugin *p, const ddl_model_config *cfg, layou
     memset(&b, 0, sizeof b);
     ddl_arena_init(&b.scratch, NULL, 0);
     /* The plugin's state is zeroed scratch memory during the measure pass, so it can keep sizes. */
-    _Alignas(DDL_ALIGN) unsigned char self_tmp[16384];
+    _Alignas(DDL_ALIGN) unsigned char self_tmp[DDL__MODEL_SELF_MAX];
     if (p->self_bytes > sizeof self_tmp)
         return ddl__errf(err, err_bytes, DDL_EINVAL, "model plugin state of %zu bytes is too large", p->self_bytes);
     memset(self_tmp, 0, sizeof self_tmp);
@@ -327,7 +327,7 @@ const ddl_model_plugin *ddl_model_find(const char *name)
     static const struct {
         const char *name;
         const ddl_model_plugin *(*get)(void);
-    } table[] = {{"lenet", ddl_model_lenet}, {"unet", ddl_model_unet}};
+    } table[] = {{"lenet", ddl_model_lenet}, {"unet", ddl_model_unet}, {"graph", ddl_model_graph}};
     for (size_t i = 0; name && i < sizeof table / sizeof table[0]; i++)
         if (strcmp(name, table[i].name) == 0)
             return table[i].get();

@@ -1,0 +1,494 @@
+/* plugin.c - the model plugin that builds a layer graph (ddl_model_graph): shapes resolved from
+ * the model config, parameters declared in layer order (so the flat buffer and the overlap's
+ * "ready" points follow the graph), activations laid out by the core's two-pass build, and a
+ * backward pass derived from the graph: layers in reverse order, each handing its input the
+ * gradient through the same core kernels the hand-written plugins call.
+ *
+ * Memory: a layer owns an output y and a gradient dy of (batch, c, h, w), except where it
+ * works in place on its input's (ReLU and dropout on a layer nobody else reads, flatten, and a
+ * ReLU folded into the GroupNorm before it: "alias"). A layer read by several others gets the
+ * first gradient written into its dy and the others added, through one scratch buffer.
+ * Never allocates; keeps no state outside its own. */
+#include "impl.h"
+
+#include <string.h>
+
+/* What the build resolved for one layer, and its memory. */
+typedef struct rt {
+    int c, h, w;             /* per-sample shape of the output */
+    size_t size;             /* c * h * w */
+    int n_use;               /* layers that read it (+1 for the output) */
+    int groups;              /* groupnorm's, resolved */
+    float p;                 /* dropout's, resolved */
+    uint8_t alias;           /* y and dy are the input's */
+    uint8_t fused_relu;      /* groupnorm: the ReLU after it runs inside its kernels */
+    uint8_t const_y;         /* y is the caller's input (directly or through aliases): never written */
+    uint8_t grad;            /* a parameter at or before it: backward needs its dy */
+    uint8_t written;         /* backward: dy holds a gradient */
+    ddl_conv2d geo;          /* conv, deconv: geometry at the full batch */
+    float *y, *dy, *wt, *bs, *gw, *gb; /* output, its gradient; parameters, their gradients */
+    void *aux;               /* maxpool: argmax; dropout: mask; groupnorm: mean and rstd */
+} rt;
+
+typedef struct gmodel {
+    ddl_graph g;
+    rt r[DDL_GRAPH_MAX_LAYERS];
+    int out, batch;
+    int training;            /* the last forward pass's: backward of an evaluation pass drops nothing */
+    float *ws, *tmp, *tmp2;  /* conv workspace; two gradient scratch buffers of the largest layer */
+} gmodel;
+
+_Static_assert(sizeof(gmodel) <= DDL__MODEL_SELF_MAX, "the graph plugin's state must fit the core's limit");
+
+/* ---- shapes ---- */
+
+static int fail(ddl_model_build *b, const ddl_graph *g, int i, const char *fmt, ...) DDL__PRINTF(4, 5);
+static int fail(ddl_model_build *b, const ddl_graph *g, int i, const char *fmt, ...)
+{
+    char why[DDL_ERR_BYTES], prefix[48];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    if (g->layers[i].name[0])
+        snprintf(prefix, sizeof prefix, "%s, ", g->layers[i].name);
+    else
+        prefix[0] = '\0';
+    char msg[DDL_ERR_BYTES];
+    snprintf(msg, sizeof msg, "graph: layer %d (%s%s): %.180s", i, prefix, ddl__graph_op_name(g->layers[i].op), why);
+    ddl_build_fail(b, msg);
+    return DDL_EINVAL;
+}
+
+static int groups_for(int c)
+{
+    int g = c < 8 ? c : 8;
+    while (c % g)
+        g--;
+    return g;
+}
+
+/* shape_input: layer 0 from the config, where the graph leaves it open or agrees. */
+static int shape_input(gmodel *m, const ddl_model_config *cfg, ddl_model_build *b)
+{
+    const ddl__layer *l = &m->g.layers[0];
+    rt *r = &m->r[0];
+    r->c = l->out > 0 ? l->out : cfg->in_c;
+    r->h = l->k > 0 ? l->k : cfg->in_h;
+    r->w = l->stride > 0 ? l->stride : cfg->in_w;
+    r->size = (size_t)r->c * (size_t)r->h * (size_t)r->w;
+    if (r->c != cfg->in_c || r->h != cfg->in_h || r->w != cfg->in_w)
+        return fail(b, &m->g, 0, "the graph takes %dx%dx%d images, the model config gives %dx%dx%d", r->c, r->h,
+                    r->w, cfg->in_c, cfg->in_h, cfg->in_w);
+    return DDL_OK;
+}
+
+/* shape_layer: layer i's output shape from its inputs'. */
+static int shape_layer(gmodel *m, int i, const ddl_model_config *cfg, ddl_model_build *b)
+{
+    const ddl__layer *l = &m->g.layers[i];
+    const rt *a = &m->r[l->in[0]], *o = l->in[1] >= 0 ? &m->r[l->in[1]] : NULL;
+    rt *r = &m->r[i];
+    int out = l->out == DDL_CLASSES ? cfg->n_classes : l->out;
+    r->c = a->c, r->h = a->h, r->w = a->w;
+    switch (l->op) {
+    case DDL__OP_CONV:
+    case DDL__OP_DECONV:
+        r->geo = (ddl_conv2d){.batch = cfg->batch, .in_c = a->c, .in_h = a->h, .in_w = a->w, .out_c = out,
+                              .k_h = l->k, .k_w = l->k, .stride = l->stride, .pad = l->pad};
+        r->c = out;
+        r->h = l->op == DDL__OP_CONV ? ddl_conv2d_out_h(&r->geo) : ddl_deconv2d_out_h(&r->geo);
+        r->w = l->op == DDL__OP_CONV ? ddl_conv2d_out_w(&r->geo) : ddl_deconv2d_out_w(&r->geo);
+        if (r->h < 1 || r->w < 1)
+            return fail(b, &m->g, i, "a %dx%d input is too small for kernel %d, stride %d, pad %d", a->h, a->w, l->k,
+                        l->stride, l->pad);
+        break;
+    case DDL__OP_MAXPOOL:
+    case DDL__OP_AVGPOOL:
+        if (a->h < l->k || a->w < l->k)
+            return fail(b, &m->g, i, "a %dx%d input is smaller than the %dx%d window", a->h, a->w, l->k, l->k);
+        r->h = (a->h - l->k) / l->stride + 1;
+        r->w = (a->w - l->k) / l->stride + 1;
+        break;
+    case DDL__OP_GAP: r->h = r->w = 1; break;
+    case DDL__OP_DENSE: r->c = out, r->h = r->w = 1; break;
+    case DDL__OP_FLATTEN: r->c = a->c * a->h * a->w, r->h = r->w = 1; break;
+    case DDL__OP_DROPOUT:
+        r->p = l->p < 0.0f ? cfg->dropout : l->p;
+        if (!(r->p >= 0.0f && r->p < 1.0f))
+            return fail(b, &m->g, i, "drop probability %g: need 0 <= p < 1", (double)r->p);
+        break;
+    case DDL__OP_GROUPNORM:
+        r->groups = l->groups ? l->groups : groups_for(a->c);
+        if (a->c % r->groups)
+            return fail(b, &m->g, i, "%d groups do not divide %d channels", r->groups, a->c);
+        break;
+    case DDL__OP_CONCAT:
+        if (o->h != a->h || o->w != a->w)
+            return fail(b, &m->g, i, "inputs of %dx%d and %dx%d: concat needs the same height and width", a->h, a->w,
+                        o->h, o->w);
+        r->c = a->c + o->c;
+        break;
+    case DDL__OP_ADD:
+        if (o->c != a->c || o->h != a->h || o->w != a->w)
+            return fail(b, &m->g, i, "inputs of %dx%dx%d and %dx%dx%d: add needs the same shape", a->c, a->h, a->w,
+                        o->c, o->h, o->w);
+        break;
+    default: break;
+    }
+    r->size = (size_t)r->c * (size_t)r->h * (size_t)r->w;
+    return DDL_OK;
+}
+
+/* plan: uses, gradients and aliases, once every shape is known. */
+static int plan(gmodel *m, ddl_model_build *b)
+{
+    const ddl_graph *g = &m->g;
+    for (int i = 1; i < g->n; i++)
+        for (int k = 0; k < 2; k++)
+            if (g->layers[i].in[k] >= 0)
+                m->r[g->layers[i].in[k]].n_use++;
+    m->r[m->out].n_use++;
+    for (int i = 1; i < g->n; i++)
+        if (m->r[i].n_use == 0)
+            return fail(b, g, i, "its output is not used: every layer must lead to the output (layer %d)", m->out);
+    m->r[0].const_y = 1;
+    for (int i = 1; i < g->n; i++) {
+        const ddl__layer *l = &g->layers[i];
+        rt *r = &m->r[i], *a = &m->r[l->in[0]];
+        int op = l->op;
+        r->grad = op == DDL__OP_CONV || op == DDL__OP_DECONV || op == DDL__OP_DENSE || op == DDL__OP_GROUPNORM ||
+                  a->grad || (l->in[1] >= 0 && m->r[l->in[1]].grad);
+        int sole = a->n_use == 1; /* nobody else reads the input */
+        if (op == DDL__OP_RELU && sole && g->layers[l->in[0]].op == DDL__OP_GROUPNORM && !a->fused_relu)
+            a->fused_relu = 1, r->alias = 1;
+        else if ((op == DDL__OP_RELU || op == DDL__OP_DROPOUT) && sole && !a->const_y)
+            r->alias = 1;
+        else if (op == DDL__OP_FLATTEN && sole)
+            r->alias = 1;
+        r->const_y = r->alias && a->const_y;
+    }
+    return DDL_OK;
+}
+
+/* ---- build ---- */
+
+static float *param(ddl_model_build *b, const char *prefix, const char *what, int n_dims, int d0, int d1, int d2,
+                    int d3, int init, int fan_in, int fan_out, float **grad)
+{
+    char name[DDL_GRAPH_NAME_BYTES + 16];
+    snprintf(name, sizeof name, "%s.%s", prefix, what);
+    const int shape[4] = {d0, d1, d2, d3};
+    return ddl_build_param(b, name, n_dims, shape, init, fan_in, fan_out, grad);
+}
+
+/* declare_params: layer i's parameters, PyTorch's names and layouts. */
+static void declare_params(gmodel *m, int i, ddl_model_build *b)
+{
+    const ddl__layer *l = &m->g.layers[i];
+    rt *r = &m->r[i];
+    const rt *a = &m->r[l->in[0]];
+    char pre[DDL_GRAPH_NAME_BYTES];
+    ddl__graph_param_prefix(&m->g, i, pre, sizeof pre);
+    int last = i == m->out, k = l->k, in = a->c, out = r->c;
+    int init = last ? DDL_INIT_GLOROT : DDL_INIT_HE;
+    switch (l->op) {
+    case DDL__OP_CONV: {
+        int fi = in * k * k, fo = out * k * k;
+        r->wt = param(b, pre, "weight", 4, out, in, k, k, init, fi, fo, &r->gw);
+        if (l->bias)
+            r->bs = param(b, pre, "bias", 1, out, 0, 0, 0, DDL_INIT_ZERO, fi, fo, &r->gb);
+        break;
+    }
+    case DDL__OP_DECONV: /* (in, out, k, k) as ConvTranspose2d */
+        r->wt = param(b, pre, "weight", 4, in, out, k, k, init, in, out * k * k, &r->gw);
+        r->bs = param(b, pre, "bias", 1, out, 0, 0, 0, DDL_INIT_ZERO, in, out * k * k, &r->gb);
+        break;
+    case DDL__OP_DENSE: {
+        int fi = (int)a->size;
+        r->wt = param(b, pre, "weight", 2, out, fi, 0, 0, init, fi, out, &r->gw);
+        r->bs = param(b, pre, "bias", 1, out, 0, 0, 0, DDL_INIT_ZERO, fi, out, &r->gb);
+        break;
+    }
+    case DDL__OP_GROUPNORM:
+        r->wt = param(b, pre, "weight", 1, out, 0, 0, 0, DDL_INIT_ONE, out, out, &r->gw);
+        r->bs = param(b, pre, "bias", 1, out, 0, 0, 0, DDL_INIT_ZERO, out, out, &r->gb);
+        break;
+    default: break;
+    }
+}
+
+static size_t max_sz(size_t a, size_t b) { return a > b ? a : b; }
+
+/* declare_memory: outputs, gradients and kernel state of every layer; the shared buffers. */
+static void declare_memory(gmodel *m, ddl_model_build *b)
+{
+    size_t B = (size_t)m->batch, ws = 0, big = 0;
+    for (int i = 1; i < m->g.n; i++) {
+        rt *r = &m->r[i];
+        const ddl__layer *l = &m->g.layers[i];
+        size_t count = B * r->size;
+        big = max_sz(big, count);
+        if (!r->alias) {
+            if (i != m->out) /* the output is written straight into the model's logits */
+                r->y = ddl_build_scratch(b, count);
+            if (r->grad && i != m->out) /* the output's is the caller's dlogits */
+                r->dy = ddl_build_scratch(b, count);
+        }
+        if (l->op == DDL__OP_CONV)
+            ws = max_sz(ws, ddl_conv2d_workspace(&r->geo));
+        if (l->op == DDL__OP_DECONV)
+            ws = max_sz(ws, ddl_deconv2d_workspace(&r->geo));
+        if (l->op == DDL__OP_MAXPOOL)
+            r->aux = ddl_build_scratch(b, count); /* int32 argmax, one per output */
+        if (l->op == DDL__OP_DROPOUT && r->p > 0.0f)
+            r->aux = ddl_build_scratch(b, count / 4 + 1); /* one byte per value */
+        if (l->op == DDL__OP_GROUPNORM)
+            r->aux = ddl_build_scratch(b, B * (size_t)r->groups * 2);
+    }
+    m->ws = ws ? ddl_build_scratch(b, ws) : NULL;
+    m->tmp = ddl_build_scratch(b, big);
+    m->tmp2 = ddl_build_scratch(b, big);
+}
+
+static int graph_build(void *self, const ddl_model_config *cfg, ddl_model_build *b)
+{
+    gmodel *m = self;
+    if (!cfg->graph) {
+        ddl_build_fail(b, "graph: the model config has no graph (ddl_model_config.graph)");
+        return DDL_EINVAL;
+    }
+    if (cfg->graph->failed || cfg->graph->n < 2) {
+        char msg[DDL_ERR_BYTES];
+        snprintf(msg, sizeof msg, "graph: %.240s", cfg->graph->failed ? cfg->graph->err : "no layer after the input");
+        ddl_build_fail(b, msg);
+        return DDL_EINVAL;
+    }
+    memcpy(&m->g, cfg->graph, sizeof m->g);
+    m->out = ddl_graph_output_layer(&m->g);
+    m->batch = cfg->batch;
+    int rc = shape_input(m, cfg, b);
+    for (int i = 1; i < m->g.n && rc == DDL_OK; i++)
+        rc = shape_layer(m, i, cfg, b);
+    if (rc == DDL_OK)
+        rc = plan(m, b);
+    if (rc != DDL_OK)
+        return rc;
+    const rt *o = &m->r[m->out];
+    if (!o->grad)
+        return fail(b, &m->g, m->out, "no layer before the output has parameters to train");
+    if (o->c != cfg->n_classes)
+        return fail(b, &m->g, m->out, "the output has %d channels, the model config %d classes", o->c,
+                    cfg->n_classes);
+    for (int i = 1; i < m->g.n; i++)
+        declare_params(m, i, b);
+    declare_memory(m, b);
+    ddl_build_output(b, o->c, o->h, o->w);
+    return DDL_OK;
+}
+
+/* ---- forward ---- */
+
+static void add_forward(size_t count, const float *a, const float *b, float *y)
+{
+    for (size_t i = 0; i < count; i++)
+        y[i] = a[i] + b[i];
+}
+
+static void layer_forward(gmodel *m, int i, int B, int training, ddl_rng *rng)
+{
+    const ddl__layer *l = &m->g.layers[i];
+    rt *r = &m->r[i];
+    const rt *a = &m->r[l->in[0]], *o = l->in[1] >= 0 ? &m->r[l->in[1]] : NULL;
+    size_t count = (size_t)B * r->size;
+    ddl_conv2d geo = r->geo;
+    geo.batch = B;
+    if (r->alias)
+        r->y = a->y, r->dy = a->dy;
+    switch (l->op) {
+    case DDL__OP_CONV: ddl_conv2d_forward(&geo, a->y, r->wt, r->bs, r->y, m->ws); break;
+    case DDL__OP_DECONV: ddl_deconv2d_forward(&geo, a->y, r->wt, r->bs, r->y, m->ws); break;
+    case DDL__OP_MAXPOOL: ddl_maxpool_forward(B, a->c, a->h, a->w, l->k, l->stride, a->y, r->y, r->aux); break;
+    case DDL__OP_AVGPOOL: ddl_avgpool_forward(B, a->c, a->h, a->w, l->k, l->stride, a->y, r->y); break;
+    case DDL__OP_GAP: ddl_global_avgpool_forward(B, a->c, a->h * a->w, a->y, r->y); break;
+    case DDL__OP_DENSE: ddl_dense_forward(B, (int)a->size, r->c, a->y, r->wt, r->bs, r->y); break;
+    case DDL__OP_RELU:
+        if (!(r->alias && a->fused_relu))
+            ddl_relu_forward(count, a->y, r->y);
+        break;
+    case DDL__OP_DROPOUT:
+        if (r->p > 0.0f)
+            ddl_dropout_forward(count, r->p, training, rng, a->y, r->y, r->aux);
+        else if (r->y != a->y)
+            memcpy(r->y, a->y, count * sizeof *r->y);
+        break;
+    case DDL__OP_GROUPNORM:
+        if (r->fused_relu)
+            ddl_groupnorm_relu_forward(B, r->c, r->h * r->w, r->groups, a->y, r->wt, r->bs, r->y, r->aux);
+        else
+            ddl_groupnorm_forward(B, r->c, r->h * r->w, r->groups, a->y, r->wt, r->bs, r->y, r->aux);
+        break;
+    case DDL__OP_FLATTEN:
+        if (!r->alias)
+            memcpy(r->y, a->y, count * sizeof *r->y);
+        break;
+    case DDL__OP_CONCAT: ddl_concat_channels(B, a->c, o->c, a->h * a->w, a->y, o->y, r->y); break;
+    case DDL__OP_ADD: add_forward(count, a->y, o->y, r->y); break;
+    default: break;
+    }
+}
+
+static void graph_forward(void *self, const float *x, int B, int training, ddl_rng *rng, float *logits)
+{
+    gmodel *m = self;
+    m->r[0].y = (float *)(uintptr_t)x; /* read only: const_y keeps every layer from writing it */
+    m->training = training;
+    rt *o = &m->r[m->out];
+    if (!o->alias)
+        o->y = logits;
+    for (int i = 1; i < m->g.n; i++)
+        layer_forward(m, i, B, training, rng);
+    if (o->alias)
+        memcpy(logits, o->y, (size_t)B * o->size * sizeof *logits);
+}
+
+/* ---- backward ---- */
+
+/* target: where layer i's gradient from one reader goes: its dy if nobody wrote it yet, else a
+ * scratch buffer that settle() adds in; NULL when nothing before i needs it. */
+static float *target(gmodel *m, int i, float *scratch)
+{
+    rt *r = &m->r[i];
+    if (!r->grad)
+        return NULL;
+    if (!r->written) {
+        r->written = 1;
+        return r->dy;
+    }
+    return scratch;
+}
+
+static void settle(gmodel *m, int i, const float *dx, size_t count)
+{
+    float *dy = m->r[i].dy;
+    if (dx && dx != dy)
+        for (size_t k = 0; k < count; k++)
+            dy[k] += dx[k];
+}
+
+/* pass: hand dy unchanged to layer i (add's inputs, a copying flatten, a dropout of 0). */
+static void pass(gmodel *m, int i, const float *dy, size_t count)
+{
+    float *dx = target(m, i, m->tmp);
+    if (dx && dx != dy && dx != m->tmp)
+        memcpy(dx, dy, count * sizeof *dx);
+    else
+        settle(m, i, dx == m->tmp ? dy : NULL, count);
+}
+
+static void layer_backward(gmodel *m, int i, int B)
+{
+    const ddl__layer *l = &m->g.layers[i];
+    rt *r = &m->r[i];
+    int ia = l->in[0], ib = l->in[1];
+    const rt *a = &m->r[ia], *o = ib >= 0 ? &m->r[ib] : NULL;
+    size_t count = (size_t)B * r->size, ca = (size_t)B * a->size;
+    ddl_conv2d geo = r->geo;
+    geo.batch = B;
+    float *dx = NULL;
+    switch (l->op) {
+    case DDL__OP_CONV:
+        dx = target(m, ia, m->tmp);
+        ddl_conv2d_backward(&geo, a->y, r->wt, r->dy, dx, r->gw, r->bs ? r->gb : NULL, m->ws);
+        break;
+    case DDL__OP_DECONV:
+        dx = target(m, ia, m->tmp);
+        ddl_deconv2d_backward(&geo, a->y, r->wt, r->dy, dx, r->gw, r->gb, m->ws);
+        break;
+    case DDL__OP_DENSE:
+        dx = target(m, ia, m->tmp);
+        ddl_dense_backward(B, (int)a->size, r->c, a->y, r->wt, r->dy, dx, r->gw, r->gb);
+        break;
+    case DDL__OP_GROUPNORM:
+        dx = target(m, ia, m->tmp);
+        if (r->fused_relu)
+            ddl_groupnorm_relu_backward(B, r->c, r->h * r->w, r->groups, a->y, r->wt, r->aux, r->y, r->dy, dx, r->gw,
+                                        r->gb);
+        else
+            ddl_groupnorm_backward(B, r->c, r->h * r->w, r->groups, a->y, r->wt, r->aux, r->dy, dx, r->gw, r->gb);
+        break;
+    case DDL__OP_MAXPOOL:
+        if ((dx = target(m, ia, m->tmp)))
+            ddl_maxpool_backward(B, a->c, a->h, a->w, l->k, l->stride, r->dy, r->aux, dx);
+        break;
+    case DDL__OP_AVGPOOL:
+        if ((dx = target(m, ia, m->tmp)))
+            ddl_avgpool_backward(B, a->c, a->h, a->w, l->k, l->stride, r->dy, dx);
+        break;
+    case DDL__OP_GAP:
+        if ((dx = target(m, ia, m->tmp)))
+            ddl_global_avgpool_backward(B, a->c, a->h * a->w, r->dy, dx);
+        break;
+    case DDL__OP_RELU:
+        if (r->alias && a->fused_relu) /* the groupnorm's backward does it */
+            m->r[ia].written = 1;
+        else if ((dx = target(m, ia, m->tmp)))
+            ddl_relu_backward(count, r->y, r->dy, dx);
+        break;
+    case DDL__OP_DROPOUT:
+        if (r->p <= 0.0f || !m->training)
+            r->alias ? (void)(m->r[ia].written = 1) : pass(m, ia, r->dy, count);
+        else if ((dx = target(m, ia, m->tmp)))
+            ddl_dropout_backward(count, r->p, r->aux, r->dy, dx);
+        break;
+    case DDL__OP_FLATTEN:
+        r->alias ? (void)(m->r[ia].written = 1) : pass(m, ia, r->dy, count);
+        break;
+    case DDL__OP_CONCAT: {
+        float *da = target(m, ia, m->tmp), *db = target(m, ib, m->tmp2);
+        ddl_split_channels(B, a->c, o->c, a->h * a->w, r->dy, da ? da : m->tmp, db ? db : m->tmp2);
+        settle(m, ib, db == m->tmp2 ? db : NULL, (size_t)B * o->size);
+        dx = da;
+        break;
+    }
+    case DDL__OP_ADD:
+        pass(m, ia, r->dy, count);
+        pass(m, ib, r->dy, count);
+        break;
+    default: break;
+    }
+    if (dx == m->tmp)
+        settle(m, ia, dx, ca);
+}
+
+static void graph_backward(void *self, const float *x, int B, const float *dlogits)
+{
+    gmodel *m = self;
+    m->r[0].y = (float *)(uintptr_t)x;
+    for (int i = 0; i < m->g.n; i++)
+        m->r[i].written = 0;
+    rt *o = &m->r[m->out];
+    if (o->alias) /* the output's gradient lives in its input's buffer */
+        memcpy(o->dy, dlogits, (size_t)B * o->size * sizeof *o->dy);
+    else
+        o->dy = (float *)(uintptr_t)dlogits; /* read only: nothing writes the output's dy */
+    o->written = 1;
+    for (int i = m->g.n - 1; i >= 1; i--) {
+        layer_backward(m, i, B);
+        if (m->r[i].gw) /* this layer's gradients, and every later one's, are final */
+            ddl_model_grads_ready(self, m->r[i].gw);
+    }
+}
+
+/* ---- plugin ---- */
+
+static const ddl_model_plugin graph_plugin = {
+    .version = DDL_MODEL_VERSION,
+    .name = "graph",
+    .self_bytes = sizeof(gmodel),
+    .build = graph_build,
+    .forward = graph_forward,
+    .backward = graph_backward,
+};
+
+const ddl_model_plugin *ddl_model_graph(void) { return &graph_plugin; }

@@ -1,0 +1,320 @@
+/* test_graph.c - the layer graph: LeNet and U-Net as graphs give their hand-written plugins'
+ * weights, logits and gradients bit for bit (one thread and two); every layer passes the
+ * finite-difference gradient check, skips and shared inputs included; the text format reads
+ * back what it writes; wrong graphs and wrong lines are refused with the layer or line named. */
+#include "check.h"
+#include "ddl.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static ddl_graph *G(void)
+{
+    ddl_graph *g = NULL;
+    CHECK(ddl_graph_create(NULL, &g) == DDL_OK);
+    return g;
+}
+
+static ddl_model *build(const ddl_model_plugin *p, ddl_model_config mc, char *err)
+{
+    ddl_model *m = NULL;
+    if (ddl_model_create(p, &mc, NULL, &m, err, DDL_ERR_BYTES) != DDL_OK)
+        fprintf(stderr, "build: %s\n", err);
+    return m;
+}
+
+static float *random_input(size_t n, uint64_t seed)
+{
+    float *x = malloc(n * sizeof *x);
+    ddl_rng r;
+    ddl_rng_seed(&r, seed);
+    for (size_t i = 0; i < n; i++)
+        x[i] = ddl_rng_normal(&r);
+    return x;
+}
+
+/* same_as_plugin: the graph preset and the plugin agree in parameter names, init, logits (training
+ * with dropout, same RNG) and gradients, bit for bit. */
+static void same_as_plugin(const char *preset, const ddl_model_plugin *plugin, ddl_model_config mc)
+{
+    char err[DDL_ERR_BYTES];
+    ddl_graph *g = G();
+    CHECK(ddl_graph_preset(g, preset, err, sizeof err) == DDL_OK);
+    ddl_model_config gc = mc;
+    gc.graph = g;
+    ddl_model *a = build(plugin, mc, err), *b = build(ddl_model_graph(), gc, err);
+    CHECK(a && b);
+    if (!a || !b)
+        return;
+    CHECK(ddl_model_n_tensors(a) == ddl_model_n_tensors(b));
+    CHECK(ddl_model_signature(a) == ddl_model_signature(b)); /* names and shapes, in order */
+    ddl_model_init_weights(a, 7);
+    ddl_model_init_weights(b, 7);
+    CHECK(ddl_model_crc(a) == ddl_model_crc(b));
+    int c, h, w;
+    ddl_model_output_shape(a, &c, &h, &w);
+    size_t nx = (size_t)mc.batch * mc.in_c * mc.in_h * mc.in_w, ny = (size_t)mc.batch * c * h * w;
+    float *x = random_input(nx, 3), *dy = random_input(ny, 4);
+    for (int threads = 1; threads <= 2; threads++) {
+        ddl_set_threads(threads);
+        ddl_rng ra, rb;
+        ddl_rng_seed(&ra, 11);
+        ddl_rng_seed(&rb, 11);
+        const float *ya = ddl_model_forward(a, x, mc.batch, 1, &ra);
+        float *keep = malloc(ny * sizeof *keep);
+        memcpy(keep, ya, ny * sizeof *keep);
+        const float *yb = ddl_model_forward(b, x, mc.batch, 1, &rb);
+        CHECK(memcmp(keep, yb, ny * sizeof *keep) == 0);
+        ddl_model_zero_grads(a);
+        ddl_model_zero_grads(b);
+        ddl_model_backward(a, x, mc.batch, dy);
+        ddl_model_backward(b, x, mc.batch, dy);
+        CHECK(memcmp(ddl_model_grads(a), ddl_model_grads(b), ddl_model_n_params(a) * sizeof(float)) == 0);
+        /* a smaller batch than built for */
+        ya = ddl_model_forward(a, x, 1, 0, NULL);
+        memcpy(keep, ya, (size_t)c * h * w * sizeof *keep);
+        yb = ddl_model_forward(b, x, 1, 0, NULL);
+        CHECK(memcmp(keep, yb, (size_t)c * h * w * sizeof *keep) == 0);
+        free(keep);
+    }
+    ddl_set_threads(1);
+    free(x);
+    free(dy);
+    ddl_model_destroy(a);
+    ddl_model_destroy(b);
+    ddl_graph_destroy(g, NULL);
+}
+
+/* every_layer: a graph with every kind of layer, skips, a shared input and a residual add. */
+static ddl_graph *every_layer(void)
+{
+    ddl_graph *g = G();
+    int x = ddl_graph_input(g, 2, 8, 8);
+    int a = ddl_graph_conv2d(g, x, "c1", 4, 3, 1, 1, 1);                       /* 4x8x8 */
+    int n = ddl_graph_relu(g, ddl_graph_groupnorm(g, a, "gn", 2));
+    int p = ddl_graph_maxpool(g, n, 2, 2);                                      /* 4x4x4 */
+    int b = ddl_graph_conv2d(g, p, "c2", 4, 3, 1, 1, 0);
+    int r = ddl_graph_add(g, ddl_graph_relu(g, b), p);                          /* residual */
+    int u = ddl_graph_deconv2d(g, r, "up", 3, 2, 2, 0);                         /* 3x8x8 */
+    int cat = ddl_graph_concat(g, n, u);                                        /* 7x8x8, n read twice */
+    int v = ddl_graph_avgpool(g, ddl_graph_conv2d(g, cat, "c3", 4, 1, 1, 0, 1), 2, 2); /* 4x4x4 */
+    int s = ddl_graph_conv2d(g, v, "c4", 5, 3, 2, 1, 1);                        /* stride 2: 5x2x2 */
+    int gp = ddl_graph_global_avgpool(g, s);
+    int f = ddl_graph_flatten(g, v);                                            /* 64 */
+    int d = ddl_graph_dropout(g, ddl_graph_dense(g, f, "fc1", 5), 0.5f);
+    int sum = ddl_graph_add(g, ddl_graph_flatten(g, gp), d);
+    ddl_graph_dense(g, sum, "fc2", DDL_CLASSES);
+    CHECK(ddl_graph_error(g)[0] == '\0');
+    return g;
+}
+
+static void gradients(void)
+{
+    char err[DDL_ERR_BYTES];
+    int rc;
+    ddl_graph *g = every_layer();
+    ddl_model_config mc = {.batch = 3, .in_c = 2, .in_h = 8, .in_w = 8, .n_classes = 3, .graph = g};
+    ddl_model *m = build(ddl_model_graph(), mc, err);
+    CHECK(m != NULL);
+    if (m) {
+        ddl_model_init_weights(m, 5);
+        float *x = random_input(3 * 2 * 8 * 8, 9);
+        double worst = 1.0;
+        rc = ddl_model_check_grads(m, x, 3, 21, 12, 2e-2, &worst, err, sizeof err);
+        if (rc != DDL_OK)
+            fprintf(stderr, "every layer: %s\n", err);
+        CHECK(rc == DDL_OK);
+        CHECK(worst < 2e-2);
+        free(x);
+        ddl_model_destroy(m);
+    }
+    /* the hand-written plugins pass it too */
+    ddl_model_config lc = {.batch = 2, .in_c = 1, .in_h = 28, .in_w = 28, .n_classes = 10};
+    ddl_model *l = build(ddl_model_lenet(), lc, err);
+    if (l) {
+        ddl_model_init_weights(l, 1);
+        float *x = random_input(2 * 784, 2);
+        rc = ddl_model_check_grads(l, x, 2, 3, 6, 2e-2, NULL, err, sizeof err);
+        if (rc != DDL_OK)
+            fprintf(stderr, "lenet: %s\n", err);
+        CHECK(rc == DDL_OK);
+        CHECK(ddl_model_check_grads(l, x, 3, 3, 6, 2e-2, NULL, err, sizeof err) == DDL_EINVAL);
+        free(x);
+        ddl_model_destroy(l);
+    }
+    ddl_graph_destroy(g, NULL);
+}
+
+/* a plugin whose backward misses a factor must fail the check: its forward doubles the logits,
+ * its backward is the graph's */
+static ddl_model_plugin broken;
+static void broken_forward(void *self, const float *x, int batch, int training, ddl_rng *rng, float *logits)
+{
+    ddl_model_graph()->forward(self, x, batch, training, rng, logits);
+    for (int i = 0; i < batch * 2; i++)
+        logits[i] *= 2.0f;
+}
+
+static void check_catches_errors(void)
+{
+    char err[DDL_ERR_BYTES];
+    ddl_graph *g = G();
+    int x = ddl_graph_input(g, 1, 4, 4);
+    ddl_graph_dense(g, ddl_graph_relu(g, ddl_graph_dense(g, x, "a", 6)), "b", 2);
+    ddl_model_config mc = {.batch = 2, .in_c = 1, .in_h = 4, .in_w = 4, .n_classes = 2, .graph = g};
+    ddl_model *m = build(ddl_model_graph(), mc, err);
+    CHECK(m != NULL);
+    if (m) {
+        ddl_model_init_weights(m, 2);
+        float *in = random_input(32, 1);
+        CHECK(ddl_model_check_grads(m, in, 2, 1, 8, 1e-2, NULL, err, sizeof err) == DDL_OK);
+        ddl_model_destroy(m);
+        broken = *ddl_model_graph();
+        broken.forward = broken_forward;
+        broken.name = "broken";
+        m = build(&broken, mc, err);
+        ddl_model_init_weights(m, 2);
+        double worst = 0.0;
+        CHECK(ddl_model_check_grads(m, in, 2, 1, 8, 1e-2, &worst, err, sizeof err) == DDL_EMISMATCH);
+        CHECK(worst > 0.3); /* |a - 2a| / 3a */
+        CHECK(strstr(err, "gradient check: error") && strstr(err, ".weight["));
+        free(in);
+        ddl_model_destroy(m);
+    }
+    ddl_graph_destroy(g, NULL);
+}
+
+static void text_round_trip(void)
+{
+    char err[DDL_ERR_BYTES], a[4096], b[4096];
+    const char *presets[] = {"lenet", "unet", "unet:2:4", "cnn", "cnn:8"};
+    ddl_graph *g = G(), *h = G();
+    for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++) {
+        CHECK(ddl_graph_preset(g, presets[i], err, sizeof err) == DDL_OK);
+        size_t n = ddl_graph_format(g, a, sizeof a);
+        CHECK(n > 0 && n < sizeof a);
+        CHECK(ddl_graph_parse(h, a, err, sizeof err) == DDL_OK);
+        CHECK(ddl_graph_format(h, b, sizeof b) == n);
+        CHECK(strcmp(a, b) == 0);
+        CHECK(memcmp(g, h, ddl_graph_sizeof()) == 0); /* the same graph, byte for byte */
+    }
+    ddl_graph *e = every_layer();
+    ddl_graph_format(e, a, sizeof a);
+    CHECK(ddl_graph_parse(h, a, err, sizeof err) == DDL_OK);
+    CHECK(memcmp(e, h, ddl_graph_sizeof()) == 0);
+    /* a truncated buffer still says how long the whole text is */
+    CHECK(ddl_graph_format(e, a, 10) == strlen(b) || ddl_graph_format(e, a, 10) > 10);
+    CHECK(strlen(a) == 9);
+    /* the README's example */
+    const char *text = "# a small residual network\n"
+                       "input 3 32 32\n"
+                       "conv stem 16 3 pad=1\n"
+                       "relu r0\n"
+                       "conv c1 16 3 pad=1\n"
+                       "relu\n"
+                       "conv c2 16 3 pad=1\n"
+                       "add from=r0         # r0 + c2\n"
+                       "relu\n"
+                       "maxpool 2\n"
+                       "gap\n"
+                       "dropout 0.2\n"
+                       "dense fc classes\n";
+    CHECK(ddl_graph_parse(h, text, err, sizeof err) == DDL_OK);
+    CHECK(ddl_graph_n_layers(h) == 12);
+    ddl_model_config mc = {.batch = 2, .in_c = 3, .in_h = 32, .in_w = 32, .n_classes = 5, .graph = h};
+    ddl_model *m = build(ddl_model_graph(), mc, err);
+    CHECK(m != NULL);
+    CHECK(m && strcmp(ddl_model_tensor(m, 0)->name, "stem.weight") == 0);
+    ddl_model_destroy(m);
+    ddl_graph_destroy(e, NULL);
+    ddl_graph_destroy(g, NULL);
+    ddl_graph_destroy(h, NULL);
+}
+
+/* refused: text (or NULL) and the words the message must hold */
+static void refused_text(const char *text, const char *words)
+{
+    char err[DDL_ERR_BYTES] = "";
+    ddl_graph *g = G();
+    int rc = ddl_graph_parse(g, text, err, sizeof err);
+    CHECK(rc == DDL_EINVAL);
+    if (!strstr(err, words))
+        fprintf(stderr, "expected \"%s\" in: %s\n", words, err);
+    CHECK(strstr(err, words) != NULL);
+    ddl_graph_destroy(g, NULL);
+}
+
+/* refused_build: a graph that parses but cannot be built for mc */
+static void refused_build(const char *text, ddl_model_config mc, const char *words)
+{
+    char err[DDL_ERR_BYTES] = "";
+    ddl_graph *g = G();
+    CHECK(ddl_graph_parse(g, text, err, sizeof err) == DDL_OK);
+    mc.graph = g;
+    ddl_model *m = NULL;
+    CHECK(ddl_model_create(ddl_model_graph(), &mc, NULL, &m, err, sizeof err) == DDL_EINVAL);
+    if (!strstr(err, words))
+        fprintf(stderr, "expected \"%s\" in: %s\n", words, err);
+    CHECK(strstr(err, words) != NULL);
+    CHECK(m == NULL);
+    ddl_graph_destroy(g, NULL);
+}
+
+static void errors(void)
+{
+    refused_text("", "no layers");
+    refused_text("input\nconv 8\n", "line 2: conv takes conv [NAME] OUT K");
+    refused_text("input\nbogus 3\n", "line 2: \"bogus\" is not a layer");
+    refused_text("input\nconv c 8 3 strid=2\n", "line 2: conv takes no strid=");
+    refused_text("input\nconv c 8 3\nrelu\nadd from=nowhere\n", "line 4: add: from=nowhere names no earlier layer");
+    refused_text("input\nconv c 8 3\nconv c 8 3\n", "line 3: layer 2 (conv): name \"c\" is already layer 1's");
+    refused_text("conv c 8 3\n", "line 1: layer 0 (conv): the first layer must be the input");
+    refused_text("input\nconv c 8 x3\n", "line 2: conv: kernel \"x3\" is not a whole number");
+    refused_text("input\nrelu\noutput soft\n", "line 3: output soft: the head is xent or dice");
+    refused_text("input\ndropout 1.5\n", "line 2: layer 1 (dropout): p 1.5");
+    refused_text("input\nconv c 8 3 pad=3\n", "pad 3: need channels");
+    ddl_model_config mc = {.batch = 2, .in_c = 1, .in_h = 28, .in_w = 28, .n_classes = 10};
+    refused_build("input 3 32 32\ndense fc classes\n", mc, "the graph takes 3x32x32 images, the model config gives 1x28x28");
+    refused_build("input\nmaxpool 32\ndense fc classes\n", mc, "layer 1 (maxpool): a 28x28 input is smaller than the 32x32 window");
+    refused_build("input\ndense fc 12\n", mc, "layer 1 (fc, dense): the output has 12 channels, the model config 10 classes");
+    refused_build("input\nconv a 4 3\nconv b 5 3 from=0\nadd from=a\ndense classes\n", mc,
+                  "layer 3 (add): inputs of 4x26x26 and 5x26x26: add needs the same shape");
+    refused_build("input\nconv a 4 3\nrelu\ndense x classes from=a\n", mc, "layer 2 (relu): its output is not used");
+    refused_build("input\nrelu\nflatten\n", mc, "no layer before the output has parameters");
+    ddl_model *m = NULL;
+    char err[DDL_ERR_BYTES];
+    CHECK(ddl_model_create(ddl_model_graph(), &mc, NULL, &m, err, sizeof err) == DDL_EINVAL);
+    CHECK(strstr(err, "no graph") != NULL);
+    /* sticky errors from C */
+    ddl_graph *g = G();
+    int x = ddl_graph_input(g, 1, 28, 28);
+    CHECK(ddl_graph_conv2d(g, x + 5, "c", 4, 3, 1, 0, 1) == -1);
+    CHECK(ddl_graph_relu(g, x) == -1);
+    CHECK(strstr(ddl_graph_error(g), "layer 1 (conv): input 5 is not an earlier layer") != NULL);
+    mc.graph = g;
+    CHECK(ddl_model_create(ddl_model_graph(), &mc, NULL, &m, err, sizeof err) == DDL_EINVAL);
+    CHECK(strstr(err, "input 5 is not an earlier layer") != NULL);
+    ddl_graph_destroy(g, NULL);
+    /* presets and files */
+    ddl_graph *h = G();
+    CHECK(ddl_graph_load(h, "cnn", err, sizeof err) == DDL_OK);
+    CHECK(ddl_graph_load(h, "resnet", err, sizeof err) == DDL_EINVAL && strstr(err, "not a preset"));
+    CHECK(ddl_graph_load(h, "/nonexistent/arch.txt", err, sizeof err) == DDL_EIO && strstr(err, "/nonexistent/arch.txt"));
+    CHECK(ddl_graph_load(h, "/bin/sh", err, sizeof err) == DDL_EINVAL && strstr(err, "/bin/sh: line"));
+    ddl_graph_destroy(h, NULL);
+}
+
+int main(void)
+{
+    same_as_plugin("lenet", ddl_model_lenet(),
+                   (ddl_model_config){.batch = 4, .in_c = 1, .in_h = 28, .in_w = 28, .n_classes = 10, .dropout = 0.3f});
+    same_as_plugin("unet:2:4", ddl_model_unet(),
+                   (ddl_model_config){.batch = 2, .in_c = 3, .in_h = 16, .in_w = 16, .n_classes = 3, .depth = 2, .width = 4});
+    same_as_plugin("unet", ddl_model_unet(),
+                   (ddl_model_config){.batch = 2, .in_c = 1, .in_h = 32, .in_w = 32, .n_classes = 2});
+    gradients();
+    check_catches_errors();
+    text_round_trip();
+    errors();
+    return TEST_END();
+}
