@@ -489,6 +489,9 @@ int ddl_model_check_grads(ddl_model *m, const float *x, int batch, uint64_t seed
                           double *worst, char *err, size_t err_bytes);
 /* ddl_model_zero_grads: set every gradient to 0. */
 void ddl_model_zero_grads(ddl_model *m);
+/* ddl_model_describe: m as the text of a layer graph (the plugin's describe; writes at most bytes,
+ * NUL included); returns the whole length, 0 when the plugin cannot describe itself. */
+size_t ddl_model_describe(const ddl_model *m, char *buf, size_t bytes);
 /* ddl_model_crc: CRC-32 of the parameter buffer: equal values mean bit-identical weights. */
 uint32_t ddl_model_crc(const ddl_model *m);
 /* ddl_model_signature: CRC-32C of every parameter tensor's name and shape, in order. Two
@@ -765,6 +768,12 @@ const ddl_checkpoint_info *ddl_checkpoint_get_info(const ddl_checkpoint *ck);
 const ddl_param_info *ddl_checkpoint_tensor(const ddl_checkpoint *ck, int i);
 const float *ddl_checkpoint_params(const ddl_checkpoint *ck);
 const float *ddl_checkpoint_optim_state(const ddl_checkpoint *ck);
+/* ddl_checkpoint_arch: the text of the layer graph the model was built from (ddl_model_describe
+ * at save time: graphs, and the built-in plugins), or NULL. ddl_checkpoint_class_names: the
+ * class names of the training data (image folders: model_cfg.n_classes of them), or NULL.
+ * Owned by the checkpoint. */
+const char *ddl_checkpoint_arch(const ddl_checkpoint *ck);
+const char *const *ddl_checkpoint_class_names(const ddl_checkpoint *ck);
 /* ddl_checkpoint_check_model: DDL_OK if the checkpoint's weights fit m (name, tensor names and
  * shapes), else DDL_EINVAL with the first difference in err. */
 int ddl_checkpoint_check_model(const ddl_checkpoint *ck, const ddl_model *m, char *err, size_t err_bytes);
@@ -926,6 +935,8 @@ int ddl_predictor_run(ddl_predictor *p, const uint8_t *images, int n, int c, int
                       float *probs, uint8_t *classes);
 /* ddl_predictor_error: the detail of the last failure ("" if none); owned by p. */
 const char *ddl_predictor_error(const ddl_predictor *p);
+/* ddl_predictor_class_names: the class names the checkpoint carries (n_classes), or NULL. */
+const char *const *ddl_predictor_class_names(const ddl_predictor *p);
 
 /* ddl_export: write the model of ck (weights and input normalisation) to path in the format its
  * extension names: ".npz" (ddl_export_npz) or ".onnx" (ddl_export_onnx). Returns as they do,
@@ -999,6 +1010,11 @@ struct ddl_model_plugin {
     void (*forward)(void *self, const float *x, int batch, int training, ddl_rng *rng, float *logits);
     /* backward: accumulate dL/dparams into the gradient views from dlogits (batch, C, H, W). */
     void (*backward)(void *self, const float *x, int batch, const float *dlogits);
+    /* describe: optional: the model as the text of a layer graph (ddl_graph_format) that builds
+     * the same parameters, so checkpoints carry it and programs without the plugin compiled in
+     * can serve and export it; writes at most bytes (NUL included), returns the whole length,
+     * 0 if it cannot. */
+    size_t (*describe)(const void *self, char *buf, size_t bytes);
 };
 
 /* ---- transport plugin interface ----

@@ -138,6 +138,15 @@ static void lenet_backward(void *self, const float *x, int B, const float *dlogi
 
 /* ---- plugin ---- */
 
+/* lenet_describe: the preset "lenet" of the layer graph builds this network, parameter for parameter. */
+static size_t lenet_describe(const void *self, char *buf, size_t bytes)
+{
+    (void)self;
+    _Alignas(64) unsigned char mem[12288];
+    ddl_graph *g = ddl_graph_init(mem, sizeof mem);
+    return g && ddl_graph_preset(g, "lenet", NULL, 0) == DDL_OK ? ddl_graph_format(g, buf, bytes) : 0;
+}
+
 static const ddl_model_plugin lenet_plugin = {
     .version = DDL_MODEL_VERSION,
     .name = "lenet",
@@ -145,6 +154,7 @@ static const ddl_model_plugin lenet_plugin = {
     .build = lenet_build,
     .forward = lenet_forward,
     .backward = lenet_backward,
+    .describe = lenet_describe,
 };
 
 const ddl_model_plugin *ddl_model_lenet(void) { return &lenet_plugin; }

@@ -290,6 +290,18 @@ static void unet_backward(void *self, const float *x, int B, const float *dlogit
 
 /* ---- plugin ---- */
 
+/* unet_describe: the preset "unet:DEPTH:WIDTH" of the layer graph builds this network, parameter
+ * for parameter (tests/test_graph.c checks the logits and gradients are the same bits). */
+static size_t unet_describe(const void *self, char *buf, size_t bytes)
+{
+    const unet *n = (const unet *)self;
+    char name[32];
+    snprintf(name, sizeof name, "unet:%d:%d", n->depth, n->width);
+    _Alignas(64) unsigned char mem[12288];
+    ddl_graph *g = ddl_graph_init(mem, sizeof mem);
+    return g && ddl_graph_preset(g, name, NULL, 0) == DDL_OK ? ddl_graph_format(g, buf, bytes) : 0;
+}
+
 static const ddl_model_plugin unet_plugin = {
     .version = DDL_MODEL_VERSION,
     .name = "unet",
@@ -297,6 +309,7 @@ static const ddl_model_plugin unet_plugin = {
     .build = unet_build,
     .forward = unet_forward,
     .backward = unet_backward,
+    .describe = unet_describe,
 };
 
 _Static_assert(sizeof(unet) <= 16384, "unet plugin state must fit the core's 16384 bytes");

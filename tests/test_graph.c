@@ -7,6 +7,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static ddl_graph *G(void)
 {
@@ -304,6 +305,100 @@ static void errors(void)
     ddl_graph_destroy(h, NULL);
 }
 
+/* ---- checkpoints: the graph travels with the weights ---- */
+
+/* train_graph: a trainer of graph g on d for `steps` steps, saved to path when path is set. */
+static ddl_model *train_graph(const ddl_graph *g, const ddl_dataset *d, int steps, const char *save_to,
+                              const char *resume_from, uint32_t *crc)
+{
+    char err[DDL_ERR_BYTES];
+    ddl_model_config mc = {.batch = 8, .in_c = d->c, .in_h = d->h, .in_w = d->w, .n_classes = d->n_classes,
+                           .dropout = 0.2f, .graph = g};
+    ddl_model *m = build(ddl_model_graph(), mc, err);
+    ddl_train_config tc;
+    ddl_train_config_default(&tc);
+    tc.batch = 8;
+    tc.seed = 3;
+    ddl_trainer *t = NULL;
+    CHECK(m && ddl_trainer_create(&tc, m, d, NULL, &t, err, sizeof err) == DDL_OK);
+    if (!t)
+        return m;
+    if (resume_from)
+        CHECK(ddl_trainer_resume(t, resume_from, 0, NULL) == DDL_OK);
+    for (int i = 0; i < steps; i++)
+        CHECK(ddl_trainer_step(t, NULL) == DDL_OK);
+    if (save_to)
+        CHECK(ddl_trainer_save(t, save_to) == DDL_OK);
+    *crc = ddl_model_crc(m);
+    ddl_trainer_destroy(t);
+    return m;
+}
+
+static void checkpoints(void)
+{
+    enum { N = 64 };
+    static uint8_t images[N * 3 * 12 * 12], labels[N];
+    ddl_rng r;
+    ddl_rng_seed(&r, 5);
+    for (int i = 0; i < N; i++) {
+        labels[i] = (uint8_t)(i % 3);
+        for (int k = 0; k < 3 * 144; k++)
+            images[i * 432 + k] = (uint8_t)(ddl_rng_below(&r, 128) + 40 * labels[i]);
+    }
+    static const char *const names[3] = {"apple", "kiwi", "guava"};
+    ddl_dataset d = {.n = N, .c = 3, .h = 12, .w = 12, .th = 1, .tw = 1, .n_classes = 3, .images = images,
+                     .targets = labels, .class_names = names};
+    char err[DDL_ERR_BYTES], path[64], text[4096];
+    snprintf(path, sizeof path, "/tmp/ddl-test-graph-%d.ckpt", (int)getpid());
+    ddl_graph *g = G();
+    CHECK(ddl_graph_parse(g, "input\nconv c1 8 3 pad=1\nrelu\nmaxpool 2\nconv c2 8 3 pad=1\nrelu\ngap\n"
+                             "dropout\ndense fc classes\n", err, sizeof err) == DDL_OK);
+    uint32_t straight = 0, resumed = 0, half = 0;
+    ddl_model_destroy(train_graph(g, &d, 12, NULL, NULL, &straight));
+    ddl_model *m = train_graph(g, &d, 6, path, NULL, &half);
+    ddl_checkpoint *ck = NULL;
+    CHECK(ddl_checkpoint_open(path, NULL, &ck, err, sizeof err) == DDL_OK);
+    if (ck) {
+        ddl_graph_format(g, text, sizeof text);
+        CHECK(ddl_checkpoint_arch(ck) && strcmp(ddl_checkpoint_arch(ck), text) == 0);
+        const char *const *cn = ddl_checkpoint_class_names(ck);
+        CHECK(cn && strcmp(cn[0], "apple") == 0 && strcmp(cn[2], "guava") == 0);
+        CHECK(strcmp(ddl_checkpoint_get_info(ck)->model, "graph") == 0);
+        ddl_checkpoint_close(ck);
+    }
+    /* exact resume */
+    ddl_model_destroy(train_graph(g, &d, 6, NULL, path, &resumed));
+    CHECK(resumed == straight && half != straight);
+    /* a program that knows nothing of the network predicts with it, by name */
+    ddl_predictor *p = NULL;
+    CHECK(ddl_predictor_open(path, NULL, NULL, &p, err, sizeof err) == DDL_OK);
+    if (p && m) {
+        float logits[4 * 3], want[4 * 3];
+        uint8_t cls[4];
+        CHECK(ddl_predictor_run(p, images, 4, 3, 12, 12, logits, NULL, cls) == DDL_OK);
+        const char *const *pn = ddl_predictor_class_names(p);
+        CHECK(pn && strcmp(pn[1], "kiwi") == 0);
+        /* the same logits as the trained model, normalised as the predictor does */
+        float mean, std, x[4 * 432];
+        ddl_model_norm(m, &mean, &std);
+        for (int k = 0; k < 4 * 432; k++)
+            x[k] = (float)images[k] * (1.0f / (255.0f * std)) + -mean / std;
+        memcpy(want, ddl_model_forward(m, x, 4, 0, NULL), sizeof want);
+        CHECK(memcmp(want, logits, sizeof want) == 0);
+        ddl_predictor_close(p);
+    }
+    /* ONNX export of a graph */
+    char onnx[80];
+    snprintf(onnx, sizeof onnx, "%s.onnx", path);
+    CHECK(ddl_checkpoint_open(path, NULL, &ck, err, sizeof err) == DDL_OK);
+    CHECK(ck && ddl_export(ck, onnx, NULL, err, sizeof err) == DDL_OK);
+    ddl_checkpoint_close(ck);
+    unlink(onnx);
+    unlink(path);
+    ddl_model_destroy(m);
+    ddl_graph_destroy(g, NULL);
+}
+
 int main(void)
 {
     same_as_plugin("lenet", ddl_model_lenet(),
@@ -316,5 +411,6 @@ int main(void)
     check_catches_errors();
     text_round_trip();
     errors();
+    checkpoints();
     return TEST_END();
 }

@@ -238,8 +238,9 @@ static void probe_backward(void *self, const float *x, int batch, const float *d
         p->gb[i % p->classes] += dlogits[i];
 }
 
-static const ddl_model_plugin probe_plugin = {DDL_MODEL_VERSION, "probe", sizeof(probe), probe_build, probe_forward,
-                                              probe_backward};
+static const ddl_model_plugin probe_plugin = {.version = DDL_MODEL_VERSION, .name = "probe", .self_bytes = sizeof(probe),
+                                              .build = probe_build, .forward = probe_forward,
+                                              .backward = probe_backward};
 
 /* Each part draws its own dropout masks: the parts' generators start apart (one shared seed would
  * give every part the same masks, the same at any thread count, so test_threads cannot see it). */

@@ -28,7 +28,7 @@
     "  show      the header, then every tensor with its shape and min/mean/max\n"              \
     "  verify    exit 0 if the file is intact and its weights finite, else say why (exit 1)\n" \
     "  export    numpy .npz with PyTorch's names and layouts, plus input_mean and input_std;\n" \
-    "            or ONNX (lenet, unet): raw pixels 0..255 in, logits out\n"                  \
+    "            or ONNX (any model with a layer graph): raw pixels 0..255 in, logits out\n"                  \
     "  -h, --help    this text\n"                                                              \
     "  --version     ddl-ckpt's version\n"
 

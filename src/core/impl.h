@@ -28,6 +28,19 @@ void ddl__free(const ddl_allocator *a, void *p);
 void *ddl__alloc_plain(const ddl_allocator *a, size_t bytes);
 void ddl__free_plain(const ddl_allocator *a, void *p);
 
+/* ---- byte order: little-endian fields of files and messages ---- */
+static inline void ddl__put_le16(unsigned char *p, uint16_t v) { p[0] = (unsigned char)v, p[1] = (unsigned char)(v >> 8); }
+static inline void ddl__put_le32(unsigned char *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+static inline uint16_t ddl__get_le16(const unsigned char *p) { return (uint16_t)(p[0] | p[1] << 8); }
+static inline uint32_t ddl__get_le32(const unsigned char *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
 /* ddl__align_up: round n up to a multiple of DDL_ALIGN. */
 static inline size_t ddl__align_up(size_t n) { return (n + DDL_ALIGN - 1) & ~(size_t)(DDL_ALIGN - 1); }
 

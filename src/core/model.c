@@ -320,6 +320,13 @@ static void zero_range(void *ctx, size_t lo, size_t hi) { memset((float *)ctx + 
 
 void ddl_model_zero_grads(ddl_model *m) { ddl__parallel_range(m->n_params, 16384, zero_range, m->grads); }
 
+size_t ddl_model_describe(const ddl_model *m, char *buf, size_t bytes)
+{
+    if (buf && bytes)
+        buf[0] = '\0';
+    return m && m->plugin->describe ? m->plugin->describe(m->self, buf, bytes) : 0;
+}
+
 /* ---- built-in plugins ---- */
 
 const ddl_model_plugin *ddl_model_find(const char *name)

@@ -43,6 +43,9 @@ void ddl__graph_param_prefix(const ddl_graph *g, int i, char *out, size_t out_by
 
 /* ---- lifecycle ---- */
 
+/* models/lenet.c and unet.c describe themselves from a graph on their stack */
+_Static_assert(sizeof(ddl_graph) <= 12288, "the built-in plugins' describe() keeps a graph in 12288 bytes");
+
 size_t ddl_graph_sizeof(void) { return sizeof(ddl_graph); }
 
 ddl_graph *ddl_graph_init(void *mem, size_t bytes)

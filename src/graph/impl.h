@@ -54,4 +54,9 @@ int ddl__graph_fail(ddl_graph *g, const char *fmt, ...) DDL__PRINTF(2, 3);
  * number (i - 1) when it has none. */
 void ddl__graph_param_prefix(const ddl_graph *g, int i, char *out, size_t out_bytes);
 
+/* ddl__graph_shape: the per-sample output shape (c, h, w) and groupnorm groups of layer i of a
+ * model built by ddl_model_graph() (for exporters); the graph itself through *g. 0 if m is not
+ * a graph model or i is out of range. */
+int ddl__graph_shape(const ddl_model *m, int i, const ddl_graph **g, int *c, int *h, int *w, int *groups);
+
 #endif

@@ -482,6 +482,11 @@ static void graph_backward(void *self, const float *x, int B, const float *dlogi
 
 /* ---- plugin ---- */
 
+static size_t graph_describe(const void *self, char *buf, size_t bytes)
+{
+    return ddl_graph_format(&((const gmodel *)self)->g, buf, bytes);
+}
+
 static const ddl_model_plugin graph_plugin = {
     .version = DDL_MODEL_VERSION,
     .name = "graph",
@@ -489,6 +494,19 @@ static const ddl_model_plugin graph_plugin = {
     .build = graph_build,
     .forward = graph_forward,
     .backward = graph_backward,
+    .describe = graph_describe,
 };
 
 const ddl_model_plugin *ddl_model_graph(void) { return &graph_plugin; }
+
+int ddl__graph_shape(const ddl_model *m, int i, const ddl_graph **g, int *c, int *h, int *w, int *groups)
+{
+    if (!m || m->plugin != &graph_plugin)
+        return 0;
+    const gmodel *gm = m->self;
+    if (i < 0 || i >= gm->g.n)
+        return 0;
+    const rt *r = &gm->r[i];
+    *g = &gm->g, *c = r->c, *h = r->h, *w = r->w, *groups = r->groups;
+    return 1;
+}

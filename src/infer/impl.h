@@ -13,6 +13,7 @@ struct ddl_predictor {
     ddl_model *m;               /* built in mem by ddl_model_init */
     ddl_checkpoint_info info;   /* the checkpoint's header, kept for ddl_predictor_info */
     float *x;                   /* (batch, in_c, in_h, in_w) normalised inputs */
+    const char *const *class_names; /* the checkpoint's, copied into mem; NULL: none */
     char err[DDL_ERR_BYTES];
 };
 

@@ -1,11 +1,12 @@
-/* onnx.c - ddl_export_onnx: a lenet or unet checkpoint as an ONNX model (IR version 7, opset 13)
- * that any ONNX runtime runs. The graph takes raw pixels 0..255 as float and normalises them as
- * the trainer does (x * 1 / (255 std) + -mean / std), then runs the network as models/lenet.c and
- * models/unet.c do, layer for layer; weights are initializers under PyTorch's names. Model
- * plugins are opaque, so this file describes the two built-in networks a second time: a change
- * to either must be made here too (tests/test_onnx.sh compares an ONNX runtime's logits with
- * ddl's and fails when they part). Encoded with pb.c; the field numbers are onnx.proto's. */
+/* onnx.c - ddl_export_onnx: a checkpoint as an ONNX model (IR version 7, opset 13) that any
+ * ONNX runtime runs. The graph takes raw pixels 0..255 as float and normalises them as the
+ * trainer does (x * 1 / (255 std) + -mean / std), then runs the checkpoint's layer graph layer
+ * for layer (the one it carries: graph models, and plugins that describe themselves, as lenet and
+ * unet do; older lenet and unet checkpoints get their preset); weights are initializers under
+ * PyTorch's names. tests/test_onnx.sh compares an ONNX runtime's logits with ddl's. Encoded with
+ * pb.c; the field numbers are onnx.proto's. */
 #include "impl.h"
+#include "../graph/impl.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -185,42 +186,56 @@ static void value_info(onnx *o, int field, const char *name, int n_dims, const i
 
 /* ---- layers ---- */
 
-static const int64_t two[2] = {2, 2}, one = 1;
+static const int64_t one = 1;
 
-/* conv: Conv of x with weight `w` (out, in, k, k), bias `bias` (NULL: none), stride 1, pad. */
-static const char *conv(onnx *o, const char *x, const char *w, const char *bias, int pad)
+/* conv_like: Conv or ConvTranspose of x with PREFIX.weight and PREFIX.bias (bias may be absent). */
+static const char *conv_like(onnx *o, const char *type, const char *x, const char *prefix, const ddl__layer *l)
 {
-    const ddl_param_info *t = find(o, w);
-    int64_t k[2] = {t ? t->shape[2] : 1, t ? t->shape[3] : 1}, pads[4] = {pad, pad, pad, pad};
-    param(o, w, 0, NULL);
-    if (bias)
-        param(o, bias, 0, NULL);
+    char wn[NAME], bn[NAME];
+    snprintf(wn, NAME, "%.38s.weight", prefix);
+    snprintf(bn, NAME, "%.38s.bias", prefix);
+    const char *w = param(o, fresh(o, wn, 0), 0, NULL), *b = find(o, bn) ? param(o, fresh(o, bn, 0), 0, NULL) : NULL;
+    int64_t k[2] = {l->k, l->k}, st[2] = {l->stride, l->stride}, pads[4] = {l->pad, l->pad, l->pad, l->pad};
     const char *out = fresh(o, NULL, 0);
-    size_t at = node_begin(o, "Conv", out, x, w, bias);
+    size_t at = node_begin(o, type, out, x, w, b);
     attr(o, "kernel_shape", 2, k, NULL);
+    attr(o, "strides", 2, st, NULL);
     attr(o, "pads", 4, pads, NULL);
     ddl__pb_end(&o->pb, at);
     return out;
 }
 
-/* by_two: a node of kernel 2x2 and stride 2 (MaxPool; ConvTranspose with weight w, bias b). */
-static const char *by_two(onnx *o, const char *type, const char *x, const char *w, const char *b)
+static const char *pool(onnx *o, const char *type, const char *x, const ddl__layer *l)
 {
+    int64_t k[2] = {l->k, l->k}, st[2] = {l->stride, l->stride};
     const char *out = fresh(o, NULL, 0);
-    size_t at = node_begin(o, type, out, x, w, b);
-    attr(o, "kernel_shape", 2, two, NULL);
-    attr(o, "strides", 2, two, NULL);
+    size_t at = node_begin(o, type, out, x, NULL, NULL);
+    attr(o, "kernel_shape", 2, k, NULL);
+    attr(o, "strides", 2, st, NULL);
     ddl__pb_end(&o->pb, at);
     return out;
 }
 
-static const char *pool(onnx *o, const char *x) { return by_two(o, "MaxPool", x, NULL, NULL); }
-
-/* dense: Gemm x W^T + b with PyTorch's Linear weight LAYER.weight (out, in), LAYER.bias (out). */
-static const char *dense(onnx *o, const char *x, int layer)
+/* flat: x as (N, features): Flatten when it is still (N, C, H, W). */
+static const char *flat(onnx *o, const char *x, int *rank)
 {
-    const char *w = param(o, fresh(o, "fc%d.weight", layer), 0, NULL);
-    const char *b = param(o, fresh(o, "fc%d.bias", layer), 0, NULL);
+    if (*rank == 2)
+        return x;
+    const char *out = fresh(o, NULL, 0);
+    size_t at = node_begin(o, "Flatten", out, x, NULL, NULL);
+    attr(o, "axis", -1, &one, NULL);
+    ddl__pb_end(&o->pb, at);
+    *rank = 2;
+    return out;
+}
+
+/* dense: Gemm x W^T + b with PyTorch's Linear weight PREFIX.weight (out, in), PREFIX.bias (out). */
+static const char *dense(onnx *o, const char *x, const char *prefix)
+{
+    char wn[NAME], bn[NAME];
+    snprintf(wn, NAME, "%.38s.weight", prefix);
+    snprintf(bn, NAME, "%.38s.bias", prefix);
+    const char *w = param(o, fresh(o, wn, 0), 0, NULL), *b = param(o, fresh(o, bn, 0), 0, NULL);
     const char *out = fresh(o, NULL, 0);
     size_t at = node_begin(o, "Gemm", out, x, w, b);
     attr(o, "transB", -1, &one, NULL);
@@ -236,39 +251,17 @@ static const char *normalise(onnx *o)
     return op(o, "Add", op(o, "Mul", "pixels", scalar(o, scale)), scalar(o, shift));
 }
 
-/* ---- lenet (models/lenet.c) ---- */
-
-static const char *lenet_graph(onnx *o)
+/* group_norm: GroupNorm of x (N, c, h, w) in g groups with PREFIX.weight and PREFIX.bias, as
+ * PyTorch exports it: reshape to (N, g, rest), InstanceNormalization, reshape back, scale, shift. */
+static const char *group_norm(onnx *o, const char *x, const char *prefix, int g, int c, int h, int w)
 {
-    const char *x = normalise(o);
-    x = op(o, "Relu", pool(o, conv(o, x, "conv1.weight", "conv1.bias", 2)), NULL);
-    x = op(o, "Relu", pool(o, conv(o, x, "conv2.weight", "conv2.bias", 0)), NULL);
-    const char *flat = fresh(o, NULL, 0);
-    size_t at = node_begin(o, "Flatten", flat, x, NULL, NULL);
-    attr(o, "axis", -1, &one, NULL);
-    ddl__pb_end(&o->pb, at);
-    x = op(o, "Relu", dense(o, flat, 1), NULL);
-    x = op(o, "Relu", dense(o, x, 2), NULL);
-    return dense(o, x, 3);
-}
-
-/* ---- unet (models/unet.c) ---- */
-
-/* groups_for: GroupNorm's group count for c channels, as models/unet.c chooses it. */
-static int groups_for(int c)
-{
-    int g = c < 8 ? c : 8;
-    while (c % g)
-        g--;
-    return g;
-}
-
-/* group_norm: GroupNorm of x (N, c, h, w) with PREFIX.weight and PREFIX.bias, as PyTorch exports
- * it: reshape to (N, groups, rest), InstanceNormalization, reshape back, scale and shift. */
-static const char *group_norm(onnx *o, const char *x, const char *prefix, int c, int h, int w)
-{
-    int g = groups_for(c);
-    float ones[8] = {1, 1, 1, 1, 1, 1, 1, 1}, zeros[8] = {0}, eps = GN_EPS;
+    float ones[DDL_GRAPH_MAX_LAYERS], zeros[DDL_GRAPH_MAX_LAYERS], eps = GN_EPS;
+    if (g > DDL_GRAPH_MAX_LAYERS) {
+        fail(o, "a GroupNorm of more groups than the exporter holds: ", prefix);
+        return x;
+    }
+    for (int i = 0; i < g; i++)
+        ones[i] = 1.0f, zeros[i] = 0.0f;
     int64_t to_groups[3] = {0, g, -1}, back[4] = {0, c, h, w}, n3 = 3, n4 = 4, ng = g, c11[3] = {c, 1, 1};
     const char *sg = fresh(o, NULL, 0), *sc = fresh(o, NULL, 0), *on = fresh(o, NULL, 0), *ze = fresh(o, NULL, 0);
     tensor(o, sg, 1, &n3, NULL, to_groups);
@@ -280,83 +273,114 @@ static const char *group_norm(onnx *o, const char *x, const char *prefix, int c,
     attr(o, "epsilon", 0, NULL, &eps);
     ddl__pb_end(&o->pb, at);
     char name[NAME];
-    snprintf(name, NAME, "%.20s.weight", prefix);
+    snprintf(name, NAME, "%.38s.weight", prefix);
     const char *gamma = param(o, fresh(o, name, 0), 3, c11);
-    snprintf(name, NAME, "%.20s.bias", prefix);
+    snprintf(name, NAME, "%.38s.bias", prefix);
     const char *beta = param(o, fresh(o, name, 0), 3, c11);
     return op(o, "Add", op(o, "Mul", op(o, "Reshape", normed, sc), gamma), beta);
 }
 
-/* block: conv 3x3 (no bias) -> GroupNorm -> ReLU, twice, as unet.c's block; prefix "down%d",
- * "bottom" or "up%d" with level l. */
-static const char *block(onnx *o, const char *x, const char *prefix, int l, int c, int h, int w)
+/* ---- the graph ---- */
+
+/* layer: the ONNX nodes of graph layer i; val[] and rank[] hold every earlier layer's output. */
+static void layer(onnx *o, const ddl_model *m, int i, const char **val, int *rank)
 {
-    char p[16], name[NAME];
-    snprintf(p, sizeof p, prefix, l);
-    for (int k = 1; k <= 2; k++) {
-        snprintf(name, NAME, "%s.conv%d.weight", p, k);
-        const char *y = conv(o, x, fresh(o, name, 0), NULL, 1);
-        snprintf(name, NAME, "%s.norm%d", p, k);
-        x = op(o, "Relu", group_norm(o, y, name, c, h, w), NULL);
+    const ddl_graph *g;
+    int c, h, w, groups;
+    ddl__graph_shape(m, i, &g, &c, &h, &w, &groups);
+    const ddl__layer *l = &g->layers[i];
+    const char *a = val[l->in[0]], *b = l->in[1] >= 0 ? val[l->in[1]] : NULL;
+    int ra = rank[l->in[0]], rb = l->in[1] >= 0 ? rank[l->in[1]] : 0;
+    char prefix[DDL_GRAPH_NAME_BYTES];
+    ddl__graph_param_prefix(g, i, prefix, sizeof prefix);
+    rank[i] = ra;
+    switch (l->op) {
+    case DDL__OP_CONV: val[i] = conv_like(o, "Conv", a, prefix, l); break;
+    case DDL__OP_DECONV: val[i] = conv_like(o, "ConvTranspose", a, prefix, l); break;
+    case DDL__OP_MAXPOOL: val[i] = pool(o, "MaxPool", a, l); break;
+    case DDL__OP_AVGPOOL: val[i] = pool(o, "AveragePool", a, l); break;
+    case DDL__OP_GAP: val[i] = op(o, "GlobalAveragePool", a, NULL); break;
+    case DDL__OP_DENSE: val[i] = dense(o, flat(o, a, &ra), prefix), rank[i] = 2; break;
+    case DDL__OP_RELU: val[i] = op(o, "Relu", a, NULL); break;
+    case DDL__OP_DROPOUT: val[i] = a; break; /* inference: the identity */
+    case DDL__OP_GROUPNORM: val[i] = group_norm(o, a, prefix, groups, c, h, w); break;
+    case DDL__OP_FLATTEN: val[i] = flat(o, a, &ra), rank[i] = 2; break;
+    case DDL__OP_CONCAT:
+    case DDL__OP_ADD:
+        if (ra != rb) /* (C, 1, 1) beside (C): both flat */
+            a = flat(o, a, &ra), b = flat(o, b, &rb);
+        rank[i] = ra;
+        if (l->op == DDL__OP_ADD) {
+            val[i] = op(o, "Add", a, b);
+        } else {
+            val[i] = fresh(o, NULL, 0);
+            size_t at = node_begin(o, "Concat", val[i], a, b, NULL);
+            attr(o, "axis", -1, &one, NULL);
+            ddl__pb_end(&o->pb, at);
+        }
+        break;
+    default: fail(o, "a layer the exporter does not know: ", prefix); val[i] = a; break;
     }
-    return x;
 }
 
-/* up: transposed conv 2x2 stride 2 of x, up%d.up.weight (2c, c, 2, 2) and .bias (c). */
-static const char *up(onnx *o, const char *x, int l)
+/* walk: the whole graph; returns the output value, flat (N, K) for a classifier. */
+static const char *walk(onnx *o, const ddl_model *m, int *out_rank)
 {
-    const char *w = param(o, fresh(o, "up%d.up.weight", l), 0, NULL);
-    return by_two(o, "ConvTranspose", x, w, param(o, fresh(o, "up%d.up.bias", l), 0, NULL));
-}
-
-/* unet_graph: depth and width from the tensors (down0.conv1.weight (width, in_c, 3, 3), ...). */
-static const char *unet_graph(onnx *o)
-{
-    const ddl_checkpoint_info *in = ddl_checkpoint_get_info(o->ck);
-    const ddl_param_info *first = find(o, "down0.conv1.weight");
-    int depth = 0, width = first ? first->shape[0] : 0, h = in->model_cfg.in_h, w = in->model_cfg.in_w;
-    char name[NAME];
-    const char *skip[16], *x = normalise(o);
-    do
-        snprintf(name, NAME, "down%d.conv1.weight", depth);
-    while (find(o, name) && ++depth < 16);
-    if (!width || depth < 1 || depth >= 16) {
-        fail(o, "not a U-Net of levels down0, down1, ...", "");
-        return x;
-    }
-    for (int l = 0; l < depth; l++, h /= 2, w /= 2)
-        x = pool(o, skip[l] = block(o, x, "down%d", l, width << l, h, w));
-    x = block(o, x, "bottom", 0, width << depth, h, w);
-    for (int l = depth - 1; l >= 0; l--) {
-        h *= 2, w *= 2;
-        const char *cat = fresh(o, NULL, 0);
-        size_t at = node_begin(o, "Concat", cat, skip[l], up(o, x, l), NULL);
-        attr(o, "axis", -1, &one, NULL);
-        ddl__pb_end(&o->pb, at);
-        x = block(o, cat, "up%d", l, width << l, h, w);
-    }
-    return conv(o, x, "head.weight", "head.bias", 0);
+    const ddl_graph *g;
+    int c, h, w, groups;
+    ddl__graph_shape(m, 0, &g, &c, &h, &w, &groups);
+    const char *val[DDL_GRAPH_MAX_LAYERS];
+    int rank[DDL_GRAPH_MAX_LAYERS];
+    val[0] = normalise(o);
+    rank[0] = 4;
+    for (int i = 1; i < g->n; i++)
+        layer(o, m, i, val, rank);
+    int x = ddl_graph_output_layer(g);
+    ddl__graph_shape(m, x, &g, &c, &h, &w, &groups);
+    *out_rank = rank[x];
+    return h == 1 && w == 1 ? flat(o, val[x], out_rank) : val[x];
 }
 
 /* ---- the model ---- */
 
-/* check: the checkpoint's tensors are those of the model it names (ddl_checkpoint_check_model
- * on a model built for its configuration), so every tensor the graph reads is there. */
-static int check(const ddl_checkpoint *ck, const char *path, char *err, size_t err_bytes)
+/* graph_of: the layer graph of the checkpoint: the one it carries, or, for lenet and unet
+ * checkpoints written before checkpoints carried one, the preset that builds them. */
+static int graph_of(const ddl_checkpoint *ck, ddl_graph *g, const char *path, char *err, size_t err_bytes)
 {
     const ddl_checkpoint_info *in = ddl_checkpoint_get_info(ck);
-    const ddl_model_plugin *p = ddl_model_find(in->model);
-    if (!p || (strcmp(in->model, "lenet") != 0 && strcmp(in->model, "unet") != 0))
-        return ddl__errf(err, err_bytes, DDL_ENOTSUP, "%s: a checkpoint of model \"%.47s\": ONNX export knows lenet "
-                         "and unet only; nothing exported", path, in->model);
-    ddl_model_config mc = in->model_cfg;
+    char why[DDL_ERR_BYTES], preset[32] = "";
+    if (ddl_checkpoint_arch(ck)) {
+        if (ddl_graph_parse(g, ddl_checkpoint_arch(ck), why, sizeof why) != DDL_OK)
+            return ddl__errf(err, err_bytes, DDL_ECORRUPT, "%s: its layer graph does not read: %s", path, why);
+        return DDL_OK;
+    }
+    if (strcmp(in->model, "lenet") == 0)
+        snprintf(preset, sizeof preset, "lenet");
+    else if (strcmp(in->model, "unet") == 0)
+        snprintf(preset, sizeof preset, "unet:%d:%d", in->model_cfg.depth > 0 ? in->model_cfg.depth : 3,
+                 in->model_cfg.width > 0 ? in->model_cfg.width : 8);
+    if (!preset[0] || ddl_graph_preset(g, preset, why, sizeof why) != DDL_OK)
+        return ddl__errf(err, err_bytes, DDL_ENOTSUP, "%s: a checkpoint of model \"%.47s\" that carries no layer "
+                         "graph: ONNX export needs one (a graph model, or a plugin with describe()); nothing exported",
+                         path, in->model);
+    return DDL_OK;
+}
+
+/* build: the graph model of the checkpoint (batch 1), checked against its tensors, so every
+ * tensor the walk reads is there. */
+static int build(const ddl_checkpoint *ck, ddl_graph *g, ddl_model **m, const char *path, char *err,
+                 size_t err_bytes)
+{
+    int rc = graph_of(ck, g, path, err, err_bytes);
+    if (rc != DDL_OK)
+        return rc;
+    ddl_model_config mc = ddl_checkpoint_get_info(ck)->model_cfg;
     mc.batch = 1;
-    ddl_model *m = NULL;
+    mc.graph = g;
     char why[DDL_ERR_BYTES];
-    int rc = ddl_model_create(p, &mc, NULL, &m, why, sizeof why);
+    rc = ddl_model_create(ddl_model_graph(), &mc, NULL, m, why, sizeof why);
     if (rc == DDL_OK)
-        rc = ddl_checkpoint_check_model(ck, m, why, sizeof why);
-    ddl_model_destroy(m);
+        rc = ddl_checkpoint_check_model(ck, *m, why, sizeof why);
     return rc == DDL_OK ? DDL_OK : ddl__errf(err, err_bytes, rc, "%s: %s; nothing exported", path, why);
 }
 
@@ -365,29 +389,37 @@ int ddl_export_onnx(const ddl_checkpoint *ck, const char *path, const ddl_alloca
 {
     if (!ck || !path)
         return ddl__errf(err, err_bytes, DDL_EINVAL, "ddl_export_onnx: no checkpoint or no path given");
-    int checked = check(ck, path, err, err_bytes);
-    if (checked != DDL_OK)
-        return checked;
     const ddl_checkpoint_info *in = ddl_checkpoint_get_info(ck);
     const ddl_model_config *mc = &in->model_cfg;
     onnx *o = (onnx *)ddl__alloc(alloc, sizeof *o);
-    if (!o)
+    ddl_graph *g = NULL;
+    ddl_model *m = NULL;
+    if (!o || ddl_graph_create(alloc, &g) != DDL_OK) {
+        ddl__free(alloc, o);
         return ddl__errf(err, err_bytes, DDL_ENOMEM, "%s: out of memory building the ONNX model", path);
+    }
+    int built = build(ck, g, &m, path, err, err_bytes);
+    if (built != DDL_OK) {
+        ddl_graph_destroy(g, alloc);
+        ddl__free(alloc, o);
+        return built;
+    }
     memset(o, 0, sizeof *o);
     o->pb.alloc = alloc;
     o->ck = ck;
     ddl__pb *b = &o->pb;
-    int lenet = strcmp(in->model, "lenet") == 0;
     ddl__pb_varint(b, MODEL_IR_VERSION, IR_VERSION);
     ddl__pb_string(b, MODEL_PRODUCER, "ddl");
     ddl__pb_string(b, MODEL_PRODUCER_VERSION, ddl_version_string());
     size_t graph = ddl__pb_begin(b, MODEL_GRAPH);
     ddl__pb_string(b, GRAPH_NAME, in->model);
-    const char *logits = lenet ? lenet_graph(o) : unet_graph(o);
+    int out_rank, oc, oh, ow;
+    const char *logits = walk(o, m, &out_rank);
     ddl__pb_end(b, node_begin(o, "Identity", "logits", logits, NULL, NULL));
-    int in_dims[3] = {mc->in_c, mc->in_h, mc->in_w}, out_dims[3] = {mc->n_classes, mc->in_h, mc->in_w};
+    ddl_model_output_shape(m, &oc, &oh, &ow);
+    int in_dims[3] = {mc->in_c, mc->in_h, mc->in_w}, out_dims[3] = {oc, oh, ow};
     value_info(o, GRAPH_INPUT, "pixels", 4, in_dims);
-    value_info(o, GRAPH_OUTPUT, "logits", lenet ? 2 : 4, out_dims);
+    value_info(o, GRAPH_OUTPUT, "logits", out_rank, out_dims);
     ddl__pb_end(b, graph);
     size_t opset = ddl__pb_begin(b, MODEL_OPSET);
     ddl__pb_varint(b, OPSET_VERSION, OPSET);
@@ -401,5 +433,7 @@ int ddl_export_onnx(const ddl_checkpoint *ck, const char *path, const ddl_alloca
         rc = ddl__export_write(path, b->buf, b->len, err, err_bytes);
     ddl__pb_free(b);
     ddl__free(alloc, o);
+    ddl_model_destroy(m);
+    ddl_graph_destroy(g, alloc);
     return rc;
 }

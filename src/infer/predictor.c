@@ -12,13 +12,42 @@
 
 /* ---- open and close ---- */
 
-/* load_model: the model for the checkpoint ck, built in one block with the predictor. */
+/* names_bytes: the bytes of the class names and their pointers (0: none). */
+static size_t names_bytes(const char *const *names, int n)
+{
+    size_t b = 0;
+    for (int i = 0; names && i < n; i++)
+        b += sizeof(char *) + strlen(names[i]) + 1;
+    return b;
+}
+
+/* copy_names: the checkpoint's class names into the predictor's block at mem. */
+static void copy_names(ddl_predictor *p, unsigned char *mem, const char *const *names, int n)
+{
+    if (!names)
+        return;
+    const char **ptrs = (const char **)(void *)mem;
+    char *at = (char *)(mem + (size_t)n * sizeof(char *));
+    for (int i = 0; i < n; i++) {
+        size_t len = strlen(names[i]) + 1;
+        memcpy(at, names[i], len);
+        ptrs[i] = at;
+        at += len;
+    }
+    p->class_names = ptrs;
+}
+
+/* load_model: the model for the checkpoint ck, built in one block with the predictor (mc.graph,
+ * if any, is needed only while it is built). */
 static int load_model(ddl_predictor **out, const char *path, const ddl_checkpoint *ck, const ddl_model_plugin *plugin,
-                      int batch, const ddl_allocator *alloc, char *err, size_t err_bytes)
+                      const ddl_graph *graph, int batch, const ddl_allocator *alloc, char *err, size_t err_bytes)
 {
     const ddl_checkpoint_info *in = ddl_checkpoint_get_info(ck);
     ddl_model_config mc = in->model_cfg;
     mc.batch = batch;
+    mc.graph = graph;
+    const char *const *names = ddl_checkpoint_class_names(ck);
+    size_t nb = ddl__align_up(names_bytes(names, mc.n_classes));
     size_t model_bytes = ddl_model_sizeof(plugin, &mc);
     if (!model_bytes) {
         char why[DDL_ERR_BYTES];
@@ -26,7 +55,7 @@ static int load_model(ddl_predictor **out, const char *path, const ddl_checkpoin
         return ddl__errf(err, err_bytes, DDL_EINVAL, "%s: the model it holds cannot be built: %s", path, why);
     }
     size_t x_bytes = (size_t)batch * (size_t)mc.in_c * (size_t)mc.in_h * (size_t)mc.in_w * sizeof(float);
-    size_t head = ddl__align_up(sizeof(ddl_predictor)), total = head + ddl__align_up(x_bytes) + model_bytes;
+    size_t head = ddl__align_up(sizeof(ddl_predictor)) + nb, total = head + ddl__align_up(x_bytes) + model_bytes;
     unsigned char *mem = (unsigned char *)ddl__alloc(alloc, total);
     if (!mem)
         return ddl__errf(err, err_bytes, DDL_ENOMEM, "%s: cannot allocate %zu bytes for the model", path, total);
@@ -36,6 +65,7 @@ static int load_model(ddl_predictor **out, const char *path, const ddl_checkpoin
     p->alloc = alloc;
     p->info = *in;
     p->x = (float *)(mem + head);
+    copy_names(p, mem + ddl__align_up(sizeof(ddl_predictor)), names, mc.n_classes);
     char why[DDL_ERR_BYTES];
     int rc = ddl_model_init(mem + head + ddl__align_up(x_bytes), model_bytes, plugin, &mc, &p->m, why, sizeof why);
     if (rc == DDL_OK && (rc = ddl_checkpoint_check_model(ck, p->m, why, sizeof why)) == DDL_OK) {
@@ -65,14 +95,26 @@ int ddl_predictor_open(const char *path, const ddl_predict_config *cfg, const dd
         return rc;
     const ddl_checkpoint_info *in = ddl_checkpoint_get_info(ck);
     const ddl_model_plugin *plugin = cfg && cfg->plugin ? cfg->plugin : ddl_model_find(in->model);
+    const char *arch = ddl_checkpoint_arch(ck);
+    ddl_graph *graph = NULL;
+    if (!plugin && arch) /* a plugin this program lacks, which described itself as a graph */
+        plugin = ddl_model_graph();
     if (!plugin)
         rc = ddl__errf(err, err_bytes, DDL_EINVAL, "%s: a checkpoint of model \"%.47s\", which this ddl does not "
-                       "have (built in: lenet, unet)", path, in->model);
-    else if (plugin->name && strcmp(plugin->name, in->model) != 0)
+                       "have (built in: lenet, unet, graph) and which carries no layer graph", path, in->model);
+    else if (plugin->name && strcmp(plugin->name, in->model) != 0 && plugin != ddl_model_graph())
         rc = ddl__errf(err, err_bytes, DDL_EINVAL, "%s: a checkpoint of model %.47s, expected %s", path, in->model,
                        plugin->name);
+    else if (plugin == ddl_model_graph() && !arch)
+        rc = ddl__errf(err, err_bytes, DDL_ECORRUPT, "%s: a checkpoint of a layer graph without the graph", path);
+    else if (plugin == ddl_model_graph() && (rc = ddl_graph_create(alloc, &graph)) != DDL_OK)
+        rc = ddl__errf(err, err_bytes, rc, "%s: cannot allocate the layer graph", path);
+    else if (graph && (rc = ddl_graph_parse(graph, arch, err, err_bytes)) != DDL_OK)
+        rc = ddl__errf(err, err_bytes, DDL_ECORRUPT, "%s: the layer graph it carries does not read: %.160s", path,
+                       err);
     else
-        rc = load_model(out, path, ck, plugin, batch, alloc, err, err_bytes);
+        rc = load_model(out, path, ck, plugin, graph, batch, alloc, err, err_bytes);
+    ddl_graph_destroy(graph, alloc);
     ddl_checkpoint_close(ck);
     return rc;
 }
@@ -86,6 +128,7 @@ void ddl_predictor_close(ddl_predictor *p)
 const ddl_model *ddl_predictor_model(const ddl_predictor *p) { return p->m; }
 const ddl_checkpoint_info *ddl_predictor_info(const ddl_predictor *p) { return &p->info; }
 const char *ddl_predictor_error(const ddl_predictor *p) { return p->err; }
+const char *const *ddl_predictor_class_names(const ddl_predictor *p) { return p->class_names; }
 
 /* ---- predict ---- */
 

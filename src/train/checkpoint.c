@@ -27,12 +27,15 @@
  * section header (32): u32 id | u32 flags (bit 0: lz4) | u64 raw bytes | u64 stored bytes |
  *              u32 CRC-32C of the stored bytes | u32 CRC-32C of bytes 0..27
  * Sections in this order: META (fixed 256 bytes), TENS (84 per tensor: name[48], u32 dims,
- * u32 shape[4], u64 offset, u64 count), RNGS (32 per rank), WGTS (f32 each), OPTS (f32 each). */
+ * u32 shape[4], u64 offset, u64 count), RNGS (32 per rank), WGTS (f32 each), OPTS (f32 each),
+ * and, when the model describes itself or the data has class names, DESC (checkpoint_desc.c:
+ * the layer graph's text and the class names; at most CK_DESC_MAX bytes). */
 
 #define CK_MAGIC "DDLCKPT"
 #define CK_HEAD 32
 #define CK_SEC_HEAD 32
-#define CK_SECTIONS 5
+#define CK_SECTIONS 6    /* at most; files without DESC have 5 */
+#define CK_DESC_MAX (1u << 20)
 #define CK_META_BYTES 256
 #define CK_TENSOR_BYTES 84
 #define CK_RNG_BYTES 32
@@ -42,10 +45,10 @@
 #define CK_PATH_BYTES 4096
 #define CK_LZ4_MAX 0x7E000000u /* LZ4_MAX_INPUT_SIZE */
 
-enum { SEC_META, SEC_TENS, SEC_RNGS, SEC_WGTS, SEC_OPTS };
-static const char sec_id[CK_SECTIONS][5] = {"META", "TENS", "RNGS", "WGTS", "OPTS"};
+enum { SEC_META, SEC_TENS, SEC_RNGS, SEC_WGTS, SEC_OPTS, SEC_DESC };
+static const char sec_id[CK_SECTIONS][5] = {"META", "TENS", "RNGS", "WGTS", "OPTS", "DESC"};
 static const char *const sec_what[CK_SECTIONS] = {"run metadata", "tensor table", "RNG states", "weights",
-                                                  "optimizer state"};
+                                                  "optimizer state", "model description"};
 
 /* ---- CRC-32C ---- */
 
@@ -421,9 +424,14 @@ int ddl__checkpoint_write(const char *path, const ddl_allocator *alloc, const dd
                               {tens, NULL, (size_t)m->n_tensors * CK_TENSOR_BYTES},
                               {NULL, NULL, rng_bytes},
                               {NULL, m->params, m->n_params * 4},
-                              {NULL, src->optim, info.n_optim * 4}};
+                              {NULL, src->optim, info.n_optim * 4},
+                              {src->desc, NULL, src->desc_bytes}};
+    int n_sec = src->desc_bytes ? CK_SECTIONS : CK_SECTIONS - 1;
+    if (src->desc_bytes > CK_DESC_MAX)
+        return ddl__errf(err, err_bytes, DDL_EINVAL, "%s: a model description of %zu bytes (graph and class names), "
+                         "at most %u", path, src->desc_bytes, CK_DESC_MAX);
     size_t total = CK_HEAD, scratch_bytes = rng_bytes;
-    for (int i = 0; i < CK_SECTIONS; i++) {
+    for (int i = 0; i < n_sec; i++) {
         total += sec_bound(s[i].raw_bytes);
         if (s[i].raw_bytes > scratch_bytes)
             scratch_bytes = s[i].raw_bytes;
@@ -434,7 +442,7 @@ int ddl__checkpoint_write(const char *path, const ddl_allocator *alloc, const dd
                          total + scratch_bytes);
     unsigned char *scratch = img + total, *rngs = NULL;
     size_t at = CK_HEAD;
-    for (int i = 0; i < CK_SECTIONS; i++) {
+    for (int i = 0; i < n_sec; i++) {
         if (i == SEC_RNGS) { /* encoded into the scratch, which sec_put then reads as raw */
             rngs_encode(scratch, src->rngs, info.world_size);
             rngs = scratch;
@@ -448,7 +456,7 @@ int ddl__checkpoint_write(const char *path, const ddl_allocator *alloc, const dd
 #ifdef DDL_WITH_LZ4
     put32(img + 12, CK_FLAG_LZ4);
 #endif
-    put32(img + 16, CK_SECTIONS);
+    put32(img + 16, (uint32_t)n_sec);
     put32(img + 28, ddl_crc32c(0, img, 28));
     int rc = write_file(path, img, at, src->bytes_per_sec, err, err_bytes);
     ddl__free(alloc, img);
@@ -461,6 +469,7 @@ typedef struct reader {
     const char *path;
     int fd;
     uint64_t size, at; /* file size and read offset */
+    int sections;      /* the header's count: 5, or 6 with DESC */
     char *err;
     size_t err_bytes;
 } reader;
@@ -531,20 +540,23 @@ static int rd_header(reader *r, ddl_checkpoint_info *info)
         return ddl__errf(r->err, r->err_bytes, DDL_ECORRUPT,
                          "%s: header CRC-32C is 0x%08x, expected 0x%08x stored in the file: the header is corrupt",
                          r->path, (unsigned)got, (unsigned)want);
-    if (get32(h + 16) != CK_SECTIONS || (get32(h + 12) & ~CK_FLAG_LZ4) != 0)
+    if ((get32(h + 16) != CK_SECTIONS && get32(h + 16) != CK_SECTIONS - 1) || (get32(h + 12) & ~CK_FLAG_LZ4) != 0)
         return ddl__errf(r->err, r->err_bytes, DDL_ECORRUPT, "%s: header says %u sections and flags 0x%x, expected %d "
-                         "sections and flags 0 or 1", r->path, (unsigned)get32(h + 16), (unsigned)get32(h + 12),
-                         CK_SECTIONS);
+                         "or %d sections and flags 0 or 1", r->path, (unsigned)get32(h + 16), (unsigned)get32(h + 12),
+                         CK_SECTIONS - 1, CK_SECTIONS);
+    r->sections = (int)get32(h + 16);
     info->version = (int)version;
     info->compressed = (get32(h + 12) & CK_FLAG_LZ4) != 0;
     info->file_bytes = r->size;
     return DDL_OK;
 }
 
-/* sec_expect: the raw length section i must have, from the metadata read so far. */
+/* sec_expect: the raw length section i must have, from the metadata read so far (DESC: any up
+ * to CK_DESC_MAX, which sec_head checks). */
 static uint64_t sec_expect(int i, const ddl_checkpoint_info *in)
 {
     switch (i) {
+    case SEC_DESC: return UINT64_MAX;
     case SEC_META: return CK_META_BYTES;
     case SEC_TENS: return (uint64_t)in->n_tensors * CK_TENSOR_BYTES;
     case SEC_RNGS: return (uint64_t)in->world_size * CK_RNG_BYTES;
@@ -554,7 +566,8 @@ static uint64_t sec_expect(int i, const ddl_checkpoint_info *in)
 }
 
 /* sec_head: read and check section i's header; *stored and *lz4 describe its body. */
-static int sec_head(reader *r, int i, const ddl_checkpoint_info *info, uint64_t *stored, int *lz4, uint32_t *crc)
+static int sec_head(reader *r, int i, const ddl_checkpoint_info *info, uint64_t *stored, uint64_t *raw_out, int *lz4,
+                    uint32_t *crc)
 {
     unsigned char h[CK_SEC_HEAD];
     unsigned long long at = (unsigned long long)r->at;
@@ -576,6 +589,9 @@ static int sec_head(reader *r, int i, const ddl_checkpoint_info *info, uint64_t 
                          "is corrupt", r->path, sec_id[i], sec_what[i], at, (unsigned)got, (unsigned)want);
     uint32_t flags = get32(h + 4);
     uint64_t raw = get64(h + 8), expect = sec_expect(i, info);
+    if (i == SEC_DESC && raw >= 1 && raw <= CK_DESC_MAX)
+        expect = raw;
+    *raw_out = raw;
     *stored = get64(h + 16);
     *crc = get32(h + 24);
     *lz4 = (flags & CK_FLAG_LZ4) != 0;
@@ -652,14 +668,15 @@ static uint64_t lz4_len(const unsigned char *p, size_t n)
  * bytes are bounded by the file size, and an lz4 body's decoded length is counted before its
  * buffer is allocated. */
 static int sec_read(reader *r, int i, const ddl_checkpoint_info *info, const ddl_allocator *alloc,
-                    unsigned char **out)
+                    unsigned char **out, size_t *raw_bytes)
 {
     *out = NULL;
-    uint64_t stored = 0, raw = sec_expect(i, info);
-    (void)raw; /* read only where lz4 is built in */
+    uint64_t stored = 0, raw = 0;
     int lz4 = 0;
     uint32_t want = 0;
-    int rc = sec_head(r, i, info, &stored, &lz4, &want);
+    int rc = sec_head(r, i, info, &stored, &raw, &lz4, &want);
+    if (raw_bytes)
+        *raw_bytes = (size_t)raw;
     if (rc)
         return rc;
     unsigned char *body = (unsigned char *)ddl__alloc(alloc, stored ? (size_t)stored : 1);
@@ -786,7 +803,7 @@ static void rngs_decode(ddl_rng *out, const unsigned char *p, int n)
 static int rd_small(reader *r, ddl_checkpoint *ck, const ddl_allocator *alloc)
 {
     unsigned char *meta = NULL, *tens = NULL;
-    int rc = sec_read(r, SEC_META, &ck->info, alloc, &meta);
+    int rc = sec_read(r, SEC_META, &ck->info, alloc, &meta, NULL);
     if (rc)
         return rc;
     ddl_checkpoint_info head = ck->info; /* what rd_header found */
@@ -797,7 +814,7 @@ static int rd_small(reader *r, ddl_checkpoint *ck, const ddl_allocator *alloc)
     ck->info.file_bytes = head.file_bytes;
     if ((rc = meta_check(r, &ck->info)))
         return rc;
-    if ((rc = sec_read(r, SEC_TENS, &ck->info, alloc, &tens)))
+    if ((rc = sec_read(r, SEC_TENS, &ck->info, alloc, &tens, NULL)))
         return rc;
     rc = tens_decode(r, ck, tens);
     ddl__free(alloc, tens);
@@ -811,7 +828,7 @@ static int rd_big(reader *r, ddl_checkpoint *ck, const ddl_allocator *alloc)
 {
     for (int i = SEC_RNGS; i <= SEC_OPTS; i++) {
         unsigned char *buf = NULL;
-        int rc = sec_read(r, i, &ck->info, alloc, &buf);
+        int rc = sec_read(r, i, &ck->info, alloc, &buf, NULL);
         size_t raw = (size_t)sec_expect(i, &ck->info);
         if (rc == DDL_OK && i == SEC_RNGS) {
             if ((ck->rngs = (ddl_rng *)ddl__alloc(alloc, (size_t)ck->info.world_size * sizeof(ddl_rng))))
@@ -830,6 +847,16 @@ static int rd_big(reader *r, ddl_checkpoint *ck, const ddl_allocator *alloc)
             return ddl__errf(r->err, r->err_bytes, DDL_ENOMEM, "%s: cannot allocate %zu bytes for the %s", r->path,
                              raw, sec_what[i]);
     }
+    if (r->sections == CK_SECTIONS) {
+        unsigned char *buf = NULL;
+        size_t raw = 0;
+        int rc = sec_read(r, SEC_DESC, &ck->info, alloc, &buf, &raw);
+        if (rc == DDL_OK)
+            rc = ddl__checkpoint_desc_decode(ck, buf, raw, r->path, r->err, r->err_bytes);
+        ddl__free(alloc, buf);
+        if (rc)
+            return rc;
+    }
     if (r->at != r->size)
         return ddl__errf(r->err, r->err_bytes, DDL_ECORRUPT,
                          "%s: trailing bytes: expected the file to end at byte %llu, found %llu more bytes", r->path,
@@ -844,6 +871,7 @@ void ddl_checkpoint_close(ddl_checkpoint *ck)
     ddl__free(ck->alloc, ck->rngs);
     ddl__free(ck->alloc, ck->params);
     ddl__free(ck->alloc, ck->optim);
+    ddl__free(ck->alloc, ck->desc);
     ddl__free(ck->alloc, ck);
 }
 
@@ -904,7 +932,9 @@ static void shape_str(char *s, size_t n, const ddl_param_info *t)
 int ddl_checkpoint_check_model(const ddl_checkpoint *ck, const ddl_model *m, char *err, size_t err_bytes)
 {
     const ddl_checkpoint_info *in = &ck->info;
-    if (strcmp(in->model, m->plugin->name) != 0)
+    /* a layer graph takes the weights of any model that described itself as one (same tensors) */
+    int as_graph = m->plugin == ddl_model_graph() && ck->arch;
+    if (strcmp(in->model, m->plugin->name) != 0 && !as_graph)
         return ddl__errf(err, err_bytes, DDL_EINVAL, "checkpoint of model %s, expected %s", in->model,
                          m->plugin->name);
     for (int i = 0; i < in->n_tensors || i < m->n_tensors; i++) {

@@ -67,8 +67,14 @@ static int save(ddl_trainer *t, const char *path)
         src.rngs = t->rng_all;
         src.optim = t->opt_state;
         src.bytes_per_sec = t->cfg.save_bytes_per_sec;
+        unsigned char *desc = NULL;
+        if (ddl__checkpoint_desc_encode(t->m, t->data ? t->data->class_names : NULL, t->alloc, &desc,
+                                        &src.desc_bytes) != DDL_OK)
+            src.desc_bytes = 0; /* the weights matter more than their description: saved without */
+        src.desc = desc;
         status = path ? ddl__checkpoint_write(path, t->alloc, &src, t->err, sizeof t->err)
                       : ddl__errf(t->err, sizeof t->err, DDL_EINVAL, "ddl_trainer_save: no path");
+        ddl__free(t->alloc, desc);
     }
     if (c && (rc = ddl_comm_broadcast(c, &status, 1, DDL_INT64, 0)) != DDL_OK)
         return comm_fail(t, rc, "save of", path, "waiting for rank 0 to write it");

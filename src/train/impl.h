@@ -110,6 +110,9 @@ struct ddl_checkpoint {
     ddl_rng *rngs;  /* (info.world_size) every rank's dropout RNG */
     float *params;  /* (info.n_params) */
     float *optim;   /* (info.n_optim), NULL when n_optim is 0 */
+    void *desc;     /* section DESC decoded (checkpoint_desc.c), NULL without one: */
+    const char *arch;                /* the layer graph's text, or NULL */
+    const char *const *class_names;  /* info.model_cfg.n_classes names, or NULL */
 };
 
 /* What ddl__checkpoint_write puts in a file: the model's tensors, weights and normalisation,
@@ -121,7 +124,20 @@ typedef struct ddl__checkpoint_src {
     const ddl_rng *rngs;  /* (info.world_size) */
     const float *optim;   /* (info.n_optim) */
     long bytes_per_sec;   /* write no faster than this (0: as fast as the disk goes) */
+    const unsigned char *desc; /* section DESC (ddl__checkpoint_desc_encode), or NULL */
+    size_t desc_bytes;
 } ddl__checkpoint_src;
+
+/* ddl__checkpoint_desc_encode: section DESC for model m and the class names of its data (NULL:
+ * none): u32 length and the text of m's layer graph (0: it has none), u32 count and that many
+ * names of u16 length and bytes. *out from alloc (the caller frees it), NULL with *bytes 0 when
+ * there is nothing to describe. DDL_OK or DDL_ENOMEM. */
+int ddl__checkpoint_desc_encode(const ddl_model *m, const char *const *class_names, const ddl_allocator *alloc,
+                                unsigned char **out, size_t *bytes);
+/* ddl__checkpoint_desc_decode: check section DESC (n bytes at p) and keep it in ck (ck->desc,
+ * ck->arch, ck->class_names). DDL_OK, DDL_ECORRUPT naming path and what is wrong, DDL_ENOMEM. */
+int ddl__checkpoint_desc_decode(ddl_checkpoint *ck, const unsigned char *p, size_t n, const char *path, char *err,
+                                size_t err_bytes);
 
 /* ddl__checkpoint_write: write src to path atomically (path.tmp, fsync, rename, fsync of the
  * directory). The file image is allocated from alloc for the duration of the call. */
