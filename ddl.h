@@ -186,7 +186,16 @@ typedef struct ddl_train_config {
                               * threads run parts side by side when they divide them: the same
                               * bits at any thread count. 0 (auto): one part per 32 samples, up
                               * to DDL_MAX_MICRO_BATCHES, in one process; 1 with ranks (overlap). */
+    int augment;             /* DDL_AUGMENT_* of training samples (never of evaluation): FLIP mirrors
+                              * half of them left to right, CROP shifts each by -pad..pad pixels
+                              * both ways in an image padded with black (torchvision's RandomCrop
+                              * with padding). What a sample gets depends only on (seed, epoch,
+                              * sample index): every world size and a resumed run see the same
+                              * samples. Segmentation masks move with their images. */
+    int augment_pad;         /* CROP's padding in pixels (0: 4) */
 } ddl_train_config;
+
+enum { DDL_AUGMENT_FLIP = 1, DDL_AUGMENT_CROP = 2 };
 
 #define DDL_MAX_MICRO_BATCHES 8
 

@@ -4,6 +4,7 @@
  * nothing allocates per step. Knows nothing of the transport in use. */
 
 #include "impl.h"
+#include "data/impl.h"
 
 #include <math.h>
 #include <string.h>
@@ -43,6 +44,11 @@ static int check_shapes(const ddl_train_config *cfg, ddl_model *m, const ddl_dat
     if (cfg->micro_batches < 0 || cfg->micro_batches > DDL_MAX_MICRO_BATCHES)
         return ddl__errf(err, err_bytes, DDL_EINVAL, "micro_batches is %d: it must be 0 (one per 32 samples) to %d",
                          cfg->micro_batches, DDL_MAX_MICRO_BATCHES);
+    if ((cfg->augment & ~(DDL_AUGMENT_FLIP | DDL_AUGMENT_CROP)) || cfg->augment_pad < 0 ||
+        cfg->augment_pad > (d->h < d->w ? d->h : d->w))
+        return ddl__errf(err, err_bytes, DDL_EINVAL, "augment 0x%x with padding %d: expected DDL_AUGMENT_FLIP and "
+                         "DDL_AUGMENT_CROP, and a padding of 0 to the image's smaller side", (unsigned)cfg->augment,
+                         cfg->augment_pad);
     int local = (cfg->batch + world - 1) / world;
     if (local > mc->batch)
         return ddl__errf(err, err_bytes, DDL_EINVAL,
@@ -187,6 +193,7 @@ typedef struct gather_job {
     const ddl_dataset *d;
     const uint32_t *idx;
     long first;
+    int augment;           /* DDL_AUGMENT_* for these samples (training only) */
 } gather_job;
 
 /* prefetch_bytes: every cache line of p[0, n) on its way in (the last one too: a sample need not
@@ -216,6 +223,17 @@ static void gather_range(void *ctx, size_t lo, size_t hi)
         size_t s = j->idx ? j->idx[i] : (size_t)j->first + i;
         const uint8_t *src = j->d->images + s * sb;
         float *dst = t->x + i * sb;
+        if (j->augment) {
+            const ddl_dataset *d = j->d;
+            ddl__augment a;
+            ddl__augment_draw(t->cfg.seed, t->epoch, s, j->augment, t->cfg.augment_pad ? t->cfg.augment_pad : 4, &a);
+            ddl__augment_image(&a, src, d->c, d->h, d->w, scale, shift, dst);
+            if (d->th == d->h && d->tw == d->w && tb > 1) /* a mask: moved with its image */
+                ddl__augment_mask(&a, d->targets + s * tb, d->h, d->w, t->y + i * tb);
+            else
+                memcpy(t->y + i * tb, d->targets + s * tb, tb);
+            continue;
+        }
         for (size_t k = 0; k < sb; k++)
             dst[k] = (float)src[k] * scale + shift;
         memcpy(t->y + i * tb, j->d->targets + s * tb, tb);
@@ -224,9 +242,9 @@ static void gather_range(void *ctx, size_t lo, size_t hi)
 
 /* gather: normalise samples idx[0..n) into t->x and copy their targets into t->y; samples go to
  * the pool in ranges (each alone: no bit depends on the cuts). */
-static void gather(ddl_trainer *t, const ddl_dataset *d, const uint32_t *idx, long first, int n)
+static void gather(ddl_trainer *t, const ddl_dataset *d, const uint32_t *idx, long first, int n, int augment)
 {
-    gather_job j = {t, d, idx, first};
+    gather_job j = {t, d, idx, first, augment};
     ddl__parallel_range((size_t)n, (size_t)4096 / (t->sample_bytes + 1) + 1, gather_range, &j);
 }
 
@@ -312,7 +330,7 @@ int ddl_trainer_step(ddl_trainer *t, double *loss)
         ddl_model_zero_grads(t->m);
     double l = 0.0;
     if (n > 0) {
-        gather(t, t->data, t->perm + lo, 0, n);
+        gather(t, t->data, t->perm + lo, 0, n, t->cfg.augment & (DDL_AUGMENT_FLIP | DDL_AUGMENT_CROP));
         ts[1] = ddl_timeline_now();
         l = local_pass(t, n, b, &ts[2]);
         t->loss_sum += l;
@@ -401,7 +419,7 @@ int ddl_trainer_evaluate(ddl_trainer *t, const ddl_dataset *test, ddl_eval_stats
     double loss = 0.0;
     for (long first = lo; first < hi; first += B) {
         int n = (int)(hi - first < B ? hi - first : B);
-        gather(t, test, NULL, first, n);
+        gather(t, test, NULL, first, n, 0);
         const float *logits = ddl_model_forward(t->m, t->x, n, 0, &t->drop_rng);
         loss += ddl_softmax_xent(n, C, S, logits, t->y, 1.0f, NULL, NULL);
         (void)ddl__count_correct(logits, t->y, n, C, S, out->confusion);
