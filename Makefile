@@ -104,6 +104,10 @@ SERVE_LIBS := $(shell $(PKG_CONFIG) --libs libmicrohttpd jansson yajl 2>/dev/nul
 ifeq ($(WITH_SERVE),1)
   PROGS  += $(BUILD)/bin/ddl-serve
 endif
+# ddl-train: the files of tools/train/ (one program, one private header)
+TRAIN_SRC := $(wildcard tools/train/*.c)
+TRAIN_OBJ := $(TRAIN_SRC:%.c=$(BUILD)/obj/%.o)
+PROGS     += $(BUILD)/bin/ddl-train
 TEST_SRC := $(wildcard tests/test_*.c)
 TESTS    := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 
@@ -150,6 +154,11 @@ $(BUILD)/bin/ddl-serve: $(SERVE_OBJ) $(BUILD)/libddl.a
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(LDFLAGS) $(SERVE_OBJ) -o $@ $(BUILD)/libddl.a $(SERVE_LIBS) $(LDLIBS)
+
+$(BUILD)/bin/ddl-train: $(TRAIN_OBJ) $(BUILD)/libddl.a
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(LDFLAGS) $(TRAIN_OBJ) -o $@ $(BUILD)/libddl.a $(LDLIBS)
 
 $(BUILD)/gen/web_index.inc: tools/serve/index.html
 	@mkdir -p $(dir $@)

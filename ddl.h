@@ -560,8 +560,10 @@ int ddl_graph_name(ddl_graph *g, int i, const char *name);
  * trained: DDL_HEAD_XENT (softmax cross-entropy) or DDL_HEAD_DICE (cross-entropy plus dice, for
  * segmentation; programs set ddl_train_config.dice_weight from it). Returns x or -1. */
 int ddl_graph_output(ddl_graph *g, int x, int head);
-/* Getters: layers, the output layer, its head, the first error ("" if none). */
+/* Getters: layers, the output layer, its head, the first error ("" if none), the input's size
+ * (0 where it comes from the model config; all 0 without an input layer). */
 int ddl_graph_n_layers(const ddl_graph *g);
+void ddl_graph_input_shape(const ddl_graph *g, int *c, int *h, int *w);
 int ddl_graph_output_layer(const ddl_graph *g);
 int ddl_graph_head(const ddl_graph *g);
 const char *ddl_graph_error(const ddl_graph *g);

@@ -1,7 +1,8 @@
 #!/bin/sh
 # test_onnx.sh - `ddl-ckpt export CKPT M.onnx` checked by a real ONNX runtime: onnxruntime-node from
-# npm (tools/install-deps.sh installs it into tests/onnx/node_modules) runs the exported LeNet and
-# U-Net on 100 test images each; its logits must equal ddl's within 1e-4 relative to their size
+# npm (tools/install-deps.sh installs it into tests/onnx/node_modules) runs the exported LeNet,
+# U-Net and a layer graph with every kind of layer (tests/train/every.arch, trained by ddl-train)
+# on 100 test images each; its logits must equal ddl's within 1e-4 relative to their size
 # and its classes must be ddl's, at every position (tests/onnx/check.js says how it measures).
 # The runtime must also tell a model from another's logits apart (a check that can fail). Also
 # what ddl-ckpt export says of an unknown extension. When Node, the runtime or the data are
@@ -15,7 +16,7 @@ DATA=/usr/share/datasets/fashion-mnist
 tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT
 
-for p in "$CKPT" "$REF" "$BUILD/bin/lenet" "$BUILD/bin/unet"; do
+for p in "$CKPT" "$REF" "$BUILD/bin/lenet" "$BUILD/bin/unet" "$BUILD/bin/ddl-train"; do
     [ -x "$p" ] || { echo "no $p: build first"; echo "0 passed, 1 failed"; exit 1; }
 done
 skip() { echo "skipped: $*"; echo "$pass passed, $fail failed"; [ "$fail" -eq 0 ]; exit; }
@@ -29,9 +30,12 @@ check "lenet trains and saves" $?
 "$BUILD/bin/unet" --scenes 300 --test-scenes 20 --size 32 --depth 2 --width 4 --epochs 1 --quiet \
     --save "$tmp/unet" > "$tmp/log" 2>&1
 check "unet trains and saves" $?
+"$BUILD/bin/ddl-train" --data "$DATA" --arch tests/train/every.arch --epochs 1 --train-limit 4000 --quiet \
+    --save "$tmp/graph" > "$tmp/log" 2>&1
+check "ddl-train trains a graph of every layer and saves it" $?
 
 # ---- export: the format from the extension ----
-for m in lenet unet; do
+for m in lenet unet graph; do
     "$CKPT" export "$tmp/$m" "$tmp/$m.onnx" > "$tmp/e" 2>&1
     check "export $m to .onnx exits 0" $?
     grep -q "$m.onnx: [0-9]* tensors of $m" "$tmp/e"; check "export $m says what it wrote" $?
@@ -45,7 +49,7 @@ check "export to .pt: one line naming the extension and the known ones, exit 1, 
 command -v node > /dev/null 2>&1 || skip "no node (tools/install-deps.sh installs Debian's nodejs)"
 [ -d tests/onnx/node_modules/onnxruntime-node ] ||
     skip "no onnxruntime-node in tests/onnx/node_modules (tools/install-deps.sh installs it with npm)"
-for m in lenet unet; do
+for m in lenet unet graph; do
     mkdir -p "$tmp/ref-$m"
     "$REF" --reference "$tmp/$m" "$DATA" 100 "$tmp/ref-$m" > "$tmp/log" 2>&1
     check "ddl's reference logits of $m" $?

@@ -262,3 +262,11 @@ int ddl_graph_n_layers(const ddl_graph *g) { return g ? g->n : 0; }
 int ddl_graph_output_layer(const ddl_graph *g) { return !g || g->n < 2 ? -1 : g->output >= 0 ? g->output : g->n - 1; }
 int ddl_graph_head(const ddl_graph *g) { return g ? g->head : DDL_HEAD_XENT; }
 const char *ddl_graph_error(const ddl_graph *g) { return g && g->failed ? g->err : ""; }
+
+void ddl_graph_input_shape(const ddl_graph *g, int *c, int *h, int *w)
+{
+    const ddl__layer *in = g && g->n ? &g->layers[0] : NULL;
+    *c = in && in->out > 0 ? in->out : 0;
+    *h = in && in->k > 0 ? in->k : 0;
+    *w = in && in->stride > 0 ? in->stride : 0;
+}

@@ -56,7 +56,7 @@ static int is_number(const char *s)
 static int split(char *text, line *ln, char *err, size_t err_bytes)
 {
     char *save = NULL;
-    for (char *t = strtok_r(text, " \t\r", &save); t; t = strtok_r(NULL, " \t\r", &save)) {
+    for (char *t = strtok_r(text, " \t\r\n", &save); t; t = strtok_r(NULL, " \t\r\n", &save)) {
         char *eq = strchr(t, '=');
         if (!ln->op) {
             ln->op = t;

@@ -1,0 +1,87 @@
+#!/bin/sh
+# test_train.sh - ddl-train on data nobody tuned ddl for, as a user would run it:
+#  - a generated 3-class RGB fruit folder (JPEG, tests/train/make_fruits.py) trains with --arch
+#    cnn on 2 ranks to >= 0.95 test accuracy, with the same weights over shm and tcp; --predict on the
+#    test folder gives the same accuracy and a CSV of class names and probabilities;
+#  - Fashion-MNIST written out as PNG folders trains with --arch lenet as the IDX files do
+#    (a small version: make bench has the full one), and the IDX path matches lenet bit for bit;
+#  - what goes wrong is said: a damaged JPEG named (exit 2) or left out with --skip-bad, a bad
+#    arch line named, a numpy file without targets, a missing flag.
+. "$(dirname "$0")/lib.sh"
+BUILD=${BUILD:-build}
+cd "$(dirname "$0")/.." || exit 1
+T=$BUILD/bin/ddl-train
+RUN=$BUILD/bin/ddlrun
+DATA=/usr/share/datasets/fashion-mnist
+tmp=$(mktemp -d) || exit 1
+trap 'rm -rf "$tmp"' EXIT
+skip() { echo "skipped: $*"; echo "$pass passed, $fail failed"; [ "$fail" -eq 0 ]; exit; }
+"$PYTHON" -c 'import PIL, numpy' 2> /dev/null || skip "no python3-pil or python3-numpy (make deps)"
+
+# ---- fruits: folders of JPEG photos, three classes ----
+"$PYTHON" tests/train/make_fruits.py "$tmp/fruits" 300 100 32
+check "the fruit set is made" $?
+F="--data $tmp/fruits/train --test $tmp/fruits/test --arch cnn --image-size 32 --batch 32 --lr 0.02 --quiet"
+"$RUN" -n 2 "$T" $F --augment flip,crop --epochs 12 --save "$tmp/fruits.ckpt" > "$tmp/two" 2>&1
+check "ddl-train cnn on 2 ranks exits 0" $?
+acc=$(field test_acc < "$tmp/two")
+awk -v a="$acc" 'BEGIN { exit !(a >= 0.95) }'; check "cnn on the fruit folders: test accuracy $acc >= 0.95" $?
+grep -q "^summary: model=cnn transport=shm world=2 " "$tmp/two"; check "the summary names the arch and the ranks" $?
+"$RUN" -n 2 -t tcp "$T" $F --augment flip,crop --epochs 12 > "$tmp/tcp" 2>&1
+[ -n "$(crc "$tmp/two")" ] && [ "$(crc "$tmp/tcp")" = "$(crc "$tmp/two")" ]
+check "tcp gives shm's weights ($(crc "$tmp/tcp") vs $(crc "$tmp/two"))" $?
+
+# --predict: a program that knows nothing of the network or the class names
+"$T" --predict --model "$tmp/fruits.ckpt" --images "$tmp/fruits/test" --out "$tmp/p.csv" > "$tmp/pred" 2>&1
+check "--predict on the test folder exits 0" $?
+grep -q "^predicted 300 images in .*: accuracy $acc on the 300 whose folder names their class$" "$tmp/pred"
+check "--predict's accuracy is the summary's ($acc)" $?
+[ "$(head -n 1 "$tmp/p.csv")" = "file,predicted,p_apple,p_guava,p_kiwi" ] && [ "$(wc -l < "$tmp/p.csv")" -eq 301 ] &&
+    grep -q "^\"$tmp/fruits/test/kiwi/0000.jpg\",[a-z]*,0\.[0-9]*,0\.[0-9]*,0\.[0-9]*$" "$tmp/p.csv"
+check "the CSV: a header of class names, a row per file with its class name and probabilities" $?
+"$T" --predict --model "$tmp/fruits.ckpt" --images "$tmp/fruits/test/apple/0001.jpg" > "$tmp/one.pred" 2>&1
+grep -q "^predicted 1 images" "$tmp/one.pred"; check "--predict on one file" $?
+
+# ---- Fashion-MNIST as PNG folders, against its IDX files ----
+if [ -d "$DATA" ]; then
+    "$PYTHON" tests/train/fashion_png.py "$DATA" "$tmp/fpng" 6000 2000
+    check "Fashion-MNIST written as PNG folders" $?
+    "$T" --data "$tmp/fpng/train" --test "$tmp/fpng/test" --arch lenet --epochs 3 --quiet > "$tmp/png" 2>&1
+    check "lenet on the PNG folders exits 0" $?
+    "$T" --data "$DATA" --arch lenet --epochs 3 --train-limit 6000 --quiet > "$tmp/idx" 2>&1
+    check "lenet on the IDX files exits 0" $?
+    "$BUILD/bin/lenet" --epochs 3 --train-limit 6000 --schedule cosine --quiet > "$tmp/lenet" 2>&1
+    [ "$(crc "$tmp/idx")" = "$(crc "$tmp/lenet")" ]
+    check "ddl-train --arch lenet on IDX gives build/bin/lenet's weights ($(crc "$tmp/idx"))" $?
+    # the PNG test set is the first 2000 of t10k: accuracy within 0.03 of IDX's on all 10000
+    a=$(field test_acc < "$tmp/png"); b=$(field test_acc < "$tmp/idx")
+    awk -v a="$a" -v b="$b" 'BEGIN { d = a - b; exit !(a > 0.7 && d < 0.03 && d > -0.03) }'
+    check "PNG folders train as IDX does (test accuracy $a vs $b)" $?
+fi
+
+# ---- what goes wrong is said ----
+mkdir -p "$tmp/bad/a" "$tmp/bad/b"
+cp "$tmp/fruits/train/apple/000"[0-4].jpg "$tmp/bad/a/"; cp "$tmp/fruits/train/kiwi/000"[0-4].jpg "$tmp/bad/b/"
+head -c 300 "$tmp/fruits/train/kiwi/0009.jpg" > "$tmp/bad/b/broken.jpg"
+"$T" --data "$tmp/bad" --arch cnn:4 --image-size 16 --epochs 1 --batch 4 > "$tmp/e" 2>&1; rc=$?
+[ $rc -eq 2 ] && grep -q "bad/b/broken.jpg" "$tmp/e"; check "a damaged JPEG: exit 2, the file named" $?
+"$T" --data "$tmp/bad" --arch cnn:4 --image-size 16 --epochs 1 --batch 4 --skip-bad > "$tmp/e" 2>&1; rc=$?
+[ $rc -eq 0 ] && grep -q "left out 1 images that could not be decoded" "$tmp/e"; check "--skip-bad leaves it out and says so" $?
+printf 'input\nconv c1 8 3\nrelu\npool 2\ndense fc classes\n' > "$tmp/bad.arch"
+"$T" --data "$tmp/bad" --arch "$tmp/bad.arch" --image-size 16 > "$tmp/e" 2>&1; rc=$?
+[ $rc -eq 2 ] && grep -q "bad.arch: line 4: \"pool\" is not a layer" "$tmp/e"; check "a bad arch line: exit 2, the line named" $?
+"$T" --data "$tmp/bad" --arch resnet50 > "$tmp/e" 2>&1; rc=$?
+[ $rc -eq 2 ] && grep -q '"resnet50" is not a preset' "$tmp/e"; check "an unknown preset: exit 2" $?
+: > "$tmp/x.npy"
+"$T" --data "$tmp/x.npy" --arch cnn > "$tmp/e" 2>&1; rc=$?
+[ $rc -eq 2 ] && grep -q "x.npy: a numpy file needs its labels or masks: --targets FILE" "$tmp/e"
+check "a numpy file without --targets: exit 2, said" $?
+"$T" --data "$tmp/bad" > "$tmp/e" 2>&1; rc=$?
+[ $rc -eq 2 ] && grep -q "training needs --data PATH and --arch ARCH" "$tmp/e"; check "no --arch: exit 2" $?
+"$T" --data "$tmp/bad" --arch cnn --val "$tmp/bad" --val-split 0.1 > "$tmp/e" 2>&1; rc=$?
+[ $rc -eq 2 ] && grep -q "give one" "$tmp/e"; check "--val and --val-split: exit 2" $?
+"$T" --data "$tmp/fruits/train" --arch cnn:4 --image-size 16 --epochs 1 --val-split 0.2 > "$tmp/e" 2>&1
+grep -q "val_acc" "$tmp/e"; check "--val-split: each epoch reports the validation set" $?
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
