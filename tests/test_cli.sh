@@ -1,5 +1,5 @@
 #!/bin/sh
-# test_cli.sh - the command line of every program (lenet, unet, custom_model, ddlrun, ddl-bench,
+# test_cli.sh - the command line of every program (lenet, unet, custom_model, ddlrun, ddl-bench, ddl-train,
 # ddl-ckpt, ddl-sweep, and ddl-plot and ddl-serve where built), as users expect it: --help on stdout with exit 0, --version with the version of
 # ddl.h, --opt=value, an unknown flag or a bad value refused with exit 2 and one line naming it
 # followed by "try 'PROG --help'", integers and floats parsed strictly, and each example taking
@@ -13,7 +13,7 @@ BUILD=${BUILD:-build}
 cd "$(dirname "$0")/.." || exit 1
 BIN=$BUILD/bin
 DATA=/usr/share/datasets/fashion-mnist
-PROGS="lenet unet custom_model ddlrun ddl-bench ddl-ckpt ddl-sweep"
+PROGS="lenet unet custom_model ddlrun ddl-bench ddl-ckpt ddl-sweep ddl-train"
 for p in ddl-plot ddl-serve; do   # built only WITH_PNG=1 / WITH_SERVE=1
     if [ -x "$BIN/$p" ]; then PROGS="$PROGS $p"; else echo "$p: not built, its command line is not checked"; fi
 done
