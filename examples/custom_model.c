@@ -1,14 +1,19 @@
-/* custom_model.c - bring your own model and data. A model plugin written here, outside the library
- * (a two-layer perceptron: dense, ReLU, dense, on the public ops of ddl.h), trained data-parallel
- * on a data set made in memory (points on interleaved spiral arms, labelled by arm), on one rank
- * or on as many as ddlrun or mpirun start. Rank 0 prints the accuracy of every epoch, then the
- * summary line of DESIGN.md (model=custom). Same seed and world size: the same weights_crc on
- * every run and over every transport.
+/* custom_model.c - bring your own model and data: a two-layer perceptron (dense, ReLU, dense)
+ * trained data-parallel on a data set made in memory (points on interleaved spiral arms, labelled
+ * by arm), on one rank or on as many as ddlrun or mpirun start. Rank 0 prints the accuracy of
+ * every epoch, then the summary line of DESIGN.md (model=custom). Same seed and world size: the
+ * same weights_crc on every run and over every transport.
  *
  *   build/bin/custom_model [--epochs N] [--batch B] [--lr X] [--hidden H] [--samples N]
- *                          [--classes K] [--seed S] [--quiet]
+ *                          [--classes K] [--seed S] [--plugin] [--quiet]
  *   build/bin/ddlrun -n 2 build/bin/custom_model
  *
+ * The network is written twice, the two ways ddl takes a model of your own:
+ *  - as a layer graph (ddl.h, "layer graphs"), a call per layer, with the backward pass derived by
+ *    ddl: make_graph below, four lines. The way to start; the checkpoint carries the graph, so
+ *    ddl-serve and ddl-ckpt export take it too.
+ *  - as a hand-written model plugin (--plugin), the low-level way, for a layer the graph lacks:
+ *    the same network, the same weights, the same weights_crc at the end.
  * A model plugin (ddl.h, "model plugin interface") is a const table of three functions. build()
  * declares the parameters (ddl_build_param) and the activation memory (ddl_build_scratch); the
  * core calls it twice, first only to measure, so it keeps the pointers it gets and never touches
@@ -26,7 +31,20 @@
 
 #include "tools/cli.h"
 
-/* ---- the model: fc1 (H, F), ReLU, fc2 (K, H), weights laid out as PyTorch's Linear ---- */
+/* ---- the model as a layer graph: input, fc1 (H units), ReLU, fc2 (one per class) ---- */
+
+static ddl_graph *make_graph(int hidden)
+{
+    ddl_graph *g = NULL;
+    if (ddl_graph_create(NULL, &g) != DDL_OK)
+        return NULL;
+    int x = ddl_graph_input(g, 0, 0, 0); /* the size from the model config */
+    x = ddl_graph_relu(g, ddl_graph_dense(g, x, "fc1", hidden));
+    ddl_graph_dense(g, x, "fc2", DDL_CLASSES);
+    return g; /* a wrong layer would show in ddl_graph_error(g) and fail ddl_model_create */
+}
+
+/* ---- the same model as a plugin: fc1 (H, F), ReLU, fc2 (K, H), weights laid out as PyTorch's Linear ---- */
 
 typedef struct mlp {
     int in, hidden, out;
@@ -120,6 +138,7 @@ static int make_spirals(int n, int k, uint64_t seed, ddl_dataset *d)
     "  --samples N     training points; a quarter as many more are held out for testing (default 4000)\n" \
     "  --classes K     spiral arms (default 3)\n"                                                         \
     "  --seed S        data, weights and shuffling (default 42)\n"                                        \
+    "  --plugin        the hand-written model plugin instead of the layer graph (the same weights)\n"    \
     "  --quiet         no progress lines: only the summary\n"                                             \
     "  --help, --version\n"
 
@@ -131,8 +150,9 @@ int main(int argc, char **argv)
         {"lr", required_argument, NULL, 'l'},     {"hidden", required_argument, NULL, 'H'},
         {"samples", required_argument, NULL, 'n'}, {"classes", required_argument, NULL, 'k'},
         {"seed", required_argument, NULL, 's'},   {"quiet", no_argument, NULL, 'q'},
-        CLI_HELP_VERSION,                         {NULL, 0, NULL, 0}};
-    int epochs = 40, batch = 32, hidden = 64, samples = 4000, classes = 3, quiet = 0;
+        {"plugin", no_argument, NULL, 'p'},       CLI_HELP_VERSION,
+        {NULL, 0, NULL, 0}};
+    int epochs = 40, batch = 32, hidden = 64, samples = 4000, classes = 3, quiet = 0, plugin = 0;
     long seed = 42;
     float lr = 0.1f;
     cli_start(argv, "custom_model");
@@ -146,6 +166,7 @@ int main(int argc, char **argv)
         case 'k': classes = cli_int("--classes", optarg, 2, DDL_MAX_CLASSES); break;
         case 's': seed = cli_long("--seed", optarg, 0, 4294967295L); break;
         case 'q': quiet = 1; break;
+        case 'p': plugin = 1; break;
         case 'h': cli_help(USAGE); break;
         case 'V': cli_version(); break;
         default: cli_try(); /* getopt_long named the flag */
@@ -165,19 +186,20 @@ int main(int argc, char **argv)
     }
     int rank = comm ? ddl_comm_rank(comm) : 0, world = comm ? ddl_comm_size(comm) : 1;
 
-    /* ---- data, model and trainer: the plugin goes where ddl_model_lenet() would ---- */
+    /* ---- data, model and trainer: the graph (or the plugin) goes where ddl_model_lenet() would ---- */
     ddl_dataset train = {0}, test = {0};
     ddl_model *model = NULL;
     ddl_trainer *tr = NULL;
+    ddl_graph *graph = plugin ? NULL : make_graph(hidden);
     rc = make_spirals(samples, classes, (uint64_t)seed, &train);
     if (rc == DDL_OK) /* held out: the same arms, other points */
         rc = make_spirals(samples / 4 > 0 ? samples / 4 : 1, classes, (uint64_t)seed + 1, &test);
     ddl_model_config mc = {.batch = (batch + world - 1) / world, .in_c = 1, .in_h = 1, .in_w = 2,
-                           .n_classes = classes, .width = hidden};
-    if (rc != DDL_OK)
-        snprintf(err, sizeof err, "cannot allocate %d points", samples);
+                           .n_classes = classes, .width = hidden, .graph = graph};
+    if (rc != DDL_OK || (!plugin && !graph))
+        rc = DDL_ENOMEM, snprintf(err, sizeof err, "cannot allocate %d points", samples);
     else
-        rc = ddl_model_create(&mlp_plugin, &mc, NULL, &model, err, sizeof err);
+        rc = ddl_model_create(plugin ? &mlp_plugin : ddl_model_graph(), &mc, NULL, &model, err, sizeof err);
     if (rc == DDL_OK) {
         float mean, std;
         ddl_dataset_stats(&train, &mean, &std);
@@ -229,6 +251,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "custom_model: rank %d: %s\n", rank, tr ? ddl_trainer_error(tr) : err);
     ddl_trainer_destroy(tr);
     ddl_model_destroy(model);
+    ddl_graph_destroy(graph, NULL); /* the model keeps a copy: free it any time after the create */
     ddl_dataset_free(&train);
     ddl_dataset_free(&test);
     ddl_comm_destroy(comm);

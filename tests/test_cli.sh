@@ -4,8 +4,9 @@
 # ddl.h, --opt=value, an unknown flag or a bad value refused with exit 2 and one line naming it
 # followed by "try 'PROG --help'", integers and floats parsed strictly, and each example taking
 # only its own flags (lenet refuses unet's). ddlrun passes what follows PROGRAM unchanged.
-# Then examples/custom_model.c, a model plugin and data set defined outside the library: on 2
-# ranks over shm it reaches test_acc > 0.95, with the same weights_crc over tcp and on a rerun.
+# Then examples/custom_model.c, a layer graph (or with --plugin a model plugin) and a data set
+# defined outside the library: on 2 ranks over shm it reaches test_acc > 0.95, with the same
+# weights_crc over tcp, on a rerun, and with the plugin.
 # The lenet and unet runs need Fashion-MNIST and are skipped, with a message, without it.
 # Ends with "N passed, N failed"; exit status non-zero on any failure.
 . "$(dirname "$0")/lib.sh"
@@ -129,6 +130,9 @@ awk -v a="${acc:-0}" 'BEGIN { exit !(a > 0.95) }'; check "custom_model: test_acc
 ref=$(crc "$tmp/shm")
 [ -n "$ref" ] && [ "$(crc "$tmp/tcp")" = "$ref" ]; check "custom_model: same weights_crc over shm and tcp ($ref, $(crc "$tmp/tcp"))" $?
 [ -n "$ref" ] && [ "$(crc "$tmp/shm2")" = "$ref" ]; check "custom_model: same weights_crc on a rerun ($ref, $(crc "$tmp/shm2"))" $?
+"$BIN/ddlrun" -n 2 -t shm "$BIN/custom_model" --plugin --quiet > "$tmp/plugin" 2>&1
+[ -n "$ref" ] && [ "$(crc "$tmp/plugin")" = "$ref" ]
+check "custom_model: the hand-written plugin gives the layer graph's weights ($ref, $(crc "$tmp/plugin"))" $?
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

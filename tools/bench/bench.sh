@@ -12,6 +12,8 @@
 #       single kernels alone: LeNet's convolutions, U-Net's GroupNorm + ReLU fused and not (kernels.c).
 #   2d. Image loading: a folder of 3000 JPEG photos decoded and resized, 1 and 2 threads, against
 #       PIL (load.sh, load.c).
+#   2e. Layer graphs: LeNet and U-Net as graphs against their plugins, ddl-train --arch lenet
+#       against lenet, and --arch cnn on 64x64 RGB photos against PyTorch (graph.sh, graph.c).
 #   3. ddl-bench allreduce for every transport at 256 KiB and 8 MiB, and MPI_Allreduce (busbw.sh).
 #   4. What frame MACs cost, and zmq against tcp and against libzmq alone (mac.sh, zmq_floor.c).
 #   5. ddl-serve under wrk: :predict with one LeNet instance per request (serve.sh).
@@ -20,7 +22,7 @@
 #   7. What DDL_COMPRESS costs in accuracy: LeNet, 2 ranks over tcp, 5 epochs, seeds 1, 2 and 42,
 #      test accuracy with none, bf16 and fp16 (the means over the seeds).
 # Environment: REPEAT (default 3), EPOCHS (default 1),
-# BENCH_ONLY=lenet|unet|scaling|threads|ops|load|allreduce|mac|serve|twohost|compress,
+# BENCH_ONLY=lenet|unet|scaling|threads|ops|load|graph|allreduce|mac|serve|twohost|compress,
 # SCENES (default 1024),
 # SERVE_SECONDS (default 30), SERVE_CONNS (default 64).
 # Every section adds its figures to one table (tools/bench/lib.sh), printed at the end: each figure,
@@ -123,6 +125,10 @@ fi
 
 if [ -z "$ONLY" ] || [ "$ONLY" = load ]; then
     BUILD="$BUILD" REPEAT="$REPEAT" sh "$here/load.sh" # JPEG folder decode + resize, against PIL
+fi
+
+if [ -z "$ONLY" ] || [ "$ONLY" = graph ]; then
+    BUILD="$BUILD" REPEAT="$REPEAT" sh "$here/graph.sh" # layer graphs against the plugins and PyTorch
 fi
 
 if [ -z "$ONLY" ] || [ "$ONLY" = allreduce ]; then
