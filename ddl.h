@@ -222,7 +222,7 @@ typedef struct ddl_epoch_stats {
     double comm_frac;         /* all-reduce seconds / (compute + all-reduce seconds), over all ranks */
 } ddl_epoch_stats;
 
-#define DDL_MAX_CLASSES 16
+#define DDL_MAX_CLASSES 256 /* class indices are bytes */
 
 typedef struct ddl_eval_stats {
     double loss;            /* mean loss per position */
@@ -230,7 +230,8 @@ typedef struct ddl_eval_stats {
     double dice;            /* foreground (class >= 1) against background dice */
     double miou;            /* mean IoU over the classes present in truth or prediction */
     long samples;
-    int64_t confusion[DDL_MAX_CLASSES * DDL_MAX_CLASSES]; /* [truth * n_classes + predicted] */
+    int64_t *confusion;     /* [truth * n_classes + predicted], n_classes^2 counts: ddl_trainer_evaluate's
+                             * belong to the trainer and stay valid until its next evaluate or destroy */
 } ddl_eval_stats;
 
 /* ddl_eval_metrics: accuracy, dice and miou of e from e->confusion (n_classes x n_classes, as

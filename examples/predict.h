@@ -277,7 +277,9 @@ static inline int classify(predict_run *r, const predict_opts *o, const char *da
     if (ok && r->rank == 0) {
         ddl_eval_stats ev;
         memset(&ev, 0, sizeof ev);
-        for (int i = 0; truth && i < n; i++)
+        int64_t cm[10 * 10] = {0}; /* LeNet's 10 classes */
+        ev.confusion = cm;
+        for (int i = 0; truth && K <= 10 && i < n; i++)
             ev.confusion[truth[i] * K + pred[i]]++;
         printf("predicted %d images on %d rank%s with %s\n", n, r->world, r->world > 1 ? "s" : "", o->model);
         if (truth)
@@ -332,11 +334,15 @@ static inline int predict_segment(predict_run *r, const ddl_dataset *test, const
         ddl_eval_stats ev;
         memset(&ev, 0, sizeof ev);
         int K = test->n_classes;
-        for (size_t k = 0; k < (size_t)test->n * S; k++)
+        int64_t *cm = (int64_t *)calloc((size_t)K * K, sizeof *cm);
+        ev.confusion = cm;
+        for (size_t k = 0; cm && k < (size_t)test->n * S; k++)
             ev.confusion[test->targets[k] * K + masks[k]]++;
         printf("predicted %d scenes of %dx%d on %d rank%s%s%s\n", test->n, test->h, test->w, r->world,
                r->world > 1 ? "s" : "", dir ? ", masks in " : "", dir ? dir : "");
-        predict_report(r, &ev, K, test->n, 1);
+        if (cm)
+            predict_report(r, &ev, K, test->n, 1);
+        free(cm);
     }
     free(masks);
     return ok ? 0 : 1;

@@ -323,7 +323,7 @@ static void test_metrics(void)
     memset(&e, 0, sizeof e);
     /* 3 classes, truth rows: background 0 (8 right, 2 as class 1), class 1 (3 right, 1 as 0), class 2 (4 right) */
     int64_t cm[9] = {8, 2, 0, 1, 3, 0, 0, 0, 4};
-    memcpy(e.confusion, cm, sizeof cm);
+    e.confusion = cm;
     ddl_eval_metrics(&e, 3);
     CHECK_NEAR(e.accuracy, 15.0 / 18.0, 1e-12);
     CHECK_NEAR(e.dice, 2.0 * 7 / (2.0 * 7 + 2 + 1), 1e-12); /* foreground: tp 7, fp 2, fn 1 */

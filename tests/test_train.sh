@@ -59,6 +59,24 @@ if [ -d "$DATA" ]; then
     check "PNG folders train as IDX does (test accuracy $a vs $b)" $?
 fi
 
+# ---- many classes: 40 folders of a few 8x8 PNGs each ----
+"$PYTHON" - "$tmp/many" <<'PY'
+import os, sys
+import numpy as np
+from PIL import Image
+rng = np.random.default_rng(4)
+for c in range(40):
+    d = os.path.join(sys.argv[1], "class%02d" % c)
+    os.makedirs(d)
+    for i in range(3):
+        Image.fromarray(rng.integers(0, 256, (8, 8, 3), dtype=np.uint8), "RGB").save(os.path.join(d, "%d.png" % i))
+PY
+"$T" --data "$tmp/many" --test "$tmp/many" --arch cnn:4 --image-size 8 --epochs 1 --batch 24 --save "$tmp/many.ckpt" > "$tmp/e" 2>&1
+check "40 classes train (up to 256: labels are bytes)" $?
+"$T" --predict --model "$tmp/many.ckpt" --images "$tmp/many" --out "$tmp/many.csv" > "$tmp/e" 2>&1 &&
+    [ "$(head -n 1 "$tmp/many.csv" | tr ',' '\n' | grep -c '^p_class')" -eq 40 ]
+check "--predict of 40 classes: a probability column per class name" $?
+
 # ---- what goes wrong is said ----
 mkdir -p "$tmp/bad/a" "$tmp/bad/b"
 cp "$tmp/fruits/train/apple/000"[0-4].jpg "$tmp/bad/a/"; cp "$tmp/fruits/train/kiwi/000"[0-4].jpg "$tmp/bad/b/"

@@ -7,6 +7,8 @@
 void ddl_eval_metrics(ddl_eval_stats *e, int K)
 {
     const int64_t *cm = e->confusion;
+    if (!cm)
+        return;
     int64_t total = 0, diag = 0, tp_fg = 0, fp_fg = 0, fn_fg = 0;
     double iou_sum = 0.0;
     int present = 0;

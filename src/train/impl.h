@@ -72,6 +72,7 @@ struct ddl_trainer {
     int64_t allreduce_ns;   /* this epoch, this rank: in gradient all-reduces */
     int64_t last_ar_end;    /* ddl_timeline_now() when the last all-reduce of this epoch ended, 0: none */
     float last_lr;          /* learning rate of the last step */
+    int64_t *confusion;     /* (C x C) of the last evaluation, ddl_eval_stats.confusion points here */
     int64_t *timing_all;    /* (2 world) every rank's compute_ns and allreduce_ns, gathered by
                              * ddl_trainer_epoch_stats (watch.c) */
     ddl_rng *rng_all;       /* (world) every rank's drop_rng, gathered by checkpoint saves */

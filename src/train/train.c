@@ -71,6 +71,7 @@ static void carve(ddl_trainer *t, ddl_arena *a, size_t n_train)
     t->opt_state = (float *)ddl_arena_alloc(a, ddl_optim_state_floats(&t->cfg.optim, t->m->n_params) * sizeof(float));
     t->rng_all = (ddl_rng *)ddl_arena_alloc(a, (size_t)t->world * sizeof(ddl_rng)); /* checkpoint.c */
     t->timing_all = (int64_t *)ddl_arena_alloc(a, 2 * (size_t)t->world * sizeof(int64_t)); /* watch.c */
+    t->confusion = (int64_t *)ddl_arena_alloc(a, (size_t)t->m->out_c * (size_t)t->m->out_c * sizeof(int64_t));
     size_t bucket_floats = ddl_comm_bucket_bytes(t->cfg.comm) / sizeof(float);
     t->n_buckets = t->world > 1 ? ddl__exchange_buckets_max(t->m->n_params, bucket_floats) : 0;
     t->buckets = t->n_buckets ? (ddl__bucket *)ddl_arena_alloc(a, t->n_buckets * sizeof(ddl__bucket)) : NULL;
@@ -415,6 +416,8 @@ int ddl_trainer_evaluate(ddl_trainer *t, const ddl_dataset *test, ddl_eval_stats
         return DDL_EINVAL;
     int64_t t0 = ddl_timeline_now();
     int C = t->m->out_c, S = t->positions, B = t->m->cfg.batch;
+    out->confusion = t->confusion;
+    memset(t->confusion, 0, (size_t)C * (size_t)C * sizeof *t->confusion);
     long lo = (long)test->n * t->rank / t->world, hi = (long)test->n * (t->rank + 1) / t->world;
     double loss = 0.0;
     for (long first = lo; first < hi; first += B) {

@@ -301,7 +301,7 @@ static void summary(run *r, double t0)
 
 int main(int argc, char **argv)
 {
-    static run r; /* large (the evaluation's confusion matrix): not on the stack */
+    static run r; /* the program's state, zeroed */
     parse(&r.o, argc, argv);
     ddl_comm_config cc;
     int rc = ddl_comm_config_from_env(&cc, r.err, sizeof r.err);
