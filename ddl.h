@@ -312,8 +312,10 @@ struct ddl_dataset {
  * above 9), DDL_ENOTSUP (gzip without zlib), DDL_ENOMEM, DDL_EINVAL (NULL arguments). */
 int ddl_dataset_load_mnist(const char *dir, const char *split, const ddl_allocator *alloc, ddl_dataset *out,
                            char *err, size_t err_bytes);
-/* ddl_dataset_stats: mean and standard deviation of every pixel of d, scaled to [0, 1]. */
+/* ddl_dataset_stats: mean and standard deviation of every pixel of d, scaled to [0, 1].
+ * ddl_dataset_stats_channels: the same for each of d->c channels (mean and std hold d->c). */
 void ddl_dataset_stats(const ddl_dataset *d, float *mean, float *std);
+void ddl_dataset_stats_channels(const ddl_dataset *d, float *mean, float *std);
 /* ddl_dataset_make_scenes: compose n_scenes segmentation scenes from classification items (as
  * Fashion-MNIST): each canvas of size x size pixels holds 1 to max_items items drawn from `items` at
  * random positions, later ones covering earlier ones where they are bright, plus pixel noise. The
@@ -469,9 +471,17 @@ const ddl_param_info *ddl_model_tensor(const ddl_model *m, int i);
 void ddl_model_output_shape(const ddl_model *m, int *c, int *h, int *w);
 /* ddl_model_init_weights: He/Glorot/zero initialisation from the library's PRNG seeded with seed. */
 void ddl_model_init_weights(ddl_model *m, uint64_t seed);
-/* ddl_model_set_norm / _norm: the input normalisation that belongs to the model. */
+/* ddl_model_set_norm / _norm: the input normalisation that belongs to the model: pixels p in
+ * 0..255 go in as (p / 255 - mean) / std, one mean and std for every channel. */
 void ddl_model_set_norm(ddl_model *m, float mean, float std);
 void ddl_model_norm(const ddl_model *m, float *mean, float *std);
+/* ddl_model_set_norm_channels: a mean and std per input channel (torchvision's Normalize), for
+ * models of 2 to DDL_MAX_NORM_CHANNELS channels; DDL_EINVAL (nothing changed) for another count or
+ * a std <= 0. ddl_model_norm_channels: in_c means and stds (the one of ddl_model_set_norm
+ * repeated when there are no per-channel values); returns 1 if they are per channel. */
+#define DDL_MAX_NORM_CHANNELS 4
+int ddl_model_set_norm_channels(ddl_model *m, const float *mean, const float *std);
+int ddl_model_norm_channels(const ddl_model *m, float *mean, float *std);
 /* ddl_model_forward: logits of x (batch, in_c, in_h, in_w), already normalised; returns a view of
  * (batch, C, H, W) floats owned by the model, valid until the next call; NULL when batch is
  * not in [1, cfg.batch]. rng (dropout) may be NULL when training is 0. */
@@ -757,6 +767,8 @@ typedef struct ddl_checkpoint_info {
     uint64_t seed;              /* ddl_train_config.seed */
     int world_size;             /* ranks that wrote it (one RNG state each) */
     float mean, std;            /* input normalisation (ddl_model_set_norm) */
+    int n_norm;                 /* > 0: per channel instead (ddl_model_set_norm_channels): */
+    float norm_mean[DDL_MAX_NORM_CHANNELS], norm_std[DDL_MAX_NORM_CHANNELS];
     uint64_t file_bytes;
 } ddl_checkpoint_info;
 

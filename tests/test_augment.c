@@ -45,12 +45,12 @@ static void moves(void)
         mask[i] = (uint8_t)(i % 3 + 1);
     float out[24];
     ddl__augment flip = {1, 0, 0}, shift = {0, 1, -1};
-    ddl__augment_image(&flip, img, 2, 3, 4, 1.0f, 0.0f, out);
+    ddl__augment_image(&flip, img, 2, 3, 4, NULL, (const float[2]){1.0f, 0.0f}, out);
     for (int c = 0; c < 2; c++)
         for (int y = 0; y < 3; y++)
             for (int x = 0; x < 4; x++)
                 CHECK(out[(c * 3 + y) * 4 + x] == img[(c * 3 + y) * 4 + 3 - x]);
-    ddl__augment_image(&shift, img, 2, 3, 4, 2.0f, -5.0f, out);
+    ddl__augment_image(&shift, img, 2, 3, 4, NULL, (const float[2]){2.0f, -5.0f}, out);
     /* output (y, x) takes source (y + 1, x - 1): the last row and the first column are padding */
     for (int c = 0; c < 2; c++)
         for (int y = 0; y < 3; y++)
@@ -61,7 +61,7 @@ static void moves(void)
             }
     ddl__augment both = {1, 1, -1};
     ddl__augment_mask(&both, mask, 3, 4, m2);
-    ddl__augment_image(&both, mask, 1, 3, 4, 1.0f, 0.0f, out);
+    ddl__augment_image(&both, mask, 1, 3, 4, NULL, (const float[2]){1.0f, 0.0f}, out);
     for (int i = 0; i < 12; i++)
         CHECK((float)m2[i] == out[i]); /* the mask moves as a one-channel image does */
 }

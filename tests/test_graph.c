@@ -399,6 +399,65 @@ static void checkpoints(void)
     ddl_graph_destroy(g, NULL);
 }
 
+/* per_channel: a mean and std per channel travel through checkpoints, resume, the predictor */
+static void per_channel(void)
+{
+    enum { N = 32 };
+    static uint8_t images[N * 3 * 8 * 8], labels[N];
+    for (int i = 0; i < N * 192; i++)
+        images[i] = (uint8_t)(i * 37 % 251);
+    for (int i = 0; i < N; i++)
+        labels[i] = (uint8_t)(i % 2);
+    ddl_dataset d = {.n = N, .c = 3, .h = 8, .w = 8, .th = 1, .tw = 1, .n_classes = 2, .images = images,
+                     .targets = labels};
+    char err[DDL_ERR_BYTES], path[64];
+    snprintf(path, sizeof path, "/tmp/ddl-test-norm-%d.ckpt", (int)getpid());
+    ddl_graph *g = G();
+    ddl_graph_parse(g, "input\nconv c 4 3\nrelu\ndense fc classes\n", err, sizeof err);
+    ddl_model_config mc = {.batch = 8, .in_c = 3, .in_h = 8, .in_w = 8, .n_classes = 2, .graph = g};
+    ddl_model *m = build(ddl_model_graph(), mc, err);
+    float mean[3], std[3], zero[3] = {0.5f, 0.5f, 0.5f}, bad[3] = {0.2f, 0.0f, 0.3f}, got_m[3], got_s[3];
+    ddl_dataset_stats_channels(&d, mean, std);
+    CHECK(mean[0] != mean[1] && std[0] > 0 && std[2] > 0);
+    CHECK(ddl_model_set_norm_channels(m, zero, bad) == DDL_EINVAL); /* a std of 0 */
+    CHECK(ddl_model_norm_channels(m, got_m, got_s) == 0);
+    CHECK(ddl_model_set_norm_channels(m, mean, std) == DDL_OK);
+    CHECK(ddl_model_norm_channels(m, got_m, got_s) == 1 && got_m[2] == mean[2] && got_s[1] == std[1]);
+    ddl_train_config tc;
+    ddl_train_config_default(&tc);
+    tc.batch = 8;
+    ddl_trainer *t = NULL;
+    CHECK(ddl_trainer_create(&tc, m, &d, NULL, &t, err, sizeof err) == DDL_OK);
+    for (int i = 0; i < 3; i++)
+        CHECK(ddl_trainer_step(t, NULL) == DDL_OK);
+    CHECK(ddl_trainer_save(t, path) == DDL_OK);
+    ddl_checkpoint *ck = NULL;
+    CHECK(ddl_checkpoint_open(path, NULL, &ck, err, sizeof err) == DDL_OK);
+    CHECK(ck && ddl_checkpoint_get_info(ck)->n_norm == 3 && ddl_checkpoint_get_info(ck)->norm_std[2] == std[2]);
+    ddl_checkpoint_close(ck);
+    /* the predictor normalises each channel as the trainer did */
+    ddl_predictor *p = NULL;
+    CHECK(ddl_predictor_open(path, NULL, NULL, &p, err, sizeof err) == DDL_OK);
+    float x[2 * 192], want[4], logits[4];
+    for (int k = 0; k < 2 * 192; k++) {
+        int c = k / 64 % 3;
+        x[k] = (float)images[k] * (1.0f / (255.0f * std[c])) + -mean[c] / std[c];
+    }
+    memcpy(want, ddl_model_forward(m, x, 2, 0, NULL), sizeof want);
+    CHECK(p && ddl_predictor_run(p, images, 2, 3, 8, 8, logits, NULL, NULL) == DDL_OK);
+    CHECK(memcmp(want, logits, sizeof want) == 0);
+    ddl_predictor_close(p);
+    /* a resumed trainer takes them back */
+    ddl_model_set_norm(m, 0.0f, 1.0f);
+    CHECK(ddl_model_norm_channels(m, got_m, got_s) == 0);
+    CHECK(ddl_trainer_resume(t, path, 0, NULL) == DDL_OK);
+    CHECK(ddl_model_norm_channels(m, got_m, got_s) == 1 && got_m[0] == mean[0] && got_s[2] == std[2]);
+    ddl_trainer_destroy(t);
+    ddl_model_destroy(m);
+    ddl_graph_destroy(g, NULL);
+    unlink(path);
+}
+
 int main(void)
 {
     same_as_plugin("lenet", ddl_model_lenet(),
@@ -412,5 +471,6 @@ int main(void)
     text_round_trip();
     errors();
     checkpoints();
+    per_channel();
     return TEST_END();
 }

@@ -7,7 +7,8 @@
  * with nothing written, ONNX of a model it does not know refused. ddl_eval_metrics on a known
  * confusion matrix.
  *
- *   test_infer --reference CKPT DATA_DIR N OUT_DIR   (for tests/test_onnx.sh)
+ *   test_infer --reference CKPT DATA_DIR N OUT_DIR   (for tests/test_onnx.sh; DATA_DIR: Fashion-MNIST's
+ *                                                    IDX files, or an image folder CLASS/FILE)
  * writes the first N inputs (t10k images for lenet, scenes made from them for unet) as
  * OUT_DIR/pixels.f32 (N, C, H, W) raw pixels, ddl's logits as OUT_DIR/logits.f32 and the shapes
  * as OUT_DIR/shape.txt ("N C H W K OH OW"). */
@@ -348,9 +349,16 @@ static int reference(const char *ckpt, const char *data, int n, const char *out)
     ddl_predictor *pr = NULL;
     ddl_dataset items = {0}, scenes = {0};
     int rc = ddl_predictor_open(ckpt, &pc, NULL, &pr, err, sizeof err);
-    if (rc == DDL_OK)
-        rc = ddl_dataset_load_mnist(data, "t10k", NULL, &items, err, sizeof err);
     const ddl_model_config *mc = rc == DDL_OK ? ddl_model_get_config(ddl_predictor_model(pr)) : NULL;
+    char idx[4096];
+    snprintf(idx, sizeof idx, "%s/t10k-labels-idx1-ubyte.gz", data);
+    int folder = access(idx, F_OK) != 0 && (idx[strlen(idx) - 3] = '\0', access(idx, F_OK) != 0);
+    if (rc == DDL_OK && folder) { /* an image folder (CLASS/FILE), at the model's size */
+        ddl_folder_config fc = {.channels = mc->in_c, .height = mc->in_h, .width = mc->in_w};
+        rc = ddl_dataset_load_folder(data, &fc, NULL, &items, NULL, err, sizeof err);
+    } else if (rc == DDL_OK) {
+        rc = ddl_dataset_load_mnist(data, "t10k", NULL, &items, err, sizeof err);
+    }
     const ddl_dataset *d = &items;
     if (rc == DDL_OK && mc->in_h != items.h) { /* a U-Net: scenes of its size made from the items */
         rc = ddl_dataset_make_scenes(&items, n, mc->in_h, 3, 99, NULL, &scenes, err, sizeof err);

@@ -33,12 +33,18 @@ check "unet trains and saves" $?
 "$BUILD/bin/ddl-train" --data "$DATA" --arch tests/train/every.arch --epochs 1 --train-limit 4000 --quiet \
     --save "$tmp/graph" > "$tmp/log" 2>&1
 check "ddl-train trains a graph of every layer and saves it" $?
+# RGB photos: a normalisation per channel (tests/train/make_fruits.py makes them)
+"$PYTHON" tests/train/make_fruits.py "$tmp/fruits" 60 40 24 &&
+    "$BUILD/bin/ddl-train" --data "$tmp/fruits/train" --arch cnn:4 --image-size 24 --epochs 1 --quiet \
+        --save "$tmp/rgb" > "$tmp/log" 2>&1
+check "ddl-train trains cnn on RGB photos and saves it" $?
 
 # ---- export: the format from the extension ----
-for m in lenet unet graph; do
+for m in lenet unet graph rgb; do
     "$CKPT" export "$tmp/$m" "$tmp/$m.onnx" > "$tmp/e" 2>&1
     check "export $m to .onnx exits 0" $?
-    grep -q "$m.onnx: [0-9]* tensors of $m" "$tmp/e"; check "export $m says what it wrote" $?
+    kind=$m; [ $m = rgb ] && kind=graph
+    grep -q "$m.onnx: [0-9]* tensors of $kind" "$tmp/e"; check "export $m says what it wrote" $?
 done
 "$CKPT" export "$tmp/lenet" "$tmp/lenet.pt" > "$tmp/e" 2>&1; rc=$?
 [ $rc -eq 1 ] && [ "$(wc -l < "$tmp/e")" -eq 1 ] && [ ! -e "$tmp/lenet.pt" ] &&
@@ -49,9 +55,11 @@ check "export to .pt: one line naming the extension and the known ones, exit 1, 
 command -v node > /dev/null 2>&1 || skip "no node (tools/install-deps.sh installs Debian's nodejs)"
 [ -d tests/onnx/node_modules/onnxruntime-node ] ||
     skip "no onnxruntime-node in tests/onnx/node_modules (tools/install-deps.sh installs it with npm)"
-for m in lenet unet graph; do
+for m in lenet unet graph rgb; do
     mkdir -p "$tmp/ref-$m"
-    "$REF" --reference "$tmp/$m" "$DATA" 100 "$tmp/ref-$m" > "$tmp/log" 2>&1
+    data=$DATA
+    [ $m = rgb ] && data=$tmp/fruits/test
+    "$REF" --reference "$tmp/$m" "$data" 100 "$tmp/ref-$m" > "$tmp/log" 2>&1
     check "ddl's reference logits of $m" $?
     node tests/onnx/check.js "$tmp/$m.onnx" "$tmp/ref-$m" > "$tmp/out" 2>&1; rc=$?
     cat "$tmp/out"

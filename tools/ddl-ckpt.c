@@ -72,6 +72,29 @@ static void name_text(char *s, size_t n, const char *name)
 
 /* ---- show and verify ---- */
 
+/* print_desc: the layer graph the checkpoint carries, a line each, and its class names; escaped
+ * as names are (the file may have been made by anyone). */
+static void print_desc(const ddl_checkpoint *ck, int n_classes)
+{
+    const char *arch = ddl_checkpoint_arch(ck);
+    for (const char *p = arch; p && *p;) {
+        const char *nl = strchr(p, '\n');
+        char line[160], text[640];
+        snprintf(line, sizeof line, "%.*s", (int)(nl ? nl - p : (ptrdiff_t)strlen(p)), p);
+        name_text(text, sizeof text, line);
+        printf("%s %s\n", p == arch ? "graph     " : "          ", text);
+        p = nl ? nl + 1 : p + strlen(p);
+    }
+    const char *const *names = ddl_checkpoint_class_names(ck);
+    for (int c = 0; names && c < n_classes; c++) {
+        char text[1040];
+        name_text(text, sizeof text, names[c]);
+        printf("%s%s", c ? ", " : "classes    ", text);
+    }
+    if (names)
+        printf("\n");
+}
+
 static int cmd_show(const char *path)
 {
     ddl_checkpoint *ck = open_or_die(path);
@@ -92,7 +115,18 @@ static int cmd_show(const char *path)
            optim_name(in->optim.kind), (double)in->optim.lr, (double)in->optim.momentum,
            (double)in->optim.weight_decay, (double)in->optim.beta1, (double)in->optim.beta2, (double)in->optim.eps,
            in->n_optim);
-    printf("input      mean %.6f std %.6f\n", (double)in->mean, (double)in->std);
+    if (in->n_norm) {
+        printf("input      per channel: mean");
+        for (int c = 0; c < in->n_norm; c++)
+            printf(" %.6f", (double)in->norm_mean[c]);
+        printf(", std");
+        for (int c = 0; c < in->n_norm; c++)
+            printf(" %.6f", (double)in->norm_std[c]);
+        printf("\n");
+    } else {
+        printf("input      mean %.6f std %.6f\n", (double)in->mean, (double)in->std);
+    }
+    print_desc(ck, mc->n_classes);
     printf("tensors    %d, %zu parameters\n", in->n_tensors, in->n_params);
     const float *w = ddl_checkpoint_params(ck);
     for (int i = 0; i < in->n_tensors; i++) {

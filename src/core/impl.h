@@ -180,6 +180,8 @@ struct ddl_model {
     int out_c, out_h, out_w;     /* logits per sample */
     float *logits;               /* (cfg.batch, out_c, out_h, out_w) */
     float mean, std;             /* input normalisation, part of the model */
+    int n_norm;                  /* > 0: per channel (in_c of them) instead */
+    float norm_mean[DDL_MAX_NORM_CHANNELS], norm_std[DDL_MAX_NORM_CHANNELS];
     const ddl_allocator *alloc;  /* set by ddl_model_create, NULL after ddl_model_init */
     int owned;                   /* 1: ddl_model_destroy frees the memory */
     /* ddl_model_grads_ready calls this during backward (set by a trainer; NULL: nobody listens):
@@ -187,5 +189,14 @@ struct ddl_model {
     void (*on_ready)(void *ud, size_t from);
     void *on_ready_ud;
 };
+
+/* ddl__norm_affine: the scale and shift that normalise channel c's bytes: x = p * scale + shift
+ * (the model's one mean and std, or channel c's). */
+static inline void ddl__norm_affine(const ddl_model *m, int c, float *scale, float *shift)
+{
+    float mean = m->n_norm ? m->norm_mean[c] : m->mean, std = m->n_norm ? m->norm_std[c] : m->std;
+    *scale = 1.0f / (255.0f * std);
+    *shift = -mean / std;
+}
 
 #endif

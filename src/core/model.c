@@ -244,6 +244,30 @@ void ddl_model_set_norm(ddl_model *m, float mean, float std)
 {
     m->mean = mean;
     m->std = std;
+    m->n_norm = 0;
+}
+
+int ddl_model_set_norm_channels(ddl_model *m, const float *mean, const float *std)
+{
+    int c = m->cfg.in_c;
+    if (c < 2 || c > DDL_MAX_NORM_CHANNELS || !mean || !std)
+        return DDL_EINVAL;
+    for (int i = 0; i < c; i++)
+        if (!(std[i] > 0.0f) || !isfinite(mean[i]) || !isfinite(std[i]))
+            return DDL_EINVAL;
+    for (int i = 0; i < c; i++)
+        m->norm_mean[i] = mean[i], m->norm_std[i] = std[i];
+    m->n_norm = c;
+    return DDL_OK;
+}
+
+int ddl_model_norm_channels(const ddl_model *m, float *mean, float *std)
+{
+    for (int i = 0; i < m->cfg.in_c; i++) {
+        mean[i] = m->n_norm ? m->norm_mean[i] : m->mean;
+        std[i] = m->n_norm ? m->norm_std[i] : m->std;
+    }
+    return m->n_norm > 0;
 }
 
 void ddl_model_norm(const ddl_model *m, float *mean, float *std)

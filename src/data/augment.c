@@ -34,11 +34,13 @@ static inline int src_x(const ddl__augment *a, int x, int w)
     return sx >= 0 && sx < w ? sx : -1;
 }
 
-void ddl__augment_image(const ddl__augment *a, const uint8_t *src, int c, int h, int w, float scale, float shift,
-                        float *dst)
+void ddl__augment_image(const ddl__augment *a, const uint8_t *src, int c, int h, int w, const float *scales,
+                        const float *shifts, float *dst)
 {
     for (int ch = 0; ch < c; ch++)
         for (int y = 0; y < h; y++) {
+            /* scales NULL: shifts holds the one scale and shift of every channel */
+            float scale = scales ? scales[ch] : shifts[0], shift = scales ? shifts[ch] : shifts[1];
             int sy = y + a->dy;
             float *out = dst + ((size_t)ch * h + y) * w;
             if (sy < 0 || sy >= h) { /* padding: a black pixel, normalised */

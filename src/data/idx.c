@@ -472,6 +472,33 @@ void ddl_dataset_stats(const ddl_dataset *d, float *mean, float *std)
         *std = (float)sqrt(var);
 }
 
+void ddl_dataset_stats_channels(const ddl_dataset *d, float *mean, float *std)
+{
+    if (!d || !d->images || d->c < 1)
+        return;
+    size_t plane = (size_t)d->h * (size_t)d->w;
+    for (int c = 0; c < d->c; c++) { /* each channel as ddl_dataset_stats does all: a histogram */
+        uint64_t hist[256] = {0}, n = 0;
+        for (size_t s = 0; s < (size_t)d->n; s++) {
+            const uint8_t *p = d->images + (s * (size_t)d->c + (size_t)c) * plane;
+            for (size_t i = 0; i < plane; i++)
+                hist[p[i]]++;
+            n += plane;
+        }
+        double sum = 0.0, m = 0.0, var = 0.0;
+        for (int v = 0; v < 256; v++)
+            sum += (double)hist[v] * (v / 255.0);
+        if (n)
+            m = sum / (double)n;
+        for (int v = 0; v < 256; v++)
+            var += (double)hist[v] * (v / 255.0 - m) * (v / 255.0 - m);
+        if (n)
+            var /= (double)n;
+        mean[c] = (float)m;
+        std[c] = (float)sqrt(var);
+    }
+}
+
 void ddl_dataset_free(ddl_dataset *d)
 {
     if (!d)

@@ -117,7 +117,9 @@ int ddl_export_npz(const ddl_checkpoint *ck, const char *path, const ddl_allocat
     int rc = names_ok(ck, path, err, err_bytes);
     if (rc != DDL_OK)
         return rc;
-    size_t central = 0, total = member_bytes("input_mean", 1, &central) + member_bytes("input_std", 1, &central);
+    /* the input normalisation: scalars, or one per channel (C,) */
+    size_t nn = in->n_norm ? (size_t)in->n_norm : 1;
+    size_t central = 0, total = member_bytes("input_mean", nn, &central) + member_bytes("input_std", nn, &central);
     for (int i = 0; i < in->n_tensors; i++)
         total += member_bytes(ddl_checkpoint_tensor(ck, i)->name, ddl_checkpoint_tensor(ck, i)->count, &central);
     if (total + central + END_BYTES > 0xFFFFFFFFu)
@@ -131,8 +133,9 @@ int ddl_export_npz(const ddl_checkpoint *ck, const char *path, const ddl_allocat
         const ddl_param_info *t = ddl_checkpoint_tensor(ck, i);
         add(&z, t->name, w + t->offset, t->count, t->n_dims, t->shape);
     }
-    add(&z, "input_mean", &in->mean, 1, 0, NULL);
-    add(&z, "input_std", &in->std, 1, 0, NULL);
+    const int nshape[1] = {in->n_norm};
+    add(&z, "input_mean", in->n_norm ? in->norm_mean : &in->mean, nn, in->n_norm ? 1 : 0, nshape);
+    add(&z, "input_std", in->n_norm ? in->norm_std : &in->std, nn, in->n_norm ? 1 : 0, nshape);
     size_t at = z.len;
     memmove(z.p + at, z.central, z.central_len); /* the central directory follows the members */
     unsigned char *e = z.p + at + z.central_len;

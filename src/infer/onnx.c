@@ -243,12 +243,22 @@ static const char *dense(onnx *o, const char *x, const char *prefix)
     return out;
 }
 
-/* normalise: the graph input "pixels" as the trainer normalises: x * scale + shift. */
+/* normalise: the graph input "pixels" as the trainer normalises: x * scale + shift, with one
+ * scale and shift, or one per channel as (C, 1, 1) tensors. */
 static const char *normalise(onnx *o)
 {
     const ddl_checkpoint_info *in = ddl_checkpoint_get_info(o->ck);
     float scale = 1.0f / (255.0f * in->std), shift = -in->mean / in->std;
-    return op(o, "Add", op(o, "Mul", "pixels", scalar(o, scale)), scalar(o, shift));
+    if (!in->n_norm)
+        return op(o, "Add", op(o, "Mul", "pixels", scalar(o, scale)), scalar(o, shift));
+    float sc[DDL_MAX_NORM_CHANNELS], sh[DDL_MAX_NORM_CHANNELS];
+    for (int c = 0; c < in->n_norm; c++)
+        sc[c] = 1.0f / (255.0f * in->norm_std[c]), sh[c] = -in->norm_mean[c] / in->norm_std[c];
+    int64_t dims[3] = {in->n_norm, 1, 1};
+    const char *a = fresh(o, NULL, 0), *b = fresh(o, NULL, 0);
+    tensor(o, a, 3, dims, sc, NULL);
+    tensor(o, b, 3, dims, sh, NULL);
+    return op(o, "Add", op(o, "Mul", "pixels", a), b);
 }
 
 /* group_norm: GroupNorm of x (N, c, h, w) in g groups with PREFIX.weight and PREFIX.bias, as

@@ -71,6 +71,8 @@ static int load_model(ddl_predictor **out, const char *path, const ddl_checkpoin
     if (rc == DDL_OK && (rc = ddl_checkpoint_check_model(ck, p->m, why, sizeof why)) == DDL_OK) {
         memcpy(ddl_model_params(p->m), ddl_checkpoint_params(ck), in->n_params * sizeof(float));
         ddl_model_set_norm(p->m, in->mean, in->std);
+        if (in->n_norm)
+            ddl_model_set_norm_channels(p->m, in->norm_mean, in->norm_std);
         *out = p;
         return DDL_OK;
     }
@@ -168,14 +170,20 @@ int ddl_predictor_run(ddl_predictor *p, const uint8_t *images, int n, int c, int
     int C, oh, ow;
     ddl_model_output_shape(p->m, &C, &oh, &ow);
     size_t in_sz = (size_t)c * h * w, S = (size_t)oh * ow, out_sz = (size_t)C * S;
-    float mean, std;
-    ddl_model_norm(p->m, &mean, &std);
-    float scale = 1.0f / (255.0f * std), shift = -mean / std; /* as the trainer normalises */
+    float scale[DDL_MAX_NORM_CHANNELS], shift[DDL_MAX_NORM_CHANNELS]; /* as the trainer normalises */
+    int per_channel = p->m->n_norm > 0;
+    for (int k = 0; k < (per_channel ? c : 1); k++)
+        ddl__norm_affine(p->m, k, &scale[k], &shift[k]);
+    size_t plane = (size_t)h * w;
     for (int first = 0; first < n; first += mc->batch) {
         int b = n - first < mc->batch ? n - first : mc->batch;
         const uint8_t *src = images + (size_t)first * in_sz;
-        for (size_t k = 0; k < (size_t)b * in_sz; k++)
-            p->x[k] = (float)src[k] * scale + shift;
+        if (per_channel)
+            for (size_t k = 0; k < (size_t)b * in_sz; k++)
+                p->x[k] = (float)src[k] * scale[k / plane % (size_t)c] + shift[k / plane % (size_t)c];
+        else
+            for (size_t k = 0; k < (size_t)b * in_sz; k++)
+                p->x[k] = (float)src[k] * scale[0] + shift[0];
         const float *l = ddl_model_forward(p->m, p->x, b, 0, NULL);
         if (logits)
             memcpy(logits + (size_t)first * out_sz, l, (size_t)b * out_sz * sizeof(float));

@@ -209,6 +209,9 @@ static void meta_encode(unsigned char *p, const ddl_checkpoint_info *in)
     for (int i = 0; i < 7; i++)
         put32(p + 152 + 4 * i, (uint32_t)mi[i]);
     putf(p + 180, mc->dropout);
+    put32(p + 184, (uint32_t)in->n_norm); /* 0 in files from before per-channel normalisation */
+    put_floats(p + 188, in->norm_mean, DDL_MAX_NORM_CHANNELS);
+    put_floats(p + 204, in->norm_std, DDL_MAX_NORM_CHANNELS);
 }
 
 static void meta_decode(const unsigned char *p, ddl_checkpoint_info *o)
@@ -237,6 +240,9 @@ static void meta_decode(const unsigned char *p, ddl_checkpoint_info *o)
         mi[i] = (int)(int32_t)get32(p + 152 + 4 * i);
     o->model_cfg = (ddl_model_config){.batch = mi[0], .in_c = mi[1], .in_h = mi[2], .in_w = mi[3],
                                       .n_classes = mi[4], .depth = mi[5], .width = mi[6], .dropout = getf(p + 180)};
+    o->n_norm = (int)(int32_t)get32(p + 184);
+    get_floats(o->norm_mean, p + 188, DDL_MAX_NORM_CHANNELS);
+    get_floats(o->norm_std, p + 204, DDL_MAX_NORM_CHANNELS);
 }
 
 static void tens_encode(unsigned char *p, const ddl_param_info *t, int n)
@@ -416,6 +422,9 @@ int ddl__checkpoint_write(const char *path, const ddl_allocator *alloc, const dd
     info.n_params = m->n_params;
     info.mean = m->mean;
     info.std = m->std;
+    info.n_norm = m->n_norm;
+    memcpy(info.norm_mean, m->norm_mean, sizeof info.norm_mean);
+    memcpy(info.norm_std, m->norm_std, sizeof info.norm_std);
     unsigned char meta[CK_META_BYTES], tens[DDL_MAX_PARAMS * CK_TENSOR_BYTES];
     meta_encode(meta, &info);
     tens_encode(tens, m->tensors, m->n_tensors);
@@ -747,6 +756,11 @@ static int meta_check(const reader *r, const ddl_checkpoint_info *in)
         bad = "batch or optimizer kind";
     else if (!isfinite(in->mean) || !isfinite(in->std) || !(in->std > 0))
         bad = "input normalisation (finite mean, std > 0)";
+    else if (in->n_norm && (in->n_norm != in->model_cfg.in_c || in->n_norm < 2 || in->n_norm > DDL_MAX_NORM_CHANNELS))
+        bad = "per-channel normalisation (one per input channel, 2 to 4)";
+    for (int c = 0; !bad && c < in->n_norm; c++)
+        if (!isfinite(in->norm_mean[c]) || !isfinite(in->norm_std[c]) || !(in->norm_std[c] > 0))
+            bad = "per-channel normalisation (finite means, stds > 0)";
     if (!bad)
         return DDL_OK;
     return ddl__errf(r->err, r->err_bytes, DDL_ECORRUPT, "%s: section META holds an impossible %s", r->path, bad);

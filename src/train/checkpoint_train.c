@@ -13,7 +13,8 @@
 #define RESUME_ABSENT 1 /* internal status: DDL_RESUME_IF_EXISTS and no file */
 
 /* What rank 0 tells every rank before the big broadcasts, as int64. */
-enum { H_STATUS, H_STEP, H_EPOCH, H_POS, H_WORLD, H_MEAN, H_STD, H_COUNT };
+enum { H_STATUS, H_STEP, H_EPOCH, H_POS, H_WORLD, H_MEAN, H_STD, H_NORM, H_NORM_MEAN,
+       H_NORM_STD = H_NORM_MEAN + DDL_MAX_NORM_CHANNELS, H_COUNT = H_NORM_STD + DDL_MAX_NORM_CHANNELS };
 
 static int64_t float_bits(float f)
 {
@@ -149,6 +150,9 @@ static int root_load(ddl_trainer *t, const char *path, int flags, int64_t h[H_CO
         h[H_WORLD] = in->world_size;
         h[H_MEAN] = float_bits(in->mean);
         h[H_STD] = float_bits(in->std);
+        h[H_NORM] = in->n_norm;
+        for (int c = 0; c < DDL_MAX_NORM_CHANNELS; c++)
+            h[H_NORM_MEAN + c] = float_bits(in->norm_mean[c]), h[H_NORM_STD + c] = float_bits(in->norm_std[c]);
     }
     ddl_checkpoint_close(ck);
     return rc;
@@ -177,6 +181,12 @@ static void apply(ddl_trainer *t, const int64_t h[H_COUNT])
     t->drop_rng = t->rng_all[t->rank];
     ddl__trainer_reset_stats(t);
     ddl_model_set_norm(t->m, bits_float(h[H_MEAN]), bits_float(h[H_STD]));
+    if (h[H_NORM]) {
+        float mean[DDL_MAX_NORM_CHANNELS], std[DDL_MAX_NORM_CHANNELS];
+        for (int c = 0; c < DDL_MAX_NORM_CHANNELS; c++)
+            mean[c] = bits_float(h[H_NORM_MEAN + c]), std[c] = bits_float(h[H_NORM_STD + c]);
+        ddl_model_set_norm_channels(t->m, mean, std); /* checked when the file was read */
+    }
 }
 
 int ddl_trainer_resume(ddl_trainer *t, const char *path, int flags, int *saved_world)

@@ -214,7 +214,10 @@ static void gather_range(void *ctx, size_t lo, size_t hi)
     const gather_job *j = ctx;
     ddl_trainer *t = j->t;
     float scale = 1.0f / (255.0f * t->m->std), shift = -t->m->mean / t->m->std;
-    size_t sb = t->sample_bytes, tb = (size_t)t->positions;
+    float cs[DDL_MAX_NORM_CHANNELS], ch[DDL_MAX_NORM_CHANNELS]; /* per channel, when the model has that */
+    size_t sb = t->sample_bytes, tb = (size_t)t->positions, plane = sb / (size_t)j->d->c;
+    for (int c = 0; c < t->m->n_norm; c++)
+        ddl__norm_affine(t->m, c, &cs[c], &ch[c]);
     for (size_t i = lo; i < hi; i++) { /* ask for every line of the range's samples at once */
         size_t s = j->idx ? j->idx[i] : (size_t)j->first + i;
         prefetch_bytes(j->d->images + s * sb, sb);
@@ -228,15 +231,23 @@ static void gather_range(void *ctx, size_t lo, size_t hi)
             const ddl_dataset *d = j->d;
             ddl__augment a;
             ddl__augment_draw(t->cfg.seed, t->epoch, s, j->augment, t->cfg.augment_pad ? t->cfg.augment_pad : 4, &a);
-            ddl__augment_image(&a, src, d->c, d->h, d->w, scale, shift, dst);
+            if (t->m->n_norm)
+                ddl__augment_image(&a, src, d->c, d->h, d->w, cs, ch, dst);
+            else
+                ddl__augment_image(&a, src, d->c, d->h, d->w, NULL, (const float[2]){scale, shift}, dst);
             if (d->th == d->h && d->tw == d->w && tb > 1) /* a mask: moved with its image */
                 ddl__augment_mask(&a, d->targets + s * tb, d->h, d->w, t->y + i * tb);
             else
                 memcpy(t->y + i * tb, d->targets + s * tb, tb);
             continue;
         }
-        for (size_t k = 0; k < sb; k++)
-            dst[k] = (float)src[k] * scale + shift;
+        if (t->m->n_norm)
+            for (size_t c = 0, k = 0; c < (size_t)t->m->n_norm; c++)
+                for (size_t e = k + plane; k < e; k++)
+                    dst[k] = (float)src[k] * cs[c] + ch[c];
+        else
+            for (size_t k = 0; k < sb; k++)
+                dst[k] = (float)src[k] * scale + shift;
         memcpy(t->y + i * tb, j->d->targets + s * tb, tb);
     }
 }

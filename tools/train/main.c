@@ -181,10 +181,14 @@ static int build(const opts *o, const ddl_graph *g, const tr_sets *s, int world,
     ddl_model_config mc = {.batch = (o->ex.batch + world - 1) / world, .in_c = d->c, .in_h = d->h, .in_w = d->w,
                            .n_classes = d->n_classes > 1 ? d->n_classes : 2, .dropout = o->dropout, .graph = g};
     int rc = ddl_model_create(ddl_model_graph(), &mc, NULL, m, err, DDL_ERR_BYTES);
-    if (rc == DDL_OK) {
-        float mean, std;
+    if (rc == DDL_OK) { /* one mean and std for gray images, one per channel for colour (torchvision's habit) */
+        float mean, std, cm[DDL_MAX_NORM_CHANNELS], cs[DDL_MAX_NORM_CHANNELS];
         ddl_dataset_stats(d, &mean, &std);
         ddl_model_set_norm(*m, mean, std);
+        if (d->c >= 2 && d->c <= DDL_MAX_NORM_CHANNELS) {
+            ddl_dataset_stats_channels(d, cm, cs);
+            ddl_model_set_norm_channels(*m, cm, cs); /* refused (the one kept) when a channel never varies */
+        }
     }
     return rc;
 }
@@ -289,9 +293,12 @@ static int epoch(run *r, int e)
 static void summary(run *r, double t0)
 {
     const char *arch = strrchr(r->o.arch, '/') ? strrchr(r->o.arch, '/') + 1 : r->o.arch;
-    printf("summary: model=%s transport=%s world=%d epochs=%d batch=%d test_acc=%.4f test_loss=%.4f ", arch,
-           r->comm ? ddl_comm_transport_name(r->comm) : "none", r->world, r->o.ex.epochs, r->o.ex.batch,
-           r->ev.accuracy, r->ev.loss);
+    printf("summary: model=%s transport=%s world=%d epochs=%d batch=%d ", arch,
+           r->comm ? ddl_comm_transport_name(r->comm) : "none", r->world, r->o.ex.epochs, r->o.ex.batch);
+    if (r->s.has_test || r->s.has_val)
+        printf("test_acc=%.4f test_loss=%.4f ", r->ev.accuracy, r->ev.loss);
+    else /* nothing held out to measure on */
+        printf("test_acc=- test_loss=- ");
     if (r->segment)
         printf("dice=%.4f miou=%.4f ", r->ev.dice, r->ev.miou);
     printf("images_per_sec=%.0f wall_s=%.1f weights_crc=%08x slowest_rank=%d comm_frac=%.3f\n",
