@@ -333,6 +333,16 @@ int ddl_dataset_make_scenes(const ddl_dataset *items, int n_scenes, int size, in
  * DDL_EINVAL (fraction not strictly between 0 and 1, or a part that would be empty), DDL_ENOMEM. */
 int ddl_dataset_split(const ddl_dataset *d, double fraction, uint64_t seed, const ddl_allocator *alloc,
                       ddl_dataset *train, ddl_dataset *val, char *err, size_t err_bytes);
+/* ddl_dataset_save_cache: d (decoded images, targets, class names) as one file at path, written
+ * atomically, with key: the caller's account of where d came from and how it was decoded (a
+ * folder's path, its newest change, the image size), which ddl_dataset_load_cache must be given
+ * again. ddl_dataset_load_cache: the data set back in one read, memory from alloc (free it with
+ * ddl_dataset_free), after checking the header and a CRC-32 of everything. Return DDL_OK;
+ * DDL_EIO (no such file, cannot write), DDL_ECORRUPT (damaged, truncated), DDL_EMISMATCH (a cache
+ * of another key: rebuild it), DDL_ENOMEM, DDL_EINVAL; err names the file. */
+int ddl_dataset_save_cache(const ddl_dataset *d, const char *key, const char *path, char *err, size_t err_bytes);
+int ddl_dataset_load_cache(const char *path, const char *key, const ddl_allocator *alloc, ddl_dataset *out, char *err,
+                           size_t err_bytes);
 /* ddl_dataset_free: free what a loader allocated (a zeroed struct, or one freed already, is fine). */
 void ddl_dataset_free(ddl_dataset *d);
 

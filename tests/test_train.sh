@@ -59,6 +59,23 @@ if [ -d "$DATA" ]; then
     check "PNG folders train as IDX does (test accuracy $a vs $b)" $?
 fi
 
+# ---- --cache: a folder decoded once ----
+C="--data $tmp/fruits/train --arch cnn:4 --image-size 32 --epochs 1 --batch 32 --cache $tmp/c"
+"$T" $C > "$tmp/c1" 2>&1 && grep -q "^data: 900 training images of 3x32x32, 3 classes, loaded in .* (decoded, cached)$" "$tmp/c1"
+check "--cache: the first start decodes and writes the cache" $?
+"$T" $C > "$tmp/c2" 2>&1 && grep -q "(from --cache)$" "$tmp/c2" && [ "$(crc "$tmp/c1")" = "$(crc "$tmp/c2")" ]
+check "--cache: the second start reads it, and trains to the same weights" $?
+"$T" $C --image-size 24 > "$tmp/c3" 2>&1 && grep -q "a cache of other data or another size" "$tmp/c3" &&
+    grep -q "(decoded, cached)$" "$tmp/c3"
+check "--cache: another image size is not taken from it" $?
+cp "$tmp/fruits/train/apple/0000.jpg" "$tmp/fruits/train/apple/extra.jpg"
+"$T" $C > "$tmp/c4" 2>&1 && grep -q "^data: 901 training images" "$tmp/c4"
+check "--cache: an image added to a class folder is seen" $?
+printf 'x' | dd of="$tmp/c" bs=1 seek=5000 conv=notrunc 2> /dev/null
+"$T" $C > "$tmp/c5" 2>&1 && grep -q "CRC-32 does not match: it is damaged" "$tmp/c5" && grep -q "^data: 901 " "$tmp/c5"
+check "--cache: a damaged cache is said and decoded again" $?
+rm -f "$tmp/fruits/train/apple/extra.jpg"
+
 # ---- many classes: 40 folders of a few 8x8 PNGs each ----
 "$PYTHON" - "$tmp/many" <<'PY'
 import os, sys

@@ -5,7 +5,9 @@
 #include "train.h"
 
 #include <dirent.h>
+#include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -32,22 +34,63 @@ static int is_idx_dir(const char *dir, const char **split)
     return 0;
 }
 
-/* load_one: one set from path (and targets for numpy); split is IDX's "train" or "t10k". */
-static int load_one(const tr_data *o, const char *path, const char *targets, const char *split, ddl_dataset *d,
-                    int *skipped, char *err, size_t err_bytes)
+/* newest: the latest change (ns) of dir and of the folders in it: a file added, removed or
+ * renamed in a class folder changes that folder's time. Files rewritten in place do not. */
+static long long newest(const char *dir)
+{
+    struct stat st;
+    long long t = stat(dir, &st) == 0 ? (long long)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec : 0;
+    DIR *d = opendir(dir);
+    for (struct dirent *e; d && (e = readdir(d));) {
+        char p[4096];
+        if (e->d_name[0] != '.' && snprintf(p, sizeof p, "%s/%s", dir, e->d_name) < (int)sizeof p &&
+            stat(p, &st) == 0 && S_ISDIR(st.st_mode)) {
+            long long m = (long long)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec;
+            t = m > t ? m : t;
+        }
+    }
+    if (d)
+        closedir(d);
+    return t;
+}
+
+/* load_folder: an image folder, from the --cache file when it holds this folder decoded this way. */
+static int load_folder(const tr_data *o, const char *path, const char *cache, ddl_dataset *d, tr_sets *s, char *err,
+                       size_t err_bytes)
+{
+    char key[4400], real[4096];
+    if (cache) {
+        snprintf(key, sizeof key, "ddl-train folder %s channels %d size %dx%d skip_bad %d changed %lld",
+                 realpath(path, real) ? real : path, o->channels, o->height, o->width, o->skip_bad, newest(path));
+        int rc = ddl_dataset_load_cache(cache, key, NULL, d, err, err_bytes);
+        if (rc == DDL_OK) {
+            s->cached++;
+            return DDL_OK;
+        }
+        if (rc != DDL_EIO && o->write_cache) /* damaged, or of other data: said, then made again */
+            fprintf(stderr, "ddl-train: %s: decoding %s again\n", err, path);
+    }
+    ddl_folder_config fc = {.channels = o->channels, .height = o->height, .width = o->width, .skip_bad = o->skip_bad};
+    int n = 0, rc = ddl_dataset_load_folder(path, &fc, NULL, d, &n, err, err_bytes);
+    s->skipped += n;
+    s->decoded++;
+    if (rc == DDL_OK && cache && o->write_cache && ddl_dataset_save_cache(d, key, cache, err, err_bytes) != DDL_OK)
+        fprintf(stderr, "ddl-train: %s (going on without it)\n", err);
+    return rc;
+}
+
+/* load_one: one set from path (and targets for numpy); split is IDX's "train" or "t10k"; cache
+ * the --cache file for an image folder (NULL: none). */
+static int load_one(const tr_data *o, const char *path, const char *targets, const char *split, const char *cache,
+                    ddl_dataset *d, tr_sets *s, char *err, size_t err_bytes)
 {
     const char *found = NULL;
     if (targets)
         return ddl_dataset_load_numpy(path, targets, NULL, d, err, err_bytes);
     if (is_dir(path) && is_idx_dir(path, &found))
         return ddl_dataset_load_mnist(path, split ? split : found, NULL, d, err, err_bytes);
-    if (is_dir(path)) {
-        ddl_folder_config fc = {.channels = o->channels, .height = o->height, .width = o->width,
-                                .skip_bad = o->skip_bad};
-        int n = 0, rc = ddl_dataset_load_folder(path, &fc, NULL, d, &n, err, err_bytes);
-        *skipped += n;
-        return rc;
-    }
+    if (is_dir(path))
+        return load_folder(o, path, cache, d, s, err, err_bytes);
     const char *dot = strrchr(path, '.');
     if (dot && (strcmp(dot, ".npy") == 0 || strcmp(dot, ".npz") == 0))
         snprintf(err, err_bytes, "%s: a numpy file needs its labels or masks: --targets FILE (--val-targets, "
@@ -63,8 +106,11 @@ int tr_load(const tr_data *o, tr_sets *s, char *err, size_t err_bytes)
     memset(s, 0, sizeof *s);
     ddl_dataset all = {0};
     const char *idx_split = NULL;
+    char val_cache[4200], test_cache[4200];
+    snprintf(val_cache, sizeof val_cache, "%s.val", o->cache ? o->cache : "");
+    snprintf(test_cache, sizeof test_cache, "%s.test", o->cache ? o->cache : "");
     int idx = !o->train_targets && is_dir(o->train) && is_idx_dir(o->train, &idx_split);
-    int rc = load_one(o, o->train, o->train_targets, idx ? "train" : NULL, &all, &s->skipped, err, err_bytes);
+    int rc = load_one(o, o->train, o->train_targets, idx ? "train" : NULL, o->cache, &all, s, err, err_bytes);
     if (rc == DDL_OK && o->val_split > 0) {
         rc = ddl_dataset_split(&all, o->val_split, o->seed, NULL, &s->train, &s->val, err, err_bytes);
         ddl_dataset_free(&all);
@@ -73,13 +119,14 @@ int tr_load(const tr_data *o, tr_sets *s, char *err, size_t err_bytes)
         s->train = all;
     }
     if (rc == DDL_OK && o->val) {
-        rc = load_one(o, o->val, o->val_targets, NULL, &s->val, &s->skipped, err, err_bytes);
+        rc = load_one(o, o->val, o->val_targets, NULL, o->cache ? val_cache : NULL, &s->val, s, err, err_bytes);
         s->has_val = rc == DDL_OK;
     }
     /* an IDX directory holds its own test set (t10k) when no other is named */
     const char *test = o->test ? o->test : idx ? o->train : NULL;
     if (rc == DDL_OK && test) {
-        rc = load_one(o, test, o->test_targets, o->test ? NULL : "t10k", &s->test, &s->skipped, err, err_bytes);
+        rc = load_one(o, test, o->test_targets, o->test ? NULL : "t10k", o->cache ? test_cache : NULL, &s->test, s,
+                      err, err_bytes);
         s->has_test = rc == DDL_OK;
     }
     if (rc != DDL_OK)

@@ -30,6 +30,8 @@
     "  --image-size N|HxW        image folders: resize to this (default: the arch's input, else 64)\n" \
     "  --channels 1|3            image folders: gray or RGB (default: the arch's, else 3)\n"            \
     "  --skip-bad                leave out (and count) images that cannot be decoded\n"                 \
+    "  --cache FILE              image folders decoded once into FILE (FILE.val, FILE.test), read\n"    \
+    "                            back on later starts while the folders and sizes are the same\n"      \
     "model and training:\n"                                                                             \
     "  --arch ARCH               a preset (lenet, cnn, cnn:WIDTH, unet, unet:DEPTH:WIDTH) or an arch\n" \
     "                            text file (README: \"Your own data and model\")\n"                    \
@@ -45,7 +47,7 @@
 
 enum { OPT_TARGETS = EXAMPLE_OPT_END, OPT_VAL, OPT_VAL_TARGETS, OPT_VAL_SPLIT, OPT_TEST, OPT_TEST_TARGETS,
        OPT_IMAGE_SIZE, OPT_CHANNELS, OPT_SKIP_BAD, OPT_ARCH, OPT_AUGMENT, OPT_AUGMENT_PAD, OPT_DROPOUT, OPT_DICE,
-       OPT_PREDICT, OPT_MODEL, OPT_IMAGES, OPT_OUT };
+       OPT_PREDICT, OPT_MODEL, OPT_IMAGES, OPT_OUT, OPT_CACHE };
 
 typedef struct opts {
     example_opts ex;
@@ -103,6 +105,7 @@ static void option(opts *o, int c, const char *arg)
     case OPT_MODEL: o->pred.model = arg; break;
     case OPT_IMAGES: o->pred.images = arg; break;
     case OPT_OUT: o->pred.out = arg; break;
+    case OPT_CACHE: o->data.cache = arg; break;
     default: example_option(&o->ex, c, arg, USAGE);
     }
 }
@@ -119,6 +122,7 @@ static void parse(opts *o, int argc, char **argv)
         {"dropout", required_argument, NULL, OPT_DROPOUT}, {"dice-weight", required_argument, NULL, OPT_DICE},
         {"predict", no_argument, NULL, OPT_PREDICT}, {"model", required_argument, NULL, OPT_MODEL},
         {"images", required_argument, NULL, OPT_IMAGES}, {"out", required_argument, NULL, OPT_OUT},
+        {"cache", required_argument, NULL, OPT_CACHE},
         {NULL, 0, NULL, 0}};
     example_defaults(&o->ex);
     o->ex.data = NULL;
@@ -221,7 +225,13 @@ static int setup(run *r)
         rc = ddl_graph_load(r->g, o->arch, r->err, sizeof r->err);
     if (rc == DDL_OK) {
         shape(o, r->g);
+        o->data.write_cache = r->rank == 0;
+        double t0 = example_seconds();
         rc = tr_load(&o->data, &r->s, r->err, sizeof r->err);
+        if (rc == DDL_OK && r->rank == 0 && !o->ex.quiet)
+            printf("data: %d training images of %dx%dx%d, %d classes, loaded in %.2f s%s\n", r->s.train.n,
+                   r->s.train.c, r->s.train.h, r->s.train.w, r->s.train.n_classes, example_seconds() - t0,
+                   r->s.cached ? " (from --cache)" : o->data.cache && r->s.decoded ? " (decoded, cached)" : "");
     }
     if (rc == DDL_OK && r->rank == 0 && r->s.skipped)
         printf("left out %d images that could not be decoded (--skip-bad)\n", r->s.skipped);

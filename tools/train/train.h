@@ -15,12 +15,15 @@ typedef struct tr_data {
     int channels, height, width; /* what image folders are decoded and resized to */
     int skip_bad;
     uint64_t seed;           /* of --val-split */
+    const char *cache;       /* --cache FILE: image folders decoded once (FILE, FILE.val, FILE.test) */
+    int write_cache;         /* this rank writes it (rank 0) */
 } tr_data;
 
 typedef struct tr_sets {
     ddl_dataset train, val, test;
     int has_val, has_test;
     int skipped;             /* --skip-bad: images left out, over all sets */
+    int cached, decoded;     /* folders read from --cache, and decoded (and cached) */
 } tr_sets;
 
 /* tr_load: the sets o names, into s (free with tr_free). DDL_OK, or the loader's code with err
