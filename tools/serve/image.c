@@ -1,7 +1,10 @@
 /* image.c - an image body to the model's grey pixels: PNG (libpng's simplified API, any colour
  * type converted to 8-bit grey, alpha composed onto black) or PGM (binary P5 or text P2, maxval
  * up to 255). The size is read from the header and checked against the model's before a pixel
- * is decoded, so a small file claiming a huge image costs nothing. */
+ * is decoded, so a small file claiming a huge image costs nothing. A PNG's compressed image data
+ * is bounded too, by what its rows can take (png_bound), before libpng sees it: libpng inflates
+ * every IDAT byte after the last row before it reports "too much image data", so a 1 MB body
+ * of deflated zeros would cost seconds of a worker thread and still be answered 200. */
 #include "serve.h"
 
 #include <ctype.h>
@@ -19,9 +22,68 @@ static int wrong_size(int iw, int ih, int w, int h, char *why, size_t why_bytes)
 }
 
 #ifdef DDL_WITH_PNG
+#define PNG_PACKED_MAX 16384 /* bytes of zTXt, iTXt and iCCP chunks: inflated up to 1032 times */
+
+static uint32_t be32(const unsigned char *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+/* png_bound: walk the chunks of body (lengths only, no CRC or inflating: libpng checks those)
+ * and refuse an image other than w x h, or more IDAT bytes than a deflate stream of its rows
+ * can need. The rows are h * (1 + row bytes) inflated (up to 8 bytes a pixel, plus Adam7's
+ * filter bytes); a deflate stream is at most 1/8 larger than its data (fixed Huffman codes of
+ * 9 bits a byte) plus its block and zlib headers, and 1 KiB of slack covers any encoder. So the
+ * inflated bytes libpng can be made to produce are bounded by that too (deflate expands at most
+ * ~1032 times): a few MB for the models served here, milliseconds. The other deflated chunks
+ * (text, colour profile) say nothing of the pixels and get PNG_PACKED_MAX bytes in all (an sRGB
+ * profile is 3 KB). Returns 0, or -1 with why. */
+static int png_bound(const unsigned char *body, size_t n, int w, int h, char *why, size_t why_bytes)
+{
+    if (n < 33 || memcmp(body + 12, "IHDR", 4) != 0 || be32(body + 8) != 13) {
+        snprintf(why, why_bytes, "not a PNG image: no IHDR chunk first");
+        return -1;
+    }
+    uint32_t iw = be32(body + 16), ih = be32(body + 20);
+    if (iw != (uint32_t)w || ih != (uint32_t)h)
+        return wrong_size(iw > INT32_MAX ? -1 : (int)iw, ih > INT32_MAX ? -1 : (int)ih, w, h, why, why_bytes);
+    static const int channels[7] = {1, 0, 3, 1, 2, 0, 4}; /* by colour type; 0: not one */
+    int depth = body[24], ctype = body[25], interlaced = body[28] != 0;
+    int ch = ctype < 7 ? channels[ctype] : 0;
+    if (!ch || depth < 1 || depth > 16) {
+        snprintf(why, why_bytes, "not a PNG image: colour type %d, bit depth %d", ctype, depth);
+        return -1;
+    }
+    size_t row = ((size_t)w * (size_t)ch * (size_t)depth + 7) / 8;
+    size_t rows = (size_t)h * (1 + row) + (interlaced ? (size_t)7 * (h + 8) : 0);
+    size_t cap = rows + rows / 8 + 1024, idat = 0, packed = 0;
+    for (size_t at = 8; at + 12 <= n;) {
+        size_t len = be32(body + at);
+        if (len > n - at - 12)
+            break; /* truncated: libpng says so */
+        if (memcmp(body + at + 4, "IDAT", 4) == 0 && (idat += len) > cap) {
+            snprintf(why, why_bytes, "PNG: %zu or more bytes of compressed image data for a %dx%d image, whose "
+                     "rows need at most %zu: refused (a decompression bomb?)", idat, w, h, cap);
+            return -1;
+        }
+        if ((!memcmp(body + at + 4, "zTXt", 4) || !memcmp(body + at + 4, "iTXt", 4) ||
+             !memcmp(body + at + 4, "iCCP", 4)) && (packed += len) > PNG_PACKED_MAX) {
+            snprintf(why, why_bytes, "PNG: more than %d bytes of compressed text and colour profile: refused",
+                     PNG_PACKED_MAX);
+            return -1;
+        }
+        if (memcmp(body + at + 4, "IEND", 4) == 0)
+            break;
+        at += len + 12;
+    }
+    return 0;
+}
+
 static int png_decode(const unsigned char *body, size_t n, int w, int h, uint8_t *out, size_t cap, char *why,
                       size_t why_bytes)
 {
+    if (png_bound(body, n, w, h, why, why_bytes))
+        return -1;
     png_image im;
     memset(&im, 0, sizeof im);
     im.version = PNG_IMAGE_VERSION;
