@@ -141,7 +141,7 @@ check "/metrics counted the errors" $?
 kill $pid; wait $pid 2>/dev/null
 
 # ---- token ----
-printf 's3cret-token\n' > "$tmp/token"
+printf 's3cret-token\n' > "$tmp/token"; chmod 600 "$tmp/token"   # ddl-serve refuses a token file others may read
 start tok --model fashion="$tmp/lenet.ckpt" --token-file "$tmp/token"
 [ "$(req GET /v1/models/fashion)" = 401 ] && grep -q '"error"' "$tmp/out"; check "no token: 401 with a JSON error" $?
 [ "$(req GET /v1/models/fashion -H 'Authorization: Bearer wrong')" = 401 ]; check "a wrong token: 401" $?

@@ -60,7 +60,7 @@ def read_reply(s):
 
 def request(method, path, body=b"", ctype="application/json", extra=""):
     s = connect()
-    s.sendall(("%s %s HTTP/1.1\r\nHost: x\r\nContent-Type: %s\r\nContent-Length: %d\r\n%s\r\n"
+    s.sendall(("%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: %s\r\nContent-Length: %d\r\n%s\r\n"
                % (method, path, ctype, len(body), extra)).encode() + body)
     try:
         return read_reply(s)
@@ -92,7 +92,7 @@ PREDICT = "/v1/models/%s:predict" % MODEL
 
 # ---- huge bodies ----
 s = connect()
-s.sendall(("POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n"
+s.sendall(("POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n"
            % (PREDICT, 100 << 20)).encode() + b"[" * 4096)
 try:
     st, _, body = read_reply(s)
@@ -102,7 +102,7 @@ except OSError as e:
 s.close()
 
 s = connect()
-s.sendall(("POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+s.sendall(("POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
            % PREDICT).encode())
 sent, chunk = 0, b"%x\r\n" % (1 << 20) + b" " * (1 << 20) + b"\r\n"
 try:
@@ -158,10 +158,10 @@ except OSError as e:
 half = []  # headers sent, body never
 for _ in range(20):
     h = connect()
-    h.sendall(("POST %s HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % (PREDICT, len(BODY))).encode())
+    h.sendall(("POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: %d\r\n\r\n" % (PREDICT, len(BODY))).encode())
     half.append(h)
 slow = connect()
-slow.sendall(("POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n"
+slow.sendall(("POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n"
               % (PREDICT, len(BODY))).encode())
 t0 = time.time()
 worst, good, slow_closed_at, k, open_early = 0.0, 0, None, 0, None

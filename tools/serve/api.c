@@ -8,6 +8,17 @@
 
 static int is(const char *a, const char *b) { return strcmp(a, b) == 0; }
 
+static int ends(const char *s, const char *tail)
+{
+    size_t n = strlen(s), m = strlen(tail);
+    return n >= m && strcmp(s + n - m, tail) == 0;
+}
+
+int sv_route_takes_body(const char *method, const char *url)
+{
+    return is(method, "POST") && (is(url, "/invocations") || ends(url, ":predict") || ends(url, "/infer"));
+}
+
 static void models(sv_reply *rep)
 {
     json_t *list = json_array();

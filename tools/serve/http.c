@@ -4,7 +4,10 @@
  * thread: a declared body over SV_MAX_BODY is answered 413 before it is read, an undeclared
  * (chunked) one is cut off when it passes the limit, a body still arriving --body-timeout seconds
  * after the request began closes the connection, headers are bounded by the connection's memory
- * pool, and an idle connection is closed after --idle-timeout seconds (MHD's timeout). */
+ * pool, and an idle connection is closed after --idle-timeout seconds (MHD's timeout). Only the
+ * routes that read a body (predict, infer) buffer one: any other body is dropped as it arrives.
+ * A buffer grown past KEEP_BYTES by one request is freed when that request completes, so a
+ * thousand idle keep-alive clients hold no large body or reply each. */
 #include "serve.h"
 
 #include <microhttpd.h>
@@ -21,6 +24,7 @@ typedef struct conn {
     char *out;
     size_t out_cap;
     int64_t t0;            /* when the request began (monotonic microseconds) */
+    int drop_body;         /* the route reads no body: discard it */
 } conn;
 
 static int64_t now_us(void)
@@ -109,6 +113,11 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         *req_cls = k;
         k->len = 0;
         k->t0 = now_us();
+        k->drop_body = !sv_route_takes_body(method, url);
+        char why[400];
+        if (sv_host_check(MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST),
+                          MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_ORIGIN), why, sizeof why))
+            return early(c, k, 403, why);
         if (sv_srv->token[0] && strcmp(url, "/") != 0 && strcmp(url, "/index.html") != 0 && !authorized(c))
             return early(c, k, 401, "missing or wrong bearer token (Authorization: Bearer TOKEN)");
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
@@ -119,7 +128,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     if (*upload_size) {
         if (now_us() - k->t0 > (int64_t)sv_srv->body_timeout_s * 1000000 || k->len + *upload_size > SV_MAX_BODY)
             return MHD_NO; /* too slow or too large (undeclared length): close */
-        if (body_append(k, upload, *upload_size))
+        if (!k->drop_body && body_append(k, upload, *upload_size))
             return MHD_NO;
         *upload_size = 0;
         return MHD_YES;
@@ -164,6 +173,10 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls, en
     if (k && k->cap > KEEP_BYTES) { /* a large body: give its memory back */
         free(k->body);
         k->body = NULL, k->cap = 0;
+    }
+    if (k && k->out_cap > KEEP_BYTES) { /* a large reply, now sent: likewise */
+        free(k->out);
+        k->out = NULL, k->out_cap = 0;
     }
     *req_cls = NULL;
 }

@@ -1,7 +1,8 @@
 /* main.c - ddl-serve's command line and lifetime: load every --model, start the reload thread
  * and the HTTP daemon (libmicrohttpd, --threads workers), print where it listens, and stop
- * cleanly on SIGINT or SIGTERM. The token comes from --token-file or DDL_SERVE_TOKEN, never
- * from the command line (where ps shows it to everyone). */
+ * cleanly on SIGINT or SIGTERM. The token comes from --token-file (a file only its owner may
+ * read) or DDL_SERVE_TOKEN, never from the command line (where ps shows it to everyone); an
+ * address other than loopback is served only with a token, or when --insecure says so. */
 #include "serve.h"
 
 #include <errno.h>
@@ -12,6 +13,8 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <arpa/inet.h>
 
 #include "tools/cli.h"
 
@@ -29,7 +32,12 @@
     "                      the request began (default 10)\n"                                         \
     "  --idle-timeout S    close a connection idle for S seconds (default 15)\n"                      \
     "  --token-file F      requests must carry Authorization: Bearer <F's first line>\n"              \
-    "                      (or set DDL_SERVE_TOKEN)\n"                                                 \
+    "                      (or set DDL_SERVE_TOKEN); F must be readable by its owner only\n"           \
+    "  --insecure          listen beyond loopback without a token (anyone who reaches the port may\n"  \
+    "                      use the models)\n"                                                         \
+    "  --allow-host NAME   also answer requests whose Host or Origin names NAME (repeatable; '*':\n"   \
+    "                      any, as behind a proxy); by default only IP addresses, localhost and\n"    \
+    "                      --listen's host, so that no other web page can use the server\n"           \
     "  --help, --version   this text; the version\n"
 
 static sv_server server;
@@ -38,10 +46,16 @@ sv_server *sv_srv = &server;
 static void read_token(const char *path)
 {
     char buf[sizeof server.token + 2];
+    struct stat st;
     FILE *f = fopen(path, "r");
-    if (!f) {
+    if (!f || fstat(fileno(f), &st) != 0) {
         fprintf(stderr, "ddl-serve: --token-file %s: %s\n", path, strerror(errno));
         exit(1);
+    }
+    if (st.st_mode & 077) {
+        fprintf(stderr, "ddl-serve: --token-file %s: other users may read it (mode %03o); chmod 600 it\n", path,
+                (unsigned)(st.st_mode & 0777));
+        exit(2);
     }
     size_t n = fread(buf, 1, sizeof buf - 1, f);
     fclose(f);
@@ -55,7 +69,17 @@ static void read_token(const char *path)
     snprintf(server.token, sizeof server.token, "%s", buf);
 }
 
-/* parse_listen: HOST:PORT (HOST may be [v6]) into ss. */
+/* is_loopback: ss is 127.0.0.0/8, ::1 or ::ffff:127.x.x.x (0.0.0.0 and :: are every address). */
+static int is_loopback(const struct sockaddr_storage *ss)
+{
+    if (ss->ss_family == AF_INET)
+        return (ntohl(((const struct sockaddr_in *)ss)->sin_addr.s_addr) >> 24) == 127;
+    const struct in6_addr *a = &((const struct sockaddr_in6 *)ss)->sin6_addr;
+    return ss->ss_family == AF_INET6 &&
+           (IN6_IS_ADDR_LOOPBACK(a) || (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127));
+}
+
+/* parse_listen: HOST:PORT (HOST may be [v6]) into ss, HOST into server.listen_host. */
 static void parse_listen(const char *arg, struct sockaddr_storage *ss)
 {
     char host[256];
@@ -73,6 +97,7 @@ static void parse_listen(const char *arg, struct sockaddr_storage *ss)
         cli_bad("--listen", arg, "HOST:PORT with a host that resolves");
     memcpy(ss, ai->ai_addr, ai->ai_addrlen);
     freeaddrinfo(ai);
+    snprintf(server.listen_host, sizeof server.listen_host, "%s", host);
 }
 
 int main(int argc, char **argv)
@@ -86,10 +111,12 @@ int main(int argc, char **argv)
                                          {"idle-timeout", required_argument, NULL, 'I'},
                                          {"token-file", required_argument, NULL, 'T'},
                                          {"token", required_argument, NULL, 'X'},
+                                         {"insecure", no_argument, NULL, 'N'},
+                                         {"allow-host", required_argument, NULL, 'A'},
                                          CLI_HELP_VERSION,
                                          {NULL, 0, NULL, 0}};
     const char *models[SV_MAX_MODELS], *listen = "127.0.0.1:8500", *token_file = NULL;
-    int n_models = 0, threads = 2, idle_timeout_s = SV_IDLE_TIMEOUT_S, c;
+    int n_models = 0, threads = 2, idle_timeout_s = SV_IDLE_TIMEOUT_S, insecure = 0, c;
     server.body_timeout_s = SV_BODY_TIMEOUT_S;
     cli_start(argv, "ddl-serve");
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -106,6 +133,13 @@ int main(int argc, char **argv)
         case 'B': server.body_timeout_s = cli_int("--body-timeout", optarg, 1, 3600); break;
         case 'I': idle_timeout_s = cli_int("--idle-timeout", optarg, 1, 86400); break;
         case 'T': token_file = optarg; break;
+        case 'N': insecure = 1; break;
+        case 'A':
+            if (server.n_allow_hosts == 16)
+                cli_error("at most 16 --allow-host");
+            server.any_host |= strcmp(optarg, "*") == 0;
+            server.allow_hosts[server.n_allow_hosts++] = optarg;
+            break;
         case 'X': cli_error("--token: a token on the command line is seen by every user (ps); use --token-file F "
                             "or DDL_SERVE_TOKEN"); break;
         case 'h': cli_help(USAGE); break;
@@ -123,6 +157,11 @@ int main(int argc, char **argv)
         read_token(token_file);
     else if (getenv("DDL_SERVE_TOKEN") && *getenv("DDL_SERVE_TOKEN"))
         snprintf(server.token, sizeof server.token, "%s", getenv("DDL_SERVE_TOKEN"));
+    if (!server.token[0] && !insecure && !is_loopback(&addr)) {
+        fprintf(stderr, "ddl-serve: --listen %s without a token: anyone who reaches it may use the models; give "
+                "--token-file F (or DDL_SERVE_TOKEN), or --insecure\n", listen);
+        exit(2);
+    }
 
     ddl_set_threads(1); /* parallelism comes from the HTTP threads: kernel threads would only compete */
     sv_arena_install();

@@ -3,6 +3,7 @@
  * request handlers. A program, not library code: it may exit, log to stderr and start threads.
  *   main.c      command line, the HTTP daemon, signals
  *   http.c      libmicrohttpd callbacks: connections, bodies and their limits, auth, routing
+ *   hosts.c     which Host and Origin headers name this server (DNS rebinding, other sites)
  *   api.c       the routes: TF Serving, KServe v2, SageMaker, metrics, the page
  *   tfserving.c TF Serving's REST routes (and SageMaker's /invocations)
  *   kserve.c    KServe v2's routes (the Open Inference Protocol)
@@ -158,11 +159,20 @@ typedef struct sv_server {
     const char *data;  /* --data DIR: Fashion-MNIST for /api/scene (NULL: Debian's path) */
     char token[256];   /* "" : no auth */
     int body_timeout_s; /* a body still arriving this long after its request began: closed */
+    char listen_host[256];        /* --listen's host: a name the Host header may carry */
+    const char *allow_hosts[16];  /* --allow-host: more names for Host and Origin */
+    int n_allow_hosts, any_host;  /* any_host: --allow-host '*', no Host or Origin check */
     _Atomic uint64_t other_req[6];
 } sv_server;
 
 extern sv_server *sv_srv;   /* the one server of this process (set by main) */
 
+/* sv_route_takes_body: a request to url by method has a body to read (predict and infer):
+ * any other request's body is discarded as it arrives, never buffered. */
+int sv_route_takes_body(const char *method, const char *url);
+/* sv_host_check: NULL if the request's Host and Origin headers (NULL: absent) name this server,
+ * else why not (into why). */
+const char *sv_host_check(const char *host, const char *origin, char *why, size_t why_bytes);
 /* sv_route: answer method url with body (n bytes, content type ctype) into rep. */
 void sv_route(const char *method, const char *url, const char *ctype, const unsigned char *body, size_t n,
               sv_reply *rep);
