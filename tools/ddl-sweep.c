@@ -220,7 +220,8 @@ static void find_ddlrun(void)
     o.ddlrun = slash && access(path, X_OK) == 0 ? path : "ddlrun";
 }
 
-/* make_out: DIR and its parents. */
+/* make_out: DIR and its parents; DIR must be ours and closed to other users (outfile.h), since
+ * results.csv and the trials' directories are written in it. */
 static void make_out(void)
 {
     char p[4096];
@@ -235,6 +236,9 @@ static void make_out(void)
                 break;
         }
     }
+    char why[8400];
+    if (outdir_check(o.out, why, sizeof why) != 0)
+        sweep_fatal("--out: %s", why);
 }
 
 /* ---- progress ---- */
@@ -360,10 +364,10 @@ static void schedule(void)
 /* record: trial t has its final state: into results.csv now. */
 static void record(sweep_trial *t)
 {
-    char row[8192];
+    char row[8192], why[4400];
     results_row(&space, t, row, sizeof row);
-    if (results_append(results_path, header, row) != 0)
-        fprintf(stderr, "ddl-sweep: %s: cannot append trial %ld: %s\n", results_path, t->id, strerror(errno));
+    if (results_append(results_path, header, row, why, sizeof why) != 0)
+        fprintf(stderr, "ddl-sweep: cannot append trial %ld: %s\n", t->id, why);
 }
 
 /* failed: trial t crashed on slot sl (why): retried elsewhere, or failed for good; the slot
@@ -607,12 +611,15 @@ int main(int argc, char **argv)
     snprintf(results_path, sizeof results_path, "%s/results.csv", o.out);
     results_header(&space, o.metric, header, sizeof header);
     struct stat st;
+    if (lstat(results_path, &st) == 0 && S_ISLNK(st.st_mode))
+        sweep_fatal("%s is a symbolic link: not followed (planted by another user?); remove it", results_path);
     int exists = stat(results_path, &st) == 0 && st.st_size > 0;
     if (exists && !o.resume && o.run_index < 0)
         sweep_die("%s exists: give --resume to go on with that search, or another --out", results_path);
     long taken = exists ? results_load(results_path, header, &space, trials, n_trials) : 0;
-    if (results_append(results_path, header, NULL) != 0)
-        sweep_fatal("%s: %s", results_path, strerror(errno));
+    char why[4400];
+    if (results_append(results_path, header, NULL, why, sizeof why) != 0)
+        sweep_fatal("%s", why);
     long todo = 0;
     for (long i = first_trial; i < end_trial; i++)
         todo += trials[i].state == TRIAL_PENDING;

@@ -46,6 +46,7 @@
 #include "tools/bind.h"
 #include "tools/cli.h"
 #include "tools/hostlist.h"
+#include "tools/outfile.h"
 #include "tools/sigpipe.h"
 
 #define MAX_RANKS 1024
@@ -394,8 +395,7 @@ static void spawn_rank(const opts *o, rank *r, int local)
     if (o->log_dir) {
         char path[4096];
         snprintf(path, sizeof path, "%s/rank.%d.log", o->log_dir, r->id);
-        log = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-        if (log < 0) {
+        if ((log = outfile_create(path)) < 0) { /* never through a link planted there */
             fprintf(stderr, "ddlrun: --log-dir: cannot create %s: %s\n", path, strerror(errno));
             exit(1);
         }
@@ -968,10 +968,9 @@ int main(int argc, char **argv)
     set_xvars(&o);
     setup_env(&o);
     raise_open_files();
-    if (o.log_dir && mkdir(o.log_dir, 0755) != 0 && errno != EEXIST) {
-        fprintf(stderr, "ddlrun: --log-dir %s: %s\n", o.log_dir, strerror(errno));
-        return 1;
-    }
+    char why[4200];
+    if (o.log_dir && outdir_make(o.log_dir, why, sizeof why) != 0)
+        return fprintf(stderr, "ddlrun: --log-dir: %s\n", why), 1;
     install_handlers("ddlrun");
     catch_usr1(); /* forwarded to the ranks as it is (handle_signals), not fatal to us */
     char base_job[128];

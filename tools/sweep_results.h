@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "tools/outfile.h"
 #include "tools/sweep_space.h"
 
 /* a trial's state; the last five are final and go into results.csv */
@@ -53,10 +54,11 @@ static void results_row(const sweep_space *s, const sweep_trial *t, char *out, s
 }
 
 /* results_append: the row (and the header first if the file is empty), under an exclusive flock,
- * then fsync: on disk before the next trial starts. Returns 0, or -1 with errno. */
-static int results_append(const char *path, const char *header, const char *row)
+ * then fsync: on disk before the next trial starts; never through a link (outfile.h). Returns
+ * 0, or -1 with why. */
+static int results_append(const char *path, const char *header, const char *row, char *why, size_t why_bytes)
 {
-    int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    int fd = outfile_append(path, why, why_bytes);
     if (fd < 0)
         return -1;
     struct stat st;
@@ -70,9 +72,9 @@ static int results_append(const char *path, const char *header, const char *row)
         rc = -1;
     if (rc == 0 && fsync(fd) != 0)
         rc = -1;
-    int saved = errno;
+    if (rc)
+        snprintf(why, why_bytes, "%s: %s", path, strerror(errno));
     close(fd); /* drops the lock */
-    errno = saved;
     return rc;
 }
 

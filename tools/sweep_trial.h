@@ -164,9 +164,20 @@ static int trial_spawn(const sweep_opts *o, const sweep_space *s, sweep_trial *t
     trial_dir(o, t->id, dir, sizeof dir);
     snprintf(path, sizeof path, "%s/output.log", dir);
     int p[2] = {-1, -1};
-    if ((mkdir(dir, 0755) != 0 && errno != EEXIST) || (sl->log = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC,
-                                                                     0644)) < 0 || pipe2(p, O_CLOEXEC) != 0) {
-        fprintf(stderr, "%s: trial %ld: %s: %s\n", cli_prog, t->id, path, strerror(errno));
+    char why[8400];
+    struct stat st; /* the trial's directory: made by us, or by an earlier attempt; never a link */
+    if (mkdir(dir, 0755) != 0 && errno == EEXIST && lstat(dir, &st) == 0 && S_ISLNK(st.st_mode)) {
+        fprintf(stderr, "%s: trial %ld: %s is a symbolic link: not followed (planted by another user?)\n", cli_prog,
+                t->id, dir);
+        return -1;
+    }
+    if (outdir_check(dir, why, sizeof why) != 0 || (sl->log = outfile_append(path, why, sizeof why)) < 0) {
+        fprintf(stderr, "%s: trial %ld: %s\n", cli_prog, t->id, why);
+        return -1;
+    }
+    if (pipe2(p, O_CLOEXEC) != 0) {
+        fprintf(stderr, "%s: trial %ld: pipe: %s\n", cli_prog, t->id, strerror(errno));
+        close(sl->log), sl->log = -1;
         return -1;
     }
     dprintf(sl->log, "==== ddl-sweep: trial %ld, attempt %d, slot %s: ", t->id, t->attempts + 1, sl->name);

@@ -1,0 +1,90 @@
+/* outfile.h - output files of programs (ddlrun's --log-dir, ddl-sweep's --out) in a directory
+ * another user might write to. Such a user could plant a symlink (or a hard link) named like
+ * the next output, and the program would overwrite the victim's file it points to. So: a
+ * directory that exists already must be ours and not writable by others unless sticky (then
+ * nobody can plant anything in it but us, and in a sticky one nobody can replace our files); a
+ * file we write anew is unlinked and created with O_EXCL | O_NOFOLLOW, as checkpoints are; a file
+ * we append to (results.csv, output.log) is opened with O_NOFOLLOW and must be a regular file of
+ * ours with one link. Header-only, for programs: these return -1 and say why; the caller exits. */
+#ifndef DDL_OUTFILE_H
+#define DDL_OUTFILE_H
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* outdir_check: 0 if path is a directory we may write outputs into; -1 with why (naming path). */
+static inline int outdir_check(const char *path, char *why, size_t why_bytes)
+{
+    struct stat st;
+    if (lstat(path, &st) != 0) {
+        snprintf(why, why_bytes, "%s: %s", path, strerror(errno));
+        return -1;
+    }
+    if (S_ISLNK(st.st_mode) && st.st_uid != geteuid()) { /* ours: the user's own way to put it elsewhere */
+        snprintf(why, why_bytes, "%s is a symbolic link of uid %u, not ours (uid %u): not followed", path,
+                 (unsigned)st.st_uid, (unsigned)geteuid());
+        return -1;
+    }
+    if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        snprintf(why, why_bytes, "%s: %s", path, errno ? strerror(errno) : "not a directory");
+        return -1;
+    }
+    if (st.st_uid != geteuid()) {
+        snprintf(why, why_bytes, "%s belongs to uid %u, not to us (uid %u): another user could plant links in it; "
+                 "give a directory of our own", path, (unsigned)st.st_uid, (unsigned)geteuid());
+        return -1;
+    }
+    if ((st.st_mode & S_IWOTH) && !(st.st_mode & S_ISVTX)) {
+        snprintf(why, why_bytes, "%s is writable by every user (mode %04o) without the sticky bit: another user "
+                 "could plant links in it; chmod o-w it", path, (unsigned)(st.st_mode & 07777));
+        return -1;
+    }
+    return 0;
+}
+
+/* outdir_make: mkdir path (0755) unless it exists, then outdir_check. */
+static inline int outdir_make(const char *path, char *why, size_t why_bytes)
+{
+    if (mkdir(path, 0755) != 0 && errno != EEXIST) {
+        snprintf(why, why_bytes, "cannot create %s: %s", path, strerror(errno));
+        return -1;
+    }
+    errno = 0;
+    return outdir_check(path, why, why_bytes);
+}
+
+/* outfile_create: a new file at path for writing (whatever was there unlinked, never followed);
+ * the descriptor, or -1 with errno (EEXIST: something was planted between unlink and open). */
+static inline int outfile_create(const char *path)
+{
+    if (unlink(path) != 0 && errno != ENOENT)
+        return -1;
+    return open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+}
+
+/* outfile_append: path opened to append (created if missing); -1 with why if it is a symbolic
+ * link, or not a regular file of ours with one link (a hard link to someone's file). */
+static inline int outfile_append(const char *path, char *why, size_t why_bytes)
+{
+    /* O_NONBLOCK: a FIFO planted there fails (ENXIO) instead of blocking; no effect on a file */
+    int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
+    struct stat st;
+    memset(&st, 0, sizeof st);
+    if (fd < 0) {
+        snprintf(why, why_bytes, "%s: %s", path, errno == ELOOP ? "a symbolic link: not followed" : strerror(errno));
+        return -1;
+    }
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() || st.st_nlink != 1) {
+        snprintf(why, why_bytes, "%s: not a regular file of ours with one link (uid %u, %u links): not written", path,
+                 (unsigned)st.st_uid, (unsigned)st.st_nlink);
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+#endif
