@@ -10,7 +10,8 @@
  * Reads files with tools/tfevents.h (both CRCs checked); draws with its own 5x7 font and writes
  * the PNG with libpng. Exit status: 0; 1 when a file cannot be read or holds a corrupt record
  * (a truncated last record is reported and what comes before it is used); 2 for a bad command
- * line. */
+ * line. A diverged run's NaN and infinite values are drawn as marks on a panel's edge, not
+ * lines, and said on stderr. */
 #include "ddl.h"
 
 #include <dirent.h>
@@ -149,6 +150,20 @@ static int read_run(const char *path, run *r, const char *loss_tag, const char *
 
 #include "tools/plot_draw.h"
 
+/* say_nonfinite: a note for each series of r holding NaN or infinities (a diverged run). */
+static void say_nonfinite(const run *r, const char *loss_tag, const char *acc_tag)
+{
+    for (int k = 0; k < 2; k++) {
+        const series *s = k ? &r->acc : &r->loss;
+        size_t bad = 0;
+        for (size_t i = 0; i < s->n; i++)
+            bad += !isfinite(s->y[i]);
+        if (bad)
+            fprintf(stderr, "ddl-plot: %s: %zu value%s of %s %s NaN or infinite (diverged?): drawn as x on the "
+                    "panel's edge\n", r->name, bad, bad == 1 ? "" : "s", k ? acc_tag : loss_tag, bad == 1 ? "is" : "are");
+    }
+}
+
 int main(int argc, char **argv)
 {
     static const struct option options[] = {{"output", required_argument, NULL, 'o'},
@@ -185,6 +200,8 @@ int main(int argc, char **argv)
     for (int i = 0; i < n_runs; i++)
         status |= read_run(argv[optind + i], &runs[i], loss_tag, acc_tag, dump);
     if (!dump) {
+        for (int i = 0; i < n_runs; i++)
+            say_nonfinite(&runs[i], loss_tag, acc_tag);
         int rc = draw_chart(out, runs, n_runs, loss_tag, acc_tag, width, height);
         if (rc == 0)
             printf("ddl-plot: wrote %s (%d run%s)\n", out, n_runs, n_runs == 1 ? "" : "s");

@@ -5,6 +5,7 @@
 #define DDL_PLOT_DRAW_H
 
 #include <ctype.h>
+#include <float.h>
 #include <math.h>
 
 typedef struct canvas {
@@ -84,7 +85,17 @@ static void line(canvas *c, int x0, int y0, int x1, int y1, const uint8_t rgb[3]
     }
 }
 
-/* panel: one chart of every run's series (which: 0 loss, 1 accuracy) in the box (x, y, w, h). */
+/* mark: an x at (px, py), where a value that is not finite would be. */
+static void mark(canvas *c, int px, int py, const uint8_t rgb[3])
+{
+    line(c, px - 5, py - 5, px + 5, py + 5, rgb);
+    line(c, px - 5, py + 5, px + 5, py - 5, rgb);
+}
+
+/* panel: one chart of every run's series (which: 0 loss, 1 accuracy) in the box (x, y, w, h).
+ * A diverged run logs NaN and infinities: they take no part in the axes' range (which they would
+ * make infinite or NaN), break the line, and are drawn as an x on the top edge (NaN, +inf) or
+ * the bottom one (-inf); every pixel coordinate is clamped to the plot, so no line is endless. */
 static void panel(canvas *c, const run *runs, int n_runs, int which, const char *title, int x, int y, int w, int h)
 {
     static const uint8_t black[3] = {0, 0, 0}, grey[3] = {220, 220, 220};
@@ -93,9 +104,12 @@ static void panel(canvas *c, const run *runs, int n_runs, int which, const char 
         const series *s = which ? &runs[r].acc : &runs[r].loss;
         for (size_t i = 0; i < s->n; i++) {
             xmin = fmin(xmin, s->x[i]), xmax = fmax(xmax, s->x[i]);
-            ymin = fmin(ymin, s->y[i]), ymax = fmax(ymax, s->y[i]);
+            if (isfinite(s->y[i]))
+                ymin = fmin(ymin, s->y[i]), ymax = fmax(ymax, s->y[i]);
         }
     }
+    if (ymin > ymax) /* no finite value: an axis around 0 */
+        ymin = 0, ymax = 1;
     text(c, x + w / 2 - 6 * (int)strlen(title), y, title, black);
     int L = x + 80, T = y + 30, W = w - 100, H = h - 80; /* the plot area */
     fill(c, L, T + H, W, 2, black);
@@ -107,7 +121,8 @@ static void panel(canvas *c, const run *runs, int n_runs, int which, const char 
     }
     if (xmax == xmin)
         xmax = xmin + 1;
-    double pad = (ymax - ymin) * 0.08 + 1e-6;
+    double pad = fmin((ymax - ymin) * 0.08, DBL_MAX / 4) + 1e-6;
+    ymin = fmax(ymin, -DBL_MAX / 4), ymax = fmin(ymax, DBL_MAX / 4); /* ymax - ymin stays finite */
     ymin -= pad, ymax += pad;
     char lab[32];
     for (int k = 0; k <= 4; k++) { /* y ticks and grid */
@@ -128,13 +143,19 @@ static void panel(canvas *c, const run *runs, int n_runs, int which, const char 
     for (int r = 0; r < n_runs; r++) {
         const series *s = which ? &runs[r].acc : &runs[r].loss;
         const uint8_t *col = run_colors[r % 8];
+        int lx = 0, ly = 0, last = 0; /* the previous finite point, if the previous point was finite */
         for (size_t i = 0; i < s->n; i++) {
             int px = L + (int)((double)W * (s->x[i] - xmin) / (xmax - xmin));
-            int py = T + H - (int)((double)H * (s->y[i] - ymin) / (ymax - ymin));
+            if (!isfinite(s->y[i])) {
+                mark(c, px, s->y[i] < 0 ? T + H : T, col);
+                last = 0;
+                continue;
+            }
+            int py = T + H - (int)fmin(fmax((double)H * (s->y[i] - ymin) / (ymax - ymin), -10.0), H + 10.0);
             fill(c, px - 3, py - 3, 7, 7, col);
-            if (i > 0)
-                line(c, L + (int)((double)W * (s->x[i - 1] - xmin) / (xmax - xmin)),
-                     T + H - (int)((double)H * (s->y[i - 1] - ymin) / (ymax - ymin)), px, py, col);
+            if (last)
+                line(c, lx, ly, px, py, col);
+            lx = px, ly = py, last = 1;
         }
     }
 }
