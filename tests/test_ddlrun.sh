@@ -114,6 +114,20 @@ for r in 0 1 2 3; do grep -qx "$r 4 $((r % 2)) tcp bar passed token" "$tmp/h"; c
 printf 'a slots=2\nb slots=x\n' > "$tmp/hf"
 "$DDLRUN" --hostfile "$tmp/hf" true 2> "$tmp/err"; rc=$?
 [ $rc -eq 2 ] && grep -q 'line 2' "$tmp/err"; check "bad hostfile line named" $?
+# a host name goes to the agent's command line (ssh HOST): one that could be an option is refused
+"$DDLRUN" -np 2 -H "-oProxyCommand=touch $tmp/pwned:1,b:1" true 2> "$tmp/err"; rc=$?
+[ $rc -eq 2 ] && grep -q -- "-H: host '-oProxyCommand=touch $tmp/pwned': expected a host name or address" "$tmp/err" &&
+    [ ! -e "$tmp/pwned" ]; check "-H: a host name starting with '-' refused ($rc)" $?
+printf 'a slots=1\n-oProxyCommand=x slots=1\n' > "$tmp/hf"
+"$DDLRUN" --hostfile "$tmp/hf" true 2> "$tmp/err"; rc=$?
+[ $rc -eq 2 ] && grep -q -- "--hostfile $tmp/hf line 2: host '-oProxyCommand=x'" "$tmp/err"
+check "--hostfile: a host name starting with '-' refused, its line named" $?
+for h in 'a;b' 'a b' '$(x)' '[::1' '[-x]'; do
+    "$DDLRUN" -H "$h" true 2> "$tmp/err"; rc=$?
+    [ $rc -eq 2 ] && grep -q "expected a host name or address" "$tmp/err"; check "-H '$h' refused" $?
+done
+"$DDLRUN" -np 3 -H '[::1]:1,[fe80::1%eth0],node-7.example.com:1' --ssh-agent false true 2> "$tmp/err"
+! grep -q "expected a host name" "$tmp/err"; check "-H: [v6]:SLOTS, [v6] and a dotted name with '-' taken" $?
 "$DDLRUN" -H nosuchhost.invalid --ssh-agent false true 2> "$tmp/err"; rc=$?
 [ $rc -ne 0 ]; check "an agent that fails fails the job ($rc)" $?
 

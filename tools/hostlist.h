@@ -1,6 +1,6 @@
 /* hostlist.h - the hosts of a cluster job as mpirun and horovodrun take them: `-H a:4,b:4` and a
- * hostfile of "HOST [slots=N]" lines. For programs only (ddlrun): a bad list gets one line naming
- * where it came from and exit status 2, as tools/cli.h does. */
+ * hostfile of "HOST [slots=N]" lines. For programs only (ddlrun): a bad list (or a host name
+ * that is not one) gets one line naming where it came from and exit status 2, as tools/cli.h does. */
 #ifndef DDL_HOSTLIST_H
 #define DDL_HOSTLIST_H
 
@@ -18,6 +18,28 @@ typedef struct hostlist_host {
     int slots;
 } hostlist_host;
 
+/* hostlist_name_ok: name is a host name or address: [A-Za-z0-9._:-] only, or an IPv6 address
+ * in brackets, and no leading '-'. A host name goes into the agent's command line (ssh HOST), where
+ * "-oProxyCommand=..." would be an option, and into the master's address. */
+static inline int hostlist_name_ok(const char *name)
+{
+    size_t len = strlen(name), i = 0;
+    int v6 = name[0] == '[';
+    if (v6 && (len < 3 || name[len - 1] != ']'))
+        return 0;
+    if (v6)
+        i = 1, len--;
+    if (name[i] == '-')
+        return 0;
+    for (; i < len; i++) {
+        char c = name[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
+              c == ':' || c == '-' || (v6 && c == '%'))) /* fe80::1%eth0: a link-local address's zone */
+            return 0;
+    }
+    return 1;
+}
+
 /* hostlist_add: host `name` with `slots` slots as entry *n of h (what: where it came from). */
 static inline void hostlist_add(hostlist_host *h, int *n, const char *name, int slots, const char *what)
 {
@@ -25,6 +47,11 @@ static inline void hostlist_add(hostlist_host *h, int *n, const char *name, int 
     if (*n == HOSTLIST_MAX || len == 0 || len >= sizeof h[0].name) {
         fprintf(stderr, "%s: %s: %s\n", cli_prog, what,
                 len ? "too many hosts, or a name too long" : "an empty host name");
+        exit(2);
+    }
+    if (!hostlist_name_ok(name)) {
+        fprintf(stderr, "%s: %s: host '%s': expected a host name or address (letters, digits, '.', '_', ':', '-', "
+                "not first; an IPv6 address in brackets)\n", cli_prog, what, name);
         exit(2);
     }
     memcpy(h[*n].name, name, len + 1);
@@ -39,9 +66,9 @@ static inline int hostlist_parse(const char *list, hostlist_host *h, int max_slo
         size_t len = strcspn(p, ",");
         char item[300];
         snprintf(item, sizeof item, "%.*s", (int)(len < 299 ? len : 299), p);
-        char *colon = strrchr(item, ':');
+        char *colon = strrchr(item, ':'), *bracket = strrchr(item, ']');
         int slots = 1;
-        if (colon) {
+        if (colon && (!bracket || colon > bracket)) { /* [v6]:4 has slots, [v6] none */
             *colon = '\0';
             slots = cli_int("-H", colon + 1, 1, max_slots);
         }
@@ -69,14 +96,14 @@ static inline int hostlist_read(const char *path, hostlist_host *h, int max_slot
         if (fields < 1)
             continue;
         int slots = 1;
+        char where[400];
+        snprintf(where, sizeof where, "--hostfile %s line %d", path, ln);
         if (fields == 2) {
-            char where[400];
-            snprintf(where, sizeof where, "--hostfile %s line %d", path, ln);
             if (strncmp(extra, "slots=", 6) != 0)
                 cli_bad(where, extra, "slots=N");
             slots = cli_int(where, extra + 6, 1, max_slots);
         }
-        hostlist_add(h, &n, name, slots, path);
+        hostlist_add(h, &n, name, slots, where);
     }
     fclose(f);
     if (n == 0) {
