@@ -597,7 +597,12 @@ static int shm_allgather(void *state, const void *hdr, const void *buf, size_t b
 
 static void seg_name(shm_state *s, const char *job)
 {
-    if (s->jobless) /* per user: another user's job cannot even take the name away */
+    /* without a job id, per user: two users' jobs do not meet under one name. Another user can
+     * still create this name first (/dev/shm is writable by all), and then cannot be removed by
+     * us: check_owner refuses that segment before a byte of it is read, so our rank 0 fails at
+     * once naming it and its owner, instead of attaching. A job id (DDL_JOB, which ddlrun sets
+     * to a fresh random one) gives a name nobody can know in advance. */
+    if (s->jobless)
         snprintf(s->name, sizeof s->name, "/ddl-u%u", (unsigned)geteuid());
     else
         snprintf(s->name, sizeof s->name, "/ddl-%s", job);
