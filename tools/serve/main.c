@@ -100,7 +100,13 @@ static void parse_listen(const char *arg, struct sockaddr_storage *ss)
     snprintf(server.listen_host, sizeof server.listen_host, "%s", host);
 }
 
-int main(int argc, char **argv)
+typedef struct args {
+    const char *models[SV_MAX_MODELS], *listen, *token_file;
+    int n_models, threads, idle_timeout_s, insecure;
+} args;
+
+/* parse_args: the command line into a (and server's own fields); exits 2 on a bad one. */
+static void parse_args(int argc, char **argv, args *a)
 {
     static const struct option opts[] = {{"model", required_argument, NULL, 'm'},
                                          {"listen", required_argument, NULL, 'l'},
@@ -115,25 +121,24 @@ int main(int argc, char **argv)
                                          {"allow-host", required_argument, NULL, 'A'},
                                          CLI_HELP_VERSION,
                                          {NULL, 0, NULL, 0}};
-    const char *models[SV_MAX_MODELS], *listen = "127.0.0.1:8500", *token_file = NULL;
-    int n_models = 0, threads = 2, idle_timeout_s = SV_IDLE_TIMEOUT_S, insecure = 0, c;
+    *a = (args){.listen = "127.0.0.1:8500", .threads = 2, .idle_timeout_s = SV_IDLE_TIMEOUT_S};
     server.body_timeout_s = SV_BODY_TIMEOUT_S;
     cli_start(argv, "ddl-serve");
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+    for (int c; (c = getopt_long(argc, argv, "h", opts, NULL)) != -1;) {
         switch (c) {
         case 'm':
-            if (n_models == SV_MAX_MODELS)
+            if (a->n_models == SV_MAX_MODELS)
                 cli_error("at most 16 --model");
-            models[n_models++] = optarg;
+            a->models[a->n_models++] = optarg;
             break;
-        case 'l': listen = optarg; break;
+        case 'l': a->listen = optarg; break;
         case 'L': server.logdir = optarg; break;
         case 'D': server.data = optarg; break;
-        case 't': threads = cli_int("--threads", optarg, 1, 256); break;
+        case 't': a->threads = cli_int("--threads", optarg, 1, 256); break;
         case 'B': server.body_timeout_s = cli_int("--body-timeout", optarg, 1, 3600); break;
-        case 'I': idle_timeout_s = cli_int("--idle-timeout", optarg, 1, 86400); break;
-        case 'T': token_file = optarg; break;
-        case 'N': insecure = 1; break;
+        case 'I': a->idle_timeout_s = cli_int("--idle-timeout", optarg, 1, 86400); break;
+        case 'T': a->token_file = optarg; break;
+        case 'N': a->insecure = 1; break;
         case 'A':
             if (server.n_allow_hosts == 16)
                 cli_error("at most 16 --allow-host");
@@ -148,16 +153,24 @@ int main(int argc, char **argv)
         }
     }
     cli_end(argc, argv, optind);
-    if (!n_models)
+    if (!a->n_models)
         cli_error("give at least one --model NAME=PATH");
+}
+
+int main(int argc, char **argv)
+{
+    args a;
+    parse_args(argc, argv, &a);
+    const char *listen = a.listen;
+    int threads = a.threads;
     struct sockaddr_storage addr;
     memset(&addr, 0, sizeof addr);
     parse_listen(listen, &addr);
-    if (token_file)
-        read_token(token_file);
+    if (a.token_file)
+        read_token(a.token_file);
     else if (getenv("DDL_SERVE_TOKEN") && *getenv("DDL_SERVE_TOKEN"))
         snprintf(server.token, sizeof server.token, "%s", getenv("DDL_SERVE_TOKEN"));
-    if (!server.token[0] && !insecure && !is_loopback(&addr)) {
+    if (!server.token[0] && !a.insecure && !is_loopback(&addr)) {
         fprintf(stderr, "ddl-serve: --listen %s without a token: anyone who reaches it may use the models; give "
                 "--token-file F (or DDL_SERVE_TOKEN), or --insecure\n", listen);
         exit(2);
@@ -166,9 +179,9 @@ int main(int argc, char **argv)
     ddl_set_threads(1); /* parallelism comes from the HTTP threads: kernel threads would only compete */
     sv_arena_install();
     server.reg.threads = threads;
-    for (int i = 0; i < n_models; i++) {
+    for (int i = 0; i < a.n_models; i++) {
         char err[DDL_ERR_BYTES + 1024];
-        if (sv_registry_add(&server.reg, models[i], err, sizeof err) != 0) {
+        if (sv_registry_add(&server.reg, a.models[i], err, sizeof err) != 0) {
             fprintf(stderr, "ddl-serve: %s\n", err);
             sv_registry_close(&server.reg);
             return 1;
@@ -184,7 +197,7 @@ int main(int argc, char **argv)
     sigaddset(&sigs, SIGINT), sigaddset(&sigs, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &sigs, NULL); /* every thread started below inherits the mask */
     signal(SIGPIPE, SIG_IGN);
-    struct MHD_Daemon *d = sv_http_start((const struct sockaddr *)&addr, threads, idle_timeout_s);
+    struct MHD_Daemon *d = sv_http_start((const struct sockaddr *)&addr, threads, a.idle_timeout_s);
     if (!d) {
         fprintf(stderr, "ddl-serve: cannot listen on %s: %s\n", listen, strerror(errno));
         sv_registry_close(&server.reg);

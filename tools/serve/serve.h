@@ -126,7 +126,7 @@ void sv_scene(sv_model *m, const char *arg, sv_reply *rep);
 
 /* ---- protocols (tfserving.c, kserve.c) ---- */
 void sv_model_state(sv_model *m, int *number, ddl_checkpoint_info *info);
-int sv_is_image(const char *ctype, const unsigned char *body, size_t n);
+int sv_is_image(const char *ctype);  /* by its Content-Type only: image/... */
 void sv_tfs_status(sv_model *m, sv_reply *rep);
 void sv_tfs_metadata(sv_model *m, sv_reply *rep);
 void sv_tfs_predict(sv_model *m, const char *ctype, const unsigned char *body, size_t n, sv_reply *rep);

@@ -63,9 +63,8 @@ void sv_tfs_metadata(sv_model *m, sv_reply *rep)
 /* sv_is_image: the body is an image: its Content-Type says so (image/png, image/x-portable-graymap,
  * ...). Not sniffed from its bytes: a web page elsewhere can send a cross-site POST of text/plain
  * without asking first, but not of image/png, so an image never arrives by such a request. */
-int sv_is_image(const char *ctype, const unsigned char *body, size_t n)
+int sv_is_image(const char *ctype)
 {
-    (void)body, (void)n;
     return ctype && strncasecmp(ctype, "image/", 6) == 0;
 }
 
@@ -111,7 +110,7 @@ void sv_tfs_predict(sv_model *m, const char *ctype, const unsigned char *body, s
 {
     json_t *root = NULL;
     char why[300];
-    int image = sv_is_image(ctype, body, len);
+    int image = sv_is_image(ctype);
     sv_slot *s;
     sv_version *v = sv_acquire(m, &s);
     int n = image ? 1 : sv_stream_instances(m, body, len, s->pixels);
