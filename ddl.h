@@ -193,6 +193,8 @@ typedef struct ddl_train_config {
                               * sample index): every world size and a resumed run see the same
                               * samples. Segmentation masks move with their images. */
     int augment_pad;         /* CROP's padding in pixels (0: 4) */
+    int keep_weights;        /* 1: start from the weights the model has (rank 0's, sent to all):
+                              * an imported model (ddl_graph_import_onnx), fine-tuning; 0: from seed */
 } ddl_train_config;
 
 enum { DDL_AUGMENT_FLIP = 1, DDL_AUGMENT_CROP = 2 };
@@ -589,6 +591,10 @@ int ddl_graph_output_layer(const ddl_graph *g);
 int ddl_graph_head(const ddl_graph *g);
 const char *ddl_graph_error(const ddl_graph *g);
 
+/* ddl_graph_output_shape: the output's per-sample shape (c, h, w) of g built for cfg (its input
+ * and class count where g leaves them open; batch and the rest are not read). DDL_OK, or
+ * DDL_EINVAL when g cannot be built for cfg (ddl_model_check says why). */
+int ddl_graph_output_shape(const ddl_graph *g, const ddl_model_config *cfg, int *c, int *h, int *w);
 /* ddl_graph_parse: replace g by the graph of a text (the "arch" format, one layer per line; the
  * README and ddl_graph_format show it). ddl_graph_load: the same from a file, or a preset's name
  * ("lenet", "unet", "cnn": see ddl_graph_preset) when path names no file. Return DDL_OK, or
@@ -604,6 +610,27 @@ size_t ddl_graph_format(const ddl_graph *g, char *buf, size_t bytes);
  * max-pool, widths 32, 64, 128, global average pooling, dropout, dense to the classes).
  * DDL_OK or DDL_EINVAL (an unknown name, in err). */
 int ddl_graph_preset(ddl_graph *g, const char *name, char *err, size_t err_bytes);
+
+/* ddl_graph_import_onnx: g and its weights from an ONNX file another tool wrote (PyTorch's
+ * torch.onnx.export, onnx.helper, ddl's export; opsets 7 to 18): Conv, ConvTranspose, Relu,
+ * MaxPool, AveragePool, GlobalAveragePool, Gemm, MatMul (and the Add of its bias), Flatten,
+ * Reshape to (N, -1), Concat (channels), Add, Dropout and Identity (nothing at inference), a last
+ * Softmax (dropped: the output is the logits), and Mul/Div/Add/Sub of constants on the input
+ * (kept as scale and shift). Square kernels, equal strides and pads, no dilation or groups. Any
+ * other node is refused, named (BatchNormalization too: ddl trains without batch statistics).
+ * out->params (from alloc; free with ddl_onnx_import_free) holds the weights in the order a model
+ * ddl_model_graph() builds from g declares them: copy them into ddl_model_params(). Returns
+ * DDL_OK, DDL_EINVAL (a node or file ddl does not take, named in err), DDL_EIO, DDL_ENOMEM. */
+typedef struct ddl_onnx_import {
+    float *params;             /* the weights, in the model's order */
+    size_t n_params;
+    int in_c, in_h, in_w;      /* the input's size */
+    float scale, shift;        /* what the model does to its input first: x = input * scale + shift
+                                * (1 and 0 when nothing): ddl folds it into the normalisation */
+} ddl_onnx_import;
+int ddl_graph_import_onnx(ddl_graph *g, const char *path, const ddl_allocator *alloc, ddl_onnx_import *out, char *err,
+                          size_t err_bytes);
+void ddl_onnx_import_free(ddl_onnx_import *im, const ddl_allocator *alloc);
 
 /* ---- communication ----
  * A comm joins the ranks of one job over one transport. Collectives are written once above

@@ -8,9 +8,9 @@
 # chromium; playwright-core downloads no browser). ddl-serve needs libmicrohttpd-dev and
 # libjansson-dev and libyajl-dev; its tests curl, chromium; make bench wrk; tests/test_cpus.sh
 # qemu-user and the aarch64 cross compiler; tests/test_numpy python3-numpy (it writes the arrays),
-# test_images python3-pil, test_slurm_real.sh slurmctld, slurmd, slurm-client and munge.
+# test_images python3-pil, test_onnx_import.sh python3-onnx (it writes ONNX files without PyTorch), test_slurm_real.sh slurmctld, slurmd, slurm-client and munge.
 set -u
-PKGS="gcc g++ libc6-dev make pkg-config python3 python3-numpy python3-pil cmake libopenblas-dev libzmq3-dev liblz4-dev libopenmpi-dev openmpi-bin zlib1g-dev libsodium-dev libpng-dev libjpeg62-turbo-dev dataset-fashion-mnist iproute2 procps bc slurmctld slurmd slurm-client munge libmicrohttpd-dev libjansson-dev libyajl-dev curl chromium wrk"
+PKGS="gcc g++ libc6-dev make pkg-config python3 python3-numpy python3-pil python3-onnx cmake libopenblas-dev libzmq3-dev liblz4-dev libopenmpi-dev openmpi-bin zlib1g-dev libsodium-dev libpng-dev libjpeg62-turbo-dev dataset-fashion-mnist iproute2 procps bc slurmctld slurmd slurm-client munge libmicrohttpd-dev libjansson-dev libyajl-dev curl chromium wrk"
 # tests/test_cpus.sh: qemu-user runs the kernels under emulated CPUs without AVX-512 and AVX, and
 # the library built for aarch64 by the cross compiler
 [ "$(uname -m)" = x86_64 ] && PKGS="$PKGS qemu-user gcc-aarch64-linux-gnu libc6-dev-arm64-cross"

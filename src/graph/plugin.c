@@ -56,7 +56,8 @@ static int fail(ddl_model_build *b, const ddl_graph *g, int i, const char *fmt, 
         prefix[0] = '\0';
     char msg[DDL_ERR_BYTES];
     snprintf(msg, sizeof msg, "graph: layer %d (%s%s): %.180s", i, prefix, ddl__graph_op_name(g->layers[i].op), why);
-    ddl_build_fail(b, msg);
+    if (b) /* NULL: ddl_graph_output_shape, which only asks */
+        ddl_build_fail(b, msg);
     return DDL_EINVAL;
 }
 
@@ -498,6 +499,23 @@ static const ddl_model_plugin graph_plugin = {
 };
 
 const ddl_model_plugin *ddl_model_graph(void) { return &graph_plugin; }
+
+int ddl_graph_output_shape(const ddl_graph *g, const ddl_model_config *cfg, int *c, int *h, int *w)
+{
+    gmodel m; /* about 26 KB of stack, as the core's measure pass takes */
+    if (!g || !cfg || g->failed || g->n < 2)
+        return DDL_EINVAL;
+    memset(&m, 0, sizeof m);
+    memcpy(&m.g, g, sizeof m.g);
+    int rc = shape_input(&m, cfg, NULL);
+    for (int i = 1; i < g->n && rc == DDL_OK; i++)
+        rc = shape_layer(&m, i, cfg, NULL);
+    if (rc == DDL_OK) {
+        const rt *o = &m.r[ddl_graph_output_layer(g)];
+        *c = o->c, *h = o->h, *w = o->w;
+    }
+    return rc;
+}
 
 int ddl__graph_shape(const ddl_model *m, int i, const ddl_graph **g, int *c, int *h, int *w, int *groups)
 {

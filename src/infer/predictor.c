@@ -80,6 +80,77 @@ static int load_model(ddl_predictor **out, const char *path, const ddl_checkpoin
     return ddl__errf(err, err_bytes, rc, "%s: %s", path, why);
 }
 
+/* is_onnx: path names an ONNX file (by its extension: protobuf has no magic number). */
+static int is_onnx(const char *path)
+{
+    size_t n = strlen(path);
+    return n > 5 && strcmp(path + n - 5, ".onnx") == 0;
+}
+
+/* build_onnx: the model of an imported graph, its weights, and the input scaling it starts with
+ * as the normalisation (pixels p -> p * scale + shift: std 1 / (255 scale), mean -shift std). */
+static int build_onnx(ddl_predictor **out, const char *path, ddl_graph *g, const ddl_onnx_import *im, int batch,
+                      const ddl_allocator *alloc, char *err, size_t err_bytes)
+{
+    ddl_model_config mc = {.batch = batch, .in_c = im->in_c, .in_h = im->in_h, .in_w = im->in_w, .n_classes = 2,
+                           .graph = g};
+    int c, h, w;
+    if (ddl_graph_output_shape(g, &mc, &c, &h, &w) != DDL_OK || c < 2 || c > DDL_MAX_CLASSES || !(im->scale > 0))
+        return ddl__errf(err, err_bytes, DDL_EINVAL, "%s: ddl cannot build this model (its output has %d channels; "
+                         "2 to %d classes, a positive input scale)", path, c, DDL_MAX_CLASSES);
+    mc.n_classes = c;
+    size_t model_bytes = ddl_model_sizeof(ddl_model_graph(), &mc);
+    size_t x_bytes = (size_t)batch * (size_t)mc.in_c * (size_t)mc.in_h * (size_t)mc.in_w * sizeof(float);
+    size_t head = ddl__align_up(sizeof(ddl_predictor)), total = head + ddl__align_up(x_bytes) + model_bytes;
+    unsigned char *mem = model_bytes ? (unsigned char *)ddl__alloc(alloc, total) : NULL;
+    if (!mem)
+        return ddl__errf(err, err_bytes, model_bytes ? DDL_ENOMEM : DDL_EINVAL, "%s: %s", path,
+                         model_bytes ? "out of memory for the model" : "ddl cannot build this model");
+    ddl_predictor *p = (ddl_predictor *)mem;
+    memset(p, 0, sizeof *p);
+    p->mem = mem;
+    p->alloc = alloc;
+    p->x = (float *)(mem + head);
+    char why[DDL_ERR_BYTES];
+    int rc = ddl_model_init(mem + head + ddl__align_up(x_bytes), model_bytes, ddl_model_graph(), &mc, &p->m, why,
+                            sizeof why);
+    if (rc == DDL_OK && ddl_model_n_params(p->m) != im->n_params)
+        rc = ddl__errf(why, sizeof why, DDL_EINVAL, "its weights (%zu) do not fit the model ddl built (%zu)",
+                       im->n_params, ddl_model_n_params(p->m));
+    if (rc != DDL_OK) {
+        ddl__free(alloc, mem);
+        return ddl__errf(err, err_bytes, rc, "%s: %s", path, why);
+    }
+    memcpy(ddl_model_params(p->m), im->params, im->n_params * sizeof(float));
+    float std = 1.0f / (255.0f * im->scale);
+    ddl_model_set_norm(p->m, -im->shift * std, std);
+    snprintf(p->info.model, sizeof p->info.model, "graph");
+    p->info.model_cfg = mc;
+    p->info.model_cfg.graph = NULL;
+    p->info.n_params = im->n_params;
+    p->info.n_tensors = ddl_model_n_tensors(p->m);
+    p->info.mean = -im->shift * std;
+    p->info.std = std;
+    *out = p;
+    return DDL_OK;
+}
+
+static int open_onnx(const char *path, int batch, const ddl_allocator *alloc, ddl_predictor **out, char *err,
+                     size_t err_bytes)
+{
+    ddl_graph *g = NULL;
+    ddl_onnx_import im;
+    memset(&im, 0, sizeof im);
+    int rc = ddl_graph_create(alloc, &g);
+    if (rc == DDL_OK)
+        rc = ddl_graph_import_onnx(g, path, alloc, &im, err, err_bytes);
+    if (rc == DDL_OK)
+        rc = build_onnx(out, path, g, &im, batch, alloc, err, err_bytes);
+    ddl_onnx_import_free(&im, alloc);
+    ddl_graph_destroy(g, alloc);
+    return rc;
+}
+
 int ddl_predictor_open(const char *path, const ddl_predict_config *cfg, const ddl_allocator *alloc,
                        ddl_predictor **out, char *err, size_t err_bytes)
 {
@@ -91,6 +162,8 @@ int ddl_predictor_open(const char *path, const ddl_predict_config *cfg, const dd
     int batch = cfg && cfg->batch ? cfg->batch : DEFAULT_BATCH;
     if (batch < 1)
         return ddl__errf(err, err_bytes, DDL_EINVAL, "ddl_predictor_open: batch %d, expected 1 or more", batch);
+    if (is_onnx(path)) /* a model another tool exported, run as it is */
+        return open_onnx(path, batch, alloc, out, err, err_bytes);
     ddl_checkpoint *ck = NULL;
     int rc = ddl_checkpoint_open(path, alloc, &ck, err, err_bytes);
     if (rc != DDL_OK)

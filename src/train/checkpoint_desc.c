@@ -10,13 +10,14 @@
 
 #define DESC_MAX_NAME 255
 
-int ddl__checkpoint_desc_encode(const ddl_model *m, const char *const *class_names, const ddl_allocator *alloc,
-                                unsigned char **out, size_t *bytes)
+int ddl__checkpoint_desc_encode(const ddl_model *m, const char *const *class_names, int n_names,
+                                const ddl_allocator *alloc, unsigned char **out, size_t *bytes)
 {
     *out = NULL;
     *bytes = 0;
     size_t arch = ddl_model_describe(m, NULL, 0), n = 8 + arch;
-    int k = class_names ? m->cfg.n_classes : 0;
+    /* names only when they name every output (data of 3 classes on a model of 5 outputs: none) */
+    int k = class_names && n_names == m->cfg.n_classes ? n_names : 0;
     for (int i = 0; i < k; i++)
         n += 2 + strnlen(class_names[i], DESC_MAX_NAME);
     if (!arch && !k)

@@ -69,8 +69,8 @@ static int save(ddl_trainer *t, const char *path)
         src.optim = t->opt_state;
         src.bytes_per_sec = t->cfg.save_bytes_per_sec;
         unsigned char *desc = NULL;
-        if (ddl__checkpoint_desc_encode(t->m, t->data ? t->data->class_names : NULL, t->alloc, &desc,
-                                        &src.desc_bytes) != DDL_OK)
+        if (ddl__checkpoint_desc_encode(t->m, t->data ? t->data->class_names : NULL, t->data ? t->data->n_classes : 0,
+                                        t->alloc, &desc, &src.desc_bytes) != DDL_OK)
             src.desc_bytes = 0; /* the weights matter more than their description: saved without */
         src.desc = desc;
         status = path ? ddl__checkpoint_write(path, t->alloc, &src, t->err, sizeof t->err)

@@ -129,12 +129,12 @@ typedef struct ddl__checkpoint_src {
     size_t desc_bytes;
 } ddl__checkpoint_src;
 
-/* ddl__checkpoint_desc_encode: section DESC for model m and the class names of its data (NULL:
- * none): u32 length and the text of m's layer graph (0: it has none), u32 count and that many
+/* ddl__checkpoint_desc_encode: section DESC for model m and the n_names class names of its data
+ * (NULL: none; kept only when they are as many as the model's classes): u32 length and the text of m's layer graph (0: it has none), u32 count and that many
  * names of u16 length and bytes. *out from alloc (the caller frees it), NULL with *bytes 0 when
  * there is nothing to describe. DDL_OK or DDL_ENOMEM. */
-int ddl__checkpoint_desc_encode(const ddl_model *m, const char *const *class_names, const ddl_allocator *alloc,
-                                unsigned char **out, size_t *bytes);
+int ddl__checkpoint_desc_encode(const ddl_model *m, const char *const *class_names, int n_names,
+                                const ddl_allocator *alloc, unsigned char **out, size_t *bytes);
 /* ddl__checkpoint_desc_decode: check section DESC (n bytes at p) and keep it in ck (ck->desc,
  * ck->arch, ck->class_names). DDL_OK, DDL_ECORRUPT naming path and what is wrong, DDL_ENOMEM. */
 int ddl__checkpoint_desc_decode(ddl_checkpoint *ck, const unsigned char *p, size_t n, const char *path, char *err,

@@ -139,8 +139,9 @@ int ddl_trainer_create(const ddl_train_config *cfg, ddl_model *m, const ddl_data
         ddl__log(cfg->log, cfg->log_ud, DDL_LOG_WARN,
                  "DDL_OVERLAP=2: the all-reduce thread may not run at real-time priority (needs CAP_SYS_NICE or "
                  "an RLIMIT_RTPRIO); it runs as with DDL_OVERLAP=1");
-    /* Rank 0's initial weights are everybody's. */
-    ddl_model_init_weights(m, cfg->seed);
+    /* Rank 0's initial weights are everybody's: from the seed, or the model's own (imported). */
+    if (!cfg->keep_weights)
+        ddl_model_init_weights(m, cfg->seed);
     if (cfg->comm) {
         rc = ddl_comm_broadcast(cfg->comm, m->params, m->n_params, DDL_FLOAT32, 0);
         if (rc != DDL_OK) {

@@ -1,5 +1,7 @@
 // check.js - run a ddl ONNX export in onnxruntime-node and compare with ddl's own logits.
-//   node tests/onnx/check.js MODEL.onnx DIR
+//   node tests/onnx/check.js MODEL.onnx DIR [INPUT]
+// (INPUT: the model's input name, "pixels" by default, as ddl's export names it; the model's
+// output "logits" is compared)
 // DIR holds what `test_infer --reference` wrote: pixels.f32 (N, C, H, W) raw pixels 0..255,
 // logits.f32 (N, K, OH, OW) ddl's logits, shape.txt "N C H W K OH OW". Prints one line:
 //   onnx: images=100 values=1000 max_rel_diff=5.5e-7 max_abs_diff=3.8e-6 max_elem_rel=3.0e-5
@@ -31,11 +33,11 @@ function floats(file) {
 }
 
 async function main() {
-    const [model, dir] = process.argv.slice(2);
+    const [model, dir, input = 'pixels'] = process.argv.slice(2);
     const [n, c, h, w, k, oh, ow] = fs.readFileSync(path.join(dir, 'shape.txt'), 'utf8').trim().split(/\s+/).map(Number);
     const pixels = floats(path.join(dir, 'pixels.f32')), want = floats(path.join(dir, 'logits.f32'));
     const session = await ort.InferenceSession.create(model);
-    const result = await session.run({ pixels: new ort.Tensor('float32', pixels, [n, c, h, w]) });
+    const result = await session.run({ [input]: new ort.Tensor('float32', pixels, [n, c, h, w]) });
     const got = result.logits.data, s = oh * ow, per = k * s;
     if (got.length !== want.length) {
         console.log(`onnx: ${got.length} logits, ddl has ${want.length}`);

@@ -33,8 +33,9 @@
     "  --cache FILE              image folders decoded once into FILE (FILE.val, FILE.test), read\n"    \
     "                            back on later starts while the folders and sizes are the same\n"      \
     "model and training:\n"                                                                             \
-    "  --arch ARCH               a preset (lenet, cnn, cnn:WIDTH, unet, unet:DEPTH:WIDTH) or an arch\n" \
-    "                            text file (README: \"Your own data and model\")\n"                    \
+    "  --arch ARCH               a preset (lenet, cnn, cnn:WIDTH, unet, unet:DEPTH:WIDTH), an arch\n"  \
+    "                            text file (README: \"Your own data and model\"), or an ONNX file\n"   \
+    "                            (FILE.onnx: its network and weights, trained on from there)\n"       \
     "  --augment flip,crop       random horizontal flips, random crops (padding --augment-pad, 4)\n"  \
     "  --dropout P               where the arch has dropout without its own p (default 0)\n"          \
     "  --dice-weight W           segmentation: loss = cross-entropy + W * dice (default 0.5 with a\n"   \
@@ -178,14 +179,27 @@ static int same_classes(const ddl_dataset *a, const ddl_dataset *b, const char *
     return DDL_OK;
 }
 
-/* build: the model for the data: the graph's input from the data, its classes from the data. */
-static int build(const opts *o, const ddl_graph *g, const tr_sets *s, int world, ddl_model **m, char *err)
+/* build: the model for the data: the graph's input from the data, its classes from the data (an
+ * imported model: its own classes and weights). */
+static int build(const opts *o, const ddl_graph *g, const ddl_onnx_import *im, const tr_sets *s, int world,
+                 ddl_model **m, char *err)
 {
     const ddl_dataset *d = &s->train;
     ddl_model_config mc = {.batch = (o->ex.batch + world - 1) / world, .in_c = d->c, .in_h = d->h, .in_w = d->w,
                            .n_classes = d->n_classes > 1 ? d->n_classes : 2, .dropout = o->dropout, .graph = g};
+    int c, h, w;
+    if (im->params && ddl_graph_output_shape(g, &mc, &c, &h, &w) == DDL_OK)
+        mc.n_classes = c; /* the imported model's outputs; the data may use fewer of them */
     int rc = ddl_model_create(ddl_model_graph(), &mc, NULL, m, err, DDL_ERR_BYTES);
-    if (rc == DDL_OK) { /* one mean and std for gray images, one per channel for colour (torchvision's habit) */
+    if (rc == DDL_OK && im->params && ddl_model_n_params(*m) != im->n_params)
+        rc = DDL_EINVAL, snprintf(err, DDL_ERR_BYTES, "%s: its %zu weights do not fit the model built for the data "
+                                  "(%zu)", o->arch, im->n_params, ddl_model_n_params(*m));
+    if (rc == DDL_OK && im->params)
+        memcpy(ddl_model_params(*m), im->params, im->n_params * sizeof(float));
+    if (rc == DDL_OK && im->params) { /* an imported model keeps the input scaling it was made for */
+        float std = 1.0f / (255.0f * (im->scale > 0 ? im->scale : 1.0f));
+        ddl_model_set_norm(*m, -im->shift * std, std);
+    } else if (rc == DDL_OK) { /* one mean and std for gray images, one per channel for colour (torchvision's habit) */
         float mean, std, cm[DDL_MAX_NORM_CHANNELS], cs[DDL_MAX_NORM_CHANNELS];
         ddl_dataset_stats(d, &mean, &std);
         ddl_model_set_norm(*m, mean, std);
@@ -204,6 +218,7 @@ typedef struct run {
     ddl_comm *comm;
     int rank, world;
     ddl_graph *g;
+    ddl_onnx_import im;      /* --arch model.onnx: its weights, the training's start */
     tr_sets s;
     ddl_model *m;
     ddl_trainer *tr;
@@ -221,7 +236,10 @@ static int setup(run *r)
 {
     opts *o = &r->o;
     int rc = ddl_graph_create(NULL, &r->g);
-    if (rc == DDL_OK)
+    size_t n = strlen(o->arch);
+    if (rc == DDL_OK && n > 5 && strcmp(o->arch + n - 5, ".onnx") == 0)
+        rc = ddl_graph_import_onnx(r->g, o->arch, NULL, &r->im, r->err, sizeof r->err);
+    else if (rc == DDL_OK)
         rc = ddl_graph_load(r->g, o->arch, r->err, sizeof r->err);
     if (rc == DDL_OK) {
         shape(o, r->g);
@@ -240,7 +258,7 @@ static int setup(run *r)
     if (rc == DDL_OK)
         rc = same_classes(&r->s.train, &r->s.test, "test", r->err);
     if (rc == DDL_OK)
-        rc = build(o, r->g, &r->s, r->world, &r->m, r->err);
+        rc = build(o, r->g, &r->im, &r->s, r->world, &r->m, r->err);
     if (rc != DDL_OK) {
         r->bad_input = rc != DDL_ENOMEM;
         return rc;
@@ -254,6 +272,7 @@ static int setup(run *r)
     example_train_config(&o->ex, r->comm, r->s.train.n, &tc);
     tc.augment = o->augment;
     tc.augment_pad = o->augment_pad;
+    tc.keep_weights = r->im.params != NULL; /* an imported model trains on from its weights */
     tc.dice_weight = o->dice_weight >= 0 ? o->dice_weight : ddl_graph_head(r->g) == DDL_HEAD_DICE ? 0.5f : 0.0f;
     rc = example_watch_init(&r->w, &o->ex, "ddl-train", r->rank, r->world, r->s.train.n, &tc, r->err);
     if (rc == DDL_OK)
@@ -357,6 +376,7 @@ int main(int argc, char **argv)
     ddl_model_destroy(r.m);
     tr_free(&r.s);
     ddl_graph_destroy(r.g, NULL);
+    ddl_onnx_import_free(&r.im, NULL);
     ddl_comm_destroy(r.comm);
     return rc != DDL_OK ? (r.bad_input ? 2 : 1) : r.preempted ? EXAMPLE_EXIT_PREEMPTED : 0;
 }

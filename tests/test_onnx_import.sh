@@ -1,0 +1,77 @@
+#!/bin/sh
+# test_onnx_import.sh - ONNX files written by another tool (Debian's python3-onnx: onnx.helper,
+# tests/onnx/make_models.py) run and train in ddl:
+#  - a CNN of every operator ddl imports (Conv, ConvTranspose, pools, Gemm, MatMul + Add, Concat,
+#    a residual Add, Dropout, a last Softmax), raw pixels in, and the same with the scaling in
+#    the model (Div, Sub: opset 17): before any training, ddl's logits equal onnxruntime's on the
+#    original file within 1e-4 of their scale (tests/onnx/check.js), same classes;
+#  - ddl-train --arch model.onnx trains on from its weights (the loss falls from the imported
+#    model's), ddl-train --predict --model model.onnx runs it as it is;
+#  - a BatchNormalization and a computed Reshape (Shape, Gather) are refused, the node named.
+. "$(dirname "$0")/lib.sh"
+BUILD=${BUILD:-build}
+cd "$(dirname "$0")/.." || exit 1
+T=$BUILD/bin/ddl-train
+REF=$BUILD/tests/test_infer
+tmp=$(mktemp -d) || exit 1
+trap 'rm -rf "$tmp"' EXIT
+skip() { echo "skipped: $*"; echo "$pass passed, $fail failed"; [ "$fail" -eq 0 ]; exit; }
+"$PYTHON" -c 'import onnx, PIL, numpy' 2> /dev/null || skip "no python3-onnx, python3-pil or python3-numpy (make deps)"
+"$PYTHON" tests/onnx/make_models.py "$tmp/m"; check "python3-onnx writes the models" $?
+"$PYTHON" tests/train/make_fruits.py "$tmp/fruits" 150 40 16; check "the fruit photos are made" $?
+
+# ---- refused, named ----
+"$T" --data "$tmp/fruits/train" --arch "$tmp/m/bn.onnx" > "$tmp/e" 2>&1; rc=$?
+[ $rc -eq 2 ] && grep -q "bn.onnx: node .*(BatchNormalization): ddl trains without batch statistics" "$tmp/e"
+check "a BatchNormalization: exit 2, the node named" $?
+"$T" --predict --model "$tmp/m/dyn.onnx" --images "$tmp/fruits/test" > "$tmp/e" 2>&1; rc=$?
+[ $rc -eq 1 ] && grep -q "dyn.onnx: node .*(Shape): ddl cannot train this operator" "$tmp/e"
+check "a computed reshape: refused, the node named" $?
+printf 'not protobuf at all' > "$tmp/m/junk.onnx"
+"$T" --predict --model "$tmp/m/junk.onnx" --images "$tmp/fruits/test" > "$tmp/e" 2>&1; rc=$?
+[ $rc -eq 1 ] && grep -q "junk.onnx: not an ONNX model" "$tmp/e"; check "a file that is no ONNX model: said" $?
+
+# damaged files: cut short at 60 places, and bytes changed at 60: refused or run, never a crash
+size=$(wc -c < "$tmp/m/cnn.onnx"); crashed=0
+for i in $(seq 1 60); do
+    head -c $((size * i / 61)) "$tmp/m/cnn.onnx" > "$tmp/m/cut.onnx"
+    "$T" --predict --model "$tmp/m/cut.onnx" --images "$tmp/fruits/test/apple/0000.jpg" > /dev/null 2>&1
+    [ $? -gt 2 ] && crashed=$((crashed + 1))
+    cp "$tmp/m/cnn.onnx" "$tmp/m/flip.onnx"
+    printf '\377' | dd of="$tmp/m/flip.onnx" bs=1 seek=$((size * i / 61)) conv=notrunc 2> /dev/null
+    "$T" --predict --model "$tmp/m/flip.onnx" --images "$tmp/fruits/test/apple/0000.jpg" > /dev/null 2>&1
+    [ $? -gt 2 ] && crashed=$((crashed + 1))
+done
+[ $crashed -eq 0 ]; check "120 damaged ONNX files: none crashes ddl ($crashed did)" $?
+
+# ---- the same logits as the exporting runtime, before any training ----
+if command -v node > /dev/null 2>&1 && [ -d tests/onnx/node_modules/onnxruntime-node ]; then
+    for m in cnn scaled; do
+        mkdir -p "$tmp/ref-$m"
+        "$REF" --reference "$tmp/m/$m.onnx" "$tmp/fruits/test" 100 "$tmp/ref-$m" > "$tmp/log" 2>&1
+        check "ddl runs the imported $m.onnx" $?
+        node tests/onnx/check.js "$tmp/m/$m.onnx" "$tmp/ref-$m" input > "$tmp/out" 2>&1; rc=$?
+        cat "$tmp/out"
+        [ $rc -eq 0 ] && grep -q "^onnx: images=100 .* classes_equal=100/100 ok$" "$tmp/out"
+        check "$m.onnx: ddl's logits are onnxruntime's within 1e-4, the same classes" $?
+    done
+else
+    echo "onnxruntime-node not installed (tools/install-deps.sh): the logits are not compared"
+fi
+
+# ---- run as it is, and trained on ----
+"$T" --predict --model "$tmp/m/cnn.onnx" --images "$tmp/fruits/test" --out "$tmp/p.csv" > "$tmp/p" 2>&1
+[ $? -eq 0 ] && grep -q "^predicted 120 images" "$tmp/p" && [ "$(head -n 1 "$tmp/p.csv")" = "file,predicted,p0,p1,p2,p3,p4" ]
+check "--predict --model cnn.onnx classifies the photos (5 outputs, no names)" $?
+"$T" --data "$tmp/fruits/train" --test "$tmp/fruits/test" --arch "$tmp/m/cnn.onnx" --epochs 0 --quiet > "$tmp/t0" 2>&1
+"$T" --data "$tmp/fruits/train" --test "$tmp/fruits/test" --arch "$tmp/m/cnn.onnx" --epochs 4 --quiet \
+    --save "$tmp/tuned.ckpt" > "$tmp/t4" 2>&1
+check "ddl-train --arch cnn.onnx trains" $?
+a=$(field test_loss < "$tmp/t0"); b=$(field test_loss < "$tmp/t4")
+awk -v a="$a" -v b="$b" 'BEGIN { exit !(a > 0 && b > 0 && b < a) }'
+check "training goes on from the imported weights: test loss $a before, $b after" $?
+"$BUILD/bin/ddl-ckpt" export "$tmp/tuned.ckpt" "$tmp/tuned.onnx" > "$tmp/e" 2>&1
+check "the trained model exports to ONNX again" $?
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
