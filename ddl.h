@@ -614,7 +614,7 @@ int ddl_graph_preset(ddl_graph *g, const char *name, char *err, size_t err_bytes
 /* ddl_graph_import_onnx: g and its weights from an ONNX file another tool wrote (PyTorch's
  * torch.onnx.export, onnx.helper, ddl's export; opsets 7 to 18): Conv, ConvTranspose, Relu,
  * MaxPool, AveragePool, GlobalAveragePool, Gemm, MatMul (and the Add of its bias), Flatten,
- * Reshape to (N, -1), Concat (channels), Add, Dropout and Identity (nothing at inference), a last
+ * Reshape to (N, -1), Concat (channels), Add, Dropout, Identity and a Pad of zeros (nothing), a last
  * Softmax (dropped: the output is the logits), and Mul/Div/Add/Sub of constants on the input
  * (kept as scale and shift). Square kernels, equal strides and pads, no dilation or groups. Any
  * other node is refused, named (BatchNormalization too: ddl trains without batch statistics).

@@ -7,7 +7,8 @@
 #    original file within 1e-4 of their scale (tests/onnx/check.js), same classes;
 #  - ddl-train --arch model.onnx trains on from its weights (the loss falls from the imported
 #    model's), ddl-train --predict --model model.onnx runs it as it is;
-#  - a BatchNormalization and a computed Reshape (Shape, Gather) are refused, the node named.
+#  - a BatchNormalization and a computed Reshape (Shape, Gather) are refused, the node named;
+#  - where python3-torch is installed, the same for a CNN PyTorch exported itself (opsets 13, 17).
 . "$(dirname "$0")/lib.sh"
 BUILD=${BUILD:-build}
 cd "$(dirname "$0")/.." || exit 1
@@ -55,6 +56,17 @@ if command -v node > /dev/null 2>&1 && [ -d tests/onnx/node_modules/onnxruntime-
         [ $rc -eq 0 ] && grep -q "^onnx: images=100 .* classes_equal=100/100 ok$" "$tmp/out"
         check "$m.onnx: ddl's logits are onnxruntime's within 1e-4, the same classes" $?
     done
+    if "$PYTHON" -c 'import torch' 2> /dev/null; then # PyTorch's own export, where it is installed
+        "$PYTHON" tests/onnx/torch_export.py "$tmp/m" > "$tmp/log" 2>&1; check "torch.onnx.export writes two models" $?
+        for o in 13 17; do
+            mkdir -p "$tmp/ref-t$o"
+            "$REF" --reference "$tmp/m/torch$o.onnx" "$tmp/fruits/test" 100 "$tmp/ref-t$o" > "$tmp/log" 2>&1 &&
+                node tests/onnx/check.js "$tmp/m/torch$o.onnx" "$tmp/ref-t$o" > "$tmp/out" 2>&1
+            check "PyTorch's export, opset $o: ddl's logits are onnxruntime's ($(cat "$tmp/out"))" $?
+        done
+    else
+        echo "no python3-torch: PyTorch's own export is not tried (make bench installs it)"
+    fi
 else
     echo "onnxruntime-node not installed (tools/install-deps.sh): the logits are not compared"
 fi

@@ -473,6 +473,21 @@ static int one_node(imp *m, ddl_graph *g, const node *n)
         return join(m, g, n);
     if (strcmp(op, "Identity") == 0 || strcmp(op, "Dropout") == 0)
         return alias(m, n);
+    if (strcmp(op, "Pad") == 0) { /* PyTorch puts a Pad of zeros before avg_pool2d: nothing to do */
+        int t = n->n_in > 1 ? find(m, n->in[1]) : -1;
+        int64_t pads[16];
+        int k = t >= 0 && m->v[t].tensor >= 0 ? ints_of(&m->t[m->v[t].tensor], pads, 16) : -1;
+        attr pa = get(n, "pads"); /* before opset 11 */
+        if (k < 0 && pa.found)
+            for (k = 0; k < pa.n; k++)
+                pads[k] = pa.ints[k];
+        for (int i = 0; i < k; i++)
+            if (pads[i] != 0)
+                k = -1;
+        if (k >= 0)
+            return alias(m, n);
+        return fail(m, "node %s (Pad): ddl takes only a Pad of zeros (pad inside Conv instead)", n->name);
+    }
     if ((strcmp(op, "Softmax") == 0 || strcmp(op, "LogSoftmax") == 0) && strcmp(n->out[0], m->output) == 0)
         return alias(m, n); /* the logits are ddl's output; the loss and the predictor apply the softmax */
     if (strcmp(op, "BatchNormalization") == 0)
