@@ -179,8 +179,58 @@ static void refusals(void)
     refused(at("labels_u8.npy"), NULL, DDL_OK, NULL, NULL);
 }
 
-int main(void)
+/* ---- --scenes: U-Net's scenes as .npy files, for tests/test_train.sh ---- */
+
+/* write_npy: a uint8 array (n, h, w) as a version 1.0 .npy file. */
+static int write_npy(const char *path, const uint8_t *a, int n, int h, int w)
 {
+    char head[128];
+    int len = snprintf(head, sizeof head, "{'descr': '|u1', 'fortran_order': False, 'shape': (%d, %d, %d), }", n, h, w);
+    int total = (10 + len + 1 + 63) / 64 * 64; /* magic, version, length, header, '\n': a multiple of 64 */
+    FILE *f = fopen(path, "wb");
+    if (!f)
+        return -1;
+    fwrite("\x93NUMPY\x01\x00", 1, 8, f);
+    fputc((total - 10) & 255, f), fputc((total - 10) >> 8, f);
+    fwrite(head, 1, (size_t)len, f);
+    for (int i = 10 + len; i < total - 1; i++)
+        fputc(' ', f);
+    fputc('\n', f);
+    fwrite(a, 1, (size_t)n * h * w, f);
+    return fclose(f);
+}
+
+/* scenes: build/bin/unet's training and held-out scenes for --seed seed (examples/unet.c's
+ * make_data: items of Fashion-MNIST's train and t10k sets, at most 3 a scene) as
+ * DIR/{train,test}_{x,y}.npy: images (N, S, S) and masks (N, S, S). */
+static int scenes(const char *dir, int n, int n_test, int size, long seed)
+{
+    uint64_t s = (uint64_t)seed * 0x9E3779B97F4A7C15ull + 0x7363656e65ull; /* unet.c's scene_seed */
+    const char *split[2] = {"train", "t10k"}, *name[2] = {"train", "test"};
+    char why[DDL_ERR_BYTES], p[600];
+    for (int k = 0; k < 2; k++) {
+        ddl_dataset items = {0}, sc = {0};
+        int rc = ddl_dataset_load_mnist("/usr/share/datasets/fashion-mnist", split[k], NULL, &items, why, sizeof why);
+        if (rc == DDL_OK)
+            rc = ddl_dataset_make_scenes(&items, k ? n_test : n, size, 3, s + (uint64_t)k, NULL, &sc, why, sizeof why);
+        if (rc == DDL_OK) {
+            snprintf(p, sizeof p, "%s/%s_x.npy", dir, name[k]);
+            rc = write_npy(p, sc.images, sc.n, size, size);
+            snprintf(p, sizeof p, "%s/%s_y.npy", dir, name[k]);
+            rc = rc || write_npy(p, sc.targets, sc.n, size, size);
+        }
+        ddl_dataset_free(&items);
+        ddl_dataset_free(&sc);
+        if (rc != DDL_OK)
+            return fprintf(stderr, "test_numpy --scenes: %s\n", rc < 0 ? why : "cannot write"), 1;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 7 && strcmp(argv[1], "--scenes") == 0)
+        return scenes(argv[2], atoi(argv[3]), atoi(argv[4]), atoi(argv[5]), atol(argv[6]));
     int made = pydata_make("numpy", "tests/numpy/make_arrays.py");
     CHECK(made); /* the Python modules come with make's install step */
     if (made) {

@@ -4,7 +4,8 @@
 #    cnn on 2 ranks to >= 0.95 test accuracy, with the same weights over shm and tcp; --predict on the
 #    test folder gives the same accuracy and a CSV of class names and probabilities;
 #  - Fashion-MNIST written out as PNG folders trains with --arch lenet as the IDX files do
-#    (a small version: make bench has the full one), and the IDX path matches lenet bit for bit;
+#    (a small version), and the IDX path matches lenet bit for bit; U-Net's scenes written as
+#    .npy images and masks train with --arch unet to build/bin/unet's weights bit for bit;
 #  - what goes wrong is said: a damaged JPEG named (exit 2) or left out with --skip-bad, a bad
 #    arch line named, a numpy file without targets, a missing flag.
 . "$(dirname "$0")/lib.sh"
@@ -93,6 +94,20 @@ check "40 classes train (up to 256: labels are bytes)" $?
 "$T" --predict --model "$tmp/many.ckpt" --images "$tmp/many" --out "$tmp/many.csv" > "$tmp/e" 2>&1 &&
     [ "$(head -n 1 "$tmp/many.csv" | tr ',' '\n' | grep -c '^p_class')" -eq 40 ]
 check "--predict of 40 classes: a probability column per class name" $?
+
+# ---- U-Net's scenes as numpy arrays: build/bin/unet's weights, bit for bit ----
+if [ -d "$DATA" ]; then
+    mkdir -p "$tmp/sc"
+    "$BUILD/tests/test_numpy" --scenes "$tmp/sc" 160 40 32 42; check "unet's scenes written as .npy" $?
+    U="--epochs 2 --batch 16 --quiet --seed 42"
+    "$BUILD/bin/unet" --scenes 160 --test-scenes 40 --size 32 --depth 2 --width 4 $U > "$tmp/unet" 2>&1
+    "$T" --data "$tmp/sc/train_x.npy" --targets "$tmp/sc/train_y.npy" --test "$tmp/sc/test_x.npy" \
+        --test-targets "$tmp/sc/test_y.npy" --arch unet:2:4 --optimizer adam --lr 0.002 $U > "$tmp/npy" 2>&1
+    check "ddl-train --arch unet on .npy images and masks exits 0" $?
+    d1=$(field dice < "$tmp/unet"); d2=$(field dice < "$tmp/npy")
+    [ -n "$d1" ] && [ "$d1" = "$d2" ] && [ "$(crc "$tmp/unet")" = "$(crc "$tmp/npy")" ]
+    check "U-Net on .npy scenes: unet's dice ($d1, $d2) and weights ($(crc "$tmp/unet"), $(crc "$tmp/npy"))" $?
+fi
 
 # ---- what goes wrong is said ----
 mkdir -p "$tmp/bad/a" "$tmp/bad/b"
