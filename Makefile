@@ -127,7 +127,7 @@ BINDIR     ?= $(PREFIX)/bin
 LIBDIR     ?= $(PREFIX)/lib
 INCLUDEDIR ?= $(PREFIX)/include
 
-.PHONY: all lib run test test-only bench deps fuzz fuzz-build clean install uninstall FORCE
+.PHONY: all lib run test test-only bench deps deps-run fuzz fuzz-build clean install uninstall FORCE
 all: lib $(PROGS) $(TESTS)
 lib: $(BUILD)/libddl.a $(SHLIB_LINKS) $(DIST_FILES)
 
@@ -239,11 +239,15 @@ uninstall:
 deps:
 	@sh tools/install-deps.sh
 
+# what make run needs: building and training, no test tools and no npm
+deps-run:
+	@DDL_DEPS=run sh tools/install-deps.sh
+
 # the build inside run, test and bench takes every core, unless make was given -j itself (a clean
 # build: 60 s on one of these 2 cores, 35 s on both)
 BUILD_ALL = $(MAKE) --no-print-directory $(if $(filter -j%,$(MAKEFLAGS)),,-j$(shell nproc 2>/dev/null || echo 1)) all
 
-run: deps
+run: deps-run
 	@$(BUILD_ALL)
 	$(BUILD)/bin/ddlrun -n 2 -t shm $(BUILD)/bin/lenet
 

@@ -1,6 +1,7 @@
 #!/bin/sh
-# Install the Debian packages ddl needs, if any is missing. Used by `make run`, `make test`
-# and `make bench`. As root it runs apt-get; otherwise through sudo; otherwise it prints the
+# Install the Debian packages ddl needs, if any is missing. Used by `make run` (DDL_DEPS=run:
+# only what building and training need, so a machine without the npm registry can train),
+# `make test` (everything below) and `make bench`. As root it runs apt-get; otherwise through sudo; otherwise it prints the
 # exact command and fails. Then, for tests/test_onnx.sh, onnxruntime-node from npm into
 # tests/onnx/node_modules (as the user who runs make; --ignore-scripts: the package's install
 # script would fetch optional GPU parts, the CPU library is inside the package); and for
@@ -10,11 +11,14 @@
 # qemu-user and the aarch64 cross compiler; tests/test_numpy python3-numpy (it writes the arrays),
 # test_images python3-pil, test_onnx_import.sh python3-onnx (it writes ONNX files without PyTorch), test_slurm_real.sh slurmctld, slurmd, slurm-client and munge.
 set -u
-PKGS="gcc g++ libc6-dev make pkg-config python3 python3-numpy python3-pil python3-onnx cmake libopenblas-dev libzmq3-dev liblz4-dev libopenmpi-dev openmpi-bin zlib1g-dev libsodium-dev libpng-dev libjpeg62-turbo-dev dataset-fashion-mnist iproute2 procps bc slurmctld slurmd slurm-client munge libmicrohttpd-dev libjansson-dev libyajl-dev curl chromium wrk"
+# building and training: the compiler, the libraries ddl links, the data
+RUN_PKGS="gcc libc6-dev make pkg-config libopenblas-dev libzmq3-dev liblz4-dev libopenmpi-dev openmpi-bin zlib1g-dev libsodium-dev libpng-dev libjpeg62-turbo-dev dataset-fashion-mnist procps"
+PKGS="$RUN_PKGS g++ python3 python3-numpy python3-pil python3-onnx cmake iproute2 bc slurmctld slurmd slurm-client munge libmicrohttpd-dev libjansson-dev libyajl-dev curl chromium wrk"
 # tests/test_cpus.sh: qemu-user runs the kernels under emulated CPUs without AVX-512 and AVX, and
 # the library built for aarch64 by the cross compiler
 [ "$(uname -m)" = x86_64 ] && PKGS="$PKGS qemu-user gcc-aarch64-linux-gnu libc6-dev-arm64-cross"
 NODE=1
+[ "${DDL_DEPS:-test}" = run ] && PKGS="$RUN_PKGS" NODE=0  # make run: no test tools, no npm
 [ "${DDL_BENCH_DEPS:-0}" = 1 ] && PKGS="$PKGS python3 python3-torch python3-numpy time"
 [ "${DDL_FUZZ_DEPS:-0}" = 1 ] && PKGS="clang" NODE=0  # make fuzz only: make test never needs clang
 # Node.js and npm: Debian's, unless the machine has a node and npm already (NodeSource's nodejs
