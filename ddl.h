@@ -1182,6 +1182,9 @@ uint32_t ddl_crc32(uint32_t crc, const void *data, size_t bytes);
 /* ddl_crc32c: CRC-32C (Castagnoli, as iSCSI and ext4) of `bytes` bytes, continuing from crc
  * (start at 0): ddl_crc32c(0, "123456789", 9) == 0xE3069283. */
 uint32_t ddl_crc32c(uint32_t crc, const void *data, size_t bytes);
+/* ddl_hmac_sha256: out (32 bytes) = HMAC-SHA256 of msg[msg_bytes] with key[key_bytes] (RFC 2104):
+ * the MAC ddl's handshakes and heartbeats use, for programs that derive values from the token. */
+void ddl_hmac_sha256(const void *key, size_t key_bytes, const void *msg, size_t msg_bytes, unsigned char out[32]);
 
 /* ---- optimizers and learning-rate schedules (what ddl_trainer_step applies) ---- */
 

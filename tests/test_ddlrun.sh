@@ -164,5 +164,15 @@ check "--bind cores with more ranks than CPUs: said, and nothing bound" $?
 "$DDLRUN" -n 1 ./no/such/program 2> "$tmp/err"; rc=$?
 [ $rc -eq 127 ] && grep -q "cannot run './no/such/program'" "$tmp/err"; check "missing program -> 127" $?
 
+# ---- the job id of a job on several nodes: from the token, which strangers do not have ----
+printf 'secret-one-0123456789\n' > "$tmp/t1"; printf 'secret-two-0123456789\n' > "$tmp/t2"; chmod 600 "$tmp/t1" "$tmp/t2"
+job() { "$DDLRUN" -n 1 --nodes 2 --node-rank "$2" --master 127.0.0.1:29911 --token-file "$tmp/$1" \
+    sh -c 'echo "$DDL_JOB"' 2> /dev/null; }
+j1=$(job t1 0); j1b=$(job t1 1); j2=$(job t2 0)
+[ -n "$j1" ] && [ "$j1" = "$j1b" ] && [ "$j1" != "$j2" ] && [ ${#j1} -eq 17 ]
+check "--nodes: every node derives the same job id from the token and the master; another token, another ($j1 $j1b $j2)" $?
+old=$(printf '127.0.0.1:29911' | "$PYTHON" -c 'import sys, zlib; print("m%08x" % zlib.crc32(sys.stdin.buffer.read()))')
+[ "$j1" != "$old" ]; check "--nodes: the job id is not the CRC of the master anyone can compute ($old)" $?
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -48,6 +48,7 @@
 #include "tools/hostlist.h"
 #include "tools/outfile.h"
 #include "tools/sigpipe.h"
+#include "tools/token.h"
 
 #define MAX_RANKS 1024
 #define LINE_BYTES 4096
@@ -97,7 +98,8 @@ static int n_hosts;
     "  --master H:P    rendezvous address of rank 0 (required with --nodes > 1; with -H: first host:29500)\n" \
     "  --timeout S     seconds any blocking operation may wait (DDL_TIMEOUT_MS)\n"                           \
     "  --tag-output    prefix every output line with \"[rank] \"\n"                                          \
-    "  --job ID        job id (default: $DDL_JOB, else random; derived from --master with --nodes > 1)\n"    \
+    "  --job ID        job id (default: $DDL_JOB, else random; with --nodes > 1 an HMAC of --master keyed\n"  \
+    "                  by the token, so the nodes agree and strangers cannot know it)\n"                     \
     "  --token-file F  the job's secret (DDL_TOKEN) from the first line of F, which only you may read;\n"    \
     "                  required with --nodes > 1 unless DDL_TOKEN is set (or DDL_INSECURE=1)\n"              \
     "  --restarts R    when a rank fails, stop all ranks and start them all again, up to R times (on\n"     \
@@ -239,29 +241,12 @@ static void set_env(const char *name, const char *value)
     }
 }
 
-/* read_token_file: DDL_TOKEN from the first line of path, a file only its owner may read (the
- * token never goes on a command line, where other users could see it). */
+/* read_token_file: DDL_TOKEN from the first line of path (token.h); exit 2 if it cannot be. */
 static void read_token_file(const char *path)
 {
-    struct stat st;
-    FILE *f = fopen(path, "r");
-    if (!f || fstat(fileno(f), &st) != 0) {
-        fprintf(stderr, "ddlrun: --token-file %s: %s\n", path, strerror(errno));
+    char line[512];
+    if (token_read_file(path, line, sizeof line) != 0)
         exit(2);
-    }
-    if (st.st_mode & 077) {
-        fprintf(stderr, "ddlrun: --token-file %s: other users may read it (mode %03o); chmod 600 it\n", path,
-                (unsigned)(st.st_mode & 0777));
-        exit(2);
-    }
-    char line[512] = "";
-    int got = fgets(line, sizeof line, f) != NULL;
-    fclose(f);
-    line[strcspn(line, "\r\n")] = '\0';
-    if (!got || !line[0]) {
-        fprintf(stderr, "ddlrun: --token-file %s: the first line is empty\n", path);
-        exit(2);
-    }
     set_env("DDL_TOKEN", line);
 }
 
@@ -350,10 +335,14 @@ static void setup_env(const opts *o)
         snprintf(buf, sizeof buf, "127.0.0.1:%d", free_port());
         set_env("DDL_MASTER", buf);
     }
+    setup_token(o); /* before the job id, which comes from it on several nodes */
     if (o->job) {
         set_env("DDL_JOB", o->job);
     } else if (!getenv("DDL_JOB") || !getenv("DDL_JOB")[0]) {
-        if (o->nodes > 1) /* every node must agree without talking: derive it from the master */
+        const char *token = getenv("DDL_TOKEN");
+        if (o->nodes > 1 && token && token[0]) /* every node agrees without talking, and only they know it */
+            token_job_id(buf, token, o->master);
+        else if (o->nodes > 1) /* DDL_INSECURE=1 without a token: anyone may join anyway */
             snprintf(buf, sizeof buf, "m%08x", ddl_crc32(0, o->master, strlen(o->master)));
         else
             random_hex(buf, 8);
@@ -367,7 +356,6 @@ static void setup_env(const opts *o)
         snprintf(buf, sizeof buf, "%.0f", o->timeout_s * 1000.0 < 1 ? 1 : o->timeout_s * 1000.0);
         set_env("DDL_TIMEOUT_MS", buf);
     }
-    setup_token(o);
 }
 
 /* ---- ranks ---- */

@@ -139,3 +139,8 @@ int ddl__ct_equal(const void *a, const void *b, size_t bytes)
         d |= (unsigned char)(x[i] ^ y[i]);
     return d == 0;
 }
+
+void ddl_hmac_sha256(const void *key, size_t key_bytes, const void *msg, size_t msg_bytes, unsigned char out[32])
+{
+    ddl__hmac_sha256(key, key_bytes, msg, msg_bytes, out);
+}
