@@ -42,6 +42,12 @@ check "--predict's accuracy is the summary's ($acc)" $?
 check "the CSV: a header of class names, a row per file with its class name and probabilities" $?
 "$T" --predict --model "$tmp/fruits.ckpt" --images "$tmp/fruits/test/apple/0001.jpg" > "$tmp/one.pred" 2>&1
 grep -q "^predicted 1 images" "$tmp/one.pred"; check "--predict on one file" $?
+if "$PYTHON" -c 'import onnx' 2> /dev/null; then # the class names in the ONNX export's metadata
+    "$BUILD/bin/ddl-ckpt" export "$tmp/fruits.ckpt" "$tmp/fruits.onnx" > /dev/null 2>&1 &&
+        [ "$("$PYTHON" -c 'import json, onnx, sys; m = onnx.load(sys.argv[1])
+print(",".join(json.loads({p.key: p.value for p in m.metadata_props}["ddl.class_names"])))' "$tmp/fruits.onnx")" = apple,guava,kiwi ]
+    check "the ONNX export carries the class names (metadata ddl.class_names)" $?
+fi
 
 # ---- Fashion-MNIST as PNG folders, against its IDX files ----
 if [ -d "$DATA" ]; then

@@ -12,6 +12,7 @@
 #include <string.h>
 
 /* onnx.proto field numbers and enum values used below */
+enum { MODEL_METADATA = 14, ENTRY_KEY = 1, ENTRY_VALUE = 2 }; /* StringStringEntryProto */
 enum { MODEL_IR_VERSION = 1, MODEL_PRODUCER = 2, MODEL_PRODUCER_VERSION = 3, MODEL_GRAPH = 7, MODEL_OPSET = 8,
        OPSET_VERSION = 2 };
 enum { GRAPH_NODE = 1, GRAPH_NAME = 2, GRAPH_INITIALIZER = 5, GRAPH_INPUT = 11, GRAPH_OUTPUT = 12 };
@@ -353,6 +354,36 @@ static const char *walk(onnx *o, const ddl_model *m, int *out_rank)
 
 /* ---- the model ---- */
 
+/* class_names: the checkpoint's class names as the metadata entry "ddl.class_names", a JSON array
+ * of strings (escaped: the names come from folder names, which may hold anything). */
+static void class_names(onnx *o, int k, const ddl_allocator *alloc)
+{
+    const char *const *names = ddl_checkpoint_class_names(o->ck);
+    size_t need = 3;
+    for (int i = 0; names && i < k; i++)
+        need += 6 * strlen(names[i]) + 3;
+    char *s = names ? (char *)ddl__alloc(alloc, need) : NULL;
+    if (!s)
+        return; /* no names, or no memory for them: the model without them */
+    size_t at = 0;
+    s[at++] = '[';
+    for (int i = 0; i < k; i++) {
+        at += (size_t)snprintf(s + at, need - at, "%s\"", i ? "," : "");
+        for (const unsigned char *c = (const unsigned char *)names[i]; *c; c++)
+            at += (size_t)(*c == '"' || *c == '\\' ? snprintf(s + at, need - at, "\\%c", *c)
+                           : *c < 0x20          ? snprintf(s + at, need - at, "\\u%04x", *c)
+                                                : snprintf(s + at, need - at, "%c", *c));
+        s[at++] = '"';
+    }
+    s[at++] = ']';
+    s[at] = '\0';
+    size_t e = ddl__pb_begin(&o->pb, MODEL_METADATA);
+    ddl__pb_string(&o->pb, ENTRY_KEY, "ddl.class_names");
+    ddl__pb_string(&o->pb, ENTRY_VALUE, s);
+    ddl__pb_end(&o->pb, e);
+    ddl__free(alloc, s);
+}
+
 /* graph_of: the layer graph of the checkpoint: the one it carries, or, for lenet and unet
  * checkpoints written before checkpoints carried one, the preset that builds them. */
 static int graph_of(const ddl_checkpoint *ck, ddl_graph *g, const char *path, char *err, size_t err_bytes)
@@ -434,6 +465,7 @@ int ddl_export_onnx(const ddl_checkpoint *ck, const char *path, const ddl_alloca
     size_t opset = ddl__pb_begin(b, MODEL_OPSET);
     ddl__pb_varint(b, OPSET_VERSION, OPSET);
     ddl__pb_end(b, opset);
+    class_names(o, oc, alloc);
     int rc;
     if (o->bad)
         rc = ddl__errf(err, err_bytes, DDL_EINVAL, "%s: %s; nothing exported", path, o->err);
