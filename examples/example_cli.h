@@ -1,4 +1,6 @@
-/* cli.h - the command line of every ddl program (examples/ and tools/), on getopt_long from libc.
+/* example_cli.h - the command line of every ddl program (examples/ and tools/, which reach it as
+ * tools/cli.h), on getopt_long from libc. Header-only and on ddl.h alone: copy it along with an
+ * example.
  * A program names itself with cli_start, lists its flags in a struct option table with
  * CLI_HELP_VERSION, and turns each value with these strict helpers: an integer refuses "1.5",
  * "12abc", "" and out of range, a float "nan", "1e999" and trailing junk. A bad command line gets

@@ -2,7 +2,7 @@
  * option table, --help lines and values), the ddl_train_config they make, what a resumed run
  * says, a clock, and one test hook. Each example writes its own loop out. What they show of a
  * run (progress, event files, timeline, stragglers) is example_watch.h's, included at the end.
- * Header-only: copy both along with the example (and tools/cli.h). */
+ * Header-only: copy both along with the example (and example_cli.h). */
 #ifndef DDL_EXAMPLE_COMMON_H
 #define DDL_EXAMPLE_COMMON_H
 
@@ -14,7 +14,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "tools/cli.h"
+#include "example_cli.h"
 
 static void example_log(void *ud, int level, const char *msg);
 

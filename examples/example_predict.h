@@ -1,11 +1,11 @@
-/* predict.h - `--predict --model M` of lenet and unet: a trained model used on many images, on one
+/* example_predict.h - `--predict --model M` of lenet and unet: a trained model used on many images, on one
  * rank or on every rank ddlrun or mpirun starts. The images are cut into forward passes of
  * --batch images; each rank takes a contiguous run of whole passes, so every image is computed in
  * the same pass, with the same neighbours, as on one rank, and rank 0 gathers the results in
  * image order: its output is byte for byte a one-rank run's. Rank 0 prints accuracy (and for
  * segmentation dice and mean IoU), the confusion matrix and images/s, then one summary line;
  * lenet writes --out CSV, unet each scene's mask as a PNG. A bad file gives one line naming it
- * and exit 1. Header-only: copy it along with the example (and example_common.h, png.h); what
+ * and exit 1. Header-only: copy it along with the example (and example_common.h, example_png.h); what
  * only one of the two examples uses is static inline, so the other compiles it without a warning. */
 #ifndef DDL_EXAMPLE_PREDICT_H
 #define DDL_EXAMPLE_PREDICT_H
@@ -19,7 +19,7 @@
 #include <sys/stat.h>
 
 #include "example_common.h"
-#include "png.h"
+#include "example_png.h"
 
 /* ---- options ---- */
 

@@ -14,15 +14,15 @@
  *
  * Flags as getopt_long reads them (--epochs 3, --epochs=3); --help, --version; a bad flag or value
  * exits 2 naming it. The flags lenet shares with unet are in example_common.h; --predict, which
- * classifies with a trained model instead of training one, is in predict.h. */
+ * classifies with a trained model instead of training one, is in example_predict.h. Copy the
+ * example_*.h files along with this one; it builds with cc lenet.c $(pkg-config --cflags --libs ddl). */
 #include "ddl.h"
 
 #include <getopt.h>
 #include <stdio.h>
 
 #include "example_common.h"
-#include "predict.h"
-#include "tools/cli.h"
+#include "example_predict.h"
 
 #define USAGE                                                                                \
     "usage: lenet [OPTION]...\n"                                                             \
@@ -80,7 +80,7 @@ int main(int argc, char **argv)
     }
     int rank = comm ? ddl_comm_rank(comm) : 0, world = comm ? ddl_comm_size(comm) : 1;
     ddl_set_threads(o.threads);
-    if (po.on) { /* inference with a trained model: predict.h */
+    if (po.on) { /* inference with a trained model: example_predict.h */
         rc = predict_lenet(&po, &o, comm);
         ddl_comm_destroy(comm);
         return rc;

@@ -19,8 +19,8 @@
  * prints loss, pixel accuracy, foreground dice and mean IoU per epoch, then one summary line;
  * with --images DIR it writes DIR/scene_NN.ppm for a few test scenes: input, truth and
  * prediction side by side, classes in a fixed palette.
- * With --predict (predict.h) it trains nothing: checkpoint M segments the held-out scenes of the
- * run that wrote it (its seed and canvas size), split over the ranks; rank 0 prints pixel
+ * With --predict (example_predict.h) it trains nothing: checkpoint M segments the held-out scenes
+ * of the run that wrote it (its seed and canvas size), split over the ranks; rank 0 prints pixel
  * accuracy, dice and mean IoU and, with --images DIR, writes each scene's mask as
  * DIR/scene_NNNN.png in the same palette. */
 #include "ddl.h"
@@ -33,8 +33,7 @@
 #include <sys/stat.h>
 
 #include "example_common.h"
-#include "predict.h"
-#include "tools/cli.h"
+#include "example_predict.h"
 
 /* ---- pictures ---- */
 
@@ -233,7 +232,7 @@ static int make_data(const char *dir, const unet_opts *u, long seed, ddl_dataset
     return rc == DDL_OK ? make_test(dir, u, seed, test, err) : rc;
 }
 
-/* ---- --predict: a trained model on the held-out scenes of its run (predict.h) ---- */
+/* ---- --predict: a trained model on the held-out scenes of its run (example_predict.h) ---- */
 
 static int predict(const example_opts *o, unet_opts u, const predict_opts *po, ddl_comm *comm)
 {
