@@ -840,8 +840,10 @@ const char *const *ddl_checkpoint_class_names(const ddl_checkpoint *ck);
 int ddl_checkpoint_check_model(const ddl_checkpoint *ck, const ddl_model *m, char *err, size_t err_bytes);
 
 /* ddl_trainer_save: write a checkpoint of the trainer to path (see above). Collective: every
- * rank calls it at the same step; rank 0 writes the file, and every rank returns rank 0's
- * status. Rank 0 allocates the file image (about the size of weights plus optimizer state)
+ * rank calls it at the same step, not rank 0 alone as with torch.save (the other ranks send
+ * their RNG state); rank 0 writes the file, and every rank returns rank 0's status. Called on
+ * some ranks only, it fails within the comm's timeout with an error that says so
+ * ("ddl_trainer_save is collective: every rank must call it ..."). Rank 0 allocates the file image (about the size of weights plus optimizer state)
  * through the trainer's allocator for the duration of the call; other ranks allocate nothing,
  * and nothing is allocated per training step. Returns DDL_OK, DDL_EIO (cannot write, fsync or
  * rename; ddl_trainer_error says which and why), DDL_ENOMEM, or a comm error. */

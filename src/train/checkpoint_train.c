@@ -49,6 +49,11 @@ static int save(ddl_trainer *t, const char *path)
         rc = ddl_comm_allgather(c, t->drop_rng.s, t->rng_all, 4, DDL_INT64);
     else
         t->rng_all[0] = t->drop_rng;
+    if (rc == DDL_EMISMATCH || rc == DDL_EPEER || rc == DDL_ETIMEDOUT) /* the save's first collective */
+        return ddl__errf(t->err, sizeof t->err, rc,
+                         "ddl_trainer_save is collective: every rank must call it at the same step, not rank 0 "
+                         "alone (the others send their RNG state; rank 0 writes the file): save of %s at step %ld: "
+                         "%s: %s", name, t->step, ddl_strerror(rc), ddl_comm_error(c));
     if (rc != DDL_OK)
         return comm_fail(t, rc, "save of", path, "gathering the RNG states");
     int64_t status = DDL_OK;
