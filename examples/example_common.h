@@ -8,11 +8,14 @@
 
 #include "ddl.h"
 
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "example_cli.h"
 
@@ -25,7 +28,7 @@ typedef struct example_opts {
     float lr, momentum, weight_decay;
     const char *checkpoint, *save; /* checkpoints: --checkpoint PATH --checkpoint-every N --resume --save PATH */
     long checkpoint_every, save_rate;
-    int resume;
+    int resume, keep_checkpoints; /* --keep-checkpoints K: PATH and PATH.1 .. PATH.K-1 (default 1: PATH) */
     const char *logdir; /* --logdir DIR: TensorBoard event files, with scalars every --log-every steps */
     int log_every;
 } example_opts;
@@ -33,7 +36,7 @@ typedef struct example_opts {
 /* getopt_long's codes of the shared flags; an example's own flags take codes from EXAMPLE_OPT_END. */
 enum { OPT_DATA = 256, OPT_EPOCHS, OPT_BATCH, OPT_LR, OPT_MOMENTUM, OPT_OPTIMIZER, OPT_WEIGHT_DECAY, OPT_SCHEDULE,
        OPT_WARMUP, OPT_SEED, OPT_TRAIN_LIMIT, OPT_THREADS, OPT_QUIET, OPT_CHECKPOINT, OPT_CHECKPOINT_EVERY, OPT_RESUME,
-       OPT_SAVE, OPT_SAVE_RATE, OPT_LOGDIR, OPT_LOG_EVERY, OPT_MICRO_BATCHES, EXAMPLE_OPT_END };
+       OPT_SAVE, OPT_SAVE_RATE, OPT_LOGDIR, OPT_LOG_EVERY, OPT_MICRO_BATCHES, OPT_KEEP_CHECKPOINTS, EXAMPLE_OPT_END };
 
 #define EXAMPLE_OPTIONS                                                                                         \
     {"data", required_argument, NULL, OPT_DATA}, {"epochs", required_argument, NULL, OPT_EPOCHS},               \
@@ -45,6 +48,7 @@ enum { OPT_DATA = 256, OPT_EPOCHS, OPT_BATCH, OPT_LR, OPT_MOMENTUM, OPT_OPTIMIZE
     {"threads", required_argument, NULL, OPT_THREADS}, {"quiet", no_argument, NULL, OPT_QUIET},                 \
     {"checkpoint", required_argument, NULL, OPT_CHECKPOINT},                                                    \
     {"checkpoint-every", required_argument, NULL, OPT_CHECKPOINT_EVERY},                                        \
+    {"keep-checkpoints", required_argument, NULL, OPT_KEEP_CHECKPOINTS},                                        \
     {"resume", no_argument, NULL, OPT_RESUME}, {"save", required_argument, NULL, OPT_SAVE},                     \
     {"save-rate", required_argument, NULL, OPT_SAVE_RATE}, {"logdir", required_argument, NULL, OPT_LOGDIR},   \
     {"log-every", required_argument, NULL, OPT_LOG_EVERY},                                                      \
@@ -67,9 +71,12 @@ enum { OPT_DATA = 256, OPT_EPOCHS, OPT_BATCH, OPT_LR, OPT_MOMENTUM, OPT_OPTIMIZE
 #define EXAMPLE_USAGE_CHECKPOINTS                                                                        \
     "checkpoints:\n"                                                                                     \
     "  --checkpoint PATH         save to PATH at every epoch's end and every --checkpoint-every STEPS\n" \
+    "  --keep-checkpoints K      keep the last K: PATH the newest, then PATH.1 .. PATH.K-1 (default 1)\n" \
     "  --resume                  continue from --checkpoint PATH when it exists\n"                       \
     "  --save PATH               save the final model to PATH\n"                                         \
     "  --save-rate BYTES_PER_SEC write checkpoints no faster than this\n"                                \
+    "  (missing directories of --checkpoint, --save and --logdir are created, mode 0755, and each\n"    \
+    "  path is checked before the first step)\n"                                                       \
     "  --help, --version         this text; the version\n"
 
 static void example_defaults(example_opts *o)
@@ -80,6 +87,7 @@ static void example_defaults(example_opts *o)
     o->seed = 42;
     o->momentum = 0.9f;
     o->log_every = 10;
+    o->keep_checkpoints = 1;
 }
 
 /* example_option: one shared flag c (from getopt_long) with its value arg; --help prints usage.
@@ -107,6 +115,7 @@ static void example_option(example_opts *o, int c, const char *arg, const char *
     case OPT_QUIET: o->quiet = 1; break;
     case OPT_CHECKPOINT: o->checkpoint = arg; break;
     case OPT_CHECKPOINT_EVERY: o->checkpoint_every = cli_long("--checkpoint-every", arg, 0, 1000000000000L); break;
+    case OPT_KEEP_CHECKPOINTS: o->keep_checkpoints = cli_int("--keep-checkpoints", arg, 1, 1000); break;
     case OPT_RESUME: o->resume = 1; break;
     case OPT_SAVE: o->save = arg; break;
     case OPT_SAVE_RATE: o->save_rate = cli_long("--save-rate", arg, 0, 1000000000000000L); break;
@@ -116,12 +125,84 @@ static void example_option(example_opts *o, int c, const char *arg, const char *
     }
 }
 
-/* example_options_done: after getopt_long: no operands, and what --resume needs. */
+/* ---- output paths: made and checked before the first step, so that a bad one fails in the
+ * first second, naming it, and not after hours of training with the model lost ---- */
+
+/* example_mkdirs: dir and every missing directory above it, mode 0755 (as Keras, Lightning and
+ * TensorBoard's SummaryWriter make them). 0, or -1 with why. */
+static int example_mkdirs(const char *dir, char *why, size_t why_bytes)
+{
+    char d[4096];
+    struct stat st;
+    if (snprintf(d, sizeof d, "%s", dir) >= (int)sizeof d)
+        return snprintf(why, why_bytes, "too long a path"), -1;
+    for (char *p = d + 1;; p++) { /* each prefix ending before a '/', then the whole */
+        int end = *p == 0;
+        if (*p != '/' && !end)
+            continue;
+        *p = 0;
+        if (mkdir(d, 0755) != 0 && errno != EEXIST)
+            return snprintf(why, why_bytes, "cannot create directory %.300s: %s", d, strerror(errno)), -1;
+        if (stat(d, &st) != 0 || !S_ISDIR(st.st_mode))
+            return snprintf(why, why_bytes, "%.300s is not a directory", d), -1;
+        if (end)
+            break;
+        *p = '/';
+    }
+    if (access(d, W_OK | X_OK) != 0)
+        return snprintf(why, why_bytes, "cannot write in directory %.300s: %s", d, strerror(errno)), -1;
+    return 0;
+}
+
+/* example_output_file: path's directory made (example_mkdirs) and writable (a save writes a
+ * temporary file there and renames it); path itself not a directory. 0, or -1 with why. */
+static int example_output_file(const char *path, char *why, size_t why_bytes)
+{
+    char dir[4096];
+    struct stat st;
+    const char *slash = strrchr(path, '/');
+    if (!*path || (slash && !slash[1]))
+        return snprintf(why, why_bytes, "expected a file name"), -1;
+    snprintf(dir, sizeof dir, "%.*s", slash ? (slash == path ? 1 : (int)(slash - path)) : 1, slash ? path : ".");
+    if (example_mkdirs(dir, why, why_bytes) != 0)
+        return -1;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+        return snprintf(why, why_bytes, "a directory, not a file"), -1;
+    return 0;
+}
+
+/* example_outputs_prepare: on the rank that writes them (rank 0, as the environment says), the
+ * directories of --checkpoint, --save and --logdir made and checked; a bad one exits 2, naming
+ * it. The other ranks write nothing, and their file systems may not have these paths. */
+static void example_outputs_prepare(const example_opts *o)
+{
+    ddl_comm_config cc;
+    char why[512], msg[4600];
+    if (ddl_comm_config_from_env(&cc, why, sizeof why) == DDL_OK && cc.rank != 0)
+        return;
+    const char *flag = NULL, *path = NULL;
+    if (o->checkpoint && example_output_file(o->checkpoint, why, sizeof why) != 0)
+        flag = "--checkpoint", path = o->checkpoint;
+    else if (o->save && example_output_file(o->save, why, sizeof why) != 0)
+        flag = "--save", path = o->save;
+    else if (o->logdir && example_mkdirs(o->logdir, why, sizeof why) != 0)
+        flag = "--logdir", path = o->logdir;
+    if (flag) {
+        snprintf(msg, sizeof msg, "%s %s: %s", flag, path, why);
+        cli_error(msg);
+    }
+}
+
+/* example_options_done: after getopt_long: no operands, what --resume needs, and the output
+ * paths made and checked. */
 static void example_options_done(const example_opts *o, int argc, char **argv)
 {
     cli_end(argc, argv, optind);
     if ((o->resume || o->checkpoint_every) && !o->checkpoint)
         cli_error("--resume and --checkpoint-every need --checkpoint PATH");
+    if (o->keep_checkpoints > 1 && !o->checkpoint)
+        cli_error("--keep-checkpoints needs --checkpoint PATH");
+    example_outputs_prepare(o);
 }
 
 /* example_train_config: the trainer's configuration from the flags, for n training samples. */

@@ -44,6 +44,7 @@ static int example_log_setup(ddl_comm_config *cc, const char *prog)
 typedef struct example_watch {
     const char *prog;
     int rank, world, quiet, tty, log_every, epochs;
+    int keep;                    /* --keep-checkpoints */
     long steps_per_epoch, global_batch;
     ddl_summary_writer *events;  /* rank 0 with --logdir; NULL after a write error */
     int logdir;                  /* --logdir given: every rank takes part in the step statistics */
@@ -118,6 +119,7 @@ static int example_watch_init(example_watch *w, const example_opts *o, const cha
     w->quiet = o->quiet;
     w->tty = rank == 0 && !o->quiet && isatty(STDOUT_FILENO);
     w->log_every = o->log_every;
+    w->keep = o->keep_checkpoints;
     w->epochs = o->epochs;
     w->global_batch = o->batch;
     w->steps_per_epoch = ((o->train_limit > 0 && o->train_limit < n_train ? o->train_limit : n_train) + o->batch - 1) /
@@ -274,10 +276,32 @@ static int example_watch_step(example_watch *w, ddl_trainer *tr)
     return rc;
 }
 
+/* example_rotate: before a save to path, with --keep-checkpoints K > 1: PATH.K-2 -> PATH.K-1,
+ * ..., PATH.1 -> PATH.2, then PATH hard-linked as PATH.1, so the checkpoint before stays whole
+ * while the save renames its new file over PATH. A failure is said and training goes on. */
+static void example_rotate(const example_watch *w, const char *path)
+{
+    char from[4096], to[4096];
+    for (int i = w->keep - 1; i >= 1; i--) {
+        if (i > 1)
+            snprintf(from, sizeof from, "%s.%d", path, i - 1);
+        else
+            snprintf(from, sizeof from, "%s", path);
+        snprintf(to, sizeof to, "%s.%d", path, i);
+        if (unlink(to) != 0 && errno != ENOENT)
+            fprintf(stderr, "%s: --keep-checkpoints: cannot remove %s: %s\n", w->prog, to, strerror(errno));
+        int rc = i > 1 ? rename(from, to) : link(from, to);
+        if (rc != 0 && errno != ENOENT)
+            fprintf(stderr, "%s: --keep-checkpoints: cannot keep %s as %s: %s\n", w->prog, from, to, strerror(errno));
+    }
+}
+
 /* example_watch_save: a checkpoint save (collective) and its line on rank 0. */
 static int example_watch_save(example_watch *w, ddl_trainer *tr, const char *path)
 {
     double t0 = example_wall();
+    if (w->rank == 0 && w->keep > 1)
+        example_rotate(w, path);
     int rc = ddl_trainer_save(tr, path);
     if (rc == DDL_OK && w->rank == 0 && !w->quiet) {
         if (w->tty && !ddl_trainer_epoch_done(tr))
