@@ -3,21 +3,56 @@
  * the checkpoint targets. */
 #ifndef DDL_FUZZ_COMMON_H
 #define DDL_FUZZ_COMMON_H
+#include <dirent.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
-/* fuzz_path: a file name of this process under $TMPDIR (default /dev/shm, else /tmp). */
+static char fuzz_dir[256]; /* where fuzz_path puts this process's files */
+
+/* fuzz_cleanup: at exit, remove every ddl-fuzz-PID-* file of this process (and the files in
+ * such a directory: fuzz_idx makes one), so that a run leaves nothing in /dev/shm. libFuzzer
+ * ends with exit() when its time or runs are up, which runs this; a crash keeps them, beside
+ * the artifact that reproduces it. */
+static void fuzz_cleanup(void)
+{
+    char prefix[64], p[600], q[900];
+    snprintf(prefix, sizeof prefix, "ddl-fuzz-%d-", (int)getpid());
+    DIR *d = opendir(fuzz_dir);
+    for (struct dirent *e; d && (e = readdir(d));) {
+        if (strncmp(e->d_name, prefix, strlen(prefix)) != 0)
+            continue;
+        snprintf(p, sizeof p, "%s/%s", fuzz_dir, e->d_name);
+        DIR *sub = opendir(p);
+        for (struct dirent *f; sub && (f = readdir(sub));)
+            if (strcmp(f->d_name, ".") && strcmp(f->d_name, ".."))
+                snprintf(q, sizeof q, "%s/%s", p, f->d_name), unlink(q);
+        if (sub)
+            closedir(sub), rmdir(p);
+        else
+            unlink(p);
+    }
+    if (d)
+        closedir(d);
+}
+
+/* fuzz_path: a file name of this process under $TMPDIR (default /dev/shm, else /tmp), removed
+ * at exit (fuzz_cleanup). */
 static const char *fuzz_path(const char *tag)
 {
     static char path[4][512];
     static int next;
-    const char *dir = getenv("TMPDIR");
-    if (!dir)
-        dir = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
+    if (!fuzz_dir[0]) {
+        const char *dir = getenv("TMPDIR");
+        if (!dir)
+            dir = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
+        snprintf(fuzz_dir, sizeof fuzz_dir, "%s", dir);
+        atexit(fuzz_cleanup);
+    }
     char *p = path[next++ % 4];
-    snprintf(p, sizeof path[0], "%s/ddl-fuzz-%d-%s", dir, (int)getpid(), tag);
+    snprintf(p, sizeof path[0], "%s/ddl-fuzz-%d-%s", fuzz_dir, (int)getpid(), tag);
     return p;
 }
 
