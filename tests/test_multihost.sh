@@ -50,7 +50,13 @@ for t in tcp zmq; do
     fi
     node "$A" 0 "$t" DDL_TOKEN=multihost-secret > "$tmp/rank0.$t" 2>&1 &
     bg_pid=$!
-    impostor "wrong DDL_TOKEN" "wrong token" DDL_TOKEN=not-the-secret
+    # ddlrun --nodes derives the job id from the token: a wrong token is another job at once, and
+    # with the job id of the real token (which a stranger cannot compute) the token check itself
+    job=$("$PYTHON" -c 'import hmac, hashlib, sys
+print("m" + hmac.new(b"multihost-secret", ("ddl job " + sys.argv[1]).encode(), hashlib.sha256).hexdigest()[:16])' "10.77.0.1:$port")
+    impostor "wrong DDL_TOKEN" "job id mismatch (ours 'm[0-9a-f]*'; ddlrun --nodes derives it from the token" \
+        DDL_TOKEN=not-the-secret
+    impostor "wrong DDL_TOKEN and the right job id" "wrong token" DDL_TOKEN=not-the-secret DDL_JOB="$job"
     impostor "wrong DDL_JOB" "job id mismatch" DDL_TOKEN=multihost-secret DDL_JOB=some-other-job
     out1=$(node "$B" 1 "$t" DDL_TOKEN=multihost-secret 2>&1); rc1=$?
     wait "$bg_pid"; rc0=$?; bg_pid=""

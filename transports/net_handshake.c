@@ -257,8 +257,9 @@ static int answer(ddl__net *n, int peer, const unsigned char *in, size_t bytes, 
     if (m->type != DDL__HS_REFUSE)
         return DDL_OK;
     if (m->reason == DDL__HS_R_JOB)
-        return ddl__net_fail(n, DDL_EAUTH, "rank %d at %s refused the handshake: job id mismatch (ours '%s')", peer,
-                             addr, n->job);
+        return ddl__net_fail(n, DDL_EAUTH, "rank %d at %s refused the handshake: job id mismatch (ours '%s'; "
+                             "ddlrun --nodes derives it from the token: another token, another job id)", peer, addr,
+                             n->job);
     if (m->reason == DDL__HS_R_TOKEN)
         return ddl__net_fail(n, DDL_EAUTH, "rank %d at %s refused the handshake: wrong token for job '%s'", peer, addr,
                              n->job);
