@@ -241,6 +241,38 @@ static void tiny_backward(void *self, const float *x, int batch, const float *dl
 static const ddl_model_plugin tiny = {.version = DDL_MODEL_VERSION, .name = "tiny", .build = tiny_build,
                                       .forward = tiny_forward, .backward = tiny_backward};
 
+/* a checkpoint of a run that diverged: refused by the predictor (so by --predict and by
+ * ddl-serve's hot reload), the weight named */
+static void test_diverged(void)
+{
+    char p[300], err[DDL_ERR_BYTES] = "";
+    snprintf(p, sizeof p, "%s/diverged", dir);
+    ddl_model_config mc = {.batch = 8, .in_c = 1, .in_h = 28, .in_w = 28, .n_classes = 10};
+    static uint8_t images[16 * 784], labels[16];
+    ddl_dataset d = {.n = 16, .c = 1, .h = 28, .w = 28, .th = 1, .tw = 1, .n_classes = 10, .images = images,
+                     .targets = labels};
+    ddl_model *m = NULL;
+    ddl_trainer *t = NULL;
+    ddl_train_config tc;
+    ddl_train_config_default(&tc);
+    tc.batch = 8;
+    CHECK(ddl_model_create(ddl_model_lenet(), &mc, NULL, &m, NULL, 0) == DDL_OK);
+    CHECK(m && ddl_trainer_create(&tc, m, &d, NULL, &t, NULL, 0) == DDL_OK);
+    if (!t)
+        return;
+    ddl_model_params(m)[7] = NAN;
+    CHECK(ddl_trainer_save(t, p) == DDL_OK);
+    ddl_predictor *pr = NULL;
+    CHECK(ddl_predictor_open(p, NULL, NULL, &pr, err, sizeof err) == DDL_EINVAL && pr == NULL);
+    CHECK(strstr(err, "weight conv1.weight[7] is nan: the run diverged") != NULL);
+    ddl_model_params(m)[7] = 0.0f;
+    ddl_model_params(m)[ddl_model_n_params(m) - 1] = INFINITY;
+    CHECK(ddl_trainer_save(t, p) == DDL_OK);
+    CHECK(ddl_predictor_open(p, NULL, NULL, &pr, err, sizeof err) == DDL_EINVAL && strstr(err, "fc3.bias[9] is inf"));
+    ddl_trainer_destroy(t);
+    ddl_model_destroy(m);
+}
+
 static void test_custom_model(void)
 {
     char p[300], out[320], err[DDL_ERR_BYTES] = "";
@@ -408,6 +440,7 @@ int main(int argc, char **argv)
     test_predict(ddl_model_unet(), (ddl_model_config){.batch = 8, .in_c = 1, .in_h = 16, .in_w = 16,
                                                       .n_classes = 4, .depth = 2, .width = 4}, unet_path);
     test_bad_files(lenet_path, unet_path);
+    test_diverged();
     test_custom_model();
     test_alloc_failures(unet_path);
     test_exports(lenet_path);

@@ -37,6 +37,21 @@ static void copy_names(ddl_predictor *p, unsigned char *mem, const char *const *
     p->class_names = ptrs;
 }
 
+/* weights_finite: DDL_OK if every weight is a number; else DDL_EINVAL naming the first that is not (a run
+ * that diverged before it was saved: its predictions would be NaN, or one class for everything). */
+static int weights_finite(const ddl_model *m, char *why, size_t why_bytes)
+{
+    const float *w = ddl_model_params((ddl_model *)(uintptr_t)m);
+    for (int t = 0; t < ddl_model_n_tensors(m); t++) {
+        const ddl_param_info *ti = ddl_model_tensor(m, t);
+        for (size_t k = 0; k < ti->count; k++)
+            if (!isfinite(w[ti->offset + k]))
+                return ddl__errf(why, why_bytes, DDL_EINVAL, "weight %s[%zu] is %g: the run diverged before it was "
+                                 "saved; nothing to predict with", ti->name, k, (double)w[ti->offset + k]);
+    }
+    return DDL_OK;
+}
+
 /* load_model: the model for the checkpoint ck, built in one block with the predictor (mc.graph,
  * if any, is needed only while it is built). */
 static int load_model(ddl_predictor **out, const char *path, const ddl_checkpoint *ck, const ddl_model_plugin *plugin,
@@ -73,8 +88,11 @@ static int load_model(ddl_predictor **out, const char *path, const ddl_checkpoin
         ddl_model_set_norm(p->m, in->mean, in->std);
         if (in->n_norm)
             ddl_model_set_norm_channels(p->m, in->norm_mean, in->norm_std);
-        *out = p;
-        return DDL_OK;
+        rc = weights_finite(p->m, why, sizeof why);
+        if (rc == DDL_OK) {
+            *out = p;
+            return DDL_OK;
+        }
     }
     ddl__free(alloc, mem);
     return ddl__errf(err, err_bytes, rc, "%s: %s", path, why);
@@ -122,6 +140,10 @@ static int build_onnx(ddl_predictor **out, const char *path, ddl_graph *g, const
         return ddl__errf(err, err_bytes, rc, "%s: %s", path, why);
     }
     memcpy(ddl_model_params(p->m), im->params, im->n_params * sizeof(float));
+    if ((rc = weights_finite(p->m, why, sizeof why)) != DDL_OK) {
+        ddl__free(alloc, mem);
+        return ddl__errf(err, err_bytes, rc, "%s: %s", path, why);
+    }
     float std = 1.0f / (255.0f * im->scale);
     ddl_model_set_norm(p->m, -im->shift * std, std);
     snprintf(p->info.model, sizeof p->info.model, "graph");
