@@ -164,6 +164,13 @@ check "--bind cores with more ranks than CPUs: said, and nothing bound" $?
 "$DDLRUN" -n 1 ./no/such/program 2> "$tmp/err"; rc=$?
 [ $rc -eq 127 ] && grep -q "cannot run './no/such/program'" "$tmp/err"; check "missing program -> 127" $?
 
+# a program named without ./ is looked up on PATH: ddlrun says so, and names the one here
+(cd "$BUILD/bin" && ./ddlrun -n 1 lenet --epochs 0 > /dev/null 2> "$tmp/err"); rc=$?
+[ $rc -ne 0 ] && grep -q "cannot run 'lenet': not found on PATH; the one in this directory is ./lenet" "$tmp/err"
+check "ddlrun -n 1 lenet (no ./): not found on PATH, and ./lenet named" $?
+"$DDLRUN" -n 1 no-such-program-here > /dev/null 2> "$tmp/err"
+grep -q "cannot run 'no-such-program-here': not found on PATH$" "$tmp/err"; check "a name on no PATH: said" $?
+
 # ---- the job id of a job on several nodes: from the token, which strangers do not have ----
 printf 'secret-one-0123456789\n' > "$tmp/t1"; printf 'secret-two-0123456789\n' > "$tmp/t2"; chmod 600 "$tmp/t1" "$tmp/t2"
 job() { "$DDLRUN" -n 1 --nodes 2 --node-rank "$2" --master 127.0.0.1:29911 --token-file "$tmp/$1" \

@@ -430,7 +430,14 @@ static void spawn_rank(const opts *o, rank *r, int local)
                 _exit(127);
         }
         execvp(o->argv[0], o->argv);
-        fprintf(stderr, "ddlrun: cannot run '%s': %s\n", o->argv[0], strerror(errno));
+        int e = errno; /* a bare name is looked up on PATH only, as a shell does: say so, and what is here */
+        if (strchr(o->argv[0], '/') || e != ENOENT)
+            fprintf(stderr, "ddlrun: cannot run '%s': %s\n", o->argv[0], strerror(e));
+        else if (access(o->argv[0], X_OK) == 0)
+            fprintf(stderr, "ddlrun: cannot run '%s': not found on PATH; the one in this directory is ./%s\n",
+                    o->argv[0], o->argv[0]);
+        else
+            fprintf(stderr, "ddlrun: cannot run '%s': not found on PATH\n", o->argv[0]);
         _exit(127);
     }
     setpgid(pid, pid); /* also here, so that no signal can race the child's own setpgid */
