@@ -1,7 +1,9 @@
 /* ddl-plot.c - TensorBoard event files to a PNG chart, for those without TensorBoard: loss and
  * accuracy per epoch side by side, one coloured line per run, so several runs compare at a
- * glance. Each operand is a run: an event file, or a directory whose events.out.tfevents.*
- * files are read in name order. With --dump it prints every record instead (the tests compare
+ * glance. An operand is an event file (a run), or a directory: every directory in it or
+ * below it (tools/eventdirs.h: as TensorBoard finds runs) holding events.out.tfevents.* files
+ * is a run, labelled by its path relative to the operand (DIR/trial-0003/logs: "trial-0003"),
+ * its files read in name order. With --dump it prints every record instead (the tests compare
  * that with what the training program printed), and says where a file ends early or is corrupt.
  *
  *   build/bin/ddl-plot [-o chart.png] [--loss-tag T] [--acc-tag T] [--size WxH] RUN...
@@ -9,12 +11,12 @@
  *
  * Reads files with tools/tfevents.h (both CRCs checked); draws with its own 5x7 font and writes
  * the PNG with libpng. Exit status: 0; 1 when a file cannot be read or holds a corrupt record
- * (a truncated last record is reported and what comes before it is used); 2 for a bad command
- * line. A diverged run's NaN and infinite values are drawn as marks on a panel's edge, not
- * lines, and said on stderr. */
+ * (a truncated last record is reported and what comes before it is used) or a directory holds
+ * no event file (when no operand holds a run, no chart is written); 2 for a bad command line.
+ * A diverged run's NaN and infinite values are drawn as marks on a panel's edge, not lines, and
+ * said on stderr. */
 #include "ddl.h"
 
-#include <dirent.h>
 #include <getopt.h>
 #include <png.h>
 #include <stdio.h>
@@ -23,12 +25,14 @@
 #include <sys/stat.h>
 
 #include "tools/cli.h"
+#include "tools/eventdirs.h"
 #include "tools/tfevents.h"
 
 #define USAGE                                                                                       \
     "usage: ddl-plot [OPTION]... RUN...\n"                                                          \
-    "Draw loss and accuracy per epoch of one or more runs (event files, or directories of them,\n" \
-    "as lenet --logdir DIR writes) into one PNG, one line per run.\n"                               \
+    "Draw loss and accuracy per epoch of one or more runs (event files, or directories: every\n"  \
+    "directory in or below one holding event files is a run, as ddl-sweep's trial-NNNN/logs)\n"     \
+    "into one PNG, one line per run.\n"                                                              \
     "  -o, --output FILE   the chart (default chart.png)\n"                                         \
     "  --loss-tag TAG      left panel (default epoch/train_loss)\n"                                 \
     "  --acc-tag TAG       right panel (default test/accuracy)\n"                                   \
@@ -43,8 +47,10 @@ typedef struct series {
     size_t n, cap;
 } series;
 
+#define PLOT_MAX_RUNS 64 /* per directory operand: a legend line each */
+
 typedef struct run {
-    char name[64];
+    char name[256];
     series loss, acc;
 } run;
 
@@ -117,35 +123,56 @@ static int read_file(const char *path, run *r, const char *loss_tag, const char 
     return status;
 }
 
-static int by_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
-
-/* read_run: a file, or the event files of a directory in name order. */
-static int read_run(const char *path, run *r, const char *loss_tag, const char *acc_tag, int dump)
+/* read_dir: the runs under path (eventdirs.h: its sub-directories too, as TensorBoard finds
+ * them) appended to *runs. Returns 0, 1 for an unreadable file, 2 when path holds no event file. */
+static int read_dir(const char *path, run **runs, int *n_runs, const char *loss_tag, const char *acc_tag, int dump)
 {
-    const char *base = strrchr(path, '/');
-    snprintf(r->name, sizeof r->name, "%s", base && base[1] ? base + 1 : path);
-    struct stat st;
-    if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode))
-        return read_file(path, r, loss_tag, acc_tag, dump);
-    DIR *d = opendir(path);
-    if (!d) {
-        fprintf(stderr, "ddl-plot: cannot open %s\n", path);
+    evd_list l = {0};
+    int status = 0;
+    if (evd_find(path, PLOT_MAX_RUNS, &l) != 0) {
+        fprintf(stderr, "ddl-plot: out of memory reading %s\n", path);
+        evd_free(&l);
         return 1;
     }
-    char *names[1024];
-    int n = 0, status = 0;
-    for (struct dirent *de; (de = readdir(d)) && n < 1024;)
-        if (strstr(de->d_name, "tfevents") && (names[n] = (char *)malloc(strlen(path) + strlen(de->d_name) + 2)))
-            sprintf(names[n++], "%s/%s", path, de->d_name);
-    closedir(d);
-    qsort(names, (size_t)n, sizeof *names, by_name);
-    for (int i = 0; i < n; i++) {
-        status |= read_file(names[i], r, loss_tag, acc_tag, dump);
-        free(names[i]);
+    if (l.truncated)
+        fprintf(stderr, "ddl-plot: %s: more than %d runs; the first %d (in name order) are drawn\n", path,
+                PLOT_MAX_RUNS, PLOT_MAX_RUNS);
+    run *grown = l.n ? (run *)realloc(*runs, (size_t)(*n_runs + l.n) * sizeof(run)) : *runs;
+    if (l.n && !grown) {
+        evd_free(&l);
+        return 1;
     }
-    if (n == 0)
-        fprintf(stderr, "ddl-plot: no event files in %s\n", path);
-    return status | (n == 0);
+    *runs = grown;
+    for (int i = 0; i < l.n; i++) {
+        run *r = &grown[(*n_runs)++];
+        memset(r, 0, sizeof *r);
+        snprintf(r->name, sizeof r->name, "%s", l.runs[i].label);
+        for (int k = 0; k < l.runs[i].n_files; k++)
+            status |= read_file(l.runs[i].files[k], r, loss_tag, acc_tag, dump);
+    }
+    if (l.n == 0) {
+        fprintf(stderr, "ddl-plot: no event files (events.out.tfevents.*) in %s or its sub-directories\n", path);
+        status = 2;
+    }
+    evd_free(&l);
+    return status;
+}
+
+/* read_run: an event file (one run named by the file), or the runs of a directory. As read_dir. */
+static int read_run(const char *path, run **runs, int *n_runs, const char *loss_tag, const char *acc_tag, int dump)
+{
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+        return read_dir(path, runs, n_runs, loss_tag, acc_tag, dump);
+    run *grown = (run *)realloc(*runs, (size_t)(*n_runs + 1) * sizeof(run));
+    if (!grown)
+        return 1;
+    *runs = grown;
+    run *r = &grown[(*n_runs)++];
+    memset(r, 0, sizeof *r);
+    const char *base = strrchr(path, '/');
+    snprintf(r->name, sizeof r->name, "%s", base && base[1] ? base + 1 : path);
+    return read_file(path, r, loss_tag, acc_tag, dump);
 }
 
 #include "tools/plot_draw.h"
@@ -193,18 +220,26 @@ int main(int argc, char **argv)
         }
     if (optind >= argc)
         cli_error("no run given");
-    int n_runs = argc - optind, status = 0;
-    run *runs = (run *)calloc((size_t)n_runs, sizeof(run));
-    if (!runs)
-        return 1;
-    for (int i = 0; i < n_runs; i++)
-        status |= read_run(argv[optind + i], &runs[i], loss_tag, acc_tag, dump);
-    if (!dump) {
+    int n_runs = 0, status = 0, missing = 0;
+    run *runs = NULL;
+    for (int i = optind; i < argc; i++) {
+        int rc = read_run(argv[i], &runs, &n_runs, loss_tag, acc_tag, dump);
+        missing |= rc == 2;
+        status |= rc != 0;
+    }
+    if (!dump && n_runs == 0) /* nothing to draw: no chart, rather than an empty one */
+        fprintf(stderr, "ddl-plot: no run found: %s not written\n", out);
+    else if (!dump) {
         for (int i = 0; i < n_runs; i++)
             say_nonfinite(&runs[i], loss_tag, acc_tag);
         int rc = draw_chart(out, runs, n_runs, loss_tag, acc_tag, width, height);
-        if (rc == 0)
-            printf("ddl-plot: wrote %s (%d run%s)\n", out, n_runs, n_runs == 1 ? "" : "s");
+        if (rc == 0) {
+            printf("ddl-plot: wrote %s (%d run%s%s)\nddl-plot: runs:", out, n_runs, n_runs == 1 ? "" : "s",
+                   missing ? "; an operand held none" : "");
+            for (int i = 0; i < n_runs; i++) /* the legend's names, for a reader without the picture */
+                printf("%s %s", i ? "," : "", runs[i].name);
+            printf("\n");
+        }
         status |= rc;
     }
     for (int i = 0; i < n_runs; i++) {
