@@ -26,44 +26,33 @@ typedef struct hdr {
     uint64_t count;
 } hdr;
 
-static void put32(unsigned char *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static uint32_t get32(const unsigned char *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
 static void hdr_pack(unsigned char *p, const hdr *h)
 {
-    put32(p, h->magic);
-    put32(p + 4, h->seq);
+    ddl__put_le32(p, h->magic);
+    ddl__put_le32(p + 4, h->seq);
     p[8] = (unsigned char)h->op;
     p[9] = (unsigned char)h->dtype;
     p[10] = (unsigned char)h->redop;
     p[11] = (unsigned char)h->flags;
-    put32(p + 12, (uint32_t)h->sender);
-    put32(p + 16, (uint32_t)h->count);
-    put32(p + 20, (uint32_t)(h->count >> 32));
-    put32(p + 24, (uint32_t)h->arg);
-    put32(p + 28, h->step);
+    ddl__put_le32(p + 12, (uint32_t)h->sender);
+    ddl__put_le32(p + 16, (uint32_t)h->count);
+    ddl__put_le32(p + 20, (uint32_t)(h->count >> 32));
+    ddl__put_le32(p + 24, (uint32_t)h->arg);
+    ddl__put_le32(p + 28, h->step);
 }
 
 static void hdr_unpack(hdr *h, const unsigned char *p)
 {
-    h->magic = get32(p);
-    h->seq = get32(p + 4);
+    h->magic = ddl__get_le32(p);
+    h->seq = ddl__get_le32(p + 4);
     h->op = p[8];
     h->dtype = p[9];
     h->redop = p[10];
     h->flags = p[11];
-    h->sender = (int32_t)get32(p + 12);
-    h->count = (uint64_t)get32(p + 16) | (uint64_t)get32(p + 20) << 32;
-    h->arg = (int32_t)get32(p + 24);
-    h->step = get32(p + 28);
+    h->sender = (int32_t)ddl__get_le32(p + 12);
+    h->count = (uint64_t)ddl__get_le32(p + 16) | (uint64_t)ddl__get_le32(p + 20) << 32;
+    h->arg = (int32_t)ddl__get_le32(p + 24);
+    h->step = ddl__get_le32(p + 28);
 }
 
 static hdr hdr_of_call(const ddl__call *k, int sender, uint32_t step)
@@ -359,7 +348,7 @@ int ddl__comm_post(ddl_comm *c, const void *buf, size_t bytes, const void **view
         return fail_transport(c, st, -1, -1);
     for (int r = 0; r < c->world; r++) {
         const unsigned char *raw = c->posted + (size_t)r * DDL_HEADER_BYTES;
-        if (r == c->rank || (st != DDL_OK && get32(raw) == 0))
+        if (r == c->rank || (st != DDL_OK && ddl__get_le32(raw) == 0))
             continue; /* ours, or not posted before another rank's mismatch */
         hdr want = hdr_of_call(&c->cur, r, 0);
         memcpy(c->last_sent + (size_t)r * DDL_HEADER_BYTES, sh, DDL_HEADER_BYTES);

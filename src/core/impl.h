@@ -6,6 +6,7 @@
 #include "ddl.h"
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 #if defined(__GNUC__)
 #define DDL__PRINTF(f, a) __attribute__((format(printf, f, a)))
@@ -28,17 +29,39 @@ void ddl__free(const ddl_allocator *a, void *p);
 void *ddl__alloc_plain(const ddl_allocator *a, size_t bytes);
 void ddl__free_plain(const ddl_allocator *a, void *p);
 
-/* ---- byte order: little-endian fields of files and messages ---- */
-static inline void ddl__put_le16(unsigned char *p, uint16_t v) { p[0] = (unsigned char)v, p[1] = (unsigned char)(v >> 8); }
-static inline void ddl__put_le32(unsigned char *p, uint32_t v)
+/* ---- byte order: the one set of little-endian helpers of every file and message format ---- */
+/* ddl__put_le / ddl__get_le: the low `bytes` bytes (1..8) of v, little endian, as on every wire. */
+static inline void ddl__put_le(unsigned char *p, uint64_t v, int bytes)
 {
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < bytes; i++)
         p[i] = (unsigned char)(v >> (8 * i));
 }
-static inline uint16_t ddl__get_le16(const unsigned char *p) { return (uint16_t)(p[0] | p[1] << 8); }
-static inline uint32_t ddl__get_le32(const unsigned char *p)
+static inline uint64_t ddl__get_le(const unsigned char *p, int bytes)
 {
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+    uint64_t v = 0;
+    for (int i = bytes - 1; i >= 0; i--)
+        v = v << 8 | p[i];
+    return v;
+}
+static inline void ddl__put_le16(unsigned char *p, uint16_t v) { ddl__put_le(p, v, 2); }
+static inline void ddl__put_le32(unsigned char *p, uint32_t v) { ddl__put_le(p, v, 4); }
+static inline void ddl__put_le64(unsigned char *p, uint64_t v) { ddl__put_le(p, v, 8); }
+static inline uint16_t ddl__get_le16(const unsigned char *p) { return (uint16_t)ddl__get_le(p, 2); }
+static inline uint32_t ddl__get_le32(const unsigned char *p) { return (uint32_t)ddl__get_le(p, 4); }
+static inline uint64_t ddl__get_le64(const unsigned char *p) { return ddl__get_le(p, 8); }
+/* ddl__put_lef / ddl__get_lef: a float32 by its bits. */
+static inline void ddl__put_lef(unsigned char *p, float f)
+{
+    uint32_t v;
+    memcpy(&v, &f, 4);
+    ddl__put_le32(p, v);
+}
+static inline float ddl__get_lef(const unsigned char *p)
+{
+    uint32_t v = ddl__get_le32(p);
+    float f;
+    memcpy(&f, &v, 4);
+    return f;
 }
 
 /* ddl__align_up: round n up to a multiple of DDL_ALIGN. */
@@ -86,20 +109,6 @@ int64_t ddl__now_ms(void);
  * 1e9 so that it fits a poll timeout. */
 int ddl__remaining_ms(int64_t deadline_ms);
 
-/* ddl__put_le / ddl__get_le: the low `bytes` bytes (1..8) of v, little endian, as on every wire. */
-static inline void ddl__put_le(unsigned char *p, uint64_t v, int bytes)
-{
-    for (int i = 0; i < bytes; i++)
-        p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static inline uint64_t ddl__get_le(const unsigned char *p, int bytes)
-{
-    uint64_t v = 0;
-    for (int i = bytes - 1; i >= 0; i--)
-        v = v << 8 | p[i];
-    return v;
-}
 
 /* ddl__log: call the log callback, if any, with a formatted message. */
 void ddl__log(ddl_log_fn fn, void *ud, int level, const char *fmt, ...) DDL__PRINTF(4, 5);

@@ -222,22 +222,6 @@ uint32_t ddl_rng_below(ddl_rng *r, uint32_t n)
     return (uint32_t)(m >> 32);
 }
 
-/* ---- CRC-32 (IEEE 802.3, reflected, as zlib) ---- */
-
-uint32_t ddl_crc32(uint32_t crc, const void *data, size_t bytes)
-{
-    static const uint32_t table[16] = {
-        0x00000000, 0x1DB71064, 0x3B6E20C8, 0x26D930AC, 0x76DC4190, 0x6B6B51F4, 0x4DB26158, 0x5005713C,
-        0xEDB88320, 0xF00F9344, 0xD6D6A3E8, 0xCB61B38C, 0x9B64C2B0, 0x86D3D2D4, 0xA00AE278, 0xBDBDF21C};
-    const unsigned char *p = (const unsigned char *)data;
-    crc = ~crc;
-    for (size_t i = 0; i < bytes; i++) {
-        crc ^= p[i];
-        crc = (crc >> 4) ^ table[crc & 15];
-        crc = (crc >> 4) ^ table[crc & 15];
-    }
-    return ~crc;
-}
 
 /* ---- clocks ---- */
 

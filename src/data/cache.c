@@ -42,8 +42,6 @@ static uint32_t crc(uint32_t c, const unsigned char *p, size_t n)
 #endif
 }
 
-static void put64(unsigned char *p, uint64_t v) { ddl__put_le32(p, (uint32_t)v), ddl__put_le32(p + 4, (uint32_t)(v >> 32)); }
-static uint64_t get64(const unsigned char *p) { return ddl__get_le32(p) | (uint64_t)ddl__get_le32(p + 4) << 32; }
 
 static int write_all(int fd, const void *p, size_t n)
 {
@@ -73,7 +71,7 @@ int ddl_dataset_save_cache(const ddl_dataset *d, const char *key, const char *pa
                           (uint32_t)d->tw, (uint32_t)d->n_classes, (uint32_t)klen, (uint32_t)names};
     for (int i = 0; i < 10; i++)
         ddl__put_le32(h + 8 + 4 * i, f[i]);
-    put64(h + 48, klen + names + img + tgt);
+    ddl__put_le64(h + 48, klen + names + img + tgt);
     uint32_t c = crc(0, (const unsigned char *)key, klen);
     for (int i = 0; d->class_names && i < d->n_classes; i++)
         c = crc(c, (const unsigned char *)d->class_names[i], strlen(d->class_names[i]) + 1);
@@ -119,7 +117,7 @@ static int read_head(int fd, const char *path, uint64_t size, head *o, char *err
     uint32_t *f[] = {&o->n, &o->c, &o->h, &o->w, &o->th, &o->tw, &o->k, &o->key, &o->names};
     for (int i = 0; i < 9; i++)
         *f[i] = ddl__get_le32(h + 12 + 4 * i);
-    o->payload = get64(h + 48);
+    o->payload = ddl__get_le64(h + 48);
     o->crc = ddl__get_le32(h + 56);
     uint64_t img = (uint64_t)o->n * o->c * o->h * o->w, tgt = (uint64_t)o->n * o->th * o->tw;
     if (o->n < 1 || o->c < 1 || o->c > 4 || o->h < 1 || o->w < 1 || o->h > 65536 || o->w > 65536 || o->k < 1 ||

@@ -112,8 +112,7 @@ static int floats_of(const tensor *t, float *out, size_t n)
     if (t->type != T_FLOAT || (size_t)(s->end - s->p) != 4 * n)
         return -1;
     for (size_t i = 0; i < n; i++) {
-        uint32_t u = ddl__get_le32(s->p + 4 * i);
-        memcpy(&out[i], &u, 4);
+        out[i] = ddl__get_lef(s->p + 4 * i);
     }
     return 0;
 }
@@ -129,7 +128,7 @@ static int ints_of(const tensor *t, int64_t *out, int max)
         if (b % 8 || b / 8 > (size_t)max)
             return -1;
         for (size_t i = 0; i < b / 8; i++)
-            out[n++] = (int64_t)(ddl__get_le32(t->raw.p + 8 * i) | (uint64_t)ddl__get_le32(t->raw.p + 8 * i + 4) << 32);
+            out[n++] = (int64_t)ddl__get_le64(t->raw.p + 8 * i);
         return n;
     }
     ddl__pb_field f = {.wire = 2, .s = t->ints};

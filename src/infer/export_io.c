@@ -1,5 +1,5 @@
 /* export_io.c - what the exporters (npz.c, onnx.c, pb.c) share: writing a finished image to its
- * file (a failed write leaves no partial file) and a float as little-endian bytes. */
+ * file (a failed write leaves no partial file). */
 #include "impl.h"
 
 #include <errno.h>
@@ -22,9 +22,3 @@ int ddl__export_write(const char *path, const void *p, size_t n, char *err, size
     return ddl__errf(err, err_bytes, DDL_EIO, "%s: cannot write %zu bytes: %s", path, n, strerror(e));
 }
 
-void ddl__export_le32(unsigned char *p, float f)
-{
-    uint32_t bits;
-    memcpy(&bits, &f, 4);
-    ddl__put_le(p, bits, 4);
-}

@@ -42,7 +42,5 @@ void ddl__pb_free(ddl__pb *b);
 
 /* ddl__export_write: write n bytes to path; on failure remove what was written and say why. */
 int ddl__export_write(const char *path, const void *p, size_t n, char *err, size_t err_bytes);
-/* ddl__export_le32: float f as 4 little-endian bytes at p. */
-void ddl__export_le32(unsigned char *p, float f);
 
 #endif

@@ -90,7 +90,7 @@ static void add(zip *z, const char *name, const float *v, size_t count, int n_di
     unsigned char *h = z->p + z->len, *data = h + LOCAL_BYTES + nl;
     size_t n = npy_header(data, n_dims, shape);
     for (size_t k = 0; k < count; k++)
-        ddl__export_le32(data + n + 4 * k, v[k]);
+        ddl__put_lef(data + n + 4 * k, v[k]);
     n += 4 * count;
     uint32_t crc = ddl_crc32(0, data, n);
     unsigned char *c = z->central + z->central_len;

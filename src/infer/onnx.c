@@ -78,7 +78,7 @@ static void tensor(onnx *o, const char *name, int n_dims, const int64_t *dims, c
     unsigned char *p = ddl__pb_reserve(b, count * size);
     for (size_t k = 0; p && k < count; k++) {
         if (f)
-            ddl__export_le32(p + 4 * k, f[k]);
+            ddl__put_lef(p + 4 * k, f[k]);
         else
             ddl__put_le(p + 8 * k, (uint64_t)i[k], 8);
     }

@@ -74,7 +74,7 @@ void ddl__pb_float(ddl__pb *b, int field, float f)
 {
     key(b, field, 5);
     if (room(b, 4)) {
-        ddl__export_le32(b->buf + b->len, f);
+        ddl__put_lef(b->buf + b->len, f);
         b->len += 4;
     }
 }

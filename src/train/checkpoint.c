@@ -1,4 +1,4 @@
-/* checkpoint.c - the checkpoint file format: CRC-32C, the model signature, writing a file image
+/* checkpoint.c - the checkpoint file format: the model signature, writing a file image
  * (header and lz4-compressed sections, each with its CRC-32C) atomically to disk, and reading
  * one back with every length bounded by the file size before anything is allocated.
  * Owns the bytes of the format. Must not know about ranks or the trainer (checkpoint_train.c
@@ -50,109 +50,18 @@ static const char sec_id[CK_SECTIONS][5] = {"META", "TENS", "RNGS", "WGTS", "OPT
 static const char *const sec_what[CK_SECTIONS] = {"run metadata", "tensor table", "RNG states", "weights",
                                                   "optimizer state", "model description"};
 
-/* ---- CRC-32C ---- */
-
-static const uint32_t crc32c_table[256] = {
-    0x00000000, 0xf26b8303, 0xe13b70f7, 0x1350f3f4, 0xc79a971f, 0x35f1141c,
-    0x26a1e7e8, 0xd4ca64eb, 0x8ad958cf, 0x78b2dbcc, 0x6be22838, 0x9989ab3b,
-    0x4d43cfd0, 0xbf284cd3, 0xac78bf27, 0x5e133c24, 0x105ec76f, 0xe235446c,
-    0xf165b798, 0x030e349b, 0xd7c45070, 0x25afd373, 0x36ff2087, 0xc494a384,
-    0x9a879fa0, 0x68ec1ca3, 0x7bbcef57, 0x89d76c54, 0x5d1d08bf, 0xaf768bbc,
-    0xbc267848, 0x4e4dfb4b, 0x20bd8ede, 0xd2d60ddd, 0xc186fe29, 0x33ed7d2a,
-    0xe72719c1, 0x154c9ac2, 0x061c6936, 0xf477ea35, 0xaa64d611, 0x580f5512,
-    0x4b5fa6e6, 0xb93425e5, 0x6dfe410e, 0x9f95c20d, 0x8cc531f9, 0x7eaeb2fa,
-    0x30e349b1, 0xc288cab2, 0xd1d83946, 0x23b3ba45, 0xf779deae, 0x05125dad,
-    0x1642ae59, 0xe4292d5a, 0xba3a117e, 0x4851927d, 0x5b016189, 0xa96ae28a,
-    0x7da08661, 0x8fcb0562, 0x9c9bf696, 0x6ef07595, 0x417b1dbc, 0xb3109ebf,
-    0xa0406d4b, 0x522bee48, 0x86e18aa3, 0x748a09a0, 0x67dafa54, 0x95b17957,
-    0xcba24573, 0x39c9c670, 0x2a993584, 0xd8f2b687, 0x0c38d26c, 0xfe53516f,
-    0xed03a29b, 0x1f682198, 0x5125dad3, 0xa34e59d0, 0xb01eaa24, 0x42752927,
-    0x96bf4dcc, 0x64d4cecf, 0x77843d3b, 0x85efbe38, 0xdbfc821c, 0x2997011f,
-    0x3ac7f2eb, 0xc8ac71e8, 0x1c661503, 0xee0d9600, 0xfd5d65f4, 0x0f36e6f7,
-    0x61c69362, 0x93ad1061, 0x80fde395, 0x72966096, 0xa65c047d, 0x5437877e,
-    0x4767748a, 0xb50cf789, 0xeb1fcbad, 0x197448ae, 0x0a24bb5a, 0xf84f3859,
-    0x2c855cb2, 0xdeeedfb1, 0xcdbe2c45, 0x3fd5af46, 0x7198540d, 0x83f3d70e,
-    0x90a324fa, 0x62c8a7f9, 0xb602c312, 0x44694011, 0x5739b3e5, 0xa55230e6,
-    0xfb410cc2, 0x092a8fc1, 0x1a7a7c35, 0xe811ff36, 0x3cdb9bdd, 0xceb018de,
-    0xdde0eb2a, 0x2f8b6829, 0x82f63b78, 0x709db87b, 0x63cd4b8f, 0x91a6c88c,
-    0x456cac67, 0xb7072f64, 0xa457dc90, 0x563c5f93, 0x082f63b7, 0xfa44e0b4,
-    0xe9141340, 0x1b7f9043, 0xcfb5f4a8, 0x3dde77ab, 0x2e8e845f, 0xdce5075c,
-    0x92a8fc17, 0x60c37f14, 0x73938ce0, 0x81f80fe3, 0x55326b08, 0xa759e80b,
-    0xb4091bff, 0x466298fc, 0x1871a4d8, 0xea1a27db, 0xf94ad42f, 0x0b21572c,
-    0xdfeb33c7, 0x2d80b0c4, 0x3ed04330, 0xccbbc033, 0xa24bb5a6, 0x502036a5,
-    0x4370c551, 0xb11b4652, 0x65d122b9, 0x97baa1ba, 0x84ea524e, 0x7681d14d,
-    0x2892ed69, 0xdaf96e6a, 0xc9a99d9e, 0x3bc21e9d, 0xef087a76, 0x1d63f975,
-    0x0e330a81, 0xfc588982, 0xb21572c9, 0x407ef1ca, 0x532e023e, 0xa145813d,
-    0x758fe5d6, 0x87e466d5, 0x94b49521, 0x66df1622, 0x38cc2a06, 0xcaa7a905,
-    0xd9f75af1, 0x2b9cd9f2, 0xff56bd19, 0x0d3d3e1a, 0x1e6dcdee, 0xec064eed,
-    0xc38d26c4, 0x31e6a5c7, 0x22b65633, 0xd0ddd530, 0x0417b1db, 0xf67c32d8,
-    0xe52cc12c, 0x1747422f, 0x49547e0b, 0xbb3ffd08, 0xa86f0efc, 0x5a048dff,
-    0x8ecee914, 0x7ca56a17, 0x6ff599e3, 0x9d9e1ae0, 0xd3d3e1ab, 0x21b862a8,
-    0x32e8915c, 0xc083125f, 0x144976b4, 0xe622f5b7, 0xf5720643, 0x07198540,
-    0x590ab964, 0xab613a67, 0xb831c993, 0x4a5a4a90, 0x9e902e7b, 0x6cfbad78,
-    0x7fab5e8c, 0x8dc0dd8f, 0xe330a81a, 0x115b2b19, 0x020bd8ed, 0xf0605bee,
-    0x24aa3f05, 0xd6c1bc06, 0xc5914ff2, 0x37faccf1, 0x69e9f0d5, 0x9b8273d6,
-    0x88d28022, 0x7ab90321, 0xae7367ca, 0x5c18e4c9, 0x4f48173d, 0xbd23943e,
-    0xf36e6f75, 0x0105ec76, 0x12551f82, 0xe03e9c81, 0x34f4f86a, 0xc69f7b69,
-    0xd5cf889d, 0x27a40b9e, 0x79b737ba, 0x8bdcb4b9, 0x988c474d, 0x6ae7c44e,
-    0xbe2da0a5, 0x4c4623a6, 0x5f16d052, 0xad7d5351,
-};
-
-uint32_t ddl_crc32c(uint32_t crc, const void *data, size_t bytes)
-{
-    const unsigned char *p = (const unsigned char *)data;
-    crc = ~crc;
-    for (size_t i = 0; i < bytes; i++)
-        crc = crc32c_table[(crc ^ p[i]) & 0xff] ^ (crc >> 8);
-    return ~crc;
-}
-
-/* ---- little-endian fields ---- */
-
-static void put32(unsigned char *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static void put64(unsigned char *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static uint32_t get32(const unsigned char *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static uint64_t get64(const unsigned char *p) { return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32; }
-
-static void putf(unsigned char *p, float f)
-{
-    uint32_t v;
-    memcpy(&v, &f, 4);
-    put32(p, v);
-}
-
-static float getf(const unsigned char *p)
-{
-    uint32_t v = get32(p);
-    float f;
-    memcpy(&f, &v, 4);
-    return f;
-}
+/* ---- little-endian fields (core/impl.h's helpers) ---- */
 
 static void put_floats(unsigned char *p, const float *f, size_t n)
 {
     for (size_t i = 0; i < n; i++)
-        putf(p + 4 * i, f[i]);
+        ddl__put_lef(p + 4 * i, f[i]);
 }
 
 static void get_floats(float *f, const unsigned char *p, size_t n)
 {
     for (size_t i = 0; i < n; i++)
-        f[i] = getf(p + 4 * i);
+        f[i] = ddl__get_lef(p + 4 * i);
 }
 
 /* ---- signature ---- */
@@ -162,10 +71,10 @@ static uint32_t sig_add(uint32_t crc, const char *name, int n_dims, const int *s
 {
     unsigned char b[4];
     crc = ddl_crc32c(crc, name, strlen(name) + 1);
-    put32(b, (uint32_t)n_dims);
+    ddl__put_le32(b, (uint32_t)n_dims);
     crc = ddl_crc32c(crc, b, 4);
     for (int d = 0; d < n_dims; d++) {
-        put32(b, (uint32_t)shape[d]);
+        ddl__put_le32(b, (uint32_t)shape[d]);
         crc = ddl_crc32c(crc, b, 4);
     }
     return crc;
@@ -187,29 +96,29 @@ static void meta_encode(unsigned char *p, const ddl_checkpoint_info *in)
 {
     memset(p, 0, CK_META_BYTES);
     memcpy(p, in->model, strnlen(in->model, sizeof in->model - 1));
-    put32(p + 48, in->signature);
-    put32(p + 52, (uint32_t)in->n_tensors);
-    put64(p + 56, in->n_params);
-    put64(p + 64, in->n_optim);
-    put64(p + 72, (uint64_t)in->step);
-    put64(p + 80, (uint64_t)in->pos);
-    put64(p + 88, (uint64_t)in->n_train);
-    put64(p + 96, in->seed);
-    put32(p + 104, (uint32_t)in->epoch);
-    put32(p + 108, (uint32_t)in->world_size);
-    put32(p + 112, (uint32_t)in->batch);
-    put32(p + 116, (uint32_t)in->optim.kind);
+    ddl__put_le32(p + 48, in->signature);
+    ddl__put_le32(p + 52, (uint32_t)in->n_tensors);
+    ddl__put_le64(p + 56, in->n_params);
+    ddl__put_le64(p + 64, in->n_optim);
+    ddl__put_le64(p + 72, (uint64_t)in->step);
+    ddl__put_le64(p + 80, (uint64_t)in->pos);
+    ddl__put_le64(p + 88, (uint64_t)in->n_train);
+    ddl__put_le64(p + 96, in->seed);
+    ddl__put_le32(p + 104, (uint32_t)in->epoch);
+    ddl__put_le32(p + 108, (uint32_t)in->world_size);
+    ddl__put_le32(p + 112, (uint32_t)in->batch);
+    ddl__put_le32(p + 116, (uint32_t)in->optim.kind);
     const float of[6] = {in->optim.lr, in->optim.momentum, in->optim.weight_decay, in->optim.beta1,
                          in->optim.beta2, in->optim.eps};
     put_floats(p + 120, of, 6);
-    putf(p + 144, in->mean);
-    putf(p + 148, in->std);
+    ddl__put_lef(p + 144, in->mean);
+    ddl__put_lef(p + 148, in->std);
     const ddl_model_config *mc = &in->model_cfg;
     const int mi[7] = {mc->batch, mc->in_c, mc->in_h, mc->in_w, mc->n_classes, mc->depth, mc->width};
     for (int i = 0; i < 7; i++)
-        put32(p + 152 + 4 * i, (uint32_t)mi[i]);
-    putf(p + 180, mc->dropout);
-    put32(p + 184, (uint32_t)in->n_norm); /* 0 in files from before per-channel normalisation */
+        ddl__put_le32(p + 152 + 4 * i, (uint32_t)mi[i]);
+    ddl__put_lef(p + 180, mc->dropout);
+    ddl__put_le32(p + 184, (uint32_t)in->n_norm); /* 0 in files from before per-channel normalisation */
     put_floats(p + 188, in->norm_mean, DDL_MAX_NORM_CHANNELS);
     put_floats(p + 204, in->norm_std, DDL_MAX_NORM_CHANNELS);
 }
@@ -217,30 +126,30 @@ static void meta_encode(unsigned char *p, const ddl_checkpoint_info *in)
 static void meta_decode(const unsigned char *p, ddl_checkpoint_info *o)
 {
     memcpy(o->model, p, sizeof o->model);
-    o->signature = get32(p + 48);
-    o->n_tensors = (int)(int32_t)get32(p + 52);
-    o->n_params = (size_t)get64(p + 56); /* bounded by meta_check before use */
-    o->n_optim = (size_t)get64(p + 64);
-    o->step = (int64_t)get64(p + 72);
-    o->pos = (int64_t)get64(p + 80);
-    o->n_train = (int64_t)get64(p + 88);
-    o->seed = get64(p + 96);
-    o->epoch = (int)(int32_t)get32(p + 104);
-    o->world_size = (int)(int32_t)get32(p + 108);
-    o->batch = (int)(int32_t)get32(p + 112);
-    o->optim.kind = (int)(int32_t)get32(p + 116);
+    o->signature = ddl__get_le32(p + 48);
+    o->n_tensors = (int)(int32_t)ddl__get_le32(p + 52);
+    o->n_params = (size_t)ddl__get_le64(p + 56); /* bounded by meta_check before use */
+    o->n_optim = (size_t)ddl__get_le64(p + 64);
+    o->step = (int64_t)ddl__get_le64(p + 72);
+    o->pos = (int64_t)ddl__get_le64(p + 80);
+    o->n_train = (int64_t)ddl__get_le64(p + 88);
+    o->seed = ddl__get_le64(p + 96);
+    o->epoch = (int)(int32_t)ddl__get_le32(p + 104);
+    o->world_size = (int)(int32_t)ddl__get_le32(p + 108);
+    o->batch = (int)(int32_t)ddl__get_le32(p + 112);
+    o->optim.kind = (int)(int32_t)ddl__get_le32(p + 116);
     float of[6];
     get_floats(of, p + 120, 6);
     o->optim.lr = of[0], o->optim.momentum = of[1], o->optim.weight_decay = of[2];
     o->optim.beta1 = of[3], o->optim.beta2 = of[4], o->optim.eps = of[5];
-    o->mean = getf(p + 144);
-    o->std = getf(p + 148);
+    o->mean = ddl__get_lef(p + 144);
+    o->std = ddl__get_lef(p + 148);
     int mi[7];
     for (int i = 0; i < 7; i++)
-        mi[i] = (int)(int32_t)get32(p + 152 + 4 * i);
+        mi[i] = (int)(int32_t)ddl__get_le32(p + 152 + 4 * i);
     o->model_cfg = (ddl_model_config){.batch = mi[0], .in_c = mi[1], .in_h = mi[2], .in_w = mi[3],
-                                      .n_classes = mi[4], .depth = mi[5], .width = mi[6], .dropout = getf(p + 180)};
-    o->n_norm = (int)(int32_t)get32(p + 184);
+                                      .n_classes = mi[4], .depth = mi[5], .width = mi[6], .dropout = ddl__get_lef(p + 180)};
+    o->n_norm = (int)(int32_t)ddl__get_le32(p + 184);
     get_floats(o->norm_mean, p + 188, DDL_MAX_NORM_CHANNELS);
     get_floats(o->norm_std, p + 204, DDL_MAX_NORM_CHANNELS);
 }
@@ -250,11 +159,11 @@ static void tens_encode(unsigned char *p, const ddl_param_info *t, int n)
     for (int i = 0; i < n; i++, p += CK_TENSOR_BYTES) {
         memset(p, 0, CK_TENSOR_BYTES);
         memcpy(p, t[i].name, strnlen(t[i].name, DDL__NAME_BYTES - 1));
-        put32(p + 48, (uint32_t)t[i].n_dims);
+        ddl__put_le32(p + 48, (uint32_t)t[i].n_dims);
         for (int d = 0; d < 4; d++)
-            put32(p + 52 + 4 * d, (uint32_t)t[i].shape[d]);
-        put64(p + 68, t[i].offset);
-        put64(p + 76, t[i].count);
+            ddl__put_le32(p + 52 + 4 * d, (uint32_t)t[i].shape[d]);
+        ddl__put_le64(p + 68, t[i].offset);
+        ddl__put_le64(p + 76, t[i].count);
     }
 }
 
@@ -262,7 +171,7 @@ static void rngs_encode(unsigned char *p, const ddl_rng *r, int n)
 {
     for (int i = 0; i < n; i++)
         for (int k = 0; k < 4; k++)
-            put64(p + (size_t)i * CK_RNG_BYTES + 8 * (size_t)k, r[i].s[k]);
+            ddl__put_le64(p + (size_t)i * CK_RNG_BYTES + 8 * (size_t)k, r[i].s[k]);
 }
 
 /* ---- writing ---- */
@@ -308,11 +217,11 @@ static size_t sec_put(unsigned char *dst, int i, const sec_out *s, unsigned char
     if (!flags && stored)
         memcpy(body, raw, stored);
     memcpy(dst, sec_id[i], 4);
-    put32(dst + 4, flags);
-    put64(dst + 8, s->raw_bytes);
-    put64(dst + 16, stored);
-    put32(dst + 24, ddl_crc32c(0, body, stored));
-    put32(dst + 28, ddl_crc32c(0, dst, 28));
+    ddl__put_le32(dst + 4, flags);
+    ddl__put_le64(dst + 8, s->raw_bytes);
+    ddl__put_le64(dst + 16, stored);
+    ddl__put_le32(dst + 24, ddl_crc32c(0, body, stored));
+    ddl__put_le32(dst + 28, ddl_crc32c(0, dst, 28));
     return CK_SEC_HEAD + stored;
 }
 
@@ -461,12 +370,12 @@ int ddl__checkpoint_write(const char *path, const ddl_allocator *alloc, const dd
     }
     memset(img, 0, CK_HEAD);
     memcpy(img, CK_MAGIC, 8);
-    put32(img + 8, DDL_CHECKPOINT_VERSION);
+    ddl__put_le32(img + 8, DDL_CHECKPOINT_VERSION);
 #ifdef DDL_WITH_LZ4
-    put32(img + 12, CK_FLAG_LZ4);
+    ddl__put_le32(img + 12, CK_FLAG_LZ4);
 #endif
-    put32(img + 16, (uint32_t)n_sec);
-    put32(img + 28, ddl_crc32c(0, img, 28));
+    ddl__put_le32(img + 16, (uint32_t)n_sec);
+    ddl__put_le32(img + 28, ddl_crc32c(0, img, 28));
     int rc = write_file(path, img, at, src->bytes_per_sec, err, err_bytes);
     ddl__free(alloc, img);
     return rc;
@@ -539,23 +448,23 @@ static int rd_header(reader *r, ddl_checkpoint_info *info)
         return ddl__errf(r->err, r->err_bytes, DDL_ECORRUPT,
                          "%s: not a ddl checkpoint: bad magic %02x %02x %02x %02x..., expected \"DDLCKPT\"", r->path,
                          h[0], h[1], h[2], h[3]);
-    uint32_t version = get32(h + 8);
+    uint32_t version = ddl__get_le32(h + 8);
     if (version != DDL_CHECKPOINT_VERSION)
         return ddl__errf(r->err, r->err_bytes, DDL_ECORRUPT,
                          "%s: checkpoint format version %u, expected %d (written by another ddl version?)", r->path,
                          (unsigned)version, DDL_CHECKPOINT_VERSION);
-    uint32_t want = get32(h + 28), got = ddl_crc32c(0, h, 28);
+    uint32_t want = ddl__get_le32(h + 28), got = ddl_crc32c(0, h, 28);
     if (want != got)
         return ddl__errf(r->err, r->err_bytes, DDL_ECORRUPT,
                          "%s: header CRC-32C is 0x%08x, expected 0x%08x stored in the file: the header is corrupt",
                          r->path, (unsigned)got, (unsigned)want);
-    if ((get32(h + 16) != CK_SECTIONS && get32(h + 16) != CK_SECTIONS - 1) || (get32(h + 12) & ~CK_FLAG_LZ4) != 0)
+    if ((ddl__get_le32(h + 16) != CK_SECTIONS && ddl__get_le32(h + 16) != CK_SECTIONS - 1) || (ddl__get_le32(h + 12) & ~CK_FLAG_LZ4) != 0)
         return ddl__errf(r->err, r->err_bytes, DDL_ECORRUPT, "%s: header says %u sections and flags 0x%x, expected %d "
-                         "or %d sections and flags 0 or 1", r->path, (unsigned)get32(h + 16), (unsigned)get32(h + 12),
+                         "or %d sections and flags 0 or 1", r->path, (unsigned)ddl__get_le32(h + 16), (unsigned)ddl__get_le32(h + 12),
                          CK_SECTIONS - 1, CK_SECTIONS);
-    r->sections = (int)get32(h + 16);
+    r->sections = (int)ddl__get_le32(h + 16);
     info->version = (int)version;
-    info->compressed = (get32(h + 12) & CK_FLAG_LZ4) != 0;
+    info->compressed = (ddl__get_le32(h + 12) & CK_FLAG_LZ4) != 0;
     info->file_bytes = r->size;
     return DDL_OK;
 }
@@ -587,7 +496,7 @@ static int sec_head(reader *r, int i, const ddl_checkpoint_info *info, uint64_t 
     int rc = rd_bytes(r, h, CK_SEC_HEAD, "section header");
     if (rc)
         return rc;
-    uint32_t want = get32(h + 28), got = ddl_crc32c(0, h, 28);
+    uint32_t want = ddl__get_le32(h + 28), got = ddl_crc32c(0, h, 28);
     if (memcmp(h, sec_id[i], 4) != 0)
         return ddl__errf(r->err, r->err_bytes, DDL_ECORRUPT,
                          "%s: expected section %s (%s) at byte %llu, found id %02x %02x %02x %02x: the file is corrupt",
@@ -596,13 +505,13 @@ static int sec_head(reader *r, int i, const ddl_checkpoint_info *info, uint64_t 
         return ddl__errf(r->err, r->err_bytes, DDL_ECORRUPT,
                          "%s: header of section %s (%s) at byte %llu has CRC-32C 0x%08x, expected 0x%08x: the file "
                          "is corrupt", r->path, sec_id[i], sec_what[i], at, (unsigned)got, (unsigned)want);
-    uint32_t flags = get32(h + 4);
-    uint64_t raw = get64(h + 8), expect = sec_expect(i, info);
+    uint32_t flags = ddl__get_le32(h + 4);
+    uint64_t raw = ddl__get_le64(h + 8), expect = sec_expect(i, info);
     if (i == SEC_DESC && raw >= 1 && raw <= CK_DESC_MAX)
         expect = raw;
     *raw_out = raw;
-    *stored = get64(h + 16);
-    *crc = get32(h + 24);
+    *stored = ddl__get_le64(h + 16);
+    *crc = ddl__get_le32(h + 24);
     *lz4 = (flags & CK_FLAG_LZ4) != 0;
     if ((flags & ~CK_FLAG_LZ4) != 0 || raw != expect)
         return ddl__errf(r->err, r->err_bytes, DDL_ECORRUPT,
@@ -775,11 +684,11 @@ static int tens_decode(const reader *r, ddl_checkpoint *ck, const unsigned char 
         ddl_param_info *t = &ck->tensors[i];
         memcpy(ck->names[i], p, DDL__NAME_BYTES);
         t->name = ck->names[i];
-        t->n_dims = (int)get32(p + 48);
-        uint64_t count = 1, off = get64(p + 68), cnt = get64(p + 76);
+        t->n_dims = (int)ddl__get_le32(p + 48);
+        uint64_t count = 1, off = ddl__get_le64(p + 68), cnt = ddl__get_le64(p + 76);
         int ok = ck->names[i][DDL__NAME_BYTES - 1] == '\0' && ck->names[i][0] && t->n_dims >= 1 && t->n_dims <= 4;
         for (int d = 0; d < 4 && ok; d++) {
-            uint32_t s = get32(p + 52 + 4 * d);
+            uint32_t s = ddl__get_le32(p + 52 + 4 * d);
             ok = s >= 1 && s <= INT_MAX && (d < t->n_dims || s == 1);
             t->shape[d] = (int)s;
             count *= ok ? s : 1;
@@ -808,7 +717,7 @@ static void rngs_decode(ddl_rng *out, const unsigned char *p, int n)
 {
     for (int i = 0; i < n; i++)
         for (int k = 0; k < 4; k++)
-            out[i].s[k] = get64(p + (size_t)i * CK_RNG_BYTES + 8 * (size_t)k);
+            out[i].s[k] = ddl__get_le64(p + (size_t)i * CK_RNG_BYTES + 8 * (size_t)k);
 }
 
 /* ---- opening a checkpoint ---- */
