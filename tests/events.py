@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """events.py FILE TAG=V1,V2,... [TAG=...]... - a TensorBoard event file of scalars, written by hand
-(TFRecord framing with masked CRC-32C, the Event protobuf): value i of each TAG at step i + 1.
-A value may be nan, inf or -inf (as a diverged run logs them). For tests of the readers."""
+(TFRecord framing with masked CRC-32C, the Event protobuf): value i of each TAG at step i + 1,
+or at STEP when written STEP:V. Records follow the arguments' order, and a TAG may come again
+(train/loss=10:2,20:1.8 test/loss=1:1.9 train/loss=30:1.5 ...: per-step and per-epoch scalars
+interleaved as training writes them). A value may be nan, inf or -inf (as a diverged run logs
+them). For tests of the readers."""
 import struct
 import sys
 import time
@@ -57,5 +60,6 @@ out.write(record(event(0, version="brain.Event:2")))
 for arg in sys.argv[2:]:
     tag, _, vals = arg.partition("=")
     for i, v in enumerate(vals.split(",")):
-        out.write(record(event(i + 1, tag, float(v))))
+        step, _, value = v.rpartition(":")
+        out.write(record(event(int(step) if step else i + 1, tag, float(value))))
 out.close()
