@@ -2,7 +2,10 @@
 # test_serve_browser.sh - ddl-serve's page in Debian's chromium, driven by playwright-core
 # (tests/serve/browser.js; both installed by tools/install-deps.sh): an uploaded test image
 # shows the class the API gives for it, with its bar chart; a stroke drawn with the mouse
-# shows a class; a screenshot is taken; the Training tab's charts have the points of --logdir.
+# shows a class; a screenshot is taken; the Training tab's charts have the points of --logdir,
+# its runs named by their directory (lenet-run for the run in --logdir itself, trial-0001 for a
+# 3-epoch run below it), each run's per-epoch test curves drawn with a dot per epoch spread along
+# the step axis, and both axes ticked and labelled.
 # Prints "skipped: REASON" when chromium, node or playwright-core is missing or cannot run.
 . "$(dirname "$0")/lib.sh"
 BUILD=${BUILD:-build}
@@ -21,15 +24,21 @@ tmp=$(mktemp -d) || exit 1
 pid=""
 trap '[ -n "$pid" ] && kill $pid 2>/dev/null; rm -rf "$tmp"' EXIT
 
-"$B/lenet" --epochs 1 --train-limit 6000 --quiet --save "$tmp/lenet.ckpt" --logdir "$tmp/logs" > /dev/null 2>&1
+"$B/lenet" --epochs 1 --train-limit 6000 --quiet --save "$tmp/lenet.ckpt" --logdir "$tmp/lenet-run" > /dev/null 2>&1
 check "lenet trains" $?
+mkdir -p "$tmp/lenet-run/trial-0001/logs" &&   # a sweep's trial below it: 3 epochs of 200 steps
+    "$PYTHON" tests/events.py "$tmp/lenet-run/trial-0001/logs/events.out.tfevents.1.host" \
+        train/loss=100:2.0,200:1.6 train/accuracy=100:0.3,200:0.5 test/loss=1:1.5 test/accuracy=1:0.55 \
+        train/loss=300:1.3,400:1.2 train/accuracy=300:0.6,400:0.65 test/loss=2:1.2 test/accuracy=2:0.66 \
+        train/loss=500:1.1,600:1.0 train/accuracy=500:0.7,600:0.72 test/loss=3:1.1 test/accuracy=3:0.7
+check "a second run's event file" $?
 "$B/unet" --epochs 1 --scenes 200 --test-scenes 20 --quiet --save "$tmp/unet.ckpt" > /dev/null 2>&1
 check "unet trains" $?
 "$PYTHON" -c "
 import gzip, json, sys
 raw = gzip.open('$DATA/t10k-images-idx3-ubyte.gz').read()[16:16 + 784]
 json.dump(list(raw), open('$tmp/px.json', 'w')); json.dump({'instances': [list(raw)]}, open('$tmp/one.json', 'w'))"
-"$B/ddl-serve" --listen 127.0.0.1:0 --model fashion="$tmp/lenet.ckpt" --model seg="$tmp/unet.ckpt" --logdir "$tmp/logs" 2> "$tmp/log" &
+"$B/ddl-serve" --listen 127.0.0.1:0 --model fashion="$tmp/lenet.ckpt" --model seg="$tmp/unet.ckpt" --logdir "$tmp/lenet-run" 2> "$tmp/log" &
 pid=$!
 for _ in $(seq 100); do port=$(sed -n 's/.*listening on port \([0-9]*\).*/\1/p' "$tmp/log"); [ -n "$port" ] && break; sleep 0.1; done
 cls=$(curl -s --data-binary @"$tmp/one.json" "http://127.0.0.1:$port/v1/models/fashion:predict" |
@@ -39,7 +48,7 @@ out=$(cd tests/serve && node browser.js "http://127.0.0.1:$port/" "$CHROMIUM" "$
 echo "$out"
 case "$out" in skipped:*) skip "${out#skipped: }" ;; esac
 pass=$((pass + $(echo "$out" | grep -c '^PASS'))); fail=$((fail + $(echo "$out" | grep -c '^FAIL')))
-[ "$(echo "$out" | grep -c '^PASS')" -ge 8 ]; check "browser.js ran all its checks" $?
+[ "$(echo "$out" | grep -c '^PASS')" -ge 11 ]; check "browser.js ran all its checks" $?
 [ -n "${DDL_SCREENSHOT_DIR:-}" ] && cp "$tmp"/page*.png "$DDL_SCREENSHOT_DIR"/
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -3,8 +3,9 @@
 // (a PNG made here from the pixels given) and checks that the class shown is the one the API
 // gives for the same pixels, with 10 bars summing to 1; draws a stroke with the mouse and
 // checks a class is shown; takes a screenshot; for the U-Net, asks for a random scene and checks
-// the mask is shown over it; opens the Training tab and checks the charts
-// have points. Prints "PASS: ..." / "FAIL: ..." lines; "skipped: REASON" if chromium cannot start.
+// the mask is shown over it; opens the Training tab and checks the charts have points, the
+// runs' names, a dashed test curve per run with a dot per epoch spread along the step axis, and
+// ticked, titled axes. Prints "PASS: ..." / "FAIL: ..." lines; "skipped: REASON" if chromium cannot start.
 //   node browser.js URL CHROMIUM PIXELS_JSON API_CLASS SCREENSHOT
 const zlib = require("zlib");
 const fs = require("fs");
@@ -80,6 +81,25 @@ const result = (ok, what) => { console.log((ok ? "PASS: " : "FAIL: ") + what); i
   const ap = await page.$eval("#acc-chart", (e) => Number(e.dataset.points));
   const lines = await page.$$eval("#loss-chart polyline.series", (l) => l.length);
   result(lp > 5 && ap > 0 && lines >= 1, "the training charts have points (loss " + lp + ", accuracy " + ap + ")");
+  await page.waitForFunction(() => document.querySelectorAll("#train-legend .run").length >= 2, null, { timeout: 10000 });
+  const names = await page.$$eval("#train-legend .run", (s) => s.map((e) => e.dataset.run));
+  result(names.join(" ") === "lenet-run trial-0001", "the runs are named by their directory: " + names.join(", ") + " (not '.' or 'logs')");
+  const dots = {};
+  for (const id of ["loss-chart", "acc-chart"]) {
+    dots[id] = await page.$$eval("#" + id + " circle.point", (cs) => cs.map((c) => [c.dataset.run, c.dataset.tag, +c.getAttribute("cx"), +c.getAttribute("r")]));
+  }
+  const tdots = (id, run) => dots[id].filter(([r]) => r === run);
+  const spread = (ds) => Math.max(...ds.map((d) => d[2])) - Math.min(...ds.map((d) => d[2]));
+  const tests = await page.$$eval("svg polyline.series.test", (l) => l.map((e) => e.dataset.run + " " + e.dataset.tag).sort());
+  result(tests.join(",") === "lenet-run test/accuracy,lenet-run test/loss,trial-0001 test/accuracy,trial-0001 test/loss",
+    "a test curve per run in each chart: " + tests.join(", "));
+  const t1 = tdots("loss-chart", "trial-0001"), a1 = tdots("acc-chart", "trial-0001"), l0 = tdots("acc-chart", "lenet-run");
+  result(t1.length === 3 && a1.length === 3 && l0.length === 1 && t1.every((d) => d[1] === "test/loss" && d[3] >= 3) && spread(t1) > 150,
+    "a visible dot per epoch, spread along the step axis (trial-0001: " + t1.length + " loss dots over " + (t1.length ? spread(t1).toFixed(0) : 0) + " px; lenet-run: " + l0.length + ")");
+  const ticks = await page.$$eval("#loss-chart text.tick-label", (t) => t.map((e) => e.classList.contains("x") ? "x" : "y"));
+  const titles = await page.$$eval("#acc-chart text.axis-title", (t) => t.map((e) => e.textContent));
+  result(ticks.filter((k) => k === "x").length >= 3 && ticks.filter((k) => k === "y").length >= 3 && titles.join(",") === "step,accuracy",
+    "axes with ticks (" + ticks.length + " labels) and titles (" + titles.join(", ") + ")");
   await page.screenshot({ path: shot.replace(/\.png$/, "-training.png"), fullPage: true });
   result(external.length === 0, "no request left the server (" + external.join(" ") + ")");
   await browser.close();
