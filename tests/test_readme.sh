@@ -1,11 +1,15 @@
 #!/bin/sh
-# The example in README.md is at most 70 lines (the loop written out with its error handling,
+# The example in README.md is examples/quickstart.c (the same text), at most 70 lines (the loop written out with its error handling,
 # not golfed), compiles against an installed ddl through pkg-config as README says, and trains
 # LeNet for 5 epochs on 2 ranks, rank 0 printing each epoch once (about 15 s).
 BUILD=${BUILD:-build}
 pass=0; fail=0
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 awk '/^```c$/{f=1;next} /^```$/{if(f){exit}} f' README.md > "$tmp/example.c"
+# the README's program is examples/quickstart.c, from its first #include on: one text, not two
+sed -n '/^#include/,$p' examples/quickstart.c > "$tmp/quickstart.c"
+if cmp -s "$tmp/example.c" "$tmp/quickstart.c"; then pass=$((pass+1)); else
+    echo "README's program differs from examples/quickstart.c:"; diff "$tmp/example.c" "$tmp/quickstart.c" | head; fail=$((fail+1)); fi
 # built the way README says: against an installed copy, through pkg-config
 unset MAKEFLAGS MFLAGS MAKELEVEL
 make -s install BUILD="$BUILD" DESTDIR="$tmp/root" PREFIX=/usr/local > "$tmp/install.log" 2>&1 || {
