@@ -6,6 +6,8 @@
 #   FAKE_HANG_TRIAL=N  trial N (DDL_SWEEP_TRIAL) sleeps for ever
 #   FAKE_PIDS=DIR      write the pid to DIR/trial-N.attempt-A, wait FAKE_WAIT seconds first
 #   FAKE_SLEEP=S       seconds per epoch (default 0.05)
+#   FAKE_NAN_LR=X      with --lr X the run diverges: loss and test_loss nan, test_acc 0.1
+#   FAKE_CHANCE_LR=X   with --lr X test_acc is 0.11 (chance for 10 classes), the losses finite
 # A --lr or --batch that is not a number is a usage error: exit 2, as the ddl programs do.
 lr=0.01 batch=64 epochs=3
 while [ $# -gt 0 ]; do
@@ -33,13 +35,15 @@ fi
 e=1
 while [ $e -le "$epochs" ]; do
     sleep "${FAKE_SLEEP:-0.05}"
-    awk -v lr="$lr" -v b="$batch" -v e="$e" -v n="$epochs" 'BEGIN {
+    awk -v lr="$lr" -v b="$batch" -v e="$e" -v n="$epochs" -v nanlr="${FAKE_NAN_LR:-none}" -v chancelr="${FAKE_CHANCE_LR:-none}" 'BEGIN {
         d = log(lr) / log(10) + 2; d = d < 0 ? -d : 1.2 * d
         k = log(b / 64) / log(2); if (k < 0) k = -k
-        acc = (0.9 - 0.1 * d - 0.05 * k) * e / (e + 1)
-        printf "epoch %d/%d  loss %.4f  train_acc %.4f  test_loss %.4f  test_acc %.4f  100 images/s  (0.1 s)\n",
-            e, n, 1 - acc, acc, 1 - acc, acc
-        if (e == n) printf "summary: model=fake transport=none world=1 epochs=%d batch=%d test_acc=%.4f test_loss=%.4f wall_s=0.1\n", n, b, acc, 1 - acc
+        acc = (0.9 - 0.1 * d - 0.05 * k) * e / (e + 1); loss = sprintf("%.4f", 1 - acc)
+        if (lr == nanlr) { acc = 0.1; loss = "nan" }
+        if (lr == chancelr) { acc = 0.11; loss = "2.3026" }
+        printf "epoch %d/%d  loss %s  train_acc %.4f  test_loss %s  test_acc %.4f  100 images/s  (0.1 s)\n",
+            e, n, loss, acc, loss, acc
+        if (e == n) printf "summary: model=fake transport=none world=1 epochs=%d batch=%d test_acc=%.4f test_loss=%s wall_s=0.1\n", n, b, acc, loss
     }'
     e=$((e + 1))
 done

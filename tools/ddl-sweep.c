@@ -56,6 +56,8 @@
     "  --ranks R         ranks per trial (default 1)\n"                                                      \
     "  --metric M        from the 'summary:' line's M= (default test_acc; per epoch: 'epoch E/N ... M V')\n" \
     "  --minimize        lower is better (default: higher)\n"                                                \
+    "  --classes N       a trial whose test_acc is at most 1/N + 0.02 (chance), or whose loss is NaN or\n"  \
+    "                    infinite, is marked diverged (default 10, or the 'N classes' a trial prints)\n"   \
     "  --retries K       run a crashed trial again, on another slot, up to K times (default 1); a usage\n"  \
     "                    error (exit 2) is not retried\n"                                                    \
     "  --blacklist-after F  stop using a slot on which F trials in a row failed (default 3; 0: never)\n"    \
@@ -73,7 +75,7 @@
 /* ---- state ---- */
 
 static sweep_opts o = {.run_index = -1, .seed = 1, .slots = 1, .ranks = 1, .retries = 1, .blacklist_after = 3,
-                       .min_epochs = 1, .metric = NULL};
+                       .min_epochs = 1, .metric = NULL, .classes = 10};
 static sweep_space space = {.minimize = -1};
 static sweep_trial *trials;
 static long n_trials, first_trial, end_trial; /* [first, end): the trials this run is for */
@@ -90,7 +92,7 @@ static int got_signal;
 static void parse_args(int argc, char **argv)
 {
     enum { GRID = 256, RANGE, SPACE, RANDOM, SEED, SLOTS, HOSTS, AGENT, RANKS, METRIC, MINIMIZE, OUT, RETRIES,
-           BLACKLIST, ASHA, ASHA_MIN, TIMEOUT, RESUME, LIST, RUN_INDEX, BARE, DDLRUN };
+           BLACKLIST, ASHA, ASHA_MIN, TIMEOUT, RESUME, LIST, RUN_INDEX, BARE, DDLRUN, CLASSES };
     static const struct option options[] = {
         {"grid", required_argument, NULL, GRID}, {"range", required_argument, NULL, RANGE},
         {"space", required_argument, NULL, SPACE}, {"random", required_argument, NULL, RANDOM},
@@ -102,7 +104,8 @@ static void parse_args(int argc, char **argv)
         {"asha", required_argument, NULL, ASHA}, {"asha-min-epochs", required_argument, NULL, ASHA_MIN},
         {"timeout", required_argument, NULL, TIMEOUT}, {"resume", no_argument, NULL, RESUME},
         {"list", no_argument, NULL, LIST}, {"run-index", required_argument, NULL, RUN_INDEX},
-        {"bare", no_argument, NULL, BARE}, {"ddlrun", required_argument, NULL, DDLRUN}, CLI_HELP_VERSION,
+        {"bare", no_argument, NULL, BARE}, {"ddlrun", required_argument, NULL, DDLRUN},
+        {"classes", required_argument, NULL, CLASSES}, CLI_HELP_VERSION,
         {NULL, 0, NULL, 0}};
     int slots_given = 0, minimize = 0;
     const char *grids[SWEEP_MAX_PARAMS], *ranges[SWEEP_MAX_PARAMS];
@@ -140,6 +143,7 @@ static void parse_args(int argc, char **argv)
         case RUN_INDEX: o.run_index = cli_long("--run-index", optarg, 0, SWEEP_MAX_TRIALS - 1); break;
         case BARE: o.bare = 1; break;
         case DDLRUN: o.ddlrun = optarg; break;
+        case CLASSES: o.classes = cli_int("--classes", optarg, 2, 1000000); break;
         case 'h': cli_help(USAGE); break;
         case 'V': cli_version(); break;
         default: cli_try(); /* getopt_long named the flag */
@@ -422,6 +426,7 @@ static void finish(sweep_slot *sl)
         t->state = TRIAL_PENDING;
     } else if (sl->stop == STOP_ASHA) {
         t->state = TRIAL_STOPPED;
+        t->diverged = trial_diverged(sl, o.classes);
         t->has_metric = 1;
         t->metric = sl->epoch_metric;
         t->attempts++;
@@ -435,10 +440,11 @@ static void finish(sweep_slot *sl)
         t->attempts++;
         sl->fails = 0;
         t->state = sl->has_metric ? TRIAL_OK : TRIAL_NO_METRIC;
+        t->diverged = sl->has_metric && trial_diverged(sl, o.classes);
         record(t);
         if (sl->has_metric)
-            say("trial %ld done: %s=%.4f in %.1f s on slot %s (%s)", t->id, o.metric, t->metric, t->wall_s, sl->name,
-                values(t));
+            say("trial %ld done: %s=%.4f in %.1f s on slot %s (%s)%s", t->id, o.metric, t->metric, t->wall_s, sl->name,
+                values(t), t->diverged ? ": diverged (test accuracy at chance, or a loss NaN or infinite)" : "");
         else
             say("trial %ld exited 0 but printed no 'summary:' line with %s=: not retried", t->id, o.metric);
     } else if (!WIFSIGNALED(st) && WEXITSTATUS(st) == 2) { /* a usage error: the same every time */
@@ -552,12 +558,28 @@ static int run(void)
 
 /* ---- main ---- */
 
+/* say_renamed: the columns of results.csv not named as their parameter or metric, and why. */
+static void say_renamed(void)
+{
+    char col[SWEEP_VALUE_BYTES + 16];
+    for (int i = 0; i < space.n; i++) {
+        results_param_col(&space, i, o.metric, col, sizeof col);
+        if (strcmp(col, space.p[i].name))
+            printf("ddl-sweep: parameter %s is column %s of results.csv (results.csv has a column %s of its own)\n",
+                   space.p[i].name, col, space.p[i].name);
+    }
+    results_metric_col(o.metric, col, sizeof col);
+    if (strcmp(col, o.metric))
+        printf("ddl-sweep: the metric %s is column %s of results.csv (results.csv has a column %s of its own)\n",
+               o.metric, col, o.metric);
+}
+
 /* report: the table, the best trial's command line, and for ASHA the trial-epochs it saved. */
 static int report(int rc)
 {
     if (o.run_index >= 0) {
         const sweep_trial *t = &trials[o.run_index];
-        printf("ddl-sweep: trial %ld: %s", t->id, trial_status[t->state]);
+        printf("ddl-sweep: trial %ld: %s", t->id, results_status(t));
         if (t->has_metric)
             printf(" %s=%.4f", o.metric, t->metric);
         printf("\n");
@@ -573,6 +595,12 @@ static int report(int rc)
         printf("ASHA (eta %d, first rung at epoch %d): stopped %ld trial%s\n", o.eta, o.min_epochs, asha_stopped,
                asha_stopped == 1 ? "" : "s");
     printf("trial-epochs run: %ld\n", epochs);
+    long n_div = 0;
+    for (long i = 0; i < n_trials; i++)
+        if (trials[i].diverged)
+            printf("%s%ld", n_div++ ? ", " : "diverged (test accuracy at chance, or a loss NaN or infinite): trial ", i);
+    if (n_div)
+        printf(" (never the best)\n");
     if (best) {
         static char store[65536];
         char *av[SWEEP_MAX_ARGS];
@@ -580,7 +608,7 @@ static int report(int rc)
         printf("best: trial %ld, %s=%.4f (%s):\n  ", best->id, o.metric, best->metric, values(best));
         trial_print(stdout, av);
     } else {
-        printf("no trial finished with a %s\n", o.metric);
+        printf("no trial finished with a %s%s\n", o.metric, n_div ? " without diverging" : "");
     }
     return rc ? rc : failures ? 1 : 0;
 }
@@ -610,6 +638,7 @@ int main(int argc, char **argv)
     make_out();
     snprintf(results_path, sizeof results_path, "%s/results.csv", o.out);
     results_header(&space, o.metric, header, sizeof header);
+    say_renamed();
     struct stat st;
     if (lstat(results_path, &st) == 0 && S_ISLNK(st.st_mode))
         sweep_fatal("%s is a symbolic link: not followed (planted by another user?); remove it", results_path);

@@ -2,7 +2,12 @@
  * values, the metric, status, exit code, wall time, epochs run, slot, attempts), appended under
  * an flock and fsync'ed as each trial ends, so that a crash loses no finished trial and Slurm
  * array tasks (--run-index) can share the file; read back for --resume; the final table sorted
- * by the metric. Values hold no commas or quotes (sweep_space.h refuses them): no CSV quoting. */
+ * by the metric. Values hold no commas or quotes (sweep_space.h refuses them): no CSV quoting.
+ * A parameter named like one of the file's own columns (--grid epochs=1,3: "epochs" is also the
+ * epochs a trial ran) gets the column "param/NAME", and a metric named so "metric/NAME": every
+ * column name is unique, as pandas and spreadsheets want. A trial that ran to its end (or to an
+ * ASHA stop) but diverged (test accuracy at chance, or a loss NaN or infinite) has the status
+ * "diverged", and is never the best. */
 #ifndef DDL_SWEEP_RESULTS_H
 #define DDL_SWEEP_RESULTS_H
 
@@ -24,6 +29,7 @@ static const char *const trial_status[] = {"pending", "running", "ok", "stopped"
 
 typedef struct sweep_trial {
     long id;
+    int diverged;                      /* TRIAL_OK or TRIAL_STOPPED, but at chance or NaN */
     char (*values)[SWEEP_VALUE_BYTES]; /* one per parameter */
     int state, exit_code;              /* exit_code as a shell gives it: 128+N when killed by signal N */
     int has_metric, epochs, attempts, avoid_slot, resumed;
@@ -31,13 +37,48 @@ typedef struct sweep_trial {
     char slot[SWEEP_VALUE_BYTES];      /* where it last ran */
 } sweep_trial;
 
+/* the file's own columns, beside the parameters and the metric */
+static const char *const results_fixed[] = {"trial", "status", "exit", "wall_s", "epochs", "slot", "attempts"};
+
+static int results_is_fixed(const char *name)
+{
+    for (size_t i = 0; i < sizeof results_fixed / sizeof results_fixed[0]; i++)
+        if (!strcmp(name, results_fixed[i]))
+            return 1;
+    return 0;
+}
+
+/* results_metric_col: the metric's column: its name, "metric/NAME" if a column of the file has it. */
+static void results_metric_col(const char *metric, char *out, size_t cap)
+{
+    snprintf(out, cap, "%s%s", results_is_fixed(metric) ? "metric/" : "", metric);
+}
+
+/* results_param_col: parameter i's column: its name, "param/NAME" if the file or the metric has it. */
+static void results_param_col(const sweep_space *s, int i, const char *metric, char *out, size_t cap)
+{
+    const char *n = s->p[i].name;
+    char m[SWEEP_VALUE_BYTES + 8];
+    results_metric_col(metric, m, sizeof m);
+    snprintf(out, cap, "%s%s", results_is_fixed(n) || !strcmp(n, m) ? "param/" : "", n);
+}
+
 /* results_header: "trial,P1,...,METRIC,status,exit,wall_s,epochs,slot,attempts". */
 static void results_header(const sweep_space *s, const char *metric, char *out, size_t cap)
 {
+    char col[SWEEP_VALUE_BYTES + 16];
     snprintf(out, cap, "trial");
-    for (int i = 0; i < s->n; i++)
-        snprintf(out + strlen(out), cap - strlen(out), ",%s", s->p[i].name);
-    snprintf(out + strlen(out), cap - strlen(out), ",%s,status,exit,wall_s,epochs,slot,attempts", metric);
+    for (int i = 0; i < s->n; i++) {
+        results_param_col(s, i, metric, col, sizeof col);
+        snprintf(out + strlen(out), cap - strlen(out), ",%s", col);
+    }
+    results_metric_col(metric, col, sizeof col);
+    snprintf(out + strlen(out), cap - strlen(out), ",%s,status,exit,wall_s,epochs,slot,attempts", col);
+}
+
+static const char *results_status(const sweep_trial *t)
+{
+    return t->diverged ? "diverged" : trial_status[t->state];
 }
 
 static void results_row(const sweep_space *s, const sweep_trial *t, char *out, size_t cap)
@@ -49,7 +90,7 @@ static void results_row(const sweep_space *s, const sweep_trial *t, char *out, s
         snprintf(out + strlen(out), cap - strlen(out), ",%.6g", t->metric);
     else
         snprintf(out + strlen(out), cap - strlen(out), ",");
-    snprintf(out + strlen(out), cap - strlen(out), ",%s,%d,%.1f,%d,%s,%d", trial_status[t->state], t->exit_code,
+    snprintf(out + strlen(out), cap - strlen(out), ",%s,%d,%.1f,%d,%s,%d", results_status(t), t->exit_code,
              t->wall_s, t->epochs, t->slot, t->attempts);
 }
 
@@ -112,8 +153,8 @@ static long results_load(const char *path, const char *header, const sweep_space
         for (int i = 0; i < s->n; i++)
             same &= !strcmp(f_[1 + i], t->values[i]);
         char **r = f_ + 1 + s->n; /* metric, status, exit, wall_s, epochs, slot, attempts */
-        int st = TRIAL_OK;
-        while (st <= TRIAL_NO_METRIC && strcmp(trial_status[st], r[1]))
+        int st = TRIAL_OK, diverged = !strcmp(r[1], "diverged");
+        while (!diverged && st <= TRIAL_NO_METRIC && strcmp(trial_status[st], r[1]))
             st++;
         if (!same || st > TRIAL_NO_METRIC) {
             fprintf(stderr, "%s: %s line %d: trial %ld has other values or status here; ignored\n", cli_prog, path,
@@ -123,6 +164,7 @@ static long results_load(const char *path, const char *header, const sweep_space
         if (st == TRIAL_FAILED) /* a crash may not happen again: run it */
             continue;
         t->state = st;
+        t->diverged = diverged;
         t->has_metric = r[0][0] != '\0';
         t->metric = t->has_metric ? strtod(r[0], NULL) : 0;
         t->exit_code = atoi(r[2]);
@@ -141,12 +183,13 @@ static long results_load(const char *path, const char *header, const sweep_space
 
 static int table_minimize; /* qsort's comparison has no user pointer */
 
-/* table_order: ok trials by metric (best first), then stopped ones by metric, then the rest. */
+/* table_order: ok trials by metric (best first), then stopped ones by metric, then diverged
+ * ones, then the rest. */
 static int table_order(const void *a, const void *b)
 {
     const sweep_trial *x = *(sweep_trial *const *)a, *y = *(sweep_trial *const *)b;
-    int gx = x->state == TRIAL_OK ? 0 : x->state == TRIAL_STOPPED ? 1 : 2;
-    int gy = y->state == TRIAL_OK ? 0 : y->state == TRIAL_STOPPED ? 1 : 2;
+    int gx = x->diverged ? 2 : x->state == TRIAL_OK ? 0 : x->state == TRIAL_STOPPED ? 1 : 3;
+    int gy = y->diverged ? 2 : y->state == TRIAL_OK ? 0 : y->state == TRIAL_STOPPED ? 1 : 3;
     if (gx != gy)
         return gx - gy;
     if (gx < 2 && x->metric != y->metric)
@@ -167,10 +210,14 @@ static const sweep_trial *results_table(const sweep_space *s, sweep_trial *trial
             order[m++] = &trials[i];
     table_minimize = minimize;
     qsort(order, (size_t)m, sizeof *order, table_order);
+    char col[SWEEP_VALUE_BYTES + 16];
     printf("\n%-6s", "trial");
-    for (int i = 0; i < s->n; i++)
-        printf(" %-12s", s->p[i].name);
-    printf(" %-10s %-9s %5s %8s %6s  %s\n", metric, "status", "exit", "wall_s", "epochs", "slot");
+    for (int i = 0; i < s->n; i++) {
+        results_param_col(s, i, metric, col, sizeof col);
+        printf(" %-12s", col);
+    }
+    results_metric_col(metric, col, sizeof col);
+    printf(" %-10s %-9s %5s %8s %6s  %s\n", col, "status", "exit", "wall_s", "epochs", "slot");
     for (long k = 0; k < m; k++) {
         const sweep_trial *t = order[k];
         printf("%-6ld", t->id);
@@ -179,10 +226,10 @@ static const sweep_trial *results_table(const sweep_space *s, sweep_trial *trial
         char mv[32] = "-";
         if (t->has_metric)
             snprintf(mv, sizeof mv, "%.4f", t->metric);
-        printf(" %-10s %-9s %5d %8.1f %6d  %s%s\n", mv, trial_status[t->state], t->exit_code, t->wall_s, t->epochs,
+        printf(" %-10s %-9s %5d %8.1f %6d  %s%s\n", mv, results_status(t), t->exit_code, t->wall_s, t->epochs,
                t->slot, t->resumed ? " (earlier run)" : "");
     }
-    const sweep_trial *best = m && order[0]->state == TRIAL_OK ? order[0] : NULL;
+    const sweep_trial *best = m && order[0]->state == TRIAL_OK && !order[0]->diverged ? order[0] : NULL;
     free(order);
     return best;
 }

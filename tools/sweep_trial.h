@@ -3,7 +3,8 @@
  * --logdir and --checkpoint under DIR/trial-NNNN/), starting it in a process group of its own that
  * dies with ddl-sweep (PR_SET_PDEATHSIG), and reading its output: every byte to
  * DIR/trial-NNNN/output.log, the metric from "epoch E/N ... METRIC VALUE" lines (for ASHA) and
- * from the "summary: ... METRIC=VALUE" line (the trial's result). Knows nothing of scheduling. */
+ * from the "summary: ... METRIC=VALUE" line (the trial's result), and whether it diverged (its
+ * test_acc at chance, or a loss NaN or infinite). Knows nothing of scheduling. */
 #ifndef DDL_SWEEP_TRIAL_H
 #define DDL_SWEEP_TRIAL_H
 
@@ -28,6 +29,7 @@ typedef struct sweep_opts {
     long n_random, run_index;
     unsigned long long seed;
     int slots, ranks, retries, blacklist_after, minimize, resume, list, bare, eta, min_epochs;
+    int classes;                     /* --classes: what chance accuracy is, unless a trial says */
     double timeout_s;
     const char *metric, *out, *hosts, *agent, *ddlrun, *space_file;
     char **argv; /* PROGRAM ARGS... */
@@ -50,6 +52,8 @@ typedef struct sweep_slot {
     char last_prog[256];          /* its last line not from ddlrun: what the program said */
     int epoch, has_epoch_metric, has_metric;
     double epoch_metric, metric;
+    int has_acc, classes, nonfinite; /* its last test_acc; "N classes" it printed; a NaN or inf loss */
+    double acc;
 } sweep_slot;
 
 static long long sweep_now_ms(void)
@@ -234,6 +238,7 @@ static int trial_spawn(const sweep_opts *o, const sweep_space *s, sweep_trial *t
     sl->fill = 0;
     sl->last[0] = sl->last_prog[0] = '\0';
     sl->epoch = sl->has_epoch_metric = sl->has_metric = 0;
+    sl->has_acc = sl->classes = sl->nonfinite = 0;
     t->state = TRIAL_RUNNING;
     memcpy(t->slot, sl->name, sizeof t->slot); /* both SWEEP_VALUE_BYTES, NUL-terminated */
     return 0;
@@ -265,10 +270,38 @@ static int line_value(const char *line, const char *name, char sep, double *v)
     return 0;
 }
 
+/* trial_health: from a summary line (sep '=') or an epoch line (sep ' '): the test accuracy, and
+ * whether a loss is NaN or infinite; a "data: ... N classes" line (ddl-train) gives the classes. */
+static void trial_health(sweep_slot *sl, const char *line, char sep)
+{
+    static const char *const losses[] = {"loss", "test_loss"};
+    double v;
+    const char *c = strncmp(line, "data:", 5) ? NULL : strstr(line, " classes");
+    while (c && c > line && c[-1] >= '0' && c[-1] <= '9')
+        c--;
+    if (c && atoi(c) > 1)
+        sl->classes = atoi(c);
+    if (line_value(line, "test_acc", sep, &v))
+        sl->acc = v, sl->has_acc = 1;
+    for (int i = 0; i < 2; i++)
+        if (line_value(line, losses[i], sep, &v) && (v != v || v - v != 0)) /* NaN, or inf (inf - inf is NaN) */
+            sl->nonfinite = 1;
+}
+
+/* trial_diverged: whether the trial on sl diverged: test accuracy at chance (at most 1/classes +
+ * 0.02, classes as it said or --classes) or a loss NaN or infinite. */
+static int trial_diverged(const sweep_slot *sl, int classes)
+{
+    int n = sl->classes ? sl->classes : classes;
+    return sl->nonfinite || (sl->has_acc && n > 0 && !(sl->acc > 1.0 / n + 0.02));
+}
+
 /* trial_line: one line of the trial's output. Returns 1 when it reported the metric of a new
  * epoch (sl->epoch, sl->epoch_metric), for ASHA. */
 static int trial_line(sweep_slot *sl, const char *metric, const char *line)
 {
+    if (!strncmp(line, "summary:", 8) || !strncmp(line, "epoch ", 6) || !strncmp(line, "data:", 5))
+        trial_health(sl, line, strncmp(line, "summary:", 8) ? ' ' : '=');
     if (line[0])
         snprintf(sl->last, sizeof sl->last, "%s", line);
     if (line[0] && strncmp(line, "ddlrun: ", 8))
