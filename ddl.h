@@ -501,12 +501,6 @@ const float *ddl_model_forward(ddl_model *m, const float *x, int batch, int trai
 /* ddl_model_backward: accumulate parameter gradients of the last forward from dlogits (nothing
  * happens when batch is not in [1, cfg.batch]). */
 void ddl_model_backward(ddl_model *m, const float *x, int batch, const float *dlogits);
-/* ddl_model_grads_ready: for model plugins, inside backward: every gradient from `from` (a
- * gradient view the build gave) to the end of the flat gradient buffer is final for this pass.
- * Plugins call it after each layer, last layers first, so the trainer can all-reduce those
- * gradients while the earlier layers compute (DDL_OVERLAP); a plugin that never calls it still
- * trains, with all gradients sent after backward. Outside a backward pass it does nothing. */
-void ddl_model_grads_ready(void *self, const float *from);
 /* ddl_model_check_grads: check m's backward against finite differences, for authors of model
  * plugins. With x (batch, in_c, in_h, in_w) and the loss sum(logits * r), r a fixed random tensor
  * from seed, it compares the gradient backward gives (in evaluation mode: no dropout) with
@@ -1056,6 +1050,12 @@ float *ddl_build_param(ddl_model_build *b, const char *name, int n_dims, const i
 float *ddl_build_scratch(ddl_model_build *b, size_t count);
 /* ddl_build_output: declare the logits shape per sample (classes, H, W); (C, 1, 1) for classifiers. */
 void ddl_build_output(ddl_model_build *b, int c, int h, int w);
+/* ddl_model_grads_ready: for model plugins, inside backward: every gradient from `from` (a
+ * gradient view the build gave) to the end of the flat gradient buffer is final for this pass.
+ * Plugins call it after each layer, last layers first, so the trainer can all-reduce those
+ * gradients while the earlier layers compute (DDL_OVERLAP); a plugin that never calls it still
+ * trains, with all gradients sent after backward. Outside a backward pass it does nothing. */
+void ddl_model_grads_ready(void *self, const float *from);
 /* ddl_build_fail: report a configuration the plugin cannot build; the create call then fails
  * with DDL_EINVAL and msg as its reason. */
 void ddl_build_fail(ddl_model_build *b, const char *msg);
