@@ -49,6 +49,19 @@ print(",".join(json.loads({p.key: p.value for p in m.metadata_props}["ddl.class_
     check "the ONNX export carries the class names (metadata ddl.class_names)" $?
 fi
 
+# ddl-serve serves the graph checkpoint: its metadata names the classes and the per-channel normalisation
+if [ -x "$BUILD/bin/ddl-serve" ]; then
+    port=$(free_port)
+    "$BUILD/bin/ddl-serve" --model fruits="$tmp/fruits.ckpt" --listen "127.0.0.1:$port" > "$tmp/serve.log" 2>&1 &
+    spid=$!
+    for i in $(seq 1 50); do curl -s "127.0.0.1:$port/ping" > /dev/null 2>&1 && break; sleep 0.1; done
+    meta=$(curl -s "127.0.0.1:$port/v1/models/fruits/metadata")
+    kill $spid; wait $spid 2> /dev/null
+    printf '%s' "$meta" | "$PYTHON" -c 'import json, sys; d = json.load(sys.stdin)["ddl"]
+sys.exit(not (d["model"] == "graph" and d["class_names"] == ["apple", "guava", "kiwi"] and len(d["normalisation"]["std"]) == 3))'
+    check "ddl-serve serves the graph checkpoint, naming its classes and per-channel normalisation" $?
+fi
+
 # ---- Fashion-MNIST as PNG folders, against its IDX files ----
 if [ -d "$DATA" ]; then
     "$PYTHON" tests/train/fashion_png.py "$DATA" "$tmp/fpng" 6000 2000

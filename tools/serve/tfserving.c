@@ -17,6 +17,34 @@ void sv_model_state(sv_model *m, int *number, ddl_checkpoint_info *info)
     pthread_mutex_unlock(&m->lock);
 }
 
+/* class_names: the current version's class names (the checkpoint's), or null; copied under the
+ * lock, so a reload cannot free them meanwhile. */
+static json_t *class_names(sv_model *m)
+{
+    json_t *a = NULL;
+    pthread_mutex_lock(&m->lock);
+    const char *const *names = ddl_predictor_class_names(m->cur->slots[0].pr);
+    for (int i = 0; names && i < m->C; i++) {
+        a = a ? a : json_array();
+        json_array_append_new(a, json_string(names[i]));
+    }
+    pthread_mutex_unlock(&m->lock);
+    return a ? a : json_null();
+}
+
+/* normalisation: what the server does to the pixels: one mean and std, or one per channel. */
+static json_t *normalisation(const sv_model *m, const ddl_checkpoint_info *in)
+{
+    if (!in->n_norm)
+        return json_pack("{s:f,s:f}", "mean", (double)m->mean, "std", (double)m->std);
+    json_t *mean = json_array(), *std = json_array();
+    for (int c = 0; c < in->n_norm; c++) {
+        json_array_append_new(mean, json_real(in->norm_mean[c]));
+        json_array_append_new(std, json_real(in->norm_std[c]));
+    }
+    return json_pack("{s:o,s:o}", "mean", mean, "std", std);
+}
+
 void sv_tfs_status(sv_model *m, sv_reply *rep)
 {
     int v;
@@ -50,13 +78,13 @@ void sv_tfs_metadata(sv_model *m, sv_reply *rep)
                             seg ? "DT_UINT8" : "DT_FLOAT", "tensor_shape", seg ? dims(1, m->oh, m->ow)
                                                                                : dims(m->C, 1, 1),
                             "method_name", "tensorflow/serving/predict");
-    sv_reply_json(rep, 200, json_pack("{s:{s:s,s:s,s:s},s:{s:{s:{s:o}}},s:{s:s,s:s,s:[iii],s:[iii],s:i,s:{s:f,s:f},"
+    sv_reply_json(rep, 200, json_pack("{s:{s:s,s:s,s:s},s:{s:{s:{s:o}}},s:{s:s,s:s,s:[iii],s:[iii],s:i,s:o,s:o,"
                                       "s:i,s:I,s:i}}",
                                       "model_spec", "name", m->name, "signature_name", "serving_default", "version",
                                       ver, "metadata", "signature_def", "signature_def", "serving_default", sig,
                                       "ddl", "model", m->kind, "task", seg ? "segmentation" : "classification",
                                       "input", m->c, m->h, m->w, "output", m->C, m->oh, m->ow, "classes", m->C,
-                                      "normalisation", "mean", (double)m->mean, "std", (double)m->std,
+                                      "class_names", class_names(m), "normalisation", normalisation(m, &in),
                                       "max_instances", m->max_inst, "step", (json_int_t)in.step, "version", v));
 }
 
