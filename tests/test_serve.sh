@@ -143,17 +143,19 @@ kill $pid; wait $pid 2>/dev/null
 # ---- token ----
 printf 's3cret-token\n' > "$tmp/token"; chmod 600 "$tmp/token"   # ddl-serve refuses a token file others may read
 start tok --model fashion="$tmp/lenet.ckpt" --token-file "$tmp/token"
-[ "$(req GET /v1/models/fashion)" = 401 ] && grep -q '"error"' "$tmp/out"; check "no token: 401 with a JSON error" $?
-[ "$(req GET /v1/models/fashion -H 'Authorization: Bearer wrong')" = 401 ]; check "a wrong token: 401" $?
+[ "$(req GET /v1/models/fashion/metadata)" = 401 ] && grep -q '"error"' "$tmp/out"; check "no token: 401 with a JSON error" $?
+[ "$(req GET /v1/models/fashion/metadata -H 'Authorization: Bearer wrong')" = 401 ]; check "a wrong token: 401" $?
 [ "$(req POST /v1/models/fashion:predict -H 'Authorization: Bearer s3cret-token-and-more' --data-binary @"$tmp/one.json")" = 401 ]
 check "the token with more after it: 401" $?
 [ "$(req POST /v1/models/fashion:predict -H 'Authorization: Bearer s3cret-token' --data-binary @"$tmp/one.json")" = 200 ]
 check "the right token: 200" $?
-[ "$(req GET /metrics)" = 401 ] && [ "$(req GET /ping)" = 401 ]; check "/metrics and /ping want the token too" $?
+[ "$(req GET /metrics)" = 401 ] && [ "$(req GET /ping)" = 200 ] && [ "$(req GET /v1/models/fashion)" = 200 ]
+check "/metrics wants the token too; the probes (/ping, the model's status) answer without it" $?
 ! grep -q s3cret "/proc/$pid/cmdline"; check "the token is not on the command line" $?
 kill $pid; wait $pid 2>/dev/null
 DDL_SERVE_TOKEN=envtok start env --model fashion="$tmp/lenet.ckpt"
-[ "$(req GET /v1/models/fashion)" = 401 ] && [ "$(req GET /v1/models/fashion -H 'Authorization: Bearer envtok')" = 200 ]
+[ "$(req GET /v1/models/fashion/metadata)" = 401 ] &&
+    [ "$(req GET /v1/models/fashion/metadata -H 'Authorization: Bearer envtok')" = 200 ]
 check "DDL_SERVE_TOKEN: 401 without, 200 with" $?
 kill $pid; wait $pid 2>/dev/null
 "$B/ddl-serve" --token s3cret --model fashion="$tmp/lenet.ckpt" > /dev/null 2>&1; [ $? = 2 ]

@@ -19,6 +19,25 @@ int sv_route_takes_body(const char *method, const char *url)
     return is(method, "POST") && (is(url, "/invocations") || ends(url, ":predict") || ends(url, "/infer"));
 }
 
+/* sv_route_is_probe: a health or readiness probe, which Kubernetes (and load balancers) send
+ * without credentials: GET /ping, /v2/health/live, /v2/health/ready, /v2/models/NAME/ready and
+ * /v1/models/NAME (TF Serving's status). They say whether the server and a model are up, nothing
+ * of the model's weights or of any request, so they answer without the token. */
+int sv_route_is_probe(const char *method, const char *url)
+{
+    if (!is(method, "GET") && !is(method, "HEAD"))
+        return 0;
+    if (is(url, "/ping") || is(url, "/v2/health/live") || is(url, "/v2/health/ready"))
+        return 1;
+    if (strncmp(url, "/v1/models/", 11) == 0) /* the status itself, no tail (not /metadata) */
+        return url[11] && !strpbrk(url + 11, "/:");
+    if (strncmp(url, "/v2/models/", 11) == 0) {
+        const char *slash = strchr(url + 11, '/');
+        return slash && slash > url + 11 && is(slash, "/ready");
+    }
+    return 0;
+}
+
 static void models(sv_reply *rep)
 {
     json_t *list = json_array();
@@ -87,6 +106,19 @@ static void model_route(int v2, const char *method, const char *rest, const char
     }
     rep->model = m;
     int get = is(method, "GET"), post = is(method, "POST");
+    if (strncmp(tail, "/versions/", 10) == 0) { /* TF Serving's and KServe's versioned paths */
+        char *end;
+        long want = strtol(tail + 10, &end, 10);
+        int v;
+        ddl_checkpoint_info in;
+        sv_model_state(m, &v, &in);
+        if (end == tail + 10 || want != v) {
+            sv_error(rep, 404, "model %s: version %.20s is not served (version %d is: the latest file; the "
+                     "version counts reloads)", m->name, tail + 10, v);
+            return;
+        }
+        tail = end;
+    }
     if (!v2 && get && is(tail, ""))
         sv_tfs_status(m, rep);
     else if (!v2 && get && is(tail, "/metadata"))

@@ -118,7 +118,8 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         if (sv_host_check(MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST),
                           MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_ORIGIN), why, sizeof why))
             return early(c, k, 403, why);
-        if (sv_srv->token[0] && strcmp(url, "/") != 0 && strcmp(url, "/index.html") != 0 && !authorized(c))
+        if (sv_srv->token[0] && strcmp(url, "/") != 0 && strcmp(url, "/index.html") != 0 &&
+            !sv_route_is_probe(method, url) && !authorized(c))
             return early(c, k, 401, "missing or wrong bearer token (Authorization: Bearer TOKEN)");
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
         if (cl && strtoull(cl, NULL, 10) > SV_MAX_BODY)

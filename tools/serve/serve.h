@@ -170,6 +170,9 @@ extern sv_server *sv_srv;   /* the one server of this process (set by main) */
 /* sv_route_takes_body: a request to url by method has a body to read (predict and infer):
  * any other request's body is discarded as it arrives, never buffered. */
 int sv_route_takes_body(const char *method, const char *url);
+/* sv_route_is_probe: a health or readiness probe (GET /ping, /v2/health/live|ready,
+ * /v2/models/NAME/ready, /v1/models/NAME): answered without the token, as Kubernetes needs. */
+int sv_route_is_probe(const char *method, const char *url);
 /* sv_host_check: NULL if the request's Host and Origin headers (NULL: absent) name this server,
  * else why not (into why). */
 const char *sv_host_check(const char *host, const char *origin, char *why, size_t why_bytes);

@@ -79,12 +79,13 @@ void sv_tfs_metadata(sv_model *m, sv_reply *rep)
                                                                                : dims(m->C, 1, 1),
                             "method_name", "tensorflow/serving/predict");
     sv_reply_json(rep, 200, json_pack("{s:{s:s,s:s,s:s},s:{s:{s:{s:o}}},s:{s:s,s:s,s:[iii],s:[iii],s:i,s:o,s:o,"
-                                      "s:i,s:I,s:i}}",
+                                      "s:s,s:i,s:I,s:i}}",
                                       "model_spec", "name", m->name, "signature_name", "serving_default", "version",
                                       ver, "metadata", "signature_def", "signature_def", "serving_default", sig,
                                       "ddl", "model", m->kind, "task", seg ? "segmentation" : "classification",
                                       "input", m->c, m->h, m->w, "output", m->C, m->oh, m->ow, "classes", m->C,
                                       "class_names", class_names(m), "normalisation", normalisation(m, &in),
+                                      "input_scale", "raw pixels 0..255: the server normalises them",
                                       "max_instances", m->max_inst, "step", (json_int_t)in.step, "version", v));
 }
 
