@@ -6,7 +6,7 @@
 #  - the versioned paths /v1/models/NAME/versions/N[/metadata|:predict] and
 #    /v2/models/NAME/versions/N[/ready|/infer] serve the loaded version and answer 404 naming the
 #    version served for another;
-#  - the metadata says the input is raw pixels 0..255.
+#  - the metadata says the input is raw pixels 0..255; the default port is 8501.
 . "$(dirname "$0")/lib.sh"
 BUILD=${BUILD:-build}
 cd "$(dirname "$0")/.." || exit 1
@@ -42,5 +42,13 @@ pix=$("$PYTHON" -c 'print("[" + ",".join(["0"] * 784) + "]")')
 [ "$(code -H "$A" "$U/v1/models/fashion/versions/7")" = 404 ] && grep -q "version 7 is not served (version 1 is" "$tmp/body"
 check "another version: 404 naming the one served" $?
 [ "$(code -H "$A" "$U/v1/models/fashion/versions/x")" = 404 ]; check "a version that is no number: 404" $?
+kill $spid; wait $spid 2> /dev/null
+# the default port is TF Serving's REST port, 8501 (when nothing else holds it here)
+if ! curl -s -o /dev/null 127.0.0.1:8501/ 2> /dev/null; then
+    "$BUILD/bin/ddl-serve" --model fashion="$tmp/m.ckpt" > "$tmp/log2" 2>&1 &
+    spid=$!
+    for i in $(seq 1 50); do curl -s 127.0.0.1:8501/ping > /dev/null 2>&1 && break; sleep 0.1; done
+    [ "$(code 127.0.0.1:8501/ping)" = 200 ]; check "without --listen: 127.0.0.1:8501, TF Serving's REST port" $?
+fi
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

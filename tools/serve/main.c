@@ -23,7 +23,7 @@
     "Serve trained ddl models over HTTP: TensorFlow Serving's REST API, KServe v2, SageMaker's\n"      \
     "/ping and /invocations, Prometheus /metrics, and a web page at / to try them.\n"                  \
     "  --model NAME=PATH   a checkpoint (lenet or unet) served as NAME; reloaded when replaced\n"      \
-    "  --listen HOST:PORT  where to listen (default 127.0.0.1:8500; port 0: any free port)\n"          \
+    "  --listen HOST:PORT  where to listen (default 127.0.0.1:8501, TF Serving's REST port; 0: any free)\n"          \
     "  --logdir DIR        event files of training runs, plotted on the page's Training tab\n"        \
     "  --data DIR          Fashion-MNIST, for the scenes the page offers a U-Net model\n"             \
     "                      (default /usr/share/datasets/fashion-mnist)\n"                           \
@@ -121,7 +121,7 @@ static void parse_args(int argc, char **argv, args *a)
                                          {"allow-host", required_argument, NULL, 'A'},
                                          CLI_HELP_VERSION,
                                          {NULL, 0, NULL, 0}};
-    *a = (args){.listen = "127.0.0.1:8500", .threads = 2, .idle_timeout_s = SV_IDLE_TIMEOUT_S};
+    *a = (args){.listen = "127.0.0.1:8501", .threads = 2, .idle_timeout_s = SV_IDLE_TIMEOUT_S};
     server.body_timeout_s = SV_BODY_TIMEOUT_S;
     cli_start(argv, "ddl-serve");
     for (int c; (c = getopt_long(argc, argv, "h", opts, NULL)) != -1;) {
