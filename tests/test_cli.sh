@@ -16,7 +16,7 @@ BIN=$BUILD/bin
 DATA=/usr/share/datasets/fashion-mnist
 PROGS="lenet unet custom_model ddlrun ddl-bench ddl-ckpt ddl-sweep ddl-train"
 for p in ddl-plot ddl-serve; do   # built only WITH_PNG=1 / WITH_SERVE=1
-    if [ -x "$BIN/$p" ]; then PROGS="$PROGS $p"; else echo "$p: not built, its command line is not checked"; fi
+    if [ -x "$BIN/$p" ]; then PROGS="$PROGS $p"; else echo "skipped: $p's command line ($p not built)"; fi
 done
 export OPENBLAS_NUM_THREADS=1
 tmp=$(mktemp -d) || exit 1

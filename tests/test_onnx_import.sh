@@ -65,10 +65,10 @@ if command -v node > /dev/null 2>&1 && [ -d tests/onnx/node_modules/onnxruntime-
             check "PyTorch's export, opset $o: ddl's logits are onnxruntime's ($(cat "$tmp/out"))" $?
         done
     else
-        echo "no python3-torch: PyTorch's own export is not tried (make bench installs it)"
+        echo "skipped: PyTorch's own export (no python3-torch; make bench installs it)"
     fi
 else
-    echo "onnxruntime-node not installed (tools/install-deps.sh): the logits are not compared"
+    echo "skipped: the logits against onnxruntime (onnxruntime-node not installed: tools/install-deps.sh)"
 fi
 
 # ---- run as it is, and trained on ----

@@ -49,6 +49,8 @@ if ! curl -s -o /dev/null 127.0.0.1:8501/ 2> /dev/null; then
     spid=$!
     for i in $(seq 1 50); do curl -s 127.0.0.1:8501/ping > /dev/null 2>&1 && break; sleep 0.1; done
     [ "$(code 127.0.0.1:8501/ping)" = 200 ]; check "without --listen: 127.0.0.1:8501, TF Serving's REST port" $?
+else
+    echo "skipped: the default port (something else answers on 127.0.0.1:8501)"
 fi
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

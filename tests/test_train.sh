@@ -47,6 +47,8 @@ if "$PYTHON" -c 'import onnx' 2> /dev/null; then # the class names in the ONNX e
         [ "$("$PYTHON" -c 'import json, onnx, sys; m = onnx.load(sys.argv[1])
 print(",".join(json.loads({p.key: p.value for p in m.metadata_props}["ddl.class_names"])))' "$tmp/fruits.onnx")" = apple,guava,kiwi ]
     check "the ONNX export carries the class names (metadata ddl.class_names)" $?
+else
+    echo "skipped: the class names in the ONNX metadata (no python3-onnx: make deps)"
 fi
 
 # ddl-serve serves the graph checkpoint: its metadata names the classes and the per-channel normalisation
@@ -60,6 +62,8 @@ if [ -x "$BUILD/bin/ddl-serve" ]; then
     printf '%s' "$meta" | "$PYTHON" -c 'import json, sys; d = json.load(sys.stdin)["ddl"]
 sys.exit(not (d["model"] == "graph" and d["class_names"] == ["apple", "guava", "kiwi"] and len(d["normalisation"]["std"]) == 3))'
     check "ddl-serve serves the graph checkpoint, naming its classes and per-channel normalisation" $?
+else
+    echo "skipped: serving the graph checkpoint (ddl-serve not built: WITH_SERVE=0)"
 fi
 
 # ---- Fashion-MNIST as PNG folders, against its IDX files ----
@@ -77,6 +81,8 @@ if [ -d "$DATA" ]; then
     a=$(field test_acc < "$tmp/png"); b=$(field test_acc < "$tmp/idx")
     awk -v a="$a" -v b="$b" 'BEGIN { d = a - b; exit !(a > 0.7 && d < 0.03 && d > -0.03) }'
     check "PNG folders train as IDX does (test accuracy $a vs $b)" $?
+else
+    echo "skipped: Fashion-MNIST as PNG folders (no $DATA: apt-get install dataset-fashion-mnist)"
 fi
 
 # ---- --cache: a folder decoded once ----
@@ -126,6 +132,8 @@ if [ -d "$DATA" ]; then
     d1=$(field dice < "$tmp/unet"); d2=$(field dice < "$tmp/npy")
     [ -n "$d1" ] && [ "$d1" = "$d2" ] && [ "$(crc "$tmp/unet")" = "$(crc "$tmp/npy")" ]
     check "U-Net on .npy scenes: unet's dice ($d1, $d2) and weights ($(crc "$tmp/unet"), $(crc "$tmp/npy"))" $?
+else
+    echo "skipped: U-Net's scenes as .npy (no $DATA: apt-get install dataset-fashion-mnist)"
 fi
 
 # ---- what goes wrong is said ----

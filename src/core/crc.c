@@ -4,10 +4,25 @@
  * writes a format. */
 #include "impl.h"
 
+#ifdef DDL_WITH_ZLIB
+#include <zlib.h>
+#endif
+
 /* ---- CRC-32 (IEEE 802.3, reflected, as zlib) ---- */
 
+/* zlib's, where it is built in: many times faster than the small table below on large buffers
+ * (a 123 MB data cache, a model's weights), the same values. */
 uint32_t ddl_crc32(uint32_t crc, const void *data, size_t bytes)
 {
+#ifdef DDL_WITH_ZLIB
+    const unsigned char *b = (const unsigned char *)data;
+    while (bytes) {
+        uInt k = bytes > 1u << 30 ? 1u << 30 : (uInt)bytes;
+        crc = (uint32_t)crc32(crc, b, k);
+        b += k, bytes -= k;
+    }
+    return crc;
+#else
     static const uint32_t table[16] = {
         0x00000000, 0x1DB71064, 0x3B6E20C8, 0x26D930AC, 0x76DC4190, 0x6B6B51F4, 0x4DB26158, 0x5005713C,
         0xEDB88320, 0xF00F9344, 0xD6D6A3E8, 0xCB61B38C, 0x9B64C2B0, 0x86D3D2D4, 0xA00AE278, 0xBDBDF21C};
@@ -19,6 +34,7 @@ uint32_t ddl_crc32(uint32_t crc, const void *data, size_t bytes)
         crc = (crc >> 4) ^ table[crc & 15];
     }
     return ~crc;
+#endif
 }
 
 /* ---- CRC-32C ---- */

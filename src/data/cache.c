@@ -18,30 +18,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#ifdef DDL_WITH_ZLIB
-#include <zlib.h>
-#endif
-
 #define MAGIC "DDLDSET"
 #define VERSION 1
 #define HEAD 64
 #define MAX_KEY 4096
-
-/* crc: CRC-32 (zlib's, much faster than the library's small table, where it is built in). */
-static uint32_t crc(uint32_t c, const unsigned char *p, size_t n)
-{
-#ifdef DDL_WITH_ZLIB
-    while (n) {
-        uInt k = n > 1u << 30 ? 1u << 30 : (uInt)n;
-        c = (uint32_t)crc32(c, p, k);
-        p += k, n -= k;
-    }
-    return c;
-#else
-    return ddl_crc32(c, p, n);
-#endif
-}
-
 
 static int write_all(int fd, const void *p, size_t n)
 {
@@ -72,12 +52,12 @@ int ddl_dataset_save_cache(const ddl_dataset *d, const char *key, const char *pa
     for (int i = 0; i < 10; i++)
         ddl__put_le32(h + 8 + 4 * i, f[i]);
     ddl__put_le64(h + 48, klen + names + img + tgt);
-    uint32_t c = crc(0, (const unsigned char *)key, klen);
+    uint32_t c = ddl_crc32(0, (const unsigned char *)key, klen);
     for (int i = 0; d->class_names && i < d->n_classes; i++)
-        c = crc(c, (const unsigned char *)d->class_names[i], strlen(d->class_names[i]) + 1);
-    c = crc(crc(c, d->images, img), d->targets, tgt);
+        c = ddl_crc32(c, (const unsigned char *)d->class_names[i], strlen(d->class_names[i]) + 1);
+    c = ddl_crc32(ddl_crc32(c, d->images, img), d->targets, tgt);
     ddl__put_le32(h + 56, c);
-    ddl__put_le32(h + 60, crc(0, h, 60));
+    ddl__put_le32(h + 60, ddl_crc32(0, h, 60));
     char tmp[4200];
     if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
         return ddl__errf(err, err_bytes, DDL_EINVAL, "%s: path too long", path);
@@ -112,7 +92,7 @@ static int read_head(int fd, const char *path, uint64_t size, head *o, char *err
     unsigned char h[HEAD];
     if (size < HEAD || pread(fd, h, HEAD, 0) != HEAD || memcmp(h, MAGIC, 8) != 0)
         return ddl__errf(err, err_bytes, DDL_ECORRUPT, "%s: not a ddl data cache", path);
-    if (ddl__get_le32(h + 60) != crc(0, h, 60) || ddl__get_le32(h + 8) != VERSION)
+    if (ddl__get_le32(h + 60) != ddl_crc32(0, h, 60) || ddl__get_le32(h + 8) != VERSION)
         return ddl__errf(err, err_bytes, DDL_ECORRUPT, "%s: a damaged cache header, or another version", path);
     uint32_t *f[] = {&o->n, &o->c, &o->h, &o->w, &o->th, &o->tw, &o->k, &o->key, &o->names};
     for (int i = 0; i < 9; i++)
@@ -171,7 +151,7 @@ int ddl_dataset_load_cache(const char *path, const char *key, const ddl_allocato
         got += r > 0 ? (uint64_t)r : 0;
     }
     close(fd);
-    if (!rc && crc(0, p, (size_t)h.payload) != h.crc)
+    if (!rc && ddl_crc32(0, p, (size_t)h.payload) != h.crc)
         rc = ddl__errf(err, err_bytes, DDL_ECORRUPT, "%s: the cache's CRC-32 does not match: it is damaged", path);
     if (!rc && (h.key != strlen(key) || memcmp(p, key, h.key) != 0))
         rc = ddl__errf(err, err_bytes, DDL_EMISMATCH, "%s: a cache of other data or another size (%.*s)", path,

@@ -450,13 +450,10 @@ int ddl_dataset_load_mnist(const char *dir, const char *split, const ddl_allocat
 
 /* ---- statistics and lifetime ---- */
 
-void ddl_dataset_stats(const ddl_dataset *d, float *mean, float *std)
+/* hist_stats: mean and standard deviation, scaled to [0, 1], of the n bytes counted in hist. A
+ * histogram of the 256 byte values gives exact sums in integers, then one pass in double. */
+static void hist_stats(const uint64_t hist[256], uint64_t n, float *mean, float *std)
 {
-    /* A histogram of the 256 byte values gives exact sums in integers, then one pass in double. */
-    uint64_t hist[256] = {0};
-    size_t n = d && d->images ? (size_t)d->n * (size_t)d->c * (size_t)d->h * (size_t)d->w : 0;
-    for (size_t i = 0; i < n; i++)
-        hist[d->images[i]]++;
     double sum = 0.0, m = 0.0, var = 0.0;
     for (int v = 0; v < 256; v++)
         sum += (double)hist[v] * (v / 255.0);
@@ -472,6 +469,15 @@ void ddl_dataset_stats(const ddl_dataset *d, float *mean, float *std)
         *std = (float)sqrt(var);
 }
 
+void ddl_dataset_stats(const ddl_dataset *d, float *mean, float *std)
+{
+    uint64_t hist[256] = {0};
+    size_t n = d && d->images ? (size_t)d->n * (size_t)d->c * (size_t)d->h * (size_t)d->w : 0;
+    for (size_t i = 0; i < n; i++)
+        hist[d->images[i]]++;
+    hist_stats(hist, n, mean, std);
+}
+
 void ddl_dataset_stats_channels(const ddl_dataset *d, float *mean, float *std)
 {
     if (!d || !d->images || d->c < 1)
@@ -485,17 +491,7 @@ void ddl_dataset_stats_channels(const ddl_dataset *d, float *mean, float *std)
                 hist[p[i]]++;
             n += plane;
         }
-        double sum = 0.0, m = 0.0, var = 0.0;
-        for (int v = 0; v < 256; v++)
-            sum += (double)hist[v] * (v / 255.0);
-        if (n)
-            m = sum / (double)n;
-        for (int v = 0; v < 256; v++)
-            var += (double)hist[v] * (v / 255.0 - m) * (v / 255.0 - m);
-        if (n)
-            var /= (double)n;
-        mean[c] = (float)m;
-        std[c] = (float)sqrt(var);
+        hist_stats(hist, n, &mean[c], &std[c]);
     }
 }
 

@@ -25,6 +25,7 @@ enum { VALUE_NAME = 1, VALUE_TYPE = 2, TYPE_TENSOR = 1, TENSOR_ELEM_TYPE = 1, TE
 
 #define IR_VERSION 7
 #define OPSET 13
+#define MAX_GROUPS 128  /* GroupNorm groups the exporter writes scale and shift vectors for */
 #define GN_EPS 1e-5f    /* src/core/ops.c: GroupNorm's epsilon, as PyTorch's */
 #define NAME 48         /* bytes of a value's name */
 #define MAX_VALUES 1024 /* names of one graph: a U-Net of depth 6 takes about 400 */
@@ -266,8 +267,8 @@ static const char *normalise(onnx *o)
  * PyTorch exports it: reshape to (N, g, rest), InstanceNormalization, reshape back, scale, shift. */
 static const char *group_norm(onnx *o, const char *x, const char *prefix, int g, int c, int h, int w)
 {
-    float ones[DDL_GRAPH_MAX_LAYERS], zeros[DDL_GRAPH_MAX_LAYERS], eps = GN_EPS;
-    if (g > DDL_GRAPH_MAX_LAYERS) {
+    float ones[MAX_GROUPS], zeros[MAX_GROUPS], eps = GN_EPS;
+    if (g > MAX_GROUPS) {
         fail(o, "a GroupNorm of more groups than the exporter holds: ", prefix);
         return x;
     }

@@ -52,6 +52,38 @@ static int weights_finite(const ddl_model *m, char *why, size_t why_bytes)
     return DDL_OK;
 }
 
+/* new_block: one allocation holding the predictor, its class names (nb bytes, copied by the
+ * caller), its input buffer and the model of plugin built for mc (its memory only: the caller
+ * fills the weights). DDL_OK with *out, or the reason in why; nothing is left allocated. */
+static int new_block(const ddl_model_plugin *plugin, const ddl_model_config *mc, size_t nb, const ddl_allocator *alloc,
+                     ddl_predictor **out, char *why, size_t why_bytes)
+{
+    size_t model_bytes = ddl_model_sizeof(plugin, mc);
+    if (!model_bytes) {
+        char inner[DDL_ERR_BYTES];
+        ddl_model_check(plugin, mc, inner, sizeof inner);
+        return ddl__errf(why, why_bytes, DDL_EINVAL, "the model it holds cannot be built: %s", inner);
+    }
+    size_t x_bytes = (size_t)mc->batch * (size_t)mc->in_c * (size_t)mc->in_h * (size_t)mc->in_w * sizeof(float);
+    size_t head = ddl__align_up(sizeof(ddl_predictor)) + ddl__align_up(nb);
+    size_t total = head + ddl__align_up(x_bytes) + model_bytes;
+    unsigned char *mem = (unsigned char *)ddl__alloc(alloc, total);
+    if (!mem)
+        return ddl__errf(why, why_bytes, DDL_ENOMEM, "cannot allocate %zu bytes for the model", total);
+    ddl_predictor *p = (ddl_predictor *)mem;
+    memset(p, 0, sizeof *p);
+    p->mem = mem;
+    p->alloc = alloc;
+    p->x = (float *)(mem + head);
+    int rc = ddl_model_init(mem + head + ddl__align_up(x_bytes), model_bytes, plugin, mc, &p->m, why, why_bytes);
+    if (rc != DDL_OK) {
+        ddl__free(alloc, mem);
+        return rc;
+    }
+    *out = p;
+    return DDL_OK;
+}
+
 /* load_model: the model for the checkpoint ck, built in one block with the predictor (mc.graph,
  * if any, is needed only while it is built). */
 static int load_model(ddl_predictor **out, const char *path, const ddl_checkpoint *ck, const ddl_model_plugin *plugin,
@@ -62,39 +94,25 @@ static int load_model(ddl_predictor **out, const char *path, const ddl_checkpoin
     mc.batch = batch;
     mc.graph = graph;
     const char *const *names = ddl_checkpoint_class_names(ck);
-    size_t nb = ddl__align_up(names_bytes(names, mc.n_classes));
-    size_t model_bytes = ddl_model_sizeof(plugin, &mc);
-    if (!model_bytes) {
-        char why[DDL_ERR_BYTES];
-        ddl_model_check(plugin, &mc, why, sizeof why);
-        return ddl__errf(err, err_bytes, DDL_EINVAL, "%s: the model it holds cannot be built: %s", path, why);
-    }
-    size_t x_bytes = (size_t)batch * (size_t)mc.in_c * (size_t)mc.in_h * (size_t)mc.in_w * sizeof(float);
-    size_t head = ddl__align_up(sizeof(ddl_predictor)) + nb, total = head + ddl__align_up(x_bytes) + model_bytes;
-    unsigned char *mem = (unsigned char *)ddl__alloc(alloc, total);
-    if (!mem)
-        return ddl__errf(err, err_bytes, DDL_ENOMEM, "%s: cannot allocate %zu bytes for the model", path, total);
-    ddl_predictor *p = (ddl_predictor *)mem;
-    memset(p, 0, sizeof *p);
-    p->mem = mem;
-    p->alloc = alloc;
-    p->info = *in;
-    p->x = (float *)(mem + head);
-    copy_names(p, mem + ddl__align_up(sizeof(ddl_predictor)), names, mc.n_classes);
+    ddl_predictor *p = NULL;
     char why[DDL_ERR_BYTES];
-    int rc = ddl_model_init(mem + head + ddl__align_up(x_bytes), model_bytes, plugin, &mc, &p->m, why, sizeof why);
-    if (rc == DDL_OK && (rc = ddl_checkpoint_check_model(ck, p->m, why, sizeof why)) == DDL_OK) {
+    int rc = new_block(plugin, &mc, names_bytes(names, mc.n_classes), alloc, &p, why, sizeof why);
+    if (rc != DDL_OK)
+        return ddl__errf(err, err_bytes, rc, "%s: %s", path, why);
+    p->info = *in;
+    copy_names(p, (unsigned char *)p->mem + ddl__align_up(sizeof(ddl_predictor)), names, mc.n_classes);
+    if ((rc = ddl_checkpoint_check_model(ck, p->m, why, sizeof why)) == DDL_OK) {
         memcpy(ddl_model_params(p->m), ddl_checkpoint_params(ck), in->n_params * sizeof(float));
         ddl_model_set_norm(p->m, in->mean, in->std);
         if (in->n_norm)
             ddl_model_set_norm_channels(p->m, in->norm_mean, in->norm_std);
         rc = weights_finite(p->m, why, sizeof why);
-        if (rc == DDL_OK) {
-            *out = p;
-            return DDL_OK;
-        }
     }
-    ddl__free(alloc, mem);
+    if (rc == DDL_OK) {
+        *out = p;
+        return DDL_OK;
+    }
+    ddl__free(alloc, p->mem);
     return ddl__errf(err, err_bytes, rc, "%s: %s", path, why);
 }
 
@@ -117,31 +135,20 @@ static int build_onnx(ddl_predictor **out, const char *path, ddl_graph *g, const
         return ddl__errf(err, err_bytes, DDL_EINVAL, "%s: ddl cannot build this model (its output has %d channels; "
                          "2 to %d classes, a positive input scale)", path, c, DDL_MAX_CLASSES);
     mc.n_classes = c;
-    size_t model_bytes = ddl_model_sizeof(ddl_model_graph(), &mc);
-    size_t x_bytes = (size_t)batch * (size_t)mc.in_c * (size_t)mc.in_h * (size_t)mc.in_w * sizeof(float);
-    size_t head = ddl__align_up(sizeof(ddl_predictor)), total = head + ddl__align_up(x_bytes) + model_bytes;
-    unsigned char *mem = model_bytes ? (unsigned char *)ddl__alloc(alloc, total) : NULL;
-    if (!mem)
-        return ddl__errf(err, err_bytes, model_bytes ? DDL_ENOMEM : DDL_EINVAL, "%s: %s", path,
-                         model_bytes ? "out of memory for the model" : "ddl cannot build this model");
-    ddl_predictor *p = (ddl_predictor *)mem;
-    memset(p, 0, sizeof *p);
-    p->mem = mem;
-    p->alloc = alloc;
-    p->x = (float *)(mem + head);
+    ddl_predictor *p = NULL;
     char why[DDL_ERR_BYTES];
-    int rc = ddl_model_init(mem + head + ddl__align_up(x_bytes), model_bytes, ddl_model_graph(), &mc, &p->m, why,
-                            sizeof why);
-    if (rc == DDL_OK && ddl_model_n_params(p->m) != im->n_params)
+    int rc = new_block(ddl_model_graph(), &mc, 0, alloc, &p, why, sizeof why);
+    if (rc != DDL_OK)
+        return ddl__errf(err, err_bytes, rc, "%s: %s", path, why);
+    if (ddl_model_n_params(p->m) != im->n_params)
         rc = ddl__errf(why, sizeof why, DDL_EINVAL, "its weights (%zu) do not fit the model ddl built (%zu)",
                        im->n_params, ddl_model_n_params(p->m));
-    if (rc != DDL_OK) {
-        ddl__free(alloc, mem);
-        return ddl__errf(err, err_bytes, rc, "%s: %s", path, why);
+    if (rc == DDL_OK) {
+        memcpy(ddl_model_params(p->m), im->params, im->n_params * sizeof(float));
+        rc = weights_finite(p->m, why, sizeof why);
     }
-    memcpy(ddl_model_params(p->m), im->params, im->n_params * sizeof(float));
-    if ((rc = weights_finite(p->m, why, sizeof why)) != DDL_OK) {
-        ddl__free(alloc, mem);
+    if (rc != DDL_OK) {
+        ddl__free(alloc, p->mem);
         return ddl__errf(err, err_bytes, rc, "%s: %s", path, why);
     }
     float std = 1.0f / (255.0f * im->scale);
