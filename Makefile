@@ -97,17 +97,16 @@ ifneq ($(WITH_PNG),1)
   PROG_SRC := $(filter-out tools/ddl-plot.c,$(PROG_SRC)) # it draws with libpng
 endif
 PROGS    := $(foreach s,$(PROG_SRC),$(BUILD)/bin/$(basename $(notdir $(s))))
-# ddl-serve: the files of tools/serve/ and its page compiled in (web.c includes web_index.inc)
-SERVE_SRC := $(wildcard tools/serve/*.c)
-SERVE_OBJ := $(SERVE_SRC:%.c=$(BUILD)/obj/%.o)
+# Programs of several files: each folder tools/NAME/ with a main.c is one program (its .c files
+# and one private header), built into bin/ddl-NAME, or bin/NAME when NAME starts with ddl
+# (tools/serve/ is ddl-serve, tools/sweep/ ddl-sweep, tools/ddlrun/ ddlrun). TOOL_LIBS: a
+# program's own libraries, linked before the library's.
+TOOLS    := $(patsubst tools/%/main.c,%,$(wildcard tools/*/main.c))
+tool_bin  = $(BUILD)/bin/$(if $(filter ddl%,$(1)),$(1),ddl-$(1))
+# ddl-serve: libmicrohttpd, jansson and yajl; its page compiled in (web.c includes web_index.inc)
 SERVE_LIBS := $(shell $(PKG_CONFIG) --libs libmicrohttpd jansson yajl 2>/dev/null || echo -lmicrohttpd -ljansson -lyajl)
-ifeq ($(WITH_SERVE),1)
-  PROGS  += $(BUILD)/bin/ddl-serve
-endif
-# ddl-train: the files of tools/train/ (one program, one private header)
-TRAIN_SRC := $(wildcard tools/train/*.c)
-TRAIN_OBJ := $(TRAIN_SRC:%.c=$(BUILD)/obj/%.o)
-PROGS     += $(BUILD)/bin/ddl-train
+$(call tool_bin,serve): TOOL_LIBS := $(SERVE_LIBS)
+PROGS    += $(foreach t,$(filter-out $(if $(filter 1,$(WITH_SERVE)),,serve),$(TOOLS)),$(call tool_bin,$(t)))
 TEST_SRC := $(wildcard tests/test_*.c)
 TESTS    := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 
@@ -150,15 +149,14 @@ $(BUILD)/bin/%: $(BUILD)/obj/tools/%.o $(BUILD)/libddl.a
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(LDFLAGS) $< -o $@ $(BUILD)/libddl.a $(LDLIBS)
 
-$(BUILD)/bin/ddl-serve: $(SERVE_OBJ) $(BUILD)/libddl.a
-	@mkdir -p $(dir $@)
-	@$(if $(Q),echo "  LD      $@")
-	$(Q)$(CC) $(LDFLAGS) $(SERVE_OBJ) -o $@ $(BUILD)/libddl.a $(SERVE_LIBS) $(LDLIBS)
-
-$(BUILD)/bin/ddl-train: $(TRAIN_OBJ) $(BUILD)/libddl.a
-	@mkdir -p $(dir $@)
-	@$(if $(Q),echo "  LD      $@")
-	$(Q)$(CC) $(LDFLAGS) $(TRAIN_OBJ) -o $@ $(BUILD)/libddl.a $(LDLIBS)
+# one rule per folder of TOOLS: bin/X from the objects of tools/NAME/*.c
+define tool_rule
+$(call tool_bin,$(1)): $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard tools/$(1)/*.c)) $(BUILD)/libddl.a
+	@mkdir -p $$(dir $$@)
+	@$$(if $$(Q),echo "  LD      $$@")
+	$$(Q)$$(CC) $$(LDFLAGS) $$(filter %.o,$$^) -o $$@ $$(BUILD)/libddl.a $$(TOOL_LIBS) $$(LDLIBS)
+endef
+$(foreach t,$(TOOLS),$(eval $(call tool_rule,$(t))))
 
 $(BUILD)/gen/web_index.inc: tools/serve/index.html
 	@mkdir -p $(dir $@)

@@ -1,0 +1,47 @@
+/* main.c - ddlrun on one node: the command line (options.c), then with -H or --hostfile the head
+ * of a cluster job (head.c); else this node's ranks started (spawn.c) with their environment
+ * (env.c), supervised until they have all exited (supervise.c), and with --restarts started
+ * again after a failure, each generation under a new job id. */
+#include "ddlrun.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tools/outfile.h"
+
+int main(int argc, char **argv)
+{
+    opts o;
+    parse_args(argc, argv, &o);
+    if (o.hosts || o.hostfile)
+        return head_main(&o);
+    if (o.env_stdin)
+        read_env_stdin();
+    set_xvars(&o);
+    setup_env(&o);
+    char why[4200];
+    if (o.log_dir && outdir_make(o.log_dir, why, sizeof why) != 0)
+        return fprintf(stderr, "ddlrun: --log-dir: %s\n", why), 1;
+    signals_install(1);
+    char base_job[128];
+    snprintf(base_job, sizeof base_job, "%s", getenv("DDL_JOB"));
+    ranks_prepare(&o);
+    static rank ranks[MAX_RANKS];
+    for (int k = 0;; k++) {
+        if (k > 0)
+            restart_env(&o, base_job, k);
+        run u = {.ranks = ranks, .n = o.n, .watch_stdin = o.env_stdin};
+        for (int i = 0; i < o.n; i++) {
+            memset(&ranks[i], 0, sizeof ranks[i]);
+            ranks[i].id = o.node_rank * o.n + i;
+            ranks[i].out[0] = ranks[i].out[1] = ranks[i].in = -1;
+            spawn_rank(&o, &ranks[i], i);
+            u.alive++;
+        }
+        supervise(&u, o.tag_output && !o.log_dir);
+        if (!u.failed_pid || u.got_signal || k >= o.restarts)
+            return report(&u);
+        say_restart(&u, k + 1, o.restarts);
+    }
+}
