@@ -61,7 +61,7 @@ endif
 # jansson: ddl-sweep's --space file (and ddl-serve, see WITH_SERVE); the library does not link it.
 ifeq ($(WITH_JANSSON),1)
   ALL_CFLAGS += -DDDL_WITH_JANSSON
-  $(BUILD)/bin/ddl-sweep: LDLIBS += -ljansson
+  $(BUILD)/bin/ddl-sweep: TOOL_LIBS := -ljansson
 endif
 ifeq ($(WITH_LZ4),1)
   ALL_CFLAGS += -DDDL_WITH_LZ4
@@ -105,7 +105,7 @@ TOOLS    := $(patsubst tools/%/main.c,%,$(wildcard tools/*/main.c))
 tool_bin  = $(BUILD)/bin/$(if $(filter ddl%,$(1)),$(1),ddl-$(1))
 # ddl-serve: libmicrohttpd, jansson and yajl; its page compiled in (web.c includes web_index.inc)
 SERVE_LIBS := $(shell $(PKG_CONFIG) --libs libmicrohttpd jansson yajl 2>/dev/null || echo -lmicrohttpd -ljansson -lyajl)
-$(call tool_bin,serve): TOOL_LIBS := $(SERVE_LIBS)
+$(BUILD)/bin/ddl-serve: TOOL_LIBS := $(SERVE_LIBS)
 PROGS    += $(foreach t,$(filter-out $(if $(filter 1,$(WITH_SERVE)),,serve),$(TOOLS)),$(call tool_bin,$(t)))
 TEST_SRC := $(wildcard tests/test_*.c)
 TESTS    := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)

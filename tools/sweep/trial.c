@@ -1,12 +1,11 @@
-/* sweep_trial.h - one trial of ddl-sweep on one slot: its command line (a ddlrun job: -n R on this
+/* trial.c - one trial of ddl-sweep on one slot: its command line (a ddlrun job: -n R on this
  * machine, or -np R -H HOST:R for a host slot, then PROGRAM ARGS --NAME VALUE... and its own
  * --logdir and --checkpoint under DIR/trial-NNNN/), starting it in a process group of its own that
  * dies with ddl-sweep (PR_SET_PDEATHSIG), and reading its output: every byte to
  * DIR/trial-NNNN/output.log, the metric from "epoch E/N ... METRIC VALUE" lines (for ASHA) and
  * from the "summary: ... METRIC=VALUE" line (the trial's result), and whether it diverged (its
  * test_acc at chance, or a loss NaN or infinite). Knows nothing of scheduling. */
-#ifndef DDL_SWEEP_TRIAL_H
-#define DDL_SWEEP_TRIAL_H
+#include "sweep.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -20,43 +19,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "tools/sweep_results.h"
+#include "tools/outfile.h"
 
-#define SWEEP_MAX_ARGS 512
-#define SWEEP_PORT_BASE 29500 /* a host slot's master port: this plus 16 x the slot */
-
-typedef struct sweep_opts {
-    long n_random, run_index;
-    unsigned long long seed;
-    int slots, ranks, retries, blacklist_after, minimize, resume, list, bare, eta, min_epochs;
-    int classes;                     /* --classes: what chance accuracy is, unless a trial says */
-    double timeout_s;
-    const char *metric, *out, *hosts, *agent, *ddlrun, *space_file;
-    char **argv; /* PROGRAM ARGS... */
-} sweep_opts;
-
-enum { STOP_NONE, STOP_ASHA, STOP_TIMEOUT, STOP_SIGNAL };
-
-typedef struct sweep_slot {
-    char name[SWEEP_VALUE_BYTES]; /* "0", "1", ... or the host */
-    const char *host;             /* --slots-hosts: the host; NULL for a local slot */
-    int index, fails, blacklisted;
-    long trial;                   /* running here, -1: free */
-    pid_t pid;                    /* 0: reaped */
-    int out, log, status, stop;   /* pipe from its stdout and stderr; output.log; waitpid's status; why we stopped it */
-    double t0;
-    long long kill_at;            /* ms: SIGKILL the group (0: not armed) */
-    char buf[4096];
-    size_t fill;
-    char last[256];               /* its last output line, for messages */
-    char last_prog[256];          /* its last line not from ddlrun: what the program said */
-    int epoch, has_epoch_metric, has_metric;
-    double epoch_metric, metric;
-    int has_acc, classes, nonfinite; /* its last test_acc; "N classes" it printed; a NaN or inf loss */
-    double acc;
-} sweep_slot;
-
-static long long sweep_now_ms(void)
+long long sweep_now_ms(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -66,7 +31,7 @@ static long long sweep_now_ms(void)
 /* ---- the command line ---- */
 
 /* trial_dir: DIR/trial-NNNN */
-static void trial_dir(const sweep_opts *o, long id, char *out, size_t cap)
+void trial_dir(const sweep_opts *o, long id, char *out, size_t cap)
 {
     snprintf(out, cap, "%s/trial-%04ld", o->out, id);
 }
@@ -94,8 +59,8 @@ static void argv_add(argv_buf *b, const char *fmt, ...)
 
 /* trial_argv: the trial's command as argv (NULL-terminated), its strings in store. With slot NULL
  * (--list, --run-index): a job on this machine. */
-static void trial_argv(const sweep_opts *o, const sweep_space *s, const sweep_trial *t, const sweep_slot *slot,
-                       char **av, char *store, size_t cap)
+void trial_argv(const sweep_opts *o, const sweep_space *s, const sweep_trial *t, const sweep_slot *slot,
+                char **av, char *store, size_t cap)
 {
     argv_buf b = {.av = av, .store = store, .cap = cap, .trial = t->id};
     argv_add(&b, "%s", o->ddlrun);
@@ -137,7 +102,7 @@ static void trial_argv(const sweep_opts *o, const sweep_space *s, const sweep_tr
 }
 
 /* trial_print: av as one shell command line on f. */
-static void trial_print(FILE *f, char **av)
+void trial_print(FILE *f, char **av)
 {
     for (int i = 0; av[i]; i++) {
         const char *w = av[i];
@@ -160,7 +125,7 @@ static void trial_print(FILE *f, char **av)
 
 /* trial_spawn: start trial t on slot sl, output to a pipe and to its output.log. 0, or -1 with a
  * message on stderr (the slot is not to blame: no fork, no pipe, no directory). */
-static int trial_spawn(const sweep_opts *o, const sweep_space *s, sweep_trial *t, sweep_slot *sl)
+int trial_spawn(const sweep_opts *o, const sweep_space *s, sweep_trial *t, sweep_slot *sl)
 {
     static char store[65536];
     char *av[SWEEP_MAX_ARGS], dir[4096], path[4200];
@@ -171,16 +136,15 @@ static int trial_spawn(const sweep_opts *o, const sweep_space *s, sweep_trial *t
     char why[8400];
     struct stat st; /* the trial's directory: made by us, or by an earlier attempt; never a link */
     if (mkdir(dir, 0755) != 0 && errno == EEXIST && lstat(dir, &st) == 0 && S_ISLNK(st.st_mode)) {
-        fprintf(stderr, "%s: trial %ld: %s is a symbolic link: not followed (planted by another user?)\n", cli_prog,
-                t->id, dir);
+        sweep_warn("trial %ld: %s is a symbolic link: not followed (planted by another user?)", t->id, dir);
         return -1;
     }
     if (outdir_check(dir, why, sizeof why) != 0 || (sl->log = outfile_append(path, why, sizeof why)) < 0) {
-        fprintf(stderr, "%s: trial %ld: %s\n", cli_prog, t->id, why);
+        sweep_warn("trial %ld: %s", t->id, why);
         return -1;
     }
     if (pipe2(p, O_CLOEXEC) != 0) {
-        fprintf(stderr, "%s: trial %ld: pipe: %s\n", cli_prog, t->id, strerror(errno));
+        sweep_warn("trial %ld: pipe: %s", t->id, strerror(errno));
         close(sl->log), sl->log = -1;
         return -1;
     }
@@ -224,7 +188,7 @@ static int trial_spawn(const sweep_opts *o, const sweep_space *s, sweep_trial *t
     sigprocmask(SIG_SETMASK, &old, NULL);
     close(p[1]);
     if (pid < 0) {
-        fprintf(stderr, "%s: trial %ld: fork: %s\n", cli_prog, t->id, strerror(saved));
+        sweep_warn("trial %ld: fork: %s", t->id, strerror(saved));
         close(p[0]), close(sl->log);
         return -1;
     }
@@ -245,7 +209,7 @@ static int trial_spawn(const sweep_opts *o, const sweep_space *s, sweep_trial *t
 }
 
 /* trial_signal: sig to the trial's process group (ddlrun passes it on to the ranks). */
-static void trial_signal(sweep_slot *sl, int sig)
+void trial_signal(sweep_slot *sl, int sig)
 {
     if (sl->pid > 0 && kill(-sl->pid, sig) != 0)
         kill(sl->pid, sig);
@@ -290,7 +254,7 @@ static void trial_health(sweep_slot *sl, const char *line, char sep)
 
 /* trial_diverged: whether the trial on sl diverged: test accuracy at chance (at most 1/classes +
  * 0.02, classes as it said or --classes) or a loss NaN or infinite. */
-static int trial_diverged(const sweep_slot *sl, int classes)
+int trial_diverged(const sweep_slot *sl, int classes)
 {
     int n = sl->classes ? sl->classes : classes;
     return sl->nonfinite || (sl->has_acc && n > 0 && !(sl->acc > 1.0 / n + 0.02));
@@ -298,7 +262,7 @@ static int trial_diverged(const sweep_slot *sl, int classes)
 
 /* trial_line: one line of the trial's output. Returns 1 when it reported the metric of a new
  * epoch (sl->epoch, sl->epoch_metric), for ASHA. */
-static int trial_line(sweep_slot *sl, const char *metric, const char *line)
+int trial_line(sweep_slot *sl, const char *metric, const char *line)
 {
     if (!strncmp(line, "summary:", 8) || !strncmp(line, "epoch ", 6) || !strncmp(line, "data:", 5))
         trial_health(sl, line, strncmp(line, "summary:", 8) ? ' ' : '=');
@@ -328,7 +292,7 @@ static int trial_line(sweep_slot *sl, const char *metric, const char *line)
 
 /* trial_read: what the trial wrote since: to output.log, and line by line to on_epoch. At EOF or
  * an error the pipe is closed (sl->out -1). */
-static void trial_read(sweep_slot *sl, const char *metric, void (*on_epoch)(sweep_slot *, void *), void *ud)
+void trial_read(sweep_slot *sl, const char *metric, void (*on_epoch)(sweep_slot *, void *), void *ud)
 {
     for (;;) {
         ssize_t got = read(sl->out, sl->buf + sl->fill, sizeof sl->buf - 1 - sl->fill);
@@ -363,5 +327,3 @@ static void trial_read(sweep_slot *sl, const char *metric, void (*on_epoch)(swee
         sl->fill -= start;
     }
 }
-
-#endif

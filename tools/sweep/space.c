@@ -1,4 +1,4 @@
-/* sweep_space.h - ddl-sweep's search space and its trials: the parameters from --grid NAME=V1,V2
+/* space.c - ddl-sweep's search space and its trials: the parameters from --grid NAME=V1,V2
  * and --range NAME=LO:HI[:log][:int], or from a JSON file in the shape of SageMaker's tuning job
  * config (ParameterRanges with CategoricalParameterRanges, ContinuousParameterRanges and
  * IntegerParameterRanges; ScalingType Auto, Linear, Logarithmic or ReverseLogarithmic; Strategy
@@ -6,12 +6,10 @@
  * with jansson (as ddl-serve's JSON). The trials are the grid's product (the last parameter varies fastest) or N seeded
  * random draws, each a row of values as text, the way they go on the command line.
  * For ddl-sweep only: a bad space gets one line naming where it came from, and exit status 2. */
-#ifndef DDL_SWEEP_SPACE_H
-#define DDL_SWEEP_SPACE_H
+#include "sweep.h"
 
 #include <errno.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,58 +20,6 @@
 #endif
 
 #include "tools/cli.h"
-
-#define SWEEP_MAX_PARAMS 32
-#define SWEEP_MAX_VALUES 256
-#define SWEEP_VALUE_BYTES 64
-#define SWEEP_MAX_TRIALS 100000
-
-enum { SWEEP_CATEGORICAL, SWEEP_CONTINUOUS, SWEEP_INTEGER };
-enum { SWEEP_LINEAR, SWEEP_LOG, SWEEP_REVERSE_LOG };
-
-typedef struct sweep_param {
-    char name[SWEEP_VALUE_BYTES];
-    int kind, scale, n_values;
-    char values[SWEEP_MAX_VALUES][SWEEP_VALUE_BYTES]; /* categorical */
-    double lo, hi;                                    /* continuous and integer, inclusive */
-} sweep_param;
-
-typedef struct sweep_space {
-    int n;
-    sweep_param p[SWEEP_MAX_PARAMS];
-    int random;     /* Strategy Random (from the file); --random N sets it too */
-    long n_random;  /* MaxNumberOfTrainingJobs */
-    char metric[SWEEP_VALUE_BYTES]; /* HyperParameterTuningJobObjective, if the file has one */
-    int minimize;   /* 1 Minimize, 0 Maximize, -1 not said */
-} sweep_space;
-
-/* sweep_vsay: "ddl-sweep: MESSAGE" on stderr. */
-static void sweep_vsay(const char *fmt, va_list ap)
-{
-    fprintf(stderr, "%s: ", cli_prog);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-}
-
-/* sweep_die: a bad command line or --space file: the message, "try 'ddl-sweep --help'", exit 2. */
-static void sweep_die(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    sweep_vsay(fmt, ap);
-    va_end(ap);
-    cli_try();
-}
-
-/* sweep_fatal: the search cannot go on (no memory, no fork, an unwritable directory): exit 1. */
-static void sweep_fatal(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    sweep_vsay(fmt, ap);
-    va_end(ap);
-    exit(1);
-}
 
 /* ---- parameters ---- */
 
@@ -124,7 +70,7 @@ static void space_bounds(sweep_param *p, const char *lo, const char *hi, const c
 }
 
 /* space_add_grid: --grid NAME=V1,V2,... */
-static void space_add_grid(sweep_space *s, const char *arg)
+void space_add_grid(sweep_space *s, const char *arg)
 {
     const char *eq = strchr(arg, '=');
     if (!eq || !eq[1])
@@ -140,7 +86,7 @@ static void space_add_grid(sweep_space *s, const char *arg)
 }
 
 /* space_add_range: --range NAME=LO:HI[:log][:int] */
-static void space_add_range(sweep_space *s, const char *arg)
+void space_add_range(sweep_space *s, const char *arg)
 {
     char buf[256], *f[5];
     int n = 0;
@@ -243,7 +189,7 @@ static void json_ranges(sweep_space *s, const json_t *arr, int kind, const char 
 
 /* space_load: --space FILE: the ranges, and Strategy, MaxNumberOfTrainingJobs and the objective
  * when it has them. The file may be a whole tuning job config or its ParameterRanges alone. */
-static void space_load(sweep_space *s, const char *path)
+void space_load(sweep_space *s, const char *path)
 {
     FILE *f = fopen(path, "rb");
     if (!f)
@@ -301,7 +247,7 @@ static void space_load(sweep_space *s, const char *path)
     json_decref(root);
 }
 #else
-static void space_load(sweep_space *s, const char *path)
+void space_load(sweep_space *s, const char *path)
 {
     (void)s;
     sweep_die("--space %s: this ddl-sweep was built without jansson (apt-get install libjansson-dev, then make)", path);
@@ -360,7 +306,7 @@ static long grid_count(const sweep_param *p)
 
 /* space_trials: every trial's values, n_params per row (row-major), in a new array; *n_out trials.
  * Grid: the product, the last parameter fastest. Random: n_random draws from seed. */
-static char (*space_trials(const sweep_space *s, long n_random, uint64_t seed, long *n_out))[SWEEP_VALUE_BYTES]
+char (*space_trials(const sweep_space *s, long n_random, uint64_t seed, long *n_out))[SWEEP_VALUE_BYTES]
 {
     long n = 1;
     if (n_random > 0)
@@ -393,5 +339,3 @@ static char (*space_trials(const sweep_space *s, long n_random, uint64_t seed, l
     *n_out = n;
     return v;
 }
-
-#endif

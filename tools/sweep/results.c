@@ -1,15 +1,14 @@
-/* sweep_results.h - ddl-sweep's trials and DIR/results.csv: one row per finished trial (its
+/* results.c - ddl-sweep's trials and DIR/results.csv: one row per finished trial (its
  * values, the metric, status, exit code, wall time, epochs run, slot, attempts), appended under
  * an flock and fsync'ed as each trial ends, so that a crash loses no finished trial and Slurm
  * array tasks (--run-index) can share the file; read back for --resume; the final table sorted
- * by the metric. Values hold no commas or quotes (sweep_space.h refuses them): no CSV quoting.
+ * by the metric. Values hold no commas or quotes (space.c refuses them): no CSV quoting.
  * A parameter named like one of the file's own columns (--grid epochs=1,3: "epochs" is also the
  * epochs a trial ran) gets the column "param/NAME", and a metric named so "metric/NAME": every
  * column name is unique, as pandas and spreadsheets want. A trial that ran to its end (or to an
  * ASHA stop) but diverged (test accuracy at chance, or a loss NaN or infinite) has the status
  * "diverged", and is never the best. */
-#ifndef DDL_SWEEP_RESULTS_H
-#define DDL_SWEEP_RESULTS_H
+#include "sweep.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -21,21 +20,9 @@
 #include <unistd.h>
 
 #include "tools/outfile.h"
-#include "tools/sweep_space.h"
 
-/* a trial's state; the last five are final and go into results.csv */
-enum { TRIAL_PENDING, TRIAL_RUNNING, TRIAL_OK, TRIAL_STOPPED, TRIAL_FAILED, TRIAL_USAGE, TRIAL_NO_METRIC };
+/* the states' names in results.csv, in TRIAL_* order */
 static const char *const trial_status[] = {"pending", "running", "ok", "stopped", "failed", "usage", "no-metric"};
-
-typedef struct sweep_trial {
-    long id;
-    int diverged;                      /* TRIAL_OK or TRIAL_STOPPED, but at chance or NaN */
-    char (*values)[SWEEP_VALUE_BYTES]; /* one per parameter */
-    int state, exit_code;              /* exit_code as a shell gives it: 128+N when killed by signal N */
-    int has_metric, epochs, attempts, avoid_slot, resumed;
-    double metric, wall_s;
-    char slot[SWEEP_VALUE_BYTES];      /* where it last ran */
-} sweep_trial;
 
 /* the file's own columns, beside the parameters and the metric */
 static const char *const results_fixed[] = {"trial", "status", "exit", "wall_s", "epochs", "slot", "attempts"};
@@ -49,13 +36,13 @@ static int results_is_fixed(const char *name)
 }
 
 /* results_metric_col: the metric's column: its name, "metric/NAME" if a column of the file has it. */
-static void results_metric_col(const char *metric, char *out, size_t cap)
+void results_metric_col(const char *metric, char *out, size_t cap)
 {
     snprintf(out, cap, "%s%s", results_is_fixed(metric) ? "metric/" : "", metric);
 }
 
 /* results_param_col: parameter i's column: its name, "param/NAME" if the file or the metric has it. */
-static void results_param_col(const sweep_space *s, int i, const char *metric, char *out, size_t cap)
+void results_param_col(const sweep_space *s, int i, const char *metric, char *out, size_t cap)
 {
     const char *n = s->p[i].name;
     char m[SWEEP_VALUE_BYTES + 8];
@@ -64,7 +51,7 @@ static void results_param_col(const sweep_space *s, int i, const char *metric, c
 }
 
 /* results_header: "trial,P1,...,METRIC,status,exit,wall_s,epochs,slot,attempts". */
-static void results_header(const sweep_space *s, const char *metric, char *out, size_t cap)
+void results_header(const sweep_space *s, const char *metric, char *out, size_t cap)
 {
     char col[SWEEP_VALUE_BYTES + 16];
     snprintf(out, cap, "trial");
@@ -76,12 +63,12 @@ static void results_header(const sweep_space *s, const char *metric, char *out, 
     snprintf(out + strlen(out), cap - strlen(out), ",%s,status,exit,wall_s,epochs,slot,attempts", col);
 }
 
-static const char *results_status(const sweep_trial *t)
+const char *results_status(const sweep_trial *t)
 {
     return t->diverged ? "diverged" : trial_status[t->state];
 }
 
-static void results_row(const sweep_space *s, const sweep_trial *t, char *out, size_t cap)
+void results_row(const sweep_space *s, const sweep_trial *t, char *out, size_t cap)
 {
     snprintf(out, cap, "%ld", t->id);
     for (int i = 0; i < s->n; i++)
@@ -97,7 +84,7 @@ static void results_row(const sweep_space *s, const sweep_trial *t, char *out, s
 /* results_append: the row (and the header first if the file is empty), under an exclusive flock,
  * then fsync: on disk before the next trial starts; never through a link (outfile.h). Returns
  * 0, or -1 with why. */
-static int results_append(const char *path, const char *header, const char *row, char *why, size_t why_bytes)
+int results_append(const char *path, const char *header, const char *row, char *why, size_t why_bytes)
 {
     int fd = outfile_append(path, why, why_bytes);
     if (fd < 0)
@@ -122,7 +109,7 @@ static int results_append(const char *path, const char *header, const char *row,
 /* results_load: the rows of an existing results.csv back into trials (matched by trial number and
  * values): every row but "failed" is final, so --resume skips it. A file written by another search
  * (another header) is refused. Returns the number of rows taken; -1: no file. */
-static long results_load(const char *path, const char *header, const sweep_space *s, sweep_trial *trials, long n)
+long results_load(const char *path, const char *header, const sweep_space *s, sweep_trial *trials, long n)
 {
     FILE *f = fopen(path, "r");
     if (!f)
@@ -145,7 +132,7 @@ static long results_load(const char *path, const char *header, const sweep_space
         char *end;
         long id = strtol(f_[0], &end, 10);
         if (k != s->n + 8 || *end || id < 0 || id >= n) {
-            fprintf(stderr, "%s: %s line %d: not a row of this search; ignored\n", cli_prog, path, ln);
+            sweep_warn("%s line %d: not a row of this search; ignored", path, ln);
             continue;
         }
         sweep_trial *t = &trials[id];
@@ -157,8 +144,7 @@ static long results_load(const char *path, const char *header, const sweep_space
         while (!diverged && st <= TRIAL_NO_METRIC && strcmp(trial_status[st], r[1]))
             st++;
         if (!same || st > TRIAL_NO_METRIC) {
-            fprintf(stderr, "%s: %s line %d: trial %ld has other values or status here; ignored\n", cli_prog, path,
-                    ln, id);
+            sweep_warn("%s line %d: trial %ld has other values or status here; ignored", path, ln, id);
             continue;
         }
         if (st == TRIAL_FAILED) /* a crash may not happen again: run it */
@@ -198,8 +184,8 @@ static int table_order(const void *a, const void *b)
 }
 
 /* results_table: every trial that has a result, sorted; returns the best ok trial or NULL. */
-static const sweep_trial *results_table(const sweep_space *s, sweep_trial *trials, long n, const char *metric,
-                                        int minimize)
+const sweep_trial *results_table(const sweep_space *s, sweep_trial *trials, long n, const char *metric,
+                                 int minimize)
 {
     sweep_trial **order = malloc(sizeof *order * (size_t)(n ? n : 1));
     long m = 0;
@@ -233,5 +219,3 @@ static const sweep_trial *results_table(const sweep_space *s, sweep_trial *trial
     free(order);
     return best;
 }
-
-#endif

@@ -1,7 +1,7 @@
-/* ddl-sweep.c - hyperparameter search over a training program's flags: a grid, seeded random
- * draws, or a SageMaker-shaped --space file (sweep_space.h); every trial a ddlrun job with its
- * own directory (sweep_trial.h), up to S at once on local slots or on hosts; DIR/results.csv
- * appended and synced as each trial ends, --resume skips what it holds (sweep_results.h).
+/* main.c - ddl-sweep: hyperparameter search over a training program's flags: a grid, seeded
+ * random draws, or a SageMaker-shaped --space file (space.c); every trial a ddlrun job with its
+ * own directory (trial.c), up to S at once on local slots or on hosts; DIR/results.csv appended
+ * and synced as each trial ends, --resume skips what it holds (results.c).
  * This file schedules: slots, retries of crashed trials on another slot, blacklisting of a slot
  * on which F trials in a row failed, ASHA early stopping, signals (Ctrl-C stops every trial:
  * its process group gets SIGTERM, then SIGKILL; ranks die with ddlrun, ddlrun with ddl-sweep).
@@ -14,13 +14,14 @@
  *
  * A program: it may exit(). Exit status 0 when every trial has a result, 1 when some failed,
  * 2 for a bad command line, 128+N after signal N. */
-#include "ddl.h"
+#include "sweep.h"
 
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,8 +30,8 @@
 #include <unistd.h>
 
 #include "tools/cli.h"
+#include "tools/outfile.h"
 #include "tools/sigpipe.h"
-#include "tools/sweep_trial.h"
 
 #define MAX_SLOTS 256
 #define MAX_RUNGS 32
@@ -86,6 +87,41 @@ static double *rung_vals[MAX_RUNGS]; /* ASHA: the metrics recorded at each rung 
 static long rung_n[MAX_RUNGS];
 static long asha_stopped;
 static int got_signal;
+
+/* ---- messages: "ddl-sweep: MESSAGE" (cli_prog is set here, by cli_start) ---- */
+
+static void sweep_vsay(const char *fmt, va_list ap)
+{
+    fprintf(stderr, "%s: ", cli_prog);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+}
+
+void sweep_die(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    sweep_vsay(fmt, ap);
+    va_end(ap);
+    cli_try();
+}
+
+void sweep_fatal(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    sweep_vsay(fmt, ap);
+    va_end(ap);
+    exit(1);
+}
+
+void sweep_warn(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    sweep_vsay(fmt, ap);
+    va_end(ap);
+}
 
 /* ---- options ---- */
 
