@@ -1,6 +1,7 @@
 /* example_common.h - what lenet.c and unet.c share, and nothing else: the training flags (their
  * option table, --help lines and values), the ddl_train_config they make, what a resumed run
- * says, a clock, and one test hook. Each example writes its own loop out. What they show of a
+ * says, a clock, one test hook, and the start of a run (joining the job, starting the trainer).
+ * Each example writes its own loop out. What they show of a
  * run (progress, event files, timeline, stragglers) is example_watch.h's, included at the end.
  * Header-only: copy both along with the example (and example_cli.h). */
 #ifndef DDL_EXAMPLE_COMMON_H
@@ -265,5 +266,49 @@ static void example_test_stop(long step)
 }
 
 #include "example_watch.h"
+
+/* ---- the start of a run (here, after example_watch.h, whose log and watcher they use; static
+ * inline: ddl-train, which includes this file too, starts its own way) ---- */
+
+/* example_join: the comm of the job the environment describes (ddlrun, mpirun or Slurm), into cc
+ * and *comm; alone (one rank) no comm: *comm stays NULL. cc is the caller's and must live as long
+ * as the comm (its strings may point into it). Returns 0 to go on, or the exit status: 2 for a bad
+ * DDL_LOG_LEVEL, 1 when the job cannot be joined (said on stderr, naming prog and the rank). */
+static inline int example_join(const char *prog, ddl_comm_config *cc, ddl_comm **comm)
+{
+    char err[DDL_ERR_BYTES];
+    int rc = ddl_comm_config_from_env(cc, err, sizeof err);
+    if (rc == DDL_OK && example_log_setup(cc, prog) != 0) /* DDL_LOG_LEVEL */
+        return 2;
+    if (rc == DDL_OK && cc->world_size > 1)
+        rc = ddl_comm_create(cc, NULL, comm, err, sizeof err);
+    if (rc != DDL_OK) {
+        fprintf(stderr, "%s: rank %d: cannot join the job: %s\n", prog, cc->rank, err);
+        return 1;
+    }
+    return 0;
+}
+
+/* example_trainer_start: the watcher (example_watch_init, which adds the timeline to tc), the
+ * trainer of model on train with tc (example_train_config's, and the example's own settings),
+ * with --resume the checkpoint to go on from (rank 0 says where it goes on), and the start-up
+ * line. DDL_OK, or a code: ddl_trainer_error(*tr) says why once *tr exists, else err. */
+static inline int example_trainer_start(example_watch *w, const example_opts *o, const char *prog, ddl_comm *comm,
+                                        ddl_train_config *tc, ddl_model *model, const ddl_dataset *train,
+                                        ddl_trainer **tr, char err[DDL_ERR_BYTES])
+{
+    int rank = comm ? ddl_comm_rank(comm) : 0, world = comm ? ddl_comm_size(comm) : 1;
+    int rc = example_watch_init(w, o, prog, rank, world, train->n, tc, err);
+    if (rc == DDL_OK)
+        rc = ddl_trainer_create(tc, model, train, NULL, tr, err, DDL_ERR_BYTES);
+    int saved_world = 0;
+    if (rc == DDL_OK && o->resume)
+        rc = ddl_trainer_resume(*tr, o->checkpoint, DDL_RESUME_IF_EXISTS, &saved_world);
+    if (rc == DDL_OK && o->resume && rank == 0)
+        example_say_resumed(o, *tr, saved_world, world);
+    if (rc == DDL_OK) /* the start-up line, after an all-reduce probe */
+        rc = example_watch_start(w, comm, model, *tr);
+    return rc;
+}
 
 #endif

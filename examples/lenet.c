@@ -1,7 +1,9 @@
 /* lenet.c - train LeNet-5 on Fashion-MNIST, on one rank or on as many as ddlrun or mpirun start.
- * The program to copy for a training run of your own; it reads top to bottom: options, the comm
- * from the environment, data, model, trainer, an optional resume, the epoch loop (checkpoints,
- * a progress line per epoch on rank 0), the summary line, clean-up.
+ * This is the full program, build/bin/lenet as make builds it: nothing else goes into it but ddl
+ * and the headers it includes. The program to copy for a training run of your own; main reads top
+ * to bottom: options, the comm from the environment, data and model, trainer and an optional
+ * resume, the epoch loop (checkpoints, a progress line per epoch on rank 0), the summary line,
+ * clean-up.
  *
  *   build/bin/lenet [--data DIR] [--epochs N] [--batch B] [--lr X] [--momentum M]
  *                   [--optimizer sgd|adam] [--weight-decay W] [--schedule constant|step|cosine]
@@ -39,45 +41,64 @@
 
 enum { OPT_DROPOUT = EXAMPLE_OPT_END, OPT_IMAGES };
 
-int main(int argc, char **argv)
+/* parse_options: lenet's command line into o, po (--predict) and *dropout; exit 2 on a bad one. */
+static void parse_options(int argc, char **argv, example_opts *o, predict_opts *po, float *dropout)
 {
-    /* ---- options ---- */
     static const struct option options[] = {EXAMPLE_OPTIONS, {"dropout", required_argument, NULL, OPT_DROPOUT},
                                             PREDICT_OPTIONS, {"images", required_argument, NULL, OPT_IMAGES},
                                             {NULL, 0, NULL, 0}};
-    predict_opts po = {0};
-    example_opts o;
-    example_defaults(&o);
-    o.epochs = 5;
-    o.batch = 64;
-    o.lr = 0.01f;
-    float dropout = 0.0f;
+    example_defaults(o);
+    o->epochs = 5;
+    o->batch = 64;
+    o->lr = 0.01f;
     cli_start(argv, "lenet");
     for (int c; (c = getopt_long(argc, argv, "h", options, NULL)) != -1;)
         if (c == OPT_DROPOUT)
-            dropout = cli_float("--dropout", optarg, 0, 0.99);
+            *dropout = cli_float("--dropout", optarg, 0, 0.99);
         else if (c == OPT_IMAGES)
-            po.images = optarg;
-        else if (!predict_option(&po, c, optarg))
-            example_option(&o, c, optarg, USAGE);
-    example_options_done(&o, argc, argv);
-    predict_options_done(&po);
-    if (po.images && !po.on)
+            po->images = optarg;
+        else if (!predict_option(po, c, optarg))
+            example_option(o, c, optarg, USAGE);
+    example_options_done(o, argc, argv);
+    predict_options_done(po);
+    if (po->images && !po->on)
         cli_error("--images goes with --predict");
+}
+
+/* load: Fashion-MNIST's training and test sets from o->data, and LeNet-5 for this rank's part of
+ * every global batch (of world ranks), its inputs normalised by the training set's mean and
+ * standard deviation. DDL_OK, or a code with err saying why. */
+static int load(const example_opts *o, int world, float dropout, ddl_dataset *train, ddl_dataset *test,
+                ddl_model **model, char err[DDL_ERR_BYTES])
+{
+    ddl_model_config mc = {.batch = (o->batch + world - 1) / world, .in_c = 1, .in_h = 28, .in_w = 28,
+                           .n_classes = 10, .dropout = dropout};
+    int rc = ddl_dataset_load_mnist(o->data, "train", NULL, train, err, DDL_ERR_BYTES);
+    if (rc == DDL_OK)
+        rc = ddl_dataset_load_mnist(o->data, "t10k", NULL, test, err, DDL_ERR_BYTES);
+    if (rc == DDL_OK)
+        rc = ddl_model_create(ddl_model_lenet(), &mc, NULL, model, err, DDL_ERR_BYTES);
+    if (rc == DDL_OK) {
+        float mean, std;
+        ddl_dataset_stats(train, &mean, &std); /* Fashion-MNIST: 0.2860, 0.3530 */
+        ddl_model_set_norm(*model, mean, std);
+    }
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    example_opts o;
+    predict_opts po = {0};
+    float dropout = 0.0f;
+    parse_options(argc, argv, &o, &po, &dropout);
 
     /* ---- comm: ddlrun, mpirun or Slurm describe the job in the environment; alone, no comm ---- */
-    char err[DDL_ERR_BYTES];
     ddl_comm_config cc;
     ddl_comm *comm = NULL;
-    int rc = ddl_comm_config_from_env(&cc, err, sizeof err);
-    if (rc == DDL_OK && example_log_setup(&cc, "lenet") != 0) /* DDL_LOG_LEVEL */
-        return 2;
-    if (rc == DDL_OK && cc.world_size > 1)
-        rc = ddl_comm_create(&cc, NULL, &comm, err, sizeof err);
-    if (rc != DDL_OK) {
-        fprintf(stderr, "lenet: rank %d: cannot join the job: %s\n", cc.rank, err);
-        return 1;
-    }
+    int rc = example_join("lenet", &cc, &comm);
+    if (rc != 0)
+        return rc;
     int rank = comm ? ddl_comm_rank(comm) : 0, world = comm ? ddl_comm_size(comm) : 1;
     ddl_set_threads(o.threads);
     if (po.on) { /* inference with a trained model: example_predict.h */
@@ -86,40 +107,22 @@ int main(int argc, char **argv)
         return rc;
     }
 
-    /* ---- data and model: each rank takes its part of every global batch ---- */
+    /* ---- data and model ---- */
+    char err[DDL_ERR_BYTES];
     ddl_dataset train = {0}, test = {0};
     ddl_model *model = NULL;
     ddl_trainer *tr = NULL;
     example_watch w = {0}; /* progress, event files, timeline: example_watch.h */
-    ddl_model_config mc = {.batch = (o.batch + world - 1) / world, .in_c = 1, .in_h = 28, .in_w = 28,
-                           .n_classes = 10, .dropout = dropout};
-    rc = ddl_dataset_load_mnist(o.data, "train", NULL, &train, err, sizeof err);
-    if (rc == DDL_OK)
-        rc = ddl_dataset_load_mnist(o.data, "t10k", NULL, &test, err, sizeof err);
-    if (rc == DDL_OK)
-        rc = ddl_model_create(ddl_model_lenet(), &mc, NULL, &model, err, sizeof err);
-
+    rc = load(&o, world, dropout, &train, &test, &model, err);
     if (o.checkpoint) /* from here on SIGUSR1 asks for a checkpoint and an exit (example_watch.h) */
         example_preempt_install();
 
     /* ---- trainer, and with --resume the checkpoint to go on from ---- */
     if (rc == DDL_OK) {
-        float mean, std;
-        ddl_dataset_stats(&train, &mean, &std); /* Fashion-MNIST: 0.2860, 0.3530 */
-        ddl_model_set_norm(model, mean, std);
         ddl_train_config tc;
         example_train_config(&o, comm, train.n, &tc);
-        rc = example_watch_init(&w, &o, "lenet", rank, world, train.n, &tc, err);
-        if (rc == DDL_OK)
-            rc = ddl_trainer_create(&tc, model, &train, NULL, &tr, err, sizeof err);
+        rc = example_trainer_start(&w, &o, "lenet", comm, &tc, model, &train, &tr, err);
     }
-    int saved_world = 0;
-    if (rc == DDL_OK && o.resume)
-        rc = ddl_trainer_resume(tr, o.checkpoint, DDL_RESUME_IF_EXISTS, &saved_world);
-    if (rc == DDL_OK && o.resume && rank == 0)
-        example_say_resumed(&o, tr, saved_world, world);
-    if (rc == DDL_OK) /* the start-up line, after an all-reduce probe */
-        rc = example_watch_start(&w, comm, model, tr);
 
     /* ---- the epoch loop: a resumed run finishes its epoch, or starts the next if that one was done ---- */
     double t0 = example_seconds(), train_secs = 0.0;

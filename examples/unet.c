@@ -1,7 +1,8 @@
 /* unet.c - distributed image segmentation: train a U-Net on scenes composed of Fashion-MNIST
- * items, on one rank or on as many as ddlrun or mpirun start. It reads as lenet.c does (options,
- * comm, data, model, trainer, resume, the epoch loop, summary, clean-up), with segmentation's
- * own data, metrics and pictures.
+ * items, on one rank or on as many as ddlrun or mpirun start. This is the full program,
+ * build/bin/unet as make builds it: nothing else goes into it but ddl and the headers it
+ * includes. Its main reads as lenet.c's does (options, comm, data and model, trainer and resume,
+ * the epoch loop, summary, clean-up), with segmentation's own data, metrics and pictures.
  *
  *   build/bin/unet [--scenes N] [--test-scenes N] [--size S] [--items N] [--depth D] [--width W]
  *                  [--dice-weight W] [--images DIR], and lenet's flags but --dropout: [--data DIR]
@@ -136,10 +137,12 @@ static int write_pictures(const char *dir, ddl_model *m, const ddl_dataset *test
     return rc;
 }
 
-/* log_scenes: with --logdir, the first test scenes one above the other as the image summary
- * "test/scenes" of this epoch. */
+/* log_scenes: with --logdir (on rank 0: w->events), the first test scenes one above the other as
+ * the image summary "test/scenes" of this epoch. */
 static void log_scenes(example_watch *w, int epoch, ddl_model *m, const ddl_dataset *test)
 {
+    if (!w->events)
+        return;
     int s = test->h, n = test->n < 4 ? test->n : 4, B = ddl_model_get_config(m)->batch;
     n = n < B ? n : B;
     size_t px = (size_t)s * (size_t)s, row = (size_t)scene_width(s) * (size_t)(s * ZOOM) * 3;
@@ -202,6 +205,41 @@ static void unet_option(example_opts *o, unet_opts *u, int c, const char *arg)
     }
 }
 
+/* parse_options: unet's command line into o, u and po (--predict); exit 2 on a bad one.
+ * Defaults measured with `ddlrun -n 2 build/bin/unet` on 2 idle cores: dice 0.986, mIoU 0.478,
+ * pixel accuracy 0.936 on held-out scenes in 310 s. 64x64 canvases keep several items apart (at
+ * 32x32 one item fills the canvas); depth 3 sees a whole 28x28 item from the 8x8 bottom.
+ * Telling the 10 classes apart is the slow part: SGD 0.05 with dice weight 1 found the items
+ * (dice 0.98) but stayed at "one class for every item" (mIoU 0.15 after 8 epochs); Adam 0.002
+ * with dice weight 0.5 leaves that plateau and keeps improving over 16 epochs. */
+static void parse_options(int argc, char **argv, example_opts *o, unet_opts *u, predict_opts *po)
+{
+    static const struct option options[] = {
+        EXAMPLE_OPTIONS,
+        {"scenes", required_argument, NULL, OPT_SCENES}, {"test-scenes", required_argument, NULL, OPT_TEST_SCENES},
+        {"size", required_argument, NULL, OPT_SIZE},     {"items", required_argument, NULL, OPT_ITEMS},
+        {"depth", required_argument, NULL, OPT_DEPTH},   {"width", required_argument, NULL, OPT_WIDTH},
+        {"dice-weight", required_argument, NULL, OPT_DICE}, {"images", required_argument, NULL, OPT_IMAGES},
+        PREDICT_OPTIONS, {NULL, 0, NULL, 0}};
+    example_defaults(o);
+    o->epochs = 16;
+    o->batch = 32;
+    o->optimizer = DDL_OPTIM_ADAM;
+    o->lr = 0.002f;
+    o->schedule = DDL_SCHED_COSINE;
+    *u = (unet_opts){.scenes = 6000, .test_scenes = 500, .size = 64, .items = 3, .depth = 3, .width = 8,
+                     .dice_weight = 0.5f};
+    cli_start(argv, "unet");
+    for (int c; (c = getopt_long(argc, argv, "h", options, NULL)) != -1;)
+        if (!predict_option(po, c, optarg))
+            unet_option(o, u, c, optarg);
+    example_options_done(o, argc, argv);
+    predict_options_done(po);
+    if (po->out || po->labels)
+        cli_error("--out and --labels are lenet's: unet --predict writes masks to --images DIR");
+    po->images = u->images; /* with --predict: where the masks go */
+}
+
 /* ---- data ---- */
 
 /* scene_seed: the scenes' seed of a run's --seed: training scenes s, held-out ones s + 1. */
@@ -219,17 +257,30 @@ static int make_test(const char *dir, const unet_opts *u, long seed, ddl_dataset
     return rc;
 }
 
-/* make_data: training and test scenes from the Fashion-MNIST items in dir. */
-static int make_data(const char *dir, const unet_opts *u, long seed, ddl_dataset *train, ddl_dataset *test,
-                     char err[DDL_ERR_BYTES])
+/* load: training and test scenes from the Fashion-MNIST items in o->data, and the U-Net for this
+ * rank's part of every global batch (of world ranks), its inputs normalised by the training
+ * scenes' mean and standard deviation. DDL_OK, or a code with err saying why. */
+static int load(const example_opts *o, const unet_opts *u, int world, ddl_dataset *train, ddl_dataset *test,
+                ddl_model **model, char err[DDL_ERR_BYTES])
 {
     ddl_dataset items = {0};
-    int rc = ddl_dataset_load_mnist(dir, "train", NULL, &items, err, DDL_ERR_BYTES);
+    int rc = ddl_dataset_load_mnist(o->data, "train", NULL, &items, err, DDL_ERR_BYTES);
     if (rc == DDL_OK)
-        rc = ddl_dataset_make_scenes(&items, u->scenes, u->size, u->items, scene_seed(seed), NULL, train, err,
+        rc = ddl_dataset_make_scenes(&items, u->scenes, u->size, u->items, scene_seed(o->seed), NULL, train, err,
                                      DDL_ERR_BYTES);
     ddl_dataset_free(&items);
-    return rc == DDL_OK ? make_test(dir, u, seed, test, err) : rc;
+    if (rc == DDL_OK)
+        rc = make_test(o->data, u, o->seed, test, err);
+    ddl_model_config mc = {.batch = (o->batch + world - 1) / world, .in_c = 1, .in_h = u->size, .in_w = u->size,
+                           .n_classes = train->n_classes, .depth = u->depth, .width = u->width};
+    if (rc == DDL_OK)
+        rc = ddl_model_create(ddl_model_unet(), &mc, NULL, model, err, DDL_ERR_BYTES);
+    if (rc == DDL_OK) {
+        float mean, std;
+        ddl_dataset_stats(train, &mean, &std);
+        ddl_model_set_norm(*model, mean, std);
+    }
+    return rc;
 }
 
 /* ---- --predict: a trained model on the held-out scenes of its run (example_predict.h) ---- */
@@ -255,94 +306,42 @@ static int predict(const example_opts *o, unet_opts u, const predict_opts *po, d
 
 int main(int argc, char **argv)
 {
-    /* ---- options ----
-     * Defaults measured with `ddlrun -n 2 build/bin/unet` on 2 idle cores: dice 0.986, mIoU 0.478,
-     * pixel accuracy 0.936 on held-out scenes in 310 s. 64x64 canvases keep several items apart (at
-     * 32x32 one item fills the canvas); depth 3 sees a whole 28x28 item from the 8x8 bottom.
-     * Telling the 10 classes apart is the slow part: SGD 0.05 with dice weight 1 found the items
-     * (dice 0.98) but stayed at "one class for every item" (mIoU 0.15 after 8 epochs); Adam 0.002
-     * with dice weight 0.5 leaves that plateau and keeps improving over 16 epochs. */
-    static const struct option options[] = {
-        EXAMPLE_OPTIONS,
-        {"scenes", required_argument, NULL, OPT_SCENES}, {"test-scenes", required_argument, NULL, OPT_TEST_SCENES},
-        {"size", required_argument, NULL, OPT_SIZE},     {"items", required_argument, NULL, OPT_ITEMS},
-        {"depth", required_argument, NULL, OPT_DEPTH},   {"width", required_argument, NULL, OPT_WIDTH},
-        {"dice-weight", required_argument, NULL, OPT_DICE}, {"images", required_argument, NULL, OPT_IMAGES},
-        PREDICT_OPTIONS, {NULL, 0, NULL, 0}};
-    predict_opts po = {0};
     example_opts o;
-    example_defaults(&o);
-    o.epochs = 16;
-    o.batch = 32;
-    o.optimizer = DDL_OPTIM_ADAM;
-    o.lr = 0.002f;
-    o.schedule = DDL_SCHED_COSINE;
-    unet_opts u = {.scenes = 6000, .test_scenes = 500, .size = 64, .items = 3, .depth = 3, .width = 8,
-                   .dice_weight = 0.5f};
-    cli_start(argv, "unet");
-    for (int c; (c = getopt_long(argc, argv, "h", options, NULL)) != -1;)
-        if (!predict_option(&po, c, optarg))
-            unet_option(&o, &u, c, optarg);
-    example_options_done(&o, argc, argv);
-    predict_options_done(&po);
-    if (po.out || po.labels)
-        cli_error("--out and --labels are lenet's: unet --predict writes masks to --images DIR");
+    unet_opts u;
+    predict_opts po = {0};
+    parse_options(argc, argv, &o, &u, &po);
 
     /* ---- comm: ddlrun, mpirun or Slurm describe the job in the environment; alone, no comm ---- */
-    char err[DDL_ERR_BYTES];
     ddl_comm_config cc;
     ddl_comm *comm = NULL;
-    int rc = ddl_comm_config_from_env(&cc, err, sizeof err);
-    if (rc == DDL_OK && example_log_setup(&cc, "unet") != 0) /* DDL_LOG_LEVEL */
-        return 2;
-    if (rc == DDL_OK && cc.world_size > 1)
-        rc = ddl_comm_create(&cc, NULL, &comm, err, sizeof err);
-    if (rc != DDL_OK) {
-        fprintf(stderr, "unet: rank %d: cannot join the job: %s\n", cc.rank, err);
-        return 1;
-    }
+    int rc = example_join("unet", &cc, &comm);
+    if (rc != 0)
+        return rc;
     int rank = comm ? ddl_comm_rank(comm) : 0, world = comm ? ddl_comm_size(comm) : 1;
     ddl_set_threads(o.threads);
     if (po.on) { /* inference with a trained model */
-        po.images = u.images;
         rc = predict(&o, u, &po, comm);
         ddl_comm_destroy(comm);
         return rc;
     }
 
     /* ---- data and model: every rank makes the same scenes ---- */
+    char err[DDL_ERR_BYTES];
     ddl_dataset train = {0}, test = {0};
     ddl_model *model = NULL;
     ddl_trainer *tr = NULL;
     example_watch w = {0}; /* progress, event files, timeline: example_watch.h */
-    rc = make_data(o.data, &u, o.seed, &train, &test, err);
-    ddl_model_config mc = {.batch = (o.batch + world - 1) / world, .in_c = 1, .in_h = u.size, .in_w = u.size,
-                           .n_classes = train.n_classes, .depth = u.depth, .width = u.width};
-    if (rc == DDL_OK)
-        rc = ddl_model_create(ddl_model_unet(), &mc, NULL, &model, err, sizeof err);
-
+    rc = load(&o, &u, world, &train, &test, &model, err);
     if (o.checkpoint) /* from here on SIGUSR1 asks for a checkpoint and an exit (example_watch.h) */
         example_preempt_install();
 
     /* ---- trainer, and with --resume the checkpoint to go on from ---- */
     if (rc == DDL_OK) {
-        float mean, std;
-        ddl_dataset_stats(&train, &mean, &std);
-        ddl_model_set_norm(model, mean, std);
         ddl_train_config tc;
         example_train_config(&o, comm, train.n, &tc);
         tc.dice_weight = u.dice_weight;
-        rc = example_watch_init(&w, &o, "unet", rank, world, train.n, &tc, err);
-        if (rc == DDL_OK)
-            rc = ddl_trainer_create(&tc, model, &train, NULL, &tr, err, sizeof err);
+        rc = example_trainer_start(&w, &o, "unet", comm, &tc, model, &train, &tr, err);
     }
-    int saved_world = 0;
-    if (rc == DDL_OK && o.resume)
-        rc = ddl_trainer_resume(tr, o.checkpoint, DDL_RESUME_IF_EXISTS, &saved_world);
-    if (rc == DDL_OK && o.resume && rank == 0)
-        example_say_resumed(&o, tr, saved_world, world);
-    if (rc == DDL_OK) /* the start-up line, after an all-reduce probe */
-        rc = example_watch_start(&w, comm, model, tr);
 
     /* ---- the epoch loop, as lenet's: pixel accuracy, dice and mean IoU on the held-out scenes ---- */
     double t0 = example_seconds(), train_secs = 0.0;
@@ -375,8 +374,7 @@ int main(int argc, char **argv)
             fflush(stdout);
         }
         example_watch_epoch(&w, e + 1, &es, &ev, 1); /* event file, straggler report */
-        if (w.events) /* the image summary: a few test scenes, input | truth | prediction */
-            log_scenes(&w, e + 1, model, &test);
+        log_scenes(&w, e + 1, model, &test); /* the image summary: test scenes, input | truth | prediction */
     }
     if (rc == DDL_OK && !evaluated && !preempted) /* resumed after the last epoch: the summary needs metrics */
         rc = ddl_trainer_evaluate(tr, &test, &ev);
