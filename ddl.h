@@ -224,7 +224,7 @@ typedef struct ddl_epoch_stats {
     double comm_frac;         /* all-reduce seconds / (compute + all-reduce seconds), over all ranks */
 } ddl_epoch_stats;
 
-#define DDL_MAX_CLASSES 256 /* class indices are bytes */
+#define DDL_MAX_CLASSES 1024 /* class indices: bytes in a data set up to 256 classes, uint16 past that */
 
 typedef struct ddl_eval_stats {
     double loss;            /* mean loss per position */
@@ -288,21 +288,28 @@ int ddl_trainer_epoch_stats(ddl_trainer *t, ddl_epoch_stats *out);
 int ddl_trainer_probe(ddl_trainer *t, int reps, double *seconds);
 
 /* ---- data ----
- * A data set is n samples of uint8 images (C, H, W) with uint8 targets (TH, TW): (1, 1) for
- * classification, (H, W) for segmentation. Your own data is a ddl_dataset you fill in (owned
- * and alloc NULL). Inputs are normalised with (x / 255 - mean) / std; mean and std come from the
- * training set and belong to the model (ddl_model_set_norm). */
+ * A data set is n samples of images (C, H, W) with targets (TH, TW): (1, 1) for classification,
+ * (H, W) for segmentation. Images are uint8 pixels (`images`) or floats (`fimages`); targets are
+ * uint8 class indices (`targets`) or, for more than 256 classes, uint16 (`targets16`): exactly
+ * one of each pair is set. Your own data is a ddl_dataset you fill in (owned and alloc NULL).
+ * Inputs are normalised with (x / 255 - mean) / std for bytes and (x - mean) / std for floats,
+ * so a float is on the scale of a byte / 255 (pixels in 0..1; a pre-normalised array keeps its
+ * values with mean 0 and std 1); mean and std come from the training set and belong to the model
+ * (ddl_model_set_norm). */
 
 struct ddl_dataset {
     int n;                  /* samples */
     int c, h, w;            /* image shape */
     int th, tw;             /* target shape per sample */
     int n_classes;
-    const uint8_t *images;  /* (n, c, h, w) */
-    const uint8_t *targets; /* (n, th, tw) class indices */
+    const uint8_t *images;  /* (n, c, h, w) pixels 0..255, or NULL when fimages has them */
+    const uint8_t *targets; /* (n, th, tw) class indices, or NULL when targets16 has them */
     void *owned;            /* memory the loader allocated, freed by ddl_dataset_free */
     const ddl_allocator *alloc; /* the loader's allocator: must outlive the data set */
     const char *const *class_names; /* n_classes names (image folders), or NULL */
+    const float *fimages;   /* (n, c, h, w) float pixels (finite), when images is NULL */
+    const uint16_t *targets16; /* (n, th, tw) class indices, when targets is NULL (classification
+                                * with more than 256 classes; loaders use it only then) */
 };
 
 /* ddl_dataset_load_mnist: read DIR/SPLIT-images-idx3-ubyte[.gz] and DIR/SPLIT-labels-idx1-ubyte[.gz]
@@ -314,7 +321,7 @@ struct ddl_dataset {
  * above 9), DDL_ENOTSUP (gzip without zlib), DDL_ENOMEM, DDL_EINVAL (NULL arguments). */
 int ddl_dataset_load_mnist(const char *dir, const char *split, const ddl_allocator *alloc, ddl_dataset *out,
                            char *err, size_t err_bytes);
-/* ddl_dataset_stats: mean and standard deviation of every pixel of d, scaled to [0, 1].
+/* ddl_dataset_stats: mean and standard deviation of every pixel of d, bytes scaled to [0, 1] (x / 255), floats as they are.
  * ddl_dataset_stats_channels: the same for each of d->c channels (mean and std hold d->c). */
 void ddl_dataset_stats(const ddl_dataset *d, float *mean, float *std);
 void ddl_dataset_stats_channels(const ddl_dataset *d, float *mean, float *std);
@@ -382,10 +389,10 @@ int ddl_image_load(const char *path, int channels, int height, int width, const 
  * in it (sorted; case of the extension ignored), each through ddl_image_load, side by side on
  * ddl's threads (ddl_set_threads); out->class_names holds the class folders' names. A file that
  * cannot be read is an error naming it (the first one in sorted order, whatever the threads
- * did), or with cfg->skip_bad left out and counted in *n_skipped (may be NULL). At most 256
- * classes for now. alloc is called from ddl's threads and must be thread-safe. Returns DDL_OK,
- * ddl_image_load's codes, DDL_EINVAL (no class folder, no image, bad arguments) or DDL_ENOTSUP
- * (over 256 classes), with out zeroed. */
+ * did), or with cfg->skip_bad left out and counted in *n_skipped (may be NULL). Labels are
+ * bytes (targets), or uint16 (targets16) past 256 classes. alloc is called from ddl's threads
+ * and must be thread-safe. Returns DDL_OK, ddl_image_load's codes, DDL_EINVAL (no class folder,
+ * no image, bad arguments) or DDL_ENOTSUP (over DDL_MAX_CLASSES classes), with out zeroed. */
 int ddl_dataset_load_folder(const char *dir, const ddl_folder_config *cfg, const ddl_allocator *alloc,
                             ddl_dataset *out, int *n_skipped, char *err, size_t err_bytes);
 
@@ -416,13 +423,15 @@ int ddl_npy_dtype_bytes(int dtype);
 /* ddl_npy_free: free a's data with the allocator it was loaded with, and zero a (NULL is fine). */
 void ddl_npy_free(ddl_npy *a, const ddl_allocator *alloc);
 /* ddl_dataset_load_numpy: a data set from two arrays (specs as ddl_npy_load's): images of shape
- * (N, H, W), (N, H, W, C) or (N, C, H, W) with C 1 or 3, uint8 pixels, or float32/float64
- * pixels in 0..1 (scaled by 255) or 0..255, rounded to bytes; and targets: labels (N,) of any
- * integer type (classes 0..255; n_classes is the largest + 1), or masks (N, H, W) or
- * (N, H, W, 1) for segmentation: integer classes, or bool and float masks thresholded at 0.5
- * (class 1 where >= 0.5, else 0; n_classes 2). Returns DDL_OK, or with *out zeroed:
- * ddl_npy_load's codes, or DDL_EINVAL for shapes, types or values that do not fit, the message
- * naming the array and its shape. */
+ * (N, H, W), (N, H, W, C) or (N, C, H, W) with C 1 or 3: uint8 pixels (images), or float32 or
+ * float64 pixels kept as floats (fimages) on the scale of a byte / 255: floats in 0..1 as they
+ * are, floats in 0..255 (some above 1) divided by 255, anything else (a pre-normalised array) as
+ * it is; NaN and infinities are refused. Targets: labels (N,) of any integer type (classes 0 to
+ * DDL_MAX_CLASSES - 1; n_classes is the largest + 1; targets16 past 256 classes), or masks
+ * (N, H, W) or (N, H, W, 1) for segmentation: integer classes, or bool and float masks
+ * thresholded at 0.5 (class 1 where >= 0.5, else 0; n_classes 2). Returns DDL_OK, or with *out
+ * zeroed: ddl_npy_load's codes, or DDL_EINVAL for shapes, types or values that do not fit, the
+ * message naming the array and its shape. */
 int ddl_dataset_load_numpy(const char *images, const char *targets, const ddl_allocator *alloc, ddl_dataset *out,
                            char *err, size_t err_bytes);
 
@@ -989,7 +998,11 @@ const ddl_checkpoint_info *ddl_predictor_info(const ddl_predictor *p);
  * batch gets the results of one caller. Returns DDL_OK, or DDL_EINVAL (n < 0, NULL images with
  * n > 0, or an image shape other than the model's input: ddl_predictor_error says both). */
 int ddl_predictor_run(ddl_predictor *p, const uint8_t *images, int n, int c, int h, int w, float *logits,
-                      float *probs, uint8_t *classes);
+                      float *probs, uint16_t *classes);
+/* ddl_predictor_run_float: the same for float pixels on the scale of a byte / 255, as a model
+ * trained on a data set's fimages takes them (pre-normalised arrays as they were trained). */
+int ddl_predictor_run_float(ddl_predictor *p, const float *images, int n, int c, int h, int w, float *logits,
+                            float *probs, uint16_t *classes);
 /* ddl_predictor_error: the detail of the last failure ("" if none); owned by p. */
 const char *ddl_predictor_error(const ddl_predictor *p);
 /* ddl_predictor_class_names: the class names the checkpoint carries (n_classes), or NULL. */
@@ -1293,14 +1306,14 @@ void ddl_dropout_backward(size_t count, float p, const uint8_t *mask, const floa
  * targets (N, S) hold class indices. Returns the SUM of the per-position losses. When dlogits is
  * not NULL it receives scale * dL/dlogits (the caller passes scale = 1 / total positions of the
  * global batch, so the sum over ranks is the gradient of the mean). probs may be NULL. */
-double ddl_softmax_xent(int n, int c, int s, const float *logits, const uint8_t *targets, float scale,
+double ddl_softmax_xent(int n, int c, int s, const float *logits, const uint16_t *targets, float scale,
                         float *probs, float *dlogits);
 
 /* ddl_dice_loss: soft dice loss of foreground (classes >= 1) against background, summed over
  * the batch: per sample 1 - (2 sum p_fg t_fg + 1) / (sum p_fg + sum t_fg + 1), where p_fg is
  * 1 - softmax probability of class 0. probs (N, C, S) from ddl_softmax_xent. Adds
  * scale * dL/dlogits to dlogits when it is not NULL. Returns the sum of per-sample losses. */
-double ddl_dice_loss(int n, int c, int s, const float *probs, const uint8_t *targets, float scale,
+double ddl_dice_loss(int n, int c, int s, const float *probs, const uint16_t *targets, float scale,
                      float *dlogits);
 
 /* ddl_groupnorm_forward: group normalisation of x (N, C, S) with `groups` groups, per-channel

@@ -132,7 +132,7 @@ static ddl_predictor *predict_open(predict_run *r, const predict_opts *o, const 
 /* predict_run_images: this rank's images of the n in images (n, c, h, w) through the model, into
  * probs and classes at their places (either may be NULL); then gathered on rank 0. */
 static int predict_run_images(predict_run *r, const uint8_t *images, int n, int c, int h, int w, float *probs,
-                              size_t probs_per_image, uint8_t *classes, size_t classes_per_image)
+                              size_t probs_per_image, uint16_t *classes, size_t classes_per_image)
 {
     int lo, hi;
     predict_range(r, r->rank, n, &lo, &hi);
@@ -143,7 +143,7 @@ static int predict_run_images(predict_run *r, const uint8_t *images, int n, int 
                                      classes ? classes + (size_t)lo * classes_per_image : NULL) != DDL_OK)
         return predict_fail(r, ddl_predictor_error(r->pr));
     if ((probs && predict_gather(r, n, probs, probs_per_image * sizeof(float))) ||
-        (classes && predict_gather(r, n, classes, classes_per_image)))
+        (classes && predict_gather(r, n, classes, classes_per_image * sizeof *classes)))
         return 1;
     return 0;
 }
@@ -202,7 +202,7 @@ static inline int load_idx(predict_run *r, const char *path, int want_dims, uint
 }
 
 /* write_csv: index,predicted,truth,p0..pK-1, one row per image; truth empty without labels. */
-static inline int write_csv(const predict_run *r, const char *path, int n, int K, const uint8_t *pred, const uint8_t *truth,
+static inline int write_csv(const predict_run *r, const char *path, int n, int K, const uint16_t *pred, const uint8_t *truth,
                      const float *probs)
 {
     FILE *f = fopen(path, "w");
@@ -272,7 +272,7 @@ static inline int classify(predict_run *r, const predict_opts *o, const char *da
     const uint8_t *x = images ? images : test.images, *truth = labels ? labels : o->images ? NULL : test.targets;
     int K = ddl_model_get_config(ddl_predictor_model(r->pr))->n_classes;
     float *probs = ok ? (float *)calloc((size_t)n * K, sizeof(float)) : NULL;
-    uint8_t *pred = ok ? (uint8_t *)calloc((size_t)n, 1) : NULL;
+    uint16_t *pred = ok ? (uint16_t *)calloc((size_t)n, sizeof *pred) : NULL;
     ok = predict_agree(r, ok && probs && pred) && predict_run_images(r, x, n, 1, 28, 28, probs, (size_t)K, pred, 1) == 0;
     if (ok && r->rank == 0) {
         ddl_eval_stats ev;
@@ -313,8 +313,9 @@ static inline int predict_segment(predict_run *r, const ddl_dataset *test, const
                            int n_colors)
 {
     size_t S = (size_t)test->h * test->w;
-    uint8_t *masks = (uint8_t *)calloc((size_t)test->n * S, 1);
-    int ok = predict_agree(r, masks != NULL) &&
+    uint16_t *masks = (uint16_t *)calloc((size_t)test->n * S, sizeof *masks);
+    uint8_t *picture = (uint8_t *)malloc(S); /* one mask as palette indices for png_write */
+    int ok = predict_agree(r, masks && picture) &&
              predict_run_images(r, test->images, test->n, test->c, test->h, test->w, NULL, 0, masks, S) == 0;
     if (ok && r->rank == 0 && dir && mkdir(dir, 0777) != 0 && errno != EEXIST) {
         char why[1100];
@@ -325,7 +326,9 @@ static inline int predict_segment(predict_run *r, const ddl_dataset *test, const
         char path[1024], why[1100];
         const char *what = "";
         snprintf(path, sizeof path, "%s/scene_%04d.png", dir, i);
-        if (png_write(path, test->w, test->h, masks + (size_t)i * S, rgb, n_colors, &what) != 0) {
+        for (size_t k = 0; k < S; k++)
+            picture[k] = (uint8_t)masks[(size_t)i * S + k];
+        if (png_write(path, test->w, test->h, picture, rgb, n_colors, &what) != 0) {
             snprintf(why, sizeof why, "%s: %s", path, what);
             ok = predict_fail(r, why) == 0;
         }
@@ -344,7 +347,7 @@ static inline int predict_segment(predict_run *r, const ddl_dataset *test, const
             predict_report(r, &ev, K, test->n, 1);
         free(cm);
     }
-    free(masks);
+    free(masks), free(picture);
     return ok ? 0 : 1;
 }
 

@@ -38,19 +38,21 @@ static void draws(void)
 
 static void moves(void)
 {
-    uint8_t img[2 * 3 * 4], mask[3 * 4], m2[12];
+    uint8_t img[2 * 3 * 4], mask[3 * 4];
+    uint16_t m2[12], m16[12], wide[12];
+    float fimg[24], fout[24];
     for (int i = 0; i < 24; i++)
-        img[i] = (uint8_t)(i + 1);
+        img[i] = (uint8_t)(i + 1), fimg[i] = (float)(i + 1) / 8.0f;
     for (int i = 0; i < 12; i++)
-        mask[i] = (uint8_t)(i % 3 + 1);
+        mask[i] = (uint8_t)(i % 3 + 1), wide[i] = (uint16_t)(mask[i] * 300);
     float out[24];
     ddl__augment flip = {1, 0, 0}, shift = {0, 1, -1};
-    ddl__augment_image(&flip, img, 2, 3, 4, NULL, (const float[2]){1.0f, 0.0f}, out);
+    ddl__augment_image(&flip, img, NULL, 2, 3, 4, NULL, (const float[2]){1.0f, 0.0f}, out);
     for (int c = 0; c < 2; c++)
         for (int y = 0; y < 3; y++)
             for (int x = 0; x < 4; x++)
                 CHECK(out[(c * 3 + y) * 4 + x] == img[(c * 3 + y) * 4 + 3 - x]);
-    ddl__augment_image(&shift, img, 2, 3, 4, NULL, (const float[2]){2.0f, -5.0f}, out);
+    ddl__augment_image(&shift, img, NULL, 2, 3, 4, NULL, (const float[2]){2.0f, -5.0f}, out);
     /* output (y, x) takes source (y + 1, x - 1): the last row and the first column are padding */
     for (int c = 0; c < 2; c++)
         for (int y = 0; y < 3; y++)
@@ -60,10 +62,18 @@ static void moves(void)
                 CHECK(out[(c * 3 + y) * 4 + x] == want);
             }
     ddl__augment both = {1, 1, -1};
-    ddl__augment_mask(&both, mask, 3, 4, m2);
-    ddl__augment_image(&both, mask, 1, 3, 4, NULL, (const float[2]){1.0f, 0.0f}, out);
+    ddl__augment_mask(&both, mask, NULL, 3, 4, m2);
+    ddl__augment_image(&both, mask, NULL, 1, 3, 4, NULL, (const float[2]){1.0f, 0.0f}, out);
     for (int i = 0; i < 12; i++)
         CHECK((float)m2[i] == out[i]); /* the mask moves as a one-channel image does */
+    ddl__augment_mask(&both, NULL, wide, 3, 4, m16); /* uint16 masks (more than 256 classes) the same way */
+    for (int i = 0; i < 12; i++)
+        CHECK(m16[i] == m2[i] * 300);
+    /* float pixels move as bytes do: the same picture at 1/8 the scale */
+    ddl__augment_image(&shift, img, NULL, 2, 3, 4, NULL, (const float[2]){1.0f, 0.0f}, out);
+    ddl__augment_image(&shift, NULL, fimg, 2, 3, 4, NULL, (const float[2]){8.0f, 0.0f}, fout);
+    for (int i = 0; i < 24; i++)
+        CHECK(fout[i] == out[i]);
 }
 
 /* ---- training ---- */

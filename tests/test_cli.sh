@@ -70,7 +70,7 @@ refused unet "unet: --scenes 1.5: expected an integer" --scenes 1.5
 refused unet "unet: --dice-weight inf: expected a number" --dice-weight inf
 refused custom_model "custom_model: --epochs 1.5: expected an integer" --epochs 1.5
 refused custom_model "custom_model: --hidden 12abc: expected an integer" --hidden=12abc
-refused custom_model "custom_model: --classes 1: expected an integer from 2 to 256" --classes 1
+refused custom_model "custom_model: --classes 1: expected an integer from 2 to 1024" --classes 1
 refused ddlrun "ddlrun: -n 1.5: expected an integer from 1 to 1024" -n 1.5 true
 refused ddlrun "ddlrun: --timeout 1e999: expected a number" -n 1 --timeout=1e999 true
 refused ddlrun "ddlrun: -t carrier-pigeon: expected shm, tcp, zmq or mpi" -n 1 -t carrier-pigeon true

@@ -377,7 +377,7 @@ static void checkpoints(void)
     CHECK(ddl_predictor_open(path, NULL, NULL, &p, err, sizeof err) == DDL_OK);
     if (p && m) {
         float logits[4 * 3], want[4 * 3];
-        uint8_t cls[4];
+        uint16_t cls[4];
         CHECK(ddl_predictor_run(p, images, 4, 3, 12, 12, logits, NULL, cls) == DDL_OK);
         const char *const *pn = ddl_predictor_class_names(p);
         CHECK(pn && strcmp(pn[1], "kiwi") == 0);

@@ -128,7 +128,7 @@ static void test_predict(const ddl_model_plugin *p, ddl_model_config mc, const c
     CHECK(ddl_model_crc(m) == ddl_model_crc(trained)); /* the weights, bit for bit */
     float *logits = calloc((size_t)n * out_sz, 4), *probs = calloc((size_t)n * out_sz, 4);
     float *again = calloc((size_t)n * out_sz, 4), *want = calloc((size_t)n * out_sz, 4);
-    uint8_t *classes = calloc((size_t)n * S, 1);
+    uint16_t *classes = calloc((size_t)n * S, sizeof *classes);
     long before = cnt.calls;
     CHECK(ddl_predictor_run(pr, img, n, 1, mc.in_h, mc.in_w, logits, probs, classes) == DDL_OK);
     /* the same images cut at multiples of the batch: the same bits */

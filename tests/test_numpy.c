@@ -7,6 +7,7 @@
 #include "tests/check.h"
 #include "tests/pydata.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,7 +37,16 @@ static void refused(const char *images, const char *targets, int code, const cha
         CHECK(d.images == NULL && d.n == 0);
 }
 
-/* ---- images in three layouts give the same bytes ---- */
+/* same_values: d holds normalised_f32.npy's floats, (i % 256 - 128) / 64 in (N, C, H, W). */
+static void same_values(const ddl_dataset *d, int want)
+{
+    int same = d->fimages != NULL && d->images == NULL;
+    for (int i = 0; same && i < 5 * 3 * 4 * 6; i++)
+        same &= d->fimages[i] == ((float)(i % 256) - 128.0f) / 64.0f;
+    CHECK(same == want);
+}
+
+/* ---- images in three layouts give the same pixels ---- */
 
 static void layouts(void)
 {
@@ -50,9 +60,12 @@ static void layouts(void)
             continue;
         }
         CHECK(d.n == 5 && d.c == 3 && d.h == 4 && d.w == 6 && d.th == 1 && d.tw == 1 && d.n_classes == 10);
+        /* bytes stay bytes; floats stay floats, on the scale of a byte / 255 (0..255 floats
+         * divided by 255, 0..1 floats as they are) */
+        CHECK((k < 2) == (d.images != NULL) && (k < 2) == (d.fimages == NULL));
         int same = 1;
         for (int i = 0; i < 5 * 3 * 4 * 6; i++)
-            same &= d.images[i] == i % 256;
+            same &= d.images ? d.images[i] == i % 256 : fabsf(d.fimages[i] - (float)(i % 256) / 255.0f) < 1e-6f;
         CHECK(same);
         CHECK(d.targets[0] == 0 && d.targets[1] == 3 && d.targets[3] == 9 && d.targets[4] == 2);
         ddl_dataset_free(&d);
@@ -60,6 +73,15 @@ static void layouts(void)
     ddl_dataset d;
     CHECK(ddl_dataset_load_numpy(at("nhw_u8.npy"), at("labels_u8.npy"), NULL, &d, err, sizeof err) == DDL_OK);
     CHECK(d.c == 1 && d.h == 4 && d.w == 6 && d.n_classes == 5 && d.images[6 * 4 + 1] == (3 * 4 * 6 + 1) % 256);
+    ddl_dataset_free(&d);
+    /* pre-normalised floats (here -2 to 1.98) are kept exactly as they are */
+    CHECK(ddl_dataset_load_numpy(at("normalised_f32.npy"), at("labels_i64.npy"), NULL, &d, err, sizeof err) ==
+          DDL_OK);
+    same_values(&d, 1);
+    ddl_dataset_free(&d);
+    /* past 256 classes the labels are uint16 (targets16) */
+    CHECK(ddl_dataset_load_numpy(at("nchw_u8.npy"), at("labels_i32_big.npy"), NULL, &d, err, sizeof err) == DDL_OK);
+    CHECK(d.n_classes == 1000 && d.targets == NULL && d.targets16 && d.targets16[3] == 999 && d.targets16[1] == 3);
     ddl_dataset_free(&d);
 }
 
@@ -168,13 +190,12 @@ static void refusals(void)
     refused(at("missing.npy"), NULL, DDL_EIO, "missing.npy: cannot open", NULL);
     refused(pydata_dir, NULL, DDL_EIO, "not a regular file", NULL);
 
-    refused(at("normalised_f32.npy"), at("labels_i64.npy"), DDL_EINVAL, "float32 pixels from -2 to 1.98438",
-            "pre-normalised");
+    refused(at("inf_f32.npy"), at("labels_i64.npy"), DDL_EINVAL, "inf_f32.npy: pixel 168 is inf", "finite");
     refused(at("rgba_u8.npy"), at("labels_i64.npy"), DDL_EINVAL, "images of shape (5, 4, 6, 4)", "C 1 or 3");
     refused(at("labels_i64.npy"), at("labels_i64.npy"), DDL_EINVAL, "images of shape (5,)", NULL);
     refused(at("nchw_u8.npy"), at("labels_4.npy"), DDL_EINVAL, "labels_4.npy: targets of shape (4,)", "labels (5,)");
     refused(at("nchw_u8.npy"), at("labels_f32.npy"), DDL_EINVAL, "labels of shape (5,) are float32", NULL);
-    refused(at("nchw_u8.npy"), at("labels_i32_big.npy"), DDL_EINVAL, "label 999 at index 3", NULL);
+    refused(at("nchw_u8.npy"), at("labels_i32_huge.npy"), DDL_EINVAL, "label 70000 at index 3", "0 to 1023");
     refused(at("nhwc_u8.npy"), at("masks_wrong.npy"), DDL_EINVAL, "targets of shape (5, 3, 6, 1)", "masks (5, 4, 6)");
     refused(at("labels_u8.npy"), NULL, DDL_OK, NULL, NULL);
 }

@@ -594,7 +594,7 @@ static void test_dropout(void)
 typedef struct xent_ctx {
     int n, c, s;
     float *logits;
-    uint8_t *t;
+    uint16_t *t;
 } xent_ctx;
 
 static double xent_loss(void *p)
@@ -606,11 +606,11 @@ static double xent_loss(void *p)
 static void check_xent_grad(int n, int c, int s)
 {
     size_t nl = (size_t)n * c * s;
-    xent_ctx x = {n, c, s, alloc_f(nl), malloc((size_t)n * s)};
+    xent_ctx x = {n, c, s, alloc_f(nl), malloc((size_t)n * s * sizeof(uint16_t))};
     float *dl = alloc_f(nl), *probs = alloc_f(nl), *dl2 = alloc_f(nl);
     fill(x.logits, nl, -3, 3);
     for (int i = 0; i < n * s; i++)
-        x.t[i] = (uint8_t)ddl_rng_below(&rng, (uint32_t)c);
+        x.t[i] = (uint16_t)ddl_rng_below(&rng, (uint32_t)c);
     double l1 = ddl_softmax_xent(n, c, s, x.logits, x.t, 1.0f, probs, dl);
     CHECK_NEAR(l1, xent_loss(&x), 1e-9);
     fd_check(s > 256 ? "softmax_xent dlogits (blocked)" : "softmax_xent dlogits", xent_loss, &x, x.logits, nl, dl,
@@ -639,7 +639,7 @@ static void test_softmax_xent(void)
 {
     /* hand-computed: logits (0, ln 3) -> probs (1/4, 3/4); target 1: loss -ln(3/4) */
     float l[2] = {0.0f, logf(3.0f)}, p[2], d[2];
-    uint8_t t[1] = {1};
+    uint16_t t[1] = {1};
     double loss = ddl_softmax_xent(1, 2, 1, l, t, 1.0f, p, d);
     CHECK_NEAR(loss, -log(0.75), 1e-6);
     CHECK_NEAR(p[0], 0.25, 1e-6);
@@ -651,7 +651,7 @@ static void test_softmax_xent(void)
     CHECK_NEAR(loss, 1000.0, 1e-3);
     CHECK(p[0] == 1.0f && p[1] == 0.0f && d[1] == -1.0f);
     /* an out-of-range target is ignored: no loss, no gradient */
-    uint8_t bad[1] = {7};
+    uint16_t bad[1] = {7};
     loss = ddl_softmax_xent(1, 2, 1, l, bad, 1.0f, p, d);
     CHECK(loss == 0.0 && d[0] == 0.0f && d[1] == 0.0f);
     check_xent_grad(3, 4, 1);
@@ -664,7 +664,7 @@ static void test_softmax_xent(void)
 typedef struct dice_ctx {
     int n, c, s;
     float *logits, *probs;
-    uint8_t *t;
+    uint16_t *t;
 } dice_ctx;
 
 static double dice_loss(void *p)
@@ -679,16 +679,16 @@ static void test_dice(void)
     /* hand-computed: p0 = (1/4, 1), targets (1, 0): p_fg = (3/4, 0), I = 3/4, P = 3/4, T = 1,
      * loss = 1 - 2.5 / 2.75 */
     float probs[4] = {0.25f, 1.0f, 0.75f, 0.0f};
-    uint8_t t[2] = {1, 0};
+    uint16_t t[2] = {1, 0};
     CHECK_NEAR(ddl_dice_loss(1, 2, 2, probs, t, 1.0f, NULL), 1.0 - 2.5 / 2.75, 1e-6);
 
     int n = 2, c = 3, s = 6;
     size_t nl = (size_t)n * c * s;
-    dice_ctx d = {n, c, s, alloc_f(nl), alloc_f(nl), malloc((size_t)n * s)};
+    dice_ctx d = {n, c, s, alloc_f(nl), alloc_f(nl), malloc((size_t)n * s * sizeof(uint16_t))};
     float *dl = alloc_f(nl);
     fill(d.logits, nl, -2, 2);
     for (int i = 0; i < n * s; i++)
-        d.t[i] = (uint8_t)ddl_rng_below(&rng, (uint32_t)c);
+        d.t[i] = (uint16_t)ddl_rng_below(&rng, (uint32_t)c);
     dice_loss(&d);
     for (size_t i = 0; i < nl; i++)
         dl[i] = 0.5f; /* dice ADDS to what is there */

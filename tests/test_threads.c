@@ -311,12 +311,12 @@ static size_t run_norm_loss(int threads, float *out)
     size_t nx = (size_t)N * C * S, nl = (size_t)N * K * S;
     float *x = malloc(nx * 4), *dy = malloc(nx * 4), *gamma = malloc(C * 4), *beta = malloc(C * 4);
     float *logits = malloc(nl * 4);
-    uint8_t *t = malloc((size_t)N * S);
+    uint16_t *t = malloc((size_t)N * S * sizeof *t);
     float *y = out, *mr = y + nx, *dx = mr + N * G * 2, *dg = dx + nx, *db = dg + C, *probs = db + C;
     float *dl = probs + nl, *loss = dl + nl;
     fill(x, nx, 21), fill(dy, nx, 22), fill(gamma, C, 23), fill(beta, C, 24), fill(logits, nl, 25);
     for (size_t i = 0; i < (size_t)N * S; i++)
-        t[i] = (uint8_t)((i * 7) % (K + 1)); /* K: an ignored target */
+        t[i] = (uint16_t)((i * 7) % (K + 1)); /* K: an ignored target */
     memset(dg, 0, C * 4), memset(db, 0, C * 4);
     ddl_set_threads(threads);
     ddl_groupnorm_forward(N, C, S, G, x, gamma, beta, y, mr);

@@ -46,7 +46,7 @@ static ddl_model *small_unet(int batch, int in_hw)
 /* ---- gradient check of the whole network ---- */
 
 /* loss_of: summed cross-entropy plus summed dice (scale 1), in double. */
-static double loss_of(ddl_model *m, const float *x, const uint8_t *y, int B, float *probs, float *dl)
+static double loss_of(ddl_model *m, const float *x, const uint16_t *y, int B, float *probs, float *dl)
 {
     const float *logits = ddl_model_forward(m, x, B, 1, NULL);
     if (dl)
@@ -56,7 +56,7 @@ static double loss_of(ddl_model *m, const float *x, const uint8_t *y, int B, flo
 }
 
 /* central_difference: (L(w + eps) - L(w - eps)) / 2 eps for the parameter at *w. */
-static double central_difference(ddl_model *m, const float *x, const uint8_t *y, int B, float *probs, float *w,
+static double central_difference(ddl_model *m, const float *x, const uint16_t *y, int B, float *probs, float *w,
                                  float eps)
 {
     float keep = *w;
@@ -95,10 +95,10 @@ static void test_gradients(void)
     for (size_t i = 0; i < ddl_model_n_params(m); i++) /* move norms and biases off their init values */
         p[i] += 0.05f * ddl_rng_normal(&r);
     static float x[B * S], probs[B * K * S], dl[B * K * S];
-    static uint8_t y[B * S];
+    static uint16_t y[B * S];
     for (int i = 0; i < B * S; i++) {
         x[i] = ddl_rng_normal(&r);
-        y[i] = (uint8_t)((i / HW) % 8 < 3 ? 0 : 1 + ddl_rng_below(&r, K - 1));
+        y[i] = (uint16_t)((i / HW) % 8 < 3 ? 0 : 1 + ddl_rng_below(&r, K - 1));
     }
     ddl_model_zero_grads(m);
     loss_of(m, x, y, B, probs, dl);

@@ -171,10 +171,28 @@ int ddl__conv2d_wide_dw(const ddl_conv2d *g, const float *x, const float *dy, fl
 #define DDL__NAME_BYTES 48
 #define DDL__MODEL_SELF_MAX 32768 /* bytes of a plugin's own state (ddl_model_plugin.self_bytes) */
 
+/* A data set's arrays, whichever of each pair holds them (ddl.h: images or fimages, targets or
+ * targets16): the bytes of one pixel (1 or 4) and of one target (1 or 2), the arrays, and
+ * target i as an int. */
+static inline size_t ddl__pixel_bytes(const ddl_dataset *d) { return d->images ? 1 : sizeof(float); }
+static inline size_t ddl__target_bytes(const ddl_dataset *d) { return d->targets ? 1 : sizeof(uint16_t); }
+static inline const void *ddl__pixel_data(const ddl_dataset *d)
+{
+    return d->images ? (const void *)d->images : (const void *)d->fimages;
+}
+static inline const void *ddl__target_data(const ddl_dataset *d)
+{
+    return d->targets ? (const void *)d->targets : (const void *)d->targets16;
+}
+static inline int ddl__target_at(const ddl_dataset *d, size_t i)
+{
+    return d->targets ? d->targets[i] : d->targets16[i];
+}
+
 /* ddl__count_correct (metrics.c): positions of n samples of logits (n, C, S) whose predicted
  * class (the first of the largest logits) is the label in y; with confusion (C x C,
  * [label][predicted]) non-NULL, counts every position there too. */
-int64_t ddl__count_correct(const float *logits, const uint8_t *y, int n, int C, int S, int64_t *confusion);
+int64_t ddl__count_correct(const float *logits, const uint16_t *y, int n, int C, int S, int64_t *confusion);
 
 struct ddl_model {
     void *mem;                   /* the caller's memory: the model starts at its first DDL_ALIGN boundary */

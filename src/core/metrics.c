@@ -67,19 +67,20 @@ OWN_STORES static void predict_rows(const float *l, int C, int S, int p0, int le
 }
 
 /* ddl__count_correct: see impl.h. */
-int64_t ddl__count_correct(const float *logits, const uint8_t *y, int n, int C, int S, int64_t *confusion)
+int64_t ddl__count_correct(const float *logits, const uint16_t *y, int n, int C, int S, int64_t *confusion)
 {
     int64_t correct = 0;
     int best[ARGMAX_ROW];
     for (int i = 0; i < n; i++)
         for (int p0 = 0; p0 < S; p0 += ARGMAX_ROW) {
             int len = S - p0 < ARGMAX_ROW ? S - p0 : ARGMAX_ROW;
-            const uint8_t *yi = y + (size_t)i * S + p0;
+            const uint16_t *yi = y + (size_t)i * S + p0;
             predict_rows(logits + (size_t)i * C * S, C, S, p0, len, best);
             for (int p = 0; p < len; p++)
                 correct += best[p] == yi[p];
             for (int p = 0; confusion && p < len; p++)
-                confusion[yi[p] * C + best[p]]++;
+                if (yi[p] < C) /* an ignored target (>= C) has no row */
+                    confusion[yi[p] * C + best[p]]++;
         }
     return correct;
 }

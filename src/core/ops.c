@@ -258,7 +258,7 @@ void ddl_dropout_backward(size_t count, float p, const uint8_t *mask, const floa
 
 /* xent_block: loss sum of positions [s0, s0+len) of sample logits l (c, s); fills probs and
  * dlogits (may be NULL) for those positions. */
-static double xent_block(int c, int s, int s0, int len, const float *l, const uint8_t *t, float scale,
+static double xent_block(int c, int s, int s0, int len, const float *l, const uint16_t *t, float scale,
                          float *probs, float *dl)
 {
     float mx[XENT_BLOCK], sum[XENT_BLOCK];
@@ -313,7 +313,7 @@ static double xent_block(int c, int s, int s0, int len, const float *l, const ui
 typedef struct xent_job {
     int c, s, per;
     const float *logits;
-    const uint8_t *targets;
+    const uint16_t *targets;
     float scale;
     float *probs, *dlogits;
     double *parts;
@@ -331,7 +331,7 @@ static void xent_blocks(void *ctx, size_t lo, size_t hi)
     }
 }
 
-double ddl_softmax_xent(int n, int c, int s, const float *logits, const uint8_t *targets, float scale,
+double ddl_softmax_xent(int n, int c, int s, const float *logits, const uint16_t *targets, float scale,
                         float *probs, float *dlogits)
 {
     double loss = 0.0, parts[XENT_PARTS];
@@ -364,7 +364,7 @@ double ddl_softmax_xent(int n, int c, int s, const float *logits, const uint8_t 
 #define DICE_PARTS 4096 /* samples whose losses threads can keep apart (more: the caller alone) */
 
 /* dice_sample: one sample's loss, its gradient added into dl (NULL: none). */
-static double dice_sample(int c, int s, const float *pr, const uint8_t *t, float scale, float *dl)
+static double dice_sample(int c, int s, const float *pr, const uint16_t *t, float scale, float *dl)
 {
     double inter = 0.0, psum = 0.0, tsum = 0.0;
     for (int i = 0; i < s; i++) {
@@ -398,7 +398,7 @@ static double dice_sample(int c, int s, const float *pr, const uint8_t *t, float
 typedef struct dice_job {
     int c, s;
     const float *probs;
-    const uint8_t *targets;
+    const uint16_t *targets;
     float scale;
     float *dlogits;
     double *parts;
@@ -415,7 +415,7 @@ static void dice_samples(void *ctx, size_t lo, size_t hi)
 
 /* Threads: samples go over the threads, their losses into parts[], added in sample order
  * afterwards, as one thread adds them: the same bits. */
-double ddl_dice_loss(int n, int c, int s, const float *probs, const uint8_t *targets, float scale,
+double ddl_dice_loss(int n, int c, int s, const float *probs, const uint16_t *targets, float scale,
                      float *dlogits)
 {
     double total = 0.0, parts[DICE_PARTS];

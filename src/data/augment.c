@@ -34,8 +34,8 @@ static inline int src_x(const ddl__augment *a, int x, int w)
     return sx >= 0 && sx < w ? sx : -1;
 }
 
-void ddl__augment_image(const ddl__augment *a, const uint8_t *src, int c, int h, int w, const float *scales,
-                        const float *shifts, float *dst)
+void ddl__augment_image(const ddl__augment *a, const uint8_t *src, const float *fsrc, int c, int h, int w,
+                        const float *scales, const float *shifts, float *dst)
 {
     for (int ch = 0; ch < c; ch++)
         for (int y = 0; y < h; y++) {
@@ -48,21 +48,24 @@ void ddl__augment_image(const ddl__augment *a, const uint8_t *src, int c, int h,
                     out[x] = shift;
                 continue;
             }
-            const uint8_t *row = src + ((size_t)ch * h + sy) * w;
+            size_t row = ((size_t)ch * h + sy) * w;
             for (int x = 0; x < w; x++) {
                 int sx = src_x(a, x, w);
-                out[x] = sx < 0 ? shift : (float)row[sx] * scale + shift;
+                float v = sx < 0 ? 0.0f : src ? (float)src[row + sx] : fsrc[row + sx];
+                out[x] = sx < 0 ? shift : v * scale + shift;
             }
         }
 }
 
-void ddl__augment_mask(const ddl__augment *a, const uint8_t *src, int h, int w, uint8_t *dst)
+void ddl__augment_mask(const ddl__augment *a, const uint8_t *src, const uint16_t *src16, int h, int w,
+                       uint16_t *dst)
 {
     for (int y = 0; y < h; y++) {
         int sy = y + a->dy;
         for (int x = 0; x < w; x++) {
             int sx = src_x(a, x, w);
-            dst[(size_t)y * w + x] = sy < 0 || sy >= h || sx < 0 ? 0 : src[(size_t)sy * w + sx];
+            size_t at = (size_t)sy * w + sx;
+            dst[(size_t)y * w + x] = sy < 0 || sy >= h || sx < 0 ? 0 : src ? src[at] : src16[at];
         }
     }
 }

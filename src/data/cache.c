@@ -7,7 +7,9 @@
  *   header (64): magic "DDLDSET\0" | u32 version | u32 n, c, h, w, th, tw, n_classes | u32 key bytes
  *                | u32 names bytes | u64 payload bytes | u32 CRC-32 of the payload | u32 CRC-32 of
  *                bytes 0..59
- *   payload:     key | class names, each NUL-terminated | images (n c h w) | targets (n th tw)
+ *   payload:     key | class names, each NUL-terminated | images (n c h w) | targets (n th tw): bytes,
+ *                or u16 when n_classes is above 256
+ * Byte images only (floats come from numpy files, which need no decoding).
  * Allocates only through the caller's allocator; never trusts a length before checking it. */
 #include "impl.h"
 
@@ -36,11 +38,51 @@ static int write_all(int fd, const void *p, size_t n)
     return 0;
 }
 
+/* target_bytes: the width of a cache's targets, from its classes. */
+static size_t target_bytes(uint64_t n_classes)
+{
+    return n_classes > 256 ? 2 : 1;
+}
+
+/* targets_out: d's targets [at, at + n) as the cache stores them (wide: u16 little endian, else
+ * bytes) into buf; 0, or -1 for a target that does not fit in a byte. */
+static int targets_out(const ddl_dataset *d, int wide, size_t at, size_t n, unsigned char *buf)
+{
+    for (size_t i = 0; i < n; i++) {
+        int v = ddl__target_at(d, at + i);
+        if (wide)
+            ddl__put_le16(buf + 2 * i, (uint16_t)v);
+        else if (v > 255)
+            return -1;
+        else
+            buf[i] = (unsigned char)v;
+    }
+    return 0;
+}
+
+/* targets_pass: the CRC of d's targets as stored (fd < 0), or write them to fd; 0 or -1. */
+static int targets_pass(const ddl_dataset *d, int wide, size_t count, int fd, uint32_t *crc)
+{
+    unsigned char buf[8192];
+    size_t per = wide ? sizeof buf / 2 : sizeof buf;
+    for (size_t at = 0; at < count; at += per) {
+        size_t n = count - at < per ? count - at : per, bytes = n * (wide ? 2 : 1);
+        if (targets_out(d, wide, at, n, buf) != 0)
+            return -1;
+        if (fd < 0)
+            *crc = ddl_crc32(*crc, buf, bytes);
+        else if (write_all(fd, buf, bytes) != 0)
+            return -1;
+    }
+    return 0;
+}
+
 int ddl_dataset_save_cache(const ddl_dataset *d, const char *key, const char *path, char *err, size_t err_bytes)
 {
-    if (!d || !d->images || !d->targets || !key || !path || strlen(key) > MAX_KEY)
-        return ddl__errf(err, err_bytes, DDL_EINVAL, "ddl_dataset_save_cache: a data set, a key (at most %d bytes) "
-                         "and a path", MAX_KEY);
+    if (!d || !d->images || !(d->targets || d->targets16) || !key || !path || strlen(key) > MAX_KEY)
+        return ddl__errf(err, err_bytes, DDL_EINVAL, "ddl_dataset_save_cache: a data set of byte images, a key (at "
+                         "most %d bytes) and a path", MAX_KEY);
+    int wide = target_bytes((uint64_t)d->n_classes) == 2;
     size_t names = 0, img = (size_t)d->n * d->c * d->h * d->w, tgt = (size_t)d->n * d->th * d->tw;
     for (int i = 0; d->class_names && i < d->n_classes; i++)
         names += strlen(d->class_names[i]) + 1;
@@ -51,11 +93,14 @@ int ddl_dataset_save_cache(const ddl_dataset *d, const char *key, const char *pa
                           (uint32_t)d->tw, (uint32_t)d->n_classes, (uint32_t)klen, (uint32_t)names};
     for (int i = 0; i < 10; i++)
         ddl__put_le32(h + 8 + 4 * i, f[i]);
-    ddl__put_le64(h + 48, klen + names + img + tgt);
+    ddl__put_le64(h + 48, klen + names + img + tgt * (wide ? 2 : 1));
     uint32_t c = ddl_crc32(0, (const unsigned char *)key, klen);
     for (int i = 0; d->class_names && i < d->n_classes; i++)
         c = ddl_crc32(c, (const unsigned char *)d->class_names[i], strlen(d->class_names[i]) + 1);
-    c = ddl_crc32(ddl_crc32(c, d->images, img), d->targets, tgt);
+    c = ddl_crc32(c, d->images, img);
+    if (targets_pass(d, wide, tgt, -1, &c) != 0)
+        return ddl__errf(err, err_bytes, DDL_EINVAL, "%s: a target above 255 in a data set of %d classes", path,
+                         d->n_classes);
     ddl__put_le32(h + 56, c);
     ddl__put_le32(h + 60, ddl_crc32(0, h, 60));
     char tmp[4200];
@@ -68,7 +113,7 @@ int ddl_dataset_save_cache(const ddl_dataset *d, const char *key, const char *pa
     int bad = write_all(fd, h, HEAD) || write_all(fd, key, klen);
     for (int i = 0; !bad && d->class_names && i < d->n_classes; i++)
         bad = write_all(fd, d->class_names[i], strlen(d->class_names[i]) + 1);
-    bad = bad || write_all(fd, d->images, img) || write_all(fd, d->targets, tgt) || fsync(fd) != 0;
+    bad = bad || write_all(fd, d->images, img) || targets_pass(d, wide, tgt, fd, NULL) || fsync(fd) != 0;
     int e = errno;
     bad = close(fd) != 0 || bad;
     if (bad || rename(tmp, path) != 0) {
@@ -99,7 +144,7 @@ static int read_head(int fd, const char *path, uint64_t size, head *o, char *err
         *f[i] = ddl__get_le32(h + 12 + 4 * i);
     o->payload = ddl__get_le64(h + 48);
     o->crc = ddl__get_le32(h + 56);
-    uint64_t img = (uint64_t)o->n * o->c * o->h * o->w, tgt = (uint64_t)o->n * o->th * o->tw;
+    uint64_t img = (uint64_t)o->n * o->c * o->h * o->w, tgt = (uint64_t)o->n * o->th * o->tw * target_bytes(o->k);
     if (o->n < 1 || o->c < 1 || o->c > 4 || o->h < 1 || o->w < 1 || o->h > 65536 || o->w > 65536 || o->k < 1 ||
         o->k > DDL_MAX_CLASSES || o->key > MAX_KEY || o->names > o->k * 4097u ||
         o->payload != o->key + o->names + img + tgt || o->payload != size - HEAD)
@@ -137,7 +182,7 @@ int ddl_dataset_load_cache(const char *path, const char *key, const ddl_allocato
                  ? ddl__errf(err, err_bytes, DDL_EIO, "%s: not a regular file", path)
                  : read_head(fd, path, (uint64_t)st.st_size, &h, err, err_bytes);
     size_t ptrs = rc ? 0 : ddl__align_up((size_t)h.k * sizeof(char *));
-    unsigned char *mem = rc ? NULL : ddl__alloc(alloc, ptrs + (size_t)h.payload);
+    unsigned char *mem = rc ? NULL : ddl__alloc(alloc, ptrs + (size_t)h.payload + 1); /* + 1: see the end */
     if (!rc && !mem)
         rc = ddl__errf(err, err_bytes, DDL_ENOMEM, "%s: cannot allocate %llu bytes", path,
                        (unsigned long long)h.payload);
@@ -163,9 +208,21 @@ int ddl_dataset_load_cache(const char *path, const char *key, const ddl_allocato
         ddl__free(alloc, mem);
         return rc;
     }
-    const uint8_t *img = p + h.key + h.names;
+    uint8_t *img = p + h.key + h.names, *tg = img + (size_t)h.n * h.c * h.h * h.w;
     *out = (ddl_dataset){.n = (int)h.n, .c = (int)h.c, .h = (int)h.h, .w = (int)h.w, .th = (int)h.th, .tw = (int)h.tw,
-                         .n_classes = (int)h.k, .images = img, .targets = img + (size_t)h.n * h.c * h.h * h.w,
-                         .owned = mem, .alloc = alloc, .class_names = h.names ? names : NULL};
+                         .n_classes = (int)h.k, .images = img, .owned = mem, .alloc = alloc,
+                         .class_names = h.names ? names : NULL};
+    if (target_bytes(h.k) == 1) {
+        out->targets = tg;
+        return DDL_OK;
+    }
+    /* u16 little endian in the file, in this machine's order in memory, 2-aligned: the names
+     * before them may leave them at an odd address, and then they move up one byte (mem has
+     * room for it), last first so that nothing is overwritten before it is read */
+    size_t count = (size_t)h.n * h.th * h.tw;
+    uint16_t *dst = (uint16_t *)(void *)(tg + ((uintptr_t)tg & 1));
+    for (size_t i = count; i-- > 0;)
+        dst[i] = ddl__get_le16(tg + 2 * i);
+    out->targets16 = dst;
     return DDL_OK;
 }

@@ -17,7 +17,6 @@
 #include <sys/stat.h>
 
 #define PATH_BYTES 4096
-#define MAX_CLASSES 256 /* targets are bytes */
 
 /* ---- one file ---- */
 
@@ -142,7 +141,7 @@ typedef struct found {
     char **classes;
     int n_classes, n;
     char **paths;                /* n full paths, in one block */
-    uint8_t *labels;
+    uint16_t *labels;
     void *path_mem;
 } found;
 
@@ -164,9 +163,9 @@ static int find(const char *dir, const ddl_allocator *alloc, found *f, char *err
         return rc;
     if (f->n_classes == 0)
         return ddl__errf(err, err_bytes, DDL_EINVAL, "%s: no class folders (expected DIR/CLASS/IMAGE files)", dir);
-    if (f->n_classes > MAX_CLASSES)
-        return ddl__errf(err, err_bytes, DDL_ENOTSUP, "%s: %d class folders: ddl takes at most %d for now", dir,
-                         f->n_classes, MAX_CLASSES);
+    if (f->n_classes > DDL_MAX_CLASSES)
+        return ddl__errf(err, err_bytes, DDL_ENOTSUP, "%s: %d class folders: ddl takes at most %d", dir,
+                         f->n_classes, DDL_MAX_CLASSES);
     char ***files = (char ***)ddl__alloc(alloc, (size_t)f->n_classes * (sizeof(char **) + sizeof(int)));
     f->file_mem = (void **)ddl__alloc(alloc, (size_t)f->n_classes * sizeof(void *));
     if (!files || !f->file_mem) {
@@ -187,16 +186,16 @@ static int find(const char *dir, const ddl_allocator *alloc, found *f, char *err
     if (!rc && f->n == 0)
         rc = ddl__errf(err, err_bytes, DDL_EINVAL, "%s: %d class folders and no image in them (.jpg, .jpeg, .png, "
                        ".pgm, .ppm)", dir, f->n_classes);
-    if (!rc && !(f->path_mem = ddl__alloc(alloc, (size_t)f->n * (sizeof(char *) + 1) + chars)))
+    if (!rc && !(f->path_mem = ddl__alloc(alloc, (size_t)f->n * (sizeof(char *) + sizeof(uint16_t)) + chars)))
         rc = ddl__errf(err, err_bytes, DDL_ENOMEM, "%s: cannot allocate the paths", dir);
     if (!rc) {
         f->paths = (char **)f->path_mem;
-        f->labels = (uint8_t *)(f->paths + f->n);
+        f->labels = (uint16_t *)(void *)(f->paths + f->n);
         char *at = (char *)(f->labels + f->n);
         for (int c = 0, i = 0; c < f->n_classes; c++)
             for (int k = 0; k < counts[c]; k++, i++) {
                 f->paths[i] = at;
-                f->labels[i] = (uint8_t)c;
+                f->labels[i] = (uint16_t)c;
                 at += sprintf(at, "%s/%s/%s", dir, f->classes[c], files[c][k]) + 1;
             }
     }
@@ -220,8 +219,11 @@ int ddl_dataset_load_folder(const char *dir, const ddl_folder_config *cfg, const
     size_t per = (size_t)cfg->channels * (size_t)cfg->height * (size_t)cfg->width, names = 0;
     for (int c = 0; !rc && c < f.n_classes; c++)
         names += strlen(f.classes[c]) + 1;
-    /* one block: images (n, C, H, W), labels (n), status (n ints), class names */
-    size_t img = (size_t)f.n * per, st_at = ddl__align_up(img + (size_t)f.n);
+    /* one block: images (n, C, H, W), labels (n: bytes, or uint16 past 256 classes), status (n
+     * ints), class names */
+    int wide = !rc && f.n_classes > 256;
+    size_t img = (size_t)f.n * per, lb_at = ddl__align_up(img);
+    size_t st_at = ddl__align_up(lb_at + (size_t)f.n * (wide ? sizeof(uint16_t) : 1));
     size_t nm_at = st_at + (size_t)f.n * sizeof(int);
     uint8_t *block = NULL;
     if (!rc && !(block = (uint8_t *)ddl__alloc(alloc, ddl__align_up(nm_at) + (size_t)f.n_classes * sizeof(char *) +
@@ -239,7 +241,10 @@ int ddl_dataset_load_folder(const char *dir, const ddl_folder_config *cfg, const
                                         err, err_bytes);
                 else if (kept != i)
                     memmove(block + (size_t)kept * per, block + (size_t)i * per, per);
-                block[img + (size_t)kept] = f.labels[i]; /* labels after the images, see below */
+                if (wide)
+                    ((uint16_t *)(void *)(block + lb_at))[kept] = f.labels[i];
+                else
+                    block[lb_at + (size_t)kept] = (uint8_t)f.labels[i];
                 kept++;
             }
         }
@@ -251,7 +256,6 @@ int ddl_dataset_load_folder(const char *dir, const ddl_folder_config *cfg, const
         found_free(&f, alloc);
         return rc;
     }
-    memmove(block + (size_t)kept * per, block + img, (size_t)kept); /* the labels right after the kept images */
     const char **cn = (const char **)(block + ddl__align_up(nm_at));
     char *at = (char *)(cn + f.n_classes);
     for (int c = 0; c < f.n_classes; c++) {
@@ -261,8 +265,9 @@ int ddl_dataset_load_folder(const char *dir, const ddl_folder_config *cfg, const
     if (n_skipped)
         *n_skipped = f.n - kept;
     *out = (ddl_dataset){.n = kept, .c = cfg->channels, .h = cfg->height, .w = cfg->width, .th = 1, .tw = 1,
-                         .n_classes = f.n_classes, .images = block, .targets = block + (size_t)kept * per,
-                         .owned = block, .alloc = alloc, .class_names = cn};
+                         .n_classes = f.n_classes, .images = block, .targets = wide ? NULL : block + lb_at,
+                         .targets16 = wide ? (const uint16_t *)(void *)(block + lb_at) : NULL, .owned = block,
+                         .alloc = alloc, .class_names = cn};
     found_free(&f, alloc);
     return DDL_OK;
 }

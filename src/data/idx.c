@@ -469,8 +469,36 @@ static void hist_stats(const uint64_t hist[256], uint64_t n, float *mean, float 
         *std = (float)sqrt(var);
 }
 
+/* float_stats: mean and standard deviation of channels [c0, c1) of d's float pixels (as they
+ * are: floats are on the scale of a byte / 255 already), two passes in double. */
+static void float_stats(const ddl_dataset *d, int c0, int c1, float *mean, float *std)
+{
+    size_t plane = (size_t)d->h * (size_t)d->w, n = (size_t)d->n * (size_t)(c1 - c0) * plane;
+    double sum = 0.0, var = 0.0;
+    for (int pass = 0; pass < 2; pass++) {
+        double m = n ? sum / (double)n : 0.0;
+        for (size_t s = 0; s < (size_t)d->n; s++)
+            for (int c = c0; c < c1; c++) {
+                const float *p = d->fimages + (s * (size_t)d->c + (size_t)c) * plane;
+                for (size_t i = 0; i < plane; i++)
+                    if (pass == 0)
+                        sum += p[i];
+                    else
+                        var += ((double)p[i] - m) * ((double)p[i] - m);
+            }
+    }
+    if (mean)
+        *mean = n ? (float)(sum / (double)n) : 0.0f;
+    if (std)
+        *std = n ? (float)sqrt(var / (double)n) : 0.0f;
+}
+
 void ddl_dataset_stats(const ddl_dataset *d, float *mean, float *std)
 {
+    if (d && !d->images && d->fimages) {
+        float_stats(d, 0, d->c, mean, std);
+        return;
+    }
     uint64_t hist[256] = {0};
     size_t n = d && d->images ? (size_t)d->n * (size_t)d->c * (size_t)d->h * (size_t)d->w : 0;
     for (size_t i = 0; i < n; i++)
@@ -480,10 +508,14 @@ void ddl_dataset_stats(const ddl_dataset *d, float *mean, float *std)
 
 void ddl_dataset_stats_channels(const ddl_dataset *d, float *mean, float *std)
 {
-    if (!d || !d->images || d->c < 1)
+    if (!d || !(d->images || d->fimages) || d->c < 1)
         return;
     size_t plane = (size_t)d->h * (size_t)d->w;
     for (int c = 0; c < d->c; c++) { /* each channel as ddl_dataset_stats does all: a histogram */
+        if (!d->images) {
+            float_stats(d, c, c + 1, &mean[c], &std[c]);
+            continue;
+        }
         uint64_t hist[256] = {0}, n = 0;
         for (size_t s = 0; s < (size_t)d->n; s++) {
             const uint8_t *p = d->images + (s * (size_t)d->c + (size_t)c) * plane;

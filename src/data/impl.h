@@ -40,11 +40,14 @@ typedef struct ddl__augment {
 } ddl__augment;
 /* ddl__augment_draw: what sample `sample` of epoch `epoch` gets (flags DDL_AUGMENT_*). */
 void ddl__augment_draw(uint64_t seed, int epoch, uint64_t sample, int flags, int pad, ddl__augment *a);
-/* ddl__augment_image: dst (c, h, w) floats = the transformed src (c, h, w) bytes * scales[ch] +
- * shifts[ch] (padding: shifts[ch]); scales NULL: shifts is {scale, shift} for every channel.
- * ddl__augment_mask: the same move of a (h, w) mask (padding: 0). */
-void ddl__augment_image(const ddl__augment *a, const uint8_t *src, int c, int h, int w, const float *scales,
-                        const float *shifts, float *dst);
-void ddl__augment_mask(const ddl__augment *a, const uint8_t *src, int h, int w, uint8_t *dst);
+/* ddl__augment_image: dst (c, h, w) floats = the transformed src (c, h, w) pixels * scales[ch] +
+ * shifts[ch] (padding: shifts[ch]); the pixels are bytes (src) or, src NULL, floats (fsrc);
+ * scales NULL: shifts is {scale, shift} for every channel.
+ * ddl__augment_mask: the same move of a (h, w) mask of bytes (src) or, src NULL, of uint16
+ * (src16), into dst (padding: 0). */
+void ddl__augment_image(const ddl__augment *a, const uint8_t *src, const float *fsrc, int c, int h, int w,
+                        const float *scales, const float *shifts, float *dst);
+void ddl__augment_mask(const ddl__augment *a, const uint8_t *src, const uint16_t *src16, int h, int w,
+                       uint16_t *dst);
 
 #endif

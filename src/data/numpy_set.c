@@ -1,7 +1,8 @@
 /* numpy_set.c - a ddl_dataset from numpy arrays: images (N, H, W), (N, H, W, C) or (N, C, H, W)
  * and labels (N,) or masks (N, H, W[, 1]), as Keras and PyTorch users save them.
- * Owns: deciding the layout from the shape, converting pixels to bytes (NHWC to CHW), labels and
- * masks to class bytes, and refusing what does not fit with the array's name and shape.
+ * Owns: deciding the layout from the shape, putting pixels in CHW order (bytes stay bytes; floats
+ * stay floats, on the scale of a byte / 255), labels and masks as classes (bytes, or uint16 past
+ * 256 classes), and refusing what does not fit with the array's name and shape.
  * Must not: guess silently (a shape that could be read two ways reads as Keras's NHWC, said in
  * ddl.h), or allocate except through the caller's allocator. The arrays are read by npy.c. */
 #include "core/impl.h"
@@ -72,44 +73,46 @@ static int image_layout(const char *spec, const ddl_npy *a, int dims[4], int *nh
     return DDL_OK;
 }
 
-/* pixel_scale: 255 for floats in 0..1, 1 for floats in 0..255; refuses anything else. */
-static int pixel_scale(const char *spec, const ddl_npy *a, double *scale, char *err, size_t err_bytes)
+/* float_scale: the factor that puts float pixels on the scale of a byte / 255: 1 for pixels in
+ * 0..1 and for anything outside 0..255 (pre-normalised: kept as they are), 1 / 255 for pixels
+ * in 0..255 with some above 1. Refuses NaN and infinities. */
+static int float_scale(const char *spec, const ddl_npy *a, double *scale, char *err, size_t err_bytes)
 {
     double lo = INFINITY, hi = -INFINITY;
     for (int64_t i = 0; i < a->count; i++) {
         double v = value(a, i);
-        if (!(v == v))
-            return ddl__errf(err, err_bytes, DDL_EINVAL, "%s: pixel %lld is NaN", spec, (long long)i);
+        if (!isfinite(v))
+            return ddl__errf(err, err_bytes, DDL_EINVAL, "%s: pixel %lld is %g: pixels must be finite", spec,
+                             (long long)i, v);
         lo = v < lo ? v : lo;
         hi = v > hi ? v : hi;
     }
-    *scale = hi <= 1.0 ? 255.0 : 1.0;
-    if (lo < 0.0 || hi > 255.0)
-        return ddl__errf(err, err_bytes, DDL_EINVAL,
-                         "%s: %s pixels from %g to %g: ddl takes pixels in 0..1 or 0..255 and normalises them itself "
-                         "(pre-normalised inputs are not supported yet)", spec, dtype_name(a->dtype), lo, hi);
+    *scale = lo >= 0.0 && hi > 1.0 && hi <= 255.0 ? 1.0 / 255.0 : 1.0;
     return DDL_OK;
 }
 
-/* put_images: a's pixels as bytes (N, C, H, W) into out. */
-static void put_images(const ddl_npy *a, const int d[4], int nhwc, double scale, uint8_t *out)
+/* put_images: a's pixels (N, C, H, W) into out: bytes from uint8 arrays (out8), floats times
+ * scale from float arrays (outf). */
+static void put_images(const ddl_npy *a, const int d[4], int nhwc, double scale, uint8_t *out8, float *outf)
 {
     size_t plane = (size_t)d[2] * (size_t)d[3], per = plane * (size_t)d[1];
     for (size_t n = 0; n < (size_t)d[0]; n++)
         for (size_t c = 0; c < (size_t)d[1]; c++)
             for (size_t p = 0; p < plane; p++) {
                 size_t src = nhwc ? n * per + p * (size_t)d[1] + c : n * per + c * plane + p;
-                double v = a->dtype == DDL_NPY_UINT8 ? ((const uint8_t *)a->data)[src] : value(a, (int64_t)src) * scale;
-                out[n * per + c * plane + p] = (uint8_t)(v + 0.5 < 255.0 ? v + 0.5 : 255.0);
+                if (out8)
+                    out8[n * per + c * plane + p] = ((const uint8_t *)a->data)[src];
+                else
+                    outf[n * per + c * plane + p] = (float)(value(a, (int64_t)src) * scale);
             }
 }
 
 /* ---- targets ---- */
 
-/* put_targets: labels (N,) or masks (N, H, W[, 1]) as class bytes into out; *th, *tw and
+/* check_targets: the shape of labels (N,) or masks (N, H, W[, 1]) and their values; *th, *tw and
  * *n_classes as the data set wants them. */
-static int put_targets(const char *spec, const ddl_npy *t, const int d[4], uint8_t *out, int *th, int *tw,
-                       int *n_classes, char *err, size_t err_bytes)
+static int check_targets(const char *spec, const ddl_npy *t, const int d[4], int *th, int *tw, int *n_classes,
+                         char *err, size_t err_bytes)
 {
     char sh[SHAPE_TEXT];
     shape_text(t, sh, sizeof sh);
@@ -123,22 +126,32 @@ static int put_targets(const char *spec, const ddl_npy *t, const int d[4], uint8
         return ddl__errf(err, err_bytes, DDL_EINVAL, "%s: labels of shape %s are %s: expected integers", spec, sh,
                          dtype_name(t->dtype));
     int threshold = is_float(t) || t->dtype == DDL_NPY_BOOL, top = 0;
-    for (int64_t i = 0; i < t->count; i++) {
+    for (int64_t i = 0; !threshold && i < t->count; i++) {
         double v = value(t, i);
-        if (threshold) {
-            out[i] = v >= 0.5;
-            continue;
-        }
-        if (v < 0 || v > 255)
-            return ddl__errf(err, err_bytes, DDL_EINVAL, "%s: %s %.0f at index %lld: classes go from 0 to 255", spec,
-                             labels ? "label" : "mask class", v, (long long)i);
-        out[i] = (uint8_t)v;
-        top = out[i] > top ? out[i] : top;
+        if (v < 0 || v > DDL_MAX_CLASSES - 1)
+            return ddl__errf(err, err_bytes, DDL_EINVAL, "%s: %s %.0f at index %lld: classes go from 0 to %d", spec,
+                             labels ? "label" : "mask class", v, (long long)i, DDL_MAX_CLASSES - 1);
+        top = (int)v > top ? (int)v : top;
     }
     *th = labels ? 1 : d[2];
     *tw = labels ? 1 : d[3];
     *n_classes = threshold ? 2 : top + 1 < 2 ? 2 : top + 1;
     return DDL_OK;
+}
+
+/* put_targets: t's classes (checked) into out8, or out16 past 256 classes; floats and bools
+ * thresholded at 0.5. */
+static void put_targets(const ddl_npy *t, uint8_t *out8, uint16_t *out16)
+{
+    int threshold = is_float(t) || t->dtype == DDL_NPY_BOOL;
+    for (int64_t i = 0; i < t->count; i++) {
+        double v = value(t, i);
+        int k = threshold ? v >= 0.5 : (int)v;
+        if (out8)
+            out8[i] = (uint8_t)k;
+        else
+            out16[i] = (uint16_t)k;
+    }
 }
 
 /* ---- the data set ---- */
@@ -162,16 +175,23 @@ int ddl_dataset_load_numpy(const char *images, const char *targets, const ddl_al
     }
     rc = image_layout(images, &x, d, &nhwc, err, err_bytes);
     if (rc == DDL_OK && is_float(&x))
-        rc = pixel_scale(images, &x, &scale, err, err_bytes);
-    size_t ibytes = (size_t)x.count, tbytes = (size_t)y.count;
+        rc = float_scale(images, &x, &scale, err, err_bytes);
+    if (rc == DDL_OK)
+        rc = check_targets(targets, &y, d, &th, &tw, &nc, err, err_bytes);
+    /* one block: images (bytes or floats), then targets (bytes, or u16 past 256 classes) */
+    size_t ibytes = (size_t)x.count * (is_float(&x) ? sizeof(float) : 1), at = ddl__align_up(ibytes);
+    size_t tbytes = (size_t)y.count * (nc > 256 ? sizeof(uint16_t) : 1);
     uint8_t *block = NULL;
-    if (rc == DDL_OK && !(block = (uint8_t *)ddl__alloc(alloc, ibytes + tbytes + 1)))
+    if (rc == DDL_OK && !(block = (uint8_t *)ddl__alloc(alloc, at + tbytes + 1)))
         rc = ddl__errf(err, err_bytes, DDL_ENOMEM, "%s: cannot allocate %zu bytes for the data set", images,
-                       ibytes + tbytes);
-    if (rc == DDL_OK)
-        rc = put_targets(targets, &y, d, block + ibytes, &th, &tw, &nc, err, err_bytes);
-    if (rc == DDL_OK)
-        put_images(&x, d, nhwc, scale, block);
+                       at + tbytes);
+    uint8_t *img8 = is_float(&x) ? NULL : block, *tg8 = nc > 256 ? NULL : block + at;
+    float *imgf = is_float(&x) ? (float *)(void *)block : NULL;
+    uint16_t *tg16 = nc > 256 ? (uint16_t *)(void *)(block + at) : NULL;
+    if (rc == DDL_OK) {
+        put_targets(&y, tg8, tg16);
+        put_images(&x, d, nhwc, scale, img8, imgf);
+    }
     ddl_npy_free(&x, alloc);
     ddl_npy_free(&y, alloc);
     if (rc) {
@@ -179,6 +199,7 @@ int ddl_dataset_load_numpy(const char *images, const char *targets, const ddl_al
         return rc;
     }
     *out = (ddl_dataset){.n = d[0], .c = d[1], .h = d[2], .w = d[3], .th = th, .tw = tw, .n_classes = nc,
-                         .images = block, .targets = block + ibytes, .owned = block, .alloc = alloc};
+                         .images = img8, .fimages = imgf, .targets = tg8, .targets16 = tg16, .owned = block,
+                         .alloc = alloc};
     return DDL_OK;
 }

@@ -19,8 +19,10 @@
 
 static int check_args(const ddl_dataset *items, int n_scenes, int size, int max_items, char *err, size_t err_bytes)
 {
-    if (!items || !items->images || !items->targets || items->n < 1)
+    if (!items || items->n < 1)
         return ddl__errf(err, err_bytes, DDL_EINVAL, "scenes: the item data set is empty");
+    if (!items->images || !items->targets)
+        return ddl__errf(err, err_bytes, DDL_EINVAL, "scenes: items must be byte images with byte labels");
     if (items->c != 1 || items->th != 1 || items->tw != 1)
         return ddl__errf(err, err_bytes, DDL_EINVAL,
                          "scenes: items must be one-channel images with one label each, not %dx%dx%d with %dx%d targets",

@@ -12,19 +12,22 @@
 static int part(const ddl_dataset *d, const uint8_t *is_val, int want, int n, const ddl_allocator *alloc,
                 ddl_dataset *out)
 {
-    size_t per = (size_t)d->c * (size_t)d->h * (size_t)d->w, tper = (size_t)d->th * (size_t)d->tw;
+    /* bytes per sample of images and of targets, whichever kind d has */
+    size_t per = (size_t)d->c * (size_t)d->h * (size_t)d->w * ddl__pixel_bytes(d);
+    size_t tper = (size_t)d->th * (size_t)d->tw * ddl__target_bytes(d);
+    const uint8_t *px = ddl__pixel_data(d), *tg = ddl__target_data(d);
     size_t names = 0;
     for (int c = 0; d->class_names && c < d->n_classes; c++)
         names += strlen(d->class_names[c]) + 1;
-    size_t img = (size_t)n * per, tg = (size_t)n * tper, nm_at = ddl__align_up(img + tg);
+    size_t img = (size_t)n * per, tg_at = ddl__align_up(img), nm_at = ddl__align_up(tg_at + (size_t)n * tper);
     uint8_t *block = (uint8_t *)ddl__alloc(alloc, nm_at + (d->class_names ? (size_t)d->n_classes * sizeof(char *) : 0) +
                                                       names + 1);
     if (!block)
         return DDL_ENOMEM;
     for (int i = 0, k = 0; i < d->n; i++)
         if (is_val[i] == want) {
-            memcpy(block + (size_t)k * per, d->images + (size_t)i * per, per);
-            memcpy(block + img + (size_t)k * tper, d->targets + (size_t)i * tper, tper);
+            memcpy(block + (size_t)k * per, px + (size_t)i * per, per);
+            memcpy(block + tg_at + (size_t)k * tper, tg + (size_t)i * tper, tper);
             k++;
         }
     const char **cn = NULL;
@@ -38,8 +41,10 @@ static int part(const ddl_dataset *d, const uint8_t *is_val, int want, int n, co
     }
     *out = *d;
     out->n = n;
-    out->images = block;
-    out->targets = block + img;
+    out->images = d->images ? block : NULL;
+    out->fimages = d->images ? NULL : (const float *)(void *)block;
+    out->targets = d->targets ? block + tg_at : NULL;
+    out->targets16 = d->targets ? NULL : (const uint16_t *)(void *)(block + tg_at);
     out->owned = block;
     out->alloc = alloc;
     out->class_names = cn;
@@ -53,7 +58,7 @@ int ddl_dataset_split(const ddl_dataset *d, double fraction, uint64_t seed, cons
         memset(train, 0, sizeof *train);
     if (val)
         memset(val, 0, sizeof *val);
-    if (!d || !d->images || !train || !val || !(fraction > 0.0 && fraction < 1.0))
+    if (!d || !(d->images || d->fimages) || !(d->targets || d->targets16) || !train || !val || !(fraction > 0.0 && fraction < 1.0))
         return ddl__errf(err, err_bytes, DDL_EINVAL, "ddl_dataset_split: a data set and a fraction between 0 and 1 "
                          "(exclusive), got %g", fraction);
     int n_val = (int)floor(d->n * fraction + 0.5);

@@ -238,7 +238,7 @@ const char *const *ddl_predictor_class_names(const ddl_predictor *p) { return p-
 
 /* outputs: probabilities (softmax over the C classes) and the class with the largest logit at
  * each of the S positions of n samples; logits (n, C, S). */
-static void outputs(int n, int C, size_t S, const float *logits, float *probs, uint8_t *classes)
+static void outputs(int n, int C, size_t S, const float *logits, float *probs, uint16_t *classes)
 {
     for (int i = 0; i < n; i++) {
         const float *l = logits + (size_t)i * C * S;
@@ -248,7 +248,7 @@ static void outputs(int n, int C, size_t S, const float *logits, float *probs, u
                 if (l[c * S + s] > l[best * S + s])
                     best = c;
             if (classes)
-                classes[(size_t)i * S + s] = (uint8_t)best;
+                classes[(size_t)i * S + s] = (uint16_t)best;
             if (!probs)
                 continue;
             float *pr = probs + (size_t)i * C * S, sum = 0.0f, top = l[best * S + s];
@@ -260,12 +260,14 @@ static void outputs(int n, int C, size_t S, const float *logits, float *probs, u
     }
 }
 
-int ddl_predictor_run(ddl_predictor *p, const uint8_t *images, int n, int c, int h, int w, float *logits,
-                      float *probs, uint8_t *classes)
+/* run: ddl_predictor_run on bytes (images) or floats (fimages, on the scale of a byte / 255). */
+static int run(ddl_predictor *p, const uint8_t *images, const float *fimages, int n, int c, int h, int w,
+               float *logits, float *probs, uint16_t *classes)
 {
     const ddl_model_config *mc = ddl_model_get_config(p->m);
-    if (n < 0 || (n > 0 && !images))
-        return ddl__errf(p->err, sizeof p->err, DDL_EINVAL, "predict: %d images%s", n, images ? "" : ", at NULL");
+    if (n < 0 || (n > 0 && !images && !fimages))
+        return ddl__errf(p->err, sizeof p->err, DDL_EINVAL, "predict: %d images%s", n,
+                         images || fimages ? "" : ", at NULL");
     if (c != mc->in_c || h != mc->in_h || w != mc->in_w)
         return ddl__errf(p->err, sizeof p->err, DDL_EINVAL, "predict: images of %dx%dx%d, model %s takes %dx%dx%d",
                          c, h, w, ddl_model_name(p->m), mc->in_c, mc->in_h, mc->in_w);
@@ -274,18 +276,18 @@ int ddl_predictor_run(ddl_predictor *p, const uint8_t *images, int n, int c, int
     size_t in_sz = (size_t)c * h * w, S = (size_t)oh * ow, out_sz = (size_t)C * S;
     float scale[DDL_MAX_NORM_CHANNELS], shift[DDL_MAX_NORM_CHANNELS]; /* as the trainer normalises */
     int per_channel = p->m->n_norm > 0;
-    for (int k = 0; k < (per_channel ? c : 1); k++)
+    for (int k = 0; k < (per_channel ? c : 1); k++) {
         ddl__norm_affine(p->m, k, &scale[k], &shift[k]);
+        scale[k] *= images ? 1.0f : 255.0f; /* floats are bytes / 255 already */
+    }
     size_t plane = (size_t)h * w;
     for (int first = 0; first < n; first += mc->batch) {
         int b = n - first < mc->batch ? n - first : mc->batch;
-        const uint8_t *src = images + (size_t)first * in_sz;
-        if (per_channel)
-            for (size_t k = 0; k < (size_t)b * in_sz; k++)
-                p->x[k] = (float)src[k] * scale[k / plane % (size_t)c] + shift[k / plane % (size_t)c];
-        else
-            for (size_t k = 0; k < (size_t)b * in_sz; k++)
-                p->x[k] = (float)src[k] * scale[0] + shift[0];
+        size_t at = (size_t)first * in_sz;
+        for (size_t k = 0; k < (size_t)b * in_sz; k++) {
+            size_t ch = per_channel ? k / plane % (size_t)c : 0;
+            p->x[k] = (images ? (float)images[at + k] : fimages[at + k]) * scale[ch] + shift[ch];
+        }
         const float *l = ddl_model_forward(p->m, p->x, b, 0, NULL);
         if (logits)
             memcpy(logits + (size_t)first * out_sz, l, (size_t)b * out_sz * sizeof(float));
@@ -294,4 +296,16 @@ int ddl_predictor_run(ddl_predictor *p, const uint8_t *images, int n, int c, int
     }
     p->err[0] = '\0';
     return DDL_OK;
+}
+
+int ddl_predictor_run(ddl_predictor *p, const uint8_t *images, int n, int c, int h, int w, float *logits,
+                      float *probs, uint16_t *classes)
+{
+    return run(p, images, NULL, n, c, h, w, logits, probs, classes);
+}
+
+int ddl_predictor_run_float(ddl_predictor *p, const float *images, int n, int c, int h, int w, float *logits,
+                            float *probs, uint16_t *classes)
+{
+    return run(p, NULL, images, n, c, h, w, logits, probs, classes);
 }

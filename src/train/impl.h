@@ -50,7 +50,7 @@ struct ddl_trainer {
     size_t sample_bytes;    /* c * h * w */
     uint32_t *perm;         /* (n_train) this epoch's order */
     float *x;               /* (model batch, c, h, w) normalised inputs */
-    uint8_t *y;             /* (model batch, th, tw) targets */
+    uint16_t *y;            /* (model batch, th, tw) targets */
     float *probs, *dlogits; /* (model batch, classes, positions) */
     float *opt_state;
     float *residual;        /* DDL_COMPRESS: this rank's rounding errors of the gradients, sent with the

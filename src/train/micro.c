@@ -89,7 +89,7 @@ static void part(void *ctx, int r)
     if (cnt < 1)
         return;
     const float *x = t->x + (size_t)lo * t->sample_bytes;
-    const uint8_t *y = t->y + (size_t)lo * S;
+    const uint16_t *y = t->y + (size_t)lo * S;
     const float *logits = ddl_model_forward(m, x, cnt, 1, &t->micro_rng[r]);
     double loss = ddl_softmax_xent(cnt, C, S, logits, y, 1.0f / ((float)j->b * (float)S), t->probs + out,
                                    t->dlogits + out) / S;

@@ -29,8 +29,11 @@ static int check_shapes(const ddl_train_config *cfg, ddl_model *m, const ddl_dat
     if (!cfg || !m)
         return ddl__errf(err, err_bytes, DDL_EINVAL, "trainer: no configuration or no model given");
     const ddl_model_config *mc = &m->cfg;
-    if (!d || d->n < 1 || !d->images || !d->targets)
+    if (!d || d->n < 1 || !(d->images || d->fimages) || !(d->targets || d->targets16))
         return ddl__errf(err, err_bytes, DDL_EINVAL, "training set is empty");
+    if ((d->images && d->fimages) || (d->targets && d->targets16))
+        return ddl__errf(err, err_bytes, DDL_EINVAL, "data set has both images and fimages, or targets and "
+                         "targets16: set one of each");
     if (d->c != mc->in_c || d->h != mc->in_h || d->w != mc->in_w)
         return ddl__errf(err, err_bytes, DDL_EINVAL, "data is %dx%dx%d but model %s takes %dx%dx%d", d->c, d->h,
                          d->w, m->plugin->name, mc->in_c, mc->in_h, mc->in_w);
@@ -65,7 +68,7 @@ static void carve(ddl_trainer *t, ddl_arena *a, size_t n_train)
     size_t B = (size_t)t->m->cfg.batch, out = (size_t)t->m->out_c * (size_t)t->positions;
     t->perm = (uint32_t *)ddl_arena_alloc(a, n_train * sizeof(uint32_t));
     t->x = (float *)ddl_arena_alloc(a, B * t->sample_bytes * sizeof(float));
-    t->y = (uint8_t *)ddl_arena_alloc(a, B * (size_t)t->positions);
+    t->y = (uint16_t *)ddl_arena_alloc(a, B * (size_t)t->positions * sizeof(uint16_t));
     t->probs = (float *)ddl_arena_alloc(a, B * out * sizeof(float));
     t->dlogits = (float *)ddl_arena_alloc(a, B * out * sizeof(float));
     t->opt_state = (float *)ddl_arena_alloc(a, ddl_optim_state_floats(&t->cfg.optim, t->m->n_params) * sizeof(float));
@@ -210,46 +213,72 @@ static void prefetch_bytes(const uint8_t *p, size_t n)
         __builtin_prefetch(p + n - 1);
 }
 
+/* copy_targets: sample s's tb targets of d into y, widened to uint16. */
+static void copy_targets(const ddl_dataset *d, size_t s, size_t tb, uint16_t *y)
+{
+    if (d->targets)
+        for (size_t k = 0; k < tb; k++)
+            y[k] = d->targets[s * tb + k];
+    else
+        memcpy(y, d->targets16 + s * tb, tb * sizeof *y);
+}
+
 static void gather_range(void *ctx, size_t lo, size_t hi)
 {
     const gather_job *j = ctx;
     ddl_trainer *t = j->t;
-    float scale = 1.0f / (255.0f * t->m->std), shift = -t->m->mean / t->m->std;
+    const ddl_dataset *d = j->d;
+    /* bytes are normalised as x / 255, floats as they are: one scale more for them */
+    float unit = d->images ? 1.0f : 255.0f;
+    float scale = unit / (255.0f * t->m->std), shift = -t->m->mean / t->m->std;
     float cs[DDL_MAX_NORM_CHANNELS], ch[DDL_MAX_NORM_CHANNELS]; /* per channel, when the model has that */
-    size_t sb = t->sample_bytes, tb = (size_t)t->positions, plane = sb / (size_t)j->d->c;
-    for (int c = 0; c < t->m->n_norm; c++)
+    size_t sb = t->sample_bytes, tb = (size_t)t->positions, plane = sb / (size_t)d->c;
+    size_t pb = ddl__pixel_bytes(d), yb = ddl__target_bytes(d);
+    const uint8_t *pixels = ddl__pixel_data(d), *targets = ddl__target_data(d);
+    for (int c = 0; c < t->m->n_norm; c++) {
         ddl__norm_affine(t->m, c, &cs[c], &ch[c]);
+        cs[c] *= unit;
+    }
     for (size_t i = lo; i < hi; i++) { /* ask for every line of the range's samples at once */
         size_t s = j->idx ? j->idx[i] : (size_t)j->first + i;
-        prefetch_bytes(j->d->images + s * sb, sb);
-        prefetch_bytes(j->d->targets + s * tb, tb);
+        prefetch_bytes(pixels + s * sb * pb, sb * pb);
+        prefetch_bytes(targets + s * tb * yb, tb * yb);
     }
     for (size_t i = lo; i < hi; i++) {
         size_t s = j->idx ? j->idx[i] : (size_t)j->first + i;
-        const uint8_t *src = j->d->images + s * sb;
+        const uint8_t *src = d->images ? d->images + s * sb : NULL;
+        const float *fsrc = d->images ? NULL : d->fimages + s * sb;
         float *dst = t->x + i * sb;
+        uint16_t *y = t->y + i * tb;
         if (j->augment) {
-            const ddl_dataset *d = j->d;
             ddl__augment a;
             ddl__augment_draw(t->cfg.seed, t->epoch, s, j->augment, t->cfg.augment_pad ? t->cfg.augment_pad : 4, &a);
             if (t->m->n_norm)
-                ddl__augment_image(&a, src, d->c, d->h, d->w, cs, ch, dst);
+                ddl__augment_image(&a, src, fsrc, d->c, d->h, d->w, cs, ch, dst);
             else
-                ddl__augment_image(&a, src, d->c, d->h, d->w, NULL, (const float[2]){scale, shift}, dst);
+                ddl__augment_image(&a, src, fsrc, d->c, d->h, d->w, NULL, (const float[2]){scale, shift}, dst);
             if (d->th == d->h && d->tw == d->w && tb > 1) /* a mask: moved with its image */
-                ddl__augment_mask(&a, d->targets + s * tb, d->h, d->w, t->y + i * tb);
+                ddl__augment_mask(&a, d->targets ? d->targets + s * tb : NULL,
+                                  d->targets ? NULL : d->targets16 + s * tb, d->h, d->w, y);
             else
-                memcpy(t->y + i * tb, d->targets + s * tb, tb);
+                copy_targets(d, s, tb, y);
             continue;
         }
-        if (t->m->n_norm)
+        if (src && t->m->n_norm)
             for (size_t c = 0, k = 0; c < (size_t)t->m->n_norm; c++)
                 for (size_t e = k + plane; k < e; k++)
                     dst[k] = (float)src[k] * cs[c] + ch[c];
-        else
+        else if (src)
             for (size_t k = 0; k < sb; k++)
                 dst[k] = (float)src[k] * scale + shift;
-        memcpy(t->y + i * tb, j->d->targets + s * tb, tb);
+        else if (t->m->n_norm)
+            for (size_t c = 0, k = 0; c < (size_t)t->m->n_norm; c++)
+                for (size_t e = k + plane; k < e; k++)
+                    dst[k] = fsrc[k] * cs[c] + ch[c];
+        else
+            for (size_t k = 0; k < sb; k++)
+                dst[k] = fsrc[k] * scale + shift;
+        copy_targets(d, s, tb, y);
     }
 }
 

@@ -15,7 +15,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static uint8_t pixels[4 * 16 * 16], targets[8 * 16 * 16];
 static float out[4 * 16 * 16 * 16];
-static uint8_t classes[4 * 16 * 16];
+static uint16_t classes[4 * 16 * 16];
 
 /* ---- seeds: U-Nets of depth 1 and 2, saved after a training step ---- */
 

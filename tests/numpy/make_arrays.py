@@ -20,6 +20,10 @@ save("nhwc_f64_255.npy", np.ascontiguousarray(chw.transpose(0, 2, 3, 1)).astype(
 save("labels_i64.npy", np.array([0, 3, 1, 9, 2], dtype=np.int64))
 save("labels_u8.npy", np.array([4, 3, 1, 0, 2], dtype=np.uint8))
 save("labels_i32_big.npy", np.array([0, 3, 1, 999, 2], dtype=np.int32))
+save("labels_i32_huge.npy", np.array([0, 3, 1, 70000, 2], dtype=np.int32))
+inf = (chw.astype(np.float32) / 255.0)
+inf[2, 1, 0, 0] = np.inf
+save("inf_f32.npy", inf)
 save("labels_f32.npy", np.array([0, 3, 1, 9, 2], dtype=np.float32))
 save("labels_4.npy", np.array([0, 1, 2, 3], dtype=np.int64))
 masks = rng.random((5, 4, 6, 1)).astype(np.float32)

@@ -87,9 +87,9 @@ int main(int argc, char **argv)
     size_t n_params = ddl_model_n_params(m);
     ddl_optim_config opt = {.kind = DDL_OPTIM_SGD, .lr = 0.01f, .momentum = 0.9f};
     float *opt_state = calloc(ddl_optim_state_floats(&opt, n_params), sizeof(float));
-    uint8_t labels[B];
+    uint16_t labels[B];
     for (int i = 0; i < B; i++)
-        labels[i] = (uint8_t)(rand() % K);
+        labels[i] = (uint16_t)(rand() % K);
     int n_ops = 0;
     for (int step = 0; step < WARMUP + STEPS; step++) {
         int k = 0;

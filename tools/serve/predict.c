@@ -216,7 +216,7 @@ int sv_reply_probs(sv_reply *rep, const sv_model *m, const sv_slot *s, int n)
 json_t *sv_mask_json(const sv_model *m, const sv_slot *s, int i)
 {
     json_t *rows = json_array();
-    const uint8_t *cl = s->classes + (size_t)i * m->oh * m->ow;
+    const uint16_t *cl = s->classes + (size_t)i * m->oh * m->ow;
     for (int y = 0; y < m->oh; y++) {
         json_t *row = json_array();
         for (int x = 0; x < m->ow; x++)

@@ -68,7 +68,7 @@ static sv_version *version_load(sv_model *m, int n, int number, char *err, size_
         size_t in = (size_t)m->c * m->h * m->w, S = (size_t)oh * ow;
         s->pixels = malloc((size_t)m->max_inst * in);
         s->probs = malloc((size_t)m->max_inst * C * S * sizeof(float));
-        s->classes = malloc((size_t)m->max_inst * S);
+        s->classes = malloc((size_t)m->max_inst * S * sizeof *s->classes);
         if (!s->pixels || !s->probs || !s->classes) {
             snprintf(err, err_bytes, "out of memory");
             v->n_slots++;

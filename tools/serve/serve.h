@@ -44,7 +44,7 @@ typedef struct sv_slot {
     ddl_predictor *pr;
     uint8_t *pixels;   /* (max_inst, c, h, w) */
     float *probs;      /* (max_inst, C, H, W) */
-    uint8_t *classes;  /* (max_inst, H, W) */
+    uint16_t *classes; /* (max_inst, H, W) */
     struct sv_slot *next_free;
 } sv_slot;
 

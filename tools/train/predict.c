@@ -90,7 +90,7 @@ static void files_free(files *f)
 }
 
 /* write_csv: the header (file,predicted,p_NAME...) and a row per file. */
-static int write_csv(const char *path, const files *f, const uint8_t *pred, const float *probs, int k,
+static int write_csv(const char *path, const files *f, const uint16_t *pred, const float *probs, int k,
                      const char *const *names)
 {
     FILE *out = fopen(path, "w");
@@ -111,7 +111,7 @@ static int write_csv(const char *path, const files *f, const uint8_t *pred, cons
 }
 
 /* classify: decode f's images in batches and run the predictor over them. */
-static int classify(ddl_predictor *pr, const files *f, uint8_t *pred, float *probs)
+static int classify(ddl_predictor *pr, const files *f, uint16_t *pred, float *probs)
 {
     const ddl_model_config *mc = ddl_model_get_config(ddl_predictor_model(pr));
     size_t one = (size_t)mc->in_c * mc->in_h * mc->in_w;
@@ -157,7 +157,7 @@ int tr_predict_run(const tr_predict *p)
         fprintf(stderr, "ddl-train: %s: cannot list its images\n", p->images), rc = 1;
     else if (f.n == 0)
         fprintf(stderr, "ddl-train: %s: no .jpg, .jpeg, .png, .pgm or .ppm file in it\n", p->images), rc = 1;
-    uint8_t *pred = rc ? NULL : malloc((size_t)f.n);
+    uint16_t *pred = rc ? NULL : malloc((size_t)f.n * sizeof *pred);
     float *probs = rc ? NULL : malloc((size_t)f.n * (size_t)k * sizeof *probs);
     if (!rc && (!pred || !probs))
         fprintf(stderr, "ddl-train: out of memory for %d images\n", f.n), rc = 1;
