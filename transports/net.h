@@ -281,15 +281,16 @@ int ddl__net_greet_step(ddl__net *n, ddl__net_greeting *g, int peer, const unsig
                         ddl__hs_msg *out);
 
 /* ---- the accepting side's pool (net_pool.c) ----
- * The peers that connected to us and have not proved who they are yet. The transport keys each
- * slot with what reaches the peer (tcp: its socket; zmq: its routing id), moves the bytes, and
- * acts on what the pool returns: DDL__ACCEPT_REPLY, _JOINED (send out; then ddl__net_pool_join),
+ * The peers that connected to us and have not proved who they are yet. The transport asks
+ * whether a newcomer may have a slot (ddl__net_pool_admit), keys each slot with what reaches
+ * the peer (tcp: its socket; zmq: its routing id), moves the bytes, and acts on what the pool
+ * returns: DDL__ACCEPT_REPLY, _JOINED (send out; then ddl__net_pool_join),
  * _REFUSE (ddl__net_pool_refuse with the reason, tell the peer or not, drop), _DROP. */
 
 #define DDL__POOL_SLOTS 16    /* handshakes an accepting rank runs at once */
 #define DDL__POOL_SLOT_MS 2000 /* the longest a handshake may hold a slot (a real peer's takes ms) */
-#define DDL__POOL_HOLD_MS 500  /* nor is a slot taken over sooner: a real peer answers within it even
-                                * when 64 ranks of one host all connect at once */
+#define DDL__POOL_HOLD_MS 500  /* nor is a slot still waiting for its HELLO taken over sooner: a real
+                                * peer's arrives within it even when 64 ranks of one host all connect */
 #define DDL__KEY_BYTES 256 /* the longest key: a ZMTP routing id is at most 255 bytes */
 
 typedef struct ddl__net_slot {
@@ -297,6 +298,7 @@ typedef struct ddl__net_slot {
     int64_t since_ms;                  /* when the peer took it */
     unsigned char key[DDL__KEY_BYTES]; /* the transport's way to the peer */
     size_t key_bytes;
+    unsigned char source[16];          /* the source address it counts against (net_pool.c) */
     size_t got;                        /* bytes of msg so far, for messages that arrive in pieces */
     unsigned char msg[DDL__HS_BYTES];
 } ddl__net_slot;
@@ -315,13 +317,18 @@ void ddl__net_pool_welcome(ddl__net_pool *pl, int lo, int hi, int take_addr);
 ddl__net_slot *ddl__net_pool_find(ddl__net_pool *pl, const void *key, size_t key_bytes);
 /* ddl__net_pool_room: 1 if a slot is free. */
 int ddl__net_pool_room(const ddl__net_pool *pl);
-/* ddl__net_pool_victim: with every slot in use, the one a newcomer takes over, so that strangers
- * cannot hold them all: of the slots held DDL__POOL_HOLD_MS or longer, the oldest still waiting
- * for its HELLO, else the oldest; the transport closes what it holds and drops it. NULL while a
- * slot is free, and while every slot is younger: then the newcomer waits (tcp leaves it in the
- * listen queue, zmq tells it to greet again), so that peers arriving together do not push each
- * other out one message before their proof. */
-ddl__net_slot *ddl__net_pool_victim(ddl__net_pool *pl);
+/* ddl__net_pool_open: 1 if a newcomer could get a slot now, from a source below its cap: one is
+ * free or may be taken over. While 0, tcp leaves newcomers in its listen queue. */
+int ddl__net_pool_open(ddl__net_pool *pl);
+/* ddl__net_pool_admit: may a newcomer from `from` (its address, as for ddl__net_pool_start)
+ * start a handshake? 1: yes, in a free slot (*victim NULL) or in *victim, which the transport
+ * first closes and drops: a slot still waiting for its HELLO after DDL__POOL_HOLD_MS, never one
+ * that sent a HELLO of our job. 0: no: its source holds its share of the slots already (net_pool.c
+ * says how many), or every slot is busy; turn it away (ddl__net_pool_busy), and it greets again. */
+int ddl__net_pool_admit(ddl__net_pool *pl, const char *from, ddl__net_slot **victim);
+/* ddl__net_pool_busy: in out, the refusal that tells a peer without a slot to greet again
+ * (DDL__HS_R_SILENT, as to a peer whose slot was given up; nothing of the job). */
+void ddl__net_pool_busy(const ddl__net_pool *pl, unsigned char out[DDL__HS_BYTES]);
 /* ddl__net_pool_start: a slot for a peer (from: its address) that starts a handshake: the one
  * its key already has, restarted, or a free one, for DDL__POOL_SLOT_MS at most (less if the open
  * timeout is shorter). NULL if none is free or the key is longer than DDL__KEY_BYTES. */
@@ -331,7 +338,7 @@ void ddl__net_pool_drop(ddl__net_pool *pl, ddl__net_slot *p);
 /* ddl__net_pool_silent: a slot in use past its deadline (to refuse for DDL__HS_R_SILENT), or NULL. */
 ddl__net_slot *ddl__net_pool_silent(ddl__net_pool *pl);
 /* ddl__net_pool_wake: the earliest of deadline_ms, the deadlines of the slots in use and, with
- * every slot in use, when the first of them may be taken over. */
+ * every slot in use, when the first of them may be taken over (ddl__net_pool_open). */
 int64_t ddl__net_pool_wake(const ddl__net_pool *pl, int64_t deadline_ms);
 /* ddl__net_pool_accept: m arrived from p: the DDL__ACCEPT_* action, with the answer in out
  * (REPLY, JOINED) or the reason to refuse in *reason (REFUSE). */

@@ -107,19 +107,25 @@ static void drop_pending(tcp_state *s)
             slot_drop(s, &s->pool.slot[i]);
 }
 
-/* can_take: a slot is free, or one may be taken over (ddl__net_pool_victim). */
-static int can_take(tcp_state *s)
+/* turn_away: a newcomer gets no slot (its source holds its share, or every slot is busy): tell
+ * it to greet again (best effort, never blocks), as a real rank does, and close. */
+static void turn_away(tcp_state *s, int fd, const char *from)
 {
-    return ddl__net_pool_room(&s->pool) || ddl__net_pool_victim(&s->pool);
+    unsigned char buf[DDL__HS_BYTES];
+    ddl__net_pool_busy(&s->pool, buf);
+    (void)!send(fd, buf, sizeof buf, MSG_NOSIGNAL | MSG_DONTWAIT);
+    close(fd);
+    ddl__log(s->net.log, s->net.log_ud, DDL_LOG_DEBUG, "tcp: rank %d: no handshake slot for %s now; it greets again",
+             s->net.rank, from);
 }
 
 /* accept_some: take what waits on the listening socket (up to a pool's worth, so that the kernel's
- * queue never fills with strangers), each into a slot: a free one, else the one the pool gives
- * up (ddl__net_pool_victim: a stranger cannot hold them all); while every slot is young, the
- * rest waits in the queue. A real peer's HELLO is usually there at once: read it now. */
+ * queue never fills with strangers), each into a slot the pool admits it to (a free one, or one
+ * it gives up: ddl__net_pool_admit), or turn it away; while no newcomer can get a slot, the rest
+ * waits in the queue. A real peer's HELLO is usually there at once: read it now. */
 static void accept_some(tcp_state *s)
 {
-    for (int k = 0; k < DDL__POOL_SLOTS && can_take(s); k++) {
+    for (int k = 0; k < DDL__POOL_SLOTS && ddl__net_pool_open(&s->pool); k++) {
         struct sockaddr_storage ss;
         socklen_t len = sizeof ss;
         char from[DDL__ADDR_BYTES];
@@ -127,7 +133,11 @@ static void accept_some(tcp_state *s)
         if (fd < 0)
             return;
         ddl__net_format(&ss, from);
-        ddl__net_slot *v = ddl__net_pool_victim(&s->pool), *p;
+        ddl__net_slot *v, *p;
+        if (!ddl__net_pool_admit(&s->pool, from, &v)) {
+            turn_away(s, fd, from);
+            continue;
+        }
         if (v) {
             ddl__log(s->net.log, s->net.log_ud, DDL_LOG_DEBUG, "tcp: %s gave its handshake slot to %s", v->hs.from, from);
             slot_drop(s, v);
@@ -153,7 +163,7 @@ static int poll_pending(tcp_state *s, int64_t deadline_ms, int64_t report_ms)
         s->pfd[n] = (struct pollfd){.fd = slot_fd(&s->pool.slot[i]), .events = POLLIN};
         s->pfd_rank[n++] = i;
     }
-    if (can_take(s)) { /* else the queue waits until a slot may be taken over (pool_wake) */
+    if (ddl__net_pool_open(&s->pool)) { /* else the queue waits until a slot may be taken over (pool_wake) */
         s->pfd[n] = (struct pollfd){.fd = s->listen_fd, .events = POLLIN};
         s->pfd_rank[n++] = -1;
     }

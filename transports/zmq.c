@@ -233,15 +233,15 @@ static void refuse(zq_state *s, ddl__net_slot *p, uint32_t reason)
     ddl__net_pool_drop(&s->pool, p);
 }
 
-/* busy: every handshake slot is taken and none may be taken over yet: the peer with routing id
- * rid is told to greet again (the refusal a slot given up gets), and holds no slot meanwhile. */
+/* busy: the pool has no slot for the peer with routing id rid now (its source holds its share,
+ * or every slot is busy): it is told to greet again (the refusal a slot given up gets), and
+ * holds no slot meanwhile. */
 static void busy(zq_state *s, const unsigned char *rid, size_t rid_bytes, const char *from)
 {
-    ddl__hs_msg m = {.type = DDL__HS_REFUSE, .version = zq_proto.version, .reason = DDL__HS_R_SILENT};
     unsigned char buf[DDL__HS_BYTES];
-    ddl__hs_encode(&zq_proto, &m, buf);
+    ddl__net_pool_busy(&s->pool, buf);
     (void)router_send(s, rid, rid_bytes, buf, sizeof buf);
-    ddl__log(s->net.log, s->net.log_ud, DDL_LOG_DEBUG, "zmq: rank %d: every handshake slot is busy; %s greets again",
+    ddl__log(s->net.log, s->net.log_ud, DDL_LOG_DEBUG, "zmq: rank %d: no handshake slot for %s now; it greets again",
              s->net.rank, from);
 }
 
@@ -258,13 +258,14 @@ static void router_one(zq_state *s, const unsigned char *rid, size_t rid_bytes, 
         return;
     }
     ddl__net_slot *p = ddl__net_pool_find(&s->pool, rid, rid_bytes);
-    if (m.type == DDL__HS_HELLO && !p && !ddl__net_pool_room(&s->pool)) {
-        ddl__net_slot *v = ddl__net_pool_victim(&s->pool);
-        if (!v) { /* every slot is young: the newcomer greets again a little later */
+    ddl__net_slot *v;
+    if (m.type == DDL__HS_HELLO && !p) {
+        if (!ddl__net_pool_admit(&s->pool, from, &v)) { /* no slot now: it greets again a little later */
             busy(s, rid, rid_bytes, from);
             return;
         }
-        refuse(s, v, DDL__HS_R_SILENT); /* strangers cannot hold every slot (a real rank greets again) */
+        if (v)
+            refuse(s, v, DDL__HS_R_SILENT); /* silent strangers cannot hold every slot */
     }
     if (m.type == DDL__HS_HELLO)
         p = ddl__net_pool_start(&s->pool, rid, rid_bytes, from);
