@@ -37,12 +37,17 @@ static void to_channels(const uint8_t *src, int src_c, uint8_t *dst, int want_c,
     }
 }
 
-static int too_big(const char *path, long w, long h, char *err, size_t err_bytes)
+/* size_check: the size a header claims, before anything is decoded: at most DDL__IMAGE_MAX_PIXELS,
+ * and exactly want->w x want->h when want->w is set. */
+static int size_check(const char *path, long w, long h, const ddl__image *want, char *err, size_t err_bytes)
 {
-    if (w >= 1 && h >= 1 && (uint64_t)w * (uint64_t)h <= DDL__IMAGE_MAX_PIXELS)
-        return DDL_OK;
-    return ddl__errf(err, err_bytes, DDL_ECORRUPT, "%s: %ld x %ld pixels: expected 1 to %llu in all", path, w, h,
-                     (unsigned long long)DDL__IMAGE_MAX_PIXELS);
+    if (!(w >= 1 && h >= 1 && (uint64_t)w * (uint64_t)h <= DDL__IMAGE_MAX_PIXELS))
+        return ddl__errf(err, err_bytes, DDL_ECORRUPT, "%s: %ld x %ld pixels: expected 1 to %llu in all", path, w, h,
+                         (unsigned long long)DDL__IMAGE_MAX_PIXELS);
+    if (want->w && (w != want->w || h != want->h))
+        return ddl__errf(err, err_bytes, DDL_EINVAL, "%s: an image of %ldx%ld, expected %dx%d", path, w, h, want->w,
+                         want->h);
+    return DDL_OK;
 }
 
 /* ---- PGM and PPM (binary, maxval 255) ---- */
@@ -77,7 +82,7 @@ static int decode_pnm(const char *path, const unsigned char *b, size_t n, int wa
     if (maxval != 255)
         return ddl__errf(err, err_bytes, DDL_ENOTSUP, "%s: maxval %ld: ddl reads 8-bit PGM and PPM (maxval 255)", path,
                          maxval);
-    int rc = too_big(path, w, h, err, err_bytes);
+    int rc = size_check(path, w, h, im, err, err_bytes);
     if (rc)
         return rc;
     at++; /* the single white space after maxval */
@@ -99,6 +104,7 @@ typedef struct jpeg_fail {
     struct jpeg_error_mgr mgr;
     jmp_buf back;
     char warning[JMSG_LENGTH_MAX]; /* the first warning: data cut short or damaged */
+    int too_many_scans;            /* set by jpeg_scan_limit before it jumps back */
 } jpeg_fail;
 
 static void jpeg_fail_exit(j_common_ptr cinfo)
@@ -116,6 +122,19 @@ static void jpeg_warned(j_common_ptr cinfo, int level)
         f->mgr.format_message(cinfo, f->warning);
 }
 
+/* A progressive JPEG may hold any number of scans, each a pass over the whole image: a small file
+ * of thousands of empty scans costs seconds. libjpeg-turbo's own tools stop at 500
+ * (TJPARAM_SCANLIMIT); so does this progress monitor, through the error exit. */
+#define JPEG_MAX_SCANS 500
+
+static void jpeg_scan_limit(j_common_ptr cinfo)
+{
+    if (cinfo->is_decompressor && ((j_decompress_ptr)cinfo)->input_scan_number > JPEG_MAX_SCANS) {
+        ((jpeg_fail *)cinfo->err)->too_many_scans = 1;
+        cinfo->err->error_exit(cinfo);
+    }
+}
+
 static int decode_jpeg(const char *path, const unsigned char *b, size_t n, int want_c, const ddl_allocator *alloc,
                        ddl__image *im, char *err, size_t err_bytes)
 {
@@ -127,20 +146,26 @@ static int decode_jpeg(const char *path, const unsigned char *b, size_t n, int w
     f.mgr.error_exit = jpeg_fail_exit;
     f.mgr.emit_message = jpeg_warned;
     f.warning[0] = '\0';
+    f.too_many_scans = 0;
+    struct jpeg_progress_mgr progress = {.progress_monitor = jpeg_scan_limit};
     if (setjmp(f.back)) {
         char msg[JMSG_LENGTH_MAX];
         f.mgr.format_message((j_common_ptr)&ci, msg);
         jpeg_destroy_decompress(&ci);
         ddl__free(alloc, px);
         im->px = NULL;
+        if (f.too_many_scans)
+            return ddl__errf(err, err_bytes, DDL_ECORRUPT, "%s: a progressive JPEG of more than %d scans", path,
+                             JPEG_MAX_SCANS);
         return ddl__errf(err, err_bytes, DDL_ECORRUPT, "%s: a damaged JPEG file: %s", path, msg);
     }
     jpeg_create_decompress(&ci);
+    ci.progress = &progress;
     jpeg_mem_src(&ci, b, (unsigned long)n);
     jpeg_read_header(&ci, TRUE);
     if (ci.jpeg_color_space == JCS_CMYK || ci.jpeg_color_space == JCS_YCCK)
         rc = ddl__errf(err, err_bytes, DDL_ENOTSUP, "%s: a CMYK JPEG: ddl reads gray and colour (YCbCr) JPEG", path);
-    else if (!(rc = too_big(path, (long)ci.image_width, (long)ci.image_height, err, err_bytes))) {
+    else if (!(rc = size_check(path, (long)ci.image_width, (long)ci.image_height, im, err, err_bytes))) {
         ci.out_color_space = ci.jpeg_color_space == JCS_GRAYSCALE ? JCS_GRAYSCALE : JCS_RGB; /* as PIL decodes */
         jpeg_start_decompress(&ci);
         size_t row = (size_t)ci.output_width * (size_t)ci.output_components;
@@ -187,7 +212,7 @@ static int decode_png(const char *path, const unsigned char *b, size_t n, int wa
     pi.version = PNG_IMAGE_VERSION;
     if (!png_image_begin_read_from_memory(&pi, b, n))
         return ddl__errf(err, err_bytes, DDL_ECORRUPT, "%s: a damaged PNG file: %s", path, pi.message);
-    int rc = too_big(path, (long)pi.width, (long)pi.height, err, err_bytes);
+    int rc = size_check(path, (long)pi.width, (long)pi.height, im, err, err_bytes);
     if (rc) {
         png_image_free(&pi);
         return rc;
@@ -212,10 +237,11 @@ static int decode_png(const char *path, const unsigned char *b, size_t n, int wa
 
 /* ---- the format from the first bytes ---- */
 
-int ddl__image_decode(const char *path, const unsigned char *b, size_t n, int want_c, const ddl_allocator *alloc,
-                      ddl__image *im, char *err, size_t err_bytes)
+int ddl__image_decode(const char *path, const unsigned char *b, size_t n, int want_c, int want_w, int want_h,
+                      const ddl_allocator *alloc, ddl__image *im, char *err, size_t err_bytes)
 {
     memset(im, 0, sizeof *im);
+    im->w = want_w, im->h = want_h; /* what size_check wants, until the decoder fills im */
     if (n >= 3 && b[0] == 0xff && b[1] == 0xd8 && b[2] == 0xff) {
 #ifdef DDL_WITH_JPEG
         return decode_jpeg(path, b, n, want_c, alloc, im, err, err_bytes);

@@ -20,6 +20,30 @@
 
 /* ---- one file ---- */
 
+int ddl_image_decode(const char *name, const void *bytes, size_t n, int channels, int height, int width, int exact,
+                     const ddl_allocator *alloc, uint8_t *out, char *err, size_t err_bytes)
+{
+    if (!name || !bytes || !out || (channels != 1 && channels != 3) || height < 1 || width < 1 || height > 65536 ||
+        width > 65536)
+        return ddl__errf(err, err_bytes, DDL_EINVAL, "ddl_image_decode: a name, bytes, out, channels 1 or 3 and a "
+                         "size");
+    ddl__image im;
+    int rc = ddl__image_decode(name, (const unsigned char *)bytes, n, channels, exact ? width : 0, exact ? height : 0,
+                               alloc, &im, err, err_bytes);
+    if (rc)
+        return rc;
+    size_t plane = (size_t)height * (size_t)width;
+    uint8_t *hwc = (uint8_t *)ddl__alloc(alloc, plane * (size_t)channels);
+    if (!hwc || ddl__resize(im.px, im.w, im.h, channels, hwc, width, height, alloc) != DDL_OK)
+        rc = ddl__errf(err, err_bytes, DDL_ENOMEM, "%s: cannot allocate the resized image", name);
+    for (size_t p = 0; rc == DDL_OK && p < plane; p++) /* (H, W, C) -> (C, H, W) */
+        for (int c = 0; c < channels; c++)
+            out[(size_t)c * plane + p] = hwc[p * (size_t)channels + (size_t)c];
+    ddl__free(alloc, hwc);
+    ddl__free(alloc, im.px);
+    return rc;
+}
+
 int ddl_image_load(const char *path, int channels, int height, int width, const ddl_allocator *alloc, uint8_t *out,
                    char *err, size_t err_bytes)
 {
@@ -28,23 +52,11 @@ int ddl_image_load(const char *path, int channels, int height, int width, const 
         return ddl__errf(err, err_bytes, DDL_EINVAL, "ddl_image_load: a path, out, channels 1 or 3 and a size");
     unsigned char *b = NULL;
     size_t n = 0;
-    ddl__image im;
     int rc = ddl__read_file(path, (uint64_t)1 << 30, alloc, &b, &n, err, err_bytes);
     if (rc)
         return rc;
-    rc = ddl__image_decode(path, b, n, channels, alloc, &im, err, err_bytes);
+    rc = ddl_image_decode(path, b, n, channels, height, width, 0, alloc, out, err, err_bytes);
     ddl__free(alloc, b);
-    if (rc)
-        return rc;
-    size_t plane = (size_t)height * (size_t)width;
-    uint8_t *hwc = (uint8_t *)ddl__alloc(alloc, plane * (size_t)channels);
-    if (!hwc || ddl__resize(im.px, im.w, im.h, channels, hwc, width, height, alloc) != DDL_OK)
-        rc = ddl__errf(err, err_bytes, DDL_ENOMEM, "%s: cannot allocate the resized image", path);
-    for (size_t p = 0; rc == DDL_OK && p < plane; p++) /* (H, W, C) -> (C, H, W) */
-        for (int c = 0; c < channels; c++)
-            out[(size_t)c * plane + p] = hwc[p * (size_t)channels + (size_t)c];
-    ddl__free(alloc, hwc);
-    ddl__free(alloc, im.px);
     return rc;
 }
 

@@ -21,11 +21,12 @@ typedef struct ddl__image {
 } ddl__image;
 
 /* ddl__image_decode: the file path's bytes b[n] (JPEG, PNG, binary PGM or PPM, told by their
- * first bytes) as want_c channels (1: gray, 3: RGB). DDL_OK, or DDL_ECORRUPT (damaged, not an
- * image, too large), DDL_ENOTSUP (a format or variant this build does not read), DDL_ENOMEM,
- * with err naming path. */
-int ddl__image_decode(const char *path, const unsigned char *b, size_t n, int want_c, const ddl_allocator *alloc,
-                      ddl__image *im, char *err, size_t err_bytes);
+ * first bytes) as want_c channels (1: gray, 3: RGB); want_w > 0: an image of another size than
+ * want_w x want_h is refused (DDL_EINVAL) from its header, before it is decoded. DDL_OK, or
+ * DDL_ECORRUPT (damaged, not an image, too large), DDL_ENOTSUP (a format or variant this build
+ * does not read), DDL_ENOMEM, with err naming path. */
+int ddl__image_decode(const char *path, const unsigned char *b, size_t n, int want_c, int want_w, int want_h,
+                      const ddl_allocator *alloc, ddl__image *im, char *err, size_t err_bytes);
 
 /* ddl__resize: src (sh, sw, c) interleaved into dst (dh, dw, c), antialiased bilinear, exactly
  * as PIL's Image.resize(BILINEAR) (and so torchvision's antialiased resize) computes it: 22-bit

@@ -100,7 +100,7 @@ def number_texts(body, key):
 
 def v2_post(name, pixels):
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-    body = json.dumps({"inputs": [{"name": "x", "shape": [len(pixels), 784], "datatype": "UINT8",
+    body = json.dumps({"inputs": [{"name": "input", "shape": [len(pixels), 784], "datatype": "UINT8",
                                    "data": [p for img in pixels for p in img]}]})
     c.request("POST", "/v2/models/%s/infer" % name, body=body, headers={"Content-Type": "application/json"})
     r = c.getresponse()

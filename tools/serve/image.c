@@ -156,19 +156,42 @@ static int pgm_decode(const unsigned char *body, size_t n, int w, int h, uint8_t
     return 0;
 }
 
-int sv_image_decode(const unsigned char *body, size_t n, int w, int h, uint8_t *out, size_t cap, char *why,
+/* library_decode: through ddl_image_decode (JPEG, PPM, and any image for a colour model), the
+ * size checked from the header before anything is decoded. */
+static int library_decode(const unsigned char *body, size_t n, int c, int w, int h, uint8_t *out, size_t cap,
+                          char *why, size_t why_bytes)
+{
+    char err[DDL_ERR_BYTES];
+    if ((size_t)c * w * h > cap) {
+        snprintf(why, why_bytes, "image of %dx%dx%d does not fit", c, w, h);
+        return -1;
+    }
+    if (ddl_image_decode("the body", body, n, c, h, w, 1, NULL, out, err, sizeof err) != DDL_OK) {
+        snprintf(why, why_bytes, "%s", err);
+        return -1;
+    }
+    return 0;
+}
+
+int sv_image_decode(const unsigned char *body, size_t n, int c, int w, int h, uint8_t *out, size_t cap, char *why,
                     size_t why_bytes)
 {
-    if (n >= 8 && memcmp(body, "\x89PNG\r\n\x1a\n", 8) == 0) {
+    int png = n >= 8 && memcmp(body, "\x89PNG\r\n\x1a\n", 8) == 0;
+    if (png) {
 #ifdef DDL_WITH_PNG
-        return png_decode(body, n, w, h, out, cap, why, why_bytes);
+        if (c == 1)
+            return png_decode(body, n, w, h, out, cap, why, why_bytes);
+        return png_bound(body, n, w, h, why, why_bytes) ? -1 : library_decode(body, n, c, w, h, out, cap, why, why_bytes);
 #else
         snprintf(why, why_bytes, "this ddl-serve was built without libpng: send PGM or JSON");
         return -1;
 #endif
     }
-    if (n >= 3 && body[0] == 'P' && (body[1] == '5' || body[1] == '2') && isspace(body[2]))
+    if (c == 1 && n >= 3 && body[0] == 'P' && (body[1] == '5' || body[1] == '2') && isspace(body[2]))
         return pgm_decode(body, n, w, h, out, cap, why, why_bytes);
-    snprintf(why, why_bytes, "the body is neither a PNG nor a PGM image");
+    if ((n >= 3 && body[0] == 0xff && body[1] == 0xd8 && body[2] == 0xff) ||
+        (n >= 3 && body[0] == 'P' && (body[1] == '5' || body[1] == '6') && isspace(body[2])))
+        return library_decode(body, n, c, w, h, out, cap, why, why_bytes);
+    snprintf(why, why_bytes, "the body is not a PNG, JPEG, PGM or PPM image");
     return -1;
 }

@@ -24,7 +24,7 @@ void sv_v2_model(sv_model *m, sv_reply *rep)
                                     : json_pack("{s:s,s:s,s:[i]}", "name", "classes", "datatype", "INT32",
                                                 "shape", -1));
     sv_reply_json(rep, 200, json_pack("{s:s,s:[s],s:s,s:[{s:s,s:s,s:[iiii]}],s:o}", "name", m->name, "versions",
-                                      ver, "platform", "ddl_c", "inputs", "name", "input", "datatype", "UINT8",
+                                      ver, "platform", "ddl_c", "inputs", "name", SV_INPUT_NAME, "datatype", "UINT8",
                                       "shape", -1, m->c, m->h, m->w, "outputs", outs));
 }
 
@@ -32,11 +32,22 @@ void sv_v2_model(sv_model *m, sv_reply *rep)
  * data n * c*h*w pixels (flat or nested). n, or -1 with rep set. */
 static int v2_input(sv_model *m, const json_t *root, sv_slot *s, sv_reply *rep)
 {
-    const json_t *in = json_array_get(json_object_get(root, "inputs"), 0);
+    const json_t *inputs = json_object_get(root, "inputs"), *in = NULL;
+    for (size_t i = 0; i < json_array_size(inputs) && !in; i++) { /* by name: the metadata's one input */
+        const char *name = json_string_value(json_object_get(json_array_get(inputs, i), "name"));
+        in = name && strcmp(name, SV_INPUT_NAME) == 0 ? json_array_get(inputs, i) : NULL;
+    }
     const json_t *shape = json_object_get(in, "shape"), *data = json_object_get(in, "data");
     const char *dt = json_string_value(json_object_get(in, "datatype"));
+    if (json_array_size(inputs) > 0 && !in) {
+        const char *first = json_string_value(json_object_get(json_array_get(inputs, 0), "name"));
+        sv_error(rep, 400, "inputs: no input named \"%s\" (this model's one input), found %s%.40s%s", SV_INPUT_NAME,
+                 first ? "\"" : "one without a name", first ? first : "", first ? "\"" : "");
+        return -1;
+    }
     if (!json_is_object(in) || !json_is_array(shape) || !json_is_array(data) || !dt) {
-        sv_error(rep, 400, "expected {\"inputs\": [{\"name\", \"shape\", \"datatype\", \"data\"}]}");
+        sv_error(rep, 400, "expected {\"inputs\": [{\"name\": \"%s\", \"shape\", \"datatype\", \"data\"}]}",
+                 SV_INPUT_NAME);
         return -1;
     }
     static const char *const types[] = {"UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32", "INT64",

@@ -111,9 +111,13 @@ void sv_metrics_other(int status);    /* a request for no model */
 size_t sv_metrics_text(const sv_registry *r, char *out, size_t cap);
 
 /* ---- images ---- */
-/* sv_image_decode: a PNG or PGM (P5 or P2) body to w x h 8-bit grey pixels in out (cap bytes).
- * Returns 0, or -1 with why (e.g. "image 100x80, model takes 28x28"). */
-int sv_image_decode(const unsigned char *body, size_t n, int w, int h, uint8_t *out, size_t cap,
+/* The name of a model's one input, in both protocols' metadata and named requests. */
+#define SV_INPUT_NAME "input"
+
+/* sv_image_decode: a PNG, JPEG, PGM (P5, or P2 for grey models) or PPM body of exactly w x h to
+ * c x h x w 8-bit pixels (grey, or RGB for c 3) in out (cap bytes). Returns 0, or -1 with why
+ * (e.g. "image 100x80, model takes 28x28"). */
+int sv_image_decode(const unsigned char *body, size_t n, int c, int w, int h, uint8_t *out, size_t cap,
                     char *why, size_t why_bytes);
 
 /* ---- training (--logdir) ---- */

@@ -72,7 +72,7 @@ void sv_tfs_metadata(sv_model *m, sv_reply *rep)
     sv_model_state(m, &v, &in);
     snprintf(ver, sizeof ver, "%d", v);
     int seg = m->oh * m->ow > 1;
-    json_t *sig = json_pack("{s:{s:{s:s,s:s,s:o}},s:{s:{s:s,s:s,s:o}},s:s}", "inputs", "instances", "name",
+    json_t *sig = json_pack("{s:{s:{s:s,s:s,s:o}},s:{s:{s:s,s:s,s:o}},s:s}", "inputs", SV_INPUT_NAME, "name",
                             "pixels", "dtype", "DT_UINT8", "tensor_shape", dims(m->c, m->h, m->w), "outputs",
                             "predictions", "name", seg ? "classes" : "probabilities", "dtype",
                             seg ? "DT_UINT8" : "DT_FLOAT", "tensor_shape", seg ? dims(1, m->oh, m->ow)
@@ -114,11 +114,30 @@ json_t *sv_parse(const unsigned char *body, size_t n, sv_reply *rep)
     return root;
 }
 
-/* predict_json: the instances of root into slot s; their count, or -1 with rep set. */
+/* named: the value of the model's one named input in obj ({"input": ...}, TF Serving's named
+ * form), or NULL with rep set, naming what was there instead. */
+static const json_t *named(const json_t *obj, const char *where, sv_reply *rep)
+{
+    const json_t *v = json_object_get(obj, SV_INPUT_NAME);
+    if (!v || json_object_size(obj) != 1) {
+        const char *first = json_object_iter_key(json_object_iter((json_t *)obj));
+        sv_error(rep, 400, "%s: expected the one input \"%s\" (the signature's), found %s%.40s%s", where,
+                 SV_INPUT_NAME, first ? "\"" : "nothing", first ? first : "", first && json_object_size(obj) > 1 ?
+                 "\" and more" : first ? "\"" : "");
+        return NULL;
+    }
+    return v;
+}
+
+/* instances: the instances of root into slot s, in TF Serving's row form ({"instances": [...]},
+ * each an array of pixels or {"input": [...]}) or its columnar form ({"inputs": [...]} or
+ * {"inputs": {"input": [...]}}); their count, or -1 with rep set. */
 static int instances(sv_model *m, const json_t *root, sv_slot *s, sv_reply *rep)
 {
     const json_t *in = json_object_get(root, "instances");
     in = in ? in : json_object_get(root, "inputs");
+    if (json_is_object(in) && !(in = named(in, "inputs", rep)))
+        return -1;
     int n = (int)json_array_size(in);
     char why[300];
     if (!json_is_array(in) || n < 1 || n > m->max_inst) {
@@ -127,11 +146,16 @@ static int instances(sv_model *m, const json_t *root, sv_slot *s, sv_reply *rep)
         return -1;
     }
     size_t in_sz = (size_t)m->c * m->h * m->w;
-    for (int i = 0; i < n; i++)
-        if (sv_instance(m, json_array_get(in, (size_t)i), i, s->pixels + (size_t)i * in_sz, why, sizeof why)) {
+    for (int i = 0; i < n; i++) {
+        const json_t *one = json_array_get(in, (size_t)i);
+        snprintf(why, sizeof why, "instance %d", i);
+        if (json_is_object(one) && !(one = named(one, why, rep)))
+            return -1;
+        if (sv_instance(m, one, i, s->pixels + (size_t)i * in_sz, why, sizeof why)) {
             sv_error(rep, 400, "%s", why);
             return -1;
         }
+    }
     return n;
 }
 
@@ -143,7 +167,7 @@ void sv_tfs_predict(sv_model *m, const char *ctype, const unsigned char *body, s
     sv_slot *s;
     sv_version *v = sv_acquire(m, &s);
     int n = image ? 1 : sv_stream_instances(m, body, len, s->pixels);
-    if (image && sv_image_decode(body, len, m->w, m->h, s->pixels, (size_t)m->max_inst * m->c * m->h * m->w, why,
+    if (image && sv_image_decode(body, len, m->c, m->w, m->h, s->pixels, (size_t)m->max_inst * m->c * m->h * m->w, why,
                                  sizeof why)) {
         sv_error(rep, 400, "%s", why);
         n = -1;
