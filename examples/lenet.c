@@ -15,16 +15,17 @@
  *   build/bin/ddlrun -n 2 build/bin/lenet --epochs 10
  *
  * Flags as getopt_long reads them (--epochs 3, --epochs=3); --help, --version; a bad flag or value
- * exits 2 naming it. The flags lenet shares with unet are in example_common.h; --predict, which
- * classifies with a trained model instead of training one, is in example_predict.h. Copy the
- * example_*.h files along with this one; it builds with cc lenet.c $(pkg-config --cflags --libs ddl). */
+ * exits 2 naming it. The flags lenet shares with unet are in common/example_common.h; --predict,
+ * which classifies with a trained model instead of training one, is in common/example_predict.h.
+ * Copy the folder examples/common/ along with this file (as common/ beside it); it builds with
+ * cc lenet.c $(pkg-config --cflags --libs ddl). */
 #include "ddl.h"
 
 #include <getopt.h>
 #include <stdio.h>
 
-#include "example_common.h"
-#include "example_predict.h"
+#include "common/example_common.h"
+#include "common/example_predict.h"
 
 #define USAGE                                                                                \
     "usage: lenet [OPTION]...\n"                                                             \

@@ -33,8 +33,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "example_common.h"
-#include "example_predict.h"
+#include "common/example_common.h"
+#include "common/example_predict.h"
 
 /* ---- pictures ---- */
 
