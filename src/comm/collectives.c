@@ -230,14 +230,14 @@ int ddl_comm_allreduce(ddl_comm *c, void *buf, size_t count, int dtype, int op)
     if (c->world == 1 || count == 0)
         return DDL_OK;
     int sum_op = op == DDL_MEAN ? DDL_SUM : op;
-    if (c->native && c->tp->allreduce && dtype == DDL_FLOAT32 && sum_op == DDL_SUM) {
-        st = c->tp->allreduce(c->state, buf, count, c->timeout_ms);
+    if (c->native && dtype == DDL_FLOAT32 && sum_op == DDL_SUM) {
+        st = ddl__tp_allreduce(c, buf, count);
         if (st != DDL_OK && ddl__comm_stalled(c) != DDL_OK)
             return c->status;
         if (st != DDL_OK) {
-            const char *e = c->tp->error ? c->tp->error(c->state) : "";
+            const char *e = ddl__tp_error(c);
             return ddl__comm_fail(c, st, "native allreduce #%u of %zu float32: %s", c->cur.seq, count,
-                                  e && e[0] ? e : ddl_strerror(st));
+                                  e[0] ? e : ddl_strerror(st));
         }
     } else if (ddl__comm_can_post(c, count * ddl__dtype_bytes(dtype))) {
         st = allreduce_posted(c, buf, count, dtype, sum_op);

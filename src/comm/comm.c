@@ -212,11 +212,11 @@ static int fail_transport(ddl_comm *c, int st, int to, int from)
     if (stalled(c, 1) != DDL_OK)
         return c->status;
     call_prefix(c, pre, sizeof pre);
-    const char *e = c->tp->error ? c->tp->error(c->state) : NULL;
-    if (e && e[0])
+    const char *e = ddl__tp_error(c);
+    if (e[0])
         return ddl__comm_fail(c, st, "%s: %s", pre, e);
     int peer = from >= 0 ? from : to;
-    const char *addr = c->tp->peer_address && peer >= 0 ? c->tp->peer_address(c->state, peer) : NULL;
+    const char *addr = ddl__tp_peer_address(c, peer);
     return ddl__comm_fail(c, st, "%s: %s with rank %d%s%s", pre, ddl_strerror(st), peer, addr ? " at " : "",
                           addr ? addr : "");
 }
@@ -233,7 +233,7 @@ static void notify_mismatch(ddl_comm *c, int peer, const hdr *expected)
     h.sender = c->rank;
     hdr_pack(b, &h);
     int t = c->timeout_ms < 100 ? c->timeout_ms : 100;
-    (void)c->tp->exchange(c->state, peer, b, NULL, 0, -1, NULL, NULL, 0, t);
+    (void)ddl__tp_exchange(c, peer, b, NULL, 0, -1, NULL, NULL, NULL, 0, t);
 }
 
 static int check_header(ddl_comm *c, int from, const unsigned char *raw, const hdr *want, int length_ok)
@@ -291,10 +291,8 @@ static int xchg(ddl_comm *c, int to, uint32_t send_step, const void *send_buf, s
         memcpy(c->last_sent + (size_t)to * DDL_HEADER_BYTES, sh, DDL_HEADER_BYTES);
     }
     memset(rh, 0, sizeof rh);
-    int st = view ? c->tp->exchange_view(c->state, to, to >= 0 ? sh : NULL, send_buf, send_bytes, from, rh, view,
-                                         recv_bytes, c->timeout_ms)
-                  : c->tp->exchange(c->state, to, to >= 0 ? sh : NULL, send_buf, send_bytes, from,
-                                    from >= 0 ? rh : NULL, recv_buf, recv_bytes, c->timeout_ms);
+    int st = ddl__tp_exchange(c, to, to >= 0 ? sh : NULL, send_buf, send_bytes, from, view || from >= 0 ? rh : NULL,
+                              recv_buf, view, recv_bytes, c->timeout_ms);
     if (from >= 0 && (st == DDL_OK || st == DDL_EMISMATCH)) {
         hdr want = hdr_of_call(&c->cur, from, recv_step);
         if (check_header(c, from, rh, &want, st == DDL_OK) != DDL_OK)
@@ -343,7 +341,7 @@ int ddl__comm_post(ddl_comm *c, const void *buf, size_t bytes, const void **view
     hdr_pack(sh, &h);
     memset(c->posted, 0, (size_t)c->world * DDL_HEADER_BYTES);
     views[c->rank] = buf;
-    int st = c->tp->allgather(c->state, sh, buf, bytes, c->posted, views, c->timeout_ms);
+    int st = ddl__tp_allgather(c, sh, buf, bytes, c->posted, views);
     if (st != DDL_OK && st != DDL_EMISMATCH)
         return fail_transport(c, st, -1, -1);
     for (int r = 0; r < c->world; r++) {
@@ -418,12 +416,12 @@ int ddl__default_transport(ddl_comm_config *cfg, const char *name, const char *w
 
 int ddl_comm_rank(const ddl_comm *c) { return c ? c->rank : 0; }
 int ddl_comm_size(const ddl_comm *c) { return c ? c->world : 1; }
-const char *ddl_comm_transport_name(const ddl_comm *c) { return c && c->tp ? c->tp->name : "none"; }
+const char *ddl_comm_transport_name(const ddl_comm *c) { return ddl__tp_name(c); }
 const char *ddl_comm_error(const ddl_comm *c) { return c ? c->err : "comm is NULL"; }
 void ddl_comm_set_native(ddl_comm *c, int on)
 {
     if (c)
-        c->native = on != 0;
+        ddl__tp_limits(c, on); /* native only where the transport has its own all-reduce */
 }
 
 /* ---- point to point ---- */

@@ -25,11 +25,7 @@ static int check_config(const ddl_comm_config *cfg, char *err, size_t n)
     if (cfg->overlap < 0 || cfg->overlap > 2 || cfg->bucket_kb < 0 || cfg->bucket_kb > (1 << 20))
         return ddl__errf(err, n, DDL_EINVAL, "overlap %d must be 0, 1 or 2 and bucket_kb %d in [0, 1048576]",
                          cfg->overlap, cfg->bucket_kb);
-    if (t && (t->version < 1 || t->version > DDL_TRANSPORT_VERSION || !t->state_bytes || !t->open || !t->close ||
-              !t->exchange))
-        return ddl__errf(err, n, DDL_ENOTSUP, "transport %s: version %d or missing members (need version %d)",
-                         t->name ? t->name : "?", t->version, DDL_TRANSPORT_VERSION);
-    return DDL_OK;
+    return ddl__tp_check(t, err, n);
 }
 
 /* layout: [comm | state | scratch | p2p_sent | p2p_recvd | last_sent | posted | hb peers | hb cards],
@@ -40,7 +36,7 @@ static size_t comm_layout(const ddl_comm_config *cfg, size_t *off_state, size_t 
     size_t n = ddl__align_up(sizeof(ddl_comm));
     *off_state = n;
     if (cfg->world_size > 1) {
-        n += ddl__align_up(cfg->transport->state_bytes(cfg));
+        n += ddl__align_up(ddl__tp_state_bytes(cfg->transport, cfg));
         *off_scratch = n;
         n += DDL__SCRATCH_BYTES;
     } else {
@@ -117,24 +113,18 @@ int ddl_comm_create(const ddl_comm_config *cfg_in, const ddl_allocator *alloc, d
     c->timeout_ms = cfg.timeout_ms;
     c->log = cfg.log;
     c->log_ud = cfg.log_ud;
-    c->native = cfg.native_allreduce && c->tp && c->tp->allreduce;
-    if (c->tp && c->tp->version >= 3 && c->tp->allgather) /* older transports end before these members */
-        c->post_max = c->tp->allgather_max;
-    if (c->tp && c->tp->version >= 4 && c->tp->exchange_view)
-        c->view_max = c->tp->view_max;
+    ddl__tp_limits(c, cfg.native_allreduce);
     c->compress = cfg.compress;
     c->overlap = cfg.overlap;
     c->bucket_bytes = (size_t)(cfg.bucket_kb ? cfg.bucket_kb : 25600) << 10;
     snprintf(c->job, sizeof c->job, "%s", cfg.job && cfg.job[0] ? cfg.job : "ddl");
     cfg.job = c->job;
-    if (c->tp) {
-        st = c->tp->open(c->state, &cfg);
-        c->opened = 1; /* close is safe after a failed open */
-    }
+    if (c->tp)
+        st = ddl__tp_open(c, &cfg);
     if (st != DDL_OK) {
-        const char *e = c->tp->error ? c->tp->error(c->state) : NULL;
-        ddl__errf(err, err_bytes, st, "%s open, rank %d of %d: %s", c->tp->name, c->rank, c->world,
-                  e && e[0] ? e : ddl_strerror(st));
+        const char *e = ddl__tp_error(c);
+        ddl__errf(err, err_bytes, st, "%s open, rank %d of %d: %s", ddl__tp_name(c), c->rank, c->world,
+                  e[0] ? e : ddl_strerror(st));
         ddl_comm_destroy(c);
         return st;
     }
@@ -154,8 +144,7 @@ void ddl_comm_destroy(ddl_comm *c)
     if (!c)
         return;
     ddl__hb_stop(&c->hb);
-    if (c->tp && c->opened)
-        c->tp->close(c->state);
+    ddl__tp_close(c);
     ddl_allocator a = c->alloc;
     ddl__free(a.alloc ? &a : NULL, c);
 }

@@ -288,8 +288,7 @@ int ddl__hb_begin(ddl_comm *c, const unsigned char *cards, char *err, size_t err
             ddl__hb_stop(hb);
             return ddl__errf(err, err_bytes, DDL_EPROTO, "rank %d: rank %d sent a bad heartbeat card", c->rank, j);
         }
-    hb->interrupt = c->tp->version >= 2 ? c->tp->interrupt : NULL;
-    hb->tp_state = c->state;
+    ddl__tp_interrupter(c, &hb->interrupt, &hb->tp_state);
     if (pthread_create(&hb->thread, NULL, hb_main, hb) != 0) {
         ddl__hb_stop(hb);
         return ddl__errf(err, err_bytes, DDL_EIO, "rank %d: cannot start the heartbeat thread", c->rank);

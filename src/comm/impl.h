@@ -152,6 +152,31 @@ size_t ddl__dtype_bytes(int dtype);
 
 /* ddl__default_transport: set cfg->transport from name (why: where it came from, for the
  * message), or with name NULL from where the ranks run (comm.c). */
+/* ---- the one door to the transport table (transport.c) ----
+ * ddl__tp_check: DDL_OK, or DDL_ENOTSUP for a table of an unknown version or without its
+ * required members (NULL t is fine). ddl__tp_state_bytes: its state for cfg (0 for NULL).
+ * ddl__tp_limits: c->native (want_native and a native all-reduce), c->post_max and c->view_max
+ * from the members the table's version has (at creation, and again by ddl_comm_set_native). ddl__tp_name: "none" without a transport.
+ * ddl__tp_open / _close: open (close is safe after a failed one) and close (once). ddl__tp_error:
+ * the transport's detail of its last failure ("" if none). ddl__tp_peer_address: rank peer's
+ * address, or NULL. ddl__tp_exchange: exchange, or with view non-NULL exchange_view (only when
+ * c->view_max > 0). ddl__tp_allgather (c->post_max > 0) and ddl__tp_allreduce (c->native),
+ * bounded by c->timeout_ms. ddl__tp_interrupter: the interrupt member (NULL before version 2)
+ * and the state to call it with, for the heartbeat thread. */
+int ddl__tp_check(const ddl_transport *t, char *err, size_t err_bytes);
+size_t ddl__tp_state_bytes(const ddl_transport *t, const ddl_comm_config *cfg);
+void ddl__tp_limits(ddl_comm *c, int want_native);
+const char *ddl__tp_name(const ddl_comm *c);
+int ddl__tp_open(ddl_comm *c, const ddl_comm_config *cfg);
+void ddl__tp_close(ddl_comm *c);
+const char *ddl__tp_error(const ddl_comm *c);
+const char *ddl__tp_peer_address(const ddl_comm *c, int peer);
+int ddl__tp_exchange(ddl_comm *c, int to, const void *send_hdr, const void *send_buf, size_t send_bytes, int from,
+                     void *recv_hdr, void *recv_buf, const void **view, size_t recv_bytes, int timeout_ms);
+int ddl__tp_allgather(ddl_comm *c, const void *hdr, const void *buf, size_t bytes, void *hdrs, const void **views);
+int ddl__tp_allreduce(ddl_comm *c, float *buf, size_t count);
+void ddl__tp_interrupter(const ddl_comm *c, void (**fn)(void *state, int culprit), void **state);
+
 int ddl__default_transport(ddl_comm_config *cfg, const char *name, const char *why, char *err, size_t err_bytes);
 
 /* ---- Slurm (slurm.c) ---- */
