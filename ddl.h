@@ -1069,20 +1069,25 @@ float *ddl_build_param(ddl_model_build *b, const char *name, int n_dims, const i
 float *ddl_build_scratch(ddl_model_build *b, size_t count);
 /* ddl_build_output: declare the logits shape per sample (classes, H, W); (C, 1, 1) for classifiers. */
 void ddl_build_output(ddl_model_build *b, int c, int h, int w);
-/* ddl_model_grads_ready: for model plugins, inside backward: every gradient from `from` (a
- * gradient view the build gave) to the end of the flat gradient buffer is final for this pass.
- * Plugins call it after each layer, last layers first, so the trainer can all-reduce those
- * gradients while the earlier layers compute (DDL_OVERLAP); a plugin that never calls it still
- * trains, with all gradients sent after backward. Outside a backward pass it does nothing. */
+/* ddl_backward_ready: for model plugins, inside backward (version 2): every gradient from
+ * `from` (a gradient view the build gave) to the end of the flat gradient buffer is final for
+ * this pass. Plugins call it after each layer, last layers first, so the trainer can all-reduce
+ * those gradients while the earlier layers compute (DDL_OVERLAP); a plugin that never calls it
+ * still trains, with all gradients sent after backward. pass is the one backward was given.
+ * ddl_model_grads_ready: the same for a version 1 plugin, which names the pass by its state. */
+typedef struct ddl_backward ddl_backward;
+void ddl_backward_ready(ddl_backward *pass, const float *from);
 void ddl_model_grads_ready(void *self, const float *from);
 /* ddl_build_fail: report a configuration the plugin cannot build; the create call then fails
  * with DDL_EINVAL and msg as its reason. */
 void ddl_build_fail(ddl_model_build *b, const char *msg);
 
-#define DDL_MODEL_VERSION 1
+/* 2: backward takes the pass it reports to (ddl_backward_ready). Version 1 plugins, with
+ * backward of four arguments and ddl_model_grads_ready, still build. */
+#define DDL_MODEL_VERSION 2
 
 struct ddl_model_plugin {
-    int version;       /* DDL_MODEL_VERSION */
+    int version;       /* DDL_MODEL_VERSION (1 still accepted) */
     const char *name;  /* "lenet" */
     size_t self_bytes; /* bytes of the plugin's own state (zeroed, DDL_ALIGN-aligned), at most 32768 */
     /* build: declare parameters, activations and output for cfg; DDL_OK or DDL_EINVAL. */
@@ -1090,8 +1095,10 @@ struct ddl_model_plugin {
     /* forward: logits (batch, C, H, W) of the normalised x (batch, in_c, in_h, in_w), batch <= cfg.batch;
      * keeps what backward needs in its scratch. */
     void (*forward)(void *self, const float *x, int batch, int training, ddl_rng *rng, float *logits);
-    /* backward: accumulate dL/dparams into the gradient views from dlogits (batch, C, H, W). */
-    void (*backward)(void *self, const float *x, int batch, const float *dlogits);
+    /* backward: accumulate dL/dparams into the gradient views from dlogits (batch, C, H, W),
+     * telling pass which gradients are final as it goes (ddl_backward_ready). Version 1:
+     * without pass (the member then has that type: cast it, or see DDL_MODEL_VERSION). */
+    void (*backward)(void *self, const float *x, int batch, const float *dlogits, ddl_backward *pass);
     /* describe: optional: the model as the text of a layer graph (ddl_graph_format) that builds
      * the same parameters, so checkpoints carry it and programs without the plugin compiled in
      * can serve and export it; writes at most bytes (NUL included), returns the whole length,

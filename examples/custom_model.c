@@ -82,10 +82,11 @@ static void mlp_forward(void *self, const float *x, int batch, int training, ddl
     ddl_dense_forward(batch, m->hidden, m->out, m->h, m->w2, m->b2, logits); /* (batch, K) */
 }
 
-static void mlp_backward(void *self, const float *x, int batch, const float *dlogits)
+static void mlp_backward(void *self, const float *x, int batch, const float *dlogits, ddl_backward *pass)
 {
     mlp *m = (mlp *)self;
     ddl_dense_backward(batch, m->hidden, m->out, m->h, m->w2, dlogits, m->dh, m->gw2, m->gb2);
+    ddl_backward_ready(pass, m->gw2); /* fc2's gradients (and all after them) are final: ddl may send them now */
     ddl_relu_backward((size_t)batch * (size_t)m->hidden, m->h, m->dh, m->dh);
     ddl_dense_backward(batch, m->in, m->hidden, x, m->w1, m->dh, NULL, m->gw1, m->gb1); /* no dx: first layer */
 }

@@ -110,27 +110,27 @@ static void lenet_forward(void *self, const float *x, int B, int training, ddl_r
 
 /* ---- backward ---- */
 
-static void lenet_backward(void *self, const float *x, int B, const float *dlogits)
+static void lenet_backward(void *self, const float *x, int B, const float *dlogits, ddl_backward *pass)
 {
     lenet *n = (lenet *)self;
     ddl_conv2d g1 = n->g1, g2 = n->g2;
     g1.batch = g2.batch = B;
     ddl_dense_backward(B, 84, n->n_classes, n->f2, n->wf3, dlogits, n->df2, n->gwf3, n->gbf3);
-    ddl_model_grads_ready(self, n->gwf3); /* the trainer may send these while the rest computes */
+    ddl_backward_ready(pass, n->gwf3); /* the trainer may send these while the rest computes */
     if (n->drop > 0.0f)
         ddl_dropout_backward((size_t)B * 84, n->drop, n->m2, n->df2, n->df2);
     ddl_relu_backward((size_t)B * 84, n->f2, n->df2, n->df2);
     ddl_dense_backward(B, 120, 84, n->f1, n->wf2, n->df2, n->df1, n->gwf2, n->gbf2);
-    ddl_model_grads_ready(self, n->gwf2);
+    ddl_backward_ready(pass, n->gwf2);
     if (n->drop > 0.0f)
         ddl_dropout_backward((size_t)B * 120, n->drop, n->m1, n->df1, n->df1);
     ddl_relu_backward((size_t)B * 120, n->f1, n->df1, n->df1);
     ddl_dense_backward(B, 400, 120, n->p2, n->wf1, n->df1, n->dp2, n->gwf1, n->gbf1);
-    ddl_model_grads_ready(self, n->gwf1);
+    ddl_backward_ready(pass, n->gwf1);
     ddl_relu_backward((size_t)B * 400, n->p2, n->dp2, n->dp2);
     ddl_maxpool_backward(B, 16, 10, 10, 2, 2, n->dp2, n->a2, n->dc2);
     ddl_conv2d_backward(&g2, n->p1, n->w2, n->dc2, n->dp1, n->gw2, n->gb2, n->ws);
-    ddl_model_grads_ready(self, n->gw2);
+    ddl_backward_ready(pass, n->gw2);
     ddl_relu_backward((size_t)B * 6 * 196, n->p1, n->dp1, n->dp1);
     ddl_maxpool_backward(B, 6, 28, 28, 2, 2, n->dp1, n->a1, n->dc1);
     ddl_conv2d_backward(&g1, x, n->w1, n->dc1, NULL, n->gw1, n->gb1, n->ws);

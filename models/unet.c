@@ -260,8 +260,9 @@ static void block_backward(block *k, const float *x, int B, float *p, float *q, 
     ddl_conv2d_backward(&g1, x, k->w1, q, want_dx ? p : NULL, k->gw1, NULL, ws);
 }
 
-static void unet_backward(void *self, const float *x, int B, const float *dlogits)
+static void unet_backward(void *self, const float *x, int B, const float *dlogits, ddl_backward *pass)
 {
+    (void)pass; /* U-Net's gradients are one bucket by default: nothing to report before the end */
     unet *n = (unet *)self;
     float *p = n->dp, *q = n->dq;
     ddl_conv2d gh = n->gh;

@@ -295,8 +295,9 @@ static void tiny_forward(void *self, const float *x, int batch, int training, dd
     ddl_dense_forward(batch, 784, t->k, x, t->w, logits, logits); /* bias: the zeroed logits */
 }
 
-static void tiny_backward(void *self, const float *x, int batch, const float *dlogits)
+static void tiny_backward(void *self, const float *x, int batch, const float *dlogits, ddl_backward *pass)
 {
+    (void)pass; /* one layer: nothing to report before the end */
     tiny *t = (tiny *)self;
     float db[16];
     ddl_dense_backward(batch, 784, t->k, x, t->w, dlogits, NULL, t->gw, db);

@@ -234,8 +234,9 @@ static void tiny_forward(void *self, const float *x, int batch, int training, dd
     (void)self, (void)training, (void)rng;
     ddl_dense_forward(batch, 784, 10, x, tw, tb, logits);
 }
-static void tiny_backward(void *self, const float *x, int batch, const float *dlogits)
+static void tiny_backward(void *self, const float *x, int batch, const float *dlogits, ddl_backward *pass)
 {
+    (void)pass; /* one layer: nothing to report before the end */
     (void)self, (void)x, (void)batch, (void)dlogits;
 }
 static const ddl_model_plugin tiny = {.version = DDL_MODEL_VERSION, .name = "tiny", .build = tiny_build,

@@ -4,6 +4,7 @@
 #include "ddl.h"
 #include "check.h"
 #include "count_alloc.h"
+#include "core/impl.h" /* on_ready: what a trainer listens with */
 
 #include <stdint.h>
 #include <stdio.h>
@@ -319,8 +320,88 @@ static void test_bad_config(void)
     CHECK(ddl_model_find("nope") == NULL);
 }
 
+/* ---- backward reports final gradients: version 2 through the pass, version 1 by its state ---- */
+
+static size_t ready_at[8];
+static int n_ready;
+static void on_ready(void *ud, size_t from)
+{
+    (void)ud;
+    if (n_ready < 8)
+        ready_at[n_ready] = from;
+    n_ready++;
+}
+
+typedef struct two {
+    float *w1, *w2, *g1, *g2;
+} two;
+
+static int two_build(void *self, const ddl_model_config *cfg, ddl_model_build *b)
+{
+    two *t = self;
+    int s1[2] = {4, cfg->in_c * cfg->in_h * cfg->in_w}, s2[2] = {cfg->n_classes, 4};
+    t->w1 = ddl_build_param(b, "fc1.weight", 2, s1, DDL_INIT_GLOROT, s1[1], 4, &t->g1);
+    t->w2 = ddl_build_param(b, "fc2.weight", 2, s2, DDL_INIT_GLOROT, 4, s2[0], &t->g2);
+    ddl_build_output(b, cfg->n_classes, 1, 1);
+    return DDL_OK;
+}
+
+static void two_forward(void *self, const float *x, int batch, int training, ddl_rng *rng, float *logits)
+{
+    (void)self, (void)x, (void)training, (void)rng;
+    memset(logits, 0, (size_t)batch * 2 * sizeof *logits);
+}
+
+/* written for version 1: four arguments, ddl_model_grads_ready with its own state */
+static void two_backward_v1(void *self, const float *x, int batch, const float *dlogits)
+{
+    two *t = self;
+    (void)x, (void)batch, (void)dlogits;
+    ddl_model_grads_ready(self, t->g2);
+    ddl_model_grads_ready(self, t->g1);
+}
+
+static void test_ready(void)
+{
+    char err[DDL_ERR_BYTES];
+    ddl_model_config mc = {.batch = 4, .in_c = 1, .in_h = 28, .in_w = 28, .n_classes = 10};
+    ddl_model *m = NULL;
+    static float x[4 * 784], dl[4 * 10];
+    /* lenet (version 2): four reports, later layers first, each further back in the buffer */
+    CHECK(ddl_model_create(ddl_model_lenet(), &mc, NULL, &m, err, sizeof err) == DDL_OK);
+    m->on_ready = on_ready;
+    n_ready = 0;
+    ddl_model_forward(m, x, 4, 1, NULL);
+    ddl_model_backward(m, x, 4, dl);
+    CHECK(n_ready == 4 && ready_at[0] > ready_at[1] && ready_at[1] > ready_at[2] && ready_at[2] > ready_at[3] &&
+          ready_at[0] < ddl_model_n_params(m));
+    ddl_model_destroy(m);
+
+    /* a version 1 plugin still builds, and its reports reach the listener */
+    ddl_model_plugin v1 = {.version = 1, .name = "two", .self_bytes = sizeof(two), .build = two_build,
+                           .forward = two_forward};
+    v1.backward = (void (*)(void *, const float *, int, const float *, ddl_backward *))(void (*)(void))two_backward_v1;
+    mc.n_classes = 2;
+    CHECK(ddl_model_create(&v1, &mc, NULL, &m, err, sizeof err) == DDL_OK);
+    if (m) {
+        m->on_ready = on_ready;
+        n_ready = 0;
+        ddl_model_backward(m, x, 4, dl);
+        CHECK(n_ready == 2 && ready_at[0] == 4 * 784 && ready_at[1] == 0);
+        /* outside a backward pass a report does nothing */
+        ddl_model_grads_ready(m->self, ddl_model_grads(m));
+        ddl_backward_ready(NULL, ddl_model_grads(m));
+        CHECK(n_ready == 2);
+        ddl_model_destroy(m);
+    }
+    /* a version this ddl does not know is refused, naming the versions it takes */
+    v1.version = DDL_MODEL_VERSION + 1;
+    CHECK(ddl_model_create(&v1, &mc, NULL, &m, err, sizeof err) == DDL_EINVAL && strstr(err, "takes 1 to 2"));
+}
+
 int main(void)
 {
+    test_ready();
     test_lenet_gradients();
     test_training();
     test_alignment();

@@ -211,10 +211,13 @@ struct ddl_model {
     float norm_mean[DDL_MAX_NORM_CHANNELS], norm_std[DDL_MAX_NORM_CHANNELS];
     const ddl_allocator *alloc;  /* set by ddl_model_create, NULL after ddl_model_init */
     int owned;                   /* 1: ddl_model_destroy frees the memory */
-    /* ddl_model_grads_ready calls this during backward (set by a trainer; NULL: nobody listens):
+    /* ddl_backward_ready calls this during backward (set by a trainer; NULL: nobody listens):
      * the gradients from element `from` to the end are final. */
     void (*on_ready)(void *ud, size_t from);
     void *on_ready_ud;
+    struct ddl_backward {        /* the pass backward reports to: this model, while it runs */
+        struct ddl_model *m;     /* NULL outside a backward pass */
+    } pass;
 };
 
 /* ddl__norm_affine: the scale and shift that normalise channel c's bytes: x = p * scale + shift

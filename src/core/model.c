@@ -87,9 +87,9 @@ static int config_error(const ddl_model_plugin *p, const ddl_model_config *cfg, 
     if (!p || !cfg)
         return ddl__errf(err, err_bytes, DDL_EINVAL, "model: no plugin or no configuration given");
     const char *name = p->name ? p->name : "model plugin";
-    if (p->version != DDL_MODEL_VERSION)
-        return ddl__errf(err, err_bytes, DDL_EINVAL, "%s: plugin version %d, this ddl needs %d", name, p->version,
-                         DDL_MODEL_VERSION);
+    if (p->version < 1 || p->version > DDL_MODEL_VERSION)
+        return ddl__errf(err, err_bytes, DDL_EINVAL, "%s: plugin version %d, this ddl takes 1 to %d", name,
+                         p->version, DDL_MODEL_VERSION);
     if (!p->build || !p->forward || !p->backward)
         return ddl__errf(err, err_bytes, DDL_EINVAL, "%s: plugin lacks build, forward or backward", name);
     if (cfg->batch < 1 || cfg->in_c < 1 || cfg->in_h < 1 || cfg->in_w < 1)
@@ -320,24 +320,35 @@ const float *ddl_model_forward(ddl_model *m, const float *x, int batch, int trai
     return m->logits;
 }
 
-/* the model whose backward runs on this thread, so that ddl_model_grads_ready (which plugins call
- * with their own state) finds it; set only for the length of the call */
-static _Thread_local ddl_model *in_backward;
+/* A version 1 plugin's backward: without the pass (it calls ddl_model_grads_ready instead). */
+typedef void (*backward_v1)(void *self, const float *x, int batch, const float *dlogits);
 
 void ddl_model_backward(ddl_model *m, const float *x, int batch, const float *dlogits)
 {
-    if (batch >= 1 && batch <= m->cfg.batch) {
-        in_backward = m;
-        m->plugin->backward(m->self, x, batch, dlogits);
-        in_backward = NULL;
-    }
+    if (batch < 1 || batch > m->cfg.batch)
+        return;
+    m->pass.m = m;
+    if (m->plugin->version == 1) /* called through the type it was written with */
+        ((backward_v1)(void (*)(void))m->plugin->backward)(m->self, x, batch, dlogits);
+    else
+        m->plugin->backward(m->self, x, batch, dlogits, &m->pass);
+    m->pass.m = NULL;
+}
+
+void ddl_backward_ready(ddl_backward *pass, const float *from)
+{
+    ddl_model *m = pass ? pass->m : NULL;
+    if (m && m->on_ready && from >= m->grads && from < m->grads + m->n_params)
+        m->on_ready(m->on_ready_ud, (size_t)(from - m->grads));
 }
 
 void ddl_model_grads_ready(void *self, const float *from)
 {
-    ddl_model *m = in_backward;
-    if (m && m->self == self && m->on_ready && from >= m->grads && from < m->grads + m->n_params)
-        m->on_ready(m->on_ready_ud, (size_t)(from - m->grads));
+    /* the plugin's state sits at a fixed place after the model (layout() in this file): the
+     * model is found from it, and is the one whose self this is */
+    ddl_model *m = self ? (ddl_model *)(void *)((unsigned char *)self - ddl__align_up(sizeof(ddl_model))) : NULL;
+    if (m && m->self == self)
+        ddl_backward_ready(&m->pass, from);
 }
 
 static void zero_range(void *ctx, size_t lo, size_t hi) { memset((float *)ctx + lo, 0, (hi - lo) * sizeof(float)); }

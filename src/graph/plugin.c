@@ -462,7 +462,7 @@ static void layer_backward(gmodel *m, int i, int B)
         settle(m, ia, dx, ca);
 }
 
-static void graph_backward(void *self, const float *x, int B, const float *dlogits)
+static void graph_backward(void *self, const float *x, int B, const float *dlogits, ddl_backward *pass)
 {
     gmodel *m = self;
     m->r[0].y = (float *)(uintptr_t)x;
@@ -477,7 +477,7 @@ static void graph_backward(void *self, const float *x, int B, const float *dlogi
     for (int i = m->g.n - 1; i >= 1; i--) {
         layer_backward(m, i, B);
         if (m->r[i].gw) /* this layer's gradients, and every later one's, are final */
-            ddl_model_grads_ready(self, m->r[i].gw);
+            ddl_backward_ready(pass, m->r[i].gw);
     }
 }
 

@@ -39,8 +39,9 @@ static void small_forward(void *self, const float *x, int batch, int training, d
     ddl_dense_forward(batch, 16, 4, x, s->w, s->b, logits);
 }
 
-static void small_backward(void *self, const float *x, int batch, const float *dlogits)
+static void small_backward(void *self, const float *x, int batch, const float *dlogits, ddl_backward *pass)
 {
+    (void)pass; /* one layer: nothing to report before the end */
     small *s = (small *)self;
     ddl_dense_backward(batch, 16, 4, x, s->w, dlogits, NULL, s->gw, s->gb);
 }
