@@ -1,8 +1,11 @@
 /* test_shm.c - the shm transport against a hostile or careless host: a segment of another user
  * or of mode 0644 under the job's name is refused, not attached; ring indices and lengths
- * corrupted in a running job's segment give a clear error, never a crash; and two jobs started
- * by hand without DDL_JOB at the same time never exchange bytes. Runs as root or not (the
- * "another owner" case needs root to chown). */
+ * corrupted in a running job's segment give a clear error, never a crash; two jobs started
+ * by hand without DDL_JOB at the same time never exchange bytes; and another user (nobody) who
+ * takes the names of a job without DDL_JOB first (a file, a link) neither stops it nor has a
+ * byte of theirs used or removed, unless they take all eight, when both ranks refuse at once
+ * naming them and the owner. Runs as root or not (the cases of another user need root: chown,
+ * and setuid to act as nobody). */
 #include "check.h"
 #include "ranks.h"
 
@@ -12,6 +15,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <grp.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 
@@ -117,26 +121,31 @@ static void rank_foreign_attach(int rank, int world, void *arg)
     }
 }
 
-/* a segment pre-created 0644 by someone else under the job's name: rank 0 neither removes nor
- * uses it, rank 1 does not wait for it to fill in. */
-static void rank_precreated(int rank, int world, void *arg)
+/* what another hand put under the job's name before it started: a segment of this user but mode
+ * 0644, or a link that nobody planted. Rank 0 neither uses nor removes it, rank 1 does not wait
+ * for it to fill in: both refuse at once, saying what is wrong with it. */
+typedef struct not_ours {
+    const char *says; /* what the refusal names: "mode 0644", "uid 65534" */
+    int link;
+} not_ours;
+
+static void rank_not_ours(int rank, int world, void *arg)
 {
-    (void)arg;
-    char err[DDL_ERR_BYTES], name[128];
+    const not_ours *o = arg;
+    char err[DDL_ERR_BYTES], name[128], path[160];
     snprintf(name, sizeof name, "/ddl-%s", ranks_job);
     raw t;
     int64_t t0 = (int64_t)(ranks_now() * 1000);
     int st = raw_open(&t, rank, world, 3000, err, sizeof err);
     CHECK(st == DDL_EAUTH);
-    CHECK(strstr(err, name) && strstr(err, "mode 0644"));
+    CHECK(strstr(err, name) && strstr(err, o->says));
     CHECK((int64_t)(ranks_now() * 1000) - t0 < 1500); /* at once, not after the timeout */
     if (check_failed)
-        fprintf(stderr, "pre-created segment, rank %d: %s: %s\n", rank, ddl_strerror(st), err);
+        fprintf(stderr, "%s under the job's name, rank %d: %s: %s\n", o->says, rank, ddl_strerror(st), err);
     raw_close(&t);
     struct stat sb;
-    char path[160];
     snprintf(path, sizeof path, "/dev/shm%s", name);
-    CHECK(stat(path, &sb) == 0 && (sb.st_mode & 0777) == 0644); /* still there, untouched */
+    CHECK(lstat(path, &sb) == 0 && (o->link ? S_ISLNK(sb.st_mode) : (sb.st_mode & 0777) == 0644)); /* untouched */
 }
 
 /* ---- 1b: corrupt ring indices in a running job ---- */
@@ -329,6 +338,108 @@ static void test_by_hand(void)
     CHECK(access(path, F_OK) != 0); /* the last job removed its name */
 }
 
+/* ---- 3: another user takes the names of a job without DDL_JOB ---- */
+
+#define NOBODY 65534
+#define JOBLESS_NAMES 8 /* shm.c: /ddl-u<uid>, then /ddl-u<uid>-1 to -7 */
+
+static void jobless_path(char *out, size_t n, int i)
+{
+    if (i == 0)
+        snprintf(out, n, "/dev/shm/ddl-u%u", (unsigned)geteuid());
+    else
+        snprintf(out, n, "/dev/shm/ddl-u%u-%d", (unsigned)geteuid(), i);
+}
+
+/* squat: as nobody (a child that drops root), take the jobless names first..last: a file of mode
+ * 0644 holding "squatted" (even numbers) or a link to victim (odd ones). 0 if all were taken. */
+static int squat(int first, int last, const char *victim)
+{
+    char path[JOBLESS_NAMES][128];
+    for (int i = first; i <= last; i++)
+        jobless_path(path[i], sizeof path[i], i); /* our uid's names, before the child drops it */
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (setgroups(0, NULL) != 0 || setgid(NOBODY) != 0 || setuid(NOBODY) != 0)
+            _exit(2);
+        for (int i = first; i <= last; i++) {
+            int fd = i % 2 ? -1 : open(path[i], O_RDWR | O_CREAT | O_EXCL, 0644);
+            if (i % 2 ? symlink(victim, path[i]) != 0 : fd < 0 || write(fd, "squatted", 8) != 8)
+                _exit(3);
+            if (fd >= 0)
+                close(fd);
+        }
+        _exit(0);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* a_job: both ranks of a job without DDL_JOB, by hand; 1 if both exited 0 (else the messages). */
+static int a_job(proc p[2], int label)
+{
+    for (int r = 0; r < 2; r++)
+        start_by_hand(&p[r], label, r);
+    int good = 1;
+    for (int r = 0; r < 2; r++) {
+        finish_by_hand(&p[r]);
+        good &= WIFEXITED(p[r].status) && WEXITSTATUS(p[r].status) == 0;
+    }
+    return good;
+}
+
+static void test_squatted(void)
+{
+    if (geteuid() != 0) {
+        printf("skipped: another user's shared memory names (needs root to act as nobody)\n");
+        return;
+    }
+    char victim[64], path[128], buf[16] = "";
+    snprintf(victim, sizeof victim, "/tmp/ddl-test-victim-%d", (int)getpid());
+    int fd = open(victim, O_RDWR | O_CREAT | O_EXCL, 0644);
+    CHECK(fd >= 0 && write(fd, "precious", 8) == 8);
+    if (fd >= 0)
+        close(fd);
+    /* the first two names taken: the job runs under the third, and removes only that one */
+    CHECK(squat(0, 1, victim) == 0);
+    proc p[2];
+    int ran = a_job(p, 2);
+    CHECK(ran);
+    if (!ran)
+        fprintf(stderr, "squatted names: rank 0: %s; rank 1: %s\n", p[0].msg, p[1].msg);
+    struct stat sb;
+    jobless_path(path, sizeof path, 0);
+    CHECK(lstat(path, &sb) == 0 && sb.st_uid == NOBODY && S_ISREG(sb.st_mode) && (sb.st_mode & 0777) == 0644 &&
+          sb.st_size == 8);
+    jobless_path(path, sizeof path, 1);
+    CHECK(lstat(path, &sb) == 0 && sb.st_uid == NOBODY && S_ISLNK(sb.st_mode));
+    jobless_path(path, sizeof path, 2);
+    CHECK(access(path, F_OK) != 0);
+    fd = open(victim, O_RDONLY);
+    CHECK(fd >= 0 && read(fd, buf, sizeof buf - 1) == 8 && strcmp(buf, "precious") == 0);
+    if (fd >= 0)
+        close(fd);
+    /* all eight taken: both ranks refuse at once, naming the names and their owner */
+    CHECK(squat(2, JOBLESS_NAMES - 1, victim) == 0);
+    double t0 = ranks_now();
+    CHECK(!a_job(p, 3));
+    CHECK(ranks_now() - t0 < 0.9); /* the timeout is 1 s */
+    jobless_path(path, sizeof path, 0);
+    for (int r = 0; r < 2; r++) {
+        CHECK(WIFEXITED(p[r].status) && WEXITSTATUS(p[r].status) == 1);
+        CHECK(strstr(p[r].msg, path + 8) && strstr(p[r].msg, "uid 65534") && strstr(p[r].msg, "DDL_JOB"));
+        printf("all names taken, rank %d: %s\n", r, p[r].msg);
+    }
+    for (int i = 0; i < JOBLESS_NAMES; i++) {
+        jobless_path(path, sizeof path, i);
+        CHECK(lstat(path, &sb) == 0 && sb.st_uid == NOBODY); /* none removed */
+        unlink(path);
+    }
+    unlink(victim);
+}
+
 int main(void)
 {
     if (!ddl_transport_shm()) {
@@ -347,10 +458,22 @@ int main(void)
     CHECK(fd >= 0 && fchmod(fd, 0644) == 0 && ftruncate(fd, 8 << 20) == 0);
     if (fd >= 0)
         close(fd);
-    run_ranks("shm", 2, rank_precreated, NULL, 20, -1);
+    run_ranks("shm", 2, rank_not_ours, &(not_ours){"mode 0644", 0}, 20, -1);
     unlink(path);
+    if (geteuid() == 0) { /* a link nobody planted under the name of the next run */
+        snprintf(path, sizeof path, "/dev/shm/ddl-test-%d-%d", (int)getpid(), ranks_run_counter + 1);
+        pid_t pid = fork();
+        if (pid == 0)
+            _exit(setgroups(0, NULL) || setgid(NOBODY) || setuid(NOBODY) || symlink("/etc/hostname", path) ? 1 : 0);
+        int status = 0;
+        waitpid(pid, &status, 0);
+        CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+        run_ranks("shm", 2, rank_not_ours, &(not_ours){"uid 65534", 1}, 20, -1);
+        unlink(path);
+    }
     for (int how = BAD_TAIL; how <= BAD_LENGTH; how++)
         run_ranks("shm", 2, rank_corrupt, &how, 20, -1);
     test_by_hand();
+    test_squatted();
     return TEST_END();
 }

@@ -1,15 +1,17 @@
 /* shm.c - the shared-memory transport: the ranks of one host exchange messages through one
- * POSIX shared-memory segment "/ddl-<job>" ("/ddl-u<uid>" without a job id), with one
+ * POSIX shared-memory segment "/ddl-<job>" (without a job id "/ddl-u<uid>", or the first of
+ * "/ddl-u<uid>-1" to "-7" that another user has not taken: seg_name), with one
  * single-producer single-consumer byte ring per ordered pair of ranks, offer a native
  * float32 sum all-reduce in the segment, and a latency path for small collectives (allgather:
  * each rank writes its part once into its own slot and raises a flag; the others copy it out).
- * It owns the segment's lifetime (rank 0 creates it 0600 with O_EXCL and unlinks it as soon as
- * every rank has attached, so a crash leaves nothing behind; without a job id it keeps the name
- * until it closes, so that a second job started alongside finds it and fails instead of meeting
- * this one), waiting (spin, yield, then futex sleep), timeouts and the detection of dead peers. The
- * segment is trusted no further than its owner and mode: a rank attaches only to a segment of
- * its own user with no group or other access, and every index read from it is bounds-checked
- * before use. It must not look inside the 32-byte ddl header, allocate, or start threads. */
+ * It owns the segment's lifetime (rank 0 creates it 0600 with O_EXCL and O_NOFOLLOW and unlinks
+ * it as soon as every rank has attached, so a crash leaves nothing behind; without a job id it
+ * keeps the name until it closes, so that a second job started alongside finds it and fails
+ * instead of meeting this one), waiting (spin, yield, then futex sleep), timeouts and the
+ * detection of dead peers. The segment is trusted no further than its owner and mode: a rank
+ * uses only a segment of its own user with no group or other access (fstat of what it opened),
+ * never opens a link, and bounds-checks every index read from it before use. It must not look
+ * inside the 32-byte ddl header, allocate, or start threads. */
 #include "core/impl.h"
 
 #include <errno.h>
@@ -38,9 +40,11 @@
 #define PREFIX 40                        /* frame: u64 payload length + 32-byte header */
 #define LINE 64
 #define SETTLE_MS 200           /* without a job id: how long a full segment must stay quiet before open returns */
+#define JOBLESS_NAMES 8         /* without a job id: names tried in turn while other users hold the first ones */
 #define CONFLICT_WINDOW_MS 2000 /* a second job seen this soon after the segment filled: fail both */
 
 enum { RANK_EMPTY = 0, RANK_ATTACHED = 1, RANK_LEFT = 2 };
+enum { TAKEN = 2 }; /* create_segment, try_attach: another user holds the name: try the next (seg_name) */
 
 /* ---- segment layout ----
  * [seg_hdr (4 KiB)] [rank_slot x world] [ring x world*world] [native: (world + 1) x NATIVE_FLOATS]
@@ -97,6 +101,7 @@ typedef struct shm_state {
     uint64_t *pos; /* [2 * world] after this struct: head of ring (rank, to), then tail of ring (from, rank);
                     * this rank's own index is kept here, never read back from the segment */
     char name[160];
+    int squatter;         /* 1 + the uid of the last other user found holding one of our names */
     char err[DDL_ERR_BYTES];
     _Atomic int stalled; /* 1 + the rank the comm's heartbeat found silent (interrupt) */
 } shm_state;
@@ -595,15 +600,20 @@ static int shm_allgather(void *state, const void *hdr, const void *buf, size_t b
 
 /* ---- open and close ---- */
 
-static void seg_name(shm_state *s, const char *job)
+/* seg_name: name number i of the job's segment. Without a job id the names are per user, so
+ * two users' jobs never meet under one. /dev/shm is writable by all, so another user can create
+ * our name first, and we cannot remove theirs: a name that is another user's (or a link planted
+ * there) is never used, and every rank of the job goes on to the next one ("/ddl-u<uid>-1", ...,
+ * JOBLESS_NAMES in all): all of them agree on the first name that is not another user's. Who
+ * takes them all makes the job refuse, naming them and the owner (all_taken). A job id (DDL_JOB,
+ * which ddlrun sets to a fresh random one) gives a name nobody knows in advance; if another user
+ * holds it anyway, the job refuses at once, naming the owner. */
+static void seg_name(shm_state *s, const char *job, int i)
 {
-    /* without a job id, per user: two users' jobs do not meet under one name. Another user can
-     * still create this name first (/dev/shm is writable by all), and then cannot be removed by
-     * us: check_owner refuses that segment before a byte of it is read, so our rank 0 fails at
-     * once naming it and its owner, instead of attaching. A job id (DDL_JOB, which ddlrun sets
-     * to a fresh random one) gives a name nobody can know in advance. */
-    if (s->jobless)
+    if (s->jobless && i == 0)
         snprintf(s->name, sizeof s->name, "/ddl-u%u", (unsigned)geteuid());
+    else if (s->jobless)
+        snprintf(s->name, sizeof s->name, "/ddl-u%u-%d", (unsigned)geteuid(), i);
     else
         snprintf(s->name, sizeof s->name, "/ddl-%s", job);
     for (char *p = s->name + 1; *p; p++)
@@ -611,13 +621,50 @@ static void seg_name(shm_state *s, const char *job)
             *p = '_';
 }
 
-/* check_owner: DDL_EAUTH unless fd is a segment of this user that nobody else may open; *size
- * gets its size. Another user's segment under our name is never attached, whatever it holds. */
+/* taken: another user (uid) holds s->name: TAKEN without a job id (seg_name), else DDL_EAUTH. */
+static int taken(shm_state *s, unsigned uid, unsigned mode)
+{
+    s->squatter = (int)uid + 1;
+    if (s->jobless)
+        return TAKEN;
+    return fail(s, DDL_EAUTH, "shared memory %s belongs to uid %u (mode %04o), not to this user (uid %u): rank %d "
+                "neither uses nor removes it (give the job another DDL_JOB)", s->name, uid, mode & 07777,
+                (unsigned)geteuid(), s->rank);
+}
+
+/* unopened: shm_open of s->name failed with errno e (not ENOENT): taken() if another user holds
+ * the name or it is a link (O_NOFOLLOW), else DDL_EIO. */
+static int unopened(shm_state *s, int e)
+{
+    char path[200];
+    struct stat sb;
+    snprintf(path, sizeof path, "/dev/shm%s", s->name); /* where glibc keeps POSIX shared memory */
+    if (lstat(path, &sb) == 0 && (sb.st_uid != geteuid() || !S_ISREG(sb.st_mode)))
+        return taken(s, (unsigned)sb.st_uid, (unsigned)sb.st_mode);
+    return fail(s, DDL_EIO, "cannot open shared memory %s: %s", s->name, strerror(e));
+}
+
+/* all_taken: without a job id, other users hold every name we may take. */
+static int all_taken(shm_state *s)
+{
+    char first[160];
+    seg_name(s, "", 0);
+    snprintf(first, sizeof first, "%s", s->name);
+    return fail(s, DDL_EAUTH, "shared memory %s and the next %d names (%s-1 to %s-%d) belong to other users (uid %d "
+                "among them): rank %d uses none of them; set DDL_JOB (ddlrun sets a fresh random one)", first,
+                JOBLESS_NAMES - 1, first, first, JOBLESS_NAMES - 1, s->squatter - 1, s->rank);
+}
+
+/* check_owner: DDL_EAUTH unless fd is a segment of this user that nobody else may open (TAKEN
+ * without a job id if another user's: seg_name); *size gets its size. Another user's segment
+ * under our name is never attached, whatever it holds. */
 static int check_owner(shm_state *s, int fd, size_t *size)
 {
     struct stat sb;
     if (fstat(fd, &sb) != 0)
         return fail(s, DDL_EIO, "fstat of shared memory %s: %s", s->name, strerror(errno));
+    if (sb.st_uid != geteuid() && s->jobless)
+        return taken(s, (unsigned)sb.st_uid, (unsigned)sb.st_mode);
     if (sb.st_uid != geteuid() || (sb.st_mode & 077) != 0 || !S_ISREG(sb.st_mode))
         return fail(s, DDL_EAUTH, "shared memory %s belongs to uid %u with mode %04o; rank %d (uid %u) attaches only to "
                     "its own user's segments of mode 0600: refusing it (remove /dev/shm%s if it is not another "
@@ -685,12 +732,13 @@ static int seg_live(const unsigned char *m, size_t size, int *pid)
 }
 
 /* existing_segment: O_EXCL found our name taken. DDL_OK if it was a dead job's segment, now
- * removed; otherwise why rank 0 cannot create (another user's segment, a live job). */
+ * removed; TAKEN if another user's without a job id (seg_name); otherwise why rank 0 cannot
+ * create (another user's segment, a live job). */
 static int existing_segment(shm_state *s, int timeout_ms)
 {
-    int fd = shm_open(s->name, O_RDWR, 0);
+    int fd = shm_open(s->name, O_RDWR | O_NOFOLLOW, 0);
     if (fd < 0)
-        return errno == ENOENT ? DDL_OK : fail(s, DDL_EIO, "cannot open shared memory %s: %s", s->name, strerror(errno));
+        return errno == ENOENT ? DDL_OK : unopened(s, errno);
     size_t size = 0;
     int st = check_owner(s, fd, &size), live = -1, pid = 0;
     int64_t start = ddl__now_ms(), grace = timeout_ms < 2000 ? timeout_ms : 2000;
@@ -731,14 +779,14 @@ static int existing_segment(shm_state *s, int timeout_ms)
 static int create_segment(shm_state *s, const ddl_comm_config *cfg)
 {
     size_t total = total_bytes(s->world, s->ring_bytes);
-    s->fd = shm_open(s->name, O_RDWR | O_CREAT | O_EXCL, 0600);
-    if (s->fd < 0 && errno == EEXIST) { /* a dead job's leftover, or a live job: existing_segment says */
+    s->fd = shm_open(s->name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, 0600);
+    if (s->fd < 0 && errno == EEXIST) { /* a dead job's leftover, a live job, another user's: existing_segment says */
         int st = existing_segment(s, cfg->timeout_ms);
         if (st != DDL_OK)
             return st;
         ddl__log(cfg->log, cfg->log_ud, DDL_LOG_WARN, "shm: removed the stale segment %s of a job that is gone",
                  s->name);
-        s->fd = shm_open(s->name, O_RDWR | O_CREAT | O_EXCL, 0600);
+        s->fd = shm_open(s->name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, 0600);
     }
     if (s->fd < 0)
         return fail(s, errno == EEXIST ? DDL_EAUTH : DDL_EIO, "cannot create shared memory %s: %s", s->name,
@@ -765,16 +813,17 @@ static int create_segment(shm_state *s, const ddl_comm_config *cfg)
     return DDL_OK;
 }
 
-/* try_attach: 1 attached, 0 not ready yet (try again), or a negative status. */
+/* try_attach: 1 attached, 0 not ready yet (try again), TAKEN (another user's name: try the next),
+ * or a negative status. */
 static int try_attach(shm_state *s, const ddl_comm_config *cfg)
 {
-    s->fd = shm_open(s->name, O_RDWR, 0);
+    s->fd = shm_open(s->name, O_RDWR | O_NOFOLLOW, 0);
     if (s->fd < 0)
-        return errno == ENOENT ? 0 : fail(s, DDL_EIO, "cannot open shared memory %s: %s", s->name, strerror(errno));
+        return errno == ENOENT ? 0 : unopened(s, errno);
     size_t size = 0, total = total_bytes(s->world, s->ring_bytes);
     int st = check_owner(s, s->fd, &size); /* before reading a byte of it */
     if (st != DDL_OK)
-        return unmap_segment(s), st;
+        return unmap_segment(s), st; /* TAKEN passes too */
     if (size < 4096)
         return unmap_segment(s), 0; /* not sized yet */
     /* a segment of another size belongs to another configuration: map only its header to say so */
@@ -862,21 +911,35 @@ static int shm_open_transport(void *state, const ddl_comm_config *cfg)
     s->ring_bytes = ring_bytes_for(s->world);
     /* no job id given (the comm names that job "ddl"): the name is per user and kept until close */
     s->jobless = !cfg->job || !cfg->job[0] || strcmp(cfg->job, "ddl") == 0;
-    seg_name(s, cfg->job);
-    int st;
+    seg_name(s, cfg->job, 0);
+    int st, i = 0;
     if (s->rank == 0) {
-        if ((st = create_segment(s, cfg)) != DDL_OK)
+        while ((st = create_segment(s, cfg)) == TAKEN) { /* another user's name: the next one (seg_name) */
+            if (++i == JOBLESS_NAMES)
+                return all_taken(s);
+            ddl__log(cfg->log, cfg->log_ud, DDL_LOG_WARN, "shm: %s belongs to another user (uid %d); rank 0 tries the "
+                     "next name", s->name, s->squatter - 1);
+            seg_name(s, cfg->job, i);
+        }
+        if (st != DDL_OK)
             return st;
     } else {
         int64_t start = ddl__now_ms();
-        while ((st = try_attach(s, cfg)) == 0) {
+        while ((st = try_attach(s, cfg)) != 1) { /* the first name that is not another user's, as rank 0 */
+            if (st < 0)
+                return st;
+            if (st == TAKEN && ++i == JOBLESS_NAMES)
+                return all_taken(s);
+            if (st == TAKEN) {
+                seg_name(s, cfg->job, i);
+                continue;
+            }
             if (ddl__now_ms() - start >= cfg->timeout_ms)
                 return fail(s, DDL_ETIMEDOUT, "rank %d waited %d ms for rank 0 to create shared memory %s",
                             s->rank, cfg->timeout_ms, s->name);
             usleep(2000);
+            seg_name(s, cfg->job, i = 0);
         }
-        if (st < 0)
-            return st;
     }
     if ((st = wait_all_attached(s, cfg->timeout_ms, cfg)) != DDL_OK)
         return st;
