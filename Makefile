@@ -9,6 +9,8 @@
 # Switches: WITH_BLAS=openblas|none  WITH_ZMQ=0|1  WITH_MPI=0|1  WITH_LZ4=0|1  WITH_SODIUM=0|1  WITH_PNG=0|1  WITH_JPEG=0|1  WITH_JANSSON=0|1
 #           WITH_SERVE=0|1 (ddl-serve: libmicrohttpd, jansson and yajl)
 #           SAN=address|undefined|thread  V=1  BUILD=dir (default build)
+#   make pg              the PostgreSQL extension (pg/), where pg_config is (PG_CONFIG=path/to/pg_config);
+#                        make builds it and make install installs it there; make pg-install alone
 
 BUILD     ?= build
 # make install and uninstall take the switches $(BUILD) was built with (kept in $(BUILD)/config.mk),
@@ -26,6 +28,9 @@ WITH_PNG  ?= $(if $(wildcard /usr/include/png.h),1,0)
 WITH_JPEG ?= $(if $(wildcard /usr/include/jpeglib.h),1,0)
 WITH_SERVE ?= $(if $(and $(wildcard /usr/include/microhttpd.h),$(wildcard /usr/include/jansson.h),$(wildcard /usr/include/yajl/yajl_parse.h)),1,0)
 WITH_JANSSON ?= $(if $(wildcard /usr/include/jansson.h),1,0)
+# the PostgreSQL extension (make pg): built and installed where PostgreSQL's pg_config is
+PG_CONFIG ?= pg_config
+HAVE_PG   := $(if $(shell command -v $(PG_CONFIG) 2>/dev/null),1,0)
 
 CC      ?= cc
 PKG_CONFIG ?= pkg-config
@@ -127,7 +132,7 @@ LIBDIR     ?= $(PREFIX)/lib
 INCLUDEDIR ?= $(PREFIX)/include
 
 .PHONY: all lib run test test-only bench deps deps-run fuzz fuzz-build clean install uninstall FORCE
-all: lib $(PROGS) $(TESTS)
+all: lib $(PROGS) $(TESTS) $(if $(filter 1,$(HAVE_PG)),pg)
 lib: $(BUILD)/libddl.a $(SHLIB_LINKS) $(DIST_FILES)
 
 $(BUILD)/obj/%.o: %.c $(BUILD)/flags
@@ -226,6 +231,10 @@ endif
 	install -m 644 $(BUILD)/cmake/ddlConfig.cmake $(BUILD)/cmake/ddlConfigVersion.cmake $(DESTDIR)$(LIBDIR)/cmake/ddl/
 	install -m 755 $(PROGS) $(DESTDIR)$(BINDIR)/
 	@if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ]; then PATH=$$PATH:/sbin:/usr/sbin ldconfig 2>/dev/null || true; fi
+ifeq ($(HAVE_PG),1)
+	@if [ -n "$(DESTDIR)" ] || [ -w "$$($(PG_CONFIG) --pkglibdir)" ]; then $(MAKE) --no-print-directory pg-install; \
+	else echo "ddl: the PostgreSQL extension is not installed: $$($(PG_CONFIG) --pkglibdir) is not writable (as root: make pg-install)"; fi
+endif
 
 uninstall:
 	rm -f $(DESTDIR)$(INCLUDEDIR)/ddl.h $(DESTDIR)$(LIBDIR)/libddl.a $(DESTDIR)$(LIBDIR)/libddl.so \
@@ -233,6 +242,34 @@ uninstall:
 	    $(DESTDIR)$(LIBDIR)/cmake/ddl/ddlConfig.cmake $(DESTDIR)$(LIBDIR)/cmake/ddl/ddlConfigVersion.cmake \
 	    $(addprefix $(DESTDIR)$(BINDIR)/,$(notdir $(PROGS)))
 	rmdir $(DESTDIR)$(LIBDIR)/cmake/ddl 2>/dev/null || true
+ifeq ($(HAVE_PG),1)
+	@if [ -n "$(DESTDIR)" ] || [ -w "$$($(PG_CONFIG) --pkglibdir)" ]; then $(MAKE) --no-print-directory pg-uninstall; fi
+endif
+
+# ---- the PostgreSQL extension (pg/), where PostgreSQL's pg_config is ----
+# pg's ddl.so holds the library (linked statically, its symbols kept inside): a PIC archive of a
+# build of its own, $(BUILD)/pg/, with the switches a server process wants: no OpenBLAS (its
+# thread pool would start inside every backend that loads the extension; the built-in gemm
+# gives the same classes), no MPI, no ZeroMQ, no sanitizer. PGXS compiles and links in
+# $(BUILD)/pg/ext, so nothing is written into pg/.
+PG_EXT     = $(MAKE) --no-print-directory -C $(BUILD)/pg/ext -f $(CURDIR)/pg/Makefile PG_CONFIG=$(PG_CONFIG) \
+             DDL_BUILD=$(abspath $(BUILD)/pg)
+.PHONY: pg pg-install pg-uninstall
+pg:
+	+@$(MAKE) --no-print-directory BUILD=$(BUILD)/pg WITH_BLAS=none WITH_MPI=0 WITH_ZMQ=0 SAN= $(BUILD)/pg/libddl_pic.a
+	@mkdir -p $(BUILD)/pg/ext
+	+@$(PG_EXT) $(if $(Q),-s)
+pg-install: pg
+	+@$(PG_EXT) install
+pg-uninstall:
+	@mkdir -p $(BUILD)/pg/ext
+	+@$(PG_EXT) uninstall
+
+# a PIC archive, for a shared object that holds the library (pg's ddl.so); its link flags beside it
+$(BUILD)/libddl_pic.a: $(PIC_OBJ)
+	@$(if $(Q),echo "  AR      $@")
+	$(Q)rm -f $@ && ar rcs $@ $^
+	$(Q)echo '$(strip $(LDLIBS))' > $(BUILD)/libddl_pic.libs
 
 deps:
 	@sh tools/install-deps.sh

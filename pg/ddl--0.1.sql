@@ -1,0 +1,24 @@
+-- ddl--0.1.sql: the SQL side of the ddl extension (pg/ddl.c has the C side).
+\echo Use "CREATE EXTENSION ddl" to load this file. \quit
+
+-- model: a file name in the directory the superuser set in ddl.model_dir (a ddl checkpoint or an
+-- .onnx file); image: the model's input as raw pixels (channels x height x width bytes), or a PNG
+-- or JPEG of exactly its size. STRICT: a NULL in gives NULL out. PARALLEL SAFE: a scan of a large
+-- table is split across parallel workers, each with its own copy of the model. VOLATILE (the
+-- default): a model file replaced on disk is read again at the next statement.
+
+-- ddl_predict: the class with the largest score, 0 to classes - 1 (a classifier's).
+CREATE FUNCTION ddl_predict(model text, image bytea) RETURNS int
+    AS 'MODULE_PATHNAME', 'pgddl_predict' LANGUAGE C STRICT PARALLEL SAFE COST 1000;
+
+-- ddl_predict_proba: every class's probability (softmax), element k + 1 for class k.
+CREATE FUNCTION ddl_predict_proba(model text, image bytea) RETURNS real[]
+    AS 'MODULE_PATHNAME', 'pgddl_predict_proba' LANGUAGE C STRICT PARALLEL SAFE COST 1000;
+
+-- ddl_segment: a segmentation model's mask, one byte per output pixel (its class), row by row.
+CREATE FUNCTION ddl_segment(model text, image bytea) RETURNS bytea
+    AS 'MODULE_PATHNAME', 'pgddl_segment' LANGUAGE C STRICT PARALLEL SAFE COST 10000;
+
+-- ddl_class_names: the class names the checkpoint carries (element k + 1 for class k), or NULL.
+CREATE FUNCTION ddl_class_names(model text) RETURNS text[]
+    AS 'MODULE_PATHNAME', 'pgddl_class_names' LANGUAGE C STRICT PARALLEL SAFE;

@@ -1,0 +1,417 @@
+/* ddl.c - the PostgreSQL extension ddl: ddl_predict, ddl_predict_proba, ddl_segment and
+ * ddl_class_names score images held in a table with a model file from the directory in the GUC
+ * ddl.model_dir (pg/ddl--0.1.sql declares them).
+ * Owns: ddl.model_dir (superusers only), the backend's cache of open predictors (a memory
+ * context under TopMemoryContext: a model is loaded at its first use, its file checked once per
+ * statement and read again when it changed, at most MAX_MODELS kept), the bytea -> pixels step
+ * (raw pixels where they lie, or a PNG or JPEG decoded into the model's buffer), and turning
+ * every failure into an SQL error that names what was wrong.
+ * Must not: open anything but a plain file directly in ddl.model_dir; allocate per row beyond
+ * the result it returns (raw pixels are read in place, the predictor allocates nothing per run,
+ * each model keeps its own buffers); start threads (ddl's pool stays at one thread, and the
+ * library is built without OpenBLAS for this); call ereport while the library is inside a call
+ * (it returns a status, then this file raises the error, so no longjmp crosses ddl). */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "fmgr.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/memutils.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "ddl.h"
+
+PG_MODULE_MAGIC;
+
+#define MAX_MODELS 16   /* models open at once in one backend; the least recently used goes */
+#define NAME_BYTES 256  /* a model's file name: at most 255 bytes */
+
+void _PG_init(void);
+
+/* ---- ddl.model_dir ---- */
+
+static char *model_dir = NULL;
+
+static bool check_model_dir(char **newval, void **extra, GucSource source)
+{
+    if (*newval && (*newval)[0] && (*newval)[0] != '/') {
+        GUC_check_errdetail("ddl.model_dir must be an absolute path (or empty: no models).");
+        return false;
+    }
+    return true;
+}
+
+void _PG_init(void)
+{
+    DefineCustomStringVariable("ddl.model_dir", "Directory the ddl functions load model files from.",
+                               "The functions take a file name in it, never a path. Only superusers set it.",
+                               &model_dir, "", PGC_SUSET, 0, check_model_dir, NULL, NULL);
+    MarkGUCPrefixReserved("ddl");
+}
+
+/* ---- memory: the library's allocations in PostgreSQL's contexts ---- */
+
+/* ctx_alloc: bytes from the memory context ud, 16-byte aligned as ddl asks (palloc gives 8):
+ * the offset to the start of the chunk is in the byte before. NULL when memory is short (never
+ * an ERROR: the library is inside a call). */
+static void *ctx_alloc(void *ud, size_t bytes)
+{
+    unsigned char *raw;
+    unsigned char off;
+
+    if (bytes > MaxAllocHugeSize - 16)
+        return NULL;
+    raw = MemoryContextAllocExtended((MemoryContext) ud, bytes + 16, MCXT_ALLOC_HUGE | MCXT_ALLOC_NO_OOM);
+    if (!raw)
+        return NULL;
+    off = (unsigned char) (16 - ((uintptr_t) raw & 15)); /* 1 to 16 */
+    raw[off - 1] = off;
+    return raw + off;
+}
+
+static void ctx_free(void *ud, void *ptr)
+{
+    unsigned char *p = ptr;
+
+    if (p)
+        pfree(p - p[-1]);
+}
+
+static MemoryContext cache_ctx = NULL;
+static ddl_allocator cache_alloc;  /* into cache_ctx; predictors keep a pointer to it */
+
+static void cache_init(void)
+{
+    if (cache_ctx)
+        return;
+    cache_ctx = AllocSetContextCreate(TopMemoryContext, "ddl models", ALLOCSET_DEFAULT_SIZES);
+    cache_alloc.alloc = ctx_alloc;
+    cache_alloc.free = ctx_free;
+    cache_alloc.ud = cache_ctx;
+}
+
+/* ---- the cache of open models ---- */
+
+typedef struct model_entry {
+    char path[MAXPGPATH];      /* ddl.model_dir/name: the key */
+    char name[NAME_BYTES];     /* as the SQL call gave it */
+    ddl_predictor *pred;
+    int c, h, w;               /* input: (c, h, w) bytes */
+    int classes, oh, ow;       /* output: (classes, oh, ow) scores */
+    uint8 *pixels;             /* (c, h, w): a decoded image */
+    uint16 *mask;              /* (oh, ow): the classes of one image */
+    struct stat st;            /* the file as it was loaded */
+    TimestampTz checked;       /* start of the statement that last looked at the file */
+    uint64 used;               /* use_clock at the last use */
+} model_entry;
+
+static model_entry *models[MAX_MODELS];
+static uint64 use_clock = 0;
+
+static void drop(int slot)
+{
+    model_entry *e = models[slot];
+
+    ddl_predictor_close(e->pred);
+    pfree(e->pixels);
+    pfree(e->mask);
+    pfree(e);
+    models[slot] = NULL;
+}
+
+/* same_file: the file at a path is still the one loaded (a replaced or rewritten file differs
+ * in inode, size or modification time). */
+static bool same_file(const struct stat *a, const struct stat *b)
+{
+    return a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_size == b->st_size &&
+           a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec;
+}
+
+/* model_name: the model argument as a file name, or an ERROR saying why it is not one. */
+static void model_name(text *arg, char *name)
+{
+    int n = VARSIZE_ANY_EXHDR(arg);
+    const char *s = VARDATA_ANY(arg);
+
+    if (n == 0)
+        ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("ddl: the model name is empty"),
+                        errhint("Name a model file in ddl.model_dir, such as 'lenet.ddl'.")));
+    if (n >= NAME_BYTES)
+        ereport(ERROR, (errcode(ERRCODE_NAME_TOO_LONG),
+                        errmsg("ddl: a model name of %d bytes; a file name has at most %d", n, NAME_BYTES - 1)));
+    memcpy(name, s, n);
+    name[n] = '\0';
+    if (strchr(name, '/') || strstr(name, ".."))
+        ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                        errmsg("ddl: model \"%s\" is a path, not a file name", name),
+                        errdetail("A model is named by its file name in ddl.model_dir; \"/\" and \"..\" are refused.")));
+}
+
+/* load_error: the SQL error for a library status. */
+static int load_errcode(int rc)
+{
+    switch (rc) {
+    case DDL_ENOMEM: return ERRCODE_OUT_OF_MEMORY;
+    case DDL_ECORRUPT: return ERRCODE_DATA_CORRUPTED;
+    case DDL_ENOTSUP: return ERRCODE_FEATURE_NOT_SUPPORTED;
+    case DDL_EIO: return ERRCODE_IO_ERROR;
+    default: return ERRCODE_INVALID_PARAMETER_VALUE;
+    }
+}
+
+/* load: open the model file at path (its stat in st) into a new entry, or an ERROR. */
+static model_entry *load(const char *path, const char *name, const struct stat *st)
+{
+    ddl_predict_config pc = {.batch = 1, .plugin = NULL}; /* one row at a time */
+    char err[DDL_ERR_BYTES];
+    ddl_predictor *pred = NULL;
+    const ddl_model_config *mc;
+    model_entry *e;
+    int rc;
+
+    rc = ddl_predictor_open(path, &pc, &cache_alloc, &pred, err, sizeof err);
+    if (rc != DDL_OK)
+        ereport(ERROR, (errcode(load_errcode(rc)), errmsg("ddl: cannot load model \"%s\": %s", name, err)));
+    e = MemoryContextAllocExtended(cache_ctx, sizeof *e, MCXT_ALLOC_ZERO | MCXT_ALLOC_NO_OOM);
+    if (e) {
+        mc = ddl_model_get_config(ddl_predictor_model(pred));
+        e->c = mc->in_c;
+        e->h = mc->in_h;
+        e->w = mc->in_w;
+        ddl_model_output_shape(ddl_predictor_model(pred), &e->classes, &e->oh, &e->ow);
+        e->pixels = MemoryContextAllocExtended(cache_ctx, (Size) e->c * e->h * e->w, MCXT_ALLOC_NO_OOM);
+        e->mask = MemoryContextAllocExtended(cache_ctx, (Size) e->oh * e->ow * sizeof(uint16), MCXT_ALLOC_NO_OOM);
+    }
+    if (!e || !e->pixels || !e->mask) {
+        ddl_predictor_close(pred);
+        if (e && e->pixels)
+            pfree(e->pixels);
+        if (e && e->mask)
+            pfree(e->mask);
+        if (e)
+            pfree(e);
+        ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("ddl: out of memory loading model \"%s\"", name)));
+    }
+    e->pred = pred;
+    strlcpy(e->path, path, sizeof e->path);
+    strlcpy(e->name, name, sizeof e->name);
+    e->st = *st;
+    return e;
+}
+
+/* get_model: the open model for the SQL argument, loaded (or loaded again, when its file
+ * changed) as needed; the file is looked at once per statement. Or an ERROR. */
+static model_entry *get_model(text *arg)
+{
+    char name[NAME_BYTES], path[MAXPGPATH];
+    TimestampTz stmt = GetCurrentStatementStartTimestamp();
+    struct stat st;
+    int slot = -1, free_slot = -1, i;
+
+    model_name(arg, name);
+    if (!model_dir || !model_dir[0])
+        ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE), errmsg("ddl: ddl.model_dir is not set"),
+                        errhint("A superuser sets it to the directory of the model files: "
+                                "ALTER SYSTEM SET ddl.model_dir = '/path/to/models'; SELECT pg_reload_conf();")));
+    if (snprintf(path, sizeof path, "%s/%s", model_dir, name) >= (int) sizeof path)
+        ereport(ERROR, (errcode(ERRCODE_NAME_TOO_LONG), errmsg("ddl: the path of model \"%s\" is too long", name)));
+    cache_init();
+    for (i = 0; i < MAX_MODELS; i++) {
+        if (models[i] && strcmp(models[i]->path, path) == 0)
+            slot = i;
+        else if (!models[i] && free_slot < 0)
+            free_slot = i;
+    }
+    if (slot >= 0 && models[slot]->checked == stmt) {
+        models[slot]->used = ++use_clock;
+        return models[slot];
+    }
+    if (stat(path, &st) != 0) {
+        int err = errno;
+
+        if (slot >= 0)
+            drop(slot);
+        if (err == ENOENT || err == ENOTDIR)
+            ereport(ERROR, (errcode(ERRCODE_UNDEFINED_FILE),
+                            errmsg("ddl: no model \"%s\" in ddl.model_dir (%s)", name, model_dir)));
+        errno = err;
+        ereport(ERROR, (errcode_for_file_access(), errmsg("ddl: cannot read model \"%s\": %m", name)));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        if (slot >= 0)
+            drop(slot);
+        ereport(ERROR, (errcode(ERRCODE_WRONG_OBJECT_TYPE),
+                        errmsg("ddl: model \"%s\" in ddl.model_dir (%s) is not a file", name, model_dir)));
+    }
+    if (slot >= 0 && same_file(&models[slot]->st, &st)) {
+        models[slot]->checked = stmt;
+        models[slot]->used = ++use_clock;
+        return models[slot];
+    }
+    if (slot >= 0) { /* the file changed: the new one replaces it, or the error says why not */
+        drop(slot);
+        free_slot = slot;
+    }
+    if (free_slot < 0) { /* full: the least recently used goes */
+        free_slot = 0;
+        for (i = 1; i < MAX_MODELS; i++)
+            if (models[i]->used < models[free_slot]->used)
+                free_slot = i;
+        drop(free_slot);
+    }
+    models[free_slot] = load(path, name, &st);
+    models[free_slot]->checked = stmt;
+    models[free_slot]->used = ++use_clock;
+    return models[free_slot];
+}
+
+/* ---- images ---- */
+
+/* image_format: "PNG" or "JPEG" when the bytes begin with that format's signature, else NULL. */
+static const char *image_format(const uint8 *b, size_t n)
+{
+    static const uint8 png[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+
+    if (n >= 8 && memcmp(b, png, 8) == 0)
+        return "PNG";
+    if (n >= 3 && b[0] == 0xff && b[1] == 0xd8 && b[2] == 0xff)
+        return "JPEG";
+    return NULL;
+}
+
+/* image_pixels: the image as the model's (c, h, w) bytes: raw pixels where they lie, a PNG or
+ * JPEG decoded into the model's buffer (its scratch memory in the row's context); or an ERROR. */
+static const uint8 *image_pixels(model_entry *e, bytea *img)
+{
+    const uint8 *b = (const uint8 *) VARDATA_ANY(img);
+    size_t n = VARSIZE_ANY_EXHDR(img), want = (size_t) e->c * e->h * e->w;
+    const char *format = image_format(b, n);
+    ddl_allocator scratch = {ctx_alloc, ctx_free, CurrentMemoryContext};
+    char err[DDL_ERR_BYTES];
+    int rc;
+
+    if (!format && n == want)
+        return b;
+    if (!format)
+        ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                        errmsg("ddl: an image of %zu bytes, neither PNG nor JPEG; model \"%s\" takes %zu bytes of raw "
+                               "pixels (%d x %d x %d) or a PNG or JPEG of %d x %d", n, e->name, want, e->c, e->h,
+                               e->w, e->w, e->h)));
+    rc = ddl_image_decode(format, b, n, e->c, e->h, e->w, 1, &scratch, e->pixels, err, sizeof err);
+    if (rc != DDL_OK)
+        ereport(ERROR, (errcode(rc == DDL_ENOMEM ? ERRCODE_OUT_OF_MEMORY
+                                : rc == DDL_EINVAL ? ERRCODE_INVALID_PARAMETER_VALUE
+                                : rc == DDL_ENOTSUP ? ERRCODE_FEATURE_NOT_SUPPORTED
+                                : ERRCODE_INVALID_BINARY_REPRESENTATION),
+                        errmsg("ddl: a %s image of %zu bytes that model \"%s\" cannot take: %s", format, n, e->name,
+                               err)));
+    return e->pixels;
+}
+
+/* predict: one image through the model: probabilities into probs (classes floats, may be NULL),
+ * the class of every output position into e->mask. */
+static void predict(model_entry *e, const uint8 *px, float *probs)
+{
+    if (ddl_predictor_run(e->pred, px, 1, e->c, e->h, e->w, NULL, probs, e->mask) != DDL_OK)
+        ereport(ERROR, (errcode(ERRCODE_INTERNAL_ERROR),
+                        errmsg("ddl: model \"%s\": %s", e->name, ddl_predictor_error(e->pred))));
+}
+
+static void need_classifier(const model_entry *e, const char *fn)
+{
+    if (e->oh * e->ow != 1)
+        ereport(ERROR, (errcode(ERRCODE_WRONG_OBJECT_TYPE),
+                        errmsg("ddl: %s takes a classifier; model \"%s\" segments (its output is %d x %d x %d)", fn,
+                               e->name, e->classes, e->oh, e->ow),
+                        errhint("Use ddl_segment for a segmentation model.")));
+}
+
+/* ---- the SQL functions ---- */
+
+PG_FUNCTION_INFO_V1(pgddl_predict);
+PG_FUNCTION_INFO_V1(pgddl_predict_proba);
+PG_FUNCTION_INFO_V1(pgddl_segment);
+PG_FUNCTION_INFO_V1(pgddl_class_names);
+
+/* ddl_predict(model text, image bytea) returns int: the class, 0 to classes - 1. */
+Datum pgddl_predict(PG_FUNCTION_ARGS)
+{
+    model_entry *e = get_model(PG_GETARG_TEXT_PP(0));
+
+    need_classifier(e, "ddl_predict");
+    predict(e, image_pixels(e, PG_GETARG_BYTEA_PP(1)), NULL);
+    PG_RETURN_INT32((int32) e->mask[0]);
+}
+
+/* ddl_predict_proba(model text, image bytea) returns real[]: classes probabilities, written by
+ * the model straight into the array it returns. */
+Datum pgddl_predict_proba(PG_FUNCTION_ARGS)
+{
+    model_entry *e = get_model(PG_GETARG_TEXT_PP(0));
+    const uint8 *px;
+    ArrayType *a;
+    Size bytes;
+
+    need_classifier(e, "ddl_predict_proba");
+    px = image_pixels(e, PG_GETARG_BYTEA_PP(1));
+    bytes = ARR_OVERHEAD_NONULLS(1) + (Size) e->classes * sizeof(float4);
+    a = (ArrayType *) palloc0(bytes);
+    SET_VARSIZE(a, bytes);
+    a->ndim = 1;
+    a->dataoffset = 0;
+    a->elemtype = FLOAT4OID;
+    ARR_DIMS(a)[0] = e->classes;
+    ARR_LBOUND(a)[0] = 1;
+    predict(e, px, (float *) ARR_DATA_PTR(a));
+    PG_RETURN_ARRAYTYPE_P(a);
+}
+
+/* ddl_segment(model text, image bytea) returns bytea: (oh, ow) bytes, each pixel's class. */
+Datum pgddl_segment(PG_FUNCTION_ARGS)
+{
+    model_entry *e = get_model(PG_GETARG_TEXT_PP(0));
+    const uint8 *px;
+    bytea *out;
+    uint8 *mask;
+    Size n, i;
+
+    if (e->oh * e->ow == 1)
+        ereport(ERROR, (errcode(ERRCODE_WRONG_OBJECT_TYPE),
+                        errmsg("ddl: ddl_segment takes a segmentation model; model \"%s\" classifies (%d classes)",
+                               e->name, e->classes),
+                        errhint("Use ddl_predict or ddl_predict_proba for a classifier.")));
+    if (e->classes > 256)
+        ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+                        errmsg("ddl: model \"%s\" has %d classes; a mask of bytes holds 256", e->name, e->classes)));
+    px = image_pixels(e, PG_GETARG_BYTEA_PP(1));
+    predict(e, px, NULL);
+    n = (Size) e->oh * e->ow;
+    out = (bytea *) palloc(VARHDRSZ + n);
+    SET_VARSIZE(out, VARHDRSZ + n);
+    mask = (uint8 *) VARDATA(out);
+    for (i = 0; i < n; i++)
+        mask[i] = (uint8) e->mask[i];
+    PG_RETURN_BYTEA_P(out);
+}
+
+/* ddl_class_names(model text) returns text[]: the names the checkpoint carries, or NULL. */
+Datum pgddl_class_names(PG_FUNCTION_ARGS)
+{
+    model_entry *e = get_model(PG_GETARG_TEXT_PP(0));
+    const char *const *names = ddl_predictor_class_names(e->pred);
+    Datum *d;
+    int i;
+
+    if (!names)
+        PG_RETURN_NULL();
+    d = (Datum *) palloc(sizeof(Datum) * e->classes);
+    for (i = 0; i < e->classes; i++)
+        d[i] = CStringGetTextDatum(names[i]);
+    PG_RETURN_ARRAYTYPE_P(construct_array(d, e->classes, TEXTOID, -1, false, TYPALIGN_INT));
+}
