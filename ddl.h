@@ -195,6 +195,15 @@ typedef struct ddl_train_config {
     int augment_pad;         /* CROP's padding in pixels (0: 4) */
     int keep_weights;        /* 1: start from the weights the model has (rank 0's, sent to all):
                               * an imported model (ddl_graph_import_onnx), fine-tuning; 0: from seed */
+    /* How gradients are exchanged with 2 ranks or more: in buckets of bucket_kb KiB, cut in
+     * backward order at layer ends; with overlap 1, on a thread of the trainer's while backward
+     * computes the earlier layers (the same sums as without, which all-reduces them after
+     * backward); 2: that thread at real-time priority (SCHED_FIFO) where allowed, else as 1,
+     * warned. 0 (either): as the comm was configured (ddl_comm_config's overlap and bucket_kb, or
+     * DDL_OVERLAP and DDL_BUCKET_KB; default no overlap, 25600 KiB as PyTorch DDP); overlap -1:
+     * none, whatever the comm says. */
+    int overlap;
+    int bucket_kb;
 } ddl_train_config;
 
 enum { DDL_AUGMENT_FLIP = 1, DDL_AUGMENT_CROP = 2 };
@@ -685,11 +694,9 @@ typedef struct ddl_comm_config {
                                      * token. 0: no MAC (the handshake still authenticates) */
     int compress;                   /* DDL_COMPRESS_*: what ddl_comm_allreduce_compressed sends (the
                                      * trainer's gradients); every rank must agree (DDL_EMISMATCH) */
-    /* How a trainer on this comm exchanges gradients (the comm only keeps them for it): in buckets
-     * of bucket_kb KiB (0: 25600, PyTorch DDP's 25 MiB), cut in backward order at layer ends; with
-     * overlap 1 on a thread the trainer starts, while backward computes the earlier layers (the same
-     * sums as 0, which all-reduces them after backward); 2: that thread at real-time priority
-     * (SCHED_FIFO) where allowed, else as 1, warned. Buckets must be smaller than the gradient. */
+    /* The defaults of trainers on this comm, from DDL_OVERLAP and DDL_BUCKET_KB (the comm only
+     * keeps them; ddl_train_config's overlap and bucket_kb, which say what they mean, win when
+     * set): bucket_kb 0 is 25600, PyTorch DDP's 25 MiB. */
     int overlap;
     int bucket_kb;
     char env_master[288];           /* ddl_comm_config_from_env's "MASTER_ADDR:MASTER_PORT" (torchrun's),

@@ -83,14 +83,14 @@ size_t ddl__exchange_buckets_max(size_t n, size_t bucket_floats)
 }
 
 int ddl__exchange_start(ddl__exchange *x, ddl_comm *c, ddl_model *m, float *residual, ddl__bucket *list,
-                        size_t cap, char *err, size_t err_bytes)
+                        size_t cap, int overlap, size_t bucket_bytes, char *err, size_t err_bytes)
 {
     memset(x, 0, sizeof *x);
     x->comm = c, x->m = m, x->grads = m->grads, x->n = m->n_params, x->residual = residual;
-    x->bucket = ddl_comm_bucket_bytes(c) / sizeof(float);
+    x->bucket = bucket_bytes / sizeof(float);
     x->bucket = x->bucket ? x->bucket : 1;
     x->list = list, x->cap = cap;
-    if (!ddl_comm_overlap(c))
+    if (!overlap)
         return DDL_OK;
     if (pthread_mutex_init(&x->mu, NULL) != 0)
         return ddl__errf(err, err_bytes, DDL_ENOMEM, "overlap: cannot create a mutex");
@@ -105,7 +105,7 @@ int ddl__exchange_start(ddl__exchange *x, ddl_comm *c, ddl_model *m, float *resi
      * then sleeps, so it never holds a core for long. */
     pthread_attr_t attr;
     struct sched_param prio = {.sched_priority = 1};
-    int rt = ddl_comm_overlap(c) == 2 && pthread_attr_init(&attr) == 0;
+    int rt = overlap == 2 && pthread_attr_init(&attr) == 0;
     if (rt) {
         rt = pthread_attr_setinheritsched(&attr, PTHREAD_EXPLICIT_SCHED) == 0 &&
              pthread_attr_setschedpolicy(&attr, SCHED_FIFO) == 0 && pthread_attr_setschedparam(&attr, &prio) == 0 &&

@@ -28,12 +28,12 @@ typedef struct ddl__exchange {
     pthread_cond_t cv;
 } ddl__exchange;
 
-/* buckets_max: list entries a step can need. start: set x up (and its thread, if the comm says
- * overlap); stop: join it. begin: before backward; finish: after it, every bucket all-reduced,
+/* buckets_max: list entries a step can need. start: set x up (and its thread, for overlap 1 or
+ * 2), buckets of bucket_bytes; stop: join it. begin: before backward; finish: after it, every bucket all-reduced,
  * DDL_OK or the first failure. */
 size_t ddl__exchange_buckets_max(size_t n, size_t bucket_floats);
 int ddl__exchange_start(ddl__exchange *x, ddl_comm *c, ddl_model *m, float *residual, ddl__bucket *list,
-                        size_t cap, char *err, size_t err_bytes);
+                        size_t cap, int overlap, size_t bucket_bytes, char *err, size_t err_bytes);
 void ddl__exchange_stop(ddl__exchange *x);
 void ddl__exchange_begin(ddl__exchange *x);
 int ddl__exchange_finish(ddl__exchange *x);
@@ -58,6 +58,8 @@ struct ddl_trainer {
     ddl__bucket *buckets;   /* for xch: NULL without a comm of 2 ranks or more */
     size_t n_buckets;
     ddl__exchange xch;      /* the gradient all-reduce (exchange.c) */
+    int overlap;            /* 0, 1 or 2: the config's, else the comm's (ddl__trainer_exchange) */
+    size_t bucket_bytes;    /* the config's bucket_kb, else the comm's, in bytes */
     long step;              /* optimizer steps done */
     int epoch;              /* current epoch, from 0 */
     long pos;               /* samples of this epoch consumed (global) */

@@ -52,6 +52,9 @@ static int check_shapes(const ddl_train_config *cfg, ddl_model *m, const ddl_dat
         return ddl__errf(err, err_bytes, DDL_EINVAL, "augment 0x%x with padding %d: expected DDL_AUGMENT_FLIP and "
                          "DDL_AUGMENT_CROP, and a padding of 0 to the image's smaller side", (unsigned)cfg->augment,
                          cfg->augment_pad);
+    if (cfg->overlap < -1 || cfg->overlap > 2 || cfg->bucket_kb < 0 || cfg->bucket_kb > (1 << 20))
+        return ddl__errf(err, err_bytes, DDL_EINVAL, "overlap %d must be -1 (none), 0 (the comm's), 1 or 2 and "
+                         "bucket_kb %d in [0 (the comm's), 1048576]", cfg->overlap, cfg->bucket_kb);
     int local = (cfg->batch + world - 1) / world;
     if (local > mc->batch)
         return ddl__errf(err, err_bytes, DDL_EINVAL,
@@ -75,7 +78,7 @@ static void carve(ddl_trainer *t, ddl_arena *a, size_t n_train)
     t->rng_all = (ddl_rng *)ddl_arena_alloc(a, (size_t)t->world * sizeof(ddl_rng)); /* checkpoint.c */
     t->timing_all = (int64_t *)ddl_arena_alloc(a, 2 * (size_t)t->world * sizeof(int64_t)); /* watch.c */
     t->confusion = (int64_t *)ddl_arena_alloc(a, (size_t)t->m->out_c * (size_t)t->m->out_c * sizeof(int64_t));
-    size_t bucket_floats = ddl_comm_bucket_bytes(t->cfg.comm) / sizeof(float);
+    size_t bucket_floats = t->bucket_bytes / sizeof(float);
     t->n_buckets = t->world > 1 ? ddl__exchange_buckets_max(t->m->n_params, bucket_floats) : 0;
     t->buckets = t->n_buckets ? (ddl__bucket *)ddl_arena_alloc(a, t->n_buckets * sizeof(ddl__bucket)) : NULL;
     t->residual = ddl_comm_compression(t->cfg.comm) != DDL_COMPRESS_NONE && t->world > 1
@@ -103,6 +106,9 @@ int ddl_trainer_create(const ddl_train_config *cfg, ddl_model *m, const ddl_data
     tmp.positions = train->th * train->tw;
     tmp.sample_bytes = (size_t)train->c * (size_t)train->h * (size_t)train->w;
     tmp.micro = ddl__micro_parts(cfg, (cfg->batch + world - 1) / world);
+    /* the exchange: the trainer's own settings, else the comm's (DDL_OVERLAP, DDL_BUCKET_KB) */
+    tmp.overlap = cfg->overlap < 0 ? 0 : cfg->overlap ? cfg->overlap : ddl_comm_overlap(cfg->comm);
+    tmp.bucket_bytes = cfg->bucket_kb ? (size_t)cfg->bucket_kb << 10 : ddl_comm_bucket_bytes(cfg->comm);
 
     ddl_arena a;
     ddl_arena_init(&a, NULL, 0);
@@ -127,18 +133,18 @@ int ddl_trainer_create(const ddl_train_config *cfg, ddl_model *m, const ddl_data
         return rc;
     }
 
-    if (t->buckets && (rc = ddl__exchange_start(&t->xch, cfg->comm, m, t->residual, t->buckets, t->n_buckets, err,
-                                                err_bytes)) != DDL_OK) {
+    if (t->buckets && (rc = ddl__exchange_start(&t->xch, cfg->comm, m, t->residual, t->buckets, t->n_buckets,
+                                                t->overlap, t->bucket_bytes, err, err_bytes)) != DDL_OK) {
         ddl__micro_stop(t);
         ddl__free(alloc, t);
         return rc;
     }
-    if (t->buckets && t->micro > 1 && ddl_comm_overlap(cfg->comm))
+    if (t->buckets && t->micro > 1 && t->overlap)
         ddl__log(cfg->log, cfg->log_ud, DDL_LOG_WARN,
                  "DDL_OVERLAP with %d micro-batches: the gradient all-reduce starts after the last one's backward "
                  "(nothing overlaps it); micro_batches = 0 or 1 keeps the overlap",
                  t->micro);
-    if (t->buckets && ddl_comm_overlap(cfg->comm) == 2 && !t->xch.realtime)
+    if (t->buckets && t->overlap == 2 && !t->xch.realtime)
         ddl__log(cfg->log, cfg->log_ud, DDL_LOG_WARN,
                  "DDL_OVERLAP=2: the all-reduce thread may not run at real-time priority (needs CAP_SYS_NICE or "
                  "an RLIMIT_RTPRIO); it runs as with DDL_OVERLAP=1");
