@@ -4,7 +4,7 @@
  * (ddl_model_create), and the step's other parts are timed as ddl_trainer_step runs them (the
  * gradients zeroed, the loss, SGD with momentum), so the rows add up to a training step but
  * for the batch's copy. make bench (BENCH_ONLY=ops) runs it with 1 and 2 threads; it is how the
- * per-op figures of README's Benchmarks section were measured. Uses ddl.h only. */
+ * per-op figures of docs/BENCHMARKS.md were measured. Uses ddl.h only. */
 #define _POSIX_C_SOURCE 200809L
 #include "ddl.h"
 
