@@ -9,7 +9,7 @@
 # Switches: WITH_BLAS=openblas|none  WITH_ZMQ=0|1  WITH_MPI=0|1  WITH_LZ4=0|1  WITH_SODIUM=0|1  WITH_PNG=0|1  WITH_JPEG=0|1  WITH_JANSSON=0|1
 #           WITH_SERVE=0|1 (ddl-serve: libmicrohttpd, jansson and yajl)
 #           SAN=address|undefined|thread  V=1  BUILD=dir (default build)
-#   make pg              the PostgreSQL extension (pg/), where pg_config is (PG_CONFIG=path/to/pg_config);
+#   make pg              the PostgreSQL extension (pg/), where pg_config and PGXS are (PG_CONFIG=path);
 #                        make builds it and make install installs it there; make pg-install alone
 
 BUILD     ?= build
@@ -28,9 +28,10 @@ WITH_PNG  ?= $(if $(wildcard /usr/include/png.h),1,0)
 WITH_JPEG ?= $(if $(wildcard /usr/include/jpeglib.h),1,0)
 WITH_SERVE ?= $(if $(and $(wildcard /usr/include/microhttpd.h),$(wildcard /usr/include/jansson.h),$(wildcard /usr/include/yajl/yajl_parse.h)),1,0)
 WITH_JANSSON ?= $(if $(wildcard /usr/include/jansson.h),1,0)
-# the PostgreSQL extension (make pg): built and installed where PostgreSQL's pg_config is
+# the PostgreSQL extension (make pg): built and installed where PostgreSQL's pg_config and PGXS
+# are (libpq-dev's pg_config alone, without postgresql-server-dev, is not enough)
 PG_CONFIG ?= pg_config
-HAVE_PG   := $(if $(shell command -v $(PG_CONFIG) 2>/dev/null),1,0)
+HAVE_PG   := $(if $(wildcard $(shell $(PG_CONFIG) --pgxs 2>/dev/null)),1,0)
 
 CC      ?= cc
 PKG_CONFIG ?= pkg-config

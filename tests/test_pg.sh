@@ -7,19 +7,20 @@
 # ddl_segment a U-Net's mask. Each bad input (a wrong-size bytea, a damaged PNG, a PNG of
 # another size, an unknown model, a path, a damaged model file, a model of the other kind, no
 # ddl.model_dir, a non-superuser setting it) is an SQL error that says what was wrong, and the
-# postmaster and other sessions go on. EXPLAIN shows a parallel plan; 2 workers score more rows
-# per second than 1 (it prints both); a model file replaced (renamed over, or rewritten in
-# place) is read again at the next statement. Skips where PostgreSQL cannot be installed. ~25 s.
+# postmaster and other sessions go on. The model as ONNX gives the same classes; the models' memory
+# context does not grow with the rows; the backend has one thread. EXPLAIN shows a parallel plan;
+# 2 workers score >= 1.6x the rows/s of 1 when no other work takes a core meanwhile (it prints
+# both); a model file replaced (renamed over, or rewritten in place) is read again at the next
+# statement. Skips where PostgreSQL cannot be installed. About 25 s.
 . "$(dirname "$0")/lib.sh"
 BUILD=${BUILD:-build}
 cd "$(dirname "$0")/.." || exit 1
-ROOT=$PWD
 DATA=/usr/share/datasets/fashion-mnist
 export OPENBLAS_NUM_THREADS=1
 skip() { echo "skipped: $*"; echo "0 passed, 0 failed"; exit 0; }
 
 # ---- what it needs ----
-command -v pg_config > /dev/null 2>&1 || skip "no pg_config (Debian: postgresql-15 postgresql-server-dev-15)"
+[ -f "$(pg_config --pgxs 2>/dev/null)" ] || skip "no pg_config with PGXS (Debian: postgresql-15 postgresql-server-dev-15)"
 PGBIN=$(pg_config --bindir)
 [ -x "$PGBIN/initdb" ] && [ -x "$PGBIN/pg_ctl" ] && [ -x "$PGBIN/psql" ] || skip "no PostgreSQL server in $PGBIN"
 [ -d "$DATA" ] && command -v "$PYTHON" > /dev/null || skip "needs $DATA and python3"
@@ -42,6 +43,7 @@ M=$tmp/models
 mkdir "$M" "$tmp/data"
 [ -n "$AS" ] && chown postgres "$tmp" "$M" "$tmp/data" # its socket and log go in $tmp
 trap '$AS "$PGBIN/pg_ctl" -D "$tmp/data" -m immediate -w stop > /dev/null 2>&1; rm -rf "$tmp"' EXIT
+trap 'exit 1' INT TERM HUP # through the EXIT trap: no postmaster is left running
 $AS "$PGBIN/initdb" -D "$tmp/data" -U postgres -A trust -E UTF8 --locale=C -N > "$tmp/initdb.log" 2>&1
 check "initdb" $?
 cat >> "$tmp/data/postgresql.conf" <<EOF
@@ -78,6 +80,7 @@ check "lenet trains model B" $?
 "$BUILD/bin/unet" --epochs 1 --scenes 64 --test-scenes 16 --size 32 --quiet --save "$M/unet.ddl" > /dev/null 2>&1
 check "unet trains" $?
 cp "$tmp/a.ddl" "$M/lenet.ddl"
+"$BUILD/bin/ddl-ckpt" export "$tmp/a.ddl" "$M/lenet.onnx" > /dev/null 2>&1; check "ddl-ckpt exports model A as ONNX" $?
 head -c 5000 /dev/urandom > "$M/junk.ddl"
 for m in a b; do
     "$BUILD/bin/lenet" --predict --model "$tmp/$m.ddl" --batch 1 --out "$tmp/$m.csv" > "$tmp/$m.out" 2>&1
@@ -150,6 +153,25 @@ seg=$(sql -c "SELECT count(*) FROM (SELECT ddl_segment('unet.ddl', img) AS m FRO
     WHERE length(m) = 1024 AND (SELECT max(get_byte(m, k)) FROM generate_series(0, 1023) k) <= 10")
 [ "$seg" = 20 ]; check "ddl_segment: a 32 x 32 mask of classes 0 to 10 for each of 20 images ($seg)" $?
 
+[ "$(sql -c "SELECT count(*) FROM images WHERE ddl_predict('lenet.onnx', img) <> ddl_predict('lenet.ddl', img)")" = 0 ]
+check "the model as ONNX gives the checkpoint's classes" $?
+# memory: the models in their own context, which scoring 9,900 more rows does not grow; the
+# backend has one thread (the library's pool keeps to one, and OpenBLAS is not linked)
+C="SELECT sum(total_bytes) FROM pg_backend_memory_contexts WHERE name = 'ddl models';"
+set -- $(sql <<EOF
+SELECT count(ddl_predict('lenet.ddl', img)) FROM images WHERE id < 100;
+$C
+SELECT count(ddl_predict('lenet.ddl', img)) FROM images;
+$C
+SELECT pg_backend_pid() AS pid \gset
+\setenv BPID :pid
+\! ls /proc/\$BPID/task | wc -l
+EOF
+)
+[ "$1" = 100 ] && [ "$3" = 10000 ] && [ "${2:-0}" -gt 0 ] && [ "$2" = "$4" ]
+check "the 'ddl models' context holds the model ($2 bytes) and does not grow with the rows scored ($4)" $?
+[ "$5" = 1 ]; check "the backend has 1 thread ($5)" $?
+
 # ---- bad input: an SQL error that says what was wrong ----
 err "a wrong-size bytea" "SELECT ddl_predict('lenet.ddl', '\\x0102')" 'an image of 2 bytes.*784 bytes of raw pixels (1 x 28 x 28)'
 err "a damaged PNG" "SELECT ddl_predict('lenet.ddl', img) FROM pngs WHERE id = 100" 'a PNG image of [0-9]* bytes that model "lenet.ddl" cannot take'
@@ -192,36 +214,38 @@ check "EXPLAIN: Gather over a Parallel Seq Scan, 2 workers planned" $?
 [ "$(sql -c "$PAR $Q")" = "$(sql -c "SET max_parallel_workers_per_gather = 0; $Q")" ]
 check "the parallel plan sums the same classes as the serial one" $?
 # run WORKERS: one run with WORKERS workers and the leader only gathering (1 worker: the serial
-# plan under a Gather, which the worker runs whole); prints its time (ms, 0 if the workers were
-# not all launched) and how many cores were busy meanwhile (/proc/stat), ours among them
-busy() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9 }' /proc/stat; }
+# plan under a Gather, which the worker runs whole). Prints its time in ms (0 if the workers were
+# not all launched) and the cores other work kept busy meanwhile: all busy time (/proc/stat) less
+# the server's (the postmaster's children, the backend and its workers, reaped by then)
+ticks() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9 }' /proc/stat
+          awk '{ print $14 + $15 + $16 + $17 }' "/proc/$pm_pid/stat"; }
 run() {
-    b0=$(busy)
+    b0=$(ticks)
     sql -c "$PAR SET parallel_leader_participation = off; SET max_parallel_workers_per_gather = $1;
         SET force_parallel_mode = $([ "$1" = 1 ] && echo on || echo off); EXPLAIN (ANALYZE, TIMING OFF) $Q" > "$tmp/explain"
-    b1=$(busy)
+    b1=$(ticks)
+    sleep 0.2; s1=$(ticks | tail -n 1)
     t=$(sed -n 's/^Execution Time: \([0-9.]*\) ms/\1/p' "$tmp/explain")
     grep -q "Workers Launched: $1" "$tmp/explain" || t=0
-    echo "$b0 $b1" | awk -v t="$t" -v n="$(nproc)" '{ printf "%s %.2f\n", t, ($4 > $2 ? ($3 - $1) / ($4 - $2) * n : 0) }'
+    echo $b0 $b1 $s1 | awk -v t="$t" -v n="$(nproc)" '{ printf "%s %.2f\n", t, ($5 > $2 ? ($4 - $1 - ($7 - $3)) / ($5 - $2) * n : 9) }'
 }
 for _ in 1 2 3; do run 1 >> "$tmp/runs.1"; run 2 >> "$tmp/runs.2"; done
-# the fastest run of each; others: the cores busy besides our worker during the 1-worker runs (least of 3)
-t1=$(sort -n "$tmp/runs.1" | awk '$1 > 0 { print $1; exit }'); t2=$(sort -n "$tmp/runs.2" | awk '$1 > 0 { print $1; exit }')
-others=$(awk '{ x = $2 - 1; if (NR == 1 || x < m) m = x } END { printf "%.1f", (m < 0 ? 0 : m) }' "$tmp/runs.1")
-r1=$(awk -v t="${t1:-0}" 'BEGIN { printf "%.0f", (t > 0 ? 50000 / t * 1000 : 0) }')
-r2=$(awk -v t="${t2:-0}" 'BEGIN { printf "%.0f", (t > 0 ? 50000 / t * 1000 : 0) }')
+# the fastest run of each, and the cores other work took during it
+set -- $(sort -n "$tmp/runs.1" | awk '$1 > 0 { print; exit }') $(sort -n "$tmp/runs.2" | awk '$1 > 0 { print; exit }')
+r1=$(awk -v t="${1:-0}" 'BEGIN { printf "%.0f", (t > 0 ? 50000 / t * 1000 : 0) }')
+r2=$(awk -v t="${3:-0}" 'BEGIN { printf "%.0f", (t > 0 ? 50000 / t * 1000 : 0) }')
 ratio=$(awk -v a="$r1" -v b="$r2" 'BEGIN { printf "%.2f", (a > 0 ? b / a : 0) }')
-echo "50000 rows: 1 worker $r1 rows/s, 2 workers $r2 rows/s (${ratio}x; other work kept $others cores busy)"
+others=$(awk -v a="${2:-9}" -v b="${4:-9}" 'BEGIN { x = a > b ? a : b; printf "%.1f", (x < 0 ? 0 : x) }')
+echo "50000 rows: 1 worker $r1 rows/s, 2 workers $r2 rows/s (${ratio}x; other work took up to $others cores meanwhile)"
 [ "$r1" -gt 0 ] && [ "$r2" -gt 0 ]; check "1 and 2 workers launched and timed" $?
-# the issue asks 1.6x; on 2 cores this test asserts 1.4x, and only when nothing else took a
-# core meanwhile (a machine shared with other work gives any ratio)
+# 2 workers need 2 free cores: on a machine shared with other work the bound is not asserted
 if [ "$(nproc)" -lt 2 ]; then
     echo "skipped: the 2-worker speed-up (one core)"
-elif awk -v o="$others" 'BEGIN { exit !(o > 0.3) }'; then
-    echo "skipped: the 2-worker speed-up bound (${ratio}x): other work kept $others cores busy"
+elif awk -v o="$others" 'BEGIN { exit !(o > 0.2) }'; then
+    echo "skipped: the 2-worker speed-up bound (${ratio}x): other work took $others cores meanwhile"
 else
-    awk -v x="$ratio" 'BEGIN { exit !(x >= 1.4) }'
-    check "2 workers score >= 1.4x the rows/s of 1 (${ratio}x)" $?
+    awk -v x="$ratio" 'BEGIN { exit !(x >= 1.6) }'
+    check "2 workers score >= 1.6x the rows/s of 1 (${ratio}x)" $?
 fi
 
 # ---- a model file replaced is read again at the next statement, in the same session ----
