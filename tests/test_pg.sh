@@ -110,6 +110,17 @@ with open(tmp + "/pngs.sql", "w") as f:
     f.write("INSERT INTO pngs VALUES (100, '\\x%s');\n" % bad.hex())
     f.write("INSERT INTO pngs VALUES (101, '\\x%s');\n" % png(32, 32, bytes(1024)).hex())
     f.write("INSERT INTO pngs VALUES (102, '\\x%s');\n" % good[:30].hex())
+    f.write("CREATE TABLE jpegs (id int, img bytea, pil bytea);\n")  # JPEGs and Pillow's pixels of them
+    try:
+        import io
+        from PIL import Image
+    except ImportError:
+        sys.exit(0)
+    for i in range(5):
+        b = io.BytesIO()
+        Image.frombytes("L", (28, 28), px[i * 784:(i + 1) * 784]).save(b, "JPEG", quality=90)
+        f.write("INSERT INTO jpegs VALUES (%d, '\\x%s', '\\x%s');\n" % (i, b.getvalue().hex(),
+                Image.open(io.BytesIO(b.getvalue())).tobytes().hex()))
 PY
 check "images written" $?
 sql -c "CREATE TABLE images (id int PRIMARY KEY, label int, img bytea)" \
@@ -145,6 +156,12 @@ check "ddl_predict_proba: lenet --predict's probabilities (500 rows), summing to
     ddl_predict('lenet.ddl', p.img) = ddl_predict('lenet.ddl', i.img) AND
     ddl_predict_proba('lenet.ddl', p.img) = ddl_predict_proba('lenet.ddl', i.img)")" = 5 ]
 check "a PNG scores as its raw pixels" $?
+if [ "$(sql -c "SELECT count(*) FROM jpegs")" = 5 ]; then
+    [ "$(sql -c "SELECT count(*) FROM jpegs WHERE ddl_predict_proba('lenet.ddl', img) = ddl_predict_proba('lenet.ddl', pil)")" = 5 ]
+    check "a JPEG scores as Pillow's pixels of it" $?
+else
+    echo "skipped: JPEG input (no python3-pil)"
+fi
 names=$(sql -c "SELECT array_length(ddl_class_names('lenet.ddl'), 1) IS NOT DISTINCT FROM NULL
     OR array_length(ddl_class_names('lenet.ddl'), 1) = 10")
 [ "$names" = t ]; check "ddl_class_names: 10 names or NULL" $?
