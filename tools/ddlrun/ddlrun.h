@@ -13,7 +13,7 @@
  *
  * With -H or --hostfile ddlrun is the head of a cluster job: it picks the master (the first host,
  * port 29500, unless --master), a job id and a token, and on each host i runs, through the agent
- * (ssh -o BatchMode=yes, or --ssh-agent CMD; "localhost" directly),
+ * (ssh -o BatchMode=yes -o ConnectTimeout=10, or --ssh-agent CMD; "localhost" directly),
  *   cd CWD; exec DDLRUN -n SLOTS --nodes K --node-rank i --master M --job J ... --env-stdin -- PROGRAM ARGS
  * and writes DDL_TOKEN, DDL_RESTART and the -x variables to the agent's stdin as NAME=VALUE lines
  * ended by an empty line: secrets never go on a command line. The head keeps that stdin open;
@@ -47,7 +47,7 @@
 #define KILL_AFTER_SIGNAL_MS 5000  /* a forwarded signal: SIGKILL whoever still runs after this */
 #define DRAIN_MS 500               /* output still in pipes after the last rank exited */
 #define DEFAULT_PORT 29500         /* the master's port on a cluster, as torchrun's */
-#define DEFAULT_AGENT "ssh -o BatchMode=yes"
+#define DEFAULT_AGENT "ssh -o BatchMode=yes -o ConnectTimeout=10" /* an unreachable host: named in 10 s */
 
 typedef struct opts {
     int n, np, nodes, node_rank, tag_output, restarts, env_stdin, nx, bind;

@@ -28,7 +28,8 @@ static hostlist_host hosts[HOSTLIST_MAX]; /* -H or --hostfile; opts.host points 
     "  --hostfile F    the hosts from F: one \"HOST [slots=N]\" a line, as mpirun's; # comments\n"          \
     "  -np TOTAL       with -H or --hostfile: ranks in all, filling the hosts in order (default: all\n"     \
     "                  slots); every host used must get the same number\n"                                 \
-    "  --ssh-agent CMD runs CMD HOST COMMAND instead of ssh -o BatchMode=yes HOST COMMAND\n"                 \
+    "  --ssh-agent CMD runs CMD HOST COMMAND instead of ssh -o BatchMode=yes -o ConnectTimeout=10 HOST\n"  \
+    "                  COMMAND: e.g. \"ssh -o BatchMode=yes -i KEY -o UserKnownHostsFile=FILE\"\n"               \
     "  -x VAR[=VALUE]  pass VAR (from here, or set to VALUE) to the ranks on every host (repeatable)\n"      \
     "  --log-dir DIR   each rank's stdout and stderr to DIR/rank.N.log (DIR on each host)\n"                 \
     "  -t, --transport T   shm (default on one node), tcp (default on several), zmq or mpi\n"                \
