@@ -4,8 +4,11 @@
 # munged (key, socket and files in a temporary directory), a slurmctld and a slurmd on free ports,
 # nothing of the machine's own configuration touched. `srun -n2` with only DDL_TOKEN set trains to
 # the weights of `ddlrun -n 2` (shm), and over tcp (the rendezvous from the step's node list) to
-# the same; an `sbatch --wait` script does too. The daemons are stopped at the end. Needs root
-# (slurmd runs the steps as their user; SlurmUser=root); skipped with the reason otherwise.
+# the same; an `sbatch --wait` script does too. docs/CLUSTER.md's requeue recipe (sbatch --requeue
+# --signal=USR1@60, exit 75 turned into `scontrol requeue`): SIGUSR1 mid-run saves a checkpoint,
+# the job is requeued once and its second start resumes to an uninterrupted run's weights. The
+# jobs and daemons are stopped at the end. Needs root (slurmd runs the steps as their user;
+# SlurmUser=root); skipped with the reason otherwise.
 . "$(dirname "$0")/lib.sh"
 BUILD=${BUILD:-build}
 cd "$(dirname "$0")/.." || exit 1
@@ -16,7 +19,9 @@ for c in munged slurmctld slurmd srun sbatch sinfo; do
     command -v $c > /dev/null 2>&1 || skip "no $c (apt-get install slurmctld slurmd slurm-client munge)"
 done
 tmp=$(mktemp -d); chmod 755 "$tmp"
+id=""
 stop() {
+    [ -n "$id" ] && scancel "$id" 2>/dev/null && sleep 1
     for p in "$tmp"/slurmd.pid "$tmp"/slurmctld.pid "$tmp"/munged.pid; do [ -s "$p" ] && kill "$(cat "$p")" 2>/dev/null; done
     sleep 0.5; rm -rf "$tmp"
 }
@@ -37,7 +42,8 @@ SlurmctldHost=$host(127.0.0.1)
 SlurmctldPort=$p1
 SlurmdPort=$p2
 AuthType=auth/munge
-AuthInfo=socket=$tmp/munge.sock
+# cred_expire: also how long a requeued job waits before it starts again (120 s by default)
+AuthInfo=socket=$tmp/munge.sock,cred_expire=5
 CredType=cred/munge
 MpiDefault=none
 ProctrackType=proctrack/linuxproc
@@ -88,6 +94,44 @@ timeout 120 sbatch --wait "$tmp/job.sh" > "$tmp/sbatch" 2>&1; rc=$?
 crc=$(field weights_crc < "$tmp/job.out" 2>/dev/null)
 echo "sbatch --wait: exit $rc, $(cat "$tmp/sbatch"), weights_crc=$crc"
 [ $rc -eq 0 ] && [ "$crc" = "$ref" ] && ok || { bad "the sbatch job"; cat "$tmp/job.out" 2>/dev/null | tail -n 5; }
+
+# ---- preemption and requeue ----
+# docs/CLUSTER.md's script: --requeue, --signal=USR1@60 (a minute before the time limit; here
+# `scancel --signal=USR1` sends it at once, to the step's tasks as the timer would, not to the batch
+# shell), the program's exit 75 after its checkpoint turned into `scontrol requeue`; the second
+# start (SLURM_RESTART_COUNT=1) resumes from the checkpoint. Each start logs to its own file.
+LONG="--epochs 4 --train-limit 16000 --seed 5"
+ref=$("$BUILD/bin/ddlrun" -n 2 "$BUILD/bin/lenet" $LONG --quiet 2>&1 | field weights_crc)
+cat > "$tmp/requeue.sh" <<JOB
+#!/bin/sh
+#SBATCH --ntasks=2 --overcommit --time=5 --signal=USR1@60 --requeue --open-mode=append --output=$tmp/requeue.out
+export DDL_TOKEN=slurm-test-secret-0123456789
+n=\${SLURM_RESTART_COUNT:-0}
+srun $PWD/$BUILD/bin/lenet $LONG --checkpoint $tmp/ck --resume > $tmp/run.\$n 2>&1
+rc=\$?
+echo "start \$n: srun exit \$rc"
+[ \$rc -eq 75 ] && scontrol requeue \$SLURM_JOB_ID
+exit \$rc
+JOB
+t0=$(date +%s)
+id=$(sbatch --parsable "$tmp/requeue.sh" 2>&1)
+for i in $(seq 1 300); do grep -q "^ddl [0-9]" "$tmp/run.0" 2>/dev/null && break; sleep 0.1; done
+sleep 0.3; scancel --signal=USR1 "$id"; sent=$?
+for i in $(seq 1 600); do
+    st=$(scontrol show job "$id" 2>/dev/null | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p')
+    case "$st" in COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL|OUT_OF_MEMORY|"") break ;; esac; sleep 0.1
+done
+restarts=$(scontrol show job "$id" 2>/dev/null | sed -n 's/.*Restarts=\([0-9]*\).*/\1/p')
+said=$(grep -h "preempted (SIGUSR1) at step" "$tmp/run.0" 2>/dev/null)
+crc=$(field weights_crc < "$tmp/run.1" 2>/dev/null)
+echo "sbatch --requeue, job $id: USR1 sent ($sent), $(tr '\n' ' ' < "$tmp/requeue.out" 2>/dev/null)state $st, Restarts=$restarts, $(($(date +%s) - t0)) s"
+echo "  first start: $said"
+echo "  second start: weights_crc=$crc (uninterrupted: $ref)"
+[ "$sent" -eq 0 ] && [ -n "$said" ] && ok || { bad "the first start did not save on SIGUSR1"; tail -n 5 "$tmp/run.0"; }
+grep -q "^summary" "$tmp/run.0" && bad "the preempted start printed a summary"
+[ "$st" = COMPLETED ] && [ "$restarts" = 1 ] && grep -q "^start 0: srun exit 75" "$tmp/requeue.out" &&
+    grep -q "^start 1: srun exit 0" "$tmp/requeue.out" && [ ! -e "$tmp/run.2" ] && ok || { bad "not requeued exactly once"; cat "$tmp/requeue.out"; }
+[ -n "$crc" ] && [ "$crc" = "$ref" ] && ok || { bad "the requeued job's weights differ from an uninterrupted run's"; tail -n 5 "$tmp/run.1"; }
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
