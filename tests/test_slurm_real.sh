@@ -35,15 +35,19 @@ head -c 1024 /dev/urandom > "$tmp/munge.key"; chmod 400 "$tmp/munge.key"
 munged --force -S "$tmp/munge.sock" --key-file "$tmp/munge.key" --pid-file "$tmp/munged.pid" \
     --log-file "$tmp/munged.log" --seed-file "$tmp/munged.seed" 2> "$tmp/munged.err" || skip "munged: $(cat "$tmp/munged.err")"
 host=$(hostname); p1=$(free_port); p2=$(free_port)
+first_job=$(($(od -An -N2 -tu2 /dev/urandom) * 100 + 1000)) # job ids no other test's cluster is using
 mkdir -p "$tmp/state" "$tmp/spool"
 cat > "$tmp/slurm.conf" <<CONF
 ClusterName=ddltest
+FirstJobId=$first_job
 SlurmctldHost=$host(127.0.0.1)
 SlurmctldPort=$p1
 SlurmdPort=$p2
 AuthType=auth/munge
-# cred_expire: also how long a requeued job waits before it starts again (120 s by default)
+# cred_expire: also how long a requeued job waits before it can start again (120 s by default)
 AuthInfo=socket=$tmp/munge.sock,cred_expire=5
+# and the schedulers' passes that start it once eligible (60 s and 30 s by default)
+SchedulerParameters=sched_interval=1,bf_interval=1
 CredType=cred/munge
 MpiDefault=none
 ProctrackType=proctrack/linuxproc
@@ -100,12 +104,14 @@ echo "sbatch --wait: exit $rc, $(cat "$tmp/sbatch"), weights_crc=$crc"
 # `scancel --signal=USR1` sends it at once, to the step's tasks as the timer would, not to the batch
 # shell), the program's exit 75 after its checkpoint turned into `scontrol requeue`; the second
 # start (SLURM_RESTART_COUNT=1) resumes from the checkpoint. Each start logs to its own file.
+# DDL_JOB: the shared memory of this job's own, not /ddl-u0 (which another job of root's running on
+# this machine may hold).
 LONG="--epochs 4 --train-limit 16000 --seed 5"
 ref=$("$BUILD/bin/ddlrun" -n 2 "$BUILD/bin/lenet" $LONG --quiet 2>&1 | field weights_crc)
 cat > "$tmp/requeue.sh" <<JOB
 #!/bin/sh
 #SBATCH --ntasks=2 --overcommit --time=5 --signal=USR1@60 --requeue --open-mode=append --output=$tmp/requeue.out
-export DDL_TOKEN=slurm-test-secret-0123456789
+export DDL_TOKEN=slurm-test-secret-0123456789 DDL_JOB=slurm-\$SLURM_JOB_ID
 n=\${SLURM_RESTART_COUNT:-0}
 srun $PWD/$BUILD/bin/lenet $LONG --checkpoint $tmp/ck --resume > $tmp/run.\$n 2>&1
 rc=\$?
