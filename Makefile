@@ -6,7 +6,7 @@
 #   make install         ddl.h, libddl.a, libddl.so, ddl.pc, the CMake package and the programs
 #                        under $(DESTDIR)$(PREFIX) (PREFIX=/usr/local); SHARED=0: no libddl.so, so
 #                        -lddl links libddl.a; make uninstall removes them
-# Switches: WITH_BLAS=openblas|none  WITH_ZMQ=0|1  WITH_MPI=0|1  WITH_LZ4=0|1  WITH_SODIUM=0|1  WITH_PNG=0|1  WITH_JPEG=0|1  WITH_JANSSON=0|1
+# Switches: WITH_BLAS=openblas|none  WITH_ZMQ=0|1  WITH_MPI=0|1  WITH_LZ4=0|1  WITH_SODIUM=0|1  WITH_PNG=0|1  WITH_JPEG=0|1  WITH_JANSSON=0|1  WITH_PQ=0|1 (--predict --db)
 #           WITH_SERVE=0|1 (ddl-serve: libmicrohttpd, jansson and yajl)
 #           SAN=address|undefined|thread  V=1  BUILD=dir (default build)
 #   make pg              the PostgreSQL extension (pg/), where pg_config and PGXS are (PG_CONFIG=path);
@@ -32,6 +32,9 @@ WITH_JANSSON ?= $(if $(wildcard /usr/include/jansson.h),1,0)
 # are (libpq-dev's pg_config alone, without postgresql-server-dev, is not enough)
 PG_CONFIG ?= pg_config
 HAVE_PG   := $(if $(wildcard $(shell $(PG_CONFIG) --pgxs 2>/dev/null)),1,0)
+# libpq (libpq-dev): lenet, unet and ddl-train --predict --db score a PostgreSQL table. Optional:
+# without it they build with the database code left out (examples/common/example_db.h).
+WITH_PQ   ?= $(if $(wildcard /usr/include/postgresql/libpq-fe.h),1,0)
 
 CC      ?= cc
 PKG_CONFIG ?= pkg-config
@@ -187,6 +190,16 @@ $(BUILD)/flags: FORCE
 	@printf '%s\n' 'ifeq ($$(origin CC),default)' 'CC := $(CC)' endif 'CFLAGS ?= $(CFLAGS)' 'SAN ?= $(SAN)' \
 	    $(foreach v,BLAS ZMQ MPI LZ4 ZLIB SODIUM PNG JPEG JANSSON,'WITH_$(v) ?= $(WITH_$(v))') > $(BUILD)/config.mk.tmp && \
 	    $(call update,$(BUILD)/config.mk)
+
+# --predict --db: DDL_EXAMPLE_PQ and libpq for the programs that have it alone (private: the
+# library's objects and $(BUILD)/flags, their prerequisites, do not inherit them)
+ifeq ($(WITH_PQ),1)
+  PQ_CFLAGS := $(shell $(PKG_CONFIG) --cflags libpq 2>/dev/null || echo -I/usr/include/postgresql)
+  PQ_LIBS   := $(shell $(PKG_CONFIG) --libs libpq 2>/dev/null || echo -lpq)
+  $(BUILD)/obj/examples/lenet.o $(BUILD)/obj/examples/unet.o $(BUILD)/obj/tools/train/predict.o: private ALL_CFLAGS += -DDDL_EXAMPLE_PQ $(PQ_CFLAGS)
+  $(BUILD)/bin/lenet $(BUILD)/bin/unet: private LDLIBS += $(PQ_LIBS)
+  $(BUILD)/bin/ddl-train: private TOOL_LIBS := $(PQ_LIBS)
+endif
 
 # ---- shared library, ddl.pc, CMake package, install ----
 # The shared library has objects of its own (-fPIC), so libddl.a's stay as they are.

@@ -5,7 +5,9 @@
  * image order: its output is byte for byte a one-rank run's. Rank 0 prints accuracy (and for
  * segmentation dice and mean IoU), the confusion matrix and images/s, then one summary line;
  * lenet writes --out CSV, unet each scene's mask as a PNG. A bad file gives one line naming it
- * and exit 1. Header-only: copy it along with the example (and example_common.h, example_png.h); what
+ * and exit 1. With --db (example_db.h) the images are the rows of a PostgreSQL table instead, and
+ * each rank writes its predictions back into another. Header-only: copy it along with the example
+ * (and example_common.h, example_png.h, example_db.h); what
  * only one of the two examples uses is static inline, so the other compiles it without a warning. */
 #ifndef DDL_EXAMPLE_PREDICT_H
 #define DDL_EXAMPLE_PREDICT_H
@@ -19,6 +21,7 @@
 #include <sys/stat.h>
 
 #include "example_common.h"
+#include "example_db.h"
 #include "example_png.h"
 
 /* ---- options ---- */
@@ -29,13 +32,17 @@ typedef struct predict_opts {
     const char *out;         /* --out CSV (lenet) */
     const char *images;      /* lenet: --images F (IDX); unet: --images DIR for the masks */
     const char *labels;      /* lenet: --labels F (IDX) */
+    db_opts db;              /* --db CONNINFO --table T [--id C] [--image C] --out-table OUT */
 } predict_opts;
 
-enum { OPT_PREDICT = 400, OPT_MODEL, OPT_OUT, OPT_LABELS };
+enum { OPT_PREDICT = 400, OPT_MODEL, OPT_OUT, OPT_LABELS, OPT_DB, OPT_TABLE, OPT_ID, OPT_IMAGE, OPT_OUT_TABLE };
 
 #define PREDICT_OPTIONS                                                                     \
     {"predict", no_argument, NULL, OPT_PREDICT}, {"model", required_argument, NULL, OPT_MODEL}, \
-    {"out", required_argument, NULL, OPT_OUT}, {"labels", required_argument, NULL, OPT_LABELS}
+    {"out", required_argument, NULL, OPT_OUT}, {"labels", required_argument, NULL, OPT_LABELS}, \
+    {"db", required_argument, NULL, OPT_DB}, {"table", required_argument, NULL, OPT_TABLE},     \
+    {"id", required_argument, NULL, OPT_ID}, {"image", required_argument, NULL, OPT_IMAGE},     \
+    {"out-table", required_argument, NULL, OPT_OUT_TABLE}
 
 /* predict_option: 1 if c is one of the --predict flags (now taken), else 0. */
 static int predict_option(predict_opts *p, int c, const char *arg)
@@ -45,17 +52,28 @@ static int predict_option(predict_opts *p, int c, const char *arg)
     case OPT_MODEL: p->model = arg; return 1;
     case OPT_OUT: p->out = arg; return 1;
     case OPT_LABELS: p->labels = arg; return 1;
+    case OPT_DB: p->db.db = arg; return 1;
+    case OPT_TABLE: p->db.table = arg; return 1;
+    case OPT_ID: p->db.id = arg; return 1;
+    case OPT_IMAGE: p->db.image = arg; return 1;
+    case OPT_OUT_TABLE: p->db.out_table = arg; return 1;
     default: return 0;
     }
 }
 
-/* predict_options_done: --predict needs --model; --model, --out and --labels need --predict. */
+/* predict_options_done: --predict needs --model; --model, --out, --labels and --db need --predict;
+ * --db needs --table and --out-table, and takes no --out or --labels. */
 static void predict_options_done(const predict_opts *p)
 {
+    const char *db = db_options_check(&p->db);
     if (p->on && !p->model)
         cli_error("--predict needs --model CHECKPOINT");
-    if (!p->on && (p->model || p->out || p->labels))
-        cli_error("--model, --out and --labels go with --predict");
+    if (!p->on && (p->model || p->out || p->labels || p->db.db))
+        cli_error("--model, --out, --labels and --db go with --predict");
+    if (db)
+        cli_error(db);
+    if (p->db.db && (p->out || p->labels || p->images))
+        cli_error("--db reads the images from the table and writes to --out-table: no --images, --out or --labels");
 }
 
 /* ---- ranks: whole forward passes each, gathered in order ---- */
@@ -66,6 +84,7 @@ typedef struct predict_run {
     int rank, world, batch;
     ddl_predictor *pr;
     double t0;           /* when predicting started */
+    const predict_opts *opts; /* set by predict_open */
 } predict_run;
 
 /* predict_fail: one line on stderr, "PROG: what" (with the rank when there are several). */
@@ -124,6 +143,7 @@ static ddl_predictor *predict_open(predict_run *r, const predict_opts *o, const 
     char err[DDL_ERR_BYTES];
     ddl_predict_config pc = {.batch = r->batch, .plugin = p};
     ddl_predictor *pr = NULL;
+    r->opts = o;
     if (ddl_predictor_open(o->model, &pc, NULL, &pr, err, sizeof err) != DDL_OK)
         predict_fail(r, err);
     return pr;
@@ -300,7 +320,8 @@ static inline int predict_lenet(const predict_opts *o, const example_opts *e, dd
     predict_run r = {.prog = "lenet", .comm = comm, .rank = ddl_comm_rank(comm), .world = ddl_comm_size(comm),
                      .batch = e->batch};
     r.pr = predict_open(&r, o, ddl_model_lenet());
-    int rc = predict_agree(&r, r.pr != NULL) ? classify(&r, o, e->data) : 1;
+    int rc = !predict_agree(&r, r.pr != NULL) ? 1 : o->db.db ? db_score("lenet", &o->db, r.pr, comm, r.batch)
+                                                              : classify(&r, o, e->data);
     ddl_predictor_close(r.pr);
     return rc;
 }
@@ -308,10 +329,13 @@ static inline int predict_lenet(const predict_opts *o, const example_opts *e, dd
 /* ---- unet: segment scenes, masks as PNG ---- */
 
 /* predict_segment: unet --predict on the scenes `test`: masks to dir/scene_NNNN.png (palette
- * rgb[n_colors]) when dir is given, metrics against test's targets. */
+ * rgb[n_colors]) when dir is given, metrics against test's targets. With --db, the table's rows
+ * instead of the scenes, their masks into --out-table. */
 static inline int predict_segment(predict_run *r, const ddl_dataset *test, const char *dir, const uint8_t (*rgb)[3],
                            int n_colors)
 {
+    if (r->opts && r->opts->db.db)
+        return db_score(r->prog, &r->opts->db, r->pr, r->comm, r->batch);
     size_t S = (size_t)test->h * test->w;
     uint16_t *masks = (uint16_t *)calloc((size_t)test->n * S, sizeof *masks);
     uint8_t *picture = (uint8_t *)malloc(S); /* one mask as palette indices for png_write */
