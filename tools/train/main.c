@@ -18,6 +18,7 @@
 #define USAGE                                                                                           \
     "usage: ddl-train --data TRAIN --arch ARCH [OPTION]...\n"                                           \
     "       ddl-train --predict --model CHECKPOINT --images FILE|DIR [--out CSV]\n"                     \
+    "       ddl-train --predict --model CHECKPOINT --db CONNINFO --table T --out-table OUT\n"           \
     "Train a layer graph on your data, on one rank or on each rank ddlrun, mpirun, srun or torchrun\n"  \
     "starts. Defaults: --epochs 10 --batch 64 --optimizer sgd --lr 0.01 --schedule cosine.\n"          \
     "data (image folders: one sub-folder of .jpg/.png/.pgm/.ppm per class; numpy: .npy or .npz\n"       \
@@ -44,11 +45,15 @@
     "inference (no training):\n"                                                                        \
     "  --predict --model M       classify --images FILE|DIR with checkpoint M (any ddl-train,\n"        \
     "                            lenet or graph checkpoint); folder names that are class names\n"      \
-    "                            count as the truth; --out CSV: file,predicted,p_CLASS...\n"
+    "                            count as the truth; --out CSV: file,predicted,p_CLASS...\n"        \
+    "  --db CONNINFO --table T   or score the rows of PostgreSQL table T (--id C, default id;\n"       \
+    "  --out-table OUT           --image C, bytea, default img) on every rank, each its share,\n"    \
+    "                            into OUT (created if missing) a batch per transaction\n"
 
 enum { OPT_TARGETS = EXAMPLE_OPT_END, OPT_VAL, OPT_VAL_TARGETS, OPT_VAL_SPLIT, OPT_TEST, OPT_TEST_TARGETS,
        OPT_IMAGE_SIZE, OPT_CHANNELS, OPT_SKIP_BAD, OPT_ARCH, OPT_AUGMENT, OPT_AUGMENT_PAD, OPT_DROPOUT, OPT_DICE,
-       OPT_PREDICT, OPT_MODEL, OPT_IMAGES, OPT_OUT, OPT_CACHE };
+       OPT_PREDICT, OPT_MODEL, OPT_IMAGES, OPT_OUT, OPT_CACHE, OPT_DB, OPT_TABLE, OPT_ID, OPT_IMAGE,
+       OPT_OUT_TABLE };
 
 typedef struct opts {
     example_opts ex;
@@ -107,6 +112,11 @@ static void option(opts *o, int c, const char *arg)
     case OPT_IMAGES: o->pred.images = arg; break;
     case OPT_OUT: o->pred.out = arg; break;
     case OPT_CACHE: o->data.cache = arg; break;
+    case OPT_DB: o->pred.db.db = arg; break;
+    case OPT_TABLE: o->pred.db.table = arg; break;
+    case OPT_ID: o->pred.db.id = arg; break;
+    case OPT_IMAGE: o->pred.db.image = arg; break;
+    case OPT_OUT_TABLE: o->pred.db.out_table = arg; break;
     default: example_option(&o->ex, c, arg, USAGE);
     }
 }
@@ -123,7 +133,9 @@ static void parse(opts *o, int argc, char **argv)
         {"dropout", required_argument, NULL, OPT_DROPOUT}, {"dice-weight", required_argument, NULL, OPT_DICE},
         {"predict", no_argument, NULL, OPT_PREDICT}, {"model", required_argument, NULL, OPT_MODEL},
         {"images", required_argument, NULL, OPT_IMAGES}, {"out", required_argument, NULL, OPT_OUT},
-        {"cache", required_argument, NULL, OPT_CACHE},
+        {"cache", required_argument, NULL, OPT_CACHE}, {"db", required_argument, NULL, OPT_DB},
+        {"table", required_argument, NULL, OPT_TABLE}, {"id", required_argument, NULL, OPT_ID},
+        {"image", required_argument, NULL, OPT_IMAGE}, {"out-table", required_argument, NULL, OPT_OUT_TABLE},
         {NULL, 0, NULL, 0}};
     example_defaults(&o->ex);
     o->ex.data = NULL;
@@ -139,10 +151,14 @@ static void parse(opts *o, int argc, char **argv)
     o->pred.batch = o->ex.batch;
     o->data.seed = (uint64_t)o->ex.seed;
     o->data.train = o->ex.data;
-    if (o->predict && (!o->pred.model || !o->pred.images))
-        cli_error("--predict needs --model CHECKPOINT and --images FILE|DIR");
-    if (!o->predict && (o->pred.model || o->pred.images || o->pred.out))
-        cli_error("--model, --images and --out go with --predict");
+    if (db_options_check(&o->pred.db))
+        cli_error(db_options_check(&o->pred.db));
+    if (o->predict && (!o->pred.model || !o->pred.images == !o->pred.db.db))
+        cli_error("--predict needs --model CHECKPOINT and --images FILE|DIR or --db CONNINFO");
+    if (o->pred.db.db && o->pred.out)
+        cli_error("--db writes to --out-table: no --out");
+    if (!o->predict && (o->pred.model || o->pred.images || o->pred.out || o->pred.db.db))
+        cli_error("--model, --images, --out and --db go with --predict");
     if (!o->predict && (!o->data.train || !o->arch))
         cli_error("training needs --data PATH and --arch ARCH (a preset: lenet, cnn, unet; or a file)");
     if (o->data.val && o->data.val_split > 0)
@@ -343,13 +359,18 @@ int main(int argc, char **argv)
     int rc = ddl_comm_config_from_env(&cc, r.err, sizeof r.err);
     if (rc == DDL_OK && example_log_setup(&cc, "ddl-train") != 0)
         return 2;
-    if (rc == DDL_OK && cc.world_size > 1 && !r.o.predict)
+    if (rc == DDL_OK && cc.world_size > 1 && (!r.o.predict || r.o.pred.db.db)) /* --db: every rank scores */
         rc = ddl_comm_create(&cc, NULL, &r.comm, r.err, sizeof r.err);
     if (rc != DDL_OK) {
         fprintf(stderr, "ddl-train: rank %d: cannot join the job: %s\n", cc.rank, r.err);
         return 1;
     }
     ddl_set_threads(r.o.ex.threads);
+    if (r.o.predict && r.o.pred.db.db) {
+        rc = tr_predict_db(&r.o.pred, r.comm);
+        ddl_comm_destroy(r.comm);
+        return rc;
+    }
     if (r.o.predict) /* on rank 0 alone */
         return cc.rank == 0 ? tr_predict_run(&r.o.pred) : 0;
     r.rank = r.comm ? ddl_comm_rank(r.comm) : 0;

@@ -2,7 +2,8 @@
  * it) on image files, each decoded and resized as training did, in batches. --images is a file,
  * a folder of files, or a folder of CLASS folders (then the folder name is the truth where it is
  * one of the model's class names, and the accuracy is printed). The CSV has one row per file:
- * file, predicted class name, one probability per class. Runs on rank 0; other ranks return. */
+ * file, predicted class name, one probability per class. Runs on rank 0; other ranks return.
+ * With --db (tr_predict_db) every rank scores its share of a PostgreSQL table instead. */
 #include "train.h"
 
 #include <dirent.h>
@@ -179,6 +180,21 @@ int tr_predict_run(const tr_predict *p)
     free(pred);
     free(probs);
     files_free(&f);
+    ddl_predictor_close(pr);
+    return rc;
+}
+
+int tr_predict_db(const tr_predict *p, ddl_comm *comm)
+{
+    char err[DDL_ERR_BYTES];
+    ddl_predict_config pc = {.batch = p->batch > 0 ? p->batch : 64};
+    ddl_predictor *pr = NULL;
+    int64_t bad = ddl_predictor_open(p->model, &pc, NULL, &pr, err, sizeof err) != DDL_OK;
+    if (bad)
+        fprintf(stderr, "ddl-train: rank %d: %s\n", comm ? ddl_comm_rank(comm) : 0, err);
+    if (comm && ddl_comm_allreduce(comm, &bad, 1, DDL_INT64, DDL_MAX) != DDL_OK)
+        fprintf(stderr, "ddl-train: %s\n", ddl_comm_error(comm)), bad = 1;
+    int rc = bad ? 1 : db_score("ddl-train", &p->db, pr, comm, pc.batch);
     ddl_predictor_close(pr);
     return rc;
 }

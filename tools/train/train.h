@@ -4,6 +4,7 @@
 #define DDL_TRAIN_TOOL_H
 
 #include "ddl.h"
+#include "examples/common/example_db.h"
 
 /* Where the data comes from: an image folder (CLASS/FILE), a numpy file with --targets, or a
  * directory of IDX files (Fashion-MNIST's layout); validation and test sets the same way. */
@@ -36,11 +37,15 @@ void tr_free(tr_sets *s);
 typedef struct tr_predict {
     const char *model, *images, *out;
     int batch;
+    db_opts db;              /* --db: a PostgreSQL table's rows instead of --images */
 } tr_predict;
 
 /* tr_predict_run: classify, print accuracy when the truth is known, write the CSV (file,
  * predicted class name, one probability per class). Returns the exit status: 0, 1 (a file or
  * the model failed), 2 is the command line's. */
 int tr_predict_run(const tr_predict *p);
+/* tr_predict_db: --predict --db on every rank of comm (NULL: one process), each its share of the
+ * table (example_db.h). Returns the exit status, 0 or 1, the same on every rank. */
+int tr_predict_db(const tr_predict *p, ddl_comm *comm);
 
 #endif
