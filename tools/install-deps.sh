@@ -12,10 +12,11 @@
 # test_images python3-pil, test_onnx_import.sh python3-onnx (it writes ONNX files without PyTorch), test_slurm_real.sh slurmctld, slurmd, slurm-client and munge;
 # tests/test_pg.sh postgresql-15 (the server it starts) and postgresql-server-dev-15 (PGXS, which
 # builds the extension in pg/); tests/test_ssh.sh openssh-server and openssh-client (an sshd it
-# starts in each network namespace).
+# starts in each network namespace). libpq-dev (building): lenet, unet and ddl-train --predict --db
+# score a PostgreSQL table through libpq (without it they build with --db left out).
 set -u
 # building and training: the compiler, the libraries ddl links, the data
-RUN_PKGS="gcc libc6-dev make pkg-config libopenblas-dev libzmq3-dev liblz4-dev libopenmpi-dev openmpi-bin zlib1g-dev libsodium-dev libpng-dev libjpeg62-turbo-dev dataset-fashion-mnist procps"
+RUN_PKGS="gcc libc6-dev make pkg-config libopenblas-dev libzmq3-dev liblz4-dev libopenmpi-dev openmpi-bin zlib1g-dev libsodium-dev libpng-dev libjpeg62-turbo-dev libpq-dev dataset-fashion-mnist procps"
 PKGS="$RUN_PKGS g++ python3 python3-numpy python3-pil python3-onnx cmake iproute2 bc slurmctld slurmd slurm-client munge libmicrohttpd-dev libjansson-dev libyajl-dev curl chromium wrk postgresql-15 postgresql-server-dev-15 openssh-server openssh-client"
 # tests/test_cpus.sh: qemu-user runs the kernels under emulated CPUs without AVX-512 and AVX, and
 # the library built for aarch64 by the cross compiler
