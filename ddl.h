@@ -665,6 +665,12 @@ enum { DDL_FLOAT32 = 0, DDL_INT64 = 1 };           /* element types */
 enum { DDL_SUM = 0, DDL_MEAN = 1, DDL_MAX = 2 };   /* reduction operations */
 /* gradient compression: the 16 bits of ddl_comm_allreduce_compressed's messages */
 enum { DDL_COMPRESS_NONE = 0, DDL_COMPRESS_BF16 = 1, DDL_COMPRESS_FP16 = 2 };
+/* All-reduce algorithms of more than 64 KiB (smaller ones always go by recursive doubling):
+ * AUTO, the ring (each rank sends and receives 2 (n - 1) / n of the vector; the default), or PS, a
+ * synchronous parameter server (rank 0 receives every rank's vector, adds them in rank order and
+ * sends the sum back: (n - 1) vectors in and out of one rank, for comparison with the systems built
+ * on it). Both give the same bits on every rank and transport; not the same bits as each other. */
+enum { DDL_ALGO_AUTO = 0, DDL_ALGO_RING = 1, DDL_ALGO_PS = 2 };
 
 typedef struct ddl_comm_config {
     const ddl_transport *transport; /* NULL: shm when all ranks share this host, else tcp */
@@ -699,6 +705,11 @@ typedef struct ddl_comm_config {
      * set): bucket_kb 0 is 25600, PyTorch DDP's 25 MiB. */
     int overlap;
     int bucket_kb;
+    int algo;                       /* DDL_ALGO_*: how large all-reduces go (DDL_ALGO); every rank
+                                     * must agree (a mismatch is DDL_EMISMATCH) */
+    char env_job[48];               /* ddl_comm_config_from_env's job id under Slurm ("slurm-" and an
+                                     * HMAC of the job and step ids keyed by the token), which job
+                                     * then points into */
     char env_master[288];           /* ddl_comm_config_from_env's "MASTER_ADDR:MASTER_PORT" (torchrun's),
                                      * which master then points into: copy the config whole */
 } ddl_comm_config;

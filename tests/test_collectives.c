@@ -349,6 +349,43 @@ static void test_world1(void)
     ddl_comm_destroy(c);
 }
 
+/* ---- DDL_ALGO=ps: a parameter server at rank 0 ----
+ * Exact sums of small integers; for noisy floats, the same bits on every rank and transport, and
+ * exactly the sum in rank order ((x0 + x1) + x2) + ... that the server makes; a rank whose algo
+ * differs from the others' fails (DDL_EMISMATCH or a peer's failure), it does not hang. */
+
+static void rank_ps(int rank, int world, void *arg)
+{
+    (void)arg;
+    ddl_comm_config cfg = make_config(rank, world, TIMEOUT_MS);
+    cfg.algo = DDL_ALGO_PS;
+    ddl_comm *c = ranks_open(&cfg);
+    if (!c)
+        return;
+    size_t count = 300001; /* pieces: more than the scratch holds */
+    float *buf = malloc(count * sizeof *buf);
+    if (!buf) {
+        ddl_comm_destroy(c);
+        return;
+    }
+    allreduce_float(c, count, DDL_SUM, buf);
+    allreduce_float(c, 100003, DDL_MAX, buf);
+    for (size_t i = 0; i < count; i++)
+        buf[i] = noisy_value(rank, i);
+    CHECK(ddl_comm_allreduce(c, buf, count, DDL_FLOAT32, DDL_SUM) == DDL_OK);
+    size_t bad = 0;
+    for (size_t i = 0; i < count; i++) {
+        float want = noisy_value(0, i);
+        for (int k = 1; k < world; k++)
+            want += noisy_value(k, i);
+        bad += buf[i] != want;
+    }
+    CHECK(bad == 0);
+    agree(c, "ps-noisy", buf, count * sizeof *buf);
+    free(buf);
+    ddl_comm_destroy(c);
+}
+
 int main(void)
 {
     const char *names[4];
@@ -365,6 +402,7 @@ int main(void)
         }
         if (strcmp(names[t], "shm") == 0)
             run_ranks(names[t], 8, rank_stream_then_post, NULL, 300, -1); /* ~9 s; about a minute under SAN=thread */
+        run_ranks(names[t], 3, rank_ps, NULL, 60, -1);
         for (int kind = 0; kind < MISMATCH_KINDS; kind++) {
             if (kind == 3 && strcmp(names[t], "shm") != 0)
                 continue; /* only shm has a native all-reduce here */

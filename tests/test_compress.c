@@ -247,6 +247,15 @@ static void test_config(void)
     setenv("DDL_COMPRESS", "int8", 1);
     CHECK(ddl_comm_config_from_env(&cfg, err, sizeof err) == DDL_EINVAL && strstr(err, "DDL_COMPRESS=int8"));
     unsetenv("DDL_COMPRESS");
+    /* DDL_ALGO beside it: ring, ps, auto; anything else said */
+    setenv("DDL_ALGO", "ps", 1);
+    CHECK(ddl_comm_config_from_env(&cfg, err, sizeof err) == DDL_OK && cfg.algo == DDL_ALGO_PS);
+    setenv("DDL_ALGO", "ring", 1);
+    CHECK(ddl_comm_config_from_env(&cfg, err, sizeof err) == DDL_OK && cfg.algo == DDL_ALGO_RING);
+    setenv("DDL_ALGO", "tree", 1);
+    CHECK(ddl_comm_config_from_env(&cfg, err, sizeof err) == DDL_EINVAL && strstr(err, "DDL_ALGO=tree"));
+    unsetenv("DDL_ALGO");
+    CHECK(ddl_comm_config_from_env(&cfg, err, sizeof err) == DDL_OK && cfg.algo == DDL_ALGO_AUTO);
     memset(&cfg, 0, sizeof cfg);
     cfg.world_size = cfg.local_size = 1;
     cfg.compress = 7;

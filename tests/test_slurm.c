@@ -36,6 +36,44 @@ static void srun_task(int procid, int nodeid, int localid, const char *per_node,
     CHECK(cfg.transport && strcmp(cfg.transport->name, want_local_size == 4 ? "shm" : "tcp") == 0);
 }
 
+/* job_of: the job id the environment gives now, into out ("" for none). */
+static void job_of(char *out, size_t n)
+{
+    ddl_comm_config cfg;
+    char err[256];
+    CHECK(ddl_comm_config_from_env(&cfg, err, sizeof err) == DDL_OK);
+    snprintf(out, n, "%s", cfg.job ? cfg.job : "");
+}
+
+/* job_ids: with a token and no DDL_JOB, a step's job id is "slurm-" and 16 hex digits that all its
+ * tasks agree on and that differ by step and by token (so two jobs of one user on a node get
+ * their own shared memory, and nobody without the token can take the name first); DDL_JOB wins;
+ * without a token there is none (the per-user default). */
+static void job_ids(void)
+{
+    char a[64], b[64], c[64], d[64], e[64];
+    setenv("SLURM_PROCID", "0", 1);
+    job_of(a, sizeof a);
+    setenv("SLURM_PROCID", "3", 1);
+    job_of(b, sizeof b);
+    setenv("SLURM_STEP_ID", "2", 1);
+    job_of(c, sizeof c);
+    setenv("SLURM_STEP_ID", "1", 1);
+    setenv("DDL_TOKEN", "another-secret-0123456789", 1);
+    job_of(d, sizeof d);
+    setenv("DDL_TOKEN", "slurm-test-secret-0123456789", 1);
+    CHECK(strncmp(a, "slurm-", 6) == 0 && strlen(a) == 22 && strcmp(a, b) == 0 && strcmp(a, c) != 0 &&
+          strcmp(a, d) != 0 && strstr(a, "4242") == NULL);
+    setenv("DDL_JOB", "mine", 1);
+    job_of(e, sizeof e);
+    CHECK(strcmp(e, "mine") == 0);
+    unsetenv("DDL_JOB");
+    unsetenv("DDL_TOKEN");
+    job_of(e, sizeof e);
+    CHECK(e[0] == '\0');
+    setenv("DDL_TOKEN", "slurm-test-secret-0123456789", 1);
+}
+
 int main(void)
 {
     first_host("node[01-04,07],gpu5", "node01");
@@ -67,6 +105,7 @@ int main(void)
     srun_task(0, 0, 0, "2(x2)", 2);
     srun_task(3, 1, 1, "2(x2)", 2);
     srun_task(1, 0, 1, "4", 4); /* one node: shm */
+    job_ids();
     setenv("SLURM_STEP_NODELIST", "node[01", 1);
     ddl_comm_config cfg;
     char err[256];

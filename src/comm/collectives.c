@@ -212,6 +212,37 @@ static int allreduce_ring(ddl_comm *c, void *buf, size_t count, int dtype, int o
     return DDL_OK;
 }
 
+/* ---- allreduce: parameter server (DDL_ALGO=ps) ----
+ * Rank 0 is the server: piece by piece, it receives every other rank's piece in rank order and
+ * adds it to its own (((x0 + x1) + x2) + ...), then sends the sum to every rank in rank order.
+ * Its link carries (n - 1) vectors each way: the cost the ring spreads over n links. */
+
+static int allreduce_ps(ddl_comm *c, unsigned char *buf, size_t count, int dtype, int op)
+{
+    size_t esz = ddl__dtype_bytes(dtype), per = PIECE_BYTES / esz;
+    uint32_t step = 0;
+    for (size_t off = 0; off < count; off += per, step += 2) {
+        size_t len = count - off < per ? count - off : per, bytes = len * esz;
+        unsigned char *p = buf + off * esz;
+        int st = DDL_OK;
+        if (c->rank == 0) {
+            for (int r = 1; r < c->world && st == DDL_OK; r++) {
+                const void *in;
+                st = ddl__comm_xchg_in(c, -1, 0, NULL, 0, r, step, bytes, esz, c->scratch, &in);
+                if (st == DDL_OK)
+                    reduce(p, p, in, len, dtype, op);
+            }
+            for (int r = 1; r < c->world && st == DDL_OK; r++)
+                st = ddl__comm_xchg(c, r, step + 1, p, bytes, -1, 0, NULL, 0);
+        } else {
+            st = ddl__comm_xchg(c, 0, step, p, bytes, 0, step + 1, p, bytes);
+        }
+        if (st != DDL_OK)
+            return st;
+    }
+    return DDL_OK;
+}
+
 int ddl_comm_allreduce(ddl_comm *c, void *buf, size_t count, int dtype, int op)
 {
     int st = ddl__comm_check_args(c, buf, count, dtype, "allreduce");
@@ -243,6 +274,8 @@ int ddl_comm_allreduce(ddl_comm *c, void *buf, size_t count, int dtype, int op)
         st = allreduce_posted(c, buf, count, dtype, sum_op);
     } else if (count * ddl__dtype_bytes(dtype) <= SMALL_BYTES || count < (size_t)c->world) {
         st = allreduce_rd(c, buf, count, dtype, sum_op);
+    } else if (c->algo == DDL_ALGO_PS) {
+        st = allreduce_ps(c, buf, count, dtype, sum_op);
     } else {
         st = allreduce_ring(c, buf, count, dtype, sum_op);
     }

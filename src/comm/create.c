@@ -20,6 +20,8 @@ static int check_config(const ddl_comm_config *cfg, char *err, size_t n)
         (cfg->heartbeat_timeout_ms > 0 && cfg->heartbeat_interval_ms > cfg->heartbeat_timeout_ms))
         return ddl__errf(err, n, DDL_EINVAL, "heartbeat interval %d ms and timeout %d ms: need 0 <= interval <= "
                          "timeout (0: off)", cfg->heartbeat_interval_ms, cfg->heartbeat_timeout_ms);
+    if (cfg->algo < DDL_ALGO_AUTO || cfg->algo > DDL_ALGO_PS)
+        return ddl__errf(err, n, DDL_EINVAL, "algo %d is not DDL_ALGO_AUTO, _RING or _PS", cfg->algo);
     if (cfg->compress < DDL_COMPRESS_NONE || cfg->compress > DDL_COMPRESS_FP16)
         return ddl__errf(err, n, DDL_EINVAL, "compress %d is not DDL_COMPRESS_NONE, _BF16 or _FP16", cfg->compress);
     if (cfg->overlap < 0 || cfg->overlap > 2 || cfg->bucket_kb < 0 || cfg->bucket_kb > (1 << 20))
@@ -115,6 +117,7 @@ int ddl_comm_create(const ddl_comm_config *cfg_in, const ddl_allocator *alloc, d
     c->log_ud = cfg.log_ud;
     ddl__tp_limits(c, cfg.native_allreduce);
     c->compress = cfg.compress;
+    c->algo = cfg.algo;
     c->overlap = cfg.overlap;
     c->bucket_bytes = (size_t)(cfg.bucket_kb ? cfg.bucket_kb : 25600) << 10;
     snprintf(c->job, sizeof c->job, "%s", cfg.job && cfg.job[0] ? cfg.job : "ddl");

@@ -192,6 +192,8 @@ int ddl_comm_config_from_env(ddl_comm_config *cfg, char *err, size_t err_bytes)
         cfg->world_size > 1 && (st = ddl__slurm_master(cfg, err, err_bytes)) != DDL_OK)
         return st;
     cfg->token = env_str("DDL_TOKEN");
+    if (!torchrun() && getenv("SLURM_PROCID") && !getenv("DDL_RANK"))
+        ddl__slurm_job(cfg);
     static const char *const native_n[] = {"DDL_NATIVE_ALLREDUCE", "DDL_MPI_NATIVE", NULL};
     cfg->native_allreduce = env_flag(native_n);
     static const char *const insecure_n[] = {"DDL_INSECURE", NULL};
@@ -208,6 +210,13 @@ int ddl_comm_config_from_env(ddl_comm_config *cfg, char *err, size_t err_bytes)
     if (cfg->bucket_kb < 0 || cfg->bucket_kb > (1 << 20))
         return ddl__errf(err, err_bytes, DDL_EINVAL, "DDL_BUCKET_KB=%d: expected 1 to 1048576 (0: the default, 25600)",
                          cfg->bucket_kb);
+    const char *al = env_str("DDL_ALGO");
+    if (al && strcmp(al, "ring") == 0)
+        cfg->algo = DDL_ALGO_RING;
+    else if (al && strcmp(al, "ps") == 0)
+        cfg->algo = DDL_ALGO_PS;
+    else if (al && al[0] && strcmp(al, "auto") != 0)
+        return ddl__errf(err, err_bytes, DDL_EINVAL, "DDL_ALGO=%s: expected ring, ps or auto", al);
     const char *z = env_str("DDL_COMPRESS");
     if (z && strcmp(z, "bf16") == 0)
         cfg->compress = DDL_COMPRESS_BF16;

@@ -82,6 +82,7 @@ struct ddl_comm {
     int opened;                /* tp->open succeeded (close is called either way) */
     int rank, world, timeout_ms, native;
     int compress;              /* DDL_COMPRESS_*: the 16 bits of ddl_comm_allreduce_compressed */
+    int algo;                  /* DDL_ALGO_*: large all-reduces by ring or parameter server */
     int overlap;               /* for the trainer: ddl_comm_config.overlap */
     size_t bucket_bytes;       /* for the trainer: ddl_comm_config.bucket_kb in bytes */
     int status;                /* sticky: the first failure */
@@ -190,5 +191,8 @@ int ddl__slurm_tasks_here(const char *per_node, int node);
  * port derived from SLURM_JOB_ID and SLURM_STEP_ID; unchanged outside Slurm. DDL_OK or
  * DDL_EINVAL (a node list it cannot read). */
 int ddl__slurm_master(ddl_comm_config *cfg, char *err, size_t err_bytes);
+/* ddl__slurm_job: under Slurm, with a token and no job id: cfg->job = "slurm-" and 16 hex digits
+ * of HMAC-SHA256(token, "slurm-JOB.STEP") (in cfg->env_job); otherwise nothing changes. */
+void ddl__slurm_job(ddl_comm_config *cfg);
 
 #endif

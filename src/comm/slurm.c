@@ -1,8 +1,11 @@
 /* slurm.c - where a Slurm step's rank 0 listens, from Slurm's own variables, so that `srun`
  * needs no DDL_MASTER: the first host of SLURM_STEP_NODELIST (else SLURM_JOB_NODELIST), in
  * Slurm's hostlist syntax ("node[01-04,07],gpu5": the first is node01), and a port every task of
- * the step derives alike from the job and step ids; the job id "slurm-JOB.STEP". Only for
- * ddl_comm_config_from_env (env.c), which calls it when DDL_MASTER and DDL_PEERS are unset. */
+ * the step derives alike from the job and step ids; and, with a token and no DDL_JOB, a job id
+ * of the step that nobody without the token can know in advance (so two jobs of one user on a
+ * node do not meet in one shared-memory segment, and no other user can take its name first).
+ * Only for ddl_comm_config_from_env (env.c), which calls them when DDL_MASTER and DDL_PEERS
+ * (ddl__slurm_master) or DDL_JOB (ddl__slurm_job) are unset. */
 #include "impl.h"
 
 #include <stdio.h>
@@ -53,6 +56,21 @@ int ddl__slurm_master(ddl_comm_config *cfg, char *err, size_t err_bytes)
     snprintf(cfg->env_master, sizeof cfg->env_master, "%s:%d", host, port);
     cfg->master = cfg->env_master;
     return DDL_OK;
+}
+
+void ddl__slurm_job(ddl_comm_config *cfg)
+{
+    const char *job = getenv("SLURM_JOB_ID"), *step = getenv("SLURM_STEP_ID");
+    if (cfg->job || !cfg->token || !cfg->token[0] || !job || !job[0])
+        return;
+    char id[96];
+    unsigned char mac[32];
+    int n = snprintf(id, sizeof id, "slurm-%.40s.%.40s", job, step ? step : "batch");
+    ddl_hmac_sha256(cfg->token, strlen(cfg->token), id, (size_t)n, mac);
+    int at = snprintf(cfg->env_job, sizeof cfg->env_job, "slurm-");
+    for (int i = 0; i < 8; i++)
+        at += snprintf(cfg->env_job + at, sizeof cfg->env_job - (size_t)at, "%02x", mac[i]);
+    cfg->job = cfg->env_job;
 }
 
 int ddl__slurm_tasks_here(const char *per_node, int node)
