@@ -19,10 +19,12 @@
 #   5. ddl-serve under wrk: :predict with one LeNet instance per request (serve.sh).
 #   6. Two hosts (network namespaces) joined by a 1 Gbit/s link: LeNet with DDL_COMPRESS=none, bf16
 #      and fp16, against 2 ranks on loopback (twohost.sh; needs root).
+#   6b. Ring against parameter server (DDL_ALGO=ps): all-reduce of LeNet's gradient size and 8 MiB on
+#      4 hosts at 1 Gbit/s (htb), one rank each (ps.sh; needs root).
 #   7. What DDL_COMPRESS costs in accuracy: LeNet, 2 ranks over tcp, 5 epochs, seeds 1, 2 and 42,
 #      test accuracy with none, bf16 and fp16 (the means over the seeds).
 # Environment: REPEAT (default 3), EPOCHS (default 1),
-# BENCH_ONLY=lenet|unet|scaling|threads|ops|load|graph|allreduce|mac|serve|twohost|compress,
+# BENCH_ONLY=lenet|unet|scaling|threads|ops|load|graph|allreduce|mac|serve|twohost|ps|compress,
 # SCENES (default 1024),
 # SERVE_SECONDS (default 30), SERVE_CONNS (default 64).
 # Every section adds its figures to one table (tools/bench/lib.sh), printed at the end: each figure,
@@ -150,6 +152,10 @@ fi
 
 if [ -z "$ONLY" ] || [ "$ONLY" = serve ]; then
     BUILD="$BUILD" REPEAT="$REPEAT" sh "$here/serve.sh"
+fi
+
+if [ -z "$ONLY" ] || [ "$ONLY" = ps ]; then
+    BUILD="$BUILD" REPEAT="$REPEAT" sh "$here/ps.sh"
 fi
 
 if [ -z "$ONLY" ] || [ "$ONLY" = twohost ]; then
