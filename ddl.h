@@ -776,6 +776,17 @@ int ddl_comm_barrier(ddl_comm *c);
  * expect the same tag and size, or both get DDL_EMISMATCH. Returns as the collectives. */
 int ddl_comm_send(ddl_comm *c, int peer, int tag, const void *buf, size_t bytes);
 int ddl_comm_recv(ddl_comm *c, int peer, int tag, void *buf, size_t bytes);
+/* ddl_comm_allreduce_shards: the float32 sum of `total` vectors of count elements ("virtual
+ * shards": the parts of a global batch in elastic training), each rank holding a contiguous block
+ * of them in rank order: shards first .. first + n - 1 at bufs[0 .. n) (rank 0's block starts at
+ * 0, each next rank's where the last ended, the last rank's ends at total). Every element is
+ * added in the order a ring of `total` ranks adds it, so the sums are the same bits however the
+ * shards are dealt: one rank holding all of them, or any number of ranks holding blocks. On
+ * return every bufs[i] holds the sum. Collective (every rank calls it, with the same total and
+ * count). Returns DDL_OK, DDL_EINVAL (n < 1, total outside 1..DDL_MAX_SHARDS, NULL vectors, or
+ * blocks that do not tile 0..total - 1: every rank gets it), or the comm's error. */
+#define DDL_MAX_SHARDS 4096
+int ddl_comm_allreduce_shards(ddl_comm *c, float *const *bufs, int first, int n, int total, size_t count);
 /* ddl_comm_set_native: as ddl_comm_config.native_allreduce, after creation. */
 void ddl_comm_set_native(ddl_comm *c, int on);
 

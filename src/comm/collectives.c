@@ -17,9 +17,9 @@
 
 /* ---- element-wise reduction ---- */
 
-/* reduce: dst[i] = a[i] op b[i] (dst may alias a or b). The order of a and b is fixed by the
+/* ddl__reduce: dst[i] = a[i] op b[i] (dst may alias a or b). The order of a and b is fixed by the
  * caller; max propagates NaN from either side. */
-static void reduce(void *dst, const void *a, const void *b, size_t n, int dtype, int op)
+void ddl__reduce(void *dst, const void *a, const void *b, size_t n, int dtype, int op)
 {
     if (dtype == DDL_FLOAT32) {
         float *d = dst;
@@ -93,7 +93,7 @@ static int allreduce_rd(ddl_comm *c, void *buf, size_t count, int dtype, int op)
         const void *in;
         if ((st = ddl__comm_xchg_in(c, -1, 0, NULL, 0, r - 1, 0, bytes, esz, c->scratch, &in)) != DDL_OK)
             return st;
-        reduce(buf, in, buf, count, dtype, op);
+        ddl__reduce(buf, in, buf, count, dtype, op);
         vr = r / 2;
     } else {
         vr = r - rem;
@@ -105,9 +105,9 @@ static int allreduce_rd(ddl_comm *c, void *buf, size_t count, int dtype, int op)
         if ((st = ddl__comm_xchg_in(c, peer, step, buf, bytes, peer, step, bytes, esz, c->scratch, &in)) != DDL_OK)
             return st;
         if (vr < vp)
-            reduce(buf, buf, in, count, dtype, op);
+            ddl__reduce(buf, buf, in, count, dtype, op);
         else
-            reduce(buf, in, buf, count, dtype, op);
+            ddl__reduce(buf, in, buf, count, dtype, op);
     }
     if (r < 2 * rem)
         return ddl__comm_xchg(c, r - 1, 1000, buf, bytes, -1, 0, NULL, 0);
@@ -133,14 +133,14 @@ static int allreduce_posted(ddl_comm *c, void *buf, size_t count, int dtype, int
     int rem = n - p;
     for (int r = 1; r < 2 * rem; r += 2) {
         unsigned char *dst = c->scratch + (size_t)r * bytes;
-        reduce(dst, v[r - 1], v[r], count, dtype, op);
+        ddl__reduce(dst, v[r - 1], v[r], count, dtype, op);
         v[r] = dst;
     }
     for (int mask = 1; mask < p; mask <<= 1)
         for (int vr = 0; vr + mask < p; vr += 2 * mask) {
             int lo = real_rank(vr, rem), hi = real_rank(vr + mask, rem);
             unsigned char *dst = 2 * mask == p ? (unsigned char *)buf : c->scratch + (size_t)lo * bytes;
-            reduce(dst, v[lo], v[hi], count, dtype, op);
+            ddl__reduce(dst, v[lo], v[hi], count, dtype, op);
             v[lo] = dst;
         }
     return DDL_OK; /* n >= 2, so p >= 2 and the last combination went into buf */
@@ -167,6 +167,12 @@ static size_t n_pieces(size_t len, size_t per) { return (len + per - 1) / per; }
 static int ring_step(ddl_comm *c, unsigned char *buf, size_t esz, uint32_t s, ddl__seg ss, ddl__seg rs, int dtype,
                      int op, int do_reduce)
 {
+    return ddl__ring_exchange(c, buf, buf, esz, s, ss, rs, dtype, op, do_reduce);
+}
+
+int ddl__ring_exchange(ddl_comm *c, const unsigned char *sbuf, unsigned char *buf, size_t esz, uint32_t s, ddl__seg ss,
+                       ddl__seg rs, int dtype, int op, int do_reduce)
+{
     int n = c->world, right = (c->rank + 1) % n, left = (c->rank + n - 1) % n;
     size_t per = PIECE_BYTES / esz, ps = n_pieces(ss.len, per), pr = n_pieces(rs.len, per);
     size_t np = ps > pr ? ps : pr;
@@ -179,14 +185,14 @@ static int ring_step(ddl_comm *c, unsigned char *buf, size_t esz, uint32_t s, dd
         const void *in = NULL;
         int to = j < ps ? right : -1, from = j < pr ? left : -1, st;
         if (do_reduce)
-            st = ddl__comm_xchg_in(c, to, step, buf + (ss.off + so) * esz, sl * esz, from, step, rl * esz, esz,
+            st = ddl__comm_xchg_in(c, to, step, sbuf + (ss.off + so) * esz, sl * esz, from, step, rl * esz, esz,
                                    c->scratch, &in);
         else
-            st = ddl__comm_xchg(c, to, step, buf + (ss.off + so) * esz, sl * esz, from, step, rdst, rl * esz);
+            st = ddl__comm_xchg(c, to, step, sbuf + (ss.off + so) * esz, sl * esz, from, step, rdst, rl * esz);
         if (st != DDL_OK)
             return st;
         if (do_reduce && rl)
-            reduce(rdst, in, rdst, rl, dtype, op);
+            ddl__reduce(rdst, in, rdst, rl, dtype, op);
     }
     return DDL_OK;
 }
@@ -230,7 +236,7 @@ static int allreduce_ps(ddl_comm *c, unsigned char *buf, size_t count, int dtype
                 const void *in;
                 st = ddl__comm_xchg_in(c, -1, 0, NULL, 0, r, step, bytes, esz, c->scratch, &in);
                 if (st == DDL_OK)
-                    reduce(p, p, in, len, dtype, op);
+                    ddl__reduce(p, p, in, len, dtype, op);
             }
             for (int r = 1; r < c->world && st == DDL_OK; r++)
                 st = ddl__comm_xchg(c, r, step + 1, p, bytes, -1, 0, NULL, 0);

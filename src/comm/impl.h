@@ -145,6 +145,13 @@ typedef struct ddl__seg {
     size_t off, len; /* elements */
 } ddl__seg;
 ddl__seg ddl__ring_segment(size_t count, int n, int i);
+/* ddl__reduce (collectives.c): dst[i] = a[i] op b[i], dst may alias a or b; the order of a and b
+ * is the caller's. ddl__ring_exchange: one step s of the ring over the physical ranks: send
+ * segment ss of sbuf to the right, receive segment rs from the left into buf (with do_reduce,
+ * buf's segment = received + buf's), in pieces of the comm's scratch. */
+void ddl__reduce(void *dst, const void *a, const void *b, size_t n, int dtype, int op);
+int ddl__ring_exchange(ddl_comm *c, const unsigned char *sbuf, unsigned char *buf, size_t esz, uint32_t s, ddl__seg ss,
+                       ddl__seg rs, int dtype, int op, int do_reduce);
 /* ddl__comm_check_args: a collective's arguments (what: its name, for the message): DDL_OK, the
  * sticky status, or DDL_EINVAL with the reason in c->err (collectives.c). */
 int ddl__comm_check_args(ddl_comm *c, const void *buf, size_t count, int dtype, const char *what);

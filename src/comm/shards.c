@@ -1,0 +1,98 @@
+/* shards.c - the all-reduce of virtual shards (elastic training's fixed global batch): V vectors,
+ * dealt to the ranks in contiguous blocks in rank order, summed so that every element is added
+ * in the order a ring of V ranks adds it, whoever holds which shards. The ring is run as V
+ * virtual ranks: a rank plays its block's virtual ranks, moving segments between them in memory
+ * and across the network only at the block's ends, one segment per step each way (the bytes on
+ * a link are those of a ring of V: 2 (V - 1) / V of a vector). So a change of membership moves
+ * shards, not bits: 1, 2 or V ranks holding the same V shards give the same sums.
+ * Owns: checking that the blocks tile 0..V-1 in rank order (every rank learns of a bad dealing),
+ * and the virtual ring. Must not: allocate (it works in the callers' vectors and the comm's
+ * scratch), or depend on timing. */
+#include "impl.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* mod: i modulo V, in 0..V-1. */
+static int mod(int i, int V) { return ((i % V) + V) % V; }
+
+/* check_dealing: whether this rank's block [first, first + n) follows its left neighbour's (rank
+ * 0's starts at 0, the last rank's ends at total) into *bad; DDL_OK or the comm's error. */
+static int check_dealing(ddl_comm *c, int first, int n, int total, int64_t *bad)
+{
+    *bad = first < 0 || n < 1 || first + n > total;
+    if (c->world == 1) {
+        *bad |= first != 0 || n != total;
+        return DDL_OK;
+    }
+    int64_t mine[3] = {first, n, total}, left[3] = {0, 0, 0};
+    int st = ddl__comm_xchg(c, (c->rank + 1) % c->world, 0, mine, sizeof mine, (c->rank + c->world - 1) % c->world, 0,
+                            left, sizeof left);
+    *bad |= left[2] != total || (c->rank == 0 ? first != 0 || left[0] + left[1] != total : left[0] + left[1] != first);
+    return st;
+}
+
+int ddl_comm_allreduce_shards(ddl_comm *c, float *const *bufs, int first, int n, int total, size_t count)
+{
+    int st = ddl__comm_check_args(c, n > 0 && bufs ? bufs[0] : NULL, count, DDL_FLOAT32, "allreduce_shards");
+    if (st)
+        return st;
+    if (n < 1 || total < 1 || total > DDL_MAX_SHARDS || !bufs) {
+        snprintf(c->err, sizeof c->err, "allreduce_shards: %d shards of %d: need 1 to %d of 1 to %d", n, total,
+                 total, DDL_MAX_SHARDS);
+        return DDL_EINVAL;
+    }
+    for (int i = 0; i < n; i++)
+        if (!bufs[i] && count) {
+            snprintf(c->err, sizeof c->err, "allreduce_shards: shard %d's vector is NULL", first + i);
+            return DDL_EINVAL;
+        }
+    if ((st = ddl__comm_begin(c, DDL__OP_ALLREDUCE, DDL_FLOAT32, DDL_SUM, count, total)) != DDL_OK)
+        return st;
+    int64_t bad = 0;
+    if ((st = check_dealing(c, first, n, total, &bad)) != DDL_OK)
+        return st;
+    if (c->world > 1 && (st = ddl_comm_allreduce(c, &bad, 1, DDL_INT64, DDL_MAX)) != DDL_OK)
+        return st;
+    if (bad) {
+        snprintf(c->err, sizeof c->err, "allreduce_shards: the ranks' blocks of shards do not tile 0..%d in rank "
+                 "order (this rank: %d to %d)", total - 1, first, first + n - 1);
+        return DDL_EINVAL;
+    }
+    if ((st = ddl__comm_begin(c, DDL__OP_ALLREDUCE, DDL_FLOAT32, DDL_SUM, count, total)) != DDL_OK)
+        return st;
+    int V = total, a = first, b = first + n;
+    size_t esz = sizeof(float);
+    /* reduce-scatter: in step s virtual rank v sends its partial of segment v - s to v + 1, which
+     * adds it in front of its own (received + own, as the ring does) */
+    for (int s = 0; s < V - 1; s++) {
+        if (c->world > 1) {
+            ddl__seg ss = ddl__ring_segment(count, V, mod(b - 1 - s, V)), rs = ddl__ring_segment(count, V, mod(a - s - 1, V));
+            st = ddl__ring_exchange(c, (const unsigned char *)bufs[n - 1], (unsigned char *)bufs[0], esz, (uint32_t)s, ss,
+                                    rs, DDL_FLOAT32, DDL_SUM, 1);
+            if (st != DDL_OK)
+                return st;
+        }
+        for (int v = c->world > 1 ? a + 1 : a; v < b; v++) { /* one rank: virtual rank 0 hears from V - 1 too */
+            ddl__seg g = ddl__ring_segment(count, V, mod(v - 1 - s, V));
+            const float *from = bufs[mod(v - 1 - a, n)] + g.off;
+            float *to = bufs[v - a] + g.off;
+            ddl__reduce(to, from, to, g.len, DDL_FLOAT32, DDL_SUM);
+        }
+    }
+    /* all-gather: in step s virtual rank v passes the reduced segment v + 1 - s to v + 1 */
+    for (int s = 0; s < V - 1; s++) {
+        if (c->world > 1) {
+            ddl__seg ss = ddl__ring_segment(count, V, mod(b - s, V)), rs = ddl__ring_segment(count, V, mod(a - s, V));
+            st = ddl__ring_exchange(c, (const unsigned char *)bufs[n - 1], (unsigned char *)bufs[0], esz,
+                                    (uint32_t)(V + s), ss, rs, DDL_FLOAT32, DDL_SUM, 0);
+            if (st != DDL_OK)
+                return st;
+        }
+        for (int v = c->world > 1 ? a + 1 : a; v < b; v++) {
+            ddl__seg g = ddl__ring_segment(count, V, mod(v - s, V));
+            memcpy(bufs[v - a] + g.off, bufs[mod(v - 1 - a, n)] + g.off, g.len * sizeof(float));
+        }
+    }
+    return DDL_OK;
+}

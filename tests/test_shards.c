@@ -1,0 +1,118 @@
+/* test_shards.c - ddl_comm_allreduce_shards: V = 4 shards' vectors summed in the order a ring of 4
+ * ranks adds them, whoever holds which: 1 rank holding all 4, 2 ranks (2 + 2, 1 + 3), 3 ranks
+ * (2 + 1 + 1) and 4 ranks give the same bits, over shm and tcp, equal to ddl_comm_allreduce on
+ * 4 tcp ranks each holding one; integers sum exactly; blocks that do not tile the shards are
+ * refused on every rank. */
+#include "check.h"
+#include "ranks.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define V 4
+#define COUNT 100003 /* above 64 KiB: the ring, in more than one piece per segment */
+
+/* noisy: shard k's element i, so that sums depend on their order */
+static float noisy(int k, size_t i)
+{
+    uint64_t x = (uint64_t)i * 0x9E3779B97F4A7C15ull + (uint64_t)(k + 1) * 0xBF58476D1CE4E5B9ull;
+    x ^= x >> 31;
+    x *= 0x94D049BB133111EBull;
+    x ^= x >> 29;
+    return (float)(x >> 40) / 16777216.0f * 2.0f - 1.0f;
+}
+
+/* a dealing: blocks[world - 1][rank] shards for each rank of a world of 1 to 4 */
+static const int blocks[5][4][4] = {
+    {{0}}, {{4}}, {{2, 2}, {1, 3}}, {{2, 1, 1}}, {{1, 1, 1, 1}},
+};
+
+typedef struct arg {
+    int variant; /* which dealing of this world */
+    int bad;     /* 1: rank 0 claims one shard too many */
+} arg;
+
+static void rank_body(int rank, int world, void *p)
+{
+    const arg *a = p;
+    ddl_comm_config cfg = make_config(rank, world, 20000);
+    ddl_comm *c = ranks_open(&cfg);
+    if (!c)
+        return;
+    const int *b = blocks[world][a->variant];
+    int first = 0;
+    for (int r = 0; r < rank; r++)
+        first += b[r];
+    int n = b[rank] + (a->bad && rank == 0);
+    float *bufs[V];
+    for (int i = 0; i < n && i < V; i++) {
+        bufs[i] = malloc(COUNT * sizeof(float));
+        for (size_t e = 0; bufs[i] && e < COUNT; e++)
+            bufs[i][e] = noisy(first + i, e);
+    }
+    int st = ddl_comm_allreduce_shards(c, bufs, first, n, V, COUNT);
+    if (a->bad) {
+        CHECK(st == DDL_EINVAL && strstr(ddl_comm_error(c), "do not tile"));
+    } else {
+        CHECK(st == DDL_OK);
+        if (st != DDL_OK)
+            fprintf(stderr, "rank %d of %d: %s\n", rank, world, ddl_comm_error(c));
+        int same = 1;
+        for (int i = 1; i < n; i++)
+            same &= memcmp(bufs[i], bufs[0], COUNT * sizeof(float)) == 0;
+        CHECK(same);
+        report_value("sum", ddl_crc32(0, bufs[0], COUNT * sizeof(float)));
+        /* integers: exact */
+        for (int i = 0; i < n; i++)
+            for (size_t e = 0; e < COUNT; e++)
+                bufs[i][e] = (float)((int)((e * 7 + (size_t)(first + i) * 13) % 101) - 50);
+        CHECK(ddl_comm_allreduce_shards(c, bufs, first, n, V, COUNT) == DDL_OK);
+        size_t wrong = 0;
+        for (size_t e = 0; e < COUNT; e++) {
+            float want = 0.0f;
+            for (int k = 0; k < V; k++)
+                want += (float)((int)((e * 7 + (size_t)k * 13) % 101) - 50);
+            wrong += bufs[n - 1][e] != want;
+        }
+        CHECK(wrong == 0);
+    }
+    for (int i = 0; i < n && i < V; i++)
+        free(bufs[i]);
+    ddl_comm_destroy(c);
+}
+
+/* plain: ddl_comm_allreduce on 4 ranks, rank k holding shard k */
+static void rank_plain(int rank, int world, void *p)
+{
+    (void)p;
+    ddl_comm_config cfg = make_config(rank, world, 20000);
+    ddl_comm *c = ranks_open(&cfg);
+    if (!c)
+        return;
+    float *buf = malloc(COUNT * sizeof(float));
+    for (size_t e = 0; buf && e < COUNT; e++)
+        buf[e] = noisy(rank, e);
+    CHECK(buf && ddl_comm_allreduce(c, buf, COUNT, DDL_FLOAT32, DDL_SUM) == DDL_OK);
+    if (buf)
+        report_value("sum", ddl_crc32(0, buf, COUNT * sizeof(float)));
+    free(buf);
+    ddl_comm_destroy(c);
+}
+
+int main(void)
+{
+    static arg variants[] = {{0, 0}, {1, 0}, {0, 1}};
+    static const char *const transports[] = {"shm", "tcp"};
+    for (int t = 0; t < 2; t++) {
+        for (int w = 1; w <= 4; w++) {
+            run_ranks(transports[t], w, rank_body, &variants[0], 60, -1);
+            if (w == 2)
+                run_ranks(transports[t], w, rank_body, &variants[1], 60, -1);
+        }
+        run_ranks(transports[t], 2, rank_body, &variants[2], 60, -1); /* a bad dealing */
+    }
+    run_ranks("tcp", 4, rank_plain, NULL, 60, -1);
+    CHECK(ranks_value_conflicts == 0 && ranks_n_values == 1); /* one value of "sum" for every run */
+    return TEST_END();
+}
