@@ -23,7 +23,7 @@ PKGS="$RUN_PKGS g++ python3 python3-numpy python3-pil python3-onnx cmake iproute
 [ "$(uname -m)" = x86_64 ] && PKGS="$PKGS qemu-user gcc-aarch64-linux-gnu libc6-dev-arm64-cross"
 NODE=1
 [ "${DDL_DEPS:-test}" = run ] && PKGS="$RUN_PKGS" NODE=0  # make run: no test tools, no npm
-[ "${DDL_BENCH_DEPS:-0}" = 1 ] && PKGS="$PKGS python3 python3-torch python3-numpy time"
+[ "${DDL_BENCH_DEPS:-0}" = 1 ] && PKGS="$PKGS python3 python3-torch python3-numpy time postgresql-plpython3-15"
 [ "${DDL_FUZZ_DEPS:-0}" = 1 ] && PKGS="clang" NODE=0  # make fuzz only: make test never needs clang
 # Node.js and npm: Debian's, unless the machine has a node and npm already (NodeSource's nodejs
 # carries npm and conflicts with Debian's npm package).

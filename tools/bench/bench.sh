@@ -17,6 +17,8 @@
 #   3. ddl-bench allreduce for every transport at 256 KiB and 8 MiB, and MPI_Allreduce (busbw.sh).
 #   4. What frame MACs cost, and zmq against tcp and against libzmq alone (mac.sh, zmq_floor.c).
 #   5. ddl-serve under wrk: :predict with one LeNet instance per request (serve.sh).
+#   5b. LeNet in PostgreSQL: ddl_predict over 50,000 rows in one backend against the same model in
+#       PL/Python with PyTorch, called per row (pg.sh, pg_plpython.sql; needs root or PostgreSQL's rights).
 #   6. Two hosts (network namespaces) joined by a 1 Gbit/s link: LeNet with DDL_COMPRESS=none, bf16
 #      and fp16, against 2 ranks on loopback (twohost.sh; needs root).
 #   6b. Ring against parameter server (DDL_ALGO=ps): all-reduce of LeNet's gradient size and 8 MiB on
@@ -24,7 +26,7 @@
 #   7. What DDL_COMPRESS costs in accuracy: LeNet, 2 ranks over tcp, 5 epochs, seeds 1, 2 and 42,
 #      test accuracy with none, bf16 and fp16 (the means over the seeds).
 # Environment: REPEAT (default 3), EPOCHS (default 1),
-# BENCH_ONLY=lenet|unet|scaling|threads|ops|load|graph|allreduce|mac|serve|twohost|ps|compress,
+# BENCH_ONLY=lenet|unet|scaling|threads|ops|load|graph|allreduce|mac|serve|pg|twohost|ps|compress,
 # SCENES (default 1024),
 # SERVE_SECONDS (default 30), SERVE_CONNS (default 64).
 # Every section adds its figures to one table (tools/bench/lib.sh), printed at the end: each figure,
@@ -152,6 +154,10 @@ fi
 
 if [ -z "$ONLY" ] || [ "$ONLY" = serve ]; then
     BUILD="$BUILD" REPEAT="$REPEAT" sh "$here/serve.sh"
+fi
+
+if [ -z "$ONLY" ] || [ "$ONLY" = pg ]; then
+    BUILD="$BUILD" REPEAT="$REPEAT" sh "$here/pg.sh" # ddl_predict against PL/Python + PyTorch, rows/s
 fi
 
 if [ -z "$ONLY" ] || [ "$ONLY" = ps ]; then
