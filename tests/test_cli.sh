@@ -90,7 +90,7 @@ for f in --scenes --test-scenes --size --items --depth --width --dice-weight; do
 done
 refused lenet "lenet: --images goes with --predict" --images 1
 refused lenet "lenet: --predict needs --model CHECKPOINT" --predict
-refused lenet "lenet: --model, --out and --labels go with --predict" --out x.csv
+refused lenet "lenet: --model, --out, --labels and --db go with --predict" --out x.csv
 refused unet "unet: --out and --labels are lenet's" --predict --model x --out x.csv
 refused unet "unet: unrecognized option '--dropout'" --dropout 0.1
 refused custom_model "custom_model: unrecognized option '--data'" --data "$DATA"
