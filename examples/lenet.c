@@ -38,7 +38,10 @@
     "  --predict --model M       classify the test set with checkpoint M: accuracy,\n"       \
     "                            confusion matrix, images/s (passes of --batch images)\n"    \
     "  --images F [--labels F]   an IDX file of 28x28 images (labels: F's labels-idx1 twin)\n" \
-    "  --out CSV                 one row per image: index,predicted,truth,p0..p9\n"
+    "  --out CSV                 one row per image: index,predicted,truth,p0..p9\n"                 \
+    "  --db URL --table T --id ID --image COL --out-table OUT\n"                                  \
+    "                            score a PostgreSQL table instead (each rank its share, a\n"        \
+    "                            transaction per batch; builds with libpq)\n"
 
 enum { OPT_DROPOUT = EXAMPLE_OPT_END, OPT_IMAGES };
 

@@ -179,7 +179,9 @@ static void log_scenes(example_watch *w, int epoch, ddl_model *m, const ddl_data
     "inference (no training):\n"                                                                       \
     "  --predict --model M       segment the held-out scenes of M's run (its seed and size):\n"        \
     "                            pixel accuracy, dice, mean IoU, images/s; with --images DIR\n"        \
-    "                            each scene's mask as DIR/scene_NNNN.png\n"
+    "                            each scene's mask as DIR/scene_NNNN.png\n"                        \
+    "  --db URL --table T --id ID --image COL --out-table OUT\n"                                       \
+    "                            segment a PostgreSQL table's images instead (masks as bytea)\n"
 
 enum { OPT_SCENES = EXAMPLE_OPT_END, OPT_TEST_SCENES, OPT_SIZE, OPT_ITEMS, OPT_DEPTH, OPT_WIDTH, OPT_DICE, OPT_IMAGES };
 
