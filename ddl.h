@@ -204,6 +204,14 @@ typedef struct ddl_train_config {
      * none, whatever the comm says. */
     int overlap;
     int bucket_kb;
+    /* shards > 0: the global batch is cut into this many shards (sample ranges fixed by the batch
+     * alone), each rank computes the gradients of a block of world / shards of them (micro-batches,
+     * one model copy each) and ddl_comm_allreduce_shards adds them in the order of a ring of
+     * `shards` ranks: the weights depend on shards, not on the world size (1 rank with shards 4
+     * trains to the bits of 2 or 4 ranks with shards 4), the base of elastic training; on one rank
+     * it is gradient accumulation. Needs shards a multiple of the world size with at most
+     * DDL_MAX_MICRO_BATCHES per rank, no compression; overlap does not apply. 0: off. */
+    int shards;
 } ddl_train_config;
 
 enum { DDL_AUGMENT_FLIP = 1, DDL_AUGMENT_CROP = 2 };
@@ -783,7 +791,7 @@ int ddl_comm_recv(ddl_comm *c, int peer, int tag, void *buf, size_t bytes);
  * added in the order a ring of `total` ranks adds it, so the sums are the same bits however the
  * shards are dealt: one rank holding all of them, or any number of ranks holding blocks. On
  * return every bufs[i] holds the sum. Collective (every rank calls it, with the same total and
- * count). Returns DDL_OK, DDL_EINVAL (n < 1, total outside 1..DDL_MAX_SHARDS, NULL vectors, or
+ * count); c NULL: one process, holding every shard. Returns DDL_OK, DDL_EINVAL (n < 1, total outside 1..DDL_MAX_SHARDS, NULL vectors, or
  * blocks that do not tile 0..total - 1: every rank gets it), or the comm's error. */
 #define DDL_MAX_SHARDS 4096
 int ddl_comm_allreduce_shards(ddl_comm *c, float *const *bufs, int first, int n, int total, size_t count);

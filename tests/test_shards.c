@@ -2,7 +2,8 @@
  * ranks adds them, whoever holds which: 1 rank holding all 4, 2 ranks (2 + 2, 1 + 3), 3 ranks
  * (2 + 1 + 1) and 4 ranks give the same bits, over shm and tcp, equal to ddl_comm_allreduce on
  * 4 tcp ranks each holding one; integers sum exactly; blocks that do not tile the shards are
- * refused on every rank. */
+ * refused on every rank. And training with ddl_train_config.shards = 4 (LeNet with dropout, two
+ * epochs, a short last batch) gives the same weights on 1 rank, 2 ranks (shm) and 4 ranks (tcp). */
 #include "check.h"
 #include "ranks.h"
 
@@ -100,8 +101,79 @@ static void rank_plain(int rank, int world, void *p)
     ddl_comm_destroy(c);
 }
 
+/* ---- training with ddl_train_config.shards = 4: the same weights on 1, 2 and 4 ranks ---- */
+
+enum { N_TRAIN = 203, BATCH = 64 }; /* the last batch of 11: shards of 2, 3, 3 and 3 samples */
+static uint8_t images[N_TRAIN * 784], labels[N_TRAIN];
+
+static uint32_t train_shards(ddl_comm *c, int world)
+{
+    ddl_dataset d = {.n = N_TRAIN, .c = 1, .h = 28, .w = 28, .th = 1, .tw = 1, .n_classes = 10, .images = images,
+                     .targets = labels};
+    ddl_model_config mc = {.batch = BATCH / world, .in_c = 1, .in_h = 28, .in_w = 28, .n_classes = 10, .dropout = 0.3f};
+    ddl_model *m = NULL;
+    ddl_trainer *t = NULL;
+    char err[DDL_ERR_BYTES];
+    ddl_train_config tc;
+    ddl_train_config_default(&tc);
+    tc.batch = BATCH, tc.comm = c, tc.shards = V, tc.seed = 11;
+    uint32_t crc = 0;
+    if (ddl_model_create(ddl_model_lenet(), &mc, NULL, &m, err, sizeof err) == DDL_OK &&
+        ddl_trainer_create(&tc, m, &d, NULL, &t, err, sizeof err) == DDL_OK) {
+        ddl_epoch_stats es;
+        int rc = ddl_trainer_epoch(t, &es);
+        rc = rc == DDL_OK ? ddl_trainer_epoch(t, &es) : rc;
+        CHECK(rc == DDL_OK && es.loss > 0);
+        if (rc != DDL_OK)
+            fprintf(stderr, "world %d: %s\n", world, ddl_trainer_error(t));
+        crc = ddl_crc32(0, ddl_model_params(m), ddl_model_n_params(m) * sizeof(float));
+    } else {
+        fprintf(stderr, "world %d: %s\n", world, err);
+        CHECK(0);
+    }
+    ddl_trainer_destroy(t);
+    ddl_model_destroy(m);
+    return crc;
+}
+
+static void rank_train(int rank, int world, void *p)
+{
+    (void)p;
+    ddl_comm_config cfg = make_config(rank, world, 20000);
+    ddl_comm *c = ranks_open(&cfg);
+    if (!c)
+        return;
+    report_value("train", train_shards(c, world));
+    ddl_comm_destroy(c);
+}
+
 int main(void)
 {
+    ddl_rng rng;
+    ddl_rng_seed(&rng, 5);
+    for (int i = 0; i < N_TRAIN; i++) {
+        labels[i] = (uint8_t)ddl_rng_below(&rng, 10);
+        for (int px = 0; px < 784; px++)
+            images[i * 784 + px] = (uint8_t)(px / 78 == labels[i] ? 200 : ddl_rng_below(&rng, 60));
+    }
+    ranks_take_value("train", train_shards(NULL, 1)); /* one process: compared with the ranks' below */
+    run_ranks("shm", 2, rank_train, NULL, 120, -1);
+    run_ranks("tcp", 4, rank_train, NULL, 120, -1);
+    /* shards that the world size does not divide: refused, saying why */
+    {
+        ddl_dataset d = {.n = N_TRAIN, .c = 1, .h = 28, .w = 28, .th = 1, .tw = 1, .n_classes = 10,
+                         .images = images, .targets = labels};
+        ddl_model_config mc = {.batch = 64, .in_c = 1, .in_h = 28, .in_w = 28, .n_classes = 10};
+        ddl_model *m = NULL;
+        ddl_trainer *t = NULL;
+        char err[DDL_ERR_BYTES];
+        ddl_train_config tc;
+        ddl_train_config_default(&tc);
+        tc.batch = 64, tc.shards = 9; /* more than DDL_MAX_MICRO_BATCHES on one rank */
+        CHECK(ddl_model_create(ddl_model_lenet(), &mc, NULL, &m, err, sizeof err) == DDL_OK);
+        CHECK(ddl_trainer_create(&tc, m, &d, NULL, &t, err, sizeof err) == DDL_EINVAL && strstr(err, "shards 9"));
+        ddl_model_destroy(m);
+    }
     static arg variants[] = {{0, 0}, {1, 0}, {0, 1}};
     static const char *const transports[] = {"shm", "tcp"};
     for (int t = 0; t < 2; t++) {
@@ -113,6 +185,6 @@ int main(void)
         run_ranks(transports[t], 2, rank_body, &variants[2], 60, -1); /* a bad dealing */
     }
     run_ranks("tcp", 4, rank_plain, NULL, 60, -1);
-    CHECK(ranks_value_conflicts == 0 && ranks_n_values == 1); /* one value of "sum" for every run */
+    CHECK(ranks_value_conflicts == 0 && ranks_n_values == 2); /* one "sum" and one "train" for every run */
     return TEST_END();
 }

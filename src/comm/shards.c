@@ -32,8 +32,52 @@ static int check_dealing(ddl_comm *c, int first, int n, int total, int64_t *bad)
     return st;
 }
 
+/* virtual_ring: the ring of V virtual ranks over this rank's block [a, a + n) of bufs; the
+ * network (c, 2 ranks or more) only at the block's ends. */
+static int virtual_ring(ddl_comm *c, float *const *bufs, int a, int n, int V, size_t count)
+{
+    int b = a + n, net = c && c->world > 1, st;
+    size_t esz = sizeof(float);
+    /* reduce-scatter: in step s virtual rank v sends its partial of segment v - s to v + 1, which
+     * adds it in front of its own (received + own, as the ring does) */
+    for (int s = 0; s < V - 1; s++) {
+        if (net) {
+            ddl__seg ss = ddl__ring_segment(count, V, mod(b - 1 - s, V)), rs = ddl__ring_segment(count, V, mod(a - s - 1, V));
+            st = ddl__ring_exchange(c, (const unsigned char *)bufs[n - 1], (unsigned char *)bufs[0], esz, (uint32_t)s, ss,
+                                    rs, DDL_FLOAT32, DDL_SUM, 1);
+            if (st != DDL_OK)
+                return st;
+        }
+        for (int v = net ? a + 1 : a; v < b; v++) { /* one rank: virtual rank 0 hears from V - 1 too */
+            ddl__seg g = ddl__ring_segment(count, V, mod(v - 1 - s, V));
+            const float *from = bufs[mod(v - 1 - a, n)] + g.off;
+            float *to = bufs[v - a] + g.off;
+            ddl__reduce(to, from, to, g.len, DDL_FLOAT32, DDL_SUM);
+        }
+    }
+    /* all-gather: in step s virtual rank v passes the reduced segment v + 1 - s to v + 1 */
+    for (int s = 0; s < V - 1; s++) {
+        if (net) {
+            ddl__seg ss = ddl__ring_segment(count, V, mod(b - s, V)), rs = ddl__ring_segment(count, V, mod(a - s, V));
+            st = ddl__ring_exchange(c, (const unsigned char *)bufs[n - 1], (unsigned char *)bufs[0], esz,
+                                    (uint32_t)(V + s), ss, rs, DDL_FLOAT32, DDL_SUM, 0);
+            if (st != DDL_OK)
+                return st;
+        }
+        for (int v = net ? a + 1 : a; v < b; v++) {
+            ddl__seg g = ddl__ring_segment(count, V, mod(v - s, V));
+            memcpy(bufs[v - a] + g.off, bufs[mod(v - 1 - a, n)] + g.off, g.len * sizeof(float));
+        }
+    }
+    return DDL_OK;
+}
+
 int ddl_comm_allreduce_shards(ddl_comm *c, float *const *bufs, int first, int n, int total, size_t count)
 {
+    if (!c) /* one process: it holds every shard */
+        return first == 0 && n == total && total >= 1 && total <= DDL_MAX_SHARDS && bufs
+                   ? virtual_ring(NULL, bufs, 0, n, total, count)
+                   : DDL_EINVAL;
     int st = ddl__comm_check_args(c, n > 0 && bufs ? bufs[0] : NULL, count, DDL_FLOAT32, "allreduce_shards");
     if (st)
         return st;
@@ -61,38 +105,5 @@ int ddl_comm_allreduce_shards(ddl_comm *c, float *const *bufs, int first, int n,
     }
     if ((st = ddl__comm_begin(c, DDL__OP_ALLREDUCE, DDL_FLOAT32, DDL_SUM, count, total)) != DDL_OK)
         return st;
-    int V = total, a = first, b = first + n;
-    size_t esz = sizeof(float);
-    /* reduce-scatter: in step s virtual rank v sends its partial of segment v - s to v + 1, which
-     * adds it in front of its own (received + own, as the ring does) */
-    for (int s = 0; s < V - 1; s++) {
-        if (c->world > 1) {
-            ddl__seg ss = ddl__ring_segment(count, V, mod(b - 1 - s, V)), rs = ddl__ring_segment(count, V, mod(a - s - 1, V));
-            st = ddl__ring_exchange(c, (const unsigned char *)bufs[n - 1], (unsigned char *)bufs[0], esz, (uint32_t)s, ss,
-                                    rs, DDL_FLOAT32, DDL_SUM, 1);
-            if (st != DDL_OK)
-                return st;
-        }
-        for (int v = c->world > 1 ? a + 1 : a; v < b; v++) { /* one rank: virtual rank 0 hears from V - 1 too */
-            ddl__seg g = ddl__ring_segment(count, V, mod(v - 1 - s, V));
-            const float *from = bufs[mod(v - 1 - a, n)] + g.off;
-            float *to = bufs[v - a] + g.off;
-            ddl__reduce(to, from, to, g.len, DDL_FLOAT32, DDL_SUM);
-        }
-    }
-    /* all-gather: in step s virtual rank v passes the reduced segment v + 1 - s to v + 1 */
-    for (int s = 0; s < V - 1; s++) {
-        if (c->world > 1) {
-            ddl__seg ss = ddl__ring_segment(count, V, mod(b - s, V)), rs = ddl__ring_segment(count, V, mod(a - s, V));
-            st = ddl__ring_exchange(c, (const unsigned char *)bufs[n - 1], (unsigned char *)bufs[0], esz,
-                                    (uint32_t)(V + s), ss, rs, DDL_FLOAT32, DDL_SUM, 0);
-            if (st != DDL_OK)
-                return st;
-        }
-        for (int v = c->world > 1 ? a + 1 : a; v < b; v++) {
-            ddl__seg g = ddl__ring_segment(count, V, mod(v - s, V));
-            memcpy(bufs[v - a] + g.off, bufs[mod(v - 1 - a, n)] + g.off, g.len * sizeof(float));
-        }
-    }
-    return DDL_OK;
+    return virtual_ring(c, bufs, first, n, total, count);
 }

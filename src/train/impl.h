@@ -80,6 +80,8 @@ struct ddl_trainer {
     ddl_rng *rng_all;       /* (world) every rank's drop_rng, gathered by checkpoint saves */
     /* micro-batches (micro.c) */
     int micro;              /* parts of this rank's batch (1: the model alone) */
+    int shards, shard_first; /* cfg.shards (0: off) and this rank's first shard: its parts are
+                              * shards shard_first .. shard_first + micro - 1 */
     ddl_model *replica[DDL_MAX_MICRO_BATCHES]; /* [0]: m; the others built by ddl__micro_start */
     ddl_rng micro_rng[DDL_MAX_MICRO_BATCHES];  /* each part's dropout, drawn from drop_rng */
     double micro_loss[DDL_MAX_MICRO_BATCHES];  /* this step's, per part */

@@ -27,6 +27,8 @@
 
 int ddl__micro_parts(const ddl_train_config *cfg, int local)
 {
+    if (cfg->shards > 0) /* checked: a multiple of the world size */
+        return cfg->shards / ddl_comm_size(cfg->comm);
     if (cfg->micro_batches == 0 && ddl_comm_size(cfg->comm) > 1)
         return 1; /* ranks keep what DDL_OVERLAP overlaps (parts end only after the last backward) */
     int parts = cfg->micro_batches > 0 ? cfg->micro_batches : local / PART_SAMPLES;
@@ -80,6 +82,11 @@ static void part(void *ctx, int r)
     ddl_model *m = t->replica[r];
     int C = t->m->out_c, S = t->positions, lo = (int)((int64_t)j->n * r / t->micro);
     int cnt = (int)((int64_t)j->n * (r + 1) / t->micro) - lo;
+    if (t->shards) { /* shard k's samples are [b k / V, b (k + 1) / V) of the global batch, whoever holds it */
+        int64_t k = t->shard_first + r, V = t->shards, base = (int64_t)j->b * t->shard_first / V;
+        lo = (int)((int64_t)j->b * k / V - base);
+        cnt = (int)((int64_t)j->b * (k + 1) / V - base) - lo;
+    }
     size_t out = (size_t)lo * C * S;
     if (r > 0)
         memcpy(m->params, t->m->params, m->n_params * sizeof(float));
@@ -119,15 +126,18 @@ double ddl__micro_pass(ddl_trainer *t, int n, int b, int64_t *mid)
 {
     micro_job j = {t, n, b};
     t->micro_mid = ddl_timeline_now(); /* part 0's forward ends later, unless it has no samples */
-    for (int r = 0; r < t->micro; r++)
-        ddl_rng_seed(&t->micro_rng[r], ddl_rng_next(&t->drop_rng));
+    for (int r = 0; r < t->micro; r++) /* shards: a function of the shard and the step alone */
+        ddl_rng_seed(&t->micro_rng[r], t->shards ? t->cfg.seed ^ ((uint64_t)(t->step + 1) << 20) ^
+                                                       (uint64_t)(t->shard_first + r) * 0x9E3779B97F4A7C15ull
+                                                 : ddl_rng_next(&t->drop_rng));
     int threads = ddl__threads();
     if (threads > 1 && t->micro % threads == 0)
         ddl__parallel(t->micro, part, &j);
     else
         for (int r = 0; r < t->micro; r++)
             part(&j, r);
-    ddl__parallel_range(t->m->n_params, 16384, add_parts, t);
+    if (!t->shards) /* shards: ddl_comm_allreduce_shards adds them (train.c) */
+        ddl__parallel_range(t->m->n_params, 16384, add_parts, t);
     if (t->buckets) /* only now are the gradients final: every bucket is cut after (no overlap) */
         ddl__exchange_begin(&t->xch);
     double loss = 0.0;

@@ -55,6 +55,13 @@ static int check_shapes(const ddl_train_config *cfg, ddl_model *m, const ddl_dat
     if (cfg->overlap < -1 || cfg->overlap > 2 || cfg->bucket_kb < 0 || cfg->bucket_kb > (1 << 20))
         return ddl__errf(err, err_bytes, DDL_EINVAL, "overlap %d must be -1 (none), 0 (the comm's), 1 or 2 and "
                          "bucket_kb %d in [0 (the comm's), 1048576]", cfg->overlap, cfg->bucket_kb);
+    if (cfg->shards < 0 || (cfg->shards > 0 && (cfg->shards % world != 0 ||
+                                                cfg->shards / world > DDL_MAX_MICRO_BATCHES ||
+                                                cfg->shards > cfg->batch || ddl_comm_compression(cfg->comm) != 0 ||
+                                                (cfg->micro_batches && cfg->micro_batches != cfg->shards / world))))
+        return ddl__errf(err, err_bytes, DDL_EINVAL, "shards %d: need a multiple of the world size %d, at most %d per "
+                         "rank, at most the batch %d, no gradient compression and micro_batches 0 or shards / world",
+                         cfg->shards, world, DDL_MAX_MICRO_BATCHES, cfg->batch);
     int local = (cfg->batch + world - 1) / world;
     if (local > mc->batch)
         return ddl__errf(err, err_bytes, DDL_EINVAL,
@@ -79,7 +86,7 @@ static void carve(ddl_trainer *t, ddl_arena *a, size_t n_train)
     t->timing_all = (int64_t *)ddl_arena_alloc(a, 2 * (size_t)t->world * sizeof(int64_t)); /* watch.c */
     t->confusion = (int64_t *)ddl_arena_alloc(a, (size_t)t->m->out_c * (size_t)t->m->out_c * sizeof(int64_t));
     size_t bucket_floats = t->bucket_bytes / sizeof(float);
-    t->n_buckets = t->world > 1 ? ddl__exchange_buckets_max(t->m->n_params, bucket_floats) : 0;
+    t->n_buckets = t->world > 1 && !t->shards ? ddl__exchange_buckets_max(t->m->n_params, bucket_floats) : 0;
     t->buckets = t->n_buckets ? (ddl__bucket *)ddl_arena_alloc(a, t->n_buckets * sizeof(ddl__bucket)) : NULL;
     t->residual = ddl_comm_compression(t->cfg.comm) != DDL_COMPRESS_NONE && t->world > 1
                       ? (float *)ddl_arena_alloc(a, t->m->n_params * sizeof(float))
@@ -106,6 +113,8 @@ int ddl_trainer_create(const ddl_train_config *cfg, ddl_model *m, const ddl_data
     tmp.positions = train->th * train->tw;
     tmp.sample_bytes = (size_t)train->c * (size_t)train->h * (size_t)train->w;
     tmp.micro = ddl__micro_parts(cfg, (cfg->batch + world - 1) / world);
+    tmp.shards = cfg->shards;
+    tmp.shard_first = cfg->shards ? tmp.rank * tmp.micro : 0;
     /* the exchange: the trainer's own settings, else the comm's (DDL_OVERLAP, DDL_BUCKET_KB) */
     tmp.overlap = cfg->overlap < 0 ? 0 : cfg->overlap ? cfg->overlap : ddl_comm_overlap(cfg->comm);
     tmp.bucket_bytes = cfg->bucket_kb ? (size_t)cfg->bucket_kb << 10 : ddl_comm_bucket_bytes(cfg->comm);
@@ -329,7 +338,7 @@ static int fail(ddl_trainer *t, int rc, const char *what)
  * *mid gets the time between forward (with the loss) and backward. */
 static double local_pass(ddl_trainer *t, int n, int b, int64_t *mid)
 {
-    if (t->micro > 1)
+    if (t->micro > 1 || t->shards)
         return ddl__micro_pass(t, n, b, mid);
     int C = t->m->out_c, S = t->positions;
     const float *logits = ddl_model_forward(t->m, t->x, n, 1, &t->drop_rng);
@@ -373,8 +382,11 @@ int ddl_trainer_step(ddl_trainer *t, double *loss)
         shuffle(t);
     int b = (int)(t->n_train - t->pos < t->cfg.batch ? t->n_train - t->pos : t->cfg.batch);
     long lo = t->pos + (long)b * t->rank / t->world, hi = t->pos + (long)b * (t->rank + 1) / t->world;
+    if (t->shards) /* this rank's shards' samples */
+        lo = t->pos + (long)((int64_t)b * t->shard_first / t->shards),
+        hi = t->pos + (long)((int64_t)b * (t->shard_first + t->micro) / t->shards);
     int n = (int)(hi - lo);
-    if (t->micro == 1 || n < 1) /* else each part zeroes its own, on the thread that fills them */
+    if ((t->micro == 1 && !t->shards) || n < 1) /* else each part zeroes its own, on the thread that fills them */
         ddl_model_zero_grads(t->m);
     double l = 0.0;
     if (n > 0) {
@@ -386,6 +398,17 @@ int ddl_trainer_step(ddl_trainer *t, double *loss)
         ts[1] = ts[2] = ddl_timeline_now();
     }
     ts[3] = ddl_timeline_now();
+    if (t->shards) { /* every shard's gradients, in the order of a ring of V */
+        float *bufs[DDL_MAX_MICRO_BATCHES];
+        for (int r = 0; r < t->micro; r++) {
+            if (n < 1 && r > 0)
+                memset(t->replica[r]->grads, 0, t->m->n_params * sizeof(float));
+            bufs[r] = t->replica[r]->grads;
+        }
+        int rc = ddl_comm_allreduce_shards(t->cfg.comm, bufs, t->shard_first, t->micro, t->shards, t->m->n_params);
+        if (rc != DDL_OK)
+            return fail(t, rc, "shard all-reduce");
+    }
     if (t->buckets) { /* 2 ranks or more */
         if (n == 0)   /* no backward ran: every bucket is cut now */
             ddl__exchange_begin(&t->xch);
