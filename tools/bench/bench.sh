@@ -45,11 +45,19 @@ if [ ! -x /usr/bin/time ] || ! /usr/bin/python3 -c 'import torch' 2>/dev/null; t
     DDL_BENCH_DEPS=1 sh tools/install-deps.sh || exit 1
 fi
 rss_d=/tmp/ddl-bench-rss-ddl; rss_t=/tmp/ddl-bench-rss-torch
-# What the PyTorch peers make here alone, one thread (images/s, lowest and highest seen): a run
-# whose peer falls outside is repeated (up to 3 more runs) and not reported.
-LENET_PEER_BAND=${LENET_PEER_BAND:-8000 16000}
-UNET_PEER_BAND=${UNET_PEER_BAND:-200 320}
-export CNN_PEER_BAND=${CNN_PEER_BAND:-200 340}
+# What the PyTorch peers make alone, one thread (images/s, lowest and highest seen), on vCPUs of
+# 215 FMA GFLOP/s (cores.c): scaled by what this machine's cores give now, since machines of this
+# kind differ (some give half that, with no other load and no steal). A run whose peer falls
+# outside is repeated (up to 3 more runs) and not reported: the machine is busy.
+FMA_REF=215
+FMA_NOW=$(bench_tool cores > /dev/null && "$(bench_tool cores)" 1 | sed -n 's/.* alone=\([0-9.]*\),\([0-9.]*\) .*/\1 \2/p' |
+    awk '{ printf "%.0f", ($1 + $2) / 2 }')
+FMA_NOW=${FMA_NOW:-$FMA_REF}
+scale_band() { awk -v lo="$1" -v hi="$2" -v f="$FMA_NOW" -v r="$FMA_REF" 'BEGIN { printf "%.0f %.0f", lo * f / r, hi * f / r }'; }
+echo "== machine: $FMA_NOW FMA GFLOP/s per vCPU (cores.c; the peers' bands are for $FMA_REF, scaled to this)"
+LENET_PEER_BAND=${LENET_PEER_BAND:-$(scale_band 8000 16000)}
+UNET_PEER_BAND=${UNET_PEER_BAND:-$(scale_band 200 320)}
+export CNN_PEER_BAND=${CNN_PEER_BAND:-$(scale_band 200 340)}
 
 if [ -z "$ONLY" ] || [ "$ONLY" = lenet ]; then
     echo "== LeNet, $EPOCHS epoch(s), batch 64, SGD lr 0.01 momentum 0.9, 1 process, 1 thread; $REPEAT alternated runs"
