@@ -19,9 +19,9 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 
-#define RB ((size_t)1 << 20) /* ring bytes of a 2-rank job (shm.c ring_bytes_for) */
+#define RB ((size_t)1 << 20) /* ring bytes of a 2-rank job (shm.h ring_bytes_for) */
 
-/* ---- the segment as shm.c lays it out (a test of the format is allowed to know it) ----
+/* ---- the segment as shm.h lays it out (a test of the format is allowed to know it) ----
  * header: u64 magic, u32 version, u32 world, ...; slots at 4096 (64 B each); rings at
  * align64(4096 + world * 64), each a 128-byte header {head at 0, tail at 64} and RB bytes. */
 static unsigned char *ring_hdr_at(unsigned char *m, int world, int from, int to)
@@ -341,7 +341,7 @@ static void test_by_hand(void)
 /* ---- 3: another user takes the names of a job without DDL_JOB ---- */
 
 #define NOBODY 65534
-#define JOBLESS_NAMES 8 /* shm.c: /ddl-u<uid>, then /ddl-u<uid>-1 to -7 */
+#define JOBLESS_NAMES 8 /* shm.h: /ddl-u<uid>, then /ddl-u<uid>-1 to -7 */
 
 static void jobless_path(char *out, size_t n, int i)
 {
