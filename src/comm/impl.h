@@ -83,6 +83,9 @@ struct ddl_comm {
     int rank, world, timeout_ms, native;
     int compress;              /* DDL_COMPRESS_*: the 16 bits of ddl_comm_allreduce_compressed */
     int algo;                  /* DDL_ALGO_*: large all-reduces by ring or parameter server */
+    int shards_dealt[3];       /* the block (first, n, total) ddl_comm_allreduce_shards last checked
+                                * with every rank: not checked again while it stays (training calls
+                                * it every step) */
     int overlap;               /* for the trainer: ddl_comm_config.overlap */
     size_t bucket_bytes;       /* for the trainer: ddl_comm_config.bucket_kb in bytes */
     int status;                /* sticky: the first failure */
