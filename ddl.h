@@ -720,6 +720,11 @@ typedef struct ddl_comm_config {
                                      * then points into */
     char env_master[288];           /* ddl_comm_config_from_env's "MASTER_ADDR:MASTER_PORT" (torchrun's),
                                      * which master then points into: copy the config whole */
+    /* Elastic mode (DDL_ELASTIC=MIN:MAX), over shm, tcp and zmq with heartbeats on: after a
+     * failure, ddl_comm_regroup lets the ranks that live go on in the same processes, as long as
+     * at least elastic_min of them do. elastic_max (>= world_size, at most 256) is the most ranks
+     * the job will have, and sizes the comm. 0: not elastic (a failure ends the job). */
+    int elastic_min, elastic_max;
 } ddl_comm_config;
 
 /* ddl_comm_config_from_env: fill cfg from DDL_TRANSPORT, DDL_RANK, DDL_WORLD_SIZE,
@@ -784,6 +789,36 @@ int ddl_comm_barrier(ddl_comm *c);
  * expect the same tag and size, or both get DDL_EMISMATCH. Returns as the collectives. */
 int ddl_comm_send(ddl_comm *c, int peer, int tag, const void *buf, size_t bytes);
 int ddl_comm_recv(ddl_comm *c, int peer, int tag, void *buf, size_t bytes);
+/* ---- elastic membership ----
+ * After a collective fails on an elastic comm (a rank died, was named silent, or another rank
+ * began regrouping), every rank that lives calls ddl_comm_regroup with the number of steps it
+ * has completed. The ranks agree (over the heartbeats' authenticated datagrams, within the comm's
+ * timeout) on who lives and on the highest step any of them completed, then reopen their links
+ * among themselves in the same comm: new rank numbers (in the old order), a new world size. A
+ * rank is left out when it is dead (its process gone, where its pid can be seen), or named by a
+ * failed call and silent since, or silent for the heartbeat timeout. The comm keeps its token; its
+ * job id gets a generation suffix, so nothing of the old links is mistaken for the new. */
+typedef struct ddl_regroup {
+    int old_rank, old_world;   /* before */
+    int rank, world;           /* now */
+    int generation;            /* regroups so far, this one included */
+    long step;                 /* the highest step a survivor completed */
+    int leader;                /* the lowest new rank that completed it */
+    int behind;                /* survivors that did not: the caller sends them the leader's state */
+    int lost[8];               /* the first old ranks left out (-1 past the last) */
+    int n_lost;
+    double ms;                 /* from the call until the new links were up */
+    char why[256];             /* the failure that began it, as this rank saw it */
+} ddl_regroup;
+/* ddl_comm_regroup: as above. DDL_OK with *out filled; DDL_EINVAL (not elastic); DDL_EPEER (this
+ * rank was left out, or fewer than elastic_min ranks live: the comm is then closed);
+ * DDL_ETIMEDOUT (no agreement in time). The message is in ddl_comm_error. Collective over the
+ * ranks that live. */
+int ddl_comm_regroup(ddl_comm *c, long step, ddl_regroup *out);
+/* ddl_comm_elastic_min, _max: the configuration's (0 when not elastic). */
+int ddl_comm_elastic_min(const ddl_comm *c);
+int ddl_comm_elastic_max(const ddl_comm *c);
+
 /* ddl_comm_allreduce_shards: the float32 sum of `total` vectors of count elements ("virtual
  * shards": the parts of a global batch in elastic training), each rank holding a contiguous block
  * of them in rank order: shards first .. first + n - 1 at bufs[0 .. n) (rank 0's block starts at

@@ -193,6 +193,12 @@ static int explain(const ddl__hb *hb, char *msg, size_t n)
     return r;
 }
 
+void ddl__comm_suspect(ddl_comm *c, int r)
+{
+    if (r >= 0 && r < c->world && r < DDL__ELASTIC_MAX && r != c->rank)
+        c->suspects[r / 8] |= (unsigned char)(1u << (r % 8));
+}
+
 /* stalled: if the heartbeat named a silent rank, fail the call in progress with that. */
 static int stalled(ddl_comm *c, int wait_for_verdict)
 {
@@ -200,6 +206,8 @@ static int stalled(ddl_comm *c, int wait_for_verdict)
     int r = wait_for_verdict ? explain(&c->hb, msg, sizeof msg) : verdict(&c->hb, msg, sizeof msg);
     if (r < 0)
         return DDL_OK;
+    if (!c->hb.verdict_regroup) /* silent; a rank that regroups lives */
+        ddl__comm_suspect(c, r);
     call_prefix(c, pre, sizeof pre);
     return ddl__comm_fail(c, DDL_ETIMEDOUT, "%s: %s", pre, msg);
 }
@@ -211,6 +219,8 @@ static int fail_transport(ddl_comm *c, int st, int to, int from)
     char pre[96];
     if (stalled(c, 1) != DDL_OK)
         return c->status;
+    ddl__comm_suspect(c, to); /* one of them broke the link: a regroup tells which still lives */
+    ddl__comm_suspect(c, from);
     call_prefix(c, pre, sizeof pre);
     const char *e = ddl__tp_error(c);
     if (e[0])

@@ -27,6 +27,22 @@ static int check_config(const ddl_comm_config *cfg, char *err, size_t n)
     if (cfg->overlap < 0 || cfg->overlap > 2 || cfg->bucket_kb < 0 || cfg->bucket_kb > (1 << 20))
         return ddl__errf(err, n, DDL_EINVAL, "overlap %d must be 0, 1 or 2 and bucket_kb %d in [0, 1048576]",
                          cfg->overlap, cfg->bucket_kb);
+    if (cfg->elastic_min < 0 || cfg->elastic_max < 0 ||
+        (cfg->elastic_min > 0 && (cfg->elastic_min > cfg->world_size || cfg->elastic_max > DDL__ELASTIC_MAX ||
+                                  (cfg->elastic_max && cfg->elastic_max < cfg->world_size))))
+        return ddl__errf(err, n, DDL_EINVAL, "elastic %d:%d: need 1 <= min <= world size %d <= max <= %d (0: off)",
+                         cfg->elastic_min, cfg->elastic_max, cfg->world_size, DDL__ELASTIC_MAX);
+    if (cfg->elastic_min > 0 && cfg->world_size > 1) {
+        if (cfg->heartbeat_timeout_ms <= 0)
+            return ddl__errf(err, n, DDL_EINVAL, "elastic mode needs heartbeats (DDL_HEARTBEAT_TIMEOUT_MS > 0): the "
+                             "ranks agree on who lives through them");
+        if (t && strcmp(t->name, "shm") != 0 && strcmp(t->name, "tcp") != 0 && strcmp(t->name, "zmq") != 0)
+            return ddl__errf(err, n, DDL_EINVAL, "elastic mode works over shm, tcp and zmq, not %s (an MPI job ends "
+                             "with its first failure)", t->name);
+        if ((cfg->token && strlen(cfg->token) >= 256) || (cfg->job && strlen(cfg->job) >= 48))
+            return ddl__errf(err, n, DDL_EINVAL, "elastic mode: the token must be under 256 bytes and the job id under "
+                             "48");
+    }
     return ddl__tp_check(t, err, n);
 }
 
@@ -52,8 +68,12 @@ static size_t comm_layout(const ddl_comm_config *cfg, size_t *off_state, size_t 
     return n;
 }
 
-static ddl_comm *comm_alloc(const ddl_comm_config *cfg, const ddl_allocator *alloc)
+static ddl_comm *comm_alloc(const ddl_comm_config *cfg_in, const ddl_allocator *alloc)
 {
+    ddl_comm_config sized = *cfg_in; /* elastic: room for the most ranks the job will have */
+    if (sized.elastic_min > 0 && sized.elastic_max > sized.world_size)
+        sized.world_size = sized.elastic_max;
+    const ddl_comm_config *cfg = &sized;
     size_t off_state, off_scratch, off_seq, off_hb;
     size_t bytes = comm_layout(cfg, &off_state, &off_scratch, &off_seq, &off_hb);
     unsigned char *base = (unsigned char *)ddl__alloc(alloc, bytes); /* DDL_ALIGN-aligned */
@@ -72,11 +92,12 @@ static ddl_comm *comm_alloc(const ddl_comm_config *cfg, const ddl_allocator *all
     c->hb.peers = (ddl__hb_peer *)(base + off_hb);
     c->hb_cards = base + off_hb + (size_t)cfg->world_size * sizeof(ddl__hb_peer);
     c->hb.fd = c->hb.wake_fd = -1;
+    c->capacity = cfg->world_size;
+    c->state_bytes = cfg->world_size > 1 ? ddl__tp_state_bytes(cfg->transport, cfg) : 0;
     return c;
 }
 
-/* start_heartbeat: our card, everyone's by an allgather, then the thread. */
-static int start_heartbeat(ddl_comm *c, const ddl_comm_config *cfg, char *err, size_t err_bytes)
+int ddl__comm_start_heartbeat(ddl_comm *c, const ddl_comm_config *cfg, char *err, size_t err_bytes)
 {
     unsigned char *mine = c->hb_cards + (size_t)c->rank * DDL__HB_CARD_BYTES;
     int st = ddl__hb_card(c, cfg, mine, err, err_bytes);
@@ -122,6 +143,15 @@ int ddl_comm_create(const ddl_comm_config *cfg_in, const ddl_allocator *alloc, d
     c->bucket_bytes = (size_t)(cfg.bucket_kb ? cfg.bucket_kb : 25600) << 10;
     snprintf(c->job, sizeof c->job, "%s", cfg.job && cfg.job[0] ? cfg.job : "ddl");
     cfg.job = c->job;
+    if (cfg.elastic_min > 0 && cfg.world_size > 1) { /* what a regroup reopens with */
+        c->elastic_min = cfg.elastic_min;
+        c->elastic_max = cfg.elastic_max > cfg.world_size ? cfg.elastic_max : cfg.world_size;
+        snprintf(c->token, sizeof c->token, "%s", cfg.token ? cfg.token : "");
+        snprintf(c->job_base, sizeof c->job_base, "%s", c->job);
+        c->cfg0 = cfg;
+        c->cfg0.token = cfg.token ? c->token : NULL;
+        c->cfg0.master = c->cfg0.peers = NULL;
+    }
     if (c->tp)
         st = ddl__tp_open(c, &cfg);
     if (st != DDL_OK) {
@@ -132,7 +162,7 @@ int ddl_comm_create(const ddl_comm_config *cfg_in, const ddl_allocator *alloc, d
         return st;
     }
     if (c->tp && cfg.heartbeat_timeout_ms > 0) {
-        if ((st = start_heartbeat(c, &cfg, err, err_bytes)) != DDL_OK) {
+        if ((st = ddl__comm_start_heartbeat(c, &cfg, err, err_bytes)) != DDL_OK) {
             ddl_comm_destroy(c);
             return st;
         }

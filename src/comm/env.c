@@ -217,6 +217,17 @@ int ddl_comm_config_from_env(ddl_comm_config *cfg, char *err, size_t err_bytes)
         cfg->algo = DDL_ALGO_PS;
     else if (al && al[0] && strcmp(al, "auto") != 0)
         return ddl__errf(err, err_bytes, DDL_EINVAL, "DDL_ALGO=%s: expected ring, ps or auto", al);
+    const char *el = env_str("DDL_ELASTIC");
+    if (el && el[0]) {
+        char tail = 0;
+        int k = sscanf(el, "%d:%d%c", &cfg->elastic_min, &cfg->elastic_max, &tail);
+        if (k == 1 && sscanf(el, "%d%c", &cfg->elastic_min, &tail) == 1)
+            cfg->elastic_max = 0;
+        else if (k != 2)
+            return ddl__errf(err, err_bytes, DDL_EINVAL, "DDL_ELASTIC=%s: expected MIN:MAX (or MIN), e.g. 2:4", el);
+        if (cfg->elastic_min < 1 || (cfg->elastic_max && cfg->elastic_max < cfg->elastic_min))
+            return ddl__errf(err, err_bytes, DDL_EINVAL, "DDL_ELASTIC=%s: need 1 <= MIN <= MAX", el);
+    }
     const char *z = env_str("DDL_COMPRESS");
     if (z && strcmp(z, "bf16") == 0)
         cfg->compress = DDL_COMPRESS_BF16;

@@ -34,11 +34,15 @@
 #define HB_MAGIC 0x48424444u /* "DDBH" */
 #define HB_MAC_BYTES 16
 #define HB_BEAT_BYTES 48
-enum { HB_BEAT = 1, HB_BYE = 2 };
+#define HB_HEAD_BYTES 32
+#define HB_NOTE_BYTES (HB_HEAD_BYTES + DDL__HB_BODY_BYTES + HB_MAC_BYTES) /* regroup and decide */
+#define HB_FAST_MS 40 /* beat interval once a peer regroups (elastic.c counts silence against it) */
+enum { HB_BEAT = 1, HB_BYE = 2 }; /* DDL__HB_REGROUP = 3, DDL__HB_DECIDE = 4 (impl.h) */
 
 /* A card on the wire (DDL__HB_CARD_BYTES, little endian):
  *   0 magic | 4 rank | 8 pid | 12 port u16 | 14 address count u16 | 16 four IPv4 addresses
- *   (network order) | 32 network stack id u64 | 40 incarnation u64 | 48 host name, NUL-padded */
+ *   (network order) | 32 network stack id u64 | 40 incarnation u64 | 48 host name, NUL-padded
+ *   (71 bytes at most) | 120 process space id u64 */
 
 /* ---- who am I ---- */
 
@@ -59,6 +63,24 @@ static uint64_t stack_id(void)
     gethostname((char *)buf + 64, 31);
     ddl__sha256(buf, sizeof buf, h);
     return ddl__get_le(h, 8);
+}
+
+/* pid_space_id: the same value for two processes that see each other's pids (same boot, same
+ * pid namespace): there a rank can ask the kernel whether a peer's process still exists. */
+static uint64_t pid_space_id(void)
+{
+    unsigned char buf[64] = {0}, h[DDL__SHA256_BYTES];
+    int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        ssize_t n = read(fd, buf, 40);
+        (void)n;
+        close(fd);
+    }
+    struct stat st;
+    if (stat("/proc/self/ns/pid", &st) == 0)
+        memcpy(buf + 48, &st.st_ino, sizeof st.st_ino);
+    ddl__sha256(buf, sizeof buf, h);
+    return ddl__get_le(h, 8) | 1; /* never 0: 0 is "unknown" */
 }
 
 /* own_addresses: up to DDL__HB_ADDRS IPv4 addresses of interfaces that are up, loopback last. */
@@ -88,7 +110,8 @@ static void card_write(unsigned char *p, const ddl__hb *hb, int port, const uint
     memcpy(p + 16, addrs, (size_t)naddr * 4);
     ddl__put_le(p + 32, hb->stack, 8);
     ddl__put_le(p + 40, hb->incarnation, 8);
-    gethostname((char *)p + 48, DDL__HB_CARD_BYTES - 48 - 1);
+    gethostname((char *)p + 48, 120 - 48 - 1);
+    ddl__put_le(p + 120, pid_space_id(), 8);
 }
 
 /* card_read: peer j from its card; where to send to it: 127.0.0.1 on the same network stack,
@@ -102,8 +125,10 @@ static int card_read(ddl__hb *hb, int j, const unsigned char *p, const uint32_t 
     uint16_t port = (uint16_t)ddl__get_le(p + 12, 2);
     int naddr = (int)ddl__get_le(p + 14, 2);
     q->incarnation = ddl__get_le(p + 40, 8);
-    memcpy(q->host, p + 48, sizeof q->host - 1);
-    q->host[sizeof q->host - 1] = '\0';
+    q->stack = ddl__get_le(p + 32, 8);
+    q->pid_space = ddl__get_le(p + 120, 8);
+    memcpy(q->host, p + 48, 120 - 48);
+    q->host[120 - 48 - 1] = '\0';
     uint32_t addrs[DDL__HB_ADDRS];
     memcpy(addrs, p + 16, sizeof addrs);
     int same_stack = ddl__get_le(p + 32, 8) == hb->stack;
@@ -121,63 +146,97 @@ static int card_read(ddl__hb *hb, int j, const unsigned char *p, const uint32_t 
 
 /* ---- datagrams ---- */
 
-static void beat_mac(const ddl__hb *hb, const unsigned char *p, unsigned char *mac)
+static void beat_mac(const ddl__hb *hb, const unsigned char *p, size_t n, unsigned char *mac)
 {
     unsigned char full[DDL__SHA256_BYTES];
-    ddl__hmac_sha256(hb->key, sizeof hb->key, p, HB_BEAT_BYTES - HB_MAC_BYTES, full);
+    ddl__hmac_sha256(hb->key, sizeof hb->key, p, n - HB_MAC_BYTES, full);
     memcpy(mac, full, HB_MAC_BYTES);
+}
+
+/* send_to: one datagram of kind (with body, DDL__HB_BODY_BYTES, for regroup and decide) to rank j. */
+static void send_to(ddl__hb *hb, int j, int kind, const unsigned char *body)
+{
+    unsigned char p[HB_NOTE_BYTES];
+    size_t n = body ? HB_NOTE_BYTES : HB_BEAT_BYTES;
+    ddl__put_le(p, HB_MAGIC, 4);
+    ddl__put_le(p + 4, (uint32_t)kind, 4);
+    ddl__put_le(p + 8, (uint32_t)hb->rank, 4);
+    ddl__put_le(p + 12, (uint32_t)j, 4);
+    ddl__put_le(p + 16, hb->incarnation, 8);
+    ddl__put_le(p + 24, hb->counter, 8);
+    if (body)
+        memcpy(p + HB_HEAD_BYTES, body, DDL__HB_BODY_BYTES);
+    else
+        memset(p + HB_HEAD_BYTES, 0, HB_BEAT_BYTES - HB_HEAD_BYTES);
+    beat_mac(hb, p, n, p + n - HB_MAC_BYTES);
+    for (int k = 0; k < hb->peers[j].ndst; k++) /* a lost or refused datagram is a missed beat */
+        (void)sendto(hb->fd, p, n, MSG_DONTWAIT | MSG_NOSIGNAL, (const struct sockaddr *)&hb->peers[j].dst[k],
+                     sizeof hb->peers[j].dst[k]);
 }
 
 static void send_all(ddl__hb *hb, int kind)
 {
-    unsigned char p[HB_BEAT_BYTES];
     hb->counter++;
-    for (int j = 0; j < hb->world; j++) {
-        if (j == hb->rank)
-            continue;
-        ddl__put_le(p, HB_MAGIC, 4);
-        ddl__put_le(p + 4, (uint32_t)kind, 4);
-        ddl__put_le(p + 8, (uint32_t)hb->rank, 4);
-        ddl__put_le(p + 12, (uint32_t)j, 4);
-        ddl__put_le(p + 16, hb->incarnation, 8);
-        ddl__put_le(p + 24, hb->counter, 8);
-        beat_mac(hb, p, p + HB_BEAT_BYTES - HB_MAC_BYTES);
-        for (int k = 0; k < hb->peers[j].ndst; k++) /* a lost or refused datagram is a missed beat */
-            (void)sendto(hb->fd, p, sizeof p, MSG_DONTWAIT | MSG_NOSIGNAL,
-                         (const struct sockaddr *)&hb->peers[j].dst[k], sizeof hb->peers[j].dst[k]);
-    }
+    for (int j = 0; j < hb->world; j++)
+        if (j != hb->rank)
+            send_to(hb, j, kind, NULL);
 }
 
-/* take: one datagram; anything but an authentic, fresh heartbeat for us is dropped unread. */
-static void take(ddl__hb *hb, const unsigned char *p, ssize_t n, int64_t now)
+/* take: one datagram; anything but an authentic, fresh one for us is dropped unread (0). A beat
+ * or a goodbye is noted here; regroup and decide are left in note for the caller (1). */
+static int take(ddl__hb *hb, const unsigned char *p, ssize_t n, int64_t now, ddl__hb_note *note)
 {
-    if (n != HB_BEAT_BYTES || ddl__get_le(p, 4) != HB_MAGIC)
-        return;
+    if (n < HB_HEAD_BYTES || ddl__get_le(p, 4) != HB_MAGIC)
+        return 0;
     int kind = (int)ddl__get_le(p + 4, 4);
     uint64_t from = ddl__get_le(p + 8, 4), to = ddl__get_le(p + 12, 4), counter = ddl__get_le(p + 24, 8);
-    if ((kind != HB_BEAT && kind != HB_BYE) || from >= (uint64_t)hb->world || from == (uint64_t)hb->rank ||
-        to != (uint64_t)hb->rank)
-        return;
+    int note_kind = kind == DDL__HB_REGROUP || kind == DDL__HB_DECIDE;
+    if ((kind != HB_BEAT && kind != HB_BYE && !note_kind) || n != (note_kind ? HB_NOTE_BYTES : HB_BEAT_BYTES) ||
+        from >= (uint64_t)hb->world || from == (uint64_t)hb->rank || to != (uint64_t)hb->rank)
+        return 0;
     ddl__hb_peer *q = &hb->peers[from];
     unsigned char mac[HB_MAC_BYTES];
-    beat_mac(hb, p, mac);
-    if (!ddl__ct_equal(mac, p + HB_BEAT_BYTES - HB_MAC_BYTES, HB_MAC_BYTES) ||
-        ddl__get_le(p + 16, 8) != q->incarnation || counter <= q->counter)
-        return;
+    beat_mac(hb, p, (size_t)n, mac);
+    if (!ddl__ct_equal(mac, p + n - HB_MAC_BYTES, HB_MAC_BYTES) || ddl__get_le(p + 16, 8) != q->incarnation ||
+        counter < q->counter || (counter == q->counter && !note_kind))
+        return 0; /* notes may repeat a counter: several go out between two beats */
     q->counter = counter;
     atomic_store(&q->heard_ms, now);
     if (kind == HB_BYE)
         atomic_store(&q->left, 1);
+    if (!note_kind)
+        return 0;
+    note->kind = kind;
+    note->from = (int)from;
+    memcpy(note->body, p + HB_HEAD_BYTES, DDL__HB_BODY_BYTES);
+    return 1;
+}
+
+/* regroup_seen: a peer began regrouping (elastic.c): the call in progress must end, and our
+ * beats come fast so that it sees at once that we live. */
+static void regroup_seen(ddl__hb *hb, int from)
+{
+    hb->fast = 1;
+    if (atomic_load(&hb->verdict))
+        return;
+    snprintf(hb->msg, sizeof hb->msg, "rank %d began regrouping the job after a failure (noticed by rank %d)", from,
+             hb->rank);
+    hb->verdict_regroup = 1;
+    atomic_store(&hb->verdict, from + 1);
+    if (hb->interrupt)
+        hb->interrupt(hb->tp_state, from);
 }
 
 static void drain(ddl__hb *hb, int64_t now)
 {
-    unsigned char p[HB_BEAT_BYTES + 1];
+    unsigned char p[HB_NOTE_BYTES + 1];
     for (int i = 0; i < 4 * hb->world + 16; i++) { /* bounded: a flood cannot keep the thread here */
         ssize_t n = recv(hb->fd, p, sizeof p, MSG_DONTWAIT);
         if (n < 0)
             return;
-        take(hb, p, n, now);
+        ddl__hb_note note;
+        if (take(hb, p, n, now, &note) && note.kind == DDL__HB_REGROUP)
+            regroup_seen(hb, note.from);
     }
 }
 
@@ -223,7 +282,7 @@ static void *hb_main(void *arg)
         last = now;
         if (now >= next_send) {
             send_all(hb, HB_BEAT);
-            next_send = now + hb->interval_ms;
+            next_send = now + (hb->fast && hb->interval_ms > HB_FAST_MS ? HB_FAST_MS : hb->interval_ms);
         }
         judge(hb, now);
         int wait = (int)(next_send - now);
@@ -231,8 +290,10 @@ static void *hb_main(void *arg)
         (void)poll(pf, 2, wait < DDL__HB_TICK_MS ? wait : DDL__HB_TICK_MS);
         drain(hb, ddl__now_ms());
     }
-    send_all(hb, HB_BYE);
-    send_all(hb, HB_BYE); /* twice: a lost goodbye would look like a stall */
+    if (!hb->quiet) {
+        send_all(hb, HB_BYE);
+        send_all(hb, HB_BYE); /* twice: a lost goodbye would look like a stall */
+    }
     return NULL;
 }
 
@@ -295,6 +356,47 @@ int ddl__hb_begin(ddl_comm *c, const unsigned char *cards, char *err, size_t err
     }
     hb->running = 1;
     return DDL_OK;
+}
+
+void ddl__hb_halt(ddl__hb *hb)
+{
+    hb->quiet = 1;
+    if (hb->running) {
+        atomic_store(&hb->stop, 1);
+        uint64_t one = 1;
+        if (write(hb->wake_fd, &one, sizeof one) != (ssize_t)sizeof one)
+            (void)0; /* the thread still looks every DDL__HB_TICK_MS */
+        pthread_join(hb->thread, NULL);
+        hb->running = 0;
+    }
+}
+
+void ddl__hb_note_all(ddl__hb *hb, int kind, const unsigned char *body, const unsigned char *only)
+{
+    hb->counter++;
+    for (int j = 0; j < hb->world; j++)
+        if (j != hb->rank && (!only || (only[j / 8] >> (j % 8) & 1)))
+            send_to(hb, j, kind, body);
+}
+
+int ddl__hb_poll(ddl__hb *hb, int wait_ms, ddl__hb_note *note)
+{
+    unsigned char p[HB_NOTE_BYTES + 1];
+    for (int i = 0; i < 4 * hb->world + 16; i++) { /* bounded, as drain */
+        ssize_t n = recv(hb->fd, p, sizeof p, MSG_DONTWAIT);
+        if (n < 0) {
+            if (wait_ms <= 0)
+                return 0;
+            struct pollfd pf = {.fd = hb->fd, .events = POLLIN};
+            if (poll(&pf, 1, wait_ms) <= 0)
+                return 0;
+            wait_ms = 0;
+            continue;
+        }
+        if (take(hb, p, n, ddl__now_ms(), note))
+            return 1;
+    }
+    return 0;
 }
 
 void ddl__hb_stop(ddl__hb *hb)

@@ -26,6 +26,7 @@ enum { DDL__WIRE_BF16 = 16, DDL__WIRE_FP16 = 17 };
  * reduction receives, and the limit of the latency-optimal (recursive doubling) algorithm. */
 #define DDL__SCRATCH_BYTES ((size_t)1 << 20)
 #define DDL__MAX_POST_RANKS 256 /* ranks of the small-collective path (ddl__comm_post) */
+#define DDL__ELASTIC_MAX 256    /* ranks of an elastic job (the bitmaps of its regroup notes) */
 
 /* What one collective call (or one p2p message) is: every header of the call says this, and
  * every received header must say the same. */
@@ -50,6 +51,7 @@ typedef struct ddl__hb_peer {
     _Atomic int64_t heard_ms; /* last authentic heartbeat (0: none yet: not judged) */
     _Atomic int left;         /* it said goodbye: not judged */
     uint64_t incarnation;     /* from its card: a heartbeat must carry it */
+    uint64_t stack, pid_space; /* from its card: its network stack, its pid space (0: unknown) */
     uint64_t counter;         /* the last counter taken (thread only) */
     int pid, ndst;
     struct sockaddr_in dst[DDL__HB_ADDRS]; /* where its heartbeats go */
@@ -58,11 +60,14 @@ typedef struct ddl__hb_peer {
 
 typedef struct ddl__hb {
     int running;              /* the thread runs: stop() joins it */
+    int fast;                 /* thread only: a peer regroups: beat every 40 ms */
+    int quiet;                /* halted for a regroup: the thread leaves without a goodbye */
     int fd, wake_fd;          /* UDP socket; eventfd that wakes the thread to stop */
     int rank, world, interval_ms, timeout_ms;
     pthread_t thread;
     _Atomic int stop;
     _Atomic int verdict;      /* 1 + the rank found silent; msg is written before it */
+    int verdict_regroup;      /* the verdict is a peer's regroup, not a silence (written before it) */
     char msg[256];
     unsigned char key[32];    /* HMAC key from the token and the job */
     uint64_t stack, incarnation, counter;
@@ -104,6 +109,13 @@ struct ddl_comm {
     char err[512];
     ddl__hb hb;                /* heartbeats, when cfg asked for them */
     unsigned char *hb_cards;   /* [world][DDL__HB_CARD_BYTES] */
+    /* elastic mode (elastic.c): the memory above is sized for `capacity` ranks, so a regroup
+     * reopens the transport in place with fewer */
+    int elastic_min, elastic_max, capacity, generation;
+    size_t state_bytes;        /* the transport state's bytes at capacity */
+    ddl_comm_config cfg0;      /* as created; its token and job point at the copies below */
+    char token[256], job_base[64];
+    unsigned char suspects[DDL__ELASTIC_MAX / 8]; /* ranks a failed call names (links broke, or silent) */
 };
 
 /* ddl__comm_begin: start a collective: check the sticky status, number it, remember what it is. */
@@ -134,6 +146,27 @@ int ddl__hb_card(ddl_comm *c, const ddl_comm_config *cfg, unsigned char *card, c
 int ddl__hb_begin(ddl_comm *c, const unsigned char *cards, char *err, size_t err_bytes);
 /* ddl__hb_stop: say goodbye, join the thread, close the sockets (safe when never started). */
 void ddl__hb_stop(ddl__hb *hb);
+
+/* Notes: the heartbeat's datagrams that carry a regroup (elastic.c). A note's body is
+ * DDL__HB_BODY_BYTES: step u64 | a u32 | b u32 | a bitmap of DDL__ELASTIC_MAX ranks. */
+#define DDL__HB_BODY_BYTES 48
+enum { DDL__HB_REGROUP = 3, DDL__HB_DECIDE = 4 };
+typedef struct ddl__hb_note {
+    int kind, from;
+    unsigned char body[DDL__HB_BODY_BYTES];
+} ddl__hb_note;
+/* ddl__hb_halt: join the thread without a goodbye; the socket stays for notes (stop closes it).
+ * ddl__hb_note_all: a note to every other rank (only non-NULL: to the ranks of that bitmap).
+ * ddl__hb_poll: the next authentic note within wait_ms (1, in note), else 0; beats that arrive
+ * meanwhile are noted in peers' heard_ms. Only while the thread is halted. */
+void ddl__hb_halt(ddl__hb *hb);
+void ddl__hb_note_all(ddl__hb *hb, int kind, const unsigned char *body, const unsigned char *only);
+int ddl__hb_poll(ddl__hb *hb, int wait_ms, ddl__hb_note *note);
+
+/* ddl__comm_start_heartbeat: our card, everyone's by an allgather, then the thread (create.c). */
+int ddl__comm_start_heartbeat(ddl_comm *c, const ddl_comm_config *cfg, char *err, size_t err_bytes);
+/* ddl__comm_suspect: note rank r as one a failed call names (elastic.c reads them). */
+void ddl__comm_suspect(ddl_comm *c, int r);
 
 /* ddl__comm_stalled: as after a link failure: if the heartbeat names (or is about to name) a
  * silent rank, fail the call in progress with that (DDL_ETIMEDOUT); else DDL_OK. */

@@ -1,0 +1,176 @@
+/* test_elastic.c - ddl_comm_regroup: 4 ranks sum V = 4 shards' vectors step after step with
+ * ddl_comm_allreduce_shards; one rank dies (kill -9 of itself) or stops (SIGSTOP) at a step. The
+ * other three regroup in the same processes, agree on the step, deal the shards again among
+ * themselves and go on: every step's sum has the bits of one process adding all four shards.
+ * Over tcp, shm and zmq. Also: the rank numbers after a regroup follow the old order, the dead
+ * rank is the one reported lost, a regroup below the elastic minimum stops every survivor with a
+ * message, and a comm that is not elastic refuses to regroup. */
+#include "check.h"
+#include "ranks.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define V 4
+#define COUNT 70001
+#define STEPS 8
+#define VICTIM 2
+#define AT 3 /* the step at which the victim goes */
+
+enum { DIE, STOP };
+
+typedef struct arg {
+    int how, min;
+} arg;
+
+static float noisy(int k, size_t i, int step)
+{
+    uint64_t x = (uint64_t)i * 0x9E3779B97F4A7C15ull + (uint64_t)(k + 1) * 0xBF58476D1CE4E5B9ull + (uint64_t)step;
+    x ^= x >> 31;
+    x *= 0x94D049BB133111EBull;
+    x ^= x >> 29;
+    return (float)(x >> 40) / 16777216.0f * 2.0f - 1.0f;
+}
+
+static void fill(float *const *bufs, int first, int n, int step)
+{
+    for (int s = 0; s < n; s++)
+        for (size_t e = 0; e < COUNT; e++)
+            bufs[s][e] = noisy(first + s, e, step);
+}
+
+/* go: the victim's end: killed now, or stopped (a grandchild kills it after 3 s, past the test) */
+static void go(int how)
+{
+    if (how == DIE)
+        raise(SIGKILL);
+    pid_t me = getpid();
+    if (fork() == 0) {
+        sleep(3);
+        kill(me, SIGKILL);
+        _exit(0);
+    }
+    raise(SIGSTOP);
+}
+
+static void rank_body(int rank, int world, void *p)
+{
+    const arg *a = p;
+    ddl_comm_config cfg = make_config(rank, world, 20000);
+    cfg.heartbeat_timeout_ms = 1000;
+    cfg.heartbeat_interval_ms = 100;
+    cfg.elastic_min = a->min;
+    cfg.elastic_max = world;
+    ddl_comm *c = ranks_open(&cfg);
+    if (!c)
+        return;
+    float *mine[V], *all[V];
+    for (int s = 0; s < V; s++) {
+        mine[s] = malloc(COUNT * sizeof(float));
+        all[s] = malloc(COUNT * sizeof(float));
+    }
+    int old_rank = rank, regroups = 0, ok = 1;
+    for (long step = 0; step < STEPS && ok;) {
+        int r = ddl_comm_rank(c), w = ddl_comm_size(c);
+        int first = r * V / w, n = (r + 1) * V / w - first;
+        fill(mine, first, n, (int)step);
+        if (old_rank == VICTIM && step == AT)
+            go(a->how);
+        double t0 = ranks_now();
+        int st = ddl_comm_allreduce_shards(c, mine, first, n, V, COUNT);
+        if (st == DDL_OK) {
+            fill(all, 0, V, (int)step);
+            ddl_comm_allreduce_shards(NULL, all, 0, V, V, COUNT);
+            int same = 1;
+            for (int s = 0; s < n; s++)
+                same &= memcmp(mine[s], all[0], COUNT * sizeof(float)) == 0;
+            CHECK(same);
+            step++;
+            continue;
+        }
+        ddl_regroup g;
+        st = ddl_comm_regroup(c, step, &g);
+        double took = ranks_now() - t0;
+        if (a->min > world - 1) { /* below the minimum: every survivor stops, saying why */
+            CHECK(st == DDL_EPEER && strstr(ddl_comm_error(c), "elastic minimum"));
+            ok = 0;
+            break;
+        }
+        CHECK(st == DDL_OK);
+        if (st != DDL_OK) {
+            fprintf(stderr, "rank %d: regroup: %s\n", old_rank, ddl_comm_error(c));
+            break;
+        }
+        regroups++;
+        if (g.rank == 0)
+            fprintf(stderr, "   %s: failed call to regrouped %.0f ms, of which the regroup %.0f ms\n",
+                    ddl_comm_transport_name(c), took * 1000, g.ms);
+        CHECK(g.world == world - 1 && g.old_world == world && g.generation == 1);
+        CHECK(g.n_lost == 1 && g.lost[0] == VICTIM);
+        CHECK(g.rank == old_rank - (old_rank > VICTIM)); /* the old order */
+        CHECK(g.step == AT && g.behind == 0);
+        /* a death is seen at once; a stop after the heartbeat timeout (1 s) and an interval */
+        double limit = a->how == DIE ? 1.0 : 2.5;
+        if (took > limit)
+            fprintf(stderr, "rank %d: regroup took %.3f s (from the failed call's start)\n", old_rank, took);
+        CHECK(took < limit);
+        report_value(a->how == DIE ? "regroup_ms_die" : "regroup_ms_stop", 0); /* all agree it happened */
+        step = g.step;
+    }
+    if (ok && a->min <= world - 1)
+        CHECK(regroups == 1);
+    for (int s = 0; s < V; s++) {
+        free(mine[s]);
+        free(all[s]);
+    }
+    ddl_comm_destroy(c);
+}
+
+/* not_elastic: regroup on a comm created without elastic_min is refused, saying so */
+static void not_elastic(int rank, int world, void *p)
+{
+    (void)p;
+    ddl_comm_config cfg = make_config(rank, world, 20000);
+    ddl_comm *c = ranks_open(&cfg);
+    if (!c)
+        return;
+    ddl_regroup g;
+    CHECK(ddl_comm_regroup(c, 0, &g) == DDL_EINVAL && strstr(ddl_comm_error(c), "not elastic"));
+    ddl_comm_destroy(c);
+}
+
+int main(void)
+{
+    signal(SIGPIPE, SIG_IGN);
+    const char *tps[] = {"tcp", "shm", "zmq"};
+    for (int t = 0; t < 3; t++) {
+        if (!ddl_transport_find(tps[t]))
+            continue;
+        arg die = {DIE, 2}, stop = {STOP, 2}, floor3 = {DIE, 4};
+        fprintf(stderr, "%s: kill -9 of rank %d at step %d\n", tps[t], VICTIM, AT);
+        run_ranks(tps[t], 4, rank_body, &die, 30, VICTIM);
+        fprintf(stderr, "%s: SIGSTOP of rank %d at step %d\n", tps[t], VICTIM, AT);
+        run_ranks(tps[t], 4, rank_body, &stop, 30, VICTIM);
+        if (t == 0) {
+            fprintf(stderr, "%s: kill -9 below the elastic minimum\n", tps[t]);
+            run_ranks(tps[t], 4, rank_body, &floor3, 30, VICTIM);
+            run_ranks(tps[t], 2, not_elastic, NULL, 30, -1);
+        }
+    }
+    /* the configuration: elastic needs heartbeats and a transport that can reopen */
+    ddl_comm_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.rank = 0;
+    cfg.world_size = 2;
+    cfg.transport = ddl_transport_find("tcp");
+    cfg.elastic_min = 1;
+    cfg.elastic_max = 2;
+    ddl_comm *c = NULL;
+    char err[DDL_ERR_BYTES];
+    CHECK(ddl_comm_create(&cfg, NULL, &c, err, sizeof err) == DDL_EINVAL && strstr(err, "heartbeats"));
+    cfg.heartbeat_timeout_ms = 1000;
+    cfg.elastic_max = 1;
+    CHECK(ddl_comm_create(&cfg, NULL, &c, err, sizeof err) == DDL_EINVAL && strstr(err, "max"));
+    return TEST_END();
+}
