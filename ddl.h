@@ -239,6 +239,8 @@ typedef struct ddl_epoch_stats {
     double slowest_seconds;   /* its compute_seconds */
     double fastest_seconds;   /* the least compute_seconds of any rank */
     double comm_frac;         /* all-reduce seconds / (compute + all-reduce seconds), over all ranks */
+    int world;                /* ranks at the end of the epoch (elastic: fewer after a failure) */
+    int regroups;             /* membership changes since the trainer started (elastic) */
 } ddl_epoch_stats;
 
 #define DDL_MAX_CLASSES 1024 /* class indices: bytes in a data set up to 256 classes, uint16 past that */
@@ -259,6 +261,10 @@ void ddl_eval_metrics(ddl_eval_stats *e, int n_classes);
 
 typedef struct ddl_dataset ddl_dataset;
 
+/* ddl_train_local_batch: the batch a rank's model must be built for, for a global batch over
+ * comm: ceil(batch / world); with shards (0: the elastic comm's maximum world, or none), the most
+ * samples of the shards a rank may hold, at the elastic minimum of ranks. */
+int ddl_train_local_batch(int batch, int shards, const ddl_comm *comm);
 /* ddl_trainer_create: set up training of m on `train` (both must outlive the trainer). Weights
  * are initialised from cfg->seed on rank 0 and broadcast. Returns DDL_OK with *out set; or, with
  * *out NULL and the reason in err: DDL_EINVAL (data and model disagree in shape or classes, a
@@ -999,7 +1005,9 @@ enum {
                               * ddl_timeline_write, not recorded) */
     DDL_SPAN_EVALUATE = 6,
     DDL_SPAN_CHECKPOINT = 7,
-    DDL_SPAN_USER = 8        /* anything of the caller's */
+    DDL_SPAN_USER = 8,       /* anything of the caller's */
+    DDL_SPAN_REGROUP = 9     /* elastic: from the failed call to the new membership; its "bytes"
+                              * are the world size after (written as "world") */
 };
 
 typedef struct ddl_timeline_config {

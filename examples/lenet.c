@@ -70,12 +70,12 @@ static void parse_options(int argc, char **argv, example_opts *o, predict_opts *
 }
 
 /* load: Fashion-MNIST's training and test sets from o->data, and LeNet-5 for this rank's part of
- * every global batch (of world ranks), its inputs normalised by the training set's mean and
+ * every global batch (local_batch: ddl_train_local_batch), its inputs normalised by the training set's mean and
  * standard deviation. DDL_OK, or a code with err saying why. */
-static int load(const example_opts *o, int world, float dropout, ddl_dataset *train, ddl_dataset *test,
+static int load(const example_opts *o, int local_batch, float dropout, ddl_dataset *train, ddl_dataset *test,
                 ddl_model **model, char err[DDL_ERR_BYTES])
 {
-    ddl_model_config mc = {.batch = (o->batch + world - 1) / world, .in_c = 1, .in_h = 28, .in_w = 28,
+    ddl_model_config mc = {.batch = local_batch, .in_c = 1, .in_h = 28, .in_w = 28,
                            .n_classes = 10, .dropout = dropout};
     int rc = ddl_dataset_load_mnist(o->data, "train", NULL, train, err, DDL_ERR_BYTES);
     if (rc == DDL_OK)
@@ -103,7 +103,7 @@ int main(int argc, char **argv)
     int rc = example_join("lenet", &cc, &comm);
     if (rc != 0)
         return rc;
-    int rank = comm ? ddl_comm_rank(comm) : 0, world = comm ? ddl_comm_size(comm) : 1;
+    int rank = comm ? ddl_comm_rank(comm) : 0; /* at the start: an elastic job may renumber its ranks */
     ddl_set_threads(o.threads);
     if (po.on) { /* inference with a trained model: example_predict.h */
         rc = predict_lenet(&po, &o, comm);
@@ -117,7 +117,7 @@ int main(int argc, char **argv)
     ddl_model *model = NULL;
     ddl_trainer *tr = NULL;
     example_watch w = {0}; /* progress, event files, timeline: example_watch.h */
-    rc = load(&o, world, dropout, &train, &test, &model, err);
+    rc = load(&o, ddl_train_local_batch(o.batch, 0, comm), dropout, &train, &test, &model, err);
     if (o.checkpoint) /* from here on SIGUSR1 asks for a checkpoint and an exit (example_watch.h) */
         example_preempt_install();
 
@@ -152,7 +152,7 @@ int main(int argc, char **argv)
         evaluated = 1;
         train_secs += es.seconds;
         train_samples += es.samples;
-        if (rank == 0 && !o.quiet) {
+        if (ddl_comm_rank(comm) == 0 && !o.quiet) {
             printf("epoch %d/%d  loss %.4f  train_acc %.4f  test_loss %.4f  test_acc %.4f  %.0f images/s  (%.1f s)\n",
                    e + 1, o.epochs, es.loss, es.accuracy, ev.loss, ev.accuracy, es.images_per_sec, es.seconds);
             fflush(stdout);
@@ -165,10 +165,10 @@ int main(int argc, char **argv)
         rc = ddl_trainer_save(tr, o.save);
 
     /* ---- the summary line of DESIGN.md, for scripts; or the error ---- */
-    if (rc == DDL_OK && rank == 0 && !preempted)
+    if (rc == DDL_OK && ddl_comm_rank(comm) == 0 && !preempted)
         printf("summary: model=lenet transport=%s world=%d epochs=%d batch=%d test_acc=%.4f test_loss=%.4f "
                "images_per_sec=%.0f wall_s=%.1f weights_crc=%08x slowest_rank=%d comm_frac=%.3f\n",
-               comm ? ddl_comm_transport_name(comm) : "none", world, o.epochs, o.batch, ev.accuracy, ev.loss,
+               comm ? ddl_comm_transport_name(comm) : "none", ddl_comm_size(comm), o.epochs, o.batch, ev.accuracy, ev.loss,
                train_secs > 0 ? (double)train_samples / train_secs : 0.0, example_seconds() - t0,
                (unsigned)ddl_model_crc(model), w.last.slowest_rank, w.last.comm_frac);
     if (rc != DDL_OK)

@@ -260,9 +260,9 @@ static int make_test(const char *dir, const unet_opts *u, long seed, ddl_dataset
 }
 
 /* load: training and test scenes from the Fashion-MNIST items in o->data, and the U-Net for this
- * rank's part of every global batch (of world ranks), its inputs normalised by the training
+ * rank's part of every global batch (local_batch: ddl_train_local_batch), its inputs normalised by the training
  * scenes' mean and standard deviation. DDL_OK, or a code with err saying why. */
-static int load(const example_opts *o, const unet_opts *u, int world, ddl_dataset *train, ddl_dataset *test,
+static int load(const example_opts *o, const unet_opts *u, int local_batch, ddl_dataset *train, ddl_dataset *test,
                 ddl_model **model, char err[DDL_ERR_BYTES])
 {
     ddl_dataset items = {0};
@@ -273,7 +273,7 @@ static int load(const example_opts *o, const unet_opts *u, int world, ddl_datase
     ddl_dataset_free(&items);
     if (rc == DDL_OK)
         rc = make_test(o->data, u, o->seed, test, err);
-    ddl_model_config mc = {.batch = (o->batch + world - 1) / world, .in_c = 1, .in_h = u->size, .in_w = u->size,
+    ddl_model_config mc = {.batch = local_batch, .in_c = 1, .in_h = u->size, .in_w = u->size,
                            .n_classes = train->n_classes, .depth = u->depth, .width = u->width};
     if (rc == DDL_OK)
         rc = ddl_model_create(ddl_model_unet(), &mc, NULL, model, err, DDL_ERR_BYTES);
@@ -319,7 +319,7 @@ int main(int argc, char **argv)
     int rc = example_join("unet", &cc, &comm);
     if (rc != 0)
         return rc;
-    int rank = comm ? ddl_comm_rank(comm) : 0, world = comm ? ddl_comm_size(comm) : 1;
+    int rank = comm ? ddl_comm_rank(comm) : 0; /* at the start: an elastic job may renumber its ranks */
     ddl_set_threads(o.threads);
     if (po.on) { /* inference with a trained model */
         rc = predict(&o, u, &po, comm);
@@ -333,7 +333,7 @@ int main(int argc, char **argv)
     ddl_model *model = NULL;
     ddl_trainer *tr = NULL;
     example_watch w = {0}; /* progress, event files, timeline: example_watch.h */
-    rc = load(&o, &u, world, &train, &test, &model, err);
+    rc = load(&o, &u, ddl_train_local_batch(o.batch, 0, comm), &train, &test, &model, err);
     if (o.checkpoint) /* from here on SIGUSR1 asks for a checkpoint and an exit (example_watch.h) */
         example_preempt_install();
 
@@ -369,7 +369,7 @@ int main(int argc, char **argv)
         evaluated = 1;
         train_secs += es.seconds;
         train_samples += es.samples;
-        if (rank == 0 && !o.quiet) {
+        if (ddl_comm_rank(comm) == 0 && !o.quiet) {
             printf("epoch %d/%d  loss %.4f  train_acc %.4f  test_loss %.4f  test_acc %.4f  dice %.4f  miou %.4f"
                    "  %.0f images/s  (%.1f s)\n", e + 1, o.epochs, es.loss, es.accuracy, ev.loss, ev.accuracy,
                    ev.dice, ev.miou, es.images_per_sec, es.seconds);
@@ -384,11 +384,11 @@ int main(int argc, char **argv)
         rc = ddl_trainer_save(tr, o.save);
 
     /* ---- the summary line of DESIGN.md with segmentation's metrics, and --images; or the error ---- */
-    if (rc == DDL_OK && rank == 0 && !preempted)
+    if (rc == DDL_OK && ddl_comm_rank(comm) == 0 && !preempted)
         printf("summary: model=unet transport=%s world=%d epochs=%d batch=%d test_acc=%.4f test_loss=%.4f "
                "pixel_acc=%.4f dice=%.4f miou=%.4f images_per_sec=%.0f wall_s=%.1f weights_crc=%08x slowest_rank=%d "
                "comm_frac=%.3f\n",
-               comm ? ddl_comm_transport_name(comm) : "none", world, o.epochs, o.batch, ev.accuracy, ev.loss,
+               comm ? ddl_comm_transport_name(comm) : "none", ddl_comm_size(comm), o.epochs, o.batch, ev.accuracy, ev.loss,
                ev.accuracy, ev.dice, ev.miou, train_secs > 0 ? (double)train_samples / train_secs : 0.0,
                example_seconds() - t0, (unsigned)ddl_model_crc(model), w.last.slowest_rank, w.last.comm_frac);
     if (rc != DDL_OK)

@@ -263,6 +263,15 @@ static void example_test_stop(long step)
         fflush(stdout);
         raise(SIGKILL);
     }
+    /* DDL_TEST_FAIL=RANK:STEP:kill|stop (tests/test_elastic.sh): the rank started as RANK kills or
+     * stops itself once step STEP is done */
+    const char *f = getenv("DDL_TEST_FAIL"), *r = getenv("DDL_RANK");
+    int rank, at;
+    char how[8] = "";
+    if (f && r && sscanf(f, "%d:%d:%7s", &rank, &at, how) == 3 && rank == atoi(r) && step == at) {
+        fflush(stdout);
+        raise(strcmp(how, "stop") == 0 ? SIGSTOP : SIGKILL);
+    }
 }
 
 #include "example_watch.h"

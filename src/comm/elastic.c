@@ -34,6 +34,7 @@ typedef struct regroup {
     unsigned char suspect[DDL__ELASTIC_MAX / 8], dead[DDL__ELASTIC_MAX / 8], in[DDL__ELASTIC_MAX / 8];
     long step[DDL__ELASTIC_MAX];
     int decided_by;   /* the lowest rank whose decision we hold (-1: none) */
+    int left_out;     /* a decision came that leaves this rank out */
     unsigned char decision[DDL__HB_BODY_BYTES];
 } regroup;
 
@@ -74,7 +75,7 @@ static void judge(ddl_comm *c, regroup *g, int64_t now)
         if (j == c->rank || bit(g->dead, j))
             continue;
         int64_t heard = atomic_load(&c->hb.peers[j].heard_ms);
-        int64_t quiet = now - (heard > g->t0 - SUSPECT_MS ? heard : g->t0 - SUSPECT_MS);
+        int64_t quiet = now - (heard > g->t0 ? heard : g->t0); /* since the regroup began, at most */
         if (pid_gone(c, j) || (bit(g->suspect, j) && !bit(g->in, j) && quiet >= SUSPECT_MS) ||
             (!bit(g->in, j) && now - (heard ? heard : g->t0) >= c->hb.timeout_ms))
             set_bit(g->dead, j);
@@ -91,8 +92,9 @@ static void take_note(ddl_comm *c, regroup *g, const ddl__hb_note *n)
         for (int j = 0; j < c->world; j++)
             if (bit(n->body + 16, j) && j != c->rank)
                 set_bit(g->suspect, j);
-    } else if (g->decided_by < 0 || n->from < g->decided_by) {
-        g->decided_by = n->from;
+    } else if (g->decided_by < 0 || n->from < g->decided_by || !bit(n->body + 16, c->rank)) {
+        g->decided_by = n->from; /* a decision without us counts whoever made it: we are out */
+        g->left_out |= !bit(n->body + 16, c->rank);
         memcpy(g->decision, n->body, DDL__HB_BODY_BYTES);
     }
 }
@@ -147,11 +149,21 @@ static int agree(ddl_comm *c, regroup *g, long my_step)
         int coord = 0;
         while (coord < c->world && coord != c->rank && bit(g->dead, coord))
             coord++;
-        if (coord == c->rank && g->decided_by < 0 && decide(c, g, my_step))
-            return DDL_OK;
-        if (g->decided_by >= 0 && g->decided_by <= coord) {
+        if (coord == c->rank && g->decided_by < 0)
+            (void)decide(c, g, my_step); /* then taken below */
+        if (g->decided_by >= 0 && (g->decided_by <= coord || g->left_out)) {
             if (g->decided_by != c->rank) /* pass it on once */
                 ddl__hb_note_all(&c->hb, DDL__HB_DECIDE, g->decision, g->decision + 16);
+            char who[160] = "", dead[160] = "";
+            for (int j = 0, a = 0, b = 0; j < c->world && j < 32; j++) {
+                if (bit(g->decision + 16, j))
+                    a += snprintf(who + a, sizeof who - (size_t)a, "%s%d", a ? "," : "", j);
+                if (bit(g->dead, j))
+                    b += snprintf(dead + b, sizeof dead - (size_t)b, "%s%d", b ? "," : "", j);
+            }
+            ddl__log(c->log, c->log_ud, DDL_LOG_INFO, "rank %d: regroup %d: rank %d decided on ranks %s (%d ms; dead "
+                     "here: %s)", c->rank, g->gen, g->decided_by, who, (int)(ddl__now_ms() - g->t0),
+                     dead[0] ? dead : "none");
             return DDL_OK;
         }
         if (now >= deadline)

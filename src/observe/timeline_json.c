@@ -11,9 +11,9 @@
 #include <string.h>
 
 static const char *const span_names[] = {"data", "forward", "backward", "allreduce", "optimizer", "wait",
-                                         "evaluate", "checkpoint", "user"};
+                                         "evaluate", "checkpoint", "user", "regroup"};
 static const char *const span_cats[] = {"compute", "compute", "compute", "comm", "compute", "comm",
-                                        "compute", "io", "user"};
+                                        "compute", "io", "user", "elastic"};
 
 static void write_span(FILE *f, const ddl__span *s, int rank, int64_t origin)
 {
@@ -25,6 +25,8 @@ static void write_span(FILE *f, const ddl__span *s, int rank, int64_t origin)
             (long long)(s->kind_step & 0xffffffffffff));
     if (kind == DDL_SPAN_ALLREDUCE)
         fprintf(f, ",\"bytes\":%lld", (long long)s->bytes);
+    if (kind == DDL_SPAN_REGROUP)
+        fprintf(f, ",\"world\":%lld", (long long)s->bytes);
     fputs("}}", f);
 }
 

@@ -80,8 +80,11 @@ struct ddl_trainer {
     ddl_rng *rng_all;       /* (world) every rank's drop_rng, gathered by checkpoint saves */
     /* micro-batches (micro.c) */
     int micro;              /* parts of this rank's batch (1: the model alone) */
-    int shards, shard_first; /* cfg.shards (0: off) and this rank's first shard: its parts are
-                              * shards shard_first .. shard_first + micro - 1 */
+    int micro_max;          /* replicas built: the most parts a rank may hold (elastic: at the fewest ranks) */
+    int shards, shard_first; /* cfg.shards (0: off; elastic: the comm's maximum world) and this rank's
+                              * first shard: its parts are shards shard_first .. shard_first + micro - 1 */
+    int elastic;            /* the comm is elastic: a failed collective regroups (elastic.c) */
+    int regroups;           /* membership changes so far */
     ddl_model *replica[DDL_MAX_MICRO_BATCHES]; /* [0]: m; the others built by ddl__micro_start */
     ddl_rng micro_rng[DDL_MAX_MICRO_BATCHES];  /* each part's dropout, drawn from drop_rng */
     double micro_loss[DDL_MAX_MICRO_BATCHES];  /* this step's, per part */
@@ -96,6 +99,16 @@ struct ddl_trainer {
  * their gradients added into t->m's, handed to the exchange if there is one (begun); returns
  * the loss summed over the samples, counts the correct ones; *mid: when part 0's forward ended. */
 int ddl__micro_parts(const ddl_train_config *cfg, int local);
+/* ddl__trainer_deal: this rank's block of the shards for t->rank of t->world (rank r holds shards
+ * [r V / w, (r + 1) V / w)): shard_first and micro. */
+void ddl__trainer_deal(ddl_trainer *t);
+/* ddl__trainer_recover (elastic.c): after a trainer collective failed with rc: on an elastic comm,
+ * regroup, bring the ranks that are behind to the leader's state (weights, optimizer state, step,
+ * data position) and deal the shards again: DDL_OK, and the caller redoes its call (unless
+ * *ahead: this rank received a later state, and the step in flight is already done). Otherwise,
+ * or if the regroup fails, the failure (in t->err). */
+int ddl__trainer_fail(ddl_trainer *t, int rc, const char *what); /* t->err = what failed, and why */
+int ddl__trainer_recover(ddl_trainer *t, int rc, const char *what, int *ahead);
 int ddl__micro_start(ddl_trainer *t, char *err, size_t err_bytes);
 void ddl__micro_stop(ddl_trainer *t);
 double ddl__micro_pass(ddl_trainer *t, int n, int b, int64_t *mid);

@@ -27,8 +27,8 @@
 
 int ddl__micro_parts(const ddl_train_config *cfg, int local)
 {
-    if (cfg->shards > 0) /* checked: a multiple of the world size */
-        return cfg->shards / ddl_comm_size(cfg->comm);
+    if (cfg->shards > 0) /* the block of shards: ddl__trainer_deal */
+        return 1;
     if (cfg->micro_batches == 0 && ddl_comm_size(cfg->comm) > 1)
         return 1; /* ranks keep what DDL_OVERLAP overlaps (parts end only after the last backward) */
     int parts = cfg->micro_batches > 0 ? cfg->micro_batches : local / PART_SAMPLES;
@@ -44,8 +44,8 @@ int ddl__micro_start(ddl_trainer *t, char *err, size_t err_bytes)
     ddl_model *m = t->m;
     t->replica[0] = m;
     ddl_model_config mc = m->cfg;
-    mc.batch = (m->cfg.batch + t->micro - 1) / t->micro;
-    for (int r = 1; r < t->micro; r++) {
+    mc.batch = t->shards ? (t->cfg.batch + t->shards - 1) / t->shards : (m->cfg.batch + t->micro - 1) / t->micro;
+    for (int r = 1; r < t->micro_max; r++) {
         char why[DDL_ERR_BYTES];
         int rc = ddl_model_create(m->plugin, &mc, t->alloc, &t->replica[r], why, sizeof why);
         if (rc == DDL_OK && t->replica[r]->n_params != m->n_params) {
@@ -55,7 +55,7 @@ int ddl__micro_start(ddl_trainer *t, char *err, size_t err_bytes)
         }
         if (rc != DDL_OK) {
             ddl__micro_stop(t);
-            return ddl__errf(err, err_bytes, rc, "micro-batch %d of %d: %s", r + 1, t->micro, why);
+            return ddl__errf(err, err_bytes, rc, "micro-batch %d of %d: %s", r + 1, t->micro_max, why);
         }
     }
     return DDL_OK;

@@ -23,6 +23,26 @@ void ddl_train_config_default(ddl_train_config *cfg)
     cfg->seed = 42;
 }
 
+/* ddl__trainer_fewest: the fewest ranks the job may have (elastic: the comm's minimum). */
+static int ddl__trainer_fewest(const ddl_train_config *cfg, int world)
+{
+    int m = ddl_comm_elastic_min(cfg->comm);
+    return m > 0 && m < world ? m : world;
+}
+
+int ddl_train_local_batch(int batch, int shards, const ddl_comm *comm)
+{
+    int world = ddl_comm_size(comm), fewest = ddl_comm_elastic_min(comm);
+    if (fewest < 1 || fewest > world)
+        fewest = world;
+    if (shards < 1 && ddl_comm_elastic_min(comm) > 0 && world > 1)
+        shards = ddl_comm_elastic_max(comm);
+    if (shards < 1)
+        return (batch + world - 1) / world;
+    long most = (shards + fewest - 1) / fewest; /* shards a rank may hold; their samples at most: */
+    return (int)(((long)batch * most + shards - 1) / shards);
+}
+
 static int check_shapes(const ddl_train_config *cfg, ddl_model *m, const ddl_dataset *d, int world, char *err,
                         size_t err_bytes)
 {
@@ -55,18 +75,20 @@ static int check_shapes(const ddl_train_config *cfg, ddl_model *m, const ddl_dat
     if (cfg->overlap < -1 || cfg->overlap > 2 || cfg->bucket_kb < 0 || cfg->bucket_kb > (1 << 20))
         return ddl__errf(err, err_bytes, DDL_EINVAL, "overlap %d must be -1 (none), 0 (the comm's), 1 or 2 and "
                          "bucket_kb %d in [0 (the comm's), 1048576]", cfg->overlap, cfg->bucket_kb);
-    if (cfg->shards < 0 || (cfg->shards > 0 && (cfg->shards % world != 0 ||
-                                                cfg->shards / world > DDL_MAX_MICRO_BATCHES ||
+    int fewest = ddl__trainer_fewest(cfg, world), most = cfg->shards ? (cfg->shards + fewest - 1) / fewest : 0;
+    if (cfg->shards < 0 || (cfg->shards > 0 && (cfg->shards < world || most > DDL_MAX_MICRO_BATCHES ||
                                                 cfg->shards > cfg->batch || ddl_comm_compression(cfg->comm) != 0 ||
                                                 (cfg->micro_batches && cfg->micro_batches != cfg->shards / world))))
-        return ddl__errf(err, err_bytes, DDL_EINVAL, "shards %d: need a multiple of the world size %d, at most %d per "
-                         "rank, at most the batch %d, no gradient compression and micro_batches 0 or shards / world",
-                         cfg->shards, world, DDL_MAX_MICRO_BATCHES, cfg->batch);
-    int local = (cfg->batch + world - 1) / world;
+        return ddl__errf(err, err_bytes, DDL_EINVAL, "shards %d: need at least the world size %d, at most %d per "
+                         "rank at %d rank%s, at most the batch %d, no gradient compression and micro_batches 0 or "
+                         "shards / world", cfg->shards, world, DDL_MAX_MICRO_BATCHES, fewest, fewest == 1 ? "" : "s",
+                         cfg->batch);
+    int local = ddl_train_local_batch(cfg->batch, cfg->shards, cfg->comm);
     if (local > mc->batch)
         return ddl__errf(err, err_bytes, DDL_EINVAL,
-                         "global batch %d on %d ranks needs a model built for batch %d, not %d", cfg->batch, world,
-                         local, mc->batch);
+                         "global batch %d on %d ranks needs a model built for batch %d, not %d%s", cfg->batch, world,
+                         local, mc->batch, fewest < world ? " (ddl_train_local_batch: elastic, down to the "
+                         "minimum of ranks)" : "");
     return DDL_OK;
 }
 
@@ -93,13 +115,28 @@ static void carve(ddl_trainer *t, ddl_arena *a, size_t n_train)
                       : NULL;
 }
 
-int ddl_trainer_create(const ddl_train_config *cfg, ddl_model *m, const ddl_dataset *train,
+void ddl__trainer_deal(ddl_trainer *t)
+{
+    if (!t->shards)
+        return;
+    t->shard_first = t->rank * t->shards / t->world;
+    t->micro = (t->rank + 1) * t->shards / t->world - t->shard_first;
+}
+
+int ddl_trainer_create(const ddl_train_config *cfg_in, ddl_model *m, const ddl_dataset *train,
                        const ddl_allocator *alloc, ddl_trainer **out, char *err, size_t err_bytes)
 {
     if (!out)
         return ddl__errf(err, err_bytes, DDL_EINVAL, "ddl_trainer_create: out is NULL");
     *out = NULL;
-    int world = cfg && cfg->comm ? ddl_comm_size(cfg->comm) : 1;
+    int world = cfg_in && cfg_in->comm ? ddl_comm_size(cfg_in->comm) : 1;
+    ddl_train_config eff; /* elastic: shards default to the most ranks the job will have */
+    if (cfg_in) {
+        eff = *cfg_in;
+        if (!eff.shards && world > 1 && ddl_comm_elastic_min(eff.comm) > 0)
+            eff.shards = ddl_comm_elastic_max(eff.comm);
+    }
+    const ddl_train_config *cfg = cfg_in ? &eff : NULL;
     int rc = check_shapes(cfg, m, train, world, err, err_bytes);
     if (rc != DDL_OK)
         return rc;
@@ -114,7 +151,10 @@ int ddl_trainer_create(const ddl_train_config *cfg, ddl_model *m, const ddl_data
     tmp.sample_bytes = (size_t)train->c * (size_t)train->h * (size_t)train->w;
     tmp.micro = ddl__micro_parts(cfg, (cfg->batch + world - 1) / world);
     tmp.shards = cfg->shards;
-    tmp.shard_first = cfg->shards ? tmp.rank * tmp.micro : 0;
+    tmp.elastic = world > 1 && ddl_comm_elastic_min(cfg->comm) > 0;
+    ddl__trainer_deal(&tmp);
+    tmp.micro_max = cfg->shards ? (cfg->shards + ddl__trainer_fewest(cfg, world) - 1) / ddl__trainer_fewest(cfg, world)
+                                : tmp.micro;
     /* the exchange: the trainer's own settings, else the comm's (DDL_OVERLAP, DDL_BUCKET_KB) */
     tmp.overlap = cfg->overlap < 0 ? 0 : cfg->overlap ? cfg->overlap : ddl_comm_overlap(cfg->comm);
     tmp.bucket_bytes = cfg->bucket_kb ? (size_t)cfg->bucket_kb << 10 : ddl_comm_bucket_bytes(cfg->comm);
@@ -161,9 +201,11 @@ int ddl_trainer_create(const ddl_train_config *cfg, ddl_model *m, const ddl_data
     if (!cfg->keep_weights)
         ddl_model_init_weights(m, cfg->seed);
     if (cfg->comm) {
-        rc = ddl_comm_broadcast(cfg->comm, m->params, m->n_params, DDL_FLOAT32, 0);
+        int ahead; /* elastic: the ranks that live broadcast again from the new rank 0 */
+        while ((rc = ddl_comm_broadcast(cfg->comm, m->params, m->n_params, DDL_FLOAT32, 0)) != DDL_OK &&
+               (rc = ddl__trainer_recover(t, rc, "broadcast of the initial weights", &ahead)) == DDL_OK)
+            ;
         if (rc != DDL_OK) {
-            fail(t, rc, "broadcast of the initial weights");
             ddl__errf(err, err_bytes, rc, "%s", t->err);
             ddl_trainer_destroy(t);
             return rc;
@@ -326,6 +368,8 @@ static void next_epoch(ddl_trainer *t)
     ddl__trainer_reset_stats(t);
 }
 
+int ddl__trainer_fail(ddl_trainer *t, int rc, const char *what) { return fail(t, rc, what); }
+
 static int fail(ddl_trainer *t, int rc, const char *what)
 {
     const char *detail = t->cfg.comm ? ddl_comm_error(t->cfg.comm) : "";
@@ -377,6 +421,9 @@ int ddl_trainer_step(ddl_trainer *t, double *loss)
     if (t->pos >= t->n_train)
         next_epoch(t);
     int64_t ts[6]; /* indexed by DDL_SPAN_DATA .. DDL_SPAN_OPTIMIZER, and the end */
+    double loss_was = t->loss_sum; /* elastic: a step redone after a regroup counts once */
+    int64_t correct_was = t->correct, counted_was = t->counted;
+again:
     ts[0] = ddl_timeline_now();
     if (t->perm_epoch != t->epoch)
         shuffle(t);
@@ -406,8 +453,19 @@ int ddl_trainer_step(ddl_trainer *t, double *loss)
             bufs[r] = t->replica[r]->grads;
         }
         int rc = ddl_comm_allreduce_shards(t->cfg.comm, bufs, t->shard_first, t->micro, t->shards, t->m->n_params);
-        if (rc != DDL_OK)
-            return fail(t, rc, "shard all-reduce");
+        if (rc != DDL_OK) {
+            int ahead = 0;
+            if ((rc = ddl__trainer_recover(t, rc, "shard all-reduce", &ahead)) != DDL_OK)
+                return rc;
+            if (loss)
+                *loss = 0.0;
+            if (ahead) /* the leader's state came: this step is done */
+                return DDL_OK;
+            t->loss_sum = loss_was;
+            t->correct = correct_was;
+            t->counted = counted_was;
+            goto again; /* with the shards dealt again */
+        }
     }
     if (t->buckets) { /* 2 ranks or more */
         if (n == 0)   /* no backward ran: every bucket is cut now */
@@ -446,11 +504,17 @@ static int reduce_stats(ddl_trainer *t, double *loss, int64_t counts[2])
 
 int ddl_trainer_epoch_stats(ddl_trainer *t, ddl_epoch_stats *out)
 {
-    double loss = t->loss_sum;
-    int64_t counts[2] = {t->correct, t->counted};
-    int rc = reduce_stats(t, &loss, counts);
+    double loss;
+    int64_t counts[2];
+    int rc, ahead;
+    do { /* elastic: again after a regroup */
+        loss = t->loss_sum;
+        counts[0] = t->correct;
+        counts[1] = t->counted;
+        rc = reduce_stats(t, &loss, counts);
+    } while (rc != DDL_OK && (rc = ddl__trainer_recover(t, rc, "epoch statistics", &ahead)) == DDL_OK);
     if (rc != DDL_OK)
-        return fail(t, rc, "epoch statistics");
+        return rc;
     if (out) {
         memset(out, 0, sizeof *out);
         out->samples = t->pos - t->epoch_start_pos;
@@ -461,8 +525,14 @@ int ddl_trainer_epoch_stats(ddl_trainer *t, ddl_epoch_stats *out)
         out->images_per_sec = t->epoch_secs > 0 ? (double)out->samples / t->epoch_secs : 0.0;
         out->lr = t->last_lr;
     }
-    rc = ddl__trainer_timing(t, out);
-    return rc == DDL_OK ? DDL_OK : fail(t, rc, "epoch timing");
+    while ((rc = ddl__trainer_timing(t, out)) != DDL_OK)
+        if ((rc = ddl__trainer_recover(t, rc, "epoch timing", &ahead)) != DDL_OK)
+            return rc;
+    if (out) {
+        out->world = t->world;
+        out->regroups = t->regroups;
+    }
+    return DDL_OK;
 }
 
 int ddl_trainer_epoch(ddl_trainer *t, ddl_epoch_stats *out)
@@ -485,6 +555,7 @@ int ddl_trainer_evaluate(ddl_trainer *t, const ddl_dataset *test, ddl_eval_stats
     if (check_shapes(&t->cfg, t->m, test, t->world, t->err, sizeof t->err) != DDL_OK)
         return DDL_EINVAL;
     int64_t t0 = ddl_timeline_now();
+again:;
     int C = t->m->out_c, S = t->positions, B = t->m->cfg.batch;
     out->confusion = t->confusion;
     memset(t->confusion, 0, (size_t)C * (size_t)C * sizeof *t->confusion);
@@ -502,8 +573,11 @@ int ddl_trainer_evaluate(ddl_trainer *t, const ddl_dataset *test, ddl_eval_stats
         int rc = ddl_comm_allreduce(t->cfg.comm, &l, 1, DDL_FLOAT32, DDL_SUM);
         if (rc == DDL_OK)
             rc = ddl_comm_allreduce(t->cfg.comm, out->confusion, (size_t)C * C, DDL_INT64, DDL_SUM);
+        int ahead;
+        if (rc != DDL_OK && (rc = ddl__trainer_recover(t, rc, "evaluation all-reduce", &ahead)) == DDL_OK)
+            goto again; /* every rank evaluates its new part */
         if (rc != DDL_OK)
-            return fail(t, rc, "evaluation all-reduce");
+            return rc;
         loss = l;
     }
     out->samples = test->n;

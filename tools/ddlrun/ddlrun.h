@@ -51,6 +51,7 @@
 
 typedef struct opts {
     int n, np, nodes, node_rank, tag_output, restarts, env_stdin, nx, bind;
+    int elastic_min, elastic_max; /* --elastic MIN:MAX (0: not elastic) */
     const char *transport, *master, *job, *token_file, *hosts, *hostfile, *agent, *log_dir;
     const char *xvars[MAX_XVARS]; /* -x VAR[=VALUE] */
     double timeout_s;
@@ -84,6 +85,9 @@ typedef struct run {
     int head;                                 /* the "ranks" are a head's agents, one per host */
     int watch_stdin;                          /* --env-stdin: EOF on stdin means the head is gone */
     int head_gone;                            /* it is: the ranks were stopped */
+    int elastic_min;                          /* --elastic: a rank may end while this many others run */
+    int lost;                                 /* --elastic: ranks that ended badly while the others went on */
+    int finished;                             /* --elastic: a rank ended well: the job is done */
 } run;
 
 /* options.c */

@@ -143,6 +143,10 @@ void setup_env(const opts *o)
     set_env("DDL_WORLD_SIZE", buf);
     snprintf(buf, sizeof buf, "%d", o->n);
     set_env("DDL_LOCAL_SIZE", buf);
+    if (o->elastic_min) {
+        snprintf(buf, sizeof buf, "%d:%d", o->elastic_min, o->elastic_max);
+        set_env("DDL_ELASTIC", buf);
+    }
     if (o->master)
         set_env("DDL_MASTER", o->master);
     else {

@@ -46,6 +46,10 @@ static hostlist_host hosts[HOSTLIST_MAX]; /* -H or --hostfile; opts.host points 
     "                  one node, or with -H on every host). The program must continue from its own\n"      \
     "                  checkpoint, e.g. lenet --checkpoint PATH --checkpoint-every N --resume; each\n"     \
     "                  restart gets a new job id (JOB-rK), a new port (one node) and DDL_RESTART=K\n"      \
+    "  --elastic MIN:MAX  elastic training (DDL_ELASTIC): when a rank dies or stops, the others regroup\n"  \
+    "                  and go on in the same processes while at least MIN live (see docs/TRAINING.md);\n" \
+    "                  ddlrun then reports the rank lost and does not stop the others. MAX (>= N) is the\n" \
+    "                  most ranks the job will have (the shards of its global batch)\n"                   \
     "  --bind cores    local rank i of N runs on the i-th N-th of the CPUs ddlrun may use (none: the\n"      \
     "                  default, the scheduler places them); nothing is bound with more ranks than CPUs\n"  \
     "  -h, --help      this text\n"                                                                          \
@@ -89,7 +93,7 @@ static void read_hosts(opts *o)
 void parse_args(int argc, char **argv, opts *o)
 {
     static const char *const transports[] = {"shm", "tcp", "zmq", "mpi", NULL};
-    enum { NODES = 256, NODE_RANK, MASTER, TIMEOUT, TAG_OUTPUT, JOB, RESTARTS, TOKEN_FILE, HOSTFILE, AGENT,
+    enum { NODES = 256, NODE_RANK, MASTER, TIMEOUT, TAG_OUTPUT, JOB, RESTARTS, TOKEN_FILE, HOSTFILE, AGENT, ELASTIC,
            LOG_DIR, ENV_STDIN, BIND };
     static const char *const binds[] = {"none", "cores", NULL};
     static const struct option options[] = {
@@ -97,6 +101,7 @@ void parse_args(int argc, char **argv, opts *o)
         {"node-rank", required_argument, NULL, NODE_RANK}, {"master", required_argument, NULL, MASTER},
         {"timeout", required_argument, NULL, TIMEOUT}, {"tag-output", no_argument, NULL, TAG_OUTPUT},
         {"job", required_argument, NULL, JOB}, {"restarts", required_argument, NULL, RESTARTS},
+        {"elastic", required_argument, NULL, ELASTIC},
         {"token-file", required_argument, NULL, TOKEN_FILE}, {"nproc-per-node", required_argument, NULL, 'n'},
         {"hostfile", required_argument, NULL, HOSTFILE}, {"ssh-agent", required_argument, NULL, AGENT},
         {"log-dir", required_argument, NULL, LOG_DIR}, {"bind", required_argument, NULL, BIND},
@@ -138,6 +143,13 @@ void parse_args(int argc, char **argv, opts *o)
         case JOB: o->job = optarg; break;
         case TOKEN_FILE: o->token_file = optarg; break;
         case RESTARTS: o->restarts = cli_int("--restarts", optarg, 0, 1000000); break;
+        case ELASTIC: {
+            char tail = 0;
+            if (sscanf(optarg, "%d:%d%c", &o->elastic_min, &o->elastic_max, &tail) != 2 || o->elastic_min < 1 ||
+                o->elastic_max < o->elastic_min || o->elastic_max > 256)
+                cli_bad("--elastic", optarg, "MIN:MAX with 1 <= MIN <= MAX <= 256");
+            break;
+        }
         case 'h': cli_help(USAGE); break;
         case 'V': cli_version(); break;
         default: cli_try(); /* getopt_long named the flag */
@@ -170,6 +182,10 @@ void parse_args(int argc, char **argv, opts *o)
         cli_error("--restarts works on one node only (each node would restart on its own)");
     if (o->transport && !strcmp(o->transport, "shm") && o->nodes > 1)
         cli_error("shm works on one machine only; use -t tcp with --nodes > 1");
+    if (o->elastic_min && (o->elastic_min > o->n * o->nodes || o->elastic_max < o->n * o->nodes))
+        cli_error("--elastic MIN:MAX needs MIN <= the ranks started <= MAX");
+    if (o->elastic_min && o->restarts)
+        cli_error("give --elastic or --restarts, not both");
     if (o->n > MAX_RANKS)
         cli_error("-np: at most 1024 ranks on one node");
 }

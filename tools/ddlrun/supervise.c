@@ -63,8 +63,21 @@ static void reap(run *u)
             if (r->in >= 0)
                 close(r->in), r->in = -1;
             int bad = !WIFEXITED(status) || WEXITSTATUS(status) != 0;
+            u->finished |= !bad && u->elastic_min;
             if (!bad || u->got_signal || u->head_gone)
                 continue;
+            if (u->elastic_min && (u->alive >= u->elastic_min || u->finished) && !u->failed_pid) { /* the others regroup (elastic) */
+                char how[96];
+                if (WIFSIGNALED(status))
+                    snprintf(how, sizeof how, "was killed by signal %d (%s)", WTERMSIG(status),
+                             strsignal(WTERMSIG(status)));
+                else
+                    snprintf(how, sizeof how, "exited with code %d", WEXITSTATUS(status));
+                u->lost++;
+                fprintf(stderr, "ddlrun: rank %d (pid %d) %s; the other %d go on (elastic: they stop below %d)\n",
+                        r->id, (int)pid, how, u->alive, u->elastic_min);
+                continue;
+            }
             int first = !u->failed_pid;
             int killed_wins = u->decide_at && WIFSIGNALED(status) && !WIFSIGNALED(u->failed_status);
             if (first || killed_wins) {
@@ -99,6 +112,32 @@ static void find_frozen(run *u)
             u->frozen_pid = (int)u->ranks[i].pid;
         }
     }
+}
+
+/* stopped: rank i's process is stopped (state T or t in /proc/PID/stat). */
+static int stopped(const run *u, int i)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)u->ranks[i].pid);
+    FILE *f = u->ranks[i].pid > 0 ? fopen(path, "r") : NULL;
+    if (!f)
+        return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')');
+    return p && p[1] == ' ' && (p[2] == 'T' || p[2] == 't');
+}
+
+/* left_behind: --elastic, the job done: a rank still stopped was left out of it by the others. */
+static void left_behind(run *u)
+{
+    for (int i = 0; u->finished && i < u->n; i++)
+        if (u->ranks[i].pid > 0 && stopped(u, i)) {
+            fprintf(stderr, "ddlrun: rank %d (pid %d) is stopped and the others finished without it: killed\n",
+                    u->ranks[i].id, (int)u->ranks[i].pid);
+            kill(u->ranks[i].pid, SIGKILL);
+        }
 }
 
 /* decide: the grace after the first failure is over: stop the others. */
@@ -163,6 +202,7 @@ void supervise(run *u, int tag)
     long long drain_until = 0;
     for (;;) {
         reap(u);
+        left_behind(u);
         long long now = now_ms();
         decide(u, now);
         if (u->kill_at && now >= u->kill_at && u->alive > 0) {
@@ -209,6 +249,9 @@ int report(const run *u)
     }
     if (u->head_gone) /* quietly: the head, if it lives, speaks for the job */
         return 1;
+    if (!u->failed_pid && u->lost)
+        fprintf(stderr, "ddlrun: the job finished with %d of its %d ranks (elastic: %d lost on the way)\n",
+                u->n - u->lost, u->n, u->lost);
     if (!u->failed_pid)
         return 0;
     int st = u->failed_status;

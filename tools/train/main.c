@@ -197,11 +197,11 @@ static int same_classes(const ddl_dataset *a, const ddl_dataset *b, const char *
 
 /* build: the model for the data: the graph's input from the data, its classes from the data (an
  * imported model: its own classes and weights). */
-static int build(const opts *o, const ddl_graph *g, const ddl_onnx_import *im, const tr_sets *s, int world,
+static int build(const opts *o, const ddl_graph *g, const ddl_onnx_import *im, const tr_sets *s, int local_batch,
                  ddl_model **m, char *err)
 {
     const ddl_dataset *d = &s->train;
-    ddl_model_config mc = {.batch = (o->ex.batch + world - 1) / world, .in_c = d->c, .in_h = d->h, .in_w = d->w,
+    ddl_model_config mc = {.batch = local_batch, .in_c = d->c, .in_h = d->h, .in_w = d->w,
                            .n_classes = d->n_classes > 1 ? d->n_classes : 2, .dropout = o->dropout, .graph = g};
     int c, h, w;
     if (im->params && ddl_graph_output_shape(g, &mc, &c, &h, &w) == DDL_OK)
@@ -274,7 +274,7 @@ static int setup(run *r)
     if (rc == DDL_OK)
         rc = same_classes(&r->s.train, &r->s.test, "test", r->err);
     if (rc == DDL_OK)
-        rc = build(o, r->g, &r->im, &r->s, r->world, &r->m, r->err);
+        rc = build(o, r->g, &r->im, &r->s, ddl_train_local_batch(o->ex.batch, 0, r->comm), &r->m, r->err);
     if (rc != DDL_OK) {
         r->bad_input = rc != DDL_ENOMEM;
         return rc;

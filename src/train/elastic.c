@@ -1,0 +1,70 @@
+/* elastic.c - the trainer's side of elastic training: a collective that failed on an elastic
+ * comm becomes a regroup (ddl_comm_regroup), after which the ranks that live go on.
+ *
+ * Why the weights keep their bits: in elastic mode the global batch is V shards whose sample
+ * ranges depend on the batch alone, each shard's gradient is computed the same way whoever holds
+ * it (dropout keyed by seed, step and shard), and ddl_comm_allreduce_shards adds the V gradients
+ * in one order whatever the dealing. The optimizer steps only after that all-reduce succeeded, so
+ * a rank whose all-reduce failed still holds the weights before the step and redoes it with the
+ * shards dealt among the survivors. A rank whose all-reduce had already completed (a ring can end
+ * on some ranks before a late failure) is ahead: the regroup names the lowest rank that completed
+ * the most steps, which sends its state (step, data position, weights, optimizer state) to all. */
+#include "impl.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* sync: the leader's state to every rank; *ahead when it was later than ours. */
+static int sync_state(ddl_trainer *t, int leader, int *ahead)
+{
+    ddl_comm *c = t->cfg.comm;
+    int64_t head[3] = {t->step, t->pos, t->epoch};
+    long was = t->step;
+    int rc = ddl_comm_broadcast(c, head, 3, DDL_INT64, leader);
+    if (rc == DDL_OK)
+        rc = ddl_comm_broadcast(c, t->m->params, t->m->n_params, DDL_FLOAT32, leader);
+    if (rc == DDL_OK)
+        rc = ddl_comm_broadcast(c, t->opt_state, ddl_optim_state_floats(&t->cfg.optim, t->m->n_params), DDL_FLOAT32,
+                                leader);
+    if (rc != DDL_OK)
+        return rc;
+    t->step = (long)head[0];
+    t->pos = (long)head[1];
+    t->epoch = (int)head[2];
+    *ahead = t->step > was;
+    return DDL_OK;
+}
+
+int ddl__trainer_recover(ddl_trainer *t, int rc, const char *what, int *ahead)
+{
+    *ahead = 0;
+    if (!t->elastic || (rc != DDL_EPEER && rc != DDL_ETIMEDOUT))
+        return ddl__trainer_fail(t, rc, what);
+    ddl_comm *c = t->cfg.comm;
+    for (;;) { /* a failure during the state's transfer regroups again, with fewer */
+        ddl_regroup g;
+        int old_world = ddl_comm_size(c);
+        int st = ddl_comm_regroup(c, t->step, &g);
+        if (st != DDL_OK)
+            return ddl__errf(t->err, sizeof t->err, st, "%s at step %ld failed (%s), and no regroup followed: %s",
+                             what, t->step, g.why, ddl_comm_error(c));
+        char lost[64] = "";
+        for (int k = 0, n = 0; k < g.n_lost && n < (int)sizeof lost - 8; k++)
+            n += snprintf(lost + n, sizeof lost - (size_t)n, "%s%d", k ? "," : "", g.lost[k]);
+        t->rank = g.rank;
+        t->world = g.world;
+        t->regroups++;
+        ddl__trainer_deal(t);
+        ddl__log(t->cfg.log, t->cfg.log_ud, DDL_LOG_WARN,
+                 "elastic: world %d -> %d at step %ld (lost rank%s %s; regroup %d took %.0f ms%s); this rank is now "
+                 "%d, shards %d..%d of %d; cause: %s", old_world, g.world, g.step, g.n_lost == 1 ? "" : "s", lost,
+                 g.generation, g.ms, g.behind ? ", ranks behind take the leader's state" : "", g.rank,
+                 t->shard_first, t->shard_first + t->micro - 1, t->shards, g.why);
+        int64_t now = ddl_timeline_now();
+        ddl_timeline_span(t->cfg.timeline, DDL_SPAN_REGROUP, t->step, now - (int64_t)(g.ms * 1e6), now,
+                          (uint64_t)g.world);
+        if (!g.behind || (st = sync_state(t, g.leader, ahead)) == DDL_OK)
+            return DDL_OK;
+        rc = st;
+    }
+}

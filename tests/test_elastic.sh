@@ -1,0 +1,67 @@
+#!/bin/sh
+# test_elastic.sh - ddlrun --elastic 2:4: a 4-rank LeNet run in which a random rank is killed
+# (kill -9) or stopped (SIGSTOP) after a random step goes on with the other three in the same
+# processes, and ends with exit 0, world=3 and the weights of a run never disturbed (the same
+# weights_crc), over tcp, shm and zmq. Each trial prints how long the survivors took from the
+# failed call to training again. Also: a second loss under MIN 3 stops the job with the reason,
+# and --elastic is refused where it cannot hold. ELASTIC_TRIALS (default 2) trials of each kind
+# per transport; tests/elastic_trials.sh runs more. Ends with "N passed, N failed".
+. "$(dirname "$0")/lib.sh"
+BUILD=${BUILD:-build}
+cd "$(dirname "$0")/.." || exit 1
+LENET=$BUILD/bin/lenet
+DDLRUN=$BUILD/bin/ddlrun
+DATA=/usr/share/datasets/fashion-mnist
+TRIALS=${ELASTIC_TRIALS:-2}
+ARGS="--epochs 2 --train-limit 4000 --batch 64 --quiet" # 63 steps an epoch
+tmp=$(mktemp -d) || exit 1
+trap 'rm -rf "$tmp"' EXIT
+export OPENBLAS_NUM_THREADS=1 DDL_HEARTBEAT_TIMEOUT_MS=1000 DDL_HEARTBEAT_INTERVAL_MS=200
+rand() { echo $(( $(od -An -N2 -tu2 /dev/urandom) % ($2 - $1 + 1) + $1 )); }
+
+"$DDLRUN" -n 4 --elastic 5:8 true 2> "$tmp/err"
+[ $? -eq 2 ] && grep -q 'MIN <= the ranks started <= MAX' "$tmp/err"; check "--elastic MIN above the ranks refused" $?
+"$DDLRUN" -n 2 --elastic 1:2 --restarts 1 true 2> "$tmp/err"
+[ $? -eq 2 ] && grep -q 'not both' "$tmp/err"; check "--elastic with --restarts refused" $?
+DDL_ELASTIC=2:x "$DDLRUN" -n 2 "$LENET" --epochs 1 --train-limit 64 2> "$tmp/err"
+[ $? -ne 0 ] && grep -q 'DDL_ELASTIC=2:x' "$tmp/err"; check "a bad DDL_ELASTIC is named" $?
+
+if [ ! -d "$DATA" ]; then
+    echo "skipped the training part: no Fashion-MNIST in $DATA"
+    echo "$pass passed, $fail failed"; [ "$fail" -eq 0 ]; exit
+fi
+
+"$DDLRUN" -n 4 -t tcp "$LENET" $ARGS > "$tmp/ref" 2>&1; check "uninterrupted 4-rank run" $?
+ref=$(crc "$tmp/ref")
+
+# trial TRANSPORT HOW: a random rank fails after a random step
+trial() {
+    victim=$(rand 0 3); at=$(rand 2 120)
+    DDL_TEST_FAIL="$victim:$at:$2" DDL_LOG_LEVEL=info timeout 60 "$DDLRUN" -n 4 -t "$1" --elastic 2:4 "$LENET" $ARGS \
+        > "$tmp/out" 2> "$tmp/err"
+    rc=$?
+    got=$(crc "$tmp/out"); world=$(field world < "$tmp/out")
+    ms=$(sed -n 's/.*regroup 1 took \([0-9]*\) ms.*/\1/p' "$tmp/err" | sort -n | tail -n 1)
+    echo "   $1, rank $victim $2 after step $at: exit $rc, world $world, regroup ${ms:-?} ms"
+    [ $rc -eq 0 ] && [ "$world" = 3 ] && [ "$got" = "$ref" ] && [ -n "$ref" ]
+    check "$1: rank $victim ${2}ped after step $at: 3 ranks finish with the undisturbed weights ($got vs $ref)" $?
+    [ $rc -eq 0 ] || tail -n 5 "$tmp/err"
+    grep -q "ddlrun: rank $victim (pid [0-9]*) .*the other 3 go on\|ddlrun: rank $victim (pid [0-9]*) is stopped and the others finished without it" "$tmp/err"
+    check "$1: ddlrun names rank $victim as lost" $?
+    grep -q "elastic: world 4 -> 3 at step" "$tmp/err"; check "$1: the survivors log the change of world" $?
+}
+for tp in tcp shm zmq; do
+    k=0
+    while [ $k -lt "$TRIALS" ]; do
+        trial $tp kill
+        trial $tp stop
+        k=$((k + 1))
+    done
+done
+
+# below the minimum: MIN 4, one rank dies: every survivor stops, saying why, and ddlrun fails
+DDL_TEST_FAIL="1:10:kill" timeout 60 "$DDLRUN" -n 4 -t tcp --elastic 4:4 "$LENET" $ARGS > "$tmp/out" 2> "$tmp/err"
+rc=$?
+[ $rc -ne 0 ] && grep -q 'fewer than the elastic minimum 4' "$tmp/err"; check "below MIN: exit $rc, the reason named" $?
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
