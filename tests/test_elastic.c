@@ -40,14 +40,14 @@ static void fill(float *const *bufs, int first, int n, int step)
             bufs[s][e] = noisy(first + s, e, step);
 }
 
-/* go: the victim's end: killed now, or stopped (a grandchild kills it after 3 s, past the test) */
+/* go: the victim's end: killed now, or stopped (a grandchild kills it after 2 s, past the test) */
 static void go(int how)
 {
     if (how == DIE)
         raise(SIGKILL);
     pid_t me = getpid();
     if (fork() == 0) {
-        sleep(3);
+        sleep(2);
         kill(me, SIGKILL);
         _exit(0);
     }

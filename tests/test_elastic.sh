@@ -59,6 +59,16 @@ for tp in tcp shm zmq; do
     done
 done
 
+# rank 0 dies: the new rank 0 opens an event file of its own in the same directory and writes
+# elastic/world_size 3 there (what the dead rank 0 had not flushed is lost with it)
+DDL_TEST_FAIL="0:40:kill" timeout 60 "$DDLRUN" -n 4 -t tcp --elastic 2:4 "$LENET" $ARGS --logdir "$tmp/logs" \
+    --log-every 10 > "$tmp/out" 2> "$tmp/err"
+check "rank 0 killed with --logdir: exit $?" $?
+for f in "$tmp"/logs/events.out.tfevents.*; do "$BUILD/bin/ddl-plot" --dump "$f"; done > "$tmp/dump" 2>&1
+sizes=$(awk '$(NF - 1) == "elastic/world_size" { print $NF + 0 }' "$tmp/dump" | sort -u | tr '\n' ' ')
+[ "$(ls "$tmp"/logs/events.out.tfevents.* | wc -l)" -eq 2 ] && case " $sizes" in *" 3 "*) true ;; *) false ;; esac
+check "two event files (old and new rank 0), elastic/world_size 3 after the loss (got: $sizes)" $?
+
 # below the minimum: MIN 4, one rank dies: every survivor stops, saying why, and ddlrun fails
 DDL_TEST_FAIL="1:10:kill" timeout 60 "$DDLRUN" -n 4 -t tcp --elastic 4:4 "$LENET" $ARGS > "$tmp/out" 2> "$tmp/err"
 rc=$?

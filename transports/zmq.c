@@ -200,7 +200,7 @@ static int connect_rank(zq_state *s, int j)
     set_int(l->monitor, ZMQ_LINGER, 0);
     int64_t max = (int64_t)ZQ_CHUNK + (int64_t)DDL__TABLE_BYTES(n->world);
     zmq_setsockopt(l->dealer, ZMQ_MAXMSGSIZE, &max, sizeof max);
-    set_int(l->dealer, ZMQ_RECONNECT_IVL, 100);
+    set_int(l->dealer, ZMQ_RECONNECT_IVL, 10); /* a rank that binds a moment later (a regroup): 10 ms, not 100 */
     snprintf(mon, sizeof mon, "inproc://ddl-monitor-%d", j);
     if (zmq_socket_monitor(l->dealer, mon, ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED) != 0 ||
         zmq_connect(l->monitor, mon) != 0)

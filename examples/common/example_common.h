@@ -308,6 +308,7 @@ static inline int example_trainer_start(example_watch *w, const example_opts *o,
 {
     int rank = comm ? ddl_comm_rank(comm) : 0, world = comm ? ddl_comm_size(comm) : 1;
     int rc = example_watch_init(w, o, prog, rank, world, train->n, tc, err);
+    w->comm = comm;
     if (rc == DDL_OK)
         rc = ddl_trainer_create(tc, model, train, NULL, tr, err, DDL_ERR_BYTES);
     int saved_world = 0;

@@ -47,6 +47,8 @@ typedef struct example_watch {
     int keep;                    /* --keep-checkpoints */
     long steps_per_epoch, global_batch;
     ddl_summary_writer *events;  /* rank 0 with --logdir; NULL after a write error */
+    const char *logdir_path;     /* --logdir */
+    ddl_comm *comm;              /* the job's (NULL: one process); set after example_watch_init */
     int logdir;                  /* --logdir given: every rank takes part in the step statistics */
     ddl_timeline *timeline;      /* DDL_TIMELINE */
     const char *timeline_path;
@@ -125,6 +127,7 @@ static int example_watch_init(example_watch *w, const example_opts *o, const cha
     w->steps_per_epoch = ((o->train_limit > 0 && o->train_limit < n_train ? o->train_limit : n_train) + o->batch - 1) /
                          o->batch;
     w->logdir = o->logdir != NULL;
+    w->logdir_path = o->logdir;
     w->prev_epoch = w->cur_epoch = -1;
     if (example_timeline_setup(w, tc, err) != 0)
         return DDL_EINVAL;
@@ -230,12 +233,33 @@ static void example_progress(example_watch *w, ddl_trainer *tr, double loss)
     w->loss_n = 0;
 }
 
+/* example_watch_follow: after an elastic job's members changed, this rank's new number; a new rank
+ * 0 opens an event file of its own in --logdir (TensorBoard reads every file there), and writes
+ * elastic/world_size from then on, as rank 0 did before. */
+static void example_watch_follow(example_watch *w, const ddl_epoch_stats *es, long step)
+{
+    int r = ddl_comm_rank(w->comm);
+    w->world = es->world > 0 ? es->world : w->world;
+    if (r != w->rank) {
+        w->rank = r;
+        w->tty = r == 0 && !w->quiet && isatty(STDOUT_FILENO);
+        char why[DDL_ERR_BYTES];
+        if (r == 0 && w->logdir_path && !w->events &&
+            ddl_summary_writer_create(w->logdir_path, NULL, &w->events, why, sizeof why) != DDL_OK)
+            fprintf(stderr, "%s: --logdir: %s; training goes on without it\n", w->prog, why);
+    }
+    if (ddl_comm_elastic_min(w->comm) > 0)
+        example_watch_scalar(w, "elastic/world_size", step, (double)w->world);
+}
+
 /* example_step_scalars: every --log-every steps: the statistics since the last point of this
  * epoch (collective: every rank, when --logdir is given), written by rank 0. */
 static int example_step_scalars(example_watch *w, ddl_trainer *tr)
 {
     ddl_epoch_stats es;
     int rc = ddl_trainer_epoch_stats(tr, &es);
+    if (rc == DDL_OK)
+        example_watch_follow(w, &es, ddl_trainer_step_count(tr));
     if (rc != DDL_OK || !w->events)
         return rc;
     ddl_epoch_stats p = w->prev;
@@ -372,6 +396,7 @@ static void example_watch_epoch(example_watch *w, int epoch, const ddl_epoch_sta
                                 int segmentation)
 {
     w->last = *es;
+    example_watch_follow(w, es, epoch);
     if (w->events) {
         example_watch_scalar(w, "epoch/train_loss", epoch, es->loss);
         example_watch_scalar(w, "epoch/train_accuracy", epoch, es->accuracy);

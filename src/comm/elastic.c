@@ -264,6 +264,7 @@ int ddl_comm_regroup(ddl_comm *c, long step, ddl_regroup *out)
     body_pack(note, step, (uint32_t)g.gen, 0, c->suspects);
     ddl__hb_note_all(&c->hb, DDL__HB_REGROUP, note, NULL); /* first, then the links close */
     ddl__tp_close(c);
+    int64_t closed = ddl__now_ms();
     ddl__log(c->log, c->log_ud, DDL_LOG_WARN, "rank %d: regrouping (generation %d) after: %s", c->rank, g.gen,
              out->why);
     c->status = DDL_OK; /* the agreement may report its own failure */
@@ -308,14 +309,17 @@ int ddl_comm_regroup(ddl_comm *c, long step, ddl_regroup *out)
                 return ddl__comm_fail(c, DDL_EINVAL, "regroup: the %s transport did not tell rank %d's address",
                                       ddl__tp_name(c), j);
             }
+    int64_t agreed = ddl__now_ms();
     if ((st = reopen(c, members, new_rank, new_world, addrs)) != DDL_OK)
         return st;
     out->rank = c->rank;
     out->world = c->world;
     out->generation = c->generation;
     out->ms = (double)(ddl__now_ms() - g.t0);
-    ddl__log(c->log, c->log_ud, DDL_LOG_WARN, "rank %d is now rank %d of %d (generation %d, %.0f ms; %d lost; step %ld)",
-             out->old_rank, out->rank, out->world, out->generation, out->ms, out->n_lost, out->step);
+    ddl__log(c->log, c->log_ud, DDL_LOG_WARN, "rank %d is now rank %d of %d (generation %d, %.0f ms: closing the "
+             "links %d, agreeing %d, reconnecting %d; %d lost; step %ld)", out->old_rank, out->rank, out->world,
+             out->generation, out->ms, (int)(closed - g.t0), (int)(agreed - closed),
+             (int)(ddl__now_ms() - agreed), out->n_lost, out->step);
     return DDL_OK;
 }
 

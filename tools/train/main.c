@@ -291,6 +291,7 @@ static int setup(run *r)
     tc.keep_weights = r->im.params != NULL; /* an imported model trains on from its weights */
     tc.dice_weight = o->dice_weight >= 0 ? o->dice_weight : ddl_graph_head(r->g) == DDL_HEAD_DICE ? 0.5f : 0.0f;
     rc = example_watch_init(&r->w, &o->ex, "ddl-train", r->rank, r->world, r->s.train.n, &tc, r->err);
+    r->w.comm = r->comm;
     if (rc == DDL_OK)
         rc = ddl_trainer_create(&tc, r->m, &r->s.train, NULL, &r->tr, r->err, sizeof r->err);
     int saved_world = 0;
