@@ -1,7 +1,8 @@
 #!/bin/sh
 # test_deps.sh - what the install step installs: `make run` (DDL_DEPS=run) asks apt-get for the
 # compiler, the libraries and the data only, never npm, Node.js, a browser, Slurm or the test
-# tools, and runs no npm install; `make test`'s step asks for those too. Runs tools/install-deps.sh
+# tools, and runs no npm install; `make test`'s step asks for those too; iperf3 comes with make
+# bench's packages (DDL_BENCH_DEPS=1) alone. Runs tools/install-deps.sh
 # against stand-ins for dpkg-query (nothing installed), apt-get and npm that only write down what
 # they were asked, so nothing is installed.
 . "$(dirname "$0")/lib.sh"
@@ -22,13 +23,19 @@ run run; check "the run step exits 0" $?
 grep -q "install .*libopenblas-dev" "$tmp/apt" && grep -q "install .*dataset-fashion-mnist" "$tmp/apt" &&
     grep -q "install .*gcc" "$tmp/apt"
 check "make run's step installs the compiler, the libraries and the data" $?
-! grep -Eq "chromium|nodejs| npm|slurm|munge|python3|wrk|qemu|microhttpd" "$tmp/apt"
+! grep -Eq "chromium|nodejs| npm|slurm|munge|python3|wrk|qemu|microhttpd|iperf3" "$tmp/apt"
 check "make run's step installs no browser, Node.js, npm, Slurm, Python or test tool: $(cat "$tmp/apt")" $?
 [ ! -s "$tmp/npm" ]; check "make run's step runs no npm install" $?
 
 run test; check "the test step exits 0" $?
 grep -q "install .*chromium" "$tmp/apt" && grep -q "install .*slurmctld" "$tmp/apt" && grep -q "npm install" "$tmp/npm"
 check "make test's step installs the test tools and the npm packages" $?
+! grep -q "iperf3" "$tmp/apt"; check "make test's step installs no iperf3 (make bench's alone)" $?
+
+: > "$tmp/apt"; PATH="$tmp/bin:$PATH" DDL_BENCH_DEPS=1 sh "$tmp/tree/tools/install-deps.sh" > "$tmp/out" 2>&1
+check "make bench's step exits 0" $?
+grep -q "install .*iperf3" "$tmp/apt" && grep -q "install .*python3-torch" "$tmp/apt"
+check "make bench's step installs iperf3 and PyTorch: $(cat "$tmp/apt")" $?
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -12,8 +12,10 @@
 # test_images python3-pil, test_onnx_import.sh python3-onnx (it writes ONNX files without PyTorch), test_slurm_real.sh slurmctld, slurmd, slurm-client and munge;
 # tests/test_pg.sh postgresql-15 (the server it starts) and postgresql-server-dev-15 (PGXS, which
 # builds the extension in pg/); tests/test_ssh.sh openssh-server and openssh-client (an sshd it
-# starts in each network namespace). libpq-dev (building): lenet, unet and ddl-train --predict --db
-# score a PostgreSQL table through libpq (without it they build with --db left out).
+# starts in each network namespace). make bench alone (DDL_BENCH_DEPS=1): PyTorch, time, PL/Python,
+# iperf3 (tools/bench/wire.sh: what TCP carries between two namespaces, beside ddl's all-reduce).
+# libpq-dev (building): lenet, unet and ddl-train --predict --db score a PostgreSQL table through
+# libpq (without it they build with --db left out).
 set -u
 # building and training: the compiler, the libraries ddl links, the data
 RUN_PKGS="gcc libc6-dev make pkg-config libopenblas-dev libzmq3-dev liblz4-dev libopenmpi-dev openmpi-bin zlib1g-dev libsodium-dev libpng-dev libjpeg62-turbo-dev libpq-dev dataset-fashion-mnist procps"
@@ -23,7 +25,7 @@ PKGS="$RUN_PKGS g++ python3 python3-numpy python3-pil python3-onnx cmake iproute
 [ "$(uname -m)" = x86_64 ] && PKGS="$PKGS qemu-user gcc-aarch64-linux-gnu libc6-dev-arm64-cross"
 NODE=1
 [ "${DDL_DEPS:-test}" = run ] && PKGS="$RUN_PKGS" NODE=0  # make run: no test tools, no npm
-[ "${DDL_BENCH_DEPS:-0}" = 1 ] && PKGS="$PKGS python3 python3-torch python3-numpy time postgresql-plpython3-15"
+[ "${DDL_BENCH_DEPS:-0}" = 1 ] && PKGS="$PKGS python3 python3-torch python3-numpy time postgresql-plpython3-15 iperf3"
 [ "${DDL_FUZZ_DEPS:-0}" = 1 ] && PKGS="clang" NODE=0  # make fuzz only: make test never needs clang
 # Node.js and npm: Debian's, unless the machine has a node and npm already (NodeSource's nodejs
 # carries npm and conflicts with Debian's npm package).

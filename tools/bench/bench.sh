@@ -23,10 +23,13 @@
 #      and fp16, against 2 ranks on loopback (twohost.sh; needs root).
 #   6b. Ring against parameter server (DDL_ALGO=ps): all-reduce of LeNet's gradient size and 8 MiB on
 #      4 hosts at 1 Gbit/s (htb), one rank each (ps.sh; needs root).
+#   6c. The all-reduce against the wire: ddl over tcp at 8 and 32 MiB on 2 and 4 hosts, links of
+#      1 and 10 Gbit/s (htb), against the link's rate, iperf3 --bidir and Open MPI's MPI_Allreduce
+#      (wire.sh; needs root; WIRE_RATES and WIRE_HOSTS choose).
 #   7. What DDL_COMPRESS costs in accuracy: LeNet, 2 ranks over tcp, 5 epochs, seeds 1, 2 and 42,
 #      test accuracy with none, bf16 and fp16 (the means over the seeds).
 # Environment: REPEAT (default 3), EPOCHS (default 1),
-# BENCH_ONLY=lenet|unet|scaling|threads|ops|load|graph|allreduce|mac|serve|pg|twohost|ps|compress,
+# BENCH_ONLY=lenet|unet|scaling|threads|ops|load|graph|allreduce|mac|serve|pg|twohost|ps|wire|compress,
 # SCENES (default 1024),
 # SERVE_SECONDS (default 30), SERVE_CONNS (default 64).
 # Every section adds its figures to one table (tools/bench/lib.sh), printed at the end: each figure,
@@ -41,7 +44,7 @@ here=$(dirname "$0")
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 . "$here/lib.sh"
 mkdir -p "$(dirname "$BENCH_RESULTS")" && : > "$BENCH_RESULTS" || exit 1
-if [ ! -x /usr/bin/time ] || ! /usr/bin/python3 -c 'import torch' 2>/dev/null; then
+if [ ! -x /usr/bin/time ] || ! command -v iperf3 > /dev/null 2>&1 || ! /usr/bin/python3 -c 'import torch' 2>/dev/null; then
     DDL_BENCH_DEPS=1 sh tools/install-deps.sh || exit 1
 fi
 rss_d=/tmp/ddl-bench-rss-ddl; rss_t=/tmp/ddl-bench-rss-torch
@@ -170,6 +173,10 @@ fi
 
 if [ -z "$ONLY" ] || [ "$ONLY" = ps ]; then
     BUILD="$BUILD" REPEAT="$REPEAT" sh "$here/ps.sh"
+fi
+
+if [ -z "$ONLY" ] || [ "$ONLY" = wire ]; then
+    BUILD="$BUILD" REPEAT="$REPEAT" sh "$here/wire.sh"
 fi
 
 if [ -z "$ONLY" ] || [ "$ONLY" = twohost ]; then
