@@ -683,8 +683,14 @@ enum { DDL_COMPRESS_NONE = 0, DDL_COMPRESS_BF16 = 1, DDL_COMPRESS_FP16 = 2 };
  * AUTO, the ring (each rank sends and receives 2 (n - 1) / n of the vector; the default), or PS, a
  * synchronous parameter server (rank 0 receives every rank's vector, adds them in rank order and
  * sends the sum back: (n - 1) vectors in and out of one rank, for comparison with the systems built
- * on it). Both give the same bits on every rank and transport; not the same bits as each other. */
-enum { DDL_ALGO_AUTO = 0, DDL_ALGO_RING = 1, DDL_ALGO_PS = 2 };
+ * on it). Both give the same bits on every rank and transport; not the same bits as each other.
+ * HIER, the two-level all-reduce over tcp and zmq when ranks share hosts (>= 2 hosts with the same
+ * number >= 2 of ranks each, known from local_rank and where the ranks run): a reduce-scatter
+ * over shared memory inside each host, an all-reduce across hosts per local rank, an all-gather
+ * inside the host; AUTO takes it from 16 KiB when the hosts fit, RING never (the flat ring), HIER
+ * like AUTO (the flat ring, with a warning in the log, when the hosts do not fit). Its bits are
+ * the same on every rank, transport and run, not the flat ring's. */
+enum { DDL_ALGO_AUTO = 0, DDL_ALGO_RING = 1, DDL_ALGO_PS = 2, DDL_ALGO_HIER = 3 };
 
 typedef struct ddl_comm_config {
     const ddl_transport *transport; /* NULL: shm when all ranks share this host, else tcp */

@@ -278,6 +278,8 @@ int ddl_comm_allreduce(ddl_comm *c, void *buf, size_t count, int dtype, int op)
         }
     } else if (ddl__comm_can_post(c, count * ddl__dtype_bytes(dtype))) {
         st = allreduce_posted(c, buf, count, dtype, sum_op);
+    } else if (ddl__hier_fits(c, count, dtype)) { /* ranks share hosts: hier.c */
+        st = ddl__hier_allreduce(c, buf, count, dtype, sum_op);
     } else if (count * ddl__dtype_bytes(dtype) <= SMALL_BYTES || count < (size_t)c->world) {
         st = allreduce_rd(c, buf, count, dtype, sum_op);
     } else if (c->algo == DDL_ALGO_PS) {

@@ -20,8 +20,8 @@ static int check_config(const ddl_comm_config *cfg, char *err, size_t n)
         (cfg->heartbeat_timeout_ms > 0 && cfg->heartbeat_interval_ms > cfg->heartbeat_timeout_ms))
         return ddl__errf(err, n, DDL_EINVAL, "heartbeat interval %d ms and timeout %d ms: need 0 <= interval <= "
                          "timeout (0: off)", cfg->heartbeat_interval_ms, cfg->heartbeat_timeout_ms);
-    if (cfg->algo < DDL_ALGO_AUTO || cfg->algo > DDL_ALGO_PS)
-        return ddl__errf(err, n, DDL_EINVAL, "algo %d is not DDL_ALGO_AUTO, _RING or _PS", cfg->algo);
+    if (cfg->algo < DDL_ALGO_AUTO || cfg->algo > DDL_ALGO_HIER)
+        return ddl__errf(err, n, DDL_EINVAL, "algo %d is not DDL_ALGO_AUTO, _RING, _PS or _HIER", cfg->algo);
     if (cfg->compress < DDL_COMPRESS_NONE || cfg->compress > DDL_COMPRESS_FP16)
         return ddl__errf(err, n, DDL_EINVAL, "compress %d is not DDL_COMPRESS_NONE, _BF16 or _FP16", cfg->compress);
     if (cfg->overlap < 0 || cfg->overlap > 2 || cfg->bucket_kb < 0 || cfg->bucket_kb > (1 << 20))
@@ -168,6 +168,10 @@ int ddl_comm_create(const ddl_comm_config *cfg_in, const ddl_allocator *alloc, d
         }
         c->seq = 0; /* the cards' allgather is not one of the caller's calls */
     }
+    if (c->tp && (st = ddl__hier_setup(c, &cfg, err, err_bytes)) != DDL_OK) { /* two-level all-reduce */
+        ddl_comm_destroy(c);
+        return st;
+    }
     *out = c;
     return DDL_OK;
 }
@@ -176,6 +180,7 @@ void ddl_comm_destroy(ddl_comm *c)
 {
     if (!c)
         return;
+    ddl__hier_free(c);
     ddl__hb_stop(&c->hb);
     ddl__tp_close(c);
     ddl_allocator a = c->alloc;

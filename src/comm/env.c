@@ -215,8 +215,10 @@ int ddl_comm_config_from_env(ddl_comm_config *cfg, char *err, size_t err_bytes)
         cfg->algo = DDL_ALGO_RING;
     else if (al && strcmp(al, "ps") == 0)
         cfg->algo = DDL_ALGO_PS;
+    else if (al && strcmp(al, "hier") == 0)
+        cfg->algo = DDL_ALGO_HIER;
     else if (al && al[0] && strcmp(al, "auto") != 0)
-        return ddl__errf(err, err_bytes, DDL_EINVAL, "DDL_ALGO=%s: expected ring, ps or auto", al);
+        return ddl__errf(err, err_bytes, DDL_EINVAL, "DDL_ALGO=%s: expected ring, ps, hier or auto", al);
     const char *el = env_str("DDL_ELASTIC");
     if (el && el[0]) {
         char tail = 0;

@@ -116,6 +116,7 @@ struct ddl_comm {
     ddl_comm_config cfg0;      /* as created; its token and job point at the copies below */
     char token[256], job_base[64];
     unsigned char suspects[DDL__ELASTIC_MAX / 8]; /* ranks a failed call names (links broke, or silent) */
+    struct ddl__hier *hier;    /* the two-level all-reduce (hier.c), or NULL */
 };
 
 /* ddl__comm_begin: start a collective: check the sticky status, number it, remember what it is. */
@@ -222,6 +223,18 @@ int ddl__tp_allreduce(ddl_comm *c, float *buf, size_t count);
 void ddl__tp_interrupter(const ddl_comm *c, void (**fn)(void *state, int culprit), void **state);
 
 int ddl__default_transport(ddl_comm_config *cfg, const char *name, const char *why, char *err, size_t err_bytes);
+
+/* ---- the two-level all-reduce (hier.c) ----
+ * ddl__hier_setup: at create, over tcp or zmq with >= 4 ranks, not elastic, algo AUTO or HIER:
+ * learn who shares a host (an allgather) and, with >= 2 hosts of the same size >= 2, open this
+ * host's shm comm (c->hier). DDL_OK (also when it does not apply), or a failure with err set.
+ * ddl__hier_free: destroy it (NULL is fine). ddl__hier_fits: an all-reduce of count dtype goes by
+ * it. ddl__hier_allreduce: the all-reduce in place (sum_op: DDL_SUM or DDL_MAX), in the call
+ * begun on c. */
+int ddl__hier_setup(ddl_comm *c, const ddl_comm_config *cfg, char *err, size_t err_bytes);
+void ddl__hier_free(ddl_comm *c);
+int ddl__hier_fits(const ddl_comm *c, size_t count, int dtype);
+int ddl__hier_allreduce(ddl_comm *c, void *buf, size_t count, int dtype, int sum_op);
 
 /* ---- Slurm (slurm.c) ---- */
 /* ddl__slurm_first_host: the first host of a Slurm hostlist ("n[01-04,07],m5" -> "n01") into

@@ -1,0 +1,309 @@
+/* hier.c - the two-level all-reduce (DDL_ALGO_HIER; chosen by itself when ranks share hosts).
+ * At create, over tcp or zmq, the ranks learn who shares a host (one allgather of a host key:
+ * boot, network and mount namespace, host name; and of the block of ranks each was told is its
+ * host's: rank - local_rank). When there are >= 2 hosts of the same number L >= 2 of ranks, each
+ * host's ranks open a second, private comm over shared memory among themselves. A large
+ * all-reduce then goes:
+ *   1. reduce-scatter inside the host (the ring's first half over shm, L - 1 steps): local rank i
+ *      ends with segment (i + 1) % L of L summed over the host;
+ *   2. an all-reduce of that segment across the H hosts among the ranks of local rank i (a ring
+ *      over the main comm's links, H hosts in host order): L streams cross the network at once,
+ *      each with 1/L of the vector;
+ *   3. all-gather inside the host (the ring's second half over shm).
+ * Every host link carries 2 (H - 1) / H of the vector each way (the flat ring of n = H L ranks:
+ * 2 (n - 1) / n) in 2 (H - 1) network steps (the flat ring: 2 (n - 1)).
+ *
+ * The order of additions, fixed by count, L and H alone (never by timing or transport): cut the
+ * vector into L segments (ddl__ring_segment), segment m into H sub-segments. An element of
+ * sub-segment k of segment m is
+ *     y_h = (...((x[h,m] + x[h,m+1]) + x[h,m+2]) + ... + x[h,m+L-1])   (local indices mod L)
+ *     sum = (...((y_k + y_{k+1}) + y_{k+2}) + ... + y_{k+H-1})          (host indices mod H)
+ * where x[h,j] is the vector of local rank j of host h (hosts ordered by their lowest rank, local
+ * ranks by rank within the host). It is not the flat ring's order: the bits differ from it, and
+ * are the same over tcp and zmq and from run to run.
+ * It allocates only at create (the host table, the shm comm); the all-reduce uses the comms'
+ * scratch. It must not be used by an elastic comm (a regroup would leave the shm comm stale). */
+#include "impl.h"
+
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* All-reduces of at least this many bytes take the two-level path (when there is one). */
+#define HIER_MIN_BYTES ((size_t)16 << 10)
+
+struct ddl__hier {
+    ddl_comm *local;   /* this host's ranks over shm: world n_local, rank local_rank */
+    int n_hosts, n_local, host, local_rank;
+    int *members;      /* [n_local]: this host's ranks, by local rank (in col's memory) */
+    int col[];         /* [n_hosts]: the rank of local rank local_rank on each host, in host order */
+};
+
+/* ---- who shares a host ---- */
+
+/* host_key: the same value for processes that share a boot, a network stack and a mount
+ * namespace (so the same /dev/shm) under one host name. */
+static uint64_t host_key(void)
+{
+    unsigned char buf[128] = {0}, h[DDL__SHA256_BYTES];
+    int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        ssize_t n = read(fd, buf, 40);
+        (void)n;
+        close(fd);
+    }
+    struct stat st;
+    if (stat("/proc/self/ns/net", &st) == 0)
+        memcpy(buf + 48, &st.st_ino, sizeof st.st_ino);
+    if (stat("/proc/self/ns/mnt", &st) == 0)
+        memcpy(buf + 56, &st.st_ino, sizeof st.st_ino);
+    gethostname((char *)buf + 64, 63);
+    ddl__sha256(buf, sizeof buf, h);
+    return ddl__get_le(h, 8);
+}
+
+enum { CARD_KEY, CARD_BLOCK, CARD_ALGO, CARD_N }; /* int64 per rank in the exchange */
+
+static int same_host(const int64_t *cards, int a, int b)
+{
+    return cards[a * CARD_N + CARD_KEY] == cards[b * CARD_N + CARD_KEY] &&
+           cards[a * CARD_N + CARD_BLOCK] == cards[b * CARD_N + CARD_BLOCK];
+}
+
+/* layout: from every rank's card, this rank's host, local rank, the host count and size, and
+ * col. 0 when the hosts fit the algorithm (>= 2 hosts, all of the same size >= 2), else -1 with
+ * the reason in why. */
+static int layout(const int64_t *cards, int world, int rank, struct ddl__hier *h, int *col, char *why, size_t n)
+{
+    int hosts = 0, size = -1;
+    for (int r = 0; r < world; r++) {
+        int first = r, here = 0, mine = 0, my_pos = 0;
+        for (int q = 0; q < world && first == r; q++)
+            if (same_host(cards, q, r))
+                first = q < first ? q : first;
+        if (first != r)
+            continue; /* r is not its host's lowest rank: counted with that one */
+        for (int q = r; q < world; q++)
+            if (same_host(cards, q, r)) {
+                if (q == rank)
+                    mine = 1, my_pos = here;
+                here++;
+            }
+        if (size >= 0 && here != size)
+            return ddl__errf(why, n, -1, "hosts of %d and %d ranks", size, here);
+        size = here;
+        if (mine)
+            h->host = hosts, h->local_rank = my_pos;
+        hosts++;
+    }
+    if (hosts < 2 || size < 2)
+        return ddl__errf(why, n, -1, "%d host%s of %d rank%s", hosts, hosts == 1 ? "" : "s", size,
+                         size == 1 ? "" : "s");
+    h->n_hosts = hosts;
+    h->n_local = size;
+    for (int q = 0, j = 0; q < world; q++)
+        if (same_host(cards, q, rank))
+            h->members[j++] = q;
+    for (int r = 0, k = 0; r < world; r++) { /* hosts in order of their lowest rank */
+        int first = 1;
+        for (int q = 0; q < r && first; q++)
+            first = !same_host(cards, q, r);
+        if (!first)
+            continue;
+        for (int q = r, pos = 0; q < world; q++)
+            if (same_host(cards, q, r) && pos++ == h->local_rank)
+                col[k] = q;
+        k++;
+    }
+    return 0;
+}
+
+/* open_local: the shm comm of this host's ranks, under a job id of the comm's job and the host's
+ * lowest rank (unique among hosts that share /dev/shm, as namespaced hosts do). */
+static int open_local(ddl_comm *c, const ddl_comm_config *cfg, struct ddl__hier *h, int lowest, char *err,
+                      size_t err_bytes)
+{
+    char job[64];
+    snprintf(job, sizeof job, "%.40s.h%d", c->job, lowest);
+    ddl_comm_config l;
+    memset(&l, 0, sizeof l);
+    l.transport = ddl_transport_shm();
+    l.rank = l.local_rank = h->local_rank;
+    l.world_size = l.local_size = h->n_local;
+    l.job = job;
+    l.timeout_ms = c->timeout_ms;
+    l.log = c->log;
+    l.log_ud = c->log_ud;
+    l.heartbeat_timeout_ms = cfg->heartbeat_timeout_ms; /* a stopped local peer is named, as on the main comm */
+    l.heartbeat_interval_ms = cfg->heartbeat_interval_ms;
+    l.token = cfg->token;
+    l.algo = DDL_ALGO_RING;
+    char why[DDL_ERR_BYTES];
+    int st = ddl_comm_create(&l, c->alloc.alloc ? &c->alloc : NULL, &h->local, why, sizeof why);
+    if (st != DDL_OK)
+        return ddl__errf(err, err_bytes, st, "rank %d: the two-level all-reduce's shared memory among the %d ranks "
+                         "of its host: %s", c->rank, h->n_local, why);
+    return DDL_OK;
+}
+
+int ddl__hier_setup(ddl_comm *c, const ddl_comm_config *cfg, char *err, size_t err_bytes)
+{
+    const char *tn = c->tp ? c->tp->name : "";
+    if (c->world < 4 || c->elastic_min > 0 || (c->algo != DDL_ALGO_AUTO && c->algo != DDL_ALGO_HIER) ||
+        (strcmp(tn, "tcp") != 0 && strcmp(tn, "zmq") != 0) || !ddl_transport_shm())
+        return DDL_OK;
+    const ddl_allocator *a = c->alloc.alloc ? &c->alloc : NULL;
+    size_t card_bytes = (size_t)c->world * CARD_N * sizeof(int64_t);
+    int64_t *cards = ddl__alloc(a, card_bytes);
+    struct ddl__hier *h = ddl__alloc(a, sizeof *h + 2 * (size_t)c->world * sizeof(int));
+    if (!cards || !h) {
+        ddl__free(a, cards);
+        ddl__free(a, h);
+        return ddl__errf(err, err_bytes, DDL_ENOMEM, "rank %d: cannot allocate the host table", c->rank);
+    }
+    memset(h, 0, sizeof *h);
+    h->members = h->col + c->world;
+    int64_t mine[CARD_N] = {(int64_t)host_key(), c->rank - cfg->local_rank, c->algo};
+    int st = ddl_comm_allgather(c, mine, cards, CARD_N, DDL_INT64);
+    c->seq = 0; /* not one of the caller's calls */
+    char why[160] = "";
+    for (int r = 0; st == DDL_OK && r < c->world; r++)
+        if (cards[r * CARD_N + CARD_ALGO] != c->algo)
+            st = ddl__errf(err, err_bytes, DDL_EMISMATCH, "rank %d: DDL_ALGO %d here, %d at rank %d: every rank "
+                           "must agree", c->rank, c->algo, (int)cards[r * CARD_N + CARD_ALGO], r);
+    if (st == DDL_OK && layout(cards, c->world, c->rank, h, h->col, why, sizeof why) == 0) {
+        int lowest = 0;
+        while (!same_host(cards, lowest, c->rank))
+            lowest++;
+        st = open_local(c, cfg, h, lowest, err, err_bytes);
+        if (st == DDL_OK) {
+            c->hier = h;
+            h = NULL;
+            if (c->log && c->rank == 0) {
+                char line[160];
+                snprintf(line, sizeof line, "two-level all-reduce: %d hosts x %d ranks", c->hier->n_hosts,
+                         c->hier->n_local);
+                c->log(c->log_ud, DDL_LOG_INFO, line);
+            }
+        }
+    } else if (st == DDL_OK && c->algo == DDL_ALGO_HIER && c->log && c->rank == 0) {
+        char line[256];
+        snprintf(line, sizeof line, "DDL_ALGO=hier: %s, not >= 2 hosts of the same number >= 2: the flat ring", why);
+        c->log(c->log_ud, DDL_LOG_WARN, line);
+    }
+    if (st != DDL_OK && st != DDL_EMISMATCH)
+        ddl__errf(err, err_bytes, st, "rank %d: exchanging host keys: %s", c->rank, c->err);
+    ddl__free(a, cards);
+    ddl__free(a, h);
+    return st;
+}
+
+void ddl__hier_free(ddl_comm *c)
+{
+    if (!c->hier)
+        return;
+    ddl_comm_destroy(c->hier->local);
+    ddl__free(c->alloc.alloc ? &c->alloc : NULL, c->hier);
+    c->hier = NULL;
+}
+
+int ddl__hier_fits(const ddl_comm *c, size_t count, int dtype)
+{
+    return c->hier && count >= (size_t)c->world && count * ddl__dtype_bytes(dtype) >= HIER_MIN_BYTES;
+}
+
+/* ---- the all-reduce ---- */
+
+/* col_exchange: ddl__ring_exchange's step s over the ring of hosts (col): send sub-segment ss of
+ * buf to the next host's rank, receive rs from the previous one's (with do_reduce: buf's =
+ * received + buf's), in pieces of the scratch. */
+static int col_exchange(ddl_comm *c, const struct ddl__hier *h, unsigned char *buf, size_t esz, uint32_t s,
+                        ddl__seg ss, ddl__seg rs, int dtype, int op, int do_reduce)
+{
+    int H = h->n_hosts, right = h->col[(h->host + 1) % H], left = h->col[(h->host + H - 1) % H];
+    size_t per = DDL__SCRATCH_BYTES / esz;
+    size_t ps = (ss.len + per - 1) / per, pr = (rs.len + per - 1) / per, np = ps > pr ? ps : pr;
+    for (size_t j = 0; j < np; j++) {
+        size_t o = j * per;
+        size_t sl = j < ps ? (ss.len - o < per ? ss.len - o : per) : 0;
+        size_t rl = j < pr ? (rs.len - o < per ? rs.len - o : per) : 0;
+        unsigned char *rdst = buf + (rs.off + o) * esz;
+        uint32_t step = s << 20 | (uint32_t)(j & 0xfffff);
+        const void *in = NULL;
+        int to = j < ps ? right : -1, from = j < pr ? left : -1, st;
+        if (do_reduce)
+            st = ddl__comm_xchg_in(c, to, step, buf + (ss.off + o) * esz, sl * esz, from, step, rl * esz, esz,
+                                   c->scratch, &in);
+        else
+            st = ddl__comm_xchg(c, to, step, buf + (ss.off + o) * esz, sl * esz, from, step, rdst, rl * esz);
+        if (st != DDL_OK)
+            return st;
+        if (do_reduce && rl)
+            ddl__reduce(rdst, in, rdst, rl, dtype, op);
+    }
+    return DDL_OK;
+}
+
+/* sub: sub-segment k of H of segment seg. */
+static ddl__seg sub(ddl__seg seg, int H, int k)
+{
+    ddl__seg s = ddl__ring_segment(seg.len, H, k);
+    s.off += seg.off;
+    return s;
+}
+
+/* local_half: the ring over shm's reduce-scatter (second 0) or all-gather (second 1) half. */
+static int local_half(ddl_comm *l, unsigned char *buf, size_t count, size_t esz, int dtype, int op, int second)
+{
+    int L = l->world, i = l->rank;
+    for (int s = 0; s < L - 1; s++) {
+        int sk = second ? i + 1 - s : i - s, rk = sk - 1;
+        ddl__seg ss = ddl__ring_segment(count, L, (sk % L + L) % L);
+        ddl__seg rs = ddl__ring_segment(count, L, (rk % L + L) % L);
+        int st = ddl__ring_exchange(l, buf, buf, esz, (uint32_t)(second ? L + s : s), ss, rs, dtype, op, !second);
+        if (st != DDL_OK)
+            return st;
+    }
+    return DDL_OK;
+}
+
+/* local_failed: the shm comm failed: the main comm fails with its message, and which rank each
+ * of the shm comm's ranks is. */
+static int local_failed(ddl_comm *c, int st, const char *phase)
+{
+    const struct ddl__hier *h = c->hier;
+    const char *e = ddl_comm_error(h->local);
+    char who[96];
+    size_t n = 0;
+    for (int j = 0; j < h->n_local && n < sizeof who - 16; j++)
+        n += (size_t)snprintf(who + n, sizeof who - n, "%s%d = rank %d", j ? ", " : "", j, h->members[j]);
+    return ddl__comm_fail(c, st, "rank %d: allreduce #%u (two-level), %s inside its host over shm (its ranks %s): "
+                          "%s", c->rank, c->cur.seq, phase, who, e[0] ? e : ddl_strerror(st));
+}
+
+int ddl__hier_allreduce(ddl_comm *c, void *buf, size_t count, int dtype, int op)
+{
+    struct ddl__hier *h = c->hier;
+    ddl_comm *l = h->local;
+    int L = h->n_local, H = h->n_hosts, st;
+    size_t esz = ddl__dtype_bytes(dtype);
+    if ((st = ddl__comm_begin(l, DDL__OP_ALLREDUCE, dtype, op, count, 0)) != DDL_OK)
+        return local_failed(c, st, "the reduce-scatter");
+    if ((st = local_half(l, buf, count, esz, dtype, op, 0)) != DDL_OK)
+        return local_failed(c, st, "the reduce-scatter");
+    /* across hosts: the ring's two halves over the H ranks of local rank i, on segment i + 1 */
+    ddl__seg seg = ddl__ring_segment(count, L, (h->local_rank + 1) % L);
+    int p = h->host;
+    for (int s = 0; s < H - 1; s++)
+        if ((st = col_exchange(c, h, buf, esz, (uint32_t)s, sub(seg, H, (p - s + H) % H),
+                               sub(seg, H, (p - s - 1 + 2 * H) % H), dtype, op, 1)) != DDL_OK)
+            return st;
+    for (int s = 0; s < H - 1; s++)
+        if ((st = col_exchange(c, h, buf, esz, (uint32_t)(H + s), sub(seg, H, (p + 1 - s + H) % H),
+                               sub(seg, H, (p - s + H) % H), dtype, op, 0)) != DDL_OK)
+            return st;
+    if ((st = local_half(l, buf, count, esz, dtype, op, 1)) != DDL_OK)
+        return local_failed(c, st, "the all-gather");
+    return DDL_OK;
+}
