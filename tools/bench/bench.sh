@@ -29,7 +29,7 @@
 #   7. What DDL_COMPRESS costs in accuracy: LeNet, 2 ranks over tcp, 5 epochs, seeds 1, 2 and 42,
 #      test accuracy with none, bf16 and fp16 (the means over the seeds).
 # Environment: REPEAT (default 3), EPOCHS (default 1),
-# BENCH_ONLY=lenet|unet|scaling|threads|ops|load|graph|allreduce|mac|serve|pg|twohost|ps|wire|compress,
+# BENCH_ONLY=lenet|unet|scaling|threads|ops|load|graph|allreduce|mac|serve|pg|twohost|ps|wire|hier|compress,
 # SCENES (default 1024),
 # SERVE_SECONDS (default 30), SERVE_CONNS (default 64).
 # Every section adds its figures to one table (tools/bench/lib.sh), printed at the end: each figure,
@@ -177,6 +177,10 @@ fi
 
 if [ -z "$ONLY" ] || [ "$ONLY" = wire ]; then
     BUILD="$BUILD" REPEAT="$REPEAT" sh "$here/wire.sh"
+fi
+
+if [ -z "$ONLY" ] || [ "$ONLY" = hier ]; then # flat ring against the two-level all-reduce, 2 and 4 hosts x 2 ranks
+    BUILD="$BUILD" REPEAT="$REPEAT" sh "$here/hier.sh"
 fi
 
 if [ -z "$ONLY" ] || [ "$ONLY" = twohost ]; then
