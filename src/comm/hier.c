@@ -167,6 +167,8 @@ int ddl__hier_setup(ddl_comm *c, const ddl_comm_config *cfg, char *err, size_t e
     int64_t mine[CARD_N] = {(int64_t)host_key(), c->rank - cfg->local_rank, c->algo};
     int st = ddl_comm_allgather(c, mine, cards, CARD_N, DDL_INT64);
     c->seq = 0; /* not one of the caller's calls */
+    if (st != DDL_OK)
+        ddl__errf(err, err_bytes, st, "rank %d: exchanging host keys: %s", c->rank, c->err);
     char why[160] = "";
     for (int r = 0; st == DDL_OK && r < c->world; r++)
         if (cards[r * CARD_N + CARD_ALGO] != c->algo)
@@ -192,8 +194,6 @@ int ddl__hier_setup(ddl_comm *c, const ddl_comm_config *cfg, char *err, size_t e
         snprintf(line, sizeof line, "DDL_ALGO=hier: %s, not >= 2 hosts of the same number >= 2: the flat ring", why);
         c->log(c->log_ud, DDL_LOG_WARN, line);
     }
-    if (st != DDL_OK && st != DDL_EMISMATCH)
-        ddl__errf(err, err_bytes, st, "rank %d: exchanging host keys: %s", c->rank, c->err);
     ddl__free(a, cards);
     ddl__free(a, h);
     return st;
