@@ -737,6 +737,10 @@ typedef struct ddl_comm_config {
      * at least elastic_min of them do. elastic_max (>= world_size, at most 256) is the most ranks
      * the job will have, and sizes the comm. 0: not elastic (a failure ends the job). */
     int elastic_min, elastic_max;
+    int join;                       /* elastic, with peers: this process replaces slot `rank` (a rank the
+                                     * job lost): ddl_comm_create asks the running ranks in and returns
+                                     * once they admit it, at their next step (DDL_JOIN=1); world_size is
+                                     * the job's first one */
 } ddl_comm_config;
 
 /* ddl_comm_config_from_env: fill cfg from DDL_TRANSPORT, DDL_RANK, DDL_WORLD_SIZE,
@@ -827,6 +831,9 @@ typedef struct ddl_regroup {
  * DDL_ETIMEDOUT (no agreement in time). The message is in ddl_comm_error. Collective over the
  * ranks that live. */
 int ddl_comm_regroup(ddl_comm *c, long step, ddl_regroup *out);
+/* ddl_comm_joined: 1 if c was created by joining a running job (ddl_comm_config.join), with *out
+ * saying how (step, leader: the rank whose state the joiner takes; rank, world); else 0. */
+int ddl_comm_joined(const ddl_comm *c, ddl_regroup *out);
 /* ddl_comm_elastic_min, _max: the configuration's (0 when not elastic). */
 int ddl_comm_elastic_min(const ddl_comm *c);
 int ddl_comm_elastic_max(const ddl_comm *c);

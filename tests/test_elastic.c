@@ -22,7 +22,11 @@ enum { DIE, STOP };
 
 typedef struct arg {
     int how, min;
+    int rejoin;       /* the victim forks its replacement, which joins the running job */
+    char peers[256];  /* every slot's address: joiners need them */
 } arg;
+
+#define JOIN_STEPS 60 /* with a joiner: enough steps (10 ms apart) that it comes in before the end */
 
 static float noisy(int k, size_t i, int step)
 {
@@ -40,6 +44,8 @@ static void fill(float *const *bufs, int first, int n, int step)
             bufs[s][e] = noisy(first + s, e, step);
 }
 
+static void body(const arg *a, ddl_comm *c, int old_rank, int world);
+
 /* go: the victim's end: killed now, or stopped (a grandchild kills it after 2 s, past the test) */
 static void go(int how)
 {
@@ -54,29 +60,81 @@ static void go(int how)
     raise(SIGSTOP);
 }
 
-static void rank_body(int rank, int world, void *p)
+static ddl_comm_config elastic_config(const arg *a, int rank, int world)
 {
-    const arg *a = p;
     ddl_comm_config cfg = make_config(rank, world, 20000);
     cfg.heartbeat_timeout_ms = 1000;
     cfg.heartbeat_interval_ms = 100;
     cfg.elastic_min = a->min;
     cfg.elastic_max = world;
+    if (a->peers[0]) {
+        cfg.master = NULL;
+        cfg.peers = a->peers;
+    }
+    return cfg;
+}
+
+/* replacement: the victim's child, after the others regrouped without it: join, take the step
+ * from the leader, go on as a rank */
+static void replacement(const arg *a, int slot, int world)
+{
+    for (int fd = 3; fd < 1024; fd++) /* a new process: none of the victim's sockets (they would keep its links open) */
+        if (fd != ranks_report_fd)
+            close(fd);
+    usleep(150 * 1000);
+    ddl_comm_config cfg = elastic_config(a, slot, world);
+    cfg.join = 1;
+    ddl_comm *c = ranks_open(&cfg);
+    if (!c)
+        _exit(1);
+    ddl_regroup g;
+    CHECK(ddl_comm_joined(c, &g) == 1 && g.world == world && ddl_comm_rank(c) == slot && g.behind >= 1);
+    body(a, c, slot, world);
+    char line[64];
+    int n = snprintf(line, sizeof line, "r %d %d\n", check_passed, check_failed);
+    if (write(ranks_report_fd, line, (size_t)n) != n)
+        _exit(3);
+    _exit(check_failed ? 1 : 0);
+}
+
+static void rank_body(int rank, int world, void *p)
+{
+    const arg *a = p;
+    ddl_comm_config cfg = elastic_config(a, rank, world);
     ddl_comm *c = ranks_open(&cfg);
     if (!c)
         return;
+    body(a, c, rank, world);
+}
+
+static void body(const arg *a, ddl_comm *c, int old_rank, int world)
+{
     float *mine[V], *all[V];
     for (int s = 0; s < V; s++) {
         mine[s] = malloc(COUNT * sizeof(float));
         all[s] = malloc(COUNT * sizeof(float));
     }
-    int old_rank = rank, regroups = 0, ok = 1;
-    for (long step = 0; step < STEPS && ok;) {
+    int regroups = 0, ok = 1, joined = ddl_comm_joined(c, NULL);
+    long steps = a->rejoin ? JOIN_STEPS : STEPS, step = 0;
+    if (joined) { /* the step comes from the leader */
+        ddl_regroup g;
+        ddl_comm_joined(c, &g);
+        int64_t s64 = 0;
+        CHECK(ddl_comm_broadcast(c, &s64, 1, DDL_INT64, g.leader) == DDL_OK);
+        step = (long)s64;
+        CHECK(step == g.step && step > AT);
+    }
+    while (step < steps && ok) {
         int r = ddl_comm_rank(c), w = ddl_comm_size(c);
         int first = r * V / w, n = (r + 1) * V / w - first;
         fill(mine, first, n, (int)step);
-        if (old_rank == VICTIM && step == AT)
+        if (a->rejoin)
+            usleep(10 * 1000);
+        if (old_rank == VICTIM && step == AT && !joined) {
+            if (a->rejoin && fork() == 0)
+                replacement(a, old_rank, world);
             go(a->how);
+        }
         double t0 = ranks_now();
         int st = ddl_comm_allreduce_shards(c, mine, first, n, V, COUNT);
         if (st == DDL_OK) {
@@ -104,12 +162,25 @@ static void rank_body(int rank, int world, void *p)
         }
         regroups++;
         if (g.rank == 0)
-            fprintf(stderr, "   %s: failed call to regrouped %.0f ms, of which the regroup %.0f ms\n",
-                    ddl_comm_transport_name(c), took * 1000, g.ms);
+            fprintf(stderr, "   %s: failed call to regrouped %.0f ms, of which the regroup %.0f ms (world %d)\n",
+                    ddl_comm_transport_name(c), took * 1000, g.ms, g.world);
+        if (g.generation == 2 || joined) { /* the replacement came in: everyone sends it the step */
+            CHECK(g.world == world && g.behind >= 1 && g.rank == old_rank);
+            int64_t s64 = step;
+            CHECK(ddl_comm_broadcast(c, &s64, 1, DDL_INT64, g.leader) == DDL_OK);
+            step = (long)s64;
+            regroups += 10;
+            continue;
+        }
         CHECK(g.world == world - 1 && g.old_world == world && g.generation == 1);
         CHECK(g.n_lost == 1 && g.lost[0] == VICTIM);
         CHECK(g.rank == old_rank - (old_rank > VICTIM)); /* the old order */
-        CHECK(g.step == AT && g.behind == 0);
+        CHECK(g.step == AT);
+        if (g.behind) { /* a rank whose sum of step AT - 1 was cut short by the death: the leader's step */
+            int64_t s64 = step;
+            CHECK(ddl_comm_broadcast(c, &s64, 1, DDL_INT64, g.leader) == DDL_OK);
+            CHECK(s64 == AT);
+        }
         /* a death is seen at once; a stop after the heartbeat timeout (1 s) and an interval */
         double limit = a->how == DIE ? 1.0 : 2.5;
         if (took > limit)
@@ -118,8 +189,10 @@ static void rank_body(int rank, int world, void *p)
         report_value(a->how == DIE ? "regroup_ms_die" : "regroup_ms_stop", 0); /* all agree it happened */
         step = g.step;
     }
-    if (ok && a->min <= world - 1)
-        CHECK(regroups == 1);
+    if (ok && a->min <= world - 1 && !joined)
+        CHECK(regroups == (a->rejoin ? 12 : 1)); /* rejoin: 1 + (1 + 10) */
+    if (a->rejoin) /* the replacement made the world whole again */
+        CHECK(ddl_comm_size(c) == world);
     for (int s = 0; s < V; s++) {
         free(mine[s]);
         free(all[s]);
@@ -147,11 +220,17 @@ int main(void)
     for (int t = 0; t < 3; t++) {
         if (!ddl_transport_find(tps[t]))
             continue;
-        arg die = {DIE, 2}, stop = {STOP, 2}, floor3 = {DIE, 4};
+        arg die = {DIE, 2, 0, ""}, stop = {STOP, 2, 0, ""}, floor3 = {DIE, 4, 0, ""};
         fprintf(stderr, "%s: kill -9 of rank %d at step %d\n", tps[t], VICTIM, AT);
         run_ranks(tps[t], 4, rank_body, &die, 30, VICTIM);
         fprintf(stderr, "%s: SIGSTOP of rank %d at step %d\n", tps[t], VICTIM, AT);
         run_ranks(tps[t], 4, rank_body, &stop, 30, VICTIM);
+        arg back = {DIE, 2, 1, ""};
+        for (int r = 0, k = 0; r < 4; r++)
+            k += snprintf(back.peers + k, sizeof back.peers - (size_t)k, "%s127.0.0.1:%d", r ? "," : "",
+                          ranks_free_port(100 + 10 * t + r));
+        fprintf(stderr, "%s: kill -9 of rank %d at step %d, a replacement joins\n", tps[t], VICTIM, AT);
+        run_ranks(tps[t], 4, rank_body, &back, 30, VICTIM);
         if (t == 0) {
             fprintf(stderr, "%s: kill -9 below the elastic minimum\n", tps[t]);
             run_ranks(tps[t], 4, rank_body, &floor3, 30, VICTIM);

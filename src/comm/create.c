@@ -32,6 +32,9 @@ static int check_config(const ddl_comm_config *cfg, char *err, size_t n)
                                   (cfg->elastic_max && cfg->elastic_max < cfg->world_size))))
         return ddl__errf(err, n, DDL_EINVAL, "elastic %d:%d: need 1 <= min <= world size %d <= max <= %d (0: off)",
                          cfg->elastic_min, cfg->elastic_max, cfg->world_size, DDL__ELASTIC_MAX);
+    if (cfg->join && (cfg->elastic_min <= 0 || !cfg->peers || !cfg->peers[0] || cfg->world_size < 2))
+        return ddl__errf(err, n, DDL_EINVAL, "join (DDL_JOIN=1) replaces a rank of a running elastic job: it needs "
+                         "elastic mode (DDL_ELASTIC) and every rank's address (DDL_PEERS), as ddlrun --elastic sets");
     if (cfg->elastic_min > 0 && cfg->world_size > 1) {
         if (cfg->heartbeat_timeout_ms <= 0)
             return ddl__errf(err, n, DDL_EINVAL, "elastic mode needs heartbeats (DDL_HEARTBEAT_TIMEOUT_MS > 0): the "
@@ -151,6 +154,18 @@ int ddl_comm_create(const ddl_comm_config *cfg_in, const ddl_allocator *alloc, d
         c->cfg0 = cfg;
         c->cfg0.token = cfg.token ? c->token : NULL;
         c->cfg0.master = c->cfg0.peers = NULL;
+        if ((st = ddl__elastic_setup(c, &cfg, err, err_bytes)) != DDL_OK) {
+            ddl_comm_destroy(c);
+            return st;
+        }
+        if (cfg.join) { /* a replacement: admitted by the running job, which opens everything */
+            if ((st = ddl__comm_join(c, &cfg, err, err_bytes)) != DDL_OK) {
+                ddl_comm_destroy(c);
+                return st;
+            }
+            *out = c;
+            return DDL_OK;
+        }
     }
     if (c->tp)
         st = ddl__tp_open(c, &cfg);
@@ -183,6 +198,7 @@ void ddl_comm_destroy(ddl_comm *c)
     ddl__hier_free(c);
     ddl__hb_stop(&c->hb);
     ddl__tp_close(c);
+    ddl__elastic_free(c);
     ddl_allocator a = c->alloc;
     ddl__free(a.alloc ? &a : NULL, c);
 }

@@ -14,10 +14,21 @@
  * and the lowest rank that completed it. The others take the decision of their coordinator (and
  * pass it on once). Then every member reopens the transport in place with the members' old
  * addresses in old rank order (tcp, zmq) or a segment of the new generation's name (shm), and
- * starts a new heartbeat. */
+ * starts a new heartbeat.
+ *
+ * Ranks are renumbered at every regroup; what stays is each process's slot (its rank when the job
+ * began), and decisions name slots. A replacement for a lost slot (ddl_comm_config.join, as ddlrun
+ * --elastic starts one) sends join notes, under a key of the token and the job that does not
+ * change with the generation and stamped with its clock (an old one replayed is dropped), to
+ * every slot's heartbeat port (the port of that slot's entry in the peer list). The ranks take it
+ * as a reason to regroup; the coordinator counts the joiner in and sends it the decision (an
+ * admission, with the joiner's nonce); the joiner then opens the transport with the members. It
+ * joins a step behind everyone: the leader's state reaches it as it reaches any rank behind. */
 #include "impl.h"
 
 #include <errno.h>
+#include <netdb.h>
+#include <stdlib.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
@@ -28,14 +39,24 @@
 #define SUSPECT_MS 150 /* a rank a failed call named, silent this long since, is dead */
 #define ADDR_BYTES 64  /* an old address kept in scratch */
 
+#define JOIN_MS 300 /* a joiner heard within this long is counted in */
+
+typedef struct joiner {
+    uint64_t nonce;
+    struct sockaddr_in src;
+    int64_t heard; /* 0: none */
+} joiner;
+
 typedef struct regroup {
     int gen;          /* the generation being formed */
     int64_t t0;
-    unsigned char suspect[DDL__ELASTIC_MAX / 8], dead[DDL__ELASTIC_MAX / 8], in[DDL__ELASTIC_MAX / 8];
-    long step[DDL__ELASTIC_MAX];
+    unsigned char suspect[DDL__ELASTIC_MAX / 8], dead[DDL__ELASTIC_MAX / 8], in[DDL__ELASTIC_MAX / 8]; /* by rank */
+    long step[DDL__ELASTIC_MAX];       /* by rank */
+    joiner join[DDL__ELASTIC_MAX];     /* by slot */
     int decided_by;   /* the lowest rank whose decision we hold (-1: none) */
     int left_out;     /* a decision came that leaves this rank out */
-    unsigned char decision[DDL__HB_BODY_BYTES];
+    int want_join;    /* a rank heard a joiner: the coordinator waits a moment for its notes */
+    unsigned char decision[DDL__HB_BODY_BYTES]; /* its members are slots */
 } regroup;
 
 static int bit(const unsigned char *m, int j) { return m[j / 8] >> (j % 8) & 1; }
@@ -82,21 +103,45 @@ static void judge(ddl_comm *c, regroup *g, int64_t now)
     }
 }
 
+static int member_slot(const ddl_comm *c, int slot)
+{
+    for (int j = 0; j < c->world; j++)
+        if (c->slot_of[j] == slot)
+            return 1;
+    return 0;
+}
+
 static void take_note(ddl_comm *c, regroup *g, const ddl__hb_note *n)
 {
+    if (n->kind == DDL__HB_JOIN) { /* a replacement for a slot no rank holds */
+        if (n->from < c->elastic_max && !member_slot(c, n->from))
+            g->join[n->from] = (joiner){n->nonce, n->src, ddl__now_ms()};
+        return;
+    }
     if (ddl__get_le(n->body + 8, 4) != (uint64_t)g->gen)
         return; /* another generation's */
     if (n->kind == DDL__HB_REGROUP) {
         set_bit(g->in, n->from);
+        g->want_join |= (int)(ddl__get_le(n->body + 12, 4) & 1);
         g->step[n->from] = (long)ddl__get_le(n->body, 8);
         for (int j = 0; j < c->world; j++)
             if (bit(n->body + 16, j) && j != c->rank)
                 set_bit(g->suspect, j);
-    } else if (g->decided_by < 0 || n->from < g->decided_by || !bit(n->body + 16, c->rank)) {
+    } else if (n->kind == DDL__HB_DECIDE &&
+               (g->decided_by < 0 || n->from < g->decided_by || !bit(n->body + 16, c->slot))) {
         g->decided_by = n->from; /* a decision without us counts whoever made it: we are out */
-        g->left_out |= !bit(n->body + 16, c->rank);
+        g->left_out |= !bit(n->body + 16, c->slot);
         memcpy(g->decision, n->body, DDL__HB_BODY_BYTES);
     }
+}
+
+/* member_ranks: the ranks (this generation) whose slots the decision keeps, as a bitmap. */
+static void member_ranks(const ddl_comm *c, const unsigned char *slots, unsigned char *ranks)
+{
+    memset(ranks, 0, DDL__ELASTIC_MAX / 8);
+    for (int j = 0; j < c->world; j++)
+        if (bit(slots, c->slot_of[j]))
+            set_bit(ranks, j);
 }
 
 /* decide: the coordinator's decision, once every other rank has its note in or is dead. */
@@ -105,29 +150,54 @@ static int decide(ddl_comm *c, regroup *g, long my_step)
     for (int j = 0; j < c->world; j++)
         if (j != c->rank && !bit(g->in, j) && !bit(g->dead, j))
             return 0;
-    unsigned char members[DDL__ELASTIC_MAX / 8] = {0};
+    int64_t now = ddl__now_ms();
+    int joiners = 0;
+    for (int s = 0; s < c->elastic_max; s++)
+        joiners += g->join[s].heard && now - g->join[s].heard < JOIN_MS;
+    if (g->want_join && !joiners && now - g->t0 < 200)
+        return 0; /* its next note comes within 20 ms */
+    unsigned char members[DDL__ELASTIC_MAX / 8] = {0}, ranks[DDL__ELASTIC_MAX / 8];
     long top = my_step;
     g->step[c->rank] = my_step;
-    for (int j = 0; j < c->world; j++)
-        if (j == c->rank || (bit(g->in, j) && !bit(g->dead, j))) {
-            set_bit(members, j);
-            top = g->step[j] > top ? g->step[j] : top;
-        }
     int leader = -1, behind = 0;
     for (int j = 0; j < c->world; j++)
-        if (bit(members, j)) {
-            if (g->step[j] == top && leader < 0)
-                leader = j;
+        if (j == c->rank || (bit(g->in, j) && !bit(g->dead, j))) {
+            set_bit(members, c->slot_of[j]);
+            top = g->step[j] > top ? g->step[j] : top;
+        }
+    for (int j = 0; j < c->world; j++)
+        if (bit(members, c->slot_of[j])) {
+            if (g->step[j] == top && (leader < 0 || c->slot_of[j] < leader))
+                leader = c->slot_of[j];
             behind += g->step[j] < top;
+        }
+    for (int s = 0; s < c->elastic_max; s++)
+        if (g->join[s].heard && now - g->join[s].heard < JOIN_MS && !bit(members, s)) {
+            set_bit(members, s);
+            behind++; /* a joiner has nothing yet */
         }
     body_pack(g->decision, top, (uint32_t)g->gen, (uint32_t)leader | (uint32_t)behind << 16, members);
     g->decided_by = c->rank;
+    member_ranks(c, members, ranks);
     for (int k = 0; k < 3; k++) { /* datagrams may be lost; members pass it on once too */
         ddl__hb_note_all(&c->hb, DDL__HB_DECIDE, g->decision, NULL);
+        for (int s = 0; s < c->elastic_max; s++)
+            if (bit(members, s) && g->join[s].heard && !member_slot(c, s))
+                ddl__hb_join_note(&c->hb, &g->join[s].src, DDL__HB_ADMIT, (uint32_t)c->slot, (uint32_t)s,
+                                  g->join[s].nonce, g->decision);
         struct timespec ts = {0, 2 * 1000000L};
         nanosleep(&ts, NULL);
     }
     return 1;
+}
+
+static void list_ints(const unsigned char *map, int n, char *out, size_t bytes)
+{
+    size_t a = 0;
+    out[0] = '\0';
+    for (int j = 0; j < n && a + 8 < bytes; j++)
+        if (bit(map, j))
+            a += (size_t)snprintf(out + a, bytes - a, "%s%d", a ? "," : "", j);
 }
 
 /* agree: until a decision this rank takes; DDL_OK, or DDL_ETIMEDOUT. */
@@ -138,7 +208,7 @@ static int agree(ddl_comm *c, regroup *g, long my_step)
     for (;;) {
         int64_t now = ddl__now_ms();
         if (now >= next_note) {
-            body_pack(note, my_step, (uint32_t)g->gen, 0, c->suspects);
+            body_pack(note, my_step, (uint32_t)g->gen, (uint32_t)g->want_join, c->suspects);
             ddl__hb_note_all(&c->hb, DDL__HB_REGROUP, note, NULL);
             next_note = now + NOTE_MS;
         }
@@ -152,16 +222,14 @@ static int agree(ddl_comm *c, regroup *g, long my_step)
         if (coord == c->rank && g->decided_by < 0)
             (void)decide(c, g, my_step); /* then taken below */
         if (g->decided_by >= 0 && (g->decided_by <= coord || g->left_out)) {
-            if (g->decided_by != c->rank) /* pass it on once */
-                ddl__hb_note_all(&c->hb, DDL__HB_DECIDE, g->decision, g->decision + 16);
-            char who[160] = "", dead[160] = "";
-            for (int j = 0, a = 0, b = 0; j < c->world && j < 32; j++) {
-                if (bit(g->decision + 16, j))
-                    a += snprintf(who + a, sizeof who - (size_t)a, "%s%d", a ? "," : "", j);
-                if (bit(g->dead, j))
-                    b += snprintf(dead + b, sizeof dead - (size_t)b, "%s%d", b ? "," : "", j);
-            }
-            ddl__log(c->log, c->log_ud, DDL_LOG_INFO, "rank %d: regroup %d: rank %d decided on ranks %s (%d ms; dead "
+            unsigned char ranks[DDL__ELASTIC_MAX / 8];
+            member_ranks(c, g->decision + 16, ranks);
+            if (g->decided_by != c->rank && !g->left_out) /* pass it on once */
+                ddl__hb_note_all(&c->hb, DDL__HB_DECIDE, g->decision, ranks);
+            char who[160], dead[160];
+            list_ints(g->decision + 16, c->elastic_max, who, sizeof who);
+            list_ints(g->dead, c->world, dead, sizeof dead);
+            ddl__log(c->log, c->log_ud, DDL_LOG_INFO, "rank %d: regroup %d: rank %d decided on slots %s (%d ms; dead "
                      "here: %s)", c->rank, g->gen, g->decided_by, who, (int)(ddl__now_ms() - g->t0),
                      dead[0] ? dead : "none");
             return DDL_OK;
@@ -174,24 +242,42 @@ static int agree(ddl_comm *c, regroup *g, long my_step)
     }
 }
 
-/* reopen: the transport and the heartbeat again, among the members, in place. */
-static int reopen(ddl_comm *c, const unsigned char *members, int new_rank, int new_world, const char *addrs)
+/* peer_entry: slot s's entry of the peer list the comm was created with, into out ("" if none). */
+static void peer_entry(const ddl_comm *c, int s, char *out, size_t bytes)
+{
+    out[0] = '\0';
+    const char *p = c->peers0;
+    for (int k = 0; p && k < s; k++)
+        p = (p = strchr(p, ',')) ? p + 1 : NULL;
+    if (!p)
+        return;
+    size_t n = strcspn(p, ",");
+    snprintf(out, bytes, "%.*s", (int)(n < bytes ? n : bytes - 1), p);
+}
+
+/* reopen: the transport and the heartbeat again, among the members (slots), in place. addrs: each
+ * slot's address (ADDR_BYTES each; addrs[0] 0: the transport needs none); here: slots on this host. */
+static int reopen(ddl_comm *c, const unsigned char *members, const char *addrs, const unsigned char *here)
 {
     ddl_comm_config cfg = c->cfg0;
-    int local = 0, local_rank = 0;
+    int local = 0, local_rank = 0, new_rank = 0, new_world = 0;
     char *list = (char *)c->scratch + (size_t)DDL__ELASTIC_MAX * ADDR_BYTES;
     size_t used = 0;
     list[0] = '\0';
-    for (int j = 0; j < c->world; j++) {
-        if (!bit(members, j))
+    for (int s = 0; s < c->elastic_max; s++) {
+        if (!bit(members, s))
             continue;
-        if (j == c->rank || c->hb.peers[j].stack == c->hb.stack) { /* on this host */
-            local_rank += j < c->rank;
+        if (bit(here, s)) {
+            local_rank += s < c->slot;
             local++;
         }
-        used += (size_t)snprintf(list + used, (size_t)DDL__ELASTIC_MAX * (ADDR_BYTES + 1) - used, "%s%s",
-                                 used ? "," : "", addrs + (size_t)j * ADDR_BYTES);
+        new_rank += s < c->slot;
+        c->slot_of[new_world++] = s;
+        if (addrs[0])
+            used += (size_t)snprintf(list + used, (size_t)DDL__ELASTIC_MAX * (ADDR_BYTES + 1) - used, "%s%s",
+                                     used ? "," : "", addrs + (size_t)s * ADDR_BYTES);
     }
+    ddl__hier_free(c);
     ddl__hb_stop(&c->hb);
     ddl__hb_peer *peers = c->hb.peers;
     memset(&c->hb, 0, sizeof c->hb);
@@ -217,6 +303,7 @@ static int reopen(ddl_comm *c, const unsigned char *members, int new_rank, int n
     cfg.job = c->job;
     cfg.peers = addrs[0] ? list : NULL;
     cfg.master = NULL;
+    cfg.join = 0;
     cfg.timeout_ms = c->timeout_ms;
     char why[DDL_ERR_BYTES];
     int st = new_world > 1 ? ddl__tp_open(c, &cfg) : DDL_OK;
@@ -230,6 +317,28 @@ static int reopen(ddl_comm *c, const unsigned char *members, int new_rank, int n
         return ddl__comm_fail(c, st, "regroup %d: %s", c->generation, why);
     c->seq = 0;
     return DDL_OK;
+}
+
+/* outcome: what a decision means for this process, into out (slots counted as ranks in slot order). */
+static void outcome(const ddl_comm *c, const unsigned char *d, const unsigned char *was, ddl_regroup *out)
+{
+    const unsigned char *members = d + 16;
+    uint32_t lb = (uint32_t)ddl__get_le(d + 12, 4);
+    int leader_slot = (int)(lb & 0xffff);
+    out->behind = (int)(lb >> 16);
+    out->step = (long)ddl__get_le(d, 8);
+    out->leader = out->rank = out->world = 0;
+    for (int s = 0; s < c->elastic_max; s++) {
+        if (bit(members, s)) {
+            out->leader += s < leader_slot;
+            out->rank += s < c->slot;
+            out->world++;
+        } else if (bit(was, s) && out->n_lost < 8) {
+            out->lost[out->n_lost++] = s;
+        }
+    }
+    for (int k = out->n_lost; k < 8; k++)
+        out->lost[k] = -1;
 }
 
 int ddl_comm_regroup(ddl_comm *c, long step, ddl_regroup *out)
@@ -252,16 +361,30 @@ int ddl_comm_regroup(ddl_comm *c, long step, ddl_regroup *out)
     g.t0 = ddl__now_ms();
     g.decided_by = -1;
     memcpy(g.suspect, c->suspects, sizeof g.suspect);
-    /* the old addresses, while the transport can still tell them */
+    /* every slot's address: the members' from the transport while it can still tell them, the
+     * others' from the peer list (a joiner listens where its slot's entry says) */
     char *addrs = (char *)c->scratch;
-    addrs[0] = '\0';
-    for (int j = 0; j < c->world && strcmp(ddl__tp_name(c), "shm") != 0; j++) {
-        const char *a = ddl__tp_peer_address(c, j);
-        snprintf(addrs + (size_t)j * ADDR_BYTES, ADDR_BYTES, "%s", a ? a : "?");
+    int need_addrs = strcmp(ddl__tp_name(c), "shm") != 0;
+    unsigned char was[DDL__ELASTIC_MAX / 8] = {0}, here[DDL__ELASTIC_MAX / 8] = {0};
+    memset(addrs, 0, (size_t)DDL__ELASTIC_MAX * ADDR_BYTES);
+    for (int s = 0; s < c->elastic_max && need_addrs; s++)
+        peer_entry(c, s, addrs + (size_t)s * ADDR_BYTES, ADDR_BYTES);
+    for (int j = 0; j < c->world; j++) {
+        const char *a = need_addrs ? ddl__tp_peer_address(c, j) : NULL;
+        if (a)
+            snprintf(addrs + (size_t)c->slot_of[j] * ADDR_BYTES, ADDR_BYTES, "%s", a);
+        set_bit(was, c->slot_of[j]);
+        if (j == c->rank || c->hb.peers[j].stack == c->hb.stack)
+            set_bit(here, c->slot_of[j]);
     }
     ddl__hb_halt(&c->hb);
+    const ddl__hb_note *pj = &c->hb.pending_join; /* the joiner our thread heard, if it caused this */
+    if (c->hb.pending_join_ms && g.t0 - c->hb.pending_join_ms < 1000 && pj->from < c->elastic_max) {
+        g.join[pj->from] = (joiner){pj->nonce, pj->src, g.t0};
+        g.want_join = 1;
+    }
     unsigned char note[DDL__HB_BODY_BYTES];
-    body_pack(note, step, (uint32_t)g.gen, 0, c->suspects);
+    body_pack(note, step, (uint32_t)g.gen, (uint32_t)g.want_join, c->suspects);
     ddl__hb_note_all(&c->hb, DDL__HB_REGROUP, note, NULL); /* first, then the links close */
     ddl__tp_close(c);
     int64_t closed = ddl__now_ms();
@@ -274,53 +397,167 @@ int ddl_comm_regroup(ddl_comm *c, long step, ddl_regroup *out)
         return st;
     }
     const unsigned char *members = g.decision + 16;
-    int new_rank = 0, new_world = 0;
-    for (int j = 0; j < c->world; j++)
-        if (bit(members, j)) {
-            new_rank += j < c->rank;
-            new_world++;
-        } else if (out->n_lost < 8) {
-            out->lost[out->n_lost++] = j;
+    outcome(c, g.decision, was, out);
+    int joins = 0;
+    for (int s = 0; s < c->elastic_max; s++)
+        if (bit(members, s) && !bit(was, s)) {
+            joins++;
+            if (need_addrs && !addrs[(size_t)s * ADDR_BYTES]) {
+                ddl__hb_stop(&c->hb);
+                return ddl__comm_fail(c, DDL_EINVAL, "regroup: slot %d joins but the peer list has no address for "
+                                      "it", s);
+            }
         }
-    for (int k = out->n_lost; k < 8; k++)
-        out->lost[k] = -1;
-    uint32_t lb = (uint32_t)ddl__get_le(g.decision + 12, 4);
-    int leader_old = (int)(lb & 0xffff);
-    out->behind = (int)(lb >> 16);
-    out->step = (long)ddl__get_le(g.decision, 8);
-    out->leader = 0;
-    for (int j = 0; j < leader_old; j++)
-        out->leader += bit(members, j);
-    if (!bit(members, c->rank)) {
+    if (!bit(members, c->slot)) {
         ddl__hb_stop(&c->hb);
         return ddl__comm_fail(c, DDL_EPEER, "rank %d was left out of the job by rank %d's regroup (generation %d): "
                               "the others found it dead or silent", c->rank, g.decided_by, g.gen);
     }
-    if (new_world < c->elastic_min) {
+    if (out->world < c->elastic_min) {
         ddl__hb_stop(&c->hb);
         return ddl__comm_fail(c, DDL_EPEER, "only %d rank%s of %d live after a failure, fewer than the elastic "
-                              "minimum %d: the job stops (%s)", new_world, new_world == 1 ? "" : "s", c->world,
+                              "minimum %d: the job stops (%s)", out->world, out->world == 1 ? "" : "s", c->world,
                               c->elastic_min, out->why);
     }
-    if (strcmp(ddl__tp_name(c), "shm") != 0)
-        for (int j = 0; j < c->world; j++)
-            if (bit(members, j) && strcmp(addrs + (size_t)j * ADDR_BYTES, "?") == 0) {
-                ddl__hb_stop(&c->hb);
-                return ddl__comm_fail(c, DDL_EINVAL, "regroup: the %s transport did not tell rank %d's address",
-                                      ddl__tp_name(c), j);
-            }
+    for (int j = 0; j < c->world && need_addrs; j++)
+        if (bit(members, c->slot_of[j]) && !addrs[(size_t)c->slot_of[j] * ADDR_BYTES]) {
+            ddl__hb_stop(&c->hb);
+            return ddl__comm_fail(c, DDL_EINVAL, "regroup: the %s transport did not tell rank %d's address",
+                                  ddl__tp_name(c), j);
+        }
+    for (int s = 0; s < c->elastic_max; s++) /* a joiner: local if its entry names our host */
+        if (bit(members, s) && !bit(was, s) && need_addrs &&
+            strncmp(addrs + (size_t)s * ADDR_BYTES, addrs + (size_t)c->slot * ADDR_BYTES,
+                    strcspn(addrs + (size_t)c->slot * ADDR_BYTES, ":") + 1) == 0)
+            set_bit(here, s);
     int64_t agreed = ddl__now_ms();
-    if ((st = reopen(c, members, new_rank, new_world, addrs)) != DDL_OK)
+    if ((st = reopen(c, members, need_addrs ? addrs : "", here)) != DDL_OK)
         return st;
-    out->rank = c->rank;
-    out->world = c->world;
     out->generation = c->generation;
     out->ms = (double)(ddl__now_ms() - g.t0);
     ddl__log(c->log, c->log_ud, DDL_LOG_WARN, "rank %d is now rank %d of %d (generation %d, %.0f ms: closing the "
-             "links %d, agreeing %d, reconnecting %d; %d lost; step %ld)", out->old_rank, out->rank, out->world,
-             out->generation, out->ms, (int)(closed - g.t0), (int)(agreed - closed),
-             (int)(ddl__now_ms() - agreed), out->n_lost, out->step);
+             "links %d, agreeing %d, reconnecting %d; %d lost, %d joined; step %ld)", out->old_rank, out->rank,
+             out->world, out->generation, out->ms, (int)(closed - g.t0), (int)(agreed - closed),
+             (int)(ddl__now_ms() - agreed), out->n_lost, joins, out->step);
     return DDL_OK;
+}
+
+/* ---- set-up, and joining ---- */
+
+int ddl__elastic_setup(ddl_comm *c, const ddl_comm_config *cfg, char *err, size_t err_bytes)
+{
+    c->slot = cfg->rank;
+    for (int j = 0; j < DDL__ELASTIC_MAX; j++)
+        c->slot_of[j] = j;
+    if (!cfg->peers || !cfg->peers[0])
+        return DDL_OK; /* no joins: nobody could find the job */
+    size_t n = strlen(cfg->peers) + 1;
+    char *copy = (char *)ddl__alloc(c->alloc.alloc ? &c->alloc : NULL, n);
+    if (!copy)
+        return ddl__errf(err, err_bytes, DDL_ENOMEM, "rank %d: cannot copy the peer list", cfg->rank);
+    memcpy(copy, cfg->peers, n);
+    c->peers0 = copy;
+    char e[ADDR_BYTES];
+    for (int s = 0; s < c->elastic_max; s++) {
+        peer_entry(c, s, e, sizeof e);
+        const char *colon = strrchr(e, ':');
+        long port = colon ? strtol(colon + 1, NULL, 10) : 0;
+        c->slot_port[s] = (uint16_t)(port > 0 && port < 65536 ? port : 0);
+    }
+    return DDL_OK;
+}
+
+void ddl__elastic_free(ddl_comm *c)
+{
+    if (c->peers0)
+        ddl__free(c->alloc.alloc ? &c->alloc : NULL, (void *)c->peers0);
+    c->peers0 = NULL;
+}
+
+/* slot_dest: slot s's heartbeat address (its peer list entry's host, IPv4), 0 if it has one. */
+static int slot_dest(const ddl_comm *c, int s, struct sockaddr_in *out)
+{
+    char e[ADDR_BYTES];
+    peer_entry(c, s, e, sizeof e);
+    char *colon = strrchr(e, ':');
+    if (!colon || !c->slot_port[s])
+        return -1;
+    *colon = '\0';
+    struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_DGRAM}, *res = NULL;
+    if (getaddrinfo(e, NULL, &hints, &res) != 0 || !res)
+        return -1;
+    *out = *(const struct sockaddr_in *)(const void *)res->ai_addr;
+    out->sin_port = htons(c->slot_port[s]);
+    freeaddrinfo(res);
+    return 0;
+}
+
+int ddl__comm_join(ddl_comm *c, const ddl_comm_config *cfg, char *err, size_t err_bytes)
+{
+    int64_t t0 = ddl__now_ms(), deadline = t0 + c->timeout_ms, next = 0;
+    unsigned char card[DDL__HB_CARD_BYTES], body[DDL__HB_BODY_BYTES], none[DDL__ELASTIC_MAX / 8] = {0};
+    int st = ddl__hb_card(c, cfg, card, err, err_bytes); /* keys, and the socket at our slot's port */
+    if (st != DDL_OK)
+        return st;
+    c->hb.joining = 1;
+    ddl__log(c->log, c->log_ud, DDL_LOG_WARN, "slot %d: asking the running job in (job %s)", c->slot, c->job_base);
+    for (;;) {
+        int64_t now = ddl__now_ms();
+        if (now >= deadline) {
+            ddl__hb_stop(&c->hb);
+            return ddl__errf(err, err_bytes, DDL_ETIMEDOUT, "slot %d: no rank of job %s admitted this replacement "
+                             "within %d ms (is the job running, elastic, with the same token?)", c->slot, c->job_base,
+                             c->timeout_ms);
+        }
+        if (now >= next) {
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            body_pack(body, (long)((int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000), 0, 0, none);
+            for (int s = 0; s < c->elastic_max; s++) {
+                struct sockaddr_in d;
+                if (s != c->slot && slot_dest(c, s, &d) == 0)
+                    ddl__hb_join_note(&c->hb, &d, DDL__HB_JOIN, (uint32_t)c->slot, 0xffffffffu, c->hb.incarnation,
+                                      body);
+            }
+            next = now + NOTE_MS;
+        }
+        ddl__hb_note n;
+        if (!ddl__hb_poll(&c->hb, 5, &n) || n.kind != DDL__HB_ADMIT || !bit(n.body + 16, c->slot))
+            continue;
+        ddl_regroup *out = &c->join_info;
+        memset(out, 0, sizeof *out);
+        out->old_rank = -1;
+        outcome(c, n.body, none, out);
+        c->generation = (int)ddl__get_le(n.body + 8, 4) - 1;
+        char *addrs = (char *)c->scratch;
+        int need_addrs = strcmp(ddl__tp_name(c), "shm") != 0;
+        unsigned char here[DDL__ELASTIC_MAX / 8] = {0};
+        memset(addrs, 0, (size_t)DDL__ELASTIC_MAX * ADDR_BYTES);
+        for (int s = 0; s < c->elastic_max; s++) {
+            peer_entry(c, s, addrs + (size_t)s * ADDR_BYTES, ADDR_BYTES);
+            if (bit(n.body + 16, s) && strncmp(addrs + (size_t)s * ADDR_BYTES, addrs + (size_t)c->slot * ADDR_BYTES,
+                                                strcspn(addrs + (size_t)c->slot * ADDR_BYTES, ":") + 1) == 0)
+                set_bit(here, s);
+        }
+        c->world = c->capacity; /* reopen lays out from the members */
+        if ((st = reopen(c, n.body + 16, need_addrs ? addrs : "", here)) != DDL_OK)
+            return ddl__errf(err, err_bytes, st, "slot %d: admitted, then: %s", c->slot, c->err);
+        out->generation = c->generation;
+        out->ms = (double)(ddl__now_ms() - t0);
+        c->joined = 1;
+        ddl__log(c->log, c->log_ud, DDL_LOG_WARN, "slot %d joined as rank %d of %d (generation %d, %.0f ms, at step "
+                 "%ld)", c->slot, c->rank, c->world, c->generation, out->ms, out->step);
+        return DDL_OK;
+    }
+}
+
+int ddl_comm_joined(const ddl_comm *c, ddl_regroup *out)
+{
+    if (!c || !c->joined)
+        return 0;
+    if (out)
+        *out = c->join_info;
+    return 1;
 }
 
 int ddl_comm_elastic_min(const ddl_comm *c) { return c ? c->elastic_min : 0; }

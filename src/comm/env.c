@@ -230,6 +230,8 @@ int ddl_comm_config_from_env(ddl_comm_config *cfg, char *err, size_t err_bytes)
         if (cfg->elastic_min < 1 || (cfg->elastic_max && cfg->elastic_max < cfg->elastic_min))
             return ddl__errf(err, err_bytes, DDL_EINVAL, "DDL_ELASTIC=%s: need 1 <= MIN <= MAX", el);
     }
+    const char *jn = env_str("DDL_JOIN");
+    cfg->join = jn && strcmp(jn, "1") == 0;
     const char *z = env_str("DDL_COMPRESS");
     if (z && strcmp(z, "bf16") == 0)
         cfg->compress = DDL_COMPRESS_BF16;

@@ -146,11 +146,62 @@ static int card_read(ddl__hb *hb, int j, const unsigned char *p, const uint32_t 
 
 /* ---- datagrams ---- */
 
-static void beat_mac(const ddl__hb *hb, const unsigned char *p, size_t n, unsigned char *mac)
+static void keyed_mac(const unsigned char *key, const unsigned char *p, size_t n, unsigned char *mac)
 {
     unsigned char full[DDL__SHA256_BYTES];
-    ddl__hmac_sha256(hb->key, sizeof hb->key, p, n - HB_MAC_BYTES, full);
+    ddl__hmac_sha256(key, 32, p, n - HB_MAC_BYTES, full);
     memcpy(mac, full, HB_MAC_BYTES);
+}
+
+static void beat_mac(const ddl__hb *hb, const unsigned char *p, size_t n, unsigned char *mac)
+{
+    keyed_mac(hb->key, p, n, mac);
+}
+
+void ddl__hb_join_note(ddl__hb *hb, const struct sockaddr_in *dst, int kind, uint32_t from, uint32_t to, uint64_t nonce,
+                       const unsigned char *body)
+{
+    unsigned char p[HB_NOTE_BYTES];
+    hb->counter++;
+    ddl__put_le(p, HB_MAGIC, 4);
+    ddl__put_le(p + 4, (uint32_t)kind, 4);
+    ddl__put_le(p + 8, from, 4);
+    ddl__put_le(p + 12, to, 4);
+    ddl__put_le(p + 16, nonce, 8);
+    ddl__put_le(p + 24, hb->counter, 8);
+    memcpy(p + HB_HEAD_BYTES, body, DDL__HB_BODY_BYTES);
+    keyed_mac(hb->join_key, p, sizeof p, p + sizeof p - HB_MAC_BYTES);
+    (void)sendto(hb->fd, p, sizeof p, MSG_DONTWAIT | MSG_NOSIGNAL, (const struct sockaddr *)dst, sizeof *dst);
+}
+
+/* take_join: a joiner's note (DDL__HB_JOIN: from its slot, to anyone, its time in the body) or an
+ * admission (DDL__HB_ADMIT: to this joiner's slot, with its nonce), under the join key; 1 with
+ * note filled, else 0. A join more than 10 s off our clock is dropped (an old one replayed). */
+static int take_join(ddl__hb *hb, const unsigned char *p, ssize_t n, const struct sockaddr_in *src, ddl__hb_note *note)
+{
+    int kind = (int)ddl__get_le(p + 4, 4);
+    uint64_t from = ddl__get_le(p + 8, 4), to = ddl__get_le(p + 12, 4);
+    unsigned char mac[HB_MAC_BYTES];
+    if (n != HB_NOTE_BYTES || !hb->join_on || from >= DDL__ELASTIC_MAX)
+        return 0;
+    keyed_mac(hb->join_key, p, (size_t)n, mac);
+    if (!ddl__ct_equal(mac, p + n - HB_MAC_BYTES, HB_MAC_BYTES))
+        return 0;
+    if (kind == DDL__HB_JOIN) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        int64_t wall = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000, sent = (int64_t)ddl__get_le(p + 32, 8);
+        if (to != 0xffffffffu || sent < wall - 10000 || sent > wall + 10000)
+            return 0;
+    } else if (to != (uint64_t)hb->rank || ddl__get_le(p + 16, 8) != hb->incarnation) {
+        return 0; /* an admission for another joiner, or for an earlier try of ours */
+    }
+    note->kind = kind;
+    note->from = (int)from;
+    note->nonce = ddl__get_le(p + 16, 8);
+    note->src = *src;
+    memcpy(note->body, p + HB_HEAD_BYTES, DDL__HB_BODY_BYTES);
+    return 1;
 }
 
 /* send_to: one datagram of kind (with body, DDL__HB_BODY_BYTES, for regroup and decide) to rank j. */
@@ -184,11 +235,16 @@ static void send_all(ddl__hb *hb, int kind)
 
 /* take: one datagram; anything but an authentic, fresh one for us is dropped unread (0). A beat
  * or a goodbye is noted here; regroup and decide are left in note for the caller (1). */
-static int take(ddl__hb *hb, const unsigned char *p, ssize_t n, int64_t now, ddl__hb_note *note)
+static int take(ddl__hb *hb, const unsigned char *p, ssize_t n, int64_t now, const struct sockaddr_in *src,
+                ddl__hb_note *note)
 {
     if (n < HB_HEAD_BYTES || ddl__get_le(p, 4) != HB_MAGIC)
         return 0;
     int kind = (int)ddl__get_le(p + 4, 4);
+    if (kind == DDL__HB_JOIN || kind == DDL__HB_ADMIT)
+        return take_join(hb, p, n, src, note);
+    if (!hb->peers || hb->joining)
+        return 0;
     uint64_t from = ddl__get_le(p + 8, 4), to = ddl__get_le(p + 12, 4), counter = ddl__get_le(p + 24, 8);
     int note_kind = kind == DDL__HB_REGROUP || kind == DDL__HB_DECIDE;
     if ((kind != HB_BEAT && kind != HB_BYE && !note_kind) || n != (note_kind ? HB_NOTE_BYTES : HB_BEAT_BYTES) ||
@@ -227,16 +283,40 @@ static void regroup_seen(ddl__hb *hb, int from)
         hb->interrupt(hb->tp_state, from);
 }
 
+/* join_seen: a joiner for a slot that is not ours asks in: regroup, as for a peer's regroup. */
+static void join_seen(ddl__hb *hb, const ddl__hb_note *note)
+{
+    int slot = note->from;
+    for (int j = 0; j < hb->world; j++)
+        if (hb->slot_of && hb->slot_of[j] == slot)
+            return; /* a member's slot: a replay, or a confused process */
+    hb->pending_join = *note; /* the regroup counts it in */
+    hb->pending_join_ms = ddl__now_ms();
+    hb->fast = 1;
+    if (atomic_load(&hb->verdict))
+        return;
+    snprintf(hb->msg, sizeof hb->msg, "a replacement for rank slot %d asks to join (noticed by rank %d)", slot,
+             hb->rank);
+    hb->verdict_regroup = 1;
+    atomic_store(&hb->verdict, hb->rank + 1); /* not a peer's fault */
+    if (hb->interrupt)
+        hb->interrupt(hb->tp_state, hb->rank);
+}
+
 static void drain(ddl__hb *hb, int64_t now)
 {
     unsigned char p[HB_NOTE_BYTES + 1];
     for (int i = 0; i < 4 * hb->world + 16; i++) { /* bounded: a flood cannot keep the thread here */
-        ssize_t n = recv(hb->fd, p, sizeof p, MSG_DONTWAIT);
+        struct sockaddr_in src;
+        socklen_t sl = sizeof src;
+        ssize_t n = recvfrom(hb->fd, p, sizeof p, MSG_DONTWAIT, (struct sockaddr *)&src, &sl);
         if (n < 0)
             return;
-        ddl__hb_note note;
-        if (take(hb, p, n, now, &note) && note.kind == DDL__HB_REGROUP)
+        ddl__hb_note note = {0};
+        if (take(hb, p, n, now, &src, &note) && note.kind == DDL__HB_REGROUP)
             regroup_seen(hb, note.from);
+        else if (note.kind == DDL__HB_JOIN && note.from >= 0)
+            join_seen(hb, &note);
     }
 }
 
@@ -299,13 +379,22 @@ static void *hb_main(void *arg)
 
 /* ---- start, stop, ask ---- */
 
+/* udp_socket: bound where hb->want_port says (an elastic job's slot port: joiners know it), else
+ * to any free port. */
 static int udp_socket(ddl__hb *hb, int loopback_only, int *port)
 {
     hb->fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     if (hb->fd < 0)
         return -1;
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(loopback_only ? INADDR_LOOPBACK : INADDR_ANY)};
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(loopback_only ? INADDR_LOOPBACK : INADDR_ANY),
+                            .sin_port = htons((uint16_t)hb->want_port)};
     socklen_t len = sizeof a;
+    if (hb->want_port && bind(hb->fd, (struct sockaddr *)&a, sizeof a) == 0 &&
+        getsockname(hb->fd, (struct sockaddr *)&a, &len) == 0) {
+        *port = ntohs(a.sin_port);
+        return 0;
+    }
+    a.sin_port = 0; /* taken: joiners will not find this rank, the rest works */
     if (bind(hb->fd, (struct sockaddr *)&a, sizeof a) != 0 || getsockname(hb->fd, (struct sockaddr *)&a, &len) != 0)
         return -1;
     *port = ntohs(a.sin_port);
@@ -331,7 +420,15 @@ int ddl__hb_card(ddl_comm *c, const ddl_comm_config *cfg, unsigned char *card, c
     const char *tok = cfg->token ? cfg->token : "";
     ddl__hmac_sha256(tok, strlen(tok), label, (size_t)ll < sizeof label ? (size_t)ll : sizeof label - 1, hb->key);
     hb->nmine = own_addresses(hb->mine);
-    int port = 0, one_host = cfg->local_size == cfg->world_size;
+    if (c->elastic_min > 0) { /* joiners: HMAC(token, "ddl elastic join 1 " job), whatever the generation */
+        ll = snprintf(label, sizeof label, "ddl elastic join 1 %s", c->job_base);
+        ddl__hmac_sha256(tok, strlen(tok), label, (size_t)ll < sizeof label ? (size_t)ll : sizeof label - 1,
+                         hb->join_key);
+        hb->join_on = 1;
+        hb->want_port = c->slot_port[c->slot];
+        hb->slot_of = c->slot_of;
+    }
+    int port = 0, one_host = cfg->local_size == cfg->world_size && !hb->want_port;
     if (udp_socket(hb, one_host, &port) != 0 || (hb->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0) {
         int e = errno;
         ddl__hb_stop(hb);
@@ -383,7 +480,9 @@ int ddl__hb_poll(ddl__hb *hb, int wait_ms, ddl__hb_note *note)
 {
     unsigned char p[HB_NOTE_BYTES + 1];
     for (int i = 0; i < 4 * hb->world + 16; i++) { /* bounded, as drain */
-        ssize_t n = recv(hb->fd, p, sizeof p, MSG_DONTWAIT);
+        struct sockaddr_in src;
+        socklen_t sl = sizeof src;
+        ssize_t n = recvfrom(hb->fd, p, sizeof p, MSG_DONTWAIT, (struct sockaddr *)&src, &sl);
         if (n < 0) {
             if (wait_ms <= 0)
                 return 0;
@@ -393,7 +492,7 @@ int ddl__hb_poll(ddl__hb *hb, int wait_ms, ddl__hb_note *note)
             wait_ms = 0;
             continue;
         }
-        if (take(hb, p, n, ddl__now_ms(), note))
+        if (take(hb, p, n, ddl__now_ms(), &src, note))
             return 1;
     }
     return 0;

@@ -45,6 +45,16 @@ typedef struct ddl__call {
 #define DDL__HB_CARD_BYTES 128 /* what a rank tells the others at create */
 #define DDL__HB_TICK_MS 100    /* the heartbeat thread looks at least this often */
 
+/* A note: the heartbeat's datagrams that carry a regroup or a join (elastic.c); its body is
+ * DDL__HB_BODY_BYTES: step u64 | a u32 | b u32 | a bitmap of DDL__ELASTIC_MAX ranks or slots. */
+#define DDL__HB_BODY_BYTES 48
+typedef struct ddl__hb_note {
+    int kind, from;          /* from: a rank; for JOIN and ADMIT a slot */
+    uint64_t nonce;          /* JOIN, ADMIT: the joiner's */
+    struct sockaddr_in src;  /* where it came from */
+    unsigned char body[DDL__HB_BODY_BYTES];
+} ddl__hb_note;
+
 /* What the heartbeat knows of one other rank. heard_ms and left are written by the heartbeat
  * thread and read by the caller's; the rest is set before the thread starts. */
 typedef struct ddl__hb_peer {
@@ -62,6 +72,12 @@ typedef struct ddl__hb {
     int running;              /* the thread runs: stop() joins it */
     int fast;                 /* thread only: a peer regroups: beat every 40 ms */
     int quiet;                /* halted for a regroup: the thread leaves without a goodbye */
+    int want_port;            /* elastic with a peer list: bind the UDP socket to this slot's port (0: any) */
+    int join_on, joining;     /* join notes are read (elastic); this process is a joiner, not a member yet */
+    unsigned char join_key[32]; /* HMAC(token, "ddl elastic join 1 " job): joiners' notes, gen-independent */
+    const int *slot_of;       /* [world] each rank's slot (the comm's), for joins */
+    ddl__hb_note pending_join; /* the last joiner the thread heard (for the regroup it causes) */
+    int64_t pending_join_ms;   /* when (0: none) */
     int fd, wake_fd;          /* UDP socket; eventfd that wakes the thread to stop */
     int rank, world, interval_ms, timeout_ms;
     pthread_t thread;
@@ -117,6 +133,12 @@ struct ddl_comm {
     char token[256], job_base[64];
     unsigned char suspects[DDL__ELASTIC_MAX / 8]; /* ranks a failed call names (links broke, or silent) */
     struct ddl__hier *hier;    /* the two-level all-reduce (hier.c), or NULL */
+    int slot;                  /* this process's place in the job: its first rank (DDL_RANK), kept across regroups */
+    int slot_of[DDL__ELASTIC_MAX];        /* each rank's slot, this generation */
+    uint16_t slot_port[DDL__ELASTIC_MAX]; /* each slot's port in the peer list (0: none): its heartbeat's */
+    const char *peers0;        /* the peer list as created (a copy in the comm's memory), or NULL */
+    int joined;                /* this comm began as a joiner (ddl_comm_config.join) */
+    ddl_regroup join_info;     /* how it was admitted */
 };
 
 /* ddl__comm_begin: start a collective: check the sticky status, number it, remember what it is. */
@@ -150,12 +172,10 @@ void ddl__hb_stop(ddl__hb *hb);
 
 /* Notes: the heartbeat's datagrams that carry a regroup (elastic.c). A note's body is
  * DDL__HB_BODY_BYTES: step u64 | a u32 | b u32 | a bitmap of DDL__ELASTIC_MAX ranks. */
-#define DDL__HB_BODY_BYTES 48
-enum { DDL__HB_REGROUP = 3, DDL__HB_DECIDE = 4 };
-typedef struct ddl__hb_note {
-    int kind, from;
-    unsigned char body[DDL__HB_BODY_BYTES];
-} ddl__hb_note;
+enum { DDL__HB_REGROUP = 3, DDL__HB_DECIDE = 4, DDL__HB_JOIN = 5, DDL__HB_ADMIT = 6 };
+/* ddl__hb_join_note: a JOIN or ADMIT note to dst, under the join key. */
+void ddl__hb_join_note(ddl__hb *hb, const struct sockaddr_in *dst, int kind, uint32_t from, uint32_t to, uint64_t nonce,
+                       const unsigned char *body);
 /* ddl__hb_halt: join the thread without a goodbye; the socket stays for notes (stop closes it).
  * ddl__hb_note_all: a note to every other rank (only non-NULL: to the ranks of that bitmap).
  * ddl__hb_poll: the next authentic note within wait_ms (1, in note), else 0; beats that arrive
@@ -166,6 +186,14 @@ int ddl__hb_poll(ddl__hb *hb, int wait_ms, ddl__hb_note *note);
 
 /* ddl__comm_start_heartbeat: our card, everyone's by an allgather, then the thread (create.c). */
 int ddl__comm_start_heartbeat(ddl_comm *c, const ddl_comm_config *cfg, char *err, size_t err_bytes);
+/* elastic.c: ddl__elastic_setup: an elastic comm's slots (slot = rank at creation) and the peer
+ * list's ports (every slot's heartbeat listens there, so a joiner finds the job); DDL_OK or
+ * DDL_EINVAL/DDL_ENOMEM with err. ddl__comm_join: a replacement (cfg->join): ask the job's ranks in
+ * until they admit it, then open the transport among the members (DDL_OK, or the failure in err).
+ * ddl__elastic_free: what setup allocated. */
+int ddl__elastic_setup(ddl_comm *c, const ddl_comm_config *cfg, char *err, size_t err_bytes);
+int ddl__comm_join(ddl_comm *c, const ddl_comm_config *cfg, char *err, size_t err_bytes);
+void ddl__elastic_free(ddl_comm *c);
 /* ddl__comm_suspect: note rank r as one a failed call names (elastic.c reads them). */
 void ddl__comm_suspect(ddl_comm *c, int r);
 
