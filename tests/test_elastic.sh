@@ -1,7 +1,8 @@
 #!/bin/sh
 # test_elastic.sh - ddlrun --elastic 2:4: a 4-rank LeNet run in which a random rank is killed
 # (kill -9) or stopped (SIGSTOP) after a random step goes on with the other three in the same
-# processes, and ends with exit 0, world=3 and the weights of a run never disturbed (the same
+# processes; ddlrun starts a replacement for a killed rank, which joins the running job; every run
+# ends with exit 0, world=4 (joined) or 3, and the weights of a run never disturbed (the same
 # weights_crc), over tcp, shm and zmq. Each trial prints how long the survivors took from the
 # failed call to training again. Also: a second loss under MIN 3 stops the job with the reason,
 # and --elastic is refused where it cannot hold. ELASTIC_TRIALS (default 2) trials of each kind
@@ -21,6 +22,8 @@ rand() { echo $(( $(od -An -N2 -tu2 /dev/urandom) % ($2 - $1 + 1) + $1 )); }
 
 "$DDLRUN" -n 4 --elastic 5:8 true 2> "$tmp/err"
 [ $? -eq 2 ] && grep -q 'MIN <= the ranks started <= MAX' "$tmp/err"; check "--elastic MIN above the ranks refused" $?
+"$DDLRUN" -n 2 --replacements 1 true 2> "$tmp/err"
+[ $? -eq 2 ] && grep -q 'goes with --elastic' "$tmp/err"; check "--replacements without --elastic refused" $?
 "$DDLRUN" -n 2 --elastic 1:2 --restarts 1 true 2> "$tmp/err"
 [ $? -eq 2 ] && grep -q 'not both' "$tmp/err"; check "--elastic with --restarts refused" $?
 DDL_ELASTIC=2:x "$DDLRUN" -n 2 "$LENET" --epochs 1 --train-limit 64 2> "$tmp/err"
@@ -34,22 +37,33 @@ fi
 "$DDLRUN" -n 4 -t tcp "$LENET" $ARGS > "$tmp/ref" 2>&1; check "uninterrupted 4-rank run" $?
 ref=$(crc "$tmp/ref")
 
-# trial TRANSPORT HOW: a random rank fails after a random step
+# trial TRANSPORT HOW: a random rank fails after a random step (a killed one early enough that its
+# replacement, which ddlrun starts, can load the data and join before the end: then world=4)
 trial() {
     victim=$(rand 0 3); at=$(rand 2 120)
+    [ "$2" = kill ] && at=$(rand 2 40)
     DDL_TEST_FAIL="$victim:$at:$2" DDL_LOG_LEVEL=info timeout 60 "$DDLRUN" -n 4 -t "$1" --elastic 2:4 "$LENET" $ARGS \
         > "$tmp/out" 2> "$tmp/err"
     rc=$?
     got=$(crc "$tmp/out"); world=$(field world < "$tmp/out")
     ms=$(sed -n 's/.*regroup 1 took \([0-9]*\) ms.*/\1/p' "$tmp/err" | sort -n | tail -n 1)
-    echo "   $1, rank $victim $2 after step $at: exit $rc, world $world, regroup ${ms:-?} ms"
-    [ $rc -eq 0 ] && [ "$world" = 3 ] && [ "$got" = "$ref" ] && [ -n "$ref" ]
-    check "$1: rank $victim ${2}ped after step $at: 3 ranks finish with the undisturbed weights ($got vs $ref)" $?
+    want=3
+    grep -q "slot $victim joined as rank" "$tmp/err" && want=4
+    jms=$(sed -n 's/.*slot [0-9]* joined as rank .*(generation [0-9]*, \([0-9]*\) ms.*/\1/p' "$tmp/err")
+    echo "   $1, rank $victim $2 after step $at: exit $rc, world $world, regroup ${ms:-?} ms${jms:+, replacement joined in $jms ms}"
+    [ $rc -eq 0 ] && [ "$world" = $want ] && [ "$got" = "$ref" ] && [ -n "$ref" ]
+    check "$1: rank $victim ${2}ped after step $at: $want ranks finish with the undisturbed weights ($got vs $ref)" $?
+    if [ "$2" = kill ]; then
+        grep -q "ddlrun: started pid [0-9]* to take rank $victim's place" "$tmp/err"
+        check "$1: ddlrun starts a replacement for the killed rank $victim" $?
+        [ $want = 4 ] && joins=$((joins + 1))
+    fi
     [ $rc -eq 0 ] || tail -n 5 "$tmp/err"
     grep -q "ddlrun: rank $victim (pid [0-9]*) .*the other 3 go on\|ddlrun: rank $victim (pid [0-9]*) is stopped and the others finished without it" "$tmp/err"
     check "$1: ddlrun names rank $victim as lost" $?
     grep -q "elastic: world 4 -> 3 at step" "$tmp/err"; check "$1: the survivors log the change of world" $?
 }
+joins=0
 for tp in tcp shm zmq; do
     k=0
     while [ $k -lt "$TRIALS" ]; do
@@ -59,11 +73,16 @@ for tp in tcp shm zmq; do
     done
 done
 
+[ $joins -ge 1 ]; check "at least one replacement joined in time ($joins of $((3 * TRIALS)))" $?
+
 # rank 0 dies: the new rank 0 opens an event file of its own in the same directory and writes
-# elastic/world_size 3 there (what the dead rank 0 had not flushed is lost with it)
-DDL_TEST_FAIL="0:40:kill" timeout 60 "$DDLRUN" -n 4 -t tcp --elastic 2:4 "$LENET" $ARGS --logdir "$tmp/logs" \
+# elastic/world_size 3 there (what the dead rank 0 had not flushed is lost with it); no
+# replacement (--replacements 0), so the world stays 3
+DDL_TEST_FAIL="0:40:kill" timeout 60 "$DDLRUN" -n 4 -t tcp --elastic 2:4 --replacements 0 "$LENET" $ARGS --logdir "$tmp/logs" \
     --log-every 10 > "$tmp/out" 2> "$tmp/err"
-check "rank 0 killed with --logdir: exit $?" $?
+rc=$?
+[ $rc -eq 0 ]; check "rank 0 killed with --logdir: exit $rc" $?
+[ $rc -eq 0 ] || tail -n 5 "$tmp/err"
 for f in "$tmp"/logs/events.out.tfevents.*; do "$BUILD/bin/ddl-plot" --dump "$f"; done > "$tmp/dump" 2>&1
 sizes=$(awk '$(NF - 1) == "elastic/world_size" { print $NF + 0 }' "$tmp/dump" | sort -u | tr '\n' ' ')
 [ "$(ls "$tmp"/logs/events.out.tfevents.* | wc -l)" -eq 2 ] && case " $sizes" in *" 3 "*) true ;; *) false ;; esac

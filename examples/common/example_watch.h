@@ -169,6 +169,13 @@ static int example_hosts(ddl_comm *comm, int world, char *out, size_t out_bytes)
  * gradient's size (collective; skipped with --quiet on every rank). */
 static int example_watch_start(example_watch *w, ddl_comm *comm, const ddl_model *m, ddl_trainer *tr)
 {
+    ddl_regroup j;
+    if (ddl_comm_joined(comm, &j)) { /* a replacement: the others are mid-run, no start-up collectives */
+        if (!w->quiet)
+            fprintf(stderr, "%s: joined the running job as rank %d of %d at step %ld (epoch %d)\n", w->prog,
+                    j.rank, j.world, ddl_trainer_step_count(tr), ddl_trainer_epoch_index(tr) + 1);
+        return DDL_OK;
+    }
     if (w->quiet)
         return DDL_OK;
     char hosts[320];
@@ -241,6 +248,12 @@ static void example_watch_follow(example_watch *w, const ddl_epoch_stats *es, lo
     int r = ddl_comm_rank(w->comm);
     w->world = es->world > 0 ? es->world : w->world;
     if (r != w->rank) {
+        if (r != 0 && w->events) { /* no longer rank 0 (a replacement took slot 0 back): its file ends */
+            if (ddl_summary_writer_flush(w->events) != DDL_OK)
+                fprintf(stderr, "%s: event file: %s\n", w->prog, ddl_summary_writer_error(w->events));
+            ddl_summary_writer_destroy(w->events);
+            w->events = NULL;
+        }
         w->rank = r;
         w->tty = r == 0 && !w->quiet && isatty(STDOUT_FILENO);
         char why[DDL_ERR_BYTES];

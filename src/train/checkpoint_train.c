@@ -200,6 +200,8 @@ int ddl_trainer_resume(ddl_trainer *t, const char *path, int flags, int *saved_w
     int64_t h[H_COUNT] = {0};
     if (saved_world)
         *saved_world = 0;
+    if (t->cfg.comm && ddl_comm_joined(t->cfg.comm, NULL))
+        return DDL_OK; /* a replacement: its state came from the running ranks (ddl_trainer_create) */
     if (t->rank == 0)
         h[H_STATUS] = root_load(t, path, flags, h);
     int rc;

@@ -14,8 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 
-/* sync: the leader's state to every rank; *ahead when it was later than ours. */
-static int sync_state(ddl_trainer *t, int leader, int *ahead)
+int ddl__trainer_sync(ddl_trainer *t, int leader, int *ahead)
 {
     ddl_comm *c = t->cfg.comm;
     int64_t head[3] = {t->step, t->pos, t->epoch};
@@ -26,12 +25,26 @@ static int sync_state(ddl_trainer *t, int leader, int *ahead)
     if (rc == DDL_OK)
         rc = ddl_comm_broadcast(c, t->opt_state, ddl_optim_state_floats(&t->cfg.optim, t->m->n_params), DDL_FLOAT32,
                                 leader);
+    /* the hash: every rank's CRC-32 of weights and optimizer state; the largest and the smallest
+     * (as the largest of its negation) must be ours */
+    size_t n_opt = ddl_optim_state_floats(&t->cfg.optim, t->m->n_params);
+    uint32_t crc = ddl_crc32(ddl_crc32(0, t->m->params, t->m->n_params * sizeof(float)), t->opt_state,
+                             n_opt * sizeof(float));
+    int64_t hash[2] = {(int64_t)crc, -(int64_t)crc};
+    if (rc == DDL_OK)
+        rc = ddl_comm_allreduce(c, hash, 2, DDL_INT64, DDL_MAX);
     if (rc != DDL_OK)
         return rc;
+    if (hash[0] != (int64_t)crc || -hash[1] != (int64_t)crc)
+        return ddl__errf(t->err, sizeof t->err, DDL_EMISMATCH, "state transfer at step %ld: rank %d holds CRC %08x "
+                         "of weights and optimizer state, others %08llx to %08llx", (long)head[0], t->rank,
+                         (unsigned)crc, (unsigned long long)-hash[1], (unsigned long long)hash[0]);
     t->step = (long)head[0];
     t->pos = (long)head[1];
     t->epoch = (int)head[2];
     *ahead = t->step > was;
+    if (*ahead) /* this epoch's statistics count from here on this rank */
+        ddl__trainer_reset_stats(t);
     return DDL_OK;
 }
 
@@ -63,7 +76,7 @@ int ddl__trainer_recover(ddl_trainer *t, int rc, const char *what, int *ahead)
         int64_t now = ddl_timeline_now();
         ddl_timeline_span(t->cfg.timeline, DDL_SPAN_REGROUP, t->step, now - (int64_t)(g.ms * 1e6), now,
                           (uint64_t)g.world);
-        if (!g.behind || (st = sync_state(t, g.leader, ahead)) == DDL_OK)
+        if (!g.behind || (st = ddl__trainer_sync(t, g.leader, ahead)) == DDL_OK)
             return DDL_OK;
         rc = st;
     }

@@ -108,6 +108,10 @@ void ddl__trainer_deal(ddl_trainer *t);
  * *ahead: this rank received a later state, and the step in flight is already done). Otherwise,
  * or if the regroup fails, the failure (in t->err). */
 int ddl__trainer_fail(ddl_trainer *t, int rc, const char *what); /* t->err = what failed, and why */
+/* ddl__trainer_sync (elastic.c): collective: the leader's step, data position, weights and
+ * optimizer state to every rank, then checked by a hash on all (DDL_EMISMATCH if one differs);
+ * *ahead when this rank's step moved on. */
+int ddl__trainer_sync(ddl_trainer *t, int leader, int *ahead);
 int ddl__trainer_recover(ddl_trainer *t, int rc, const char *what, int *ahead);
 int ddl__micro_start(ddl_trainer *t, char *err, size_t err_bytes);
 void ddl__micro_stop(ddl_trainer *t);

@@ -200,7 +200,16 @@ int ddl_trainer_create(const ddl_train_config *cfg_in, ddl_model *m, const ddl_d
     /* Rank 0's initial weights are everybody's: from the seed, or the model's own (imported). */
     if (!cfg->keep_weights)
         ddl_model_init_weights(m, cfg->seed);
-    if (cfg->comm) {
+    ddl_regroup joined;
+    if (cfg->comm && ddl_comm_joined(cfg->comm, &joined)) { /* a replacement: the running ranks' state */
+        int ahead;
+        if ((rc = ddl__trainer_sync(t, joined.leader, &ahead)) != DDL_OK) {
+            fail(t, rc, "state of the running job");
+            ddl__errf(err, err_bytes, rc, "%s", t->err);
+            ddl_trainer_destroy(t);
+            return rc;
+        }
+    } else if (cfg->comm) {
         int ahead; /* elastic: the ranks that live broadcast again from the new rank 0 */
         while ((rc = ddl_comm_broadcast(cfg->comm, m->params, m->n_params, DDL_FLOAT32, 0)) != DDL_OK &&
                (rc = ddl__trainer_recover(t, rc, "broadcast of the initial weights", &ahead)) == DDL_OK)

@@ -52,6 +52,7 @@
 typedef struct opts {
     int n, np, nodes, node_rank, tag_output, restarts, env_stdin, nx, bind;
     int elastic_min, elastic_max; /* --elastic MIN:MAX (0: not elastic) */
+    int replacements;             /* --replacements R (-1: not given: 3 per rank) */
     const char *transport, *master, *job, *token_file, *hosts, *hostfile, *agent, *log_dir;
     const char *xvars[MAX_XVARS]; /* -x VAR[=VALUE] */
     double timeout_s;
@@ -70,6 +71,7 @@ typedef struct rank {
     const char *host;     /* a head's agent: the host it runs on */
     char buf[2][LINE_BYTES];
     size_t fill[2];
+    int join;             /* --elastic: a replacement for a lost rank, started with DDL_JOIN=1 */
 } rank;
 
 /* One generation of ranks (or agents), from their start until the last has exited. */
@@ -88,6 +90,9 @@ typedef struct run {
     int elastic_min;                          /* --elastic: a rank may end while this many others run */
     int lost;                                 /* --elastic: ranks that ended badly while the others went on */
     int finished;                             /* --elastic: a rank ended well: the job is done */
+    long long finished_at;                    /* when (ms) */
+    const struct opts *o;                     /* --elastic on one node: to start replacements */
+    int replace_left, replaced;               /* replacements still allowed, and started */
 } run;
 
 /* options.c */

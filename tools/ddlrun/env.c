@@ -147,6 +147,22 @@ void setup_env(const opts *o)
         snprintf(buf, sizeof buf, "%d:%d", o->elastic_min, o->elastic_max);
         set_env("DDL_ELASTIC", buf);
     }
+    if (o->elastic_min && o->nodes == 1 && !getenv("DDL_PEERS")) { /* every rank's address, for replacements */
+        static char peers[MAX_RANKS * 24];
+        int ports[MAX_RANKS];
+        size_t used = 0;
+        for (int i = 0; i < o->n; i++) {
+            int fresh;
+            do { /* distinct: the kernel may hand a port out twice in a row */
+                ports[i] = free_port();
+                fresh = 1;
+                for (int k = 0; k < i; k++)
+                    fresh &= ports[k] != ports[i];
+            } while (!fresh);
+            used += (size_t)snprintf(peers + used, sizeof peers - used, "%s127.0.0.1:%d", i ? "," : "", ports[i]);
+        }
+        set_env("DDL_PEERS", peers);
+    }
     if (o->master)
         set_env("DDL_MASTER", o->master);
     else {

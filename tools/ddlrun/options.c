@@ -49,7 +49,10 @@ static hostlist_host hosts[HOSTLIST_MAX]; /* -H or --hostfile; opts.host points 
     "  --elastic MIN:MAX  elastic training (DDL_ELASTIC): when a rank dies or stops, the others regroup\n"  \
     "                  and go on in the same processes while at least MIN live (see docs/TRAINING.md);\n" \
     "                  ddlrun then reports the rank lost and does not stop the others. MAX (>= N) is the\n" \
-    "                  most ranks the job will have (the shards of its global batch)\n"                   \
+    "                  most ranks the job will have (the shards of its global batch). On one node a\n"    \
+    "                  killed rank gets a replacement that joins the running job at its next step\n"     \
+    "  --replacements R  --elastic: at most R replacements in all (default 3 per rank; 0: the job\n"    \
+    "                  only shrinks)\n"                                                                   \
     "  --bind cores    local rank i of N runs on the i-th N-th of the CPUs ddlrun may use (none: the\n"      \
     "                  default, the scheduler places them); nothing is bound with more ranks than CPUs\n"  \
     "  -h, --help      this text\n"                                                                          \
@@ -93,7 +96,7 @@ static void read_hosts(opts *o)
 void parse_args(int argc, char **argv, opts *o)
 {
     static const char *const transports[] = {"shm", "tcp", "zmq", "mpi", NULL};
-    enum { NODES = 256, NODE_RANK, MASTER, TIMEOUT, TAG_OUTPUT, JOB, RESTARTS, TOKEN_FILE, HOSTFILE, AGENT, ELASTIC,
+    enum { NODES = 256, NODE_RANK, MASTER, TIMEOUT, TAG_OUTPUT, JOB, RESTARTS, TOKEN_FILE, HOSTFILE, AGENT, ELASTIC, REPLACEMENTS,
            LOG_DIR, ENV_STDIN, BIND };
     static const char *const binds[] = {"none", "cores", NULL};
     static const struct option options[] = {
@@ -101,13 +104,14 @@ void parse_args(int argc, char **argv, opts *o)
         {"node-rank", required_argument, NULL, NODE_RANK}, {"master", required_argument, NULL, MASTER},
         {"timeout", required_argument, NULL, TIMEOUT}, {"tag-output", no_argument, NULL, TAG_OUTPUT},
         {"job", required_argument, NULL, JOB}, {"restarts", required_argument, NULL, RESTARTS},
-        {"elastic", required_argument, NULL, ELASTIC},
+        {"elastic", required_argument, NULL, ELASTIC}, {"replacements", required_argument, NULL, REPLACEMENTS},
         {"token-file", required_argument, NULL, TOKEN_FILE}, {"nproc-per-node", required_argument, NULL, 'n'},
         {"hostfile", required_argument, NULL, HOSTFILE}, {"ssh-agent", required_argument, NULL, AGENT},
         {"log-dir", required_argument, NULL, LOG_DIR}, {"bind", required_argument, NULL, BIND},
         {"env-stdin", no_argument, NULL, ENV_STDIN}, /* hidden */
         CLI_HELP_VERSION, {NULL, 0, NULL, 0}};
     memset(o, 0, sizeof *o);
+    o->replacements = -1;
     o->nodes = 1;
     cli_start(argv, "ddlrun");
     /* "+": stop at the first operand, PROGRAM, so that its own flags stay its own */
@@ -143,6 +147,7 @@ void parse_args(int argc, char **argv, opts *o)
         case JOB: o->job = optarg; break;
         case TOKEN_FILE: o->token_file = optarg; break;
         case RESTARTS: o->restarts = cli_int("--restarts", optarg, 0, 1000000); break;
+        case REPLACEMENTS: o->replacements = cli_int("--replacements", optarg, 0, 1000000); break;
         case ELASTIC: {
             char tail = 0;
             if (sscanf(optarg, "%d:%d%c", &o->elastic_min, &o->elastic_max, &tail) != 2 || o->elastic_min < 1 ||
@@ -186,6 +191,8 @@ void parse_args(int argc, char **argv, opts *o)
         cli_error("--elastic MIN:MAX needs MIN <= the ranks started <= MAX");
     if (o->elastic_min && o->restarts)
         cli_error("give --elastic or --restarts, not both");
+    if (o->replacements >= 0 && !o->elastic_min)
+        cli_error("--replacements goes with --elastic");
     if (o->n > MAX_RANKS)
         cli_error("-np: at most 1024 ranks on one node");
 }

@@ -69,6 +69,8 @@ void spawn_rank(const opts *o, rank *r, int local)
         setenv("DDL_RANK", buf, 1);
         snprintf(buf, sizeof buf, "%d", local);
         setenv("DDL_LOCAL_RANK", buf, 1);
+        if (r->join) /* a replacement: it asks the running ranks in (elastic) */
+            setenv("DDL_JOIN", "1", 1);
         if (o->bind && bind_rank(local, o->n) != 0)
             fprintf(stderr, "ddlrun: --bind cores: rank %d not bound: %s\n", r->id, strerror(errno));
         int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGCHLD, SIGPIPE};

@@ -63,7 +63,10 @@ static void reap(run *u)
             if (r->in >= 0)
                 close(r->in), r->in = -1;
             int bad = !WIFEXITED(status) || WEXITSTATUS(status) != 0;
-            u->finished |= !bad && u->elastic_min;
+            if (!bad && u->elastic_min && !u->finished) {
+                u->finished = 1;
+                u->finished_at = now_ms();
+            }
             if (!bad || u->got_signal || u->head_gone)
                 continue;
             if (u->elastic_min && (u->alive >= u->elastic_min || u->finished) && !u->failed_pid) { /* the others regroup (elastic) */
@@ -76,6 +79,15 @@ static void reap(run *u)
                 u->lost++;
                 fprintf(stderr, "ddlrun: rank %d (pid %d) %s; the other %d go on (elastic: they stop below %d)\n",
                         r->id, (int)pid, how, u->alive, u->elastic_min);
+                if (u->o && !u->finished && u->replace_left > 0) { /* a replacement asks the others in */
+                    u->replace_left--;
+                    u->replaced++;
+                    r->join = 1;
+                    spawn_rank(u->o, r, i);
+                    u->alive++;
+                    fprintf(stderr, "ddlrun: started pid %d to take rank %d's place (it joins at the others' next "
+                            "step)\n", (int)r->pid, r->id);
+                }
                 continue;
             }
             int first = !u->failed_pid;
@@ -129,15 +141,23 @@ static int stopped(const run *u, int i)
     return p && p[1] == ' ' && (p[2] == 'T' || p[2] == 't');
 }
 
-/* left_behind: --elastic, the job done: a rank still stopped was left out of it by the others. */
+/* left_behind: --elastic, the job done: a rank still stopped was left out of it by the others, and
+ * a replacement still running 5 s later came too late to join. */
 static void left_behind(run *u)
 {
-    for (int i = 0; u->finished && i < u->n; i++)
+    for (int i = 0; u->finished && i < u->n; i++) {
+        if (u->ranks[i].pid > 0 && u->ranks[i].join && now_ms() - u->finished_at > 5000) {
+            fprintf(stderr, "ddlrun: the job finished before the replacement for rank %d (pid %d) could join: "
+                    "stopped it\n", u->ranks[i].id, (int)u->ranks[i].pid);
+            kill(u->ranks[i].pid, SIGKILL);
+            u->ranks[i].join = 0;
+        }
         if (u->ranks[i].pid > 0 && stopped(u, i)) {
             fprintf(stderr, "ddlrun: rank %d (pid %d) is stopped and the others finished without it: killed\n",
                     u->ranks[i].id, (int)u->ranks[i].pid);
             kill(u->ranks[i].pid, SIGKILL);
         }
+    }
 }
 
 /* decide: the grace after the first failure is over: stop the others. */
@@ -250,8 +270,8 @@ int report(const run *u)
     if (u->head_gone) /* quietly: the head, if it lives, speaks for the job */
         return 1;
     if (!u->failed_pid && u->lost)
-        fprintf(stderr, "ddlrun: the job finished with %d of its %d ranks (elastic: %d lost on the way)\n",
-                u->n - u->lost, u->n, u->lost);
+        fprintf(stderr, "ddlrun: the job finished with %d of its %d ranks (elastic: %d lost on the way, %d "
+                "replacements started)\n", u->n - u->lost + u->replaced, u->n, u->lost, u->replaced);
     if (!u->failed_pid)
         return 0;
     int st = u->failed_status;
