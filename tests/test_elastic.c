@@ -22,11 +22,41 @@ enum { DIE, STOP };
 
 typedef struct arg {
     int how, min;
-    int rejoin;       /* the victim forks its replacement, which joins the running job */
+    int rejoin;       /* the victim forks its replacement, which joins the running job; 2: no
+                       * replacement, rank 1 forks a stranger with another token that tries to take
+                       * the victim's slot */
     char peers[256];  /* every slot's address: joiners need them */
 } arg;
 
-#define JOIN_STEPS 60 /* with a joiner: enough steps (10 ms apart) that it comes in before the end */
+#define JOIN_STEPS 60
+
+/* stranger: while the job runs without slot 2, a process without the token asks to take it: it is
+ * never admitted (its notes fail the join key's MAC), and the ranks never regroup for it */
+static void stranger(const arg *a, int world)
+{
+    for (int fd = 3; fd < 1024; fd++)
+        if (fd != ranks_report_fd)
+            close(fd);
+    usleep(150 * 1000);
+    ddl_comm_config cfg = make_config(2, world, 1500);
+    cfg.heartbeat_timeout_ms = 1000;
+    cfg.elastic_min = a->min;
+    cfg.elastic_max = world;
+    cfg.master = NULL;
+    cfg.peers = a->peers;
+    cfg.join = 1;
+    cfg.token = "not-the-job-token";
+    ddl_comm *c = NULL;
+    char err[DDL_ERR_BYTES] = "";
+    int st = ddl_comm_create(&cfg, NULL, &c, err, sizeof err);
+    CHECK(st == DDL_ETIMEDOUT && strstr(err, "no rank of job"));
+    ddl_comm_destroy(c);
+    char line[64];
+    int n = snprintf(line, sizeof line, "r %d %d\n", check_passed, check_failed);
+    if (write(ranks_report_fd, line, (size_t)n) != n)
+        _exit(3);
+    _exit(check_failed ? 1 : 0);
+} /* with a joiner: enough steps (10 ms apart) that it comes in before the end */
 
 static float noisy(int k, size_t i, int step)
 {
@@ -130,8 +160,10 @@ static void body(const arg *a, ddl_comm *c, int old_rank, int world)
         fill(mine, first, n, (int)step);
         if (a->rejoin)
             usleep(10 * 1000);
+        if (a->rejoin == 2 && old_rank == 1 && step == AT && fork() == 0)
+            stranger(a, world); /* it waits 150 ms: the others are 3 by then */
         if (old_rank == VICTIM && step == AT && !joined) {
-            if (a->rejoin && fork() == 0)
+            if (a->rejoin == 1 && fork() == 0)
                 replacement(a, old_rank, world);
             go(a->how);
         }
@@ -190,9 +222,11 @@ static void body(const arg *a, ddl_comm *c, int old_rank, int world)
         step = g.step;
     }
     if (ok && a->min <= world - 1 && !joined)
-        CHECK(regroups == (a->rejoin ? 12 : 1)); /* rejoin: 1 + (1 + 10) */
-    if (a->rejoin) /* the replacement made the world whole again */
+        CHECK(regroups == (a->rejoin == 1 ? 12 : 1)); /* rejoin: 1 + (1 + 10); a stranger: none for it */
+    if (a->rejoin == 1) /* the replacement made the world whole again */
         CHECK(ddl_comm_size(c) == world);
+    if (a->rejoin == 2) /* the stranger did not get in */
+        CHECK(ddl_comm_size(c) == world - 1);
     for (int s = 0; s < V; s++) {
         free(mine[s]);
         free(all[s]);
@@ -232,6 +266,10 @@ int main(void)
         fprintf(stderr, "%s: kill -9 of rank %d at step %d, a replacement joins\n", tps[t], VICTIM, AT);
         run_ranks(tps[t], 4, rank_body, &back, 30, VICTIM);
         if (t == 0) {
+            arg strange = back;
+            strange.rejoin = 2;
+            fprintf(stderr, "%s: a process with another token asks to join\n", tps[t]);
+            run_ranks(tps[t], 4, rank_body, &strange, 30, VICTIM);
             fprintf(stderr, "%s: kill -9 below the elastic minimum\n", tps[t]);
             run_ranks(tps[t], 4, rank_body, &floor3, 30, VICTIM);
             run_ranks(tps[t], 2, not_elastic, NULL, 30, -1);
