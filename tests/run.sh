@@ -11,18 +11,26 @@ export BUILD
 cd "$(dirname "$0")/.." || exit 1
 # under SAN=thread: libzmq's own threads are not instrumented (tests/tsan.supp says why)
 [ "$SAN" = thread ] && export TSAN_OPTIONS="${TSAN_OPTIONS:+$TSAN_OPTIONS }suppressions=$PWD/tests/tsan.supp"
-out_file=$(mktemp); trap 'rm -f "$out_file"' EXIT
+out_dir=$(mktemp -d); trap 'rm -rf "$out_dir"' EXIT
 total_pass=0; total_fail=0; total_skip=0
-for t in "$BUILD"/tests/test_* tests/test_*.sh; do
-    [ -e "$t" ] || continue
-    case "$t" in *.d|*.o) continue ;; esac
-    [ -x "$t" ] || [ "${t%.sh}" != "$t" ] || continue
-    name=$(basename "$t")
-    start=$(date +%s)
+# Tests that build or compute and assert nothing about time run two at a time, before the rest
+# (the 2 cores of make test's machines: they were 80 s of its 10 minutes); every other test runs
+# alone, since many bound how long something may take.
+BESIDE="test_install.sh test_cpus.sh test_onnx.sh test_onnx_import.sh test_ckpt_tool.sh test_cli.sh
+test_output_paths.sh test_plot_runs.sh test_plot_diverged.sh"
+
+# start T: run test T in the background, its output in $out_dir/NAME.out, its start time in .t0
+start() {
+    name=$(basename "$1")
+    date +%s > "$out_dir/$name.t0"
     # in the background for its process id, which names its files in /dev/shm (ddl-test-PID-N, ddl-fuzz-PID-*)
-    if [ "${t%.sh}" != "$t" ]; then sh "$t" > "$out_file" 2>&1 & else "$t" > "$out_file" 2>&1 & fi
-    pid=$!; wait $pid; rc=$?
-    out=$(cat "$out_file")
+    if [ "${1%.sh}" != "$1" ]; then sh "$1" > "$out_dir/$name.out" 2>&1 & else "$1" > "$out_dir/$name.out" 2>&1 & fi
+}
+
+# report NAME PID RC: its line, and the totals
+report() {
+    name=$1; pid=$2; rc=$3
+    out=$(cat "$out_dir/$name.out")
     line=$(printf '%s\n' "$out" | grep -E '^[0-9]+ passed, [0-9]+ failed' | tail -n 1)
     p=$(printf '%s' "$line" | sed -n 's/^\([0-9]*\) passed.*/\1/p'); p=${p:-0}
     f=$(printf '%s' "$line" | sed -n 's/.* \([0-9]*\) failed.*/\1/p'); f=${f:-0}
@@ -35,7 +43,7 @@ left in /dev/shm: $left"
     fi
     skip=$(printf '%s\n' "$out" | sed -n 's/^skipped: //p' | head -n 1)
     total_pass=$((total_pass + p)); total_fail=$((total_fail + f))
-    secs=$(( $(date +%s) - start ))
+    secs=$(( $(date +%s) - $(cat "$out_dir/$name.t0") ))
     if [ "$f" -ne 0 ]; then
         printf '%-28s FAIL (%s passed, %s failed, exit %s, %ss)\n' "$name" "$p" "$f" "$rc" "$secs"
         printf '%s\n' "$out" | tail -n 30 | sed 's/^/    /'
@@ -47,6 +55,33 @@ left in /dev/shm: $left"
     else
         printf '%-28s ok   (%s passed, %ss)\n' "$name" "$p" "$secs"
     fi
+}
+
+beside() { case " $(echo $BESIDE) " in *" $1 "*) return 0 ;; esac; return 1; }
+runnable() {
+    [ -e "$1" ] || return 1
+    case "$1" in *.d|*.o) return 1 ;; esac
+    [ -x "$1" ] || [ "${1%.sh}" != "$1" ]
+}
+
+# two at a time, in two lanes: a lane takes the next test as soon as its last one ended
+set --
+for t in "$BUILD"/tests/test_* tests/test_*.sh; do
+    runnable "$t" && beside "$(basename "$t")" && set -- "$@" "$t"
+done
+pa=""; pb=""; na=""; nb=""
+while [ $# -gt 0 ] || [ -n "$pa" ] || [ -n "$pb" ]; do
+    if [ -z "$pa" ] && [ $# -gt 0 ]; then start "$1"; pa=$!; na=$(basename "$1"); shift; fi
+    if [ -z "$pb" ] && [ $# -gt 0 ]; then start "$1"; pb=$!; nb=$(basename "$1"); shift; fi
+    if [ -n "$pa" ] && ! kill -0 "$pa" 2>/dev/null; then wait "$pa"; rc=$?; report "$na" "$pa" $rc; pa=""; fi
+    if [ -n "$pb" ] && ! kill -0 "$pb" 2>/dev/null; then wait "$pb"; rc=$?; report "$nb" "$pb" $rc; pb=""; fi
+    sleep 0.2
+done
+# the rest, one at a time
+for t in "$BUILD"/tests/test_* tests/test_*.sh; do
+    runnable "$t" && ! beside "$(basename "$t")" || continue
+    start "$t"; pid=$!; wait $pid; rc=$?
+    report "$(basename "$t")" $pid $rc
 done
 echo "$total_pass passed, $total_fail failed, $total_skip skipped"
 [ "$total_fail" -eq 0 ]

@@ -293,7 +293,7 @@ static int env_main(void)
         fprintf(stderr, "test_hier --env: rank %d: %s\n", cfg.rank, err);
         return 2;
     }
-    run_cases(c, cfg.local_size, cfg.algo != DDL_ALGO_RING, "", 1);
+    run_cases(c, cfg.local_size, cfg.algo == DDL_ALGO_HIER, "", 1);
     ddl_comm_destroy(c);
     return TEST_END();
 }
@@ -311,18 +311,20 @@ int main(int argc, char **argv)
         }
         for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
             int H = shapes[s][0], L = shapes[s][1];
-            run ru = {L, DDL_ALGO_AUTO, 1, -1, "hier"};
+            run ru = {L, DDL_ALGO_HIER, 1, -1, "hier"};
             for (int k = 0; k < 2; k++) /* twice: the same bits from run to run */
                 run_ranks(tps[t], H * L, rank_cases, &ru, 120, -1);
             printf("%s: %d hosts x %d ranks: every case the reference's bits, twice\n", tps[t], H, L);
         }
         run ring = {2, DDL_ALGO_RING, 0, -1, "ring"}; /* DDL_ALGO=ring: the flat ring on the same hosts */
         run_ranks(tps[t], 4, rank_cases, &ring, 120, -1);
+        run plain = {2, DDL_ALGO_AUTO, 0, -1, "ring"}; /* not asked for: the flat ring (same weights as one host) */
+        run_ranks(tps[t], 4, rank_cases, &plain, 120, -1);
         run uneven = {3, DDL_ALGO_HIER, 0, -1, "uneven"}; /* hosts of 3, 3 and 1 ranks: the flat ring */
         run_ranks(tps[t], 7, rank_cases, &uneven, 120, -1);
         printf("%s: DDL_ALGO_RING, and hosts of 3, 3 and 1 ranks: the flat order\n", tps[t]);
         for (int v = 0; v < 4; v += 3) {
-            run kill = {2, DDL_ALGO_AUTO, 1, v == 0 ? 3 : 0, ""};
+            run kill = {2, DDL_ALGO_HIER, 1, v == 0 ? 3 : 0, ""};
             run_ranks(tps[t], 4, rank_killed, &kill, 40, kill.victim);
         }
     }

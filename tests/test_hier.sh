@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.." || exit 1
 . tests/netns.sh
 NET=10.84.0
 netns_switch ddlhi $NET 4
-export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 DDL_TOKEN=hier-test-secret-0123456789
+export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 DDL_TOKEN=hier-test-secret-0123456789 DDL_ALGO=hier
 ns() { echo $HOST_NS | cut -d' ' -f"$1"; }
 seq_port=0
 

@@ -1,4 +1,6 @@
-/* hier.c - the two-level all-reduce (DDL_ALGO_HIER; chosen by itself when ranks share hosts).
+/* hier.c - the two-level all-reduce (DDL_ALGO_HIER, asked for: it adds in another order than the
+ * flat ring, so choosing it by itself would give a job on several hosts other weights than the
+ * same job on one, against "same results everywhere").
  * At create, over tcp or zmq, the ranks learn who shares a host (one allgather of a host key:
  * boot, network and mount namespace, host name; and of the block of ranks each was told is its
  * host's: rank - local_rank). When there are >= 2 hosts of the same number L >= 2 of ranks, each
@@ -150,7 +152,7 @@ static int open_local(ddl_comm *c, const ddl_comm_config *cfg, struct ddl__hier 
 int ddl__hier_setup(ddl_comm *c, const ddl_comm_config *cfg, char *err, size_t err_bytes)
 {
     const char *tn = c->tp ? c->tp->name : "";
-    if (c->world < 4 || c->elastic_min > 0 || (c->algo != DDL_ALGO_AUTO && c->algo != DDL_ALGO_HIER) ||
+    if (c->world < 4 || c->elastic_min > 0 || c->algo != DDL_ALGO_HIER ||
         (strcmp(tn, "tcp") != 0 && strcmp(tn, "zmq") != 0) || !ddl_transport_shm())
         return DDL_OK;
     const ddl_allocator *a = c->alloc.alloc ? &c->alloc : NULL;

@@ -88,6 +88,7 @@ typedef struct run {
     int watch_stdin;                          /* --env-stdin: EOF on stdin means the head is gone */
     int head_gone;                            /* it is: the ranks were stopped */
     int elastic_min;                          /* --elastic: a rank may end while this many others run */
+    int nodes;                                /* --nodes */
     int lost;                                 /* --elastic: ranks that ended badly while the others went on */
     int finished;                             /* --elastic: a rank ended well: the job is done */
     long long finished_at;                    /* when (ms) */

@@ -69,7 +69,10 @@ static void reap(run *u)
             }
             if (!bad || u->got_signal || u->head_gone)
                 continue;
-            if (u->elastic_min && (u->alive >= u->elastic_min || u->finished) && !u->failed_pid) { /* the others regroup (elastic) */
+            /* elastic: the others regroup while enough live (on several nodes each ddlrun sees only its
+             * own ranks: the ranks themselves stop below the minimum) */
+            int enough = u->nodes > 1 ? u->alive > 0 : u->alive >= u->elastic_min;
+            if (u->elastic_min && (enough || u->finished) && !u->failed_pid) {
                 char how[96];
                 if (WIFSIGNALED(status))
                     snprintf(how, sizeof how, "was killed by signal %d (%s)", WTERMSIG(status),
