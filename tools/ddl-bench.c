@@ -30,15 +30,21 @@ typedef struct opts {
     int n, iters, warmup, native, mac;
     size_t min_bytes, max_bytes;
     double factor;
+    int op;           /* OP_* */
 } opts;
+
+enum { OP_ALLREDUCE, OP_ALLGATHER, OP_BROADCAST };
+static const char *const op_names[] = {"allreduce", "allgather", "broadcast", NULL};
 
 /* ---- arguments ---- */
 
 #define USAGE                                                                                        \
-    "usage: ddl-bench allreduce -t shm|tcp|zmq|mpi -n RANKS [-b MIN] [-e MAX] [-f FACTOR]\n"         \
-    "                 [--iters K] [--warmup W] [--native] [--mac]\n"                                         \
-    "All-reduce float32 sums of every size from MIN to MAX bytes (times FACTOR each time) and\n"     \
-    "print, as nccl-tests do: bytes count time_us algbw_GBs busbw_GBs check.\n"                      \
+    "usage: ddl-bench allreduce|allgather|broadcast -t shm|tcp|zmq|mpi -n RANKS [-b MIN] [-e MAX]\n" \
+    "                 [-f FACTOR] [--iters K] [--warmup W] [--native] [--mac]\n"                      \
+    "All-reduce float32 sums (or all-gather, or broadcast from rank 0) of every size from MIN to\n"  \
+    "MAX bytes (times FACTOR each time; for all-gather the whole gathered vector) and print, as\n"   \
+    "nccl-tests do: bytes count time_us algbw_GBs busbw_GBs check (busbw: algbw x 2(n-1)/n for\n"    \
+    "all-reduce, x (n-1)/n for all-gather, x 1 for broadcast).\n"                                  \
     "  -t T            transport (default shm)\n"                                                    \
     "  -n RANKS        ranks to fork, 2 to 256 (not under mpirun or ddlrun: they start the ranks)\n" \
     "  -b MIN, -e MAX  sizes in bytes, with an optional K, M or G suffix (default 4K and 64M)\n"     \
@@ -68,12 +74,12 @@ static size_t parse_size(const char *flag, const char *s)
 
 static void parse_args(int argc, char **argv, opts *o)
 {
-    static const char *const commands[] = {"allreduce", NULL}, *const transports[] = {"shm", "tcp", "zmq", "mpi", NULL};
+    static const char *const transports[] = {"shm", "tcp", "zmq", "mpi", NULL};
     enum { ITERS = 256, WARMUP, NATIVE, MAC };
     static const struct option options[] = {
         {"iters", required_argument, NULL, ITERS}, {"warmup", required_argument, NULL, WARMUP},
         {"native", no_argument, NULL, NATIVE}, {"mac", no_argument, NULL, MAC}, CLI_HELP_VERSION, {NULL, 0, NULL, 0}};
-    *o = (opts){NULL, 0, 20, 5, 0, 0, 4096, (size_t)64 << 20, 4};
+    *o = (opts){NULL, 0, 20, 5, 0, 0, 4096, (size_t)64 << 20, 4, OP_ALLREDUCE};
     cli_start(argv, "ddl-bench");
     for (int c; (c = getopt_long(argc, argv, "ht:n:b:e:f:", options, NULL)) != -1;) {
         switch (c) {
@@ -92,8 +98,8 @@ static void parse_args(int argc, char **argv, opts *o)
         }
     }
     if (optind >= argc)
-        cli_error("no command: allreduce is the one there is");
-    cli_word("command", argv[optind], commands);
+        cli_error("no command: allreduce, allgather or broadcast");
+    o->op = cli_word("command", argv[optind], op_names);
     cli_end(argc, argv, optind + 1);
     if (o->min_bytes > o->max_bytes)
         cli_error("-b is larger than -e");
@@ -110,17 +116,35 @@ static double now_s(void)
 
 static float value(int rank, size_t i) { return (float)(i % 17) + (float)rank; }
 
-/* check_sum: all-reduce known values and verify the exact sum; 1 if right on every rank. */
-static int check_sum(ddl_comm *c, float *buf, size_t count, int *st)
+/* one_op: the operation on count floats of buf (all-gather: each rank's count / n from the start
+ * of buf into buf + count, so buf holds 2 count floats). */
+static int one_op(ddl_comm *c, const opts *o, float *buf, size_t count)
+{
+    size_t part = count / (size_t)ddl_comm_size(c);
+    if (o->op == OP_ALLGATHER)
+        return ddl_comm_allgather(c, buf, buf + count, part, DDL_FLOAT32);
+    if (o->op == OP_BROADCAST)
+        return ddl_comm_broadcast(c, buf, count, DDL_FLOAT32, 0);
+    return ddl_comm_allreduce(c, buf, count, DDL_FLOAT32, DDL_SUM);
+}
+
+/* check_sum: the operation on known values, the result verified exactly; 1 if right on every rank. */
+static int check_sum(ddl_comm *c, const opts *o, float *buf, size_t count, int *st)
 {
     int r = ddl_comm_rank(c), n = ddl_comm_size(c);
+    size_t part = count / (size_t)n;
     for (size_t i = 0; i < count; i++)
-        buf[i] = value(r, i);
-    if ((*st = ddl_comm_allreduce(c, buf, count, DDL_FLOAT32, DDL_SUM)) != DDL_OK)
+        buf[i] = o->op == OP_ALLGATHER ? value(r, i + (size_t)r * part) : value(r, i); /* gather: global index */
+    if ((*st = one_op(c, o, buf, count)) != DDL_OK)
         return 0;
     int64_t bad = 0;
     for (size_t i = 0; i < count; i++)
-        bad += buf[i] != (float)n * (float)(i % 17) + (float)(n * (n - 1) / 2);
+        if (o->op == OP_ALLGATHER)
+            bad += i < part * (size_t)n && buf[count + i] != value((int)(i / part), i);
+        else if (o->op == OP_BROADCAST)
+            bad += buf[i] != value(0, i);
+        else
+            bad += buf[i] != (float)n * (float)(i % 17) + (float)(n * (n - 1) / 2);
     *st = ddl_comm_allreduce(c, &bad, 1, DDL_INT64, DDL_SUM);
     return *st == DDL_OK && bad == 0;
 }
@@ -132,12 +156,12 @@ static int time_size(ddl_comm *c, const opts *o, float *buf, size_t count, doubl
     for (size_t i = 0; i < count; i++)
         buf[i] = value(ddl_comm_rank(c), i) * 1e-6f;
     for (int k = 0; k < o->warmup && st == DDL_OK; k++)
-        st = ddl_comm_allreduce(c, buf, count, DDL_FLOAT32, DDL_SUM);
+        st = one_op(c, o, buf, count);
     if (st == DDL_OK)
         st = ddl_comm_barrier(c);
     double t0 = now_s();
     for (int k = 0; k < o->iters && st == DDL_OK; k++)
-        st = ddl_comm_allreduce(c, buf, count, DDL_FLOAT32, DDL_SUM);
+        st = one_op(c, o, buf, count);
     double dt[1] = {(now_s() - t0) / o->iters};
     int64_t us = (int64_t)(dt[0] * 1e9); /* ns, as int64 so MAX is exact */
     if (st == DDL_OK)
@@ -150,22 +174,25 @@ static int run_rank(ddl_comm *c, const opts *o)
 {
     int n = ddl_comm_size(c), r = ddl_comm_rank(c), failed = 0;
     ddl_comm_set_native(c, o->native);
-    float *buf = malloc(o->max_bytes + 64);
+    float *buf = malloc(2 * o->max_bytes + 64);
     if (!buf)
         return fprintf(stderr, "ddl-bench: out of memory\n"), 1;
     if (r == 0) {
-        printf("# ddl-bench allreduce: transport %s, %d ranks, float32 sum%s%s, %d iterations after %d warmup\n",
-               ddl_comm_transport_name(c), n, o->native ? " (native)" : "", o->mac ? ", MAC on every message" : "",
-               o->iters, o->warmup);
+        printf("# ddl-bench %s: transport %s, %d ranks, float32%s%s%s, %d iterations after %d warmup\n",
+               op_names[o->op], ddl_comm_transport_name(c), n, o->op == OP_ALLREDUCE ? " sum" : "",
+               o->native ? " (native)" : "", o->mac ? ", MAC on every message" : "", o->iters, o->warmup);
         printf("%12s %12s %12s %10s %10s %6s\n", "bytes", "count", "time_us", "algbw_GBs", "busbw_GBs", "check");
         fflush(stdout);
     }
     for (double b = (double)o->min_bytes; b <= (double)o->max_bytes * 1.0000001; b *= o->factor) {
-        size_t count = (size_t)b / sizeof(float), bytes = count * sizeof(float);
+        size_t count = (size_t)b / sizeof(float);
+        if (o->op == OP_ALLGATHER) /* a whole part for every rank */
+            count -= count % (size_t)n;
+        size_t bytes = count * sizeof(float);
         double secs = 0;
         int st = time_size(c, o, buf, count, &secs), ok = 0;
         if (st == DDL_OK)
-            ok = check_sum(c, buf, count, &st);
+            ok = check_sum(c, o, buf, count, &st);
         if (st != DDL_OK) {
             fprintf(stderr, "ddl-bench: rank %d: %s: %s\n", r, ddl_strerror(st), ddl_comm_error(c));
             failed = 1;
@@ -174,8 +201,9 @@ static int run_rank(ddl_comm *c, const opts *o)
         failed |= !ok;
         if (r == 0) {
             double alg = secs > 0 ? (double)bytes / secs / 1e9 : 0;
-            printf("%12zu %12zu %12.2f %10.3f %10.3f %6s\n", bytes, count, secs * 1e6, alg,
-                   alg * 2.0 * (n - 1) / n, ok ? "ok" : "FAIL");
+            double bus = o->op == OP_ALLREDUCE ? 2.0 * (n - 1) / n : o->op == OP_ALLGATHER ? (double)(n - 1) / n : 1.0;
+            printf("%12zu %12zu %12.2f %10.3f %10.3f %6s\n", bytes, count, secs * 1e6, alg, alg * bus,
+                   ok ? "ok" : "FAIL");
             fflush(stdout);
         }
     }

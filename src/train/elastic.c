@@ -19,6 +19,7 @@ int ddl__trainer_sync(ddl_trainer *t, int leader, int *ahead)
     ddl_comm *c = t->cfg.comm;
     int64_t head[3] = {t->step, t->pos, t->epoch};
     long was = t->step;
+    int64_t t0 = ddl_timeline_now();
     int rc = ddl_comm_broadcast(c, head, 3, DDL_INT64, leader);
     if (rc == DDL_OK)
         rc = ddl_comm_broadcast(c, t->m->params, t->m->n_params, DDL_FLOAT32, leader);
@@ -43,6 +44,11 @@ int ddl__trainer_sync(ddl_trainer *t, int leader, int *ahead)
     t->pos = (long)head[1];
     t->epoch = (int)head[2];
     *ahead = t->step > was;
+    double ms = (double)(ddl_timeline_now() - t0) * 1e-6, mb = (double)(t->m->n_params + n_opt) * 4e-6;
+    if (*ahead || t->rank == leader)
+        ddl__log(t->cfg.log, t->cfg.log_ud, DDL_LOG_WARN, "elastic: state %s rank %d at step %ld: %.1f MB (weights "
+                 "and optimizer state) in %.1f ms, %.3f GB/s, CRC %08x on every rank", t->rank == leader ? "sent by" :
+                 "received from", leader, t->step, mb, ms, ms > 0 ? mb / ms : 0.0, (unsigned)crc);
     if (*ahead) /* this epoch's statistics count from here on this rank */
         ddl__trainer_reset_stats(t);
     return DDL_OK;

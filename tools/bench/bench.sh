@@ -29,7 +29,10 @@
 #   7. What DDL_COMPRESS costs in accuracy: LeNet, 2 ranks over tcp, 5 epochs, seeds 1, 2 and 42,
 #      test accuracy with none, bf16 and fp16 (the means over the seeds).
 # Environment: REPEAT (default 3), EPOCHS (default 1),
-# BENCH_ONLY=lenet|unet|scaling|threads|ops|load|graph|allreduce|mac|serve|pg|twohost|ps|wire|hier|compress,
+#   8. Elastic training: its cost with no failure (LeNet, 2 ranks shm and 4 tcp, --elastic against
+#      plain) and the state a replacement receives (U-Net, Adam) against an all-gather of the same
+#      bytes (elastic.sh).
+# BENCH_ONLY=lenet|unet|scaling|threads|ops|load|graph|allreduce|mac|serve|pg|twohost|ps|wire|hier|compress|elastic,
 # SCENES (default 1024),
 # SERVE_SECONDS (default 30), SERVE_CONNS (default 64).
 # Every section adds its figures to one table (tools/bench/lib.sh), printed at the end: each figure,
@@ -181,6 +184,10 @@ fi
 
 if [ -z "$ONLY" ] || [ "$ONLY" = hier ]; then # flat ring against the two-level all-reduce, 2 and 4 hosts x 2 ranks
     BUILD="$BUILD" REPEAT="$REPEAT" sh "$here/hier.sh"
+fi
+
+if [ -z "$ONLY" ] || [ "$ONLY" = elastic ]; then # elastic mode's cost, and a replacement's state transfer
+    BUILD="$BUILD" REPEAT="$REPEAT" sh "$here/elastic.sh"
 fi
 
 if [ -z "$ONLY" ] || [ "$ONLY" = twohost ]; then
