@@ -19,8 +19,10 @@ int ddl__trainer_sync(ddl_trainer *t, int leader, int *ahead)
     ddl_comm *c = t->cfg.comm;
     int64_t head[3] = {t->step, t->pos, t->epoch};
     long was = t->step;
+    int rc = ddl_comm_barrier(c); /* a joiner may still be setting up: the transfer is timed from here */
     int64_t t0 = ddl_timeline_now();
-    int rc = ddl_comm_broadcast(c, head, 3, DDL_INT64, leader);
+    if (rc == DDL_OK)
+        rc = ddl_comm_broadcast(c, head, 3, DDL_INT64, leader);
     if (rc == DDL_OK)
         rc = ddl_comm_broadcast(c, t->m->params, t->m->n_params, DDL_FLOAT32, leader);
     if (rc == DDL_OK)

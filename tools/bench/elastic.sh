@@ -3,7 +3,8 @@
 # REPEAT (default 3) alternated runs:
 #   1. what elastic mode costs with no failure: LeNet one epoch, 2 ranks over shm and 4 over tcp,
 #      `ddlrun --elastic 1:N` against plain `ddlrun`, images/s (target: elastic >= 0.98x);
-#   2. what a replacement costs: U-Net (Adam) on 4 ranks over tcp, rank 2 killed after step 10;
+#   2. what a replacement costs: U-Net (Adam, --width 32: 23 MB of weights and moments) on 4 ranks
+#      over tcp, rank 2 killed after step 2;
 #      its replacement receives weights and both Adam moments from the leader, and logs the bytes
 #      and the time ("elastic: state received from ..."); beside it, ddl-bench allgather over tcp
 #      of the same bytes on 4 ranks (what a plain all-gather moves in that time; target: the
@@ -40,13 +41,13 @@ for cfg in "2 shm" "4 tcp"; do
         "$(ratio "$b" "$a")" ">= 0.98" "-" "-"
 done
 
-echo "== a replacement joins: U-Net (Adam), 4 ranks over tcp, rank 2 killed after step 10"
-UARGS="--scenes 1024 --test-scenes 32 --epochs 1 --quiet --data $DATA"
+echo "== a replacement joins: U-Net (Adam, width 32), 4 ranks over tcp, rank 2 killed after step 2"
+UARGS="--scenes 384 --test-scenes 32 --epochs 1 --width 32 --quiet --data $DATA" # 23 MB of state
 ref=$("$BUILD/bin/ddlrun" -n 4 -t tcp "$BUILD/bin/unet" $UARGS 2>/dev/null | field weights_crc)
 : > "$tmp/rate"; : > "$tmp/ag"
 r=0
 while [ $r -lt "$REPEAT" ]; do
-    DDL_TEST_FAIL="2:10:kill" "$BUILD/bin/ddlrun" -n 4 -t tcp --elastic 2:4 "$BUILD/bin/unet" $UARGS \
+    DDL_TEST_FAIL="2:2:kill" "$BUILD/bin/ddlrun" -n 4 -t tcp --elastic 2:4 "$BUILD/bin/unet" $UARGS \
         > "$tmp/out" 2> "$tmp/err"
     got=$(field weights_crc < "$tmp/out"); world=$(field world < "$tmp/out")
     line=$(grep "elastic: state received from" "$tmp/err" | tail -n 1)
@@ -65,5 +66,5 @@ while [ $r -lt "$REPEAT" ]; do
 done
 a=$(median < "$tmp/rate"); b=$(median < "$tmp/ag")
 echo "elastic_rejoin: state_GBs=$a allgather_GBs=$b ratio=$(ratio "$a" "$b")"
-record "U-Net state to a replacement (weights + Adam moments), 4 ranks over tcp, GB/s" "$a" \
+record "U-Net (width 32) state to a replacement (weights + Adam moments), 4 ranks over tcp, GB/s" "$a" \
     "ddl-bench allgather of the same bytes" "$b" "$(ratio "$a" "$b")" ">= 0.8" "-" "-"
