@@ -106,11 +106,10 @@ static ddl_comm_config elastic_config(const arg *a, int rank, int world)
 
 /* replacement: the victim's child, after the others regrouped without it: join, take the step
  * from the leader, go on as a rank */
-static void replacement(const arg *a, int slot, int world)
+/* replacement_run: the replacement's life, in a process of its own (exec'd, so no thread of the
+ * victim's, which TSAN cannot follow through a fork): join, take the step from the leader, go on */
+static void replacement_run(const arg *a, int slot, int world)
 {
-    for (int fd = 3; fd < 1024; fd++) /* a new process: none of the victim's sockets (they would keep its links open) */
-        if (fd != ranks_report_fd)
-            close(fd);
     usleep(150 * 1000);
     ddl_comm_config cfg = elastic_config(a, slot, world);
     cfg.join = 1;
@@ -125,6 +124,23 @@ static void replacement(const arg *a, int slot, int world)
     if (write(ranks_report_fd, line, (size_t)n) != n)
         _exit(3);
     _exit(check_failed ? 1 : 0);
+}
+
+/* replacement: in the victim's child: a new process (exec) for replacement_run */
+static void replacement(const arg *a, int slot, int world)
+{
+    for (int fd = 3; fd < 1024; fd++) /* none of the victim's sockets (they would keep its links open) */
+        if (fd != ranks_report_fd)
+            close(fd);
+    char s_slot[16], s_world[16], s_port[16], s_fd[16], s_min[16];
+    snprintf(s_slot, sizeof s_slot, "%d", slot);
+    snprintf(s_world, sizeof s_world, "%d", world);
+    snprintf(s_port, sizeof s_port, "%d", ranks_port);
+    snprintf(s_fd, sizeof s_fd, "%d", ranks_report_fd);
+    snprintf(s_min, sizeof s_min, "%d", a->min);
+    execl("/proc/self/exe", "test_elastic", "--replacement", ranks_transport, ranks_job, s_port, s_fd, s_slot, s_world,
+          s_min, a->peers, (char *)NULL);
+    _exit(127);
 }
 
 static void rank_body(int rank, int world, void *p)
@@ -247,9 +263,19 @@ static void not_elastic(int rank, int world, void *p)
     ddl_comm_destroy(c);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
     signal(SIGPIPE, SIG_IGN);
+    if (argc == 10 && strcmp(argv[1], "--replacement") == 0) { /* replacement(): TRANSPORT JOB PORT FD SLOT WORLD MIN PEERS */
+        static arg a = {DIE, 2, 1, ""};
+        ranks_transport = argv[2];
+        snprintf(ranks_job, sizeof ranks_job, "%s", argv[3]);
+        ranks_port = atoi(argv[4]);
+        ranks_report_fd = atoi(argv[5]);
+        a.min = atoi(argv[8]);
+        snprintf(a.peers, sizeof a.peers, "%s", argv[9]);
+        replacement_run(&a, atoi(argv[6]), atoi(argv[7]));
+    }
     const char *tps[] = {"tcp", "shm", "zmq"};
     for (int t = 0; t < 3; t++) {
         if (!ddl_transport_find(tps[t]))

@@ -75,6 +75,9 @@ done
 
 [ $joins -ge 1 ]; check "at least one replacement joined in time ($joins of $((3 * TRIALS)))" $?
 
+# DDL_MAC=1 (a MAC on every message): the regroup and the join reopen the links with it
+DDL_MAC=1 trial tcp kill
+
 # rank 0 dies: the new rank 0 opens an event file of its own in the same directory and writes
 # elastic/world_size 3 there (what the dead rank 0 had not flushed is lost with it); no
 # replacement (--replacements 0), so the world stays 3

@@ -29,7 +29,7 @@ host() {
 }
 
 trial() {
-    port=$(( 35000 + ($$ + k * 13) % 2000 ))
+    port=$(( 35000 + ($$ + k * 13 + ${#1} * 7) % 2000 ))
     victim=$(rand 2 3); at=$(rand 2 100)
     host "$A" 0 > "$tmp/a" 2> "$tmp/ea" &
     pa=$!
@@ -47,7 +47,6 @@ trial() {
 k=0
 while [ $k -lt "$TRIALS" ]; do
     trial kill
-    k=$((k + 1))
     trial stop
     k=$((k + 1))
 done
