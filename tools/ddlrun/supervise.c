@@ -129,7 +129,8 @@ static void find_frozen(run *u)
     }
 }
 
-/* stopped: rank i's process is stopped (state T or t in /proc/PID/stat). */
+/* stopped: rank i's process is stopped by a signal (state T in /proc/PID/stat; not t, a tracing
+ * stop, as LeakSanitizer's check at exit makes for a moment). */
 static int stopped(const run *u, int i)
 {
     char path[64], buf[512];
@@ -141,7 +142,7 @@ static int stopped(const run *u, int i)
     fclose(f);
     buf[n] = '\0';
     const char *p = strrchr(buf, ')');
-    return p && p[1] == ' ' && (p[2] == 'T' || p[2] == 't');
+    return p && p[1] == ' ' && p[2] == 'T';
 }
 
 /* left_behind: --elastic, the job done: a rank still stopped was left out of it by the others, and
@@ -155,7 +156,7 @@ static void left_behind(run *u)
             kill(u->ranks[i].pid, SIGKILL);
             u->ranks[i].join = 0;
         }
-        if (u->ranks[i].pid > 0 && stopped(u, i)) {
+        if (u->ranks[i].pid > 0 && now_ms() - u->finished_at > 1000 && stopped(u, i)) {
             fprintf(stderr, "ddlrun: rank %d (pid %d) is stopped and the others finished without it: killed\n",
                     u->ranks[i].id, (int)u->ranks[i].pid);
             kill(u->ranks[i].pid, SIGKILL);
