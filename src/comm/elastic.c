@@ -208,7 +208,12 @@ static int agree(ddl_comm *c, regroup *g, long my_step)
     for (;;) {
         int64_t now = ddl__now_ms();
         if (now >= next_note) {
-            body_pack(note, my_step, (uint32_t)g->gen, (uint32_t)g->want_join, c->suspects);
+            unsigned char named[DDL__ELASTIC_MAX / 8]; /* the ranks our call named, and those found dead
+                                                        * here (a gone pid on our host): others count them
+                                                        * as named too */
+            for (size_t k = 0; k < sizeof named; k++)
+                named[k] = c->suspects[k] | g->dead[k];
+            body_pack(note, my_step, (uint32_t)g->gen, (uint32_t)g->want_join, named);
             ddl__hb_note_all(&c->hb, DDL__HB_REGROUP, note, NULL);
             next_note = now + NOTE_MS;
         }
