@@ -6,7 +6,7 @@
  * Each rank that regroups stops its heartbeat thread (without a goodbye), closes its links (its
  * peers see them close and regroup too; a peer's heartbeat thread that receives a regroup note
  * ends the wait in progress, so a rank in a collective with a live peer comes at once) and sends
- * every NOTE_MS a note: its generation, the steps it completed and the ranks its failed call
+ * every DDL__ELASTIC_NOTE_MS a note: its generation, the steps it completed and the ranks its failed call
  * named. A rank is dead when its process is gone (where pids are shared: same boot and pid
  * namespace), or when a note named it and it has not been heard for SUSPECT_MS, or when it has
  * been silent for the heartbeat timeout. The coordinator is the lowest rank not dead; once every
@@ -17,29 +17,21 @@
  * starts a new heartbeat.
  *
  * Ranks are renumbered at every regroup; what stays is each process's slot (its rank when the job
- * began), and decisions name slots. A replacement for a lost slot (ddl_comm_config.join, as ddlrun
- * --elastic starts one) sends join notes, under a key of the token and the job that does not
- * change with the generation and stamped with its clock (an old one replayed is dropped), to
- * every slot's heartbeat port (the port of that slot's entry in the peer list). The ranks take it
- * as a reason to regroup; the coordinator counts the joiner in and sends it the decision (an
- * admission, with the joiner's nonce); the joiner then opens the transport with the members. It
- * joins a step behind everyone: the leader's state reaches it as it reaches any rank behind. */
+ * began), and decisions name slots. A replacement for a lost slot (join.c) is a reason to
+ * regroup: the coordinator counts it in and sends it the decision (an admission, with the
+ * joiner's nonce); it joins a step behind everyone, and the leader's state reaches it as it
+ * reaches any rank behind. */
 #include "impl.h"
 
 #include <errno.h>
-#include <netdb.h>
-#include <stdlib.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
-#define NOTE_MS 20     /* a regrouping rank's note goes out this often */
 #define SUSPECT_MS 150 /* a rank a failed call named, silent this long since, is dead */
-#define ADDR_BYTES 64  /* an old address kept in scratch */
-
-#define JOIN_MS 300 /* a joiner heard within this long is counted in */
+#define JOIN_MS 300    /* a joiner heard within this long is counted in */
 
 typedef struct joiner {
     uint64_t nonce;
@@ -59,10 +51,7 @@ typedef struct regroup {
     unsigned char decision[DDL__HB_BODY_BYTES]; /* its members are slots */
 } regroup;
 
-static int bit(const unsigned char *m, int j) { return m[j / 8] >> (j % 8) & 1; }
-static void set_bit(unsigned char *m, int j) { m[j / 8] |= (unsigned char)(1u << (j % 8)); }
-
-static void body_pack(unsigned char *b, long step, uint32_t a, uint32_t x, const unsigned char *map)
+void ddl__elastic_note(unsigned char *b, long step, uint32_t a, uint32_t x, const unsigned char *map)
 {
     ddl__put_le(b, (uint64_t)step, 8);
     ddl__put_le(b + 8, a, 4);
@@ -93,13 +82,13 @@ static int pid_gone(const ddl_comm *c, int j)
 static void judge(ddl_comm *c, regroup *g, int64_t now)
 {
     for (int j = 0; j < c->world; j++) {
-        if (j == c->rank || bit(g->dead, j))
+        if (j == c->rank || ddl__bit(g->dead, j))
             continue;
         int64_t heard = atomic_load(&c->hb.peers[j].heard_ms);
         int64_t quiet = now - (heard > g->t0 ? heard : g->t0); /* since the regroup began, at most */
-        if (pid_gone(c, j) || (bit(g->suspect, j) && !bit(g->in, j) && quiet >= SUSPECT_MS) ||
-            (!bit(g->in, j) && now - (heard ? heard : g->t0) >= c->hb.timeout_ms))
-            set_bit(g->dead, j);
+        if (pid_gone(c, j) || (ddl__bit(g->suspect, j) && !ddl__bit(g->in, j) && quiet >= SUSPECT_MS) ||
+            (!ddl__bit(g->in, j) && now - (heard ? heard : g->t0) >= c->hb.timeout_ms))
+            ddl__set_bit(g->dead, j);
     }
 }
 
@@ -121,16 +110,16 @@ static void take_note(ddl_comm *c, regroup *g, const ddl__hb_note *n)
     if (ddl__get_le(n->body + 8, 4) != (uint64_t)g->gen)
         return; /* another generation's */
     if (n->kind == DDL__HB_REGROUP) {
-        set_bit(g->in, n->from);
+        ddl__set_bit(g->in, n->from);
         g->want_join |= (int)(ddl__get_le(n->body + 12, 4) & 1);
         g->step[n->from] = (long)ddl__get_le(n->body, 8);
         for (int j = 0; j < c->world; j++)
-            if (bit(n->body + 16, j) && j != c->rank)
-                set_bit(g->suspect, j);
+            if (ddl__bit(n->body + 16, j) && j != c->rank)
+                ddl__set_bit(g->suspect, j);
     } else if (n->kind == DDL__HB_DECIDE &&
-               (g->decided_by < 0 || n->from < g->decided_by || !bit(n->body + 16, c->slot))) {
+               (g->decided_by < 0 || n->from < g->decided_by || !ddl__bit(n->body + 16, c->slot))) {
         g->decided_by = n->from; /* a decision without us counts whoever made it: we are out */
-        g->left_out |= !bit(n->body + 16, c->slot);
+        g->left_out |= !ddl__bit(n->body + 16, c->slot);
         memcpy(g->decision, n->body, DDL__HB_BODY_BYTES);
     }
 }
@@ -140,15 +129,15 @@ static void member_ranks(const ddl_comm *c, const unsigned char *slots, unsigned
 {
     memset(ranks, 0, DDL__ELASTIC_MAX / 8);
     for (int j = 0; j < c->world; j++)
-        if (bit(slots, c->slot_of[j]))
-            set_bit(ranks, j);
+        if (ddl__bit(slots, c->slot_of[j]))
+            ddl__set_bit(ranks, j);
 }
 
 /* decide: the coordinator's decision, once every other rank has its note in or is dead. */
 static int decide(ddl_comm *c, regroup *g, long my_step)
 {
     for (int j = 0; j < c->world; j++)
-        if (j != c->rank && !bit(g->in, j) && !bit(g->dead, j))
+        if (j != c->rank && !ddl__bit(g->in, j) && !ddl__bit(g->dead, j))
             return 0;
     int64_t now = ddl__now_ms();
     int joiners = 0;
@@ -161,28 +150,28 @@ static int decide(ddl_comm *c, regroup *g, long my_step)
     g->step[c->rank] = my_step;
     int leader = -1, behind = 0;
     for (int j = 0; j < c->world; j++)
-        if (j == c->rank || (bit(g->in, j) && !bit(g->dead, j))) {
-            set_bit(members, c->slot_of[j]);
+        if (j == c->rank || (ddl__bit(g->in, j) && !ddl__bit(g->dead, j))) {
+            ddl__set_bit(members, c->slot_of[j]);
             top = g->step[j] > top ? g->step[j] : top;
         }
     for (int j = 0; j < c->world; j++)
-        if (bit(members, c->slot_of[j])) {
+        if (ddl__bit(members, c->slot_of[j])) {
             if (g->step[j] == top && (leader < 0 || c->slot_of[j] < leader))
                 leader = c->slot_of[j];
             behind += g->step[j] < top;
         }
     for (int s = 0; s < c->elastic_max; s++)
-        if (g->join[s].heard && now - g->join[s].heard < JOIN_MS && !bit(members, s)) {
-            set_bit(members, s);
+        if (g->join[s].heard && now - g->join[s].heard < JOIN_MS && !ddl__bit(members, s)) {
+            ddl__set_bit(members, s);
             behind++; /* a joiner has nothing yet */
         }
-    body_pack(g->decision, top, (uint32_t)g->gen, (uint32_t)leader | (uint32_t)behind << 16, members);
+    ddl__elastic_note(g->decision, top, (uint32_t)g->gen, (uint32_t)leader | (uint32_t)behind << 16, members);
     g->decided_by = c->rank;
     member_ranks(c, members, ranks);
     for (int k = 0; k < 3; k++) { /* datagrams may be lost; members pass it on once too */
         ddl__hb_note_all(&c->hb, DDL__HB_DECIDE, g->decision, NULL);
         for (int s = 0; s < c->elastic_max; s++)
-            if (bit(members, s) && g->join[s].heard && !member_slot(c, s))
+            if (ddl__bit(members, s) && g->join[s].heard && !member_slot(c, s))
                 ddl__hb_join_note(&c->hb, &g->join[s].src, DDL__HB_ADMIT, (uint32_t)c->slot, (uint32_t)s,
                                   g->join[s].nonce, g->decision);
         struct timespec ts = {0, 2 * 1000000L};
@@ -196,7 +185,7 @@ static void list_ints(const unsigned char *map, int n, char *out, size_t bytes)
     size_t a = 0;
     out[0] = '\0';
     for (int j = 0; j < n && a + 8 < bytes; j++)
-        if (bit(map, j))
+        if (ddl__bit(map, j))
             a += (size_t)snprintf(out + a, bytes - a, "%s%d", a ? "," : "", j);
 }
 
@@ -213,16 +202,16 @@ static int agree(ddl_comm *c, regroup *g, long my_step)
                                                         * as named too */
             for (size_t k = 0; k < sizeof named; k++)
                 named[k] = c->suspects[k] | g->dead[k];
-            body_pack(note, my_step, (uint32_t)g->gen, (uint32_t)g->want_join, named);
+            ddl__elastic_note(note, my_step, (uint32_t)g->gen, (uint32_t)g->want_join, named);
             ddl__hb_note_all(&c->hb, DDL__HB_REGROUP, note, NULL);
-            next_note = now + NOTE_MS;
+            next_note = now + DDL__ELASTIC_NOTE_MS;
         }
         ddl__hb_note n;
         while (ddl__hb_poll(&c->hb, 0, &n))
             take_note(c, g, &n);
         judge(c, g, ddl__now_ms());
         int coord = 0;
-        while (coord < c->world && coord != c->rank && bit(g->dead, coord))
+        while (coord < c->world && coord != c->rank && ddl__bit(g->dead, coord))
             coord++;
         if (coord == c->rank && g->decided_by < 0)
             (void)decide(c, g, my_step); /* then taken below */
@@ -247,8 +236,8 @@ static int agree(ddl_comm *c, regroup *g, long my_step)
     }
 }
 
-/* peer_entry: slot s's entry of the peer list the comm was created with, into out ("" if none). */
-static void peer_entry(const ddl_comm *c, int s, char *out, size_t bytes)
+/* ddl__elastic_peer_entry: slot s's entry of the peer list the comm was created with, into out ("" if none). */
+void ddl__elastic_peer_entry(const ddl_comm *c, int s, char *out, size_t bytes)
 {
     out[0] = '\0';
     const char *p = c->peers0;
@@ -261,26 +250,26 @@ static void peer_entry(const ddl_comm *c, int s, char *out, size_t bytes)
 }
 
 /* reopen: the transport and the heartbeat again, among the members (slots), in place. addrs: each
- * slot's address (ADDR_BYTES each; addrs[0] 0: the transport needs none); here: slots on this host. */
-static int reopen(ddl_comm *c, const unsigned char *members, const char *addrs, const unsigned char *here)
+ * slot's address (DDL__ELASTIC_ADDR each; addrs[0] 0: the transport needs none); here: slots on this host. */
+int ddl__elastic_reopen(ddl_comm *c, const unsigned char *members, const char *addrs, const unsigned char *here)
 {
     ddl_comm_config cfg = c->cfg0;
     int local = 0, local_rank = 0, new_rank = 0, new_world = 0;
-    char *list = (char *)c->scratch + (size_t)DDL__ELASTIC_MAX * ADDR_BYTES;
+    char *list = (char *)c->scratch + (size_t)DDL__ELASTIC_MAX * DDL__ELASTIC_ADDR;
     size_t used = 0;
     list[0] = '\0';
     for (int s = 0; s < c->elastic_max; s++) {
-        if (!bit(members, s))
+        if (!ddl__bit(members, s))
             continue;
-        if (bit(here, s)) {
+        if (ddl__bit(here, s)) {
             local_rank += s < c->slot;
             local++;
         }
         new_rank += s < c->slot;
         c->slot_of[new_world++] = s;
         if (addrs[0])
-            used += (size_t)snprintf(list + used, (size_t)DDL__ELASTIC_MAX * (ADDR_BYTES + 1) - used, "%s%s",
-                                     used ? "," : "", addrs + (size_t)s * ADDR_BYTES);
+            used += (size_t)snprintf(list + used, (size_t)DDL__ELASTIC_MAX * (DDL__ELASTIC_ADDR + 1) - used, "%s%s",
+                                     used ? "," : "", addrs + (size_t)s * DDL__ELASTIC_ADDR);
     }
     ddl__hier_free(c);
     ddl__hb_stop(&c->hb);
@@ -325,7 +314,7 @@ static int reopen(ddl_comm *c, const unsigned char *members, const char *addrs, 
 }
 
 /* outcome: what a decision means for this process, into out (slots counted as ranks in slot order). */
-static void outcome(const ddl_comm *c, const unsigned char *d, const unsigned char *was, ddl_regroup *out)
+void ddl__elastic_outcome(const ddl_comm *c, const unsigned char *d, const unsigned char *was, ddl_regroup *out)
 {
     const unsigned char *members = d + 16;
     uint32_t lb = (uint32_t)ddl__get_le(d + 12, 4);
@@ -334,11 +323,11 @@ static void outcome(const ddl_comm *c, const unsigned char *d, const unsigned ch
     out->step = (long)ddl__get_le(d, 8);
     out->leader = out->rank = out->world = 0;
     for (int s = 0; s < c->elastic_max; s++) {
-        if (bit(members, s)) {
+        if (ddl__bit(members, s)) {
             out->leader += s < leader_slot;
             out->rank += s < c->slot;
             out->world++;
-        } else if (bit(was, s) && out->n_lost < 8) {
+        } else if (ddl__bit(was, s) && out->n_lost < 8) {
             out->lost[out->n_lost++] = s;
         }
     }
@@ -371,16 +360,16 @@ int ddl_comm_regroup(ddl_comm *c, long step, ddl_regroup *out)
     char *addrs = (char *)c->scratch;
     int need_addrs = strcmp(ddl__tp_name(c), "shm") != 0;
     unsigned char was[DDL__ELASTIC_MAX / 8] = {0}, here[DDL__ELASTIC_MAX / 8] = {0};
-    memset(addrs, 0, (size_t)DDL__ELASTIC_MAX * ADDR_BYTES);
+    memset(addrs, 0, (size_t)DDL__ELASTIC_MAX * DDL__ELASTIC_ADDR);
     for (int s = 0; s < c->elastic_max && need_addrs; s++)
-        peer_entry(c, s, addrs + (size_t)s * ADDR_BYTES, ADDR_BYTES);
+        ddl__elastic_peer_entry(c, s, addrs + (size_t)s * DDL__ELASTIC_ADDR, DDL__ELASTIC_ADDR);
     for (int j = 0; j < c->world; j++) {
         const char *a = need_addrs ? ddl__tp_peer_address(c, j) : NULL;
         if (a)
-            snprintf(addrs + (size_t)c->slot_of[j] * ADDR_BYTES, ADDR_BYTES, "%s", a);
-        set_bit(was, c->slot_of[j]);
+            snprintf(addrs + (size_t)c->slot_of[j] * DDL__ELASTIC_ADDR, DDL__ELASTIC_ADDR, "%s", a);
+        ddl__set_bit(was, c->slot_of[j]);
         if (j == c->rank || c->hb.peers[j].stack == c->hb.stack)
-            set_bit(here, c->slot_of[j]);
+            ddl__set_bit(here, c->slot_of[j]);
     }
     ddl__hb_halt(&c->hb);
     const ddl__hb_note *pj = &c->hb.pending_join; /* the joiner our thread heard, if it caused this */
@@ -389,7 +378,7 @@ int ddl_comm_regroup(ddl_comm *c, long step, ddl_regroup *out)
         g.want_join = 1;
     }
     unsigned char note[DDL__HB_BODY_BYTES];
-    body_pack(note, step, (uint32_t)g.gen, (uint32_t)g.want_join, c->suspects);
+    ddl__elastic_note(note, step, (uint32_t)g.gen, (uint32_t)g.want_join, c->suspects);
     ddl__hb_note_all(&c->hb, DDL__HB_REGROUP, note, NULL); /* first, then the links close */
     ddl__tp_close(c);
     int64_t closed = ddl__now_ms();
@@ -402,18 +391,18 @@ int ddl_comm_regroup(ddl_comm *c, long step, ddl_regroup *out)
         return st;
     }
     const unsigned char *members = g.decision + 16;
-    outcome(c, g.decision, was, out);
+    ddl__elastic_outcome(c, g.decision, was, out);
     int joins = 0;
     for (int s = 0; s < c->elastic_max; s++)
-        if (bit(members, s) && !bit(was, s)) {
+        if (ddl__bit(members, s) && !ddl__bit(was, s)) {
             joins++;
-            if (need_addrs && !addrs[(size_t)s * ADDR_BYTES]) {
+            if (need_addrs && !addrs[(size_t)s * DDL__ELASTIC_ADDR]) {
                 ddl__hb_stop(&c->hb);
                 return ddl__comm_fail(c, DDL_EINVAL, "regroup: slot %d joins but the peer list has no address for "
                                       "it", s);
             }
         }
-    if (!bit(members, c->slot)) {
+    if (!ddl__bit(members, c->slot)) {
         ddl__hb_stop(&c->hb);
         return ddl__comm_fail(c, DDL_EPEER, "rank %d was left out of the job by rank %d's regroup (generation %d): "
                               "the others found it dead or silent", c->rank, g.decided_by, g.gen);
@@ -425,18 +414,18 @@ int ddl_comm_regroup(ddl_comm *c, long step, ddl_regroup *out)
                               c->elastic_min, out->why);
     }
     for (int j = 0; j < c->world && need_addrs; j++)
-        if (bit(members, c->slot_of[j]) && !addrs[(size_t)c->slot_of[j] * ADDR_BYTES]) {
+        if (ddl__bit(members, c->slot_of[j]) && !addrs[(size_t)c->slot_of[j] * DDL__ELASTIC_ADDR]) {
             ddl__hb_stop(&c->hb);
             return ddl__comm_fail(c, DDL_EINVAL, "regroup: the %s transport did not tell rank %d's address",
                                   ddl__tp_name(c), j);
         }
     for (int s = 0; s < c->elastic_max; s++) /* a joiner: local if its entry names our host */
-        if (bit(members, s) && !bit(was, s) && need_addrs &&
-            strncmp(addrs + (size_t)s * ADDR_BYTES, addrs + (size_t)c->slot * ADDR_BYTES,
-                    strcspn(addrs + (size_t)c->slot * ADDR_BYTES, ":") + 1) == 0)
-            set_bit(here, s);
+        if (ddl__bit(members, s) && !ddl__bit(was, s) && need_addrs &&
+            strncmp(addrs + (size_t)s * DDL__ELASTIC_ADDR, addrs + (size_t)c->slot * DDL__ELASTIC_ADDR,
+                    strcspn(addrs + (size_t)c->slot * DDL__ELASTIC_ADDR, ":") + 1) == 0)
+            ddl__set_bit(here, s);
     int64_t agreed = ddl__now_ms();
-    if ((st = reopen(c, members, need_addrs ? addrs : "", here)) != DDL_OK)
+    if ((st = ddl__elastic_reopen(c, members, need_addrs ? addrs : "", here)) != DDL_OK)
         return st;
     out->generation = c->generation;
     out->ms = (double)(ddl__now_ms() - g.t0);
@@ -445,124 +434,6 @@ int ddl_comm_regroup(ddl_comm *c, long step, ddl_regroup *out)
              out->world, out->generation, out->ms, (int)(closed - g.t0), (int)(agreed - closed),
              (int)(ddl__now_ms() - agreed), out->n_lost, joins, out->step);
     return DDL_OK;
-}
-
-/* ---- set-up, and joining ---- */
-
-int ddl__elastic_setup(ddl_comm *c, const ddl_comm_config *cfg, char *err, size_t err_bytes)
-{
-    c->slot = cfg->rank;
-    for (int j = 0; j < DDL__ELASTIC_MAX; j++)
-        c->slot_of[j] = j;
-    if (!cfg->peers || !cfg->peers[0])
-        return DDL_OK; /* no joins: nobody could find the job */
-    size_t n = strlen(cfg->peers) + 1;
-    char *copy = (char *)ddl__alloc(c->alloc.alloc ? &c->alloc : NULL, n);
-    if (!copy)
-        return ddl__errf(err, err_bytes, DDL_ENOMEM, "rank %d: cannot copy the peer list", cfg->rank);
-    memcpy(copy, cfg->peers, n);
-    c->peers0 = copy;
-    char e[ADDR_BYTES];
-    for (int s = 0; s < c->elastic_max; s++) {
-        peer_entry(c, s, e, sizeof e);
-        const char *colon = strrchr(e, ':');
-        long port = colon ? strtol(colon + 1, NULL, 10) : 0;
-        c->slot_port[s] = (uint16_t)(port > 0 && port < 65536 ? port : 0);
-    }
-    return DDL_OK;
-}
-
-void ddl__elastic_free(ddl_comm *c)
-{
-    if (c->peers0)
-        ddl__free(c->alloc.alloc ? &c->alloc : NULL, (void *)c->peers0);
-    c->peers0 = NULL;
-}
-
-/* slot_dest: slot s's heartbeat address (its peer list entry's host, IPv4), 0 if it has one. */
-static int slot_dest(const ddl_comm *c, int s, struct sockaddr_in *out)
-{
-    char e[ADDR_BYTES];
-    peer_entry(c, s, e, sizeof e);
-    char *colon = strrchr(e, ':');
-    if (!colon || !c->slot_port[s])
-        return -1;
-    *colon = '\0';
-    struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_DGRAM}, *res = NULL;
-    if (getaddrinfo(e, NULL, &hints, &res) != 0 || !res)
-        return -1;
-    *out = *(const struct sockaddr_in *)(const void *)res->ai_addr;
-    out->sin_port = htons(c->slot_port[s]);
-    freeaddrinfo(res);
-    return 0;
-}
-
-int ddl__comm_join(ddl_comm *c, const ddl_comm_config *cfg, char *err, size_t err_bytes)
-{
-    int64_t t0 = ddl__now_ms(), deadline = t0 + c->timeout_ms, next = 0;
-    unsigned char card[DDL__HB_CARD_BYTES], body[DDL__HB_BODY_BYTES], none[DDL__ELASTIC_MAX / 8] = {0};
-    int st = ddl__hb_card(c, cfg, card, err, err_bytes); /* keys, and the socket at our slot's port */
-    if (st != DDL_OK)
-        return st;
-    c->hb.joining = 1;
-    ddl__log(c->log, c->log_ud, DDL_LOG_WARN, "slot %d: asking the running job in (job %s)", c->slot, c->job_base);
-    for (;;) {
-        int64_t now = ddl__now_ms();
-        if (now >= deadline) {
-            ddl__hb_stop(&c->hb);
-            return ddl__errf(err, err_bytes, DDL_ETIMEDOUT, "slot %d: no rank of job %s admitted this replacement "
-                             "within %d ms (is the job running, elastic, with the same token?)", c->slot, c->job_base,
-                             c->timeout_ms);
-        }
-        if (now >= next) {
-            struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
-            body_pack(body, (long)((int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000), 0, 0, none);
-            for (int s = 0; s < c->elastic_max; s++) {
-                struct sockaddr_in d;
-                if (s != c->slot && slot_dest(c, s, &d) == 0)
-                    ddl__hb_join_note(&c->hb, &d, DDL__HB_JOIN, (uint32_t)c->slot, 0xffffffffu, c->hb.incarnation,
-                                      body);
-            }
-            next = now + NOTE_MS;
-        }
-        ddl__hb_note n;
-        if (!ddl__hb_poll(&c->hb, 5, &n) || n.kind != DDL__HB_ADMIT || !bit(n.body + 16, c->slot))
-            continue;
-        ddl_regroup *out = &c->join_info;
-        memset(out, 0, sizeof *out);
-        out->old_rank = -1;
-        outcome(c, n.body, none, out);
-        c->generation = (int)ddl__get_le(n.body + 8, 4) - 1;
-        char *addrs = (char *)c->scratch;
-        int need_addrs = strcmp(ddl__tp_name(c), "shm") != 0;
-        unsigned char here[DDL__ELASTIC_MAX / 8] = {0};
-        memset(addrs, 0, (size_t)DDL__ELASTIC_MAX * ADDR_BYTES);
-        for (int s = 0; s < c->elastic_max; s++) {
-            peer_entry(c, s, addrs + (size_t)s * ADDR_BYTES, ADDR_BYTES);
-            if (bit(n.body + 16, s) && strncmp(addrs + (size_t)s * ADDR_BYTES, addrs + (size_t)c->slot * ADDR_BYTES,
-                                                strcspn(addrs + (size_t)c->slot * ADDR_BYTES, ":") + 1) == 0)
-                set_bit(here, s);
-        }
-        c->world = c->capacity; /* reopen lays out from the members */
-        if ((st = reopen(c, n.body + 16, need_addrs ? addrs : "", here)) != DDL_OK)
-            return ddl__errf(err, err_bytes, st, "slot %d: admitted, then: %s", c->slot, c->err);
-        out->generation = c->generation;
-        out->ms = (double)(ddl__now_ms() - t0);
-        c->joined = 1;
-        ddl__log(c->log, c->log_ud, DDL_LOG_WARN, "slot %d joined as rank %d of %d (generation %d, %.0f ms, at step "
-                 "%ld)", c->slot, c->rank, c->world, c->generation, out->ms, out->step);
-        return DDL_OK;
-    }
-}
-
-int ddl_comm_joined(const ddl_comm *c, ddl_regroup *out)
-{
-    if (!c || !c->joined)
-        return 0;
-    if (out)
-        *out = c->join_info;
-    return 1;
 }
 
 int ddl_comm_elastic_min(const ddl_comm *c) { return c ? c->elastic_min : 0; }

@@ -186,7 +186,19 @@ int ddl__hb_poll(ddl__hb *hb, int wait_ms, ddl__hb_note *note);
 
 /* ddl__comm_start_heartbeat: our card, everyone's by an allgather, then the thread (create.c). */
 int ddl__comm_start_heartbeat(ddl_comm *c, const ddl_comm_config *cfg, char *err, size_t err_bytes);
-/* elastic.c: ddl__elastic_setup: an elastic comm's slots (slot = rank at creation) and the peer
+/* elastic.c and join.c share: a bitmap's bit j; a note's body (ddl__hb_note's layout); slot s's
+ * peer list entry; what a decision means for this process; the transport and heartbeat reopened
+ * among the members (slots), in place (addrs: each slot's address, DDL__ELASTIC_ADDR bytes each, or
+ * "" when the transport needs none; here: the slots on this host). */
+#define DDL__ELASTIC_ADDR 64    /* an address kept in scratch, per slot */
+#define DDL__ELASTIC_NOTE_MS 20 /* a regrouping rank's or a joiner's note goes out this often */
+static inline int ddl__bit(const unsigned char *m, int j) { return m[j / 8] >> (j % 8) & 1; }
+static inline void ddl__set_bit(unsigned char *m, int j) { m[j / 8] |= (unsigned char)(1u << (j % 8)); }
+void ddl__elastic_note(unsigned char *b, long step, uint32_t a, uint32_t x, const unsigned char *map);
+void ddl__elastic_peer_entry(const ddl_comm *c, int s, char *out, size_t bytes);
+void ddl__elastic_outcome(const ddl_comm *c, const unsigned char *d, const unsigned char *was, ddl_regroup *out);
+int ddl__elastic_reopen(ddl_comm *c, const unsigned char *members, const char *addrs, const unsigned char *here);
+/* join.c: ddl__elastic_setup: an elastic comm's slots (slot = rank at creation) and the peer
  * list's ports (every slot's heartbeat listens there, so a joiner finds the job); DDL_OK or
  * DDL_EINVAL/DDL_ENOMEM with err. ddl__comm_join: a replacement (cfg->join): ask the job's ranks in
  * until they admit it, then open the transport among the members (DDL_OK, or the failure in err).
