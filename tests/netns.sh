@@ -59,3 +59,22 @@ netns_switch() {
         i=$((i + 1))
     done
 }
+
+# netns_shape PREFIX RATE [BURST]: every host of `netns_switch PREFIX` sends to the switch at RATE
+# (tc's units: 1gbit, 500mbit), by htb with a bucket of BURST bytes (default: 1 ms at RATE; with
+# tc's default of one frame htb waits on its timer after every packet, which a wire does not).
+# Shaped again when called again. Skips (the reason, then exit 0) where tc cannot shape.
+netns_shape() {
+    burst=${3:-$(echo "$2" | awk '{ v = $1 + 0; u = tolower($1); sub(/^[0-9.]+/, "", u)
+        m = u == "gbit" ? 1e9 : u == "mbit" ? 1e6 : u == "kbit" ? 1e3 : 1; printf "%.0f", v * m / 8 / 1000 }')}
+    i=1
+    for ns in $HOST_NS; do
+        dev="$1v$$h$i"
+        ip netns exec "$ns" tc qdisc del dev "$dev" root 2> /dev/null
+        ip netns exec "$ns" tc qdisc add dev "$dev" root handle 1: htb default 1 r2q 1000 &&
+            ip netns exec "$ns" tc class add dev "$dev" parent 1: classid 1:1 htb rate "$2" burst "$burst" \
+                cburst "$burst" 2>&1 | grep -v 'quantum of class' >&2 # one class: its quantum does not matter
+        ip netns exec "$ns" tc class show dev "$dev" | grep -q "rate" || skip "tc cannot shape $dev to $2"
+        i=$((i + 1))
+    done
+}

@@ -234,7 +234,6 @@ static void body(const arg *a, ddl_comm *c, int old_rank, int world)
         if (took > limit)
             fprintf(stderr, "rank %d: regroup took %.3f s (from the failed call's start)\n", old_rank, took);
         CHECK(took < limit);
-        report_value(a->how == DIE ? "regroup_ms_die" : "regroup_ms_stop", 0); /* all agree it happened */
         step = g.step;
     }
     if (ok && a->min <= world - 1 && !joined)

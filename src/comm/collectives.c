@@ -173,7 +173,14 @@ static int ring_step(ddl_comm *c, unsigned char *buf, size_t esz, uint32_t s, dd
 int ddl__ring_exchange(ddl_comm *c, const unsigned char *sbuf, unsigned char *buf, size_t esz, uint32_t s, ddl__seg ss,
                        ddl__seg rs, int dtype, int op, int do_reduce)
 {
-    int n = c->world, right = (c->rank + 1) % n, left = (c->rank + n - 1) % n;
+    int n = c->world;
+    return ddl__ring_exchange_with(c, (c->rank + 1) % n, (c->rank + n - 1) % n, sbuf, buf, esz, s, ss, rs, dtype, op,
+                                   do_reduce);
+}
+
+int ddl__ring_exchange_with(ddl_comm *c, int right, int left, const unsigned char *sbuf, unsigned char *buf, size_t esz,
+                            uint32_t s, ddl__seg ss, ddl__seg rs, int dtype, int op, int do_reduce)
+{
     size_t per = PIECE_BYTES / esz, ps = n_pieces(ss.len, per), pr = n_pieces(rs.len, per);
     size_t np = ps > pr ? ps : pr;
     for (size_t j = 0; j < np; j++) {

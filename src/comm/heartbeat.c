@@ -46,39 +46,24 @@ enum { HB_BEAT = 1, HB_BYE = 2 }; /* DDL__HB_REGROUP = 3, DDL__HB_DECIDE = 4 (im
 
 /* ---- who am I ---- */
 
-/* stack_id: the same value for two processes that share a network stack (same boot, same
- * network namespace): they reach each other on 127.0.0.1. */
-static uint64_t stack_id(void)
+uint64_t ddl__place_id(int what)
 {
-    unsigned char buf[96] = {0}, h[DDL__SHA256_BYTES];
+    unsigned char buf[160] = {0}, h[DDL__SHA256_BYTES];
     int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
     if (fd >= 0) {
         ssize_t n = read(fd, buf, 40);
         (void)n;
         close(fd);
     }
-    struct stat st;
-    if (stat("/proc/self/ns/net", &st) == 0)
-        memcpy(buf + 48, &st.st_ino, sizeof st.st_ino);
-    gethostname((char *)buf + 64, 31);
-    ddl__sha256(buf, sizeof buf, h);
-    return ddl__get_le(h, 8);
-}
-
-/* pid_space_id: the same value for two processes that see each other's pids (same boot, same
- * pid namespace): there a rank can ask the kernel whether a peer's process still exists. */
-static uint64_t pid_space_id(void)
-{
-    unsigned char buf[64] = {0}, h[DDL__SHA256_BYTES];
-    int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
-    if (fd >= 0) {
-        ssize_t n = read(fd, buf, 40);
-        (void)n;
-        close(fd);
+    static const char *const ns[] = {"/proc/self/ns/net", "/proc/self/ns/mnt", "/proc/self/ns/pid"};
+    for (int k = 0; k < 3; k++) {
+        struct stat st;
+        if ((what & (1 << k)) && stat(ns[k], &st) == 0)
+            memcpy(buf + 48 + 8 * k, &st.st_ino, sizeof st.st_ino);
     }
-    struct stat st;
-    if (stat("/proc/self/ns/pid", &st) == 0)
-        memcpy(buf + 48, &st.st_ino, sizeof st.st_ino);
+    if (what & DDL__PLACE_HOST)
+        gethostname((char *)buf + 80, 63);
+    buf[144] = (unsigned char)what; /* ids of different kinds never meet */
     ddl__sha256(buf, sizeof buf, h);
     return ddl__get_le(h, 8) | 1; /* never 0: 0 is "unknown" */
 }
@@ -111,7 +96,7 @@ static void card_write(unsigned char *p, const ddl__hb *hb, int port, const uint
     ddl__put_le(p + 32, hb->stack, 8);
     ddl__put_le(p + 40, hb->incarnation, 8);
     gethostname((char *)p + 48, 120 - 48 - 1);
-    ddl__put_le(p + 120, pid_space_id(), 8);
+    ddl__put_le(p + 120, ddl__place_id(DDL__PLACE_PID), 8);
 }
 
 /* card_read: peer j from its card; where to send to it: 127.0.0.1 on the same network stack,
@@ -411,7 +396,7 @@ int ddl__hb_card(ddl_comm *c, const ddl_comm_config *cfg, unsigned char *card, c
     hb->interval_ms = cfg->heartbeat_interval_ms > 0 ? cfg->heartbeat_interval_ms : hb->timeout_ms / 5 + 1;
     hb->log = c->log;
     hb->log_ud = c->log_ud;
-    hb->stack = stack_id();
+    hb->stack = ddl__place_id(DDL__PLACE_NET | DDL__PLACE_HOST);
     if (getrandom(&hb->incarnation, sizeof hb->incarnation, 0) != (ssize_t)sizeof hb->incarnation)
         hb->incarnation = (uint64_t)ddl__now_ms() ^ ((uint64_t)getpid() << 32);
     /* the key: HMAC(token, "ddl heartbeat 1 " job) */

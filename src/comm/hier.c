@@ -44,27 +44,6 @@ struct ddl__hier {
 
 /* ---- who shares a host ---- */
 
-/* host_key: the same value for processes that share a boot, a network stack and a mount
- * namespace (so the same /dev/shm) under one host name. */
-static uint64_t host_key(void)
-{
-    unsigned char buf[128] = {0}, h[DDL__SHA256_BYTES];
-    int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
-    if (fd >= 0) {
-        ssize_t n = read(fd, buf, 40);
-        (void)n;
-        close(fd);
-    }
-    struct stat st;
-    if (stat("/proc/self/ns/net", &st) == 0)
-        memcpy(buf + 48, &st.st_ino, sizeof st.st_ino);
-    if (stat("/proc/self/ns/mnt", &st) == 0)
-        memcpy(buf + 56, &st.st_ino, sizeof st.st_ino);
-    gethostname((char *)buf + 64, 63);
-    ddl__sha256(buf, sizeof buf, h);
-    return ddl__get_le(h, 8);
-}
-
 enum { CARD_KEY, CARD_BLOCK, CARD_ALGO, CARD_N }; /* int64 per rank in the exchange */
 
 static int same_host(const int64_t *cards, int a, int b)
@@ -166,7 +145,7 @@ int ddl__hier_setup(ddl_comm *c, const ddl_comm_config *cfg, char *err, size_t e
     }
     memset(h, 0, sizeof *h);
     h->members = h->col + c->world;
-    int64_t mine[CARD_N] = {(int64_t)host_key(), c->rank - cfg->local_rank, c->algo};
+    int64_t mine[CARD_N] = {(int64_t)ddl__place_id(DDL__PLACE_NET | DDL__PLACE_MNT | DDL__PLACE_HOST), c->rank - cfg->local_rank, c->algo};
     int st = ddl_comm_allgather(c, mine, cards, CARD_N, DDL_INT64);
     c->seq = 0; /* not one of the caller's calls */
     if (st != DDL_OK)
@@ -223,28 +202,9 @@ int ddl__hier_fits(const ddl_comm *c, size_t count, int dtype)
 static int col_exchange(ddl_comm *c, const struct ddl__hier *h, unsigned char *buf, size_t esz, uint32_t s,
                         ddl__seg ss, ddl__seg rs, int dtype, int op, int do_reduce)
 {
-    int H = h->n_hosts, right = h->col[(h->host + 1) % H], left = h->col[(h->host + H - 1) % H];
-    size_t per = DDL__SCRATCH_BYTES / esz;
-    size_t ps = (ss.len + per - 1) / per, pr = (rs.len + per - 1) / per, np = ps > pr ? ps : pr;
-    for (size_t j = 0; j < np; j++) {
-        size_t o = j * per;
-        size_t sl = j < ps ? (ss.len - o < per ? ss.len - o : per) : 0;
-        size_t rl = j < pr ? (rs.len - o < per ? rs.len - o : per) : 0;
-        unsigned char *rdst = buf + (rs.off + o) * esz;
-        uint32_t step = s << 20 | (uint32_t)(j & 0xfffff);
-        const void *in = NULL;
-        int to = j < ps ? right : -1, from = j < pr ? left : -1, st;
-        if (do_reduce)
-            st = ddl__comm_xchg_in(c, to, step, buf + (ss.off + o) * esz, sl * esz, from, step, rl * esz, esz,
-                                   c->scratch, &in);
-        else
-            st = ddl__comm_xchg(c, to, step, buf + (ss.off + o) * esz, sl * esz, from, step, rdst, rl * esz);
-        if (st != DDL_OK)
-            return st;
-        if (do_reduce && rl)
-            ddl__reduce(rdst, in, rdst, rl, dtype, op);
-    }
-    return DDL_OK;
+    int H = h->n_hosts;
+    return ddl__ring_exchange_with(c, h->col[(h->host + 1) % H], h->col[(h->host + H - 1) % H], buf, buf, esz, s, ss,
+                                   rs, dtype, op, do_reduce);
 }
 
 /* sub: sub-segment k of H of segment seg. */

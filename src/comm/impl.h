@@ -39,6 +39,13 @@ typedef struct ddl__call {
     uint32_t seq;    /* collectives: per-comm call number; p2p: per-pair message number */
 } ddl__call;
 
+/* ddl__place_id (heartbeat.c): an id of where this process runs: its boot, and the namespaces
+ * `what` names (DDL__PLACE_*), and with DDL__PLACE_HOST the host name. Equal ids: the same
+ * network stack (reach each other on 127.0.0.1), the same /dev/shm as well (NET | MNT), or pids
+ * that mean the same process (PID). Never 0. */
+enum { DDL__PLACE_NET = 1, DDL__PLACE_MNT = 2, DDL__PLACE_PID = 4, DDL__PLACE_HOST = 8 };
+uint64_t ddl__place_id(int what);
+
 /* ---- heartbeats (heartbeat.c) ---- */
 
 #define DDL__HB_ADDRS 4        /* IPv4 addresses a rank announces */
@@ -229,6 +236,10 @@ ddl__seg ddl__ring_segment(size_t count, int n, int i);
 void ddl__reduce(void *dst, const void *a, const void *b, size_t n, int dtype, int op);
 int ddl__ring_exchange(ddl_comm *c, const unsigned char *sbuf, unsigned char *buf, size_t esz, uint32_t s, ddl__seg ss,
                        ddl__seg rs, int dtype, int op, int do_reduce);
+/* ddl__ring_exchange_with: the same over any ring: right is where this rank sends, left where
+ * it receives from (the two-level all-reduce's ring of hosts, hier.c). */
+int ddl__ring_exchange_with(ddl_comm *c, int right, int left, const unsigned char *sbuf, unsigned char *buf, size_t esz,
+                            uint32_t s, ddl__seg ss, ddl__seg rs, int dtype, int op, int do_reduce);
 /* ddl__comm_check_args: a collective's arguments (what: its name, for the message): DDL_OK, the
  * sticky status, or DDL_EINVAL with the reason in c->err (collectives.c). */
 int ddl__comm_check_args(ddl_comm *c, const void *buf, size_t count, int dtype, const char *what);

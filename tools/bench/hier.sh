@@ -29,20 +29,8 @@ NET=10.83.0
 netns_switch ddlhr $NET 4
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 DDL_TOKEN=hier-bench-secret-0123456789
 ns() { echo $HOST_NS | cut -d' ' -f"$1"; }
-dev() { echo "ddlhrv$$h$1"; } # netns_switch's name for host i's end
 
-# the link's payload rate in bytes/s, and htb's bucket of 1 ms at RATE
-bps=$(echo "$RATE" | awk '{ v = $1 + 0; u = tolower($1); sub(/^[0-9.]+/, "", u)
-    m = u == "gbit" ? 1e9 : u == "mbit" ? 1e6 : 1; printf "%.0f", v * m / 8 }')
-burst=$((bps / 1000))
-k=1
-while [ $k -le 4 ]; do
-    ip netns exec "$(ns $k)" tc qdisc add dev "$(dev $k)" root handle 1: htb default 1 r2q 1000 &&
-        ip netns exec "$(ns $k)" tc class add dev "$(dev $k)" parent 1: classid 1:1 htb rate "$RATE" \
-            burst "$burst" cburst "$burst" 2>&1 | grep -v 'quantum of class' >&2
-    ip netns exec "$(ns $k)" tc class show dev "$(dev $k)" | grep -q "rate" || skip "tc cannot shape $(dev $k)"
-    k=$((k + 1))
-done
+netns_shape ddlhr "$RATE" # htb, a bucket of 1 ms at RATE (tests/netns.sh)
 seq_port=0
 
 # one H ALGO: ddl-bench allreduce on hosts 1..H, 2 ranks each; "bytes time_us" rows (rank 0's)

@@ -38,24 +38,12 @@ netns_switch ddlwr $NET 4
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 DDL_TOKEN=wire-bench-secret-0123456789
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 ns() { echo $HOST_NS | cut -d' ' -f"$1"; }
-dev() { echo "ddlwrv$$h$1"; } # netns_switch's name for host i's end
 
 # shape RATE: every host's link to the switch, htb at RATE with a bucket of 1 ms at that rate
 # (WIRE_BURST bytes if set). With tc's default bucket (one 1514-byte frame from 10 Gbit/s down)
 # htb waits on its timer after every packet, which a wire does not: at 1 Gbit/s iperf3 then
 # carries 926 Mbit/s each way, not the 955 TCP can carry in 1514-byte frames.
-shape() {
-    burst=${WIRE_BURST:-$(awk -v g="$(gbps "$1")" 'BEGIN { printf "%.0f", g * 1e6 }')}
-    k=1
-    while [ $k -le 4 ]; do
-        ip netns exec "$(ns $k)" tc qdisc del dev "$(dev $k)" root 2> /dev/null
-        ip netns exec "$(ns $k)" tc qdisc add dev "$(dev $k)" root handle 1: htb default 1 r2q 1000 &&
-            ip netns exec "$(ns $k)" tc class add dev "$(dev $k)" parent 1: classid 1:1 htb rate "$1" \
-                burst "$burst" cburst "$burst" 2>&1 | grep -v 'quantum of class' >&2 # quantum: one class, no sharing
-        ip netns exec "$(ns $k)" tc class show dev "$(dev $k)" | grep -q "rate" || skip "tc cannot shape $(dev $k) to $1"
-        k=$((k + 1))
-    done
-}
+shape() { netns_shape ddlwr "$1" "${WIRE_BURST:-}"; }
 # gbps RATE: tc's rate (e.g. 1gbit, 10gbit, 500mbit) in GB/s
 gbps() {
     echo "$1" | awk '{ v = $1 + 0; u = tolower($1); sub(/^[0-9.]+/, "", u)
