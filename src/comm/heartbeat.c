@@ -440,9 +440,9 @@ int ddl__hb_begin(ddl_comm *c, const unsigned char *cards, char *err, size_t err
     return DDL_OK;
 }
 
-void ddl__hb_halt(ddl__hb *hb)
+/* join_thread: tell the thread to stop, wake it, wait for it (nothing when it does not run). */
+static void join_thread(ddl__hb *hb)
 {
-    hb->quiet = 1;
     if (hb->running) {
         atomic_store(&hb->stop, 1);
         uint64_t one = 1;
@@ -451,6 +451,12 @@ void ddl__hb_halt(ddl__hb *hb)
         pthread_join(hb->thread, NULL);
         hb->running = 0;
     }
+}
+
+void ddl__hb_halt(ddl__hb *hb)
+{
+    hb->quiet = 1;
+    join_thread(hb);
 }
 
 void ddl__hb_note_all(ddl__hb *hb, int kind, const unsigned char *body, const unsigned char *only)
@@ -485,14 +491,7 @@ int ddl__hb_poll(ddl__hb *hb, int wait_ms, ddl__hb_note *note)
 
 void ddl__hb_stop(ddl__hb *hb)
 {
-    if (hb->running) {
-        atomic_store(&hb->stop, 1);
-        uint64_t one = 1;
-        if (write(hb->wake_fd, &one, sizeof one) != (ssize_t)sizeof one)
-            (void)0; /* the thread still looks every DDL__HB_TICK_MS */
-        pthread_join(hb->thread, NULL);
-        hb->running = 0;
-    }
+    join_thread(hb);
     if (hb->fd >= 0)
         close(hb->fd);
     if (hb->wake_fd >= 0)
