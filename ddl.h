@@ -212,6 +212,10 @@ typedef struct ddl_train_config {
      * it is gradient accumulation. Needs shards a multiple of the world size with at most
      * DDL_MAX_MICRO_BATCHES per rank, no compression; overlap does not apply. 0: off. */
     int shards;
+    /* elastic: when fewer than the comm's elastic_min ranks live, every survivor stops with
+     * DDL_EPEER; first the one holding the newest state (the regroup's leader) writes it here as
+     * a checkpoint, alone, so the job can resume from it (NULL: nothing is written). */
+    const char *stop_checkpoint;
 } ddl_train_config;
 
 enum { DDL_AUGMENT_FLIP = 1, DDL_AUGMENT_CROP = 2 };
@@ -280,6 +284,11 @@ void ddl_trainer_destroy(ddl_trainer *t);
  * after which the trainer's weights may differ between ranks: stop, and resume from a
  * checkpoint. ddl_trainer_error() has the detail. */
 int ddl_trainer_step(ddl_trainer *t, double *loss);
+/* ddl_trainer_allreduce_int: *value summed (DDL_SUM) or maximised (DDL_MAX) over the trainer's
+ * ranks, between steps: a program's own agreement (whether any rank got a signal). On an elastic
+ * comm it goes on through a regroup, as the trainer's calls do. Returns DDL_OK, DDL_EINVAL, or the
+ * comm's error. */
+int ddl_trainer_allreduce_int(ddl_trainer *t, int64_t *value, int op);
 /* ddl_trainer_epoch: train to the end of the current epoch and fill *out (as
  * ddl_trainer_epoch_stats). Returns DDL_OK or the comm's error, as ddl_trainer_step. */
 int ddl_trainer_epoch(ddl_trainer *t, ddl_epoch_stats *out);
@@ -825,6 +834,9 @@ typedef struct ddl_regroup {
     int n_lost;
     double ms;                 /* from the call until the new links were up */
     char why[256];             /* the failure that began it, as this rank saw it */
+    int below_min;             /* 1: this rank lives but fewer than elastic_min do, and the call
+                                * failed: rank, world, step and leader say how the job would have
+                                * gone on (the leader holds the newest state) */
 } ddl_regroup;
 /* ddl_comm_regroup: as above. DDL_OK with *out filled; DDL_EINVAL (not elastic); DDL_EPEER (this
  * rank was left out, or fewer than elastic_min ranks live: the comm is then closed);

@@ -249,6 +249,65 @@ static void body(const arg *a, ddl_comm *c, int old_rank, int world)
     ddl_comm_destroy(c);
 }
 
+/* missed: a collective that completes on some ranks and not on another. Rank 1 (a leaf of the
+ * broadcast's tree: only the root sends to it) regroups instead of taking part in a broadcast, as if
+ * it had failed there; the others complete it, fail in the next call (an all-reduce) and regroup
+ * too. Afterwards rank 1 retries the broadcast and the others the all-reduce: the broadcast's
+ * result reaches rank 1 from a rank that completed it (replay.c), and the calls match again.
+ * Without that, rank 1's broadcast meets the others' all-reduce and every rank fails. */
+static int missed_taken;
+
+static void missed_log(void *ud, int level, const char *msg)
+{
+    (void)ud;
+    (void)level;
+    if (strstr(msg, "the collective it missed"))
+        missed_taken++;
+}
+
+static void missed(int rank, int world, void *p)
+{
+    const arg *a = p;
+    ddl_comm_config cfg = elastic_config(a, rank, world);
+    cfg.log = missed_log;
+    ddl_comm *c = ranks_open(&cfg);
+    if (!c)
+        return;
+    int64_t one = rank + 1, data[8];
+    CHECK(ddl_comm_allreduce(c, &one, 1, DDL_INT64, DDL_SUM) == DDL_OK && one == 10);
+    for (int i = 0; i < 8; i++)
+        data[i] = rank == 0 ? 100 + i : -1;
+    float f[3] = {1.0f, 2.0f, (float)rank};
+    int st;
+    ddl_regroup g;
+    if (rank == 1) {
+        CHECK(ddl_comm_regroup(c, 0, &g) == DDL_OK && g.world == world && g.n_lost == 0);
+        CHECK(ddl_comm_broadcast(c, data, 8, DDL_INT64, 0) == DDL_OK); /* the retry */
+    } else {
+        st = ddl_comm_broadcast(c, data, 8, DDL_INT64, 0); /* completes without rank 1 over tcp and zmq */
+        int completed = st == DDL_OK;
+        if (st == DDL_OK) /* this one cannot, without rank 1 */
+            st = ddl_comm_allreduce(c, f, 3, DDL_FLOAT32, DDL_SUM);
+        CHECK(st != DDL_OK);
+        CHECK(ddl_comm_regroup(c, 0, &g) == DDL_OK && g.world == world && g.n_lost == 0);
+        if (!completed) { /* shm's small calls need every rank: none completed it, all retry it */
+            CHECK(strcmp(ddl_comm_transport_name(c), "tcp") != 0);
+            CHECK(ddl_comm_broadcast(c, data, 8, DDL_INT64, 0) == DDL_OK);
+        }
+    }
+    int same = 1;
+    for (int i = 0; i < 8; i++)
+        same &= data[i] == 100 + i;
+    CHECK(same);
+    f[0] = 1.0f, f[1] = 2.0f, f[2] = (float)rank;
+    CHECK(ddl_comm_allreduce(c, f, 3, DDL_FLOAT32, DDL_SUM) == DDL_OK && f[0] == 4.0f && f[1] == 8.0f && f[2] == 6.0f);
+    one = rank;
+    CHECK(ddl_comm_allreduce(c, &one, 1, DDL_INT64, DDL_MAX) == DDL_OK && one == 3);
+    if (rank == 1 && strcmp(ddl_comm_transport_name(c), "tcp") == 0)
+        CHECK(missed_taken == 1);
+    ddl_comm_destroy(c);
+}
+
 /* not_elastic: regroup on a comm created without elastic_min is refused, saying so */
 static void not_elastic(int rank, int world, void *p)
 {
@@ -298,6 +357,10 @@ int main(int argc, char **argv)
             fprintf(stderr, "%s: kill -9 below the elastic minimum\n", tps[t]);
             run_ranks(tps[t], 4, rank_body, &floor3, 30, VICTIM);
             run_ranks(tps[t], 2, not_elastic, NULL, 30, -1);
+        }
+        {
+            fprintf(stderr, "%s: a rank misses a broadcast the others complete\n", tps[t]);
+            run_ranks(tps[t], 4, missed, &die, 30, -1);
         }
     }
     /* the configuration: elastic needs heartbeats and a transport that can reopen */

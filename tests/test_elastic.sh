@@ -4,8 +4,8 @@
 # processes; ddlrun starts a replacement for a killed rank, which joins the running job; every run
 # ends with exit 0, world=4 (joined) or 3, and the weights of a run never disturbed (the same
 # weights_crc), over tcp, shm and zmq. Each trial prints how long the survivors took from the
-# failed call to training again. Also: a second loss under MIN 3 stops the job with the reason,
-# and --elastic is refused where it cannot hold. ELASTIC_TRIALS (default 1) trials of each kind
+# failed call to training again. Also: a loss under MIN stops the job with the reason and a
+# checkpoint to resume from, and --elastic is refused where it cannot hold. ELASTIC_TRIALS (default 1) trials of each kind
 # per transport; tests/elastic_trials.sh runs more. Ends with "N passed, N failed".
 . "$(dirname "$0")/lib.sh"
 BUILD=${BUILD:-build}
@@ -91,9 +91,19 @@ sizes=$(awk '$(NF - 1) == "elastic/world_size" { print $NF + 0 }' "$tmp/dump" | 
 [ "$(ls "$tmp"/logs/events.out.tfevents.* | wc -l)" -eq 2 ] && case " $sizes" in *" 3 "*) true ;; *) false ;; esac
 check "two event files (old and new rank 0), elastic/world_size 3 after the loss (got: $sizes)" $?
 
-# below the minimum: MIN 4, one rank dies: every survivor stops, saying why, and ddlrun fails
-DDL_TEST_FAIL="1:10:kill" timeout 60 "$DDLRUN" -n 4 -t tcp --elastic 4:4 "$LENET" $ARGS > "$tmp/out" 2> "$tmp/err"
+# below the minimum: MIN 4, one rank dies: every survivor stops, saying why, and ddlrun fails; the
+# survivor with the newest state writes it to --checkpoint first, and a run resumed from it ends
+# with the undisturbed weights
+DDL_TEST_FAIL="1:10:kill" timeout 60 "$DDLRUN" -n 4 -t tcp --elastic 4:4 "$LENET" $ARGS --checkpoint "$tmp/ck" \
+    > "$tmp/out" 2> "$tmp/err"
 rc=$?
 [ $rc -ne 0 ] && grep -q 'fewer than the elastic minimum 4' "$tmp/err"; check "below MIN: exit $rc, the reason named" $?
+grep -q "elastic: checkpoint $tmp/ck written by this rank at step 1[01]: resume from it" "$tmp/err" && [ -s "$tmp/ck" ]
+check "below MIN: the newest state written to --checkpoint" $?
+[ -s "$tmp/ck" ] || tail -n 5 "$tmp/err"
+timeout 60 "$DDLRUN" -n 4 -t tcp --elastic 4:4 "$LENET" $ARGS --checkpoint "$tmp/ck" --resume > "$tmp/out" 2> "$tmp/err"
+rc=$?; got=$(crc "$tmp/out")
+[ $rc -eq 0 ] && grep -q "resumed from $tmp/ck at step 1[01]" "$tmp/out" && [ "$got" = "$ref" ]
+check "below MIN: resumed from that checkpoint, the undisturbed weights ($got vs $ref)" $?
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

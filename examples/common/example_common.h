@@ -217,6 +217,7 @@ static void example_train_config(const example_opts *o, ddl_comm *comm, long n, 
     tc->train_limit = o->train_limit;
     tc->micro_batches = o->micro_batches;
     tc->save_bytes_per_sec = o->save_rate;
+    tc->stop_checkpoint = o->checkpoint; /* elastic: written by the last survivors when too few live */
     tc->optim.kind = o->optimizer;
     tc->optim.lr = o->lr;
     tc->optim.momentum = o->momentum;

@@ -390,7 +390,7 @@ static int example_step_save(example_watch *w, ddl_trainer *tr, ddl_comm *comm, 
     if (rc != DDL_OK || !path || step % EXAMPLE_PREEMPT_EVERY != 0)
         return rc;
     int64_t asked = example_usr1;
-    if (comm && (rc = ddl_comm_allreduce(comm, &asked, 1, DDL_INT64, DDL_SUM)) != DDL_OK)
+    if (comm && (rc = ddl_trainer_allreduce_int(tr, &asked, DDL_SUM)) != DDL_OK) /* elastic: goes on */
         return rc;
     if (asked > 0) {
         *preempted = 1;

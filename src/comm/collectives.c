@@ -256,7 +256,7 @@ static int allreduce_ps(ddl_comm *c, unsigned char *buf, size_t count, int dtype
     return DDL_OK;
 }
 
-int ddl_comm_allreduce(ddl_comm *c, void *buf, size_t count, int dtype, int op)
+static int allreduce(ddl_comm *c, void *buf, size_t count, int dtype, int op)
 {
     int st = ddl__comm_check_args(c, buf, count, dtype, "allreduce");
     if (st)
@@ -353,7 +353,7 @@ static int bcast_chain(ddl_comm *c, unsigned char *buf, size_t bytes, int root)
     return DDL_OK;
 }
 
-int ddl_comm_broadcast(ddl_comm *c, void *buf, size_t count, int dtype, int root)
+static int broadcast(ddl_comm *c, void *buf, size_t count, int dtype, int root)
 {
     int st = ddl__comm_check_args(c, buf, count, dtype, "broadcast");
     if (st)
@@ -372,7 +372,7 @@ int ddl_comm_broadcast(ddl_comm *c, void *buf, size_t count, int dtype, int root
 
 /* ---- allgather: ring; in step s rank r passes on block (r - s) and receives block (r - s - 1) ---- */
 
-int ddl_comm_allgather(ddl_comm *c, const void *send, void *recv, size_t count, int dtype)
+static int allgather(ddl_comm *c, const void *send, void *recv, size_t count, int dtype)
 {
     int st = ddl__comm_check_args(c, send, count, dtype, "allgather");
     if (st)
@@ -409,7 +409,7 @@ int ddl_comm_allgather(ddl_comm *c, const void *send, void *recv, size_t count, 
 
 /* ---- barrier: dissemination, ceil(log2 n) rounds of empty messages ---- */
 
-int ddl_comm_barrier(ddl_comm *c)
+static int barrier(ddl_comm *c)
 {
     int st = ddl__comm_begin(c, DDL__OP_BARRIER, 0, 0, 0, 0);
     if (st)
@@ -425,4 +425,41 @@ int ddl_comm_barrier(ddl_comm *c)
             return st;
     }
     return DDL_OK;
+}
+
+/* ---- the public calls: each the outermost call an elastic comm may keep or replay (replay.c) ---- */
+
+int ddl_comm_allreduce(ddl_comm *c, void *buf, size_t count, int dtype, int op)
+{
+    ddl__call k = {DDL__OP_ALLREDUCE, dtype, op, (uint64_t)count, 0, 0};
+    size_t bytes = count * ddl__dtype_bytes(dtype);
+    if (ddl__replay_enter(c, &k, buf, bytes))
+        return DDL_OK;
+    return ddl__replay_leave(c, &k, allreduce(c, buf, count, dtype, op), buf, bytes);
+}
+
+int ddl_comm_broadcast(ddl_comm *c, void *buf, size_t count, int dtype, int root)
+{
+    ddl__call k = {DDL__OP_BROADCAST, dtype, 0, (uint64_t)count, 0, 0}; /* roots are renumbered: not compared */
+    size_t bytes = count * ddl__dtype_bytes(dtype);
+    if (ddl__replay_enter(c, &k, buf, bytes))
+        return DDL_OK;
+    return ddl__replay_leave(c, &k, broadcast(c, buf, count, dtype, root), buf, bytes);
+}
+
+int ddl_comm_allgather(ddl_comm *c, const void *send, void *recv, size_t count, int dtype)
+{
+    ddl__call k = {DDL__OP_ALLGATHER, dtype, 0, (uint64_t)count, 0, 0};
+    size_t bytes = (size_t)(c ? c->world : 1) * count * ddl__dtype_bytes(dtype); /* at this world size only */
+    if (ddl__replay_enter(c, &k, recv, bytes))
+        return DDL_OK;
+    return ddl__replay_leave(c, &k, allgather(c, send, recv, count, dtype), recv, bytes);
+}
+
+int ddl_comm_barrier(ddl_comm *c)
+{
+    ddl__call k = {DDL__OP_BARRIER, 0, 0, 0, 0, 0};
+    if (ddl__replay_enter(c, &k, NULL, 0))
+        return DDL_OK;
+    return ddl__replay_leave(c, &k, barrier(c), NULL, 0);
 }

@@ -49,8 +49,8 @@ static int check_config(const ddl_comm_config *cfg, char *err, size_t n)
     return ddl__tp_check(t, err, n);
 }
 
-/* layout: [comm | state | scratch | p2p_sent | p2p_recvd | last_sent | posted | hb peers | hb cards],
- * each DDL_ALIGN-aligned. */
+/* layout: [comm | state | scratch | p2p_sent | p2p_recvd | last_sent | posted | hb peers | hb cards
+ * | elastic: the kept result (replay.c)], each DDL_ALIGN-aligned. */
 static size_t comm_layout(const ddl_comm_config *cfg, size_t *off_state, size_t *off_scratch, size_t *off_seq,
                           size_t *off_hb)
 {
@@ -68,6 +68,8 @@ static size_t comm_layout(const ddl_comm_config *cfg, size_t *off_state, size_t 
     *off_hb = n;
     if (cfg->world_size > 1 && cfg->heartbeat_timeout_ms > 0)
         n += ddl__align_up((size_t)cfg->world_size * (sizeof(ddl__hb_peer) + DDL__HB_CARD_BYTES));
+    if (cfg->elastic_min > 0)
+        n += DDL__REPLAY_BYTES;
     return n;
 }
 
@@ -94,6 +96,8 @@ static ddl_comm *comm_alloc(const ddl_comm_config *cfg_in, const ddl_allocator *
     c->posted = c->last_sent + (size_t)cfg->world_size * DDL_HEADER_BYTES;
     c->hb.peers = (ddl__hb_peer *)(base + off_hb);
     c->hb_cards = base + off_hb + (size_t)cfg->world_size * sizeof(ddl__hb_peer);
+    if (cfg->elastic_min > 0)
+        c->rp.buf = base + bytes - DDL__REPLAY_BYTES;
     c->hb.fd = c->hb.wake_fd = -1;
     c->capacity = cfg->world_size;
     c->state_bytes = cfg->world_size > 1 ? ddl__tp_state_bytes(cfg->transport, cfg) : 0;

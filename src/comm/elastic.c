@@ -307,8 +307,13 @@ int ddl__elastic_reopen(ddl_comm *c, const unsigned char *members, const char *a
                               new_rank, new_world, e[0] ? e : ddl_strerror(st));
     }
     ddl__tp_limits(c, cfg.native_allreduce);
-    if (new_world > 1 && (st = ddl__comm_start_heartbeat(c, &cfg, why, sizeof why)) != DDL_OK)
+    c->rp.depth++; /* the calls of a regroup are not the caller's */
+    st = new_world > 1 ? ddl__comm_start_heartbeat(c, &cfg, why, sizeof why) : DDL_OK;
+    c->rp.depth--;
+    if (st != DDL_OK)
         return ddl__comm_fail(c, st, "regroup %d: %s", c->generation, why);
+    if ((st = ddl__replay_share(c)) != DDL_OK)
+        return st;
     c->seq = 0;
     return DDL_OK;
 }
@@ -408,6 +413,7 @@ int ddl_comm_regroup(ddl_comm *c, long step, ddl_regroup *out)
                               "the others found it dead or silent", c->rank, g.decided_by, g.gen);
     }
     if (out->world < c->elastic_min) {
+        out->below_min = 1;
         ddl__hb_stop(&c->hb);
         return ddl__comm_fail(c, DDL_EPEER, "only %d rank%s of %d live after a failure, fewer than the elastic "
                               "minimum %d: the job stops (%s)", out->world, out->world == 1 ? "" : "s", c->world,

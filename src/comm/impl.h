@@ -39,6 +39,19 @@ typedef struct ddl__call {
     uint32_t seq;    /* collectives: per-comm call number; p2p: per-pair message number */
 } ddl__call;
 
+/* An elastic comm's last collective (replay.c): its result, for a rank that missed it. */
+#define DDL__REPLAY_BYTES ((size_t)64 << 10)
+typedef struct ddl__replay {
+    unsigned char *buf; /* DDL__REPLAY_BYTES in the comm's memory (elastic comms; else NULL) */
+    ddl__call call;     /* what the kept or missed call was */
+    size_t bytes;       /* its result's bytes */
+    int64_t done;       /* outermost collectives completed this generation (a joiner: -1) */
+    int kept;           /* buf holds the result of the last one completed */
+    int pending;        /* buf holds a result this rank missed: its next call takes it if it is the same */
+    int from;           /* the rank it came from */
+    int depth;          /* public collective calls in progress (only the outermost counts) */
+} ddl__replay;
+
 /* ddl__place_id (heartbeat.c): an id of where this process runs: its boot, and the namespaces
  * `what` names (DDL__PLACE_*), and with DDL__PLACE_HOST the host name. Equal ids: the same
  * network stack (reach each other on 127.0.0.1), the same /dev/shm as well (NET | MNT), or pids
@@ -145,8 +158,19 @@ struct ddl_comm {
     uint16_t slot_port[DDL__ELASTIC_MAX]; /* each slot's port in the peer list (0: none): its heartbeat's */
     const char *peers0;        /* the peer list as created (a copy in the comm's memory), or NULL */
     int joined;                /* this comm began as a joiner (ddl_comm_config.join) */
+    ddl__replay rp;            /* the last collective's result (replay.c) */
     ddl_regroup join_info;     /* how it was admitted */
 };
+
+/* ddl__replay_enter: at the start of a public collective k whose result is out[bytes]: 1 when
+ * it was served from a result this rank missed before a regroup (return DDL_OK at once), else 0.
+ * ddl__replay_leave: at its end, with its status st (returned); keeps the result. Every enter
+ * has its leave unless it returned 1. ddl__replay_share: after a regroup's links are up (every
+ * member calls it): the lowest rank that completed the most calls sends its kept result to every
+ * rank one call behind. */
+int ddl__replay_enter(ddl_comm *c, const ddl__call *k, void *out, size_t bytes);
+int ddl__replay_leave(ddl_comm *c, const ddl__call *k, int st, const void *out, size_t bytes);
+int ddl__replay_share(ddl_comm *c);
 
 /* ddl__comm_begin: start a collective: check the sticky status, number it, remember what it is. */
 int ddl__comm_begin(ddl_comm *c, int op, int dtype, int redop, size_t count, int arg);

@@ -108,6 +108,7 @@ int ddl__comm_join(ddl_comm *c, const ddl_comm_config *cfg, char *err, size_t er
                 ddl__set_bit(here, s);
         }
         c->world = c->capacity; /* reopen lays out from the members */
+        c->rp.done = -1;        /* it missed everything: the leader's state reaches it, not a replay */
         if ((st = ddl__elastic_reopen(c, n.body + 16, need_addrs ? addrs : "", here)) != DDL_OK)
             return ddl__errf(err, err_bytes, st, "slot %d: admitted, then: %s", c->slot, c->err);
         out->generation = c->generation;

@@ -72,7 +72,7 @@ static int virtual_ring(ddl_comm *c, float *const *bufs, int a, int n, int V, si
     return DDL_OK;
 }
 
-int ddl_comm_allreduce_shards(ddl_comm *c, float *const *bufs, int first, int n, int total, size_t count)
+static int allreduce_shards(ddl_comm *c, float *const *bufs, int first, int n, int total, size_t count)
 {
     if (!c) /* one process: it holds every shard */
         return first == 0 && n == total && total >= 1 && total <= DDL_MAX_SHARDS && bufs
@@ -111,4 +111,14 @@ int ddl_comm_allreduce_shards(ddl_comm *c, float *const *bufs, int first, int n,
         return st;
     c->shards_dealt[0] = first, c->shards_dealt[1] = n, c->shards_dealt[2] = total;
     return virtual_ring(c, bufs, first, n, total, count);
+}
+
+int ddl_comm_allreduce_shards(ddl_comm *c, float *const *bufs, int first, int n, int total, size_t count)
+{
+    /* counted as a call an elastic comm completed, never kept (replay.c): a rank that missed it
+     * takes the trainer leader's state instead */
+    ddl__call k = {DDL__OP_ALLREDUCE, DDL_FLOAT32, -1, (uint64_t)count, 0, 0};
+    if (ddl__replay_enter(c, &k, NULL, SIZE_MAX))
+        return DDL_OK;
+    return ddl__replay_leave(c, &k, allreduce_shards(c, bufs, first, n, total, count), NULL, SIZE_MAX);
 }

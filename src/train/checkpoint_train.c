@@ -40,12 +40,49 @@ static int comm_fail(ddl_trainer *t, int rc, const char *op, const char *path, c
 
 /* ---- save ---- */
 
+/* write_file: this rank writes the trainer's state to path (rank 0 of a save; or a survivor alone,
+ * elastic.c). rngs: world_rngs RNG states, one per rank. Returns the status. */
+static int write_file(ddl_trainer *t, const char *path, const ddl_rng *rngs, int world_rngs)
+{
+    ddl__checkpoint_src src;
+    memset(&src, 0, sizeof src);
+    src.m = t->m;
+    src.info.optim = t->cfg.optim;
+    src.info.n_optim = ddl_optim_state_floats(&t->cfg.optim, t->m->n_params);
+    src.info.step = t->step;
+    src.info.epoch = t->epoch;
+    src.info.pos = t->pos;
+    src.info.n_train = t->n_train;
+    src.info.batch = t->cfg.batch;
+    src.info.seed = t->cfg.seed;
+    src.info.world_size = world_rngs;
+    src.rngs = rngs;
+    src.optim = t->opt_state;
+    src.bytes_per_sec = t->cfg.save_bytes_per_sec;
+    unsigned char *desc = NULL;
+    if (ddl__checkpoint_desc_encode(t->m, t->data ? t->data->class_names : NULL, t->data ? t->data->n_classes : 0,
+                                    t->alloc, &desc, &src.desc_bytes) != DDL_OK)
+        src.desc_bytes = 0; /* the weights matter more than their description: saved without */
+    src.desc = desc;
+    int status = path ? ddl__checkpoint_write(path, t->alloc, &src, t->err, sizeof t->err)
+                      : ddl__errf(t->err, sizeof t->err, DDL_EINVAL, "ddl_trainer_save: no path");
+    ddl__free(t->alloc, desc);
+    return status;
+}
+
+int ddl__trainer_save_alone(ddl_trainer *t, const char *path)
+{
+    return write_file(t, path, &t->drop_rng, 1); /* with shards no rank's RNG state matters (micro.c) */
+}
+
 static int save(ddl_trainer *t, const char *path)
 {
     ddl_comm *c = t->cfg.comm;
     const char *name = path ? path : "(no path)"; /* for messages */
-    int rc = DDL_OK;
-    if (c)
+    int rc = DDL_OK, world_rngs = t->world;
+    if (t->shards) /* dropout is keyed by seed, step and shard (micro.c): no RNG state to gather */
+        world_rngs = 1, t->rng_all[0] = t->drop_rng;
+    else if (c)
         rc = ddl_comm_allgather(c, t->drop_rng.s, t->rng_all, 4, DDL_INT64);
     else
         t->rng_all[0] = t->drop_rng;
@@ -56,32 +93,7 @@ static int save(ddl_trainer *t, const char *path)
                          "%s: %s", name, t->step, ddl_strerror(rc), ddl_comm_error(c));
     if (rc != DDL_OK)
         return comm_fail(t, rc, "save of", path, "gathering the RNG states");
-    int64_t status = DDL_OK;
-    if (t->rank == 0) {
-        ddl__checkpoint_src src;
-        memset(&src, 0, sizeof src);
-        src.m = t->m;
-        src.info.optim = t->cfg.optim;
-        src.info.n_optim = ddl_optim_state_floats(&t->cfg.optim, t->m->n_params);
-        src.info.step = t->step;
-        src.info.epoch = t->epoch;
-        src.info.pos = t->pos;
-        src.info.n_train = t->n_train;
-        src.info.batch = t->cfg.batch;
-        src.info.seed = t->cfg.seed;
-        src.info.world_size = t->world;
-        src.rngs = t->rng_all;
-        src.optim = t->opt_state;
-        src.bytes_per_sec = t->cfg.save_bytes_per_sec;
-        unsigned char *desc = NULL;
-        if (ddl__checkpoint_desc_encode(t->m, t->data ? t->data->class_names : NULL, t->data ? t->data->n_classes : 0,
-                                        t->alloc, &desc, &src.desc_bytes) != DDL_OK)
-            src.desc_bytes = 0; /* the weights matter more than their description: saved without */
-        src.desc = desc;
-        status = path ? ddl__checkpoint_write(path, t->alloc, &src, t->err, sizeof t->err)
-                      : ddl__errf(t->err, sizeof t->err, DDL_EINVAL, "ddl_trainer_save: no path");
-        ddl__free(t->alloc, desc);
-    }
+    int64_t status = t->rank == 0 ? write_file(t, path, t->rng_all, world_rngs) : DDL_OK;
     if (c && (rc = ddl_comm_broadcast(c, &status, 1, DDL_INT64, 0)) != DDL_OK)
         return comm_fail(t, rc, "save of", path, "waiting for rank 0 to write it");
     if (status != DDL_OK) {
@@ -98,7 +110,12 @@ static int save(ddl_trainer *t, const char *path)
 int ddl_trainer_save(ddl_trainer *t, const char *path)
 {
     int64_t t0 = ddl_timeline_now();
-    int rc = save(t, path);
+    int rc, ahead;
+    /* elastic: a failure while saving regroups, and the ranks that live save again (a rank that
+     * missed rank 0's status takes it from a rank that got it: comm/replay.c) */
+    while ((rc = save(t, path)) != DDL_OK && t->elastic && (rc == DDL_EPEER || rc == DDL_ETIMEDOUT))
+        if ((rc = ddl__trainer_recover(t, rc, "checkpoint save", &ahead)) != DDL_OK)
+            break;
     ddl_timeline_span(t->cfg.timeline, DDL_SPAN_CHECKPOINT, t->step, t0, ddl_timeline_now(), 0);
     return rc;
 }

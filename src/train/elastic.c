@@ -56,6 +56,28 @@ int ddl__trainer_sync(ddl_trainer *t, int leader, int *ahead)
     return DDL_OK;
 }
 
+/* stop_below_min: fewer than the minimum live: the survivor with the newest state (the leader)
+ * writes it to cfg.stop_checkpoint, alone; every survivor fails saying so. */
+static int stop_below_min(ddl_trainer *t, int st, const char *what, const ddl_regroup *g)
+{
+    const char *path = t->cfg.stop_checkpoint;
+    char saved[512] = "no checkpoint written (none asked for)";
+    if (path && g->rank == g->leader && t->step == g->step) {
+        int rc = ddl__trainer_save_alone(t, path);
+        if (rc == DDL_OK)
+            snprintf(saved, sizeof saved, "checkpoint %.200s written by this rank at step %ld: resume from it",
+                     path, t->step);
+        else
+            snprintf(saved, sizeof saved, "could not write checkpoint %.200s: %.200s", path, t->err);
+        ddl__log(t->cfg.log, t->cfg.log_ud, rc == DDL_OK ? DDL_LOG_WARN : DDL_LOG_ERROR, "elastic: %s", saved);
+    } else if (path) {
+        snprintf(saved, sizeof saved, "rank %d of the survivors (step %ld) writes checkpoint %.200s", g->leader,
+                 g->step, path);
+    }
+    return ddl__errf(t->err, sizeof t->err, st, "%s at step %ld failed (%.200s), and the job stops: %.300s; %s",
+                     what, t->step, g->why, ddl_comm_error(t->cfg.comm), saved);
+}
+
 int ddl__trainer_recover(ddl_trainer *t, int rc, const char *what, int *ahead)
 {
     *ahead = 0;
@@ -66,6 +88,8 @@ int ddl__trainer_recover(ddl_trainer *t, int rc, const char *what, int *ahead)
         ddl_regroup g;
         int old_world = ddl_comm_size(c);
         int st = ddl_comm_regroup(c, t->step, &g);
+        if (st != DDL_OK && g.below_min)
+            return stop_below_min(t, st, what, &g);
         if (st != DDL_OK)
             return ddl__errf(t->err, sizeof t->err, st, "%s at step %ld failed (%s), and no regroup followed: %s",
                              what, t->step, g.why, ddl_comm_error(c));
@@ -88,4 +112,20 @@ int ddl__trainer_recover(ddl_trainer *t, int rc, const char *what, int *ahead)
             return DDL_OK;
         rc = st;
     }
+}
+
+int ddl_trainer_allreduce_int(ddl_trainer *t, int64_t *value, int op)
+{
+    if (!t || !value || (op != DDL_SUM && op != DDL_MAX))
+        return DDL_EINVAL;
+    if (!t->cfg.comm)
+        return DDL_OK;
+    int64_t mine = *value;
+    int rc, ahead;
+    while ((rc = ddl_comm_allreduce(t->cfg.comm, value, 1, DDL_INT64, op)) != DDL_OK) {
+        if ((rc = ddl__trainer_recover(t, rc, "all-reduce between steps", &ahead)) != DDL_OK)
+            return rc;
+        *value = mine;
+    }
+    return DDL_OK;
 }

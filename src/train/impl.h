@@ -75,8 +75,6 @@ struct ddl_trainer {
     int64_t last_ar_end;    /* ddl_timeline_now() when the last all-reduce of this epoch ended, 0: none */
     float last_lr;          /* learning rate of the last step */
     int64_t *confusion;     /* (C x C) of the last evaluation, ddl_eval_stats.confusion points here */
-    int64_t *timing_all;    /* (2 world) every rank's compute_ns and allreduce_ns, gathered by
-                             * ddl_trainer_epoch_stats (watch.c) */
     ddl_rng *rng_all;       /* (world) every rank's drop_rng, gathered by checkpoint saves */
     /* micro-batches (micro.c) */
     int micro;              /* parts of this rank's batch (1: the model alone) */
@@ -113,6 +111,9 @@ int ddl__trainer_fail(ddl_trainer *t, int rc, const char *what); /* t->err = wha
  * *ahead when this rank's step moved on. */
 int ddl__trainer_sync(ddl_trainer *t, int leader, int *ahead);
 int ddl__trainer_recover(ddl_trainer *t, int rc, const char *what, int *ahead);
+/* ddl__trainer_save_alone (checkpoint_train.c): this rank writes the trainer's state to path, with
+ * no collective (elastic training's last survivors). */
+int ddl__trainer_save_alone(ddl_trainer *t, const char *path);
 int ddl__micro_start(ddl_trainer *t, char *err, size_t err_bytes);
 void ddl__micro_stop(ddl_trainer *t);
 double ddl__micro_pass(ddl_trainer *t, int n, int b, int64_t *mid);

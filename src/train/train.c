@@ -105,7 +105,6 @@ static void carve(ddl_trainer *t, ddl_arena *a, size_t n_train)
     t->dlogits = (float *)ddl_arena_alloc(a, B * out * sizeof(float));
     t->opt_state = (float *)ddl_arena_alloc(a, ddl_optim_state_floats(&t->cfg.optim, t->m->n_params) * sizeof(float));
     t->rng_all = (ddl_rng *)ddl_arena_alloc(a, (size_t)t->world * sizeof(ddl_rng)); /* checkpoint.c */
-    t->timing_all = (int64_t *)ddl_arena_alloc(a, 2 * (size_t)t->world * sizeof(int64_t)); /* watch.c */
     t->confusion = (int64_t *)ddl_arena_alloc(a, (size_t)t->m->out_c * (size_t)t->m->out_c * sizeof(int64_t));
     size_t bucket_floats = t->bucket_bytes / sizeof(float);
     t->n_buckets = t->world > 1 && !t->shards ? ddl__exchange_buckets_max(t->m->n_params, bucket_floats) : 0;

@@ -1,39 +1,35 @@
 /* watch.c - what the trainer tells about its own speed: every rank's compute and all-reduce
  * time of the epoch, gathered for ddl_epoch_stats (which rank is the straggler, what fraction of
  * the time goes to communication), and a quick all-reduce probe at the gradient's size.
- * Measures only: never prints, allocates nothing (the gather buffer is the trainer's). */
+ * Measures only: never prints, allocates nothing. */
 #include "impl.h"
 
 #include <string.h>
 
+/* Every rank's compute and all-reduce time, as two all-reduces whose results do not depend on
+ * the world size (an elastic comm can hand either to a rank that missed it: comm/replay.c): the
+ * sums, and the most and least compute time, each with its rank in the low bits. */
+#define RANK_BITS 12 /* ranks below 4096; 2^51 ns is 26 days */
+
 int ddl__trainer_timing(ddl_trainer *t, ddl_epoch_stats *out)
 {
-    int64_t mine[2] = {t->compute_ns, t->allreduce_ns};
+    int64_t sums[2] = {t->compute_ns, t->allreduce_ns};
+    int64_t ends[2] = {t->compute_ns << RANK_BITS | t->rank, -(t->compute_ns << RANK_BITS)};
     if (t->cfg.comm) {
-        int rc = ddl_comm_allgather(t->cfg.comm, mine, t->timing_all, 2, DDL_INT64);
+        int rc = ddl_comm_allreduce(t->cfg.comm, sums, 2, DDL_INT64, DDL_SUM);
+        if (rc == DDL_OK)
+            rc = ddl_comm_allreduce(t->cfg.comm, ends, 2, DDL_INT64, DDL_MAX);
         if (rc != DDL_OK)
             return rc;
-    } else {
-        memcpy(t->timing_all, mine, sizeof mine);
     }
     if (!out)
         return DDL_OK;
-    out->compute_seconds = (double)mine[0] * 1e-9;
-    out->allreduce_seconds = (double)mine[1] * 1e-9;
-    int64_t compute = 0, comm = 0, slow = -1, fast = INT64_MAX;
-    for (int r = 0; r < t->world; r++) {
-        int64_t c = t->timing_all[2 * r], a = t->timing_all[2 * r + 1];
-        compute += c;
-        comm += a;
-        if (c > slow) {
-            slow = c;
-            out->slowest_rank = r;
-        }
-        fast = c < fast ? c : fast;
-    }
-    out->slowest_seconds = (double)slow * 1e-9;
-    out->fastest_seconds = (double)fast * 1e-9;
-    out->comm_frac = compute + comm > 0 ? (double)comm / (double)(compute + comm) : 0.0;
+    out->compute_seconds = (double)t->compute_ns * 1e-9;
+    out->allreduce_seconds = (double)t->allreduce_ns * 1e-9;
+    out->slowest_rank = (int)(ends[0] & ((1 << RANK_BITS) - 1));
+    out->slowest_seconds = (double)(ends[0] >> RANK_BITS) * 1e-9;
+    out->fastest_seconds = (double)(-ends[1] >> RANK_BITS) * 1e-9;
+    out->comm_frac = sums[0] + sums[1] > 0 ? (double)sums[1] / (double)(sums[0] + sums[1]) : 0.0;
     return DDL_OK;
 }
 
