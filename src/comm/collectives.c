@@ -458,8 +458,10 @@ int ddl_comm_allgather(ddl_comm *c, const void *send, void *recv, size_t count, 
 
 int ddl_comm_barrier(ddl_comm *c)
 {
+    /* never kept (SIZE_MAX: no result to keep): a barrier after a regroup starts a sequence that
+     * every rank runs from its beginning (the trainer's state transfer), whatever it missed */
     ddl__call k = {DDL__OP_BARRIER, 0, 0, 0, 0, 0};
-    if (ddl__replay_enter(c, &k, NULL, 0))
+    if (ddl__replay_enter(c, &k, NULL, SIZE_MAX))
         return DDL_OK;
-    return ddl__replay_leave(c, &k, barrier(c), NULL, 0);
+    return ddl__replay_leave(c, &k, barrier(c), NULL, SIZE_MAX);
 }

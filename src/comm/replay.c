@@ -11,7 +11,9 @@
  * result to each rank one call behind, whose next call (it retries the one it missed) takes it
  * instead of running, if it is the same call (kind, type, operation, count). A result larger than
  * DDL__REPLAY_BYTES is not kept (the trainer's gradients: a rank behind on those takes the
- * leader's state); an allgather's result is only taken at the world size it was made at.
+ * leader's state); an allgather's result is only taken at the world size it was made at; a
+ * barrier is never kept, so a sequence that begins with one after a regroup (the trainer's state
+ * transfer, which every rank runs from its start) drops whatever a rank missed.
  *
  * Only the outermost call counts (ddl_comm_allreduce_shards calls ddl_comm_allreduce inside);
  * calls inside a regroup do not either. A comm that is not elastic only counts its depth. */

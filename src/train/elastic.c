@@ -8,29 +8,77 @@
  * a rank whose all-reduce failed still holds the weights before the step and redoes it with the
  * shards dealt among the survivors. A rank whose all-reduce had already completed (a ring can end
  * on some ranks before a late failure) is ahead: the regroup names the lowest rank that completed
- * the most steps, which sends its state (step, data position, weights, optimizer state) to all. */
+ * the most steps; the ranks at that step send their state (step, data position, weights, optimizer
+ * state) in stripes to the ranks behind, and a CRC of it is compared on all. */
 #include "impl.h"
 
 #include <stdio.h>
 #include <string.h>
+
+/* The state's transfer: every rank tells its step (an allgather); the ranks at the highest are
+ * sources, the others targets. Weights and optimizer state are cut into as many stripes as there
+ * are sources, and source i sends stripe i of both to every target, targets in rank order, so the
+ * senders' work is shared and no rank forwards what it does not need (a chain broadcast makes
+ * every rank copy all of it). The leader sends the step and data position first. */
+#define SYNC_TAG 0x73796e63 /* "sync" */
+
+static size_t stripe_start(size_t n, int k, int i) { return n / (size_t)k * (size_t)i + (n % (size_t)k < (size_t)i ? n % (size_t)k : (size_t)i); }
+
+static int stripes(ddl_comm *c, float *v, size_t n, int k, int i, int peer, int sending)
+{
+    size_t a = stripe_start(n, k, i), b = stripe_start(n, k, i + 1);
+    if (b == a)
+        return DDL_OK;
+    return sending ? ddl_comm_send(c, peer, SYNC_TAG, v + a, (b - a) * sizeof(float))
+                   : ddl_comm_recv(c, peer, SYNC_TAG, v + a, (b - a) * sizeof(float));
+}
+
+static int transfer(ddl_trainer *t, int leader, int64_t head[3], size_t n_opt, int *sources)
+{
+    ddl_comm *c = t->cfg.comm;
+    int w = t->world, me = t->rank, k = 0, mine = -1, rc = DDL_OK;
+    int64_t top = t->step;
+    if ((rc = ddl_comm_allgather(c, &top, t->steps_all, 1, DDL_INT64)) != DDL_OK)
+        return rc;
+    top = t->steps_all[leader];
+    for (int r = 0; r < w; r++)
+        if (t->steps_all[r] == top)
+            mine = r == me ? k : mine, k++;
+    *sources = k;
+    for (int b = 0; b < w && rc == DDL_OK; b++) {
+        if (t->steps_all[b] == top || (mine < 0 && b != me))
+            continue; /* b is up to date; or this rank is a target other than b */
+        if (me == leader)
+            rc = ddl_comm_send(c, b, SYNC_TAG, head, 3 * sizeof(int64_t));
+        else if (me == b)
+            rc = ddl_comm_recv(c, leader, SYNC_TAG, head, 3 * sizeof(int64_t));
+        for (int r = 0, i = 0; r < w && rc == DDL_OK; r++) {
+            if (t->steps_all[r] != top)
+                continue;
+            if (r == me || me == b) {
+                int sending = r == me, peer = sending ? b : r;
+                rc = stripes(c, t->m->params, t->m->n_params, k, i, peer, sending);
+                if (rc == DDL_OK && n_opt)
+                    rc = stripes(c, t->opt_state, n_opt, k, i, peer, sending);
+            }
+            i++;
+        }
+    }
+    return rc;
+}
 
 int ddl__trainer_sync(ddl_trainer *t, int leader, int *ahead)
 {
     ddl_comm *c = t->cfg.comm;
     int64_t head[3] = {t->step, t->pos, t->epoch};
     long was = t->step;
-    int rc = ddl_comm_barrier(c); /* a joiner may still be setting up: the transfer is timed from here */
+    size_t n_opt = ddl_optim_state_floats(&t->cfg.optim, t->m->n_params);
+    int rc = ddl_comm_barrier(c), sources = 0; /* a joiner may still be setting up: timed from here */
     int64_t t0 = ddl_timeline_now();
     if (rc == DDL_OK)
-        rc = ddl_comm_broadcast(c, head, 3, DDL_INT64, leader);
-    if (rc == DDL_OK)
-        rc = ddl_comm_broadcast(c, t->m->params, t->m->n_params, DDL_FLOAT32, leader);
-    if (rc == DDL_OK)
-        rc = ddl_comm_broadcast(c, t->opt_state, ddl_optim_state_floats(&t->cfg.optim, t->m->n_params), DDL_FLOAT32,
-                                leader);
+        rc = transfer(t, leader, head, n_opt, &sources);
     /* the hash: every rank's CRC-32 of weights and optimizer state; the largest and the smallest
      * (as the largest of its negation) must be ours */
-    size_t n_opt = ddl_optim_state_floats(&t->cfg.optim, t->m->n_params);
     uint32_t crc = ddl_crc32(ddl_crc32(0, t->m->params, t->m->n_params * sizeof(float)), t->opt_state,
                              n_opt * sizeof(float));
     int64_t hash[2] = {(int64_t)crc, -(int64_t)crc};
@@ -48,9 +96,10 @@ int ddl__trainer_sync(ddl_trainer *t, int leader, int *ahead)
     *ahead = t->step > was;
     double ms = (double)(ddl_timeline_now() - t0) * 1e-6, mb = (double)(t->m->n_params + n_opt) * 4e-6;
     if (*ahead || t->rank == leader)
-        ddl__log(t->cfg.log, t->cfg.log_ud, DDL_LOG_WARN, "elastic: state %s rank %d at step %ld: %.1f MB (weights "
-                 "and optimizer state) in %.1f ms, %.3f GB/s, CRC %08x on every rank", t->rank == leader ? "sent by" :
-                 "received from", leader, t->step, mb, ms, ms > 0 ? mb / ms : 0.0, (unsigned)crc);
+        ddl__log(t->cfg.log, t->cfg.log_ud, DDL_LOG_WARN, "elastic: state %s %d rank%s (in stripes; the step from rank "
+                 "%d) at step %ld: %.1f MB (weights and optimizer state) in %.1f ms, %.3f GB/s, CRC %08x on every "
+                 "rank", *ahead ? "received from" : "sent by", sources, sources == 1 ? "" : "s", leader, t->step, mb,
+                 ms, ms > 0 ? mb / ms : 0.0, (unsigned)crc);
     if (*ahead) /* this epoch's statistics count from here on this rank */
         ddl__trainer_reset_stats(t);
     return DDL_OK;

@@ -76,6 +76,7 @@ struct ddl_trainer {
     float last_lr;          /* learning rate of the last step */
     int64_t *confusion;     /* (C x C) of the last evaluation, ddl_eval_stats.confusion points here */
     ddl_rng *rng_all;       /* (world) every rank's drop_rng, gathered by checkpoint saves */
+    int64_t *steps_all;     /* (elastic max) every rank's step, gathered by a state transfer (elastic.c) */
     /* micro-batches (micro.c) */
     int micro;              /* parts of this rank's batch (1: the model alone) */
     int micro_max;          /* replicas built: the most parts a rank may hold (elastic: at the fewest ranks) */

@@ -104,7 +104,10 @@ static void carve(ddl_trainer *t, ddl_arena *a, size_t n_train)
     t->probs = (float *)ddl_arena_alloc(a, B * out * sizeof(float));
     t->dlogits = (float *)ddl_arena_alloc(a, B * out * sizeof(float));
     t->opt_state = (float *)ddl_arena_alloc(a, ddl_optim_state_floats(&t->cfg.optim, t->m->n_params) * sizeof(float));
-    t->rng_all = (ddl_rng *)ddl_arena_alloc(a, (size_t)t->world * sizeof(ddl_rng)); /* checkpoint.c */
+    /* an elastic job may grow past the ranks it started with, up to its maximum */
+    size_t ranks = (size_t)(t->world > ddl_comm_elastic_max(t->cfg.comm) ? t->world : ddl_comm_elastic_max(t->cfg.comm));
+    t->rng_all = (ddl_rng *)ddl_arena_alloc(a, ranks * sizeof(ddl_rng)); /* checkpoint.c */
+    t->steps_all = ddl_comm_elastic_min(t->cfg.comm) > 0 ? (int64_t *)ddl_arena_alloc(a, ranks * sizeof(int64_t)) : NULL; /* elastic.c */
     t->confusion = (int64_t *)ddl_arena_alloc(a, (size_t)t->m->out_c * (size_t)t->m->out_c * sizeof(int64_t));
     size_t bucket_floats = t->bucket_bytes / sizeof(float);
     t->n_buckets = t->world > 1 && !t->shards ? ddl__exchange_buckets_max(t->m->n_params, bucket_floats) : 0;
