@@ -67,20 +67,27 @@ static int transfer(ddl_trainer *t, int leader, int64_t head[3], size_t n_opt, i
     return rc;
 }
 
-int ddl__trainer_sync(ddl_trainer *t, int leader, int *ahead)
+static uint32_t state_crc(const ddl_trainer *t, size_t n_opt)
+{
+    return ddl_crc32(ddl_crc32(0, t->m->params, t->m->n_params * sizeof(float)), t->opt_state, n_opt * sizeof(float));
+}
+
+int ddl__trainer_sync(ddl_trainer *t, int leader, long top, int *ahead)
 {
     ddl_comm *c = t->cfg.comm;
     int64_t head[3] = {t->step, t->pos, t->epoch};
     long was = t->step;
     size_t n_opt = ddl_optim_state_floats(&t->cfg.optim, t->m->n_params);
+    /* the hash: every rank's CRC-32 of weights and optimizer state; the largest and the smallest
+     * (as the largest of its negation) must be ours. A rank with the newest state hashes it while
+     * it waits for the others (a joiner sets up), the others once they received it. */
+    uint32_t crc = t->step == top ? state_crc(t, n_opt) : 0;
     int rc = ddl_comm_barrier(c), sources = 0; /* a joiner may still be setting up: timed from here */
     int64_t t0 = ddl_timeline_now();
     if (rc == DDL_OK)
         rc = transfer(t, leader, head, n_opt, &sources);
-    /* the hash: every rank's CRC-32 of weights and optimizer state; the largest and the smallest
-     * (as the largest of its negation) must be ours */
-    uint32_t crc = ddl_crc32(ddl_crc32(0, t->m->params, t->m->n_params * sizeof(float)), t->opt_state,
-                             n_opt * sizeof(float));
+    if (rc == DDL_OK && head[0] != (int64_t)was)
+        crc = state_crc(t, n_opt);
     int64_t hash[2] = {(int64_t)crc, -(int64_t)crc};
     if (rc == DDL_OK)
         rc = ddl_comm_allreduce(c, hash, 2, DDL_INT64, DDL_MAX);
@@ -142,22 +149,23 @@ int ddl__trainer_recover(ddl_trainer *t, int rc, const char *what, int *ahead)
         if (st != DDL_OK)
             return ddl__errf(t->err, sizeof t->err, st, "%s at step %ld failed (%s), and no regroup followed: %s",
                              what, t->step, g.why, ddl_comm_error(c));
-        char lost[64] = "";
-        for (int k = 0, n = 0; k < g.n_lost && n < (int)sizeof lost - 8; k++)
-            n += snprintf(lost + n, sizeof lost - (size_t)n, "%s%d", k ? "," : "", g.lost[k]);
+        char lost[64] = "none lost";
+        for (int k = 0, n = 0; k < g.n_lost && n < (int)sizeof lost - 16; k++)
+            n += snprintf(lost + n, sizeof lost - (size_t)n, "%s%d", k ? "," : g.n_lost == 1 ? "lost rank " : "lost ranks ",
+                          g.lost[k]);
         t->rank = g.rank;
         t->world = g.world;
         t->regroups++;
         ddl__trainer_deal(t);
         ddl__log(t->cfg.log, t->cfg.log_ud, DDL_LOG_WARN,
-                 "elastic: world %d -> %d at step %ld (lost rank%s %s; regroup %d took %.0f ms%s); this rank is now "
-                 "%d, shards %d..%d of %d; cause: %s", old_world, g.world, g.step, g.n_lost == 1 ? "" : "s", lost,
+                 "elastic: world %d -> %d at step %ld (%s; regroup %d took %.0f ms%s); this rank is now "
+                 "%d, shards %d..%d of %d; cause: %s", old_world, g.world, g.step, lost,
                  g.generation, g.ms, g.behind ? ", ranks behind take the leader's state" : "", g.rank,
                  t->shard_first, t->shard_first + t->micro - 1, t->shards, g.why);
         int64_t now = ddl_timeline_now();
         ddl_timeline_span(t->cfg.timeline, DDL_SPAN_REGROUP, t->step, now - (int64_t)(g.ms * 1e6), now,
                           (uint64_t)g.world);
-        if (!g.behind || (st = ddl__trainer_sync(t, g.leader, ahead)) == DDL_OK)
+        if (!g.behind || (st = ddl__trainer_sync(t, g.leader, g.step, ahead)) == DDL_OK)
             return DDL_OK;
         rc = st;
     }

@@ -110,7 +110,7 @@ int ddl__trainer_fail(ddl_trainer *t, int rc, const char *what); /* t->err = wha
 /* ddl__trainer_sync (elastic.c): collective: the leader's step, data position, weights and
  * optimizer state to every rank, then checked by a hash on all (DDL_EMISMATCH if one differs);
  * *ahead when this rank's step moved on. */
-int ddl__trainer_sync(ddl_trainer *t, int leader, int *ahead);
+int ddl__trainer_sync(ddl_trainer *t, int leader, long top, int *ahead);
 int ddl__trainer_recover(ddl_trainer *t, int rc, const char *what, int *ahead);
 /* ddl__trainer_save_alone (checkpoint_train.c): this rank writes the trainer's state to path, with
  * no collective (elastic training's last survivors). */

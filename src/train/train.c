@@ -205,7 +205,8 @@ int ddl_trainer_create(const ddl_train_config *cfg_in, ddl_model *m, const ddl_d
     ddl_regroup joined;
     if (cfg->comm && ddl_comm_joined(cfg->comm, &joined)) { /* a replacement: the running ranks' state */
         int ahead;
-        if ((rc = ddl__trainer_sync(t, joined.leader, &ahead)) != DDL_OK) {
+        t->step = -1; /* behind every rank, whatever the step: it receives the whole state */
+        if ((rc = ddl__trainer_sync(t, joined.leader, joined.step, &ahead)) != DDL_OK) {
             fail(t, rc, "state of the running job");
             ddl__errf(err, err_bytes, rc, "%s", t->err);
             ddl_trainer_destroy(t);
