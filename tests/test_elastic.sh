@@ -14,7 +14,7 @@ LENET=$BUILD/bin/lenet
 DDLRUN=$BUILD/bin/ddlrun
 DATA=/usr/share/datasets/fashion-mnist
 TRIALS=${ELASTIC_TRIALS:-1}
-ARGS="--epochs 2 --train-limit 4000 --batch 64 --quiet" # 63 steps an epoch
+ARGS="--epochs 1 --train-limit 3200 --batch 64 --quiet" # 50 steps
 tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT
 export OPENBLAS_NUM_THREADS=1 DDL_HEARTBEAT_TIMEOUT_MS=1000 DDL_HEARTBEAT_INTERVAL_MS=200
@@ -40,8 +40,8 @@ ref=$(crc "$tmp/ref")
 # trial TRANSPORT HOW: a random rank fails after a random step (a killed one early enough that its
 # replacement, which ddlrun starts, can load the data and join before the end: then world=4)
 trial() {
-    victim=$(rand 0 3); at=$(rand 2 120)
-    [ "$2" = kill ] && at=$(rand 2 40)
+    victim=$(rand 0 3); at=$(rand 2 46)
+    [ "$2" = kill ] && at=$(rand 2 20)
     DDL_TEST_FAIL="$victim:$at:$2" DDL_LOG_LEVEL=info timeout 60 "$DDLRUN" -n 4 -t "$1" --elastic 2:4 "$LENET" $ARGS \
         > "$tmp/out" 2> "$tmp/err"
     rc=$?
@@ -81,7 +81,7 @@ DDL_MAC=1 trial tcp kill
 # rank 0 dies: the new rank 0 opens an event file of its own in the same directory and writes
 # elastic/world_size 3 there (what the dead rank 0 had not flushed is lost with it); no
 # replacement (--replacements 0), so the world stays 3
-DDL_TEST_FAIL="0:40:kill" timeout 60 "$DDLRUN" -n 4 -t tcp --elastic 2:4 --replacements 0 "$LENET" $ARGS --logdir "$tmp/logs" \
+DDL_TEST_FAIL="0:30:kill" timeout 60 "$DDLRUN" -n 4 -t tcp --elastic 2:4 --replacements 0 "$LENET" $ARGS --logdir "$tmp/logs" \
     --log-every 10 > "$tmp/out" 2> "$tmp/err"
 rc=$?
 [ $rc -eq 0 ]; check "rank 0 killed with --logdir: exit $rc" $?

@@ -4,7 +4,7 @@
 # over tcp (world 4). In each of 10 trials, once training runs, a random rank of host B is
 # stopped (SIGSTOP): both ranks of host A must fail naming it ("rank V (pid P ...) stopped
 # responding"), within the heartbeat timeout + 1 s, and so must the other rank of host B; ddlrun on
-# B names the stopped rank. With DDL_HEARTBEAT_TIMEOUT_MS=2000 (DDL_TIMEOUT_MS stays 30 s, so
+# B names the stopped rank. With DDL_HEARTBEAT_TIMEOUT_MS=1000 (DDL_TIMEOUT_MS stays 30 s, so
 # only the heartbeat can be this fast). Needs root and `ip netns`; skipped with the reason otherwise.
 . "$(dirname "$0")/lib.sh"
 BUILD=${BUILD:-build}
@@ -12,8 +12,8 @@ cd "$(dirname "$0")/.." || exit 1
 . tests/netns.sh
 netns_hosts ddlst 10.78.0
 
-export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 DDL_HEARTBEAT_TIMEOUT_MS=2000
-HB_MS=2000
+export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 DDL_HEARTBEAT_TIMEOUT_MS=1000
+HB_MS=1000
 ARGS="--epochs 200 --train-limit 2000 --seed 1 --data $DATA"
 now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
 
