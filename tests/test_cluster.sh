@@ -3,7 +3,8 @@
 # "hosts", network namespaces with their own addresses (10.78.0.1 and 10.78.0.2 on a veth pair),
 # through tests/ns-agent.sh as --ssh-agent. The 4-rank job over tcp must give the weights_crc of
 # the same job on one host over shm; --log-dir writes one file per rank; -x reaches remote ranks;
-# the token is on no command line; a failed remote rank stops the job; and kill -9 of the head
+# the token is on no command line; a failed remote rank stops the job; with --elastic a killed
+# remote rank gets a replacement from its host's ddlrun, which joins; and kill -9 of the head
 # leaves no process in either namespace (each node's ddlrun sees its stdin close).
 # Needs root and `ip netns`; skipped with the reason otherwise.
 . "$(dirname "$0")/lib.sh"
@@ -75,6 +76,19 @@ echo "rank 3 exits 3: ddlrun exit $rc in $((t1 - t0)) ms: $(grep -m1 'rank 3' "$
     > "$tmp/r" 2>&1; rc=$?
 [ "$rc" -eq 0 ] && grep -q 'node 1 (host 10.78.0.2) exited with code 3; restarting all 2 hosts (restart 1 of 1)' "$tmp/r" &&
     [ "$(grep -c '^ok [0-3] 1 cj-r1$' "$tmp/r")" -eq 4 ] && ok || { bad "--restarts across hosts (exit $rc)"; cat "$tmp/r"; }
+
+# ---- --elastic across hosts: the head gives every rank a fixed address (DDL_PEERS, host by
+# host); rank 3 (host B) is killed after step 5, host B's ddlrun starts a replacement, which joins
+# the 3 others: 4 ranks end with one host's weights ----
+EARGS="--epochs 2 --train-limit 6000 --seed 42 --quiet --data $DATA"
+eref=$("$DDLRUN" -n 4 -t shm "$BUILD/bin/lenet" $EARGS 2>&1 | field weights_crc)
+"$DDLRUN" -np 4 -H "$HOSTS" $AGENT --master "10.78.0.1:$port" --timeout 30 -t tcp --elastic 2:4 \
+    -x DDL_TEST_FAIL=3:5:kill -x DDL_HEARTBEAT_TIMEOUT_MS=1000 "$BUILD/bin/lenet" $EARGS > "$tmp/e" 2>&1; rc=$?
+crc=$(field weights_crc < "$tmp/e"); w=$(field world < "$tmp/e")
+echo "--elastic 2:4 -H $HOSTS, rank 3 killed: exit $rc, world $w, weights_crc=$crc (one host: $eref)"
+[ "$rc" -eq 0 ] && [ "$w" = 4 ] && [ -n "$crc" ] && [ "$crc" = "$eref" ] &&
+    grep -q "ddlrun: started pid [0-9]* to take rank 3's place" "$tmp/e" && grep -q "slot 3 joined as rank 3 of 4" "$tmp/e" &&
+    ok || { bad "--elastic across hosts: a replacement on host B did not bring the world back to 4"; tail -n 8 "$tmp/e"; cp "$tmp/e" /tmp/cluster-elastic.log; }
 
 # ---- kill -9 of the head: no process left in either namespace ----
 nsprocs() { ip netns pids "$1" | wc -l; }

@@ -59,6 +59,12 @@ static void node_command(const opts *o, char *cmd, size_t cap, int i, int k, int
         append(cmd, cap, " --tag-output");
     if (o->bind)
         append(cmd, cap, " --bind cores");
+    if (o->elastic_min) {
+        snprintf(buf, sizeof buf, " --elastic %d:%d", o->elastic_min, o->elastic_max);
+        append(cmd, cap, buf);
+    }
+    if (o->replacements >= 0)
+        snprintf(buf, sizeof buf, " --replacements %d", o->replacements), append(cmd, cap, buf);
     if (o->log_dir)
         append(cmd, cap, " --log-dir "), quote(cmd, cap, o->log_dir);
     append(cmd, cap, " --");
@@ -70,11 +76,12 @@ static void node_command(const opts *o, char *cmd, size_t cap, int i, int k, int
     }
 }
 
-/* env_lines: what goes to each node on its stdin: the token, the restart and the -x variables. */
+/* env_lines: what goes to each node on its stdin: the token, the restart, the peer list
+ * (--elastic) and the -x variables. */
 static void env_lines(const opts *o, char *out, size_t cap)
 {
-    const char *names[2 + MAX_XVARS] = {"DDL_TOKEN", "DDL_RESTART"};
-    int n = 2;
+    const char *names[3 + MAX_XVARS] = {"DDL_TOKEN", "DDL_RESTART", "DDL_PEERS"};
+    int n = 3;
     for (int i = 0; i < o->nx; i++)
         names[n++] = o->xvars[i];
     out[0] = '\0';
@@ -137,6 +144,26 @@ static void spawn_agent(const opts *o, rank *r, const char *cmd, const char *env
         fprintf(stderr, "ddlrun: host %s: cannot pass the environment: %s\n", r->host, strerror(errno));
 }
 
+/* elastic_peers: --elastic: every rank's address, host by host, at ports base + rank (base drawn
+ * for the job), so that each node's ddlrun can start a replacement that finds the running ranks
+ * (DDL_PEERS; not when the user set one). */
+static void elastic_peers(const opts *o)
+{
+    if (!o->elastic_min || getenv("DDL_PEERS"))
+        return;
+    static char peers[MAX_HOSTS * 64 * 8];
+    char hex[16];
+    random_hex(hex, 4);
+    /* below Linux's ephemeral ports (32768 up), which the ranks' own connections take */
+    int base = 10000 + (int)(strtoul(hex, NULL, 16) % 20000), used = 0;
+    peers[0] = '\0';
+    for (int i = 0; i < o->n_used; i++)
+        for (int j = 0; j < o->per && used + 80 < (int)sizeof peers; j++)
+            used += snprintf(peers + used, sizeof peers - (size_t)used, "%s%s:%d", used ? "," : "", o->host[i],
+                             base + i * o->per + j);
+    set_env("DDL_PEERS", peers);
+}
+
 /* head_main: -H or --hostfile: one node per host used, the same number of ranks on each
  * (options.c chose them). Returns ddlrun's exit status. */
 int head_main(opts *o)
@@ -157,6 +184,7 @@ int head_main(opts *o)
     }
     setup_token(o); /* o->nodes is 1 here: without one, a random token */
     set_xvars(o);
+    elastic_peers(o);
     signals_install(0);
     char base_job[128];
     snprintf(base_job, sizeof base_job, "%s", getenv("DDL_JOB"));
@@ -166,7 +194,8 @@ int head_main(opts *o)
         if (r > 0)
             restart_env(o, base_job, r);
         env_lines(o, env, sizeof env);
-        run u = {.ranks = agents, .n = k, .head = 1};
+        /* --elastic: a host lost is not the job lost (the ranks stop below MIN themselves) */
+        run u = {.ranks = agents, .n = k, .head = 1, .elastic_min = o->elastic_min, .nodes = k};
         for (int i = 0; i < k; i++) {
             memset(&agents[i], 0, sizeof agents[i]);
             agents[i].id = i;

@@ -32,7 +32,7 @@ int main(int argc, char **argv)
         if (k > 0)
             restart_env(&o, base_job, k);
         run u = {.ranks = ranks, .n = o.n, .watch_stdin = o.env_stdin, .elastic_min = o.elastic_min, .nodes = o.nodes,
-                 .o = o.elastic_min && o.nodes == 1 ? &o : NULL, .replace_left = o.replacements >= 0 ? o.replacements : 3 * o.n};
+                 .o = o.elastic_min && (o.nodes == 1 || getenv("DDL_PEERS")) ? &o : NULL, .replace_left = o.replacements >= 0 ? o.replacements : 3 * o.n};
         for (int i = 0; i < o.n; i++) {
             memset(&ranks[i], 0, sizeof ranks[i]);
             ranks[i].id = o.node_rank * o.n + i;

@@ -49,10 +49,9 @@ static hostlist_host hosts[HOSTLIST_MAX]; /* -H or --hostfile; opts.host points 
     "  --elastic MIN:MAX  elastic training (DDL_ELASTIC): when a rank dies or stops, the others regroup\n"  \
     "                  and go on in the same processes while at least MIN live (see docs/TRAINING.md);\n" \
     "                  ddlrun then reports the rank lost and does not stop the others. MAX (>= N) is the\n" \
-    "                  most ranks the job will have (the shards of its global batch). On one node a\n"    \
-    "                  killed rank gets a replacement that joins the running job at its next step\n"     \
-    "  --replacements R  --elastic: at most R replacements in all (default 3 per rank; 0: the job\n"    \
-    "                  only shrinks)\n"                                                                   \
+    "                  most ranks (the shards of the global batch). A killed rank's replacement joins\n" \
+    "                  at the next step (one node, -H, --hostfile, or a DDL_PEERS given)\n"             \
+    "  --replacements R  per node (default 3 per rank; 0: only shrink)\n"                               \
     "  --bind cores    local rank i of N runs on the i-th N-th of the CPUs ddlrun may use (none: the\n"      \
     "                  default, the scheduler places them); nothing is bound with more ranks than CPUs\n"  \
     "  -h, --help      this text\n"                                                                          \

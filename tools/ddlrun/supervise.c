@@ -80,8 +80,13 @@ static void reap(run *u)
                 else
                     snprintf(how, sizeof how, "exited with code %d", WEXITSTATUS(status));
                 u->lost++;
-                fprintf(stderr, "ddlrun: rank %d (pid %d) %s; the other %d go on (elastic: they stop below %d)\n",
-                        r->id, (int)pid, how, u->alive, u->elastic_min);
+                if (u->head)
+                    fprintf(stderr, "ddlrun: host %s (node %d): its ddlrun %s; the other %d host%s go on (elastic: "
+                            "the ranks stop below %d)\n", r->host, r->id, how, u->alive, u->alive == 1 ? "" : "s",
+                            u->elastic_min);
+                else
+                    fprintf(stderr, "ddlrun: rank %d (pid %d) %s; the other %d go on (elastic: they stop below %d)\n",
+                            r->id, (int)pid, how, u->alive, u->elastic_min);
                 if (u->o && !u->finished && u->replace_left > 0) { /* a replacement asks the others in */
                     u->replace_left--;
                     u->replaced++;
@@ -273,7 +278,10 @@ int report(const run *u)
     }
     if (u->head_gone) /* quietly: the head, if it lives, speaks for the job */
         return 1;
-    if (!u->failed_pid && u->lost)
+    if (!u->failed_pid && u->lost && u->head)
+        fprintf(stderr, "ddlrun: the job finished on %d of its %d hosts (elastic: %d lost on the way)\n",
+                u->n - u->lost, u->n, u->lost);
+    else if (!u->failed_pid && u->lost)
         fprintf(stderr, "ddlrun: the job finished with %d of its %d ranks (elastic: %d lost on the way, %d "
                 "replacements started)\n", u->n - u->lost + u->replaced, u->n, u->lost, u->replaced);
     if (!u->failed_pid)
