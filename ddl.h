@@ -844,8 +844,12 @@ typedef struct ddl_regroup {
  * ranks that live. */
 int ddl_comm_regroup(ddl_comm *c, long step, ddl_regroup *out);
 /* ddl_comm_joined: 1 if c was created by joining a running job (ddl_comm_config.join), with *out
- * saying how (step, leader: the rank whose state the joiner takes; rank, world); else 0. */
-int ddl_comm_joined(const ddl_comm *c, ddl_regroup *out);
+ * saying how (step, leader: the rank whose state the joiner takes; rank, world); else 0. A
+ * joiner's ddl_comm_create returns at once, before it asks the job in: it asks here, or at its
+ * first call, so that it loads its data and builds its model while the job runs on; until then
+ * ddl_comm_rank and ddl_comm_size say its slot and the most ranks. If asking fails, the comm's
+ * first call returns the failure (ddl_comm_error says it). */
+int ddl_comm_joined(ddl_comm *c, ddl_regroup *out);
 /* ddl_comm_elastic_min, _max: the configuration's (0 when not elastic). */
 int ddl_comm_elastic_min(const ddl_comm *c);
 int ddl_comm_elastic_max(const ddl_comm *c);

@@ -16,3 +16,13 @@ PYTHON=python3
 [ -x /usr/bin/python3 ] && PYTHON=/usr/bin/python3
 # free_port: a TCP port on 127.0.0.1 that is free right now.
 free_port() { "$PYTHON" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+# plot_setup: for the ddl-plot tests: PLOT (the program), tmp (a directory removed at exit); skips
+# the test, saying why, without a ddl-plot built with PNG or without python3.
+plot_setup() {
+    PLOT=$BUILD/bin/ddl-plot
+    if [ ! -x "$PLOT" ] || ! command -v "$PYTHON" > /dev/null; then
+        echo "skipped: needs $PLOT (WITH_PNG=1) and python3"; echo "0 passed, 0 failed"; exit 0
+    fi
+    tmp=$(mktemp -d) || exit 1
+    trap 'rm -rf "$tmp"' EXIT
+}

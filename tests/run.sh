@@ -18,7 +18,7 @@ total_pass=0; total_fail=0; total_skip=0
 # alone, since many bound how long something may take. (test_train, test_pg and test_threads train
 # small jobs with the default 5 s heartbeat, which a lane beside them does not starve.)
 BESIDE="test_install.sh test_cpus.sh test_onnx.sh test_onnx_import.sh test_ckpt_tool.sh test_cli.sh
-test_output_paths.sh test_plot_runs.sh test_plot_diverged.sh test_train.sh test_pg.sh test_threads.sh"
+test_output_paths.sh test_plot_runs.sh test_plot_diverged.sh test_plot_timeline.sh test_train.sh test_pg.sh test_threads.sh"
 
 # start T: run test T in the background, its output in $out_dir/NAME.out, its start time in .t0
 start() {

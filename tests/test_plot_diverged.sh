@@ -6,12 +6,7 @@
 . "$(dirname "$0")/lib.sh"
 BUILD=${BUILD:-build}
 cd "$(dirname "$0")/.." || exit 1
-PLOT=$BUILD/bin/ddl-plot
-if [ ! -x "$PLOT" ] || ! command -v "$PYTHON" > /dev/null; then
-    echo "skipped: needs $PLOT (WITH_PNG=1) and python3"; echo "0 passed, 0 failed"; exit 0
-fi
-tmp=$(mktemp -d) || exit 1
-trap 'rm -rf "$tmp"' EXIT
+plot_setup
 L=epoch/train_loss A=test/accuracy
 # run NAME TAG=VALUES...: an event file in $tmp/NAME
 run() { n=$1; shift; mkdir -p "$tmp/$n" && "$PYTHON" tests/events.py "$tmp/$n/events.out.tfevents.1.host" "$@"; }

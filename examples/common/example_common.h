@@ -307,6 +307,7 @@ static inline int example_trainer_start(example_watch *w, const example_opts *o,
                                         ddl_train_config *tc, ddl_model *model, const ddl_dataset *train,
                                         ddl_trainer **tr, char err[DDL_ERR_BYTES])
 {
+    ddl_comm_joined(comm, NULL); /* a replacement, its data loaded, asks the running job in: its rank */
     int rank = comm ? ddl_comm_rank(comm) : 0, world = comm ? ddl_comm_size(comm) : 1;
     int rc = example_watch_init(w, o, prog, rank, world, train->n, tc, err);
     w->comm = comm;

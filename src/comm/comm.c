@@ -372,6 +372,8 @@ int ddl__comm_begin(ddl_comm *c, int op, int dtype, int redop, size_t count, int
 {
     if (!c)
         return DDL_EINVAL;
+    if (c->join_pending && ddl__comm_admit(c) != DDL_OK)
+        return c->status;
     if (c->status != DDL_OK)
         return c->status;
     ddl__call k = {op, dtype, redop, (uint64_t)count, arg, c->seq++};
@@ -440,6 +442,8 @@ static int p2p_check(ddl_comm *c, int peer, const void *buf, size_t bytes, const
 {
     if (!c)
         return DDL_EINVAL;
+    if (c->join_pending && ddl__comm_admit(c) != DDL_OK)
+        return c->status;
     if (c->status != DDL_OK || stalled(c, 0) != DDL_OK)
         return c->status;
     if (peer < 0 || peer >= c->world || peer == c->rank || (bytes && !buf)) {

@@ -162,11 +162,9 @@ int ddl_comm_create(const ddl_comm_config *cfg_in, const ddl_allocator *alloc, d
             ddl_comm_destroy(c);
             return st;
         }
-        if (cfg.join) { /* a replacement: admitted by the running job, which opens everything */
-            if ((st = ddl__comm_join(c, &cfg, err, err_bytes)) != DDL_OK) {
-                ddl_comm_destroy(c);
-                return st;
-            }
+        if (cfg.join) { /* a replacement: it asks the running job in at its first call (join.c), so it
+                         * loads its data and builds its model before the running ranks wait for it */
+            c->joined = c->join_pending = 1;
             *out = c;
             return DDL_OK;
         }

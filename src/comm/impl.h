@@ -158,6 +158,7 @@ struct ddl_comm {
     uint16_t slot_port[DDL__ELASTIC_MAX]; /* each slot's port in the peer list (0: none): its heartbeat's */
     const char *peers0;        /* the peer list as created (a copy in the comm's memory), or NULL */
     int joined;                /* this comm began as a joiner (ddl_comm_config.join) */
+    int join_pending;          /* a joiner not yet asked in: it asks at its first call (ddl__comm_admit) */
     ddl__replay rp;            /* the last collective's result (replay.c) */
     ddl_regroup join_info;     /* how it was admitted */
 };
@@ -236,6 +237,9 @@ int ddl__elastic_reopen(ddl_comm *c, const unsigned char *members, const char *a
  * ddl__elastic_free: what setup allocated. */
 int ddl__elastic_setup(ddl_comm *c, const ddl_comm_config *cfg, char *err, size_t err_bytes);
 int ddl__comm_join(ddl_comm *c, const ddl_comm_config *cfg, char *err, size_t err_bytes);
+/* ddl__comm_admit: a joiner whose ddl_comm_create returned at once asks the running job in now (its
+ * first call, or ddl_comm_joined): DDL_OK, or the sticky failure. Nothing for any other comm. */
+int ddl__comm_admit(ddl_comm *c);
 void ddl__elastic_free(ddl_comm *c);
 /* ddl__comm_suspect: note rank r as one a failed call names (elastic.c reads them). */
 void ddl__comm_suspect(ddl_comm *c, int r);

@@ -120,10 +120,25 @@ int ddl__comm_join(ddl_comm *c, const ddl_comm_config *cfg, char *err, size_t er
     }
 }
 
-int ddl_comm_joined(const ddl_comm *c, ddl_regroup *out)
+int ddl__comm_admit(ddl_comm *c)
+{
+    if (!c->join_pending)
+        return DDL_OK;
+    c->join_pending = 0;
+    char err[DDL_ERR_BYTES];
+    int st = ddl__comm_join(c, &c->cfg0, err, sizeof err);
+    if (st != DDL_OK) {
+        c->status = st;
+        snprintf(c->err, sizeof c->err, "%s", err);
+    }
+    return st;
+}
+
+int ddl_comm_joined(ddl_comm *c, ddl_regroup *out)
 {
     if (!c || !c->joined)
         return 0;
+    (void)ddl__comm_admit(c); /* a failure is the comm's sticky error: the first call says it */
     if (out)
         *out = c->join_info;
     return 1;

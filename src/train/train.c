@@ -131,6 +131,8 @@ int ddl_trainer_create(const ddl_train_config *cfg_in, ddl_model *m, const ddl_d
     if (!out)
         return ddl__errf(err, err_bytes, DDL_EINVAL, "ddl_trainer_create: out is NULL");
     *out = NULL;
+    if (cfg_in && cfg_in->comm) /* a replacement asks the running job in now (its rank and world follow) */
+        (void)ddl_comm_joined(cfg_in->comm, NULL);
     int world = cfg_in && cfg_in->comm ? ddl_comm_size(cfg_in->comm) : 1;
     ddl_train_config eff; /* elastic: shards default to the most ranks the job will have */
     if (cfg_in) {
