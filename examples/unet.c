@@ -333,7 +333,7 @@ int main(int argc, char **argv)
     ddl_model *model = NULL;
     ddl_trainer *tr = NULL;
     example_watch w = {0}; /* progress, event files, timeline: example_watch.h */
-    rc = load(&o, &u, ddl_train_local_batch(o.batch, 0, comm), &train, &test, &model, err);
+    rc = load(&o, &u, ddl_train_local_batch(o.batch, example_shards(&o, comm), comm), &train, &test, &model, err);
     if (o.checkpoint) /* from here on SIGUSR1 asks for a checkpoint and an exit (example_watch.h) */
         example_preempt_install();
 

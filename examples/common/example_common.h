@@ -25,6 +25,7 @@ static void example_log(void *ud, int level, const char *msg);
 typedef struct example_opts {
     const char *data;
     int epochs, batch, threads, micro_batches, quiet, optimizer, schedule, warmup;
+    int accumulate; /* --accumulate N: each rank's part of the batch as N shards (0: none) */
     long seed, train_limit;
     float lr, momentum, weight_decay;
     const char *checkpoint, *save; /* checkpoints: --checkpoint PATH --checkpoint-every N --resume --save PATH */
@@ -37,7 +38,8 @@ typedef struct example_opts {
 /* getopt_long's codes of the shared flags; an example's own flags take codes from EXAMPLE_OPT_END. */
 enum { OPT_DATA = 256, OPT_EPOCHS, OPT_BATCH, OPT_LR, OPT_MOMENTUM, OPT_OPTIMIZER, OPT_WEIGHT_DECAY, OPT_SCHEDULE,
        OPT_WARMUP, OPT_SEED, OPT_TRAIN_LIMIT, OPT_THREADS, OPT_QUIET, OPT_CHECKPOINT, OPT_CHECKPOINT_EVERY, OPT_RESUME,
-       OPT_SAVE, OPT_SAVE_RATE, OPT_LOGDIR, OPT_LOG_EVERY, OPT_MICRO_BATCHES, OPT_KEEP_CHECKPOINTS, EXAMPLE_OPT_END };
+       OPT_SAVE, OPT_SAVE_RATE, OPT_LOGDIR, OPT_LOG_EVERY, OPT_MICRO_BATCHES, OPT_KEEP_CHECKPOINTS, OPT_ACCUMULATE,
+       EXAMPLE_OPT_END };
 
 #define EXAMPLE_OPTIONS                                                                                         \
     {"data", required_argument, NULL, OPT_DATA}, {"epochs", required_argument, NULL, OPT_EPOCHS},               \
@@ -53,7 +55,8 @@ enum { OPT_DATA = 256, OPT_EPOCHS, OPT_BATCH, OPT_LR, OPT_MOMENTUM, OPT_OPTIMIZE
     {"resume", no_argument, NULL, OPT_RESUME}, {"save", required_argument, NULL, OPT_SAVE},                     \
     {"save-rate", required_argument, NULL, OPT_SAVE_RATE}, {"logdir", required_argument, NULL, OPT_LOGDIR},   \
     {"log-every", required_argument, NULL, OPT_LOG_EVERY},                                                      \
-    {"micro-batches", required_argument, NULL, OPT_MICRO_BATCHES}, CLI_HELP_VERSION
+    {"micro-batches", required_argument, NULL, OPT_MICRO_BATCHES},                                              \
+    {"accumulate", required_argument, NULL, OPT_ACCUMULATE}, CLI_HELP_VERSION
 
 /* --help lines of the shared flags: an example prints its own flags between the two parts. */
 #define EXAMPLE_USAGE_TRAINING                                                                          \
@@ -66,6 +69,7 @@ enum { OPT_DATA = 256, OPT_EPOCHS, OPT_BATCH, OPT_LR, OPT_MOMENTUM, OPT_OPTIMIZE
     "  --train-limit N           train on the first N samples only\n"                                   \
     "  --threads N               threads per rank for ddl's kernels (default 1)\n"                                   \
     "  --micro-batches N         each rank's batch in N parts, side by side on the threads (0: auto)\n" \
+    "  --accumulate N            N shards a rank, added in one order (1 rank, N 4: 4 ranks' bits)\n" \
     "  --quiet                   no progress lines: only the summary\n"                               \
     "  --logdir DIR              TensorBoard event files in DIR (tensorboard --logdir DIR)\n"          \
     "  --log-every N             with --logdir: step scalars every N steps (default 10)\n"
@@ -76,8 +80,7 @@ enum { OPT_DATA = 256, OPT_EPOCHS, OPT_BATCH, OPT_LR, OPT_MOMENTUM, OPT_OPTIMIZE
     "  --resume                  continue from --checkpoint PATH when it exists\n"                       \
     "  --save PATH               save the final model to PATH\n"                                         \
     "  --save-rate BYTES_PER_SEC write checkpoints no faster than this\n"                                \
-    "  (missing directories of --checkpoint, --save and --logdir are created, mode 0755, and each\n"    \
-    "  path is checked before the first step)\n"                                                       \
+    "  (missing directories of these and --logdir are made, mode 0755)\n"                             \
     "  --help, --version         this text; the version\n"
 
 static void example_defaults(example_opts *o)
@@ -113,6 +116,7 @@ static void example_option(example_opts *o, int c, const char *arg, const char *
     case OPT_TRAIN_LIMIT: o->train_limit = cli_long("--train-limit", arg, 0, 1000000000000L); break;
     case OPT_THREADS: o->threads = cli_int("--threads", arg, 1, 256); break;
     case OPT_MICRO_BATCHES: o->micro_batches = cli_int("--micro-batches", arg, 0, DDL_MAX_MICRO_BATCHES); break;
+    case OPT_ACCUMULATE: o->accumulate = cli_int("--accumulate", arg, 1, DDL_MAX_MICRO_BATCHES); break;
     case OPT_QUIET: o->quiet = 1; break;
     case OPT_CHECKPOINT: o->checkpoint = arg; break;
     case OPT_CHECKPOINT_EVERY: o->checkpoint_every = cli_long("--checkpoint-every", arg, 0, 1000000000000L); break;
@@ -206,6 +210,15 @@ static void example_options_done(const example_opts *o, int argc, char **argv)
     example_outputs_prepare(o);
 }
 
+/* example_shards: ddl_train_config.shards for the flags: --accumulate N shards per rank of the
+ * most ranks the job will have (an elastic comm's maximum, else its world); 0 (the trainer's
+ * default) without. */
+static int example_shards(const example_opts *o, const ddl_comm *comm)
+{
+    int most = ddl_comm_elastic_max(comm) > 0 ? ddl_comm_elastic_max(comm) : ddl_comm_size(comm);
+    return o->accumulate ? o->accumulate * most : 0;
+}
+
 /* example_train_config: the trainer's configuration from the flags, for n training samples. */
 static void example_train_config(const example_opts *o, ddl_comm *comm, long n, ddl_train_config *tc)
 {
@@ -216,6 +229,7 @@ static void example_train_config(const example_opts *o, ddl_comm *comm, long n, 
     tc->seed = (uint64_t)o->seed;
     tc->train_limit = o->train_limit;
     tc->micro_batches = o->micro_batches;
+    tc->shards = example_shards(o, comm);
     tc->save_bytes_per_sec = o->save_rate;
     tc->stop_checkpoint = o->checkpoint; /* elastic: written by the last survivors when too few live */
     tc->optim.kind = o->optimizer;

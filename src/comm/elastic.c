@@ -48,6 +48,7 @@ typedef struct regroup {
     int decided_by;   /* the lowest rank whose decision we hold (-1: none) */
     int left_out;     /* a decision came that leaves this rank out */
     int want_join;    /* a rank heard a joiner: the coordinator waits a moment for its notes */
+    int off_step;     /* a rank regroups from another call than a step's all-reduce: no joiner comes in */
     unsigned char decision[DDL__HB_BODY_BYTES]; /* its members are slots */
 } regroup;
 
@@ -112,6 +113,7 @@ static void take_note(ddl_comm *c, regroup *g, const ddl__hb_note *n)
     if (n->kind == DDL__HB_REGROUP) {
         ddl__set_bit(g->in, n->from);
         g->want_join |= (int)(ddl__get_le(n->body + 12, 4) & 1);
+        g->off_step |= !(ddl__get_le(n->body + 12, 4) & 2);
         g->step[n->from] = (long)ddl__get_le(n->body, 8);
         for (int j = 0; j < c->world; j++)
             if (ddl__bit(n->body + 16, j) && j != c->rank)
@@ -141,9 +143,10 @@ static int decide(ddl_comm *c, regroup *g, long my_step)
             return 0;
     int64_t now = ddl__now_ms();
     int joiners = 0;
-    for (int s = 0; s < c->elastic_max; s++)
+    int admit = c->failed_at_step && !g->off_step; /* every rank at a step's all-reduce */
+    for (int s = 0; s < c->elastic_max && admit; s++)
         joiners += g->join[s].heard && now - g->join[s].heard < JOIN_MS;
-    if (g->want_join && !joiners && now - g->t0 < 200)
+    if (admit && g->want_join && !joiners && now - g->t0 < 200)
         return 0; /* its next note comes within 20 ms */
     unsigned char members[DDL__ELASTIC_MAX / 8] = {0}, ranks[DDL__ELASTIC_MAX / 8];
     long top = my_step;
@@ -160,7 +163,7 @@ static int decide(ddl_comm *c, regroup *g, long my_step)
                 leader = c->slot_of[j];
             behind += g->step[j] < top;
         }
-    for (int s = 0; s < c->elastic_max; s++)
+    for (int s = 0; s < c->elastic_max && admit; s++)
         if (g->join[s].heard && now - g->join[s].heard < JOIN_MS && !ddl__bit(members, s)) {
             ddl__set_bit(members, s);
             behind++; /* a joiner has nothing yet */
@@ -202,7 +205,8 @@ static int agree(ddl_comm *c, regroup *g, long my_step)
                                                         * as named too */
             for (size_t k = 0; k < sizeof named; k++)
                 named[k] = c->suspects[k] | g->dead[k];
-            ddl__elastic_note(note, my_step, (uint32_t)g->gen, (uint32_t)g->want_join, named);
+            ddl__elastic_note(note, my_step, (uint32_t)g->gen, (uint32_t)g->want_join | (uint32_t)c->failed_at_step << 1,
+                              named);
             ddl__hb_note_all(&c->hb, DDL__HB_REGROUP, note, NULL);
             next_note = now + DDL__ELASTIC_NOTE_MS;
         }
@@ -283,6 +287,8 @@ int ddl__elastic_reopen(ddl_comm *c, const unsigned char *members, const char *a
     memset(c->p2p_sent, 0, (size_t)c->capacity * (2 * sizeof(uint32_t) + 2 * DDL_HEADER_BYTES));
     memset(c->shards_dealt, 0, sizeof c->shards_dealt);
     memset(c->suspects, 0, sizeof c->suspects);
+    c->failed_at_step = 0;
+    atomic_store(&c->hb.join_heard_ms, 0);
     c->seq = 0;
     c->status = DDL_OK;
     c->err[0] = '\0';
@@ -378,12 +384,14 @@ int ddl_comm_regroup(ddl_comm *c, long step, ddl_regroup *out)
     }
     ddl__hb_halt(&c->hb);
     const ddl__hb_note *pj = &c->hb.pending_join; /* the joiner our thread heard, if it caused this */
-    if (c->hb.pending_join_ms && g.t0 - c->hb.pending_join_ms < 1000 && pj->from < c->elastic_max) {
+    if (c->failed_at_step && c->hb.pending_join_ms && g.t0 - c->hb.pending_join_ms < 1000 &&
+        pj->from < c->elastic_max) {
         g.join[pj->from] = (joiner){pj->nonce, pj->src, g.t0};
         g.want_join = 1;
     }
     unsigned char note[DDL__HB_BODY_BYTES];
-    ddl__elastic_note(note, step, (uint32_t)g.gen, (uint32_t)g.want_join, c->suspects);
+    ddl__elastic_note(note, step, (uint32_t)g.gen, (uint32_t)g.want_join | (uint32_t)c->failed_at_step << 1,
+                      c->suspects);
     ddl__hb_note_all(&c->hb, DDL__HB_REGROUP, note, NULL); /* first, then the links close */
     ddl__tp_close(c);
     int64_t closed = ddl__now_ms();

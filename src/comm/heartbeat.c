@@ -268,7 +268,8 @@ static void regroup_seen(ddl__hb *hb, int from)
         hb->interrupt(hb->tp_state, from);
 }
 
-/* join_seen: a joiner for a slot that is not ours asks in: regroup, as for a peer's regroup. */
+/* join_seen: a joiner for a slot that is not ours asks in: regroup, as for a peer's regroup, if
+ * the comm is in a step's all-reduce. */
 static void join_seen(ddl__hb *hb, const ddl__hb_note *note)
 {
     int slot = note->from;
@@ -277,8 +278,12 @@ static void join_seen(ddl__hb *hb, const ddl__hb_note *note)
             return; /* a member's slot: a replay, or a confused process */
     hb->pending_join = *note; /* the regroup counts it in */
     hb->pending_join_ms = ddl__now_ms();
+    atomic_store(&hb->join_heard_slot, slot);
+    atomic_store(&hb->join_heard_ms, hb->pending_join_ms);
     hb->fast = 1;
-    if (atomic_load(&hb->verdict))
+    /* only a step's all-reduce is interrupted for it (elsewhere the next one notices it at once):
+     * a joiner comes in at a step, so that its first call is the one the others retry */
+    if (atomic_load(&hb->verdict) || !atomic_load(&hb->admitting))
         return;
     snprintf(hb->msg, sizeof hb->msg, "a replacement for rank slot %d asks to join (noticed by rank %d)", slot,
              hb->rank);

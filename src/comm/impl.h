@@ -41,6 +41,7 @@ typedef struct ddl__call {
 
 /* An elastic comm's last collective (replay.c): its result, for a rank that missed it. */
 #define DDL__REPLAY_BYTES ((size_t)64 << 10)
+#define DDL__REDOP_SHARDS (-1) /* ddl__call.redop of ddl_comm_allreduce_shards: a step's all-reduce */
 typedef struct ddl__replay {
     unsigned char *buf; /* DDL__REPLAY_BYTES in the comm's memory (elastic comms; else NULL) */
     ddl__call call;     /* what the kept or missed call was */
@@ -98,6 +99,10 @@ typedef struct ddl__hb {
     const int *slot_of;       /* [world] each rank's slot (the comm's), for joins */
     ddl__hb_note pending_join; /* the last joiner the thread heard (for the regroup it causes) */
     int64_t pending_join_ms;   /* when (0: none) */
+    _Atomic int64_t join_heard_ms; /* the same time and slot, for the comm's thread while this one runs */
+    _Atomic int join_heard_slot;
+    _Atomic int admitting;     /* the comm is in a step's all-reduce (ddl_comm_allreduce_shards): the
+                                * one call a joiner may come in at; a join note interrupts no other */
     int fd, wake_fd;          /* UDP socket; eventfd that wakes the thread to stop */
     int rank, world, interval_ms, timeout_ms;
     pthread_t thread;
@@ -160,6 +165,8 @@ struct ddl_comm {
     int joined;                /* this comm began as a joiner (ddl_comm_config.join) */
     int join_pending;          /* a joiner not yet asked in: it asks at its first call (ddl__comm_admit) */
     ddl__replay rp;            /* the last collective's result (replay.c) */
+    int failed_at_step;        /* the last call that failed was a step's all-reduce: a regroup may
+                                * let a joiner in (it joins at a step, where its next call is the same) */
     ddl_regroup join_info;     /* how it was admitted */
 };
 
@@ -224,6 +231,7 @@ int ddl__comm_start_heartbeat(ddl_comm *c, const ddl_comm_config *cfg, char *err
  * "" when the transport needs none; here: the slots on this host). */
 #define DDL__ELASTIC_ADDR 64    /* an address kept in scratch, per slot */
 #define DDL__ELASTIC_NOTE_MS 20 /* a regrouping rank's or a joiner's note goes out this often */
+#define DDL__JOIN_FRESH_MS 200  /* a joiner heard this recently still asks (it asks every NOTE_MS) */
 static inline int ddl__bit(const unsigned char *m, int j) { return m[j / 8] >> (j % 8) & 1; }
 static inline void ddl__set_bit(unsigned char *m, int j) { m[j / 8] |= (unsigned char)(1u << (j % 8)); }
 void ddl__elastic_note(unsigned char *b, long step, uint32_t a, uint32_t x, const unsigned char *map);

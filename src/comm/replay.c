@@ -51,7 +51,11 @@ int ddl__replay_leave(ddl_comm *c, const ddl__call *k, int st, const void *out, 
     if (!c)
         return st;
     ddl__replay *r = &c->rp;
-    if (--r->depth > 0 || st != DDL_OK || !r->buf)
+    if (--r->depth > 0)
+        return st;
+    if (st != DDL_OK) /* a regroup after a step's all-reduce may let a joiner in (elastic.c) */
+        c->failed_at_step = k->redop == DDL__REDOP_SHARDS;
+    if (st != DDL_OK || !r->buf)
         return st;
     r->done++;
     r->kept = bytes <= DDL__REPLAY_BYTES && (bytes == 0 || out);

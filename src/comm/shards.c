@@ -117,8 +117,20 @@ int ddl_comm_allreduce_shards(ddl_comm *c, float *const *bufs, int first, int n,
 {
     /* counted as a call an elastic comm completed, never kept (replay.c): a rank that missed it
      * takes the trainer leader's state instead */
-    ddl__call k = {DDL__OP_ALLREDUCE, DDL_FLOAT32, -1, (uint64_t)count, 0, 0};
+    ddl__call k = {DDL__OP_ALLREDUCE, DDL_FLOAT32, DDL__REDOP_SHARDS, (uint64_t)count, 0, 0};
     if (ddl__replay_enter(c, &k, NULL, SIZE_MAX))
         return DDL_OK;
-    return ddl__replay_leave(c, &k, allreduce_shards(c, bufs, first, n, total, count), NULL, SIZE_MAX);
+    int st = DDL_OK;
+    if (c && c->elastic_min) { /* a step's all-reduce: where a joiner comes in (join.c) */
+        atomic_store(&c->hb.admitting, 1);
+        int64_t heard = atomic_load(&c->hb.join_heard_ms);
+        if (heard && ddl__now_ms() - heard < DDL__JOIN_FRESH_MS && c->status == DDL_OK)
+            st = ddl__comm_fail(c, DDL_EPEER, "a replacement for rank slot %d asks to join (noticed by rank %d)",
+                                atomic_load(&c->hb.join_heard_slot), c->rank);
+    }
+    if (st == DDL_OK)
+        st = allreduce_shards(c, bufs, first, n, total, count);
+    if (c && c->elastic_min)
+        atomic_store(&c->hb.admitting, 0);
+    return ddl__replay_leave(c, &k, st, NULL, SIZE_MAX);
 }

@@ -274,7 +274,7 @@ static int setup(run *r)
     if (rc == DDL_OK)
         rc = same_classes(&r->s.train, &r->s.test, "test", r->err);
     if (rc == DDL_OK)
-        rc = build(o, r->g, &r->im, &r->s, ddl_train_local_batch(o->ex.batch, 0, r->comm), &r->m, r->err);
+        rc = build(o, r->g, &r->im, &r->s, ddl_train_local_batch(o->ex.batch, example_shards(&o->ex, r->comm), r->comm), &r->m, r->err);
     if (rc != DDL_OK) {
         r->bad_input = rc != DDL_ENOMEM;
         return rc;
