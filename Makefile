@@ -5,7 +5,8 @@
 #   make bench           benchmarks (long runs, peer comparisons)
 #   make install         ddl.h, libddl.a, libddl.so, ddl.pc, the CMake package and the programs
 #                        under $(DESTDIR)$(PREFIX) (PREFIX=/usr/local); SHARED=0: no libddl.so, so
-#                        -lddl links libddl.a; make uninstall removes them
+#                        -lddl links libddl.a; make uninstall removes them; make install-lib: the
+#                        library alone (no programs, no PostgreSQL extension)
 # Switches: WITH_BLAS=openblas|none  WITH_ZMQ=0|1  WITH_MPI=0|1  WITH_LZ4=0|1  WITH_SODIUM=0|1  WITH_PNG=0|1  WITH_JPEG=0|1  WITH_JANSSON=0|1  WITH_PQ=0|1 (--predict --db)
 #           WITH_SERVE=0|1 (ddl-serve: libmicrohttpd, jansson and yajl)
 #           SAN=address|undefined|thread  V=1  BUILD=dir (default build)
@@ -13,9 +14,9 @@
 #                        make builds it and make install installs it there; make pg-install alone
 
 BUILD     ?= build
-# make install and uninstall take the switches $(BUILD) was built with (kept in $(BUILD)/config.mk),
-# so they install that build as it is; switches given to them still win.
-ifneq ($(filter install uninstall,$(MAKECMDGOALS)),)
+# make install, install-lib and uninstall take the switches $(BUILD) was built with (kept in
+# $(BUILD)/config.mk), so they install that build as it is; switches given to them still win.
+ifneq ($(filter install install-lib uninstall,$(MAKECMDGOALS)),)
   -include $(BUILD)/config.mk
 endif
 WITH_BLAS ?= openblas
@@ -135,7 +136,7 @@ BINDIR     ?= $(PREFIX)/bin
 LIBDIR     ?= $(PREFIX)/lib
 INCLUDEDIR ?= $(PREFIX)/include
 
-.PHONY: all lib run test test-only bench deps deps-run fuzz fuzz-build clean install uninstall FORCE
+.PHONY: all lib run test test-only bench deps deps-run fuzz fuzz-build clean install install-lib uninstall FORCE
 all: lib $(PROGS) $(TESTS) $(if $(filter 1,$(HAVE_PG)),pg)
 lib: $(BUILD)/libddl.a $(SHLIB_LINKS) $(DIST_FILES)
 
@@ -232,8 +233,10 @@ $(DIST_FILES): FORCE
 	@mkdir -p $(dir $@)
 	@$(DIST_SED) dist/$(notdir $@).in > $@.tmp && $(call update,$@)
 
-install: lib $(PROGS)
-	install -d $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(LIBDIR)/cmake/ddl $(DESTDIR)$(BINDIR)
+# install-lib: the library alone (ddl.h, libddl.a and libddl.so, ddl.pc, the CMake package), for a
+# program that vendors it; install: that, the programs and, where PostgreSQL is, its extension.
+install-lib: lib
+	install -d $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(LIBDIR)/cmake/ddl
 	install -m 644 ddl.h $(DESTDIR)$(INCLUDEDIR)/
 	install -m 644 $(BUILD)/libddl.a $(DESTDIR)$(LIBDIR)/
 ifneq ($(SHARED),0)
@@ -243,6 +246,9 @@ ifneq ($(SHARED),0)
 endif
 	install -m 644 $(BUILD)/ddl.pc $(DESTDIR)$(LIBDIR)/pkgconfig/
 	install -m 644 $(BUILD)/cmake/ddlConfig.cmake $(BUILD)/cmake/ddlConfigVersion.cmake $(DESTDIR)$(LIBDIR)/cmake/ddl/
+
+install: install-lib $(PROGS)
+	install -d $(DESTDIR)$(BINDIR)
 	install -m 755 $(PROGS) $(DESTDIR)$(BINDIR)/
 	@if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ]; then PATH=$$PATH:/sbin:/usr/sbin ldconfig 2>/dev/null || true; fi
 ifeq ($(HAVE_PG),1)

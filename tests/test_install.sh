@@ -3,9 +3,9 @@
 # and run: through pkg-config (libddl.so; libddl.a with --static where SHARED=0 installed no
 # libddl.so) and through CMake's find_package (ddl::ddl, shared and with DDL_STATIC). The soname and its links; ddl.pc naming
 # MPI's link flags exactly when the build used MPI (a build with WITH_MPI=0 and WITH_BLAS=none, the
-# built-in gemm, is installed beside it and trains);
+# built-in gemm, is installed beside it with make install-lib, the library alone, and trains);
 # every example copied alone (with examples/common/) into an empty directory and built with pkg-config's flags;
-# make uninstall leaving nothing. (The aarch64 build: tests/test_cpus.sh.) About 40 s.
+# make uninstall leaving nothing. (The aarch64 build: tests/test_cpus.sh.) About 20 s.
 . "$(dirname "$0")/lib.sh"
 cd "$(dirname "$0")/.." || exit 1
 BUILD=${BUILD:-build}
@@ -95,9 +95,9 @@ expect "cmake, static" "$tmp/cm-static/app" "$(yes_no MPI yes no)"
 # ---- a build without MPI and OpenBLAS: nothing of either in ddl.pc or the CMake package, it links
 # and trains on the built-in gemm ----
 N=$tmp/nompi/usr/local
-make -s -j2 install BUILD="$tmp/b0" WITH_MPI=0 WITH_BLAS=none WITH_SERVE=0 SHARED=0 DESTDIR="$tmp/nompi" \
-    > "$tmp/nompi.log" 2>&1
-check "make install WITH_MPI=0 WITH_BLAS=none SHARED=0" $?
+make -s -j2 install-lib BUILD="$tmp/b0" WITH_MPI=0 WITH_BLAS=none WITH_SERVE=0 SHARED=0 DESTDIR="$tmp/nompi" \
+    > "$tmp/nompi.log" 2>&1 && [ -f "$N/include/ddl.h" ] && [ -f "$N/lib/libddl.a" ] && [ ! -d "$N/bin" ]
+check "make install-lib WITH_MPI=0 WITH_BLAS=none SHARED=0: the library alone" $?
 ! grep -qi mpi "$N/lib/pkgconfig/ddl.pc" "$N/lib/cmake/ddl/ddlConfig.cmake"; check "WITH_MPI=0: no MPI in ddl.pc and ddlConfig.cmake" $?
 ! grep -qi openblas "$N/lib/pkgconfig/ddl.pc" "$N/lib/cmake/ddl/ddlConfig.cmake"
 check "WITH_BLAS=none: no OpenBLAS in ddl.pc and ddlConfig.cmake" $?
