@@ -1,0 +1,78 @@
+#!/bin/sh
+# test_slurm_nodes.sh - a real Slurm of two nodes on one machine: network namespaces a (10.89.0.1)
+# and b (10.89.0.2), each with its own host name (a UTS namespace) and /etc/hosts (a mount
+# namespace, the machine's own untouched), a slurmd in each, slurmctld on a, one munged. The
+# daemons enter the network namespace with nsenter, not `ip netns exec`, which mounts a new /sys
+# and so hides the cgroup hierarchy slurmd needs ("No filesystem mounted on /sys/fs/cgroup").
+# `srun -N2 -n4` with only DDL_TOKEN set trains LeNet on 2 ranks of each node over tcp (the
+# rendezvous from Slurm's node list) to the weights of one host's `ddlrun -n 4 -t tcp`, and its
+# start-up line names both hosts. Needs root, `ip netns`, nsenter and Slurm; skipped otherwise.
+. "$(dirname "$0")/lib.sh"
+BUILD=${BUILD:-build}
+cd "$(dirname "$0")/.." || exit 1
+PATH=$PATH:/usr/sbin
+for c in munged slurmctld slurmd srun sinfo nsenter unshare; do
+    command -v $c > /dev/null 2>&1 || { echo "skipped: no $c (apt-get install slurmctld slurmd slurm-client munge)"; echo "0 passed, 0 failed"; exit 0; }
+done
+. tests/netns.sh
+netns_hosts ddlsn 10.89.0
+T=$tmp; chmod 755 "$T"; mkdir -p "$T/state" "$T/spool-a" "$T/spool-b"
+stop_slurm() {
+    for p in "$T"/slurmd-a.pid "$T"/slurmd-b.pid "$T"/slurmctld.pid "$T"/munged.pid; do [ -s "$p" ] && kill "$(cat "$p")" 2>/dev/null; done
+}
+export OPENBLAS_NUM_THREADS=1
+head -c 1024 /dev/urandom > "$T/munge.key"; chmod 400 "$T/munge.key"
+munged --force -S "$T/munge.sock" --key-file "$T/munge.key" --pid-file "$T/munged.pid" --log-file "$T/munged.log" \
+    --seed-file "$T/munged.seed" 2> "$T/munged.err" || { echo "skipped: munged: $(cat "$T/munged.err")"; echo "0 passed, 0 failed"; exit 0; }
+printf '127.0.0.1 localhost\n10.89.0.1 a\n10.89.0.2 b\n' > "$T/hosts"
+p1=$((16000 + $$ % 1000)); p2=$((p1 + 1000))
+cat > "$T/slurm.conf" <<CONF
+ClusterName=ddlnodes
+FirstJobId=$(($(od -An -N2 -tu2 /dev/urandom) * 100 + 1000))
+SlurmctldHost=a(10.89.0.1)
+SlurmctldPort=$p1
+SlurmdPort=$p2
+AuthType=auth/munge
+AuthInfo=socket=$T/munge.sock
+CredType=cred/munge
+MpiDefault=none
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+ReturnToService=2
+SlurmUser=root
+SlurmctldPidFile=$T/slurmctld.pid
+SlurmdPidFile=$T/slurmd-%n.pid
+SlurmdSpoolDir=$T/spool-%n
+StateSaveLocation=$T/state
+SlurmctldLogFile=$T/slurmctld.log
+SlurmdLogFile=$T/slurmd-%n.log
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+NodeName=a NodeAddr=10.89.0.1 CPUs=2 State=UNKNOWN
+NodeName=b NodeAddr=10.89.0.2 CPUs=2 State=UNKNOWN
+PartitionName=debug Nodes=ALL Default=YES MaxTime=10 State=UP OverSubscribe=FORCE:4
+CONF
+export SLURM_CONF=$T/slurm.conf
+# on NS NAME CMD...: CMD in that network namespace, with its own host name and /etc/hosts
+on() { ns=$1; name=$2; shift 2; nsenter --net="/run/netns/$ns" unshare --uts --mount sh -c "hostname $name; mount --bind $T/hosts /etc/hosts; exec \"\$@\"" sh "$@"; }
+on "$A" a slurmctld -c -f "$SLURM_CONF" && on "$A" a slurmd -f "$SLURM_CONF" && on "$B" b slurmd -f "$SLURM_CONF"
+check "slurmctld on a, a slurmd on a and on b" $?
+for i in $(seq 1 100); do s=$(on "$A" a sinfo -h -N -o '%N %t' 2>&1 | tr '\n' ' '); case "$s" in *"a idle"*"b idle"*) break ;; esac; sleep 0.1; done
+echo "sinfo: $s"
+case "$s" in *"a idle"*"b idle"*) ok ;; *) bad "both nodes idle (sinfo: $s)"; tail -n 3 "$T"/slurmd-*.log ;; esac
+
+ARGS="--epochs 1 --train-limit 2000 --seed 3 --data $DATA"
+ref=$("$BUILD/bin/ddlrun" -n 4 -t tcp "$BUILD/bin/lenet" $ARGS --quiet 2>&1 | field weights_crc)
+on "$A" a env -u DDL_RANK -u DDL_WORLD_SIZE -u DDL_MASTER DDL_TOKEN=slurm-nodes-secret-0123456789 \
+    timeout 120 srun -N2 -n4 --overcommit "$PWD/$BUILD/bin/lenet" $ARGS > "$T/srun.out" 2>&1; rc=$?
+crc=$(field weights_crc < "$T/srun.out"); w=$(field world < "$T/srun.out"); tr=$(field transport < "$T/srun.out")
+echo "srun -N2 -n4: exit $rc, transport=$tr world=$w weights_crc=$crc (one host: $ref); $(grep -o 'world 4 on [a-z,]*' "$T/srun.out")"
+[ $rc -eq 0 ] && [ "$w" = 4 ] && [ "$tr" = tcp ] && [ -n "$crc" ] && [ "$crc" = "$ref" ]
+check "srun -N2 -n4 across the two nodes: one host's weights" $?
+grep -q "world 4 on a,b" "$T/srun.out"; check "its ranks ran on a and on b" $?
+[ $rc -eq 0 ] || tail -n 5 "$T/srun.out"
+stop_slurm; sleep 0.3
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
