@@ -8,6 +8,7 @@
 # rendezvous from Slurm's node list) to the weights of one host's `ddlrun -n 4 -t tcp`, and its
 # start-up line names both hosts. Needs root, `ip netns`, nsenter and Slurm; skipped otherwise.
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/slurm.sh"
 BUILD=${BUILD:-build}
 cd "$(dirname "$0")/.." || exit 1
 PATH=$PATH:/usr/sbin
@@ -21,39 +22,24 @@ stop_slurm() {
     for p in "$T"/slurmd-a.pid "$T"/slurmd-b.pid "$T"/slurmctld.pid "$T"/munged.pid; do [ -s "$p" ] && kill "$(cat "$p")" 2>/dev/null; done
 }
 export OPENBLAS_NUM_THREADS=1
-head -c 1024 /dev/urandom > "$T/munge.key"; chmod 400 "$T/munge.key"
-munged --force -S "$T/munge.sock" --key-file "$T/munge.key" --pid-file "$T/munged.pid" --log-file "$T/munged.log" \
-    --seed-file "$T/munged.seed" 2> "$T/munged.err" || { echo "skipped: munged: $(cat "$T/munged.err")"; echo "0 passed, 0 failed"; exit 0; }
+slurm_munged "$T" || { echo "skipped: munged: $(cat "$T/munged.err")"; echo "0 passed, 0 failed"; exit 0; }
 printf '127.0.0.1 localhost\n10.89.0.1 a\n10.89.0.2 b\n' > "$T/hosts"
 p1=$((16000 + $$ % 1000)); p2=$((p1 + 1000))
-cat > "$T/slurm.conf" <<CONF
+{ cat <<CONF
 ClusterName=ddlnodes
 FirstJobId=$(($(od -An -N2 -tu2 /dev/urandom) * 100 + 1000))
 SlurmctldHost=a(10.89.0.1)
 SlurmctldPort=$p1
 SlurmdPort=$p2
-AuthType=auth/munge
 AuthInfo=socket=$T/munge.sock
-CredType=cred/munge
-MpiDefault=none
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core
-ReturnToService=2
-SlurmUser=root
-SlurmctldPidFile=$T/slurmctld.pid
 SlurmdPidFile=$T/slurmd-%n.pid
 SlurmdSpoolDir=$T/spool-%n
-StateSaveLocation=$T/state
-SlurmctldLogFile=$T/slurmctld.log
 SlurmdLogFile=$T/slurmd-%n.log
-JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
 NodeName=a NodeAddr=10.89.0.1 CPUs=2 State=UNKNOWN
 NodeName=b NodeAddr=10.89.0.2 CPUs=2 State=UNKNOWN
 PartitionName=debug Nodes=ALL Default=YES MaxTime=10 State=UP OverSubscribe=FORCE:4
 CONF
+  slurm_conf_common "$T"; } > "$T/slurm.conf"
 export SLURM_CONF=$T/slurm.conf
 # on NS NAME CMD...: CMD in that network namespace, with its own host name and /etc/hosts
 on() { ns=$1; name=$2; shift 2; nsenter --net="/run/netns/$ns" unshare --uts --mount sh -c "hostname $name; mount --bind $T/hosts /etc/hosts; exec \"\$@\"" sh "$@"; }

@@ -10,6 +10,7 @@
 # jobs and daemons are stopped at the end. Needs root (slurmd runs the steps as their user;
 # SlurmUser=root); skipped with the reason otherwise.
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/slurm.sh"
 BUILD=${BUILD:-build}
 cd "$(dirname "$0")/.." || exit 1
 skip() { echo "skipped: $*"; echo "0 passed, 0 failed"; exit 0; }
@@ -31,42 +32,27 @@ export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 ARGS="--epochs 1 --train-limit 2000 --seed 3 --quiet"
 
 # ---- the cluster ----
-head -c 1024 /dev/urandom > "$tmp/munge.key"; chmod 400 "$tmp/munge.key"
-munged --force -S "$tmp/munge.sock" --key-file "$tmp/munge.key" --pid-file "$tmp/munged.pid" \
-    --log-file "$tmp/munged.log" --seed-file "$tmp/munged.seed" 2> "$tmp/munged.err" || skip "munged: $(cat "$tmp/munged.err")"
+slurm_munged "$tmp" || skip "munged: $(cat "$tmp/munged.err")"
 host=$(hostname); p1=$(free_port); p2=$(free_port)
 first_job=$(($(od -An -N2 -tu2 /dev/urandom) * 100 + 1000)) # job ids no other test's cluster is using
 mkdir -p "$tmp/state" "$tmp/spool"
-cat > "$tmp/slurm.conf" <<CONF
+{ cat <<CONF
 ClusterName=ddltest
 FirstJobId=$first_job
 SlurmctldHost=$host(127.0.0.1)
 SlurmctldPort=$p1
 SlurmdPort=$p2
-AuthType=auth/munge
 # cred_expire: also how long a requeued job waits before it can start again (120 s by default)
 AuthInfo=socket=$tmp/munge.sock,cred_expire=5
 # and the schedulers' passes that start it once eligible (60 s and 30 s by default)
 SchedulerParameters=sched_interval=1,bf_interval=1
-CredType=cred/munge
-MpiDefault=none
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core
-ReturnToService=2
-SlurmUser=root
-SlurmctldPidFile=$tmp/slurmctld.pid
 SlurmdPidFile=$tmp/slurmd.pid
 SlurmdSpoolDir=$tmp/spool
-StateSaveLocation=$tmp/state
-SlurmctldLogFile=$tmp/slurmctld.log
 SlurmdLogFile=$tmp/slurmd.log
-JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
 NodeName=$host NodeAddr=127.0.0.1 CPUs=2 State=UNKNOWN
 PartitionName=debug Nodes=ALL Default=YES MaxTime=10 State=UP OverSubscribe=FORCE:4
 CONF
+  slurm_conf_common "$tmp"; } > "$tmp/slurm.conf"
 export SLURM_CONF=$tmp/slurm.conf
 slurmctld -c -f "$SLURM_CONF" 2> "$tmp/ctld.err" || skip "slurmctld would not start: $(cat "$tmp/ctld.err")"
 slurmd -f "$SLURM_CONF" 2> "$tmp/d.err" || skip "slurmd would not start: $(cat "$tmp/d.err")"

@@ -22,7 +22,12 @@
  * every rank copy all of it). The leader sends the step and data position first. */
 #define SYNC_TAG 0x73796e63 /* "sync" */
 
-static size_t stripe_start(size_t n, int k, int i) { return n / (size_t)k * (size_t)i + (n % (size_t)k < (size_t)i ? n % (size_t)k : (size_t)i); }
+/* stripe_start: where stripe i of k of n elements begins (the first n % k stripes one longer) */
+static size_t stripe_start(size_t n, int k, int i)
+{
+    size_t q = n / (size_t)k, rem = n % (size_t)k;
+    return q * (size_t)i + ((size_t)i < rem ? (size_t)i : rem);
+}
 
 static int stripes(ddl_comm *c, float *v, size_t n, int k, int i, int peer, int sending)
 {
@@ -36,17 +41,17 @@ static int stripes(ddl_comm *c, float *v, size_t n, int k, int i, int peer, int 
 static int transfer(ddl_trainer *t, int leader, int64_t head[3], size_t n_opt, int *sources)
 {
     ddl_comm *c = t->cfg.comm;
-    int w = t->world, me = t->rank, k = 0, mine = -1, rc = DDL_OK;
+    int w = t->world, me = t->rank, k = 0, source = 0, rc = DDL_OK;
     int64_t top = t->step;
     if ((rc = ddl_comm_allgather(c, &top, t->steps_all, 1, DDL_INT64)) != DDL_OK)
         return rc;
     top = t->steps_all[leader];
     for (int r = 0; r < w; r++)
         if (t->steps_all[r] == top)
-            mine = r == me ? k : mine, k++;
+            source |= r == me, k++;
     *sources = k;
     for (int b = 0; b < w && rc == DDL_OK; b++) {
-        if (t->steps_all[b] == top || (mine < 0 && b != me))
+        if (t->steps_all[b] == top || (!source && b != me))
             continue; /* b is up to date; or this rank is a target other than b */
         if (me == leader)
             rc = ddl_comm_send(c, b, SYNC_TAG, head, 3 * sizeof(int64_t));
