@@ -893,9 +893,16 @@ static int zq_exchange_view(void *state, int to, const void *send_hdr, const voi
 /* ---- close ---- */
 
 /* say_goodbye: BYE or ABORT (net.c) to every rank we can still reach; the ROUTER lingers up to
- * 500 ms so that they arrive. */
+ * 500 ms so that they arrive. Not after an interrupt: the comm has given the links up (a silent
+ * rank named, or an elastic regroup, whose notes tell the peers), and a goodbye queued to a rank
+ * that just died would hold the close for the whole linger (a regroup took 0.5-1 s, and a rank
+ * silent that long was left out). */
 static void say_goodbye(zq_state *s)
 {
+    if (atomic_load(&s->net.stalled)) {
+        set_int(s->router, ZMQ_LINGER, 0);
+        return;
+    }
     unsigned char pre[DDL__FRAME_PREFIX];
     ddl__net_goodbye(&s->net, pre);
     for (int j = 0; j < s->net.world; j++)

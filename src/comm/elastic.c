@@ -393,6 +393,11 @@ int ddl_comm_regroup(ddl_comm *c, long step, ddl_regroup *out)
     ddl__elastic_note(note, step, (uint32_t)g.gen, (uint32_t)g.want_join | (uint32_t)c->failed_at_step << 1,
                       c->suspects);
     ddl__hb_note_all(&c->hb, DDL__HB_REGROUP, note, NULL); /* first, then the links close */
+    void (*interrupt)(void *, int) = NULL;
+    void *tp_state = NULL;
+    ddl__tp_interrupter(c, &interrupt, &tp_state);
+    if (interrupt) /* the links are given up: a transport says no goodbye on them (zmq would linger) */
+        interrupt(tp_state, c->rank);
     ddl__tp_close(c);
     int64_t closed = ddl__now_ms();
     ddl__log(c->log, c->log_ud, DDL_LOG_WARN, "rank %d: regrouping (generation %d) after: %s", c->rank, g.gen,
