@@ -21,6 +21,9 @@ total_pass=0; total_fail=0; total_skip=0
 # took 30% longer each), and test_pg skips its speed-up bound when other work takes the cores.
 BESIDE="test_install.sh test_cpus.sh test_onnx.sh test_onnx_import.sh test_ckpt_tool.sh test_cli.sh
 test_output_paths.sh test_plot_runs.sh test_plot_diverged.sh test_plot_timeline.sh test_slurm_real.sh test_ssh.sh"
+# Then tests that mostly wait (for a timeout, a heartbeat, a stopped rank: under a second of CPU
+# in 10-15 s, or half their time) run four at a time: their bounds are seconds, their CPU small.
+IDLE="test_heartbeat test_elastic test_shm test_faults test_serve.sh test_restarts.sh test_transport test_sweep.sh"
 
 # start T: run test T in the background, its output in $out_dir/NAME.out, its start time in .t0
 start() {
@@ -60,29 +63,44 @@ left in /dev/shm: $left"
     fi
 }
 
-beside() { case " $(echo $BESIDE) " in *" $1 "*) return 0 ;; esac; return 1; }
+in_list() { case " $(echo $2) " in *" $1 "*) return 0 ;; esac; return 1; }
 runnable() {
     [ -e "$1" ] || return 1
     case "$1" in *.d|*.o) return 1 ;; esac
     [ -x "$1" ] || [ "${1%.sh}" != "$1" ]
 }
 
-# two at a time, in two lanes: a lane takes the next test as soon as its last one ended
-set --
-for t in "$BUILD"/tests/test_* tests/test_*.sh; do
-    runnable "$t" && beside "$(basename "$t")" && set -- "$@" "$t"
-done
-pa=""; pb=""; na=""; nb=""
-while [ $# -gt 0 ] || [ -n "$pa" ] || [ -n "$pb" ]; do
-    if [ -z "$pa" ] && [ $# -gt 0 ]; then start "$1"; pa=$!; na=$(basename "$1"); shift; fi
-    if [ -z "$pb" ] && [ $# -gt 0 ]; then start "$1"; pb=$!; nb=$(basename "$1"); shift; fi
-    if [ -n "$pa" ] && ! kill -0 "$pa" 2>/dev/null; then wait "$pa"; rc=$?; report "$na" "$pa" $rc; pa=""; fi
-    if [ -n "$pb" ] && ! kill -0 "$pb" 2>/dev/null; then wait "$pb"; rc=$?; report "$nb" "$pb" $rc; pb=""; fi
-    sleep 0.2
-done
+# lanes N LIST: the tests named in LIST, N at a time: a lane takes the next test as soon as its
+# last one ended
+lanes() {
+    n_lanes=$1; list=$2
+    set --
+    for t in "$BUILD"/tests/test_* tests/test_*.sh; do
+        runnable "$t" && in_list "$(basename "$t")" "$list" && set -- "$@" "$t"
+    done
+    i=0; while [ $i -lt "$n_lanes" ]; do eval "lane_pid_$i= lane_name_$i="; i=$((i + 1)); done
+    while :; do
+        busy=0; i=0
+        while [ $i -lt "$n_lanes" ]; do
+            eval "lp=\$lane_pid_$i"
+            if [ -z "$lp" ] && [ $# -gt 0 ]; then
+                start "$1"; eval "lane_pid_$i=$! lane_name_$i=$(basename "$1")"; shift; lp=x
+            elif [ -n "$lp" ] && ! kill -0 "$lp" 2>/dev/null; then
+                wait "$lp"; rc=$?; eval "report \$lane_name_$i $lp $rc"; eval "lane_pid_$i="; lp=""
+                [ $# -gt 0 ] && continue   # this lane takes the next test at once
+            fi
+            [ -n "$lp" ] && busy=1
+            i=$((i + 1))
+        done
+        [ $busy -eq 0 ] && [ $# -eq 0 ] && break
+        sleep 0.2
+    done
+}
+lanes 2 "$BESIDE"
+lanes 4 "$IDLE"
 # the rest, one at a time
 for t in "$BUILD"/tests/test_* tests/test_*.sh; do
-    runnable "$t" && ! beside "$(basename "$t")" || continue
+    runnable "$t" && ! in_list "$(basename "$t")" "$BESIDE $IDLE" || continue
     start "$t"; pid=$!; wait $pid; rc=$?
     report "$(basename "$t")" $pid $rc
 done
