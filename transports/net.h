@@ -273,10 +273,12 @@ typedef struct ddl__net_greeting {
 
 /* ddl__net_greet_start: our HELLO in *out, to send; DDL_OK or DDL_EIO (no random numbers). */
 int ddl__net_greet_start(ddl__net *n, ddl__net_greeting *g, ddl__hs_msg *out);
-/* ddl__net_greet_step: the acceptor's answer in[bytes]. DDL_OK: send *out if g->stage is
- * DDL__GREET_OK now (our proof), done at DDL__GREET_DONE, start again (ddl__net_greet_start) at
- * 0: the acceptor gave our slot up (refused as silent: slow, or crowded out by strangers). Else the failure: DDL_EPROTO (not a
- * handshake), DDL_EAUTH (refused, wrong rank or job, no proof), with the message. */
+/* ddl__net_greet_step: the acceptor's answer in[bytes]. DDL_OK: send *out if g->stage moved to
+ * DDL__GREET_OK (our proof), done at DDL__GREET_DONE, start again (ddl__net_greet_start) at 0:
+ * the acceptor gave our slot up (refused as silent: slow, or crowded out by strangers); the stage
+ * unchanged: an answer to an earlier HELLO of ours (it echoes another nonce), dropped. Else the
+ * failure: DDL_EPROTO (not a handshake), DDL_EAUTH (refused, wrong rank or job, no proof), with
+ * the message. */
 int ddl__net_greet_step(ddl__net *n, ddl__net_greeting *g, int peer, const unsigned char *in, size_t bytes,
                         ddl__hs_msg *out);
 

@@ -15,7 +15,10 @@
 /* ---- wire format ----
  * [0] magic[4]  [4] u32 type  [8] u32 version  [12] u32 rank  [16] u32 world  [20] u32 reason
  * [24] job[64]  [88] nonce[32]  [120] mac[32]  [152] addr[64]  = 216 bytes, little endian.
- * The magic is the transport's ("DDLH" tcp, "DDLZ" zmq), so one never takes the other's. */
+ * The magic is the transport's ("DDLH" tcp, "DDLZ" zmq), so one never takes the other's.
+ * The accepting side's answers echo the connecting side's nonce (its HELLO in the mac field,
+ * its OK in the nonce field), so that a side which greeted again (zmq, after a connection
+ * dropped) tells an answer to its last HELLO from one to an earlier HELLO. */
 
 void ddl__hs_encode(const ddl__net_proto *p, const ddl__hs_msg *m, unsigned char out[DDL__HS_BYTES])
 {
@@ -186,6 +189,7 @@ int ddl__net_accept(ddl__net *n, ddl__net_pending *p, const ddl__hs_msg *m, int 
             return DDL__ACCEPT_DROP;
         }
         reply->world = m->world; /* ours is told only to a peer that proved itself, in no message */
+        memcpy(reply->mac, m->nonce, DDL__NONCE_BYTES); /* the HELLO this answers */
         p->stage = DDL__HS_PROOF;
         return DDL__ACCEPT_REPLY;
     }
@@ -199,6 +203,7 @@ int ddl__net_accept(ddl__net *n, ddl__net_pending *p, const ddl__hs_msg *m, int 
     if (why)
         return refuse(reply, why);
     make(n, reply, DDL__HS_OK);
+    memcpy(reply->nonce, p->hello.nonce, DDL__NONCE_BYTES); /* the HELLO this answers */
     mac(n, p->hello.nonce, p->nonce, (int)p->hello.rank, n->rank, 'a', reply->mac);
     return DDL__ACCEPT_JOINED;
 }
@@ -304,6 +309,13 @@ int ddl__net_greet_step(ddl__net *n, ddl__net_greeting *g, int peer, const unsig
     int st = answer(n, peer, in, bytes, &m);
     if (st != DDL_OK)
         return st;
+    const unsigned char *echo = m.type == DDL__HS_HELLO ? m.mac : m.type == DDL__HS_OK ? m.nonce : NULL;
+    if (echo && !ddl__ct_equal(echo, g->nonce_c, DDL__NONCE_BYTES)) {
+        /* the answer to a HELLO before our last one: the handshake it belonged to was given up */
+        ddl__log(n->log, n->log_ud, DDL_LOG_DEBUG, "%s: rank %d: dropped rank %d's answer to an earlier HELLO",
+                 n->proto->name, n->rank, peer);
+        return DDL_OK;
+    }
     uint32_t want = g->stage == DDL__GREET_HELLO ? DDL__HS_HELLO : DDL__HS_OK;
     if (g->stage == DDL__GREET_DONE || m.type != want)
         return ddl__net_fail(n, DDL_EPROTO, "rank %d at %s broke the handshake: message type %u, expected %u", peer,

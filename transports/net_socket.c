@@ -255,7 +255,10 @@ int ddl__net_greet_fd(ddl__net *n, int fd, int peer, int64_t deadline_ms)
                                  n->timeout_ms);
         if (st != DDL_OK)
             return ddl__net_fail(n, DDL_EPEER, "rank %d at %s closed the connection during the handshake", peer, addr);
+        int was = g.stage;
         st = ddl__net_greet_step(n, &g, peer, buf, sizeof buf, &m);
+        if (st == DDL_OK && g.stage == was) /* one connection, one HELLO: no earlier one to answer */
+            return ddl__net_fail(n, DDL_EPROTO, "rank %d at %s answered another handshake than ours", peer, addr);
         if (st == DDL_OK && g.stage == 0) /* dial again (ddl__net_dial_greet) */
             return ddl__net_fail(n, DDL_EPEER, "rank %d at %s gave up our handshake", peer, addr);
     }

@@ -32,6 +32,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <unistd.h>
 #include <zmq.h>
 #ifdef __GLIBC__
@@ -41,6 +42,7 @@
 /* ---- state ---- */
 
 #define ZQ_RID_BYTES 256              /* a routing id is at most 255 bytes (ZMTP) */
+#define ZQ_OWN_RID_BYTES 16           /* the random routing id our DEALERs give themselves */
 #define ZQ_MAX_WORLD 4096
 /* libzmq sockets per other rank: its DEALER, our monitor PAIR and the PAIR that
  * zmq_socket_monitor opens inside libzmq; one ROUTER besides. Each holds a descriptor (its
@@ -70,7 +72,8 @@ typedef struct zq_link {
     unsigned char rid[ZQ_RID_BYTES]; /* routing id of its DEALER on our ROUTER: we send with it */
     size_t rid_bytes;
     ddl__net_greeting greet;   /* our DEALER's handshake with its ROUTER */
-    int64_t down_at_ms;        /* when the monitor saw the connection drop (0: up) */
+    int64_t down_at_ms;        /* when the monitor saw the connection drop (0: up; during the
+                                * handshakes: the greeting starts again once it is back) */
     int64_t greet_at_ms;       /* the rank gave our handshake up: greet again then (0: no) */
     int reconnected;           /* the address answered again after a drop: not trusted any more */
 } zq_link;
@@ -88,6 +91,7 @@ typedef struct zq_state {
     zq_link *links;            /* [world], inside the state memory, as net.peers */
     void *items;               /* zmq_pollitem_t [2 world + 3] */
     unsigned char *table;      /* [DDL__TABLE_BYTES(world)], the address table */
+    size_t table_bytes;        /* rank 0, master mode: its size once sent */
     zmq_msg_t view;            /* the payload exchange_view lent out, until the next call */
     int view_live;             /* view holds a message to close */
 } zq_state;
@@ -201,6 +205,13 @@ static int connect_rank(zq_state *s, int j)
     int64_t max = (int64_t)ZQ_CHUNK + (int64_t)DDL__TABLE_BYTES(n->world);
     zmq_setsockopt(l->dealer, ZMQ_MAXMSGSIZE, &max, sizeof max);
     set_int(l->dealer, ZMQ_RECONNECT_IVL, 10); /* a rank that binds a moment later (a regroup): 10 ms, not 100 */
+    /* A routing id of our own, kept when libzmq reconnects (the ROUTER would give each connection
+     * a new one): rank j's ROUTER goes on reaching us by the id our handshake recorded there. */
+    unsigned char rid[ZQ_OWN_RID_BYTES];
+    if (getrandom(rid, sizeof rid, 0) != (ssize_t)sizeof rid)
+        return ddl__net_fail(n, DDL_EIO, "rank %d: no random numbers for a routing id", n->rank);
+    rid[0] |= 1; /* ids starting with a zero byte are libzmq's */
+    zmq_setsockopt(l->dealer, ZMQ_ROUTING_ID, rid, sizeof rid);
     snprintf(mon, sizeof mon, "inproc://ddl-monitor-%d", j);
     if (zmq_socket_monitor(l->dealer, mon, ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED) != 0 ||
         zmq_connect(l->monitor, mon) != 0)
@@ -245,6 +256,25 @@ static void busy(zq_state *s, const unsigned char *rid, size_t rid_bytes, const 
              s->net.rank, from);
 }
 
+/* greeted_again: before open is done, a HELLO from the routing id of a rank that joined is that
+ * rank greeting again: its connection dropped and libzmq reconnected it (the id is its own,
+ * kept across reconnections), so what we sent it since may be lost. It joins anew, proving the
+ * token again; until then it counts as not joined. */
+static void greeted_again(zq_state *s, const unsigned char *rid, size_t rid_bytes)
+{
+    ddl__net *n = &s->net;
+    for (int r = 0; r < n->world; r++) {
+        zq_link *l = &s->links[r];
+        if (r != n->rank && n->peers[r].joined && l->rid_bytes == rid_bytes && memcmp(l->rid, rid, rid_bytes) == 0) {
+            n->peers[r].joined = 0;
+            n->peers[r].linked = 0;
+            ddl__log(n->log, n->log_ud, DDL_LOG_DEBUG, "zmq: rank %d: rank %d greets again (its connection dropped)",
+                     n->rank, r);
+            return;
+        }
+    }
+}
+
 /* router_one: one [rid][message] from the ROUTER; anything malformed is dropped unanswered. A
  * HELLO (re)starts the slot of its rid; a joining rank gets its rid recorded. */
 static void router_one(zq_state *s, const unsigned char *rid, size_t rid_bytes, const unsigned char *buf,
@@ -259,6 +289,8 @@ static void router_one(zq_state *s, const unsigned char *rid, size_t rid_bytes, 
     }
     ddl__net_slot *p = ddl__net_pool_find(&s->pool, rid, rid_bytes);
     ddl__net_slot *v;
+    if (m.type == DDL__HS_HELLO && !p && !s->opened)
+        greeted_again(s, rid, rid_bytes);
     if (m.type == DDL__HS_HELLO && !p) {
         if (!ddl__net_pool_admit(&s->pool, from, &v)) { /* no slot now: it greets again a little later */
             busy(s, rid, rid_bytes, from);
@@ -288,6 +320,8 @@ static void router_one(zq_state *s, const unsigned char *rid, size_t rid_bytes, 
         memcpy(l->rid, p->key, p->key_bytes);
         l->rid_bytes = p->key_bytes;
         ddl__net_pool_join(&s->pool, p);
+        if (s->tables_sent) /* it joined again: the table it had may have been lost with its link */
+            (void)router_send(s, l->rid, l->rid_bytes, s->table, s->table_bytes);
     }
 }
 
@@ -336,8 +370,8 @@ static int client_table(zq_state *s, const unsigned char *buf, size_t bytes)
     ddl__net *n = &s->net;
     int st = ddl__net_table_decode(n, buf, bytes);
     s->table_due = 0;
-    for (int j = 1; j < n->world && st == DDL_OK; j++)
-        st = j == n->rank ? DDL_OK : connect_rank(s, j);
+    for (int j = 1; j < n->world && st == DDL_OK; j++) /* a table again (we greeted again): links made stay */
+        st = j == n->rank || s->links[j].dealer ? DDL_OK : connect_rank(s, j);
     return st;
 }
 
@@ -365,13 +399,14 @@ static int client_step(zq_state *s, int j)
         const unsigned char *buf = zmq_msg_data(&msg);
         size_t bytes = zmq_msg_size(&msg);
         ddl__hs_msg out;
+        int was = l->greet.stage;
         if (zmq_msg_more(&msg))
             st = ddl__net_fail(n, DDL_EPROTO, "rank %d at %s broke the handshake: a message of several parts", j,
                                n->peers[j].addr);
         else if (l->greet.stage == DDL__GREET_DONE)
             st = client_table(s, buf, bytes);
         else if ((st = ddl__net_greet_step(n, &l->greet, j, buf, bytes, &out)) == DDL_OK &&
-                 l->greet.stage == DDL__GREET_OK)
+                 l->greet.stage == DDL__GREET_OK && was == DDL__GREET_HELLO)
             st = send_dealer(s, j, &out);
         else if (st == DDL_OK && l->greet.stage == 0) /* given up: again soon, not at once (it is busy) */
             l->greet_at_ms = ddl__now_ms() + ZQ_GREET_AGAIN_MS + (n->rank * 7 + j) % ZQ_GREET_AGAIN_MS;
@@ -502,6 +537,23 @@ static int open_done(zq_state *s, char *missing, size_t size)
     return ddl__net_missing(n, 0, n->world - 1, missing, size) == 0 && (!s->master_mode || n->rank != 0 || s->tables_sent);
 }
 
+/* greet_again: our DEALER to rank j dropped its connection during the handshakes and libzmq made
+ * a new one: what we sent on the old one may be lost (libzmq drops what it had written), so the
+ * greeting starts over with a new HELLO (answers to the old one are told apart by the nonce they
+ * echo), and rank 0's table is due again (rank 0 sends it to a rank that joins again). */
+static int greet_again(zq_state *s, int j)
+{
+    zq_link *l = &s->links[j];
+    ddl__log(s->net.log, s->net.log_ud, DDL_LOG_DEBUG, "zmq: rank %d: the connection to rank %d at %s dropped during "
+             "the handshake; greeting it again", s->net.rank, j, s->net.peers[j].addr);
+    l->down_at_ms = 0;
+    l->reconnected = 0;
+    l->greet_at_ms = 0;
+    if (j == 0 && s->master_mode && s->net.rank != 0)
+        s->table_due = 1;
+    return greet(s, j);
+}
+
 /* open_poll: wait for handshake traffic on the ROUTER and the DEALERs still in a handshake. */
 static int open_poll(zq_state *s, int64_t deadline_ms)
 {
@@ -524,6 +576,8 @@ static int open_poll(zq_state *s, int64_t deadline_ms)
     for (int j = 0; j < s->net.world && st == DDL_OK; j++) {
         zq_link *l = &s->links[j];
         st = l->dealer ? client_step(s, j) : DDL_OK;
+        if (st == DDL_OK && l->dealer && l->greet.stage && (drain_monitor(s, j, 1), l->reconnected))
+            st = greet_again(s, j);
         if (st == DDL_OK && l->greet_at_ms && now >= l->greet_at_ms) {
             l->greet_at_ms = 0;
             st = greet(s, j);
@@ -537,6 +591,7 @@ static int send_tables(zq_state *s)
 {
     ddl__net *n = &s->net;
     size_t bytes = ddl__net_table_encode(n, s->table);
+    s->table_bytes = bytes;
     for (int r = 1; r < n->world; r++)
         if (router_send(s, s->links[r].rid, s->links[r].rid_bytes, s->table, bytes) != 0)
             return ddl__net_fail(n, DDL_EPEER, "rank 0: could not send the address table to rank %d at %s: %s", r,
@@ -577,8 +632,11 @@ static int handshakes(zq_state *s, int64_t deadline_ms)
             return st;
     }
     for (int j = 0; j < n->world; j++)
-        if (j != n->rank)
+        if (j != n->rank) {
             drain_monitor(s, j, 0); /* the connections so far are the good ones */
+            s->links[j].down_at_ms = 0;
+            s->links[j].reconnected = 0;
+        }
     return DDL_OK;
 }
 
