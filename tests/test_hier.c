@@ -1,13 +1,17 @@
 /* test_hier.c - the two-level all-reduce (src/comm/hier.c) on loopback, where local_rank and
  * local_size say which ranks share a "host" (ranks hL .. hL + L - 1 are host h; they share this
  * machine's /dev/shm): 2 hosts x 2 ranks, 4 x 2 and 3 x 2, over tcp and zmq, twice each. Every
- * result must be bit for bit the sum this process computes alone in the order hier.c documents
+ * result must be bit for bit the sum this process computes alone in the order it should have
  * (float32 values of mixed magnitudes, so that another order gives other bits): odd counts,
  * counts over the scratch (pieces), small counts (the flat recursive doubling below 16 KiB or
  * below the world size), int64 sums that wrap, max and mean; and the same CRC on every rank, both
- * transports and both runs. DDL_ALGO_RING gives the flat ring's order instead; hosts of unequal
- * sizes fall back to it. A rank killed (kill -9) in the middle of all-reduces ends every other
- * rank with an error naming a rank, within the heartbeat's timeout, never a hang.
+ * transports and both runs. On 2 x 2 and 4 x 2 (powers of two) the two-level path is taken by
+ * itself (DDL_ALGO auto) and adds in the tree order of halving.c: the same bits as 4 and 8 ranks
+ * on one host (checked under one key), at every size. On 3 x 2 (DDL_ALGO_HIER) it goes by rings,
+ * in the order hier.c documents. DDL_ALGO_RING gives the flat ring's order instead; hosts of
+ * unequal sizes fall back to the flat all-reduce. A rank killed (kill -9) in the middle of
+ * all-reduces ends every other rank with an error naming a rank, within the heartbeat's timeout,
+ * never a hang.
  * With --env it is one rank under a launcher (tests/test_hier.sh: 2 namespaced hosts x 2 ranks,
  * ddlrun): the same cases and checks, hosts from DDL_LOCAL_SIZE, CRCs printed by rank 0. */
 #include "check.h"
@@ -151,8 +155,10 @@ static void ref_rd(const unsigned char *x, unsigned char *out, size_t count, int
     free(v);
 }
 
-/* expected: what case hc gives on n ranks (hier: the two-level path on hosts of L may be taken) */
-static void expected(const hcase *hc, int n, int L, int hier, unsigned char *out)
+/* expected: what case hc gives on n ranks with DDL_ALGO algo (hier: the two-level path by rings on
+ * hosts of L may be taken). A power-of-two world adds in the tree order at every size (halving.c),
+ * which is recursive doubling's there. */
+static void expected(const hcase *hc, int n, int L, int algo, int hier, unsigned char *out)
 {
     int H = n / L, sum_op = hc->op == DDL_MEAN ? DDL_SUM : hc->op;
     size_t esz = hc->dtype == DDL_FLOAT32 ? 4 : 8, bytes = hc->count * esz;
@@ -161,7 +167,7 @@ static void expected(const hcase *hc, int n, int L, int hier, unsigned char *out
         fill(x + (size_t)r * bytes, r, hc->count, hc->dtype);
     if (hier && hc->count >= (size_t)n && bytes >= HIER_MIN_BYTES)
         ref_hier(x, out, hc->count, H, L, hc->dtype, sum_op);
-    else if (bytes <= ((size_t)64 << 10) || hc->count < (size_t)n)
+    else if (bytes <= ((size_t)64 << 10) || hc->count < (size_t)n || ((n & (n - 1)) == 0 && algo != DDL_ALGO_RING))
         ref_rd(x, out, hc->count, n, hc->dtype, sum_op);
     else
         ref_ring(x, out, hc->count, n, hc->dtype, sum_op);
@@ -174,13 +180,15 @@ static void expected(const hcase *hc, int n, int L, int hier, unsigned char *out
 /* ---- one rank ---- */
 
 typedef struct run {
-    int L, algo, hier;   /* ranks per host; DDL_ALGO_*; the two-level path is expected */
+    int L, algo, hier;   /* ranks per host; DDL_ALGO_*; the two-level path by rings is expected */
+    int two_level;       /* the two-level path is expected (rank 0's log says so) */
     int victim;          /* >= 0: this rank is killed during the all-reduces */
     const char *tag;     /* key prefix of the reported CRCs ("" : none) */
 } run;
 
-/* run_cases: every case on comm c (hosts of L ranks); CRCs reported under tag. */
-static void run_cases(ddl_comm *c, int L, int hier, const char *tag, int print)
+/* run_cases: every case on comm c (hosts of L ranks, DDL_ALGO algo); CRCs reported under tag
+ * (with the world size, and L unless tree: the tree's bits are the same on any hosts). */
+static void run_cases(ddl_comm *c, int L, int algo, int hier, const char *tag, int print)
 {
     int rank = ddl_comm_rank(c), n = ddl_comm_size(c);
     for (size_t k = 0; k < N_CASES; k++) {
@@ -192,7 +200,7 @@ static void run_cases(ddl_comm *c, int L, int hier, const char *tag, int print)
         if (st != DDL_OK)
             fprintf(stderr, "rank %d case %zu: %s: %s\n", rank, k, ddl_strerror(st), ddl_comm_error(c));
         CHECK(st == DDL_OK);
-        expected(hc, n, L, hier, want);
+        expected(hc, n, L, algo, hier, want);
         int same = memcmp(buf, want, bytes) == 0;
         if (!same)
             fprintf(stderr, "rank %d case %zu (%zu x %s): not the reference's bits\n", rank, k, hc->count,
@@ -200,7 +208,10 @@ static void run_cases(ddl_comm *c, int L, int hier, const char *tag, int print)
         CHECK(same);
         uint32_t crc = ddl_crc32(0, buf, bytes);
         char key[64];
-        snprintf(key, sizeof key, "%s%d.%d-%zu", tag, n, L, k);
+        if (strcmp(tag, "tree") == 0)
+            snprintf(key, sizeof key, "%s%d-%zu", tag, n, k);
+        else
+            snprintf(key, sizeof key, "%s%d.%d-%zu", tag, n, L, k);
         if (tag[0])
             report_value(key, crc);
         if (print && rank == 0)
@@ -208,6 +219,15 @@ static void run_cases(ddl_comm *c, int L, int hier, const char *tag, int print)
         free(buf);
         free(want);
     }
+}
+
+/* saw_two_level: the comm's log said it takes the two-level all-reduce (rank 0 says so) */
+static int saw_two_level;
+static void note_log(void *ud, int level, const char *msg)
+{
+    (void)ud, (void)level;
+    if (strstr(msg, "two-level all-reduce:"))
+        saw_two_level = 1;
 }
 
 static void rank_cases(int rank, int world, void *arg)
@@ -218,11 +238,18 @@ static void rank_cases(int rank, int world, void *arg)
     cfg.local_size = ru->L;
     cfg.algo = ru->algo;
     cfg.heartbeat_timeout_ms = 5000;
+    cfg.log = note_log;
     ddl_comm *c = ranks_open(&cfg);
     if (!c)
         return;
-    run_cases(c, ru->L, ru->hier, ru->tag, 0);
-    if (ru->hier) { /* the flat ring's order differs (4 MB of mixed magnitudes), so the path was the two-level one */
+    if (rank == 0) {
+        CHECK(saw_two_level == ru->two_level);
+        if (saw_two_level != ru->two_level)
+            fprintf(stderr, "%d ranks, hosts of %d: the two-level path %s\n", world, ru->L,
+                    ru->two_level ? "was not taken" : "was taken, not expected");
+    }
+    run_cases(c, ru->L, ru->algo, ru->hier, ru->tag, 0);
+    if (ru->hier) { /* the flat ring's order differs (4 MB of mixed magnitudes), so the path was the rings' one */
         const hcase *hc = &cases[0];
         unsigned char *a = malloc(hc->count * 4), *b = malloc(hc->count * 4), *x = malloc((size_t)world * hc->count * 4);
         fill(a, rank, hc->count, hc->dtype);
@@ -293,7 +320,10 @@ static int env_main(void)
         fprintf(stderr, "test_hier --env: rank %d: %s\n", cfg.rank, err);
         return 2;
     }
-    run_cases(c, cfg.local_size, cfg.algo == DDL_ALGO_HIER, "", 1);
+    int H = cfg.world_size / (cfg.local_size > 0 ? cfg.local_size : 1);
+    run_cases(c, cfg.local_size, cfg.algo,
+              cfg.algo == DDL_ALGO_HIER && !((H & (H - 1)) == 0 && (cfg.local_size & (cfg.local_size - 1)) == 0), "",
+              1);
     ddl_comm_destroy(c);
     return TEST_END();
 }
@@ -310,21 +340,25 @@ int main(int argc, char **argv)
             continue;
         }
         for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
-            int H = shapes[s][0], L = shapes[s][1];
-            run ru = {L, DDL_ALGO_HIER, 1, -1, "hier"};
+            int H = shapes[s][0], L = shapes[s][1], tree = (H & (H - 1)) == 0;
+            /* powers of two: by itself, the tree; 3 hosts: asked for, by rings */
+            run ru = {L, tree ? DDL_ALGO_AUTO : DDL_ALGO_HIER, !tree, 1, -1, tree ? "tree" : "hier"};
             for (int k = 0; k < 2; k++) /* twice: the same bits from run to run */
                 run_ranks(tps[t], H * L, rank_cases, &ru, 120, -1);
             printf("%s: %d hosts x %d ranks: every case the reference's bits, twice\n", tps[t], H, L);
         }
-        run ring = {2, DDL_ALGO_RING, 0, -1, "ring"}; /* DDL_ALGO=ring: the flat ring on the same hosts */
+        run one = {4, DDL_ALGO_AUTO, 0, 0, -1, "tree"}; /* 4 ranks on one host: 2 x 2's bits */
+        run_ranks(tps[t], 4, rank_cases, &one, 120, -1);
+        run eight = {8, DDL_ALGO_HIER, 0, 0, -1, "tree"}; /* 8 on one host: 4 x 2's bits */
+        run_ranks(tps[t], 8, rank_cases, &eight, 120, -1);
+        printf("%s: 4 and 8 ranks on one host: the bits of 2 x 2 and 4 x 2\n", tps[t]);
+        run ring = {2, DDL_ALGO_RING, 0, 0, -1, "ring"}; /* DDL_ALGO=ring: the flat ring on the same hosts */
         run_ranks(tps[t], 4, rank_cases, &ring, 120, -1);
-        run plain = {2, DDL_ALGO_AUTO, 0, -1, "ring"}; /* not asked for: the flat ring (same weights as one host) */
-        run_ranks(tps[t], 4, rank_cases, &plain, 120, -1);
-        run uneven = {3, DDL_ALGO_HIER, 0, -1, "uneven"}; /* hosts of 3, 3 and 1 ranks: the flat ring */
+        run uneven = {3, DDL_ALGO_HIER, 0, 0, -1, "uneven"}; /* hosts of 3, 3 and 1 ranks: the flat ring */
         run_ranks(tps[t], 7, rank_cases, &uneven, 120, -1);
         printf("%s: DDL_ALGO_RING, and hosts of 3, 3 and 1 ranks: the flat order\n", tps[t]);
         for (int v = 0; v < 4; v += 3) {
-            run kill = {2, DDL_ALGO_HIER, 1, v == 0 ? 3 : 0, ""};
+            run kill = {2, DDL_ALGO_AUTO, 0, 1, v == 0 ? 3 : 0, ""};
             run_ranks(tps[t], 4, rank_killed, &kill, 40, kill.victim);
         }
     }

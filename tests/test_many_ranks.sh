@@ -66,11 +66,13 @@ printf 'many-ranks-secret-%s-0123456789\n' "$$" > "$tmp/token"; chmod 600 "$tmp/
 for t in tcp zmq; do
     start=$(date +%s)
     "$DDLRUN" -np $W -H 10.79.0.1:$H,10.79.0.2:$H,10.79.0.3:$H,10.79.0.4:$H --ssh-agent tests/ns-agent.sh \
-        --master "10.79.0.1:$port" --token-file "$tmp/token" --timeout 60 -t "$t" -x DDL_ALGO=ring "$BUILD/bin/lenet" \
-        $ARGS > "$tmp/four.$t" 2>&1; rc=$? # the flat ring: one host's order (the two-level all-reduce adds in another)
+        --master "10.79.0.1:$port" --token-file "$tmp/token" --timeout 60 -t "$t" -x DDL_LOG_LEVEL=info "$BUILD/bin/lenet" \
+        $ARGS > "$tmp/four.$t" 2>&1; rc=$? # the two-level all-reduce, by itself: one host's bits
     crc=$(field weights_crc < "$tmp/four.$t"); w=$(field world < "$tmp/four.$t")
     echo "4 hosts x $H ranks over $t: exit $rc, world=$w weights_crc=$crc ($(( $(date +%s) - start )) s)"
     [ "$rc" -eq 0 ] && [ "$w" = $W ] && ok || { bad "4 x $H ranks over $t failed"; tail -n 5 "$tmp/four.$t"; }
+    grep -q "two-level all-reduce: 4 hosts x $H ranks (the flat all-reduce's bits)" "$tmp/four.$t" && ok ||
+        bad "4 x $H over $t: the two-level all-reduce was not chosen"
     [ -n "$crc" ] && [ "$crc" = "$ref" ] && ok || bad "4 x $H over $t: weights_crc '$crc' differs from one host's '$ref'"
     port=$((port + 1))
 done

@@ -198,7 +198,9 @@ int ddl__ring_exchange_with(ddl_comm *c, int right, int left, const unsigned cha
             st = ddl__comm_xchg(c, to, step, sbuf + (ss.off + so) * esz, sl * esz, from, step, rdst, rl * esz);
         if (st != DDL_OK)
             return st;
-        if (do_reduce && rl)
+        if (do_reduce == DDL__MINE_FIRST && rl)
+            ddl__reduce(rdst, rdst, in, rl, dtype, op);
+        else if (do_reduce && rl)
             ddl__reduce(rdst, in, rdst, rl, dtype, op);
     }
     return DDL_OK;
@@ -291,6 +293,8 @@ static int allreduce(ddl_comm *c, void *buf, size_t count, int dtype, int op)
         st = allreduce_rd(c, buf, count, dtype, sum_op);
     } else if (c->algo == DDL_ALGO_PS) {
         st = allreduce_ps(c, buf, count, dtype, sum_op);
+    } else if (c->algo != DDL_ALGO_RING && ddl__pow2(c->world)) { /* the tree order: halving.c */
+        st = ddl__halving_allreduce(c, buf, count, dtype, sum_op);
     } else {
         st = allreduce_ring(c, buf, count, dtype, sum_op);
     }

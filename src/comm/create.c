@@ -49,7 +49,7 @@ static int check_config(const ddl_comm_config *cfg, char *err, size_t n)
     return ddl__tp_check(t, err, n);
 }
 
-/* layout: [comm | state | scratch | p2p_sent | p2p_recvd | last_sent | posted | hb peers | hb cards
+/* layout: [comm | state | scratch | p2p_sent | p2p_recvd | last_sent | posted | shard_firsts | hb peers | hb cards
  * | elastic: the kept result (replay.c)], each DDL_ALIGN-aligned. */
 static size_t comm_layout(const ddl_comm_config *cfg, size_t *off_state, size_t *off_scratch, size_t *off_seq,
                           size_t *off_hb)
@@ -64,7 +64,7 @@ static size_t comm_layout(const ddl_comm_config *cfg, size_t *off_state, size_t 
         *off_scratch = n;
     }
     *off_seq = n;
-    n += ddl__align_up((size_t)cfg->world_size * (2 * sizeof(uint32_t) + 2 * DDL_HEADER_BYTES));
+    n += ddl__align_up((size_t)cfg->world_size * (2 * sizeof(uint32_t) + 2 * DDL_HEADER_BYTES + sizeof(int64_t)));
     *off_hb = n;
     if (cfg->world_size > 1 && cfg->heartbeat_timeout_ms > 0)
         n += ddl__align_up((size_t)cfg->world_size * (sizeof(ddl__hb_peer) + DDL__HB_CARD_BYTES));
@@ -94,6 +94,7 @@ static ddl_comm *comm_alloc(const ddl_comm_config *cfg_in, const ddl_allocator *
     c->p2p_recvd = c->p2p_sent + cfg->world_size;
     c->last_sent = (unsigned char *)(c->p2p_recvd + cfg->world_size);
     c->posted = c->last_sent + (size_t)cfg->world_size * DDL_HEADER_BYTES;
+    c->shard_firsts = (int64_t *)(c->posted + (size_t)cfg->world_size * DDL_HEADER_BYTES);
     c->hb.peers = (ddl__hb_peer *)(base + off_hb);
     c->hb_cards = base + off_hb + (size_t)cfg->world_size * sizeof(ddl__hb_peer);
     if (cfg->elastic_min > 0)

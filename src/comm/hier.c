@@ -1,28 +1,35 @@
-/* hier.c - the two-level all-reduce (DDL_ALGO_HIER, asked for: it adds in another order than the
- * flat ring, so choosing it by itself would give a job on several hosts other weights than the
- * same job on one, against "same results everywhere").
+/* hier.c - the two-level all-reduce: ranks that share a host add through shared memory, and one
+ * stream per local rank crosses the network.
  * At create, over tcp or zmq, the ranks learn who shares a host (one allgather of a host key:
  * boot, network and mount namespace, host name; and of the block of ranks each was told is its
  * host's: rank - local_rank). When there are >= 2 hosts of the same number L >= 2 of ranks, each
- * host's ranks open a second, private comm over shared memory among themselves. A large
- * all-reduce then goes:
+ * host's ranks open a second, private comm over shared memory among themselves. Two ways:
+ *
+ * The tree (DDL_ALGO auto, the default, or hier), when L and the host count H are powers of two
+ * and every host holds L consecutive ranks: halving.c's levels, the first log2 L (partners on the
+ * same host) over shared memory, the next log2 H over the network (partners of the same local
+ * rank on other hosts), then the all-gather's in reverse. It is halving.c's all-reduce with the
+ * host's levels moved to shared memory: the same pairs, halves and additions, so the same bits
+ * as the same world on one host, over any transport; hence chosen by itself.
+ *
+ * The ring (DDL_ALGO=hier only, for other hosts: asked for, since it adds in another order than
+ * the flat all-reduce, so a job on several hosts would get other weights than on one):
  *   1. reduce-scatter inside the host (the ring's first half over shm, L - 1 steps): local rank i
  *      ends with segment (i + 1) % L of L summed over the host;
  *   2. an all-reduce of that segment across the H hosts among the ranks of local rank i (a ring
  *      over the main comm's links, H hosts in host order): L streams cross the network at once,
  *      each with 1/L of the vector;
  *   3. all-gather inside the host (the ring's second half over shm).
- * Every host link carries 2 (H - 1) / H of the vector each way (the flat ring of n = H L ranks:
- * 2 (n - 1) / n) in 2 (H - 1) network steps (the flat ring: 2 (n - 1)).
+ * Either way every host link carries 2 (H - 1) / H of the vector each way (the flat ring of
+ * n = H L ranks: 2 (n - 1) / n), in 2 log2 H (tree) or 2 (H - 1) (ring) network steps.
  *
- * The order of additions, fixed by count, L and H alone (never by timing or transport): cut the
- * vector into L segments (ddl__ring_segment), segment m into H sub-segments. An element of
- * sub-segment k of segment m is
+ * The ring's order of additions, fixed by count, L and H alone (never by timing or transport):
+ * cut the vector into L segments (ddl__ring_segment), segment m into H sub-segments. An element
+ * of sub-segment k of segment m is
  *     y_h = (...((x[h,m] + x[h,m+1]) + x[h,m+2]) + ... + x[h,m+L-1])   (local indices mod L)
  *     sum = (...((y_k + y_{k+1}) + y_{k+2}) + ... + y_{k+H-1})          (host indices mod H)
  * where x[h,j] is the vector of local rank j of host h (hosts ordered by their lowest rank, local
- * ranks by rank within the host). It is not the flat ring's order: the bits differ from it, and
- * are the same over tcp and zmq and from run to run.
+ * ranks by rank within the host).
  * It allocates only at create (the host table, the shm comm); the all-reduce uses the comms'
  * scratch. It must not be used by an elastic comm (a regroup would leave the shm comm stale). */
 #include "impl.h"
@@ -38,6 +45,7 @@
 struct ddl__hier {
     ddl_comm *local;   /* this host's ranks over shm: world n_local, rank local_rank */
     int n_hosts, n_local, host, local_rank;
+    int tree;          /* halving.c's order (L and H powers of two, hosts of consecutive ranks) */
     int *members;      /* [n_local]: this host's ranks, by local rank (in col's memory) */
     int col[];         /* [n_hosts]: the rank of local rank local_rank on each host, in host order */
 };
@@ -131,7 +139,7 @@ static int open_local(ddl_comm *c, const ddl_comm_config *cfg, struct ddl__hier 
 int ddl__hier_setup(ddl_comm *c, const ddl_comm_config *cfg, char *err, size_t err_bytes)
 {
     const char *tn = c->tp ? c->tp->name : "";
-    if (c->world < 4 || c->elastic_min > 0 || c->algo != DDL_ALGO_HIER ||
+    if (c->world < 4 || c->elastic_min > 0 || (c->algo != DDL_ALGO_HIER && c->algo != DDL_ALGO_AUTO) ||
         (strcmp(tn, "tcp") != 0 && strcmp(tn, "zmq") != 0) || !ddl_transport_shm())
         return DDL_OK;
     const ddl_allocator *a = c->alloc.alloc ? &c->alloc : NULL;
@@ -155,7 +163,19 @@ int ddl__hier_setup(ddl_comm *c, const ddl_comm_config *cfg, char *err, size_t e
         if (cards[r * CARD_N + CARD_ALGO] != c->algo)
             st = ddl__errf(err, err_bytes, DDL_EMISMATCH, "rank %d: DDL_ALGO %d here, %d at rank %d: every rank "
                            "must agree", c->rank, c->algo, (int)cards[r * CARD_N + CARD_ALGO], r);
-    if (st == DDL_OK && layout(cards, c->world, c->rank, h, h->col, why, sizeof why) == 0) {
+    int fits = st == DDL_OK && layout(cards, c->world, c->rank, h, h->col, why, sizeof why) == 0;
+    if (fits) { /* the tree: L and H powers of two, host h holding ranks h L .. h L + L - 1 */
+        h->tree = ddl__pow2(h->n_local) && ddl__pow2(h->n_hosts);
+        for (int j = 0; j < h->n_local && h->tree; j++)
+            h->tree = h->members[j] == h->host * h->n_local + j;
+        int64_t all = h->tree; /* every host must see it alike */
+        if ((st = ddl_comm_allreduce(c, &all, 1, DDL_INT64, DDL_SUM)) != DDL_OK)
+            ddl__errf(err, err_bytes, st, "rank %d: agreeing on the two-level all-reduce: %s", c->rank, c->err);
+        c->seq = 0;
+        h->tree = all == c->world;
+        fits = st == DDL_OK && (h->tree || c->algo == DDL_ALGO_HIER);
+    }
+    if (fits) {
         int lowest = 0;
         while (!same_host(cards, lowest, c->rank))
             lowest++;
@@ -165,14 +185,16 @@ int ddl__hier_setup(ddl_comm *c, const ddl_comm_config *cfg, char *err, size_t e
             h = NULL;
             if (c->log && c->rank == 0) {
                 char line[160];
-                snprintf(line, sizeof line, "two-level all-reduce: %d hosts x %d ranks", c->hier->n_hosts,
-                         c->hier->n_local);
+                snprintf(line, sizeof line, "two-level all-reduce: %d hosts x %d ranks (%s)", c->hier->n_hosts,
+                         c->hier->n_local, c->hier->tree ? "the flat all-reduce's bits" : "by rings: other bits than "
+                         "the flat all-reduce");
                 c->log(c->log_ud, DDL_LOG_INFO, line);
             }
         }
     } else if (st == DDL_OK && c->algo == DDL_ALGO_HIER && c->log && c->rank == 0) {
         char line[256];
-        snprintf(line, sizeof line, "DDL_ALGO=hier: %s, not >= 2 hosts of the same number >= 2: the flat ring", why);
+        snprintf(line, sizeof line, "DDL_ALGO=hier: %s, not >= 2 hosts of the same number >= 2: the flat all-reduce",
+                 why);
         c->log(c->log_ud, DDL_LOG_WARN, line);
     }
     ddl__free(a, cards);
@@ -244,6 +266,28 @@ static int local_failed(ddl_comm *c, int st, const char *phase)
                           "%s", c->rank, c->cur.seq, phase, who, e[0] ? e : ddl_strerror(st));
 }
 
+/* tree: halving.c's levels, the host's over shm (l), the others across hosts (c). */
+static int tree(ddl_comm *c, unsigned char *buf, size_t count, size_t esz, int dtype, int op)
+{
+    struct ddl__hier *h = c->hier;
+    int a = 0, b = 0, st = DDL_OK;
+    while ((1 << a) < h->n_local)
+        a++;
+    while ((1 << b) < h->n_hosts)
+        b++;
+    for (int k = 0; k < a && st == DDL_OK; k++)
+        if ((st = ddl__halving_step(h->local, h->local_rank ^ (1 << k), buf, count, esz, c->rank, k, 0, dtype, op)))
+            return local_failed(c, st, "the reduce-scatter");
+    for (int k = a; k < a + b && st == DDL_OK; k++)
+        st = ddl__halving_step(c, h->col[h->host ^ (1 << (k - a))], buf, count, esz, c->rank, k, 0, dtype, op);
+    for (int k = a + b - 1; k >= a && st == DDL_OK; k--)
+        st = ddl__halving_step(c, h->col[h->host ^ (1 << (k - a))], buf, count, esz, c->rank, k, 1, dtype, op);
+    for (int k = a - 1; k >= 0 && st == DDL_OK; k--)
+        if ((st = ddl__halving_step(h->local, h->local_rank ^ (1 << k), buf, count, esz, c->rank, k, 1, dtype, op)))
+            return local_failed(c, st, "the all-gather");
+    return st;
+}
+
 int ddl__hier_allreduce(ddl_comm *c, void *buf, size_t count, int dtype, int op)
 {
     struct ddl__hier *h = c->hier;
@@ -252,6 +296,8 @@ int ddl__hier_allreduce(ddl_comm *c, void *buf, size_t count, int dtype, int op)
     size_t esz = ddl__dtype_bytes(dtype);
     if ((st = ddl__comm_begin(l, DDL__OP_ALLREDUCE, dtype, op, count, 0)) != DDL_OK)
         return local_failed(c, st, "the reduce-scatter");
+    if (h->tree)
+        return tree(c, buf, count, esz, dtype, op);
     if ((st = local_half(l, buf, count, esz, dtype, op, 0)) != DDL_OK)
         return local_failed(c, st, "the reduce-scatter");
     /* across hosts: the ring's two halves over the H ranks of local rank i, on segment i + 1 */

@@ -132,6 +132,7 @@ struct ddl_comm {
     int shards_dealt[3];       /* the block (first, n, total) ddl_comm_allreduce_shards last checked
                                 * with every rank: not checked again while it stays (training calls
                                 * it every step) */
+    int64_t *shard_firsts;     /* [capacity]: each rank's first shard in that block's dealing (shards.c) */
     int overlap;               /* for the trainer: ddl_comm_config.overlap */
     size_t bucket_bytes;       /* for the trainer: ddl_comm_config.bucket_kb in bytes */
     int status;                /* sticky: the first failure */
@@ -273,7 +274,10 @@ void ddl__reduce(void *dst, const void *a, const void *b, size_t n, int dtype, i
 int ddl__ring_exchange(ddl_comm *c, const unsigned char *sbuf, unsigned char *buf, size_t esz, uint32_t s, ddl__seg ss,
                        ddl__seg rs, int dtype, int op, int do_reduce);
 /* ddl__ring_exchange_with: the same over any ring: right is where this rank sends, left where
- * it receives from (the two-level all-reduce's ring of hosts, hier.c). */
+ * it receives from (the two-level all-reduce's ring of hosts, hier.c; a pair, halving.c).
+ * do_reduce: 0 the received piece lands in buf, 1 buf's = received op buf's, DDL__MINE_FIRST
+ * buf's = buf's op received. */
+enum { DDL__MINE_FIRST = 2 };
 int ddl__ring_exchange_with(ddl_comm *c, int right, int left, const unsigned char *sbuf, unsigned char *buf, size_t esz,
                             uint32_t s, ddl__seg ss, ddl__seg rs, int dtype, int op, int do_reduce);
 /* ddl__comm_check_args: a collective's arguments (what: its name, for the message): DDL_OK, the
@@ -310,6 +314,18 @@ int ddl__tp_allreduce(ddl_comm *c, float *buf, size_t count);
 void ddl__tp_interrupter(const ddl_comm *c, void (**fn)(void *state, int culprit), void **state);
 
 int ddl__default_transport(ddl_comm_config *cfg, const char *name, const char *why, char *err, size_t err_bytes);
+
+/* ---- power-of-two worlds (halving.c) ----
+ * ddl__pow2: n is a power of two (>= 1). ddl__halving_range: the part of count elements that
+ * index v (a rank, or a virtual shard) holds after `levels` halvings. ddl__halving_step: level
+ * k of the reduce-scatter (gather 0) or of the all-gather (gather 1) for index v, whose partner
+ * v ^ 2^k is rank peer of c: buf holds v's vector. ddl__halving_allreduce: the all-reduce of a
+ * power-of-two world in the tree order (recursive halving, then doubling). */
+int ddl__pow2(int n);
+ddl__seg ddl__halving_range(size_t count, int v, int levels);
+int ddl__halving_step(ddl_comm *c, int peer, unsigned char *buf, size_t count, size_t esz, int v, int k, int gather,
+                      int dtype, int op);
+int ddl__halving_allreduce(ddl_comm *c, void *buf, size_t count, int dtype, int op);
 
 /* ---- the two-level all-reduce (hier.c) ----
  * ddl__hier_setup: at create, over tcp or zmq with >= 4 ranks, not elastic, algo AUTO or HIER:

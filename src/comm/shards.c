@@ -1,13 +1,16 @@
 /* shards.c - the all-reduce of virtual shards (elastic training's fixed global batch): V vectors,
  * dealt to the ranks in contiguous blocks in rank order, summed so that every element is added
- * in the order a ring of V ranks adds it, whoever holds which shards. The ring is run as V
- * virtual ranks: a rank plays its block's virtual ranks, moving segments between them in memory
- * and across the network only at the block's ends, one segment per step each way (the bytes on
- * a link are those of a ring of V: 2 (V - 1) / V of a vector). So a change of membership moves
- * shards, not bits: 1, 2 or V ranks holding the same V shards give the same sums.
+ * in the order a world of V ranks adds it, whoever holds which shards: with V a power of two, the
+ * tree of halving.c (virtual ranks paired neighbours first; a pair on one rank adds in memory, a
+ * pair across ranks goes over the network as halving.c's step), else a ring of V. The ring is run
+ * as V virtual ranks: a rank plays its block's virtual ranks, moving segments between them in
+ * memory and across the network only at the block's ends, one segment per step each way (the
+ * bytes on a link are those of a ring of V: 2 (V - 1) / V of a vector). So a change of
+ * membership moves shards, not bits: 1, 2 or V ranks holding the same V shards give the same
+ * sums, and those of a plain all-reduce of V ranks (collectives.c adds in the same orders).
  * Owns: checking that the blocks tile 0..V-1 in rank order (every rank learns of a bad dealing),
- * and the virtual ring. Must not: allocate (it works in the callers' vectors and the comm's
- * scratch), or depend on timing. */
+ * the table of who holds which block, and the virtual ring and tree. Must not: allocate (it works
+ * in the callers' vectors and the comm's scratch), or depend on timing. */
 #include "impl.h"
 
 #include <stdio.h>
@@ -72,11 +75,65 @@ static int virtual_ring(ddl_comm *c, float *const *bufs, int a, int n, int V, si
     return DDL_OK;
 }
 
+/* owner: the rank whose block holds virtual rank v (c->shard_firsts, in rank order). */
+static int owner(const ddl_comm *c, int v)
+{
+    int r = c->world - 1;
+    while (r > 0 && c->shard_firsts[r] > v)
+        r--;
+    return r;
+}
+
+/* virtual_tree: the tree order over V = 2^L virtual ranks (halving.c), this rank playing its
+ * block [a, a + n) of bufs; the network (c, 2 ranks or more) for pairs across ranks. Every rank
+ * takes the pairs of a level in order of their lower member, so two ranks meet in the same order
+ * and no wait goes round in a circle. */
+static int virtual_tree(ddl_comm *c, float *const *bufs, int a, int n, int V, size_t count)
+{
+    int b = a + n, levels = 0, st = DDL_OK;
+    while ((1 << levels) < V)
+        levels++;
+    for (int pass = 0; pass < 2; pass++) /* the reduce-scatter, then the all-gather */
+        for (int i = 0; i < levels; i++) {
+            int k = pass ? levels - 1 - i : i, m = 1 << k;
+            for (int lo = a - m > 0 ? a - m : 0; lo < b && st == DDL_OK; lo++) {
+                int hi = lo | m, has_lo = lo >= a, has_hi = hi >= a && hi < b;
+                if ((lo & m) || hi >= V || (!has_lo && !has_hi))
+                    continue;
+                if (has_lo && !has_hi) {
+                    st = ddl__halving_step(c, owner(c, hi), (unsigned char *)bufs[lo - a], count, sizeof(float), lo, k,
+                                           pass, DDL_FLOAT32, DDL_SUM);
+                } else if (!has_lo && has_hi) {
+                    st = ddl__halving_step(c, owner(c, lo), (unsigned char *)bufs[hi - a], count, sizeof(float), hi, k,
+                                           pass, DDL_FLOAT32, DDL_SUM);
+                } else { /* both here: the lower one's value on the left */
+                    float *x = bufs[lo - a], *y = bufs[hi - a];
+                    ddl__seg gl = ddl__halving_range(count, lo, k + 1), gh = ddl__halving_range(count, hi, k + 1);
+                    if (pass) {
+                        memcpy(x + gh.off, y + gh.off, gh.len * sizeof(float));
+                        memcpy(y + gl.off, x + gl.off, gl.len * sizeof(float));
+                    } else {
+                        ddl__reduce(x + gl.off, x + gl.off, y + gl.off, gl.len, DDL_FLOAT32, DDL_SUM);
+                        ddl__reduce(y + gh.off, x + gh.off, y + gh.off, gh.len, DDL_FLOAT32, DDL_SUM);
+                    }
+                }
+            }
+        }
+    return st;
+}
+
+/* add_up: the sums, by the tree (V a power of two) or the ring. */
+static int add_up(ddl_comm *c, float *const *bufs, int a, int n, int V, size_t count)
+{
+    return ddl__pow2(V) ? virtual_tree(c && c->world > 1 ? c : NULL, bufs, a, n, V, count)
+                        : virtual_ring(c, bufs, a, n, V, count);
+}
+
 static int allreduce_shards(ddl_comm *c, float *const *bufs, int first, int n, int total, size_t count)
 {
     if (!c) /* one process: it holds every shard */
         return first == 0 && n == total && total >= 1 && total <= DDL_MAX_SHARDS && bufs
-                   ? virtual_ring(NULL, bufs, 0, n, total, count)
+                   ? add_up(NULL, bufs, 0, n, total, count)
                    : DDL_EINVAL;
     int st = ddl__comm_check_args(c, n > 0 && bufs ? bufs[0] : NULL, count, DDL_FLOAT32, "allreduce_shards");
     if (st)
@@ -94,7 +151,7 @@ static int allreduce_shards(ddl_comm *c, float *const *bufs, int first, int n, i
     if (c->shards_dealt[0] == first && c->shards_dealt[1] == n && c->shards_dealt[2] == total)
         return ddl__comm_begin(c, DDL__OP_ALLREDUCE, DDL_FLOAT32, DDL_SUM, count, total) != DDL_OK
                    ? c->status
-                   : virtual_ring(c, bufs, first, n, total, count);
+                   : add_up(c, bufs, first, n, total, count);
     if ((st = ddl__comm_begin(c, DDL__OP_ALLREDUCE, DDL_FLOAT32, DDL_SUM, count, total)) != DDL_OK)
         return st;
     int64_t bad = 0;
@@ -107,10 +164,13 @@ static int allreduce_shards(ddl_comm *c, float *const *bufs, int first, int n, i
                  "order (this rank: %d to %d)", total - 1, first, first + n - 1);
         return DDL_EINVAL;
     }
+    int64_t mine = first; /* the tree needs to know who holds each block */
+    if (c->world > 1 && ddl__pow2(total) && (st = ddl_comm_allgather(c, &mine, c->shard_firsts, 1, DDL_INT64)) != DDL_OK)
+        return st;
     if ((st = ddl__comm_begin(c, DDL__OP_ALLREDUCE, DDL_FLOAT32, DDL_SUM, count, total)) != DDL_OK)
         return st;
     c->shards_dealt[0] = first, c->shards_dealt[1] = n, c->shards_dealt[2] = total;
-    return virtual_ring(c, bufs, first, n, total, count);
+    return add_up(c, bufs, first, n, total, count);
 }
 
 int ddl_comm_allreduce_shards(ddl_comm *c, float *const *bufs, int first, int n, int total, size_t count)
