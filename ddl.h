@@ -206,7 +206,7 @@ typedef struct ddl_train_config {
     int bucket_kb;
     /* shards > 0: the global batch is cut into this many shards (sample ranges fixed by the batch
      * alone), each rank computes the gradients of a block of world / shards of them (micro-batches,
-     * one model copy each) and ddl_comm_allreduce_shards adds them in the order of a ring of
+     * one model copy each) and ddl_comm_allreduce_shards adds them in the order of an all-reduce of
      * `shards` ranks: the weights depend on shards, not on the world size (1 rank with shards 4
      * trains to the bits of 2 or 4 ranks with shards 4), the base of elastic training; on one rank
      * it is gradient accumulation. Needs shards a multiple of the world size with at most
@@ -689,16 +689,21 @@ enum { DDL_SUM = 0, DDL_MEAN = 1, DDL_MAX = 2 };   /* reduction operations */
 /* gradient compression: the 16 bits of ddl_comm_allreduce_compressed's messages */
 enum { DDL_COMPRESS_NONE = 0, DDL_COMPRESS_BF16 = 1, DDL_COMPRESS_FP16 = 2 };
 /* All-reduce algorithms of more than 64 KiB (smaller ones always go by recursive doubling):
- * AUTO, the ring (each rank sends and receives 2 (n - 1) / n of the vector; the default), or PS, a
- * synchronous parameter server (rank 0 receives every rank's vector, adds them in rank order and
- * sends the sum back: (n - 1) vectors in and out of one rank, for comparison with the systems built
- * on it). Both give the same bits on every rank and transport; not the same bits as each other.
- * HIER, the two-level all-reduce over tcp and zmq when ranks share hosts (>= 2 hosts with the same
- * number >= 2 of ranks each, known from local_rank and where the ranks run): a reduce-scatter
- * over shared memory inside each host, an all-reduce across hosts per local rank, an all-gather
- * inside the host; AUTO takes it from 16 KiB when the hosts fit, RING never (the flat ring), HIER
- * like AUTO (the flat ring, with a warning in the log, when the hosts do not fit). Its bits are
- * the same on every rank, transport and run, not the flat ring's. */
+ * AUTO (the default): in a world of a power-of-two size, recursive halving and doubling, which
+ * adds in the same tree order as recursive doubling ((x0 + x1) + (x2 + x3)) + ..., neighbours
+ * first), so that every size, path and transport adds alike; when ranks share hosts (tcp, zmq;
+ * >= 2 hosts of 2^a consecutive ranks, 2^b hosts, known from local_rank and where the ranks run)
+ * the same levels go by the two-level all-reduce, a host's levels over shared memory and one
+ * stream per local rank across hosts, with the same bits as one host. Other world sizes: the
+ * ring (each rank sends and receives 2 (n - 1) / n of the vector). RING: the ring at every world
+ * size (its own order). PS: a synchronous parameter server (rank 0 receives every rank's vector,
+ * adds them in rank order and sends the sum back: (n - 1) vectors in and out of one rank, for
+ * comparison with the systems built on it). HIER: as AUTO, and on hosts that are not powers of
+ * two (>= 2 hosts of the same number >= 2 of ranks) the two-level all-reduce by rings (a
+ * reduce-scatter over shared memory inside each host, an all-reduce across hosts per local
+ * rank, an all-gather inside the host), whose bits are not the flat all-reduce's (a warning in
+ * the log when the hosts do not fit at all). Each gives the same bits on every rank, transport
+ * and run. */
 enum { DDL_ALGO_AUTO = 0, DDL_ALGO_RING = 1, DDL_ALGO_PS = 2, DDL_ALGO_HIER = 3 };
 
 typedef struct ddl_comm_config {
@@ -858,8 +863,9 @@ int ddl_comm_elastic_max(const ddl_comm *c);
  * shards": the parts of a global batch in elastic training), each rank holding a contiguous block
  * of them in rank order: shards first .. first + n - 1 at bufs[0 .. n) (rank 0's block starts at
  * 0, each next rank's where the last ended, the last rank's ends at total). Every element is
- * added in the order a ring of `total` ranks adds it, so the sums are the same bits however the
- * shards are dealt: one rank holding all of them, or any number of ranks holding blocks. On
+ * added in the order an all-reduce of `total` ranks adds it (DDL_ALGO auto: the tree for a power
+ * of two, else the ring), so the sums are the same bits however the shards are dealt: one rank
+ * holding all of them, or any number of ranks holding blocks. On
  * return every bufs[i] holds the sum. Collective (every rank calls it, with the same total and
  * count); c NULL: one process, holding every shard. Returns DDL_OK, DDL_EINVAL (n < 1, total outside 1..DDL_MAX_SHARDS, NULL vectors, or
  * blocks that do not tile 0..total - 1: every rank gets it), or the comm's error. */

@@ -459,7 +459,7 @@ again:
         ts[1] = ts[2] = ddl_timeline_now();
     }
     ts[3] = ddl_timeline_now();
-    if (t->shards) { /* every shard's gradients, in the order of a ring of V */
+    if (t->shards) { /* every shard's gradients, in the order of an all-reduce of V ranks */
         float *bufs[DDL_MAX_MICRO_BATCHES];
         for (int r = 0; r < t->micro; r++) {
             if (n < 1 && r > 0)

@@ -32,7 +32,7 @@
 #   8. Elastic training: its cost with no failure (LeNet, 2 ranks shm and 4 tcp, --elastic against
 #      plain) and the state a replacement receives (U-Net, Adam) against an all-gather of the same
 #      bytes (elastic.sh).
-# BENCH_ONLY=lenet|unet|scaling|threads|ops|load|graph|allreduce|mac|serve|pg|twohost|ps|wire|hier|compress|elastic,
+# BENCH_ONLY=lenet|unet|scaling|threads|ops|load|graph|allreduce|mac|serve|pg|twohost|ps|wire|halving|hier|compress|elastic,
 # SCENES (default 1024),
 # SERVE_SECONDS (default 30), SERVE_CONNS (default 64).
 # Every section adds its figures to one table (tools/bench/lib.sh), printed at the end: each figure,
@@ -180,6 +180,10 @@ fi
 
 if [ -z "$ONLY" ] || [ "$ONLY" = wire ]; then
     BUILD="$BUILD" REPEAT="$REPEAT" sh "$here/wire.sh"
+fi
+
+if [ -z "$ONLY" ] || [ "$ONLY" = halving ]; then # recursive halving against the ring, 4 ranks on one host
+    BUILD="$BUILD" REPEAT="$REPEAT" sh "$here/halving.sh"
 fi
 
 if [ -z "$ONLY" ] || [ "$ONLY" = hier ]; then # flat ring against the two-level all-reduce, 2 and 4 hosts x 2 ranks
