@@ -2,7 +2,8 @@
  * ranks adds them, whoever holds which: 1 rank holding all 4, 2 ranks (2 + 2, 1 + 3), 3 ranks
  * (2 + 1 + 1) and 4 ranks give the same bits, over shm and tcp, equal to ddl_comm_allreduce on
  * 4 tcp ranks each holding one; integers sum exactly; blocks that do not tile the shards are
- * refused on every rank. And training with ddl_train_config.shards = 4 (LeNet with dropout, two
+ * refused on every rank. Totals of 8 (the tree) and 6 (the ring) dealt over 3 ranks give the
+ * bits of one process and of ddl_comm_allreduce on 8 and 6 ranks. And training with ddl_train_config.shards = 4 (LeNet with dropout, two
  * epochs, a short last batch) gives the same weights on 1 rank, 2 ranks (shm) and 4 ranks (tcp). */
 #include "check.h"
 #include "ranks.h"
@@ -83,10 +84,10 @@ static void rank_body(int rank, int world, void *p)
     ddl_comm_destroy(c);
 }
 
-/* plain: ddl_comm_allreduce on 4 ranks, rank k holding shard k */
+/* plain: ddl_comm_allreduce on 4 (8, 6) ranks, rank k holding shard k */
 static void rank_plain(int rank, int world, void *p)
 {
-    (void)p;
+    const char *key = p ? p : "sum";
     ddl_comm_config cfg = make_config(rank, world, 20000);
     ddl_comm *c = ranks_open(&cfg);
     if (!c)
@@ -96,8 +97,46 @@ static void rank_plain(int rank, int world, void *p)
         buf[e] = noisy(rank, e);
     CHECK(buf && ddl_comm_allreduce(c, buf, COUNT, DDL_FLOAT32, DDL_SUM) == DDL_OK);
     if (buf)
-        report_value("sum", ddl_crc32(0, buf, COUNT * sizeof(float)));
+        report_value(key, ddl_crc32(0, buf, COUNT * sizeof(float)));
     free(buf);
+    ddl_comm_destroy(c);
+}
+
+/* ---- other totals: 8 (the tree: a rank's pairs at one level reach two other ranks) and 6 (the
+ * ring), dealt 3 + 3 + 2 and 2 + 2 + 2 over 3 ranks, against one process holding them all and
+ * against ddl_comm_allreduce on 8 and 6 ranks (rank_plain) ---- */
+
+static const int other_total[2] = {8, 6}, other_blocks[2][3] = {{3, 3, 2}, {2, 2, 2}};
+
+/* other_sum: the CRC of the sum of `total` noisy shards, [first, first + n) held here (c NULL: all) */
+static uint32_t other_sum(ddl_comm *c, int total, int first, int n)
+{
+    float *bufs[8];
+    for (int i = 0; i < n; i++) {
+        bufs[i] = malloc(COUNT * sizeof(float));
+        for (size_t e = 0; bufs[i] && e < COUNT; e++)
+            bufs[i][e] = noisy(first + i, e);
+    }
+    int st = ddl_comm_allreduce_shards(c, bufs, first, n, total, COUNT);
+    CHECK(st == DDL_OK);
+    if (st != DDL_OK && c)
+        fprintf(stderr, "%d shards: %s\n", total, ddl_comm_error(c));
+    uint32_t crc = ddl_crc32(0, bufs[0], COUNT * sizeof(float));
+    for (int i = 0; i < n; i++)
+        free(bufs[i]);
+    return crc;
+}
+
+static void rank_other(int rank, int world, void *p)
+{
+    int k = *(const int *)p, first = 0;
+    ddl_comm_config cfg = make_config(rank, world, 20000);
+    ddl_comm *c = ranks_open(&cfg);
+    if (!c)
+        return;
+    for (int r = 0; r < rank; r++)
+        first += other_blocks[k][r];
+    report_value(k ? "sum6" : "sum8", other_sum(c, other_total[k], first, other_blocks[k][rank]));
     ddl_comm_destroy(c);
 }
 
@@ -185,6 +224,12 @@ int main(void)
         run_ranks(transports[t], 2, rank_body, &variants[2], 60, -1); /* a bad dealing */
     }
     run_ranks("tcp", 4, rank_plain, NULL, 60, -1);
-    CHECK(ranks_value_conflicts == 0 && ranks_n_values == 2); /* one "sum" and one "train" for every run */
+    static const int ks[2] = {0, 1};
+    for (int k = 0; k < 2; k++) {
+        ranks_take_value(k ? "sum6" : "sum8", other_sum(NULL, other_total[k], 0, other_total[k]));
+        run_ranks("tcp", 3, rank_other, (void *)&ks[k], 60, -1);
+        run_ranks("tcp", other_total[k], rank_plain, k ? "sum6" : "sum8", 60, -1);
+    }
+    CHECK(ranks_value_conflicts == 0 && ranks_n_values == 4); /* one "sum", "train", "sum8", "sum6" for every run */
     return TEST_END();
 }
