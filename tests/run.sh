@@ -23,7 +23,7 @@ BESIDE="test_install.sh test_cpus.sh test_onnx.sh test_onnx_import.sh test_ckpt_
 test_output_paths.sh test_plot_runs.sh test_plot_diverged.sh test_plot_timeline.sh test_slurm_real.sh test_ssh.sh"
 # Then tests that mostly wait (for a timeout, a heartbeat, a stopped rank: under a second of CPU
 # in 10-15 s, or half their time) run four at a time: their bounds are seconds, their CPU small.
-IDLE="test_heartbeat test_elastic test_shm test_faults test_serve.sh test_restarts.sh test_transport test_sweep.sh
+IDLE="test_elastic test_shm test_faults test_serve.sh test_restarts.sh test_transport test_sweep.sh
 test_zmq_drop.sh"
 
 # start T: run test T in the background, its output in $out_dir/NAME.out, its start time in .t0

@@ -28,10 +28,9 @@ echo "one host, 4 ranks over shm: weights_crc=$ref"
 [ -n "$ref" ] && ok || bad "the one-host reference run gave no summary"
 
 # ---- -np 4 -H: same weights; the token on no command line ----
-# (-x DDL_ALGO=ring: the flat ring, one host's order; on 2 hosts of 2 ranks the default is the
-# two-level all-reduce, which adds in another order: tests/test_hier.sh)
+# (on 2 hosts of 2 ranks the default is the two-level all-reduce, which adds as one host does)
 env -u DDL_TOKEN "$DDLRUN" -np 4 -H "$HOSTS" $AGENT --master "10.78.0.1:$port" --token-file "$tmp/token" \
-    --timeout 30 -t tcp -x DDL_ALGO=ring "$BUILD/bin/lenet" $ARGS > "$tmp/h" 2>&1 &
+    --timeout 30 -t tcp "$BUILD/bin/lenet" $ARGS > "$tmp/h" 2>&1 &
 bg_pid=$!
 seen=0
 while kill -0 "$bg_pid" 2>/dev/null; do
@@ -47,7 +46,7 @@ echo "-np 4 -H $HOSTS: transport=$tr world=$w weights_crc=$crc (exit $rc)"
 
 # ---- --hostfile, default master (first host, port 29500), --log-dir ----
 printf '# two hosts\n10.78.0.1 slots=2\n\n10.78.0.2 slots=2\n' > "$tmp/hostfile"
-"$DDLRUN" --hostfile "$tmp/hostfile" $AGENT --log-dir "$tmp/logs" --timeout 30 -x DDL_ALGO=ring "$BUILD/bin/lenet" $ARGS \
+"$DDLRUN" --hostfile "$tmp/hostfile" $AGENT --log-dir "$tmp/logs" --timeout 30 "$BUILD/bin/lenet" $ARGS \
     > "$tmp/hf" 2>&1; rc=$?
 n=$(ls "$tmp/logs" 2>/dev/null | grep -c '^rank\.[0-3]\.log$')
 crc=$(field weights_crc < "$tmp/logs/rank.0.log" 2>/dev/null)

@@ -1,10 +1,11 @@
-/* test_shards.c - ddl_comm_allreduce_shards: V = 4 shards' vectors summed in the order a ring of 4
- * ranks adds them, whoever holds which: 1 rank holding all 4, 2 ranks (2 + 2, 1 + 3), 3 ranks
- * (2 + 1 + 1) and 4 ranks give the same bits, over shm and tcp, equal to ddl_comm_allreduce on
- * 4 tcp ranks each holding one; integers sum exactly; blocks that do not tile the shards are
- * refused on every rank. Totals of 8 (the tree) and 6 (the ring) dealt over 3 ranks give the
- * bits of one process and of ddl_comm_allreduce on 8 and 6 ranks. And training with ddl_train_config.shards = 4 (LeNet with dropout, two
- * epochs, a short last batch) gives the same weights on 1 rank, 2 ranks (shm) and 4 ranks (tcp). */
+/* test_shards.c - ddl_comm_allreduce_shards: V = 4 shards' vectors summed in the order an
+ * all-reduce of 4 ranks adds them (the tree of halving.c), whoever holds which: 1 rank holding
+ * all 4, 2 ranks (2 + 2, 1 + 3), 3 ranks (2 + 1 + 1) and 4 ranks give the same bits, over shm and
+ * tcp, equal to ddl_comm_allreduce on 4 tcp ranks each holding one; integers sum exactly; blocks
+ * that do not tile the shards are refused on every rank. Totals of 8 (the tree) and 6 (the ring)
+ * dealt over 3 ranks give the bits of one process and of ddl_comm_allreduce on 8 and 6 ranks. And
+ * training with ddl_train_config.shards = 4 (LeNet with dropout, two epochs, a short last batch)
+ * gives the same weights on 1 rank, 2 ranks (shm) and 4 ranks (tcp). */
 #include "check.h"
 #include "ranks.h"
 

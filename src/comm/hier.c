@@ -35,6 +35,7 @@
 #include "impl.h"
 
 #include <fcntl.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -252,18 +253,39 @@ static int local_half(ddl_comm *l, unsigned char *buf, size_t count, size_t esz,
     return DDL_OK;
 }
 
-/* local_failed: the shm comm failed: the main comm fails with its message, and which rank each
- * of the shm comm's ranks is. */
+/* in_main_ranks: the shm comm's message in with every "rank N" (N a local rank) as the main
+ * comm's rank, into out: the ranks a user knows. */
+static void in_main_ranks(const struct ddl__hier *h, const char *in, char *out, size_t size)
+{
+    size_t n = 0;
+    while (*in && n + 1 < size) {
+        char *end;
+        if (strncmp(in, "rank ", 5) == 0 && in[5] >= '0' && in[5] <= '9') {
+            long j = strtol(in + 5, &end, 10);
+            if (j >= 0 && j < h->n_local) {
+                int w = snprintf(out + n, size - n, "rank %d", h->members[j]);
+                n = w > 0 && (size_t)w < size - n ? n + (size_t)w : size - 1;
+                in = end;
+                continue;
+            }
+        }
+        out[n++] = *in++;
+    }
+    out[n] = 0;
+}
+
+/* local_failed: the shm comm failed: the main comm fails with its message, ranks named as the
+ * main comm's. */
 static int local_failed(ddl_comm *c, int st, const char *phase)
 {
     const struct ddl__hier *h = c->hier;
+    if (ddl__comm_stalled(c) != DDL_OK) /* a rank of another host stopped, and this one's partner gave up first */
+        return c->status;
     const char *e = ddl_comm_error(h->local);
-    char who[96];
-    size_t n = 0;
-    for (int j = 0; j < h->n_local && n < sizeof who - 16; j++)
-        n += (size_t)snprintf(who + n, sizeof who - n, "%s%d = rank %d", j ? ", " : "", j, h->members[j]);
-    return ddl__comm_fail(c, st, "rank %d: allreduce #%u (two-level), %s inside its host over shm (its ranks %s): "
-                          "%s", c->rank, c->cur.seq, phase, who, e[0] ? e : ddl_strerror(st));
+    char msg[DDL_ERR_BYTES];
+    in_main_ranks(h, e[0] ? e : ddl_strerror(st), msg, sizeof msg);
+    return ddl__comm_fail(c, st, "rank %d: allreduce #%u (two-level), %s inside its host over shm: %s", c->rank,
+                          c->cur.seq, phase, msg);
 }
 
 /* tree: halving.c's levels, the host's over shm (l), the others across hosts (c). */
