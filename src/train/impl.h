@@ -122,8 +122,13 @@ double ddl__micro_pass(ddl_trainer *t, int n, int b, int64_t *mid);
  * start, or resume). */
 void ddl__trainer_reset_stats(ddl_trainer *t);
 /* ddl__trainer_timing: fill the timing fields of *out, gathering every rank's times (watch.c).
- * Collective. Returns DDL_OK or the comm's error. */
-int ddl__trainer_timing(ddl_trainer *t, ddl_epoch_stats *out);
+ * Collective. Returns DDL_OK or the comm's error; called again after a regroup with the same
+ * *tm (zeroed before the first call), it resumes at the all-reduce that failed. */
+typedef struct ddl__timing {
+    int done;          /* 0: not begun; 1: values set; 2: sums all-reduced; 3: both */
+    int64_t sums[2], ends[2];
+} ddl__timing;
+int ddl__trainer_timing(ddl_trainer *t, ddl_epoch_stats *out, ddl__timing *tm);
 
 /* ---- checkpoint files ---- */
 struct ddl_checkpoint {

@@ -503,30 +503,28 @@ again:
 
 /* ---- epoch ---- */
 
-/* reduce_stats: sum (loss, correct, counted) over the ranks. */
-static int reduce_stats(ddl_trainer *t, double *loss, int64_t counts[2])
+/* reduce_stats: sum (loss, correct, counted) over the ranks, *done of the two all-reduces done
+ * already: after a regroup the retry resumes at the one that failed (a rank that completed the
+ * first and started over would meet the others' second: comm/replay.c hands it the one it missed). */
+static int reduce_stats(ddl_trainer *t, float *loss, int64_t counts[2], int *done)
 {
-    if (!t->cfg.comm)
-        return DDL_OK;
-    float l = (float)*loss;
-    int rc = ddl_comm_allreduce(t->cfg.comm, &l, 1, DDL_FLOAT32, DDL_SUM);
-    if (rc == DDL_OK)
-        rc = ddl_comm_allreduce(t->cfg.comm, counts, 2, DDL_INT64, DDL_SUM);
-    *loss = l;
+    int rc = DDL_OK;
+    if (t->cfg.comm && *done == 0 && (rc = ddl_comm_allreduce(t->cfg.comm, loss, 1, DDL_FLOAT32, DDL_SUM)) == DDL_OK)
+        *done = 1;
+    if (t->cfg.comm && *done == 1 && (rc = ddl_comm_allreduce(t->cfg.comm, counts, 2, DDL_INT64, DDL_SUM)) == DDL_OK)
+        *done = 2;
     return rc;
 }
 
 int ddl_trainer_epoch_stats(ddl_trainer *t, ddl_epoch_stats *out)
 {
-    double loss;
-    int64_t counts[2];
-    int rc, ahead;
-    do { /* elastic: again after a regroup */
-        loss = t->loss_sum;
-        counts[0] = t->correct;
-        counts[1] = t->counted;
-        rc = reduce_stats(t, &loss, counts);
-    } while (rc != DDL_OK && (rc = ddl__trainer_recover(t, rc, "epoch statistics", &ahead)) == DDL_OK);
+    float l = (float)t->loss_sum;
+    int64_t counts[2] = {t->correct, t->counted};
+    int rc, ahead, done = 0;
+    while ((rc = reduce_stats(t, &l, counts, &done)) != DDL_OK) /* elastic: resumed after a regroup */
+        if ((rc = ddl__trainer_recover(t, rc, "epoch statistics", &ahead)) != DDL_OK)
+            break;
+    double loss = t->cfg.comm ? (double)l : t->loss_sum; /* one process: the sum as it is */
     if (rc != DDL_OK)
         return rc;
     if (out) {
@@ -539,7 +537,8 @@ int ddl_trainer_epoch_stats(ddl_trainer *t, ddl_epoch_stats *out)
         out->images_per_sec = t->epoch_secs > 0 ? (double)out->samples / t->epoch_secs : 0.0;
         out->lr = t->last_lr;
     }
-    while ((rc = ddl__trainer_timing(t, out)) != DDL_OK)
+    ddl__timing tm = {0};
+    while ((rc = ddl__trainer_timing(t, out, &tm)) != DDL_OK)
         if ((rc = ddl__trainer_recover(t, rc, "epoch timing", &ahead)) != DDL_OK)
             return rc;
     if (out) {

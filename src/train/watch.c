@@ -8,22 +8,28 @@
 
 /* Every rank's compute and all-reduce time, as two all-reduces whose results do not depend on
  * the world size (an elastic comm can hand either to a rank that missed it: comm/replay.c): the
- * sums, and the most and least compute time, each with its rank in the low bits. */
+ * sums, and the most and least compute time, each with its rank in the low bits. A retry after a
+ * regroup resumes at the all-reduce that failed (tm->done): a rank that had completed the first
+ * and starts over would meet the others' second, or their next step. */
 #define RANK_BITS 12 /* ranks below 4096; 2^51 ns is 26 days */
 
-int ddl__trainer_timing(ddl_trainer *t, ddl_epoch_stats *out)
+int ddl__trainer_timing(ddl_trainer *t, ddl_epoch_stats *out, ddl__timing *tm)
 {
-    int64_t sums[2] = {t->compute_ns, t->allreduce_ns};
-    int64_t ends[2] = {t->compute_ns << RANK_BITS | t->rank, -(t->compute_ns << RANK_BITS)};
-    if (t->cfg.comm) {
-        int rc = ddl_comm_allreduce(t->cfg.comm, sums, 2, DDL_INT64, DDL_SUM);
-        if (rc == DDL_OK)
-            rc = ddl_comm_allreduce(t->cfg.comm, ends, 2, DDL_INT64, DDL_MAX);
-        if (rc != DDL_OK)
-            return rc;
+    if (tm->done == 0) {
+        tm->sums[0] = t->compute_ns, tm->sums[1] = t->allreduce_ns;
+        tm->ends[0] = t->compute_ns << RANK_BITS | t->rank, tm->ends[1] = -(t->compute_ns << RANK_BITS);
+        tm->done = 1;
     }
+    int rc = DDL_OK;
+    if (t->cfg.comm && tm->done == 1 && (rc = ddl_comm_allreduce(t->cfg.comm, tm->sums, 2, DDL_INT64, DDL_SUM)) == DDL_OK)
+        tm->done = 2;
+    if (t->cfg.comm && tm->done == 2 && (rc = ddl_comm_allreduce(t->cfg.comm, tm->ends, 2, DDL_INT64, DDL_MAX)) == DDL_OK)
+        tm->done = 3;
+    if (rc != DDL_OK)
+        return rc;
     if (!out)
         return DDL_OK;
+    const int64_t *sums = tm->sums, *ends = tm->ends;
     out->compute_seconds = (double)t->compute_ns * 1e-9;
     out->allreduce_seconds = (double)t->allreduce_ns * 1e-9;
     out->slowest_rank = (int)(ends[0] & ((1 << RANK_BITS) - 1));
