@@ -180,7 +180,9 @@ static void body(const arg *a, ddl_comm *c, int old_rank, int world)
         int64_t s64 = 0;
         CHECK(ddl_comm_broadcast(c, &s64, 1, DDL_INT64, g.leader) == DDL_OK);
         step = (long)s64;
-        CHECK(step == g.step && step > AT);
+        /* the running job's step: at or past the loss (AT itself when the replacement asked in
+         * while the survivors still regrouped, and came in at their retry of step AT) */
+        CHECK(step == g.step && step >= AT);
     }
     while (step < steps && ok) {
         int r = ddl_comm_rank(c), w = ddl_comm_size(c);
@@ -235,11 +237,18 @@ static void body(const arg *a, ddl_comm *c, int old_rank, int world)
         CHECK(g.world == world - 1 && g.old_world == world && g.generation == 1);
         CHECK(g.n_lost == 1 && g.lost[0] == VICTIM);
         CHECK(g.rank == old_rank - (old_rank > VICTIM)); /* the old order */
-        CHECK(g.step == AT);
+        /* The victim died after its step AT - 1: the survivors stand at AT, or some at AT - 1 (the
+         * victim's last message of that sum was lost with it: a ring's last step, or the tree's
+         * pairs with the victim), or all of them (in the tree every survivor's sum can depend on
+         * one of the victim's last messages). The regroup's step is the highest any of them
+         * reached. */
+        int64_t top = step;
+        CHECK(ddl_comm_allreduce(c, &top, 1, DDL_INT64, DDL_MAX) == DDL_OK);
+        CHECK((g.step == AT || g.step == AT - 1) && g.step == top);
         if (g.behind) { /* a rank whose sum of step AT - 1 was cut short by the death: the leader's step */
             int64_t s64 = step;
             CHECK(ddl_comm_broadcast(c, &s64, 1, DDL_INT64, g.leader) == DDL_OK);
-            CHECK(s64 == AT);
+            CHECK(s64 == g.step);
         }
         /* a death is seen at once; a stop after the heartbeat timeout (1 s) and an interval */
         double limit = a->how == DIE ? 1.0 : 2.5;

@@ -55,6 +55,11 @@
 #define ZQ_QUICK_MS 5                 /* a first wait on the data socket alone, before the full poll */
 #define ZQ_GREET_AGAIN_MS 20           /* a rank that gave our handshake up is greeted again after 20-40 ms */
 #define ZQ_HEARTBEAT_MS 1000          /* ZMTP pings; a silent peer is dropped after 5 of them */
+/* A connect that has no answer after this is tried again (ZMQ_RECONNECT_IVL later): in a regroup
+ * a rank may reach a peer's port before the peer has closed its old ROUTER there, whose shut
+ * door drops the SYN, and the kernel's first retry of an unanswered SYN comes 1 s later (a zmq
+ * regroup after a kill took 1 s in 2 of 10 runs of test_elastic). Above any round trip on Earth. */
+#define ZQ_CONNECT_MS 300
 
 /* Handshake messages (one frame each) start with "DDLZ", proofs with "ddl-zmq-v1"; a message is
  * [prefix "DDLZ"][payload chunk]..., the payload in frames of ZQ_CHUNK bytes (the last one
@@ -205,6 +210,7 @@ static int connect_rank(zq_state *s, int j)
     int64_t max = (int64_t)ZQ_CHUNK + (int64_t)DDL__TABLE_BYTES(n->world);
     zmq_setsockopt(l->dealer, ZMQ_MAXMSGSIZE, &max, sizeof max);
     set_int(l->dealer, ZMQ_RECONNECT_IVL, 10); /* a rank that binds a moment later (a regroup): 10 ms, not 100 */
+    set_int(l->dealer, ZMQ_CONNECT_TIMEOUT, ZQ_CONNECT_MS);
     /* A routing id of our own, kept when libzmq reconnects (the ROUTER would give each connection
      * a new one): rank j's ROUTER goes on reaching us by the id our handshake recorded there. */
     unsigned char rid[ZQ_OWN_RID_BYTES];
