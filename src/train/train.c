@@ -108,7 +108,7 @@ static void carve(ddl_trainer *t, ddl_arena *a, size_t n_train)
     size_t ranks = (size_t)(t->world > ddl_comm_elastic_max(t->cfg.comm) ? t->world : ddl_comm_elastic_max(t->cfg.comm));
     t->rng_all = (ddl_rng *)ddl_arena_alloc(a, ranks * sizeof(ddl_rng)); /* checkpoint.c */
     t->steps_all = ddl_comm_elastic_min(t->cfg.comm) > 0 ? (int64_t *)ddl_arena_alloc(a, ranks * sizeof(int64_t)) : NULL; /* elastic.c */
-    t->confusion = (int64_t *)ddl_arena_alloc(a, (size_t)t->m->out_c * (size_t)t->m->out_c * sizeof(int64_t));
+    t->confusion = (int64_t *)ddl_arena_alloc(a, ((size_t)t->m->out_c * (size_t)t->m->out_c + 1) * sizeof(int64_t));
     size_t bucket_floats = t->bucket_bytes / sizeof(float);
     t->n_buckets = t->world > 1 && !t->shards ? ddl__exchange_buckets_max(t->m->n_params, bucket_floats) : 0;
     t->buckets = t->n_buckets ? (ddl__bucket *)ddl_arena_alloc(a, t->n_buckets * sizeof(ddl__bucket)) : NULL;
@@ -562,6 +562,8 @@ int ddl_trainer_epoch(ddl_trainer *t, ddl_epoch_stats *out)
 
 /* ---- evaluation ---- */
 
+#define EVAL_LOSS_ONE 65536.0 /* the evaluation loss in fixed point: sums up to 1.4e14 fit in an int64 */
+
 int ddl_trainer_evaluate(ddl_trainer *t, const ddl_dataset *test, ddl_eval_stats *out)
 {
     memset(out, 0, sizeof *out);
@@ -582,16 +584,19 @@ again:;
         (void)ddl__count_correct(logits, t->y, n, C, S, out->confusion);
     }
     if (t->cfg.comm) {
-        float l = (float)loss;
-        int rc = ddl_comm_allreduce(t->cfg.comm, &l, 1, DDL_FLOAT32, DDL_SUM);
-        if (rc == DDL_OK)
-            rc = ddl_comm_allreduce(t->cfg.comm, out->confusion, (size_t)C * C, DDL_INT64, DDL_SUM);
+        /* One all-reduce, the loss in fixed point (2^-16) after the counts: a regroup either finds
+         * every rank in it (all evaluate their new parts and add again) or some past it, whose sum
+         * (the world's before the loss, whole) comm/replay.c hands the others' retry. Two calls
+         * could leave ranks in different ones. */
+        size_t cc = (size_t)C * (size_t)C;
+        t->confusion[cc] = llround(loss * EVAL_LOSS_ONE);
+        int rc = ddl_comm_allreduce(t->cfg.comm, t->confusion, cc + 1, DDL_INT64, DDL_SUM);
         int ahead;
         if (rc != DDL_OK && (rc = ddl__trainer_recover(t, rc, "evaluation all-reduce", &ahead)) == DDL_OK)
             goto again; /* every rank evaluates its new part */
         if (rc != DDL_OK)
             return rc;
-        loss = l;
+        loss = (double)t->confusion[cc] / EVAL_LOSS_ONE;
     }
     out->samples = test->n;
     out->loss = loss / ((double)test->n * S);
