@@ -1,7 +1,8 @@
 /* zmq.c - the ZeroMQ transport (libzmq 4.x): authenticated links between every pair of ranks
  * and point-to-point exchange of framed messages. Where to rendezvous, rank 0's address table,
  * the frame prefix and failure recording are net.c's; the handshake's messages and proofs are
- * net_handshake.c's, the ROUTER's handshakes in progress net_pool.c's; the sockets, and how
+ * net_handshake.c's, the ROUTER's handshakes in progress net_pool.c's, running the handshakes at
+ * open zmq_handshake.c's (zmq_impl.h: the state both files share); the sockets, and how
  * messages travel on them, are this file's.
  * It owns one libzmq context per comm and its sockets; all its own state lives in the memory the
  * core hands to open(). libzmq allocates internally (one message per frame sent or received,
@@ -25,7 +26,7 @@
 #include "ddl.h"
 
 #ifdef DDL_WITH_ZMQ
-#include "net.h"
+#include "zmq_impl.h"
 
 #include <errno.h>
 #include <netinet/in.h>
@@ -34,73 +35,18 @@
 #include <string.h>
 #include <sys/random.h>
 #include <unistd.h>
-#include <zmq.h>
 #ifdef __GLIBC__
 #include <malloc.h>
 #endif
 
-/* ---- state ---- */
-
-#define ZQ_RID_BYTES 256              /* a routing id is at most 255 bytes (ZMTP) */
-#define ZQ_OWN_RID_BYTES 16           /* the random routing id our DEALERs give themselves */
-#define ZQ_MAX_WORLD 4096
-/* libzmq sockets per other rank: its DEALER, our monitor PAIR and the PAIR that
- * zmq_socket_monitor opens inside libzmq; one ROUTER besides. Each holds a descriptor (its
- * mailbox) and each DEALER and accepted connection a socket: about 5 descriptors per rank. */
-#define ZQ_SOCKETS_PER_RANK 3
-#define ZQ_FDS_PER_RANK 5
-#define ZQ_STATE_MAGIC 0x7a6d712dU    /* marks a state that open() has initialised */
-#define ZQ_CHUNK ((size_t)8 << 20)    /* largest payload frame (and the receive bound) */
-#define ZQ_GRACE_MS 50                /* a dropped link is dead if nothing it sent is left by then */
-#define ZQ_QUICK_MS 5                 /* a first wait on the data socket alone, before the full poll */
-#define ZQ_GREET_AGAIN_MS 20           /* a rank that gave our handshake up is greeted again after 20-40 ms */
-#define ZQ_HEARTBEAT_MS 1000          /* ZMTP pings; a silent peer is dropped after 5 of them */
-/* A connect that has no answer after this is tried again (ZMQ_RECONNECT_IVL later): in a regroup
- * a rank may reach a peer's port before the peer has closed its old ROUTER there, whose shut
- * door drops the SYN, and the kernel's first retry of an unanswered SYN comes 1 s later (a zmq
- * regroup after a kill took 1 s in 2 of 10 runs of test_elastic). Above any round trip on Earth. */
-#define ZQ_CONNECT_MS 300
-
 /* Handshake messages (one frame each) start with "DDLZ", proofs with "ddl-zmq-v1"; a message is
  * [prefix "DDLZ"][payload chunk]..., the payload in frames of ZQ_CHUNK bytes (the last one
  * shorter), so that no frame is ever larger than ZMQ_MAXMSGSIZE allows. */
-static const ddl__net_proto zq_proto = {
+const ddl__net_proto ddl__zq_proto = {
     .name = "zmq", .hs_magic = "DDLZ", .label = "ddl-zmq-v1", .version = 1,
     .duplicate = "duplicate rank (that rank is already connected)",
     .frame_magic = 0x5a4c4444U,
 };
-
-/* The sockets of one other rank (what else we know of it is in net.peers). */
-typedef struct zq_link {
-    void *dealer;              /* ours, connected to the rank's ROUTER: its messages arrive here */
-    void *monitor;             /* PAIR socket receiving the dealer's connect/disconnect events */
-    unsigned char rid[ZQ_RID_BYTES]; /* routing id of its DEALER on our ROUTER: we send with it */
-    size_t rid_bytes;
-    ddl__net_greeting greet;   /* our DEALER's handshake with its ROUTER */
-    int64_t down_at_ms;        /* when the monitor saw the connection drop (0: up; during the
-                                * handshakes: the greeting starts again once it is back) */
-    int64_t greet_at_ms;       /* the rank gave our handshake up: greet again then (0: no) */
-    int reconnected;           /* the address answered again after a drop: not trusted any more */
-} zq_link;
-
-typedef struct zq_state {
-    ddl__net net;              /* first: net.c's getters serve as ours */
-    int opened;                /* the handshakes are done: the ROUTER only refuses from now on */
-    int master_mode;           /* rendezvous at rank 0 (else a static peer list) */
-    int table_due;             /* not rank 0, master mode: rank 0's address table has not come yet */
-    int tables_sent;           /* rank 0, master mode: every rank got the address table */
-    void *ctx;                 /* libzmq context: its I/O and reaper threads are libzmq's */
-    void *router;              /* bound at net.addr */
-    int listen_fd;             /* the ROUTER's listening socket: ours (ZMQ_USE_FD), libzmq closes it */
-    ddl__net_pool pool;        /* DEALERs of others on our ROUTER, not yet authenticated: keyed by routing id */
-    zq_link *links;            /* [world], inside the state memory, as net.peers */
-    void *items;               /* zmq_pollitem_t [2 world + 3] */
-    unsigned char *table;      /* [DDL__TABLE_BYTES(world)], the address table */
-    size_t table_bytes;        /* rank 0, master mode: its size once sent */
-    zmq_msg_t view;            /* the payload exchange_view lent out, until the next call */
-    int view_live;             /* view holds a message to close */
-} zq_state;
-_Static_assert(offsetof(zq_state, net) == 0, "net.c's getters take the state for its ddl__net");
 
 /* ---- sockets ---- */
 
@@ -118,7 +64,7 @@ static void common_options(void *sock, int ipv6)
 }
 
 /* drain_parts: drop the rest of a message whose first parts were read. */
-static void drain_parts(void *sock)
+void ddl__zq_drain_parts(void *sock)
 {
     int more = 1;
     while (more) {
@@ -171,10 +117,10 @@ static int bind_router(zq_state *s, const struct sockaddr_storage *ss, int any_p
 }
 
 /* send_dealer: one handshake message on link j's DEALER. */
-static int send_dealer(zq_state *s, int j, const ddl__hs_msg *m)
+int ddl__zq_send_dealer(zq_state *s, int j, const ddl__hs_msg *m)
 {
     unsigned char buf[DDL__HS_BYTES];
-    ddl__hs_encode(&zq_proto, m, buf);
+    ddl__hs_encode(&ddl__zq_proto, m, buf);
     if (zmq_send(s->links[j].dealer, buf, sizeof buf, ZMQ_DONTWAIT) != (int)sizeof buf)
         return ddl__net_fail(&s->net, DDL_EIO, "rank %d: cannot queue a handshake message for rank %d at %s: %s",
                              s->net.rank, j, s->net.peers[j].addr, zmq_strerror(errno));
@@ -182,16 +128,16 @@ static int send_dealer(zq_state *s, int j, const ddl__hs_msg *m)
 }
 
 /* greet: send our HELLO on link j's DEALER (again if rank j gave our handshake up). */
-static int greet(zq_state *s, int j)
+int ddl__zq_greet(zq_state *s, int j)
 {
     ddl__hs_msg hello;
     int st = ddl__net_greet_start(&s->net, &s->links[j].greet, &hello);
-    return st == DDL_OK ? send_dealer(s, j, &hello) : st;
+    return st == DDL_OK ? ddl__zq_send_dealer(s, j, &hello) : st;
 }
 
 /* connect_rank: create link j's DEALER and monitor, connect it to rank j's ROUTER and send our
  * HELLO on it. */
-static int connect_rank(zq_state *s, int j)
+int ddl__zq_connect_rank(zq_state *s, int j)
 {
     ddl__net *n = &s->net;
     zq_link *l = &s->links[j];
@@ -226,206 +172,14 @@ static int connect_rank(zq_state *s, int j)
     if (zmq_connect(l->dealer, ep) != 0)
         return ddl__net_fail(n, DDL_EINVAL, "rank %d: cannot connect to rank %d at %s: %s", n->rank, j, addr,
                              zmq_strerror(errno));
-    return greet(s, j);
-}
-
-/* ---- handshake, ROUTER side ---- */
-
-/* router_send: bytes to the DEALER with routing id rid (never blocks: the ROUTER's HWM is 0). */
-static int router_send(zq_state *s, const unsigned char *rid, size_t rid_bytes, const void *buf, size_t bytes)
-{
-    if (zmq_send(s->router, rid, rid_bytes, ZMQ_SNDMORE | ZMQ_DONTWAIT) != (int)rid_bytes ||
-        zmq_send(s->router, buf, bytes, ZMQ_DONTWAIT) != (int)bytes)
-        return -1;
-    return 0;
-}
-
-/* refuse: log, tell the peer why (unless it sent garbage), free the slot. */
-static void refuse(zq_state *s, ddl__net_slot *p, uint32_t reason)
-{
-    unsigned char buf[DDL__HS_BYTES];
-    ddl__net_pool_refuse(&s->pool, p, reason, 1, buf); /* a slot always has a hello */
-    if (reason != DDL__HS_R_GARBAGE)
-        (void)router_send(s, p->key, p->key_bytes, buf, sizeof buf);
-    ddl__net_pool_drop(&s->pool, p);
-}
-
-/* busy: the pool has no slot for the peer with routing id rid now (its source holds its share,
- * or every slot is busy): it is told to greet again (the refusal a slot given up gets), and
- * holds no slot meanwhile. */
-static void busy(zq_state *s, const unsigned char *rid, size_t rid_bytes, const char *from)
-{
-    unsigned char buf[DDL__HS_BYTES];
-    ddl__net_pool_busy(&s->pool, buf);
-    (void)router_send(s, rid, rid_bytes, buf, sizeof buf);
-    ddl__log(s->net.log, s->net.log_ud, DDL_LOG_DEBUG, "zmq: rank %d: no handshake slot for %s now; it greets again",
-             s->net.rank, from);
-}
-
-/* greeted_again: before open is done, a HELLO from the routing id of a rank that joined is that
- * rank greeting again: its connection dropped and libzmq reconnected it (the id is its own,
- * kept across reconnections), so what we sent it since may be lost. It joins anew, proving the
- * token again; until then it counts as not joined. */
-static void greeted_again(zq_state *s, const unsigned char *rid, size_t rid_bytes)
-{
-    ddl__net *n = &s->net;
-    for (int r = 0; r < n->world; r++) {
-        zq_link *l = &s->links[r];
-        if (r != n->rank && n->peers[r].joined && l->rid_bytes == rid_bytes && memcmp(l->rid, rid, rid_bytes) == 0) {
-            n->peers[r].joined = 0;
-            n->peers[r].linked = 0;
-            ddl__log(n->log, n->log_ud, DDL_LOG_DEBUG, "zmq: rank %d: rank %d greets again (its connection dropped)",
-                     n->rank, r);
-            return;
-        }
-    }
-}
-
-/* router_one: one [rid][message] from the ROUTER; anything malformed is dropped unanswered. A
- * HELLO (re)starts the slot of its rid; a joining rank gets its rid recorded. */
-static void router_one(zq_state *s, const unsigned char *rid, size_t rid_bytes, const unsigned char *buf,
-                       size_t bytes, const char *from)
-{
-    ddl__net *n = &s->net;
-    ddl__hs_msg m;
-    if (ddl__hs_decode(&zq_proto, buf, bytes, &m) != 0) {
-        ddl__log(n->log, n->log_ud, DDL_LOG_WARN, "zmq: rank %d: dropped a message from %s that is not a ddl handshake",
-                 n->rank, from);
-        return;
-    }
-    ddl__net_slot *p = ddl__net_pool_find(&s->pool, rid, rid_bytes);
-    ddl__net_slot *v;
-    if (m.type == DDL__HS_HELLO && !p && !s->opened)
-        greeted_again(s, rid, rid_bytes);
-    if (m.type == DDL__HS_HELLO && !p) {
-        if (!ddl__net_pool_admit(&s->pool, from, &v)) { /* no slot now: it greets again a little later */
-            busy(s, rid, rid_bytes, from);
-            return;
-        }
-        if (v)
-            refuse(s, v, DDL__HS_R_SILENT); /* silent strangers cannot hold every slot */
-    }
-    if (m.type == DDL__HS_HELLO)
-        p = ddl__net_pool_start(&s->pool, rid, rid_bytes, from);
-    if (!p) {
-        ddl__log(n->log, n->log_ud, DDL_LOG_WARN, "zmq: rank %d: dropped a handshake message from %s (out of order)",
-                 n->rank, from);
-        return;
-    }
-    unsigned char out[DDL__HS_BYTES];
-    uint32_t reason;
-    int act = ddl__net_pool_accept(&s->pool, p, &m, out, &reason);
-    if (act == DDL__ACCEPT_REFUSE)
-        refuse(s, p, reason);
-    else if (act == DDL__ACCEPT_DROP)
-        ddl__net_pool_drop(&s->pool, p);
-    else
-        (void)router_send(s, p->key, p->key_bytes, out, sizeof out);
-    if (act == DDL__ACCEPT_JOINED) {
-        zq_link *l = &s->links[p->hs.hello.rank];
-        memcpy(l->rid, p->key, p->key_bytes);
-        l->rid_bytes = p->key_bytes;
-        ddl__net_pool_join(&s->pool, p);
-        if (s->tables_sent) /* it joined again: the table it had may have been lost with its link */
-            (void)router_send(s, l->rid, l->rid_bytes, s->table, s->table_bytes);
-    }
-}
-
-/* router_step: read and answer every handshake message waiting on our ROUTER. Before open
- * completes, authenticated ranks get their rid recorded; afterwards everyone is refused. */
-static void router_step(zq_state *s)
-{
-    for (int budget = 0; s->router && budget < 4 * DDL__POOL_SLOTS + s->net.world; budget++) {
-        unsigned char rid[ZQ_RID_BYTES], buf[DDL__HS_BYTES];
-        int n = zmq_recv(s->router, rid, sizeof rid, ZMQ_DONTWAIT);
-        if (n < 0)
-            return;
-        zmq_msg_t msg;
-        zmq_msg_init(&msg);
-        int k = zmq_msg_recv(&msg, s->router, ZMQ_DONTWAIT);
-        char from[DDL__ADDR_BYTES] = "an unknown peer";
-        const char *ip = k >= 0 ? zmq_msg_gets(&msg, "Peer-Address") : NULL;
-        if (ip)
-            snprintf(from, sizeof from, "%s", ip);
-        size_t bytes = k >= 0 ? zmq_msg_size(&msg) : 0;
-        if (k >= 0 && bytes == DDL__HS_BYTES)
-            memcpy(buf, zmq_msg_data(&msg), DDL__HS_BYTES);
-        int more = k >= 0 && zmq_msg_more(&msg);
-        zmq_msg_close(&msg);
-        if (more)
-            drain_parts(s->router); /* a handshake is one frame: drop the rest */
-        if (k >= 0 && n <= (int)sizeof rid)
-            router_one(s, rid, (size_t)n, buf, bytes == DDL__HS_BYTES ? bytes : 0, from);
-    }
-}
-
-/* expire: free the handshake slots whose peer went silent. */
-static void expire(zq_state *s)
-{
-    ddl__net_slot *p;
-    while ((p = ddl__net_pool_silent(&s->pool)) != NULL)
-        refuse(s, p, DDL__HS_R_SILENT);
-}
-
-/* ---- handshake, DEALER side ---- */
-
-/* client_table: rank 0's address table; then connect to every other rank. Our own entry and
- * rank 0's are not taken from it. */
-static int client_table(zq_state *s, const unsigned char *buf, size_t bytes)
-{
-    ddl__net *n = &s->net;
-    int st = ddl__net_table_decode(n, buf, bytes);
-    s->table_due = 0;
-    for (int j = 1; j < n->world && st == DDL_OK; j++) /* a table again (we greeted again): links made stay */
-        st = j == n->rank || s->links[j].dealer ? DDL_OK : connect_rank(s, j);
-    return st;
-}
-
-/* client_waiting: our DEALER to rank j waits for a handshake message or the table. */
-static int client_waiting(const zq_state *s, int j)
-{
-    int stage = s->links[j].greet.stage;
-    return stage == DDL__GREET_HELLO || stage == DDL__GREET_OK || (j == 0 && s->table_due && stage == DDL__GREET_DONE);
-}
-
-/* client_step: read what rank j's ROUTER answered on our DEALER; DDL_OK or a failure (a
- * refusal is DDL_EAUTH with the reason). */
-static int client_step(zq_state *s, int j)
-{
-    ddl__net *n = &s->net;
-    zq_link *l = &s->links[j];
-    int st = DDL_OK;
-    while (st == DDL_OK && client_waiting(s, j)) {
-        zmq_msg_t msg;
-        zmq_msg_init(&msg);
-        if (zmq_msg_recv(&msg, l->dealer, ZMQ_DONTWAIT) < 0) {
-            zmq_msg_close(&msg);
-            return DDL_OK;
-        }
-        const unsigned char *buf = zmq_msg_data(&msg);
-        size_t bytes = zmq_msg_size(&msg);
-        ddl__hs_msg out;
-        int was = l->greet.stage;
-        if (zmq_msg_more(&msg))
-            st = ddl__net_fail(n, DDL_EPROTO, "rank %d at %s broke the handshake: a message of several parts", j,
-                               n->peers[j].addr);
-        else if (l->greet.stage == DDL__GREET_DONE)
-            st = client_table(s, buf, bytes);
-        else if ((st = ddl__net_greet_step(n, &l->greet, j, buf, bytes, &out)) == DDL_OK &&
-                 l->greet.stage == DDL__GREET_OK && was == DDL__GREET_HELLO)
-            st = send_dealer(s, j, &out);
-        else if (st == DDL_OK && l->greet.stage == 0) /* given up: again soon, not at once (it is busy) */
-            l->greet_at_ms = ddl__now_ms() + ZQ_GREET_AGAIN_MS + (n->rank * 7 + j) % ZQ_GREET_AGAIN_MS;
-        zmq_msg_close(&msg);
-    }
-    return st;
+    return ddl__zq_greet(s, j);
 }
 
 /* ---- events ---- */
 
 /* drain_monitor: read link j's events: a drop starts the grace period; a new connection after
  * a drop means someone else answers at that address now (track 0: just discard). */
-static void drain_monitor(zq_state *s, int j, int track)
+void ddl__zq_drain_monitor(zq_state *s, int j, int track)
 {
     zq_link *l = &s->links[j];
     if (!l->monitor)
@@ -518,7 +272,7 @@ static int listen_first(zq_state *s, const ddl_comm_config *cfg)
     if (!s->master_mode) {
         st = bind_router(s, &ss, 0, "our entry in the peer list");
         for (int j = 0; j < n->world && st == DDL_OK; j++)
-            st = j == n->rank ? DDL_OK : connect_rank(s, j);
+            st = j == n->rank ? DDL_OK : ddl__zq_connect_rank(s, j);
         return st;
     }
     if (n->rank == 0) {
@@ -531,119 +285,7 @@ static int listen_first(zq_state *s, const ddl_comm_config *cfg)
         return ddl__net_fail(n, DDL_EIO, "rank %d: no local address reaches the master %s", n->rank, cfg->master);
     if ((st = bind_router(s, &me, 1, "the address we reach the master from")) != DDL_OK)
         return st;
-    return connect_rank(s, 0);
-}
-
-/* open_done: every rank passed our handshake and we passed theirs (and the table went out). */
-static int open_done(zq_state *s, char *missing, size_t size)
-{
-    ddl__net *n = &s->net;
-    for (int j = 0; j < n->world; j++)
-        n->peers[j].linked = n->peers[j].joined && s->links[j].greet.stage == DDL__GREET_DONE && !client_waiting(s, j);
-    return ddl__net_missing(n, 0, n->world - 1, missing, size) == 0 && (!s->master_mode || n->rank != 0 || s->tables_sent);
-}
-
-/* greet_again: our DEALER to rank j dropped its connection during the handshakes and libzmq made
- * a new one: what we sent on the old one may be lost (libzmq drops what it had written), so the
- * greeting starts over with a new HELLO (answers to the old one are told apart by the nonce they
- * echo), and rank 0's table is due again (rank 0 sends it to a rank that joins again). */
-static int greet_again(zq_state *s, int j)
-{
-    zq_link *l = &s->links[j];
-    ddl__log(s->net.log, s->net.log_ud, DDL_LOG_DEBUG, "zmq: rank %d: the connection to rank %d at %s dropped during "
-             "the handshake; greeting it again", s->net.rank, j, s->net.peers[j].addr);
-    l->down_at_ms = 0;
-    l->reconnected = 0;
-    l->greet_at_ms = 0;
-    if (j == 0 && s->master_mode && s->net.rank != 0)
-        s->table_due = 1;
-    return greet(s, j);
-}
-
-/* open_poll: wait for handshake traffic on the ROUTER and the DEALERs still in a handshake. */
-static int open_poll(zq_state *s, int64_t deadline_ms)
-{
-    zmq_pollitem_t *it = s->items;
-    int n = 0, st = DDL_OK;
-    it[n++] = (zmq_pollitem_t){.socket = s->router, .events = ZMQ_POLLIN};
-    for (int j = 0; j < s->net.world; j++)
-        if (s->links[j].dealer && client_waiting(s, j))
-            it[n++] = (zmq_pollitem_t){.socket = s->links[j].dealer, .events = ZMQ_POLLIN};
-    int64_t wake = ddl__net_pool_wake(&s->pool, ddl__now_ms() + 100);
-    for (int j = 0; j < s->net.world; j++)
-        if (s->links[j].greet_at_ms && s->links[j].greet_at_ms < wake)
-            wake = s->links[j].greet_at_ms;
-    int left = ddl__remaining_ms(wake < deadline_ms ? wake : deadline_ms);
-    if (zmq_poll(it, n, left) < 0 && errno != EINTR)
-        return ddl__net_fail(&s->net, DDL_EIO, "rank %d: zmq_poll: %s", s->net.rank, zmq_strerror(errno));
-    router_step(s);
-    expire(s);
-    int64_t now = ddl__now_ms();
-    for (int j = 0; j < s->net.world && st == DDL_OK; j++) {
-        zq_link *l = &s->links[j];
-        st = l->dealer ? client_step(s, j) : DDL_OK;
-        if (st == DDL_OK && l->dealer && l->greet.stage && (drain_monitor(s, j, 1), l->reconnected))
-            st = greet_again(s, j);
-        if (st == DDL_OK && l->greet_at_ms && now >= l->greet_at_ms) {
-            l->greet_at_ms = 0;
-            st = greet(s, j);
-        }
-    }
-    return st;
-}
-
-/* send_tables: rank 0, master mode: every rank gets the table of ROUTER addresses. */
-static int send_tables(zq_state *s)
-{
-    ddl__net *n = &s->net;
-    size_t bytes = ddl__net_table_encode(n, s->table);
-    s->table_bytes = bytes;
-    for (int r = 1; r < n->world; r++)
-        if (router_send(s, s->links[r].rid, s->links[r].rid_bytes, s->table, bytes) != 0)
-            return ddl__net_fail(n, DDL_EPEER, "rank 0: could not send the address table to rank %d at %s: %s", r,
-                                 n->peers[r].addr, zmq_strerror(errno));
-    s->tables_sent = 1;
-    return DDL_OK;
-}
-
-/* connect_back: rank 0, master mode: connect to every rank that joined; the table once all have. */
-static int connect_back(zq_state *s)
-{
-    int st = DDL_OK, all = 1;
-    for (int j = 1; j < s->net.world && st == DDL_OK; j++) {
-        all &= s->net.peers[j].joined;
-        if (s->net.peers[j].joined && !s->links[j].dealer)
-            st = connect_rank(s, j);
-    }
-    if (st == DDL_OK && all && !s->tables_sent)
-        st = send_tables(s);
-    return st;
-}
-
-static int handshakes(zq_state *s, int64_t deadline_ms)
-{
-    ddl__net *n = &s->net;
-    char missing[96];
-    int64_t started = ddl__now_ms(), report = 0;
-    while (!open_done(s, missing, sizeof missing)) {
-        if (missing[0])
-            ddl__net_waiting(n, started, &report, missing);
-        if (ddl__remaining_ms(deadline_ms) == 0)
-            return ddl__net_fail(n, DDL_ETIMEDOUT, "rank %d timed out after %d ms at %s: no handshake yet with rank%s %s",
-                                 n->rank, n->timeout_ms, n->addr, strchr(missing, ',') ? "s" : "", missing);
-        int st = open_poll(s, deadline_ms);
-        if (st == DDL_OK && s->master_mode && n->rank == 0)
-            st = connect_back(s);
-        if (st != DDL_OK)
-            return st;
-    }
-    for (int j = 0; j < n->world; j++)
-        if (j != n->rank) {
-            drain_monitor(s, j, 0); /* the connections so far are the good ones */
-            s->links[j].down_at_ms = 0;
-            s->links[j].reconnected = 0;
-        }
-    return DDL_OK;
+    return ddl__zq_connect_rank(s, 0);
 }
 
 /* keep_heap: libzmq allocates a buffer for every message it sends or receives. glibc gave a
@@ -684,7 +326,7 @@ static int zq_open(void *state, const ddl_comm_config *cfg)
     s->table = (unsigned char *)s + at[3];
     ddl__net_pool_init(&s->pool, &s->net);
     s->listen_fd = -1;
-    int st = ddl__net_init(&s->net, ZQ_STATE_MAGIC, &zq_proto, cfg, (ddl__net_peer *)((unsigned char *)s + at[0]));
+    int st = ddl__net_init(&s->net, ZQ_STATE_MAGIC, &ddl__zq_proto, cfg, (ddl__net_peer *)((unsigned char *)s + at[0]));
     if (st != DDL_OK || s->net.world == 1)
         return st;
     if ((st = ddl__net_check_fds(&s->net, ZQ_FDS_PER_RANK)) != DDL_OK)
@@ -697,7 +339,7 @@ static int zq_open(void *state, const ddl_comm_config *cfg)
     int64_t deadline_ms = ddl__now_ms() + s->net.timeout_ms;
     st = listen_first(s, cfg);
     if (st == DDL_OK)
-        st = handshakes(s, deadline_ms);
+        st = ddl__zq_handshakes(s, deadline_ms);
     if (st == DDL_OK && ddl__sock_shut_door(s->listen_fd) != 0) /* from now on strangers only cost us */
         ddl__log(s->net.log, s->net.log_ud, DDL_LOG_WARN, "zmq: rank %d: cannot stop new connections at %s: %s",
                  s->net.rank, s->net.addr, strerror(errno));
@@ -752,7 +394,7 @@ static int send_msg(zq_state *s, int j, const unsigned char pre[DDL__FRAME_PREFI
 static int broke(zq_state *s, int j, const char *what, int more)
 {
     if (more)
-        drain_parts(s->links[j].dealer);
+        ddl__zq_drain_parts(s->links[j].dealer);
     ddl__net_link_down(&s->net, j, DDL_EPROTO, 0, 1);
     return ddl__net_fail(&s->net, DDL_EPROTO, "rank %d at %s broke the protocol: %s; rank %d reads no more from it", j,
                          s->net.peers[j].addr, what, s->net.rank);
@@ -854,7 +496,7 @@ static int try_recv(zq_state *s, int j, void *recv_hdr, void *buf, const void **
         memcpy(recv_hdr, pre + 16, DDL_HEADER_BYTES);
     if (f.bytes != (uint64_t)bytes) { /* messages are whole in ZeroMQ: drop it, the link stays in step */
         if (more)
-            drain_parts(s->links[j].dealer);
+            ddl__zq_drain_parts(s->links[j].dealer);
         if (n->mac) { /* unread, but counted: the next frame's MAC key follows this one's */
             ddl__mac skipped;
             ddl__mac_frame_begin(n, j, 0, &skipped);
@@ -886,9 +528,9 @@ static int wait_events(zq_state *s, int from, int left)
         return ddl__net_fail(&s->net, DDL_EIO, "rank %d: zmq_poll: %s", s->net.rank, zmq_strerror(errno));
     for (int j = 0; j < s->net.world; j++)
         if (j != s->net.rank)
-            drain_monitor(s, j, 1);
-    router_step(s);
-    expire(s);
+            ddl__zq_drain_monitor(s, j, 1);
+    ddl__zq_router_step(s);
+    ddl__zq_expire(s);
     return check_links(s, from, &wait_ms);
 }
 

@@ -19,6 +19,14 @@
 
 int ddl__pow2(int n) { return n >= 1 && (n & (n - 1)) == 0; }
 
+int ddl__halving_levels(int n)
+{
+    int m = 0;
+    while ((1 << m) < n)
+        m++;
+    return m;
+}
+
 ddl__seg ddl__halving_range(size_t count, int v, int levels)
 {
     size_t lo = 0, hi = count;
@@ -48,10 +56,8 @@ int ddl__halving_step(ddl_comm *c, int peer, unsigned char *buf, size_t count, s
 
 int ddl__halving_allreduce(ddl_comm *c, void *buf, size_t count, int dtype, int op)
 {
-    int n = c->world, r = c->rank, levels = 0, st = DDL_OK;
+    int r = c->rank, levels = ddl__halving_levels(c->world), st = DDL_OK;
     size_t esz = ddl__dtype_bytes(dtype);
-    while ((1 << levels) < n)
-        levels++;
     for (int k = 0; k < levels && st == DDL_OK; k++)
         st = ddl__halving_step(c, r ^ (1 << k), buf, count, esz, r, k, 0, dtype, op);
     for (int k = levels - 1; k >= 0 && st == DDL_OK; k--)

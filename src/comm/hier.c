@@ -292,12 +292,8 @@ static int local_failed(ddl_comm *c, int st, const char *phase)
 static int tree(ddl_comm *c, unsigned char *buf, size_t count, size_t esz, int dtype, int op)
 {
     struct ddl__hier *h = c->hier;
-    int a = 0, b = 0, st = DDL_OK;
-    while ((1 << a) < h->n_local)
-        a++;
-    while ((1 << b) < h->n_hosts)
-        b++;
-    for (int k = 0; k < a && st == DDL_OK; k++)
+    int a = ddl__halving_levels(h->n_local), b = ddl__halving_levels(h->n_hosts), st = DDL_OK;
+    for (int k = 0; k < a; k++)
         if ((st = ddl__halving_step(h->local, h->local_rank ^ (1 << k), buf, count, esz, c->rank, k, 0, dtype, op)))
             return local_failed(c, st, "the reduce-scatter");
     for (int k = a; k < a + b && st == DDL_OK; k++)

@@ -316,12 +316,14 @@ void ddl__tp_interrupter(const ddl_comm *c, void (**fn)(void *state, int culprit
 int ddl__default_transport(ddl_comm_config *cfg, const char *name, const char *why, char *err, size_t err_bytes);
 
 /* ---- power-of-two worlds (halving.c) ----
- * ddl__pow2: n is a power of two (>= 1). ddl__halving_range: the part of count elements that
+ * ddl__pow2: n is a power of two (>= 1). ddl__halving_levels: log2 n, the levels of a halving
+ * over n = 2^m. ddl__halving_range: the part of count elements that
  * index v (a rank, or a virtual shard) holds after `levels` halvings. ddl__halving_step: level
  * k of the reduce-scatter (gather 0) or of the all-gather (gather 1) for index v, whose partner
  * v ^ 2^k is rank peer of c: buf holds v's vector. ddl__halving_allreduce: the all-reduce of a
  * power-of-two world in the tree order (recursive halving, then doubling). */
 int ddl__pow2(int n);
+int ddl__halving_levels(int n);
 ddl__seg ddl__halving_range(size_t count, int v, int levels);
 int ddl__halving_step(ddl_comm *c, int peer, unsigned char *buf, size_t count, size_t esz, int v, int k, int gather,
                       int dtype, int op);

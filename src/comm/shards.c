@@ -90,9 +90,7 @@ static int owner(const ddl_comm *c, int v)
  * and no wait goes round in a circle. */
 static int virtual_tree(ddl_comm *c, float *const *bufs, int a, int n, int V, size_t count)
 {
-    int b = a + n, levels = 0, st = DDL_OK;
-    while ((1 << levels) < V)
-        levels++;
+    int b = a + n, levels = ddl__halving_levels(V), st = DDL_OK;
     for (int pass = 0; pass < 2; pass++) /* the reduce-scatter, then the all-gather */
         for (int i = 0; i < levels; i++) {
             int k = pass ? levels - 1 - i : i, m = 1 << k;
