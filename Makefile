@@ -29,10 +29,17 @@ WITH_PNG  ?= $(if $(wildcard /usr/include/png.h),1,0)
 WITH_JPEG ?= $(if $(wildcard /usr/include/jpeglib.h),1,0)
 WITH_SERVE ?= $(if $(and $(wildcard /usr/include/microhttpd.h),$(wildcard /usr/include/jansson.h),$(wildcard /usr/include/yajl/yajl_parse.h)),1,0)
 WITH_JANSSON ?= $(if $(wildcard /usr/include/jansson.h),1,0)
-# the PostgreSQL extension (make pg): built and installed where PostgreSQL's pg_config and PGXS
-# are (libpq-dev's pg_config alone, without postgresql-server-dev, is not enough)
+# the PostgreSQL extension (make pg): built and installed where PostgreSQL's server headers and
+# PGXS are. PGXS's pgxs.mk alone is not enough: postgresql-client-15 (every machine with psql or
+# the server) ships it, the headers come with postgresql-server-dev-NN. Where PGXS is and the
+# headers are not, make says so in one line (PG_SKIP) and builds everything else.
 PG_CONFIG ?= pg_config
-HAVE_PG   := $(if $(wildcard $(shell $(PG_CONFIG) --pgxs 2>/dev/null)),1,0)
+PG_PGXS   := $(wildcard $(shell $(PG_CONFIG) --pgxs 2>/dev/null))
+PG_SERVER_H := $(if $(PG_PGXS),$(wildcard $(shell $(PG_CONFIG) --includedir-server 2>/dev/null)/postgres.h))
+HAVE_PG   := $(if $(PG_SERVER_H),1,0)
+PG_DEV_PKG = postgresql-server-dev-$(firstword $(subst ., ,$(word 2,$(shell $(PG_CONFIG) --version 2>/dev/null))))
+PG_SKIP   = ddl: the PostgreSQL extension (pg/) is skipped: no server headers (postgres.h) in \
+            $(shell $(PG_CONFIG) --includedir-server 2>/dev/null); $(PG_DEV_PKG) brings them
 # libpq (libpq-dev): lenet, unet and ddl-train --predict --db score a PostgreSQL table. Optional:
 # without it they build with the database code left out (examples/common/example_db.h).
 WITH_PQ   ?= $(if $(wildcard /usr/include/postgresql/libpq-fe.h),1,0)
@@ -137,7 +144,7 @@ LIBDIR     ?= $(PREFIX)/lib
 INCLUDEDIR ?= $(PREFIX)/include
 
 .PHONY: all lib run test test-only bench deps deps-run fuzz fuzz-build clean install install-lib uninstall FORCE
-all: lib $(PROGS) $(TESTS) $(if $(filter 1,$(HAVE_PG)),pg)
+all: lib $(PROGS) $(TESTS) $(if $(filter 1,$(HAVE_PG)),pg,$(if $(PG_PGXS),pg-skipped))
 lib: $(BUILD)/libddl.a $(SHLIB_LINKS) $(DIST_FILES)
 
 $(BUILD)/obj/%.o: %.c $(BUILD)/flags
@@ -274,8 +281,13 @@ endif
 # $(BUILD)/pg/ext, so nothing is written into pg/.
 PG_EXT     = $(MAKE) --no-print-directory -C $(BUILD)/pg/ext -f $(CURDIR)/pg/Makefile PG_CONFIG=$(PG_CONFIG) \
              DDL_BUILD=$(abspath $(BUILD)/pg)
-.PHONY: pg pg-install pg-uninstall
+.PHONY: pg pg-install pg-uninstall pg-skipped
+pg-skipped:
+	@echo "$(PG_SKIP)"
 pg:
+ifneq ($(HAVE_PG),1)
+	@echo "$(if $(PG_PGXS),$(PG_SKIP),ddl: make pg needs PostgreSQL's pg_config and PGXS ($(PG_CONFIG) not found or without --pgxs))" >&2; exit 1
+endif
 	+@$(MAKE) --no-print-directory BUILD=$(BUILD)/pg WITH_BLAS=none WITH_MPI=0 WITH_ZMQ=0 SAN= $(BUILD)/pg/libddl_pic.a
 	@mkdir -p $(BUILD)/pg/ext
 	+@$(PG_EXT) $(if $(Q),-s)
@@ -300,10 +312,12 @@ deps-run:
 
 # the build inside run, test and bench takes every core, unless make was given -j itself (a clean
 # build: 60 s on one of these 2 cores, 35 s on both)
-BUILD_ALL = $(MAKE) --no-print-directory $(if $(filter -j%,$(MAKEFLAGS)),,-j$(shell nproc 2>/dev/null || echo 1)) all
+SUB_MAKE  = $(MAKE) --no-print-directory $(if $(filter -j%,$(MAKEFLAGS)),,-j$(shell nproc 2>/dev/null || echo 1))
+BUILD_ALL = $(SUB_MAKE) all
 
+# make run builds what it runs (libddl.a, lenet and ddlrun): no tests, no shared library
 run: deps-run
-	@$(BUILD_ALL)
+	+@$(SUB_MAKE) $(BUILD)/bin/ddlrun $(BUILD)/bin/lenet
 	$(BUILD)/bin/ddlrun -n 2 -t shm $(BUILD)/bin/lenet
 
 test: deps
