@@ -91,6 +91,10 @@ def plan(out, tmp, files):
                                  ", ".join(sorted(NOT_COMMANDS))))
                         bad += 1
                     continue
+                if lang == "console" and not re.search(r"^\$ ", body, re.M):
+                    print("FAIL: %s: a console block without a command (a line \"$ COMMAND\")" % where)
+                    bad += 1
+                    continue
                 try:
                     ds = directives(marker) if marker is not None else []
                 except ValueError as e:
