@@ -402,8 +402,8 @@ int ddl_idx_load(const char *path, const ddl_allocator *alloc, uint8_t **data, i
                  char *err, size_t err_bytes);
 
 /* Image files: JPEG (libjpeg-turbo), PNG (libpng), binary PGM and PPM. Each image is decoded,
- * converted to 1 channel (ITU-R BT.601 luma) or 3 (RGB; gray repeated; PNG alpha composited on
- * black) and resized to the model's input with antialiased bilinear filtering, byte for byte as
+ * converted to 1 channel (ITU-R BT.601 luma) or 3 (RGB; gray repeated; PNG alpha dropped, as
+ * PIL's convert("L") and convert("RGB") do) and resized to the model's input with antialiased bilinear filtering, byte for byte as
  * PIL's Image.resize(BILINEAR) and so torchvision's resize do it. At most 2^26 pixels each. */
 typedef struct ddl_folder_config {
     int channels;           /* 1 or 3 */
@@ -411,9 +411,10 @@ typedef struct ddl_folder_config {
     int skip_bad;           /* 1: a file that cannot be decoded is skipped and counted; 0: an error */
 } ddl_folder_config;
 /* ddl_image_load: one image file as channels x height x width bytes (C, H, W) in out. Returns
- * DDL_OK, or with err naming the file: DDL_EIO (cannot read), DDL_ECORRUPT (damaged, not an
- * image, too large), DDL_ENOTSUP (CMYK JPEG, 16-bit PGM, a format this build lacks), DDL_ENOMEM,
- * DDL_EINVAL (bad arguments). Scratch memory from alloc (NULL: malloc). */
+ * DDL_OK, or with err naming the file: DDL_EIO (cannot read, not a regular file), DDL_ECORRUPT
+ * (damaged, not an image, more pixels than the bound above), DDL_ENOTSUP (CMYK JPEG, 16-bit
+ * PGM, a format this build lacks), DDL_ENOMEM, DDL_EINVAL (bad arguments, a file over 1 GiB).
+ * Scratch memory from alloc (NULL: malloc). */
 int ddl_image_load(const char *path, int channels, int height, int width, const ddl_allocator *alloc, uint8_t *out,
                    char *err, size_t err_bytes);
 /* ddl_image_decode: the same for an image file's bytes in memory (name names it in messages);
@@ -1081,9 +1082,9 @@ size_t ddl_timeline_dropped(const ddl_timeline *tl);
 int ddl_timeline_write(ddl_timeline *tl, ddl_comm *comm, const char *path, char *err, size_t err_bytes);
 
 /* ---- inference and export ----
- * A trained model used outside training. A predictor is a model loaded from a checkpoint for
- * inference only: no trainer, no optimizer state (the file's is read to check its CRC, then
- * dropped). ddl_predictor_open allocates everything; ddl_predictor_run allocates nothing, so
+ * A trained model used outside training. A predictor is a model loaded from a checkpoint (or an
+ * ONNX file) for inference only: no trainer, no optimizer state (the file's is read to check its
+ * CRC, then dropped). ddl_predictor_open allocates everything; ddl_predictor_run allocates nothing, so
  * a predictor can serve any number of batches in fixed memory. An exporter writes a
  * checkpoint's model in a format other tools read: numpy's .npz, or ONNX for any ONNX
  * runtime. */
@@ -1092,16 +1093,21 @@ int ddl_timeline_write(ddl_timeline *tl, ddl_comm *comm, const char *path, char 
 typedef struct ddl_predict_config {
     int batch;                      /* most images per forward pass (0: 64) */
     const ddl_model_plugin *plugin; /* the model the checkpoint must hold; NULL: the built-in
-                                     * model it names (ddl_model_find) */
+                                     * model it names (ddl_model_find), else the layer graph it
+                                     * carries; ignored for an ONNX file */
 } ddl_predict_config;
 
 /* ddl_predictor_open: load the checkpoint at path (as ddl_checkpoint_open) into a model built
- * for cfg (NULL: the defaults above), memory from alloc. The model's configuration and input
- * normalisation are the checkpoint's, its batch cfg->batch. Returns DDL_OK with *out set; or,
- * with *out NULL and err naming the file and what was wrong: DDL_EIO, DDL_ECORRUPT,
- * DDL_ENOTSUP (as ddl_checkpoint_open), DDL_EINVAL (a checkpoint of another model than
- * cfg->plugin, of a model this ddl does not have, or of tensors that do not fit it; batch < 0),
- * DDL_ENOMEM. */
+ * for cfg (NULL: the defaults above), memory from alloc; a path that ends in ".onnx" is an ONNX
+ * file instead, imported as ddl_graph_import_onnx does (its network and weights, its input
+ * scaling as the normalisation). The model's configuration and input normalisation are the
+ * file's, its batch cfg->batch. Returns DDL_OK with *out set; or, with *out NULL and err naming
+ * the file and what was wrong: DDL_EIO, DDL_ECORRUPT, DDL_ENOTSUP (as ddl_checkpoint_open;
+ * DDL_ECORRUPT also for a graph checkpoint whose layer graph is missing or does not read),
+ * DDL_EINVAL (a checkpoint of another model than cfg->plugin, of a model this ddl does not have
+ * and that carries no layer graph, of tensors that do not fit it, or of weights that are not all
+ * finite: a run that diverged; batch < 0), DDL_ENOMEM; for an ONNX file, ddl_graph_import_onnx's
+ * codes, and DDL_EINVAL for an output of other than 2 to DDL_MAX_CLASSES channels. */
 int ddl_predictor_open(const char *path, const ddl_predict_config *cfg, const ddl_allocator *alloc,
                        ddl_predictor **out, char *err, size_t err_bytes);
 /* ddl_predictor_close: free the predictor (NULL is allowed). */
@@ -1141,12 +1147,16 @@ int ddl_export(const ddl_checkpoint *ck, const char *path, const ddl_allocator *
  * DDL_EIO (cannot write path; a partial file is removed), DDL_ENOMEM. */
 int ddl_export_npz(const ddl_checkpoint *ck, const char *path, const ddl_allocator *alloc, char *err,
                    size_t err_bytes);
-/* ddl_export_onnx: an ONNX model (IR version 7, opset 13) of a lenet or unet checkpoint: input
- * "pixels" (N, in_c, in_h, in_w) float raw pixels 0..255 (the normalisation is in the graph),
- * output "logits" (N, C) for lenet, (N, C, H, W) for unet; N is free. Weights are initializers
- * with PyTorch's names (GroupNorm's weight and bias shaped (C, 1, 1)). Returns DDL_OK, DDL_ENOTSUP
- * (another model), DDL_EINVAL (tensors that do not fit the model the checkpoint names), DDL_EIO
- * (cannot write path; a partial file is removed), DDL_ENOMEM. */
+/* ddl_export_onnx: an ONNX model (IR version 7, opset 13) of a checkpoint that carries its
+ * layer graph (a graph model, or a plugin with describe()), or of a lenet or unet checkpoint
+ * written before checkpoints carried one (their presets build it): input "pixels" (N, in_c,
+ * in_h, in_w) float raw pixels 0..255 (the normalisation is in the graph), output "logits"
+ * (N, C) where the output is 1x1 (a classifier), else (N, C, H, W); N is free. Weights are
+ * initializers with the model's names (PyTorch's for lenet and unet; GroupNorm's weight and bias
+ * shaped (C, 1, 1)); the class names, if any, are the metadata "ddl.class_names". Returns DDL_OK,
+ * DDL_ENOTSUP (a checkpoint with no layer graph of another model), DDL_ECORRUPT (a layer graph
+ * that does not read), DDL_EINVAL (tensors that do not fit the graph, a layer the exporter does
+ * not know), DDL_EIO (cannot write path; a partial file is removed), DDL_ENOMEM. */
 int ddl_export_onnx(const ddl_checkpoint *ck, const char *path, const ddl_allocator *alloc, char *err,
                     size_t err_bytes);
 

@@ -13,6 +13,7 @@
 # both); a model file replaced (renamed over, or rewritten in place) is read again at the next
 # statement. Skips where PostgreSQL cannot be installed. About 25 s.
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/pg_server.sh"
 BUILD=${BUILD:-build}
 cd "$(dirname "$0")/.." || exit 1
 DATA=/usr/share/datasets/fashion-mnist
@@ -21,14 +22,8 @@ skip() { echo "skipped: $*"; echo "0 passed, 0 failed"; exit 0; }
 
 # ---- what it needs ----
 [ -f "$(pg_config --pgxs 2>/dev/null)" ] || skip "no pg_config with PGXS (Debian: postgresql-15 postgresql-server-dev-15)"
-PGBIN=$(pg_config --bindir)
-[ -x "$PGBIN/initdb" ] && [ -x "$PGBIN/pg_ctl" ] && [ -x "$PGBIN/psql" ] || skip "no PostgreSQL server in $PGBIN"
+pg_server_need || skip "$PG_WHY"
 [ -d "$DATA" ] && command -v "$PYTHON" > /dev/null || skip "needs $DATA and python3"
-AS=""
-if [ "$(id -u)" = 0 ]; then # PostgreSQL refuses to run as root: Debian's package made the user postgres
-    id postgres > /dev/null 2>&1 && command -v runuser > /dev/null || skip "root, and no user postgres to run the server as"
-    AS="runuser -u postgres --"
-fi
 [ -w "$(pg_config --pkglibdir)" ] || skip "cannot install the extension into $(pg_config --pkglibdir) as $(id -un)"
 make -s pg-install BUILD="$BUILD" > /dev/null 2> "${TMPDIR:-/tmp}/ddl-pg-make.$$" || {
     cat "${TMPDIR:-/tmp}/ddl-pg-make.$$"; rm -f "${TMPDIR:-/tmp}/ddl-pg-make.$$"; echo "FAIL: make pg-install"
@@ -38,26 +33,16 @@ ok
 
 # ---- a server of its own ----
 tmp=$(mktemp -d) || exit 1
-chmod 755 "$tmp"
 M=$tmp/models
-mkdir "$M" "$tmp/data"
-[ -n "$AS" ] && chown postgres "$tmp" "$M" "$tmp/data" # its socket and log go in $tmp
-trap '$AS "$PGBIN/pg_ctl" -D "$tmp/data" -m immediate -w stop > /dev/null 2>&1; rm -rf "$tmp"' EXIT
+mkdir "$M"
+[ -n "$AS" ] && chown postgres "$M"
+trap 'pg_server_stop "$tmp"; rm -rf "$tmp"' EXIT
 trap 'exit 1' INT TERM HUP # through the EXIT trap: no postmaster is left running
-$AS "$PGBIN/initdb" -D "$tmp/data" -U postgres -A trust -E UTF8 --locale=C -N > "$tmp/initdb.log" 2>&1
-check "initdb" $?
-cat >> "$tmp/data/postgresql.conf" <<EOF
-listen_addresses = ''
-unix_socket_directories = '$tmp'
-fsync = off
-shared_buffers = 128MB
+pg_server_init "$tmp" "shared_buffers = 128MB
 max_parallel_workers_per_gather = 2
-jit = off
-ddl.model_dir = '$M'
-EOF
-if ! $AS "$PGBIN/pg_ctl" -D "$tmp/data" -l "$tmp/server.log" -w -t 30 start > /dev/null 2>&1; then
-    tail -n 20 "$tmp/initdb.log" "$tmp/server.log"; bad "pg_ctl start"; echo "$pass passed, $fail failed"; exit 1
-fi
+ddl.model_dir = '$M'"
+check "initdb" $?
+if ! pg_server_start "$tmp"; then bad "pg_ctl start"; echo "$pass passed, $fail failed"; exit 1; fi
 ok
 pm_pid=$(head -n 1 "$tmp/data/postmaster.pid" 2>/dev/null)
 

@@ -11,6 +11,7 @@
 # missing table or database fail naming it; quoted names. Skips where PostgreSQL or libpq is
 # missing. About 30 s.
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/pg_server.sh"
 BUILD=${BUILD:-build}
 cd "$(dirname "$0")/.." || exit 1
 DATA=/usr/share/datasets/fashion-mnist
@@ -19,35 +20,18 @@ export OPENBLAS_NUM_THREADS=1
 skip() { echo "skipped: $*"; echo "0 passed, 0 failed"; exit 0; }
 
 # ---- what it needs ----
-PGBIN=$(pg_config --bindir 2>/dev/null)
-[ -x "$PGBIN/initdb" ] && [ -x "$PGBIN/pg_ctl" ] && [ -x "$PGBIN/psql" ] || skip "no PostgreSQL server (Debian: postgresql-15)"
+pg_server_need || skip "$PG_WHY"
 [ -d "$DATA" ] && command -v "$PYTHON" > /dev/null || skip "needs $DATA and python3"
 for p in lenet unet ddl-train ddlrun; do [ -x "$B/$p" ] || skip "no $B/$p (make)"; done
 nm "$B/lenet" 2>/dev/null | grep -q PQconnectdbParams || skip "$B/lenet built without libpq (libpq-dev)"
-AS=""
-if [ "$(id -u)" = 0 ]; then # PostgreSQL refuses to run as root: Debian's package made the user postgres
-    id postgres > /dev/null 2>&1 && command -v runuser > /dev/null || skip "root, and no user postgres to run the server as"
-    AS="runuser -u postgres --"
-fi
 
 # ---- a server of its own ----
 tmp=$(mktemp -d) || exit 1
-chmod 755 "$tmp"
-mkdir "$tmp/data"
-[ -n "$AS" ] && chown postgres "$tmp" "$tmp/data"
-trap '$AS "$PGBIN/pg_ctl" -D "$tmp/data" -m immediate -w stop > /dev/null 2>&1; rm -rf "$tmp"' EXIT
+trap 'pg_server_stop "$tmp"; rm -rf "$tmp"' EXIT
 trap 'exit 1' INT TERM HUP
-$AS "$PGBIN/initdb" -D "$tmp/data" -U postgres -A trust -E UTF8 --locale=C -N > "$tmp/initdb.log" 2>&1
+pg_server_init "$tmp"
 check "initdb" $?
-cat >> "$tmp/data/postgresql.conf" <<EOF
-listen_addresses = ''
-unix_socket_directories = '$tmp'
-fsync = off
-jit = off
-EOF
-if ! $AS "$PGBIN/pg_ctl" -D "$tmp/data" -l "$tmp/server.log" -w -t 30 start > /dev/null 2>&1; then
-    tail -n 20 "$tmp/initdb.log" "$tmp/server.log"; bad "pg_ctl start"; echo "$pass passed, $fail failed"; exit 1
-fi
+if ! pg_server_start "$tmp"; then bad "pg_ctl start"; echo "$pass passed, $fail failed"; exit 1; fi
 ok
 sql() { $AS "$PGBIN/psql" -h "$tmp" -U postgres -d ddl -X -q -At -v ON_ERROR_STOP=1 "$@"; }
 $AS "$PGBIN/createdb" -h "$tmp" -U postgres ddl; check "createdb" $?
