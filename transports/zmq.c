@@ -62,7 +62,9 @@ static void set_int(void *sock, int opt, int v) { zmq_setsockopt(sock, opt, &v, 
  * ranks of tests/test_many_ranks.sh, 2 to 6 ranks aborted so, 1-2.8 s into their close
  * (tests/test_backlog.c: the same at the high-water mark). Without the timer nothing
  * writes on such an engine: it is torn down when the pipe drains (or the socket closes). A
- * silent rank is named by the comm's heartbeat, as over tcp, and a wait ends at its timeout. */
+ * silent rank is named by the comm's heartbeat, as over tcp, and a wait ends at its timeout.
+ * (libzmq also answers a PING left unread in such an engine, when the pipe drains, with the same
+ * write: ranks send none now, but a ZMTP stranger on our ROUTER still can, during open.) */
 static void common_options(void *sock, int ipv6)
 {
     set_int(sock, ZMQ_LINGER, 0);
