@@ -6,7 +6,8 @@
 # and so hides the cgroup hierarchy slurmd needs ("No filesystem mounted on /sys/fs/cgroup").
 # `srun -N2 -n4` with only DDL_TOKEN set trains LeNet on 2 ranks of each node over tcp (the
 # rendezvous from Slurm's node list) to the weights of one host's `ddlrun -n 4 -t tcp`, and its
-# start-up line names both hosts. Needs root, `ip netns`, nsenter and Slurm; skipped otherwise.
+# start-up line names both hosts. Needs root, `ip netns`, nsenter and Slurm; skipped otherwise, and
+# where slurmd cannot start (tests/slurm.sh).
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/slurm.sh"
 BUILD=${BUILD:-build}
@@ -21,6 +22,7 @@ T=$tmp; chmod 755 "$T"; mkdir -p "$T/state" "$T/spool-a" "$T/spool-b"
 stop_slurm() {
     for p in "$T"/slurmd-a.pid "$T"/slurmd-b.pid "$T"/slurmctld.pid "$T"/munged.pid; do [ -s "$p" ] && kill "$(cat "$p")" 2>/dev/null; done
 }
+trap 'stop_slurm; netns_cleanup' EXIT # munged runs outside the namespaces: stopped on every exit
 export OPENBLAS_NUM_THREADS=1
 slurm_munged "$T" || { echo "skipped: munged: $(cat "$T/munged.err")"; echo "0 passed, 0 failed"; exit 0; }
 printf '127.0.0.1 localhost\n10.89.0.1 a\n10.89.0.2 b\n' > "$T/hosts"
@@ -43,8 +45,14 @@ CONF
 export SLURM_CONF=$T/slurm.conf
 # on NS NAME CMD...: CMD in that network namespace, with its own host name and /etc/hosts
 on() { ns=$1; name=$2; shift 2; nsenter --net="/run/netns/$ns" unshare --uts --mount sh -c "hostname $name; mount --bind $T/hosts /etc/hosts; exec \"\$@\"" sh "$@"; }
-on "$A" a slurmctld -c -f "$SLURM_CONF" && on "$A" a slurmd -f "$SLURM_CONF" && on "$B" b slurmd -f "$SLURM_CONF"
-check "slurmctld on a, a slurmd on a and on b" $?
+# the daemons start as in tests/test_slurm_real.sh: where one cannot, the test is skipped, saying why
+on "$A" a slurmctld -c -f "$SLURM_CONF" 2> "$T/ctld.err" ||
+    { echo "skipped: slurmctld would not start: $(head -n 1 "$T/ctld.err")"; echo "0 passed, 0 failed"; exit 0; }
+for n in a b; do
+    ns=$A; [ $n = b ] && ns=$B
+    slurm_start_slurmd "$T/slurmd-$n.err" on "$ns" $n slurmd -f "$SLURM_CONF" ||
+        slurm_skip_slurmd "$T/slurmd-$n.err" "$T/slurmd-$n.log"
+done
 for i in $(seq 1 100); do s=$(on "$A" a sinfo -h -N -o '%N %t' 2>&1 | tr '\n' ' '); case "$s" in *"a idle"*"b idle"*) break ;; esac; sleep 0.1; done
 echo "sinfo: $s"
 case "$s" in *"a idle"*"b idle"*) ok ;; *) bad "both nodes idle (sinfo: $s)"; tail -n 3 "$T"/slurmd-*.log ;; esac

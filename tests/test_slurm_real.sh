@@ -55,7 +55,7 @@ CONF
   slurm_conf_common "$tmp"; } > "$tmp/slurm.conf"
 export SLURM_CONF=$tmp/slurm.conf
 slurmctld -c -f "$SLURM_CONF" 2> "$tmp/ctld.err" || skip "slurmctld would not start: $(cat "$tmp/ctld.err")"
-slurmd -f "$SLURM_CONF" 2> "$tmp/d.err" || skip "slurmd would not start: $(cat "$tmp/d.err")"
+slurm_start_slurmd "$tmp/d.err" slurmd -f "$SLURM_CONF" || slurm_skip_slurmd "$tmp/d.err" "$tmp/slurmd.log"
 for i in $(seq 1 100); do sinfo -h -o %t 2>/dev/null | grep -q idle && break; sleep 0.1; done
 state=$(sinfo -h -o %t 2>&1)
 echo "one-node Slurm cluster on ports $p1 and $p2: node $host $state"

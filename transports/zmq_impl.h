@@ -23,7 +23,6 @@
 #define ZQ_GRACE_MS 50                /* a dropped link is dead if nothing it sent is left by then */
 #define ZQ_QUICK_MS 5                 /* a first wait on the data socket alone, before the full poll */
 #define ZQ_GREET_AGAIN_MS 20           /* a rank that gave our handshake up is greeted again after 20-40 ms */
-#define ZQ_HEARTBEAT_MS 1000          /* ZMTP pings; a silent peer is dropped after 5 of them */
 /* A connect that has no answer after this is tried again (ZMQ_RECONNECT_IVL later): in a regroup
  * a rank may reach a peer's port before the peer has closed its old ROUTER there, whose shut
  * door drops the SYN, and the kernel's first retry of an unanswered SYN comes 1 s later (a zmq
