@@ -339,7 +339,9 @@ static int example_watch_save(example_watch *w, ddl_trainer *tr, const char *pat
     double t0 = example_wall();
     if (w->rank == 0 && w->keep > 1)
         example_rotate(w, path);
+    example_signal_checkpoint(tr, w->rank, path, ddl_trainer_step_count(tr), 0); /* what a signal now says */
     int rc = ddl_trainer_save(tr, path);
+    example_signal_checkpoint(tr, w->rank, path, 0, rc == DDL_OK);
     if (rc == DDL_OK && w->rank == 0 && !w->quiet) {
         if (w->tty && !ddl_trainer_epoch_done(tr))
             printf("\r\033[K");
@@ -353,26 +355,7 @@ static int example_watch_save(example_watch *w, ddl_trainer *tr, const char *pat
  * on `scancel -s USR1`; with --checkpoint only (without, SIGUSR1 ends the process as always) ---- */
 
 #define EXAMPLE_PREEMPT_EVERY 8  /* steps between the ranks' checks: one 8-byte all-reduce each */
-#define EXAMPLE_EXIT_PREEMPTED 75 /* EX_TEMPFAIL: "saved; run me again with --resume" */
-
-static volatile sig_atomic_t example_usr1;
-
-static void example_on_usr1(int sig)
-{
-    (void)sig;
-    example_usr1 = 1;
-}
-
-/* example_preempt_install: from now on SIGUSR1 asks for a checkpoint and an exit. */
-static void example_preempt_install(void)
-{
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = example_on_usr1;
-    sa.sa_flags = SA_RESTART;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGUSR1, &sa, NULL);
-}
+/* (the handler, EXAMPLE_EXIT_PREEMPTED and the flag example_usr1: example_signal.h) */
 
 /* example_step_save: one step (example_watch_step); the checkpoint when due (every `every` steps
  * and at each epoch's end); and every EXAMPLE_PREEMPT_EVERY steps the ranks agree whether any of

@@ -282,8 +282,6 @@ static int setup(run *r)
     int c, h, w;
     ddl_model_output_shape(r->m, &c, &h, &w);
     r->segment = h * w > 1;
-    if (o->ex.checkpoint)
-        example_preempt_install();
     ddl_train_config tc;
     example_train_config(&o->ex, r->comm, r->s.train.n, &tc);
     tc.augment = o->augment;
@@ -299,6 +297,9 @@ static int setup(run *r)
         rc = ddl_trainer_resume(r->tr, o->ex.checkpoint, DDL_RESUME_IF_EXISTS, &saved_world);
     if (rc == DDL_OK && o->ex.resume && r->rank == 0)
         example_say_resumed(&o->ex, r->tr, saved_world, r->world);
+    if (rc == DDL_OK) /* from here on SIGUSR1 asks for a checkpoint (with --checkpoint), SIGTERM and SIGINT
+                       * end the run saying which checkpoint exists (example_signal.h) */
+        example_signal_training(r->tr, r->rank, o->ex.checkpoint);
     if (rc == DDL_OK)
         rc = example_watch_start(&r->w, r->comm, r->m, r->tr);
     return rc;
@@ -356,6 +357,8 @@ int main(int argc, char **argv)
 {
     static run r; /* the program's state, zeroed */
     parse(&r.o, argc, argv);
+    if (!r.o.predict) /* a signal from now on, while joining and loading too: example_signal.h */
+        example_signal_install("ddl-train", r.o.ex.checkpoint, r.o.ex.resume);
     ddl_comm_config cc;
     int rc = ddl_comm_config_from_env(&cc, r.err, sizeof r.err);
     if (rc == DDL_OK && example_log_setup(&cc, "ddl-train") != 0)
@@ -390,8 +393,11 @@ int main(int argc, char **argv)
         rc = ddl_trainer_save(r.tr, r.o.ex.save);
     if (rc == DDL_OK && r.rank == 0 && !r.preempted)
         summary(&r, t0);
-    if (rc != DDL_OK)
+    if (rc != DDL_OK) {
         fprintf(stderr, "ddl-train: rank %d: %s\n", r.rank, r.tr ? ddl_trainer_error(r.tr) : r.err);
+        if (r.o.ex.checkpoint) /* which checkpoint exists, and how to go on from it */
+            example_checkpoint_say(r.comm ? ddl_comm_rank(r.comm) : 0);
+    }
     if (example_watch_end(&r.w, r.comm, rc == DDL_OK) != DDL_OK && rc == DDL_OK)
         rc = DDL_EIO;
     ddl_trainer_destroy(r.tr);
