@@ -60,6 +60,7 @@ typedef struct example_watch {
     double loss_sum;
     int loss_n;
     ddl_epoch_stats last;        /* of the last epoch: the summary line's slowest_rank and comm_frac */
+    const char *eval_tag;        /* the tags of each epoch's evaluation: "test" (default) or "val" */
 } example_watch;
 
 static double example_wall(void)
@@ -129,6 +130,7 @@ static int example_watch_init(example_watch *w, const example_opts *o, const cha
     w->logdir = o->logdir != NULL;
     w->logdir_path = o->logdir;
     w->prev_epoch = w->cur_epoch = -1;
+    w->eval_tag = "test";
     if (example_timeline_setup(w, tc, err) != 0)
         return DDL_EINVAL;
     char why[DDL_ERR_BYTES - 16];
@@ -386,6 +388,29 @@ static int example_step_save(example_watch *w, ddl_trainer *tr, ddl_comm *comm, 
     return rc;
 }
 
+/* example_watch_eval: an evaluation's scalars, SET/loss, SET/accuracy (and SET/dice, SET/miou),
+ * on rank 0 with --logdir. */
+static void example_watch_eval(example_watch *w, const char *set, int epoch, const ddl_eval_stats *ev,
+                               int segmentation)
+{
+    static const char *const names[] = {"loss", "accuracy", "dice", "miou"};
+    const double v[] = {ev->loss, ev->accuracy, ev->dice, ev->miou};
+    char tag[64];
+    for (int i = 0; i < (segmentation ? 4 : 2); i++) {
+        snprintf(tag, sizeof tag, "%s/%s", set, names[i]);
+        example_watch_scalar(w, tag, epoch, v[i]);
+    }
+}
+
+/* example_watch_test: ddl-train with a validation set: the test set's figures after the last
+ * epoch (x: that epoch), under test/, flushed. */
+static inline void example_watch_test(example_watch *w, int epoch, const ddl_eval_stats *ev, int segmentation)
+{
+    example_watch_eval(w, "test", epoch, ev, segmentation);
+    if (w->events && ddl_summary_writer_flush(w->events) != DDL_OK)
+        example_watch_events_failed(w);
+}
+
 /* example_watch_epoch: after an epoch's line: its scalars (flushed, so TensorBoard sees the
  * epoch) and, with more than one rank, the straggler report. */
 static void example_watch_epoch(example_watch *w, int epoch, const ddl_epoch_stats *es, const ddl_eval_stats *ev,
@@ -396,12 +421,7 @@ static void example_watch_epoch(example_watch *w, int epoch, const ddl_epoch_sta
     if (w->events) {
         example_watch_scalar(w, "epoch/train_loss", epoch, es->loss);
         example_watch_scalar(w, "epoch/train_accuracy", epoch, es->accuracy);
-        example_watch_scalar(w, "test/loss", epoch, ev->loss);
-        example_watch_scalar(w, "test/accuracy", epoch, ev->accuracy);
-        if (segmentation) {
-            example_watch_scalar(w, "test/dice", epoch, ev->dice);
-            example_watch_scalar(w, "test/miou", epoch, ev->miou);
-        }
+        example_watch_eval(w, w->eval_tag, epoch, ev, segmentation);
         example_watch_scalar(w, "epoch/lr", epoch, es->lr);
         example_watch_scalar(w, "epoch/images_per_sec", epoch, es->images_per_sec);
         example_watch_scalar(w, "epoch/comm_allreduce_ms", epoch,

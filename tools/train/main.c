@@ -45,7 +45,7 @@
     "inference (no training):\n"                                                                        \
     "  --predict --model M       classify --images FILE|DIR with checkpoint M (any ddl-train,\n"        \
     "                            lenet or graph checkpoint); folder names that are class names\n"      \
-    "                            count as the truth; --out CSV: file,predicted,p_CLASS...\n"        \
+    "                            count as the truth; --out CSV|-: file,predicted,p_CLASS...\n"        \
     "  --db CONNINFO --table T   or score the rows of PostgreSQL table T (--id C, default id;\n"       \
     "  --out-table OUT           --image C, bytea, default img) on every rank, each its share,\n"    \
     "                            into OUT (created if missing) a batch per transaction\n"
@@ -263,12 +263,14 @@ static int setup(run *r)
         double t0 = example_seconds();
         rc = tr_load(&o->data, &r->s, r->err, sizeof r->err);
         if (rc == DDL_OK && r->rank == 0 && !o->ex.quiet)
-            printf("data: %d training images of %dx%dx%d, %d classes, loaded in %.2f s%s\n", r->s.train.n,
-                   r->s.train.c, r->s.train.h, r->s.train.w, r->s.train.n_classes, example_seconds() - t0,
+            printf("data: %d training image%s of %dx%dx%d, %d classes, loaded in %.2f s%s\n", r->s.train.n,
+                   r->s.train.n == 1 ? "" : "s", r->s.train.c, r->s.train.h, r->s.train.w, r->s.train.n_classes,
+                   example_seconds() - t0,
                    r->s.cached ? " (from --cache)" : o->data.cache && r->s.decoded ? " (decoded, cached)" : "");
     }
     if (rc == DDL_OK && r->rank == 0 && r->s.skipped)
-        printf("left out %d images that could not be decoded (--skip-bad)\n", r->s.skipped);
+        printf("left out %d image%s that could not be decoded (--skip-bad)\n", r->s.skipped,
+               r->s.skipped == 1 ? "" : "s");
     if (rc == DDL_OK)
         rc = same_classes(&r->s.train, &r->s.val, "validation", r->err);
     if (rc == DDL_OK)
@@ -290,6 +292,7 @@ static int setup(run *r)
     tc.dice_weight = o->dice_weight >= 0 ? o->dice_weight : ddl_graph_head(r->g) == DDL_HEAD_DICE ? 0.5f : 0.0f;
     rc = example_watch_init(&r->w, &o->ex, "ddl-train", r->rank, r->world, r->s.train.n, &tc, r->err);
     r->w.comm = r->comm;
+    r->w.eval_tag = r->s.has_val ? "val" : "test"; /* each epoch's evaluation; the test set's at the end */
     if (rc == DDL_OK)
         rc = ddl_trainer_create(&tc, r->m, &r->s.train, NULL, &r->tr, r->err, sizeof r->err);
     int saved_world = 0;
@@ -385,9 +388,11 @@ int main(int argc, char **argv)
     for (int e = first; rc == DDL_OK && !r.preempted && e < r.o.ex.epochs; e++)
         rc = epoch(&r, e);
     /* the summary's metrics: the test set when there is one, else the last validation */
-    if (rc == DDL_OK && !r.preempted && r.s.has_test)
+    if (rc == DDL_OK && !r.preempted && r.s.has_test) {
         rc = ddl_trainer_evaluate(r.tr, &r.s.test, &r.ev);
-    else if (rc == DDL_OK && !r.preempted && !r.evaluated && r.s.has_val)
+        if (rc == DDL_OK && r.s.has_val) /* the epochs logged val/: the test set's figures once, at the end */
+            example_watch_test(&r.w, r.o.ex.epochs, &r.ev, r.segment);
+    } else if (rc == DDL_OK && !r.preempted && !r.evaluated && r.s.has_val)
         rc = ddl_trainer_evaluate(r.tr, &r.s.val, &r.ev);
     if (rc == DDL_OK && r.o.ex.save && !r.preempted)
         rc = ddl_trainer_save(r.tr, r.o.ex.save);
