@@ -747,6 +747,8 @@ typedef struct ddl_comm_config {
                                      * then points into */
     char env_master[288];           /* ddl_comm_config_from_env's "MASTER_ADDR:MASTER_PORT" (torchrun's),
                                      * which master then points into: copy the config whole */
+    char env_peers[8192];           /* ddl_comm_config_from_env's "h:p,h:p,..." from TF_CONFIG's cluster,
+                                     * which peers then points into */
     /* Elastic mode (DDL_ELASTIC=MIN:MAX), over shm, tcp and zmq with heartbeats on: after a
      * failure, ddl_comm_regroup lets the ranks that live go on in the same processes, as long as
      * at least elastic_min of them do. elastic_max (>= world_size, at most 256) is the most ranks
@@ -768,9 +770,13 @@ typedef struct ddl_comm_config {
  * SLURM_STEP_TASKS_PER_NODE and SLURM_NODEID); torchrun's RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,
  * MASTER_ADDR and MASTER_PORT (as master) and TORCHELASTIC_RUN_ID (as job), read instead when no
  * DDL_RANK or DDL_WORLD_SIZE is set and torchrun started the process (or no MPI or Slurm rank is
- * set either); the transport, unless DDL_TRANSPORT names one, is mpi under mpirun,
+ * set either); TensorFlow's TF_CONFIG (its cluster's chief and worker addresses as peers, in
+ * cfg->env_peers, task.type and task.index as the rank: the chief, or worker 0 without one, is
+ * rank 0; the ranks whose address has this rank's host as local ones), read instead when no
+ * DDL_RANK, DDL_WORLD_SIZE, DDL_PEERS or DDL_MASTER is set and no MPI, Slurm or torchrun rank
+ * either; the transport, unless DDL_TRANSPORT names one, is mpi under mpirun,
  * else as for a NULL transport. With none set: rank 0 of 1. The strings point into the
- * environment (master may point into cfg->env_master). Returns DDL_OK; DDL_EINVAL (a bad value, named in err); DDL_ENOTSUP (the
+ * environment (master may point into cfg->env_master, peers into cfg->env_peers). Returns DDL_OK; DDL_EINVAL (a bad value, named in err); DDL_ENOTSUP (the
  * transport is not compiled in). */
 int ddl_comm_config_from_env(ddl_comm_config *cfg, char *err, size_t err_bytes);
 

@@ -1,7 +1,8 @@
 /* lenet.c - train LeNet-5 on Fashion-MNIST, on one rank or on as many as ddlrun or mpirun start.
  * This is the full program, build/bin/lenet as make builds it: nothing else goes into it but ddl
  * and the headers it includes. The program to copy for a training run of your own; main reads top
- * to bottom: options, the comm from the environment, data and model, trainer and an optional
+ * to bottom: options, signals (common/example_signal.h), the comm from the environment, data and
+ * model, trainer and an optional
  * resume, the epoch loop (checkpoints, a progress line per epoch on rank 0), the summary line,
  * clean-up.
  *
@@ -96,6 +97,8 @@ int main(int argc, char **argv)
     predict_opts po = {0};
     float dropout = 0.0f;
     parse_options(argc, argv, &o, &po, &dropout);
+    if (!po.on) /* a signal from now on, while joining and loading too: example_signal.h */
+        example_signal_install("lenet", o.checkpoint, o.resume);
 
     /* ---- comm: ddlrun, mpirun or Slurm describe the job in the environment; alone, no comm ---- */
     ddl_comm_config cc;
@@ -118,8 +121,6 @@ int main(int argc, char **argv)
     ddl_trainer *tr = NULL;
     example_watch w = {0}; /* progress, event files, timeline: example_watch.h */
     rc = load(&o, ddl_train_local_batch(o.batch, example_shards(&o, comm), comm), dropout, &train, &test, &model, err);
-    if (o.checkpoint) /* from here on SIGUSR1 asks for a checkpoint and an exit (example_watch.h) */
-        example_preempt_install();
 
     /* ---- trainer, and with --resume the checkpoint to go on from ---- */
     if (rc == DDL_OK) {
@@ -171,8 +172,11 @@ int main(int argc, char **argv)
                comm ? ddl_comm_transport_name(comm) : "none", ddl_comm_size(comm), o.epochs, o.batch, ev.accuracy, ev.loss,
                train_secs > 0 ? (double)train_samples / train_secs : 0.0, example_seconds() - t0,
                (unsigned)ddl_model_crc(model), w.last.slowest_rank, w.last.comm_frac);
-    if (rc != DDL_OK)
+    if (rc != DDL_OK) {
         fprintf(stderr, "lenet: rank %d: %s\n", rank, tr ? ddl_trainer_error(tr) : err);
+        if (o.checkpoint) /* which checkpoint exists, and how to go on from it */
+            example_checkpoint_say(ddl_comm_rank(comm));
+    }
 
     /* ---- clean-up: DDL_TIMELINE's file first (collective, after a run that went well) ---- */
     if (example_watch_end(&w, comm, rc == DDL_OK) != DDL_OK && rc == DDL_OK)

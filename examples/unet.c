@@ -312,6 +312,8 @@ int main(int argc, char **argv)
     unet_opts u;
     predict_opts po = {0};
     parse_options(argc, argv, &o, &u, &po);
+    if (!po.on) /* a signal from now on, while joining and loading too: example_signal.h */
+        example_signal_install("unet", o.checkpoint, o.resume);
 
     /* ---- comm: ddlrun, mpirun or Slurm describe the job in the environment; alone, no comm ---- */
     ddl_comm_config cc;
@@ -334,8 +336,6 @@ int main(int argc, char **argv)
     ddl_trainer *tr = NULL;
     example_watch w = {0}; /* progress, event files, timeline: example_watch.h */
     rc = load(&o, &u, ddl_train_local_batch(o.batch, example_shards(&o, comm), comm), &train, &test, &model, err);
-    if (o.checkpoint) /* from here on SIGUSR1 asks for a checkpoint and an exit (example_watch.h) */
-        example_preempt_install();
 
     /* ---- trainer, and with --resume the checkpoint to go on from ---- */
     if (rc == DDL_OK) {
@@ -391,9 +391,11 @@ int main(int argc, char **argv)
                comm ? ddl_comm_transport_name(comm) : "none", ddl_comm_size(comm), o.epochs, o.batch, ev.accuracy, ev.loss,
                ev.accuracy, ev.dice, ev.miou, train_secs > 0 ? (double)train_samples / train_secs : 0.0,
                example_seconds() - t0, (unsigned)ddl_model_crc(model), w.last.slowest_rank, w.last.comm_frac);
-    if (rc != DDL_OK)
+    if (rc != DDL_OK) {
         fprintf(stderr, "unet: rank %d: %s\n", rank, tr ? ddl_trainer_error(tr) : err);
-    else if (u.images && rank == 0 && write_pictures(u.images, model, &test) != 0)
+        if (o.checkpoint) /* which checkpoint exists, and how to go on from it */
+            example_checkpoint_say(ddl_comm_rank(comm));
+    } else if (u.images && rank == 0 && write_pictures(u.images, model, &test) != 0)
         rc = DDL_EIO; /* write_pictures said why */
 
     /* ---- clean-up: DDL_TIMELINE's file first (collective, after a run that went well) ---- */

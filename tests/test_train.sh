@@ -43,7 +43,8 @@ check "--predict's accuracy is the summary's ($acc)" $?
     grep -q "^\"$tmp/fruits/test/kiwi/0000.jpg\",[a-z]*,0\.[0-9]*,0\.[0-9]*,0\.[0-9]*$" "$tmp/p.csv"
 check "the CSV: a header of class names, a row per file with its class name and probabilities" $?
 "$T" --predict --model "$tmp/fruits.ckpt" --images "$tmp/fruits/test/apple/0001.jpg" > "$tmp/one.pred" 2>&1
-grep -q "^predicted 1 images" "$tmp/one.pred"; check "--predict on one file" $?
+grep -q "^predicted 1 image in " "$tmp/one.pred" && grep -q "^$tmp/fruits/test/apple/0001.jpg: [a-z]* (p [01]\.[0-9]*)$" "$tmp/one.pred"
+check "--predict on one file: its class and probability, 1 image" $?
 if "$PYTHON" -c 'import onnx' 2> /dev/null; then # the class names in the ONNX export's metadata
     "$BUILD/bin/ddl-ckpt" export "$tmp/fruits.ckpt" "$tmp/fruits.onnx" > /dev/null 2>&1 &&
         [ "$("$PYTHON" -c 'import json, onnx, sys; m = onnx.load(sys.argv[1])
@@ -175,7 +176,7 @@ head -c 300 "$tmp/fruits/train/kiwi/0009.jpg" > "$tmp/bad/b/broken.jpg"
 "$T" --data "$tmp/bad" --arch cnn:4 --image-size 16 --epochs 1 --batch 4 > "$tmp/e" 2>&1; rc=$?
 [ $rc -eq 2 ] && grep -q "bad/b/broken.jpg" "$tmp/e"; check "a damaged JPEG: exit 2, the file named" $?
 "$T" --data "$tmp/bad" --arch cnn:4 --image-size 16 --epochs 1 --batch 4 --skip-bad > "$tmp/e" 2>&1; rc=$?
-[ $rc -eq 0 ] && grep -q "left out 1 images that could not be decoded" "$tmp/e"; check "--skip-bad leaves it out and says so" $?
+[ $rc -eq 0 ] && grep -q "left out 1 image that could not be decoded" "$tmp/e"; check "--skip-bad leaves it out and says so" $?
 printf 'input\nconv c1 8 3\nrelu\npool 2\ndense fc classes\n' > "$tmp/bad.arch"
 "$T" --data "$tmp/bad" --arch "$tmp/bad.arch" --image-size 16 > "$tmp/e" 2>&1; rc=$?
 [ $rc -eq 2 ] && grep -q "bad.arch: line 4: \"pool\" is not a layer" "$tmp/e"; check "a bad arch line: exit 2, the line named" $?

@@ -1,6 +1,7 @@
 /* example_common.h - what lenet.c and unet.c share, and nothing else: the training flags (their
  * option table, --help lines and values), the ddl_train_config they make, what a resumed run
  * says, a clock, one test hook, and the start of a run (joining the job, starting the trainer).
+ * What a signal does, from the start of main on, is example_signal.h's.
  * Each example writes its own loop out. What they show of a run (progress, event files, timeline,
  * stragglers) is example_watch.h's, included at the end. Header-only, as every file of
  * examples/common/: copy the folder along with the example. */
@@ -19,6 +20,7 @@
 #include <unistd.h>
 
 #include "example_cli.h"
+#include "example_signal.h"
 
 static void example_log(void *ud, int level, const char *msg);
 
@@ -315,8 +317,8 @@ static inline int example_join(const char *prog, ddl_comm_config *cc, ddl_comm *
 
 /* example_trainer_start: the watcher (example_watch_init, which adds the timeline to tc), the
  * trainer of model on train with tc (example_train_config's, and the example's own settings),
- * with --resume the checkpoint to go on from (rank 0 says where it goes on), and the start-up
- * line. DDL_OK, or a code: ddl_trainer_error(*tr) says why once *tr exists, else err. */
+ * with --resume the checkpoint to go on from (rank 0 says where it goes on), the signals'
+ * training behaviour, and the start-up line. DDL_OK, or a code: ddl_trainer_error(*tr) says why once *tr exists, else err. */
 static inline int example_trainer_start(example_watch *w, const example_opts *o, const char *prog, ddl_comm *comm,
                                         ddl_train_config *tc, ddl_model *model, const ddl_dataset *train,
                                         ddl_trainer **tr, char err[DDL_ERR_BYTES])
@@ -332,6 +334,9 @@ static inline int example_trainer_start(example_watch *w, const example_opts *o,
         rc = ddl_trainer_resume(*tr, o->checkpoint, DDL_RESUME_IF_EXISTS, &saved_world);
     if (rc == DDL_OK && o->resume && rank == 0)
         example_say_resumed(o, *tr, saved_world, world);
+    if (rc == DDL_OK) /* from here on SIGUSR1 asks for a checkpoint (with --checkpoint), SIGTERM and
+                       * SIGINT end the run saying which checkpoint exists (example_signal.h) */
+        example_signal_training(*tr, rank, o->checkpoint);
     if (rc == DDL_OK) /* the start-up line, after an all-reduce probe */
         rc = example_watch_start(w, comm, model, *tr);
     return rc;

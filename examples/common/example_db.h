@@ -441,7 +441,8 @@ static inline int db_score(const char *prog, const db_opts *o, ddl_predictor *pr
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
     if (all && r.rank == 0)
-        printf("scored %lld rows of %s into %s on %d rank%s in %.2f s (%.0f rows/s)\n", (long long)rows, dflt.table,
+        printf("scored %lld row%s of %s into %s on %d rank%s in %.2f s (%.0f rows/s)\n", (long long)rows,
+               rows == 1 ? "" : "s", dflt.table,
                dflt.out_table, r.world, r.world > 1 ? "s" : "", secs, secs > 0 ? (double)rows / secs : 0.0);
     PQfreemem(r.table), PQfreemem(r.id), PQfreemem(r.image_col), PQfreemem(r.out);
     PQfinish(r.rd), PQfinish(r.wr);

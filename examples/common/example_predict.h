@@ -279,7 +279,8 @@ static inline int classify(predict_run *r, const predict_opts *o, const char *da
         ok = load_idx(r, o->images, 3, &images, &n) == 0 &&
              (!labels_path || load_idx(r, labels_path, 1, &labels, &n_labels) == 0);
         if (ok && labels && n_labels != n) {
-            snprintf(why, sizeof why, "%s: %d labels for the %d images of %s", labels_path, n_labels, n, o->images);
+            snprintf(why, sizeof why, "%s: %d label%s for the %d image%s of %s", labels_path, n_labels,
+                     n_labels == 1 ? "" : "s", n, n == 1 ? "" : "s", o->images);
             ok = predict_fail(r, why) == 0;
         }
         for (int i = 0; ok && labels && i < n; i++)
@@ -301,7 +302,8 @@ static inline int classify(predict_run *r, const predict_opts *o, const char *da
         ev.confusion = cm;
         for (int i = 0; truth && K <= 10 && i < n; i++)
             ev.confusion[truth[i] * K + pred[i]]++;
-        printf("predicted %d images on %d rank%s with %s\n", n, r->world, r->world > 1 ? "s" : "", o->model);
+        printf("predicted %d image%s on %d rank%s with %s\n", n, n == 1 ? "" : "s", r->world, r->world > 1 ? "s" : "",
+               o->model);
         if (truth)
             predict_report(r, &ev, K, n, 0);
         else

@@ -60,6 +60,7 @@ typedef struct example_watch {
     double loss_sum;
     int loss_n;
     ddl_epoch_stats last;        /* of the last epoch: the summary line's slowest_rank and comm_frac */
+    const char *eval_tag;        /* the tags of each epoch's evaluation: "test" (default) or "val" */
 } example_watch;
 
 static double example_wall(void)
@@ -129,6 +130,7 @@ static int example_watch_init(example_watch *w, const example_opts *o, const cha
     w->logdir = o->logdir != NULL;
     w->logdir_path = o->logdir;
     w->prev_epoch = w->cur_epoch = -1;
+    w->eval_tag = "test";
     if (example_timeline_setup(w, tc, err) != 0)
         return DDL_EINVAL;
     char why[DDL_ERR_BYTES - 16];
@@ -339,7 +341,9 @@ static int example_watch_save(example_watch *w, ddl_trainer *tr, const char *pat
     double t0 = example_wall();
     if (w->rank == 0 && w->keep > 1)
         example_rotate(w, path);
+    example_signal_checkpoint(tr, w->rank, path, ddl_trainer_step_count(tr), 0); /* what a signal now says */
     int rc = ddl_trainer_save(tr, path);
+    example_signal_checkpoint(tr, w->rank, path, 0, rc == DDL_OK);
     if (rc == DDL_OK && w->rank == 0 && !w->quiet) {
         if (w->tty && !ddl_trainer_epoch_done(tr))
             printf("\r\033[K");
@@ -353,26 +357,7 @@ static int example_watch_save(example_watch *w, ddl_trainer *tr, const char *pat
  * on `scancel -s USR1`; with --checkpoint only (without, SIGUSR1 ends the process as always) ---- */
 
 #define EXAMPLE_PREEMPT_EVERY 8  /* steps between the ranks' checks: one 8-byte all-reduce each */
-#define EXAMPLE_EXIT_PREEMPTED 75 /* EX_TEMPFAIL: "saved; run me again with --resume" */
-
-static volatile sig_atomic_t example_usr1;
-
-static void example_on_usr1(int sig)
-{
-    (void)sig;
-    example_usr1 = 1;
-}
-
-/* example_preempt_install: from now on SIGUSR1 asks for a checkpoint and an exit. */
-static void example_preempt_install(void)
-{
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = example_on_usr1;
-    sa.sa_flags = SA_RESTART;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGUSR1, &sa, NULL);
-}
+/* (the handler, EXAMPLE_EXIT_PREEMPTED and the flag example_usr1: example_signal.h) */
 
 /* example_step_save: one step (example_watch_step); the checkpoint when due (every `every` steps
  * and at each epoch's end); and every EXAMPLE_PREEMPT_EVERY steps the ranks agree whether any of
@@ -403,6 +388,29 @@ static int example_step_save(example_watch *w, ddl_trainer *tr, ddl_comm *comm, 
     return rc;
 }
 
+/* example_watch_eval: an evaluation's scalars, SET/loss, SET/accuracy (and SET/dice, SET/miou),
+ * on rank 0 with --logdir. */
+static void example_watch_eval(example_watch *w, const char *set, int epoch, const ddl_eval_stats *ev,
+                               int segmentation)
+{
+    static const char *const names[] = {"loss", "accuracy", "dice", "miou"};
+    const double v[] = {ev->loss, ev->accuracy, ev->dice, ev->miou};
+    char tag[64];
+    for (int i = 0; i < (segmentation ? 4 : 2); i++) {
+        snprintf(tag, sizeof tag, "%s/%s", set, names[i]);
+        example_watch_scalar(w, tag, epoch, v[i]);
+    }
+}
+
+/* example_watch_test: ddl-train with a validation set: the test set's figures after the last
+ * epoch (x: that epoch), under test/, flushed. */
+static inline void example_watch_test(example_watch *w, int epoch, const ddl_eval_stats *ev, int segmentation)
+{
+    example_watch_eval(w, "test", epoch, ev, segmentation);
+    if (w->events && ddl_summary_writer_flush(w->events) != DDL_OK)
+        example_watch_events_failed(w);
+}
+
 /* example_watch_epoch: after an epoch's line: its scalars (flushed, so TensorBoard sees the
  * epoch) and, with more than one rank, the straggler report. */
 static void example_watch_epoch(example_watch *w, int epoch, const ddl_epoch_stats *es, const ddl_eval_stats *ev,
@@ -413,12 +421,7 @@ static void example_watch_epoch(example_watch *w, int epoch, const ddl_epoch_sta
     if (w->events) {
         example_watch_scalar(w, "epoch/train_loss", epoch, es->loss);
         example_watch_scalar(w, "epoch/train_accuracy", epoch, es->accuracy);
-        example_watch_scalar(w, "test/loss", epoch, ev->loss);
-        example_watch_scalar(w, "test/accuracy", epoch, ev->accuracy);
-        if (segmentation) {
-            example_watch_scalar(w, "test/dice", epoch, ev->dice);
-            example_watch_scalar(w, "test/miou", epoch, ev->miou);
-        }
+        example_watch_eval(w, w->eval_tag, epoch, ev, segmentation);
         example_watch_scalar(w, "epoch/lr", epoch, es->lr);
         example_watch_scalar(w, "epoch/images_per_sec", epoch, es->images_per_sec);
         example_watch_scalar(w, "epoch/comm_allreduce_ms", epoch,

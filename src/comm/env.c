@@ -1,6 +1,7 @@
 /* env.c - ddl_comm_config_from_env: the one place in the library that reads the environment,
  * and only when the caller asks. It turns DDL_* (and mpirun's, Slurm's and torchrun's) variables into a
- * ddl_comm_config; everything below it takes its settings from config structs. */
+ * ddl_comm_config (TensorFlow's TF_CONFIG through tfconfig.c); everything below it takes its
+ * settings from config structs. */
 #include "impl.h"
 
 #include <errno.h>
@@ -71,6 +72,19 @@ static int torchrun(void)
                                               getenv("SLURM_NTASKS"));
 }
 
+/* tf_config: TensorFlow's TF_CONFIG describes the job (tfconfig.c) when it is set and nothing
+ * more explicit is: no DDL_RANK, DDL_WORLD_SIZE, DDL_PEERS or DDL_MASTER, and no rank of
+ * mpirun's, Slurm's or torchrun's. */
+static int tf_config(void)
+{
+    static const char *const wins[] = {"DDL_RANK", "DDL_WORLD_SIZE", "DDL_PEERS", "DDL_MASTER",
+                                       "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_PROCID", NULL};
+    for (int i = 0; wins[i]; i++)
+        if (getenv(wins[i]))
+            return 0;
+    return env_str("TF_CONFIG") && !torchrun();
+}
+
 /* slurm_local_size: this node's tasks from SLURM_STEP_TASKS_PER_NODE (or SLURM_TASKS_PER_NODE)
  * and SLURM_NODEID, as Slurm always sets them; 1 if found. */
 static int slurm_local_size(ddl_comm_config *cfg)
@@ -98,14 +112,18 @@ static int config_ints(ddl_comm_config *cfg, char *err, size_t err_bytes)
     static const char *const t_lrank_n[] = {"DDL_LOCAL_RANK", "LOCAL_RANK", NULL};
     static const char *const t_lsize_n[] = {"DDL_LOCAL_SIZE", "LOCAL_WORLD_SIZE", NULL};
     static const char *const tmo_n[] = {"DDL_TIMEOUT_MS", NULL};
-    int torch = torchrun();
+    int torch = torchrun(), tf = tf_config();
     int st, f_rank, f_size, f_lrank, f_lsize, f_tmo;
+    if (tf && (st = ddl__tf_config(getenv("TF_CONFIG"), cfg, err, err_bytes)) != DDL_OK)
+        return st; /* rank, world, peers and the local ones: DDL_LOCAL_RANK and _SIZE still win */
     if ((st = env_int(torch ? t_rank_n : rank_n, &cfg->rank, &f_rank, err, err_bytes)) ||
         (st = env_int(torch ? t_size_n : size_n, &cfg->world_size, &f_size, err, err_bytes)) ||
         (st = env_int(torch ? t_lrank_n : lrank_n, &cfg->local_rank, &f_lrank, err, err_bytes)) ||
         (st = env_int(torch ? t_lsize_n : lsize_n, &cfg->local_size, &f_lsize, err, err_bytes)) ||
         (st = env_int(tmo_n, &cfg->timeout_ms, &f_tmo, err, err_bytes)))
         return st;
+    if (tf)
+        f_rank = f_size = f_lrank = f_lsize = 1;
     if (!f_size)
         cfg->world_size = 1;
     if (!f_lsize && !torch && !getenv("DDL_RANK") && getenv("SLURM_PROCID"))
@@ -184,7 +202,8 @@ int ddl_comm_config_from_env(ddl_comm_config *cfg, char *err, size_t err_bytes)
     if (st)
         return st;
     cfg->master = env_str("DDL_MASTER");
-    cfg->peers = env_str("DDL_PEERS");
+    if (!cfg->peers) /* TF_CONFIG's, or DDL_PEERS */
+        cfg->peers = env_str("DDL_PEERS");
     cfg->job = env_str("DDL_JOB");
     if (torchrun() && (st = torchrun_master(cfg, err, err_bytes)) != DDL_OK)
         return st;

@@ -356,4 +356,11 @@ int ddl__slurm_master(ddl_comm_config *cfg, char *err, size_t err_bytes);
  * of HMAC-SHA256(token, "slurm-JOB.STEP") (in cfg->env_job); otherwise nothing changes. */
 void ddl__slurm_job(ddl_comm_config *cfg);
 
+/* ---- TensorFlow's TF_CONFIG (tfconfig.c) ---- */
+/* ddl__tf_config: json, a TF_CONFIG value, into cfg: rank and world_size in TensorFlow's order
+ * (chief first), peers (pointing into cfg->env_peers) the chief's and workers' addresses, and
+ * local_rank and local_size among the ranks of the same host name. DDL_OK, or DDL_EINVAL with err
+ * saying what was wrong and where (cfg's fields then unchanged but env_peers). */
+int ddl__tf_config(const char *json, ddl_comm_config *cfg, char *err, size_t err_bytes);
+
 #endif

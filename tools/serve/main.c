@@ -22,7 +22,8 @@
     "usage: ddl-serve --model NAME=PATH [--model NAME=PATH]... [OPTION]...\n"                          \
     "Serve trained ddl models over HTTP: TensorFlow Serving's REST API, KServe v2, SageMaker's\n"      \
     "/ping and /invocations, Prometheus /metrics, and a web page at / to try them.\n"                  \
-    "  --model NAME=PATH   a checkpoint (lenet or unet) served as NAME; reloaded when replaced\n"      \
+    "  --model NAME=PATH   a ddl checkpoint served as NAME (lenet's, unet's or ddl-train's: any layer\n" \
+    "                      graph, classifying or segmenting); reloaded when replaced\n"               \
     "  --listen HOST:PORT  where to listen (default 127.0.0.1:8501, TF Serving's REST port; 0: any free)\n"          \
     "  --logdir DIR        event files of training runs, plotted on the page's Training tab\n"        \
     "  --data DIR          Fashion-MNIST, for the scenes the page offers a U-Net model\n"             \

@@ -45,7 +45,7 @@
     "inference (no training):\n"                                                                        \
     "  --predict --model M       classify --images FILE|DIR with checkpoint M (any ddl-train,\n"        \
     "                            lenet or graph checkpoint); folder names that are class names\n"      \
-    "                            count as the truth; --out CSV: file,predicted,p_CLASS...\n"        \
+    "                            count as the truth; --out CSV|-: file,predicted,p_CLASS...\n"        \
     "  --db CONNINFO --table T   or score the rows of PostgreSQL table T (--id C, default id;\n"       \
     "  --out-table OUT           --image C, bytea, default img) on every rank, each its share,\n"    \
     "                            into OUT (created if missing) a batch per transaction\n"
@@ -263,12 +263,14 @@ static int setup(run *r)
         double t0 = example_seconds();
         rc = tr_load(&o->data, &r->s, r->err, sizeof r->err);
         if (rc == DDL_OK && r->rank == 0 && !o->ex.quiet)
-            printf("data: %d training images of %dx%dx%d, %d classes, loaded in %.2f s%s\n", r->s.train.n,
-                   r->s.train.c, r->s.train.h, r->s.train.w, r->s.train.n_classes, example_seconds() - t0,
+            printf("data: %d training image%s of %dx%dx%d, %d classes, loaded in %.2f s%s\n", r->s.train.n,
+                   r->s.train.n == 1 ? "" : "s", r->s.train.c, r->s.train.h, r->s.train.w, r->s.train.n_classes,
+                   example_seconds() - t0,
                    r->s.cached ? " (from --cache)" : o->data.cache && r->s.decoded ? " (decoded, cached)" : "");
     }
     if (rc == DDL_OK && r->rank == 0 && r->s.skipped)
-        printf("left out %d images that could not be decoded (--skip-bad)\n", r->s.skipped);
+        printf("left out %d image%s that could not be decoded (--skip-bad)\n", r->s.skipped,
+               r->s.skipped == 1 ? "" : "s");
     if (rc == DDL_OK)
         rc = same_classes(&r->s.train, &r->s.val, "validation", r->err);
     if (rc == DDL_OK)
@@ -282,8 +284,6 @@ static int setup(run *r)
     int c, h, w;
     ddl_model_output_shape(r->m, &c, &h, &w);
     r->segment = h * w > 1;
-    if (o->ex.checkpoint)
-        example_preempt_install();
     ddl_train_config tc;
     example_train_config(&o->ex, r->comm, r->s.train.n, &tc);
     tc.augment = o->augment;
@@ -292,6 +292,7 @@ static int setup(run *r)
     tc.dice_weight = o->dice_weight >= 0 ? o->dice_weight : ddl_graph_head(r->g) == DDL_HEAD_DICE ? 0.5f : 0.0f;
     rc = example_watch_init(&r->w, &o->ex, "ddl-train", r->rank, r->world, r->s.train.n, &tc, r->err);
     r->w.comm = r->comm;
+    r->w.eval_tag = r->s.has_val ? "val" : "test"; /* each epoch's evaluation; the test set's at the end */
     if (rc == DDL_OK)
         rc = ddl_trainer_create(&tc, r->m, &r->s.train, NULL, &r->tr, r->err, sizeof r->err);
     int saved_world = 0;
@@ -299,6 +300,9 @@ static int setup(run *r)
         rc = ddl_trainer_resume(r->tr, o->ex.checkpoint, DDL_RESUME_IF_EXISTS, &saved_world);
     if (rc == DDL_OK && o->ex.resume && r->rank == 0)
         example_say_resumed(&o->ex, r->tr, saved_world, r->world);
+    if (rc == DDL_OK) /* from here on SIGUSR1 asks for a checkpoint (with --checkpoint), SIGTERM and SIGINT
+                       * end the run saying which checkpoint exists (example_signal.h) */
+        example_signal_training(r->tr, r->rank, o->ex.checkpoint);
     if (rc == DDL_OK)
         rc = example_watch_start(&r->w, r->comm, r->m, r->tr);
     return rc;
@@ -356,6 +360,8 @@ int main(int argc, char **argv)
 {
     static run r; /* the program's state, zeroed */
     parse(&r.o, argc, argv);
+    if (!r.o.predict) /* a signal from now on, while joining and loading too: example_signal.h */
+        example_signal_install("ddl-train", r.o.ex.checkpoint, r.o.ex.resume);
     ddl_comm_config cc;
     int rc = ddl_comm_config_from_env(&cc, r.err, sizeof r.err);
     if (rc == DDL_OK && example_log_setup(&cc, "ddl-train") != 0)
@@ -382,16 +388,21 @@ int main(int argc, char **argv)
     for (int e = first; rc == DDL_OK && !r.preempted && e < r.o.ex.epochs; e++)
         rc = epoch(&r, e);
     /* the summary's metrics: the test set when there is one, else the last validation */
-    if (rc == DDL_OK && !r.preempted && r.s.has_test)
+    if (rc == DDL_OK && !r.preempted && r.s.has_test) {
         rc = ddl_trainer_evaluate(r.tr, &r.s.test, &r.ev);
-    else if (rc == DDL_OK && !r.preempted && !r.evaluated && r.s.has_val)
+        if (rc == DDL_OK && r.s.has_val) /* the epochs logged val/: the test set's figures once, at the end */
+            example_watch_test(&r.w, r.o.ex.epochs, &r.ev, r.segment);
+    } else if (rc == DDL_OK && !r.preempted && !r.evaluated && r.s.has_val)
         rc = ddl_trainer_evaluate(r.tr, &r.s.val, &r.ev);
     if (rc == DDL_OK && r.o.ex.save && !r.preempted)
         rc = ddl_trainer_save(r.tr, r.o.ex.save);
     if (rc == DDL_OK && r.rank == 0 && !r.preempted)
         summary(&r, t0);
-    if (rc != DDL_OK)
+    if (rc != DDL_OK) {
         fprintf(stderr, "ddl-train: rank %d: %s\n", r.rank, r.tr ? ddl_trainer_error(r.tr) : r.err);
+        if (r.o.ex.checkpoint) /* which checkpoint exists, and how to go on from it */
+            example_checkpoint_say(r.comm ? ddl_comm_rank(r.comm) : 0);
+    }
     if (example_watch_end(&r.w, r.comm, rc == DDL_OK) != DDL_OK && rc == DDL_OK)
         rc = DDL_EIO;
     ddl_trainer_destroy(r.tr);

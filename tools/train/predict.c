@@ -1,7 +1,8 @@
 /* predict.c - ddl-train --predict: a trained model (any checkpoint: the layer graph travels in
  * it) on image files, each decoded and resized as training did, in batches. --images is a file,
  * a folder of files, or a folder of CLASS folders (then the folder name is the truth where it is
- * one of the model's class names, and the accuracy is printed). The CSV has one row per file:
+ * one of the model's class names, and the accuracy is printed); a single file's class and its
+ * probability are printed. The CSV (--out FILE, or - for standard output) has one row per file:
  * file, predicted class name, one probability per class. Runs on rank 0; other ranks return.
  * With --db (tr_predict_db) every rank scores its share of a PostgreSQL table instead. */
 #include "train.h"
@@ -90,11 +91,13 @@ static void files_free(files *f)
     free(f->truth);
 }
 
-/* write_csv: the header (file,predicted,p_NAME...) and a row per file. */
+/* write_csv: the header (file,predicted,p_NAME...) and a row per file, into path ("-": standard
+ * output). */
 static int write_csv(const char *path, const files *f, const uint16_t *pred, const float *probs, int k,
                      const char *const *names)
 {
-    FILE *out = fopen(path, "w");
+    int to_stdout = strcmp(path, "-") == 0;
+    FILE *out = to_stdout ? stdout : fopen(path, "w");
     if (!out)
         return -1;
     fprintf(out, "file,predicted");
@@ -108,7 +111,15 @@ static int write_csv(const char *path, const files *f, const uint16_t *pred, con
             fprintf(out, ",%.6f", probs[(size_t)i * k + c]);
         fputc('\n', out);
     }
-    return fclose(out);
+    return to_stdout ? (fflush(out) != 0 || ferror(out) ? -1 : 0) : fclose(out);
+}
+
+/* say_one: the class of a single file, by name where the checkpoint has names, and its probability. */
+static void say_one(FILE *to, const files *f, const uint16_t *pred, const float *probs, int k, const char *const *names)
+{
+    fprintf(to, "%s: ", f->path[0]);
+    names ? fprintf(to, "%s", names[pred[0]]) : fprintf(to, "class %d", pred[0]);
+    fprintf(to, " (p %.4f)\n", (double)probs[pred[0] < k ? pred[0] : 0]);
 }
 
 /* classify: decode f's images in batches and run the predictor over them. */
@@ -161,7 +172,7 @@ int tr_predict_run(const tr_predict *p)
     uint16_t *pred = rc ? NULL : malloc((size_t)f.n * sizeof *pred);
     float *probs = rc ? NULL : malloc((size_t)f.n * (size_t)k * sizeof *probs);
     if (!rc && (!pred || !probs))
-        fprintf(stderr, "ddl-train: out of memory for %d images\n", f.n), rc = 1;
+        fprintf(stderr, "ddl-train: out of memory for %d image%s\n", f.n, f.n == 1 ? "" : "s"), rc = 1;
     double t0 = (double)clock();
     if (!rc)
         rc = classify(pr, &f, pred, probs);
@@ -170,10 +181,15 @@ int tr_predict_run(const tr_predict *p)
         for (int i = 0; i < f.n; i++)
             if (f.truth[i] >= 0)
                 known++, right += f.truth[i] == pred[i];
-        printf("predicted %d images in %.2f s", f.n, ((double)clock() - t0) / CLOCKS_PER_SEC);
+        FILE *say = p->out && strcmp(p->out, "-") == 0 ? stderr : stdout; /* --out -: the CSV alone on stdout */
+        if (f.n == 1)
+            say_one(say, &f, pred, probs, k, names);
+        fprintf(say, "predicted %d image%s in %.2f s", f.n, f.n == 1 ? "" : "s",
+                ((double)clock() - t0) / CLOCKS_PER_SEC);
         if (known)
-            printf(": accuracy %.4f on the %d whose folder names their class", (double)right / known, known);
-        printf("\n");
+            fprintf(say, ": accuracy %.4f on the %d whose folder names their class", (double)right / known, known);
+        fprintf(say, "\n");
+        fflush(say);
         if (p->out && write_csv(p->out, &f, pred, probs, k, names) != 0)
             fprintf(stderr, "ddl-train: %s: cannot write the CSV\n", p->out), rc = 1;
     }
