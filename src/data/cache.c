@@ -151,8 +151,8 @@ static int read_head(int fd, const char *path, uint64_t size, head *o, char *err
         o->w > 65536 || o->th < 1 || o->tw < 1 || o->th > 65536 || o->tw > 65536 || o->k < 1 ||
         o->k > DDL_MAX_CLASSES || o->key > MAX_KEY || o->names > o->k * 4097u || o->payload != size - HEAD)
         return ddl__errf(err, err_bytes, DDL_ECORRUPT, "%s: a cache whose header is out of range (n %u, %u x %u x %u, "
-                         "targets %u x %u, %u classes) or not its %llu bytes (truncated?)", path, o->n, o->c, o->h, o->w,
-                         o->th, o->tw, o->k, (unsigned long long)size);
+                         "targets %u x %u, %u classes) or not its %llu bytes (truncated?)", path, o->n, o->c, o->h,
+                         o->w, o->th, o->tw, o->k, (unsigned long long)size);
     uint64_t per_img = (uint64_t)o->c * o->h * o->w, per_tgt = (uint64_t)o->th * o->tw * target_bytes(o->k);
     uint64_t room = o->payload >= (uint64_t)o->key + o->names ? o->payload - o->key - o->names : 0;
     uint64_t rest = o->n <= room / per_img ? room - o->n * per_img : 1; /* what the targets have */
@@ -196,7 +196,7 @@ int ddl_dataset_load_cache(const char *path, const char *key, const ddl_allocato
     if (!rc && !mem)
         rc = ddl__errf(err, err_bytes, DDL_ENOMEM, "%s: cannot allocate %llu bytes", path,
                        (unsigned long long)h.payload);
-    unsigned char *p = mem + ptrs;
+    unsigned char *p = mem ? mem + ptrs : NULL; /* NULL + 0 is undefined too */
     for (uint64_t got = 0; !rc && got < h.payload;) {
         ssize_t r = pread(fd, p + got, (size_t)(h.payload - got), HEAD + (off_t)got);
         if (r < 0 && errno == EINTR)
