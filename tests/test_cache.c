@@ -41,8 +41,8 @@ static void put_le(uint8_t *p, uint64_t v, int bytes)
 }
 
 /* forge: a cache at path whose header (right CRCs and all) claims n samples of c x h x w and
- * targets of th x tw (bytes, or 2 each past 256 classes), and holds only its key "k": sizes that add up to its 1 byte of payload
- * only when their products wrap around 64 bits. */
+ * targets of th x tw (bytes, or 2 each past 256 classes), and holds only its key "k": sizes
+ * that add up to its 1 byte of payload only when their products wrap around 64 bits. */
 static void forge(uint32_t n, uint32_t c, uint32_t h, uint32_t w, uint32_t th, uint32_t tw, uint32_t classes)
 {
     uint8_t b[65] = "DDLDSET";

@@ -253,16 +253,16 @@ static int keep(const char *dir, const ddl_folder_config *cfg, const ddl_allocat
         if (b->status[i] != DDL_OK && cfg->skip_bad) {
             if (cfg->log && left_out++ < SKIP_NAMED) { /* slot i is free: decoded again into it */
                 why[0] = '\0';
-                ddl_image_load(f->paths[i], cfg->channels, cfg->height, cfg->width, alloc, b->block + (size_t)i * b->per,
-                               why, sizeof why);
+                ddl_image_load(f->paths[i], cfg->channels, cfg->height, cfg->width, alloc,
+                               b->block + (size_t)i * b->per, why, sizeof why);
                 snprintf(named, sizeof named, "left out %s", why[0] ? why : f->paths[i]);
                 cfg->log(cfg->log_ud, DDL_LOG_WARN, named);
             }
             continue;
         }
         if (b->status[i] != DDL_OK) /* the first bad file in sorted order, again for its message */
-            rc = ddl_image_load(f->paths[i], cfg->channels, cfg->height, cfg->width, alloc, b->block + (size_t)n * b->per,
-                                err, err_bytes);
+            rc = ddl_image_load(f->paths[i], cfg->channels, cfg->height, cfg->width, alloc,
+                                b->block + (size_t)n * b->per, err, err_bytes);
         else if (n != i)
             memmove(b->block + (size_t)n * b->per, b->block + (size_t)i * b->per, b->per);
         if (b->wide)

@@ -2,7 +2,9 @@
  * is. Even: one file, read by ddl_npy_load as f.npy (odd/2 picks f.npz:x, the named member).
  * Odd: a data set of two files cut from the input (data[1..2] says where the second starts)
  * through ddl_dataset_load_numpy. Every input must give DDL_OK or an error with a message,
- * never a crash, a leak or a read out of bounds. Seeds: a .npy and a stored .npz. */
+ * never a crash, a leak or a read out of bounds. Seeds: a .npy and a stored .npz (FUZZ_SEED_DIR),
+ * and tests/fuzz/corpus/fuzz_npy/ (tests/fuzz/make_corpus.py: every dtype and header version,
+ * deflated members, zip64 fields). */
 #include "ddl.h"
 #include "fuzz_common.h"
 
