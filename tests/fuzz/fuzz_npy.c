@@ -105,8 +105,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         ddl_dataset ds;
         int rc = ddl_dataset_load_numpy(ip, tp, NULL, &ds, err, sizeof err);
         if (rc == DDL_OK) {
+            /* the last pixel (bytes, or floats in fimages) and target (bytes, or uint16) */
             size_t n = (size_t)ds.n * (size_t)ds.c * (size_t)ds.h * (size_t)ds.w;
-            sink ^= ds.images[n - 1] ^ ds.targets[(size_t)ds.n * (size_t)ds.th * (size_t)ds.tw - 1];
+            size_t t = (size_t)ds.n * (size_t)ds.th * (size_t)ds.tw;
+            sink ^= ds.images ? ds.images[n - 1] : (uint8_t)(ds.fimages[n - 1] > 0.5f);
+            sink ^= ds.targets ? ds.targets[t - 1] : (uint8_t)ds.targets16[t - 1];
             ddl_dataset_free(&ds);
         } else if (!err[0]) {
             abort();
