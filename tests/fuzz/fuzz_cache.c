@@ -48,7 +48,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     char key[4097] = "another key";
     if (!(data[0] & 2) && n >= 64) {
-        size_t k = get32(b + 44), have = n - 64;
+        size_t k = get32(b + 40), have = n - 64; /* the key: its length, then it, first in the payload */
         k = k < have ? k : have;
         k = k < sizeof key - 1 ? k : sizeof key - 1;
         memcpy(key, b + 64, k);
