@@ -212,6 +212,7 @@ int main(void)
         /* bombs: refused from their headers, before the work */
         bad("trail.png", DDL_ECORRUPT, "compressed image data for a 100 x 100 PNG");
         bad("scans.jpg", DDL_ECORRUPT, "a progressive JPEG of more than 64 scans");
+        bad("longtext.png", DDL_ECORRUPT, "its tEXt chunk of 1643905027 bytes runs past the end of the file");
         bad("missing.jpg", DDL_EIO, "cannot open");
     }
     pydata_remove();

@@ -243,8 +243,9 @@ static uint32_t be32(const unsigned char *p)
  * plus Adam7's filter bytes); a deflate stream is at most 1/8 larger than its data (fixed
  * Huffman codes of 9 bits a byte) plus block and zlib headers, which 1 KiB of slack covers: so
  * the inflating is bounded by the header's size (ddl-serve's tools/serve/image.c bounds its PNGs
- * the same way). The other deflated chunks are bounded by libpng (iCCP: 8 MB inflated; text
- * chunks are skipped by its simplified API). Walks lengths only: CRCs and the rest are libpng's. */
+ * the same way). The other chunks are bounded by libpng (an iCCP inflates to 8 MB at most) and by
+ * the file: one that runs past its end is refused here. Walks lengths only: CRCs and the rest are
+ * libpng's. */
 static int png_bound(const char *path, const unsigned char *b, size_t n, char *err, size_t err_bytes)
 {
     if (n < 33 || memcmp(b + 12, "IHDR", 4) != 0 || be32(b + 8) != 13)
@@ -260,8 +261,10 @@ static int png_bound(const char *path, const unsigned char *b, size_t n, char *e
     uint64_t cap = rows + rows / 8 + 1024, idat = 0;
     for (size_t at = 8; at + 12 <= n;) {
         size_t len = be32(b + at);
-        if (len > n - at - 12)
-            break; /* cut short: libpng says so */
+        if (len > n - at - 12) /* libpng would take the chunk's word for it first (a 257-byte file whose
+                                * tEXt claimed 1.6 GB cost 8 s before "read beyond end of data") */
+            return ddl__errf(err, err_bytes, DDL_ECORRUPT, "%s: a damaged PNG file: its %.4s chunk of %zu bytes "
+                             "runs past the end of the file (%zu bytes)", path, (const char *)b + at + 4, len, n);
         if (memcmp(b + at + 4, "IDAT", 4) == 0 && (idat += len) > cap)
             return ddl__errf(err, err_bytes, DDL_ECORRUPT, "%s: %llu or more bytes of compressed image data for a "
                              "%llu x %llu PNG, whose rows need at most %llu: refused (a decompression bomb?)", path,

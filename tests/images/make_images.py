@@ -73,6 +73,11 @@ open(os.path.join(d, "trail.png"), "wb").write(
     b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 100, 100, 8, 0, 0, 0, 0)) +
     b"".join(chunk(b"IDAT", idat[i:i + 65536]) for i in range(0, len(idat), 65536)) + chunk(b"IEND", b""))
 
+# a 7 x 6 PNG whose tEXt chunk claims 1.6 GB, in a file of 100 bytes: libpng believed it (8 s)
+open(os.path.join(d, "longtext.png"), "wb").write(
+    b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 7, 6, 8, 0, 0, 0, 0)) +
+    struct.pack(">I", 1643905027) + b"tEXtk\0v" + bytes(64))
+
 
 def seg(marker, data):
     return b"\xff" + bytes([marker]) + struct.pack(">H", len(data) + 2) + data
