@@ -403,18 +403,25 @@ int ddl_idx_load(const char *path, const ddl_allocator *alloc, uint8_t **data, i
 
 /* Image files: JPEG (libjpeg-turbo), PNG (libpng), binary PGM and PPM. Each image is decoded,
  * converted to 1 channel (ITU-R BT.601 luma) or 3 (RGB; gray repeated; PNG alpha dropped, as
- * PIL's convert("L") and convert("RGB") do) and resized to the model's input with antialiased bilinear filtering, byte for byte as
- * PIL's Image.resize(BILINEAR) and so torchvision's resize do it. At most 2^26 pixels each. */
+ * PIL's convert("L") and convert("RGB") do) and resized to the model's input with antialiased
+ * bilinear filtering, byte for byte as PIL's Image.resize(BILINEAR) and so torchvision's resize do
+ * it. CMYK and YCCK JPEGs are read as PIL reads them (Adobe's inverted CMYK, then PIL's CMYK to
+ * RGB). The work is bounded before it is done: at most 2^26 pixels an image; a PNG's compressed
+ * image data at most what its rows can need (1/8 more, and 1 KiB); a progressive JPEG's scans at
+ * most 500 and 2^30 pixels over all. */
 typedef struct ddl_folder_config {
     int channels;           /* 1 or 3 */
     int height, width;      /* the size every image is resized to, 1 to 4096 */
     int skip_bad;           /* 1: a file that cannot be decoded is skipped and counted; 0: an error */
+    ddl_log_fn log;         /* optional: with skip_bad, each file left out, at DDL_LOG_WARN ("left out
+                             * PATH: why"), the first 10 in sorted order, then a count of the rest */
+    void *log_ud;
 } ddl_folder_config;
 /* ddl_image_load: one image file as channels x height x width bytes (C, H, W) in out. Returns
  * DDL_OK, or with err naming the file: DDL_EIO (cannot read, not a regular file), DDL_ECORRUPT
- * (damaged, not an image, more pixels than the bound above), DDL_ENOTSUP (CMYK JPEG, 16-bit
- * PGM, a format this build lacks), DDL_ENOMEM, DDL_EINVAL (bad arguments, a file over 1 GiB).
- * Scratch memory from alloc (NULL: malloc). */
+ * (damaged, not an image, more pixels than the bound above, too much work for its size),
+ * DDL_ENOTSUP (16-bit PGM, a format this build lacks), DDL_ENOMEM, DDL_EINVAL (bad arguments, a
+ * file over 1 GiB). Scratch memory from alloc (NULL: malloc). */
 int ddl_image_load(const char *path, int channels, int height, int width, const ddl_allocator *alloc, uint8_t *out,
                    char *err, size_t err_bytes);
 /* ddl_image_decode: the same for an image file's bytes in memory (name names it in messages);
@@ -428,10 +435,13 @@ int ddl_image_decode(const char *name, const void *bytes, size_t n, int channels
  * in it (sorted; case of the extension ignored), each through ddl_image_load, side by side on
  * ddl's threads (ddl_set_threads); out->class_names holds the class folders' names. A file that
  * cannot be read is an error naming it (the first one in sorted order, whatever the threads
- * did), or with cfg->skip_bad left out and counted in *n_skipped (may be NULL). Labels are
+ * did), or with cfg->skip_bad left out, counted in *n_skipped (may be NULL) and named through
+ * cfg->log. Only regular files are read (a FIFO named x.png is passed over, never opened). Labels are
  * bytes (targets), or uint16 (targets16) past 256 classes. alloc is called from ddl's threads
- * and must be thread-safe. Returns DDL_OK, ddl_image_load's codes, DDL_EINVAL (no class folder,
- * no image, bad arguments) or DDL_ENOTSUP (over DDL_MAX_CLASSES classes), with out zeroed. */
+ * and must be thread-safe. Returns DDL_OK, ddl_image_load's codes (DDL_ECORRUPT too when skip_bad
+ * left a class no image), DDL_EINVAL (no class folder, a class folder with no image, no image at
+ * all, bad arguments) or DDL_ENOTSUP (over DDL_MAX_CLASSES classes), with out zeroed; each
+ * message names the file or folder. */
 int ddl_dataset_load_folder(const char *dir, const ddl_folder_config *cfg, const ddl_allocator *alloc,
                             ddl_dataset *out, int *n_skipped, char *err, size_t err_bytes);
 

@@ -5,7 +5,9 @@
  * context under TopMemoryContext: a model is loaded at its first use, its file checked once per
  * statement and read again when it changed, at most MAX_MODELS kept), the bytea -> pixels step
  * (raw pixels where they lie, or a PNG or JPEG decoded into the model's buffer), and turning
- * every failure into an SQL error that names what was wrong.
+ * every failure into an SQL error that names what was wrong, and letting PostgreSQL's interrupts
+ * (a cancel, statement_timeout, pg_terminate_backend) in between the library's calls of a row
+ * (each of them bounded: an image's decoding by its size, see ddl_image_decode).
  * Must not: open anything but a plain file directly in ddl.model_dir; allocate per row beyond
  * the result it returns (raw pixels are read in place, the predictor allocates nothing per run,
  * each model keeps its own buffers); start threads (ddl's pool stays at one thread, and the
@@ -16,6 +18,7 @@
 #include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "fmgr.h"
+#include "miscadmin.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
@@ -296,6 +299,7 @@ static const uint8 *image_pixels(model_entry *e, bytea *img)
     char err[DDL_ERR_BYTES];
     int rc;
 
+    CHECK_FOR_INTERRUPTS();
     if (!format && n == want)
         return b;
     if (!format)
@@ -318,6 +322,7 @@ static const uint8 *image_pixels(model_entry *e, bytea *img)
  * the class of every output position into e->mask. */
 static void predict(model_entry *e, const uint8 *px, float *probs)
 {
+    CHECK_FOR_INTERRUPTS();
     if (ddl_predictor_run(e->pred, px, 1, e->c, e->h, e->w, NULL, probs, e->mask) != DDL_OK)
         ereport(ERROR, (errcode(ERRCODE_INTERNAL_ERROR),
                         errmsg("ddl: model \"%s\": %s", e->name, ddl_predictor_error(e->pred))));

@@ -4,8 +4,10 @@
  * open().convert().resize(BILINEAR) makes of them; ddl_image_load must give the same bytes, at
  * sizes down, up and unchanged. Then a folder of three classes (sorted names, labels, mixed
  * formats, a text file and a hidden folder left out, the same bytes on 1 and 2 threads), and
- * damaged, foreign, huge and CMYK files refused with a message naming them (or skipped and
- * counted). Run from the repository's root (tests/run.sh does). */
+ * damaged, foreign and huge files and decompression bombs (a PNG's deflate stream running on
+ * past its rows, a progressive JPEG of many scans) refused with a message naming them (or
+ * skipped, counted and named). A CMYK JPEG gives PIL's bytes. Run from the repository's root
+ * (tests/run.sh does). */
 #include "ddl.h"
 #include "tests/check.h"
 #include "tests/pydata.h"
@@ -13,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static char err[512];
@@ -31,8 +34,8 @@ static long read_raw(const char *path, uint8_t *buf, size_t n)
 
 static void against_pil(void)
 {
-    static const char *const names[] = {"src.png", "src.jpg", "src.ppm", "gray.png",
-                                        "gray.pgm", "gray.jpg", "rgba.png", "palette.png"};
+    static const char *const names[] = {"src.png", "src.jpg", "src.ppm", "gray.png", "gray.pgm",
+                                        "gray.jpg", "rgba.png", "palette.png", "cmyk.jpg"};
     static const int sizes[][2] = {{28, 28}, {64, 48}, {130, 170}, {100, 100}, {7, 3}};
     static uint8_t got[3 * 130 * 170], want[3 * 130 * 170];
     for (size_t f = 0; f < sizeof names / sizeof names[0]; f++)
@@ -55,6 +58,54 @@ static void against_pil(void)
 }
 
 /* ---- a folder of classes ---- */
+
+/* what a folder load logs: its lines, one after the other */
+static char logged[4096];
+
+static void log_to(void *ud, int level, const char *msg)
+{
+    size_t used = strlen(logged);
+    CHECK(ud == logged && level == DDL_LOG_WARN);
+    snprintf(logged + used, sizeof logged - used, "%s\n", msg);
+}
+
+static int lines(const char *s)
+{
+    int n = 0;
+    for (; *s; s++)
+        n += *s == '\n';
+    return n;
+}
+
+/* skipped_files: skip_bad names each file it leaves out (fruits/ holds one damaged file,
+ * b_kiwi_1a.jpg), the first 10 of them, then counts the rest. */
+static void skipped_files(ddl_folder_config *cfg)
+{
+    ddl_dataset d;
+    int skipped = -1;
+    cfg->log = log_to, cfg->log_ud = logged;
+    logged[0] = '\0';
+    int rc = ddl_dataset_load_folder(at("fruits"), cfg, NULL, &d, &skipped, err, sizeof err);
+    CHECK(rc == DDL_OK && skipped == 1 && lines(logged) == 1);
+    CHECK(strstr(logged, "left out ") == logged && strstr(logged, "fruits/b_kiwi/b_kiwi_1a.jpg: a damaged JPEG file"));
+    ddl_dataset_free(&d);
+    char cmd[800];
+    for (int i = 0; i < 11; i++) { /* 12 in all */
+        snprintf(cmd, sizeof cmd, "cp %s %s/fruits/a_apple/bad_%02d.png", at("text.png"), pydata_dir, i);
+        CHECK(system(cmd) == 0);
+    }
+    logged[0] = '\0';
+    rc = ddl_dataset_load_folder(at("fruits"), cfg, NULL, &d, &skipped, err, sizeof err);
+    CHECK(rc == DDL_OK && skipped == 12 && d.n == 9 && lines(logged) == 11);
+    CHECK(strstr(logged, "a_apple/bad_00.png: not a JPEG") && strstr(logged, "a_apple/bad_09.png: not a JPEG") &&
+          !strstr(logged, "bad_10.png") && strstr(logged, "\nleft out 2 more images that could not be decoded\n"));
+    if (lines(logged) != 11)
+        fprintf(stderr, "  logged:\n%s", logged);
+    ddl_dataset_free(&d);
+    snprintf(cmd, sizeof cmd, "rm %s/fruits/a_apple/bad_*.png", pydata_dir);
+    CHECK(system(cmd) == 0);
+    cfg->log = NULL, cfg->log_ud = NULL;
+}
 
 static void folder(void)
 {
@@ -98,6 +149,37 @@ static void folder(void)
     rc = ddl_dataset_load_folder(at("fruits"), &cfg, NULL, &d, &skipped, err, sizeof err);
     CHECK(rc == DDL_OK && d.n == 9 && skipped == 1 && memcmp(d.targets, labels, 9) == 0);
     ddl_dataset_free(&d);
+    skipped_files(&cfg);
+
+    /* a FIFO named like an image is passed over, never opened (an open would wait for a writer
+     * forever: the alarm turns that into a failure) */
+    snprintf(p, sizeof p, "%s/fruits/b_kiwi/b_kiwi_9.png", pydata_dir);
+    CHECK(mkfifo(p, 0600) == 0);
+    alarm(30);
+    cfg.skip_bad = 0;
+    snprintf(cmd, sizeof cmd, "rm %s/fruits/b_kiwi/b_kiwi_1a.jpg", pydata_dir);
+    CHECK(system(cmd) == 0);
+    rc = ddl_dataset_load_folder(at("fruits"), &cfg, NULL, &d, &skipped, err, sizeof err);
+    CHECK(rc == DDL_OK && d.n == 9 && skipped == 0);
+    ddl_dataset_free(&d);
+    rc = ddl_image_load(p, 3, 28, 28, NULL, one, err, sizeof err);
+    CHECK(rc == DDL_EIO && strstr(err, "b_kiwi_9.png: not a regular file"));
+    alarm(0);
+    unlink(p);
+
+    /* an empty class folder is refused, naming it; so is a class that skip_bad left empty */
+    snprintf(p, sizeof p, "%s/fruits/d_empty", pydata_dir);
+    CHECK(mkdir(p, 0700) == 0);
+    rc = ddl_dataset_load_folder(at("fruits"), &cfg, NULL, &d, &skipped, err, sizeof err);
+    CHECK(rc == DDL_EINVAL && strstr(err, "fruits/d_empty: a class folder with no image in it") && !d.images);
+    snprintf(cmd, sizeof cmd, "cp %s %s/", at("cut.jpg"), p);
+    CHECK(system(cmd) == 0);
+    cfg.skip_bad = 1;
+    rc = ddl_dataset_load_folder(at("fruits"), &cfg, NULL, &d, &skipped, err, sizeof err);
+    CHECK(rc == DDL_ECORRUPT && strstr(err, "fruits/d_empty: none of this class's images could be decoded") &&
+          !d.images);
+    snprintf(cmd, sizeof cmd, "rm -r %s", p);
+    CHECK(system(cmd) == 0);
 
     rc = ddl_dataset_load_folder(at("src.png"), &cfg, NULL, &d, NULL, err, sizeof err);
     CHECK(rc == DDL_EIO && strstr(err, "cannot open the folder"));
@@ -127,7 +209,10 @@ int main(void)
         bad("cut.jpg", DDL_ECORRUPT, "a damaged JPEG file");
         bad("text.png", DDL_ECORRUPT, "not a JPEG, PNG, PGM or PPM file (it starts 68 65 6c 6c)");
         bad("huge.png", DDL_ECORRUPT, "100000 x 100000 pixels");
-        bad("cmyk.jpg", DDL_ENOTSUP, "a CMYK JPEG");
+        /* bombs: refused from their headers, before the work */
+        bad("trail.png", DDL_ECORRUPT, "compressed image data for a 100 x 100 PNG");
+        bad("scans.jpg", DDL_ECORRUPT, "a progressive JPEG of more than 64 scans");
+        bad("longtext.png", DDL_ECORRUPT, "its tEXt chunk of 1643905027 bytes runs past the end of the file");
         bad("missing.jpg", DDL_EIO, "cannot open");
     }
     pydata_remove();

@@ -126,6 +126,14 @@ static void npz(void)
     ddl_npy_free(&c, NULL);
     ddl_npy_free(&one, NULL);
 
+    /* zip64 fields in the central directory: the local header's offset from its extra field */
+    snprintf(spec, sizeof spec, "%s:x", at("zip64.npz"));
+    rc = ddl_npy_load(spec, NULL, &one, err, sizeof err);
+    CHECK(rc == DDL_OK && one.count == 784 && ((const uint8_t *)one.data)[300] == 44);
+    if (rc)
+        fprintf(stderr, "  %s\n", err);
+    ddl_npy_free(&one, NULL);
+
     char ys[300];
     ddl_dataset d;
     snprintf(spec, sizeof spec, "%s:x_train", at("xy_compressed.npz"));
@@ -182,6 +190,9 @@ static void refusals(void)
     refused(spec, NULL, DDL_ECORRUPT, "flipped.npz:x_train.npy", "damaged");
     snprintf(spec, sizeof spec, "%s:x_train", at("cut.npz"));
     refused(spec, NULL, DDL_ECORRUPT, "cut.npz", "not a zip file");
+    /* a zip64 offset of 2^64 - 8: past the end, not 8 bytes before the file's start */
+    snprintf(spec, sizeof spec, "%s:x", at("zip64_wrap.npz"));
+    refused(spec, NULL, DDL_ECORRUPT, "local header at 18446744073709551608 is past the end of the file", NULL);
     refused(at("short.npy"), NULL, DDL_ECORRUPT, "needs 235200 bytes of data, found 235190", "short.npy");
     refused(at("not_npy.npy"), NULL, DDL_ECORRUPT, "not a .npy array", NULL);
     refused(at("fortran.npy"), NULL, DDL_ENOTSUP, "fortran_order is True", NULL);

@@ -6,7 +6,8 @@
 # class; ddl_predict_proba its probabilities; a PNG of an image the same as its raw pixels;
 # ddl_segment a U-Net's mask. Each bad input (a wrong-size bytea, a damaged PNG, a PNG of
 # another size, an unknown model, a path, a damaged model file, a model of the other kind, no
-# ddl.model_dir, a non-superuser setting it) is an SQL error that says what was wrong, and the
+# ddl.model_dir, a non-superuser setting it, a PNG decompression bomb, refused inside a 1 s
+# statement_timeout) is an SQL error that says what was wrong, and the
 # postmaster and other sessions go on. The model as ONNX gives the same classes; the models' memory
 # context does not grow with the rows; the backend has one thread. EXPLAIN shows a parallel plan;
 # 2 workers score >= 1.6x the rows/s of 1 when no other work takes a core meanwhile (it prints
@@ -95,6 +96,11 @@ with open(tmp + "/pngs.sql", "w") as f:
     f.write("INSERT INTO pngs VALUES (100, '\\x%s');\n" % bad.hex())
     f.write("INSERT INTO pngs VALUES (101, '\\x%s');\n" % png(32, 32, bytes(1024)).hex())
     f.write("INSERT INTO pngs VALUES (102, '\\x%s');\n" % good[:30].hex())
+    z = zlib.compressobj(9)  # a bomb: 28 x 28, and a deflate stream running on for 64 MB of zeros
+    rows = z.compress(bytes(29 * 28)) + b"".join(z.compress(bytes(1 << 20)) for _ in range(64)) + z.flush()
+    chunk = lambda t, d: struct.pack(">I", len(d)) + t + d + struct.pack(">I", zlib.crc32(t + d))
+    bomb = good[:33] + chunk(b"IDAT", rows) + chunk(b"IEND", b"")
+    f.write("INSERT INTO pngs VALUES (103, '\\x%s');\n" % bomb.hex())
     f.write("CREATE TABLE jpegs (id int, img bytea, pil bytea);\n")  # JPEGs and Pillow's pixels of them
     try:
         import io
@@ -178,6 +184,9 @@ check "the 'ddl models' context holds the model ($2 bytes) and does not grow wit
 err "a wrong-size bytea" "SELECT ddl_predict('lenet.ddl', '\\x0102')" 'an image of 2 bytes.*784 bytes of raw pixels (1 x 28 x 28)'
 err "a damaged PNG" "SELECT ddl_predict('lenet.ddl', img) FROM pngs WHERE id = 100" 'a PNG image of [0-9]* bytes that model "lenet.ddl" cannot take'
 err "a PNG of 32 x 32" "SELECT ddl_predict('lenet.ddl', img) FROM pngs WHERE id = 101" 'PNG image.*32.*28'
+err "a PNG bomb, refused from its header within the statement_timeout" \
+    "SET statement_timeout = '1s'; SELECT ddl_predict('lenet.ddl', img) FROM pngs WHERE id = 103" \
+    'compressed image data for a 28 x 28 PNG, whose rows need at most'
 err "a truncated PNG" "SELECT ddl_predict_proba('lenet.ddl', img) FROM pngs WHERE id = 102" 'a PNG image of 30 bytes'
 err "an unknown model" "SELECT ddl_predict('nope.ddl', img) FROM images LIMIT 1" 'no model "nope.ddl" in ddl.model_dir'
 err "a path" "SELECT ddl_predict('/etc/passwd', img) FROM images LIMIT 1" 'model "/etc/passwd" is a path, not a file name'

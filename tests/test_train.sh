@@ -6,7 +6,8 @@
 #  - Fashion-MNIST written out as PNG folders trains with --arch lenet as the IDX files do
 #    (a small version), and the IDX path matches lenet bit for bit; U-Net's scenes written as
 #    .npy images and masks train with --arch unet to build/bin/unet's weights bit for bit;
-#  - what goes wrong is said: a damaged JPEG named (exit 2) or left out with --skip-bad, a bad
+#  - what goes wrong is said: a damaged JPEG named (exit 2) or left out and named with
+#    --skip-bad, a FIFO named like an image passed over (not waited on), a bad
 #    arch line named, a numpy file without targets, a missing flag.
 . "$(dirname "$0")/lib.sh"
 BUILD=${BUILD:-build}
@@ -177,6 +178,11 @@ head -c 300 "$tmp/fruits/train/kiwi/0009.jpg" > "$tmp/bad/b/broken.jpg"
 [ $rc -eq 2 ] && grep -q "bad/b/broken.jpg" "$tmp/e"; check "a damaged JPEG: exit 2, the file named" $?
 "$T" --data "$tmp/bad" --arch cnn:4 --image-size 16 --epochs 1 --batch 4 --skip-bad > "$tmp/e" 2>&1; rc=$?
 [ $rc -eq 0 ] && grep -q "left out 1 image that could not be decoded" "$tmp/e"; check "--skip-bad leaves it out and says so" $?
+grep -q "^ddl-train: left out .*bad/b/broken.jpg: a damaged JPEG file" "$tmp/e"; check "--skip-bad names the file it left out" $?
+mkfifo "$tmp/bad/a/0009.png" # a FIFO named like an image: passed over, never opened (which would wait forever)
+timeout 120 "$T" --data "$tmp/bad" --arch cnn:4 --image-size 16 --epochs 1 --batch 4 --skip-bad > "$tmp/e" 2>&1; rc=$?
+[ $rc -eq 0 ] && grep -q "^data: 10 training images" "$tmp/e"; check "a FIFO named 0009.png in a class folder: passed over (exit $rc)" $?
+rm -f "$tmp/bad/a/0009.png"
 printf 'input\nconv c1 8 3\nrelu\npool 2\ndense fc classes\n' > "$tmp/bad.arch"
 "$T" --data "$tmp/bad" --arch "$tmp/bad.arch" --image-size 16 > "$tmp/e" 2>&1; rc=$?
 [ $rc -eq 2 ] && grep -q "bad.arch: line 4: \"pool\" is not a layer" "$tmp/e"; check "a bad arch line: exit 2, the line named" $?

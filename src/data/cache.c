@@ -144,10 +144,20 @@ static int read_head(int fd, const char *path, uint64_t size, head *o, char *err
         *f[i] = ddl__get_le32(h + 12 + 4 * i);
     o->payload = ddl__get_le64(h + 48);
     o->crc = ddl__get_le32(h + 56);
-    uint64_t img = (uint64_t)o->n * o->c * o->h * o->w, tgt = (uint64_t)o->n * o->th * o->tw * target_bytes(o->k);
-    if (o->n < 1 || o->c < 1 || o->c > 4 || o->h < 1 || o->w < 1 || o->h > 65536 || o->w > 65536 || o->k < 1 ||
-        o->k > DDL_MAX_CLASSES || o->key > MAX_KEY || o->names > o->k * 4097u ||
-        o->payload != o->key + o->names + img + tgt || o->payload != size - HEAD)
+    /* every field bounded before any product is taken, and each product checked against the
+     * file: a header whose sizes overflow to the file's length (n 2^30 of 4 x 65536 x 65536 is
+     * 2^64 bytes, 0 in 64 bits) would otherwise pass, and the data set point past its memory */
+    if (o->n < 1 || o->n > INT32_MAX || o->c < 1 || o->c > 4 || o->h < 1 || o->w < 1 || o->h > 65536 ||
+        o->w > 65536 || o->th < 1 || o->tw < 1 || o->th > 65536 || o->tw > 65536 || o->k < 1 ||
+        o->k > DDL_MAX_CLASSES || o->key > MAX_KEY || o->names > o->k * 4097u || o->payload != size - HEAD)
+        return ddl__errf(err, err_bytes, DDL_ECORRUPT, "%s: a cache whose header is out of range (n %u, %u x %u x %u, "
+                         "targets %u x %u, %u classes) or not its %llu bytes (truncated?)", path, o->n, o->c, o->h,
+                         o->w, o->th, o->tw, o->k, (unsigned long long)size);
+    uint64_t per_img = (uint64_t)o->c * o->h * o->w, per_tgt = (uint64_t)o->th * o->tw * target_bytes(o->k);
+    uint64_t room = o->payload >= (uint64_t)o->key + o->names ? o->payload - o->key - o->names : 0;
+    uint64_t rest = o->n <= room / per_img ? room - o->n * per_img : 1; /* what the targets have */
+    if (o->payload < (uint64_t)o->key + o->names || o->n > room / per_img || rest % per_tgt != 0 ||
+        rest / per_tgt != o->n)
         return ddl__errf(err, err_bytes, DDL_ECORRUPT, "%s: a cache whose sizes do not add up to its %llu bytes "
                          "(truncated?)", path, (unsigned long long)size);
     return DDL_OK;
@@ -173,7 +183,7 @@ int ddl_dataset_load_cache(const char *path, const char *key, const ddl_allocato
     if (!out || !path || !key)
         return ddl__errf(err, err_bytes, DDL_EINVAL, "ddl_dataset_load_cache: a path, a key and out");
     memset(out, 0, sizeof *out);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO is refused below, not waited on */
     if (fd < 0)
         return ddl__errf(err, err_bytes, DDL_EIO, "%s: %s", path, strerror(errno));
     struct stat st;
@@ -186,7 +196,7 @@ int ddl_dataset_load_cache(const char *path, const char *key, const ddl_allocato
     if (!rc && !mem)
         rc = ddl__errf(err, err_bytes, DDL_ENOMEM, "%s: cannot allocate %llu bytes", path,
                        (unsigned long long)h.payload);
-    unsigned char *p = mem + ptrs;
+    unsigned char *p = mem ? mem + ptrs : NULL; /* NULL + 0 is undefined too */
     for (uint64_t got = 0; !rc && got < h.payload;) {
         ssize_t r = pread(fd, p + got, (size_t)(h.payload - got), HEAD + (off_t)got);
         if (r < 0 && errno == EINTR)

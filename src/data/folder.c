@@ -76,8 +76,9 @@ static int is_image_name(const char *name)
 
 static int by_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
-/* list: the names in dir that are directories (dirs) or image files (!dirs), sorted, hidden
- * ones left out, as one block of strings *mem with pointers *names. */
+/* list: the names in dir that are directories (dirs) or image files (!dirs: regular files only,
+ * so that a FIFO named x.png is never opened), sorted, hidden ones left out, as one block of
+ * strings *mem with pointers *names. */
 static int list(const char *dir, int dirs, const ddl_allocator *alloc, char ***names, int *count, void **mem,
                 char *err, size_t err_bytes)
 {
@@ -107,8 +108,8 @@ static int list(const char *dir, int dirs, const ddl_allocator *alloc, char ***n
             char path[PATH_BYTES];
             struct stat st;
             snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-            int is_dir = stat(path, &st) == 0 && S_ISDIR(st.st_mode);
-            if (dirs ? !is_dir : (is_dir || !is_image_name(e->d_name)))
+            int got = stat(path, &st) == 0;
+            if (dirs ? !(got && S_ISDIR(st.st_mode)) : !(got && S_ISREG(st.st_mode) && is_image_name(e->d_name)))
                 continue;
             if (pass == 0) {
                 n++;
@@ -198,6 +199,10 @@ static int find(const char *dir, const ddl_allocator *alloc, found *f, char *err
     if (!rc && f->n == 0)
         rc = ddl__errf(err, err_bytes, DDL_EINVAL, "%s: %d class folders and no image in them (.jpg, .jpeg, .png, "
                        ".pgm, .ppm)", dir, f->n_classes);
+    for (int c = 0; !rc && c < f->n_classes; c++) /* a class no sample can have: a folder left over, surely */
+        if (counts[c] == 0)
+            rc = ddl__errf(err, err_bytes, DDL_EINVAL, "%s/%s: a class folder with no image in it (.jpg, .jpeg, .png, "
+                           ".pgm, .ppm): add its images or remove it", dir, f->classes[c]);
     if (!rc && !(f->path_mem = ddl__alloc(alloc, (size_t)f->n * (sizeof(char *) + sizeof(uint16_t)) + chars)))
         rc = ddl__errf(err, err_bytes, DDL_ENOMEM, "%s: cannot allocate the paths", dir);
     if (!rc) {
@@ -212,6 +217,75 @@ static int find(const char *dir, const ddl_allocator *alloc, found *f, char *err
             }
     }
     ddl__free(alloc, files);
+    return rc;
+}
+
+/* ---- keeping what decoded ---- */
+
+/* The files skip_bad leaves out are logged by name, the first SKIP_NAMED of them in sorted
+ * order (each decoded again for its message: the pool's tasks keep only a status), then one
+ * line with the count of the rest. */
+#define SKIP_NAMED 10
+
+/* the block that ddl_dataset_load_folder fills: images (n, C, H, W) of per bytes each, labels
+ * (bytes, or uint16 when wide) at lb_at, the pool's status per file */
+typedef struct carved {
+    uint8_t *block;
+    size_t per, lb_at;
+    int wide;
+    const int *status;
+} carved;
+
+static int label_at(const carved *b, int i)
+{
+    return b->wide ? ((const uint16_t *)(const void *)(b->block + b->lb_at))[i] : b->block[b->lb_at + (size_t)i];
+}
+
+/* keep: the images that decoded moved to the front of the block, in order, with their labels;
+ * the first bad one an error (again, for its message) or, with skip_bad, left out and logged.
+ * A class that keeps no image is an error naming it. *kept: how many stay. */
+static int keep(const char *dir, const ddl_folder_config *cfg, const ddl_allocator *alloc, const found *f,
+                const carved *b, int *kept, char *err, size_t err_bytes)
+{
+    int rc = DDL_OK, n = 0, left_out = 0;
+    char named[DDL_ERR_BYTES + 16], why[DDL_ERR_BYTES];
+    for (int i = 0; i < f->n && !rc; i++) {
+        if (b->status[i] != DDL_OK && cfg->skip_bad) {
+            if (cfg->log && left_out++ < SKIP_NAMED) { /* slot i is free: decoded again into it */
+                why[0] = '\0';
+                ddl_image_load(f->paths[i], cfg->channels, cfg->height, cfg->width, alloc,
+                               b->block + (size_t)i * b->per, why, sizeof why);
+                snprintf(named, sizeof named, "left out %s", why[0] ? why : f->paths[i]);
+                cfg->log(cfg->log_ud, DDL_LOG_WARN, named);
+            }
+            continue;
+        }
+        if (b->status[i] != DDL_OK) /* the first bad file in sorted order, again for its message */
+            rc = ddl_image_load(f->paths[i], cfg->channels, cfg->height, cfg->width, alloc,
+                                b->block + (size_t)n * b->per, err, err_bytes);
+        else if (n != i)
+            memmove(b->block + (size_t)n * b->per, b->block + (size_t)i * b->per, b->per);
+        if (b->wide)
+            ((uint16_t *)(void *)(b->block + b->lb_at))[n] = f->labels[i];
+        else
+            b->block[b->lb_at + (size_t)n] = (uint8_t)f->labels[i];
+        n++;
+    }
+    if (!rc && left_out > SKIP_NAMED) {
+        snprintf(named, sizeof named, "left out %d more images that could not be decoded", left_out - SKIP_NAMED);
+        cfg->log(cfg->log_ud, DDL_LOG_WARN, named);
+    }
+    *kept = n;
+    if (!rc && n == 0)
+        return ddl__errf(err, err_bytes, DDL_ECORRUPT, "%s: none of the %d images could be read", dir, f->n);
+    /* labels ascend with the files (class by class): a class missing from them kept nothing */
+    for (int i = 0, c = 0; !rc && c < f->n_classes; c++) {
+        while (i < n && label_at(b, i) < c)
+            i++;
+        if (i == n || label_at(b, i) != c)
+            rc = ddl__errf(err, err_bytes, DDL_ECORRUPT, "%s/%s: none of this class's images could be decoded", dir,
+                           f->classes[c]);
+    }
     return rc;
 }
 
@@ -246,22 +320,8 @@ int ddl_dataset_load_folder(const char *dir, const ddl_folder_config *cfg, const
         job j = {.cfg = cfg, .alloc = alloc, .paths = (const char *const *)f.paths, .images = block,
                  .status = (int *)(block + st_at)};
         ddl__parallel(f.n, decode_task, &j);
-        for (int i = 0; i < f.n && !rc; i++) {
-            if (j.status[i] == DDL_OK || !cfg->skip_bad) {
-                if (j.status[i] != DDL_OK) /* the first bad file in sorted order, again for its message */
-                    rc = ddl_image_load(f.paths[i], cfg->channels, cfg->height, cfg->width, alloc, block + (size_t)kept * per,
-                                        err, err_bytes);
-                else if (kept != i)
-                    memmove(block + (size_t)kept * per, block + (size_t)i * per, per);
-                if (wide)
-                    ((uint16_t *)(void *)(block + lb_at))[kept] = f.labels[i];
-                else
-                    block[lb_at + (size_t)kept] = (uint8_t)f.labels[i];
-                kept++;
-            }
-        }
-        if (!rc && kept == 0)
-            rc = ddl__errf(err, err_bytes, DDL_ECORRUPT, "%s: none of the %d images could be read", dir, f.n);
+        carved b = {.block = block, .per = per, .lb_at = lb_at, .wide = wide, .status = j.status};
+        rc = keep(dir, cfg, alloc, &f, &b, &kept, err, err_bytes);
     }
     if (rc) {
         ddl__free(alloc, block);

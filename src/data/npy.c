@@ -250,7 +250,10 @@ static int inflate_member(const char *what, const unsigned char *in, size_t in_b
 static int zip_member(const char *what, const unsigned char *b, size_t bytes, const zip_entry *e,
                       const ddl_allocator *alloc, unsigned char **out, char *err, size_t err_bytes)
 {
-    if (e->local + ZIP_LOCAL_BYTES > bytes || memcmp(b + e->local, "PK\3\4", 4) != 0)
+    if (e->local > bytes || bytes - e->local < ZIP_LOCAL_BYTES) /* not local + 30 > bytes: it may wrap */
+        return ddl__errf(err, err_bytes, DDL_ECORRUPT, "%s: the member's local header at %llu is past the end of the "
+                         "file (%zu bytes)", what, (unsigned long long)e->local, bytes);
+    if (memcmp(b + e->local, "PK\3\4", 4) != 0)
         return ddl__errf(err, err_bytes, DDL_ECORRUPT, "%s: the member's local header at %llu is missing", what,
                          (unsigned long long)e->local);
     uint64_t data = e->local + ZIP_LOCAL_BYTES + ddl__get_le(b + e->local + 26, 2) + ddl__get_le(b + e->local + 28, 2);

@@ -185,9 +185,10 @@ int ddl_dataset_load_numpy(const char *images, const char *targets, const ddl_al
     if (rc == DDL_OK && !(block = (uint8_t *)ddl__alloc(alloc, at + tbytes + 1)))
         rc = ddl__errf(err, err_bytes, DDL_ENOMEM, "%s: cannot allocate %zu bytes for the data set", images,
                        at + tbytes);
-    uint8_t *img8 = is_float(&x) ? NULL : block, *tg8 = nc > 256 ? NULL : block + at;
+    /* no arithmetic on a NULL block (a refused set): NULL + at is undefined */
+    uint8_t *img8 = is_float(&x) ? NULL : block, *tg8 = nc > 256 || !block ? NULL : block + at;
     float *imgf = is_float(&x) ? (float *)(void *)block : NULL;
-    uint16_t *tg16 = nc > 256 ? (uint16_t *)(void *)(block + at) : NULL;
+    uint16_t *tg16 = nc > 256 && block ? (uint16_t *)(void *)(block + at) : NULL;
     if (rc == DDL_OK) {
         put_targets(&y, tg8, tg16);
         put_images(&x, d, nhwc, scale, img8, imgf);

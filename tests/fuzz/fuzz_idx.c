@@ -1,7 +1,8 @@
 /* fuzz_idx.c - libFuzzer target of the IDX reader: one IDX file (raw or gzip, as the input's
  * first bytes say) through ddl_idx_load, and an MNIST split of two files (images, labels) cut
  * from the input through ddl_dataset_load_mnist. Every input must give DDL_OK or an error with
- * a message, never a crash, a leak or a read out of bounds. */
+ * a message, never a crash, a leak or a read out of bounds. Seeds: FUZZ_SEED_DIR's, and
+ * tests/fuzz/corpus/fuzz_idx/ (tests/fuzz/make_corpus.py: every dtype, gzip, MNIST pairs). */
 #include "ddl.h"
 #include "fuzz_common.h"
 

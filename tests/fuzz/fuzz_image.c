@@ -1,7 +1,8 @@
 /* fuzz_image.c - libFuzzer target of image decoding (src/data/decode.c, resize.c): the input
  * after its first byte is one file given to ddl_image_load; the first byte picks the channels
  * (1 or 3) and the size it is resized to (1 to 64 on each side). Every input must give DDL_OK or
- * an error with a message, never a crash, a leak or a read out of bounds. Seeds: a PGM, a PPM. */
+ * an error with a message, never a crash, a leak or a read out of bounds. Seeds: a PGM, a PPM
+ * (FUZZ_SEED_DIR), and tests/fuzz/corpus/fuzz_image/ (tests/fuzz/make_corpus.py). */
 #include "ddl.h"
 #include "fuzz_common.h"
 
@@ -9,6 +10,16 @@
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+/* ASan keeps freed blocks in a quarantine of 256 MB by default, so one image near the 2^26 pixels
+ * ddl decodes (256 MB as RGBA, and libjpeg's coefficients beside it) stays mapped after it is
+ * freed, and a run's RSS neared the 2048 MB of -rss_limit_mb; blocks above a 64 MB quarantine
+ * are unmapped when freed. */
+const char *__asan_default_options(void);
+const char *__asan_default_options(void)
+{
+    return "quarantine_size_mb=64";
+}
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {

@@ -2,7 +2,9 @@
  * is. Even: one file, read by ddl_npy_load as f.npy (odd/2 picks f.npz:x, the named member).
  * Odd: a data set of two files cut from the input (data[1..2] says where the second starts)
  * through ddl_dataset_load_numpy. Every input must give DDL_OK or an error with a message,
- * never a crash, a leak or a read out of bounds. Seeds: a .npy and a stored .npz. */
+ * never a crash, a leak or a read out of bounds. Seeds: a .npy and a stored .npz (FUZZ_SEED_DIR),
+ * and tests/fuzz/corpus/fuzz_npy/ (tests/fuzz/make_corpus.py: every dtype and header version,
+ * deflated members, zip64 fields). */
 #include "ddl.h"
 #include "fuzz_common.h"
 
@@ -103,8 +105,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         ddl_dataset ds;
         int rc = ddl_dataset_load_numpy(ip, tp, NULL, &ds, err, sizeof err);
         if (rc == DDL_OK) {
+            /* the last pixel (bytes, or floats in fimages) and target (bytes, or uint16) */
             size_t n = (size_t)ds.n * (size_t)ds.c * (size_t)ds.h * (size_t)ds.w;
-            sink ^= ds.images[n - 1] ^ ds.targets[(size_t)ds.n * (size_t)ds.th * (size_t)ds.tw - 1];
+            size_t t = (size_t)ds.n * (size_t)ds.th * (size_t)ds.tw;
+            sink ^= ds.images ? ds.images[n - 1] : (uint8_t)(ds.fimages[n - 1] > 0.5f);
+            sink ^= ds.targets ? ds.targets[t - 1] : (uint8_t)ds.targets16[t - 1];
             ddl_dataset_free(&ds);
         } else if (!err[0]) {
             abort();

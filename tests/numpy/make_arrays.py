@@ -54,3 +54,26 @@ open(os.path.join(d, "cut.npz"), "wb").write(raw[: len(raw) // 2])
 npy = open(os.path.join(d, "x.npy"), "rb").read()
 open(os.path.join(d, "short.npy"), "wb").write(npy[:-10])
 open(os.path.join(d, "not_npy.npy"), "wb").write(b"\x89PNG\r\n\x1a\n" + b"\0" * 64)
+
+# zip64 as a writer of large files puts it in the central directory: the local header's offset
+# 0xffffffff there, the real one in the zip64 extra field; right (zip64.npz), and 8 bytes short
+# of 2^64 (zip64_wrap.npz), which wraps around to before the file's first byte
+import struct
+import zlib
+
+
+def zip64_npz(offset):
+    name = b"x.npy"  # uint8 (784,): 0, 1, .. 255, three times, then 16 zeros
+    body = b"\x93NUMPY\x01\x00" + struct.pack("<H", 118) + \
+        b"{'descr': '|u1', 'fortran_order': False, 'shape': (784,), }".ljust(117) + b"\n" + bytes(range(256)) * 3 + bytes(16)
+    crc = zlib.crc32(body)
+    local = b"PK\3\4" + struct.pack("<HHHHHIIIHH", 20, 0, 0, 0, 0, crc, len(body), len(body), len(name), 0) + name
+    extra = struct.pack("<HHQ", 1, 8, offset)
+    central = b"PK\1\2" + struct.pack("<HHHHHHIIIHHHHHII", 45, 45, 0, 0, 0, 0, crc, len(body), len(body), len(name),
+                                      len(extra), 0, 0, 0, 0, 0xffffffff) + name + extra
+    at = len(local) + len(body)
+    return local + body + central + b"PK\5\6" + struct.pack("<HHHHIIH", 0, 0, 1, 1, len(central), at, 0)
+
+
+open(os.path.join(d, "zip64.npz"), "wb").write(zip64_npz(0))
+open(os.path.join(d, "zip64_wrap.npz"), "wb").write(zip64_npz(2 ** 64 - 8))

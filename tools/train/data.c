@@ -54,6 +54,13 @@ static long long newest(const char *dir)
     return t;
 }
 
+/* say: the folder loader's lines (with --skip-bad, the files it left out), on rank 0 */
+static void say(void *ud, int level, const char *msg)
+{
+    (void)ud, (void)level;
+    fprintf(stderr, "ddl-train: %s\n", msg);
+}
+
 /* load_folder: an image folder, from the --cache file when it holds this folder decoded this way. */
 static int load_folder(const tr_data *o, const char *path, const char *cache, ddl_dataset *d, tr_sets *s, char *err,
                        size_t err_bytes)
@@ -70,7 +77,8 @@ static int load_folder(const tr_data *o, const char *path, const char *cache, dd
         if (rc != DDL_EIO && o->write_cache) /* damaged, or of other data: said, then made again */
             fprintf(stderr, "ddl-train: %s: decoding %s again\n", err, path);
     }
-    ddl_folder_config fc = {.channels = o->channels, .height = o->height, .width = o->width, .skip_bad = o->skip_bad};
+    ddl_folder_config fc = {.channels = o->channels, .height = o->height, .width = o->width, .skip_bad = o->skip_bad,
+                            .log = o->write_cache ? say : NULL};
     int n = 0, rc = ddl_dataset_load_folder(path, &fc, NULL, d, &n, err, err_bytes);
     s->skipped += n;
     s->decoded++;
