@@ -7,6 +7,8 @@ library), all of one 28x28 grey image whose pixels are also written as DIR/img.p
   bomb.png    the rows, then 512 MiB of zeros in the same deflate stream (~0.5 MB): libpng
               would inflate all of it after the last row
   ztxt.png    ok.png with a 512 MiB zTXt comment deflated into ~0.5 MB
+  longchunk.png  IHDR, then a tEXt chunk that says it holds 1.5 GiB and ends after 200 bytes:
+              libpng skips such a chunk 1 KiB at a time before it finds the end (6 s)
 """
 import struct
 import sys
@@ -47,6 +49,8 @@ files = {
     "adam7.png": png(zlib.compress(adam7), interlace=1),
     "bomb.png": png(zeros_deflated(rows, 512)),
     "ztxt.png": png(zlib.compress(rows), extra=chunk(b"zTXt", b"Comment\0\0" + zeros_deflated(b"", 512))),
+    "longchunk.png": b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", W, H, 8, 0, 0, 0, 0))
+    + struct.pack(">I", 0x60000000) + b"tEXt" + b"Comment\0" + b"x" * 200,
     "img.pgm": b"P5\n28 28\n255\n" + bytes(v for r in pix for v in r),
 }
 for name, data in files.items():
