@@ -1,8 +1,8 @@
 #!/bin/sh
 # test_serve_limits.sh - what ddl-serve refuses, and what it costs it: a PNG decompression bomb
 # (512 MiB of zeros deflated after the last row, or in a zTXt chunk), and a chunk that says it
-# runs past the end of the body (libpng took 6-9 s over it), are answered 400 in under 200 ms, and another client's requests stay under 200 ms while four clients send bombs; good
-# PNGs (one IDAT, many small ones, Adam7) give the answer of the same pixels as PGM; an image is
+# runs past the end of the body (libpng took 6-9 s over it), are answered 400 in under 200 ms, and
+# another client's requests stay under 200 ms while four clients send bombs; good PNGs (one IDAT, many small ones, Adam7) give the answer of the same pixels as PGM; an image is
 # an image only by its Content-Type; a Host or Origin of another site gets 403 unless
 # --allow-host names it; beyond loopback it starts only with a token or --insecure, and refuses
 # a token file others may read; a body sent to a route that reads none is not buffered, and a
