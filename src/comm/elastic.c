@@ -295,7 +295,7 @@ int ddl__elastic_reopen(ddl_comm *c, const unsigned char *members, const char *a
     c->generation++;
     c->rank = new_rank;
     c->world = new_world;
-    snprintf(c->job, sizeof c->job, "%.47s~e%d", c->job_base, c->generation);
+    ddl__elastic_job(c, c->generation, c->job, sizeof c->job); /* a name no other user can foresee */
     cfg.rank = new_rank;
     cfg.world_size = new_world;
     cfg.local_rank = local_rank;
