@@ -73,6 +73,11 @@ out=$(env -u DDL_TOKEN DDL_WORLD_SIZE=2 DDL_RANK=1 DDL_TRANSPORT=shm DDL_ELASTIC
 [ $? -ne 0 ] && printf '%s\n' "$out" | grep -q 'needs the job.s token (DDL_TOKEN)'
 check "a replacement without a token is refused, naming DDL_TOKEN: $out" $?
 
+out=$(env -u DDL_TOKEN DDL_INSECURE=1 DDL_PEERS=127.0.0.1:1,127.0.0.1:2 "$DDLRUN" -n 1 --nodes 2 --node-rank 0 \
+      --master 127.0.0.1:1 --elastic 1:2 -t tcp true 2>&1)
+printf '%s\n' "$out" | grep -q 'without a token (DDL_INSECURE=1): a lost rank is not replaced'
+check "ddlrun --elastic on several nodes without a token says that lost ranks are not replaced: $out" $?
+
 # ---- the next generation's segment, taken first ----
 # 3 ranks, elastic 2:3, rank 1 killed after step 10: the others regroup (generation 1) over shm
 "$DDLRUN" -n 3 -t shm "$LENET" $ARGS > "$tmp/ref3" 2>&1
@@ -87,6 +92,33 @@ got=$(crc "$tmp/squat")
 check "/dev/shm/ddl-JOB~e1 taken by a stranger first: the regroup goes on (exit $rc, world $(field world < "$tmp/squat"), $got vs $ref3)" $?
 [ $rc -eq 0 ] || tail -n 4 "$tmp/squat.err"
 rm -f /dev/shm/ddl-lu$$s~e1
+
+# ---- ddlrun --log-dir: a parent swapped during the run, a link planted by another user ----
+mkdir -p "$tmp/pub/logs" "$tmp/private/logs"
+chmod 700 "$tmp/private"
+echo precious > "$tmp/private/logs/rank.0.log"
+cat > "$tmp/swap.sh" << END
+#!/bin/sh
+if [ -z "\$DDL_RESTART" ]; then # the first run: the parent becomes a link to the private directory
+    mv "$tmp/pub" "$tmp/pub.old" && ln -s "$tmp/private" "$tmp/pub"
+    echo first; exit 1
+fi
+echo second
+END
+"$DDLRUN" -n 1 --restarts 1 --log-dir "$tmp/pub/logs" sh "$tmp/swap.sh" > /dev/null 2> "$tmp/swap.err"
+rc=$?
+[ $rc -eq 0 ] && [ "$(cat "$tmp/private/logs/rank.0.log")" = precious ] &&
+    [ "$(cat "$tmp/pub.old/logs/rank.0.log")" = second ]
+check "--log-dir's parent swapped for a link before a restart: the private rank.0.log stays (exit $rc: $(cat "$tmp/private/logs/rank.0.log"), $(cat "$tmp/pub.old/logs/rank.0.log" 2> /dev/null))" $?
+if [ "$(id -u)" = 0 ] && command -v setpriv > /dev/null; then
+    mkdir "$tmp/att" && chown nobody "$tmp/att"
+    (stranger ln -s "$tmp/private" "$tmp/att/d")
+    "$DDLRUN" -n 1 --log-dir "$tmp/att/d/logs" sh -c 'echo planted' > /dev/null 2> "$tmp/att.err"
+    rc=$?
+    [ $rc -ne 0 ] && grep -q 'symbolic link of uid [0-9]*, not ours' "$tmp/att.err" &&
+        [ "$(cat "$tmp/private/logs/rank.0.log")" = precious ]
+    check "--log-dir through another user's link is refused, naming it (exit $rc: $(cat "$tmp/att.err"))" $?
+fi
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

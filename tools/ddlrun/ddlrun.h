@@ -54,6 +54,7 @@ typedef struct opts {
     int elastic_min, elastic_max; /* --elastic MIN:MAX (0: not elastic) */
     int replacements;             /* --replacements R (-1: not given: 3 per rank) */
     const char *transport, *master, *job, *token_file, *hosts, *hostfile, *agent, *log_dir;
+    int log_fd;                   /* --log-dir, open (outfile.h's outdir_open), or -1 */
     const char *xvars[MAX_XVARS]; /* -x VAR[=VALUE] */
     double timeout_s;
     char **argv; /* PROGRAM ARGS... */
