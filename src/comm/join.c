@@ -107,7 +107,7 @@ int ddl__comm_join(ddl_comm *c, const ddl_comm_config *cfg, char *err, size_t er
     if (st != DDL_OK)
         return st;
     c->hb.joining = 1;
-    ddl__log(c->log, c->log_ud, DDL_LOG_WARN, "slot %d: asking the running job in (job %s)", c->slot, c->job_base);
+    ddl__log(c->log, c->log_ud, DDL_LOG_INFO, "slot %d: asking the running job in (job %s)", c->slot, c->job_base);
     for (;;) {
         int64_t now = ddl__now_ms();
         if (now >= deadline) {
@@ -153,7 +153,7 @@ int ddl__comm_join(ddl_comm *c, const ddl_comm_config *cfg, char *err, size_t er
         out->generation = c->generation;
         out->ms = (double)(ddl__now_ms() - t0);
         c->joined = 1;
-        ddl__log(c->log, c->log_ud, DDL_LOG_WARN, "slot %d joined as rank %d of %d (generation %d, %.0f ms, at step "
+        ddl__log(c->log, c->log_ud, DDL_LOG_INFO, "slot %d joined as rank %d of %d (generation %d, %.0f ms, at step "
                  "%ld)", c->slot, c->rank, c->world, c->generation, out->ms, out->step);
         return DDL_OK;
     }
