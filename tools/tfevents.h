@@ -256,6 +256,9 @@ static int tfe_next(FILE *f, tfe_event *e, unsigned char **buf, size_t *cap)
     uint64_t n = tfe_le(head, 8);
     if (n > ((uint64_t)256 << 20))
         return TFE_TOO_BIG;
+    struct stat st; /* a length past the file's end: nothing to allocate for (a hostile file asked 256 MiB) */
+    if (fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode) && n + 4 > (uint64_t)st.st_size - e->offset - 12)
+        return TFE_TRUNCATED;
     if (n + 1 > *cap) {
         unsigned char *nb = (unsigned char *)realloc(*buf, (size_t)n + 1);
         if (!nb)
