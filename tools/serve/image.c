@@ -59,8 +59,10 @@ static int png_bound(const unsigned char *body, size_t n, int w, int h, char *wh
     size_t cap = rows + rows / 8 + 1024, idat = 0, packed = 0;
     for (size_t at = 8; at + 12 <= n;) {
         size_t len = be32(body + at);
-        if (len > n - at - 12)
-            break; /* truncated: libpng says so */
+        if (len > n - at - 12) { /* libpng would allocate what it claims (2 GB) before finding it cut */
+            snprintf(why, why_bytes, "damaged PNG image: a chunk of %zu bytes where %zu are left", len, n - at - 12);
+            return -1;
+        }
         if (memcmp(body + at + 4, "IDAT", 4) == 0 && (idat += len) > cap) {
             snprintf(why, why_bytes, "PNG: %zu or more bytes of compressed image data for a %dx%d image, whose "
                      "rows need at most %zu: refused (a decompression bomb?)", idat, w, h, cap);
