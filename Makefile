@@ -337,7 +337,7 @@ FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 60
 FUZZ_CFLAGS  := $(CSTD) $(WARN) -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined \
                 $(filter -D% -I%,$(ALL_CFLAGS)) -Itransports -Itests/fuzz
-FUZZ_SRC     := $(wildcard tests/fuzz/fuzz_*.c)
+FUZZ_SRC     := $(filter-out $(if $(filter 1,$(WITH_SERVE)),,tests/fuzz/fuzz_serve.c),$(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_BINS    := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz/%)
 FUZZ_OBJ     := $(LIB_SRC:%.c=$(BUILD)/fuzz/obj/%.o)
 
@@ -352,6 +352,14 @@ $(BUILD)/fuzz/libddl.a: $(FUZZ_OBJ)
 $(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_common.h $(BUILD)/fuzz/libddl.a
 	@$(if $(Q),echo "  FUZZLD  $@")
 	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $< -o $@ $(BUILD)/fuzz/libddl.a $(LDLIBS)
+
+# fuzz_serve: ddl-serve's request parsing; it compiles tools/serve/*.c in, and links their libraries.
+# The sources other targets compile in are their prerequisites too.
+$(BUILD)/fuzz/fuzz_serve: LDLIBS += $(SERVE_LIBS)
+$(BUILD)/fuzz/fuzz_serve: $(wildcard tools/serve/*.c tools/serve/*.h) tools/eventdirs.h tools/tfevents.h
+$(BUILD)/fuzz/fuzz_events: tools/tfevents.h
+$(BUILD)/fuzz/fuzz_heartbeat: src/comm/heartbeat.c src/comm/elastic.c src/comm/impl.h
+$(BUILD)/fuzz/fuzz_wire: transports/tcp.c
 
 fuzz-build:
 	@command -v $(FUZZ_CC) >/dev/null 2>&1 || DDL_FUZZ_DEPS=1 sh tools/install-deps.sh

@@ -764,7 +764,8 @@ typedef struct ddl_comm_config {
      * at least elastic_min of them do. elastic_max (>= world_size, at most 256) is the most ranks
      * the job will have, and sizes the comm. 0: not elastic (a failure ends the job). */
     int elastic_min, elastic_max;
-    int join;                       /* elastic, with peers: this process replaces slot `rank` (a rank the
+    int join;                       /* elastic, with peers and the job's token (a job without one admits
+                                     * nobody: DDL_EINVAL): this process replaces slot `rank` (a rank the
                                      * job lost): ddl_comm_create asks the running ranks in and returns
                                      * once they admit it, at their next step (DDL_JOIN=1); world_size is
                                      * the job's first one */
@@ -843,8 +844,11 @@ int ddl_comm_recv(ddl_comm *c, int peer, int tag, void *buf, size_t bytes);
  * timeout) on who lives and on the highest step any of them completed, then reopen their links
  * among themselves in the same comm: new rank numbers (in the old order), a new world size. A
  * rank is left out when it is dead (its process gone, where its pid can be seen), or named by a
- * failed call and silent since, or silent for the heartbeat timeout. The comm keeps its token; its
- * job id gets a generation suffix, so nothing of the old links is mistaken for the new. */
+ * failed call and silent since, or silent for the heartbeat timeout. The comm keeps its token (one
+ * created without a token draws a random secret at creation and shares it over its links: its
+ * heartbeats and join notes rest on it, and no process outside is admitted); its job id gets a
+ * generation suffix and an HMAC of it keyed by the token, so nothing of the old links is mistaken
+ * for the new and no other user can foresee the next generation's names. */
 typedef struct ddl_regroup {
     int old_rank, old_world;   /* before */
     int rank, world;           /* now */

@@ -82,7 +82,7 @@ echo "rank 3 exits 3: ddlrun exit $rc in $((t1 - t0)) ms: $(grep -m1 'rank 3' "$
 EARGS="--epochs 2 --train-limit 6000 --seed 42 --quiet --data $DATA"
 eref=$("$DDLRUN" -n 4 -t shm "$BUILD/bin/lenet" $EARGS 2>&1 | field weights_crc)
 "$DDLRUN" -np 4 -H "$HOSTS" $AGENT --master "10.78.0.1:$port" --timeout 30 -t tcp --elastic 2:4 \
-    -x DDL_TEST_FAIL=3:5:kill -x DDL_HEARTBEAT_TIMEOUT_MS=1000 "$BUILD/bin/lenet" $EARGS > "$tmp/e" 2>&1; rc=$?
+    -x DDL_TEST_FAIL=3:5:kill -x DDL_HEARTBEAT_TIMEOUT_MS=1000 -x DDL_LOG_LEVEL=info "$BUILD/bin/lenet" $EARGS > "$tmp/e" 2>&1; rc=$?
 crc=$(field weights_crc < "$tmp/e"); w=$(field world < "$tmp/e")
 echo "--elastic 2:4 -H $HOSTS, rank 3 killed: exit $rc, world $w, weights_crc=$crc (one host: $eref)"
 [ "$rc" -eq 0 ] && [ "$w" = 4 ] && [ -n "$crc" ] && [ "$crc" = "$eref" ] &&

@@ -45,6 +45,19 @@ got=$("$LENET" $ARGS --accumulate 4 2>&1 | field weights_crc)
 "$LENET" $ARGS --accumulate 9 > /dev/null 2> "$tmp/err"
 [ $? -eq 2 ] && grep -q -- "--accumulate" "$tmp/err"; check "--accumulate past 8 shards a rank refused" $?
 
+# what a user sees of one lost rank at the default log level: ddlrun's lines and one line from the
+# regroup's leader (it was 3 from every survivor, 9 to 22 in all); each rank's own part of the
+# regroup only with DDL_LOG_LEVEL=info
+for tp in shm zmq; do
+    DDL_TEST_FAIL=2:10:kill timeout 60 "$DDLRUN" -n 4 -t $tp --elastic 2:4 --replacements 0 "$LENET" $ARGS \
+        > "$tmp/out" 2> "$tmp/err"
+    rc=$?
+    n=$(grep -c '^lenet: ' "$tmp/err")
+    [ $rc -eq 0 ] && [ "$n" -eq 1 ] &&
+        grep -q '^lenet: warn: elastic: world 4 -> 3 at step [0-9]* (lost rank 2; regroup 1 took [0-9]* ms.*); cause: ' "$tmp/err"
+    check "$tp: one rank lost: one line from the regroup's leader (exit $rc, $n lines: $(grep '^lenet: ' "$tmp/err" | cut -c 1-160))" $?
+done
+
 # trial TRANSPORT HOW: a random rank fails after a random step (a killed one early enough that its
 # replacement, which ddlrun starts, can load the data and join before the end: then world=4)
 trial() {

@@ -16,7 +16,7 @@ skip() { echo "skipped: $1"; echo "0 passed, 0 failed"; exit 0; }
 command -v curl > /dev/null || skip "no curl"
 tmp=$(mktemp -d) || exit 1
 pid=""
-trap '[ -n "$pid" ] && kill $pid 2>/dev/null; rm -rf "$tmp"' EXIT
+trap '[ -n "$pid" ] && kill -9 $pid 2>/dev/null; rm -rf "$tmp"' EXIT # -9: a server stuck on a FIFO ignores TERM
 export OPENBLAS_NUM_THREADS=1
 ev() { d=$1; f=$2; shift 2; mkdir -p "$tmp/$d" && "$PYTHON" tests/events.py "$tmp/$d/events.out.tfevents.$f.host" "$@"; }
 # a run in the logdir itself; a 3-epoch trial logging every 100 steps; a trial resumed into a second file
@@ -54,5 +54,18 @@ serve "$tmp/board/trial-0000/logs/"
 curl -s "http://127.0.0.1:$port/api/training" > "$tmp/t.json"
 q "sys.exit(list(runs) != ['trial-0000'])" > /dev/null
 check "--logdir .../trial-0000/logs/: its run is 'trial-0000', not 'logs'" $?
+
+# a FIFO under an event file's name (anyone who may write in the logdir can leave one) is not a
+# file: it is skipped, and no worker waits on it for a writer (both did: the server hung)
+mkdir -p "$tmp/board/trial-0002/logs"
+mkfifo "$tmp/board/trial-0002/logs/events.out.tfevents.1.host" "$tmp/board/trial-0001/logs/events.out.tfevents.3.host"
+serve "$tmp/board"
+ok=0
+for k in 1 2 3; do
+    curl -s -m 5 "http://127.0.0.1:$port/api/training" > "$tmp/t.json" &&
+        q "sys.exit(runs['trial-0000']['test/loss'] != [[100, 1.8, 1], [200, 1.4, 2], [300, 1.3, 3]] or len(runs['trial-0001']['train/loss']) != 2)" > /dev/null &&
+        ok=$((ok + 1))
+done
+[ $ok -eq 3 ]; check "FIFOs named events.out.tfevents.*: 3 of 3 requests answered within 5 s with the runs ($ok)" $?
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -95,9 +95,10 @@ static const char *tfe_what(int rc)
  * unreadable file or a corrupt record; a truncated last record is only reported. */
 static int read_file(const char *path, run *r, const char *loss_tag, const char *acc_tag, int dump)
 {
-    FILE *f = fopen(path, "rb");
+    char why[4200];
+    FILE *f = tfe_open(path, why, sizeof why);
     if (!f) {
-        fprintf(stderr, "ddl-plot: cannot open %s\n", path);
+        fprintf(stderr, "ddl-plot: cannot open %s\n", why);
         return 1;
     }
     unsigned char *buf = NULL;

@@ -5,12 +5,18 @@
  * nobody can plant anything in it but us, and in a sticky one nobody can replace our files); a
  * file we write anew is unlinked and created with O_EXCL | O_NOFOLLOW, as checkpoints are; a file
  * we append to (results.csv, output.log) is opened with O_NOFOLLOW and must be a regular file of
- * ours with one link. Header-only, for programs: these return -1 and say why; the caller exits. */
+ * ours with one link. A directory a program writes into all along (ddlrun's --log-dir: a restart or
+ * a replacement writes its log again) is held open: outdir_open walks the path one component at a
+ * time from a descriptor, never through a link another user planted, and the files are then made
+ * relative to the descriptor (outfile_create_at), so that swapping a parent for a link to some
+ * private directory later changes nothing. Header-only, for programs: these return -1 and say why;
+ * the caller exits. */
 #ifndef DDL_OUTFILE_H
 #define DDL_OUTFILE_H
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -55,6 +61,119 @@ static inline int outdir_make(const char *path, char *why, size_t why_bytes)
     }
     errno = 0;
     return outdir_check(path, why, why_bytes);
+}
+
+/* outdir_fd_check: outdir_check's tests on an open directory (path: for the message). */
+static inline int outdir_fd_check(int fd, const char *path, char *why, size_t why_bytes)
+{
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        snprintf(why, why_bytes, "%s: not a directory", path);
+        return -1;
+    }
+    if (st.st_uid != geteuid()) {
+        snprintf(why, why_bytes, "%s belongs to uid %u, not to us (uid %u): another user could plant links in it; "
+                 "give a directory of our own", path, (unsigned)st.st_uid, (unsigned)geteuid());
+        return -1;
+    }
+    if ((st.st_mode & S_IWOTH) && !(st.st_mode & S_ISVTX)) {
+        snprintf(why, why_bytes, "%s is writable by every user (mode %04o) without the sticky bit: another user "
+                 "could plant links in it; chmod o-w it", path, (unsigned)(st.st_mode & 07777));
+        return -1;
+    }
+    return 0;
+}
+
+/* outdir_walk: path relative to the directory at (absolute paths from /) as a new descriptor,
+ * each component opened with O_NOFOLLOW | O_DIRECTORY from the one before; a symbolic link is
+ * followed only if it belongs to us or to root (*links bounds how many), its target walked the
+ * same way; with make, a missing last component is made (0755). -1 with why. */
+static inline int outdir_walk(int at, const char *path, int make, int *links, const char *whole, char *why,
+                              size_t why_bytes)
+{
+    int fd = path[0] == '/' ? open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC) : fcntl(at, F_DUPFD_CLOEXEC, 0);
+    if (fd < 0) {
+        snprintf(why, why_bytes, "%s: %s", whole, strerror(errno));
+        return -1;
+    }
+    const char *p = path;
+    while (*p) {
+        char name[256];
+        size_t n = strcspn(p, "/");
+        const char *next = p + n + strspn(p + n, "/");
+        if (n == 0 || (n == 1 && p[0] == '.')) {
+            p = next;
+            continue;
+        }
+        if (n >= sizeof name) {
+            snprintf(why, why_bytes, "%s: a component is longer than %zu bytes", whole, sizeof name - 1);
+            close(fd);
+            return -1;
+        }
+        memcpy(name, p, n);
+        name[n] = '\0';
+        int last = *next == '\0', sub = openat(fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (sub < 0 && errno == ENOENT && last && make) {
+            if (mkdirat(fd, name, 0755) != 0 && errno != EEXIST) {
+                snprintf(why, why_bytes, "cannot create %s: %s", whole, strerror(errno));
+                close(fd);
+                return -1;
+            }
+            sub = openat(fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        }
+        struct stat st;
+        if (sub < 0 && (errno == ELOOP || errno == ENOTDIR) && fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+            S_ISLNK(st.st_mode)) {
+            char target[4096];
+            ssize_t k = st.st_uid == geteuid() || st.st_uid == 0 ? readlinkat(fd, name, target, sizeof target - 1) : -1;
+            if (st.st_uid != geteuid() && st.st_uid != 0) {
+                snprintf(why, why_bytes, "%.*s is a symbolic link of uid %u, not ours (uid %u): not followed",
+                         (int)(p - path + (ptrdiff_t)n), path, (unsigned)st.st_uid, (unsigned)geteuid());
+                close(fd);
+                return -1;
+            }
+            if (k <= 0 || --*links < 0) {
+                snprintf(why, why_bytes, "%s: %s", whole, k <= 0 ? strerror(errno) : "too many symbolic links");
+                close(fd);
+                return -1;
+            }
+            target[k] = '\0';
+            sub = outdir_walk(fd, target, make && last, links, whole, why, why_bytes);
+            if (sub < 0) {
+                close(fd);
+                return -1;
+            }
+        } else if (sub < 0) {
+            snprintf(why, why_bytes, "%s: %s", whole, strerror(errno));
+            close(fd);
+            return -1;
+        }
+        close(fd);
+        fd = sub;
+        p = next;
+    }
+    return fd;
+}
+
+/* outdir_open: path (made 0755 if missing, its parents must exist) as a directory descriptor we
+ * may make outputs in (outdir_check's tests), walked by outdir_walk; -1 with why. */
+static inline int outdir_open(const char *path, char *why, size_t why_bytes)
+{
+    int links = 40;
+    int fd = outdir_walk(AT_FDCWD, path, 1, &links, path, why, why_bytes);
+    if (fd >= 0 && outdir_fd_check(fd, path, why, why_bytes) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* outfile_create_at: outfile_create of name in the directory dir (a descriptor). */
+static inline int outfile_create_at(int dir, const char *name)
+{
+    if (unlinkat(dir, name, 0) != 0 && errno != ENOENT)
+        return -1;
+    return openat(dir, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
 }
 
 /* outfile_create: a new file at path for writing (whatever was there unlinked, never followed);

@@ -5,14 +5,19 @@
  *   Event 1 wall_time, 2 step, 3 file_version, 5 summary; Summary 1 value (the first is kept);
  *   Value 1 tag, 2 simple_value, 4 image (1 height, 2 width, 3 colorspace, 4 encoded image),
  *   8 tensor (TensorProto 1 dtype, 4 tensor_content, 5 float_val, 6 double_val: TF2's scalars).
- * Unknown fields are skipped by their wire type. Header-only; for programs (it uses stdio). */
+ * Unknown fields are skipped by their wire type. Files are opened with tfe_open (regular files
+ * only). Header-only; for programs (it uses stdio). */
 #ifndef DDL_TFEVENTS_H
 #define DDL_TFEVENTS_H
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 enum { TFE_OTHER = 0, TFE_VERSION = 1, TFE_SCALAR = 2, TFE_IMAGE = 3 };
 enum { TFE_EVENT = 1, TFE_END = 0, TFE_TRUNCATED = -1, TFE_BAD_CRC = -2, TFE_BAD_EVENT = -3, TFE_TOO_BIG = -4 };
@@ -204,6 +209,34 @@ static int tfe_decode(const unsigned char *p, size_t n, tfe_event *e)
     return r < 0 ? -1 : 0;
 }
 
+/* tfe_open: path to read records from, if it is a regular file: anyone who may write in a log
+ * directory can leave a FIFO there under an event file's name, and a reader that opened it would
+ * wait for a writer forever (ddl-serve's workers did). So it is opened O_NONBLOCK, which a FIFO
+ * cannot block, and checked with fstat before anything is read. NULL with why (naming path). */
+static inline FILE *tfe_open(const char *path, char *why, size_t why_bytes)
+{
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0) {
+        snprintf(why, why_bytes, "%s: %s", path, strerror(errno));
+        return NULL;
+    }
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        snprintf(why, why_bytes, "%s: not a regular file (mode %06o): not read", path, (unsigned)st.st_mode);
+        close(fd);
+        return NULL;
+    }
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0)
+        (void)fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        snprintf(why, why_bytes, "%s: %s", path, strerror(errno));
+        close(fd);
+    }
+    return f;
+}
+
 /* tfe_next: the next record of f into e (*buf, *cap: a buffer the caller frees). Returns
  * TFE_EVENT, TFE_END (clean end of file), TFE_TRUNCATED (a partial record at the end),
  * TFE_BAD_CRC, TFE_BAD_EVENT, TFE_TOO_BIG (over 256 MiB). */
@@ -223,6 +256,9 @@ static int tfe_next(FILE *f, tfe_event *e, unsigned char **buf, size_t *cap)
     uint64_t n = tfe_le(head, 8);
     if (n > ((uint64_t)256 << 20))
         return TFE_TOO_BIG;
+    struct stat st; /* a length past the file's end: nothing to allocate for (a hostile file asked 256 MiB) */
+    if (fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode) && n + 4 > (uint64_t)st.st_size - e->offset - 12)
+        return TFE_TRUNCATED;
     if (n + 1 > *cap) {
         unsigned char *nb = (unsigned char *)realloc(*buf, (size_t)n + 1);
         if (!nb)

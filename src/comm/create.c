@@ -35,6 +35,10 @@ static int check_config(const ddl_comm_config *cfg, char *err, size_t n)
     if (cfg->join && (cfg->elastic_min <= 0 || !cfg->peers || !cfg->peers[0] || cfg->world_size < 2))
         return ddl__errf(err, n, DDL_EINVAL, "join (DDL_JOIN=1) replaces a rank of a running elastic job: it needs "
                          "elastic mode (DDL_ELASTIC) and every rank's address (DDL_PEERS), as ddlrun --elastic sets");
+    if (cfg->join && (!cfg->token || !cfg->token[0])) /* a job without one drew its own secret (join.c) */
+        return ddl__errf(err, n, DDL_EINVAL, "join (DDL_JOIN=1) needs the job's token (DDL_TOKEN): a job started "
+                         "without one admits no process from outside (ddlrun gives its ranks and their replacements "
+                         "a token)");
     if (cfg->elastic_min > 0 && cfg->world_size > 1) {
         if (cfg->heartbeat_timeout_ms <= 0)
             return ddl__errf(err, n, DDL_EINVAL, "elastic mode needs heartbeats (DDL_HEARTBEAT_TIMEOUT_MS > 0): the "
@@ -176,6 +180,10 @@ int ddl_comm_create(const ddl_comm_config *cfg_in, const ddl_allocator *alloc, d
         const char *e = ddl__tp_error(c);
         ddl__errf(err, err_bytes, st, "%s open, rank %d of %d: %s", ddl__tp_name(c), c->rank, c->world,
                   e[0] ? e : ddl_strerror(st));
+        ddl_comm_destroy(c);
+        return st;
+    }
+    if (c->tp && c->elastic_min > 0 && (st = ddl__elastic_secret(c, &cfg, err, err_bytes)) != DDL_OK) {
         ddl_comm_destroy(c);
         return st;
     }

@@ -295,7 +295,7 @@ int ddl__elastic_reopen(ddl_comm *c, const unsigned char *members, const char *a
     c->generation++;
     c->rank = new_rank;
     c->world = new_world;
-    snprintf(c->job, sizeof c->job, "%.47s~e%d", c->job_base, c->generation);
+    ddl__elastic_job(c, c->generation, c->job, sizeof c->job); /* a name no other user can foresee */
     cfg.rank = new_rank;
     cfg.world_size = new_world;
     cfg.local_rank = local_rank;
@@ -400,7 +400,7 @@ int ddl_comm_regroup(ddl_comm *c, long step, ddl_regroup *out)
         interrupt(tp_state, c->rank);
     ddl__tp_close(c);
     int64_t closed = ddl__now_ms();
-    ddl__log(c->log, c->log_ud, DDL_LOG_WARN, "rank %d: regrouping (generation %d) after: %s", c->rank, g.gen,
+    ddl__log(c->log, c->log_ud, DDL_LOG_INFO, "rank %d: regrouping (generation %d) after: %s", c->rank, g.gen,
              out->why);
     c->status = DDL_OK; /* the agreement may report its own failure */
     int st = agree(c, &g, step);
@@ -448,7 +448,7 @@ int ddl_comm_regroup(ddl_comm *c, long step, ddl_regroup *out)
         return st;
     out->generation = c->generation;
     out->ms = (double)(ddl__now_ms() - g.t0);
-    ddl__log(c->log, c->log_ud, DDL_LOG_WARN, "rank %d is now rank %d of %d (generation %d, %.0f ms: closing the "
+    ddl__log(c->log, c->log_ud, DDL_LOG_INFO, "rank %d is now rank %d of %d (generation %d, %.0f ms: closing the "
              "links %d, agreeing %d, reconnecting %d; %d lost, %d joined; step %ld)", out->old_rank, out->rank,
              out->world, out->generation, out->ms, (int)(closed - g.t0), (int)(agreed - closed),
              (int)(ddl__now_ms() - agreed), out->n_lost, joins, out->step);

@@ -250,6 +250,14 @@ int ddl__comm_join(ddl_comm *c, const ddl_comm_config *cfg, char *err, size_t er
  * first call, or ddl_comm_joined): DDL_OK, or the sticky failure. Nothing for any other comm. */
 int ddl__comm_admit(ddl_comm *c);
 void ddl__elastic_free(ddl_comm *c);
+/* ddl__elastic_secret: an elastic comm created without a token, its transport open: rank 0 draws
+ * a random secret and sends it to every rank, and it becomes the comm's token (c->token, cfg's and
+ * cfg0's), so that the heartbeat's and the join notes' keys are no longer public. Nothing when the
+ * comm has a token. DDL_OK, or the failure with err. ddl__elastic_job: the job id of generation
+ * gen into out (64 bytes): the base, "~e" and gen, and an HMAC of them keyed by the token, so that
+ * no other user can foresee the name of the next generation's shared-memory segment and take it. */
+int ddl__elastic_secret(ddl_comm *c, ddl_comm_config *cfg, char *err, size_t err_bytes);
+void ddl__elastic_job(const ddl_comm *c, int gen, char *out, size_t bytes);
 /* ddl__comm_suspect: note rank r as one a failed call names (elastic.c reads them). */
 void ddl__comm_suspect(ddl_comm *c, int r);
 

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
 
 int ddl__elastic_setup(ddl_comm *c, const ddl_comm_config *cfg, char *err, size_t err_bytes)
@@ -42,6 +43,44 @@ void ddl__elastic_free(ddl_comm *c)
     c->peers0 = NULL;
 }
 
+/* ---- the job's secret ----
+ * Without a token the keys of the heartbeat and of the join notes (heartbeat.c) would be HMACs
+ * under an empty key of the job id, which any local user can read off /dev/shm or guess ("ddl"):
+ * a stranger's join notes were admitted, and the ranks waited for a phantom until they failed.
+ * So a comm without a token makes one: rank 0's random bytes, sent over the links just opened (on
+ * shm the user's own segment; on tcp or zmq without a token DDL_INSECURE said anyone may connect
+ * anyway). No process outside has it, so none is admitted; a replacement needs the job's token. */
+
+int ddl__elastic_secret(ddl_comm *c, ddl_comm_config *cfg, char *err, size_t err_bytes)
+{
+    if (c->token[0])
+        return DDL_OK;
+    unsigned char r[32] = {0};
+    if (c->rank == 0 && getrandom(r, sizeof r, 0) != (ssize_t)sizeof r)
+        return ddl__errf(err, err_bytes, DDL_EIO, "rank 0: no random bytes for the job's secret: %s", strerror(errno));
+    c->rp.depth++; /* not one of the caller's calls */
+    int st = ddl_comm_broadcast(c, r, sizeof r / 8, DDL_INT64, 0);
+    c->rp.depth--;
+    c->seq = 0;
+    if (st != DDL_OK)
+        return ddl__errf(err, err_bytes, st, "rank %d: sharing the job's secret: %s", c->rank, c->err);
+    for (size_t i = 0; i < sizeof r; i++)
+        snprintf(c->token + 2 * i, 3, "%02x", r[i]);
+    cfg->token = c->cfg0.token = c->token;
+    return DDL_OK;
+}
+
+void ddl__elastic_job(const ddl_comm *c, int gen, char *out, size_t bytes)
+{
+    char msg[96];
+    unsigned char mac[DDL__SHA256_BYTES];
+    int n = snprintf(msg, sizeof msg, "ddl elastic generation %d %s", gen, c->job_base);
+    ddl__hmac_sha256(c->token, strlen(c->token), msg, (size_t)n < sizeof msg ? (size_t)n : sizeof msg - 1, mac);
+    /* 36 + "~e" + 10 digits + "." + 12 = 61: within 64, and the MAC tells bases cut alike apart */
+    snprintf(out, bytes, "%.36s~e%d.%02x%02x%02x%02x%02x%02x", c->job_base, gen, mac[0], mac[1], mac[2], mac[3], mac[4],
+             mac[5]);
+}
+
 /* slot_dest: slot s's heartbeat address (its peer list entry's host, IPv4), 0 if it has one. */
 static int slot_dest(const ddl_comm *c, int s, struct sockaddr_in *out)
 {
@@ -68,7 +107,7 @@ int ddl__comm_join(ddl_comm *c, const ddl_comm_config *cfg, char *err, size_t er
     if (st != DDL_OK)
         return st;
     c->hb.joining = 1;
-    ddl__log(c->log, c->log_ud, DDL_LOG_WARN, "slot %d: asking the running job in (job %s)", c->slot, c->job_base);
+    ddl__log(c->log, c->log_ud, DDL_LOG_INFO, "slot %d: asking the running job in (job %s)", c->slot, c->job_base);
     for (;;) {
         int64_t now = ddl__now_ms();
         if (now >= deadline) {
@@ -114,7 +153,7 @@ int ddl__comm_join(ddl_comm *c, const ddl_comm_config *cfg, char *err, size_t er
         out->generation = c->generation;
         out->ms = (double)(ddl__now_ms() - t0);
         c->joined = 1;
-        ddl__log(c->log, c->log_ud, DDL_LOG_WARN, "slot %d joined as rank %d of %d (generation %d, %.0f ms, at step "
+        ddl__log(c->log, c->log_ud, DDL_LOG_INFO, "slot %d joined as rank %d of %d (generation %d, %.0f ms, at step "
                  "%ld)", c->slot, c->rank, c->world, c->generation, out->ms, out->step);
         return DDL_OK;
     }

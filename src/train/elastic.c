@@ -107,8 +107,8 @@ int ddl__trainer_sync(ddl_trainer *t, int leader, long top, int *ahead)
     t->epoch = (int)head[2];
     *ahead = t->step > was;
     double ms = (double)(ddl_timeline_now() - t0) * 1e-6, mb = (double)(t->m->n_params + n_opt) * 4e-6;
-    if (*ahead || t->rank == leader)
-        ddl__log(t->cfg.log, t->cfg.log_ud, DDL_LOG_WARN, "elastic: state %s %d rank%s (in stripes; the step from rank "
+    if (*ahead || t->rank == leader) /* verbose: the regroup's line (its leader's) says ranks take the state */
+        ddl__log(t->cfg.log, t->cfg.log_ud, DDL_LOG_INFO, "elastic: state %s %d rank%s (in stripes; the step from rank "
                  "%d) at step %ld: %.1f MB (weights and optimizer state) in %.1f ms, %.3f GB/s, CRC %08x on every "
                  "rank", *ahead ? "received from" : "sent by", sources, sources == 1 ? "" : "s", leader, t->step, mb,
                  ms, ms > 0 ? mb / ms : 0.0, (unsigned)crc);
@@ -155,6 +155,8 @@ int ddl__trainer_recover(ddl_trainer *t, int rc, const char *what, int *ahead)
             return ddl__errf(t->err, sizeof t->err, st, "%s at step %ld failed (%s), and no regroup followed: %s",
                              what, t->step, g.why, ddl_comm_error(c));
         char lost[64] = "none lost";
+        if (g.n_lost == 0 && g.world > old_world)
+            snprintf(lost, sizeof lost, "%d joined", g.world - old_world);
         for (int k = 0, n = 0; k < g.n_lost && n < (int)sizeof lost - 16; k++)
             n += snprintf(lost + n, sizeof lost - (size_t)n, "%s%d", k ? "," : g.n_lost == 1 ? "lost rank " : "lost ranks ",
                           g.lost[k]);
@@ -162,11 +164,12 @@ int ddl__trainer_recover(ddl_trainer *t, int rc, const char *what, int *ahead)
         t->world = g.world;
         t->regroups++;
         ddl__trainer_deal(t);
-        ddl__log(t->cfg.log, t->cfg.log_ud, DDL_LOG_WARN,
-                 "elastic: world %d -> %d at step %ld (%s; regroup %d took %.0f ms%s); this rank is now "
-                 "%d, shards %d..%d of %d; cause: %s", old_world, g.world, g.step, lost,
-                 g.generation, g.ms, g.behind ? ", ranks behind take the leader's state" : "", g.rank,
-                 t->shard_first, t->shard_first + t->micro - 1, t->shards, g.why);
+        /* one line a regroup, from its leader; each rank's own part only at DDL_LOG_INFO */
+        ddl__log(t->cfg.log, t->cfg.log_ud, g.rank == g.leader ? DDL_LOG_WARN : DDL_LOG_INFO,
+                 "elastic: world %d -> %d at step %ld (%s; regroup %d took %.0f ms%s); cause: %s", old_world, g.world,
+                 g.step, lost, g.generation, g.ms, g.behind ? ", ranks behind take the leader's state" : "", g.why);
+        ddl__log(t->cfg.log, t->cfg.log_ud, DDL_LOG_INFO, "elastic: this rank is now %d of %d, shards %d..%d of %d "
+                 "(regroup %d)", g.rank, g.world, t->shard_first, t->shard_first + t->micro - 1, t->shards, g.generation);
         int64_t now = ddl_timeline_now();
         ddl_timeline_span(t->cfg.timeline, DDL_SPAN_REGROUP, t->step, now - (int64_t)(g.ms * 1e6), now,
                           (uint64_t)g.world);

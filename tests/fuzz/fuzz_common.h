@@ -16,7 +16,7 @@ static char fuzz_dir[256]; /* where fuzz_path puts this process's files */
  * such a directory: fuzz_idx makes one), so that a run leaves nothing in /dev/shm. libFuzzer
  * ends with exit() when its time or runs are up, which runs this; a crash keeps them, beside
  * the artifact that reproduces it. */
-static void fuzz_cleanup(void)
+static inline void fuzz_cleanup(void)
 {
     char prefix[64], p[600], q[900];
     snprintf(prefix, sizeof prefix, "ddl-fuzz-%d-", (int)getpid());
@@ -40,7 +40,7 @@ static void fuzz_cleanup(void)
 
 /* fuzz_path: a file name of this process under $TMPDIR (default /dev/shm, else /tmp), removed
  * at exit (fuzz_cleanup). */
-static const char *fuzz_path(const char *tag)
+static inline const char *fuzz_path(const char *tag)
 {
     static char path[4][512];
     static int next;
@@ -92,7 +92,7 @@ static inline void fuzz_repair(uint8_t *b, size_t n)
     }
 }
 
-static void fuzz_write(const char *path, const uint8_t *data, size_t size)
+static inline void fuzz_write(const char *path, const uint8_t *data, size_t size)
 {
     FILE *f = fopen(path, "wb");
     if (!f)

@@ -54,6 +54,7 @@ typedef struct opts {
     int elastic_min, elastic_max; /* --elastic MIN:MAX (0: not elastic) */
     int replacements;             /* --replacements R (-1: not given: 3 per rank) */
     const char *transport, *master, *job, *token_file, *hosts, *hostfile, *agent, *log_dir;
+    int log_fd;                   /* --log-dir, open (outfile.h's outdir_open), or -1 */
     const char *xvars[MAX_XVARS]; /* -x VAR[=VALUE] */
     double timeout_s;
     char **argv; /* PROGRAM ARGS... */
@@ -72,6 +73,8 @@ typedef struct rank {
     char buf[2][LINE_BYTES];
     size_t fill[2];
     int join;             /* --elastic: a replacement for a lost rank, started with DDL_JOIN=1 */
+    int dropped;          /* --elastic: ddlrun killed it after the job finished (left_behind), saying so:
+                           * 1 a replacement too late to join, 2 a rank left stopped (lost) */
 } rank;
 
 /* One generation of ranks (or agents), from their start until the last has exited. */
@@ -94,6 +97,7 @@ typedef struct run {
     long long finished_at;                    /* when (ms) */
     const struct opts *o;                     /* --elastic on one node: to start replacements */
     int replace_left, replaced;               /* replacements still allowed, and started */
+    int late;                                 /* replacements stopped: the job finished before they joined */
 } run;
 
 /* options.c */

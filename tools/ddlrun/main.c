@@ -21,8 +21,17 @@ int main(int argc, char **argv)
     set_xvars(&o);
     setup_env(&o);
     char why[4200];
-    if (o.log_dir && outdir_make(o.log_dir, why, sizeof why) != 0)
+    o.log_fd = -1; /* held all along: a restart's or a replacement's log goes where the first went */
+    if (o.log_dir && (o.log_fd = outdir_open(o.log_dir, why, sizeof why)) < 0)
         return fprintf(stderr, "ddlrun: --log-dir: %s\n", why), 1;
+    const char *token = getenv("DDL_TOKEN");
+    int replace = o.elastic_min && (o.nodes == 1 || getenv("DDL_PEERS"));
+    if (replace && !(token && token[0])) { /* several nodes with DDL_INSECURE=1: the ranks keep a secret of their own */
+        if (o.replacements != 0)
+            fprintf(stderr, "ddlrun: --elastic without a token (DDL_INSECURE=1): a lost rank is not replaced (a "
+                            "replacement must prove the job's token to join)\n");
+        replace = 0;
+    }
     signals_install(1);
     char base_job[128];
     snprintf(base_job, sizeof base_job, "%s", getenv("DDL_JOB"));
@@ -32,7 +41,7 @@ int main(int argc, char **argv)
         if (k > 0)
             restart_env(&o, base_job, k);
         run u = {.ranks = ranks, .n = o.n, .watch_stdin = o.env_stdin, .elastic_min = o.elastic_min, .nodes = o.nodes,
-                 .o = o.elastic_min && (o.nodes == 1 || getenv("DDL_PEERS")) ? &o : NULL, .replace_left = o.replacements >= 0 ? o.replacements : 3 * o.n};
+                 .o = replace ? &o : NULL, .replace_left = o.replacements >= 0 ? o.replacements : 3 * o.n};
         for (int i = 0; i < o.n; i++) {
             memset(&ranks[i], 0, sizeof ranks[i]);
             ranks[i].id = o.node_rank * o.n + i;

@@ -39,10 +39,10 @@ void spawn_rank(const opts *o, rank *r, int local)
         }
     int log = -1;
     if (o->log_dir) {
-        char path[4096];
-        snprintf(path, sizeof path, "%s/rank.%d.log", o->log_dir, r->id);
-        if ((log = outfile_create(path)) < 0) { /* never through a link planted there */
-            fprintf(stderr, "ddlrun: --log-dir: cannot create %s: %s\n", path, strerror(errno));
+        char name[64];
+        snprintf(name, sizeof name, "rank.%d.log", r->id);
+        if ((log = outfile_create_at(o->log_fd, name)) < 0) { /* never through a link planted there */
+            fprintf(stderr, "ddlrun: --log-dir: cannot create %s/%s: %s\n", o->log_dir, name, strerror(errno));
             exit(1);
         }
     }

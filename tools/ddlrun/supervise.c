@@ -67,6 +67,11 @@ static void reap(run *u)
                 u->finished = 1;
                 u->finished_at = now_ms();
             }
+            if (r->dropped) { /* left_behind said it; not "the other 0 go on" */
+                u->lost += r->dropped == 2;
+                u->late += r->dropped == 1;
+                continue;
+            }
             if (!bad || u->got_signal || u->head_gone)
                 continue;
             /* elastic: the others regroup while enough live (on several nodes each ddlrun sees only its
@@ -160,11 +165,13 @@ static void left_behind(run *u)
                     "stopped it\n", u->ranks[i].id, (int)u->ranks[i].pid);
             kill(u->ranks[i].pid, SIGKILL);
             u->ranks[i].join = 0;
+            u->ranks[i].dropped = 1;
         }
         if (u->ranks[i].pid > 0 && now_ms() - u->finished_at > 1000 && stopped(u, i)) {
             fprintf(stderr, "ddlrun: rank %d (pid %d) is stopped and the others finished without it: killed\n",
                     u->ranks[i].id, (int)u->ranks[i].pid);
             kill(u->ranks[i].pid, SIGKILL);
+            u->ranks[i].dropped = 2;
         }
     }
 }
@@ -281,9 +288,14 @@ int report(const run *u)
     if (!u->failed_pid && u->lost && u->head)
         fprintf(stderr, "ddlrun: the job finished on %d of its %d hosts (elastic: %d lost on the way)\n",
                 u->n - u->lost, u->n, u->lost);
-    else if (!u->failed_pid && u->lost)
+    else if (!u->failed_pid && u->lost) {
+        char late[48] = "";
+        if (u->late)
+            snprintf(late, sizeof late, ", %d of them too late to join", u->late);
         fprintf(stderr, "ddlrun: the job finished with %d of its %d ranks (elastic: %d lost on the way, %d "
-                "replacements started)\n", u->n - u->lost + u->replaced, u->n, u->lost, u->replaced);
+                "replacement%s started%s)\n", u->n - u->lost + u->replaced - u->late, u->n, u->lost, u->replaced,
+                u->replaced == 1 ? "" : "s", late);
+    }
     if (!u->failed_pid)
         return 0;
     int st = u->failed_status;

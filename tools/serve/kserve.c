@@ -59,10 +59,12 @@ static int v2_input(sv_model *m, const json_t *root, sv_slot *s, sv_reply *rep)
         sv_error(rep, 400, "datatype \"%.32s\": expected a number type (UINT8, INT32, FP32, ...)", dt);
         return -1;
     }
-    long long n = json_integer_value(json_array_get(shape, 0)), per = 1;
-    for (size_t d = 1; d < json_array_size(shape) && d < 6; d++)
-        per *= json_integer_value(json_array_get(shape, d));
     size_t in_sz = (size_t)m->c * m->h * m->w;
+    long long n = json_integer_value(json_array_get(shape, 0)), per = 1;
+    for (size_t d = 1; d < json_array_size(shape) && d < 6 && per > 0; d++) { /* dims past one input: refused */
+        long long k = json_integer_value(json_array_get(shape, d));
+        per = k >= 1 && k <= (long long)in_sz / per ? per * k : 0; /* [1, 2^32, 2^32] overflowed the product */
+    }
     if (n < 1 || n > m->max_inst || per != (long long)in_sz || json_array_size(shape) > 5) {
         sv_error(rep, 400, "shape: expected [n, %d, %d, %d] (or [n, %zu], [n, %d, %d]) with n from 1 to %d", m->c,
                  m->h, m->w, in_sz, m->h, m->w, m->max_inst);

@@ -43,9 +43,10 @@ static void add(json_t *series, int64_t step, double value, int64_t epoch)
  * training step logged so far in the run. 0, or -1 for a corrupt record. */
 static int read_file(const char *path, json_t **series, int64_t *last_step)
 {
-    FILE *f = fopen(path, "rb");
+    char why[4200];
+    FILE *f = tfe_open(path, why, sizeof why);
     if (!f)
-        return 0; /* gone since the scan: a run being replaced */
+        return 0; /* gone since the scan (a run being replaced), or no file (a FIFO would block the worker) */
     unsigned char *buf = NULL;
     size_t cap = 0;
     tfe_event e;
