@@ -819,6 +819,9 @@ static int model(imp *m, ddl_graph *g, ddl__pb_slice file)
         }
     if (rc != DDL_OK)
         return rc;
+    if (!(isfinite(m->scale) && m->scale > 0.0f && isfinite(m->shift))) /* ddl's normalisation divides by it */
+        return fail(m, "input %s: scaled by %g and shifted by %g before the first layer: ddl takes a positive, "
+                    "finite scale and a finite shift", m->input, (double)m->scale, (double)m->shift);
     int o = find(m, m->output);
     if (o < 0 || m->v[o].layer < 1)
         return fail(m, "output %s: not the output of a layer ddl made", m->output);

@@ -3,7 +3,7 @@ python3-onnx (its protobuf classes, so that dims, data and attributes can be any
 
 DIR/ok.onnx is a small valid model, input (N, 1, 8, 8):
   Conv c1 (4, 1, 3, 3) + bias, pads 1 -> Relu -> MaxPool 2 -> ConvTranspose up (4, 2, 2, 2) stride 2
-  -> Flatten (2 x 8 x 8 = 128) -> Gemm fc1 (16, 128) transB 1 + bias -> Relu -> MatMul fc2 (16, 3)
+  -> Flatten (2 x 8 x 8 = 128) -> Gemm fc1 (4, 128) transB 1 + bias -> Relu -> MatMul fc2 (4, 3)
   -> Add fc2.bias (3)
 Every other DIR/NAME.onnx is ok.onnx with one thing made hostile. DIR/cases.txt lists them, one a
 line: NAME<TAB>what the refusal must say (a fixed string, grep -F)."""
@@ -19,7 +19,7 @@ rng = np.random.default_rng(3)
 BIG = 1 << 62
 
 
-def tensor(name, dims, n_floats=None, float_data=False):
+def tensor(name, dims, n_floats=None, float_data=False, fill=None):
     """A float tensor named name of dims dims (any int64s), holding n_floats values (default: as
     many as the dims say, when they say a sane number)."""
     t = TensorProto()
@@ -28,7 +28,7 @@ def tensor(name, dims, n_floats=None, float_data=False):
     t.dims.extend(dims)
     if n_floats is None:
         n_floats = int(np.prod(dims)) if all(0 <= x < 4096 for x in dims) else 16
-    a = rng.normal(0, 0.3, n_floats).astype(np.float32)
+    a = rng.normal(0, 0.3, n_floats).astype(np.float32) if fill is None else np.full(n_floats, fill, np.float32)
     if float_data:
         t.float_data.extend(a.tolist())
     else:
@@ -58,8 +58,8 @@ def model(path, inits=None, nodes=None, in_dims=("N", 1, 8, 8), patch=None):
     base_inits = {
         "c1.weight": tensor("c1.weight", [4, 1, 3, 3]), "c1.bias": tensor("c1.bias", [4]),
         "up.weight": tensor("up.weight", [4, 2, 2, 2]), "up.bias": tensor("up.bias", [2]),
-        "fc1.weight": tensor("fc1.weight", [16, 128]), "fc1.bias": tensor("fc1.bias", [16]),
-        "fc2.weight": tensor("fc2.weight", [16, 3]), "fc2.bias": tensor("fc2.bias", [3]),
+        "fc1.weight": tensor("fc1.weight", [4, 128]), "fc1.bias": tensor("fc1.bias", [4]),
+        "fc2.weight": tensor("fc2.weight", [4, 3]), "fc2.bias": tensor("fc2.bias", [3]),
     }
     base_inits.update(inits or {})
     base_nodes = {
@@ -108,7 +108,7 @@ case("matmul_huge", "weight fc2.weight has dims (%d, 4)" % BIG,
      inits={"fc2.weight": tensor("fc2.weight", [BIG, 4], 0), "fc2.bias": tensor("fc2.bias", [4])})
 case("matmul_zero", "weight fc2.weight has dims (0, 10)",
      inits={"fc2.weight": tensor("fc2.weight", [0, 10], 0), "fc2.bias": tensor("fc2.bias", [10])})
-case("gemm_neg", "weight fc1.weight has dims (16, -1)", inits={"fc1.weight": tensor("fc1.weight", [16, -1], 0)})
+case("gemm_neg", "weight fc1.weight has dims (4, -1)", inits={"fc1.weight": tensor("fc1.weight", [4, -1], 0)})
 case("deconv_neg", "weight up.weight has dims (4, -1, 2, 2)", inits={"up.weight": tensor("up.weight", [4, -1, 2, 2], 0)},
      nodes={"up": node("ConvTranspose", ["c", "up.weight"], ["u"], "up", kernel_shape=[2, 2], strides=[2, 2])})
 case("deconv_neg_data", "weight up.weight has dims (4, -1, 2, 2)",
@@ -124,15 +124,15 @@ case("deconv_channels", "weight up.weight has dims (3, 2, 2, 2), the graph needs
      inits={"up.weight": tensor("up.weight", [3, 2, 2, 2])})
 case("conv_kernel", "weight c1.weight has dims (4, 1, 3, 2), the graph needs (4, 1, 3, 3)",
      inits={"c1.weight": tensor("c1.weight", [4, 1, 3, 2])})
-case("dense_in", "weight fc1.weight has dims (16, 100), the graph needs (16, 128) (its input has 128 values",
-     inits={"fc1.weight": tensor("fc1.weight", [16, 100])})
-case("matmul_in", "weight fc2.weight has dims (12, 3), the graph needs (16, 3)",
+case("dense_in", "weight fc1.weight has dims (4, 100), the graph needs (4, 128) (its input has 128 values",
+     inits={"fc1.weight": tensor("fc1.weight", [4, 100])})
+case("matmul_in", "weight fc2.weight has dims (12, 3), the graph needs (4, 3)",
      inits={"fc2.weight": tensor("fc2.weight", [12, 3])})
-case("weight_3d", "weight fc1.weight has dims (16, 128, 1): ddl takes 2 dims",
-     inits={"fc1.weight": tensor("fc1.weight", [16, 128, 1])})
+case("weight_3d", "weight fc1.weight has dims (4, 128, 1): ddl takes 2 dims",
+     inits={"fc1.weight": tensor("fc1.weight", [4, 128, 1])})
 case("conv_bias", "bias c1.bias has dims (3), the graph needs 4 values",
      inits={"c1.bias": tensor("c1.bias", [3])})
-case("gemm_bias", "bias fc1.bias has dims (10), the graph needs 16 values",
+case("gemm_bias", "bias fc1.bias has dims (10), the graph needs 4 values",
      inits={"fc1.bias": tensor("fc1.bias", [10])})
 # data shorter or longer than the dims say
 case("raw_short", "weight c1.weight: dims (4, 1, 3, 3) say 36 float32 values (144 bytes), its raw_data holds 140",
@@ -140,7 +140,7 @@ case("raw_short", "weight c1.weight: dims (4, 1, 3, 3) say 36 float32 values (14
 case("raw_long", "weight c1.weight: dims (4, 1, 3, 3) say 36 float32 values (144 bytes), its raw_data holds 148",
      inits={"c1.weight": tensor("c1.weight", [4, 1, 3, 3], 37)})
 case("float_data_short", "its float_data holds 120 bytes",
-     inits={"fc2.weight": tensor("fc2.weight", [16, 3], 30, float_data=True)})
+     inits={"fc2.weight": tensor("fc2.weight", [4, 3], 30, float_data=True)})
 case("bias_short", "bias fc2.bias: dims (3) say 3 float32 values (12 bytes), its raw_data holds 8",
      inits={"fc2.bias": tensor("fc2.bias", [3], 2)})
 # attributes: negative, zero, absurd (past 32 bits: once cut to an int without a word)
@@ -193,6 +193,18 @@ def concat_overflow(ns):  # 2^30 + 2^30 channels: an int's sum
 
 case("concat_overflow", "node cat (Concat): graph: layer 1 (concat): an output of 2147483648 x 1 x 1 values",
      in_dims=("N", 1 << 30, 1, 1), patch=concat_overflow)
+
+
+def scale_zero(ns):  # pixels * 0: a normalisation of std 1 / 0
+    ns["c1"].input[0] = "x0"
+    rest = list(ns.items())
+    ns.clear()
+    ns["mul"] = node("Mul", ["input", "zero"], ["x0"], "mul")
+    ns.update(rest)
+
+
+case("scale_zero", "input input: scaled by 0 and shifted by 0 before the first layer: ddl takes a positive",
+     inits={"zero": tensor("zero", [], 1, fill=0.0)}, patch=scale_zero)
 
 
 def sigmoid(ns):
