@@ -848,8 +848,11 @@ int ddl_graph_import_onnx(ddl_graph *g, const char *path, const ddl_allocator *a
     int rc = !buf || !m ? DDL_ENOMEM : fread(buf, 1, (size_t)st.st_size, f) == (size_t)st.st_size ? DDL_OK : DDL_EIO;
     fclose(f);
     if (rc == DDL_OK) {
-        memset(m, 0, sizeof *m);
-        m->scale = 1.0f;
+        /* the tables (2.5 MB) are written before they are read: a tensor or value when it is
+         * defined, ps[i] when layer i is; clearing them all cost most of an import's time */
+        m->n_t = m->n_v = m->input_touched = 0;
+        m->scale = 1.0f, m->shift = 0.0f;
+        m->input[0] = m->output[0] = m->err[0] = '\0';
         rc = model(m, g, (ddl__pb_slice){buf, buf + st.st_size});
         if (rc == DDL_OK)
             rc = gather(m, g, alloc, out);

@@ -73,7 +73,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     char err[DDL_ERR_BYTES] = "";
     ddl_predict_config pc = {.batch = 2};
     ddl_predictor *pr = NULL;
-    if (ddl_predictor_open(p, &pc, NULL, &pr, err, sizeof err) == DDL_OK) {
+    ddl_allocator a = fuzz_allocator(); /* more than 256 MiB: DDL_ENOMEM */
+    if (ddl_predictor_open(p, &pc, &a, &pr, err, sizeof err) == DDL_OK) {
         const ddl_model_config *mc = ddl_model_get_config(ddl_predictor_model(pr));
         int K, oh, ow;
         ddl_model_output_shape(ddl_predictor_model(pr), &K, &oh, &ow);
