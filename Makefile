@@ -354,7 +354,7 @@ fuzz: fuzz-build
 	    echo "  FUZZ    $$n for $(FUZZ_SECONDS) s$${s:+, seeds $$s}$${d:+, $$d}"; \
 	    $$f -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -timeout=10 -rss_limit_mb=2048 $$d \
 	        -artifact_prefix=$(BUILD)/fuzz/$$n- $$c $$s 2>$(BUILD)/fuzz/$$n.log || { tail -n 40 $(BUILD)/fuzz/$$n.log; exit 1; }; \
-	    grep -E '^(#[0-9]+.*DONE|Done [0-9]+ runs)' $(BUILD)/fuzz/$$n.log | tail -n 1; \
+	    grep -E '^#[0-9]+.*DONE' $(BUILD)/fuzz/$$n.log | tail -n 1; grep -E '^Done [0-9]+ runs' $(BUILD)/fuzz/$$n.log; \
 	done
 
 clean:
