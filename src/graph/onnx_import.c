@@ -434,6 +434,8 @@ static int conv_attrs(imp *m, const node *n, int k, int *s, int *pad)
         rc = int_attr(m, n, "output_padding", 0, 0, 0, "no output padding (0)", &one);
     if (rc == DDL_OK && ap.found && strcmp(ap.str, "NOTSET") != 0 && (strcmp(ap.str, "VALID") != 0 || *pad))
         rc = fail(m, "node %s (%s): auto_pad %s: ddl takes explicit pads", n->name, n->op, ap.str);
+    if (rc == DDL_OK && get(n, "output_shape").found) /* ConvTranspose: pads derived from it */
+        rc = fail(m, "node %s (%s): output_shape: ddl takes explicit pads", n->name, n->op);
     return rc;
 }
 

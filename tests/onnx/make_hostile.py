@@ -171,6 +171,9 @@ case("deconv_stride_huge", "node up (ConvTranspose): graph: layer 4 (up, deconv)
 case("deconv_outpad", "output_padding (1, 1)",
      nodes={"up": node("ConvTranspose", ["c", "up.weight", "up.bias"], ["u"], "up", kernel_shape=[2, 2],
                        strides=[2, 2], output_padding=[1, 1])})
+case("deconv_output_shape", "node up (ConvTranspose): output_shape: ddl takes explicit pads",
+     nodes={"up": node("ConvTranspose", ["c", "up.weight", "up.bias"], ["u"], "up", kernel_shape=[2, 2],
+                       strides=[2, 2], output_shape=[8, 8])})
 case("gemm_transB", "transB (2): ddl takes 0 or 1",
      nodes={"fc1": node("Gemm", ["f", "fc1.weight", "fc1.bias"], ["g"], "fc1", transB=2)})
 case("gemm_transA", "transA (1)",
