@@ -7,7 +7,7 @@
 #                   9 to 17) and a few of tests/onnx/make_hostile.py's (dims, data, attributes)
 #  fuzz_infer       mode byte 0 or 1, then a checkpoint of ddl-train (graphs of conv, pools,
 #                   groupnorm, deconv, concat and dense; adam and sgd; class names); mode 2, then
-#                   the ONNX files that import
+#                   the ONNX files that import, and three hostile ones
 #  fuzz_checkpoint  modes 0 to 3, then the same checkpoints
 # Run from the top of the tree after make all: BUILD=build sh tests/fuzz/make_corpus.sh
 set -e
@@ -33,7 +33,8 @@ for h in matmul_neg matmul_huge deconv_neg deconv_neg_data dims_wrap raw_short f
          strides_huge pads_kernel group_neg auto_pad deconv_stride_huge input_big concat_overflow unsupported; do
     cp "$tmp/h/$h.onnx" "$out/fuzz_onnx/hostile-$h.onnx"
 done
-for f in "$tmp"/m/cnn.onnx "$tmp"/m/scaled.onnx "$tmp"/t/*.onnx; do
+for f in "$tmp"/m/cnn.onnx "$tmp"/m/scaled.onnx "$tmp"/t/*.onnx "$tmp"/h/matmul_neg.onnx "$tmp"/h/deconv_neg.onnx \
+         "$tmp"/h/deconv_stride_huge.onnx; do
     mode 2 "$f" "$out/fuzz_infer/onnx-$(basename "$f" .onnx)"
 done
 
