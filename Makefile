@@ -332,9 +332,12 @@ bench: deps
 	@BUILD=$(BUILD) sh tools/bench/bench.sh
 
 # make fuzz: the libFuzzer targets tests/fuzz/fuzz_*.c, built with clang (ASan + UBSan) in
-# $(BUILD)/fuzz/, each run for FUZZ_SECONDS (default 60) on its corpus in $(BUILD)/fuzz/corpus/.
+# $(BUILD)/fuzz/, each run for FUZZ_SECONDS (default 60) on its corpus in $(BUILD)/fuzz/corpus/
+# (what it finds is kept there), starting from the committed seeds in tests/fuzz/corpus/NAME/
+# and with the dictionary tests/fuzz/NAME.dict where they exist; FUZZ_ONLY=fuzz_onnx runs one.
 FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 60
+FUZZ_ONLY    ?=
 FUZZ_CFLAGS  := $(CSTD) $(WARN) -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined \
                 $(filter -D% -I%,$(ALL_CFLAGS)) -Itransports -Itests/fuzz
 FUZZ_SRC     := $(filter-out $(if $(filter 1,$(WITH_SERVE)),,tests/fuzz/fuzz_serve.c),$(wildcard tests/fuzz/fuzz_*.c))
@@ -366,13 +369,14 @@ fuzz-build:
 	@$(MAKE) --no-print-directory $(FUZZ_BINS)
 
 fuzz: fuzz-build
-	@for f in $(FUZZ_BINS); do \
+	@for f in $(if $(FUZZ_ONLY),$(FUZZ_ONLY:%=$(BUILD)/fuzz/%),$(FUZZ_BINS)); do \
 	    n=$$(basename $$f); c=$(BUILD)/fuzz/corpus/$$n; mkdir -p $$c; \
+	    s=tests/fuzz/corpus/$$n; [ -d $$s ] || s=; d=tests/fuzz/$$n.dict; [ -f $$d ] && d=-dict=$$d || d=; \
 	    FUZZ_SEED_DIR=$$c $$f -runs=0 $$c >/dev/null 2>&1; \
-	    echo "  FUZZ    $$n for $(FUZZ_SECONDS) s"; \
-	    $$f -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -timeout=10 -rss_limit_mb=2048 \
-	        -artifact_prefix=$(BUILD)/fuzz/$$n- $$c 2>$(BUILD)/fuzz/$$n.log || { tail -n 40 $(BUILD)/fuzz/$$n.log; exit 1; }; \
-	    grep -E '^(#[0-9]+.*DONE|Done [0-9]+ runs)' $(BUILD)/fuzz/$$n.log | tail -n 1; \
+	    echo "  FUZZ    $$n for $(FUZZ_SECONDS) s$${s:+, seeds $$s}$${d:+, $$d}"; \
+	    $$f -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -timeout=10 -rss_limit_mb=2048 $$d \
+	        -artifact_prefix=$(BUILD)/fuzz/$$n- $$c $$s 2>$(BUILD)/fuzz/$$n.log || { tail -n 40 $(BUILD)/fuzz/$$n.log; exit 1; }; \
+	    grep -E '^#[0-9]+.*DONE' $(BUILD)/fuzz/$$n.log | tail -n 1; grep -E '^Done [0-9]+ runs' $(BUILD)/fuzz/$$n.log; \
 	done
 
 clean:

@@ -670,6 +670,9 @@ int ddl_graph_preset(ddl_graph *g, const char *name, char *err, size_t err_bytes
  * Softmax (dropped: the output is the logits), and Mul/Div/Add/Sub of constants on the input
  * (kept as scale and shift). Square kernels, equal strides and pads, no dilation or groups. Any
  * other node is refused, named (BatchNormalization too: ddl trains without batch statistics).
+ * Nothing in the file is trusted: a weight's dims must be those its layer takes from the graph
+ * before it (its data exactly that many float32s), and a dim, count or attribute out of range
+ * is refused with the node, the tensor and the value named, before anything is allocated.
  * out->params (from alloc; free with ddl_onnx_import_free) holds the weights in the order a model
  * ddl_model_graph() builds from g declares them: copy them into ddl_model_params(). Returns
  * DDL_OK, DDL_EINVAL (a node or file ddl does not take, named in err), DDL_EIO, DDL_ENOMEM. */

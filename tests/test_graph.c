@@ -285,6 +285,18 @@ static void errors(void)
                   "layer 3 (add): inputs of 4x26x26 and 5x26x26: add needs the same shape");
     refused_build("input\nconv a 4 3\nrelu\ndense x classes from=a\n", mc, "layer 2 (relu): its output is not used");
     refused_build("input\nrelu\nflatten\n", mc, "no layer before the output has parameters");
+    /* shapes past an int: refused in 64 bits, not wrapped (a deconv's (h - 1) * stride, a concat's
+     * channels, a sample's values); a conv window larger than its padded input makes no output */
+    ddl_model_config big = {.batch = 2, .in_c = 1, .in_h = 4096, .in_w = 4096, .n_classes = 10};
+    refused_build("input\ndeconv d 2 2 stride=1048576\ndense classes\n", big,
+                  "layer 1 (d, deconv): an output of 2 x 4293918722 x 4293918722 values: ddl takes 1 to 2147483647");
+    ddl_model_config wide = {.batch = 1, .in_c = 1 << 30, .in_h = 1, .in_w = 1, .n_classes = 10};
+    refused_build("input\nconcat from=0,0\ndense classes\n", wide,
+                  "layer 1 (concat): an output of 2147483648 x 1 x 1 values");
+    ddl_model_config huge = {.batch = 1, .in_c = 1, .in_h = 65536, .in_w = 32768, .n_classes = 10};
+    refused_build("input\ndense classes\n", huge, "1x65536x32768 images: more than 2147483647 values each");
+    ddl_model_config m2 = {.batch = 2, .in_c = 1, .in_h = 2, .in_w = 2, .n_classes = 10};
+    refused_build("input\nconv c 4 3 stride=2\ndense classes\n", m2, "a 2x2 input is too small for kernel 3");
     ddl_model *m = NULL;
     char err[DDL_ERR_BYTES];
     CHECK(ddl_model_create(ddl_model_graph(), &mc, NULL, &m, err, sizeof err) == DDL_EINVAL);

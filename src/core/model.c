@@ -29,8 +29,16 @@ float *ddl_build_param(ddl_model_build *b, const char *name, int n_dims, const i
         ddl_build_fail(b, why);
         n_dims = 1;
     }
-    for (int i = 0; i < n_dims; i++)
-        count *= (size_t)(shape[i] > 0 ? shape[i] : 0);
+    for (int i = 0; i < n_dims; i++) {
+        size_t d = (size_t)(shape[i] > 0 ? shape[i] : 0);
+        count = d && count > SIZE_MAX / 16 / d ? SIZE_MAX / 16 : count * d;
+    }
+    if (count > SIZE_MAX / 16 - b->n_params) { /* the layout adds its bytes twice (weights, gradients) */
+        char why[DDL_ERR_BYTES];
+        snprintf(why, sizeof why, "parameter %.60s: too many values to address", name ? name : "(no name)");
+        ddl_build_fail(b, why);
+        count = 0;
+    }
     size_t offset = b->n_params;
     b->n_params += count;
     int idx = b->n_tensors++;

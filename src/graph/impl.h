@@ -54,6 +54,11 @@ int ddl__graph_fail(ddl_graph *g, const char *fmt, ...) DDL__PRINTF(2, 3);
  * number (i - 1) when it has none. */
 void ddl__graph_param_prefix(const ddl_graph *g, int i, char *out, size_t out_bytes);
 
+/* ddl__graph_layer_shape: the per-sample output shape (c, h, w) of layer i of g, whose input has
+ * a fixed size (a DDL_CLASSES size resolves as 2 classes); DDL_EINVAL with the layer that cannot
+ * be resolved, and why, in why. For the ONNX import, which checks each weight against it. */
+int ddl__graph_layer_shape(const ddl_graph *g, int i, int *c, int *h, int *w, char *why, size_t why_bytes);
+
 /* ddl__graph_shape: the per-sample output shape (c, h, w) and groupnorm groups of layer i of a
  * model built by ddl_model_graph() (for exporters); the graph itself through *g. 0 if m is not
  * a graph model or i is out of range. */

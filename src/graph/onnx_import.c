@@ -6,10 +6,15 @@
  * Softmax (dropped: ddl's output is the logits). A Mul/Div then Add/Sub of constants on the input
  * (how ddl's export and many exporters scale pixels) becomes the input normalisation. Whatever
  * else is refused with the node named: ddl trains what it imports, so it imports only what it
- * can train. Every length in the file is checked before use; nothing is allocated per node. */
+ * can train. Nothing from the file is trusted: every length is checked before use, every dim is
+ * 1 or more and a weight's dims are those the graph resolves for its layer (ddl__graph_layer_shape),
+ * its data exactly their count of floats, counts computed without overflow, all before gather
+ * allocates or copies; a refused file names the node, the tensor and the value. Nothing is
+ * allocated per node. */
 #include "onnx_impl.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -96,20 +101,50 @@ static int tensor_read(imp *m, ddl__pb_slice s, tensor *t)
     return r < 0 ? fail(m, "a damaged tensor (not protobuf)") : DDL_OK;
 }
 
-static size_t count(const tensor *t)
+/* count: t's number of values into *n (1 for a scalar); -1 if a dim is negative or their product
+ * does not fit a size_t (dims (2^62, 4) must not wrap to 0). */
+static int count(const tensor *t, size_t *n)
 {
-    size_t n = 1;
-    for (int i = 0; i < t->n_dims; i++)
-        n *= t->dims[i] > 0 ? (size_t)t->dims[i] : 0;
-    return n;
+    size_t k = 1;
+    for (int i = 0; i < t->n_dims; i++) {
+        if (t->dims[i] < 0 || (uint64_t)t->dims[i] > SIZE_MAX)
+            return -1;
+        size_t d = (size_t)t->dims[i];
+        if (d && k > SIZE_MAX / d)
+            return -1;
+        k *= d;
+    }
+    *n = k;
+    return 0;
 }
 
-/* floats_of: tensor t's n floats into out (n == count(t), checked by the caller); -1 if its data
+/* count_is: t holds exactly n values by its dims. */
+static int count_is(const tensor *t, size_t n)
+{
+    size_t k;
+    return count(t, &k) == 0 && k == n;
+}
+
+/* ints_text: "(4, -1, 3, 3)", n values of v into out (200 bytes hold 8 of any size). */
+static const char *ints_text(const int64_t *v, int n, char out[200])
+{
+    size_t at = 0;
+    out[at++] = '(';
+    for (int i = 0; i < n && i < 8; i++)
+        at += (size_t)snprintf(out + at, 200 - at, "%s%lld", i ? ", " : "", (long long)v[i]);
+    snprintf(out + at, 200 - at, ")");
+    return out;
+}
+
+/* data: where t's values are (raw_data, else float_data). */
+static const ddl__pb_slice *data(const tensor *t) { return t->raw.p ? &t->raw : &t->floats; }
+
+/* floats_of: tensor t's n floats into out (n == its count, checked by the caller); -1 if its data
  * is not n little-endian float32 values. */
 static int floats_of(const tensor *t, float *out, size_t n)
 {
-    const ddl__pb_slice *s = t->raw.p ? &t->raw : &t->floats;
-    if (t->type != T_FLOAT || (size_t)(s->end - s->p) != 4 * n)
+    const ddl__pb_slice *s = data(t);
+    if (t->type != T_FLOAT || n > SIZE_MAX / 4 || (size_t)(s->end - s->p) != 4 * n)
         return -1;
     for (size_t i = 0; i < n; i++) {
         out[i] = ddl__get_lef(s->p + 4 * i);
@@ -136,7 +171,7 @@ static int ints_of(const tensor *t, int64_t *out, int max)
 }
 
 /* scalar_of: a FLOAT tensor of one value (any rank of 1s). */
-static int scalar_of(const tensor *t, float *v) { return count(t) == 1 && floats_of(t, v, 1) == 0 ? 0 : -1; }
+static int scalar_of(const tensor *t, float *v) { return count_is(t, 1) && floats_of(t, v, 1) == 0 ? 0 : -1; }
 
 static int find(const imp *m, const char *name)
 {
@@ -199,13 +234,14 @@ static int node_read(imp *m, ddl__pb_slice s, node *n)
 }
 
 typedef struct attr {
-    int found, n;
+    int found, n;              /* n < 0: more than 8 ints, or not protobuf */
     int64_t ints[8];
     float f;
+    char str[16];              /* a string's first 15 bytes (auto_pad) */
     ddl__pb_slice t;
 } attr;
 
-/* get: node n's attribute `name` (ints, an int, a float or a tensor). */
+/* get: node n's attribute `name` (ints, an int, a float, a string or a tensor). */
 static attr get(const node *n, const char *name)
 {
     attr a = {0};
@@ -214,19 +250,24 @@ static attr get(const node *n, const char *name)
         ddl__pb_field f;
         char an[64] = "";
         attr x = {0};
-        while (ddl__pb_next(&s, &f) > 0) {
+        int r;
+        while ((r = ddl__pb_next(&s, &f)) > 0) {
             if (f.number == 1)
                 ddl__pb_str(&f, an, sizeof an);
             else if (f.number == 2 && f.wire == 5) {
                 uint32_t u = (uint32_t)f.v;
                 memcpy(&x.f, &u, 4);
-            } else if (f.number == 3)
+            } else if (f.number == 3 && f.wire == 0)
                 x.ints[0] = (int64_t)f.v, x.n = x.n ? x.n : 1;
+            else if (f.number == 4 && f.wire == 2)
+                snprintf(x.str, sizeof x.str, "%.*s", (int)(f.s.end - f.s.p < 15 ? f.s.end - f.s.p : 15), f.s.p);
             else if (f.number == 5)
                 x.t = f.s;
-            else if (f.number == 8)
-                ddl__pb_ints(&f, x.ints, 8, &x.n);
+            else if (f.number == 8 && x.n >= 0 && ddl__pb_ints(&f, x.ints, 8, &x.n) != 0)
+                x.n = -1;
         }
+        if (r < 0)
+            x.n = -1;
         if (strcmp(an, name) == 0) {
             x.found = 1;
             return x;
@@ -235,16 +276,23 @@ static attr get(const node *n, const char *name)
     return a;
 }
 
-/* square: an attribute of two equal values (or of four, pads) or absent; its value or -1. */
-static int square(const node *n, const char *name, int absent)
+/* int_attr: node n's attribute `name`, its values all equal (strides (2, 2), pads (1, 1, 1, 1))
+ * and from lo to hi, into *v; dflt when absent. Else the error, naming the node and the values. */
+static int int_attr(imp *m, const node *n, const char *name, int64_t dflt, int64_t lo, int64_t hi,
+                    const char *need, int *v)
 {
     attr a = get(n, name);
-    if (!a.found)
-        return absent;
+    int ok = !a.found || a.n >= 1;
+    int64_t x = a.found && a.n >= 1 ? a.ints[0] : dflt;
     for (int i = 1; i < a.n; i++)
-        if (a.ints[i] != a.ints[0])
-            return -1;
-    return a.n ? (int)a.ints[0] : absent;
+        ok &= a.ints[i] == x;
+    if (!ok || x < lo || x > hi) {
+        char t[200];
+        return fail(m, "node %s (%s): %s %s: ddl takes %s", n->name, n->op, name,
+                    a.n >= 1 ? ints_text(a.ints, a.n, t) : "(not a list of ints)", need);
+    }
+    *v = (int)x;
+    return DDL_OK;
 }
 
 /* layer_in: the layer value `name` is; -1 with the error set. */
@@ -289,34 +337,128 @@ static void layer_name(const ddl_graph *g, const tensor *w, char *out)
     snprintf(out, DDL_GRAPH_NAME_BYTES, "%s", ok ? s : "");
 }
 
-/* added: record layer i (or the graph's error) as node n's output. */
+/* shape_of: the per-sample shape layer i resolves to (the graph so far, from the input's size). */
+static int shape_of(imp *m, const ddl_graph *g, const node *n, int i, int *c, int *h, int *w)
+{
+    char why[DDL_ERR_BYTES];
+    if (ddl__graph_layer_shape(g, i, c, h, w, why, sizeof why) != DDL_OK)
+        return fail(m, "node %s (%s): %s", n->name, n->op, why);
+    return DDL_OK;
+}
+
+/* added: record layer i (or the graph's error) as node n's output, once its shape resolves. */
 static int added(imp *m, ddl_graph *g, const node *n, int i, int w, int b, int transpose)
 {
+    int c, h, wd;
     if (i < 0)
         return fail(m, "node %s (%s): %s", n->name, n->op, ddl_graph_error(g));
+    if (shape_of(m, g, n, i, &c, &h, &wd) != DDL_OK)
+        return DDL_EINVAL;
     m->ps[i] = (param_src){w, b, transpose};
     return define(m, n->out[0], i, -1);
 }
 
+/* ---- the weights: every dim, count and length checked before anything is read ---- */
+
+/* dims_ok: t has nd dims, each 1 to INT_MAX (what the graph's layers hold). */
+static int dims_ok(imp *m, const node *n, const tensor *t, const char *what, int nd)
+{
+    int ok = t->n_dims == nd;
+    for (int i = 0; ok && i < nd; i++)
+        ok = t->dims[i] >= 1 && t->dims[i] <= INT_MAX;
+    char d[200];
+    return ok ? DDL_OK
+              : fail(m, "node %s (%s): %s %s has dims %s: ddl takes %d dims, each 1 to %d", n->name, n->op, what,
+                     t->name, ints_text(t->dims, t->n_dims, d), nd, INT_MAX);
+}
+
+/* dims_are: t's dims (dims_ok) are want's, the shape the graph resolves; else the error, with why. */
+static int dims_are(imp *m, const node *n, const tensor *t, const char *what, const int64_t *want, const char *why)
+{
+    int ok = 1;
+    for (int i = 0; i < t->n_dims; i++)
+        ok &= t->dims[i] == want[i];
+    char d[200], e[200];
+    return ok ? DDL_OK
+              : fail(m, "node %s (%s): %s %s has dims %s, the graph needs %s (%s)", n->name, n->op, what, t->name,
+                     ints_text(t->dims, t->n_dims, d), ints_text(want, t->n_dims, e), why);
+}
+
+/* data_ok: t holds float32 values, as many as its dims say, in raw_data or float_data. */
+static int data_ok(imp *m, const node *n, const tensor *t, const char *what)
+{
+    const ddl__pb_slice *s = data(t);
+    size_t k = 0, bytes = (size_t)(s->end - s->p);
+    char d[200];
+    if (t->type != T_FLOAT)
+        return fail(m, "node %s (%s): %s %s: data type %d, ddl takes float (1)", n->name, n->op, what, t->name, t->type);
+    if (count(t, &k) != 0 || k > SIZE_MAX / 4)
+        return fail(m, "node %s (%s): %s %s: dims %s hold more values than memory can", n->name, n->op, what, t->name,
+                    ints_text(t->dims, t->n_dims, d));
+    if (bytes != 4 * k)
+        return fail(m, "node %s (%s): %s %s: dims %s say %zu float32 values (%zu bytes), its %s holds %zu bytes",
+                    n->name, n->op, what, t->name, ints_text(t->dims, t->n_dims, d), k, 4 * k,
+                    t->raw.p ? "raw_data" : "float_data", bytes);
+    return DDL_OK;
+}
+
+/* bias_ok: tensor b holds exactly `out` float32 values ((out) or (1, out)). */
+static int bias_ok(imp *m, const node *n, const tensor *b, int out)
+{
+    char d[200];
+    if (!count_is(b, (size_t)out))
+        return fail(m, "node %s (%s): bias %s has dims %s, the graph needs %d values (the outputs)", n->name, n->op,
+                    b->name, ints_text(b->dims, b->n_dims, d), out);
+    return data_ok(m, n, b, "bias");
+}
+
 /* ---- the layers ---- */
 
+/* conv_attrs: kernel (the weight's, k), strides, pads (< k), no dilation, group or output padding. */
+static int conv_attrs(imp *m, const node *n, int k, int *s, int *pad)
+{
+    int one;
+    attr ap = get(n, "auto_pad");
+    char kernel[64];
+    snprintf(kernel, sizeof kernel, "the weight's kernel (%d, %d)", k, k);
+    int rc = int_attr(m, n, "kernel_shape", k, k, k, kernel, &one);
+    if (rc == DDL_OK)
+        rc = int_attr(m, n, "strides", 1, 1, INT_MAX, "equal strides of 1 or more", s);
+    if (rc == DDL_OK)
+        rc = int_attr(m, n, "pads", 0, 0, k - 1, "equal pads from 0 to the kernel's size - 1", pad);
+    if (rc == DDL_OK)
+        rc = int_attr(m, n, "dilations", 1, 1, 1, "no dilation (1)", &one);
+    if (rc == DDL_OK)
+        rc = int_attr(m, n, "group", 1, 1, 1, "no groups (1)", &one);
+    if (rc == DDL_OK)
+        rc = int_attr(m, n, "output_padding", 0, 0, 0, "no output padding (0)", &one);
+    if (rc == DDL_OK && ap.found && strcmp(ap.str, "NOTSET") != 0 && (strcmp(ap.str, "VALID") != 0 || *pad))
+        rc = fail(m, "node %s (%s): auto_pad %s: ddl takes explicit pads", n->name, n->op, ap.str);
+    if (rc == DDL_OK && get(n, "output_shape").found) /* ConvTranspose: pads derived from it */
+        rc = fail(m, "node %s (%s): output_shape: ddl takes explicit pads", n->name, n->op);
+    return rc;
+}
+
+/* conv: Conv (weight (out, in, k, k), bias (out)) or ConvTranspose (weight (in, out, k, k)). */
 static int conv(imp *m, ddl_graph *g, const node *n, int transposed)
 {
     int x = layer_in(m, n, n->in[0]), w = n->n_in > 1 ? const_in(m, n, n->in[1], "weight") : -1;
     int b = n->n_in > 2 && n->in[2][0] ? const_in(m, n, n->in[2], "bias") : -1;
-    if (x < 0 || w < 0 || (n->n_in > 2 && n->in[2][0] && b < 0))
+    int c, h, wd, s, pad;
+    if (x < 0 || w < 0 || (n->n_in > 2 && n->in[2][0] && b < 0) || shape_of(m, g, n, x, &c, &h, &wd) != DDL_OK)
         return DDL_EINVAL;
     const tensor *W = &m->t[w];
-    int k = square(n, "kernel_shape", W->n_dims == 4 ? (int)W->dims[2] : -1), s = square(n, "strides", 1);
-    int pad = square(n, "pads", 0), dil = square(n, "dilations", 1), group = square(n, "group", 1);
-    attr ap = get(n, "auto_pad"), op = get(n, "output_padding");
-    if (W->n_dims != 4 || W->dims[2] != W->dims[3] || k != W->dims[2] || s < 1 || pad < 0 || dil != 1 || group != 1 ||
-        (ap.found && ap.t.p) || (op.found && (op.ints[0] || op.ints[1])))
-        return fail(m, "node %s (%s): ddl takes square kernels, equal strides and pads, no dilation, groups or "
-                    "output padding", n->name, n->op);
+    if (dims_ok(m, n, W, "weight", 4) != DDL_OK)
+        return DDL_EINVAL;
+    int k = (int)W->dims[2], out = (int)W->dims[transposed ? 1 : 0];
+    int64_t want[4] = {transposed ? c : out, transposed ? out : c, k, k};
+    char why[64];
+    snprintf(why, sizeof why, "its input has %d channels; square kernels", c);
+    if (dims_are(m, n, W, "weight", want, why) != DDL_OK || conv_attrs(m, n, k, &s, &pad) != DDL_OK ||
+        data_ok(m, n, W, "weight") != DDL_OK || (b >= 0 && bias_ok(m, n, &m->t[b], out) != DDL_OK))
+        return DDL_EINVAL;
     char name[DDL_GRAPH_NAME_BYTES];
     layer_name(g, W, name);
-    int out = (int)W->dims[transposed ? 1 : 0];
     int i = transposed ? ddl_graph_deconv2d(g, x, name, out, k, s, pad)
                        : ddl_graph_conv2d(g, x, name, out, k, s, pad, b >= 0);
     return added(m, g, n, i, w, b, 0);
@@ -324,30 +466,45 @@ static int conv(imp *m, ddl_graph *g, const node *n, int transposed)
 
 static int pool(imp *m, ddl_graph *g, const node *n, int avg)
 {
-    int x = layer_in(m, n, n->in[0]), k = square(n, "kernel_shape", -1), s = square(n, "strides", 1);
+    int x = layer_in(m, n, n->in[0]), k, s, zero, one;
     if (x < 0)
         return DDL_EINVAL;
-    if (k < 1 || s < 1 || square(n, "pads", 0) != 0 || square(n, "ceil_mode", 0) != 0 || square(n, "dilations", 1) != 1)
-        return fail(m, "node %s (%s): ddl pools square windows without padding, dilation or ceil_mode", n->name, n->op);
+    if (int_attr(m, n, "kernel_shape", 0, 1, INT_MAX, "a square window of 1 or more", &k) != DDL_OK ||
+        int_attr(m, n, "strides", 1, 1, INT_MAX, "equal strides of 1 or more", &s) != DDL_OK ||
+        int_attr(m, n, "pads", 0, 0, 0, "no padding (0)", &zero) != DDL_OK ||
+        int_attr(m, n, "ceil_mode", 0, 0, 0, "no ceil_mode (0)", &zero) != DDL_OK ||
+        int_attr(m, n, "dilations", 1, 1, 1, "no dilation (1)", &one) != DDL_OK)
+        return DDL_EINVAL;
     return added(m, g, n, avg ? ddl_graph_avgpool(g, x, k, s) : ddl_graph_maxpool(g, x, k, s), -1, -1, 0);
 }
 
 /* dense: Gemm (B (out, in) with transB 1, else (in, out)) or MatMul (B (in, out), the bias from
- * an Add that follows). */
+ * an Add that follows); in is what the graph resolves before it (c * h * w). */
 static int dense(imp *m, ddl_graph *g, const node *n, int gemm)
 {
     int x = layer_in(m, n, n->in[0]), w = n->n_in > 1 ? const_in(m, n, n->in[1], "weight") : -1;
     int b = gemm && n->n_in > 2 && n->in[2][0] ? const_in(m, n, n->in[2], "bias") : -1;
-    if (x < 0 || w < 0 || (gemm && n->n_in > 2 && n->in[2][0] && b < 0))
+    int c, h, wd, tb = 0, zero;
+    if (x < 0 || w < 0 || (gemm && n->n_in > 2 && n->in[2][0] && b < 0) || shape_of(m, g, n, x, &c, &h, &wd) != 0)
         return DDL_EINVAL;
-    attr ta = get(n, "transA"), tb = get(n, "transB"), al = get(n, "alpha"), be = get(n, "beta");
-    int transposed = !(gemm && tb.found && tb.ints[0] == 1);
+    attr al = get(n, "alpha"), be = get(n, "beta");
+    if ((gemm && int_attr(m, n, "transB", 0, 0, 1, "0 or 1", &tb) != DDL_OK) ||
+        int_attr(m, n, "transA", 0, 0, 0, "0 (no transA)", &zero) != DDL_OK)
+        return DDL_EINVAL;
+    if ((al.found && al.f != 1.0f) || (be.found && be.f != 1.0f))
+        return fail(m, "node %s (%s): alpha %g, beta %g: ddl takes 1 and 1", n->name, n->op,
+                    (double)(al.found ? al.f : 1.0f), (double)(be.found ? be.f : 1.0f));
+    int transposed = !tb;
     const tensor *W = &m->t[w];
-    int out = W->n_dims == 2 ? (int)W->dims[transposed ? 1 : 0] : 0;
-    if (W->n_dims != 2 || (ta.found && ta.ints[0]) || (al.found && al.f != 1.0f) || (be.found && be.f != 1.0f) ||
-        (b >= 0 && count(&m->t[b]) != (size_t)out))
-        return fail(m, "node %s (%s): ddl takes a 2-D weight, no transA, alpha and beta 1, a bias of the outputs",
-                    n->name, n->op);
+    if (dims_ok(m, n, W, "weight", 2) != DDL_OK)
+        return DDL_EINVAL;
+    int in = c * h * wd, out = (int)W->dims[transposed ? 1 : 0]; /* c * h * wd: at most INT_MAX, as resolved */
+    int64_t want[2] = {transposed ? in : out, transposed ? out : in};
+    char why[80];
+    snprintf(why, sizeof why, "its input has %d values, %d x %d x %d", in, c, h, wd);
+    if (dims_are(m, n, W, "weight", want, why) != DDL_OK || data_ok(m, n, W, "weight") != DDL_OK ||
+        (b >= 0 && bias_ok(m, n, &m->t[b], out) != DDL_OK))
+        return DDL_EINVAL;
     char name[DDL_GRAPH_NAME_BYTES];
     layer_name(g, W, name);
     return added(m, g, n, ddl_graph_dense(g, x, name, out), w, b, transposed);
@@ -356,7 +513,7 @@ static int dense(imp *m, ddl_graph *g, const node *n, int gemm)
 /* flatten: Flatten (axis 1) or Reshape to (N, -1) with a constant shape of two values. */
 static int flatten(imp *m, ddl_graph *g, const node *n)
 {
-    int x = layer_in(m, n, n->in[0]);
+    int x = layer_in(m, n, n->in[0]), axis;
     if (x < 0)
         return DDL_EINVAL;
     if (strcmp(n->op, "Reshape") == 0) {
@@ -367,8 +524,8 @@ static int flatten(imp *m, ddl_graph *g, const node *n)
             return t < 0 ? DDL_EINVAL
                          : fail(m, "node %s (Reshape): ddl reshapes only to (N, -1) (flatten); computed shapes "
                                 "(Shape, Gather, ...) are not taken: export torch.flatten(x, 1)", n->name);
-    } else if (square(n, "axis", 1) != 1) {
-        return fail(m, "node %s (Flatten): ddl flattens from axis 1 only", n->name);
+    } else if (int_attr(m, n, "axis", 1, 1, 1, "axis 1 only", &axis) != DDL_OK) {
+        return DDL_EINVAL;
     }
     return added(m, g, n, ddl_graph_flatten(g, x), -1, -1, 0);
 }
@@ -402,7 +559,9 @@ static int affine(imp *m, ddl_graph *g, const node *n)
         return define(m, n->out[0], 0, -1);
     }
     if (strcmp(n->op, "Add") == 0 && layer > 0 && g->layers[layer].op == DDL__OP_DENSE && m->ps[layer].b < 0 &&
-        t->type == T_FLOAT && count(t) == (size_t)g->layers[layer].out) {
+        t->type == T_FLOAT && count_is(t, (size_t)g->layers[layer].out)) {
+        if (data_ok(m, n, t, "bias") != DDL_OK)
+            return DDL_EINVAL;
         m->ps[layer].b = m->v[c].tensor; /* MatMul + Add: the Linear's bias */
         return define(m, n->out[0], layer, -1);
     }
@@ -412,8 +571,9 @@ static int affine(imp *m, ddl_graph *g, const node *n)
 /* join: Add or Concat (axis 1) of layers. */
 static int join(imp *m, ddl_graph *g, const node *n)
 {
-    if (strcmp(n->op, "Concat") == 0 && square(n, "axis", -1) != 1)
-        return fail(m, "node %s (Concat): ddl joins along channels (axis 1) only", n->name);
+    int axis;
+    if (strcmp(n->op, "Concat") == 0 && int_attr(m, n, "axis", 0, 1, 1, "axis 1 only (the channels)", &axis) != 0)
+        return DDL_EINVAL;
     int x = n->n_in ? layer_in(m, n, n->in[0]) : -1;
     for (int i = 1; x >= 0 && i < n->n_in; i++) {
         int y = layer_in(m, n, n->in[i]);
@@ -492,9 +652,10 @@ static int one_node(imp *m, ddl_graph *g, const node *n)
     if (strcmp(op, "BatchNormalization") == 0)
         return fail(m, "node %s (BatchNormalization): ddl trains without batch statistics; use GroupNorm, or "
                     "fold it into the conv (fuse_conv_bn_eval) before exporting", n->name);
-    return fail(m, "node %s (%s): ddl cannot train this operator (it takes Conv, ConvTranspose, Relu, MaxPool, "
-                "AveragePool, GlobalAveragePool, Gemm, MatMul, Flatten, Reshape to (N, -1), Concat, Add, Dropout, "
-                "Identity, a last Softmax)", n->name, op);
+    /* the whole list, in the 256 bytes of an error with the file's name before it */
+    return fail(m, "node %.32s (%.20s): ddl cannot train this operator (it takes Conv, ConvTranspose, Relu, "
+                "Max/AveragePool, GlobalAveragePool, Gemm, MatMul, Flatten, Reshape, Concat, Add, Pad, Dropout, "
+                "Identity, Softmax)", n->name, op);
 }
 
 /* ---- the model ---- */
@@ -503,7 +664,8 @@ static int one_node(imp *m, ddl_graph *g, const node *n)
 static int graph_io(imp *m, ddl_graph *g, ddl__pb_slice graph)
 {
     ddl__pb_field f;
-    int r, dims[4] = {0}, nd = 0;
+    int r, nd = 0, c, h, w;
+    int64_t dims[8] = {0};
     while ((r = ddl__pb_next(&graph, &f)) > 0) {
         char name[NAME] = "";
         ddl__pb_slice vi = f.s, tp, tt, sh;
@@ -521,21 +683,30 @@ static int graph_io(imp *m, ddl_graph *g, ddl__pb_slice graph)
                     for (sh = e.number == 2 ? e.s : (ddl__pb_slice){0, 0}; ddl__pb_next(&sh, &e) > 0;) {
                         ddl__pb_slice d = e.s;  /* TensorShapeProto.dim: dim_value or a name */
                         ddl__pb_field dv;
-                        int v = 0;
+                        int64_t v = 0; /* 0: a name (N), or none */
                         while (e.number == 1 && ddl__pb_next(&d, &dv) > 0)
-                            v = dv.number == 1 ? (int)dv.v : v;
-                        if (e.number == 1 && nd < 4)
-                            dims[nd++] = v;
+                            v = dv.number == 1 ? (int64_t)dv.v : v;
+                        if (e.number == 1 && nd < 8)
+                            dims[nd] = v;
+                        nd += e.number == 1 && nd < 9;
                     }
         }
         if (f.number == 12 && !m->output[0])
             snprintf(m->output, NAME, "%s", name);
         if (f.number == 11 && !m->input[0] && find(m, name) < 0) {
             snprintf(m->input, NAME, "%s", name);
-            if (nd != 4 || dims[1] < 1 || dims[2] < 1 || dims[3] < 1)
-                return fail(m, "input %s: ddl takes images (N, C, H, W) of a fixed C, H and W", name);
-            if (ddl_graph_input(g, dims[1], dims[2], dims[3]) < 0 || define(m, name, 0, -1) != DDL_OK)
+            char t[200];
+            int ok = nd == 4;
+            for (int i = 1; ok && i < 4; i++)
+                ok = dims[i] >= 1 && dims[i] <= INT_MAX;
+            if (!ok)
+                return fail(m, "input %s: dims %s%s: ddl takes images (N, C, H, W) of a fixed C, H and W, each 1 to %d",
+                            name, ints_text(dims, nd < 8 ? nd : 8, t), nd > 8 ? " ..." : "", INT_MAX);
+            char why[DDL_ERR_BYTES];
+            if (ddl_graph_input(g, (int)dims[1], (int)dims[2], (int)dims[3]) < 0 || define(m, name, 0, -1) != DDL_OK)
                 return fail(m, "input %s: %s", name, ddl_graph_error(g));
+            if (ddl__graph_layer_shape(g, 0, &c, &h, &w, why, sizeof why) != DDL_OK)
+                return fail(m, "input %s: %s", name, why);
         }
     }
     if (r < 0 || !m->input[0] || !m->output[0])
@@ -543,33 +714,50 @@ static int graph_io(imp *m, ddl_graph *g, ddl__pb_slice graph)
     return DDL_OK;
 }
 
+/* layer_floats: the floats layer i takes from the file (its weight, and its bias unless a conv
+ * has none) into *k and *n; -1 if the weight's dims are not a size or the sum overflows. The
+ * nodes checked every dim against the graph: this holds gather's buffer to what it copies. */
+static int layer_floats(const imp *m, const ddl__layer *l, int i, size_t *k, size_t *n)
+{
+    const tensor *w = &m->t[m->ps[i].w];
+    size_t b = l->op == DDL__OP_CONV && !l->bias ? 0 : (size_t)l->out;
+    if (l->out < 1 || w->n_dims != (l->op == DDL__OP_DENSE ? 2 : 4) || count(w, k) != 0 ||
+        *k > SIZE_MAX / 8 - b || *n > SIZE_MAX / 8 - (*k + b))
+        return -1;
+    *n += *k + b;
+    return 0;
+}
+
+static int has_params(const ddl__layer *l)
+{
+    return l->op == DDL__OP_CONV || l->op == DDL__OP_DECONV || l->op == DDL__OP_DENSE;
+}
+
 /* gather: the weights in the order ddl_model_graph() declares them (per layer: weight, bias). */
 static int gather(imp *m, const ddl_graph *g, const ddl_allocator *alloc, ddl_onnx_import *out)
 {
-    size_t n = 0;
-    for (int i = 1; i < g->n; i++) {
-        const ddl__layer *l = &g->layers[i];
-        if (l->op == DDL__OP_CONV || l->op == DDL__OP_DECONV || l->op == DDL__OP_DENSE)
-            n += count(&m->t[m->ps[i].w]) + (l->op == DDL__OP_CONV && !l->bias ? 0 : (size_t)l->out);
-    }
-    float *p = ddl__alloc(alloc, (n ? n : 1) * sizeof *p);
+    size_t n = 0, k = 0;
+    for (int i = 1; i < g->n; i++)
+        if (has_params(&g->layers[i]) && layer_floats(m, &g->layers[i], i, &k, &n) != 0)
+            return fail(m, "weight %s: dims that are no size", m->t[m->ps[i].w].name);
+    float *p = ddl__alloc(alloc, (n ? n : 1) * sizeof *p), *t = NULL;
     if (!p)
         return fail(m, "out of memory for %zu weights", n);
     size_t at = 0;
     for (int i = 1; i < g->n; i++) {
         const ddl__layer *l = &g->layers[i];
-        if (l->op != DDL__OP_CONV && l->op != DDL__OP_DECONV && l->op != DDL__OP_DENSE)
+        if (!has_params(l))
             continue;
         const tensor *w = &m->t[m->ps[i].w];
-        size_t k = count(w);
-        if (floats_of(w, p + at, k) != 0) {
+        size_t left = n - at;
+        count(w, &k); /* layer_floats checked it, and that at + k + out <= n */
+        if (k > left || floats_of(w, p + at, k) != 0) {
             ddl__free(alloc, p);
             return fail(m, "weight %s: not %zu float32 values", w->name, k);
         }
-        if (m->ps[i].transpose) { /* (in, out) -> (out, in), through the bias's place as scratch: */
+        if (m->ps[i].transpose) { /* (in, out) -> (out, in) */
             size_t in = (size_t)w->dims[0], o = (size_t)w->dims[1];
-            float *t = ddl__alloc(alloc, k * sizeof *t);
-            if (!t) {
+            if (!(t = ddl__alloc(alloc, k * sizeof *t))) {
                 ddl__free(alloc, p);
                 return fail(m, "out of memory");
             }
@@ -633,6 +821,9 @@ static int model(imp *m, ddl_graph *g, ddl__pb_slice file)
         }
     if (rc != DDL_OK)
         return rc;
+    if (!(isfinite(m->scale) && m->scale > 0.0f && isfinite(m->shift))) /* ddl's normalisation divides by it */
+        return fail(m, "input %s: scaled by %g and shifted by %g before the first layer: ddl takes a positive, "
+                    "finite scale and a finite shift", m->input, (double)m->scale, (double)m->shift);
     int o = find(m, m->output);
     if (o < 0 || m->v[o].layer < 1)
         return fail(m, "output %s: not the output of a layer ddl made", m->output);
@@ -659,13 +850,19 @@ int ddl_graph_import_onnx(ddl_graph *g, const char *path, const ddl_allocator *a
     int rc = !buf || !m ? DDL_ENOMEM : fread(buf, 1, (size_t)st.st_size, f) == (size_t)st.st_size ? DDL_OK : DDL_EIO;
     fclose(f);
     if (rc == DDL_OK) {
-        memset(m, 0, sizeof *m);
-        m->scale = 1.0f;
+        /* the tables (2.5 MB) are written before they are read: a tensor or value when it is
+         * defined, ps[i] when layer i is; clearing them all cost most of an import's time */
+        m->n_t = m->n_v = m->input_touched = 0;
+        m->scale = 1.0f, m->shift = 0.0f;
+        m->input[0] = m->output[0] = m->err[0] = '\0';
         rc = model(m, g, (ddl__pb_slice){buf, buf + st.st_size});
         if (rc == DDL_OK)
             rc = gather(m, g, alloc, out);
-        if (rc != DDL_OK)
-            ddl__errf(err, err_bytes, rc, "%s: %s", path, m->err);
+        if (rc != DDL_OK) { /* a long directory gives way to the message: the file's own name stays */
+            const char *base = strrchr(path, '/');
+            int fits = strlen(path) + 2 + strlen(m->err) < err_bytes;
+            ddl__errf(err, err_bytes, rc, "%s: %s", fits || !base ? path : base + 1, m->err);
+        }
         ddl_graph_input_shape(g, &out->in_c, &out->in_h, &out->in_w);
         out->scale = m->scale;
         out->shift = m->shift;

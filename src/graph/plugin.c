@@ -11,6 +11,7 @@
  * Never allocates; keeps no state outside its own. */
 #include "impl.h"
 
+#include <limits.h>
 #include <string.h>
 
 /* What the build resolved for one layer, and its memory. */
@@ -42,8 +43,10 @@ _Static_assert(sizeof(gmodel) <= DDL__MODEL_SELF_MAX, "the graph plugin's state 
 
 /* ---- shapes ---- */
 
-static int fail(ddl_model_build *b, const ddl_graph *g, int i, const char *fmt, ...) DDL__PRINTF(4, 5);
-static int fail(ddl_model_build *b, const ddl_graph *g, int i, const char *fmt, ...)
+/* fail: the build's error (b), or, when only asked (b NULL: ddl_graph_output_shape,
+ * ddl__graph_layer_shape), g's own: g is then the caller's private copy. */
+static int fail(ddl_model_build *b, ddl_graph *g, int i, const char *fmt, ...) DDL__PRINTF(4, 5);
+static int fail(ddl_model_build *b, ddl_graph *g, int i, const char *fmt, ...)
 {
     char why[DDL_ERR_BYTES], prefix[48];
     va_list ap;
@@ -56,8 +59,10 @@ static int fail(ddl_model_build *b, const ddl_graph *g, int i, const char *fmt, 
         prefix[0] = '\0';
     char msg[DDL_ERR_BYTES];
     snprintf(msg, sizeof msg, "graph: layer %d (%s%s): %.180s", i, prefix, ddl__graph_op_name(g->layers[i].op), why);
-    if (b) /* NULL: ddl_graph_output_shape, which only asks */
+    if (b)
         ddl_build_fail(b, msg);
+    else
+        snprintf(g->err, sizeof g->err, "%s", msg);
     return DDL_EINVAL;
 }
 
@@ -81,26 +86,35 @@ static int shape_input(gmodel *m, const ddl_model_config *cfg, ddl_model_build *
     if (r->c != cfg->in_c || r->h != cfg->in_h || r->w != cfg->in_w)
         return fail(b, &m->g, 0, "the graph takes %dx%dx%d images, the model config gives %dx%dx%d", r->c, r->h,
                     r->w, cfg->in_c, cfg->in_h, cfg->in_w);
+    if (r->size > INT_MAX)
+        return fail(b, &m->g, 0, "%dx%dx%d images: more than %d values each", r->c, r->h, r->w, INT_MAX);
     return DDL_OK;
 }
 
-/* shape_layer: layer i's output shape from its inputs'. */
+/* shape_layer: layer i's output shape from its inputs'. Computed in 64 bits and bounded: the
+ * kernels take a sample's values, and its height times width, as an int. */
 static int shape_layer(gmodel *m, int i, const ddl_model_config *cfg, ddl_model_build *b)
 {
     const ddl__layer *l = &m->g.layers[i];
     const rt *a = &m->r[l->in[0]], *o = l->in[1] >= 0 ? &m->r[l->in[1]] : NULL;
     rt *r = &m->r[i];
     int out = l->out == DDL_CLASSES ? cfg->n_classes : l->out;
-    r->c = a->c, r->h = a->h, r->w = a->w;
+    int64_t c = a->c, h = a->h, w = a->w;
     switch (l->op) {
     case DDL__OP_CONV:
     case DDL__OP_DECONV:
         r->geo = (ddl_conv2d){.batch = cfg->batch, .in_c = a->c, .in_h = a->h, .in_w = a->w, .out_c = out,
                               .k_h = l->k, .k_w = l->k, .stride = l->stride, .pad = l->pad};
-        r->c = out;
-        r->h = l->op == DDL__OP_CONV ? ddl_conv2d_out_h(&r->geo) : ddl_deconv2d_out_h(&r->geo);
-        r->w = l->op == DDL__OP_CONV ? ddl_conv2d_out_w(&r->geo) : ddl_deconv2d_out_w(&r->geo);
-        if (r->h < 1 || r->w < 1)
+        c = out;
+        if (l->op == DDL__OP_CONV) { /* as ddl_conv2d_out_h, without its int overflow; no window: 0 */
+            int64_t sh = a->h + 2 * (int64_t)l->pad - l->k, sw = a->w + 2 * (int64_t)l->pad - l->k;
+            h = sh < 0 ? 0 : sh / l->stride + 1;
+            w = sw < 0 ? 0 : sw / l->stride + 1;
+        } else {
+            h = (a->h - 1) * (int64_t)l->stride - 2 * (int64_t)l->pad + l->k;
+            w = (a->w - 1) * (int64_t)l->stride - 2 * (int64_t)l->pad + l->k;
+        }
+        if (h < 1 || w < 1)
             return fail(b, &m->g, i, "a %dx%d input is too small for kernel %d, stride %d, pad %d", a->h, a->w, l->k,
                         l->stride, l->pad);
         break;
@@ -108,12 +122,12 @@ static int shape_layer(gmodel *m, int i, const ddl_model_config *cfg, ddl_model_
     case DDL__OP_AVGPOOL:
         if (a->h < l->k || a->w < l->k)
             return fail(b, &m->g, i, "a %dx%d input is smaller than the %dx%d window", a->h, a->w, l->k, l->k);
-        r->h = (a->h - l->k) / l->stride + 1;
-        r->w = (a->w - l->k) / l->stride + 1;
+        h = (a->h - l->k) / l->stride + 1;
+        w = (a->w - l->k) / l->stride + 1;
         break;
-    case DDL__OP_GAP: r->h = r->w = 1; break;
-    case DDL__OP_DENSE: r->c = out, r->h = r->w = 1; break;
-    case DDL__OP_FLATTEN: r->c = a->c * a->h * a->w, r->h = r->w = 1; break;
+    case DDL__OP_GAP: h = w = 1; break;
+    case DDL__OP_DENSE: c = out, h = w = 1; break;
+    case DDL__OP_FLATTEN: c = (int64_t)a->size, h = w = 1; break;
     case DDL__OP_DROPOUT:
         r->p = l->p < 0.0f ? cfg->dropout : l->p;
         if (!(r->p >= 0.0f && r->p < 1.0f))
@@ -128,7 +142,7 @@ static int shape_layer(gmodel *m, int i, const ddl_model_config *cfg, ddl_model_
         if (o->h != a->h || o->w != a->w)
             return fail(b, &m->g, i, "inputs of %dx%d and %dx%d: concat needs the same height and width", a->h, a->w,
                         o->h, o->w);
-        r->c = a->c + o->c;
+        c = (int64_t)a->c + o->c;
         break;
     case DDL__OP_ADD:
         if (o->c != a->c || o->h != a->h || o->w != a->w)
@@ -137,6 +151,10 @@ static int shape_layer(gmodel *m, int i, const ddl_model_config *cfg, ddl_model_
         break;
     default: break;
     }
+    if (c < 1 || c > INT_MAX || h > INT_MAX || w > INT_MAX || c * h > INT_MAX || c * h * w > INT_MAX)
+        return fail(b, &m->g, i, "an output of %lld x %lld x %lld values: ddl takes 1 to %d per sample",
+                    (long long)c, (long long)h, (long long)w, INT_MAX);
+    r->c = (int)c, r->h = (int)h, r->w = (int)w;
     r->size = (size_t)r->c * (size_t)r->h * (size_t)r->w;
     return DDL_OK;
 }
@@ -144,7 +162,7 @@ static int shape_layer(gmodel *m, int i, const ddl_model_config *cfg, ddl_model_
 /* plan: uses, gradients and aliases, once every shape is known. */
 static int plan(gmodel *m, ddl_model_build *b)
 {
-    const ddl_graph *g = &m->g;
+    ddl_graph *g = &m->g;
     for (int i = 1; i < g->n; i++)
         for (int k = 0; k < 2; k++)
             if (g->layers[i].in[k] >= 0)
@@ -515,6 +533,27 @@ int ddl_graph_output_shape(const ddl_graph *g, const ddl_model_config *cfg, int 
         *c = o->c, *h = o->h, *w = o->w;
     }
     return rc;
+}
+
+int ddl__graph_layer_shape(const ddl_graph *g, int i, int *c, int *h, int *w, char *why, size_t why_bytes)
+{
+    gmodel m;
+    if (!g || g->failed || i < 0 || i >= g->n)
+        return ddl__errf(why, why_bytes, DDL_EINVAL, "layer %d: not in the graph (0 to %d)", i, g ? g->n - 1 : -1);
+    const ddl__layer *in = &g->layers[0];
+    if (in->out < 1 || in->k < 1 || in->stride < 1)
+        return ddl__errf(why, why_bytes, DDL_EINVAL, "layer 0 (input): its size is not fixed");
+    ddl_model_config cfg = {.batch = 1, .in_c = in->out, .in_h = in->k, .in_w = in->stride, .n_classes = 2};
+    memset(&m, 0, sizeof m);
+    memcpy(&m.g, g, sizeof m.g);
+    m.g.n = i + 1;
+    int rc = shape_input(&m, &cfg, NULL);
+    for (int k = 1; k <= i && rc == DDL_OK; k++)
+        rc = shape_layer(&m, k, &cfg, NULL);
+    if (rc != DDL_OK)
+        return ddl__errf(why, why_bytes, rc, "%s", m.g.err);
+    *c = m.r[i].c, *h = m.r[i].h, *w = m.r[i].w;
+    return DDL_OK;
 }
 
 int ddl__graph_shape(const ddl_model *m, int i, const ddl_graph **g, int *c, int *h, int *w, int *groups)

@@ -58,6 +58,27 @@ static inline const char *fuzz_path(const char *tag)
 
 #include "ddl.h"
 
+/* ---- fuzz_allocator: malloc, refusing more than FUZZ_ALLOC_MAX bytes at once. A model file may
+ * ask for any memory (a deconv of stride 2^20 on a small input: gigabytes of activations), which
+ * ddl must refuse with DDL_ENOMEM and a message; libFuzzer would report the request itself as a
+ * crash (-rss_limit_mb). ---- */
+
+#define FUZZ_ALLOC_MAX ((size_t)256 << 20)
+
+static inline void *fuzz_alloc_fn(void *ud, size_t bytes)
+{
+    (void)ud;
+    return bytes <= FUZZ_ALLOC_MAX ? malloc(bytes) : NULL;
+}
+
+static inline void fuzz_free_fn(void *ud, void *ptr)
+{
+    (void)ud;
+    free(ptr);
+}
+
+static inline ddl_allocator fuzz_allocator(void) { return (ddl_allocator){fuzz_alloc_fn, fuzz_free_fn, NULL}; }
+
 /* ---- checkpoints: fuzz_repair makes every CRC-32C of a checkpoint file right (header, section
  * headers, section bodies), so mutations get past the checksums into what they guard ---- */
 

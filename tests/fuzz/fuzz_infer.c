@@ -1,10 +1,12 @@
 /* fuzz_infer.c - libFuzzer target of the inference entry points: one mode byte, then a
- * checkpoint file (seeds: small U-Nets). Mode bit 0: first repair every CRC-32C, so mutations
- * reach the tensor table and the weights. The file goes through ddl_predictor_open (the model the
- * checkpoint names), a prediction of a few images of the model's shape and one of the wrong
- * shape, and ddl_export to .onnx and to .npz. Every input must give DDL_OK or an error with a
- * message, never a crash, a leak or a huge allocation. With FUZZ_SEED_DIR set, initialisation
- * writes the seeds there. */
+ * checkpoint file (seeds: small U-Nets, and tests/fuzz/corpus/fuzz_infer's graph checkpoints) or,
+ * with mode bit 1, an ONNX file (the corpus's PyTorch-style exports), which is what ddl-serve and
+ * the PostgreSQL extension open. Mode bit 0: first repair every CRC-32C of a checkpoint, so
+ * mutations reach the tensor table and the weights. The file goes through ddl_predictor_open (the
+ * model the checkpoint names, or the graph the ONNX file imports), a prediction of a few images of
+ * the model's shape and one of the wrong shape, and, a checkpoint, ddl_export to .onnx and to
+ * .npz. Every input must give DDL_OK or an error with a message, never a crash, a leak or a huge
+ * allocation. With FUZZ_SEED_DIR set, initialisation writes the U-Net seeds there. */
 #include "ddl.h"
 #include "fuzz_common.h"
 
@@ -60,17 +62,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1)
         return 0;
+    int is_onnx = data[0] & 2;
     uint8_t *b = malloc(size);
     memcpy(b, data + 1, size - 1);
-    if (data[0] & 1)
+    if ((data[0] & 1) && !is_onnx)
         fuzz_repair(b, size - 1);
-    const char *p = fuzz_path("ckpt");
+    const char *p = fuzz_path(is_onnx ? "m.onnx" : "ckpt"); /* the predictor knows ONNX by its name */
     fuzz_write(p, b, size - 1);
     free(b);
     char err[DDL_ERR_BYTES] = "";
     ddl_predict_config pc = {.batch = 2};
     ddl_predictor *pr = NULL;
-    if (ddl_predictor_open(p, &pc, NULL, &pr, err, sizeof err) == DDL_OK) {
+    ddl_allocator a = fuzz_allocator(); /* more than 256 MiB: DDL_ENOMEM */
+    if (ddl_predictor_open(p, &pc, &a, &pr, err, sizeof err) == DDL_OK) {
         const ddl_model_config *mc = ddl_model_get_config(ddl_predictor_model(pr));
         int K, oh, ow;
         ddl_model_output_shape(ddl_predictor_model(pr), &K, &oh, &ow);
@@ -78,7 +82,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (3 * in <= sizeof pixels && 3 * o <= sizeof out / sizeof out[0] && 3 * (size_t)oh * ow <= sizeof classes &&
             ddl_predictor_run(pr, pixels, 3, mc->in_c, mc->in_h, mc->in_w, out, out, classes) != DDL_OK)
             abort(); /* the model's own shape must run */
-        if (ddl_predictor_run(pr, pixels, 1, mc->in_c + 1, mc->in_h, mc->in_w, out, NULL, NULL) != DDL_EINVAL ||
+        if (ddl_predictor_run(pr, pixels, 1, mc->in_c > 1 ? mc->in_c - 1 : 2, mc->in_h, mc->in_w, out, NULL, NULL) !=
+                DDL_EINVAL ||
             !ddl_predictor_error(pr)[0])
             abort();
         ddl_predictor_close(pr);
@@ -86,7 +91,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         abort();
     }
     ddl_checkpoint *ck = NULL;
-    if (ddl_checkpoint_open(p, NULL, &ck, NULL, 0) == DDL_OK) {
+    if (!is_onnx && ddl_checkpoint_open(p, NULL, &ck, NULL, 0) == DDL_OK) {
         const char *onnx = fuzz_path("x.onnx"), *npz = fuzz_path("x.npz");
         err[0] = '\0';
         if (ddl_export(ck, onnx, NULL, err, sizeof err) != DDL_OK && !err[0])
