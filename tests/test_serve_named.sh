@@ -93,7 +93,11 @@ check "a JPEG body: the answer of its pixels as Pillow decodes them" $?
 [ "$(post "$tmp/big.jpg" image/jpeg /v1/models/grey:predict "$tmp/e")" = 400 ] && grep -q "an image of 30x30, expected 28x28" "$tmp/e"
 check "a JPEG of another size: 400 with both sizes ($(cat "$tmp/e"))" $?
 t0=$(date +%s%N)
-[ "$(post "$tmp/bomb.jpg" image/jpeg /v1/models/grey:predict "$tmp/e")" = 400 ] && grep -q "more than 500 scans" "$tmp/e"
+# its scans repeat the last one, which libjpeg warns of as an inconsistent progression at the
+# first repeat; the decoder takes a warning as damage, so it stops there (test_images bounds the
+# scans of a JPEG whose scans are all well-formed)
+[ "$(post "$tmp/bomb.jpg" image/jpeg /v1/models/grey:predict "$tmp/e")" = 400 ] &&
+    grep -Eq "more than 500 scans|damaged JPEG file: Inconsistent progression" "$tmp/e"
 r=$?; ms=$(( ($(date +%s%N) - t0) / 1000000 ))
 [ $r -eq 0 ] && [ "$ms" -lt 1000 ]; check "a progressive JPEG of 2,000 scans: 400 in $ms ms ($(cat "$tmp/e"))" $?
 
