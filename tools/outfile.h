@@ -22,6 +22,23 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* outdir_owned: 0 if the directory st describes is ours and nobody else may write into it (or
+ * it has the sticky bit); -1 with why (naming path). */
+static inline int outdir_owned(const struct stat *st, const char *path, char *why, size_t why_bytes)
+{
+    if (st->st_uid != geteuid()) {
+        snprintf(why, why_bytes, "%s belongs to uid %u, not to us (uid %u): another user could plant links in it; "
+                 "give a directory of our own", path, (unsigned)st->st_uid, (unsigned)geteuid());
+        return -1;
+    }
+    if ((st->st_mode & S_IWOTH) && !(st->st_mode & S_ISVTX)) {
+        snprintf(why, why_bytes, "%s is writable by every user (mode %04o) without the sticky bit: another user "
+                 "could plant links in it; chmod o-w it", path, (unsigned)(st->st_mode & 07777));
+        return -1;
+    }
+    return 0;
+}
+
 /* outdir_check: 0 if path is a directory we may write outputs into; -1 with why (naming path). */
 static inline int outdir_check(const char *path, char *why, size_t why_bytes)
 {
@@ -39,17 +56,7 @@ static inline int outdir_check(const char *path, char *why, size_t why_bytes)
         snprintf(why, why_bytes, "%s: %s", path, errno ? strerror(errno) : "not a directory");
         return -1;
     }
-    if (st.st_uid != geteuid()) {
-        snprintf(why, why_bytes, "%s belongs to uid %u, not to us (uid %u): another user could plant links in it; "
-                 "give a directory of our own", path, (unsigned)st.st_uid, (unsigned)geteuid());
-        return -1;
-    }
-    if ((st.st_mode & S_IWOTH) && !(st.st_mode & S_ISVTX)) {
-        snprintf(why, why_bytes, "%s is writable by every user (mode %04o) without the sticky bit: another user "
-                 "could plant links in it; chmod o-w it", path, (unsigned)(st.st_mode & 07777));
-        return -1;
-    }
-    return 0;
+    return outdir_owned(&st, path, why, why_bytes);
 }
 
 /* outdir_make: mkdir path (0755) unless it exists, then outdir_check. */
@@ -71,17 +78,7 @@ static inline int outdir_fd_check(int fd, const char *path, char *why, size_t wh
         snprintf(why, why_bytes, "%s: not a directory", path);
         return -1;
     }
-    if (st.st_uid != geteuid()) {
-        snprintf(why, why_bytes, "%s belongs to uid %u, not to us (uid %u): another user could plant links in it; "
-                 "give a directory of our own", path, (unsigned)st.st_uid, (unsigned)geteuid());
-        return -1;
-    }
-    if ((st.st_mode & S_IWOTH) && !(st.st_mode & S_ISVTX)) {
-        snprintf(why, why_bytes, "%s is writable by every user (mode %04o) without the sticky bit: another user "
-                 "could plant links in it; chmod o-w it", path, (unsigned)(st.st_mode & 07777));
-        return -1;
-    }
-    return 0;
+    return outdir_owned(&st, path, why, why_bytes);
 }
 
 /* outdir_walk: path relative to the directory at (absolute paths from /) as a new descriptor,
