@@ -4,7 +4,8 @@
 # has a header and one row per image whose probabilities sum to 1; under ddlrun -n 2 and -n 3
 # the CSV and the PNG masks are byte for byte a one-rank run's (cmp); each bad input (a missing,
 # truncated or foreign model, images of the wrong size, an empty IDX file, labels that do not
-# match) gives one line naming the file and exit 1, flags out of place exit 2.
+# match) gives one line naming the file and exit 1, flags out of place exit 2; --out - puts the
+# CSV alone on standard output.
 . "$(dirname "$0")/lib.sh"
 BUILD=${BUILD:-build}
 cd "$(dirname "$0")/.." || exit 1
@@ -34,6 +35,11 @@ acc=$(field accuracy < "$tmp/p1")
 grep -q '^confusion matrix (rows: truth, columns: predicted)$' "$tmp/p1" &&
     [ "$(grep -c '^  [ 0-9][0-9]\( \{1,\}[0-9]\{1,\}\)\{10\}$' "$tmp/p1")" -eq 10 ]
 check "a 10 x 10 confusion matrix" $?
+# --out -: the CSV alone on standard output (the report on standard error), no file named "-"
+(bin=$(cd "$B" && pwd) && cd "$tmp" && "$bin/lenet" --predict --model "$tmp/lenet" --out - > "$tmp/stdout.csv" 2> "$tmp/stderr")
+rc=$?
+[ $rc -eq 0 ] && [ ! -e "$tmp/-" ] && cmp -s "$tmp/stdout.csv" "$tmp/1.csv" && grep -q '^summary: ' "$tmp/stderr"
+check "--out -: exit $rc, the CSV on standard output, the summary on standard error, no file named -" $?
 ips=$(field images_per_sec < "$tmp/p1"); [ "${ips:-0}" -gt 0 ]; check "images/s reported ($ips)" $?
 [ "$(head -n 1 "$tmp/1.csv")" = "index,predicted,truth,p0,p1,p2,p3,p4,p5,p6,p7,p8,p9" ] &&
     [ "$(wc -l < "$tmp/1.csv")" -eq 10001 ]

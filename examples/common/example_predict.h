@@ -87,6 +87,13 @@ typedef struct predict_run {
     const predict_opts *opts; /* set by predict_open */
 } predict_run;
 
+/* predict_say: where rank 0's report goes: standard output, or standard error when --out - puts
+ * the CSV alone on standard output. */
+static inline FILE *predict_say(const predict_run *r)
+{
+    return r->opts && r->opts->out && strcmp(r->opts->out, "-") == 0 ? stderr : stdout;
+}
+
 /* predict_fail: one line on stderr, "PROG: what" (with the rank when there are several). */
 static int predict_fail(const predict_run *r, const char *what)
 {
@@ -174,22 +181,23 @@ static int predict_run_images(predict_run *r, const uint8_t *images, int n, int 
 static void predict_report(const predict_run *r, ddl_eval_stats *ev, int K, int n, int segmentation)
 {
     double secs = example_seconds() - r->t0;
+    FILE *say = predict_say(r);
     ddl_eval_metrics(ev, K);
-    printf("confusion matrix (rows: truth, columns: predicted)\n     ");
+    fprintf(say, "confusion matrix (rows: truth, columns: predicted)\n     ");
     for (int j = 0; j < K; j++)
-        printf(" %7d", j);
+        fprintf(say, " %7d", j);
     for (int i = 0; i < K; i++) {
-        printf("\n  %2d ", i);
+        fprintf(say, "\n  %2d ", i);
         for (int j = 0; j < K; j++)
-            printf(" %7lld", (long long)ev->confusion[i * K + j]);
+            fprintf(say, " %7lld", (long long)ev->confusion[i * K + j]);
     }
-    printf("\n");
+    fprintf(say, "\n");
     if (segmentation)
-        printf("summary: model=%s world=%d images=%d pixel_acc=%.4f dice=%.4f miou=%.4f images_per_sec=%.0f "
-               "wall_s=%.2f\n", r->prog, r->world, n, ev->accuracy, ev->dice, ev->miou, n / secs, secs);
+        fprintf(say, "summary: model=%s world=%d images=%d pixel_acc=%.4f dice=%.4f miou=%.4f images_per_sec=%.0f "
+                     "wall_s=%.2f\n", r->prog, r->world, n, ev->accuracy, ev->dice, ev->miou, n / secs, secs);
     else
-        printf("summary: model=%s world=%d images=%d accuracy=%.4f images_per_sec=%.0f wall_s=%.2f\n", r->prog,
-               r->world, n, ev->accuracy, n / secs, secs);
+        fprintf(say, "summary: model=%s world=%d images=%d accuracy=%.4f images_per_sec=%.0f wall_s=%.2f\n", r->prog,
+                r->world, n, ev->accuracy, n / secs, secs);
 }
 
 /* ---- lenet: classify the test set or an IDX file ---- */
@@ -221,11 +229,13 @@ static inline int load_idx(predict_run *r, const char *path, int want_dims, uint
     return predict_fail(r, why);
 }
 
-/* write_csv: index,predicted,truth,p0..pK-1, one row per image; truth empty without labels. */
+/* write_csv: index,predicted,truth,p0..pK-1, one row per image; truth empty without labels; path
+ * "-": standard output. */
 static inline int write_csv(const predict_run *r, const char *path, int n, int K, const uint16_t *pred, const uint8_t *truth,
                      const float *probs)
 {
-    FILE *f = fopen(path, "w");
+    int to_stdout = strcmp(path, "-") == 0;
+    FILE *f = to_stdout ? stdout : fopen(path, "w");
     if (!f) {
         char why[1100];
         snprintf(why, sizeof why, "%s: cannot create: %s", path, strerror(errno));
@@ -242,7 +252,7 @@ static inline int write_csv(const predict_run *r, const char *path, int n, int K
             fprintf(f, ",%.6f", (double)probs[(size_t)i * K + c]);
     }
     fprintf(f, "\n");
-    if (fclose(f) != 0) {
+    if (to_stdout ? fflush(f) != 0 : fclose(f) != 0) {
         char why[1100];
         snprintf(why, sizeof why, "%s: cannot write: %s", path, strerror(errno));
         return predict_fail(r, why);
@@ -302,12 +312,13 @@ static inline int classify(predict_run *r, const predict_opts *o, const char *da
         ev.confusion = cm;
         for (int i = 0; truth && K <= 10 && i < n; i++)
             ev.confusion[truth[i] * K + pred[i]]++;
-        printf("predicted %d image%s on %d rank%s with %s\n", n, n == 1 ? "" : "s", r->world, r->world > 1 ? "s" : "",
+        fprintf(predict_say(r), "predicted %d image%s on %d rank%s with %s\n", n, n == 1 ? "" : "s", r->world, r->world > 1 ? "s" : "",
                o->model);
         if (truth)
             predict_report(r, &ev, K, n, 0);
         else
-            printf("summary: model=lenet world=%d images=%d images_per_sec=%.0f (no labels)\n", r->world, n,
+            fprintf(predict_say(r), "summary: model=lenet world=%d images=%d images_per_sec=%.0f (no labels)\n",
+                    r->world, n,
                    n / (example_seconds() - r->t0));
         ok = !o->out || write_csv(r, o->out, n, K, pred, truth, probs) == 0;
     }
