@@ -221,7 +221,8 @@ static model_entry *get_model(text *arg)
     if (!model_dir || !model_dir[0])
         ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE), errmsg("ddl: ddl.model_dir is not set"),
                         errhint("A superuser sets it to the directory of the model files: "
-                                "ALTER SYSTEM SET ddl.model_dir = '/path/to/models'; SELECT pg_reload_conf();")));
+                                "LOAD 'ddl'; ALTER SYSTEM SET ddl.model_dir = '/path/to/models'; "
+                                "SELECT pg_reload_conf(); (sessions started after it see it).")));
     if (snprintf(path, sizeof path, "%s/%s", model_dir, name) >= (int) sizeof path)
         ereport(ERROR, (errcode(ERRCODE_NAME_TOO_LONG), errmsg("ddl: the path of model \"%s\" is too long", name)));
     cache_init();
