@@ -12,6 +12,14 @@
 
 static char fuzz_dir[256]; /* where fuzz_path puts this process's files */
 
+/* FUZZ_ASAN_QUARANTINE_64MB: for a fuzzer that decodes images. ASan keeps freed blocks in a
+ * quarantine of 256 MB by default, so one image near the 2^26 pixels ddl decodes (256 MB as RGBA,
+ * and libjpeg's coefficients beside it) stays mapped after it is freed, and a run's RSS neared the
+ * 2048 MB of -rss_limit_mb; blocks above a 64 MB quarantine are unmapped when freed. */
+#define FUZZ_ASAN_QUARANTINE_64MB                                                                          \
+    const char *__asan_default_options(void);                                                              \
+    const char *__asan_default_options(void) { return "quarantine_size_mb=64"; }
+
 /* fuzz_cleanup: at exit, remove every ddl-fuzz-PID-* file of this process (and the files in
  * such a directory: fuzz_idx makes one), so that a run leaves nothing in /dev/shm. libFuzzer
  * ends with exit() when its time or runs are up, which runs this; a crash keeps them, beside

@@ -23,15 +23,7 @@ static int n_logged;
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-/* ASan keeps freed blocks in a quarantine of 256 MB by default, so one image near the 2^26 pixels
- * ddl decodes (256 MB as RGBA, and libjpeg's coefficients beside it) stays mapped after it is
- * freed, and a run's RSS neared the 2048 MB of -rss_limit_mb; blocks above a 64 MB quarantine
- * are unmapped when freed. */
-const char *__asan_default_options(void);
-const char *__asan_default_options(void)
-{
-    return "quarantine_size_mb=64";
-}
+FUZZ_ASAN_QUARANTINE_64MB /* images near ddl's 2^26 pixels (fuzz_common.h) */
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
