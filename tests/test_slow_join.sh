@@ -29,12 +29,17 @@ trap 'exit 1' INT TERM
 export DDL_TOKEN=slow-join-token-0123456789abcdef
 
 for t in tcp zmq; do
+    # Over zmq a job with a token speaks CURVE (transports/zmq_curve.c): strangers without the
+    # token never reach ddl's handshake, nor slow_join.py's rank 1, which speaks ZMTP's NULL
+    # mechanism. The pool of handshakes is the same code without a token: the zmq half runs so.
+    tok=$DDL_TOKEN insecure=""
+    [ "$t" = zmq ] && tok="" insecure=1
     for case in "150 1 settle 1000" "700 1 settle 2000" "700 60 after 2000"; do
         set -- $case; late=$1; sources=$2; limit=$4
         when="--settle-ms 1000"; [ "$3" = after ] && when="--crowd-after"
         port=$(free_port); job="slow-join-$$-$t-$late-$sources"
-        DDL_TRANSPORT=$t DDL_RANK=0 DDL_WORLD_SIZE=2 DDL_MASTER="127.0.0.1:$port" DDL_JOB=$job DDL_TIMEOUT_MS=20000 \
-            "$BUILD/bin/quickstart" > "$tmp/r0" 2>&1 &
+        DDL_TOKEN=$tok DDL_INSECURE=$insecure DDL_TRANSPORT=$t DDL_RANK=0 DDL_WORLD_SIZE=2 DDL_MASTER="127.0.0.1:$port" \
+            DDL_JOB=$job DDL_TIMEOUT_MS=20000 "$BUILD/bin/quickstart" > "$tmp/r0" 2>&1 &
         r0=$!
         for i in $(seq 100); do
             ss -ltnH "sport = :$port" | grep -q . && break
@@ -42,7 +47,7 @@ for t in tcp zmq; do
             sleep 0.05
         done
         if grep -q "not compiled in" "$tmp/r0"; then echo "$t: skipped (not compiled in)"; r0=""; break; fi
-        "$PYTHON" tests/slow_join.py --proto "$t" --job "$job" --world 2 --proof-ms "$late" --strangers 60 \
+        DDL_TOKEN=$tok DDL_INSECURE=$insecure "$PYTHON" tests/slow_join.py --proto "$t" --job "$job" --world 2 --proof-ms "$late" --strangers 60 \
             --stranger-from 127.0.0.2 --sources "$sources" $when --deadline-s 10 "127.0.0.1:$port" > "$tmp/join" 2>&1
         rc=$?
         kill "$r0" 2>/dev/null; wait "$r0" 2>/dev/null; r0=""

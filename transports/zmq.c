@@ -96,7 +96,10 @@ static int bind_router(zq_state *s, const struct sockaddr_storage *ss, int any_p
     if (!s->router)
         return ddl__net_fail(n, DDL_EIO, "rank %d: zmq_socket: %s", n->rank, zmq_strerror(errno));
     common_options(s->router, ss->ss_family == AF_INET6);
-    int64_t max = DDL__HS_BYTES; /* the ROUTER only ever receives handshakes */
+    int st = ddl__zq_zap_server(s, s->router);
+    if (st != DDL_OK)
+        return st;
+    int64_t max = DDL__HS_BYTES; /* the ROUTER only ever receives handshakes (PLAIN's commands are smaller) */
     zmq_setsockopt(s->router, ZMQ_MAXMSGSIZE, &max, sizeof max);
     set_int(s->router, ZMQ_ROUTER_MANDATORY, 1); /* a gone peer is an error, not a silent drop */
     set_int(s->router, ZMQ_SNDHWM, 0);           /* never EAGAIN: our sends are bounded by exchange */
@@ -104,16 +107,19 @@ static int bind_router(zq_state *s, const struct sockaddr_storage *ss, int any_p
     /* A ZAP domain makes libzmq refuse peers of ZMTP 1.0 and 2.0 at their greeting. Left in,
      * their first frame is a routing id that libzmq 4.3 pushes to the session with an assertion:
      * when the session is going away (a flood while the door shuts) the push fails and the whole
-     * rank aborts ("Resource temporarily unavailable (src/zmtp_engine.cpp:446)"). There is no ZAP
-     * handler: ZMTP 3 peers of the NULL mechanism go on as before (ZMQ_ZAP_ENFORCE_DOMAIN is 0). */
+     * rank aborts ("Resource temporarily unavailable (src/zmtp_engine.cpp:446)"). Where there is
+     * a token, ZMTP 3 peers must then pass PLAIN with the job's credential (zmq_zap.c); without
+     * one there is no ZAP handler and peers of the NULL mechanism go on (ZMQ_ZAP_ENFORCE_DOMAIN
+     * is 0). */
     zmq_setsockopt(s->router, ZMQ_ZAP_DOMAIN, "ddl", 3);
     struct sockaddr_storage at = *ss;
     if (any_port && at.ss_family == AF_INET6)
         ((struct sockaddr_in6 *)&at)->sin6_port = 0;
     else if (any_port)
         ((struct sockaddr_in *)&at)->sin_port = 0;
-    int fd = -1, st = ddl__net_listen(n, &at, at.ss_family == AF_INET6 ? sizeof(struct sockaddr_in6)
-                                                                       : sizeof(struct sockaddr_in), what, &fd);
+    int fd = -1;
+    st = ddl__net_listen(n, &at, at.ss_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in),
+                         what, &fd);
     if (st == DDL_OK)
         set_int(s->router, ZMQ_USE_FD, fd);
     if (st == DDL_OK && (ddl__net_url(n->addr, "tcp", ep, sizeof ep) < 0 || zmq_bind(s->router, ep) != 0))
@@ -163,6 +169,9 @@ int ddl__zq_connect_rank(zq_state *s, int j)
         return ddl__net_fail(n, DDL_EIO, "rank %d: zmq_socket: %s", n->rank, zmq_strerror(errno));
     common_options(l->dealer, v6);
     set_int(l->monitor, ZMQ_LINGER, 0);
+    int st = ddl__zq_zap_client(s, l->dealer);
+    if (st != DDL_OK)
+        return st;
     int64_t max = (int64_t)ZQ_CHUNK + (int64_t)DDL__TABLE_BYTES(n->world);
     zmq_setsockopt(l->dealer, ZMQ_MAXMSGSIZE, &max, sizeof max);
     set_int(l->dealer, ZMQ_RECONNECT_IVL, 10); /* a rank that binds a moment later (a regroup): 10 ms, not 100 */
@@ -347,9 +356,12 @@ static int zq_open(void *state, const ddl_comm_config *cfg)
         return ddl__net_fail(&s->net, DDL_EIO, "rank %d: cannot create a ZeroMQ context: %s", s->net.rank,
                              zmq_strerror(errno));
     int64_t deadline_ms = ddl__now_ms() + s->net.timeout_ms;
-    st = listen_first(s, cfg);
+    st = ddl__zq_zap_open(s);
+    if (st == DDL_OK)
+        st = listen_first(s, cfg);
     if (st == DDL_OK)
         st = ddl__zq_handshakes(s, deadline_ms);
+    ddl__zq_zap_close(s); /* from now on no peer passes ZeroMQ's handshake with a token */
     if (st == DDL_OK && ddl__sock_shut_door(s->listen_fd) != 0) /* from now on strangers only cost us */
         ddl__log(s->net.log, s->net.log_ud, DDL_LOG_WARN, "zmq: rank %d: cannot stop new connections at %s: %s",
                  s->net.rank, s->net.addr, strerror(errno));

@@ -237,6 +237,8 @@ static int open_poll(zq_state *s, int64_t deadline_ms)
     zmq_pollitem_t *it = s->items;
     int n = 0, st = DDL_OK;
     it[n++] = (zmq_pollitem_t){.socket = s->router, .events = ZMQ_POLLIN};
+    if (s->zap) /* libzmq asks it before a peer's first message reaches the ROUTER */
+        it[n++] = (zmq_pollitem_t){.socket = s->zap, .events = ZMQ_POLLIN};
     for (int j = 0; j < s->net.world; j++)
         if (s->links[j].dealer && client_waiting(s, j))
             it[n++] = (zmq_pollitem_t){.socket = s->links[j].dealer, .events = ZMQ_POLLIN};
@@ -247,6 +249,7 @@ static int open_poll(zq_state *s, int64_t deadline_ms)
     int left = ddl__remaining_ms(wake < deadline_ms ? wake : deadline_ms);
     if (zmq_poll(it, n, left) < 0 && errno != EINTR)
         return ddl__net_fail(&s->net, DDL_EIO, "rank %d: zmq_poll: %s", s->net.rank, zmq_strerror(errno));
+    ddl__zq_zap_step(s);
     ddl__zq_router_step(s);
     ddl__zq_expire(s);
     int64_t now = ddl__now_ms();

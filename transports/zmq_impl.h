@@ -63,6 +63,8 @@ typedef struct zq_state {
     size_t table_bytes;        /* rank 0, master mode: its size once sent */
     zmq_msg_t view;            /* the payload exchange_view lent out, until the next call */
     int view_live;             /* view holds a message to close */
+    void *zap;                 /* during open, with a token: our ZAP handler (zmq_zap.c) */
+    char zap_password[2 * DDL__SHA256_BYTES + 1]; /* during open: the job's PLAIN password */
 } zq_state;
 _Static_assert(offsetof(zq_state, net) == 0, "net.c's getters take the state for its ddl__net");
 
@@ -81,6 +83,18 @@ void ddl__zq_drain_monitor(zq_state *s, int j, int track);
  * (after open, everyone is refused). expire: free the handshake slots whose peer went silent.
  * handshakes: run them until every rank passed ours and we passed theirs, by deadline_ms. */
 void ddl__zq_router_step(zq_state *s);
+
+/* zmq_zap.c: with a token, ZeroMQ's handshake takes only peers that know the job's credential.
+ * zap_open: at open, derive it and start our ZAP handler (without a token: nothing; the NULL
+ * mechanism stays); zap_server / zap_client: make our ROUTER a PLAIN server, a DEALER a client
+ * with the credential (no-ops without a handler); zap_step: answer what libzmq asked (never
+ * blocks); zap_close: at the end of open, stop the handler (libzmq then closes every newcomer)
+ * and wipe the credential. DDL_OK or DDL_EIO with the message in net.err. */
+int ddl__zq_zap_open(zq_state *s);
+int ddl__zq_zap_server(zq_state *s, void *router);
+int ddl__zq_zap_client(zq_state *s, void *dealer);
+void ddl__zq_zap_step(zq_state *s);
+void ddl__zq_zap_close(zq_state *s);
 void ddl__zq_expire(zq_state *s);
 int ddl__zq_handshakes(zq_state *s, int64_t deadline_ms);
 
