@@ -669,7 +669,9 @@ int ddl_graph_preset(ddl_graph *g, const char *name, char *err, size_t err_bytes
  * MaxPool, AveragePool, GlobalAveragePool, Gemm, MatMul (and the Add of its bias), Flatten,
  * Reshape to (N, -1), Concat (channels), Add, Dropout, Identity and a Pad of zeros (nothing), a last
  * Softmax (dropped: the output is the logits), and Mul/Div/Add/Sub of constants on the input
- * (kept as scale and shift). Square kernels, equal strides and pads, no dilation or groups. Any
+ * (kept as scale and shift). Convolutions and pools of any 2-D geometry (kernel_shape, strides,
+ * pads, dilations, group, auto_pad, output_padding, output_shape, ceil_mode, count_include_pad:
+ * docs/DATA.md says what is refused and why; ConvTranspose takes no group). Any
  * other node is refused, named (BatchNormalization too: ddl trains without batch statistics).
  * Nothing in the file is trusted: a weight's dims must be those its layer takes from the graph
  * before it (its data exactly that many float32s), and a dim, count or attribute out of range
