@@ -137,6 +137,7 @@ typedef struct ddl_model_plugin ddl_model_plugin;
 typedef struct ddl_graph ddl_graph;
 typedef struct ddl_param_info ddl_param_info;
 typedef struct ddl_rng ddl_rng;
+typedef struct ddl_pool2d ddl_pool2d; /* a pool's geometry (the ops, below) */
 typedef struct ddl_timeline ddl_timeline;
 
 /* ---- training ----
@@ -668,7 +669,9 @@ int ddl_graph_preset(ddl_graph *g, const char *name, char *err, size_t err_bytes
  * MaxPool, AveragePool, GlobalAveragePool, Gemm, MatMul (and the Add of its bias), Flatten,
  * Reshape to (N, -1), Concat (channels), Add, Dropout, Identity and a Pad of zeros (nothing), a last
  * Softmax (dropped: the output is the logits), and Mul/Div/Add/Sub of constants on the input
- * (kept as scale and shift). Square kernels, equal strides and pads, no dilation or groups. Any
+ * (kept as scale and shift). Convolutions and pools of any 2-D geometry (kernel_shape, strides,
+ * pads, dilations, group, auto_pad, output_padding, output_shape, ceil_mode, count_include_pad:
+ * docs/DATA.md says what is refused and why; ConvTranspose takes no group). Any
  * other node is refused, named (BatchNormalization too: ddl trains without batch statistics).
  * Nothing in the file is trusted: a weight's dims must be those its layer takes from the graph
  * before it (its data exactly that many float32s), and a dim, count or attribute out of range
@@ -686,6 +689,33 @@ typedef struct ddl_onnx_import {
 int ddl_graph_import_onnx(ddl_graph *g, const char *path, const ddl_allocator *alloc, ddl_onnx_import *out, char *err,
                           size_t err_bytes);
 void ddl_onnx_import_free(ddl_onnx_import *im, const ddl_allocator *alloc);
+
+/* ---- layer graphs: convolution and pooling geometry ----
+ * Convolutions and pools beyond square kernels, equal strides and symmetric pads: rectangular
+ * kernels, a stride per axis, a pad per side, dilation, grouped and depthwise convolution
+ * (groups == in channels), ConvTranspose's output padding, and pools' ceil_mode and
+ * count_include_pad. A zero field keeps the default named beside it, so a geometry of only
+ * out_c, k_h and stride_h is ddl_graph_conv2d's layer, byte for byte. Each returns the layer's
+ * index, or -1 (sticky, ddl_graph_error names the layer and the field) for a value out of range:
+ * sizes, strides and pads 0 to 32767 (kernels and strides >= 1), dilation and output padding 0
+ * to 255, groups that divide neither channel count (checked when the model is built), groups on
+ * a transposed convolution (not taken). */
+typedef struct ddl_conv_geometry {
+    int out_c;                        /* output channels, or DDL_CLASSES */
+    int k_h, k_w;                     /* kernel; k_w 0: k_h */
+    int stride_h, stride_w;           /* 0: 1, and stride_w 0: stride_h */
+    int pad_t, pad_l, pad_b, pad_r;   /* zero padding of each side (transposed: cropped) */
+    int dilation_h, dilation_w;       /* 0: 1, and dilation_w 0: dilation_h */
+    int groups;                       /* 0: 1; in_c for a depthwise convolution */
+    int no_bias;                      /* 1: no bias (convolution only) */
+    int out_pad_h, out_pad_w;         /* transposed: ConvTranspose2d's output_padding */
+} ddl_conv_geometry;
+int ddl_graph_conv2d_ex(ddl_graph *g, int x, const char *name, const ddl_conv_geometry *geo);
+int ddl_graph_deconv2d_ex(ddl_graph *g, int x, const char *name, const ddl_conv_geometry *geo);
+/* ddl_graph_maxpool_ex / _avgpool_ex: a pool of ddl_pool2d's geometry (stride_w 0: stride_h,
+ * k_w 0: k_h; average pooling takes no dilation). */
+int ddl_graph_maxpool_ex(ddl_graph *g, int x, const ddl_pool2d *p);
+int ddl_graph_avgpool_ex(ddl_graph *g, int x, const ddl_pool2d *p);
 
 /* ---- communication ----
  * A comm joins the ranks of one job over one transport. Collectives are written once above
@@ -1399,10 +1429,21 @@ typedef struct ddl_conv2d {
     int batch;                    /* N */
     int in_c, in_h, in_w;         /* input (N, in_c, in_h, in_w) */
     int out_c;                    /* output channels */
-    int k_h, k_w, stride, pad;    /* square stride and symmetric zero padding */
+    int k_h, k_w, stride, pad;    /* the row stride (and the column one); zero padding on every side */
+    /* Appended: each 0 keeps the geometry above (a struct filled before these existed still works). */
+    int stride_w;                 /* column stride; 0: stride */
+    int dilation_h, dilation_w;   /* spacing of the kernel's taps; 0: 1 */
+    int groups;                   /* 0 or 1: every output reads every input channel; G: in_c and out_c
+                                   * are cut into G groups, the weight is (out_c, in_c / G, k_h, k_w)
+                                   * (transposed: refused, see ddl_deconv2d_workspace) */
+    int pads4;                    /* 1: the padding is pad_t, pad_l, pad_b, pad_r (pad unused) */
+    int pad_t, pad_l, pad_b, pad_r;
+    int out_pad_h, out_pad_w;     /* transposed only: rows and columns added at the bottom and right of
+                                   * the output (ConvTranspose2d's output_padding) */
 } ddl_conv2d;
 
-/* ddl_conv2d_out_h / _out_w: output size (in + 2 pad - k) / stride + 1. */
+/* ddl_conv2d_out_h / _out_w: output size (in + pad_t + pad_b - dilation (k - 1) - 1) / stride + 1:
+ * with the defaults (in + 2 pad - k) / stride + 1. */
 int ddl_conv2d_out_h(const ddl_conv2d *g);
 int ddl_conv2d_out_w(const ddl_conv2d *g);
 /* ddl_conv2d_workspace: floats of scratch the forward and backward passes need. */
@@ -1418,7 +1459,9 @@ void ddl_conv2d_backward(const ddl_conv2d *g, const float *x, const float *w, co
 
 /* Transposed convolution ("deconvolution") with the same geometry struct: input (N, in_c, in_h,
  * in_w), weight (in_c, out_c, k_h, k_w) as PyTorch's ConvTranspose2d, output size
- * (in - 1) * stride - 2 pad + k. */
+ * (in - 1) * stride - pad_t - pad_b + dilation (k - 1) + 1 + out_pad: (in - 1) * stride - 2 pad + k
+ * with the defaults. groups > 1 is not taken: ddl_deconv2d_workspace returns 0 and the passes do
+ * nothing (the graph and the ONNX import refuse it). */
 int ddl_deconv2d_out_h(const ddl_conv2d *g);
 int ddl_deconv2d_out_w(const ddl_conv2d *g);
 size_t ddl_deconv2d_workspace(const ddl_conv2d *g);
@@ -1444,6 +1487,38 @@ void ddl_avgpool_backward(int n, int c, int h, int w, int k, int stride, const f
  * _backward: dx (N, C, s) = dy / s (overwritten). */
 void ddl_global_avgpool_forward(int n, int c, int s, const float *x, float *y);
 void ddl_global_avgpool_backward(int n, int c, int s, const float *dy, float *dx);
+
+/* Pooling of any geometry (ONNX's MaxPool and AveragePool, PyTorch's MaxPool2d and AvgPool2d):
+ * windows of k_h x k_w taps, dilation apart, every stride_h rows and stride_w columns of x (N, C,
+ * h, w) padded by pad_t, pad_l, pad_b, pad_r (padding is never the maximum; the average counts it
+ * only with count_include_pad). Output rows (h + pad_t + pad_b - dilation_h (k_h - 1) - 1) /
+ * stride_h + 1, rounded down, or up with ceil_mode (then, as PyTorch, a last window that would
+ * start in the bottom padding is dropped); the same for columns. Strides are >= 1; a dilation
+ * of 0 means 1. Plain windows (square, equal strides, no padding or dilation) run
+ * ddl_maxpool_forward / ddl_avgpool_forward, bit for bit. Average pooling takes no dilation. */
+struct ddl_pool2d {
+    int k_h, k_w, stride_h, stride_w;
+    int pad_t, pad_l, pad_b, pad_r;
+    int dilation_h, dilation_w; /* 0: 1 */
+    int ceil_mode;              /* 1: round the output size up */
+    int count_include_pad;      /* average: divide by the window's taps inside the padded image,
+                                 * not only those inside the image */
+};
+/* ddl_pool2d_out: the output's rows (axis 0) or columns (axis 1) for an input of `in`; 0 if none. */
+int ddl_pool2d_out(const ddl_pool2d *p, int axis, int in);
+/* ddl_pool2d_ok: 1 when the geometry is one the kernels take for an (h, w) input (avg: no
+ * dilation), every window holding a tap of the image; 0 if not. */
+int ddl_pool2d_ok(const ddl_pool2d *p, int avg, int h, int w);
+/* ddl_maxpool2d_forward: y (N, C, oh, ow), argmax (as many) the index in its (h, w) plane of
+ * each maximum; _backward: dx (N, C, h, w) = dy scattered through argmax (overwritten). */
+void ddl_maxpool2d_forward(const ddl_pool2d *p, int n, int c, int h, int w, const float *x, float *y,
+                           int32_t *argmax);
+void ddl_maxpool2d_backward(const ddl_pool2d *p, int n, int c, int h, int w, const float *dy,
+                            const int32_t *argmax, float *dx);
+/* ddl_avgpool2d_forward: y (N, C, oh, ow) the windows' means; _backward: dx (N, C, h, w)
+ * (overwritten). */
+void ddl_avgpool2d_forward(const ddl_pool2d *p, int n, int c, int h, int w, const float *x, float *y);
+void ddl_avgpool2d_backward(const ddl_pool2d *p, int n, int c, int h, int w, const float *dy, float *dx);
 
 /* ddl_relu_forward: y = max(x, 0) over `count` floats (y may equal x). */
 void ddl_relu_forward(size_t count, const float *x, float *y);

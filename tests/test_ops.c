@@ -283,7 +283,8 @@ static void test_conv_small(void)
 {
     for (size_t t = 0; t < sizeof conv_small_cases / sizeof conv_small_cases[0]; t++) {
         const int *v = conv_small_cases[t];
-        ddl_conv2d g = {v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8]};
+        ddl_conv2d g = {.batch = v[0], .in_c = v[1], .in_h = v[2], .in_w = v[3], .out_c = v[4],
+                        .k_h = v[5], .k_w = v[6], .stride = v[7], .pad = v[8]};
         char name[64];
         snprintf(name, sizeof name, "conv k%dx%d s%d p%d", v[5], v[6], v[7], v[8]);
         conv_ctx c;
@@ -300,7 +301,8 @@ static void test_conv_paths(void)
 {
     for (size_t t = 0; t < sizeof conv_small_cases / sizeof conv_small_cases[0]; t++) {
         const int *v = conv_small_cases[t];
-        ddl_conv2d g = {v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8]};
+        ddl_conv2d g = {.batch = v[0], .in_c = v[1], .in_h = v[2], .in_w = v[3], .out_c = v[4],
+                        .k_h = v[5], .k_w = v[6], .stride = v[7], .pad = v[8]};
         conv_ctx c;
         conv_ctx_init(&c, &g, 0);
         check_conv_forward(&c);
@@ -322,7 +324,8 @@ static void test_deconv_small(void)
     };
     for (size_t t = 0; t < sizeof cases / sizeof cases[0]; t++) {
         const int *v = cases[t];
-        ddl_conv2d g = {v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8]};
+        ddl_conv2d g = {.batch = v[0], .in_c = v[1], .in_h = v[2], .in_w = v[3], .out_c = v[4],
+                        .k_h = v[5], .k_w = v[6], .stride = v[7], .pad = v[8]};
         char name[64];
         snprintf(name, sizeof name, "deconv k%dx%d s%d p%d", v[5], v[6], v[7], v[8]);
         conv_ctx c;
@@ -336,7 +339,7 @@ static void test_deconv_small(void)
 /* hand-computed: a 3x3 image of 1..9, 2x2 kernel of ones, stride 1: sums of 2x2 windows */
 static void test_conv_hand(void)
 {
-    ddl_conv2d g = {1, 1, 3, 3, 1, 2, 2, 1, 0};
+    ddl_conv2d g = {.batch = 1, .in_c = 1, .in_h = 3, .in_w = 3, .out_c = 1, .k_h = 2, .k_w = 2, .stride = 1};
     float x[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9}, w[4] = {1, 1, 1, 1}, b[1] = {0.5f}, y[4];
     float ws[256];
     CHECK(ddl_conv2d_out_h(&g) == 2 && ddl_conv2d_out_w(&g) == 2);
@@ -344,7 +347,7 @@ static void test_conv_hand(void)
     ddl_conv2d_forward(&g, x, w, b, y, ws);
     CHECK(y[0] == 12.5f && y[1] == 16.5f && y[2] == 24.5f && y[3] == 28.5f);
     /* transposed 2x2 stride 2 of a 1x1 input 2 with weights 1..4: the kernel times 2, plus bias */
-    ddl_conv2d d = {1, 1, 1, 1, 1, 2, 2, 2, 0};
+    ddl_conv2d d = {.batch = 1, .in_c = 1, .in_h = 1, .in_w = 1, .out_c = 1, .k_h = 2, .k_w = 2, .stride = 2};
     float xd[1] = {2}, wd[4] = {1, 2, 3, 4}, yd[4];
     CHECK(ddl_deconv2d_out_h(&d) == 2 && ddl_deconv2d_out_w(&d) == 2);
     ddl_deconv2d_forward(&d, xd, wd, b, yd, ws);
@@ -364,7 +367,8 @@ static void test_conv_large(void)
     };
     for (size_t t = 0; t < sizeof cases / sizeof cases[0]; t++) {
         const int *v = cases[t];
-        ddl_conv2d g = {v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8]};
+        ddl_conv2d g = {.batch = v[0], .in_c = v[1], .in_h = v[2], .in_w = v[3], .out_c = v[4],
+                        .k_h = v[5], .k_w = v[6], .stride = v[7], .pad = v[8]};
         conv_ctx c;
         conv_ctx_init(&c, &g, 0);
         check_conv_forward(&c);

@@ -234,15 +234,19 @@ typedef struct layer {
     int deconv;
 } layer;
 
+/* CONV: a geometry of the fields ddl_conv2d had first (the appended ones 0) */
+#define CONV(n, c, h, w, o, kh, kw, s, p)                                                                  \
+    {.batch = n, .in_c = c, .in_h = h, .in_w = w, .out_c = o, .k_h = kh, .k_w = kw, .stride = s, .pad = p}
+
 static const layer layers[] = {
-    {"LeNet conv1 (wide kernel, blocks of 6)", {64, 1, 28, 28, 6, 5, 5, 1, 2}, 0},
-    {"LeNet conv2 (wide kernel 5x5)", {64, 6, 14, 14, 16, 5, 5, 1, 0}, 0},
-    {"7x7 (im2col, chunks)", {16, 3, 20, 20, 8, 7, 7, 1, 3}, 0},
-    {"U-Net 3x3 (wide kernel)", {8, 8, 32, 32, 16, 3, 3, 1, 1}, 0},
-    {"U-Net 3x3, weight gradient by samples (16 + 4)", {20, 8, 32, 32, 8, 3, 3, 1, 1}, 0},
-    {"U-Net 3x3, odd channels", {5, 6, 16, 16, 7, 3, 3, 1, 1}, 0},
-    {"strided 4x4 (im2col)", {16, 4, 20, 20, 8, 4, 4, 2, 1}, 0},
-    {"U-Net up 2x2 stride 2 (transposed)", {8, 16, 16, 16, 8, 2, 2, 2, 0}, 1},
+    {"LeNet conv1 (wide kernel, blocks of 6)", CONV(64, 1, 28, 28, 6, 5, 5, 1, 2), 0},
+    {"LeNet conv2 (wide kernel 5x5)", CONV(64, 6, 14, 14, 16, 5, 5, 1, 0), 0},
+    {"7x7 (im2col, chunks)", CONV(16, 3, 20, 20, 8, 7, 7, 1, 3), 0},
+    {"U-Net 3x3 (wide kernel)", CONV(8, 8, 32, 32, 16, 3, 3, 1, 1), 0},
+    {"U-Net 3x3, weight gradient by samples (16 + 4)", CONV(20, 8, 32, 32, 8, 3, 3, 1, 1), 0},
+    {"U-Net 3x3, odd channels", CONV(5, 6, 16, 16, 7, 3, 3, 1, 1), 0},
+    {"strided 4x4 (im2col)", CONV(16, 4, 20, 20, 8, 4, 4, 2, 1), 0},
+    {"U-Net up 2x2 stride 2 (transposed)", CONV(8, 16, 16, 16, 8, 2, 2, 2, 0), 1},
 };
 
 /* run_layer: forward and backward of l with `threads`; every output into out (y, dx, dw, db,

@@ -20,39 +20,69 @@
 #endif
 
 /* ---- geometry ----
- * A convolution seen from its "image" side: the image (c, h, w) is unfolded by (kh, kw, s, pad)
- * into columns, one per output position (oh, ow). For ddl_conv2d the image is the input; for the
- * transposed convolution it is the output. */
+ * A convolution seen from its "image" side: the image (c, h, w) is unfolded by the kernel (kh,
+ * kw), strides (sh, sw), top and left pads (pt, pl) and dilations (dh, dw) into columns, one per
+ * output position (oh, ow); bottom and right pads only make more positions. For ddl_conv2d the
+ * image is the input; for the transposed convolution it is the output. A grouped convolution
+ * unfolds one group's c channels at a time, out of the cs channels of a sample. */
 
 typedef struct conv_geo {
-    int c, h, w;       /* image */
-    int kh, kw, s, pad;
+    int c, h, w;       /* image: channels of one group */
+    int cs;            /* channels of a sample in memory: c times the groups */
+    int kh, kw, sh, sw, pt, pl, dh, dw;
     int oh, ow;        /* positions */
+    int valid;         /* stride 1, no padding or dilation: every tap inside the image */
 } conv_geo;
 
-int ddl_conv2d_out_h(const ddl_conv2d *g) { return (g->in_h + 2 * g->pad - g->k_h) / g->stride + 1; }
-int ddl_conv2d_out_w(const ddl_conv2d *g) { return (g->in_w + 2 * g->pad - g->k_w) / g->stride + 1; }
-int ddl_deconv2d_out_h(const ddl_conv2d *g) { return (g->in_h - 1) * g->stride - 2 * g->pad + g->k_h; }
-int ddl_deconv2d_out_w(const ddl_conv2d *g) { return (g->in_w - 1) * g->stride - 2 * g->pad + g->k_w; }
+int ddl_conv2d_out_h(const ddl_conv2d *g)
+{
+    ddl__conv_full f = ddl__conv2d_full(g);
+    return (g->in_h + f.pt + f.pb - f.dh * (g->k_h - 1) - 1) / f.sh + 1;
+}
+int ddl_conv2d_out_w(const ddl_conv2d *g)
+{
+    ddl__conv_full f = ddl__conv2d_full(g);
+    return (g->in_w + f.pl + f.pr - f.dw * (g->k_w - 1) - 1) / f.sw + 1;
+}
+int ddl_deconv2d_out_h(const ddl_conv2d *g)
+{
+    ddl__conv_full f = ddl__conv2d_full(g);
+    return (g->in_h - 1) * f.sh - f.pt - f.pb + f.dh * (g->k_h - 1) + 1 + f.oph;
+}
+int ddl_deconv2d_out_w(const ddl_conv2d *g)
+{
+    ddl__conv_full f = ddl__conv2d_full(g);
+    return (g->in_w - 1) * f.sw - f.pl - f.pr + f.dw * (g->k_w - 1) + 1 + f.opw;
+}
+
+static conv_geo view(const ddl_conv2d *g, int c, int h, int w, int oh, int ow)
+{
+    ddl__conv_full f = ddl__conv2d_full(g);
+    int groups = f.groups > 0 ? f.groups : 1;
+    conv_geo q = {c / groups, h, w, c, g->k_h, g->k_w, f.sh, f.sw, f.pt, f.pl, f.dh, f.dw, oh, ow, 0};
+    q.valid = f.sh == 1 && f.sw == 1 && f.dh == 1 && f.dw == 1 && f.pt == 0 && f.pl == 0 && f.pb == 0 && f.pr == 0;
+    return q;
+}
 
 static conv_geo conv_view(const ddl_conv2d *g)
 {
-    conv_geo q = {g->in_c, g->in_h, g->in_w, g->k_h, g->k_w, g->stride, g->pad, ddl_conv2d_out_h(g),
-                  ddl_conv2d_out_w(g)};
-    return q;
+    return view(g, g->in_c, g->in_h, g->in_w, ddl_conv2d_out_h(g), ddl_conv2d_out_w(g));
 }
 
 static conv_geo deconv_view(const ddl_conv2d *g)
 {
-    conv_geo q = {g->out_c, ddl_deconv2d_out_h(g), ddl_deconv2d_out_w(g), g->k_h, g->k_w, g->stride, g->pad,
-                  g->in_h, g->in_w};
-    return q;
+    return view(g, g->out_c, ddl_deconv2d_out_h(g), ddl_deconv2d_out_w(g), g->in_h, g->in_w);
 }
 
-static int geo_ok(const ddl_conv2d *g, const conv_geo *q)
+/* geo_ok: a geometry the passes take (else they do nothing): sizes and strides >= 1, pads >= 0,
+ * groups dividing both channel counts (a transposed convolution: none). */
+static int geo_ok(const ddl_conv2d *g, const conv_geo *q, int transposed)
 {
-    return g->batch > 0 && g->in_c > 0 && g->out_c > 0 && g->stride > 0 && q->h > 0 && q->w > 0 && q->oh > 0 &&
-           q->ow > 0;
+    ddl__conv_full f = ddl__conv2d_full(g);
+    return g->batch > 0 && g->in_c > 0 && g->out_c > 0 && g->k_h > 0 && g->k_w > 0 && f.sh > 0 && f.sw > 0 &&
+           f.dh > 0 && f.dw > 0 && f.pt >= 0 && f.pl >= 0 && f.pb >= 0 && f.pr >= 0 && f.oph >= 0 && f.opw >= 0 &&
+           f.groups > 0 && (transposed ? f.groups == 1 : g->in_c % f.groups == 0 && g->out_c % f.groups == 0) &&
+           q->h > 0 && q->w > 0 && q->oh > 0 && q->ow > 0;
 }
 
 /* chunk: samples per gemm. rows_k: rows of the column matrix; rows_c: channels of the
@@ -88,8 +118,9 @@ static void span(int w, int s, int pad, int kj, int ow, int *lo, int *hi)
     *hi = b;
 }
 
-/* im2col: col (c kh kw, ld) gets, in columns [0, nb oh ow), the unfolded images x (nb, c, h, w);
- * row (ci, ki, kj), column (n, oy, ox) holds x[n, ci, oy s - pad + ki, ox s - pad + kj] or 0. */
+/* im2col: col (c kh kw, ld) gets, in columns [0, nb oh ow), the unfolded images x (nb, cs, h, w)
+ * (their first c channels); row (ci, ki, kj), column (n, oy, ox) holds x[n, ci, oy sh - pt + ki dh,
+ * ox sw - pl + kj dw] or 0. */
 /* im2col_valid: im2col for stride 1 and no padding (LeNet's conv2): every tap reads inside the
  * image, so a row of the column matrix is oh copies of ow contiguous floats, without bounds. */
 static void im2col_valid(const conv_geo *q, int nb, const float *x, float *col, size_t ld)
@@ -101,7 +132,7 @@ static void im2col_valid(const conv_geo *q, int nb, const float *x, float *col, 
             for (int kj = 0; kj < q->kw; kj++) {
                 float *row = col + ((size_t)(ci * q->kh + ki) * q->kw + kj) * ld;
                 for (int n = 0; n < nb; n++) {
-                    const float *src = x + ((size_t)n * q->c + ci) * hw + (size_t)ki * q->w + kj;
+                    const float *src = x + ((size_t)n * q->cs + ci) * hw + (size_t)ki * q->w + kj;
                     float *dst = row + n * p;
                     for (int oy = 0; oy < q->oh; oy++, src += q->w, dst += ow)
                         memcpy(dst, src, (size_t)ow * sizeof *dst);
@@ -111,7 +142,7 @@ static void im2col_valid(const conv_geo *q, int nb, const float *x, float *col, 
 
 static inline __attribute__((always_inline)) void im2col(const conv_geo *q, int nb, const float *x, float *col, size_t ld)
 {
-    if (q->s == 1 && q->pad == 0) {
+    if (q->valid) {
         im2col_valid(q, nb, x, col, ld);
         return;
     }
@@ -121,25 +152,25 @@ static inline __attribute__((always_inline)) void im2col(const conv_geo *q, int 
             for (int kj = 0; kj < q->kw; kj++) {
                 float *row = col + ((size_t)(ci * q->kh + ki) * q->kw + kj) * ld;
                 int lo, hi;
-                span(q->w, q->s, q->pad, kj, q->ow, &lo, &hi);
+                span(q->w, q->sw, q->pl, kj * q->dw, q->ow, &lo, &hi);
                 for (int n = 0; n < nb; n++) {
-                    const float *img = x + ((size_t)n * q->c + ci) * hw;
+                    const float *img = x + ((size_t)n * q->cs + ci) * hw;
                     for (int oy = 0; oy < q->oh; oy++) {
                         float *dst = row + n * p + (size_t)oy * q->ow;
-                        int iy = oy * q->s - q->pad + ki;
+                        int iy = oy * q->sh - q->pt + ki * q->dh;
                         /* plain loops, not memcpy / memset: rows are short (ow is 5 to 64) */
                         int a = lo, b = hi;
                         if (iy < 0 || iy >= q->h)
                             a = b = q->ow;
-                        ptrdiff_t base = (ptrdiff_t)iy * q->w - q->pad + kj; /* image index of ox = 0 */
+                        ptrdiff_t base = (ptrdiff_t)iy * q->w - q->pl + kj * q->dw; /* image index of ox = 0 */
                         for (int ox = 0; ox < a; ox++)
                             dst[ox] = 0.0f;
-                        if (q->s == 1)
+                        if (q->sw == 1)
                             for (int ox = a; ox < b; ox++)
                                 dst[ox] = img[base + ox];
                         else
                             for (int ox = a; ox < b; ox++)
-                                dst[ox] = img[base + (ptrdiff_t)ox * q->s];
+                                dst[ox] = img[base + (ptrdiff_t)ox * q->sw];
                         for (int ox = b; ox < q->ow; ox++)
                             dst[ox] = 0.0f;
                     }
@@ -147,32 +178,37 @@ static inline __attribute__((always_inline)) void im2col(const conv_geo *q, int 
             }
 }
 
-/* col2im: x (nb, c, h, w) = the sum of every column entry onto the pixel im2col took it from. */
+/* col2im: x (nb, cs, h, w), its first c channels, = the sum of every column entry onto the pixel
+ * im2col took it from. */
 static inline __attribute__((always_inline)) void col2im(const conv_geo *q, int nb, const float *col, size_t ld, float *x)
 {
     size_t hw = (size_t)q->h * q->w, p = (size_t)q->oh * q->ow;
-    memset(x, 0, (size_t)nb * q->c * hw * sizeof *x);
+    if (q->cs == q->c)
+        memset(x, 0, (size_t)nb * q->c * hw * sizeof *x);
+    else
+        for (int n = 0; n < nb; n++) /* one group's channels of each sample */
+            memset(x + (size_t)n * q->cs * hw, 0, (size_t)q->c * hw * sizeof *x);
     for (int ci = 0; ci < q->c; ci++)
         for (int ki = 0; ki < q->kh; ki++)
             for (int kj = 0; kj < q->kw; kj++) {
                 const float *row = col + ((size_t)(ci * q->kh + ki) * q->kw + kj) * ld;
                 int lo, hi;
-                span(q->w, q->s, q->pad, kj, q->ow, &lo, &hi);
+                span(q->w, q->sw, q->pl, kj * q->dw, q->ow, &lo, &hi);
                 for (int n = 0; n < nb; n++) {
-                    float *img = x + ((size_t)n * q->c + ci) * hw;
+                    float *img = x + ((size_t)n * q->cs + ci) * hw;
                     for (int oy = 0; oy < q->oh; oy++) {
-                        int iy = oy * q->s - q->pad + ki;
+                        int iy = oy * q->sh - q->pt + ki * q->dh;
                         if (iy < 0 || iy >= q->h)
                             continue;
                         const float *src = row + n * p + (size_t)oy * q->ow;
-                        ptrdiff_t base = (ptrdiff_t)iy * q->w - q->pad + kj;
-                        if (q->s == 1) {
+                        ptrdiff_t base = (ptrdiff_t)iy * q->w - q->pl + kj * q->dw;
+                        if (q->sw == 1) {
                             float *dst = img + base + lo;
                             for (int ox = 0; ox < hi - lo; ox++)
                                 dst[ox] += src[lo + ox];
                         } else {
                             for (int ox = lo; ox < hi; ox++)
-                                img[base + (ptrdiff_t)ox * q->s] += src[ox];
+                                img[base + (ptrdiff_t)ox * q->sw] += src[ox];
                         }
                     }
                 }
@@ -248,13 +284,13 @@ static void each_sample(per_sample j)
 
 static void par_im2col(const conv_geo *q, int nb, const float *x, float *col, size_t ld)
 {
-    per_sample j = {UNF_IM2COL, nb, q->c, q, (size_t)q->oh * q->ow, ld, (size_t)q->c * q->h * q->w, x, col};
+    per_sample j = {UNF_IM2COL, nb, q->c, q, (size_t)q->oh * q->ow, ld, (size_t)q->cs * q->h * q->w, x, col};
     each_sample(j);
 }
 
 static void par_col2im(const conv_geo *q, int nb, const float *col, size_t ld, float *x)
 {
-    per_sample j = {UNF_COL2IM, nb, q->c, q, (size_t)q->oh * q->ow, ld, (size_t)q->c * q->h * q->w, col, x};
+    per_sample j = {UNF_COL2IM, nb, q->c, q, (size_t)q->oh * q->ow, ld, (size_t)q->cs * q->h * q->w, col, x};
     each_sample(j);
 }
 
@@ -311,7 +347,10 @@ static void bias_grad(int nb, int c, size_t p, const float *dy, float *db)
     ddl__parallel_range((size_t)c, (size_t)16384 / ((size_t)nb * p) + 1, bias_channels, &j);
 }
 
-/* ---- convolution ---- */
+/* ---- convolution ----
+ * A grouped convolution runs one im2col and one gemm per group on each chunk: group gi's og
+ * output channels from its c input channels, into its rows of the output. With one group the
+ * calls are those of before groups existed. */
 
 /* parts_floats: the weight gradient of every chunk, summed in chunk order after the chunks. */
 static size_t parts_floats(const ddl_conv2d *g, int nb, size_t k)
@@ -322,13 +361,13 @@ static size_t parts_floats(const ddl_conv2d *g, int nb, size_t k)
 size_t ddl_conv2d_workspace(const ddl_conv2d *g)
 {
     conv_geo q = conv_view(g);
-    if (!geo_ok(g, &q))
+    if (!geo_ok(g, &q, 0))
         return 0;
-    size_t k = (size_t)g->in_c * g->k_h * g->k_w, p = (size_t)q.oh * q.ow;
+    size_t k = (size_t)q.c * g->k_h * g->k_w, p = (size_t)q.oh * q.ow;
     int nb = chunk(g->batch, k, (size_t)g->out_c, p);
     size_t n = ws_floats(nb, k, (size_t)g->out_c, p) + parts_floats(g, nb, k);
-    size_t wide = ddl__conv2d_wide_ok(g) ? ddl__conv2d_wide_workspace(g) : 0;
-    return n > wide ? n : wide;
+    size_t fast = ddl__conv2d_wide_ok(g) ? ddl__conv2d_wide_workspace(g) : ddl__conv2d_dw_ok(g) ? ddl__conv2d_dw_workspace(g) : 0;
+    return n > fast ? n : fast;
 }
 
 typedef struct conv_chunks {
@@ -344,16 +383,20 @@ static void forward_chunk(void *ctx, int i, float *ws)
 {
     const conv_chunks *j = ctx;
     const ddl_conv2d *g = j->g;
-    int k = g->in_c * g->k_h * g->k_w, n0 = i * j->nb;
-    size_t p = (size_t)j->q->oh * j->q->ow, in_sz = (size_t)g->in_c * g->in_h * g->in_w, out_sz = (size_t)g->out_c * p;
+    conv_geo q = *j->q; /* a local copy: the unfolding's stores cannot change it */
+    int k = q.c * g->k_h * g->k_w, n0 = i * j->nb, groups = q.cs / q.c, og = g->out_c / groups;
+    size_t p = (size_t)q.oh * q.ow, in_sz = (size_t)g->in_c * g->in_h * g->in_w, out_sz = (size_t)g->out_c * p;
+    size_t group_in = (size_t)q.c * g->in_h * g->in_w;
     int m = g->batch - n0 < j->nb ? g->batch - n0 : j->nb;
     int cols = m * (int)p;
     float *col = ws, *yc = ws + (size_t)j->nb * k * p; /* col: (k, m p); yc: (out_c, m p) */
-    float *yn = j->y + n0 * out_sz;
-    conv_geo q = *j->q; /* a local copy: the unfolding's stores cannot change it */
-    im2col(&q, m, j->x + n0 * in_sz, col, (size_t)cols);
-    /* (out_c, m p) = w (out_c, k) col (k, m p) */
-    ddl_gemm(0, 0, g->out_c, cols, k, 1.0f, j->w, k, col, cols, 0.0f, m == 1 ? yn : yc, cols);
+    float *yn = j->y + n0 * out_sz, *dst = m == 1 ? yn : yc;
+    for (int gi = 0; gi < groups; gi++) {
+        im2col(&q, m, j->x + n0 * in_sz + gi * group_in, col, (size_t)cols);
+        /* (og, m p) = w (og, k) col (k, m p): group gi's rows */
+        ddl_gemm(0, 0, og, cols, k, 1.0f, j->w + (size_t)gi * og * k, k, col, cols, 0.0f, dst + (size_t)gi * og * cols,
+                 cols);
+    }
     if (m > 1)
         scatter(m, g->out_c, p, yc, yn);
     add_bias(m, g->out_c, p, j->b, yn);
@@ -363,13 +406,17 @@ void ddl_conv2d_forward(const ddl_conv2d *g, const float *x, const float *w, con
                         float *ws)
 {
     conv_geo q = conv_view(g);
-    if (!geo_ok(g, &q))
+    if (!geo_ok(g, &q, 0))
         return;
     if (ddl__conv2d_wide_ok(g)) {
         ddl__conv2d_wide_forward(g, x, w, b, y, ws);
         return;
     }
-    int k = g->in_c * g->k_h * g->k_w;
+    if (ddl__conv2d_dw_ok(g)) {
+        ddl__conv2d_dw_forward(g, x, w, b, y, ws);
+        return;
+    }
+    int k = q.c * g->k_h * g->k_w;
     size_t p = (size_t)q.oh * q.ow;
     int nb = chunk(g->batch, (size_t)k, (size_t)g->out_c, p), chunks = (g->batch + nb - 1) / nb;
     conv_chunks j = {g, &q, x, w, b, y, nb};
@@ -390,14 +437,16 @@ typedef struct back_chunks {
 } back_chunks;
 
 /* backward_chunk: samples [i nb, i nb + nb): their weight gradient into parts (chunk i's slot),
- * their dx; in ws. */
+ * their dx; in ws. Group by group: the group's columns serve its dw, then become its dx's. */
 static void backward_chunk(void *ctx, int i, float *ws)
 {
     const back_chunks *j = ctx;
     const ddl_conv2d *g = j->g;
     conv_geo q = *j->q;
-    int k = g->in_c * g->k_h * g->k_w, n0 = i * j->nb, m = g->batch - n0 < j->nb ? g->batch - n0 : j->nb;
+    int k = q.c * g->k_h * g->k_w, n0 = i * j->nb, m = g->batch - n0 < j->nb ? g->batch - n0 : j->nb;
+    int groups = q.cs / q.c, og = g->out_c / groups;
     size_t p = (size_t)q.oh * q.ow, in_sz = (size_t)g->in_c * g->in_h * g->in_w, out_sz = (size_t)g->out_c * p;
+    size_t group_in = (size_t)q.c * g->in_h * g->in_w;
     int cols = m * (int)p;
     float *col = ws, *dyc = ws + (size_t)j->nb * k * p;
     const float *dyn = j->dy + n0 * out_sz, *d = dyn;
@@ -405,15 +454,19 @@ static void backward_chunk(void *ctx, int i, float *ws)
         gather(m, g->out_c, p, dyn, dyc);
         d = dyc;
     }
-    if (j->parts) {
-        im2col(&q, m, j->x + n0 * in_sz, col, (size_t)cols);
-        /* part (out_c, k) = dy (out_c, m p) col^T (m p, k) */
-        ddl_gemm(0, 1, g->out_c, k, cols, 1.0f, d, cols, col, cols, 0.0f, j->parts + (size_t)i * g->out_c * k, k);
-    }
-    if (j->dx) {
-        /* dcol (k, m p) = w^T (k, out_c) dy (out_c, m p), then folded back onto dx */
-        ddl_gemm(1, 0, k, cols, g->out_c, 1.0f, j->w, k, d, cols, 0.0f, col, cols);
-        col2im(&q, m, col, (size_t)cols, j->dx + n0 * in_sz);
+    for (int gi = 0; gi < groups; gi++) {
+        const float *dg = d + (size_t)gi * og * cols, *wg = j->w + (size_t)gi * og * k;
+        if (j->parts) {
+            im2col(&q, m, j->x + n0 * in_sz + gi * group_in, col, (size_t)cols);
+            /* part (og, k) = dy (og, m p) col^T (m p, k) */
+            ddl_gemm(0, 1, og, k, cols, 1.0f, dg, cols, col, cols, 0.0f,
+                     j->parts + ((size_t)i * g->out_c + (size_t)gi * og) * k, k);
+        }
+        if (j->dx) {
+            /* dcol (k, m p) = w^T (k, og) dy (og, m p), then folded back onto dx */
+            ddl_gemm(1, 0, k, cols, og, 1.0f, wg, k, dg, cols, 0.0f, col, cols);
+            col2im(&q, m, col, (size_t)cols, j->dx + n0 * in_sz + gi * group_in);
+        }
     }
 }
 
@@ -421,9 +474,9 @@ void ddl_conv2d_backward(const ddl_conv2d *g, const float *x, const float *w, co
                          float *dw, float *db, float *ws)
 {
     conv_geo q = conv_view(g);
-    if (!geo_ok(g, &q))
+    if (!geo_ok(g, &q, 0))
         return;
-    int k = g->in_c * g->k_h * g->k_w;
+    int k = q.c * g->k_h * g->k_w;
     size_t p = (size_t)q.oh * q.ow;
     int nb = chunk(g->batch, (size_t)k, (size_t)g->out_c, p);
     if (ddl__conv2d_wide_ok(g)) {
@@ -431,6 +484,10 @@ void ddl_conv2d_backward(const ddl_conv2d *g, const float *x, const float *w, co
             bias_grad(g->batch, g->out_c, p, dy, db);
         if (dx)
             ddl__conv2d_wide_dx(g, w, dy, dx, ws);
+        return;
+    }
+    if (ddl__conv2d_dw_ok(g)) {
+        ddl__conv2d_dw_backward(g, x, w, dy, dx, dw, db, ws);
         return;
     }
     bias_grad(g->batch, g->out_c, p, dy, db);
@@ -458,7 +515,7 @@ void ddl_conv2d_backward(const ddl_conv2d *g, const float *x, const float *w, co
 size_t ddl_deconv2d_workspace(const ddl_conv2d *g)
 {
     conv_geo q = deconv_view(g);
-    if (!geo_ok(g, &q))
+    if (!geo_ok(g, &q, 1))
         return 0;
     size_t k = (size_t)g->out_c * g->k_h * g->k_w, p = (size_t)q.oh * q.ow;
     return ws_floats(chunk(g->batch, k, (size_t)g->in_c, p), k, (size_t)g->in_c, p);
@@ -468,7 +525,7 @@ void ddl_deconv2d_forward(const ddl_conv2d *g, const float *x, const float *w, c
                           float *ws)
 {
     conv_geo q = deconv_view(g);
-    if (!geo_ok(g, &q))
+    if (!geo_ok(g, &q, 1))
         return;
     int k = g->out_c * g->k_h * g->k_w;
     size_t p = (size_t)g->in_h * g->in_w, in_sz = (size_t)g->in_c * p, out_sz = (size_t)g->out_c * q.h * q.w;
@@ -493,7 +550,7 @@ void ddl_deconv2d_backward(const ddl_conv2d *g, const float *x, const float *w, 
                            float *dw, float *db, float *ws)
 {
     conv_geo q = deconv_view(g);
-    if (!geo_ok(g, &q))
+    if (!geo_ok(g, &q, 1))
         return;
     int k = g->out_c * g->k_h * g->k_w;
     size_t p = (size_t)g->in_h * g->in_w, in_sz = (size_t)g->in_c * p, out_sz = (size_t)g->out_c * q.h * q.w;

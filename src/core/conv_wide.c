@@ -133,7 +133,7 @@ int ddl__conv2d_wide_ok(const ddl_conv2d *g)
     return 0;
 #endif
     int k = g->k_h;
-    return g->in_c >= 1 && g->stride == 1 && (k == 3 || k == 5) && g->k_w == k && g->pad >= 0 && g->pad <= k - 1 &&
+    return g->in_c >= 1 && g->stride == 1 && ddl__conv2d_plain(g) && (k == 3 || k == 5) && g->k_w == k && g->pad >= 0 && g->pad <= k - 1 &&
            g->in_h + 2 * g->pad >= k && g->in_w + 2 * g->pad >= k;
 }
 

@@ -167,6 +167,39 @@ void ddl__conv2d_wide_forward(const ddl_conv2d *g, const float *x, const float *
 void ddl__conv2d_wide_dx(const ddl_conv2d *g, const float *w, const float *dy, float *dx, float *ws);
 int ddl__conv2d_wide_dw(const ddl_conv2d *g, const float *x, const float *dy, float *dw, float *db, float *ws);
 
+/* ddl__conv_full: a ddl_conv2d's geometry with the appended fields' defaults resolved: strides,
+ * dilations, the four pads, groups and output padding (conv.c and conv_depthwise.c read it). */
+typedef struct ddl__conv_full {
+    int sh, sw, dh, dw, pt, pl, pb, pr, groups, oph, opw;
+} ddl__conv_full;
+static inline ddl__conv_full ddl__conv2d_full(const ddl_conv2d *g)
+{
+    ddl__conv_full f = {g->stride, g->stride_w ? g->stride_w : g->stride, g->dilation_h ? g->dilation_h : 1,
+                        g->dilation_w ? g->dilation_w : 1, g->pad, g->pad, g->pad, g->pad,
+                        g->groups ? g->groups : 1, g->out_pad_h, g->out_pad_w};
+    if (g->pads4)
+        f.pt = g->pad_t, f.pl = g->pad_l, f.pb = g->pad_b, f.pr = g->pad_r;
+    return f;
+}
+/* ddl__conv2d_plain: 1 when g is the geometry of before the appended fields (one stride, pad on
+ * every side, no dilation, groups or output padding): the fast paths take only it. */
+static inline int ddl__conv2d_plain(const ddl_conv2d *g)
+{
+    ddl__conv_full f = ddl__conv2d_full(g);
+    return f.sw == f.sh && f.dh == 1 && f.dw == 1 && f.groups == 1 && f.pt == g->pad && f.pl == g->pad &&
+           f.pb == g->pad && f.pr == g->pad && f.oph == 0 && f.opw == 0;
+}
+
+/* Depthwise convolution (conv_depthwise.c): groups == in_c, out_c a multiple of it (each output
+ * channel reads one input channel), any kernel, strides, pads and dilation; direct loops over
+ * padded planes instead of im2col. _ok: 1 when it takes g; _workspace: its floats. */
+int ddl__conv2d_dw_ok(const ddl_conv2d *g);
+size_t ddl__conv2d_dw_workspace(const ddl_conv2d *g);
+void ddl__conv2d_dw_forward(const ddl_conv2d *g, const float *x, const float *w, const float *b, float *y,
+                            float *ws);
+void ddl__conv2d_dw_backward(const ddl_conv2d *g, const float *x, const float *w, const float *dy, float *dx,
+                             float *dw, float *db, float *ws);
+
 /* ---- the model object (model.c; train/ reads it) ---- */
 #define DDL__NAME_BYTES 48
 #define DDL__MODEL_SELF_MAX 32768 /* bytes of a plugin's own state (ddl_model_plugin.self_bytes) */

@@ -33,6 +33,16 @@ typedef struct ddl__layer {
     int groups;            /* groupnorm: 0 for the largest <= 8 dividing the channels */
     float p;               /* dropout; < 0: cfg.dropout */
     char name[DDL_GRAPH_NAME_BYTES];
+    /* Geometry beyond square kernels, one stride and one pad (conv, deconv, pools; geometry.c):
+     * each 0 keeps k, stride and pad above, so older layers read the same. groups above is the
+     * conv's too (0: 1). */
+    int16_t kw, stride_w;         /* kernel width, column stride; 0: k, stride */
+    int16_t pad_l, pad_b, pad_r;  /* with pads4: the left, bottom and right pads (pad: the top) */
+    uint8_t pads4;                /* 0: pad on every side */
+    uint8_t dil_h, dil_w;         /* dilation; 0: 1 */
+    uint8_t out_pad_h, out_pad_w; /* deconv: output_padding */
+    uint8_t ceil_mode;            /* pools: output size rounded up */
+    uint8_t count_pad;            /* avgpool: count_include_pad */
 } ddl__layer;
 
 struct ddl_graph {
@@ -43,6 +53,20 @@ struct ddl_graph {
     ddl__layer layers[DDL_GRAPH_MAX_LAYERS];
     char err[DDL_ERR_BYTES];
 };
+
+/* ---- geometry (geometry.c) ---- */
+/* ddl__layer_conv2d: the kernel geometry of conv or deconv layer l at batch n, its input (c, h,
+ * w), out channels out. ddl__layer_pool2d: a pool layer's. ddl__layer_out: the output (h, w) of
+ * a conv, deconv or pool layer from its input's, in 64 bits (< 1: no output); 0, or -1 when the
+ * geometry does not hold (why says which value; why may be NULL). */
+ddl_conv2d ddl__layer_conv2d(const ddl__layer *l, int n, int c, int h, int w, int out);
+ddl_pool2d ddl__layer_pool2d(const ddl__layer *l);
+int ddl__layer_out(const ddl__layer *l, int c, int h, int w, int out, int64_t *oh, int64_t *ow, char *why,
+                   size_t why_bytes);
+/* ddl__layer_plain: 1 when l's geometry is that of k, stride and pad alone. */
+int ddl__layer_plain(const ddl__layer *l);
+/* ddl__layer_pads: l's four pads (top, left, bottom, right). */
+void ddl__layer_pads(const ddl__layer *l, int pads[4]);
 
 /* ddl__graph_op_name: "conv", "maxpool", ... as the text format spells them; NULL if unknown. */
 const char *ddl__graph_op_name(int op);

@@ -21,4 +21,27 @@ int ddl__pb_str(const ddl__pb_field *f, char *out, size_t bytes);
 /* ddl__pb_ints: the int64s of a repeated field (packed, or one element) appended to out[*n..max). */
 int ddl__pb_ints(const ddl__pb_field *f, int64_t *out, int max, int *n);
 
+/* ---- geometry (onnx_import_geometry.c) ----
+ * What a Conv, ConvTranspose, MaxPool or AveragePool node's attributes say, as onnx_import.c
+ * read them, turned into the graph's geometry: auto_pad resolved against the input's size,
+ * ConvTranspose's output_shape into pads and output padding, every value checked. */
+typedef struct ddl__onnx_ints {
+    int found, n;              /* n < 0: not a list of at most 8 ints */
+    int64_t v[8];
+} ddl__onnx_ints;
+typedef struct ddl__onnx_geo {
+    ddl__onnx_ints kernel_shape, strides, pads, dilations, output_padding, output_shape;
+    ddl__onnx_ints group, ceil_mode, count_include_pad, storage_order;
+    int has_auto_pad;
+    char auto_pad[16];
+} ddl__onnx_geo;
+enum { DDL__ONNX_CONV, DDL__ONNX_CONV_T, DDL__ONNX_MAXPOOL, DDL__ONNX_AVGPOOL };
+/* ddl__onnx_conv_geometry: the geometry of a Conv (kind DDL__ONNX_CONV) or ConvTranspose whose
+ * input is (c, h, w) and weight (d0, d1, k_h, k_w) into *g (out_c too); ddl__onnx_pool_geometry:
+ * a pool's. DDL_OK, or DDL_EINVAL with "ATTRIBUTE VALUE: why" in why. */
+int ddl__onnx_conv_geometry(int kind, const ddl__onnx_geo *a, int c, int h, int w, const int64_t wdims[4],
+                            ddl_conv_geometry *g, char *why, size_t why_bytes);
+int ddl__onnx_pool_geometry(int kind, const ddl__onnx_geo *a, int h, int w, ddl_pool2d *p, char *why,
+                            size_t why_bytes);
+
 #endif

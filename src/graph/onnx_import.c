@@ -414,68 +414,68 @@ static int bias_ok(imp *m, const node *n, const tensor *b, int out)
 
 /* ---- the layers ---- */
 
-/* conv_attrs: kernel (the weight's, k), strides, pads (< k), no dilation, group or output padding. */
-static int conv_attrs(imp *m, const node *n, int k, int *s, int *pad)
+/* conv_attrs: node n's geometry attributes, as onnx_import_geometry.c takes them. */
+static void conv_attrs(const node *n, ddl__onnx_geo *g)
 {
-    int one;
+    static const char *const names[10] = {"kernel_shape", "strides", "pads", "dilations", "output_padding",
+                                          "output_shape", "group", "ceil_mode", "count_include_pad", "storage_order"};
+    ddl__onnx_ints *at[10] = {&g->kernel_shape, &g->strides, &g->pads, &g->dilations, &g->output_padding,
+                              &g->output_shape, &g->group, &g->ceil_mode, &g->count_include_pad, &g->storage_order};
+    memset(g, 0, sizeof *g);
+    for (int i = 0; i < 10; i++) {
+        attr a = get(n, names[i]);
+        at[i]->found = a.found;
+        at[i]->n = a.n;
+        memcpy(at[i]->v, a.ints, sizeof a.ints);
+    }
     attr ap = get(n, "auto_pad");
-    char kernel[64];
-    snprintf(kernel, sizeof kernel, "the weight's kernel (%d, %d)", k, k);
-    int rc = int_attr(m, n, "kernel_shape", k, k, k, kernel, &one);
-    if (rc == DDL_OK)
-        rc = int_attr(m, n, "strides", 1, 1, INT_MAX, "equal strides of 1 or more", s);
-    if (rc == DDL_OK)
-        rc = int_attr(m, n, "pads", 0, 0, k - 1, "equal pads from 0 to the kernel's size - 1", pad);
-    if (rc == DDL_OK)
-        rc = int_attr(m, n, "dilations", 1, 1, 1, "no dilation (1)", &one);
-    if (rc == DDL_OK)
-        rc = int_attr(m, n, "group", 1, 1, 1, "no groups (1)", &one);
-    if (rc == DDL_OK)
-        rc = int_attr(m, n, "output_padding", 0, 0, 0, "no output padding (0)", &one);
-    if (rc == DDL_OK && ap.found && strcmp(ap.str, "NOTSET") != 0 && (strcmp(ap.str, "VALID") != 0 || *pad))
-        rc = fail(m, "node %s (%s): auto_pad %s: ddl takes explicit pads", n->name, n->op, ap.str);
-    if (rc == DDL_OK && get(n, "output_shape").found) /* ConvTranspose: pads derived from it */
-        rc = fail(m, "node %s (%s): output_shape: ddl takes explicit pads", n->name, n->op);
-    return rc;
+    g->has_auto_pad = ap.found;
+    snprintf(g->auto_pad, sizeof g->auto_pad, "%s", ap.str);
 }
 
-/* conv: Conv (weight (out, in, k, k), bias (out)) or ConvTranspose (weight (in, out, k, k)). */
+/* conv: Conv (weight (out, in / group, kh, kw), bias (out)) or ConvTranspose (weight (in, out, kh,
+ * kw)), of any geometry (onnx_import_geometry.c). */
 static int conv(imp *m, ddl_graph *g, const node *n, int transposed)
 {
     int x = layer_in(m, n, n->in[0]), w = n->n_in > 1 ? const_in(m, n, n->in[1], "weight") : -1;
     int b = n->n_in > 2 && n->in[2][0] ? const_in(m, n, n->in[2], "bias") : -1;
-    int c, h, wd, s, pad;
+    int c, h, wd;
     if (x < 0 || w < 0 || (n->n_in > 2 && n->in[2][0] && b < 0) || shape_of(m, g, n, x, &c, &h, &wd) != DDL_OK)
         return DDL_EINVAL;
     const tensor *W = &m->t[w];
     if (dims_ok(m, n, W, "weight", 4) != DDL_OK)
         return DDL_EINVAL;
-    int k = (int)W->dims[2], out = (int)W->dims[transposed ? 1 : 0];
-    int64_t want[4] = {transposed ? c : out, transposed ? out : c, k, k};
-    char why[64];
-    snprintf(why, sizeof why, "its input has %d channels; square kernels", c);
-    if (dims_are(m, n, W, "weight", want, why) != DDL_OK || conv_attrs(m, n, k, &s, &pad) != DDL_OK ||
-        data_ok(m, n, W, "weight") != DDL_OK || (b >= 0 && bias_ok(m, n, &m->t[b], out) != DDL_OK))
+    ddl__onnx_geo at;
+    ddl_conv_geometry geo;
+    char why[DDL_ERR_BYTES];
+    conv_attrs(n, &at);
+    if (ddl__onnx_conv_geometry(transposed ? DDL__ONNX_CONV_T : DDL__ONNX_CONV, &at, c, h, wd, W->dims, &geo, why,
+                                sizeof why) != DDL_OK)
+        return fail(m, "node %s (%s): %s", n->name, n->op, why);
+    if (data_ok(m, n, W, "weight") != DDL_OK || (b >= 0 && bias_ok(m, n, &m->t[b], geo.out_c) != DDL_OK))
         return DDL_EINVAL;
+    geo.no_bias = !transposed && b < 0;
     char name[DDL_GRAPH_NAME_BYTES];
     layer_name(g, W, name);
-    int i = transposed ? ddl_graph_deconv2d(g, x, name, out, k, s, pad)
-                       : ddl_graph_conv2d(g, x, name, out, k, s, pad, b >= 0);
+    int i = transposed ? ddl_graph_deconv2d_ex(g, x, name, &geo) : ddl_graph_conv2d_ex(g, x, name, &geo);
     return added(m, g, n, i, w, b, 0);
 }
 
+/* pool: MaxPool (one output: ddl gives no Indices) or AveragePool, of any geometry. */
 static int pool(imp *m, ddl_graph *g, const node *n, int avg)
 {
-    int x = layer_in(m, n, n->in[0]), k, s, zero, one;
-    if (x < 0)
+    int x = layer_in(m, n, n->in[0]), c, h, wd;
+    if (x < 0 || shape_of(m, g, n, x, &c, &h, &wd) != DDL_OK)
         return DDL_EINVAL;
-    if (int_attr(m, n, "kernel_shape", 0, 1, INT_MAX, "a square window of 1 or more", &k) != DDL_OK ||
-        int_attr(m, n, "strides", 1, 1, INT_MAX, "equal strides of 1 or more", &s) != DDL_OK ||
-        int_attr(m, n, "pads", 0, 0, 0, "no padding (0)", &zero) != DDL_OK ||
-        int_attr(m, n, "ceil_mode", 0, 0, 0, "no ceil_mode (0)", &zero) != DDL_OK ||
-        int_attr(m, n, "dilations", 1, 1, 1, "no dilation (1)", &one) != DDL_OK)
-        return DDL_EINVAL;
-    return added(m, g, n, avg ? ddl_graph_avgpool(g, x, k, s) : ddl_graph_maxpool(g, x, k, s), -1, -1, 0);
+    if (n->n_out > 1 && n->out[1][0])
+        return fail(m, "node %s (MaxPool): a second output (Indices) %s: ddl gives none", n->name, n->out[1]);
+    ddl__onnx_geo at;
+    ddl_pool2d p;
+    char why[DDL_ERR_BYTES];
+    conv_attrs(n, &at);
+    if (ddl__onnx_pool_geometry(avg ? DDL__ONNX_AVGPOOL : DDL__ONNX_MAXPOOL, &at, h, wd, &p, why, sizeof why) != DDL_OK)
+        return fail(m, "node %s (%s): %s", n->name, n->op, why);
+    return added(m, g, n, avg ? ddl_graph_avgpool_ex(g, x, &p) : ddl_graph_maxpool_ex(g, x, &p), -1, -1, 0);
 }
 
 /* dense: Gemm (B (out, in) with transB 1, else (in, out)) or MatMul (B (in, out), the bias from

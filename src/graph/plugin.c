@@ -26,7 +26,6 @@ typedef struct rt {
     uint8_t const_y;         /* y is the caller's input (directly or through aliases): never written */
     uint8_t grad;            /* a parameter at or before it: backward needs its dy */
     uint8_t written;         /* backward: dy holds a gradient */
-    ddl_conv2d geo;          /* conv, deconv: geometry at the full batch */
     float *y, *dy, *wt, *bs, *gw, *gb; /* output, its gradient; parameters, their gradients */
     void *aux;               /* maxpool: argmax; dropout: mask; groupnorm: mean and rstd */
 } rt;
@@ -102,29 +101,30 @@ static int shape_layer(gmodel *m, int i, const ddl_model_config *cfg, ddl_model_
     int64_t c = a->c, h = a->h, w = a->w;
     switch (l->op) {
     case DDL__OP_CONV:
-    case DDL__OP_DECONV:
-        r->geo = (ddl_conv2d){.batch = cfg->batch, .in_c = a->c, .in_h = a->h, .in_w = a->w, .out_c = out,
-                              .k_h = l->k, .k_w = l->k, .stride = l->stride, .pad = l->pad};
+    case DDL__OP_DECONV: {
+        char why[160];
         c = out;
-        if (l->op == DDL__OP_CONV) { /* as ddl_conv2d_out_h, without its int overflow; no window: 0 */
-            int64_t sh = a->h + 2 * (int64_t)l->pad - l->k, sw = a->w + 2 * (int64_t)l->pad - l->k;
-            h = sh < 0 ? 0 : sh / l->stride + 1;
-            w = sw < 0 ? 0 : sw / l->stride + 1;
-        } else {
-            h = (a->h - 1) * (int64_t)l->stride - 2 * (int64_t)l->pad + l->k;
-            w = (a->w - 1) * (int64_t)l->stride - 2 * (int64_t)l->pad + l->k;
-        }
-        if (h < 1 || w < 1)
+        if (ddl__layer_out(l, a->c, a->h, a->w, out, &h, &w, why, sizeof why) != DDL_OK)
+            return fail(b, &m->g, i, "%s", why);
+        if ((h < 1 || w < 1) && ddl__layer_plain(l))
             return fail(b, &m->g, i, "a %dx%d input is too small for kernel %d, stride %d, pad %d", a->h, a->w, l->k,
                         l->stride, l->pad);
+        if (h < 1 || w < 1)
+            return fail(b, &m->g, i, "a %dx%d input is too small for its kernel, strides, pads and dilation", a->h,
+                        a->w);
         break;
+    }
     case DDL__OP_MAXPOOL:
-    case DDL__OP_AVGPOOL:
-        if (a->h < l->k || a->w < l->k)
+    case DDL__OP_AVGPOOL: {
+        char why[160];
+        if (ddl__layer_plain(l) && (a->h < l->k || a->w < l->k))
             return fail(b, &m->g, i, "a %dx%d input is smaller than the %dx%d window", a->h, a->w, l->k, l->k);
-        h = (a->h - l->k) / l->stride + 1;
-        w = (a->w - l->k) / l->stride + 1;
+        if (ddl__layer_out(l, a->c, a->h, a->w, 0, &h, &w, why, sizeof why) != DDL_OK)
+            return fail(b, &m->g, i, "%s", why);
+        if (h < 1 || w < 1)
+            return fail(b, &m->g, i, "a %dx%d input is too small for its window, strides and pads", a->h, a->w);
         break;
+    }
     case DDL__OP_GAP: h = w = 1; break;
     case DDL__OP_DENSE: c = out, h = w = 1; break;
     case DDL__OP_FLATTEN: c = (int64_t)a->size, h = w = 1; break;
@@ -209,19 +209,19 @@ static void declare_params(gmodel *m, int i, ddl_model_build *b)
     const rt *a = &m->r[l->in[0]];
     char pre[DDL_GRAPH_NAME_BYTES];
     ddl__graph_param_prefix(&m->g, i, pre, sizeof pre);
-    int last = i == m->out, k = l->k, in = a->c, out = r->c;
-    int init = last ? DDL_INIT_GLOROT : DDL_INIT_HE;
+    int last = i == m->out, k = l->k, kw = l->kw ? l->kw : l->k, in = a->c, out = r->c;
+    int init = last ? DDL_INIT_GLOROT : DDL_INIT_HE, groups = l->groups > 1 ? l->groups : 1;
     switch (l->op) {
-    case DDL__OP_CONV: {
-        int fi = in * k * k, fo = out * k * k;
-        r->wt = param(b, pre, "weight", 4, out, in, k, k, init, fi, fo, &r->gw);
+    case DDL__OP_CONV: { /* (out, in / groups, k, kw) as Conv2d */
+        int fi = in / groups * k * kw, fo = out / groups * k * kw;
+        r->wt = param(b, pre, "weight", 4, out, in / groups, k, kw, init, fi, fo, &r->gw);
         if (l->bias)
             r->bs = param(b, pre, "bias", 1, out, 0, 0, 0, DDL_INIT_ZERO, fi, fo, &r->gb);
         break;
     }
-    case DDL__OP_DECONV: /* (in, out, k, k) as ConvTranspose2d */
-        r->wt = param(b, pre, "weight", 4, in, out, k, k, init, in, out * k * k, &r->gw);
-        r->bs = param(b, pre, "bias", 1, out, 0, 0, 0, DDL_INIT_ZERO, in, out * k * k, &r->gb);
+    case DDL__OP_DECONV: /* (in, out, k, kw) as ConvTranspose2d */
+        r->wt = param(b, pre, "weight", 4, in, out, k, kw, init, in, out * k * kw, &r->gw);
+        r->bs = param(b, pre, "bias", 1, out, 0, 0, 0, DDL_INIT_ZERO, in, out * k * kw, &r->gb);
         break;
     case DDL__OP_DENSE: {
         int fi = (int)a->size;
@@ -254,10 +254,12 @@ static void declare_memory(gmodel *m, ddl_model_build *b)
             if (r->grad && i != m->out) /* the output's is the caller's dlogits */
                 r->dy = ddl_build_scratch(b, count);
         }
+        const rt *a = &m->r[l->in[0]];
+        ddl_conv2d geo = ddl__layer_conv2d(l, m->batch, a->c, a->h, a->w, r->c);
         if (l->op == DDL__OP_CONV)
-            ws = max_sz(ws, ddl_conv2d_workspace(&r->geo));
+            ws = max_sz(ws, ddl_conv2d_workspace(&geo));
         if (l->op == DDL__OP_DECONV)
-            ws = max_sz(ws, ddl_deconv2d_workspace(&r->geo));
+            ws = max_sz(ws, ddl_deconv2d_workspace(&geo));
         if (l->op == DDL__OP_MAXPOOL)
             r->aux = ddl_build_scratch(b, count); /* int32 argmax, one per output */
         if (l->op == DDL__OP_DROPOUT && r->p > 0.0f)
@@ -320,15 +322,15 @@ static void layer_forward(gmodel *m, int i, int B, int training, ddl_rng *rng)
     rt *r = &m->r[i];
     const rt *a = &m->r[l->in[0]], *o = l->in[1] >= 0 ? &m->r[l->in[1]] : NULL;
     size_t count = (size_t)B * r->size;
-    ddl_conv2d geo = r->geo;
-    geo.batch = B;
+    ddl_conv2d geo = ddl__layer_conv2d(l, B, a->c, a->h, a->w, r->c);
+    ddl_pool2d pg = ddl__layer_pool2d(l);
     if (r->alias)
         r->y = a->y, r->dy = a->dy;
     switch (l->op) {
     case DDL__OP_CONV: ddl_conv2d_forward(&geo, a->y, r->wt, r->bs, r->y, m->ws); break;
     case DDL__OP_DECONV: ddl_deconv2d_forward(&geo, a->y, r->wt, r->bs, r->y, m->ws); break;
-    case DDL__OP_MAXPOOL: ddl_maxpool_forward(B, a->c, a->h, a->w, l->k, l->stride, a->y, r->y, r->aux); break;
-    case DDL__OP_AVGPOOL: ddl_avgpool_forward(B, a->c, a->h, a->w, l->k, l->stride, a->y, r->y); break;
+    case DDL__OP_MAXPOOL: ddl_maxpool2d_forward(&pg, B, a->c, a->h, a->w, a->y, r->y, r->aux); break;
+    case DDL__OP_AVGPOOL: ddl_avgpool2d_forward(&pg, B, a->c, a->h, a->w, a->y, r->y); break;
     case DDL__OP_GAP: ddl_global_avgpool_forward(B, a->c, a->h * a->w, a->y, r->y); break;
     case DDL__OP_DENSE: ddl_dense_forward(B, (int)a->size, r->c, a->y, r->wt, r->bs, r->y); break;
     case DDL__OP_RELU:
@@ -412,8 +414,8 @@ static void layer_backward(gmodel *m, int i, int B)
     int ia = l->in[0], ib = l->in[1];
     const rt *a = &m->r[ia], *o = ib >= 0 ? &m->r[ib] : NULL;
     size_t count = (size_t)B * r->size, ca = (size_t)B * a->size;
-    ddl_conv2d geo = r->geo;
-    geo.batch = B;
+    ddl_conv2d geo = ddl__layer_conv2d(l, B, a->c, a->h, a->w, r->c);
+    ddl_pool2d pg = ddl__layer_pool2d(l);
     float *dx = NULL;
     switch (l->op) {
     case DDL__OP_CONV:
@@ -438,11 +440,11 @@ static void layer_backward(gmodel *m, int i, int B)
         break;
     case DDL__OP_MAXPOOL:
         if ((dx = target(m, ia, m->tmp)))
-            ddl_maxpool_backward(B, a->c, a->h, a->w, l->k, l->stride, r->dy, r->aux, dx);
+            ddl_maxpool2d_backward(&pg, B, a->c, a->h, a->w, r->dy, r->aux, dx);
         break;
     case DDL__OP_AVGPOOL:
         if ((dx = target(m, ia, m->tmp)))
-            ddl_avgpool_backward(B, a->c, a->h, a->w, l->k, l->stride, r->dy, dx);
+            ddl_avgpool2d_backward(&pg, B, a->c, a->h, a->w, r->dy, dx);
         break;
     case DDL__OP_GAP:
         if ((dx = target(m, ia, m->tmp)))

@@ -13,7 +13,13 @@
  * A layer reads the layer before it unless from=NAME says which (a name given to any layer, or
  * its number). The other layers: deconv [NAME] OUT K [stride=S] [pad=P], gap (global average
  * pool), dropout [P] (no P: the model config's), groupnorm [NAME] [GROUPS], flatten.
- * Errors name the line. Knows nothing of models: it only calls graph.c. */
+ * Convolutions and pools take more geometry (geometry.c; K is then the kernel's height):
+ *
+ *     conv dw 32 3 groups=32 stride=2 pad=1   kw=KW, stride=S|SH,SW, pad=P|PH,PW|T,L,B,R,
+ *     maxpool 3 stride=2 pad=0,0,1,1 ceil=1   dilation=D|DH,DW, groups=G (conv), out_pad=H,W
+ *                                             (deconv), ceil=1 (pools), count_pad=1 (avgpool)
+ *
+ * Errors name the line. Knows nothing of models: it only calls graph.c and geometry.c. */
 #include "impl.h"
 
 #include <ctype.h>
@@ -188,6 +194,97 @@ static int layer_line(ddl_graph *g, line *ln, int op, char *err, size_t err_byte
     return i < 0 ? ddl__errf(err, err_bytes, DDL_EINVAL, "line %d: %s", ln->no, ddl_graph_error(g)) : DDL_OK;
 }
 
+/* ---- geometry: the keys of convolutions and pools beyond stride= and pad= ---- */
+
+/* geometric: the line of a conv, deconv or pool uses a key (or a list) only the _ex calls take. */
+static int geometric(const line *ln, int op)
+{
+    if (op != DDL__OP_CONV && op != DDL__OP_DECONV && op != DDL__OP_MAXPOOL && op != DDL__OP_AVGPOOL)
+        return 0;
+    for (int i = 0; i < ln->n_kv; i++) {
+        const char *k = ln->key[i];
+        if (strcmp(k, "kw") == 0 || strcmp(k, "dilation") == 0 || strcmp(k, "groups") == 0 ||
+            strcmp(k, "out_pad") == 0 || strcmp(k, "ceil") == 0 || strcmp(k, "count_pad") == 0 ||
+            ((strcmp(k, "stride") == 0 || strcmp(k, "pad") == 0) && strchr(ln->val[i], ',')) ||
+            (strcmp(k, "pad") == 0 && (op == DDL__OP_MAXPOOL || op == DDL__OP_AVGPOOL)))
+            return 1;
+    }
+    return 0;
+}
+
+/* key_list: key's value as 1 to 4 comma-separated numbers into v (*n of them; 0: absent). */
+static int key_list(const line *ln, const char *key, int *v, int *n, char *err, size_t err_bytes)
+{
+    *n = 0;
+    for (int i = 0; i < ln->n_kv; i++) {
+        if (strcmp(ln->key[i], key) != 0)
+            continue;
+        char buf[64];
+        snprintf(buf, sizeof buf, "%s", ln->val[i]);
+        char *save = NULL;
+        for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+            if (*n == 4)
+                return ddl__errf(err, err_bytes, DDL_EINVAL, "line %d: %s: %s=%s: at most 4 values", ln->no, ln->op,
+                                 key, ln->val[i]);
+            int rc = int_of(ln, key, t, 0, &v[(*n)++], err, err_bytes);
+            if (rc != DDL_OK)
+                return rc;
+        }
+    }
+    return DDL_OK;
+}
+
+/* geometry_line: a conv, deconv or pool line with geometry keys, through the _ex calls. */
+static int geometry_line(ddl_graph *g, line *ln, int op, char *err, size_t err_bytes)
+{
+    static const char *const allowed[] = {[DDL__OP_CONV] = "kw stride pad dilation groups bias from",
+                                          [DDL__OP_DECONV] = "kw stride pad dilation out_pad from",
+                                          [DDL__OP_MAXPOOL] = "kw stride pad dilation ceil from",
+                                          [DDL__OP_AVGPOOL] = "kw stride pad ceil count_pad from"};
+    int conv = op == DDL__OP_CONV || op == DDL__OP_DECONV, want = conv ? 2 : 1, v[2] = {0, 0}, x = g->n - 1;
+    int rc = check_keys(ln, allowed[op], err, err_bytes);
+    if (rc == DDL_OK && ln->n_pos != want)
+        rc = ddl__errf(err, err_bytes, DDL_EINVAL, "line %d: %s takes %s", ln->no, ln->op, usage[op]);
+    for (int i = 0; i < want && rc == DDL_OK; i++)
+        rc = int_of(ln, i == want - 1 ? "kernel" : "size", ln->pos[i], conv && i == 0, &v[i], err, err_bytes);
+    if (rc == DDL_OK && ln->n_from && (x = find(g, ln, ln->from[0], err, err_bytes)) < 0)
+        rc = DDL_EINVAL;
+    int st[4], pd[4], dl[4], op2[4], ns, np, nd, no, kw, groups, bias, ceil, cpad;
+    if (rc == DDL_OK && ((rc = key_list(ln, "stride", st, &ns, err, err_bytes)) != DDL_OK ||
+                         (rc = key_list(ln, "pad", pd, &np, err, err_bytes)) != DDL_OK ||
+                         (rc = key_list(ln, "dilation", dl, &nd, err, err_bytes)) != DDL_OK ||
+                         (rc = key_list(ln, "out_pad", op2, &no, err, err_bytes)) != DDL_OK ||
+                         (rc = key_int(ln, "kw", 0, &kw, err, err_bytes)) != DDL_OK ||
+                         (rc = key_int(ln, "groups", 0, &groups, err, err_bytes)) != DDL_OK ||
+                         (rc = key_int(ln, "bias", 1, &bias, err, err_bytes)) != DDL_OK ||
+                         (rc = key_int(ln, "ceil", 0, &ceil, err, err_bytes)) != DDL_OK ||
+                         (rc = key_int(ln, "count_pad", 0, &cpad, err, err_bytes)) != DDL_OK))
+        return rc;
+    if (rc == DDL_OK && (ns > 2 || nd > 2 || no > 2 || np == 3))
+        rc = ddl__errf(err, err_bytes, DDL_EINVAL, "line %d: %s: stride, dilation and out_pad take 1 or 2 values "
+                       "(rows, columns), pad 1, 2 (rows, columns) or 4 (top, left, bottom, right)", ln->no, ln->op);
+    if (rc != DDL_OK)
+        return rc;
+    int k = v[want - 1], sh = ns ? st[0] : conv ? 1 : k, sw = ns == 2 ? st[1] : sh;
+    int pads[4] = {0, 0, 0, 0};
+    if (np == 1 || np == 2)
+        pads[0] = pads[2] = pd[0], pads[1] = pads[3] = pd[np - 1];
+    if (np == 4)
+        memcpy(pads, pd, sizeof pads);
+    int dh = nd ? dl[0] : 1, dw = nd == 2 ? dl[1] : dh, i;
+    if (conv) {
+        ddl_conv_geometry c = {v[0], k, kw, sh, sw, pads[0], pads[1], pads[2], pads[3], dh, dw, groups, !bias,
+                               no ? op2[0] : 0, no == 2 ? op2[1] : no ? op2[0] : 0};
+        i = op == DDL__OP_CONV ? ddl_graph_conv2d_ex(g, x, ln->name, &c) : ddl_graph_deconv2d_ex(g, x, ln->name, &c);
+    } else {
+        ddl_pool2d p = {k, kw, sh, sw, pads[0], pads[1], pads[2], pads[3], dh, dw, ceil, cpad};
+        i = op == DDL__OP_MAXPOOL ? ddl_graph_maxpool_ex(g, x, &p) : ddl_graph_avgpool_ex(g, x, &p);
+    }
+    if (i >= 0 && ln->name && !g->layers[i].name[0])
+        i = ddl_graph_name(g, i, ln->name);
+    return i < 0 ? ddl__errf(err, err_bytes, DDL_EINVAL, "line %d: %s", ln->no, ddl_graph_error(g)) : DDL_OK;
+}
+
 static int output_line(ddl_graph *g, line *ln, char *err, size_t err_bytes)
 {
     int rc = check_keys(ln, "from", err, err_bytes), x = g->n - 1, head = DDL_HEAD_XENT;
@@ -234,6 +331,8 @@ static int parse_line(ddl_graph *g, char *text, int no, char *err, size_t err_by
                          no, ln.op);
     if (ln.n_from == 2 && op != DDL__OP_ADD && op != DDL__OP_CONCAT)
         return ddl__errf(err, err_bytes, DDL_EINVAL, "line %d: %s reads one layer: from=NAME", no, ln.op);
+    if (geometric(&ln, op))
+        return geometry_line(g, &ln, op, err, err_bytes);
     return layer_line(g, &ln, op, err, err_bytes);
 }
 
@@ -333,6 +432,34 @@ static void put_ref(out *o, const ddl_graph *g, int i)
         put(o, "%d", i);
 }
 
+/* put_geometry: stride= (when not stride_default) and pad=, then the keys of geometry.c's fields
+ * that are set; a plain layer gets only what it got before they existed. */
+static void put_geometry(out *o, const ddl__layer *l, int stride_default)
+{
+    if (l->kw)
+        put(o, " kw=%d", l->kw);
+    if (l->stride_w)
+        put(o, " stride=%d,%d", l->stride, l->stride_w);
+    else if (l->stride != stride_default)
+        put(o, " stride=%d", l->stride);
+    if (l->pads4)
+        put(o, " pad=%d,%d,%d,%d", l->pad, l->pad_l, l->pad_b, l->pad_r);
+    else if (l->pad >= l->k && (l->op == DDL__OP_CONV || l->op == DDL__OP_DECONV))
+        put(o, " pad=%d,%d", l->pad, l->pad); /* a list: read back by the _ex call, which takes it */
+    else if (l->pad)
+        put(o, " pad=%d", l->pad);
+    if (l->dil_h || l->dil_w)
+        put(o, " dilation=%d,%d", l->dil_h ? l->dil_h : 1, l->dil_w ? l->dil_w : 1);
+    if (l->op == DDL__OP_CONV && l->groups > 1)
+        put(o, " groups=%d", l->groups);
+    if (l->out_pad_h || l->out_pad_w)
+        put(o, " out_pad=%d,%d", l->out_pad_h, l->out_pad_w);
+    if (l->ceil_mode)
+        put(o, " ceil=1");
+    if (l->count_pad)
+        put(o, " count_pad=1");
+}
+
 static void format_layer(out *o, const ddl_graph *g, int i)
 {
     const ddl__layer *l = &g->layers[i];
@@ -348,18 +475,14 @@ static void format_layer(out *o, const ddl_graph *g, int i)
     case DDL__OP_DECONV:
         put_size(o, l->out);
         put(o, " %d", l->k);
-        if (l->stride != 1)
-            put(o, " stride=%d", l->stride);
-        if (l->pad)
-            put(o, " pad=%d", l->pad);
+        put_geometry(o, l, 1);
         if (l->op == DDL__OP_CONV && !l->bias)
             put(o, " bias=0");
         break;
     case DDL__OP_MAXPOOL:
     case DDL__OP_AVGPOOL:
         put(o, " %d", l->k);
-        if (l->stride != l->k)
-            put(o, " stride=%d", l->stride);
+        put_geometry(o, l, l->k);
         break;
     case DDL__OP_DENSE: put_size(o, l->out); break;
     case DDL__OP_DROPOUT:

@@ -190,6 +190,30 @@ static void value_info(onnx *o, int field, const char *name, int n_dims, const i
 
 static const int64_t one = 1;
 
+/* geometry: the attributes of a conv, deconv or pool layer's geometry beyond kernel_shape and
+ * strides (written by the caller): pads (always for a convolution, as before; for a pool when it
+ * has some), and dilations, group, output_padding, ceil_mode and count_include_pad where they
+ * are not ONNX's defaults (geometry.c's fields). */
+static void geometry(onnx *o, const ddl__layer *l, int conv)
+{
+    int p4[4];
+    ddl__layer_pads(l, p4);
+    int64_t pads[4] = {p4[0], p4[1], p4[2], p4[3]}, dil[2] = {l->dil_h ? l->dil_h : 1, l->dil_w ? l->dil_w : 1};
+    int64_t op[2] = {l->out_pad_h, l->out_pad_w}, groups = l->groups, flag = 1;
+    if (conv || pads[0] || pads[1] || pads[2] || pads[3])
+        attr(o, "pads", 4, pads, NULL);
+    if (dil[0] != 1 || dil[1] != 1)
+        attr(o, "dilations", 2, dil, NULL);
+    if (l->op == DDL__OP_CONV && groups > 1)
+        attr(o, "group", -1, &groups, NULL);
+    if (op[0] || op[1])
+        attr(o, "output_padding", 2, op, NULL);
+    if (l->ceil_mode)
+        attr(o, "ceil_mode", -1, &flag, NULL);
+    if (l->count_pad)
+        attr(o, "count_include_pad", -1, &flag, NULL);
+}
+
 /* conv_like: Conv or ConvTranspose of x with PREFIX.weight and PREFIX.bias (bias may be absent). */
 static const char *conv_like(onnx *o, const char *type, const char *x, const char *prefix, const ddl__layer *l)
 {
@@ -197,23 +221,24 @@ static const char *conv_like(onnx *o, const char *type, const char *x, const cha
     snprintf(wn, NAME, "%.38s.weight", prefix);
     snprintf(bn, NAME, "%.38s.bias", prefix);
     const char *w = param(o, fresh(o, wn, 0), 0, NULL), *b = find(o, bn) ? param(o, fresh(o, bn, 0), 0, NULL) : NULL;
-    int64_t k[2] = {l->k, l->k}, st[2] = {l->stride, l->stride}, pads[4] = {l->pad, l->pad, l->pad, l->pad};
+    int64_t k[2] = {l->k, l->kw ? l->kw : l->k}, st[2] = {l->stride, l->stride_w ? l->stride_w : l->stride};
     const char *out = fresh(o, NULL, 0);
     size_t at = node_begin(o, type, out, x, w, b);
     attr(o, "kernel_shape", 2, k, NULL);
     attr(o, "strides", 2, st, NULL);
-    attr(o, "pads", 4, pads, NULL);
+    geometry(o, l, 1);
     ddl__pb_end(&o->pb, at);
     return out;
 }
 
 static const char *pool(onnx *o, const char *type, const char *x, const ddl__layer *l)
 {
-    int64_t k[2] = {l->k, l->k}, st[2] = {l->stride, l->stride};
+    int64_t k[2] = {l->k, l->kw ? l->kw : l->k}, st[2] = {l->stride, l->stride_w ? l->stride_w : l->stride};
     const char *out = fresh(o, NULL, 0);
     size_t at = node_begin(o, type, out, x, NULL, NULL);
     attr(o, "kernel_shape", 2, k, NULL);
     attr(o, "strides", 2, st, NULL);
+    geometry(o, l, 0);
     ddl__pb_end(&o->pb, at);
     return out;
 }
