@@ -167,6 +167,10 @@ void ddl__conv2d_wide_forward(const ddl_conv2d *g, const float *x, const float *
 void ddl__conv2d_wide_dx(const ddl_conv2d *g, const float *w, const float *dy, float *dx, float *ws);
 int ddl__conv2d_wide_dw(const ddl_conv2d *g, const float *x, const float *dy, float *dw, float *db, float *ws);
 
+/* ddl__act_grad_from_y: 1 when ddl_act_backward of this kind (and alpha) reads y alone, so the
+ * layer may run in place over its input (act.c). */
+int ddl__act_grad_from_y(int kind, float alpha);
+
 /* ---- the model object (model.c; train/ reads it) ---- */
 #define DDL__NAME_BYTES 48
 #define DDL__MODEL_SELF_MAX 32768 /* bytes of a plugin's own state (ddl_model_plugin.self_bytes) */
