@@ -40,7 +40,7 @@ typedef struct ddl__onnx_node {
 /* ddl__onnx_fail: the import's error (printf-style); returns DDL_EINVAL. */
 int ddl__onnx_fail(ddl__onnx_imp *m, const char *fmt, ...) DDL__PRINTF(2, 3);
 /* ddl__onnx_attr: node n's attribute `name` as a float (f) and/or its first int (i, with the
- * count of ints in *n_ints: -1 when damaged); 0 when absent. */
+ * count of ints in *n_ints: -1 when damaged); 0 when absent (then nothing is written). */
 int ddl__onnx_attr(const ddl__onnx_node *n, const char *name, float *f, int64_t *i, int *n_ints);
 /* ddl__onnx_attr_ints: node n's attribute `name` as at most max (<= 8) ints into out: their
  * count, 0 when absent, -1 when damaged or longer. */

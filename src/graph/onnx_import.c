@@ -900,13 +900,15 @@ int ddl__onnx_fail(imp *m, const char *fmt, ...)
 int ddl__onnx_attr(const node *n, const char *name, float *f, int64_t *i, int *n_ints)
 {
     attr a = get(n, name);
+    if (!a.found) /* the caller's default stays */
+        return 0;
     if (f)
         *f = a.f;
     if (i)
         *i = a.n >= 1 ? a.ints[0] : 0;
     if (n_ints)
         *n_ints = a.n;
-    return a.found;
+    return 1;
 }
 
 int ddl__onnx_attr_ints(const node *n, const char *name, int64_t *out, int max)

@@ -10,6 +10,8 @@
  *     GELU tanh  Mul(x, x) -> Mul x -> Mul 0.044715 -> Add x -> Mul sqrt(2/pi) -> Tanh -> Add 1
  *                -> then as GELU's tail
  *     softmax    Transpose(perm) -> Softmax(last axis) -> Transpose(back)  (dim 1 before opset 13)
+ *     softmax    Reshape(N, before, axes, after) -> Softmax(axis 2) -> Reshape back (ddl's export
+ *                of a softmax over several axes)
  *
  * A pattern is taken whole or not at all: each value inside it must be read by the next node of
  * the pattern alone (looked up over the whole graph, so a Sigmoid that other nodes read too stays
@@ -312,6 +314,48 @@ static int transposed(ddl__onnx_imp *m, ddl_graph *g, const ddl__onnx_node *n)
     return rc;
 }
 
+/* grouped: Reshape(x, (N, before, axes, after)) -> Softmax over axis 2 -> Reshape back to x's
+ * shape, as ddl's export writes a softmax over several axes: that softmax; -1 if n starts none. */
+static int grouped(ddl__onnx_imp *m, ddl_graph *g, const ddl__onnx_node *n)
+{
+    ddl__onnx_node s, t;
+    int64_t to4[8], back[8], axis;
+    int layer, tensor, n_ints, c, h, w;
+    if (n->n_in != 2 || ddl__onnx_value(m, n->in[0], &layer, &tensor) < 0 || layer < 0 ||
+        ddl__onnx_ints(m, n->in[1], to4, 8) != 4 || ddl__onnx_readers(m, n->out[0], 0, &s) != 1 ||
+        !(is(&s, "Softmax") || is(&s, "LogSoftmax")) || s.n_in != 1 || s.n_out < 1 ||
+        !ddl__onnx_attr(&s, "axis", NULL, &axis, &n_ints) || n_ints != 1 || (axis != 2 && axis != -2) ||
+        ddl__onnx_readers(m, s.out[0], 0, &t) != 1 || !is(&t, "Reshape") || t.n_in != 2 || t.n_out < 1 ||
+        strcmp(t.in[0], s.out[0]) != 0)
+        return -1;
+    int rank = onnx_rank(g, layer), nb = ddl__onnx_ints(m, t.in[1], back, 8);
+    if (ddl__onnx_shape(m, g, n, layer, &c, &h, &w) != DDL_OK)
+        return DDL_EINVAL;
+    const int64_t d[3] = {c, h, w};
+    /* the axes: the first run of (C, H, W) whose product is to4[1] before them, to4[2] in them */
+    int a = 0, b = 0, ok = nb == rank && to4[0] == 0 && (rank == 4 ? back[1] == c && back[2] == h && back[3] == w
+                                                                    : back[1] == (int64_t)c * h * w);
+    for (int i = 1; ok && !a && i <= 3; i++) {
+        int64_t pre = 1, in = 1;
+        for (int k = 1; k < i; k++)
+            pre *= d[k - 1];
+        for (int j = i; !a && j <= 3; j++) {
+            in *= d[j - 1];
+            if (pre == to4[1] && in == to4[2] && pre * in * to4[3] == (int64_t)c * h * w)
+                a = i, b = j;
+        }
+    }
+    if (!ok || !a || back[0] != 0)
+        return -1;
+    int x = ddl__onnx_layer_in(m, n, n->in[0]);
+    if (x < 0 || ddl__onnx_added(m, g, n, ddl_graph_softmax(g, x, a, b, is(&s, "LogSoftmax"))) != DDL_OK)
+        return DDL_EINVAL;
+    return ddl__onnx_define(m, n->out[0], -1, DDL__ONNX_ABSORBED) != DDL_OK ||
+                   ddl__onnx_define(m, s.out[0], -1, DDL__ONNX_ABSORBED) != DDL_OK
+               ? DDL_EINVAL
+               : ddl__onnx_define(m, t.out[0], g->n - 1, DDL__ONNX_ABSORBED);
+}
+
 /* ---- one node ---- */
 
 /* simple: an activation node of its own; -1 if n is none. */
@@ -358,6 +402,8 @@ int ddl__onnx_act(ddl__onnx_imp *m, ddl_graph *g, const ddl__onnx_node *n)
         return softmax(m, g, n);
     if (is(n, "Transpose"))
         return transposed(m, g, n);
+    if (is(n, "Reshape") && (rc = grouped(m, g, n)) != -1)
+        return rc;
     if ((is(n, "Div") || is(n, "Mul")) && (rc = gelu(m, g, n)) != -1)
         return rc;
     if (is(n, "Mul") && (rc = mul_gate(m, g, n)) != -1)
