@@ -667,8 +667,10 @@ int ddl_graph_preset(ddl_graph *g, const char *name, char *err, size_t err_bytes
  * torch.onnx.export, onnx.helper, ddl's export; opsets 7 to 18): Conv, ConvTranspose, Relu,
  * MaxPool, AveragePool, GlobalAveragePool, Gemm, MatMul (and the Add of its bias), Flatten,
  * Reshape to (N, -1), Concat (channels), Add, Dropout, Identity and a Pad of zeros (nothing), a last
- * Softmax (dropped: the output is the logits), and Mul/Div/Add/Sub of constants on the input
- * (kept as scale and shift). Square kernels, equal strides and pads, no dilation or groups. Any
+ * Softmax over the classes (dropped: the output is the logits), and Mul/Div/Add/Sub of constants
+ * on the input (kept as scale and shift); the activations of ddl_graph_act and ddl_graph_softmax
+ * (Sigmoid, Tanh, LeakyRelu, Elu, HardSigmoid, HardSwish, Clip, Softmax and LogSoftmax on any
+ * axis, and the node patterns PyTorch writes for SiLU, GELU and Hardswish: docs/DATA.md). Square kernels, equal strides and pads, no dilation or groups. Any
  * other node is refused, named (BatchNormalization too: ddl trains without batch statistics).
  * Nothing in the file is trusted: a weight's dims must be those its layer takes from the graph
  * before it (its data exactly that many float32s), and a dim, count or attribute out of range
