@@ -12,7 +12,9 @@
 #    are refused, the node named;
 #  - a network of every kind (the arch format) trained, saved and exported by ddl-ckpt runs in
 #    onnxruntime as in ddl, and that export imported again is the same network, layer for layer,
-#    and gives onnxruntime's outputs too.
+#    and gives onnxruntime's outputs too;
+#  - where python3-torch is installed, a network of every kind as torch.onnx.export writes it
+#    (opsets 11, 13, 14, 17: tests/onnx/torch_act.py) gives onnxruntime's outputs in ddl.
 . "$(dirname "$0")/lib.sh"
 BUILD=${BUILD:-build}
 cd "$(dirname "$0")/.." || exit 1
@@ -60,6 +62,20 @@ refused() { # refused MODEL TEXT
 refused bad_erf "bad_erf.onnx: node (unnamed, output a) (Erf): ddl takes Erf only inside a GELU as PyTorch writes it"
 refused bad_gelu "bad_gelu.onnx: node (unnamed, output d) (Div): ddl takes Div only"
 refused bad_axis "bad_axis.onnx: node (unnamed, output a) (Softmax): axis 0 of a 4-D tensor: ddl takes axes 1 to 3"
+
+# damaged patterns: the longest (GELU's tanh form) cut short at 20 places, a byte changed at 20
+# more: refused or run, never a crash
+size=$(wc -c < "$tmp/m/gelu_tanh.onnx"); crashed=0
+for i in $(seq 1 20); do
+    head -c $((size * i / 21)) "$tmp/m/gelu_tanh.onnx" > "$tmp/cut.onnx"
+    "$T" --predict --model "$tmp/cut.onnx" --images "$tmp/fruits/test" > /dev/null 2>&1
+    [ $? -gt 2 ] && crashed=$((crashed + 1))
+    cp "$tmp/m/gelu_tanh.onnx" "$tmp/flip.onnx"
+    printf '\377' | dd of="$tmp/flip.onnx" bs=1 seek=$((size * i / 21)) conv=notrunc 2> /dev/null
+    "$T" --predict --model "$tmp/flip.onnx" --images "$tmp/fruits/test" > /dev/null 2>&1
+    [ $? -gt 2 ] && crashed=$((crashed + 1))
+done
+[ $crashed -eq 0 ]; check "40 damaged ONNX files of a GELU: none crashes ddl ($crashed did)" $?
 
 # ---- the outputs of onnxruntime, imported and exported ----
 command -v node > /dev/null 2>&1 && [ -d tests/onnx/node_modules/onnxruntime-node ] ||
@@ -137,6 +153,19 @@ same "$tmp/all.onnx" "$tmp/re" pixels "the export imported again gives onnxrunti
 layers "$tmp/all.ckpt" > "$tmp/a1"; layers "$tmp/again.ckpt" > "$tmp/a2"
 [ -s "$tmp/a1" ] && cmp -s "$tmp/a1" "$tmp/a2"
 check "the export imported again is the same network, layer for layer ($(diff "$tmp/a1" "$tmp/a2" | head -n 8 | tr "\n" " "))" $?
+
+# PyTorch's own export of every kind (opsets 11 to 17), where python3-torch is installed
+if "$PYTHON" -c 'import torch' 2> /dev/null; then
+    "$PYTHON" tests/onnx/torch_act.py "$tmp/m" > "$tmp/log" 2>&1; check "torch.onnx.export writes a network of every kind" $?
+    for o in 11 13 14 17; do
+        mkdir -p "$tmp/ref-t$o"
+        "$REF" --reference "$tmp/m/torch_act$o.onnx" "$tmp/fruits/test" 20 "$tmp/ref-t$o" > "$tmp/log" 2>&1
+        check "ddl imports PyTorch's export at opset $o ($(tail -n 1 "$tmp/log"))" $?
+        same "$tmp/m/torch_act$o.onnx" "$tmp/ref-t$o" input "PyTorch's export, opset $o: ddl's outputs are onnxruntime's"
+    done
+else
+    echo "skipped: PyTorch's own export (no python3-torch; make bench installs it)"
+fi
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
