@@ -40,15 +40,25 @@ typedef struct act_job {
 
 static inline float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 
+/* clamp: lo <= v <= hi by selects (fminf and fmaxf do not vectorise without -ffinite-math-only);
+ * a NaN stays NaN. */
+static inline float clamp(float v, float lo, float hi)
+{
+    v = v < lo ? lo : v;
+    return v > hi ? hi : v;
+}
+
 static void act_range(void *ctx, size_t lo, size_t hi)
 {
     const act_job *j = ctx;
     const float *x = j->x, a = j->alpha, b = j->beta;
     float *y = j->out;
     switch (j->kind) {
-    case DDL_ACT_LEAKY_RELU:
-        for (size_t i = lo; i < hi; i++)
-            y[i] = x[i] > 0.0f ? x[i] : x[i] * a;
+    case DDL_ACT_LEAKY_RELU: /* selects of loaded values, then arithmetic on both: it vectorises */
+        for (size_t i = lo; i < hi; i++) {
+            float v = x[i], pos = v > 0.0f ? v : 0.0f, neg = v > 0.0f ? 0.0f : v;
+            y[i] = pos + neg * a;
+        }
         break;
     case DDL_ACT_SIGMOID:
         for (size_t i = lo; i < hi; i++)
@@ -74,15 +84,15 @@ static void act_range(void *ctx, size_t lo, size_t hi)
         break;
     case DDL_ACT_HARDSWISH: /* x * hardsigmoid(x), hardsigmoid with alpha 1/6 and beta 0.5 */
         for (size_t i = lo; i < hi; i++)
-            y[i] = x[i] * fminf(fmaxf(x[i] * (1.0f / 6.0f) + 0.5f, 0.0f), 1.0f);
+            y[i] = x[i] * clamp(x[i] * (1.0f / 6.0f) + 0.5f, 0.0f, 1.0f);
         break;
     case DDL_ACT_HARDSIGMOID:
         for (size_t i = lo; i < hi; i++)
-            y[i] = fminf(fmaxf(x[i] * a + b, 0.0f), 1.0f);
+            y[i] = clamp(x[i] * a + b, 0.0f, 1.0f);
         break;
     case DDL_ACT_CLIP:
         for (size_t i = lo; i < hi; i++)
-            y[i] = fminf(fmaxf(x[i], a), b);
+            y[i] = clamp(x[i], a, b);
         break;
     case DDL_ACT_ELU:
         for (size_t i = lo; i < hi; i++)
@@ -100,14 +110,14 @@ static void act_grad_range(void *ctx, size_t lo, size_t hi)
     const float *x = j->x, *y = j->y, *dy = j->dy, a = j->alpha, b = j->beta;
     float *dx = j->out;
     switch (j->kind) {
-    case DDL_ACT_LEAKY_RELU:
-        if (a >= 0.0f)
-            for (size_t i = lo; i < hi; i++)
-                dx[i] = y[i] > 0.0f ? dy[i] : dy[i] * a;
-        else
-            for (size_t i = lo; i < hi; i++)
-                dx[i] = x[i] > 0.0f ? dy[i] : dy[i] * a;
+    case DDL_ACT_LEAKY_RELU: {
+        const float *m = a >= 0.0f ? y : x;
+        for (size_t i = lo; i < hi; i++) {
+            float k = m[i] > 0.0f ? 1.0f : a; /* a factor chosen, then the product */
+            dx[i] = dy[i] * k;
+        }
         break;
+    }
     case DDL_ACT_SIGMOID:
         for (size_t i = lo; i < hi; i++)
             dx[i] = dy[i] * (y[i] * (1.0f - y[i]));
@@ -136,17 +146,23 @@ static void act_grad_range(void *ctx, size_t lo, size_t hi)
         break;
     case DDL_ACT_HARDSWISH: /* 0 below -3, 1 above 3, x / 3 + 1/2 between (PyTorch's ends) */
         for (size_t i = lo; i < hi; i++) {
-            float v = x[i], g = v < -3.0f ? 0.0f : v > 3.0f ? 1.0f : v * (1.0f / 3.0f) + 0.5f;
+            float v = x[i], g = v * (1.0f / 3.0f) + 0.5f;
+            g = v < -3.0f ? 0.0f : g;
+            g = v > 3.0f ? 1.0f : g;
             dx[i] = dy[i] * g;
         }
         break;
     case DDL_ACT_HARDSIGMOID: /* alpha inside (0, 1): y is alpha x + beta there, whatever alpha's sign */
-        for (size_t i = lo; i < hi; i++)
-            dx[i] = y[i] > 0.0f && y[i] < 1.0f ? dy[i] * a : 0.0f;
+        for (size_t i = lo; i < hi; i++) {
+            float k = (y[i] > 0.0f) & (y[i] < 1.0f) ? a : 0.0f;
+            dx[i] = dy[i] * k;
+        }
         break;
     case DDL_ACT_CLIP: /* 0 at the bounds, as PyTorch's hardtanh and ReLU6 */
-        for (size_t i = lo; i < hi; i++)
-            dx[i] = y[i] > a && y[i] < b ? dy[i] : 0.0f;
+        for (size_t i = lo; i < hi; i++) {
+            float d = dy[i];
+            dx[i] = (y[i] > a) & (y[i] < b) ? d : 0.0f;
+        }
         break;
     case DDL_ACT_ELU: /* alpha e^x = y + alpha below 0 */
         if (a > 0.0f)
