@@ -3,8 +3,10 @@
  * taken in file order (ONNX keeps them topologically sorted) and each becomes a layer: Conv,
  * ConvTranspose, Relu, MaxPool, AveragePool, GlobalAveragePool, Gemm, MatMul (+ Add of a bias),
  * Flatten, Reshape to (N, -1), Concat, Add, Dropout and Identity (nothing at inference), a last
- * Softmax (dropped: ddl's output is the logits). A Mul/Div then Add/Sub of constants on the input
- * (how ddl's export and many exporters scale pixels) becomes the input normalisation. Whatever
+ * Softmax over the classes (dropped: ddl's output is the logits); activations and softmax layers
+ * (and PyTorch's patterns of SiLU, GELU, Hardswish) in onnx_import_act.c, which sees every node
+ * first. A Mul/Div then Add/Sub of constants on the input (how ddl's export and many exporters
+ * scale pixels) becomes the input normalisation. Whatever
  * else is refused with the node named: ddl trains what it imports, so it imports only what it
  * can train. Nothing from the file is trusted: every length is checked before use, every dim is
  * 1 or more and a weight's dims are those the graph resolves for its layer (ddl__graph_layer_shape),
