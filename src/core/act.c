@@ -191,11 +191,11 @@ void ddl_act_backward(int kind, float alpha, float beta, size_t count, const flo
 
 /* ---- softmax ----
  * x is (outer, n, inner): rows of n values at stride inner. A range is of row blocks: LANES
- * neighbouring rows (inner positions) at once, so that the loads along n are contiguous and the
- * loops over the lanes vectorise. Each row's max, sum and dot go in the order of n, in double for
+ * neighbouring rows (inner positions, a cache line) at once, so that the loads along n are
+ * contiguous and the loops over the lanes vectorise. Each row's max, sum and dot go in the order of n, in double for
  * the sums: a row's bits do not depend on its block or the range it is in. */
 
-#define LANES 8
+#define LANES 16
 
 typedef struct sm_job {
     size_t n, inner, blocks_per_outer;
