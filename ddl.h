@@ -668,10 +668,13 @@ int ddl_graph_preset(ddl_graph *g, const char *name, char *err, size_t err_bytes
  * torch.onnx.export, onnx.helper, ddl's export; opsets 7 to 18): Conv, ConvTranspose, Relu,
  * MaxPool, AveragePool, GlobalAveragePool, Gemm, MatMul (and the Add of its bias), Flatten,
  * Reshape to (N, -1), Concat (channels), Add, Dropout, Identity and a Pad of zeros (nothing), a last
- * Softmax (dropped: the output is the logits), and Mul/Div/Add/Sub of constants on the input
- * (kept as scale and shift). Convolutions and pools of any 2-D geometry (kernel_shape, strides,
- * pads, dilations, group, auto_pad, output_padding, output_shape, ceil_mode, count_include_pad:
- * docs/DATA.md says what is refused and why; ConvTranspose takes no group). Any
+ * Softmax over the classes (dropped: the output is the logits), and Mul/Div/Add/Sub of constants
+ * on the input (kept as scale and shift); the activations of ddl_graph_act and ddl_graph_softmax
+ * (Sigmoid, Tanh, LeakyRelu, Elu, HardSigmoid, HardSwish, Clip, Softmax and LogSoftmax on any
+ * axis, and the node patterns PyTorch writes for SiLU, GELU and Hardswish); convolutions and
+ * pools of any 2-D geometry (kernel_shape, strides, pads, dilations, group, auto_pad,
+ * output_padding, output_shape, ceil_mode, count_include_pad; ConvTranspose takes no group).
+ * docs/DATA.md says what is refused and why. Any
  * other node is refused, named (BatchNormalization too: ddl trains without batch statistics).
  * Nothing in the file is trusted: a weight's dims must be those its layer takes from the graph
  * before it (its data exactly that many float32s), and a dim, count or attribute out of range
@@ -716,6 +719,51 @@ int ddl_graph_deconv2d_ex(ddl_graph *g, int x, const char *name, const ddl_conv_
  * k_w 0: k_h; average pooling takes no dilation). */
 int ddl_graph_maxpool_ex(ddl_graph *g, int x, const ddl_pool2d *p);
 int ddl_graph_avgpool_ex(ddl_graph *g, int x, const ddl_pool2d *p);
+/* ---- activation layers ----
+ * The activations PyTorch users write, as layers of a graph (the arch text format names them
+ * after the kind: "sigmoid", "leakyrelu alpha=0.1", "clip min=0 max=6", "softmax axis=1"; see
+ * ddl_graph_parse). Each is computed by ddl_act_forward / ddl_softmax_forward (below), and its
+ * backward is derived and checked against finite differences (tests/test_act.c). Parameter-free:
+ * they change no weight's name or count. */
+
+/* The kinds of ddl_graph_act, and what alpha and beta are to each:
+ *   LEAKY_RELU   x > 0 ? x : alpha x              (nn.LeakyReLU(alpha); PyTorch's default 0.01)
+ *   SIGMOID      1 / (1 + e^-x)
+ *   TANH         tanh x
+ *   SILU         x sigmoid(x)                     (nn.SiLU, "swish")
+ *   GELU         x (1 + erf(x / sqrt 2)) / 2      (nn.GELU())
+ *   GELU_TANH    x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) / 2   (nn.GELU(approximate='tanh'))
+ *   HARDSWISH    x min(max(x / 6 + 1/2, 0), 1)    (nn.Hardswish)
+ *   HARDSIGMOID  min(max(alpha x + beta, 0), 1)   (nn.Hardsigmoid: alpha 1/6, beta 1/2)
+ *   CLIP         min(max(x, alpha), beta)         (nn.ReLU6: alpha 0, beta 6; nn.Hardtanh; the
+ *                                                 bounds may be -INFINITY and INFINITY)
+ *   ELU          x > 0 ? x : alpha (e^x - 1)      (nn.ELU(alpha))
+ * Values are only ever appended. */
+enum {
+    DDL_ACT_LEAKY_RELU = 1,
+    DDL_ACT_SIGMOID = 2,
+    DDL_ACT_TANH = 3,
+    DDL_ACT_SILU = 4,
+    DDL_ACT_GELU = 5,
+    DDL_ACT_GELU_TANH = 6,
+    DDL_ACT_HARDSWISH = 7,
+    DDL_ACT_HARDSIGMOID = 8,
+    DDL_ACT_CLIP = 9,
+    DDL_ACT_ELU = 10
+};
+/* ddl_graph_act: an element-wise activation of layer x (any shape, kept), of a kind above with
+ * its alpha and beta (not read by the kinds that take none: pass 0). Returns the layer or -1 (an
+ * unknown kind; an alpha or beta that is NaN or, but for CLIP's bounds, infinite; CLIP with
+ * alpha > beta). */
+int ddl_graph_act(ddl_graph *g, int x, int kind, float alpha, float beta);
+/* ddl_graph_softmax: softmax of layer x over its axes `axis` to `to` taken together, numbered as
+ * PyTorch numbers a (N, C, H, W) tensor: 1 the channels, 2 the rows, 3 the columns (a flattened
+ * or dense layer's features are its channels, 1). One axis (to == axis) is torch.softmax(x, dim);
+ * axis 1 to 3 is a softmax over all of a sample's values (what ONNX's Softmax before opset 13 did
+ * for axis 1). log: 1 for LogSoftmax. The output keeps x's shape. Returns the layer or -1 (axes
+ * not 1 <= axis <= to <= 3). The model's output needs none: ddl's loss and its predictor apply
+ * the softmax over the classes themselves. */
+int ddl_graph_softmax(ddl_graph *g, int x, int axis, int to, int log);
 
 /* ---- communication ----
  * A comm joins the ranks of one job over one transport. Collectives are written once above
@@ -1572,6 +1620,23 @@ void ddl_groupnorm_relu_backward(int n, int c, int s, int groups, const float *x
 void ddl_concat_channels(int n, int ca, int cb, int s, const float *a, const float *b, float *y);
 /* ddl_split_channels: the backward of concat: da = dy[:, :ca], db = dy[:, ca:]. */
 void ddl_split_channels(int n, int ca, int cb, int s, const float *dy, float *da, float *db);
+
+/* ---- activations (src/core/act.c) ----
+ * ddl_act_forward: y = f(x) over `count` floats for a DDL_ACT_* kind with its alpha and beta (as
+ * ddl_graph_act says; y may equal x). ddl_act_backward: dx = f'(x) dy (overwritten; dx may equal
+ * dy). SIGMOID, TANH, HARDSIGMOID, CLIP, LEAKY_RELU with alpha >= 0 and ELU with alpha > 0 take
+ * the derivative from y and do not read x (a layer computed in place has no x left: pass y or
+ * NULL); the others take it from x and do not read y. exp, erf and tanh are libm's in float;
+ * each value is computed alone, so the bits do not depend on the threads. */
+void ddl_act_forward(int kind, float alpha, float beta, size_t count, const float *x, float *y);
+void ddl_act_backward(int kind, float alpha, float beta, size_t count, const float *x, const float *y,
+                      const float *dy, float *dx);
+/* ddl_softmax_forward: y = softmax of x (outer, n, inner) over its n axis (log: log softmax),
+ * each of the outer * inner rows alone, its sum in double in the order of n (y may equal x).
+ * ddl_softmax_backward: dx from the output y and dy: y (dy - sum dy y), or for log softmax
+ * dy - e^y sum dy (overwritten; dx may equal dy). */
+void ddl_softmax_forward(size_t outer, size_t n, size_t inner, int log, const float *x, float *y);
+void ddl_softmax_backward(size_t outer, size_t n, size_t inner, int log, const float *y, const float *dy, float *dx);
 
 #ifdef __cplusplus
 }

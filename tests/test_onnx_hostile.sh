@@ -40,7 +40,7 @@ done < "$d/cases.txt"
 [ "$n_cases" -ge 40 ]; check "make_hostile.py wrote $n_cases cases" $?
 
 # the unsupported operator: the whole list, its ')' last, under the long directory
-grep -q "unsupported.onnx: node r2 (Sigmoid): .*, Pad, .*Softmax)\$" "$tmp/unsupported.out"
+grep -q "unsupported.onnx: node r2 (Softsign): .*, Pad, .*Softmax)\$" "$tmp/unsupported.out"
 check "the unsupported-operator message names Pad and ends with ')' ($(cat "$tmp/unsupported.out"))" $?
 
 # ddl-serve loads its models at start-up: it must refuse each file there, and exit

@@ -199,6 +199,9 @@ void ddl__conv2d_dw_forward(const ddl_conv2d *g, const float *x, const float *w,
                             float *ws);
 void ddl__conv2d_dw_backward(const ddl_conv2d *g, const float *x, const float *w, const float *dy, float *dx,
                              float *dw, float *db, float *ws);
+/* ddl__act_grad_from_y: 1 when ddl_act_backward of this kind (and alpha) reads y alone, so the
+ * layer may run in place over its input (act.c). */
+int ddl__act_grad_from_y(int kind, float alpha);
 
 /* ---- the model object (model.c; train/ reads it) ---- */
 #define DDL__NAME_BYTES 48

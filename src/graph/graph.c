@@ -4,12 +4,13 @@
 #include "impl.h"
 
 #include <ctype.h>
+#include <math.h>
 #include <stdarg.h>
 #include <string.h>
 
 static const char *const op_names[DDL__N_OPS] = {"input",   "conv",    "deconv",    "maxpool", "avgpool",
                                                  "gap",     "dense",   "relu",      "dropout", "groupnorm",
-                                                 "flatten", "concat",  "add"};
+                                                 "flatten", "concat",  "add",       "act",     "softmax"};
 
 const char *ddl__graph_op_name(int op) { return op >= 0 && op < DDL__N_OPS ? op_names[op] : NULL; }
 
@@ -19,6 +20,30 @@ int ddl__graph_op_find(const char *name)
         if (strcmp(op_names[i], name) == 0)
             return i;
     return -1;
+}
+
+/* the kinds' names in the text format, by DDL_ACT_* */
+static const char *const act_names[] = {NULL,   "leakyrelu", "sigmoid",     "tanh", "silu", "gelu",
+                                        "gelu_tanh", "hardswish", "hardsigmoid", "clip", "elu"};
+#define N_ACT ((int)(sizeof act_names / sizeof act_names[0]))
+
+const char *ddl__graph_act_name(int kind) { return kind > 0 && kind < N_ACT ? act_names[kind] : NULL; }
+
+int ddl__graph_act_find(const char *name)
+{
+    for (int i = 1; i < N_ACT; i++)
+        if (strcmp(act_names[i], name) == 0)
+            return i;
+    return 0;
+}
+
+const char *ddl__graph_layer_op(const ddl__layer *l)
+{
+    if (l->op == DDL__OP_ACT && ddl__graph_act_name(l->act))
+        return ddl__graph_act_name(l->act);
+    if (l->op == DDL__OP_SOFTMAX)
+        return l->act ? "logsoftmax" : "softmax";
+    return ddl__graph_op_name(l->op);
 }
 
 int ddl__graph_fail(ddl_graph *g, const char *fmt, ...)
@@ -224,6 +249,43 @@ int ddl_graph_groupnorm(ddl_graph *g, int x, const char *name, int groups)
     if (groups < 0)
         return ddl__graph_fail(g, "layer %d (groupnorm): %d groups: need >= 1, or 0 for automatic", i, groups);
     g->layers[i].groups = groups;
+    return i;
+}
+
+/* ---- activations ---- */
+
+int ddl_graph_act(ddl_graph *g, int x, int kind, float alpha, float beta)
+{
+    const char *what = ddl__graph_act_name(kind);
+    int i = add(g, DDL__OP_ACT, x, -1, "");
+    if (i < 0)
+        return -1;
+    if (!what)
+        return ddl__graph_fail(g, "layer %d (act): kind %d is no DDL_ACT_* (1 to %d)", i, kind, N_ACT - 1);
+    /* the bounds of a clip may be infinite (no bound on that side); nothing may be NaN */
+    int finite = kind == DDL_ACT_CLIP ? alpha == alpha && beta == beta : isfinite(alpha) && isfinite(beta);
+    if (!finite || (kind == DDL_ACT_CLIP && alpha > beta))
+        return ddl__graph_fail(g, "layer %d (%s): alpha %g, beta %g: %s", i, what, (double)alpha, (double)beta,
+                               kind == DDL_ACT_CLIP ? "need min <= max, neither NaN" : "need finite values");
+    ddl__layer *l = &g->layers[i];
+    l->act = (uint8_t)kind;
+    l->alpha = alpha;
+    l->beta = beta;
+    return i;
+}
+
+int ddl_graph_softmax(ddl_graph *g, int x, int axis, int to, int log)
+{
+    int i = add(g, DDL__OP_SOFTMAX, x, -1, "");
+    if (i < 0)
+        return -1;
+    if (axis < 1 || to < axis || to > 3)
+        return ddl__graph_fail(g, "layer %d (%s): axes %d to %d: need 1 <= axis <= to <= 3 (1 the channels, 2 the "
+                               "rows, 3 the columns)", i, log ? "logsoftmax" : "softmax", axis, to);
+    ddl__layer *l = &g->layers[i];
+    l->act = (uint8_t)(log != 0);
+    l->axis = (int8_t)axis;
+    l->axis_to = (int8_t)to;
     return i;
 }
 

@@ -20,6 +20,8 @@ enum {
     DDL__OP_FLATTEN,
     DDL__OP_CONCAT,
     DDL__OP_ADD,
+    DDL__OP_ACT,           /* an element-wise activation: act (DDL_ACT_*), alpha, beta */
+    DDL__OP_SOFTMAX,       /* softmax over axes axis..axis_to; act 1: log softmax */
     DDL__N_OPS
 };
 
@@ -43,6 +45,9 @@ typedef struct ddl__layer {
     uint8_t out_pad_h, out_pad_w; /* deconv: output_padding */
     uint8_t ceil_mode;            /* pools: output size rounded up */
     uint8_t count_pad;            /* avgpool: count_include_pad */
+    uint8_t act;           /* act: DDL_ACT_*; softmax: 1 for log softmax */
+    int8_t axis, axis_to;  /* softmax: its axes of (C, H, W), 1 to 3 */
+    float alpha, beta;     /* act: its parameters (ddl_graph_act) */
 } ddl__layer;
 
 struct ddl_graph {
@@ -72,6 +77,13 @@ void ddl__layer_pads(const ddl__layer *l, int pads[4]);
 const char *ddl__graph_op_name(int op);
 /* ddl__graph_op_find: DDL__OP_* of a name, -1 if none. */
 int ddl__graph_op_find(const char *name);
+/* ddl__graph_layer_op: how the text format names layer l: its op's name, or an activation's
+ * ("sigmoid", "logsoftmax", ...). */
+const char *ddl__graph_layer_op(const ddl__layer *l);
+/* ddl__graph_act_name: "leakyrelu", "sigmoid", ... of a DDL_ACT_* kind; NULL if unknown.
+ * ddl__graph_act_find: the kind of a name, 0 if none. */
+const char *ddl__graph_act_name(int kind);
+int ddl__graph_act_find(const char *name);
 /* ddl__graph_fail: record the first error (printf-style) and return -1. */
 int ddl__graph_fail(ddl_graph *g, const char *fmt, ...) DDL__PRINTF(2, 3);
 /* ddl__graph_param_prefix: the prefix of layer i's parameters: its name, or its nn.Sequential

@@ -3,8 +3,10 @@
  * taken in file order (ONNX keeps them topologically sorted) and each becomes a layer: Conv,
  * ConvTranspose, Relu, MaxPool, AveragePool, GlobalAveragePool, Gemm, MatMul (+ Add of a bias),
  * Flatten, Reshape to (N, -1), Concat, Add, Dropout and Identity (nothing at inference), a last
- * Softmax (dropped: ddl's output is the logits). A Mul/Div then Add/Sub of constants on the input
- * (how ddl's export and many exporters scale pixels) becomes the input normalisation. Whatever
+ * Softmax over the classes (dropped: ddl's output is the logits); activations and softmax layers
+ * (and PyTorch's patterns of SiLU, GELU, Hardswish) in onnx_import_act.c, which sees every node
+ * first. A Mul/Div then Add/Sub of constants on the input (how ddl's export and many exporters
+ * scale pixels) becomes the input normalisation. Whatever
  * else is refused with the node named: ddl trains what it imports, so it imports only what it
  * can train. Nothing from the file is trusted: every length is checked before use, every dim is
  * 1 or more and a weight's dims are those the graph resolves for its layer (ddl__graph_layer_shape),
@@ -55,15 +57,12 @@ typedef struct imp {
     float scale, shift;        /* pixels p -> p * scale + shift before the first layer */
     char input[NAME], output[NAME];
     char err[DDL_ERR_BYTES];
+    ddl__pb_slice graph;       /* the GraphProto: patterns look ahead at the nodes after one */
+    int opset;
 } imp;
 
-typedef struct node {
-    char op[64], name[NAME];
-    char in[MAX_IO][NAME], out[MAX_IO][NAME];
-    int n_in, n_out;
-    ddl__pb_slice attrs[32];
-    int n_attrs;
-} node;
+typedef ddl__onnx_node node; /* onnx_impl.h: the files of operator families read nodes too */
+_Static_assert(NAME == DDL__ONNX_NAME && MAX_IO == DDL__ONNX_MAX_IO, "one node layout");
 
 static int fail(imp *m, const char *fmt, ...) DDL__PRINTF(2, 3);
 static int fail(imp *m, const char *fmt, ...)
@@ -419,7 +418,7 @@ static void conv_attrs(const node *n, ddl__onnx_geo *g)
 {
     static const char *const names[10] = {"kernel_shape", "strides", "pads", "dilations", "output_padding",
                                           "output_shape", "group", "ceil_mode", "count_include_pad", "storage_order"};
-    ddl__onnx_ints *at[10] = {&g->kernel_shape, &g->strides, &g->pads, &g->dilations, &g->output_padding,
+    ddl__onnx_intlist *at[10] = {&g->kernel_shape, &g->strides, &g->pads, &g->dilations, &g->output_padding,
                               &g->output_shape, &g->group, &g->ceil_mode, &g->count_include_pad, &g->storage_order};
     memset(g, 0, sizeof *g);
     for (int i = 0; i < 10; i++) {
@@ -597,6 +596,9 @@ static int alias(imp *m, const node *n)
 static int one_node(imp *m, ddl_graph *g, const node *n)
 {
     const char *op = n->op;
+    int act = ddl__onnx_act(m, g, n); /* activations and softmax: onnx_import_act.c */
+    if (act != -1)
+        return act;
     if (strcmp(op, "Conv") == 0 || strcmp(op, "ConvTranspose") == 0)
         return conv(m, g, n, op[4] == 'T');
     if (strcmp(op, "MaxPool") == 0 || strcmp(op, "AveragePool") == 0)
@@ -807,6 +809,8 @@ static int model(imp *m, ddl_graph *g, ddl__pb_slice file)
         return fail(m, "not an ONNX model (no graph, or not protobuf)");
     if (opset < 7 || opset > 18)
         return fail(m, "opset %d: ddl reads opsets 7 to 18", opset);
+    m->graph = graph;
+    m->opset = opset;
     ddl__pb_slice s = graph;
     while ((r = ddl__pb_next(&s, &f)) > 0)
         if (f.number == 5 && f.wire == 2 && add_tensor(m, f.s, NULL) != DDL_OK)
@@ -883,3 +887,144 @@ void ddl_onnx_import_free(ddl_onnx_import *im, const ddl_allocator *alloc)
         im->params = NULL;
     }
 }
+
+/* ---- lent to the files of operator families (onnx_impl.h) ---- */
+
+int ddl__onnx_fail(imp *m, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(m->err, sizeof m->err, fmt, ap);
+    va_end(ap);
+    return DDL_EINVAL;
+}
+
+int ddl__onnx_attr(const node *n, const char *name, float *f, int64_t *i, int *n_ints)
+{
+    attr a = get(n, name);
+    if (!a.found) /* the caller's default stays */
+        return 0;
+    if (f)
+        *f = a.f;
+    if (i)
+        *i = a.n >= 1 ? a.ints[0] : 0;
+    if (n_ints)
+        *n_ints = a.n;
+    return 1;
+}
+
+int ddl__onnx_attr_ints(const node *n, const char *name, int64_t *out, int max)
+{
+    attr a = get(n, name);
+    if (!a.found)
+        return 0;
+    if (a.n < 0 || a.n > max)
+        return -1;
+    memcpy(out, a.ints, (size_t)a.n * sizeof *out);
+    return a.n;
+}
+
+int ddl__onnx_layer_in(imp *m, const node *n, const char *name) { return layer_in(m, n, name); }
+
+int ddl__onnx_value(const imp *m, const char *name, int *layer, int *tens)
+{
+    int i = find(m, name);
+    if (i >= 0)
+        *layer = m->v[i].layer, *tens = m->v[i].tensor;
+    return i;
+}
+
+int ddl__onnx_define(imp *m, const char *name, int layer, int t) { return define(m, name, layer, t); }
+
+int ddl__onnx_added(imp *m, ddl_graph *g, const node *n, int i) { return added(m, g, n, i, -1, -1, 0); }
+
+int ddl__onnx_shape(imp *m, const ddl_graph *g, const node *n, int i, int *c, int *h, int *w)
+{
+    return shape_of(m, g, n, i, c, h, w);
+}
+
+/* constant_node: the tensor a Constant node holds (its value, or value_float) into *t. */
+static int constant_node(imp *m, const node *n, tensor *t, float *vf)
+{
+    attr v = get(n, "value"), f = get(n, "value_float");
+    if (f.found) {
+        *vf = f.f;
+        return 1;
+    }
+    return v.found && v.t.p && tensor_read(m, v.t, t) == DDL_OK ? 0 : -1;
+}
+
+int ddl__onnx_scalar(imp *m, const char *name, float *v)
+{
+    int i = find(m, name);
+    if (i >= 0)
+        return m->v[i].tensor >= 0 ? scalar_of(&m->t[m->v[i].tensor], v) : -1;
+    node n;
+    tensor t;
+    int k;
+    if (ddl__onnx_producer(m, name, &n) != 0 || strcmp(n.op, "Constant") != 0 || (k = constant_node(m, &n, &t, v)) < 0)
+        return -1;
+    return k == 1 ? 0 : scalar_of(&t, v);
+}
+
+int ddl__onnx_ints(imp *m, const char *name, int64_t *out, int max)
+{
+    int i = find(m, name);
+    if (i >= 0)
+        return m->v[i].tensor >= 0 ? ints_of(&m->t[m->v[i].tensor], out, max) : -1;
+    node n;
+    tensor t;
+    float f;
+    if (ddl__onnx_producer(m, name, &n) != 0 || strcmp(n.op, "Constant") != 0 || constant_node(m, &n, &t, &f) != 0)
+        return -1;
+    return ints_of(&t, out, max);
+}
+
+/* is_string: field f is the string s. */
+static int is_string(const ddl__pb_field *f, const char *s)
+{
+    size_t len = strlen(s);
+    return f->wire == 2 && (size_t)(f->s.end - f->s.p) == len && memcmp(f->s.p, s, len) == 0;
+}
+
+int ddl__onnx_readers(imp *m, const char *name, int k, node *out)
+{
+    ddl__pb_slice s = m->graph;
+    ddl__pb_field f, e;
+    int count = 0;
+    while (ddl__pb_next(&s, &f) > 0) {
+        if ((f.number != 1 && f.number != 12) || f.wire != 2)
+            continue;
+        int reads = 0; /* a node's inputs (1), a graph output's name (ValueInfoProto 1) */
+        for (ddl__pb_slice x = f.s; !reads && ddl__pb_next(&x, &e) > 0;)
+            reads = e.number == 1 && is_string(&e, name);
+        if (reads && count == k && out) { /* a graph output: a node of no op */
+            if (f.number == 12)
+                memset(out->op, 0, sizeof out->op), out->n_in = out->n_out = 0;
+            else if (node_read(m, f.s, out) != DDL_OK)
+                return -1;
+        }
+        count += reads;
+    }
+    return count;
+}
+
+int ddl__onnx_producer(imp *m, const char *name, node *out)
+{
+    ddl__pb_slice s = m->graph;
+    ddl__pb_field f, e;
+    while (ddl__pb_next(&s, &f) > 0) {
+        if (f.number != 1 || f.wire != 2)
+            continue;
+        for (ddl__pb_slice x = f.s; ddl__pb_next(&x, &e) > 0;)
+            if (e.number == 2) { /* the first output */
+                if (is_string(&e, name))
+                    return node_read(m, f.s, out) == DDL_OK ? 0 : -1;
+                break;
+            }
+    }
+    return -1;
+}
+
+int ddl__onnx_opset(const imp *m) { return m->opset; }
+const char *ddl__onnx_output(const imp *m) { return m->output; }

@@ -15,7 +15,7 @@
 #define MAX16 32767 /* kernels, strides and pads: what a graph layer holds */
 #define MAX8 255    /* dilations, output padding */
 
-static const char *text(const ddl__onnx_ints *a, char out[200])
+static const char *text(const ddl__onnx_intlist *a, char out[200])
 {
     size_t at = 0;
     if (a->n < 0)
@@ -28,7 +28,7 @@ static const char *text(const ddl__onnx_ints *a, char out[200])
 }
 
 /* list: attribute a (name) of n values (absent: dflt each), each from lo to hi, into v. */
-static int list(const ddl__onnx_ints *a, const char *name, int n, int64_t dflt, int64_t lo, int64_t hi, int64_t *v,
+static int list(const ddl__onnx_intlist *a, const char *name, int n, int64_t dflt, int64_t lo, int64_t hi, int64_t *v,
                 char *why, size_t why_bytes)
 {
     char t[200];
@@ -45,7 +45,7 @@ static int list(const ddl__onnx_ints *a, const char *name, int n, int64_t dflt, 
 }
 
 /* one: a single-int attribute, from lo to hi (absent: dflt). */
-static int one(const ddl__onnx_ints *a, const char *name, int64_t dflt, int64_t lo, int64_t hi, const char *need,
+static int one(const ddl__onnx_intlist *a, const char *name, int64_t dflt, int64_t lo, int64_t hi, const char *need,
                int64_t *v, char *why, size_t why_bytes)
 {
     char t[200];

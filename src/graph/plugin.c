@@ -5,8 +5,9 @@
  * gradient through the same core kernels the hand-written plugins call.
  *
  * Memory: a layer owns an output y and a gradient dy of (batch, c, h, w), except where it
- * works in place on its input's (ReLU and dropout on a layer nobody else reads, flatten, and a
- * ReLU folded into the GroupNorm before it: "alias"). A layer read by several others gets the
+ * works in place on its input's (ReLU and dropout on a layer nobody else reads, flatten, a
+ * ReLU folded into the GroupNorm before it, an activation whose gradient needs only its output
+ * after a conv, dense or GroupNorm: "alias"). A layer read by several others gets the
  * first gradient written into its dy and the others added, through one scratch buffer.
  * Never allocates; keeps no state outside its own. */
 #include "impl.h"
@@ -24,6 +25,8 @@ typedef struct rt {
     uint8_t alias;           /* y and dy are the input's */
     uint8_t fused_relu;      /* groupnorm: the ReLU after it runs inside its kernels */
     uint8_t const_y;         /* y is the caller's input (directly or through aliases): never written */
+    uint8_t keep_y;          /* an activation's backward reads y (its own, or through aliases): a
+                              * ReLU or dropout after it must not overwrite it */
     uint8_t grad;            /* a parameter at or before it: backward needs its dy */
     uint8_t written;         /* backward: dy holds a gradient */
     float *y, *dy, *wt, *bs, *gw, *gb; /* output, its gradient; parameters, their gradients */
@@ -57,7 +60,7 @@ static int fail(ddl_model_build *b, ddl_graph *g, int i, const char *fmt, ...)
     else
         prefix[0] = '\0';
     char msg[DDL_ERR_BYTES];
-    snprintf(msg, sizeof msg, "graph: layer %d (%s%s): %.180s", i, prefix, ddl__graph_op_name(g->layers[i].op), why);
+    snprintf(msg, sizeof msg, "graph: layer %d (%s%s): %.180s", i, prefix, ddl__graph_layer_op(&g->layers[i]), why);
     if (b)
         ddl_build_fail(b, msg);
     else
@@ -159,6 +162,17 @@ static int shape_layer(gmodel *m, int i, const ddl_model_config *cfg, ddl_model_
     return DDL_OK;
 }
 
+/* act_in_place: an activation may overwrite its input's output when nobody else reads it, its
+ * gradient follows from its own output, and the input's backward does not read that output (a
+ * conv, deconv or dense reads its input; a GroupNorm its input and, with a folded ReLU, its y). */
+static int act_in_place(const ddl_graph *g, const ddl__layer *l, const rt *a, int sole)
+{
+    int in = g->layers[l->in[0]].op;
+    return sole && !a->const_y && ddl__act_grad_from_y(l->act, l->alpha) &&
+           (in == DDL__OP_CONV || in == DDL__OP_DECONV || in == DDL__OP_DENSE ||
+            (in == DDL__OP_GROUPNORM && !a->fused_relu));
+}
+
 /* plan: uses, gradients and aliases, once every shape is known. */
 static int plan(gmodel *m, ddl_model_build *b)
 {
@@ -181,11 +195,14 @@ static int plan(gmodel *m, ddl_model_build *b)
         int sole = a->n_use == 1; /* nobody else reads the input */
         if (op == DDL__OP_RELU && sole && g->layers[l->in[0]].op == DDL__OP_GROUPNORM && !a->fused_relu)
             a->fused_relu = 1, r->alias = 1;
-        else if ((op == DDL__OP_RELU || op == DDL__OP_DROPOUT) && sole && !a->const_y)
+        else if ((op == DDL__OP_RELU || op == DDL__OP_DROPOUT) && sole && !a->const_y && !a->keep_y)
             r->alias = 1;
         else if (op == DDL__OP_FLATTEN && sole)
             r->alias = 1;
+        else if (op == DDL__OP_ACT && act_in_place(g, l, a, sole))
+            r->alias = 1;
         r->const_y = r->alias && a->const_y;
+        r->keep_y = op == DDL__OP_ACT || op == DDL__OP_SOFTMAX || (r->alias && a->keep_y);
     }
     return DDL_OK;
 }
@@ -249,7 +266,9 @@ static void declare_memory(gmodel *m, ddl_model_build *b)
         size_t count = B * r->size;
         big = max_sz(big, count);
         if (!r->alias) {
-            if (i != m->out) /* the output is written straight into the model's logits */
+            /* the output is written straight into the model's logits, unless its backward reads
+             * it: the caller may have put dlogits there (ddl_model_check_grads does) */
+            if (i != m->out || r->keep_y)
                 r->y = ddl_build_scratch(b, count);
             if (r->grad && i != m->out) /* the output's is the caller's dlogits */
                 r->dy = ddl_build_scratch(b, count);
@@ -316,6 +335,16 @@ static void add_forward(size_t count, const float *a, const float *b, float *y)
         y[i] = a[i] + b[i];
 }
 
+/* softmax_dims: a softmax layer's (outer, n, inner): the batch and the axes before its own, its
+ * axes, the axes after them, of (B, C, H, W). */
+static void softmax_dims(const ddl__layer *l, const rt *r, int B, size_t sz[3])
+{
+    const size_t d[4] = {(size_t)B, (size_t)r->c, (size_t)r->h, (size_t)r->w};
+    sz[0] = sz[1] = sz[2] = 1;
+    for (int k = 0; k < 4; k++)
+        sz[k < l->axis ? 0 : k <= l->axis_to ? 1 : 2] *= d[k];
+}
+
 static void layer_forward(gmodel *m, int i, int B, int training, ddl_rng *rng)
 {
     const ddl__layer *l = &m->g.layers[i];
@@ -355,6 +384,13 @@ static void layer_forward(gmodel *m, int i, int B, int training, ddl_rng *rng)
         break;
     case DDL__OP_CONCAT: ddl_concat_channels(B, a->c, o->c, a->h * a->w, a->y, o->y, r->y); break;
     case DDL__OP_ADD: add_forward(count, a->y, o->y, r->y); break;
+    case DDL__OP_ACT: ddl_act_forward(l->act, l->alpha, l->beta, count, a->y, r->y); break;
+    case DDL__OP_SOFTMAX: {
+        size_t sz[3];
+        softmax_dims(l, r, B, sz);
+        ddl_softmax_forward(sz[0], sz[1], sz[2], l->act, a->y, r->y);
+        break;
+    }
     default: break;
     }
 }
@@ -365,11 +401,11 @@ static void graph_forward(void *self, const float *x, int B, int training, ddl_r
     m->r[0].y = (float *)(uintptr_t)x; /* read only: const_y keeps every layer from writing it */
     m->training = training;
     rt *o = &m->r[m->out];
-    if (!o->alias)
+    if (!o->alias && !o->keep_y)
         o->y = logits;
     for (int i = 1; i < m->g.n; i++)
         layer_forward(m, i, B, training, rng);
-    if (o->alias)
+    if (o->alias || o->keep_y)
         memcpy(logits, o->y, (size_t)B * o->size * sizeof *logits);
 }
 
@@ -475,6 +511,17 @@ static void layer_backward(gmodel *m, int i, int B)
     case DDL__OP_ADD:
         pass(m, ia, r->dy, count);
         pass(m, ib, r->dy, count);
+        break;
+    case DDL__OP_ACT: /* in place: a->y is r->y, which the kinds that may run so read alone */
+        if ((dx = target(m, ia, m->tmp)))
+            ddl_act_backward(l->act, l->alpha, l->beta, count, a->y, r->y, r->dy, dx);
+        break;
+    case DDL__OP_SOFTMAX:
+        if ((dx = target(m, ia, m->tmp))) {
+            size_t sz[3];
+            softmax_dims(l, r, B, sz);
+            ddl_softmax_backward(sz[0], sz[1], sz[2], l->act, r->y, r->dy, dx);
+        }
         break;
     default: break;
     }

@@ -19,11 +19,16 @@
  *     maxpool 3 stride=2 pad=0,0,1,1 ceil=1   dilation=D|DH,DW, groups=G (conv), out_pad=H,W
  *                                             (deconv), ceil=1 (pools), count_pad=1 (avgpool)
  *
+ * The activations (ddl_graph_act): sigmoid, tanh, silu, gelu, gelu_tanh, hardswish, leakyrelu
+ * [alpha=0.01], elu [alpha=1], hardsigmoid [alpha=A] [beta=B] (nn.Hardsigmoid's 1/6 and 0.5),
+ * clip [min=LO] [max=HI] (relu6: clip min=0 max=6), and softmax|logsoftmax [axis=A] [to=B]
+ * (ddl_graph_softmax: axes A to B of (C, H, W) numbered 1 to 3; default 1, to = A).
  * Errors name the line. Knows nothing of models: it only calls graph.c and geometry.c. */
 #include "impl.h"
 
 #include <ctype.h>
 #include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -302,6 +307,58 @@ static int output_line(ddl_graph *g, line *ln, char *err, size_t err_bytes)
     return rc;
 }
 
+/* key_float: the value of key as a float (default fallback); DDL_EINVAL when it is not one. */
+static int key_float(const line *ln, const char *key, float fallback, float *out, char *err, size_t err_bytes)
+{
+    *out = fallback;
+    for (int i = 0; i < ln->n_kv; i++)
+        if (strcmp(ln->key[i], key) == 0) {
+            char *end;
+            errno = 0;
+            *out = strtof(ln->val[i], &end);
+            if (end == ln->val[i] || *end || errno == ERANGE || *out != *out)
+                return ddl__errf(err, err_bytes, DDL_EINVAL, "line %d: %s: %s \"%.40s\" is not a number", ln->no,
+                                 ln->op, key, ln->val[i]);
+        }
+    return DDL_OK;
+}
+
+/* act_line: an activation (kind > 0, or relu6) or a softmax (kind < 0: -1, -2 for log). */
+static int act_line(ddl_graph *g, line *ln, int kind, char *err, size_t err_bytes)
+{
+    const char *allowed = kind == DDL_ACT_LEAKY_RELU || kind == DDL_ACT_ELU ? "alpha from"
+                          : kind == DDL_ACT_HARDSIGMOID                     ? "alpha beta from"
+                          : kind == DDL_ACT_CLIP                            ? "min max from"
+                          : kind < 0                                        ? "axis to from"
+                                                                            : "from";
+    int relu6 = strcmp(ln->op, "relu6") == 0, in = g->n - 1, axis, to, i = -1;
+    float alpha, beta;
+    int rc = check_keys(ln, relu6 ? "from" : allowed, err, err_bytes);
+    if (rc == DDL_OK && ln->n_pos)
+        rc = ddl__errf(err, err_bytes, DDL_EINVAL, "line %d: %s takes no values%s%s", ln->no, ln->op,
+                       strcmp(allowed, "from") ? ", only " : "", strcmp(allowed, "from") ? allowed : "");
+    if (rc == DDL_OK && ln->n_from && (in = find(g, ln, ln->from[0], err, err_bytes)) < 0)
+        rc = DDL_EINVAL;
+    if (rc == DDL_OK && kind < 0) {
+        if ((rc = key_int(ln, "axis", 1, &axis, err, err_bytes)) == DDL_OK &&
+            (rc = key_int(ln, "to", axis, &to, err, err_bytes)) == DDL_OK)
+            i = ddl_graph_softmax(g, in, axis, to, kind == -2);
+    } else if (rc == DDL_OK) {
+        float a0 = kind == DDL_ACT_LEAKY_RELU ? 0.01f : kind == DDL_ACT_ELU ? 1.0f
+                 : kind == DDL_ACT_HARDSIGMOID ? 1.0f / 6.0f : kind == DDL_ACT_CLIP ? (relu6 ? 0.0f : -INFINITY) : 0.0f;
+        float b0 = kind == DDL_ACT_HARDSIGMOID ? 0.5f : kind == DDL_ACT_CLIP ? (relu6 ? 6.0f : INFINITY) : 0.0f;
+        const char *ka = kind == DDL_ACT_CLIP ? "min" : "alpha", *kb = kind == DDL_ACT_CLIP ? "max" : "beta";
+        if ((rc = key_float(ln, ka, a0, &alpha, err, err_bytes)) == DDL_OK &&
+            (rc = key_float(ln, kb, b0, &beta, err, err_bytes)) == DDL_OK)
+            i = ddl_graph_act(g, in, kind, alpha, beta);
+    }
+    if (rc != DDL_OK)
+        return rc;
+    if (i >= 0 && ln->name)
+        i = ddl_graph_name(g, i, ln->name);
+    return i < 0 ? ddl__errf(err, err_bytes, DDL_EINVAL, "line %d: %s", ln->no, ddl_graph_error(g)) : DDL_OK;
+}
+
 /* parse_line: one line of text (NUL-terminated, writable). */
 static int parse_line(ddl_graph *g, char *text, int no, char *err, size_t err_bytes)
 {
@@ -325,14 +382,19 @@ static int parse_line(ddl_graph *g, char *text, int no, char *err, size_t err_by
     if (strcmp(ln.op, "output") == 0)
         return output_line(g, &ln, err, err_bytes);
     int op = ddl__graph_op_find(strcmp(ln.op, "global_avgpool") == 0 ? "gap" : ln.op);
-    if (op < 0)
+    int kind = strcmp(ln.op, "relu6") == 0 ? DDL_ACT_CLIP : ddl__graph_act_find(ln.op);
+    if (op == DDL__OP_SOFTMAX || strcmp(ln.op, "logsoftmax") == 0)
+        kind = op == DDL__OP_SOFTMAX ? -1 : -2;
+    if (kind == 0 && (op < 0 || op == DDL__OP_ACT))
         return ddl__errf(err, err_bytes, DDL_EINVAL, "line %d: \"%.40s\" is not a layer (input, conv, deconv, "
-                         "maxpool, avgpool, gap, dense, relu, dropout, groupnorm, flatten, concat, add, output)",
-                         no, ln.op);
+                         "maxpool, avgpool, gap, dense, relu, dropout, groupnorm, flatten, concat, add, an "
+                         "activation (sigmoid, tanh, silu, gelu, leakyrelu, clip, ...), softmax, output)", no, ln.op);
     if (ln.n_from == 2 && op != DDL__OP_ADD && op != DDL__OP_CONCAT)
         return ddl__errf(err, err_bytes, DDL_EINVAL, "line %d: %s reads one layer: from=NAME", no, ln.op);
     if (geometric(&ln, op))
         return geometry_line(g, &ln, op, err, err_bytes);
+    if (kind != 0)
+        return act_line(g, &ln, kind, err, err_bytes);
     return layer_line(g, &ln, op, err, err_bytes);
 }
 
@@ -460,10 +522,29 @@ static void put_geometry(out *o, const ddl__layer *l, int stride_default)
         put(o, " count_pad=1");
 }
 
+/* put_act: an activation's or softmax's settings (text: ddl_graph_parse reads them back exactly). */
+static void put_act(out *o, const ddl__layer *l)
+{
+    if (l->op == DDL__OP_SOFTMAX) {
+        put(o, " axis=%d", l->axis);
+        if (l->axis_to != l->axis)
+            put(o, " to=%d", l->axis_to);
+    } else if (l->act == DDL_ACT_LEAKY_RELU || l->act == DDL_ACT_ELU) {
+        put(o, " alpha=%.9g", (double)l->alpha);
+    } else if (l->act == DDL_ACT_HARDSIGMOID) {
+        put(o, " alpha=%.9g beta=%.9g", (double)l->alpha, (double)l->beta);
+    } else if (l->act == DDL_ACT_CLIP) {
+        if (isfinite(l->alpha))
+            put(o, " min=%.9g", (double)l->alpha);
+        if (isfinite(l->beta))
+            put(o, " max=%.9g", (double)l->beta);
+    }
+}
+
 static void format_layer(out *o, const ddl_graph *g, int i)
 {
     const ddl__layer *l = &g->layers[i];
-    put(o, "%s", ddl__graph_op_name(l->op));
+    put(o, "%s", ddl__graph_layer_op(l));
     if (l->name[0])
         put(o, " %s", l->name);
     switch (l->op) {
@@ -493,6 +574,8 @@ static void format_layer(out *o, const ddl_graph *g, int i)
         if (l->groups)
             put(o, " %d", l->groups);
         break;
+    case DDL__OP_ACT:
+    case DDL__OP_SOFTMAX: put_act(o, l); break;
     default: break;
     }
     int two = l->op == DDL__OP_ADD || l->op == DDL__OP_CONCAT;

@@ -8,6 +8,7 @@
 #include "impl.h"
 #include "../graph/impl.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -317,6 +318,88 @@ static const char *group_norm(onnx *o, const char *x, const char *prefix, int g,
     return op(o, "Add", op(o, "Mul", op(o, "Reshape", normed, sc), gamma), beta);
 }
 
+/* ---- activations, as PyTorch 1.13 exports them (the importer knows these layouts) ---- */
+
+/* op_f: a node of one input and one FLOAT attribute (LeakyRelu, Elu); returns its output. */
+static const char *op_f(onnx *o, const char *type, const char *x, const char *name, float v)
+{
+    const char *out = fresh(o, NULL, 0);
+    size_t at = node_begin(o, type, out, x, NULL, NULL);
+    attr(o, name, 0, NULL, &v);
+    ddl__pb_end(&o->pb, at);
+    return out;
+}
+
+static const char *hard_sigmoid(onnx *o, const char *x, float alpha, float beta)
+{
+    const char *out = fresh(o, NULL, 0);
+    size_t at = node_begin(o, "HardSigmoid", out, x, NULL, NULL);
+    attr(o, "alpha", 0, NULL, &alpha);
+    attr(o, "beta", 0, NULL, &beta);
+    ddl__pb_end(&o->pb, at);
+    return out;
+}
+
+/* gelu: x (1 + erf(x / sqrt 2)) / 2 as Div, Erf, Add, Mul, Mul; the tanh approximation as
+ * torch.onnx writes nn.GELU(approximate='tanh'). */
+static const char *gelu(onnx *o, const char *x, int approx)
+{
+    if (!approx)
+        return op(o, "Mul", op(o, "Mul", x, op(o, "Add", op(o, "Erf", op(o, "Div", x, scalar(o, 1.41421356f)), NULL),
+                                               scalar(o, 1.0f))), scalar(o, 0.5f));
+    const char *cube = op(o, "Mul", x, op(o, "Mul", x, x));
+    const char *inner = op(o, "Mul", scalar(o, 0.7978845608f), op(o, "Add", x, op(o, "Mul", scalar(o, 0.044715f), cube)));
+    const char *t = op(o, "Add", scalar(o, 1.0f), op(o, "Tanh", inner, NULL));
+    return op(o, "Mul", scalar(o, 0.5f), op(o, "Mul", x, t));
+}
+
+static const char *act(onnx *o, const char *x, const ddl__layer *l)
+{
+    switch (l->act) {
+    case DDL_ACT_LEAKY_RELU: return op_f(o, "LeakyRelu", x, "alpha", l->alpha);
+    case DDL_ACT_SIGMOID: return op(o, "Sigmoid", x, NULL);
+    case DDL_ACT_TANH: return op(o, "Tanh", x, NULL);
+    case DDL_ACT_SILU: return op(o, "Mul", x, op(o, "Sigmoid", x, NULL));
+    case DDL_ACT_GELU: return gelu(o, x, 0);
+    case DDL_ACT_GELU_TANH: return gelu(o, x, 1);
+    case DDL_ACT_HARDSWISH: return op(o, "Mul", x, hard_sigmoid(o, x, 1.0f / 6.0f, 0.5f)); /* HardSwish: opset 14 */
+    case DDL_ACT_HARDSIGMOID: return hard_sigmoid(o, x, l->alpha, l->beta);
+    case DDL_ACT_ELU: return op_f(o, "Elu", x, "alpha", l->alpha);
+    case DDL_ACT_CLIP: { /* an infinite bound: the input left out ("") */
+        const char *out = fresh(o, NULL, 0), *lo = isfinite(l->alpha) ? scalar(o, l->alpha) : "";
+        const char *hi = isfinite(l->beta) ? scalar(o, l->beta) : NULL;
+        ddl__pb_end(&o->pb, node_begin(o, "Clip", out, x, lo, hi));
+        return out;
+    }
+    default: fail(o, "an activation the exporter does not know: ", ddl__graph_layer_op(l)); return x;
+    }
+}
+
+/* softmax: Softmax or LogSoftmax over one axis of x (rank 4, or 2: (N, C)); over several, x
+ * reshaped to (N, before, axes, after), the softmax over axis 2, and back. */
+static const char *softmax(onnx *o, const char *x, const ddl__layer *l, int rank, int c, int h, int w)
+{
+    const char *type = l->act ? "LogSoftmax" : "Softmax", *out = fresh(o, NULL, 0);
+    int64_t axis = rank == 2 && l->axis == 1 ? 1 : l->axis, two = 2;
+    if (l->axis == l->axis_to && (rank == 4 || l->axis == 1)) {
+        size_t at = node_begin(o, type, out, x, NULL, NULL);
+        attr(o, "axis", -1, &axis, NULL);
+        ddl__pb_end(&o->pb, at);
+        return out;
+    }
+    const int64_t d[3] = {c, h, w};
+    int64_t grouped[4] = {0, 1, 1, 1}, back[4] = {0, c, h, w}, n4 = 4, nb = rank;
+    for (int k = 0; k < 3; k++)
+        grouped[k + 1 < l->axis ? 1 : k + 1 <= l->axis_to ? 2 : 3] *= d[k];
+    const char *sg = fresh(o, NULL, 0), *sb = fresh(o, NULL, 0);
+    tensor(o, sg, 1, &n4, NULL, grouped);
+    tensor(o, sb, 1, &nb, NULL, back);
+    size_t at = node_begin(o, type, out, op(o, "Reshape", x, sg), NULL, NULL);
+    attr(o, "axis", -1, &two, NULL);
+    ddl__pb_end(&o->pb, at);
+    return op(o, "Reshape", out, sb);
+}
+
 /* ---- the graph ---- */
 
 /* layer: the ONNX nodes of graph layer i; val[] and rank[] hold every earlier layer's output. */
@@ -356,6 +439,8 @@ static void layer(onnx *o, const ddl_model *m, int i, const char **val, int *ran
             ddl__pb_end(&o->pb, at);
         }
         break;
+    case DDL__OP_ACT: val[i] = act(o, a, l); break;
+    case DDL__OP_SOFTMAX: val[i] = softmax(o, a, l, ra, c, h, w); break;
     default: fail(o, "a layer the exporter does not know: ", prefix); val[i] = a; break;
     }
 }
