@@ -20,6 +20,7 @@ enum {
     DDL__OP_FLATTEN,
     DDL__OP_CONCAT,
     DDL__OP_ADD,
+    DDL__OP_RESIZE,
     DDL__N_OPS
 };
 
@@ -33,6 +34,9 @@ typedef struct ddl__layer {
     int groups;            /* groupnorm: 0 for the largest <= 8 dividing the channels */
     float p;               /* dropout; < 0: cfg.dropout */
     char name[DDL_GRAPH_NAME_BYTES];
+    /* resize: k and stride hold the output's height and width when fixed (0: from the scales) */
+    float scale_h, scale_w;  /* resize: output = floor(input * scale), when the size is not fixed */
+    uint8_t mode, coord, nearest; /* resize: DDL_RESIZE_* */
 } ddl__layer;
 
 struct ddl_graph {
