@@ -668,7 +668,9 @@ int ddl_graph_preset(ddl_graph *g, const char *name, char *err, size_t err_bytes
  * MaxPool, AveragePool, GlobalAveragePool, Gemm, MatMul (and the Add of its bias), Flatten,
  * Reshape to (N, -1), Concat (channels), Add, Dropout, Identity and a Pad of zeros (nothing), a last
  * Softmax (dropped: the output is the logits), and Mul/Div/Add/Sub of constants on the input
- * (kept as scale and shift). Square kernels, equal strides and pads, no dilation or groups. Any
+ * (kept as scale and shift); Resize and Upsample (a resize layer), InstanceNormalization,
+ * GroupNormalization and torch's GroupNorm pattern (a groupnorm layer), and the Shape, Gather,
+ * Slice, Concat, Unsqueeze, ... around reshapes, folded (the input's size is fixed, the batch free). Square kernels, equal strides and pads, no dilation or groups. Any
  * other node is refused, named (BatchNormalization too: ddl trains without batch statistics).
  * Nothing in the file is trusted: a weight's dims must be those its layer takes from the graph
  * before it (its data exactly that many float32s), and a dim, count or attribute out of range

@@ -185,7 +185,7 @@ int ddl__onnx_norm_reshape(imp *m, ddl_graph *g, const node *n, int x, const int
         out[j] = shape[j] == 0 && j < 3 ? data[j] : shape[j];
         if (out[j] == -1 && free_at < 0)
             free_at = j;
-        else if (j && out[j] >= 1)
+        else if (j && out[j] >= 1 && out[j] <= INT32_MAX)
             known *= out[j];
         else
             ok = j == 0 && out[j] == DDL__ONNX_BATCH;

@@ -178,9 +178,9 @@ int ddl__onnx_resize(imp *m, ddl_graph *g, const node *n)
     if (ns < 0)
         return DDL_EINVAL;
     if (ns > 0) {
-        const tensor *t = &m->t[ddl__onnx_const(m, n->in[up || m->opset < 11 ? 1 : 2])];
-        if (n->n_in > 1 && t->type != T_FLOAT)
-            return fail(m, "node %s (%s): scales %s: not float", n->name, n->op, n->in[up || m->opset < 11 ? 1 : 2]);
+        int k = up || m->opset < 11 ? 1 : 2, t = k < n->n_in ? ddl__onnx_const(m, n->in[k]) : -1;
+        if (t >= 0 && m->t[t].type != T_FLOAT) /* t < 0: Upsample-7's attribute, floats */
+            return fail(m, "node %s (%s): scales %s: not float", n->name, n->op, n->in[k]);
         if (spread(m, n, ns, f, v, d) != DDL_OK)
             return DDL_EINVAL;
         if (f[0] != 1.0f || f[1] != 1.0f || !(f[2] > 0.0f && f[2] < 1e6f) || !(f[3] > 0.0f && f[3] < 1e6f))

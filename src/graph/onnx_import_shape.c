@@ -315,6 +315,7 @@ static int slice_op(imp *m, const node *n)
     if (d.n_dims != 1 || (axis != 0 && axis != -1) || step == 0)
         return fail(m, "node %s (Slice): ddl folds a Slice of a vector along axis 0 with a step other than 0", n->name);
     int64_t k = d.n;
+    step = step > k ? k + 1 : step < -k ? -(k + 1) : step; /* as far: the same values, and no overflow */
     lo += lo < 0 ? k : 0, hi += hi < 0 ? k : 0;
     if (step > 0)
         lo = lo < 0 ? 0 : lo > k ? k : lo, hi = hi < 0 ? 0 : hi > k ? k : hi;
@@ -484,7 +485,7 @@ static int reshape_op(imp *m, ddl_graph *g, const node *n)
         out[j] = s.i[j] == 0 && !allowzero && j < r ? d[j] : s.i[j];
         if (out[j] == -1 && free_at < 0)
             free_at = j;
-        else if (j ? out[j] < 1 : out[j] != DDL__ONNX_BATCH)
+        else if (j ? out[j] < 1 || out[j] > INT32_MAX : out[j] != DDL__ONNX_BATCH)
             ok = 0;
         else if (j)
             known *= out[j];
