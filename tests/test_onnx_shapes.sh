@@ -7,8 +7,8 @@
 #    nn.InstanceNorm2d with and without affine; opset 18's GroupNormalization; x.view(x.size(0),
 #    -1) (Shape, Gather, Unsqueeze, Concat, Reshape) and torch.flatten(x, 1); Gemm with biases
 #    (1, 5) and (): ddl's logits are onnxruntime's within 1e-4 of their scale, the same classes;
-#  - trained one epoch and exported again (Resize, GroupNorm): onnxruntime runs the export as ddl
-#    runs the checkpoint, and ddl reads the export back to the same bits;
+#  - trained one epoch and exported again (Resize, GroupNorm, InstanceNorm): onnxruntime runs the
+#    export as ddl runs the checkpoint, and ddl reads the export back to the same bits;
 #  - a cubic Resize, exclude_outside, tf_crop_and_resize, an epsilon that is not 1e-5, Flatten at
 #    axis 2, a Reshape to (1, -1), a node reading GroupNorm's (N, G, -1) values and sizes with the
 #    batch fixed: refused, naming the node, the attribute and its value;
@@ -55,7 +55,7 @@ same() {
 for m in up_nearest up_bilinear up_sizes upsample9 gn gn_train gn18; do same $m; done
 
 # ---- trained, exported, read back ----
-for m in up_bilinear gn_train; do
+for m in up_bilinear gn_train gn; do
     "$T" --data "$tmp/fruits/train" --arch "$tmp/m/$m.onnx" --epochs 1 --quiet --save "$tmp/$m.ckpt" > "$tmp/t" 2>&1 &&
         "$BUILD/bin/ddl-ckpt" export "$tmp/$m.ckpt" "$tmp/m/$m-x.onnx" > "$tmp/e" 2>&1
     check "$m.onnx trains one epoch and exports ($(tail -n 2 "$tmp/t" "$tmp/e"))" $?

@@ -269,6 +269,18 @@ static const char *normalise(onnx *o)
 static const char *group_norm(onnx *o, const char *x, const char *prefix, int g, int c, int h, int w)
 {
     float ones[MAX_GROUPS], zeros[MAX_GROUPS], eps = GN_EPS;
+    if (g == c) { /* a group per channel: InstanceNormalization itself, as nn.InstanceNorm2d(affine) */
+        char wn[NAME], bn[NAME];
+        int64_t cc = c;
+        snprintf(wn, NAME, "%.38s.weight", prefix);
+        snprintf(bn, NAME, "%.38s.bias", prefix);
+        const char *gamma = param(o, fresh(o, wn, 0), 1, &cc), *beta = param(o, fresh(o, bn, 0), 1, &cc);
+        const char *out = fresh(o, NULL, 0);
+        size_t at = node_begin(o, "InstanceNormalization", out, x, gamma, beta);
+        attr(o, "epsilon", 0, NULL, &eps);
+        ddl__pb_end(&o->pb, at);
+        return out;
+    }
     if (g > MAX_GROUPS) {
         fail(o, "a GroupNorm of more groups than the exporter holds: ", prefix);
         return x;
