@@ -2,7 +2,7 @@
 # test_onnx_shapes.sh - resizes, normalisation patterns and reshapes from ONNX files laid out as
 # torch 1.13 exports them (tests/onnx/make_shapes.py, python3-onnx alone):
 #  - nn.Upsample nearest x2, bilinear with align_corners True and False, by 1.5, 0.5 and to sizes
-#    (Shape, Slice, Concat), opsets 9 (Upsample), 11, 13 and 17; nn.GroupNorm (Reshape,
+#    (Shape, Slice, Concat), opsets 9 (Upsample), 10, 11, 13 and 17; nn.GroupNorm (Reshape,
 #    InstanceNormalization, Reshape, Mul, Add) in eval and training-mode layouts;
 #    nn.InstanceNorm2d with and without affine; opset 18's GroupNormalization; x.view(x.size(0),
 #    -1) (Shape, Gather, Unsqueeze, Concat, Reshape) and torch.flatten(x, 1); Gemm with biases
@@ -52,7 +52,7 @@ same() {
         grep -q "^onnx: images=100 .* classes_equal=100/100 ok$" "$tmp/out"
     check "$1.onnx: ddl's logits are onnxruntime's ($(cat "$tmp/log" "$tmp/out"))" $?
 }
-for m in up_nearest up_bilinear up_sizes upsample9 gn gn_train gn18; do same $m; done
+for m in up_nearest up_bilinear up_sizes upsample9 resize10 gn gn_train gn18; do same $m; done
 
 # ---- trained, exported, read back ----
 for m in up_bilinear gn_train gn; do

@@ -4,7 +4,9 @@
 # hand as regression-*), from real files of the tests' own making:
 #  fuzz_onnx        ONNX files of python3-onnx: tests/onnx/make_models.py's (as test_onnx_import.sh
 #                   runs them), tests/onnx/torch_layout.py's (torch.onnx.export's layouts, opsets
-#                   9 to 17) and a few of tests/onnx/make_hostile.py's (dims, data, attributes)
+#                   9 to 17), a few of tests/onnx/make_hostile.py's (dims, data, attributes) and
+#                   tests/onnx/make_shapes.py's (Resize, GroupNorm patterns, folded shapes; the
+#                   smaller ones, as shapes-NAME.onnx)
 #  fuzz_infer       mode byte 0 or 1, then a checkpoint of ddl-train (graphs of conv, pools,
 #                   groupnorm, deconv, concat and dense; adam and sgd; class names); mode 2, then
 #                   the ONNX files that import, and three hostile ones
@@ -29,6 +31,8 @@ mode() { printf "\\$(printf '%03o' "$1")" > "$3"; cat "$2" >> "$3"; }
 "$PYTHON" tests/onnx/torch_layout.py "$tmp/t" > /dev/null
 "$PYTHON" tests/onnx/make_hostile.py "$tmp/h" > /dev/null
 for f in "$tmp"/m/*.onnx "$tmp"/t/*.onnx; do cp "$f" "$out/fuzz_onnx/"; done
+"$PYTHON" tests/onnx/make_shapes.py "$tmp/s" > /dev/null
+for s in gn gn18 gnread up_bilinear upsample9 eps view1 sizesN; do cp "$tmp/s/$s.onnx" "$out/fuzz_onnx/shapes-$s.onnx"; done
 for h in matmul_neg matmul_huge deconv_neg deconv_neg_data dims_wrap raw_short float_data_short kernel_huge \
          strides_huge pads_kernel group_neg auto_pad deconv_stride_huge input_big concat_overflow unsupported; do
     cp "$tmp/h/$h.onnx" "$out/fuzz_onnx/hostile-$h.onnx"

@@ -12,6 +12,8 @@ tests/test_onnx_shapes.sh. Input (N, 3, 16, 16), random weights, logits out:
                     (12, 10) (roi and scales ''), Upsample's form of opset 9 absent; a Gemm with a
                     scalar bias
   upsample9.onnx    opset 9: Upsample nearest x2 and bilinear x2 (scales as an input, asymmetric)
+  resize10.onnx     opset 10: Resize nearest by (0.75, 0.5) (rounding up, as onnxruntime reads
+                    opset 10), then linear by (2.5, 3)
   gn.onnx           opset 13: nn.GroupNorm(2, 8) as torch writes it in eval mode (Reshape to
                     (0, 2, -1), InstanceNormalization of ones and zeros, Reshape to Shape(x), Mul
                     and Add of (8, 1, 1) initializers), ReLU, nn.InstanceNorm2d(8, affine=True),
@@ -160,6 +162,15 @@ nodes = [c1, const("/up1/Constant_output_0", [1.0, 1.0, 2.0, 2.0]),
 nodes += view_flat("/gap/GlobalAveragePool_output_0", "/view", axes_input=False)
 g1, i2 = gemm("/view/Reshape_output_0", "logits", "fc", 4)
 model("upsample9", nodes + [g1], i1 + i2, 9)
+
+c1, i1 = conv("pixels", "/conv1/Conv_output_0", "conv1", 3, 4)
+nodes = [c1, const("/up1/Constant_output_0", [1.0, 1.0, 0.75, 0.5]),
+         node("Resize", ["/conv1/Conv_output_0", "/up1/Constant_output_0"], "/up1/Resize_output_0", mode="nearest"),
+         const("/up2/Constant_output_0", [1.0, 1.0, 2.5, 3.0]),
+         node("Resize", ["/up1/Resize_output_0", "/up2/Constant_output_0"], "/up2/Resize_output_0", mode="linear"),
+         node("Flatten", ["/up2/Resize_output_0"], "/Flatten_output_0", axis=1)]
+g1, i2 = gemm("/Flatten_output_0", "logits", "fc", 4 * 30 * 24)
+model("resize10", nodes + [g1], i1 + i2, 10)
 
 # ---- normalisation ----
 c1, i1 = conv("pixels", "/conv1/Conv_output_0", "conv1", 3, 8)
