@@ -10,8 +10,9 @@
 #  - trained one epoch and exported again (Resize, GroupNorm, InstanceNorm): onnxruntime runs the
 #    export as ddl runs the checkpoint, and ddl reads the export back to the same bits;
 #  - a cubic Resize, exclude_outside, tf_crop_and_resize, an epsilon that is not 1e-5, Flatten at
-#    axis 2, a Reshape to (1, -1), a node reading GroupNorm's (N, G, -1) values and sizes with the
-#    batch fixed: refused, naming the node, the attribute and its value;
+#    axis 2, a Reshape to (1, -1), a node reading GroupNorm's (N, G, -1) values or the value before
+#    a Mul folded into it, and sizes with the batch fixed: refused, naming the node, the attribute
+#    and its value; a GroupNorm read before its Mul: not folded (refused, or run as onnxruntime);
 #  - where python3-torch is installed, the same layers as torch.onnx.export writes them itself.
 . "$(dirname "$0")/lib.sh"
 BUILD=${BUILD:-build}
@@ -28,7 +29,7 @@ skip() { echo "skipped: $*"; echo "$pass passed, $fail failed"; [ "$fail" -eq 0 
 # ---- refused, named ----
 refused() { # refused MODEL TEXT
     "$T" --predict --model "$tmp/m/$1.onnx" --images "$tmp/fruits/test/apple/0000.jpg" > "$tmp/e" 2>&1; rc=$?
-    [ $rc -eq 1 ] && grep -q "$1.onnx: node out ($2" "$tmp/e"
+    [ $rc -eq 1 ] && grep -q "$1.onnx: node [^ ]* ($2" "$tmp/e"
     check "$1.onnx: refused, named ($(cat "$tmp/e"))" $?
 }
 refused cubic "Resize): mode cubic: ddl takes nearest and linear"
@@ -38,6 +39,7 @@ refused eps "InstanceNormalization): epsilon 0.001: ddl's GroupNorm takes 1e-05"
 refused flat2 "Flatten): axis 2 of a rank-4 input: ddl keeps the batch axis alone first"
 refused view1 "Reshape): to (1, -1) from (N, 4, 16, 16): ddl takes reshapes that keep the batch first"
 refused gnread "Relu): reads /gn/InstanceNormalization_output_0, GroupNorm's normalised (N, G, -1) values"
+refused gnlate "Relu): reads /gn/Reshape_1_output_0, a GroupNorm's output before its weight or bias, which ddl folded"
 refused sizesN "Resize): sizes (1, 4, 32, 32) of (N, 4, 16, 16): ddl takes the batch left free"
 
 if ! command -v node > /dev/null 2>&1 || [ ! -d tests/onnx/node_modules/onnxruntime-node ]; then
@@ -53,6 +55,12 @@ same() {
     check "$1.onnx: ddl's logits are onnxruntime's ($(cat "$tmp/log" "$tmp/out"))" $?
 }
 for m in up_nearest up_bilinear up_sizes upsample9 resize10 gn gn_train gn18; do same $m; done
+# a Relu reads the GroupNorm before its Mul: refused at the Mul, or run as onnxruntime runs it
+if "$T" --predict --model "$tmp/m/gnshare.onnx" --images "$tmp/fruits/test/apple/0000.jpg" > "$tmp/e" 2>&1; then
+    same gnshare
+else
+    grep -q "gnshare.onnx: node /gn/Mul (Mul)" "$tmp/e"; check "gnshare.onnx: the Mul not folded: refused, named ($(cat "$tmp/e"))" $?
+fi
 
 # ---- trained, exported, read back ----
 for m in up_bilinear gn_train gn; do

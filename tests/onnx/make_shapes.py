@@ -22,10 +22,14 @@ tests/test_onnx_shapes.sh. Input (N, 3, 16, 16), random weights, logits out:
                     gn.weight and gn.bias, x.view through two Unsqueezes), bilinear upsampling
                     with its scales a Concat of two Constants
   gn18.onnx         opset 18: GroupNormalization (num_groups 4, scale and bias per group)
+  gnshare.onnx      the GroupNorm of gn.onnx whose value before the Mul a Relu reads first: the
+                    Mul and Add are not folded (ddl refuses them, or takes them as per-channel
+                    layers of their own: never the folded weight where the Relu reads)
 and models ddl must refuse, each naming the node and the attribute: cubic.onnx (mode cubic),
 excl.onnx (exclude_outside 1), crop.onnx (tf_crop_and_resize), eps.onnx (an InstanceNormalization
 of epsilon 0.001), flat2.onnx (Flatten axis 2), view1.onnx (Reshape to (1, -1)), gnread.onnx (a
-node reading GroupNorm's (N, G, -1) values), sizesN.onnx (sizes with the batch fixed at 1)."""
+node reading GroupNorm's (N, G, -1) values), gnlate.onnx (a node reading the value before a Mul
+that was folded into the GroupNorm), sizesN.onnx (sizes with the batch fixed at 1)."""
 import os
 import sys
 
@@ -229,6 +233,15 @@ g1, i3 = gemm("/Flatten_output_0", "logits", "fc", 8)
 i2 = [numpy_helper.from_array((1 + rng.normal(0, 0.3, 4)).astype(np.float32), "gn.weight"), w("gn.bias", 4, scale=0.3)]
 model("gn18", nodes + [g1], i1 + i2 + i3, 18)
 
+# a GroupNorm whose output before the Mul is also read by a Relu: the Mul cannot fold
+c1, i1 = conv("pixels", "/conv1/Conv_output_0", "conv1", 3, 8)
+gn, i2 = gn_eval("/conv1/Conv_output_0", "/gn", 2, 8)
+nodes = [c1] + gn[:7] + [node("Relu", ["/gn/Reshape_1_output_0"], "/relu/Relu_output_0")] + gn[7:] + [
+    node("Add", ["/relu/Relu_output_0", "/gn/Add_output_0"], "/add/Add_output_0"),
+    node("GlobalAveragePool", ["/add/Add_output_0"], "/gap/GlobalAveragePool_output_0"),
+    node("Flatten", ["/gap/GlobalAveragePool_output_0"], "/Flatten_output_0", axis=1)]
+g1, i3 = gemm("/Flatten_output_0", "logits", "fc", 8)
+model("gnshare", nodes + [g1], i1 + i2 + i3, 13)
 
 # ---- refused ----
 def refused(name, nodes, inits, opset=13):
@@ -248,5 +261,8 @@ refused("flat2", [node("Flatten", ["/conv1/Conv_output_0"], "out", axis=2)], [])
 refused("view1", [const("/s", [1, -1], np.int64), node("Reshape", ["/conv1/Conv_output_0", "/s"], "out")], [])
 refused("gnread", gn_eval("/conv1/Conv_output_0", "/gn", 2, 4)[0][:5] +
         [node("Relu", ["/gn/InstanceNormalization_output_0"], "out")], gn_eval("/conv1/Conv_output_0", "/gn", 2, 4)[1])
+gn, i2 = gn_eval("/conv1/Conv_output_0", "/gn", 2, 4)
+refused("gnlate", gn + [node("Relu", ["/gn/Reshape_1_output_0"], "/relu/Relu_output_0"),
+                        node("Add", ["/relu/Relu_output_0", "/gn/Add_output_0"], "out")], i2)
 refused("sizesN", [const("/s", [1, 4, 32, 32], np.int64),
                    node("Resize", ["/conv1/Conv_output_0", "", "", "/s"], "out", mode="nearest")], [])
