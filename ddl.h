@@ -674,7 +674,10 @@ int ddl_graph_preset(ddl_graph *g, const char *name, char *err, size_t err_bytes
  * axis, and the node patterns PyTorch writes for SiLU, GELU and Hardswish); convolutions and
  * pools of any 2-D geometry (kernel_shape, strides, pads, dilations, group, auto_pad,
  * output_padding, output_shape, ceil_mode, count_include_pad; ConvTranspose takes no group).
- * docs/DATA.md says what is refused and why. Any
+ * Resize and Upsample (a resize layer), InstanceNormalization, GroupNormalization and torch's
+ * GroupNorm pattern (a groupnorm layer), and the Shape, Gather, Slice, Concat, Unsqueeze, ...
+ * around reshapes, folded (the input's size is fixed, the batch free). docs/DATA.md says what is
+ * refused and why. Any
  * other node is refused, named (BatchNormalization too: ddl trains without batch statistics).
  * Nothing in the file is trusted: a weight's dims must be those its layer takes from the graph
  * before it (its data exactly that many float32s), and a dim, count or attribute out of range
@@ -764,6 +767,41 @@ int ddl_graph_act(ddl_graph *g, int x, int kind, float alpha, float beta);
  * not 1 <= axis <= to <= 3). The model's output needs none: ddl's loss and its predictor apply
  * the softmax over the classes themselves. */
 int ddl_graph_softmax(ddl_graph *g, int x, int axis, int to, int log);
+/* ---- resize: nearest and bilinear up- and downsampling ----
+ * A layer that resizes each (H, W) plane as ONNX's Resize does (and PyTorch's nn.Upsample and
+ * F.interpolate, exported): each output pixel's source coordinate is x_out transformed by
+ * `coord`, then either rounded to one input pixel (nearest) or read between the four around it
+ * (linear), clamped to the plane. The kernels run by planes, one thread each: the backward pass
+ * (a scatter into the input's gradient) sums in a fixed order whatever the thread count.
+ * As PyTorch writes them: nn.Upsample(mode="nearest") is NEAREST, ASYMMETRIC, FLOOR;
+ * mode="bilinear" is LINEAR with HALF_PIXEL (align_corners=False) or ALIGN_CORNERS (True). */
+enum { DDL_RESIZE_NEAREST = 0, DDL_RESIZE_LINEAR = 1 };
+enum { /* the source coordinate of output pixel x (of out pixels from in, scale s) */
+    DDL_RESIZE_ASYMMETRIC = 0,         /* x / s */
+    DDL_RESIZE_HALF_PIXEL = 1,         /* (x + 0.5) / s - 0.5 */
+    DDL_RESIZE_PYTORCH_HALF_PIXEL = 2, /* the same, 0 when out is 1 */
+    DDL_RESIZE_ALIGN_CORNERS = 3       /* x (in - 1) / (out - 1), 0 when out is 1 */
+};
+enum { /* nearest: how a source coordinate becomes a pixel */
+    DDL_RESIZE_FLOOR = 0, DDL_RESIZE_CEIL = 1, DDL_RESIZE_ROUND_PREFER_FLOOR = 2, DDL_RESIZE_ROUND_PREFER_CEIL = 3
+};
+/* ddl_resize2d: one resize of x (batch, c, in_h, in_w) to y (batch, c, out_h, out_w). scale_h and
+ * scale_w are what the coordinate divides by: the scales given, or out / in when sizes were. */
+typedef struct ddl_resize2d {
+    int batch, c, in_h, in_w, out_h, out_w;
+    int mode, coord, nearest;  /* DDL_RESIZE_* */
+    float scale_h, scale_w;
+} ddl_resize2d;
+/* ddl_resize2d_forward: y = the resize of x. ddl_resize2d_backward: dx (overwritten) = the sum,
+ * for each output pixel, of its dy times the weight it took each input pixel with. */
+void ddl_resize2d_forward(const ddl_resize2d *r, const float *x, float *y);
+void ddl_resize2d_backward(const ddl_resize2d *r, const float *dy, float *dx);
+/* ddl_graph_resize: a resize layer of x, as above. scale_h, scale_w > 0 give the output size
+ * floor(in * scale) (as ONNX computes it, in float); out_h, out_w > 0 fix it instead (then the
+ * scales must be 0). Returns the layer's index, or -1 (a mode, coord or rounding out of range,
+ * neither or both of scales and sizes given). */
+int ddl_graph_resize(ddl_graph *g, int x, int mode, int coord, int nearest, float scale_h, float scale_w, int out_h,
+                     int out_w);
 
 /* ---- communication ----
  * A comm joins the ranks of one job over one transport. Collectives are written once above

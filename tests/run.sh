@@ -19,7 +19,8 @@ total_pass=0; total_fail=0; total_skip=0
 # for daemons (7 s of CPU in 16-18 s; bounds of 5 s and more): beside another test that wait is not
 # lost. Tests that keep both cores busy gain nothing there (test_train and test_threads, tried,
 # took 30% longer each), and test_pg skips its speed-up bound when other work takes the cores.
-BESIDE="test_install.sh test_build_pg.sh test_cpus.sh test_onnx.sh test_onnx_import.sh test_onnx_act.sh test_ckpt_tool.sh test_cli.sh
+BESIDE="test_install.sh test_build_pg.sh test_cpus.sh test_onnx.sh test_onnx_import.sh test_onnx_act.sh test_onnx_shapes.sh
+test_ckpt_tool.sh test_cli.sh
 test_output_paths.sh test_plot_runs.sh test_plot_diverged.sh test_plot_timeline.sh test_slurm_real.sh test_ssh.sh"
 # test_docs (the docs' command blocks: short trainings, a PostgreSQL server, ddl-serve on 8501; no
 # time bounds) too: make test has built all it installs, and nothing beside it takes port 8501.

@@ -10,7 +10,8 @@
 
 static const char *const op_names[DDL__N_OPS] = {"input",   "conv",    "deconv",    "maxpool", "avgpool",
                                                  "gap",     "dense",   "relu",      "dropout", "groupnorm",
-                                                 "flatten", "concat",  "add",       "act",     "softmax"};
+                                                 "flatten", "concat",  "add",       "act",     "softmax",
+                                                 "resize"};
 
 const char *ddl__graph_op_name(int op) { return op >= 0 && op < DDL__N_OPS ? op_names[op] : NULL; }
 
@@ -286,6 +287,30 @@ int ddl_graph_softmax(ddl_graph *g, int x, int axis, int to, int log)
     l->act = (uint8_t)(log != 0);
     l->axis = (int8_t)axis;
     l->axis_to = (int8_t)to;
+    return i;
+}
+
+/* ---- resize ---- */
+
+int ddl_graph_resize(ddl_graph *g, int x, int mode, int coord, int nearest, float scale_h, float scale_w, int out_h,
+                     int out_w)
+{
+    int i = add(g, DDL__OP_RESIZE, x, -1, "");
+    if (i < 0)
+        return -1;
+    if (mode < DDL_RESIZE_NEAREST || mode > DDL_RESIZE_LINEAR || coord < DDL_RESIZE_ASYMMETRIC ||
+        coord > DDL_RESIZE_ALIGN_CORNERS || nearest < DDL_RESIZE_FLOOR || nearest > DDL_RESIZE_ROUND_PREFER_CEIL)
+        return ddl__graph_fail(g, "layer %d (resize): mode %d, coord %d, nearest %d: not a DDL_RESIZE_* value", i, mode,
+                               coord, nearest);
+    int by_scale = scale_h > 0.0f && scale_w > 0.0f && out_h == 0 && out_w == 0;
+    int by_size = out_h >= 1 && out_w >= 1 && scale_h == 0.0f && scale_w == 0.0f;
+    if (!(by_scale || by_size) || (by_scale && !(scale_h < 1e6f && scale_w < 1e6f)))
+        return ddl__graph_fail(g, "layer %d (resize): scales %g, %g and size %dx%d: give two scales > 0 (and below "
+                               "1e6), or a size of 1 or more (and scales 0)", i, (double)scale_h, (double)scale_w,
+                               out_h, out_w);
+    ddl__layer *l = &g->layers[i];
+    l->mode = (uint8_t)mode, l->coord = (uint8_t)coord, l->nearest = (uint8_t)nearest;
+    l->scale_h = scale_h, l->scale_w = scale_w, l->k = out_h, l->stride = out_w;
     return i;
 }
 

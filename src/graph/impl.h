@@ -22,6 +22,7 @@ enum {
     DDL__OP_ADD,
     DDL__OP_ACT,           /* an element-wise activation: act (DDL_ACT_*), alpha, beta */
     DDL__OP_SOFTMAX,       /* softmax over axes axis..axis_to; act 1: log softmax */
+    DDL__OP_RESIZE,
     DDL__N_OPS
 };
 
@@ -45,9 +46,27 @@ typedef struct ddl__layer {
     uint8_t out_pad_h, out_pad_w; /* deconv: output_padding */
     uint8_t ceil_mode;            /* pools: output size rounded up */
     uint8_t count_pad;            /* avgpool: count_include_pad */
-    uint8_t act;           /* act: DDL_ACT_*; softmax: 1 for log softmax */
-    int8_t axis, axis_to;  /* softmax: its axes of (C, H, W), 1 to 3 */
-    float alpha, beta;     /* act: its parameters (ddl_graph_act) */
+    /* The settings of one kind of layer each, sharing their bytes (the graph's 128 layers must
+     * stay within 12288 bytes): an activation's or softmax's, or a resize's. */
+    union {
+        struct {
+            uint8_t act;           /* act: DDL_ACT_*; softmax: 1 for log softmax */
+            int8_t axis, axis_to;  /* softmax: its axes of (C, H, W), 1 to 3 */
+        };
+        struct {
+            uint8_t mode, coord, nearest; /* resize: DDL_RESIZE_* */
+        };
+    };
+    union {
+        struct {
+            float alpha, beta;     /* act: its parameters (ddl_graph_act) */
+        };
+        struct {
+            /* resize: k and stride hold the output's height and width when fixed (0: from the
+             * scales); else output = floor(input * scale) */
+            float scale_h, scale_w;
+        };
+    };
 } ddl__layer;
 
 struct ddl_graph {

@@ -1,6 +1,8 @@
 /* onnx_impl.h - what the ONNX importer's files share: the protobuf reader (pb_read.c), the
- * importer (onnx_import.c) and the files of operator families it hands nodes to
- * (onnx_import_act.c). Private to src/graph. */
+ * importer (onnx_import.c) and the files of operator families it hands nodes to: geometry
+ * (onnx_import_geometry.c), activations (onnx_import_act.c), shape arithmetic and reshapes
+ * (onnx_import_shape.c), resizing (onnx_import_resize.c) and normalisation patterns
+ * (onnx_import_norm.c). Private to src/graph. */
 #ifndef DDL_GRAPH_ONNX_IMPL_H
 #define DDL_GRAPH_ONNX_IMPL_H
 #include "impl.h"
@@ -21,6 +23,85 @@ int ddl__pb_next(ddl__pb_slice *m, ddl__pb_field *f);
 int ddl__pb_str(const ddl__pb_field *f, char *out, size_t bytes);
 /* ddl__pb_ints: the int64s of a repeated field (packed, or one element) appended to out[*n..max). */
 int ddl__pb_ints(const ddl__pb_field *f, int64_t *out, int max, int *n);
+
+/* ---- the importer's tables (onnx_import.c owns them; the family files read and add to them) ---- */
+
+#define NAME 160               /* bytes of a value's name */
+#define MAX_TENSORS 4096
+#define MAX_VALUES 8192
+#define MAX_IO 8               /* inputs or outputs of a node */
+#define MAX_FILE ((uint64_t)1 << 31)
+
+enum { T_FLOAT = 1, T_INT64 = 7 };
+
+typedef struct tensor {
+    char name[NAME];
+    int type, n_dims;
+    int64_t dims[8];
+    ddl__pb_slice raw, floats, ints; /* raw_data, float_data, int64_data */
+} tensor;
+
+typedef struct value {
+    char name[NAME];
+    int layer;                 /* a layer's output, or -1 */
+    int tensor;                /* a constant, or -1 */
+} value;
+
+typedef struct param_src {
+    int w, b;                  /* tensors of the weight and the bias (-1: zeros) */
+    int transpose;             /* the weight is (in, out): Gemm without transB, MatMul */
+} param_src;
+
+/* A value that exists only inside a pattern ddl recognises (GroupNorm's (N, G, -1) reshape),
+ * or one whose reader would see something else than the file says (folded into a layer). */
+typedef struct ddl__onnx_pend {
+    char name[NAME];
+    int kind;                  /* DDL__PEND_* */
+    int layer, groups;         /* the layer it is made from; its groups */
+    int s, b;                  /* InstanceNormalization's scale and bias tensors */
+} ddl__onnx_pend;
+enum { DDL__PEND_GROUPED = 1, DDL__PEND_NORMED, DDL__PEND_FOLDED };
+#define DDL__ONNX_MAX_PEND 64
+
+/* Where a groupnorm layer's weight and bias come from: weight[c] = s[c / cg] * mul[c], bias[c] =
+ * b[c / cg] * mul[c] + add[c] (cg: channels per group of s and b; a tensor -1: 1 or 0). */
+typedef struct ddl__onnx_norm {
+    int s, b, mul, add;
+    int c, per;                /* the layer's channels; how many each value of s and b covers */
+    int stage;                 /* 0: done; 1: a Mul may follow (then 2: an Add may) */
+    char tail[NAME];           /* the value a following Mul or Add must read */
+} ddl__onnx_norm;
+
+#define DDL__ONNX_FOLD_BYTES (1 << 20) /* constants computed at import: shapes, scales */
+#define DDL__ONNX_BATCH INT64_MIN      /* the batch size in a folded shape: left free */
+
+typedef struct imp {
+    tensor t[MAX_TENSORS];
+    value v[MAX_VALUES];
+    param_src ps[DDL_GRAPH_MAX_LAYERS]; /* by layer */
+    int n_t, n_v;
+    int input_touched;         /* a layer already reads the input: no more normalisation */
+    float scale, shift;        /* pixels p -> p * scale + shift before the first layer */
+    char input[NAME], output[NAME];
+    char err[DDL_ERR_BYTES];
+    ddl__pb_slice graph;       /* the GraphProto: patterns look ahead at the nodes after one */
+    int opset;
+    /* onnx_import_shape.c and onnx_import_norm.c: constants folded at import, values that
+     * exist only inside a pattern, where each groupnorm layer's weight and bias come from */
+    int n_pend;
+    size_t n_fold;
+    ddl__onnx_pend pend[DDL__ONNX_MAX_PEND];
+    ddl__onnx_norm norm[DDL_GRAPH_MAX_LAYERS]; /* by layer */
+    unsigned char fold[DDL__ONNX_FOLD_BYTES];
+} imp;
+
+typedef struct attr {
+    int found, n;              /* n < 0: more than 8 ints, or not protobuf */
+    int64_t ints[8];
+    float f;
+    char str[16];              /* a string's first 15 bytes (auto_pad) */
+    ddl__pb_slice t;
+} attr;
 
 /* ---- geometry (onnx_import_geometry.c) ----
  * What a Conv, ConvTranspose, MaxPool or AveragePool node's attributes say, as onnx_import.c
@@ -46,8 +127,8 @@ int ddl__onnx_pool_geometry(int kind, const ddl__onnx_geo *a, int h, int w, ddl_
                             size_t why_bytes);
 /* ---- what onnx_import.c lends the files of operator families ---- */
 
-#define DDL__ONNX_NAME 160     /* bytes of a value's name */
-#define DDL__ONNX_MAX_IO 8     /* inputs or outputs of a node */
+#define DDL__ONNX_NAME NAME
+#define DDL__ONNX_MAX_IO MAX_IO
 #define DDL__ONNX_ABSORBED (-2) /* value.tensor of a node's output that a pattern already made */
 
 typedef struct imp ddl__onnx_imp; /* the import in progress (onnx_import.c) */
@@ -58,6 +139,7 @@ typedef struct ddl__onnx_node {
     ddl__pb_slice attrs[32];
     int n_attrs;
 } ddl__onnx_node;
+typedef ddl__onnx_node node;
 
 /* ddl__onnx_fail: the import's error (printf-style); returns DDL_EINVAL. */
 int ddl__onnx_fail(ddl__onnx_imp *m, const char *fmt, ...) DDL__PRINTF(2, 3);
@@ -97,5 +179,42 @@ const char *ddl__onnx_output(const ddl__onnx_imp *m);
  * pattern that makes one (SiLU, GELU, Hardswish as PyTorch exports them): DDL_OK, or the error;
  * -1 when n is none of these (the caller goes on). */
 int ddl__onnx_act(ddl__onnx_imp *m, ddl_graph *g, const ddl__onnx_node *n);
+
+/* ---- shared with onnx_import_shape.c, onnx_import_norm.c and onnx_import_resize.c (each as its
+ * static namesake in onnx_import.c; ddl__onnx_added_w: ddl__onnx_added with the layer's weight
+ * and bias tensors) ---- */
+int ddl__onnx_find(const imp *m, const char *name);
+attr ddl__onnx_get(const node *n, const char *name);
+int ddl__onnx_count(const tensor *t, size_t *n);
+int ddl__onnx_ints_of(const tensor *t, int64_t *out, int max);
+int ddl__onnx_floats_of(const tensor *t, float *out, size_t n);
+int ddl__onnx_data_ok(imp *m, const node *n, const tensor *t, const char *what);
+int ddl__onnx_added_w(imp *m, ddl_graph *g, const node *n, int i, int w, int b, int transpose);
+const char *ddl__onnx_ints_text(const int64_t *v, int n, char out[200]);
+void ddl__onnx_layer_name(const ddl_graph *g, const tensor *w, char *out);
+
+/* onnx_import_shape.c: ddl__onnx_shape_node: node n if it is one the helpers take (shape
+ * arithmetic on constants, Shape, Reshape, Flatten, Resize, Upsample, the norms and their
+ * patterns); -1 when it is not, else DDL_OK or DDL_EINVAL with m->err set. */
+int ddl__onnx_shape_node(imp *m, ddl_graph *g, const node *n);
+/* ddl__onnx_rank: the rank of layer i's output as the ONNX file sees it (2 after a flatten or a
+ * dense layer, else 4). */
+int ddl__onnx_rank(const ddl_graph *g, int i);
+/* ddl__onnx_const: the constant tensor `name` is (-1: none); ddl__onnx_new_tensor: a constant
+ * computed at import (its data copied into m->fold), defined as `name`; its index or -1. */
+int ddl__onnx_const(const imp *m, const char *name);
+int ddl__onnx_new_tensor(imp *m, const node *n, const char *name, int type, int n_dims, const int64_t *dims,
+                         const void *data);
+
+/* onnx_import_resize.c: Resize (opsets 10 to 18) and Upsample (7 to 9) as a resize layer. */
+int ddl__onnx_resize(imp *m, ddl_graph *g, const node *n);
+
+/* onnx_import_norm.c: InstanceNormalization, GroupNormalization and torch's GroupNorm pattern
+ * (Reshape to (N, G, -1), InstanceNormalization, Reshape back, Mul, Add); -1: not one. The
+ * reshapes reach it from onnx_import_shape.c: ddl__onnx_norm_reshape with the shape resolved. */
+int ddl__onnx_norm_node(imp *m, ddl_graph *g, const node *n);
+int ddl__onnx_norm_reshape(imp *m, ddl_graph *g, const node *n, int x, const int64_t *shape, int k);
+/* ddl__onnx_norm_params: groupnorm layer i's weight then bias (c each) into p. */
+int ddl__onnx_norm_params(imp *m, int i, int c, float *p);
 
 #endif

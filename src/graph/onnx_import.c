@@ -5,7 +5,8 @@
  * Flatten, Reshape to (N, -1), Concat, Add, Dropout and Identity (nothing at inference), a last
  * Softmax over the classes (dropped: ddl's output is the logits); activations and softmax layers
  * (and PyTorch's patterns of SiLU, GELU, Hardswish) in onnx_import_act.c, which sees every node
- * first. A Mul/Div then Add/Sub of constants on the input (how ddl's export and many exporters
+ * first; Flatten, Reshape and the shape arithmetic around them, Resize, and the normalisations
+ * are onnx_import_shape.c's, _resize.c's and _norm.c's. A Mul/Div then Add/Sub of constants on the input (how ddl's export and many exporters
  * scale pixels) becomes the input normalisation. Whatever
  * else is refused with the node named: ddl trains what it imports, so it imports only what it
  * can train. Nothing from the file is trusted: every length is checked before use, every dim is
@@ -22,47 +23,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#define NAME 160               /* bytes of a value's name */
-#define MAX_TENSORS 4096
-#define MAX_VALUES 8192
-#define MAX_IO 8               /* inputs or outputs of a node */
-#define MAX_FILE ((uint64_t)1 << 31)
-
-enum { T_FLOAT = 1, T_INT64 = 7 };
-
-typedef struct tensor {
-    char name[NAME];
-    int type, n_dims;
-    int64_t dims[8];
-    ddl__pb_slice raw, floats, ints; /* raw_data, float_data, int64_data */
-} tensor;
-
-typedef struct value {
-    char name[NAME];
-    int layer;                 /* a layer's output, or -1 */
-    int tensor;                /* a constant, or -1 */
-} value;
-
-typedef struct param_src {
-    int w, b;                  /* tensors of the weight and the bias (-1: zeros) */
-    int transpose;             /* the weight is (in, out): Gemm without transB, MatMul */
-} param_src;
-
-typedef struct imp {
-    tensor t[MAX_TENSORS];
-    value v[MAX_VALUES];
-    param_src ps[DDL_GRAPH_MAX_LAYERS]; /* by layer */
-    int n_t, n_v;
-    int input_touched;         /* a layer already reads the input: no more normalisation */
-    float scale, shift;        /* pixels p -> p * scale + shift before the first layer */
-    char input[NAME], output[NAME];
-    char err[DDL_ERR_BYTES];
-    ddl__pb_slice graph;       /* the GraphProto: patterns look ahead at the nodes after one */
-    int opset;
-} imp;
-
-typedef ddl__onnx_node node; /* onnx_impl.h: the files of operator families read nodes too */
-_Static_assert(NAME == DDL__ONNX_NAME && MAX_IO == DDL__ONNX_MAX_IO, "one node layout");
 
 static int fail(imp *m, const char *fmt, ...) DDL__PRINTF(2, 3);
 static int fail(imp *m, const char *fmt, ...)
@@ -231,14 +191,6 @@ static int node_read(imp *m, ddl__pb_slice s, node *n)
         return fail(m, "a damaged node (after %.100s)", n->name[0] ? n->name : "the start");
     return DDL_OK;
 }
-
-typedef struct attr {
-    int found, n;              /* n < 0: more than 8 ints, or not protobuf */
-    int64_t ints[8];
-    float f;
-    char str[16];              /* a string's first 15 bytes (auto_pad) */
-    ddl__pb_slice t;
-} attr;
 
 /* get: node n's attribute `name` (ints, an int, a float, a string or a tensor). */
 static attr get(const node *n, const char *name)
@@ -411,6 +363,18 @@ static int bias_ok(imp *m, const node *n, const tensor *b, int out)
     return data_ok(m, n, b, "bias");
 }
 
+/* gemm_bias_ok: Gemm's C broadcasts to (N, out): dims (), (1), (out), (1, 1) or (1, out). */
+static int gemm_bias_ok(imp *m, const node *n, const tensor *b, int out)
+{
+    int ok = b->n_dims <= 2 && (b->n_dims < 2 || b->dims[0] == 1);
+    int64_t last = b->n_dims ? b->dims[b->n_dims - 1] : 1;
+    char d[200];
+    if (!ok || (last != 1 && last != out))
+        return fail(m, "node %s (%s): bias %s has dims %s: ddl takes a bias that broadcasts to (N, %d): (), (1), "
+                    "(%d), (1, 1) or (1, %d)", n->name, n->op, b->name, ints_text(b->dims, b->n_dims, d), out, out, out);
+    return data_ok(m, n, b, "bias");
+}
+
 /* ---- the layers ---- */
 
 /* conv_attrs: node n's geometry attributes, as onnx_import_geometry.c takes them. */
@@ -502,31 +466,11 @@ static int dense(imp *m, ddl_graph *g, const node *n, int gemm)
     char why[80];
     snprintf(why, sizeof why, "its input has %d values, %d x %d x %d", in, c, h, wd);
     if (dims_are(m, n, W, "weight", want, why) != DDL_OK || data_ok(m, n, W, "weight") != DDL_OK ||
-        (b >= 0 && bias_ok(m, n, &m->t[b], out) != DDL_OK))
+        (b >= 0 && gemm_bias_ok(m, n, &m->t[b], out) != DDL_OK))
         return DDL_EINVAL;
     char name[DDL_GRAPH_NAME_BYTES];
     layer_name(g, W, name);
     return added(m, g, n, ddl_graph_dense(g, x, name, out), w, b, transposed);
-}
-
-/* flatten: Flatten (axis 1) or Reshape to (N, -1) with a constant shape of two values. */
-static int flatten(imp *m, ddl_graph *g, const node *n)
-{
-    int x = layer_in(m, n, n->in[0]), axis;
-    if (x < 0)
-        return DDL_EINVAL;
-    if (strcmp(n->op, "Reshape") == 0) {
-        int t = n->n_in > 1 ? const_in(m, n, n->in[1], "shape") : -1;
-        int64_t s[8];
-        int k = t >= 0 ? ints_of(&m->t[t], s, 8) : -1;
-        if (t < 0 || k != 2 || (s[1] != -1 && s[0] != -1 && s[0] != 0 && s[0] != 1))
-            return t < 0 ? DDL_EINVAL
-                         : fail(m, "node %s (Reshape): ddl reshapes only to (N, -1) (flatten); computed shapes "
-                                "(Shape, Gather, ...) are not taken: export torch.flatten(x, 1)", n->name);
-    } else if (int_attr(m, n, "axis", 1, 1, 1, "axis 1 only", &axis) != DDL_OK) {
-        return DDL_EINVAL;
-    }
-    return added(m, g, n, ddl_graph_flatten(g, x), -1, -1, 0);
 }
 
 /* affine: Mul, Div, Add or Sub of a constant: on the input (before any layer reads it), the
@@ -599,14 +543,15 @@ static int one_node(imp *m, ddl_graph *g, const node *n)
     int act = ddl__onnx_act(m, g, n); /* activations and softmax: onnx_import_act.c */
     if (act != -1)
         return act;
+    int shaped = ddl__onnx_shape_node(m, g, n); /* onnx_import_shape.c: shapes, reshapes, resizes, norms */
+    if (shaped != -1)
+        return shaped;
     if (strcmp(op, "Conv") == 0 || strcmp(op, "ConvTranspose") == 0)
         return conv(m, g, n, op[4] == 'T');
     if (strcmp(op, "MaxPool") == 0 || strcmp(op, "AveragePool") == 0)
         return pool(m, g, n, op[0] == 'A');
     if (strcmp(op, "Gemm") == 0 || strcmp(op, "MatMul") == 0)
         return dense(m, g, n, op[0] == 'G');
-    if (strcmp(op, "Flatten") == 0 || strcmp(op, "Reshape") == 0)
-        return flatten(m, g, n);
     if (strcmp(op, "Relu") == 0 || strcmp(op, "GlobalAveragePool") == 0) {
         int x = layer_in(m, n, n->in[0]);
         return x < 0 ? DDL_EINVAL
@@ -721,6 +666,14 @@ static int graph_io(imp *m, ddl_graph *g, ddl__pb_slice graph)
  * nodes checked every dim against the graph: this holds gather's buffer to what it copies. */
 static int layer_floats(const imp *m, const ddl__layer *l, int i, size_t *k, size_t *n)
 {
+    if (l->op == DDL__OP_GROUPNORM) { /* weight and bias of its channels: onnx_import_norm.c */
+        size_t c = (size_t)m->norm[i].c;
+        *k = 0;
+        if (c < 1 || *n > SIZE_MAX / 8 - 2 * c)
+            return -1;
+        *n += 2 * c;
+        return 0;
+    }
     const tensor *w = &m->t[m->ps[i].w];
     size_t b = l->op == DDL__OP_CONV && !l->bias ? 0 : (size_t)l->out;
     if (l->out < 1 || w->n_dims != (l->op == DDL__OP_DENSE ? 2 : 4) || count(w, k) != 0 ||
@@ -732,7 +685,7 @@ static int layer_floats(const imp *m, const ddl__layer *l, int i, size_t *k, siz
 
 static int has_params(const ddl__layer *l)
 {
-    return l->op == DDL__OP_CONV || l->op == DDL__OP_DECONV || l->op == DDL__OP_DENSE;
+    return l->op == DDL__OP_CONV || l->op == DDL__OP_DECONV || l->op == DDL__OP_DENSE || l->op == DDL__OP_GROUPNORM;
 }
 
 /* gather: the weights in the order ddl_model_graph() declares them (per layer: weight, bias). */
@@ -741,7 +694,7 @@ static int gather(imp *m, const ddl_graph *g, const ddl_allocator *alloc, ddl_on
     size_t n = 0, k = 0;
     for (int i = 1; i < g->n; i++)
         if (has_params(&g->layers[i]) && layer_floats(m, &g->layers[i], i, &k, &n) != 0)
-            return fail(m, "weight %s: dims that are no size", m->t[m->ps[i].w].name);
+            return fail(m, "weight %s: dims that are no size", m->ps[i].w >= 0 ? m->t[m->ps[i].w].name : "(norm)");
     float *p = ddl__alloc(alloc, (n ? n : 1) * sizeof *p), *t = NULL;
     if (!p)
         return fail(m, "out of memory for %zu weights", n);
@@ -750,6 +703,14 @@ static int gather(imp *m, const ddl_graph *g, const ddl_allocator *alloc, ddl_on
         const ddl__layer *l = &g->layers[i];
         if (!has_params(l))
             continue;
+        if (l->op == DDL__OP_GROUPNORM) {
+            if (ddl__onnx_norm_params(m, i, m->norm[i].c, p + at) != DDL_OK) {
+                ddl__free(alloc, p);
+                return DDL_EINVAL;
+            }
+            at += 2 * (size_t)m->norm[i].c;
+            continue;
+        }
         const tensor *w = &m->t[m->ps[i].w];
         size_t left = n - at;
         count(w, &k); /* layer_floats checked it, and that at + k + out <= n */
@@ -772,7 +733,12 @@ static int gather(imp *m, const ddl_graph *g, const ddl_allocator *alloc, ddl_on
         at += k;
         if (l->op == DDL__OP_CONV && !l->bias)
             continue;
-        if (m->ps[i].b >= 0 && floats_of(&m->t[m->ps[i].b], p + at, (size_t)l->out) != 0) {
+        size_t nb = 0; /* a bias of one value (Gemm's broadcast C): that value for every output */
+        if (m->ps[i].b >= 0 && count(&m->t[m->ps[i].b], &nb) == 0 && nb == 1 && l->out > 1 &&
+            floats_of(&m->t[m->ps[i].b], p + at, 1) == 0)
+            for (int o = 1; o < l->out; o++)
+                p[at + o] = p[at];
+        else if (m->ps[i].b >= 0 && floats_of(&m->t[m->ps[i].b], p + at, (size_t)l->out) != 0) {
             ddl__free(alloc, p);
             return fail(m, "bias %s: not %d float32 values", m->t[m->ps[i].b].name, l->out);
         }
@@ -856,7 +822,8 @@ int ddl_graph_import_onnx(ddl_graph *g, const char *path, const ddl_allocator *a
     if (rc == DDL_OK) {
         /* the tables (2.5 MB) are written before they are read: a tensor or value when it is
          * defined, ps[i] when layer i is; clearing them all cost most of an import's time */
-        m->n_t = m->n_v = m->input_touched = 0;
+        m->n_t = m->n_v = m->input_touched = m->n_pend = 0;
+        m->n_fold = 0;
         m->scale = 1.0f, m->shift = 0.0f;
         m->input[0] = m->output[0] = m->err[0] = '\0';
         rc = model(m, g, (ddl__pb_slice){buf, buf + st.st_size});
@@ -1028,3 +995,16 @@ int ddl__onnx_producer(imp *m, const char *name, node *out)
 
 int ddl__onnx_opset(const imp *m) { return m->opset; }
 const char *ddl__onnx_output(const imp *m) { return m->output; }
+
+int ddl__onnx_find(const imp *m, const char *name) { return find(m, name); }
+attr ddl__onnx_get(const node *n, const char *name) { return get(n, name); }
+int ddl__onnx_count(const tensor *t, size_t *n) { return count(t, n); }
+int ddl__onnx_ints_of(const tensor *t, int64_t *out, int max) { return ints_of(t, out, max); }
+int ddl__onnx_floats_of(const tensor *t, float *out, size_t n) { return floats_of(t, out, n); }
+int ddl__onnx_data_ok(imp *m, const node *n, const tensor *t, const char *what) { return data_ok(m, n, t, what); }
+int ddl__onnx_added_w(imp *m, ddl_graph *g, const node *n, int i, int w, int b, int transpose)
+{
+    return added(m, g, n, i, w, b, transpose);
+}
+const char *ddl__onnx_ints_text(const int64_t *v, int n, char out[200]) { return ints_text(v, n, out); }
+void ddl__onnx_layer_name(const ddl_graph *g, const tensor *w, char *out) { layer_name(g, w, out); }

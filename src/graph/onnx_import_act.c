@@ -159,8 +159,8 @@ static int gelu(ddl__onnx_imp *m, ddl_graph *g, const ddl__onnx_node *n)
     if (n->n_in != 2)
         return -1;
     for (int xi = 0; xi < 2; xi++) { /* which input is x: a layer's output */
-        int layer, tensor;
-        if (ddl__onnx_value(m, n->in[xi], &layer, &tensor) < 0 || layer < 0)
+        int layer, tens;
+        if (ddl__onnx_value(m, n->in[xi], &layer, &tens) < 0 || layer < 0)
             continue;
         q.x = n->in[xi];
         int kind = gelu_from(&q, n, "");
@@ -320,8 +320,8 @@ static int grouped(ddl__onnx_imp *m, ddl_graph *g, const ddl__onnx_node *n)
 {
     ddl__onnx_node s, t;
     int64_t to4[8], back[8], axis;
-    int layer, tensor, n_ints, c, h, w;
-    if (n->n_in != 2 || ddl__onnx_value(m, n->in[0], &layer, &tensor) < 0 || layer < 0 ||
+    int layer, tens, n_ints, c, h, w;
+    if (n->n_in != 2 || ddl__onnx_value(m, n->in[0], &layer, &tens) < 0 || layer < 0 ||
         ddl__onnx_ints(m, n->in[1], to4, 8) != 4 || ddl__onnx_readers(m, n->out[0], 0, &s) != 1 ||
         !(is(&s, "Softmax") || is(&s, "LogSoftmax")) || s.n_in != 1 || s.n_out < 1 ||
         !ddl__onnx_attr(&s, "axis", NULL, &axis, &n_ints) || n_ints != 1 || (axis != 2 && axis != -2) ||
@@ -393,8 +393,8 @@ static int simple(ddl__onnx_imp *m, ddl_graph *g, const ddl__onnx_node *n)
 
 int ddl__onnx_act(ddl__onnx_imp *m, ddl_graph *g, const ddl__onnx_node *n)
 {
-    int layer, tensor, rc;
-    if (n->n_out >= 1 && ddl__onnx_value(m, n->out[0], &layer, &tensor) >= 0 && tensor == DDL__ONNX_ABSORBED)
+    int layer, tens, rc;
+    if (n->n_out >= 1 && ddl__onnx_value(m, n->out[0], &layer, &tens) >= 0 && tens == DDL__ONNX_ABSORBED)
         return DDL_OK; /* a node inside a pattern an earlier node made */
     if ((rc = simple(m, g, n)) != -1)
         return rc;

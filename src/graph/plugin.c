@@ -152,6 +152,13 @@ static int shape_layer(gmodel *m, int i, const ddl_model_config *cfg, ddl_model_
             return fail(b, &m->g, i, "inputs of %dx%dx%d and %dx%dx%d: add needs the same shape", a->c, a->h, a->w,
                         o->c, o->h, o->w);
         break;
+    case DDL__OP_RESIZE: /* the scale times the size in float, truncated: onnxruntime's output size */
+        h = l->k ? l->k : (int64_t)(l->scale_h * (float)a->h);
+        w = l->stride ? l->stride : (int64_t)(l->scale_w * (float)a->w);
+        if (h < 1 || w < 1)
+            return fail(b, &m->g, i, "a %dx%d input scaled by %g, %g has no pixel left", a->h, a->w,
+                        (double)l->scale_h, (double)l->scale_w);
+        break;
     default: break;
     }
     if (c < 1 || c > INT_MAX || h > INT_MAX || w > INT_MAX || c * h > INT_MAX || c * h * w > INT_MAX)
@@ -329,6 +336,17 @@ static int graph_build(void *self, const ddl_model_config *cfg, ddl_model_build 
 
 /* ---- forward ---- */
 
+/* resize_geo: layer i's resize at batch B; the scales a size implies as onnxruntime takes them. */
+static ddl_resize2d resize_geo(const ddl__layer *l, const rt *a, const rt *r, int B)
+{
+    ddl_resize2d z = {.batch = B, .c = a->c, .in_h = a->h, .in_w = a->w, .out_h = r->h, .out_w = r->w,
+                      .mode = l->mode, .coord = l->coord, .nearest = l->nearest, .scale_h = l->scale_h,
+                      .scale_w = l->scale_w};
+    if (l->k)
+        z.scale_h = (float)r->h / (float)a->h, z.scale_w = (float)r->w / (float)a->w;
+    return z;
+}
+
 static void add_forward(size_t count, const float *a, const float *b, float *y)
 {
     for (size_t i = 0; i < count; i++)
@@ -389,6 +407,11 @@ static void layer_forward(gmodel *m, int i, int B, int training, ddl_rng *rng)
         size_t sz[3];
         softmax_dims(l, r, B, sz);
         ddl_softmax_forward(sz[0], sz[1], sz[2], l->act, a->y, r->y);
+        break;
+    }
+    case DDL__OP_RESIZE: {
+        ddl_resize2d z = resize_geo(l, a, r, B);
+        ddl_resize2d_forward(&z, a->y, r->y);
         break;
     }
     default: break;
@@ -521,6 +544,12 @@ static void layer_backward(gmodel *m, int i, int B)
             size_t sz[3];
             softmax_dims(l, r, B, sz);
             ddl_softmax_backward(sz[0], sz[1], sz[2], l->act, r->y, r->dy, dx);
+        }
+        break;
+    case DDL__OP_RESIZE:
+        if ((dx = target(m, ia, m->tmp))) {
+            ddl_resize2d z = resize_geo(l, a, r, B);
+            ddl_resize2d_backward(&z, r->dy, dx);
         }
         break;
     default: break;

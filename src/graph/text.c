@@ -23,6 +23,9 @@
  * [alpha=0.01], elu [alpha=1], hardsigmoid [alpha=A] [beta=B] (nn.Hardsigmoid's 1/6 and 0.5),
  * clip [min=LO] [max=HI] (relu6: clip min=0 max=6), and softmax|logsoftmax [axis=A] [to=B]
  * (ddl_graph_softmax: axes A to B of (C, H, W) numbered 1 to 3; default 1, to = A).
+ * And resize scale=S|SHxSW|size=HxW [mode=nearest|linear] [coord=asymmetric|half_pixel|
+ * pytorch_half_pixel|align_corners] [nearest=floor|ceil|round_prefer_floor|round_prefer_ceil]
+ * (defaults: nearest, asymmetric, floor: PyTorch's nn.Upsample).
  * Errors name the line. Knows nothing of models: it only calls graph.c and geometry.c. */
 #include "impl.h"
 
@@ -148,12 +151,83 @@ static int check_keys(const line *ln, const char *allowed, char *err, size_t err
 static const char *const usage[DDL__N_OPS] = {
     "input [C H W]", "conv [NAME] OUT K [stride=S] [pad=P] [bias=0|1]", "deconv [NAME] OUT K [stride=S] [pad=P]",
     "maxpool K [stride=S]", "avgpool K [stride=S]", "gap", "dense [NAME] OUT", "relu", "dropout [P]",
-    "groupnorm [NAME] [GROUPS]", "flatten", "concat from=A[,B]", "add from=A[,B]"};
+    "groupnorm [NAME] [GROUPS]", "flatten", "concat from=A[,B]", "add from=A[,B]",
+    "an activation (sigmoid, tanh, silu, gelu, leakyrelu, clip, ...)", "softmax|logsoftmax [axis=A] [to=B]",
+    "resize scale=S|SHxSW|size=HxW [mode=M] [coord=C] [nearest=R]"};
 static const int n_args[DDL__N_OPS][2] = {{0, 3}, {2, 2}, {2, 2}, {1, 1}, {1, 1}, {0, 0}, {1, 1},
-                                          {0, 0}, {0, 1}, {0, 1}, {0, 0}, {0, 0}, {0, 0}};
+                                          {0, 0}, {0, 1}, {0, 1}, {0, 0}, {0, 0}, {0, 0}, {0, 0},
+                                          {0, 0}, {0, 0}};
 static const char *const keys[DDL__N_OPS] = {"", "stride pad bias from", "stride pad from", "stride from",
                                              "stride from", "from", "from", "from", "from", "from", "from",
-                                             "from", "from"};
+                                             "from", "from", "from", "from", "scale size mode coord nearest from"};
+
+/* ---- resize ---- */
+
+static const char *const resize_modes[] = {"nearest", "linear"};
+static const char *const resize_coords[] = {"asymmetric", "half_pixel", "pytorch_half_pixel", "align_corners"};
+static const char *const resize_rounds[] = {"floor", "ceil", "round_prefer_floor", "round_prefer_ceil"};
+
+/* key_word: the index in words[n] of key's value (fallback when absent); -1 with err set. */
+static int key_word(const line *ln, const char *key, const char *const *words, int n, int fallback, char *err,
+                    size_t err_bytes)
+{
+    for (int i = 0; i < ln->n_kv; i++) {
+        if (strcmp(ln->key[i], key) != 0)
+            continue;
+        for (int k = 0; k < n; k++)
+            if (strcmp(ln->val[i], words[k]) == 0)
+                return k;
+        char all[160] = "";
+        for (int k = 0; k < n; k++)
+            snprintf(all + strlen(all), sizeof all - strlen(all), "%s%s", k ? ", " : "", words[k]);
+        ddl__errf(err, err_bytes, DDL_EINVAL, "line %d: %s: %s=%.40s: take one of %s", ln->no, ln->op, key,
+                  ln->val[i], all);
+        return -1;
+    }
+    return fallback;
+}
+
+/* pair: "A" or "AxB" of positive numbers (floats when real) into v[2]; -1 if not. */
+static int pair(const char *s, int real, float v[2])
+{
+    char *end;
+    for (int k = 0; k < 2; k++) {
+        errno = 0;
+        v[k] = real ? strtof(s, &end) : (float)strtol(s, &end, 10);
+        if (end == s || errno || !(v[k] > 0.0f && v[k] <= (float)(1 << 20)))
+            return -1;
+        if (k == 0 && *end == 'x')
+            s = end + 1;
+        else if (k == 0 && !*end)
+            v[1] = v[0], k = 2;
+        else if (*end)
+            return -1;
+    }
+    return 0;
+}
+
+static int resize_line(ddl_graph *g, const line *ln, int x, char *err, size_t err_bytes)
+{
+    int mode = key_word(ln, "mode", resize_modes, 2, 0, err, err_bytes);
+    int coord = mode < 0 ? -1 : key_word(ln, "coord", resize_coords, 4, 0, err, err_bytes);
+    int round = coord < 0 ? -1 : key_word(ln, "nearest", resize_rounds, 4, 0, err, err_bytes);
+    if (round < 0)
+        return -1;
+    const char *scale = NULL, *size = NULL;
+    for (int i = 0; i < ln->n_kv; i++)
+        if (strcmp(ln->key[i], "scale") == 0)
+            scale = ln->val[i];
+        else if (strcmp(ln->key[i], "size") == 0)
+            size = ln->val[i];
+    float v[2];
+    if (!scale == !size || pair(scale ? scale : size, scale != NULL, v) != 0) {
+        ddl__errf(err, err_bytes, DDL_EINVAL, "line %d: resize takes scale=S or scale=SHxSW (numbers > 0), or "
+                  "size=HxW (whole numbers >= 1), one of them", ln->no);
+        return -1;
+    }
+    return scale ? ddl_graph_resize(g, x, mode, coord, round, v[0], v[1], 0, 0)
+                 : ddl_graph_resize(g, x, mode, coord, round, 0.0f, 0.0f, (int)v[0], (int)v[1]);
+}
 
 /* layer_line: add the layer one line describes; DDL_OK or DDL_EINVAL naming the line. */
 static int layer_line(ddl_graph *g, line *ln, int op, char *err, size_t err_bytes)
@@ -192,6 +266,10 @@ static int layer_line(ddl_graph *g, line *ln, int op, char *err, size_t err_byte
     case DDL__OP_FLATTEN: i = ddl_graph_flatten(g, in[0]); break;
     case DDL__OP_CONCAT: i = ddl_graph_concat(g, in[0], in[1]); break;
     case DDL__OP_ADD: i = ddl_graph_add(g, in[0], in[1]); break;
+    case DDL__OP_RESIZE:
+        if ((i = resize_line(g, ln, in[0], err, err_bytes)) < 0 && !g->failed)
+            return DDL_EINVAL;
+        break;
     default: break;
     }
     if (i >= 0 && ln->name && !g->layers[i].name[0])
@@ -388,7 +466,8 @@ static int parse_line(ddl_graph *g, char *text, int no, char *err, size_t err_by
     if (kind == 0 && (op < 0 || op == DDL__OP_ACT))
         return ddl__errf(err, err_bytes, DDL_EINVAL, "line %d: \"%.40s\" is not a layer (input, conv, deconv, "
                          "maxpool, avgpool, gap, dense, relu, dropout, groupnorm, flatten, concat, add, an "
-                         "activation (sigmoid, tanh, silu, gelu, leakyrelu, clip, ...), softmax, output)", no, ln.op);
+                         "activation (sigmoid, tanh, silu, gelu, leakyrelu, clip, ...), softmax, resize, output)",
+                         no, ln.op);
     if (ln.n_from == 2 && op != DDL__OP_ADD && op != DDL__OP_CONCAT)
         return ddl__errf(err, err_bytes, DDL_EINVAL, "line %d: %s reads one layer: from=NAME", no, ln.op);
     if (geometric(&ln, op))
@@ -576,6 +655,17 @@ static void format_layer(out *o, const ddl_graph *g, int i)
         break;
     case DDL__OP_ACT:
     case DDL__OP_SOFTMAX: put_act(o, l); break;
+    case DDL__OP_RESIZE:
+        if (l->k)
+            put(o, " size=%dx%d", l->k, l->stride);
+        else if (l->scale_h == l->scale_w)
+            put(o, " scale=%.9g", (double)l->scale_h);
+        else
+            put(o, " scale=%.9gx%.9g", (double)l->scale_h, (double)l->scale_w);
+        put(o, " mode=%s coord=%s", resize_modes[l->mode % 2], resize_coords[l->coord % 4]);
+        if (l->mode == DDL_RESIZE_NEAREST)
+            put(o, " nearest=%s", resize_rounds[l->nearest % 4]);
+        break;
     default: break;
     }
     int two = l->op == DDL__OP_ADD || l->op == DDL__OP_CONCAT;

@@ -20,6 +20,7 @@ enum { GRAPH_NODE = 1, GRAPH_NAME = 2, GRAPH_INITIALIZER = 5, GRAPH_INPUT = 11, 
 enum { NODE_INPUT = 1, NODE_OUTPUT = 2, NODE_OP_TYPE = 4, NODE_ATTRIBUTE = 5 };
 enum { ATTR_NAME = 1, ATTR_F = 2, ATTR_I = 3, ATTR_INTS = 8, ATTR_TYPE = 20, ATTR_FLOAT = 1, ATTR_INT = 2,
        ATTR_INTS_TYPE = 7 };
+enum { ATTR_S = 4, ATTR_STRING = 3 };
 enum { TENSOR_DIMS = 1, TENSOR_DATA_TYPE = 2, TENSOR_NAME = 8, TENSOR_RAW = 9, TYPE_FLOAT = 1, TYPE_INT64 = 7 };
 enum { VALUE_NAME = 1, VALUE_TYPE = 2, TYPE_TENSOR = 1, TENSOR_ELEM_TYPE = 1, TENSOR_SHAPE = 2, SHAPE_DIM = 1,
        DIM_VALUE = 1, DIM_PARAM = 2 };
@@ -294,6 +295,18 @@ static const char *normalise(onnx *o)
 static const char *group_norm(onnx *o, const char *x, const char *prefix, int g, int c, int h, int w)
 {
     float ones[MAX_GROUPS], zeros[MAX_GROUPS], eps = GN_EPS;
+    if (g == c) { /* a group per channel: InstanceNormalization itself, as nn.InstanceNorm2d(affine) */
+        char wn[NAME], bn[NAME];
+        int64_t cc = c;
+        snprintf(wn, NAME, "%.38s.weight", prefix);
+        snprintf(bn, NAME, "%.38s.bias", prefix);
+        const char *gamma = param(o, fresh(o, wn, 0), 1, &cc), *beta = param(o, fresh(o, bn, 0), 1, &cc);
+        const char *out = fresh(o, NULL, 0);
+        size_t at = node_begin(o, "InstanceNormalization", out, x, gamma, beta);
+        attr(o, "epsilon", 0, NULL, &eps);
+        ddl__pb_end(&o->pb, at);
+        return out;
+    }
     if (g > MAX_GROUPS) {
         fail(o, "a GroupNorm of more groups than the exporter holds: ", prefix);
         return x;
@@ -400,6 +413,55 @@ static const char *softmax(onnx *o, const char *x, const ddl__layer *l, int rank
     return op(o, "Reshape", out, sb);
 }
 
+/* attr_str: a STRING attribute. */
+static void attr_str(onnx *o, const char *name, const char *v)
+{
+    size_t at = ddl__pb_begin(&o->pb, NODE_ATTRIBUTE);
+    ddl__pb_string(&o->pb, ATTR_NAME, name);
+    ddl__pb_string(&o->pb, ATTR_S, v);
+    ddl__pb_varint(&o->pb, ATTR_TYPE, ATTR_STRING);
+    ddl__pb_end(&o->pb, at);
+}
+
+/* resize: Resize of x (N, c, ...) by the layer's scales, or to its fixed size (h, w) through
+ * sizes (N, c, h, w) made as PyTorch makes them: Shape, Slice of (N, c), Concat with (h, w). */
+static const char *resize(onnx *o, const char *x, const ddl__layer *l, int h, int w)
+{
+    static const char *const modes[] = {"nearest", "linear"};
+    static const char *const coords[] = {"asymmetric", "half_pixel", "pytorch_half_pixel", "align_corners"};
+    static const char *const rounds[] = {"floor", "ceil", "round_prefer_floor", "round_prefer_ceil"};
+    const char *scales = "", *sizes = NULL, *out = fresh(o, NULL, 0);
+    if (l->k) {
+        int64_t zero = 0, two = 2, hw[2] = {h, w};
+        const char *z = fresh(o, NULL, 0), *t = fresh(o, NULL, 0), *s = fresh(o, NULL, 0);
+        tensor(o, z, 1, &one, NULL, &zero);
+        tensor(o, t, 1, &one, NULL, &two);
+        tensor(o, s, 1, &two, NULL, hw);
+        const char *nc = fresh(o, NULL, 0);
+        ddl__pb_end(&o->pb, node_begin(o, "Slice", nc, op(o, "Shape", x, NULL), z, t)); /* (N, c) */
+        sizes = fresh(o, NULL, 0);
+        size_t at = node_begin(o, "Concat", sizes, nc, s, NULL);
+        attr(o, "axis", -1, &zero, NULL);
+        ddl__pb_end(&o->pb, at);
+    } else {
+        const float sc[4] = {1.0f, 1.0f, l->scale_h, l->scale_w};
+        int64_t four = 4;
+        scales = fresh(o, NULL, 0);
+        tensor(o, scales, 1, &four, sc, NULL);
+    }
+    size_t at = ddl__pb_begin(&o->pb, GRAPH_NODE);
+    const char *in[4] = {x, "", scales, sizes};
+    for (int i = 0; i < 4 && in[i]; i++)
+        ddl__pb_string(&o->pb, NODE_INPUT, in[i]);
+    ddl__pb_string(&o->pb, NODE_OUTPUT, out);
+    ddl__pb_string(&o->pb, NODE_OP_TYPE, "Resize");
+    attr_str(o, "mode", modes[l->mode % 2]);
+    attr_str(o, "coordinate_transformation_mode", coords[l->coord % 4]);
+    attr_str(o, "nearest_mode", rounds[l->nearest % 4]);
+    ddl__pb_end(&o->pb, at);
+    return out;
+}
+
 /* ---- the graph ---- */
 
 /* layer: the ONNX nodes of graph layer i; val[] and rank[] hold every earlier layer's output. */
@@ -441,6 +503,7 @@ static void layer(onnx *o, const ddl_model *m, int i, const char **val, int *ran
         break;
     case DDL__OP_ACT: val[i] = act(o, a, l); break;
     case DDL__OP_SOFTMAX: val[i] = softmax(o, a, l, ra, c, h, w); break;
+    case DDL__OP_RESIZE: val[i] = resize(o, a, l, h, w); break;
     default: fail(o, "a layer the exporter does not know: ", prefix); val[i] = a; break;
     }
 }

@@ -5,7 +5,9 @@
 #  fuzz_onnx        ONNX files of python3-onnx: tests/onnx/make_models.py's (as test_onnx_import.sh
 #                   runs them), tests/onnx/torch_layout.py's (torch.onnx.export's layouts, opsets
 #                   9 to 17), a few of tests/onnx/make_hostile.py's (dims, data, attributes) and of
-#                   tests/onnx/make_act_models.py's (the activations' node patterns)
+#                   tests/onnx/make_act_models.py's (the activations' node patterns) and
+#                   tests/onnx/make_shapes.py's (Resize, GroupNorm patterns, folded shapes; the
+#                   smaller ones, as shapes-NAME.onnx)
 #  fuzz_infer       mode byte 0 or 1, then a checkpoint of ddl-train (graphs of conv, pools,
 #                   groupnorm, deconv, concat and dense; adam and sgd; class names); mode 2, then
 #                   the ONNX files that import, and three hostile ones
@@ -34,6 +36,8 @@ for f in "$tmp"/m/*.onnx "$tmp"/t/*.onnx; do cp "$f" "$out/fuzz_onnx/"; done
 for a in silu_shared gelu_b gelu_tanh hardswish13 relu6 softmax11 softmax_t bad_gelu; do
     cp "$tmp/a/$a.onnx" "$out/fuzz_onnx/act-$a.onnx"
 done
+"$PYTHON" tests/onnx/make_shapes.py "$tmp/s" > /dev/null
+for s in gn gn18 gnread up_bilinear upsample9 eps view1 sizesN; do cp "$tmp/s/$s.onnx" "$out/fuzz_onnx/shapes-$s.onnx"; done
 for h in matmul_neg matmul_huge deconv_neg deconv_neg_data dims_wrap raw_short float_data_short kernel_huge \
          strides_huge pads_kernel group_neg auto_pad deconv_stride_huge input_big concat_overflow unsupported; do
     cp "$tmp/h/$h.onnx" "$out/fuzz_onnx/hostile-$h.onnx"

@@ -132,7 +132,7 @@ case("weight_3d", "weight fc1.weight has dims (4, 128, 1): ddl takes 2 dims",
      inits={"fc1.weight": tensor("fc1.weight", [4, 128, 1])})
 case("conv_bias", "bias c1.bias has dims (3), the graph needs 4 values",
      inits={"c1.bias": tensor("c1.bias", [3])})
-case("gemm_bias", "bias fc1.bias has dims (10), the graph needs 4 values",
+case("gemm_bias", "bias fc1.bias has dims (10): ddl takes a bias that broadcasts to (N, 4)",
      inits={"fc1.bias": tensor("fc1.bias", [10])})
 # data shorter or longer than the dims say
 case("raw_short", "weight c1.weight: dims (4, 1, 3, 3) say 36 float32 values (144 bytes), its raw_data holds 140",
@@ -178,7 +178,7 @@ case("gemm_transB", "transB (2): ddl takes 0 or 1",
      nodes={"fc1": node("Gemm", ["f", "fc1.weight", "fc1.bias"], ["g"], "fc1", transB=2)})
 case("gemm_transA", "transA (1)",
      nodes={"fc1": node("Gemm", ["f", "fc1.weight", "fc1.bias"], ["g"], "fc1", transB=1, transA=1)})
-case("flatten_axis", "axis (4294967297): ddl takes axis 1 only",
+case("flatten_axis", "axis 4294967297 of a rank-4 input: ddl keeps the batch axis alone first",
      nodes={"fl": node("Flatten", ["u"], ["f"], "fl", axis=(1 << 32) + 1)})
 # the input's dims
 case("input_neg", "input input: dims (0, 1, -1, 8)", in_dims=("N", 1, -1, 8))

@@ -5,7 +5,7 @@ onnx.helper; no PyTorch), with random weights, for tests/test_onnx_import.sh:
               Flatten, Gemm (transB=1), Dropout, MatMul + Add, Softmax at the end; opset 13
   scaled.onnx the same with a Div by 255 and a Sub on the input (pixels scaled in the model); opset 17
   bn.onnx     a Conv then a BatchNormalization: refused, named
-  dyn.onnx    a Reshape through Shape and Gather (x.view(x.size(0), -1)): refused, named"""
+  dyn.onnx    a Reshape to a shape of Shape and Gather alone (a scalar, no Unsqueeze or Concat): refused, named"""
 import os
 import sys
 
