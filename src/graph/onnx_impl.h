@@ -166,11 +166,15 @@ int ddl__onnx_shape(ddl__onnx_imp *m, const ddl_graph *g, const ddl__onnx_node *
 int ddl__onnx_scalar(ddl__onnx_imp *m, const char *name, float *v);
 /* ddl__onnx_ints: value `name` is an INT64 constant of at most max values: their count, else -1. */
 int ddl__onnx_ints(ddl__onnx_imp *m, const char *name, int64_t *out, int max);
-/* ddl__onnx_readers: how many nodes of the graph read value `name` (a graph output counts as one
+/* ddl__onnx_readers (onnx_scan.c): how many nodes of the graph read value `name` (a graph output counts as one
  * more), and the k-th of them (file order) in *out when there is one. */
 int ddl__onnx_readers(ddl__onnx_imp *m, const char *name, int k, ddl__onnx_node *out);
-/* ddl__onnx_producer: the node whose first output is `name`, into *out: 0, else -1. */
+/* ddl__onnx_producer (onnx_scan.c): the node whose first output is `name`, into *out: 0, else -1. */
 int ddl__onnx_producer(ddl__onnx_imp *m, const char *name, ddl__onnx_node *out);
+/* ddl__onnx_node_read: the node of NodeProto bytes s into *out; DDL_OK or the error.
+ * ddl__onnx_graph: the model's GraphProto (onnx_scan.c walks it). */
+int ddl__onnx_node_read(ddl__onnx_imp *m, ddl__pb_slice s, ddl__onnx_node *out);
+ddl__pb_slice ddl__onnx_graph(const ddl__onnx_imp *m);
 /* ddl__onnx_opset: the default domain's opset of the model; ddl__onnx_output: the graph's output. */
 int ddl__onnx_opset(const ddl__onnx_imp *m);
 const char *ddl__onnx_output(const ddl__onnx_imp *m);

@@ -947,51 +947,9 @@ int ddl__onnx_ints(imp *m, const char *name, int64_t *out, int max)
     return ints_of(&t, out, max);
 }
 
-/* is_string: field f is the string s. */
-static int is_string(const ddl__pb_field *f, const char *s)
-{
-    size_t len = strlen(s);
-    return f->wire == 2 && (size_t)(f->s.end - f->s.p) == len && memcmp(f->s.p, s, len) == 0;
-}
+int ddl__onnx_node_read(imp *m, ddl__pb_slice s, node *out) { return node_read(m, s, out); }
 
-int ddl__onnx_readers(imp *m, const char *name, int k, node *out)
-{
-    ddl__pb_slice s = m->graph;
-    ddl__pb_field f, e;
-    int count = 0;
-    while (ddl__pb_next(&s, &f) > 0) {
-        if ((f.number != 1 && f.number != 12) || f.wire != 2)
-            continue;
-        int reads = 0; /* a node's inputs (1), a graph output's name (ValueInfoProto 1) */
-        for (ddl__pb_slice x = f.s; !reads && ddl__pb_next(&x, &e) > 0;)
-            reads = e.number == 1 && is_string(&e, name);
-        if (reads && count == k && out) { /* a graph output: a node of no op */
-            if (f.number == 12)
-                memset(out->op, 0, sizeof out->op), out->n_in = out->n_out = 0;
-            else if (node_read(m, f.s, out) != DDL_OK)
-                return -1;
-        }
-        count += reads;
-    }
-    return count;
-}
-
-int ddl__onnx_producer(imp *m, const char *name, node *out)
-{
-    ddl__pb_slice s = m->graph;
-    ddl__pb_field f, e;
-    while (ddl__pb_next(&s, &f) > 0) {
-        if (f.number != 1 || f.wire != 2)
-            continue;
-        for (ddl__pb_slice x = f.s; ddl__pb_next(&x, &e) > 0;)
-            if (e.number == 2) { /* the first output */
-                if (is_string(&e, name))
-                    return node_read(m, f.s, out) == DDL_OK ? 0 : -1;
-                break;
-            }
-    }
-    return -1;
-}
+ddl__pb_slice ddl__onnx_graph(const imp *m) { return m->graph; }
 
 int ddl__onnx_opset(const imp *m) { return m->opset; }
 const char *ddl__onnx_output(const imp *m) { return m->output; }

@@ -216,7 +216,8 @@ static int gated(ddl__onnx_imp *m, ddl_graph *g, const ddl__onnx_node *n, int x,
 static int mul_gate(ddl__onnx_imp *m, ddl_graph *g, const ddl__onnx_node *n)
 {
     int l[2], t[2];
-    if (n->n_in != 2 || ddl__onnx_value(m, n->in[0], &l[0], &t[0]) < 0 || ddl__onnx_value(m, n->in[1], &l[1], &t[1]) < 0)
+    if (n->n_in != 2 || ddl__onnx_value(m, n->in[0], &l[0], &t[0]) < 0 ||
+        ddl__onnx_value(m, n->in[1], &l[1], &t[1]) < 0)
         return -1;
     for (int k = 0; k < 2; k++) {
         int gk = l[k] >= 1 && l[1 - k] >= 0 ? gate_kind(g, l[k], l[1 - k]) : 0;

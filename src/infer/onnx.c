@@ -361,7 +361,8 @@ static const char *gelu(onnx *o, const char *x, int approx)
         return op(o, "Mul", op(o, "Mul", x, op(o, "Add", op(o, "Erf", op(o, "Div", x, scalar(o, 1.41421356f)), NULL),
                                                scalar(o, 1.0f))), scalar(o, 0.5f));
     const char *cube = op(o, "Mul", x, op(o, "Mul", x, x));
-    const char *inner = op(o, "Mul", scalar(o, 0.7978845608f), op(o, "Add", x, op(o, "Mul", scalar(o, 0.044715f), cube)));
+    const char *kc = op(o, "Mul", scalar(o, 0.044715f), cube);
+    const char *inner = op(o, "Mul", scalar(o, 0.7978845608f), op(o, "Add", x, kc));
     const char *t = op(o, "Add", scalar(o, 1.0f), op(o, "Tanh", inner, NULL));
     return op(o, "Mul", scalar(o, 0.5f), op(o, "Mul", x, t));
 }
