@@ -9,7 +9,7 @@
 
 static const char *const op_names[DDL__N_OPS] = {"input",   "conv",    "deconv",    "maxpool", "avgpool",
                                                  "gap",     "dense",   "relu",      "dropout", "groupnorm",
-                                                 "flatten", "concat",  "add"};
+                                                 "flatten", "concat",  "add",       "batchnorm"};
 
 const char *ddl__graph_op_name(int op) { return op >= 0 && op < DDL__N_OPS ? op_names[op] : NULL; }
 
@@ -224,6 +224,23 @@ int ddl_graph_groupnorm(ddl_graph *g, int x, const char *name, int groups)
     if (groups < 0)
         return ddl__graph_fail(g, "layer %d (groupnorm): %d groups: need >= 1, or 0 for automatic", i, groups);
     g->layers[i].groups = groups;
+    return i;
+}
+
+int ddl_graph_batchnorm(ddl_graph *g, int x, const char *name, float momentum, float eps)
+{
+    int i = add(g, DDL__OP_BATCHNORM, x, -1, name);
+    if (i < 0)
+        return -1;
+    if (momentum < 0.0f)
+        momentum = DDL_BN_MOMENTUM;
+    if (eps <= 0.0f)
+        eps = DDL_BN_EPS;
+    if (!(momentum <= 1.0f) || !(eps < 1e30f)) /* also NaN */
+        return ddl__graph_fail(g, "layer %d (batchnorm): momentum %g, eps %g: need 0 <= momentum <= 1 and a finite "
+                               "eps > 0", i, (double)momentum, (double)eps);
+    g->layers[i].momentum = momentum;
+    g->layers[i].eps = eps;
     return i;
 }
 

@@ -20,6 +20,7 @@ enum {
     DDL__OP_FLATTEN,
     DDL__OP_CONCAT,
     DDL__OP_ADD,
+    DDL__OP_BATCHNORM,
     DDL__N_OPS
 };
 
@@ -33,6 +34,7 @@ typedef struct ddl__layer {
     int groups;            /* groupnorm: 0 for the largest <= 8 dividing the channels */
     float p;               /* dropout; < 0: cfg.dropout */
     char name[DDL_GRAPH_NAME_BYTES];
+    float momentum, eps;   /* batchnorm: PyTorch's (running = (1 - momentum) running + momentum batch) */
 } ddl__layer;
 
 struct ddl_graph {

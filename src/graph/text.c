@@ -12,7 +12,8 @@
  *
  * A layer reads the layer before it unless from=NAME says which (a name given to any layer, or
  * its number). The other layers: deconv [NAME] OUT K [stride=S] [pad=P], gap (global average
- * pool), dropout [P] (no P: the model config's), groupnorm [NAME] [GROUPS], flatten.
+ * pool), dropout [P] (no P: the model config's), groupnorm [NAME] [GROUPS], flatten, batchnorm [NAME]
+ * [momentum=M] [eps=E] (PyTorch's BatchNorm2d; 0.1 and 1e-5 when not given).
  * Errors name the line. Knows nothing of models: it only calls graph.c. */
 #include "impl.h"
 
@@ -105,6 +106,23 @@ static int key_int(const line *ln, const char *key, int fallback, int *out, char
     return DDL_OK;
 }
 
+/* key_float: the value of key (default fallback); DDL_EINVAL when it is not a finite number. */
+static int key_float(const line *ln, const char *key, float fallback, float *out, char *err, size_t err_bytes)
+{
+    *out = fallback;
+    for (int i = 0; i < ln->n_kv; i++)
+        if (strcmp(ln->key[i], key) == 0) {
+            char *end;
+            errno = 0;
+            double v = strtod(ln->val[i], &end);
+            if (end == ln->val[i] || *end || errno || !(v >= -1e30 && v <= 1e30))
+                return ddl__errf(err, err_bytes, DDL_EINVAL, "line %d: %s: %s=%s is not a number", ln->no, ln->op, key,
+                                 ln->val[i]);
+            *out = (float)v;
+        }
+    return DDL_OK;
+}
+
 /* ---- lines ---- */
 
 /* find: the layer a from= value names (a name, or a number); -1 with the error set. */
@@ -137,12 +155,13 @@ static int check_keys(const line *ln, const char *allowed, char *err, size_t err
 static const char *const usage[DDL__N_OPS] = {
     "input [C H W]", "conv [NAME] OUT K [stride=S] [pad=P] [bias=0|1]", "deconv [NAME] OUT K [stride=S] [pad=P]",
     "maxpool K [stride=S]", "avgpool K [stride=S]", "gap", "dense [NAME] OUT", "relu", "dropout [P]",
-    "groupnorm [NAME] [GROUPS]", "flatten", "concat from=A[,B]", "add from=A[,B]"};
+    "groupnorm [NAME] [GROUPS]", "flatten", "concat from=A[,B]", "add from=A[,B]",
+    "batchnorm [NAME] [momentum=M] [eps=E]"};
 static const int n_args[DDL__N_OPS][2] = {{0, 3}, {2, 2}, {2, 2}, {1, 1}, {1, 1}, {0, 0}, {1, 1},
-                                          {0, 0}, {0, 1}, {0, 1}, {0, 0}, {0, 0}, {0, 0}};
+                                          {0, 0}, {0, 1}, {0, 1}, {0, 0}, {0, 0}, {0, 0}, {0, 0}};
 static const char *const keys[DDL__N_OPS] = {"", "stride pad bias from", "stride pad from", "stride from",
                                              "stride from", "from", "from", "from", "from", "from", "from",
-                                             "from", "from"};
+                                             "from", "from", "momentum eps from"};
 
 /* layer_line: add the layer one line describes; DDL_OK or DDL_EINVAL naming the line. */
 static int layer_line(ddl_graph *g, line *ln, int op, char *err, size_t err_bytes)
@@ -162,10 +181,13 @@ static int layer_line(ddl_graph *g, line *ln, int op, char *err, size_t err_byte
     if (rc != DDL_OK)
         return rc;
     int stride, pad, bias, i = -1;
+    float momentum, eps;
     if ((rc = key_int(ln, "stride", op == DDL__OP_MAXPOOL || op == DDL__OP_AVGPOOL ? v[0] : 1, &stride, err,
                       err_bytes)) != DDL_OK ||
         (rc = key_int(ln, "pad", 0, &pad, err, err_bytes)) != DDL_OK ||
-        (rc = key_int(ln, "bias", 1, &bias, err, err_bytes)) != DDL_OK)
+        (rc = key_int(ln, "bias", 1, &bias, err, err_bytes)) != DDL_OK ||
+        (rc = key_float(ln, "momentum", DDL_BN_MOMENTUM, &momentum, err, err_bytes)) != DDL_OK ||
+        (rc = key_float(ln, "eps", DDL_BN_EPS, &eps, err, err_bytes)) != DDL_OK)
         return rc;
     switch (op) {
     case DDL__OP_INPUT: i = ddl_graph_input(g, v[0] < 0 ? 0 : v[0], v[1], v[2]); break;
@@ -181,6 +203,12 @@ static int layer_line(ddl_graph *g, line *ln, int op, char *err, size_t err_byte
     case DDL__OP_FLATTEN: i = ddl_graph_flatten(g, in[0]); break;
     case DDL__OP_CONCAT: i = ddl_graph_concat(g, in[0], in[1]); break;
     case DDL__OP_ADD: i = ddl_graph_add(g, in[0], in[1]); break;
+    case DDL__OP_BATCHNORM:
+        if (momentum < 0.0f || eps <= 0.0f) /* ddl_graph_batchnorm would take them as "the default" */
+            return ddl__errf(err, err_bytes, DDL_EINVAL, "line %d: batchnorm: momentum=%g eps=%g: need 0 <= "
+                             "momentum <= 1 and eps > 0", ln->no, (double)momentum, (double)eps);
+        i = ddl_graph_batchnorm(g, in[0], ln->name, momentum, eps);
+        break;
     default: break;
     }
     if (i >= 0 && ln->name && !g->layers[i].name[0])
@@ -230,7 +258,8 @@ static int parse_line(ddl_graph *g, char *text, int no, char *err, size_t err_by
     int op = ddl__graph_op_find(strcmp(ln.op, "global_avgpool") == 0 ? "gap" : ln.op);
     if (op < 0)
         return ddl__errf(err, err_bytes, DDL_EINVAL, "line %d: \"%.40s\" is not a layer (input, conv, deconv, "
-                         "maxpool, avgpool, gap, dense, relu, dropout, groupnorm, flatten, concat, add, output)",
+                         "maxpool, avgpool, gap, dense, relu, dropout, groupnorm, flatten, concat, add, batchnorm, "
+                         "output)",
                          no, ln.op);
     if (ln.n_from == 2 && op != DDL__OP_ADD && op != DDL__OP_CONCAT)
         return ddl__errf(err, err_bytes, DDL_EINVAL, "line %d: %s reads one layer: from=NAME", no, ln.op);
@@ -369,6 +398,12 @@ static void format_layer(out *o, const ddl_graph *g, int i)
     case DDL__OP_GROUPNORM:
         if (l->groups)
             put(o, " %d", l->groups);
+        break;
+    case DDL__OP_BATCHNORM: /* %.9g: the float's bits come back */
+        if (l->momentum != DDL_BN_MOMENTUM)
+            put(o, " momentum=%.9g", (double)l->momentum);
+        if (l->eps != DDL_BN_EPS)
+            put(o, " eps=%.9g", (double)l->eps);
         break;
     default: break;
     }
