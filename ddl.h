@@ -730,6 +730,15 @@ int ddl_model_n_buffer_tensors(const ddl_model *m);
 const ddl_param_info *ddl_model_buffer_tensor(const ddl_model *m, int i);
 uint32_t ddl_model_buffers_crc(const ddl_model *m);
 int ddl_model_set_buffers(ddl_model *m, const float *v, size_t n);
+/* A checkpoint of a model with buffers carries them (section BUFS; files of other models are
+ * unchanged). Getters: the values, their count, the tensors (NULL out of range); owned by the
+ * checkpoint. ddl_checkpoint_load_buffers: copy them into m (ddl_checkpoint_check_model checks
+ * they fit, as it does the weights): DDL_OK, or DDL_EINVAL naming the buffer that differs. */
+const float *ddl_checkpoint_buffers(const ddl_checkpoint *ck);
+size_t ddl_checkpoint_n_buffers(const ddl_checkpoint *ck);
+int ddl_checkpoint_n_buffer_tensors(const ddl_checkpoint *ck);
+const ddl_param_info *ddl_checkpoint_buffer_tensor(const ddl_checkpoint *ck, int i);
+int ddl_checkpoint_load_buffers(const ddl_checkpoint *ck, ddl_model *m, char *err, size_t err_bytes);
 /* ddl_model_check_grads_training: ddl_model_check_grads with every forward pass in training
  * mode (BatchNorm's batch statistics, which the backward pass differentiates through; dropout
  * drawn from the same seed each pass). The buffers move with every pass (reset them after). */
