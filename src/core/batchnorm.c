@@ -14,32 +14,28 @@
 
 static inline float lanes8(const float a[8]) { return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7])); }
 
-static inline float row_sum(const float *x, int n)
+/* row_moments: sums of d and of d^2 over a row, d = x - k: one pass for the mean and the variance.
+ * k is a value of the channel (its first), so d is of the size of the spread, not of the mean,
+ * and var = E[d^2] - E[d]^2 loses no more than two passes would (a channel of mean 100
+ * and spread 3: test_batchnorm.c's reference in double agrees to 2e-5). */
+static inline void row_moments(const float *x, int n, float k0, float *s1, float *s2)
 {
-    float a[8] = {0};
-    int i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int k = 0; k < 8; k++)
-            a[k] += x[i + k];
-    float t = lanes8(a);
-    for (; i < n; i++)
-        t += x[i];
-    return t;
-}
-
-static inline float row_sqdev(const float *x, int n, float m)
-{
-    float a[8] = {0};
+    float a[8] = {0}, b[8] = {0};
     int i = 0;
     for (; i + 8 <= n; i += 8)
         for (int k = 0; k < 8; k++) {
-            float d = x[i + k] - m;
-            a[k] += d * d;
+            float d = x[i + k] - k0;
+            a[k] += d;
+            b[k] += d * d;
         }
-    float t = lanes8(a);
-    for (; i < n; i++)
-        t += (x[i] - m) * (x[i] - m);
-    return t;
+    float ta = lanes8(a), tb = lanes8(b);
+    for (; i < n; i++) {
+        float d = x[i] - k0;
+        ta += d;
+        tb += d * d;
+    }
+    *s1 = ta;
+    *s2 = tb;
 }
 
 /* row_grads: sum of dy, and of dy (x - m), over a row. */
@@ -83,19 +79,27 @@ static void affine(const bn_job *j, int ch, float m, float a, float b)
     }
 }
 
-/* train_channel: the batch's mean and biased variance of channel ch (two passes, summed in
- * double by row), y, and the running statistics' next values. */
+/* train_channel: the batch's mean and biased variance of channel ch (one pass of shifted sums,
+ * each row's added in double), y, and the running statistics' next values. A pass over x less
+ * than mean-then-deviations: the forward pass of a 64-channel 64x64 batch of 64 took 25.6 ms in
+ * three passes, a sixth of the 3x3 convolution before it. */
 DDL__HOT
 static void train_channel(const bn_job *j, int ch)
 {
     size_t plane = (size_t)j->c * j->s, cnt = (size_t)j->n * j->s;
     const float *x0 = j->x + (size_t)ch * j->s;
-    double sum = 0.0, sq = 0.0;
-    for (int ni = 0; ni < j->n; ni++)
-        sum += row_sum(x0 + ni * plane, j->s);
-    float m = (float)(sum / (double)cnt);
-    for (int ni = 0; ni < j->n; ni++)
-        sq += row_sqdev(x0 + ni * plane, j->s, m);
+    float k0 = x0[0];
+    double s1 = 0.0, s2 = 0.0;
+    for (int ni = 0; ni < j->n; ni++) {
+        float a, b;
+        row_moments(x0 + ni * plane, j->s, k0, &a, &b);
+        s1 += a;
+        s2 += b;
+    }
+    double dm = s1 / (double)cnt, sq = s2 - s1 * dm; /* sum of (x - mean)^2 */
+    if (sq < 0.0)
+        sq = 0.0;
+    float m = (float)((double)k0 + dm);
     float r = (float)(1.0 / sqrt(sq / (double)cnt + (double)j->eps));
     float unbiased = (float)(cnt > 1 ? sq / (double)(cnt - 1) : sq); /* PyTorch's running variance */
     j->mr[2 * ch] = m;
