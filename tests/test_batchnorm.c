@@ -186,8 +186,51 @@ static void test_text(void)
     CHECK(strstr(ddl_graph_error(g), "momentum 2") != NULL);
 }
 
-int main(void)
+/* step_mode: test_batchnorm --step DIR (tests/test_batchnorm.sh, tests/bn/bn_step.py): one training
+ * step of a Conv-BN-ReLU network on DIR/in.f32 (x, labels, parameters), written to DIR/out.f32
+ * (logits, the mean loss, the parameters after SGD with lr 0.1, the running statistics). */
+static int step_mode(const char *dir)
 {
+    enum { SN = 4, IN = SN * 2 * 36, NP = 54 + 3 + 3 + 9 + 3 };
+    float in[IN + SN + NP], out[SN * 3 + 1 + NP + 6], dl[SN * 3];
+    uint16_t y[SN];
+    char path[1024];
+    snprintf(path, sizeof path, "%s/in.f32", dir);
+    FILE *f = fopen(path, "rb");
+    size_t got = f ? fread(in, sizeof(float), sizeof in / sizeof in[0], f) : 0;
+    if (f)
+        fclose(f);
+    ddl_model *m = build("input 2 6 6\nconv c1 3 3 pad=1 bias=0\nbatchnorm bn1\nrelu\ngap\ndense fc 3\n", SN, 2, 6, 3);
+    if (got != sizeof in / sizeof in[0] || !m || ddl_model_n_params(m) != NP) {
+        fprintf(stderr, "test_batchnorm --step: cannot read %s, or no model of %d parameters\n", path, NP);
+        return 1;
+    }
+    for (int i = 0; i < SN; i++)
+        y[i] = (uint16_t)in[IN + i];
+    memcpy(ddl_model_params(m), in + IN + SN, NP * sizeof(float));
+    const float *logits = ddl_model_forward(m, in, SN, 1, NULL);
+    memcpy(out, logits, SN * 3 * sizeof(float));
+    out[SN * 3] = (float)(ddl_softmax_xent(SN, 3, 1, logits, y, 1.0f / SN, NULL, dl) / SN);
+    ddl_model_zero_grads(m);
+    ddl_model_backward(m, in, SN, dl);
+    ddl_optim_config sgd = {.kind = DDL_OPTIM_SGD, .lr = 0.1f};
+    float state[NP] = {0};
+    ddl_optim_step(&sgd, 0.1f, 1, ddl_model_params(m), ddl_model_grads(m), state, NP);
+    memcpy(out + SN * 3 + 1, ddl_model_params(m), NP * sizeof(float));
+    memcpy(out + SN * 3 + 1 + NP, ddl_model_buffers(m), 6 * sizeof(float));
+    snprintf(path, sizeof path, "%s/out.f32", dir);
+    f = fopen(path, "wb");
+    int ok = f && fwrite(out, sizeof out, 1, f) == 1;
+    if (f)
+        ok &= fclose(f) == 0;
+    ddl_model_destroy(m);
+    return ok ? 0 : 1;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 3 && strcmp(argv[1], "--step") == 0)
+        return step_mode(argv[2]);
     test_forward_backward();
     test_gradcheck();
     test_text();

@@ -6,6 +6,8 @@
 #    the running ones averaged in the shards' fixed order;
 #  - resume: a run killed after a checkpoint and resumed ends with the weights and running
 #    statistics of a run never stopped (the checkpoint carries them);
+#  - one training step of a Conv-BN-ReLU network (logits, loss, weights after SGD, running
+#    statistics) equals a numpy reference within 1e-4 of each one's scale (tests/bn/bn_step.py);
 #  - --predict (the C predictor, in evaluation mode: the running statistics) gives the accuracy
 #    the trainer's own evaluation reported;
 #  - ddl-ckpt shows the buffers, and the ONNX export runs in onnxruntime to ddl's outputs (when
@@ -73,6 +75,13 @@ grep -q "^resumed from $tmp/c at step 3" "$tmp/res"; check "it resumed at step 3
 [ -n "$(crc "$tmp/ref")" ] && [ "$(crc "$tmp/res")" = "$(crc "$tmp/ref")" ] &&
     [ "$(bufcrc "$tmp/res")" = "$(bufcrc "$tmp/ref")" ]
 check "resumed: the uninterrupted run's weights and running statistics ($(bufcrc "$tmp/res") vs $(bufcrc "$tmp/ref"))" $?
+
+# ---- one training step against numpy (tests/bn/bn_step.py): batch statistics, the backward
+# pass through them, SGD, the running statistics ----
+mkdir -p "$tmp/step"
+"$PYTHON" tests/bn/bn_step.py write "$tmp/step" && "$BUILD/tests/test_batchnorm" --step "$tmp/step" &&
+    "$PYTHON" tests/bn/bn_step.py check "$tmp/step" > "$tmp/step/log" 2>&1
+check "a Conv-BN-ReLU training step is numpy's within 1e-4 ($(tr '\n' ';' < "$tmp/step/log"))" $?
 
 # ---- ONNX export: BatchNormalization with the running statistics, run in onnxruntime ----
 "$CKPT" export "$tmp/v4.ckpt" "$tmp/bn.onnx" > "$tmp/e" 2>&1
