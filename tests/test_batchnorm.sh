@@ -63,6 +63,10 @@ grep -q "^predicted 60 images in .*: accuracy $acc on the 60 " "$tmp/pred"
 check "--predict's accuracy is the trainer's evaluation ($acc): running statistics" $?
 "$CKPT" show "$tmp/v4.ckpt" > "$tmp/show" 2>&1
 check "ddl-ckpt show reads a checkpoint with buffers" $?
+"$CKPT" export "$tmp/v4.ckpt" "$tmp/bn.npz" > /dev/null 2>&1 &&
+    "$PYTHON" -c 'import sys, numpy; z = numpy.load(sys.argv[1]); print(z["bn2.running_var"].shape, z["bn1.weight"].shape)' \
+        "$tmp/bn.npz" > "$tmp/npz" 2>&1
+grep -q "^(16,) (8,)$" "$tmp/npz"; check "the .npz export holds the running statistics under state_dict's names" $?
 
 # ---- resume ----
 R="$F --epochs 2 --checkpoint $tmp/c --checkpoint-every 3"
