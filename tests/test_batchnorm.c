@@ -153,6 +153,38 @@ static void test_gradcheck(void)
     ddl_model_destroy(m);
 }
 
+/* threads: by channel, so 1 and 3 threads give the same bits (outputs, gradients, buffers). */
+static void test_threads(void)
+{
+    const char *arch = "input 3 16 16\nconv c1 24 3 pad=1 bias=0\nbatchnorm bn1\nrelu\ngap\ndense fc classes\n";
+    ddl_model *m = build(arch, 8, 3, 16, 4);
+    CHECK(m != NULL);
+    if (!m)
+        return;
+    static float x[8 * 3 * 256], dl[8 * 4], out[2][8 * 4], grads[2][24 * 27 + 48 + 100], bufs[2][48];
+    srand(3);
+    for (size_t i = 0; i < sizeof x / sizeof x[0]; i++)
+        x[i] = (float)rand() / RAND_MAX;
+    for (int i = 0; i < 32; i++)
+        dl[i] = (float)rand() / RAND_MAX - 0.5f;
+    size_t np = ddl_model_n_params(m);
+    CHECK(np <= sizeof grads[0] / sizeof grads[0][0] && ddl_model_n_buffers(m) == 48);
+    for (int k = 0; k < 2 && np <= sizeof grads[0] / sizeof grads[0][0]; k++) {
+        ddl_set_threads(k ? 3 : 1);
+        ddl_model_init_weights(m, 4);
+        memcpy(out[k], ddl_model_forward(m, x, 8, 1, NULL), sizeof out[k]);
+        ddl_model_zero_grads(m);
+        ddl_model_backward(m, x, 8, dl);
+        memcpy(grads[k], ddl_model_grads(m), np * sizeof(float));
+        memcpy(bufs[k], ddl_model_buffers(m), sizeof bufs[k]);
+    }
+    ddl_set_threads(1);
+    CHECK(memcmp(out[0], out[1], sizeof out[0]) == 0);
+    CHECK(memcmp(grads[0], grads[1], np * sizeof(float)) == 0);
+    CHECK(memcmp(bufs[0], bufs[1], sizeof bufs[0]) == 0);
+    ddl_model_destroy(m);
+}
+
 static void test_text(void)
 {
     static _Alignas(64) unsigned char a[1 << 14], b[1 << 14];
@@ -233,6 +265,7 @@ int main(int argc, char **argv)
         return step_mode(argv[2]);
     test_forward_backward();
     test_gradcheck();
+    test_threads();
     test_text();
     return TEST_END();
 }
