@@ -10,6 +10,8 @@
 #    statistics) equals a numpy reference within 1e-4 of each one's scale (tests/bn/bn_step.py);
 #  - --predict (the C predictor, in evaluation mode: the running statistics) gives the accuracy
 #    the trainer's own evaluation reported;
+#  - where python3-torch is installed: PyTorch's training-mode exports (opsets 13, 15) and its
+#    eval-mode one import, and ddl's eval-mode logits are PyTorch's within 1e-4 (tests/bn/torch_bn.py);
 #  - ddl-ckpt shows the buffers, and the ONNX export runs in onnxruntime to ddl's outputs (when
 #    tests/onnx/node_modules has onnxruntime-node).
 . "$(dirname "$0")/lib.sh"
@@ -115,6 +117,21 @@ if command -v node > /dev/null 2>&1 && [ -d tests/onnx/node_modules/onnxruntime-
     check "onnxruntime runs the export to ddl's logits within 1e-4 ($(cat "$tmp/out"))" $?
 else
     echo "(no node, onnxruntime-node or test_infer: the export is not run)"
+fi
+
+# ---- PyTorch's own export (where python3-torch is installed): its eval-mode logits ----
+if "$PYTHON" -c 'import torch, onnx' 2> /dev/null; then
+    mkdir -p "$tmp/torch"
+    "$PYTHON" tests/bn/torch_bn.py export "$tmp/torch" > "$tmp/torch/log" 2>&1
+    check "torch.onnx.export writes a Conv-BN-ReLU network in training mode (opsets 13, 15) and eval mode" $?
+    for f in train13 train15 nofold; do
+        mkdir -p "$tmp/torch/r-$f"
+        "$BUILD/tests/test_infer" --reference "$tmp/torch/$f.onnx" "$tmp/fruits/test" 60 "$tmp/torch/r-$f" > "$tmp/log" 2>&1 &&
+            "$PYTHON" tests/bn/torch_bn.py check "$tmp/torch" "$tmp/torch/r-$f" "$tmp/torch/$f.onnx" > "$tmp/out" 2>&1
+        check "PyTorch's $f export: ddl's eval-mode logits are PyTorch's within 1e-4 ($(cat "$tmp/out"))" $?
+    done
+else
+    echo "(no python3-torch: PyTorch's own export is not checked)"
 fi
 
 echo "$pass passed, $fail failed"
