@@ -4,6 +4,8 @@
 #  - virtual shards: 1 rank with 4 shards (--accumulate 4) and 2 ranks with 2 each give the same
 #    weights and the same running statistics (weights_crc, buffers_crc): per-shard statistics,
 #    the running ones averaged in the shards' fixed order;
+#  - 2 ranks without shards (per-rank statistics, running ones averaged over the ranks) give the
+#    bits of 1 rank in 2 micro-batches;
 #  - resume: a run killed after a checkpoint and resumed ends with the weights and running
 #    statistics of a run never stopped (the checkpoint carries them);
 #  - one training step of a Conv-BN-ReLU network (logits, loss, weights after SGD, running
@@ -56,6 +58,13 @@ check "4 shards: 2 ranks give 1 rank's running statistics ($(bufcrc "$tmp/two") 
 "$T" $F --epochs 2 > "$tmp/whole" 2>&1
 [ "$(bufcrc "$tmp/whole")" != "$(bufcrc "$tmp/one")" ]
 check "the whole batch's statistics are not the shards' (buffers_crc differs)" $?
+
+# ranks without shards (PyTorch DDP's per-rank statistics) are micro-batches across processes:
+# each normalises its own half, and the running statistics are averaged
+"$RUN" -n 2 "$T" $F --epochs 1 > "$tmp/r2" 2>&1
+"$T" $F --epochs 1 --micro-batches 2 > "$tmp/m2" 2>&1
+[ -n "$(bufcrc "$tmp/r2")" ] && [ "$(bufcrc "$tmp/r2")" = "$(bufcrc "$tmp/m2")" ] && [ "$(crc "$tmp/r2")" = "$(crc "$tmp/m2")" ]
+check "2 ranks give the weights and running statistics of 1 rank in 2 micro-batches ($(bufcrc "$tmp/r2") vs $(bufcrc "$tmp/m2"))" $?
 
 # ---- the C predictor in evaluation mode ----
 acc=$(field test_acc < "$tmp/one")
