@@ -667,9 +667,10 @@ int ddl_graph_preset(ddl_graph *g, const char *name, char *err, size_t err_bytes
  * torch.onnx.export, onnx.helper, ddl's export; opsets 7 to 18): Conv, ConvTranspose, Relu,
  * MaxPool, AveragePool, GlobalAveragePool, Gemm, MatMul (and the Add of its bias), Flatten,
  * Reshape to (N, -1), Concat (channels), Add, Dropout, Identity and a Pad of zeros (nothing), a last
- * Softmax (dropped: the output is the logits), and Mul/Div/Add/Sub of constants on the input
- * (kept as scale and shift). Square kernels, equal strides and pads, no dilation or groups. Any
- * other node is refused, named (BatchNormalization too: ddl trains without batch statistics).
+ * Softmax (dropped: the output is the logits), Mul/Div/Add/Sub of constants on the input
+ * (kept as scale and shift), and BatchNormalization (a batchnorm layer; its running statistics in
+ * out->buffers). Square kernels, equal strides and pads, no dilation or groups. Any other node is
+ * refused, named.
  * Nothing in the file is trusted: a weight's dims must be those its layer takes from the graph
  * before it (its data exactly that many float32s), and a dim, count or attribute out of range
  * is refused with the node, the tensor and the value named, before anything is allocated.

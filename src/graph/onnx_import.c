@@ -3,7 +3,8 @@
  * taken in file order (ONNX keeps them topologically sorted) and each becomes a layer: Conv,
  * ConvTranspose, Relu, MaxPool, AveragePool, GlobalAveragePool, Gemm, MatMul (+ Add of a bias),
  * Flatten, Reshape to (N, -1), Concat, Add, Dropout and Identity (nothing at inference), a last
- * Softmax (dropped: ddl's output is the logits). A Mul/Div then Add/Sub of constants on the input
+ * Softmax (dropped: ddl's output is the logits), BatchNormalization (batchnorm() below; its
+ * running statistics gathered as the model's buffers). A Mul/Div then Add/Sub of constants on the input
  * (how ddl's export and many exporters scale pixels) becomes the input normalisation. Whatever
  * else is refused with the node named: ddl trains what it imports, so it imports only what it
  * can train. Nothing from the file is trusted: every length is checked before use, every dim is
