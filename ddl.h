@@ -676,9 +676,9 @@ int ddl_graph_preset(ddl_graph *g, const char *name, char *err, size_t err_bytes
  * output_padding, output_shape, ceil_mode, count_include_pad; ConvTranspose takes no group).
  * Resize and Upsample (a resize layer), InstanceNormalization, GroupNormalization and torch's
  * GroupNorm pattern (a groupnorm layer), and the Shape, Gather, Slice, Concat, Unsqueeze, ...
- * around reshapes, folded (the input's size is fixed, the batch free). docs/DATA.md says what is
- * refused and why. Any
- * other node is refused, named (BatchNormalization too: ddl trains without batch statistics).
+ * around reshapes, folded (the input's size is fixed, the batch free); BatchNormalization (a
+ * batchnorm layer; its running statistics in out->buffers). docs/DATA.md says what is refused
+ * and why. Any other node is refused, named.
  * Nothing in the file is trusted: a weight's dims must be those its layer takes from the graph
  * before it (its data exactly that many float32s), and a dim, count or attribute out of range
  * is refused with the node, the tensor and the value named, before anything is allocated.
@@ -691,6 +691,9 @@ typedef struct ddl_onnx_import {
     int in_c, in_h, in_w;      /* the input's size */
     float scale, shift;        /* what the model does to its input first: x = input * scale + shift
                                 * (1 and 0 when nothing): ddl folds it into the normalisation */
+    float *buffers;            /* BatchNorm's running statistics, in the model's order (ddl_model_set_buffers);
+                                * NULL when there are none; freed with params */
+    size_t n_buffers;
 } ddl_onnx_import;
 int ddl_graph_import_onnx(ddl_graph *g, const char *path, const ddl_allocator *alloc, ddl_onnx_import *out, char *err,
                           size_t err_bytes);
@@ -802,6 +805,76 @@ void ddl_resize2d_backward(const ddl_resize2d *r, const float *dy, float *dx);
  * neither or both of scales and sizes given). */
 int ddl_graph_resize(ddl_graph *g, int x, int mode, int coord, int nearest, float scale_h, float scale_w, int out_h,
                      int out_w);
+/* ---- batch normalisation and model buffers ----
+ * BatchNorm as PyTorch's nn.BatchNorm2d: in training, each channel is normalised with the mean
+ * and biased variance of its values over (N, H, W) of the batch the forward pass gets, and the
+ * running statistics move towards the batch's: running = (1 - momentum) running + momentum
+ * batch, the variance's with the unbiased batch variance (n / (n - 1)). In evaluation (training
+ * 0: ddl_predictor, ddl-serve, --predict, the PostgreSQL extension, the ONNX export) the running
+ * statistics normalise. They are the model's "buffers": state that is not trained, kept beside
+ * the parameters (not in the gradient, not in ddl_model_crc), saved in checkpoints and exported.
+ * Under data-parallel training each part of a step (a rank's batch, a micro-batch, a virtual
+ * shard) normalises with its own statistics, and the trainer averages the parts' running
+ * statistics in a fixed order, so every rank holds the same ones (docs/TRAINING.md). */
+
+#define DDL_BN_MOMENTUM 0.1f /* PyTorch's defaults */
+#define DDL_BN_EPS 1e-5f
+/* ddl_graph_batchnorm: BatchNorm2d of x's channels, parameters "NAME.weight" (gamma, init 1) and
+ * "NAME.bias" (beta, init 0), buffers "NAME.running_mean" (0) and "NAME.running_var" (1).
+ * momentum in [0, 1] (< 0: DDL_BN_MOMENTUM), eps > 0 (<= 0: DDL_BN_EPS). Returns the layer or
+ * -1 as the other layers. */
+int ddl_graph_batchnorm(ddl_graph *g, int x, const char *name, float momentum, float eps);
+
+/* ddl_build_buffer: for model plugins: declare a buffer (state the forward pass keeps that is
+ * not trained) of 1 to 4 dims, initialised as init says (DDL_INIT_ZERO or DDL_INIT_ONE, at build
+ * and by ddl_model_init_weights). Returns its view (NULL while measuring), which the forward pass
+ * reads; *next gets the view that a forward pass in training mode writes its new value to (all
+ * of it): ddl_model_forward then copies it into the buffer, and a trainer combines every part's
+ * before it does (so a step redone after a failure starts from the same buffers). The build
+ * fails as ddl_build_param's (DDL_MAX_BUFFERS tensors at most). */
+#define DDL_MAX_BUFFERS 128
+struct ddl_model_build; /* ddl_model_build, of the model plugin interface below */
+float *ddl_build_buffer(struct ddl_model_build *b, const char *name, int n_dims, const int *shape, int init, float **next);
+/* Getters: the flat buffer block (ddl_model_n_buffers floats, buffer after buffer), the buffer
+ * tensors (offset and count index the block; NULL when i is out of range), and the CRC-32 of
+ * the block (0 without buffers). ddl_model_set_buffers: copy n floats in (DDL_EINVAL when n is
+ * not ddl_model_n_buffers). */
+float *ddl_model_buffers(ddl_model *m);
+size_t ddl_model_n_buffers(const ddl_model *m);
+int ddl_model_n_buffer_tensors(const ddl_model *m);
+const ddl_param_info *ddl_model_buffer_tensor(const ddl_model *m, int i);
+uint32_t ddl_model_buffers_crc(const ddl_model *m);
+int ddl_model_set_buffers(ddl_model *m, const float *v, size_t n);
+/* A checkpoint of a model with buffers carries them (section BUFS; files of other models are
+ * unchanged). Getters: the values, their count, the tensors (NULL out of range); owned by the
+ * checkpoint. ddl_checkpoint_load_buffers: copy them into m (ddl_checkpoint_check_model checks
+ * they fit, as it does the weights): DDL_OK, or DDL_EINVAL naming the buffer that differs. */
+const float *ddl_checkpoint_buffers(const ddl_checkpoint *ck);
+size_t ddl_checkpoint_n_buffers(const ddl_checkpoint *ck);
+int ddl_checkpoint_n_buffer_tensors(const ddl_checkpoint *ck);
+const ddl_param_info *ddl_checkpoint_buffer_tensor(const ddl_checkpoint *ck, int i);
+int ddl_checkpoint_load_buffers(const ddl_checkpoint *ck, ddl_model *m, char *err, size_t err_bytes);
+/* ddl_model_check_grads_training: ddl_model_check_grads with every forward pass in training
+ * mode (BatchNorm's batch statistics, which the backward pass differentiates through; dropout
+ * drawn from the same seed each pass). The buffers move with every pass (reset them after). */
+int ddl_model_check_grads_training(ddl_model *m, const float *x, int batch, uint64_t seed, int per_tensor, double tol,
+                                   double *worst, char *err, size_t err_bytes);
+
+/* The kernels (src/core/batchnorm.c), x and y (N, C, S), S = H * W, per channel gamma, beta (C).
+ * ddl_batchnorm_forward_train: y = (x - mean) rstd gamma + beta with the batch's mean and
+ * rstd = 1 / sqrt(var + eps), var biased; mean_rstd (C, 2) kept for backward; next_mean and
+ * next_var (C) = (1 - momentum) running + momentum batch (var unbiased; biased when N S is 1).
+ * ddl_batchnorm_forward_eval: the same with the running statistics; mean_rstd (C, 2) gets them.
+ * ddl_batchnorm_backward: dgamma += sum dy xh, dbeta += sum dy, xh the normalised x; dx (may be
+ * NULL) = the full gradient through the batch statistics when batch_stats, else dy gamma rstd
+ * (evaluation). Threads by channel: the same bits at any thread count. */
+void ddl_batchnorm_forward_train(int n, int c, int s, float momentum, float eps, const float *x, const float *gamma,
+                                 const float *beta, const float *run_mean, const float *run_var, float *y,
+                                 float *mean_rstd, float *next_mean, float *next_var);
+void ddl_batchnorm_forward_eval(int n, int c, int s, float eps, const float *x, const float *gamma, const float *beta,
+                                const float *run_mean, const float *run_var, float *y, float *mean_rstd);
+void ddl_batchnorm_backward(int n, int c, int s, int batch_stats, const float *x, const float *gamma,
+                            const float *mean_rstd, const float *dy, float *dx, float *dgamma, float *dbeta);
 
 /* ---- communication ----
  * A comm joins the ranks of one job over one transport. Collectives are written once above

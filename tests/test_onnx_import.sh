@@ -7,7 +7,9 @@
 #    original file within 1e-4 of their scale (tests/onnx/check.js), same classes;
 #  - ddl-train --arch model.onnx trains on from its weights (the loss falls from the imported
 #    model's), ddl-train --predict --model model.onnx runs it as it is;
-#  - a BatchNormalization and a Reshape to a scalar shape (Shape, Gather) are refused, the node named;
+#  - BatchNormalization from eval-mode and training-mode files runs to onnxruntime's logits (the
+#    running statistics); one with an attribute ddl does not know, a node reading a training-mode
+#    one's running mean, and a Reshape to a scalar shape (Shape, Gather) are refused, the node named;
 #  - where python3-torch is installed, the same for a CNN PyTorch exported itself (opsets 13, 17).
 . "$(dirname "$0")/lib.sh"
 BUILD=${BUILD:-build}
@@ -22,9 +24,12 @@ skip() { echo "skipped: $*"; echo "$pass passed, $fail failed"; [ "$fail" -eq 0 
 "$PYTHON" tests/train/make_fruits.py "$tmp/fruits" 150 40 16; check "the fruit photos are made" $?
 
 # ---- refused, named ----
-"$T" --data "$tmp/fruits/train" --arch "$tmp/m/bn.onnx" > "$tmp/e" 2>&1; rc=$?
-[ $rc -eq 2 ] && grep -q "bn.onnx: node .*(BatchNormalization): ddl trains without batch statistics" "$tmp/e"
-check "a BatchNormalization: exit 2, the node named" $?
+"$T" --data "$tmp/fruits/train" --arch "$tmp/m/bn_attr.onnx" > "$tmp/e" 2>&1; rc=$?
+[ $rc -eq 2 ] && grep -q "bn_attr.onnx: node bn1 (BatchNormalization): attribute foo = 3: ddl takes only epsilon momentum" "$tmp/e"
+check "a BatchNormalization attribute ddl does not know: exit 2, the node, the attribute and its value named" $?
+"$T" --predict --model "$tmp/m/bn_read.onnx" --images "$tmp/fruits/test" > "$tmp/e" 2>&1; rc=$?
+[ $rc -eq 1 ] && grep -q "bn_read.onnx: node .*(Add): input rm is not defined before it" "$tmp/e"
+check "a node reading a training-mode BatchNormalization's running mean: refused, named" $?
 "$T" --predict --model "$tmp/m/dyn.onnx" --images "$tmp/fruits/test" > "$tmp/e" 2>&1; rc=$?
 [ $rc -eq 1 ] && grep -q "dyn.onnx: node .*(Reshape): its shape n, (N) of rank 0, is not a vector" "$tmp/e"
 check "a reshape to a computed scalar: refused, the node and its folded shape named" $?
@@ -47,11 +52,14 @@ done
 
 # ---- the same logits as the exporting runtime, before any training ----
 if command -v node > /dev/null 2>&1 && [ -d tests/onnx/node_modules/onnxruntime-node ]; then
-    for m in cnn scaled; do
+    for m in cnn scaled bn bn_train; do
         mkdir -p "$tmp/ref-$m"
         "$REF" --reference "$tmp/m/$m.onnx" "$tmp/fruits/test" 100 "$tmp/ref-$m" > "$tmp/log" 2>&1
         check "ddl runs the imported $m.onnx" $?
-        node tests/onnx/check.js "$tmp/m/$m.onnx" "$tmp/ref-$m" input > "$tmp/out" 2>&1; rc=$?
+        # a training-mode file runs in onnxruntime with batch statistics; ddl predicts in evaluation
+        # mode, with the running ones: what the eval-mode file of the same weights gives
+        ort=$m; [ $m = bn_train ] && ort=bn
+        node tests/onnx/check.js "$tmp/m/$ort.onnx" "$tmp/ref-$m" input > "$tmp/out" 2>&1; rc=$?
         cat "$tmp/out"
         [ $rc -eq 0 ] && grep -q "^onnx: images=100 .* classes_equal=100/100 ok$" "$tmp/out"
         check "$m.onnx: ddl's logits are onnxruntime's within 1e-4, the same classes" $?
@@ -84,6 +92,24 @@ awk -v a="$a" -v b="$b" 'BEGIN { exit !(a > 0 && b > 0 && b < a) }'
 check "training goes on from the imported weights: test loss $a before, $b after" $?
 "$BUILD/bin/ddl-ckpt" export "$tmp/tuned.ckpt" "$tmp/tuned.onnx" > "$tmp/e" 2>&1
 check "the trained model exports to ONNX again" $?
+
+# BatchNormalization's epsilon and momentum survive import, training and export (ONNX's momentum
+# 0.8 is PyTorch's 0.2), and training moves the running statistics away from the file's
+"$T" --data "$tmp/fruits/train" --arch "$tmp/m/bn_train.onnx" --epochs 1 --quiet --save "$tmp/bn.ckpt" > "$tmp/e" 2>&1 &&
+    "$BUILD/bin/ddl-ckpt" export "$tmp/bn.ckpt" "$tmp/bn_again.onnx" > "$tmp/e" 2>&1 &&
+    "$PYTHON" -c '
+import sys, onnx
+from onnx import numpy_helper
+a, b = onnx.load(sys.argv[1]), onnx.load(sys.argv[2])
+n = [x for x in b.graph.node if x.op_type == "BatchNormalization"][0]
+at = {x.name: onnx.helper.get_attribute_value(x) for x in n.attribute}
+init = lambda m: {t.name: numpy_helper.to_array(t) for t in m.graph.initializer}
+ia, ib = init(a), init(b)
+moved = abs(ia["bn1.running_mean"] - ib[n.input[3]]).max()
+print(round(at["momentum"], 6), round(at["epsilon"], 9), n.input[3], moved > 1e-3)
+' "$tmp/m/bn_train.onnx" "$tmp/bn_again.onnx" > "$tmp/o" 2>&1
+grep -q "^0.8 0.001 bn1.running_mean True$" "$tmp/o"
+check "BatchNormalization imported, trained and exported: momentum 0.8, epsilon 1e-3, running mean trained ($(cat "$tmp/o"))" $?
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -128,9 +128,13 @@ static int cmd_show(const char *path)
     }
     print_desc(ck, mc->n_classes);
     printf("tensors    %d, %zu parameters\n", in->n_tensors, in->n_params);
-    const float *w = ddl_checkpoint_params(ck);
-    for (int i = 0; i < in->n_tensors; i++) {
-        const ddl_param_info *t = ddl_checkpoint_tensor(ck, i);
+    int nb = ddl_checkpoint_n_buffer_tensors(ck);
+    for (int i = 0; i < in->n_tensors + nb; i++) { /* the buffers (running statistics) after the weights */
+        if (i == in->n_tensors)
+            printf("buffers    %d, %zu running statistics\n", nb, ddl_checkpoint_n_buffers(ck));
+        const ddl_param_info *t = i < in->n_tensors ? ddl_checkpoint_tensor(ck, i)
+                                                    : ddl_checkpoint_buffer_tensor(ck, i - in->n_tensors);
+        const float *w = i < in->n_tensors ? ddl_checkpoint_params(ck) : ddl_checkpoint_buffers(ck);
         double lo = INFINITY, hi = -INFINITY, sum = 0;
         for (size_t k = 0; k < t->count; k++) {
             double v = w[t->offset + k];

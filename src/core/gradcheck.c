@@ -7,10 +7,19 @@
 #include <math.h>
 #include <string.h>
 
-/* loss: sum(logits * r) of a forward pass in evaluation mode, r drawn from seed. */
-static double loss(ddl_model *m, const float *x, int batch, uint64_t seed)
+/* pass: a forward pass in evaluation mode, or in training mode with dropout drawn again from
+ * seed (the same masks every pass, so the loss is a function of the weights). */
+static float *pass(ddl_model *m, const float *x, int batch, uint64_t seed, int training)
 {
-    const float *y = ddl_model_forward(m, x, batch, 0, NULL);
+    ddl_rng drop;
+    ddl_rng_seed(&drop, seed ^ 0x5DEECE66Dull);
+    return (float *)(uintptr_t)ddl_model_forward(m, x, batch, training, training ? &drop : NULL);
+}
+
+/* loss: sum(logits * r) of a forward pass, r drawn from seed. */
+static double loss(ddl_model *m, const float *x, int batch, uint64_t seed, int training)
+{
+    const float *y = pass(m, x, batch, seed, training);
     int c, h, w;
     ddl_model_output_shape(m, &c, &h, &w);
     size_t n = (size_t)batch * (size_t)c * (size_t)h * (size_t)w;
@@ -25,15 +34,15 @@ static double loss(ddl_model *m, const float *x, int batch, uint64_t seed)
 /* slopes: the one-sided differences (L(w + e) - L(w)) / e and (L(w) - L(w - e)) / e at the
  * parameter *w (restored after); their mean is the central difference. They differ by the jump of
  * the slope where a ReLU or max-pool kink lies within e, where no difference can be trusted. */
-static void slopes(ddl_model *m, const float *x, int batch, uint64_t seed, float *w, float e, double *fwd,
-                   double *bwd)
+static void slopes(ddl_model *m, const float *x, int batch, uint64_t seed, int training, float *w, float e,
+                   double *fwd, double *bwd)
 {
     float keep = *w;
-    double mid = loss(m, x, batch, seed);
+    double mid = loss(m, x, batch, seed, training);
     *w = keep + e;
-    double up = loss(m, x, batch, seed);
+    double up = loss(m, x, batch, seed, training);
     *w = keep - e;
-    double down = loss(m, x, batch, seed);
+    double down = loss(m, x, batch, seed, training);
     *w = keep;
     *fwd = (up - mid) / (double)e;
     *bwd = (mid - down) / (double)e;
@@ -41,8 +50,8 @@ static void slopes(ddl_model *m, const float *x, int batch, uint64_t seed, float
 
 static double err_of(double a, double b) { return fabs(a - b) / fmax(fabs(a) + fabs(b), 1e-2); }
 
-int ddl_model_check_grads(ddl_model *m, const float *x, int batch, uint64_t seed, int per_tensor, double tol,
-                          double *worst, char *err, size_t err_bytes)
+static int check(ddl_model *m, const float *x, int batch, uint64_t seed, int training, int per_tensor, double tol,
+                 double *worst, char *err, size_t err_bytes)
 {
     if (worst)
         *worst = 0.0;
@@ -50,7 +59,7 @@ int ddl_model_check_grads(ddl_model *m, const float *x, int batch, uint64_t seed
         return ddl__errf(err, err_bytes, DDL_EINVAL, "ddl_model_check_grads: no model or input, batch %d out of 1 "
                          "to the model's, or per_tensor %d < 1", batch, per_tensor);
     /* analytic: dL/dlogits = r, written into the model's logits buffer after the forward pass */
-    float *y = (float *)(uintptr_t)ddl_model_forward(m, x, batch, 0, NULL);
+    float *y = pass(m, x, batch, seed, training);
     int c, h, w;
     ddl_model_output_shape(m, &c, &h, &w);
     size_t n = (size_t)batch * (size_t)c * (size_t)h * (size_t)w;
@@ -71,7 +80,7 @@ int ddl_model_check_grads(ddl_model *m, const float *x, int batch, uint64_t seed
             size_t at = ti->offset + k;
             float keep = p[at], e = 2e-3f * fmaxf(1.0f, fabsf(keep));
             double fwd, bwd;
-            slopes(m, x, batch, seed, p + at, e, &fwd, &bwd);
+            slopes(m, x, batch, seed, training, p + at, e, &fwd, &bwd);
             if (err_of(fwd, bwd) > tol / 2) { /* a kink within e: no verdict here */
                 skipped++;
                 continue;
@@ -94,4 +103,16 @@ int ddl_model_check_grads(ddl_model *m, const float *x, int batch, uint64_t seed
     ddl__errf(err, err_bytes, DDL_OK, "worst %.3g at %s (%zu entries checked, %zu next to a kink)",
               bad < 0.0 ? 0.0 : bad, where, checked, skipped);
     return DDL_OK;
+}
+
+int ddl_model_check_grads(ddl_model *m, const float *x, int batch, uint64_t seed, int per_tensor, double tol,
+                          double *worst, char *err, size_t err_bytes)
+{
+    return check(m, x, batch, seed, 0, per_tensor, tol, worst, err, err_bytes);
+}
+
+int ddl_model_check_grads_training(ddl_model *m, const float *x, int batch, uint64_t seed, int per_tensor, double tol,
+                                   double *worst, char *err, size_t err_bytes)
+{
+    return check(m, x, batch, seed, 1, per_tensor, tol, worst, err, err_bytes);
 }

@@ -254,6 +254,14 @@ struct ddl_model {
     struct ddl_backward {        /* the pass backward reports to: this model, while it runs */
         struct ddl_model *m;     /* NULL outside a backward pass */
     } pass;
+    /* buffers (ddl_build_buffer): n_buffers floats after the parameters; next, their values after
+     * a forward pass in training mode, is the gradient block's tail (grads + n_params) */
+    float *buffers, *next;
+    size_t n_buffers;
+    int n_buf_tensors;
+    ddl_param_info buf_tensors[DDL_MAX_BUFFERS];
+    char buf_names[DDL_MAX_BUFFERS][DDL__NAME_BYTES];
+    int hold_buffers;            /* 1 (a trainer's): forward leaves next for the trainer to combine */
 };
 
 /* ddl__norm_affine: the scale and shift that normalise channel c's bytes: x = p * scale + shift

@@ -12,6 +12,8 @@ struct ddl_model_build {
     ddl_model *m;        /* NULL while measuring */
     size_t n_params;     /* floats declared so far */
     int n_tensors;
+    size_t n_buffers;    /* buffer floats declared so far, and tensors */
+    int n_buf_tensors;
     ddl_arena scratch;   /* activations */
     int out_c, out_h, out_w;
     int failed;
@@ -63,6 +65,56 @@ float *ddl_build_param(ddl_model_build *b, const char *name, int n_dims, const i
     return m->params + offset;
 }
 
+/* buffer_fill: a buffer's values as its init says (zero, or one). */
+static void buffer_fill(float *v, size_t n, int init)
+{
+    for (size_t i = 0; i < n; i++)
+        v[i] = init == DDL_INIT_ONE ? 1.0f : 0.0f;
+}
+
+float *ddl_build_buffer(ddl_model_build *b, const char *name, int n_dims, const int *shape, int init, float **next)
+{
+    size_t count = 1;
+    if (next)
+        *next = NULL;
+    if (n_dims < 1 || n_dims > 4 || b->n_buf_tensors >= DDL_MAX_BUFFERS || !name || strlen(name) >= DDL__NAME_BYTES ||
+        (init != DDL_INIT_ZERO && init != DDL_INIT_ONE)) {
+        char why[DDL_ERR_BYTES];
+        snprintf(why, sizeof why, "buffer %.60s: needs 1 to 4 dimensions (not %d), a name of 1 to %d bytes, init "
+                 "zero or one, and at most %d buffers", name ? name : "(no name)", n_dims, DDL__NAME_BYTES - 1,
+                 DDL_MAX_BUFFERS);
+        ddl_build_fail(b, why);
+        return NULL;
+    }
+    for (int i = 0; i < n_dims; i++) {
+        size_t d = (size_t)(shape[i] > 0 ? shape[i] : 0);
+        count = d && count > SIZE_MAX / 16 / d ? SIZE_MAX / 16 : count * d;
+    }
+    if (count > SIZE_MAX / 16 - b->n_buffers - b->n_params) { /* laid out twice, after the parameters */
+        ddl_build_fail(b, "a buffer with too many values to address");
+        return NULL;
+    }
+    size_t offset = b->n_buffers;
+    b->n_buffers += count;
+    int idx = b->n_buf_tensors++;
+    if (!b->m || b->failed)
+        return NULL;
+    ddl_model *m = b->m;
+    ddl_param_info *t = &m->buf_tensors[idx];
+    snprintf(m->buf_names[idx], DDL__NAME_BYTES, "%s", name);
+    t->name = m->buf_names[idx];
+    t->n_dims = n_dims;
+    for (int i = 0; i < 4; i++)
+        t->shape[i] = i < n_dims ? shape[i] : 1;
+    t->offset = offset;
+    t->count = count;
+    t->init = init;
+    buffer_fill(m->buffers + offset, count, init);
+    if (next)
+        *next = m->next + offset;
+    return m->buffers + offset;
+}
+
 float *ddl_build_scratch(ddl_model_build *b, size_t count)
 {
     return (float *)ddl_arena_alloc(&b->scratch, count * sizeof(float));
@@ -84,9 +136,12 @@ void ddl_build_fail(ddl_model_build *b, const char *msg)
 
 /* ---- layout ---- */
 
+/* The buffers sit after the parameters; their next values (ddl_build_buffer) after the
+ * gradients, as the gradient block's tail, so that one all-reduce of the gradients can carry
+ * them (the trainer's virtual shards). */
 typedef struct layout {
-    size_t self_off, params_off, grads_off, logits_off, scratch_off, total;
-    size_t n_params, scratch_bytes, logits_floats;
+    size_t self_off, params_off, buffers_off, grads_off, logits_off, scratch_off, total;
+    size_t n_params, n_buffers, scratch_bytes, logits_floats;
 } layout;
 
 /* config_error: DDL_OK, or DDL_EINVAL naming the first thing wrong with the plugin or cfg. */
@@ -130,12 +185,14 @@ static int measure(const ddl_model_plugin *p, const ddl_model_config *cfg, layou
         return ddl__errf(err, err_bytes, DDL_EINVAL, "%s: output shape not declared or wrong", p->name);
     memset(l, 0, sizeof *l);
     l->n_params = b.n_params;
+    l->n_buffers = b.n_buffers;
     l->scratch_bytes = ddl_arena_used(&b.scratch);
     l->logits_floats = (size_t)cfg->batch * (size_t)b.out_c * (size_t)b.out_h * (size_t)b.out_w;
     l->self_off = ddl__align_up(sizeof(ddl_model));
     l->params_off = l->self_off + ddl__align_up(p->self_bytes);
-    l->grads_off = l->params_off + ddl__align_up(l->n_params * sizeof(float));
-    l->logits_off = l->grads_off + ddl__align_up(l->n_params * sizeof(float));
+    l->buffers_off = l->params_off + ddl__align_up(l->n_params * sizeof(float));
+    l->grads_off = l->buffers_off + ddl__align_up(l->n_buffers * sizeof(float));
+    l->logits_off = l->grads_off + ddl__align_up((l->n_params + l->n_buffers) * sizeof(float));
     l->scratch_off = l->logits_off + ddl__align_up(l->logits_floats * sizeof(float));
     l->total = l->scratch_off + l->scratch_bytes + DDL_ALIGN;
     return DDL_OK;
@@ -179,6 +236,9 @@ int ddl_model_init(void *mem, size_t bytes, const ddl_model_plugin *p, const ddl
     m->grads = (float *)(base + l.grads_off);
     m->logits = (float *)(base + l.logits_off);
     m->n_params = l.n_params;
+    m->buffers = (float *)(base + l.buffers_off);
+    m->next = m->grads + l.n_params;
+    m->n_buffers = l.n_buffers;
     m->mean = 0.0f;
     m->std = 1.0f;
     ddl_model_build b;
@@ -186,10 +246,13 @@ int ddl_model_init(void *mem, size_t bytes, const ddl_model_plugin *p, const ddl
     b.m = m;
     ddl_arena_init(&b.scratch, base + l.scratch_off, usable - l.scratch_off);
     rc = p->build(m->self, cfg, &b);
-    if (rc != DDL_OK || b.failed || !ddl_arena_ok(&b.scratch) || b.n_params != l.n_params)
+    if (rc != DDL_OK || b.failed || !ddl_arena_ok(&b.scratch) || b.n_params != l.n_params ||
+        b.n_buffers != l.n_buffers)
         return ddl__errf(err, err_bytes, DDL_EINVAL, "%s: build() described another model the second time",
                          p->name); /* build() must describe the same model twice */
     m->n_tensors = b.n_tensors;
+    m->n_buf_tensors = b.n_buf_tensors;
+    memcpy(m->next, m->buffers, m->n_buffers * sizeof(float));
     m->out_c = b.out_c;
     m->out_h = b.out_h;
     m->out_w = b.out_w;
@@ -286,6 +349,31 @@ void ddl_model_norm(const ddl_model *m, float *mean, float *std)
 
 uint32_t ddl_model_crc(const ddl_model *m) { return ddl_crc32(0, m->params, m->n_params * sizeof(float)); }
 
+/* ---- buffers ---- */
+
+float *ddl_model_buffers(ddl_model *m) { return m->buffers; }
+size_t ddl_model_n_buffers(const ddl_model *m) { return m->n_buffers; }
+int ddl_model_n_buffer_tensors(const ddl_model *m) { return m->n_buf_tensors; }
+
+const ddl_param_info *ddl_model_buffer_tensor(const ddl_model *m, int i)
+{
+    return (i >= 0 && i < m->n_buf_tensors) ? &m->buf_tensors[i] : NULL;
+}
+
+uint32_t ddl_model_buffers_crc(const ddl_model *m)
+{
+    return m->n_buffers ? ddl_crc32(0, m->buffers, m->n_buffers * sizeof(float)) : 0;
+}
+
+int ddl_model_set_buffers(ddl_model *m, const float *v, size_t n)
+{
+    if (!m || n != m->n_buffers || (n && !v))
+        return DDL_EINVAL;
+    if (n)
+        memcpy(m->buffers, v, n * sizeof(float));
+    return DDL_OK;
+}
+
 /* ---- weights ---- */
 
 void ddl_model_init_weights(ddl_model *m, uint64_t seed)
@@ -316,6 +404,8 @@ void ddl_model_init_weights(ddl_model *m, uint64_t seed)
         }
     }
     memset(m->grads, 0, m->n_params * sizeof(float));
+    for (int i = 0; i < m->n_buf_tensors; i++)
+        buffer_fill(m->buffers + m->buf_tensors[i].offset, m->buf_tensors[i].count, m->buf_tensors[i].init);
 }
 
 /* ---- forward and backward ---- */
@@ -325,6 +415,8 @@ const float *ddl_model_forward(ddl_model *m, const float *x, int batch, int trai
     if (batch < 1 || batch > m->cfg.batch)
         return NULL;
     m->plugin->forward(m->self, x, batch, training, rng, m->logits);
+    if (training && m->n_buffers && !m->hold_buffers) /* else the trainer combines the parts' first */
+        memcpy(m->buffers, m->next, m->n_buffers * sizeof(float));
     return m->logits;
 }
 

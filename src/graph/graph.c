@@ -11,7 +11,7 @@
 static const char *const op_names[DDL__N_OPS] = {"input",   "conv",    "deconv",    "maxpool", "avgpool",
                                                  "gap",     "dense",   "relu",      "dropout", "groupnorm",
                                                  "flatten", "concat",  "add",       "act",     "softmax",
-                                                 "resize"};
+                                                 "resize",    "batchnorm"};
 
 const char *ddl__graph_op_name(int op) { return op >= 0 && op < DDL__N_OPS ? op_names[op] : NULL; }
 
@@ -311,6 +311,25 @@ int ddl_graph_resize(ddl_graph *g, int x, int mode, int coord, int nearest, floa
     ddl__layer *l = &g->layers[i];
     l->mode = (uint8_t)mode, l->coord = (uint8_t)coord, l->nearest = (uint8_t)nearest;
     l->scale_h = scale_h, l->scale_w = scale_w, l->k = out_h, l->stride = out_w;
+    return i;
+}
+
+/* ---- batchnorm ---- */
+
+int ddl_graph_batchnorm(ddl_graph *g, int x, const char *name, float momentum, float eps)
+{
+    int i = add(g, DDL__OP_BATCHNORM, x, -1, name);
+    if (i < 0)
+        return -1;
+    if (momentum < 0.0f)
+        momentum = DDL_BN_MOMENTUM;
+    if (eps <= 0.0f)
+        eps = DDL_BN_EPS;
+    if (!(momentum <= 1.0f) || !(eps < 1e30f)) /* also NaN */
+        return ddl__graph_fail(g, "layer %d (batchnorm): momentum %g, eps %g: need 0 <= momentum <= 1 and a finite "
+                               "eps > 0", i, (double)momentum, (double)eps);
+    g->layers[i].momentum = momentum;
+    g->layers[i].eps = eps;
     return i;
 }
 

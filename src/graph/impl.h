@@ -23,6 +23,7 @@ enum {
     DDL__OP_ACT,           /* an element-wise activation: act (DDL_ACT_*), alpha, beta */
     DDL__OP_SOFTMAX,       /* softmax over axes axis..axis_to; act 1: log softmax */
     DDL__OP_RESIZE,
+    DDL__OP_BATCHNORM,
     DDL__N_OPS
 };
 
@@ -47,7 +48,7 @@ typedef struct ddl__layer {
     uint8_t ceil_mode;            /* pools: output size rounded up */
     uint8_t count_pad;            /* avgpool: count_include_pad */
     /* The settings of one kind of layer each, sharing their bytes (the graph's 128 layers must
-     * stay within 12288 bytes): an activation's or softmax's, or a resize's. */
+     * stay within 12288 bytes): an activation's or softmax's, a resize's, or a batchnorm's. */
     union {
         struct {
             uint8_t act;           /* act: DDL_ACT_*; softmax: 1 for log softmax */
@@ -65,6 +66,9 @@ typedef struct ddl__layer {
             /* resize: k and stride hold the output's height and width when fixed (0: from the
              * scales); else output = floor(input * scale) */
             float scale_h, scale_w;
+        };
+        struct {
+            float momentum, eps;   /* batchnorm: PyTorch's (running = (1 - momentum) running + momentum batch) */
         };
     };
 } ddl__layer;

@@ -50,6 +50,7 @@ typedef struct value {
 typedef struct param_src {
     int w, b;                  /* tensors of the weight and the bias (-1: zeros) */
     int transpose;             /* the weight is (in, out): Gemm without transB, MatMul */
+    int mean, var;             /* BatchNormalization: its running statistics' tensors */
 } param_src;
 
 /* A value that exists only inside a pattern ddl recognises (GroupNorm's (N, G, -1) reshape),

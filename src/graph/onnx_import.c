@@ -6,8 +6,10 @@
  * Softmax over the classes (dropped: ddl's output is the logits); activations and softmax layers
  * (and PyTorch's patterns of SiLU, GELU, Hardswish) in onnx_import_act.c, which sees every node
  * first; Flatten, Reshape and the shape arithmetic around them, Resize, and the normalisations
- * are onnx_import_shape.c's, _resize.c's and _norm.c's. A Mul/Div then Add/Sub of constants on the input (how ddl's export and many exporters
- * scale pixels) becomes the input normalisation. Whatever
+ * are onnx_import_shape.c's, _resize.c's and _norm.c's; BatchNormalization is batchnorm()'s
+ * below (its running statistics gathered as the model's buffers). A Mul/Div then Add/Sub of
+ * constants on the input (how ddl's export and many exporters scale pixels) becomes the input
+ * normalisation. Whatever
  * else is refused with the node named: ddl trains what it imports, so it imports only what it
  * can train. Nothing from the file is trusted: every length is checked before use, every dim is
  * 1 or more and a weight's dims are those the graph resolves for its layer (ddl__graph_layer_shape),
@@ -305,7 +307,7 @@ static int added(imp *m, ddl_graph *g, const node *n, int i, int w, int b, int t
         return fail(m, "node %s (%s): %s", n->name, n->op, ddl_graph_error(g));
     if (shape_of(m, g, n, i, &c, &h, &wd) != DDL_OK)
         return DDL_EINVAL;
-    m->ps[i] = (param_src){w, b, transpose};
+    m->ps[i] = (param_src){w, b, transpose, -1, -1};
     return define(m, n->out[0], i, -1);
 }
 
@@ -511,6 +513,76 @@ static int affine(imp *m, ddl_graph *g, const node *n)
     return -1;
 }
 
+/* attr_names_in: every attribute of n is one of `allowed` (space-separated); else the error
+ * naming the first that is not, and its value when it is a number. */
+static int attr_names_in(imp *m, const node *n, const char *allowed)
+{
+    for (int i = 0; i < n->n_attrs; i++) {
+        ddl__pb_slice s = n->attrs[i];
+        ddl__pb_field f;
+        char an[64] = "";
+        while (ddl__pb_next(&s, &f) > 0)
+            if (f.number == 1)
+                ddl__pb_str(&f, an, sizeof an);
+        size_t k = strlen(an);
+        const char *at = k ? strstr(allowed, an) : NULL;
+        while (at && !((at == allowed || at[-1] == ' ') && (at[k] == ' ' || !at[k])))
+            at = strstr(at + 1, an);
+        if (!at) {
+            attr a = get(n, an);
+            return fail(m, "node %s (%s): attribute %s%s%lld: ddl takes only %s", n->name, n->op, an,
+                        a.n >= 1 ? " = " : " (not an int)", a.n >= 1 ? (long long)a.ints[0] : 0LL, allowed);
+        }
+    }
+    return DDL_OK;
+}
+
+/* batchnorm: BatchNormalization of a layer's channels: scale, B, input_mean and input_var
+ * initializers of (C) become weight, bias and the running statistics; epsilon and momentum
+ * (ONNX's, which weighs the running value: PyTorch's is 1 - it) are kept. A training-mode
+ * export's extra outputs (the running statistics it would write) are left undefined: a node
+ * that reads them is refused. */
+static int batchnorm(imp *m, ddl_graph *g, const node *n)
+{
+    int x = n->n_in == 5 ? layer_in(m, n, n->in[0]) : -1, c, h, wd, mode = 0, spatial = 1;
+    if (n->n_in != 5)
+        return fail(m, "node %s (BatchNormalization): %d inputs, ddl takes 5 (X, scale, B, mean, var)", n->name,
+                    n->n_in);
+    int t[4];
+    static const char *const what[4] = {"scale", "B", "input_mean", "input_var"};
+    for (int k = 0; k < 4; k++)
+        if ((t[k] = const_in(m, n, n->in[k + 1], what[k])) < 0)
+            return DDL_EINVAL;
+    if (x < 0 || shape_of(m, g, n, x, &c, &h, &wd) != DDL_OK ||
+        attr_names_in(m, n, "epsilon momentum training_mode spatial") != DDL_OK ||
+        int_attr(m, n, "training_mode", 0, 0, 1, "0 or 1 (either: ddl trains with batch statistics, predicts "
+                 "with the running ones)", &mode) != DDL_OK ||
+        int_attr(m, n, "spatial", 1, 1, 1, "1 (statistics per channel)", &spatial) != DDL_OK)
+        return DDL_EINVAL;
+    attr ep = get(n, "epsilon"), mo = get(n, "momentum");
+    float eps = ep.found ? ep.f : 1e-5f, mom = mo.found ? mo.f : 0.9f;
+    if (!(eps > 0.0f && eps < 1e30f))
+        return fail(m, "node %s (BatchNormalization): epsilon %g: ddl takes a finite epsilon > 0", n->name, (double)eps);
+    if (!(mom >= 0.0f && mom <= 1.0f))
+        return fail(m, "node %s (BatchNormalization): momentum %g: ddl takes 0 to 1", n->name, (double)mom);
+    for (int k = 0; k < 4; k++) {
+        char d[200];
+        if (!count_is(&m->t[t[k]], (size_t)c) || m->t[t[k]].n_dims != 1)
+            return fail(m, "node %s (BatchNormalization): %s %s has dims %s, the graph needs (%d) (its input's "
+                        "channels)", n->name, what[k], m->t[t[k]].name, ints_text(m->t[t[k]].dims, m->t[t[k]].n_dims, d),
+                        c);
+        if (data_ok(m, n, &m->t[t[k]], what[k]) != DDL_OK)
+            return DDL_EINVAL;
+    }
+    char name[DDL_GRAPH_NAME_BYTES];
+    layer_name(g, &m->t[t[0]], name);
+    int i = ddl_graph_batchnorm(g, x, name, 1.0f - mom, eps);
+    int rc = added(m, g, n, i, t[0], t[1], 0);
+    if (rc == DDL_OK)
+        m->ps[i].mean = t[2], m->ps[i].var = t[3];
+    return rc;
+}
+
 /* join: Add or Concat (axis 1) of layers. */
 static int join(imp *m, ddl_graph *g, const node *n)
 {
@@ -597,8 +669,7 @@ static int one_node(imp *m, ddl_graph *g, const node *n)
     if ((strcmp(op, "Softmax") == 0 || strcmp(op, "LogSoftmax") == 0) && strcmp(n->out[0], m->output) == 0)
         return alias(m, n); /* the logits are ddl's output; the loss and the predictor apply the softmax */
     if (strcmp(op, "BatchNormalization") == 0)
-        return fail(m, "node %s (BatchNormalization): ddl trains without batch statistics; use GroupNorm, or "
-                    "fold it into the conv (fuse_conv_bn_eval) before exporting", n->name);
+        return batchnorm(m, g, n);
     /* the whole list, in the 256 bytes of an error with the file's name before it */
     return fail(m, "node %.32s (%.20s): ddl cannot train this operator (it takes Conv, ConvTranspose, Relu, "
                 "Max/AveragePool, GlobalAveragePool, Gemm, MatMul, Flatten, Reshape, Concat, Add, Pad, Dropout, "
@@ -675,8 +746,9 @@ static int layer_floats(const imp *m, const ddl__layer *l, int i, size_t *k, siz
         return 0;
     }
     const tensor *w = &m->t[m->ps[i].w];
-    size_t b = l->op == DDL__OP_CONV && !l->bias ? 0 : (size_t)l->out;
-    if (l->out < 1 || w->n_dims != (l->op == DDL__OP_DENSE ? 2 : 4) || count(w, k) != 0 ||
+    int bn = l->op == DDL__OP_BATCHNORM, out = bn ? (int)w->dims[0] : l->out; /* batchnorm: (C) */
+    size_t b = l->op == DDL__OP_CONV && !l->bias ? 0 : (size_t)out;
+    if (out < 1 || w->n_dims != (l->op == DDL__OP_DENSE ? 2 : bn ? 1 : 4) || count(w, k) != 0 ||
         *k > SIZE_MAX / 8 - b || *n > SIZE_MAX / 8 - (*k + b))
         return -1;
     *n += *k + b;
@@ -685,7 +757,36 @@ static int layer_floats(const imp *m, const ddl__layer *l, int i, size_t *k, siz
 
 static int has_params(const ddl__layer *l)
 {
-    return l->op == DDL__OP_CONV || l->op == DDL__OP_DECONV || l->op == DDL__OP_DENSE || l->op == DDL__OP_GROUPNORM;
+    return l->op == DDL__OP_CONV || l->op == DDL__OP_DECONV || l->op == DDL__OP_DENSE || l->op == DDL__OP_GROUPNORM ||
+           l->op == DDL__OP_BATCHNORM;
+}
+
+/* gather_buffers: the running statistics of every batchnorm, in the order the model declares
+ * them (mean, then variance, per layer); batchnorm() checked each holds its C float32s. */
+static int gather_buffers(imp *m, const ddl_graph *g, const ddl_allocator *alloc, ddl_onnx_import *out)
+{
+    size_t n = 0, at = 0;
+    for (int i = 1; i < g->n; i++)
+        if (g->layers[i].op == DDL__OP_BATCHNORM)
+            n += 2 * (size_t)m->t[m->ps[i].mean].dims[0];
+    if (!n)
+        return DDL_OK;
+    float *p = ddl__alloc(alloc, n * sizeof *p);
+    if (!p)
+        return fail(m, "out of memory for %zu running statistics", n);
+    for (int i = 1; i < g->n; i++) {
+        if (g->layers[i].op != DDL__OP_BATCHNORM)
+            continue;
+        size_t c = (size_t)m->t[m->ps[i].mean].dims[0];
+        if (floats_of(&m->t[m->ps[i].mean], p + at, c) != 0 || floats_of(&m->t[m->ps[i].var], p + at + c, c) != 0) {
+            ddl__free(alloc, p);
+            return fail(m, "running statistics %s: not %zu float32 values", m->t[m->ps[i].mean].name, c);
+        }
+        at += 2 * c;
+    }
+    out->buffers = p;
+    out->n_buffers = n;
+    return DDL_OK;
 }
 
 /* gather: the weights in the order ddl_model_graph() declares them (per layer: weight, bias). */
@@ -733,22 +834,28 @@ static int gather(imp *m, const ddl_graph *g, const ddl_allocator *alloc, ddl_on
         at += k;
         if (l->op == DDL__OP_CONV && !l->bias)
             continue;
+        int lo = l->op == DDL__OP_BATCHNORM ? (int)w->dims[0] : l->out;
         size_t nb = 0; /* a bias of one value (Gemm's broadcast C): that value for every output */
-        if (m->ps[i].b >= 0 && count(&m->t[m->ps[i].b], &nb) == 0 && nb == 1 && l->out > 1 &&
+        if (m->ps[i].b >= 0 && count(&m->t[m->ps[i].b], &nb) == 0 && nb == 1 && lo > 1 &&
             floats_of(&m->t[m->ps[i].b], p + at, 1) == 0)
-            for (int o = 1; o < l->out; o++)
+            for (int o = 1; o < lo; o++)
                 p[at + o] = p[at];
-        else if (m->ps[i].b >= 0 && floats_of(&m->t[m->ps[i].b], p + at, (size_t)l->out) != 0) {
+        else if (m->ps[i].b >= 0 && floats_of(&m->t[m->ps[i].b], p + at, (size_t)lo) != 0) {
             ddl__free(alloc, p);
-            return fail(m, "bias %s: not %d float32 values", m->t[m->ps[i].b].name, l->out);
+            return fail(m, "bias %s: not %d float32 values", m->t[m->ps[i].b].name, lo);
         }
         if (m->ps[i].b < 0)
-            memset(p + at, 0, (size_t)l->out * sizeof *p);
-        at += (size_t)l->out;
+            memset(p + at, 0, (size_t)lo * sizeof *p);
+        at += (size_t)lo;
     }
     out->params = p;
     out->n_params = n;
-    return DDL_OK;
+    int rc = gather_buffers(m, g, alloc, out);
+    if (rc != DDL_OK) {
+        ddl__free(alloc, p);
+        out->params = NULL, out->n_params = 0;
+    }
+    return rc;
 }
 
 /* model: check the opset, then the graph's initializers, input, nodes and output. */
@@ -851,7 +958,10 @@ void ddl_onnx_import_free(ddl_onnx_import *im, const ddl_allocator *alloc)
 {
     if (im) {
         ddl__free(alloc, im->params);
+        ddl__free(alloc, im->buffers);
         im->params = NULL;
+        im->buffers = NULL;
+        im->n_buffers = 0;
     }
 }
 

@@ -30,7 +30,9 @@ typedef struct rt {
     uint8_t grad;            /* a parameter at or before it: backward needs its dy */
     uint8_t written;         /* backward: dy holds a gradient */
     float *y, *dy, *wt, *bs, *gw, *gb; /* output, its gradient; parameters, their gradients */
-    void *aux;               /* maxpool: argmax; dropout: mask; groupnorm: mean and rstd */
+    void *aux;               /* maxpool: argmax; dropout: mask; groupnorm, batchnorm: mean and rstd */
+    float *run, *run_next;   /* batchnorm: running mean then variance (C each, the model's buffers), and
+                              * where a training pass writes their next values */
 } rt;
 
 typedef struct gmodel {
@@ -198,7 +200,7 @@ static int plan(gmodel *m, ddl_model_build *b)
         rt *r = &m->r[i], *a = &m->r[l->in[0]];
         int op = l->op;
         r->grad = op == DDL__OP_CONV || op == DDL__OP_DECONV || op == DDL__OP_DENSE || op == DDL__OP_GROUPNORM ||
-                  a->grad || (l->in[1] >= 0 && m->r[l->in[1]].grad);
+                  op == DDL__OP_BATCHNORM || a->grad || (l->in[1] >= 0 && m->r[l->in[1]].grad);
         int sole = a->n_use == 1; /* nobody else reads the input */
         if (op == DDL__OP_RELU && sole && g->layers[l->in[0]].op == DDL__OP_GROUPNORM && !a->fused_relu)
             a->fused_relu = 1, r->alias = 1;
@@ -257,6 +259,17 @@ static void declare_params(gmodel *m, int i, ddl_model_build *b)
         r->wt = param(b, pre, "weight", 1, out, 0, 0, 0, DDL_INIT_ONE, out, out, &r->gw);
         r->bs = param(b, pre, "bias", 1, out, 0, 0, 0, DDL_INIT_ZERO, out, out, &r->gb);
         break;
+    case DDL__OP_BATCHNORM: { /* the two buffers follow each other: the variance at run + C */
+        char name[DDL_GRAPH_NAME_BYTES + 16];
+        float *next_var;
+        r->wt = param(b, pre, "weight", 1, out, 0, 0, 0, DDL_INIT_ONE, out, out, &r->gw);
+        r->bs = param(b, pre, "bias", 1, out, 0, 0, 0, DDL_INIT_ZERO, out, out, &r->gb);
+        snprintf(name, sizeof name, "%s.running_mean", pre);
+        r->run = ddl_build_buffer(b, name, 1, &out, DDL_INIT_ZERO, &r->run_next);
+        snprintf(name, sizeof name, "%s.running_var", pre);
+        ddl_build_buffer(b, name, 1, &out, DDL_INIT_ONE, &next_var);
+        break;
+    }
     default: break;
     }
 }
@@ -292,6 +305,8 @@ static void declare_memory(gmodel *m, ddl_model_build *b)
             r->aux = ddl_build_scratch(b, count / 4 + 1); /* one byte per value */
         if (l->op == DDL__OP_GROUPNORM)
             r->aux = ddl_build_scratch(b, B * (size_t)r->groups * 2);
+        if (l->op == DDL__OP_BATCHNORM)
+            r->aux = ddl_build_scratch(b, (size_t)r->c * 2);
     }
     m->ws = ws ? ddl_build_scratch(b, ws) : NULL;
     m->tmp = ddl_build_scratch(b, big);
@@ -400,6 +415,14 @@ static void layer_forward(gmodel *m, int i, int B, int training, ddl_rng *rng)
         if (!r->alias)
             memcpy(r->y, a->y, count * sizeof *r->y);
         break;
+    case DDL__OP_BATCHNORM:
+        if (training) /* the batch's statistics; the running ones' next values for the model to keep */
+            ddl_batchnorm_forward_train(B, r->c, r->h * r->w, l->momentum, l->eps, a->y, r->wt, r->bs, r->run,
+                                        r->run + r->c, r->y, r->aux, r->run_next, r->run_next + r->c);
+        else
+            ddl_batchnorm_forward_eval(B, r->c, r->h * r->w, l->eps, a->y, r->wt, r->bs, r->run, r->run + r->c,
+                                       r->y, r->aux);
+        break;
     case DDL__OP_CONCAT: ddl_concat_channels(B, a->c, o->c, a->h * a->w, a->y, o->y, r->y); break;
     case DDL__OP_ADD: add_forward(count, a->y, o->y, r->y); break;
     case DDL__OP_ACT: ddl_act_forward(l->act, l->alpha, l->beta, count, a->y, r->y); break;
@@ -496,6 +519,10 @@ static void layer_backward(gmodel *m, int i, int B)
                                         r->gb);
         else
             ddl_groupnorm_backward(B, r->c, r->h * r->w, r->groups, a->y, r->wt, r->aux, r->dy, dx, r->gw, r->gb);
+        break;
+    case DDL__OP_BATCHNORM: /* through the batch statistics after a training pass */
+        dx = target(m, ia, m->tmp);
+        ddl_batchnorm_backward(B, r->c, r->h * r->w, m->training, a->y, r->wt, r->aux, r->dy, dx, r->gw, r->gb);
         break;
     case DDL__OP_MAXPOOL:
         if ((dx = target(m, ia, m->tmp)))

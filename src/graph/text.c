@@ -25,7 +25,8 @@
  * (ddl_graph_softmax: axes A to B of (C, H, W) numbered 1 to 3; default 1, to = A).
  * And resize scale=S|SHxSW|size=HxW [mode=nearest|linear] [coord=asymmetric|half_pixel|
  * pytorch_half_pixel|align_corners] [nearest=floor|ceil|round_prefer_floor|round_prefer_ceil]
- * (defaults: nearest, asymmetric, floor: PyTorch's nn.Upsample).
+ * (defaults: nearest, asymmetric, floor: PyTorch's nn.Upsample). And batchnorm [NAME]
+ * [momentum=M] [eps=E] (PyTorch's BatchNorm2d; 0.1 and 1e-5 when not given).
  * Errors name the line. Knows nothing of models: it only calls graph.c and geometry.c. */
 #include "impl.h"
 
@@ -153,13 +154,14 @@ static const char *const usage[DDL__N_OPS] = {
     "maxpool K [stride=S]", "avgpool K [stride=S]", "gap", "dense [NAME] OUT", "relu", "dropout [P]",
     "groupnorm [NAME] [GROUPS]", "flatten", "concat from=A[,B]", "add from=A[,B]",
     "an activation (sigmoid, tanh, silu, gelu, leakyrelu, clip, ...)", "softmax|logsoftmax [axis=A] [to=B]",
-    "resize scale=S|SHxSW|size=HxW [mode=M] [coord=C] [nearest=R]"};
+    "resize scale=S|SHxSW|size=HxW [mode=M] [coord=C] [nearest=R]", "batchnorm [NAME] [momentum=M] [eps=E]"};
 static const int n_args[DDL__N_OPS][2] = {{0, 3}, {2, 2}, {2, 2}, {1, 1}, {1, 1}, {0, 0}, {1, 1},
                                           {0, 0}, {0, 1}, {0, 1}, {0, 0}, {0, 0}, {0, 0}, {0, 0},
-                                          {0, 0}, {0, 0}};
+                                          {0, 0}, {0, 0}, {0, 0}};
 static const char *const keys[DDL__N_OPS] = {"", "stride pad bias from", "stride pad from", "stride from",
                                              "stride from", "from", "from", "from", "from", "from", "from",
-                                             "from", "from", "from", "from", "scale size mode coord nearest from"};
+                                             "from", "from", "from", "from", "scale size mode coord nearest from",
+                                             "momentum eps from"};
 
 /* ---- resize ---- */
 
@@ -229,6 +231,22 @@ static int resize_line(ddl_graph *g, const line *ln, int x, char *err, size_t er
                  : ddl_graph_resize(g, x, mode, coord, round, 0.0f, 0.0f, (int)v[0], (int)v[1]);
 }
 
+/* key_float: the value of key as a float (default fallback); DDL_EINVAL when it is not one. */
+static int key_float(const line *ln, const char *key, float fallback, float *out, char *err, size_t err_bytes)
+{
+    *out = fallback;
+    for (int i = 0; i < ln->n_kv; i++)
+        if (strcmp(ln->key[i], key) == 0) {
+            char *end;
+            errno = 0;
+            *out = strtof(ln->val[i], &end);
+            if (end == ln->val[i] || *end || errno == ERANGE || *out != *out)
+                return ddl__errf(err, err_bytes, DDL_EINVAL, "line %d: %s: %s \"%.40s\" is not a number", ln->no,
+                                 ln->op, key, ln->val[i]);
+        }
+    return DDL_OK;
+}
+
 /* layer_line: add the layer one line describes; DDL_OK or DDL_EINVAL naming the line. */
 static int layer_line(ddl_graph *g, line *ln, int op, char *err, size_t err_bytes)
 {
@@ -247,10 +265,13 @@ static int layer_line(ddl_graph *g, line *ln, int op, char *err, size_t err_byte
     if (rc != DDL_OK)
         return rc;
     int stride, pad, bias, i = -1;
+    float momentum, eps;
     if ((rc = key_int(ln, "stride", op == DDL__OP_MAXPOOL || op == DDL__OP_AVGPOOL ? v[0] : 1, &stride, err,
                       err_bytes)) != DDL_OK ||
         (rc = key_int(ln, "pad", 0, &pad, err, err_bytes)) != DDL_OK ||
-        (rc = key_int(ln, "bias", 1, &bias, err, err_bytes)) != DDL_OK)
+        (rc = key_int(ln, "bias", 1, &bias, err, err_bytes)) != DDL_OK ||
+        (rc = key_float(ln, "momentum", DDL_BN_MOMENTUM, &momentum, err, err_bytes)) != DDL_OK ||
+        (rc = key_float(ln, "eps", DDL_BN_EPS, &eps, err, err_bytes)) != DDL_OK)
         return rc;
     switch (op) {
     case DDL__OP_INPUT: i = ddl_graph_input(g, v[0] < 0 ? 0 : v[0], v[1], v[2]); break;
@@ -269,6 +290,12 @@ static int layer_line(ddl_graph *g, line *ln, int op, char *err, size_t err_byte
     case DDL__OP_RESIZE:
         if ((i = resize_line(g, ln, in[0], err, err_bytes)) < 0 && !g->failed)
             return DDL_EINVAL;
+        break;
+    case DDL__OP_BATCHNORM:
+        if (momentum < 0.0f || eps <= 0.0f) /* ddl_graph_batchnorm would take them as "the default" */
+            return ddl__errf(err, err_bytes, DDL_EINVAL, "line %d: batchnorm: momentum=%g eps=%g: need 0 <= "
+                             "momentum <= 1 and eps > 0", ln->no, (double)momentum, (double)eps);
+        i = ddl_graph_batchnorm(g, in[0], ln->name, momentum, eps);
         break;
     default: break;
     }
@@ -385,21 +412,6 @@ static int output_line(ddl_graph *g, line *ln, char *err, size_t err_bytes)
     return rc;
 }
 
-/* key_float: the value of key as a float (default fallback); DDL_EINVAL when it is not one. */
-static int key_float(const line *ln, const char *key, float fallback, float *out, char *err, size_t err_bytes)
-{
-    *out = fallback;
-    for (int i = 0; i < ln->n_kv; i++)
-        if (strcmp(ln->key[i], key) == 0) {
-            char *end;
-            errno = 0;
-            *out = strtof(ln->val[i], &end);
-            if (end == ln->val[i] || *end || errno == ERANGE || *out != *out)
-                return ddl__errf(err, err_bytes, DDL_EINVAL, "line %d: %s: %s \"%.40s\" is not a number", ln->no,
-                                 ln->op, key, ln->val[i]);
-        }
-    return DDL_OK;
-}
 
 /* act_line: an activation (kind > 0, or relu6) or a softmax (kind < 0: -1, -2 for log). */
 static int act_line(ddl_graph *g, line *ln, int kind, char *err, size_t err_bytes)
@@ -466,7 +478,8 @@ static int parse_line(ddl_graph *g, char *text, int no, char *err, size_t err_by
     if (kind == 0 && (op < 0 || op == DDL__OP_ACT))
         return ddl__errf(err, err_bytes, DDL_EINVAL, "line %d: \"%.40s\" is not a layer (input, conv, deconv, "
                          "maxpool, avgpool, gap, dense, relu, dropout, groupnorm, flatten, concat, add, an "
-                         "activation (sigmoid, tanh, silu, gelu, leakyrelu, clip, ...), softmax, resize, output)",
+                         "activation (sigmoid, tanh, silu, gelu, leakyrelu, clip, ...), softmax, resize, batchnorm, "
+                         "output)",
                          no, ln.op);
     if (ln.n_from == 2 && op != DDL__OP_ADD && op != DDL__OP_CONCAT)
         return ddl__errf(err, err_bytes, DDL_EINVAL, "line %d: %s reads one layer: from=NAME", no, ln.op);
@@ -665,6 +678,12 @@ static void format_layer(out *o, const ddl_graph *g, int i)
         put(o, " mode=%s coord=%s", resize_modes[l->mode % 2], resize_coords[l->coord % 4]);
         if (l->mode == DDL_RESIZE_NEAREST)
             put(o, " nearest=%s", resize_rounds[l->nearest % 4]);
+        break;
+    case DDL__OP_BATCHNORM: /* %.9g: the float's bits come back */
+        if (l->momentum != DDL_BN_MOMENTUM)
+            put(o, " momentum=%.9g", (double)l->momentum);
+        if (l->eps != DDL_BN_EPS)
+            put(o, " eps=%.9g", (double)l->eps);
         break;
     default: break;
     }

@@ -16,20 +16,27 @@
 
 /* ---- names ---- */
 
+/* name_at: tensor i's name, the buffers (running statistics) numbered after the parameters. */
+static const char *name_at(const ddl_checkpoint *ck, int i)
+{
+    int n = ddl_checkpoint_get_info(ck)->n_tensors;
+    return i < n ? ddl_checkpoint_tensor(ck, i)->name : ddl_checkpoint_buffer_tensor(ck, i - n)->name;
+}
+
 /* names_ok: every tensor name can be a member NAME.npy as it is: letters, digits, '_' and '.'
  * only (PyTorch's "conv1.weight"), none taken twice or by input_mean and input_std. A name from
  * the file is never made a path ("../x", "/x", control characters). */
 static int names_ok(const ddl_checkpoint *ck, const char *path, char *err, size_t err_bytes)
 {
     const ddl_checkpoint_info *in = ddl_checkpoint_get_info(ck);
-    for (int i = 0; i < in->n_tensors; i++) {
-        const char *name = ddl_checkpoint_tensor(ck, i)->name, *why = NULL;
+    for (int i = 0; i < in->n_tensors + ddl_checkpoint_n_buffer_tensors(ck); i++) {
+        const char *name = name_at(ck, i), *why = NULL;
         if (strspn(name, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.") != strlen(name))
             why = "export takes only names of letters, digits, '_' and '.'";
         else if (strcmp(name, "input_mean") == 0 || strcmp(name, "input_std") == 0)
             why = "that name is export's own (the input normalisation)";
         for (int k = 0; k < i && !why; k++)
-            if (strcmp(name, ddl_checkpoint_tensor(ck, k)->name) == 0)
+            if (strcmp(name, name_at(ck, k)) == 0)
                 why = "so is an earlier tensor";
         if (why) {
             char text[4 * DDL__NAME_BYTES];
@@ -122,6 +129,9 @@ int ddl_export_npz(const ddl_checkpoint *ck, const char *path, const ddl_allocat
     size_t central = 0, total = member_bytes("input_mean", nn, &central) + member_bytes("input_std", nn, &central);
     for (int i = 0; i < in->n_tensors; i++)
         total += member_bytes(ddl_checkpoint_tensor(ck, i)->name, ddl_checkpoint_tensor(ck, i)->count, &central);
+    for (int i = 0; i < ddl_checkpoint_n_buffer_tensors(ck); i++) /* BatchNorm's running statistics */
+        total += member_bytes(ddl_checkpoint_buffer_tensor(ck, i)->name, ddl_checkpoint_buffer_tensor(ck, i)->count,
+                              &central);
     if (total + central + END_BYTES > 0xFFFFFFFFu)
         return ddl__errf(err, err_bytes, DDL_ENOTSUP, "%s: larger than 4 GB: zip64 is not supported", path);
     zip z = {.p = (unsigned char *)ddl__alloc(alloc, total + 2 * central + END_BYTES)};
@@ -132,6 +142,10 @@ int ddl_export_npz(const ddl_checkpoint *ck, const char *path, const ddl_allocat
     for (int i = 0; i < in->n_tensors; i++) {
         const ddl_param_info *t = ddl_checkpoint_tensor(ck, i);
         add(&z, t->name, w + t->offset, t->count, t->n_dims, t->shape);
+    }
+    for (int i = 0; i < ddl_checkpoint_n_buffer_tensors(ck); i++) { /* state_dict's names: bn1.running_mean */
+        const ddl_param_info *t = ddl_checkpoint_buffer_tensor(ck, i);
+        add(&z, t->name, ddl_checkpoint_buffers(ck) + t->offset, t->count, t->n_dims, t->shape);
     }
     const int nshape[1] = {in->n_norm};
     add(&z, "input_mean", in->n_norm ? in->norm_mean : &in->mean, nn, in->n_norm ? 1 : 0, nshape);

@@ -463,6 +463,45 @@ static const char *resize(onnx *o, const char *x, const ddl__layer *l, int h, in
     return out;
 }
 
+/* batch_norm: BatchNormalization of x with PREFIX.weight, .bias and the running statistics
+ * (the checkpoint's buffers .running_mean and .running_var): what evaluation computes. ONNX's
+ * momentum is 1 - PyTorch's (it weighs the running value). */
+static const char *batch_norm(onnx *o, const char *x, const char *prefix, const ddl__layer *l)
+{
+    const char *in[5] = {x, NULL, NULL, NULL, NULL};
+    static const char *const what[4] = {"weight", "bias", "running_mean", "running_var"};
+    const ddl_checkpoint *ck = o->ck;
+    for (int k = 0; k < 4; k++) {
+        char name[NAME];
+        snprintf(name, NAME, "%.38s.%s", prefix, what[k]);
+        in[k + 1] = fresh(o, name, 0);
+        if (k < 2) {
+            param(o, in[k + 1], 0, NULL);
+            continue;
+        }
+        const ddl_param_info *t = NULL;
+        for (int i = 0; i < ddl_checkpoint_n_buffer_tensors(ck) && !t; i++)
+            if (strcmp(ddl_checkpoint_buffer_tensor(ck, i)->name, name) == 0)
+                t = ddl_checkpoint_buffer_tensor(ck, i);
+        int64_t n = t ? (int64_t)t->count : 0;
+        if (!t)
+            fail(o, "no running statistics in the checkpoint named ", name);
+        else
+            tensor(o, in[k + 1], 1, &n, ddl_checkpoint_buffers(ck) + t->offset, NULL);
+    }
+    const char *out = fresh(o, NULL, 0);
+    size_t at = ddl__pb_begin(&o->pb, GRAPH_NODE);
+    for (int i = 0; i < 5; i++)
+        ddl__pb_string(&o->pb, NODE_INPUT, in[i]);
+    ddl__pb_string(&o->pb, NODE_OUTPUT, out);
+    ddl__pb_string(&o->pb, NODE_OP_TYPE, "BatchNormalization");
+    float eps = l->eps, momentum = 1.0f - l->momentum;
+    attr(o, "epsilon", 0, NULL, &eps);
+    attr(o, "momentum", 0, NULL, &momentum);
+    ddl__pb_end(&o->pb, at);
+    return out;
+}
+
 /* ---- the graph ---- */
 
 /* layer: the ONNX nodes of graph layer i; val[] and rank[] hold every earlier layer's output. */
@@ -488,6 +527,7 @@ static void layer(onnx *o, const ddl_model *m, int i, const char **val, int *ran
     case DDL__OP_DROPOUT: val[i] = a; break; /* inference: the identity */
     case DDL__OP_GROUPNORM: val[i] = group_norm(o, a, prefix, groups, c, h, w); break;
     case DDL__OP_FLATTEN: val[i] = flat(o, a, &ra), rank[i] = 2; break;
+    case DDL__OP_BATCHNORM: val[i] = batch_norm(o, a, prefix, l); break;
     case DDL__OP_CONCAT:
     case DDL__OP_ADD:
         if (ra != rb) /* (C, 1, 1) beside (C): both flat */

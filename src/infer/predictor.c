@@ -103,10 +103,12 @@ static int load_model(ddl_predictor **out, const char *path, const ddl_checkpoin
     copy_names(p, (unsigned char *)p->mem + ddl__align_up(sizeof(ddl_predictor)), names, mc.n_classes);
     if ((rc = ddl_checkpoint_check_model(ck, p->m, why, sizeof why)) == DDL_OK) {
         memcpy(ddl_model_params(p->m), ddl_checkpoint_params(ck), in->n_params * sizeof(float));
+        rc = ddl_checkpoint_load_buffers(ck, p->m, why, sizeof why); /* BatchNorm's running statistics */
         ddl_model_set_norm(p->m, in->mean, in->std);
         if (in->n_norm)
             ddl_model_set_norm_channels(p->m, in->norm_mean, in->norm_std);
-        rc = weights_finite(p->m, why, sizeof why);
+        if (rc == DDL_OK)
+            rc = weights_finite(p->m, why, sizeof why);
     }
     if (rc == DDL_OK) {
         *out = p;
@@ -143,8 +145,12 @@ static int build_onnx(ddl_predictor **out, const char *path, ddl_graph *g, const
     if (ddl_model_n_params(p->m) != im->n_params)
         rc = ddl__errf(why, sizeof why, DDL_EINVAL, "its weights (%zu) do not fit the model ddl built (%zu)",
                        im->n_params, ddl_model_n_params(p->m));
+    if (rc == DDL_OK && ddl_model_n_buffers(p->m) != im->n_buffers)
+        rc = ddl__errf(why, sizeof why, DDL_EINVAL, "its running statistics (%zu) do not fit the model ddl built (%zu)",
+                       im->n_buffers, ddl_model_n_buffers(p->m));
     if (rc == DDL_OK) {
         memcpy(ddl_model_params(p->m), im->params, im->n_params * sizeof(float));
+        ddl_model_set_buffers(p->m, im->buffers, im->n_buffers);
         rc = weights_finite(p->m, why, sizeof why);
     }
     if (rc != DDL_OK) {

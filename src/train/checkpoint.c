@@ -29,12 +29,16 @@
  * Sections in this order: META (fixed 256 bytes), TENS (84 per tensor: name[48], u32 dims,
  * u32 shape[4], u64 offset, u64 count), RNGS (32 per rank), WGTS (f32 each), OPTS (f32 each),
  * and, when the model describes itself or the data has class names, DESC (checkpoint_desc.c:
- * the layer graph's text and the class names; at most CK_DESC_MAX bytes). */
+ * the layer graph's text and the class names; at most CK_DESC_MAX bytes), and, when the model
+ * has buffers (BatchNorm's running statistics), BUFS after a DESC (checkpoint_bufs.c; an empty
+ * DESC of 8 zero bytes when there is nothing to describe). Files without buffers are as before,
+ * so the format's version stays 1: a reader that knows no BUFS refuses its 7 sections. */
 
 #define CK_MAGIC "DDLCKPT"
 #define CK_HEAD 32
 #define CK_SEC_HEAD 32
-#define CK_SECTIONS 6    /* at most; files without DESC have 5 */
+#define CK_SECTIONS 7    /* at most; files without BUFS have 6, without DESC 5 */
+#define CK_BUFS_MAX ((uint64_t)1 << 32) /* bytes of section BUFS: running statistics of 1G floats */
 #define CK_DESC_MAX (1u << 20)
 #define CK_META_BYTES 256
 #define CK_TENSOR_BYTES 84
@@ -45,10 +49,10 @@
 #define CK_PATH_BYTES 4096
 #define CK_LZ4_MAX 0x7E000000u /* LZ4_MAX_INPUT_SIZE */
 
-enum { SEC_META, SEC_TENS, SEC_RNGS, SEC_WGTS, SEC_OPTS, SEC_DESC };
-static const char sec_id[CK_SECTIONS][5] = {"META", "TENS", "RNGS", "WGTS", "OPTS", "DESC"};
+enum { SEC_META, SEC_TENS, SEC_RNGS, SEC_WGTS, SEC_OPTS, SEC_DESC, SEC_BUFS };
+static const char sec_id[CK_SECTIONS][5] = {"META", "TENS", "RNGS", "WGTS", "OPTS", "DESC", "BUFS"};
 static const char *const sec_what[CK_SECTIONS] = {"run metadata", "tensor table", "RNG states", "weights",
-                                                  "optimizer state", "model description"};
+                                                  "optimizer state", "model description", "running statistics"};
 
 /* ---- little-endian fields (core/impl.h's helpers) ---- */
 
@@ -337,14 +341,16 @@ int ddl__checkpoint_write(const char *path, const ddl_allocator *alloc, const dd
     unsigned char meta[CK_META_BYTES], tens[DDL_MAX_PARAMS * CK_TENSOR_BYTES];
     meta_encode(meta, &info);
     tens_encode(tens, m->tensors, m->n_tensors);
-    size_t rng_bytes = (size_t)info.world_size * CK_RNG_BYTES;
+    size_t rng_bytes = (size_t)info.world_size * CK_RNG_BYTES, bufs_bytes = ddl__checkpoint_bufs_bytes(m);
+    static const unsigned char no_desc[8]; /* no graph text, no class names */
     sec_out s[CK_SECTIONS] = {{meta, NULL, CK_META_BYTES},
                               {tens, NULL, (size_t)m->n_tensors * CK_TENSOR_BYTES},
                               {NULL, NULL, rng_bytes},
                               {NULL, m->params, m->n_params * 4},
                               {NULL, src->optim, info.n_optim * 4},
-                              {src->desc, NULL, src->desc_bytes}};
-    int n_sec = src->desc_bytes ? CK_SECTIONS : CK_SECTIONS - 1;
+                              {src->desc_bytes ? src->desc : no_desc, NULL, src->desc_bytes ? src->desc_bytes : 8},
+                              {NULL, NULL, bufs_bytes}};
+    int n_sec = bufs_bytes ? CK_SECTIONS : src->desc_bytes ? CK_SECTIONS - 1 : CK_SECTIONS - 2;
     if (src->desc_bytes > CK_DESC_MAX)
         return ddl__errf(err, err_bytes, DDL_EINVAL, "%s: a model description of %zu bytes (graph and class names), "
                          "at most %u", path, src->desc_bytes, CK_DESC_MAX);
@@ -365,6 +371,10 @@ int ddl__checkpoint_write(const char *path, const ddl_allocator *alloc, const dd
             rngs_encode(scratch, src->rngs, info.world_size);
             rngs = scratch;
             s[i].raw = rngs;
+        }
+        if (i == SEC_BUFS) { /* likewise */
+            ddl__checkpoint_bufs_encode(m, scratch);
+            s[i].raw = scratch;
         }
         at += sec_put(img + at, i, &s[i], scratch);
     }
@@ -387,7 +397,7 @@ typedef struct reader {
     const char *path;
     int fd;
     uint64_t size, at; /* file size and read offset */
-    int sections;      /* the header's count: 5, or 6 with DESC */
+    int sections;      /* the header's count: 5, 6 with DESC, 7 with BUFS */
     char *err;
     size_t err_bytes;
 } reader;
@@ -458,10 +468,10 @@ static int rd_header(reader *r, ddl_checkpoint_info *info)
         return ddl__errf(r->err, r->err_bytes, DDL_ECORRUPT,
                          "%s: header CRC-32C is 0x%08x, expected 0x%08x stored in the file: the header is corrupt",
                          r->path, (unsigned)got, (unsigned)want);
-    if ((ddl__get_le32(h + 16) != CK_SECTIONS && ddl__get_le32(h + 16) != CK_SECTIONS - 1) || (ddl__get_le32(h + 12) & ~CK_FLAG_LZ4) != 0)
+    if (ddl__get_le32(h + 16) < CK_SECTIONS - 2 || ddl__get_le32(h + 16) > CK_SECTIONS || (ddl__get_le32(h + 12) & ~CK_FLAG_LZ4) != 0)
         return ddl__errf(r->err, r->err_bytes, DDL_ECORRUPT, "%s: header says %u sections and flags 0x%x, expected %d "
-                         "or %d sections and flags 0 or 1", r->path, (unsigned)ddl__get_le32(h + 16), (unsigned)ddl__get_le32(h + 12),
-                         CK_SECTIONS - 1, CK_SECTIONS);
+                         "to %d sections and flags 0 or 1", r->path, (unsigned)ddl__get_le32(h + 16), (unsigned)ddl__get_le32(h + 12),
+                         CK_SECTIONS - 2, CK_SECTIONS);
     r->sections = (int)ddl__get_le32(h + 16);
     info->version = (int)version;
     info->compressed = (ddl__get_le32(h + 12) & CK_FLAG_LZ4) != 0;
@@ -475,6 +485,7 @@ static uint64_t sec_expect(int i, const ddl_checkpoint_info *in)
 {
     switch (i) {
     case SEC_DESC: return UINT64_MAX;
+    case SEC_BUFS: return UINT64_MAX;
     case SEC_META: return CK_META_BYTES;
     case SEC_TENS: return (uint64_t)in->n_tensors * CK_TENSOR_BYTES;
     case SEC_RNGS: return (uint64_t)in->world_size * CK_RNG_BYTES;
@@ -507,7 +518,7 @@ static int sec_head(reader *r, int i, const ddl_checkpoint_info *info, uint64_t 
                          "is corrupt", r->path, sec_id[i], sec_what[i], at, (unsigned)got, (unsigned)want);
     uint32_t flags = ddl__get_le32(h + 4);
     uint64_t raw = ddl__get_le64(h + 8), expect = sec_expect(i, info);
-    if (i == SEC_DESC && raw >= 1 && raw <= CK_DESC_MAX)
+    if ((i == SEC_DESC && raw >= 1 && raw <= CK_DESC_MAX) || (i == SEC_BUFS && raw >= 4 && raw <= CK_BUFS_MAX))
         expect = raw;
     *raw_out = raw;
     *stored = ddl__get_le64(h + 16);
@@ -770,12 +781,14 @@ static int rd_big(reader *r, ddl_checkpoint *ck, const ddl_allocator *alloc)
             return ddl__errf(r->err, r->err_bytes, DDL_ENOMEM, "%s: cannot allocate %zu bytes for the %s", r->path,
                              raw, sec_what[i]);
     }
-    if (r->sections == CK_SECTIONS) {
+    for (int i = SEC_DESC; i < r->sections; i++) {
         unsigned char *buf = NULL;
         size_t raw = 0;
-        int rc = sec_read(r, SEC_DESC, &ck->info, alloc, &buf, &raw);
-        if (rc == DDL_OK)
+        int rc = sec_read(r, i, &ck->info, alloc, &buf, &raw);
+        if (rc == DDL_OK && i == SEC_DESC)
             rc = ddl__checkpoint_desc_decode(ck, buf, raw, r->path, r->err, r->err_bytes);
+        else if (rc == DDL_OK)
+            rc = ddl__checkpoint_bufs_decode(ck, buf, raw, r->path, r->err, r->err_bytes);
         ddl__free(alloc, buf);
         if (rc)
             return rc;
@@ -795,6 +808,7 @@ void ddl_checkpoint_close(ddl_checkpoint *ck)
     ddl__free(ck->alloc, ck->params);
     ddl__free(ck->alloc, ck->optim);
     ddl__free(ck->alloc, ck->desc);
+    ddl__free(ck->alloc, ck->buffers);
     ddl__free(ck->alloc, ck);
 }
 
@@ -873,5 +887,5 @@ int ddl_checkpoint_check_model(const ddl_checkpoint *ck, const ddl_model *m, cha
                              "checkpoint of another %s: tensor %d is %s %s in the checkpoint, expected %s %s",
                              in->model, i, a ? a->name : "", sa, b ? b->name : "", sb);
     }
-    return DDL_OK;
+    return ddl__checkpoint_bufs_check(ck, m, err, err_bytes);
 }

@@ -162,6 +162,8 @@ static int root_load(ddl_trainer *t, const char *path, int flags, int64_t h[H_CO
     if (rc == DDL_OK) {
         const ddl_checkpoint_info *in = &ck->info;
         memcpy(t->m->params, ck->params, in->n_params * sizeof(float));
+        if (t->m->n_buffers) /* check_fits checked them (ddl_checkpoint_check_model) */
+            memcpy(t->m->buffers, ck->buffers, t->m->n_buffers * sizeof(float));
         if (in->n_optim)
             memcpy(t->opt_state, ck->optim, in->n_optim * sizeof(float));
         for (int r = 0; r < t->world; r++) /* another world size: rank r continues saved rank r % saved */
@@ -186,6 +188,8 @@ static int share(ddl_trainer *t, const char *path)
     ddl_comm *c = t->cfg.comm;
     size_t n_optim = ddl_optim_state_floats(&t->cfg.optim, t->m->n_params);
     int rc = ddl_comm_broadcast(c, t->m->params, t->m->n_params, DDL_FLOAT32, 0);
+    if (rc == DDL_OK && t->m->n_buffers)
+        rc = ddl_comm_broadcast(c, t->m->buffers, t->m->n_buffers, DDL_FLOAT32, 0);
     if (rc == DDL_OK && n_optim)
         rc = ddl_comm_broadcast(c, t->opt_state, n_optim, DDL_FLOAT32, 0);
     if (rc == DDL_OK)

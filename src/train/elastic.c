@@ -63,6 +63,8 @@ static int transfer(ddl_trainer *t, int leader, int64_t head[3], size_t n_opt, i
             if (r == me || me == b) {
                 int sending = r == me, peer = sending ? b : r;
                 rc = stripes(c, t->m->params, t->m->n_params, k, i, peer, sending);
+                if (rc == DDL_OK && t->m->n_buffers) /* BatchNorm's running statistics */
+                    rc = stripes(c, t->m->buffers, t->m->n_buffers, k, i, peer, sending);
                 if (rc == DDL_OK && n_opt)
                     rc = stripes(c, t->opt_state, n_opt, k, i, peer, sending);
             }
@@ -74,7 +76,10 @@ static int transfer(ddl_trainer *t, int leader, int64_t head[3], size_t n_opt, i
 
 static uint32_t state_crc(const ddl_trainer *t, size_t n_opt)
 {
-    return ddl_crc32(ddl_crc32(0, t->m->params, t->m->n_params * sizeof(float)), t->opt_state, n_opt * sizeof(float));
+    uint32_t crc = ddl_crc32(0, t->m->params, t->m->n_params * sizeof(float));
+    if (t->m->n_buffers)
+        crc = ddl_crc32(crc, t->m->buffers, t->m->n_buffers * sizeof(float));
+    return ddl_crc32(crc, t->opt_state, n_opt * sizeof(float));
 }
 
 int ddl__trainer_sync(ddl_trainer *t, int leader, long top, int *ahead)

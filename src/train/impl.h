@@ -142,6 +142,12 @@ struct ddl_checkpoint {
     void *desc;     /* section DESC decoded (checkpoint_desc.c), NULL without one: */
     const char *arch;                /* the layer graph's text, or NULL */
     const char *const *class_names;  /* info.model_cfg.n_classes names, or NULL */
+    /* section BUFS (checkpoint_bufs.c): the model's buffers; none in files without it */
+    ddl_param_info buf_tensors[DDL_MAX_BUFFERS];
+    char buf_names[DDL_MAX_BUFFERS][DDL__NAME_BYTES];
+    int n_buf_tensors;
+    float *buffers;
+    size_t n_buffers;
 };
 
 /* What ddl__checkpoint_write puts in a file: the model's tensors, weights and normalisation,
@@ -167,6 +173,16 @@ int ddl__checkpoint_desc_encode(const ddl_model *m, const char *const *class_nam
  * ck->arch, ck->class_names). DDL_OK, DDL_ECORRUPT naming path and what is wrong, DDL_ENOMEM. */
 int ddl__checkpoint_desc_decode(ddl_checkpoint *ck, const unsigned char *p, size_t n, const char *path, char *err,
                                 size_t err_bytes);
+
+/* Section BUFS (checkpoint_bufs.c). bytes: its length for m (0: m has no buffers); encode: into
+ * p of that length; decode: check n bytes at p and keep them in ck (DDL_OK, DDL_ECORRUPT naming
+ * path and what is wrong, DDL_ENOMEM); check: ck's buffers are m's (names and sizes), else
+ * DDL_EINVAL saying which. */
+size_t ddl__checkpoint_bufs_bytes(const ddl_model *m);
+void ddl__checkpoint_bufs_encode(const ddl_model *m, unsigned char *p);
+int ddl__checkpoint_bufs_decode(ddl_checkpoint *ck, const unsigned char *p, size_t n, const char *path, char *err,
+                                size_t err_bytes);
+int ddl__checkpoint_bufs_check(const ddl_checkpoint *ck, const ddl_model *m, char *err, size_t err_bytes);
 
 /* ddl__checkpoint_write: write src to path atomically (path.tmp, fsync, rename, fsync of the
  * directory). The file image is allocated from alloc for the duration of the call. */

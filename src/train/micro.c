@@ -88,8 +88,11 @@ static void part(void *ctx, int r)
         cnt = (int)((int64_t)j->b * (k + 1) / V - base) - lo;
     }
     size_t out = (size_t)lo * C * S;
-    if (r > 0)
+    if (r > 0) {
         memcpy(m->params, t->m->params, m->n_params * sizeof(float));
+        memcpy(m->buffers, t->m->buffers, m->n_buffers * sizeof(float));
+        memcpy(m->next, t->m->buffers, m->n_buffers * sizeof(float)); /* a part of no samples: no change */
+    }
     memset(m->grads, 0, m->n_params * sizeof(float));
     t->micro_loss[r] = 0.0;
     t->micro_correct[r] = 0;
@@ -110,7 +113,8 @@ static void part(void *ctx, int r)
     ddl_model_backward(m, x, cnt, t->dlogits + out);
 }
 
-/* add_parts: the model's gradients += every other part's, in part order, element by element. */
+/* add_parts: the model's gradients += every other part's, in part order, element by element
+ * (with the tails: the buffers' next values, which combine_buffers in train.c averages). */
 static void add_parts(void *ctx, size_t lo, size_t hi)
 {
     const ddl_trainer *t = ctx;
@@ -137,7 +141,7 @@ double ddl__micro_pass(ddl_trainer *t, int n, int b, int64_t *mid)
         for (int r = 0; r < t->micro; r++)
             part(&j, r);
     if (!t->shards) /* shards: ddl_comm_allreduce_shards adds them (train.c) */
-        ddl__parallel_range(t->m->n_params, 16384, add_parts, t);
+        ddl__parallel_range(t->m->n_params + t->m->n_buffers, 16384, add_parts, t);
     if (t->buckets) /* only now are the gradients final: every bucket is cut after (no overlap) */
         ddl__exchange_begin(&t->xch);
     double loss = 0.0;

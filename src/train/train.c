@@ -154,6 +154,8 @@ int ddl_trainer_create(const ddl_train_config *cfg_in, ddl_model *m, const ddl_d
     tmp.positions = train->th * train->tw;
     tmp.sample_bytes = (size_t)train->c * (size_t)train->h * (size_t)train->w;
     tmp.micro = ddl__micro_parts(cfg, (cfg->batch + world - 1) / world);
+    if (m->n_buffers && cfg->micro_batches == 0 && !cfg->shards)
+        tmp.micro = 1; /* "auto" keeps a rank's batch whole: BatchNorm's statistics are the batch's, as PyTorch's */
     tmp.shards = cfg->shards;
     tmp.elastic = world > 1 && ddl_comm_elastic_min(cfg->comm) > 0;
     ddl__trainer_deal(&tmp);
@@ -185,6 +187,8 @@ int ddl_trainer_create(const ddl_train_config *cfg_in, ddl_model *m, const ddl_d
         ddl__free(alloc, t);
         return rc;
     }
+    for (int r = 0; r < t->micro_max; r++) /* the parts' buffers are combined after each step */
+        t->replica[r]->hold_buffers = 1;
 
     if (t->buckets && (rc = ddl__exchange_start(&t->xch, cfg->comm, m, t->residual, t->buckets, t->n_buckets,
                                                 t->overlap, t->bucket_bytes, err, err_bytes)) != DDL_OK) {
@@ -216,7 +220,9 @@ int ddl_trainer_create(const ddl_train_config *cfg_in, ddl_model *m, const ddl_d
         }
     } else if (cfg->comm) {
         int ahead; /* elastic: the ranks that live broadcast again from the new rank 0 */
-        while ((rc = ddl_comm_broadcast(cfg->comm, m->params, m->n_params, DDL_FLOAT32, 0)) != DDL_OK &&
+        while (((rc = ddl_comm_broadcast(cfg->comm, m->params, m->n_params, DDL_FLOAT32, 0)) != DDL_OK ||
+                (m->n_buffers &&
+                 (rc = ddl_comm_broadcast(cfg->comm, m->buffers, m->n_buffers, DDL_FLOAT32, 0)) != DDL_OK)) &&
                (rc = ddl__trainer_recover(t, rc, "broadcast of the initial weights", &ahead)) == DDL_OK)
             ;
         if (rc != DDL_OK) {
@@ -235,6 +241,7 @@ void ddl_trainer_destroy(ddl_trainer *t)
         if (t->buckets)
             ddl__exchange_stop(&t->xch);
         ddl__micro_stop(t);
+        t->m->hold_buffers = 0; /* the caller's forward passes update them again */
         ddl__free(t->alloc, t);
     }
 }
@@ -414,6 +421,28 @@ static double local_pass(ddl_trainer *t, int n, int b, int64_t *mid)
     return loss;
 }
 
+/* combine_buffers: the model's buffers (BatchNorm's running statistics) after a step: the mean
+ * of the values the step's parts wrote to their gradient blocks' tails (m->next), which the
+ * shard all-reduce has summed in its fixed order (shards), or add_parts and this all-reduce sum
+ * (micro-batches, ranks). A part is a shard, or a micro-batch of a rank: each normalised with
+ * its own statistics, and the mean of their running statistics is the same on every rank. With
+ * one part the buffers are its values, bit for bit. */
+static int combine_buffers(ddl_trainer *t)
+{
+    ddl_model *m = t->m;
+    if (!m->n_buffers)
+        return DDL_OK;
+    int parts = t->shards ? t->shards : t->micro * t->world;
+    if (!t->shards && t->world > 1) {
+        int rc = ddl_comm_allreduce(t->cfg.comm, m->next, m->n_buffers, DDL_FLOAT32, DDL_SUM);
+        if (rc != DDL_OK)
+            return fail(t, rc, "all-reduce of the running statistics");
+    }
+    for (size_t i = 0; i < m->n_buffers; i++)
+        m->buffers[i] = m->next[i] / (float)parts;
+    return DDL_OK;
+}
+
 /* account: this step's times: where the rank spent them for ddl_epoch_stats, and the spans of
  * the timeline, if any. ts: start, forward, backward, all-reduce, optimizer, end. */
 static void account(ddl_trainer *t, const int64_t ts[6])
@@ -439,6 +468,8 @@ int ddl_trainer_step(ddl_trainer *t, double *loss)
     int64_t correct_was = t->correct, counted_was = t->counted;
 again:
     ts[0] = ddl_timeline_now();
+    if (t->m->n_buffers) /* a part that runs no forward pass adds the buffers as they are */
+        memcpy(t->m->next, t->m->buffers, t->m->n_buffers * sizeof(float));
     if (t->perm_epoch != t->epoch)
         shuffle(t);
     int b = (int)(t->n_train - t->pos < t->cfg.batch ? t->n_train - t->pos : t->cfg.batch);
@@ -462,11 +493,15 @@ again:
     if (t->shards) { /* every shard's gradients, in the order of an all-reduce of V ranks */
         float *bufs[DDL_MAX_MICRO_BATCHES];
         for (int r = 0; r < t->micro; r++) {
-            if (n < 1 && r > 0)
+            if (n < 1 && r > 0) {
                 memset(t->replica[r]->grads, 0, t->m->n_params * sizeof(float));
+                memcpy(t->replica[r]->next, t->m->buffers, t->m->n_buffers * sizeof(float));
+            }
             bufs[r] = t->replica[r]->grads;
         }
-        int rc = ddl_comm_allreduce_shards(t->cfg.comm, bufs, t->shard_first, t->micro, t->shards, t->m->n_params);
+        /* with the tails: the buffers' next values (combine_buffers) */
+        int rc = ddl_comm_allreduce_shards(t->cfg.comm, bufs, t->shard_first, t->micro, t->shards,
+                                           t->m->n_params + t->m->n_buffers);
         if (rc != DDL_OK) {
             int ahead = 0;
             if ((rc = ddl__trainer_recover(t, rc, "shard all-reduce", &ahead)) != DDL_OK)
@@ -488,6 +523,9 @@ again:
         if (rc != DDL_OK)
             return fail(t, rc, "gradient all-reduce");
     }
+    int brc = combine_buffers(t);
+    if (brc != DDL_OK)
+        return brc;
     ts[4] = ddl_timeline_now();
     float lr = ddl_schedule_lr(&t->cfg.schedule, t->cfg.optim.lr, t->step);
     t->step++;

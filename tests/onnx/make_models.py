@@ -4,7 +4,10 @@ onnx.helper; no PyTorch), with random weights, for tests/test_onnx_import.sh:
               Conv (stride 2), a residual Add, AveragePool, ConvTranspose, Concat, GlobalAveragePool,
               Flatten, Gemm (transB=1), Dropout, MatMul + Add, Softmax at the end; opset 13
   scaled.onnx the same with a Div by 255 and a Sub on the input (pixels scaled in the model); opset 17
-  bn.onnx     a Conv then a BatchNormalization: refused, named
+  bn.onnx     Conv, BatchNormalization (epsilon 1e-3, momentum 0.8), Relu, Flatten, Gemm: imported
+  bn_train.onnx  the same as a training-mode export writes it (training_mode 1, three outputs); opset 15
+  bn_read.onnx   a node that reads the running mean a training-mode BatchNormalization outputs: refused
+  bn_attr.onnx   a BatchNormalization with an attribute ddl does not know: refused, named with its value
   dyn.onnx    a Reshape to a shape of Shape and Gather alone (a scalar, no Unsqueeze or Concat): refused, named"""
 import os
 import sys
@@ -64,17 +67,33 @@ cnn([helper.make_node("Constant", [], ["k255c"], value=k255), helper.make_node("
      helper.make_node("Constant", [], ["meanc"], value=mean), helper.make_node("Sub", ["s", "meanc"], ["x"])],
     "x", 17, os.path.join(d, "scaled.onnx"))
 
+# BatchNormalization: the running statistics as initializers (a positive variance)
+bn_inits = [w("cw", 4, 3, 3, 3), w("bn1.weight", 4), w("bn1.bias", 4), w("bn1.running_mean", 4, scale=2.0),
+            numpy_helper.from_array(rng.uniform(0.5, 3.0, 4).astype(np.float32), "bn1.running_var"),
+            w("fw", 5, 4 * 14 * 14)]
+for name, opset, bn_out, attrs, tail in (
+        ("bn", 13, ["bn"], {"epsilon": 1e-3, "momentum": 0.8}, []),
+        ("bn_train", 15, ["bn", "rm", "rv"], {"epsilon": 1e-3, "momentum": 0.8, "training_mode": 1}, []),
+        ("bn_read", 15, ["bn", "rm", "rv"], {"training_mode": 1}, [helper.make_node("Add", ["f", "rm"], ["f2"])]),
+        ("bn_attr", 13, ["bn"], {"foo": 3}, [])):
+    nodes = [helper.make_node("Conv", ["input", "cw"], ["c"], kernel_shape=[3, 3]),
+             helper.make_node("BatchNormalization", ["c", "bn1.weight", "bn1.bias", "bn1.running_mean",
+                                                     "bn1.running_var"], bn_out, name="bn1", **attrs),
+             helper.make_node("Relu", ["bn"], ["r"]), helper.make_node("Flatten", ["r"], ["f"])] + tail + [
+             helper.make_node("Gemm", ["f2" if tail else "f", "fw"], ["logits"], transB=1)]
+    g = helper.make_graph(nodes, name, [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["N", 3, 16, 16])],
+                          [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", 5])], bn_inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = 8
+    save(m, os.path.join(d, name + ".onnx"))
+
 # refused ones
 for name, nodes, inits in (
-        ("bn", [helper.make_node("Conv", ["input", "cw"], ["c"], kernel_shape=[3, 3]),
-                helper.make_node("BatchNormalization", ["c", "s", "b", "m", "v"], ["bn"]),
-                helper.make_node("Flatten", ["bn"], ["f"]), helper.make_node("Gemm", ["f", "fw"], ["out"], transB=1)],
-         [w("cw", 4, 3, 3, 3), w("s", 4), w("b", 4), w("m", 4), w("v", 4), w("fw", 5, 4 * 14 * 14)]),
         ("dyn", [helper.make_node("Shape", ["input"], ["sh"]),
                  helper.make_node("Gather", ["sh", "zero"], ["n"], axis=0),
                  helper.make_node("Reshape", ["input", "n"], ["f"]),
                  helper.make_node("Gemm", ["f", "fw"], ["out"], transB=1)],
-         [numpy_helper.from_array(np.array(0, np.int64), "zero"), w("fw", 5, 768)])):
+         [numpy_helper.from_array(np.array(0, np.int64), "zero"), w("fw", 5, 768)]),):
     g = helper.make_graph(nodes, name, [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["N", 3, 16, 16])],
                           [helper.make_tensor_value_info("out", TensorProto.FLOAT, ["N", 5])], inits)
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])

@@ -210,8 +210,13 @@ static int build(const opts *o, const ddl_graph *g, const ddl_onnx_import *im, c
     if (rc == DDL_OK && im->params && ddl_model_n_params(*m) != im->n_params)
         rc = DDL_EINVAL, snprintf(err, DDL_ERR_BYTES, "%s: its %zu weights do not fit the model built for the data "
                                   "(%zu)", o->arch, im->n_params, ddl_model_n_params(*m));
-    if (rc == DDL_OK && im->params)
+    if (rc == DDL_OK && im->params && ddl_model_n_buffers(*m) != im->n_buffers)
+        rc = DDL_EINVAL, snprintf(err, DDL_ERR_BYTES, "%s: its %zu running statistics do not fit the model built for "
+                                  "the data (%zu)", o->arch, im->n_buffers, ddl_model_n_buffers(*m));
+    if (rc == DDL_OK && im->params) {
         memcpy(ddl_model_params(*m), im->params, im->n_params * sizeof(float));
+        ddl_model_set_buffers(*m, im->buffers, im->n_buffers);
+    }
     if (rc == DDL_OK && im->params) { /* an imported model keeps the input scaling it was made for */
         float std = 1.0f / (255.0f * (im->scale > 0 ? im->scale : 1.0f));
         ddl_model_set_norm(*m, -im->shift * std, std);
@@ -351,9 +356,12 @@ static void summary(run *r, double t0)
         printf("test_acc=- test_loss=- ");
     if (r->segment)
         printf("dice=%.4f miou=%.4f ", r->ev.dice, r->ev.miou);
-    printf("images_per_sec=%.0f wall_s=%.1f weights_crc=%08x slowest_rank=%d comm_frac=%.3f\n",
+    printf("images_per_sec=%.0f wall_s=%.1f weights_crc=%08x slowest_rank=%d comm_frac=%.3f",
            r->train_secs > 0 ? (double)r->train_samples / r->train_secs : 0.0, example_seconds() - t0,
            (unsigned)ddl_model_crc(r->m), r->w.last.slowest_rank, r->w.last.comm_frac);
+    if (ddl_model_n_buffers(r->m)) /* BatchNorm's running statistics: not in the weights' CRC */
+        printf(" buffers_crc=%08x", (unsigned)ddl_model_buffers_crc(r->m));
+    printf("\n");
 }
 
 int main(int argc, char **argv)

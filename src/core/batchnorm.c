@@ -1,0 +1,204 @@
+/* batchnorm.c - BatchNorm2d's kernels: the forward pass with the batch's statistics (and the
+ * running statistics' next values) or with the running ones, and the backward pass through the
+ * batch statistics. x, y, dy, dx are (N, C, S); a channel's values are N rows of S floats.
+ *
+ * Threads: by channel. Each channel's sums run over its rows in sample order, in 8 lanes added in
+ * a fixed order, into a double per row: the same bits at any thread count. Never allocates. */
+#include "impl.h"
+
+#include <math.h>
+
+#define GRAIN_FLOATS ((size_t)16384) /* as ops.c: a task reads at least this many floats */
+
+/* ---- row sums (inlined into the DDL__HOT channel functions, which vectorise them) ---- */
+
+static inline float lanes8(const float a[8]) { return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7])); }
+
+/* row_moments: sums of d and of d^2 over a row, d = x - k: one pass for the mean and the variance.
+ * k is a value of the channel (its first), so d is of the size of the spread, not of the mean,
+ * and var = E[d^2] - E[d]^2 loses no more than two passes would (a channel of mean 100
+ * and spread 3: test_batchnorm.c's reference in double agrees to 2e-5). */
+static inline void row_moments(const float *x, int n, float k0, float *s1, float *s2)
+{
+    float a[8] = {0}, b[8] = {0};
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int k = 0; k < 8; k++) {
+            float d = x[i + k] - k0;
+            a[k] += d;
+            b[k] += d * d;
+        }
+    float ta = lanes8(a), tb = lanes8(b);
+    for (; i < n; i++) {
+        float d = x[i] - k0;
+        ta += d;
+        tb += d * d;
+    }
+    *s1 = ta;
+    *s2 = tb;
+}
+
+/* row_grads: sum of dy, and of dy (x - m), over a row. */
+static inline void row_grads(const float *x, const float *dy, int n, float m, float *sd, float *sdx)
+{
+    float a[8] = {0}, b[8] = {0};
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int k = 0; k < 8; k++) {
+            a[k] += dy[i + k];
+            b[k] += dy[i + k] * (x[i + k] - m);
+        }
+    float ta = lanes8(a), tb = lanes8(b);
+    for (; i < n; i++) {
+        ta += dy[i];
+        tb += dy[i] * (x[i] - m);
+    }
+    *sd = ta;
+    *sdx = tb;
+}
+
+typedef struct bn_job {
+    int n, c, s, batch_stats;
+    float momentum, eps;
+    const float *x, *gamma, *beta, *rmean, *rvar, *mr_in, *dy;
+    float *y, *mr, *nmean, *nvar, *dx, *dgamma, *dbeta;
+} bn_job;
+
+/* ---- forward ---- */
+
+/* affine: y = (x - m) a + b over channel ch's rows. */
+DDL__HOT
+static void affine(const bn_job *j, int ch, float m, float a, float b)
+{
+    size_t plane = (size_t)j->c * j->s;
+    for (int ni = 0; ni < j->n; ni++) {
+        const float *xr = j->x + ni * plane + (size_t)ch * j->s;
+        float *yr = j->y + ni * plane + (size_t)ch * j->s;
+        for (int i = 0; i < j->s; i++)
+            yr[i] = (xr[i] - m) * a + b;
+    }
+}
+
+/* train_channel: the batch's mean and biased variance of channel ch (one pass of shifted sums,
+ * each row's added in double), y, and the running statistics' next values. A pass over x less
+ * than mean-then-deviations: the forward pass of a 64-channel 64x64 batch of 64 took 25.6 ms in
+ * three passes, a sixth of the 3x3 convolution before it. */
+DDL__HOT
+static void train_channel(const bn_job *j, int ch)
+{
+    size_t plane = (size_t)j->c * j->s, cnt = (size_t)j->n * j->s;
+    const float *x0 = j->x + (size_t)ch * j->s;
+    float k0 = x0[0];
+    double s1 = 0.0, s2 = 0.0;
+    for (int ni = 0; ni < j->n; ni++) {
+        float a, b;
+        row_moments(x0 + ni * plane, j->s, k0, &a, &b);
+        s1 += a;
+        s2 += b;
+    }
+    double dm = s1 / (double)cnt, sq = s2 - s1 * dm; /* sum of (x - mean)^2 */
+    if (sq < 0.0)
+        sq = 0.0;
+    float m = (float)((double)k0 + dm);
+    float r = (float)(1.0 / sqrt(sq / (double)cnt + (double)j->eps));
+    float unbiased = (float)(cnt > 1 ? sq / (double)(cnt - 1) : sq); /* PyTorch's running variance */
+    j->mr[2 * ch] = m;
+    j->mr[2 * ch + 1] = r;
+    if (j->nmean) {
+        j->nmean[ch] = (1.0f - j->momentum) * j->rmean[ch] + j->momentum * m;
+        j->nvar[ch] = (1.0f - j->momentum) * j->rvar[ch] + j->momentum * unbiased;
+    }
+    affine(j, ch, m, r * (j->gamma ? j->gamma[ch] : 1.0f), j->beta ? j->beta[ch] : 0.0f);
+}
+
+static void train_range(void *ctx, size_t lo, size_t hi)
+{
+    for (size_t ch = lo; ch < hi; ch++)
+        train_channel(ctx, (int)ch);
+}
+
+static void eval_range(void *ctx, size_t lo, size_t hi)
+{
+    const bn_job *j = ctx;
+    for (size_t ch = lo; ch < hi; ch++) {
+        float m = j->rmean[ch], r = (float)(1.0 / sqrt((double)j->rvar[ch] + (double)j->eps));
+        j->mr[2 * ch] = m;
+        j->mr[2 * ch + 1] = r;
+        affine(j, (int)ch, m, r * (j->gamma ? j->gamma[ch] : 1.0f), j->beta ? j->beta[ch] : 0.0f);
+    }
+}
+
+static size_t grain(int n, int s) { return GRAIN_FLOATS / ((size_t)n * (size_t)s) + 1; }
+
+void ddl_batchnorm_forward_train(int n, int c, int s, float momentum, float eps, const float *x, const float *gamma,
+                                 const float *beta, const float *run_mean, const float *run_var, float *y,
+                                 float *mean_rstd, float *next_mean, float *next_var)
+{
+    if (n < 1 || c < 1 || s < 1)
+        return;
+    bn_job j = {.n = n, .c = c, .s = s, .momentum = momentum, .eps = eps, .x = x, .gamma = gamma, .beta = beta,
+                .rmean = run_mean, .rvar = run_var, .y = y, .mr = mean_rstd,
+                .nmean = run_mean && run_var && next_var ? next_mean : NULL, .nvar = next_var};
+    ddl__parallel_range((size_t)c, grain(n, s), train_range, &j);
+}
+
+void ddl_batchnorm_forward_eval(int n, int c, int s, float eps, const float *x, const float *gamma, const float *beta,
+                                const float *run_mean, const float *run_var, float *y, float *mean_rstd)
+{
+    if (n < 1 || c < 1 || s < 1)
+        return;
+    bn_job j = {.n = n, .c = c, .s = s, .eps = eps, .x = x, .gamma = gamma, .beta = beta, .rmean = run_mean,
+                .rvar = run_var, .y = y, .mr = mean_rstd};
+    ddl__parallel_range((size_t)c, grain(n, s), eval_range, &j);
+}
+
+/* ---- backward ---- */
+
+/* back_channel: with xh = (x - m) r: dgamma += sum dy xh, dbeta += sum dy; dx = g r (dy -
+ * sum dy / M - xh sum dy xh / M) through the batch statistics (M = N S values), else g r dy. */
+DDL__HOT
+static void back_channel(const bn_job *j, int ch)
+{
+    size_t plane = (size_t)j->c * j->s, cnt = (size_t)j->n * j->s;
+    size_t off0 = (size_t)ch * j->s;
+    float m = j->mr_in[2 * ch], r = j->mr_in[2 * ch + 1], g = j->gamma ? j->gamma[ch] : 1.0f;
+    double sd = 0.0, sdx = 0.0;
+    for (int ni = 0; ni < j->n; ni++) {
+        float a, b;
+        row_grads(j->x + ni * plane + off0, j->dy + ni * plane + off0, j->s, m, &a, &b);
+        sd += a;
+        sdx += b;
+    }
+    float dg = (float)(sdx * r), db = (float)sd;
+    if (j->dgamma)
+        j->dgamma[ch] += dg;
+    if (j->dbeta)
+        j->dbeta[ch] += db;
+    if (!j->dx)
+        return;
+    float gr = g * r;
+    float md = j->batch_stats ? (float)(sd / (double)cnt) : 0.0f;
+    float mdx = j->batch_stats ? (float)(sdx * r / (double)cnt) * r : 0.0f; /* mean(dy xh) r: per unit of x - m */
+    for (int ni = 0; ni < j->n; ni++) {
+        const float *xr = j->x + ni * plane + off0, *dr = j->dy + ni * plane + off0;
+        float *out = j->dx + ni * plane + off0;
+        for (int i = 0; i < j->s; i++)
+            out[i] = gr * (dr[i] - md - (xr[i] - m) * mdx);
+    }
+}
+
+static void back_range(void *ctx, size_t lo, size_t hi)
+{
+    for (size_t ch = lo; ch < hi; ch++)
+        back_channel(ctx, (int)ch);
+}
+
+void ddl_batchnorm_backward(int n, int c, int s, int batch_stats, const float *x, const float *gamma,
+                            const float *mean_rstd, const float *dy, float *dx, float *dgamma, float *dbeta)
+{
+    if (n < 1 || c < 1 || s < 1)
+        return;
+    bn_job j = {.n = n, .c = c, .s = s, .batch_stats = batch_stats, .x = x, .gamma = gamma, .mr_in = mean_rstd,
+                .dy = dy, .dx = dx, .dgamma = dgamma, .dbeta = dbeta};
+    ddl__parallel_range((size_t)c, grain(n, s), back_range, &j);
+}
