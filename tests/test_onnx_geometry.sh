@@ -10,6 +10,8 @@
 #  - ddl-train trains the depthwise-separable model (the loss falls);
 #  - each model exported again by ddl-ckpt export runs in onnxruntime with ddl's logits, and ddl
 #    imports that export back to the same logits;
+#  - where python3-torch is installed, the same for PyTorch's own export of such a network
+#    (tests/onnx/torch_geometry.py: groups, dilation, a depthwise inverted residual, pools);
 #  - what ddl does not take, or where the runtimes disagree, is refused with the node, the
 #    attribute and its value named (exit 1): a grouped ConvTranspose, an output_shape of odd
 #    total padding, storage_order 1, a ceil_mode window starting in the padding, MaxPool's
@@ -74,6 +76,17 @@ for m in conv dwsep convt pool; do
     "$REF" --reference "$tmp/$m-x.onnx" "$tmp/fruits/test" 40 "$tmp/back-$m" > "$tmp/log" 2>&1
     compare "$tmp/$m-x.onnx" "$tmp/back-$m" pixels "$m: the export imported back gives onnxruntime's logits"
 done
+
+# ---- PyTorch's own export, where python3-torch is installed ----
+if "$PYTHON" -c 'import torch' 2> /dev/null; then
+    "$PYTHON" tests/onnx/torch_geometry.py "$tmp/m" > "$tmp/log" 2>&1; check "torch.onnx.export writes the model" $?
+    mkdir -p "$tmp/ref-torch"
+    "$REF" --reference "$tmp/m/torch_geometry.onnx" "$tmp/fruits/test" 40 "$tmp/ref-torch" > "$tmp/log" 2>&1
+    check "ddl runs PyTorch's export ($(head -c 200 "$tmp/log"))" $?
+    compare "$tmp/m/torch_geometry.onnx" "$tmp/ref-torch" pixels "PyTorch's export: ddl's logits are onnxruntime's"
+else
+    echo "skipped: PyTorch's own export (no python3-torch; make bench installs it)"
+fi
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
