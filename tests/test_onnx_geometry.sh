@@ -2,7 +2,7 @@
 # test_onnx_geometry.sh - the convolution and pooling geometry of ONNX files (tests/onnx/make_geometry.py,
 # python3-onnx's onnx.helper), imported, run, trained and exported again:
 #  - Conv with a 3x5 kernel, strides (2, 1), pads (1, 2, 0, 1), dilations, group 2, auto_pad
-#    SAME_UPPER, SAME_LOWER and VALID; MobileNetV2's depthwise-separable blocks (depthwise stride 2,
+#    SAME_UPPER, SAME_LOWER and VALID; a Pad of zeros folded into a Conv and an AveragePool; MobileNetV2's depthwise-separable blocks (depthwise stride 2,
 #    a residual block, a depthwise of multiplier 2); ConvTranspose with output_padding, rectangular
 #    strides, pads and dilations, output_shape, SAME_UPPER; MaxPool and AveragePool with pads per
 #    side, dilations, ceil_mode, count_include_pad, auto_pad: ddl's logits are onnxruntime's within
@@ -16,7 +16,7 @@
 #    attribute and its value named (exit 1): a grouped ConvTranspose, an output_shape of odd
 #    total padding, storage_order 1, a ceil_mode window starting in the padding, MaxPool's
 #    Indices, AveragePool's dilations, auto_pad "SAME", ceil_mode with count_include_pad past
-#    the padding.
+#    the padding, a Pad of zeros before a MaxPool.
 . "$(dirname "$0")/lib.sh"
 BUILD=${BUILD:-build}
 cd "$(dirname "$0")/.." || exit 1
@@ -44,6 +44,8 @@ refused avg_dilations "(AveragePool): dilations (2, 2): ddl's AveragePool takes 
 refused auto_pad_bad '(Conv): auto_pad "SAME": ONNX knows NOTSET, VALID, SAME_UPPER and SAME_LOWER' "auto_pad SAME"
 refused ceil_count_pad "(AveragePool): ceil_mode 1 with count_include_pad 1: a window runs past the padding" \
     "ceil_mode with count_include_pad past the padding"
+refused pad_maxpool "(MaxPool): input p is a Pad of zeros (1, 1, 1, 1), which ddl folds only into a Conv or an AveragePool" \
+    "a Pad of zeros before a MaxPool"
 
 # ---- trains ----
 "$T" --data "$tmp/fruits/train" --test "$tmp/fruits/test" --arch "$tmp/m/dwsep.onnx" --epochs 0 --quiet > "$tmp/t0" 2>&1
@@ -63,7 +65,7 @@ compare() { # MODEL DIR INPUT WHAT
     [ $rc -eq 0 ] && grep -q "^onnx: images=40 .* classes_equal=40/40 ok$" "$tmp/out"
     check "$4 ($(cat "$tmp/out"))" $?
 }
-for m in conv dwsep convt pool; do
+for m in conv dwsep convt pool padfold; do
     mkdir -p "$tmp/ref-$m" "$tmp/exp-$m" "$tmp/back-$m"
     "$REF" --reference "$tmp/m/$m.onnx" "$tmp/fruits/test" 40 "$tmp/ref-$m" > "$tmp/log" 2>&1
     check "ddl runs the imported $m.onnx ($(head -c 200 "$tmp/log"))" $?

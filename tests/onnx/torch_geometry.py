@@ -2,8 +2,8 @@
 exported by torch.onnx.export (opset 13) as DIR/torch_geometry.onnx, for tests/test_onnx_geometry.sh
 where python3-torch is installed: non-square kernels, strides and pads, dilation, groups, a
 MobileNetV2 inverted residual (depthwise 3x3), ConvTranspose2d with output_padding, MaxPool2d with
-padding, dilation and ceil_mode, AvgPool2d with padding not counted. (nn.ZeroPad2d and AvgPool2d's
-count_include_pad=True export a Pad node that ddl refuses: see docs/DATA.md.)"""
+padding, dilation and ceil_mode, AvgPool2d with padding counted (exported as a Pad of zeros, then
+the pool) and not. (nn.ZeroPad2d exports a computed Pad, which ddl refuses.)"""
 import sys
 
 import torch
@@ -23,7 +23,7 @@ class Net(nn.Module):
         s.down = nn.Conv2d(16, 32, 3, stride=2, padding=1, groups=16)
         s.up = nn.ConvTranspose2d(32, 16, 3, stride=2, padding=1, output_padding=1)
         s.mp = nn.MaxPool2d((3, 2), stride=(2, 1), padding=(1, 1), dilation=(1, 2), ceil_mode=True)
-        s.ap = nn.AvgPool2d(3, stride=2, padding=1, count_include_pad=False)
+        s.ap = nn.AvgPool2d(3, stride=2, padding=1)
         s.ap2 = nn.AvgPool2d((3, 1), stride=1, padding=(1, 0), count_include_pad=False)
         s.fc = nn.Linear(16, 5)
 
