@@ -35,7 +35,7 @@ refused() { # MODEL PATTERN WHAT
     [ $rc -eq 1 ] && grep -q "$1.onnx: node .*$2" "$tmp/e"
     check "$3: refused, named ($(head -c 300 "$tmp/e"))" $?
 }
-refused convt_group "(ConvTranspose): group 2: ddl's ConvTranspose takes no groups" "a grouped ConvTranspose"
+refused convt_group "(ConvTranspose): group (2): ddl's ConvTranspose takes no groups" "a grouped ConvTranspose"
 refused odd_output_shape "(ConvTranspose): output_shape (18, 19): an odd total padding of 1" "an odd output_shape padding"
 refused storage_order "(MaxPool): storage_order (1): ddl takes 0" "storage_order 1"
 refused ceil_drop "(MaxPool): ceil_mode 1: the last window .* would start in the padding" "a ceil_mode window in the padding"

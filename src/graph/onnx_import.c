@@ -469,6 +469,16 @@ static int conv(imp *m, ddl_graph *g, const node *n, int transposed)
     char why[DDL_ERR_BYTES];
     int pp[4] = {0, 0, 0, 0}, padded = pending_pads(m, n->in[0], pp); /* a Pad of zeros before it */
     conv_attrs(n, &at);
+    /* the weight against the graph first, named (the group and kernel_shape as the node says) */
+    int64_t group = at.group.found && at.group.n == 1 ? at.group.v[0] : 1;
+    int ks = at.kernel_shape.found && at.kernel_shape.n == 2 && at.kernel_shape.v[0] >= 1 &&
+             at.kernel_shape.v[0] <= 32767 && at.kernel_shape.v[1] >= 1 && at.kernel_shape.v[1] <= 32767;
+    int64_t want[4] = {transposed ? c : W->dims[0], transposed ? W->dims[1] : c / (group > 0 ? group : 1),
+                       ks ? at.kernel_shape.v[0] : W->dims[2], ks ? at.kernel_shape.v[1] : W->dims[3]};
+    snprintf(why, sizeof why, "its input has %d channels; group %lld", c, (long long)group);
+    if (group >= 1 && group <= c && c % group == 0 && (!transposed || group == 1) &&
+        dims_are(m, n, W, "weight", want, why) != DDL_OK)
+        return DDL_EINVAL;
     if (ddl__onnx_conv_geometry(transposed ? DDL__ONNX_CONV_T : DDL__ONNX_CONV, &at, c, h + pp[0] + pp[2],
                                 wd + pp[1] + pp[3], W->dims, &geo, why, sizeof why) != DDL_OK)
         return fail(m, "node %s (%s): %s", n->name, n->op, why);
