@@ -667,7 +667,8 @@ int ddl_graph_preset(ddl_graph *g, const char *name, char *err, size_t err_bytes
 /* ddl_graph_import_onnx: g and its weights from an ONNX file another tool wrote (PyTorch's
  * torch.onnx.export, onnx.helper, ddl's export; opsets 7 to 18): Conv, ConvTranspose, Relu,
  * MaxPool, AveragePool, GlobalAveragePool, Gemm, MatMul (and the Add of its bias), Flatten,
- * Reshape to (N, -1), Concat (channels), Add, Dropout, Identity and a Pad of zeros (nothing), a last
+ * Reshape to (N, -1), Concat (channels), Add, Dropout, Identity and a Pad of zeros (folded into
+ * the Conv or AveragePool after it), a last
  * Softmax over the classes (dropped: the output is the logits), and Mul/Div/Add/Sub of constants
  * on the input (kept as scale and shift); the activations of ddl_graph_act and ddl_graph_softmax
  * (Sigmoid, Tanh, LeakyRelu, Elu, HardSigmoid, HardSwish, Clip, Softmax and LogSoftmax on any

@@ -2,7 +2,7 @@
 # test_onnx_geometry.sh - the convolution and pooling geometry of ONNX files (tests/onnx/make_geometry.py,
 # python3-onnx's onnx.helper), imported, run, trained and exported again:
 #  - Conv with a 3x5 kernel, strides (2, 1), pads (1, 2, 0, 1), dilations, group 2, auto_pad
-#    SAME_UPPER, SAME_LOWER and VALID; MobileNetV2's depthwise-separable blocks (depthwise stride 2,
+#    SAME_UPPER, SAME_LOWER and VALID; a Pad of zeros folded into a Conv and an AveragePool; MobileNetV2's depthwise-separable blocks (depthwise stride 2,
 #    a residual block, a depthwise of multiplier 2); ConvTranspose with output_padding, rectangular
 #    strides, pads and dilations, output_shape, SAME_UPPER; MaxPool and AveragePool with pads per
 #    side, dilations, ceil_mode, count_include_pad, auto_pad: ddl's logits are onnxruntime's within
@@ -10,11 +10,13 @@
 #  - ddl-train trains the depthwise-separable model (the loss falls);
 #  - each model exported again by ddl-ckpt export runs in onnxruntime with ddl's logits, and ddl
 #    imports that export back to the same logits;
+#  - where python3-torch is installed, the same for PyTorch's own export of such a network
+#    (tests/onnx/torch_geometry.py: groups, dilation, a depthwise inverted residual, pools);
 #  - what ddl does not take, or where the runtimes disagree, is refused with the node, the
 #    attribute and its value named (exit 1): a grouped ConvTranspose, an output_shape of odd
 #    total padding, storage_order 1, a ceil_mode window starting in the padding, MaxPool's
 #    Indices, AveragePool's dilations, auto_pad "SAME", ceil_mode with count_include_pad past
-#    the padding.
+#    the padding, a Pad of zeros before a MaxPool.
 . "$(dirname "$0")/lib.sh"
 BUILD=${BUILD:-build}
 cd "$(dirname "$0")/.." || exit 1
@@ -33,7 +35,7 @@ refused() { # MODEL PATTERN WHAT
     [ $rc -eq 1 ] && grep -q "$1.onnx: node .*$2" "$tmp/e"
     check "$3: refused, named ($(head -c 300 "$tmp/e"))" $?
 }
-refused convt_group "(ConvTranspose): group 2: ddl's ConvTranspose takes no groups" "a grouped ConvTranspose"
+refused convt_group "(ConvTranspose): group (2): ddl's ConvTranspose takes no groups" "a grouped ConvTranspose"
 refused odd_output_shape "(ConvTranspose): output_shape (18, 19): an odd total padding of 1" "an odd output_shape padding"
 refused storage_order "(MaxPool): storage_order (1): ddl takes 0" "storage_order 1"
 refused ceil_drop "(MaxPool): ceil_mode 1: the last window .* would start in the padding" "a ceil_mode window in the padding"
@@ -42,6 +44,8 @@ refused avg_dilations "(AveragePool): dilations (2, 2): ddl's AveragePool takes 
 refused auto_pad_bad '(Conv): auto_pad "SAME": ONNX knows NOTSET, VALID, SAME_UPPER and SAME_LOWER' "auto_pad SAME"
 refused ceil_count_pad "(AveragePool): ceil_mode 1 with count_include_pad 1: a window runs past the padding" \
     "ceil_mode with count_include_pad past the padding"
+refused pad_maxpool "(MaxPool): input p is a Pad of zeros (1, 1, 1, 1), which ddl folds only into a Conv or an AveragePool" \
+    "a Pad of zeros before a MaxPool"
 
 # ---- trains ----
 "$T" --data "$tmp/fruits/train" --test "$tmp/fruits/test" --arch "$tmp/m/dwsep.onnx" --epochs 0 --quiet > "$tmp/t0" 2>&1
@@ -61,7 +65,7 @@ compare() { # MODEL DIR INPUT WHAT
     [ $rc -eq 0 ] && grep -q "^onnx: images=40 .* classes_equal=40/40 ok$" "$tmp/out"
     check "$4 ($(cat "$tmp/out"))" $?
 }
-for m in conv dwsep convt pool; do
+for m in conv dwsep convt pool padfold; do
     mkdir -p "$tmp/ref-$m" "$tmp/exp-$m" "$tmp/back-$m"
     "$REF" --reference "$tmp/m/$m.onnx" "$tmp/fruits/test" 40 "$tmp/ref-$m" > "$tmp/log" 2>&1
     check "ddl runs the imported $m.onnx ($(head -c 200 "$tmp/log"))" $?
@@ -74,6 +78,17 @@ for m in conv dwsep convt pool; do
     "$REF" --reference "$tmp/$m-x.onnx" "$tmp/fruits/test" 40 "$tmp/back-$m" > "$tmp/log" 2>&1
     compare "$tmp/$m-x.onnx" "$tmp/back-$m" pixels "$m: the export imported back gives onnxruntime's logits"
 done
+
+# ---- PyTorch's own export, where python3-torch is installed ----
+if "$PYTHON" -c 'import torch' 2> /dev/null; then
+    "$PYTHON" tests/onnx/torch_geometry.py "$tmp/m" > "$tmp/log" 2>&1; check "torch.onnx.export writes the model" $?
+    mkdir -p "$tmp/ref-torch"
+    "$REF" --reference "$tmp/m/torch_geometry.onnx" "$tmp/fruits/test" 40 "$tmp/ref-torch" > "$tmp/log" 2>&1
+    check "ddl runs PyTorch's export ($(head -c 200 "$tmp/log"))" $?
+    compare "$tmp/m/torch_geometry.onnx" "$tmp/ref-torch" pixels "PyTorch's export: ddl's logits are onnxruntime's"
+else
+    echo "skipped: PyTorch's own export (no python3-torch; make bench installs it)"
+fi
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -45,6 +45,8 @@ typedef struct value {
     char name[NAME];
     int layer;                 /* a layer's output, or -1 */
     int tensor;                /* a constant, or -1 */
+    int padded;                /* the layer's output through a Pad of zeros not yet folded (conv()) */
+    int pad[4];                /* its pads: top, left, bottom, right */
 } value;
 
 typedef struct param_src {

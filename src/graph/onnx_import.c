@@ -152,6 +152,7 @@ static int define(imp *m, const char *name, int layer, int t)
     v->name[len] = '\0';
     v->layer = layer;
     v->tensor = t;
+    v->padded = 0;
     return DDL_OK;
 }
 
@@ -252,6 +253,12 @@ static int int_attr(imp *m, const node *n, const char *name, int64_t dflt, int64
 static int layer_in(imp *m, const node *n, const char *name)
 {
     int i = find(m, name);
+    if (i >= 0 && m->v[i].padded && strcmp(n->op, "Conv") != 0 && strcmp(n->op, "AveragePool") != 0) {
+        const int *p = m->v[i].pad;
+        fail(m, "node %s (%s): input %s is a Pad of zeros (%d, %d, %d, %d), which ddl folds only into a Conv or "
+             "an AveragePool", n->name, n->op, name, p[0], p[1], p[2], p[3]);
+        return -1;
+    }
     if (i >= 0 && m->v[i].layer >= 0) {
         if (m->v[i].layer == 0)
             m->input_touched = 1;
@@ -379,6 +386,16 @@ static int gemm_bias_ok(imp *m, const node *n, const tensor *b, int out)
 
 /* ---- the layers ---- */
 
+/* pending_pads: the pads of a Pad of zeros whose output `name` is (1), or 0 and none. */
+static int pending_pads(const imp *m, const char *name, int pads[4])
+{
+    int i = find(m, name);
+    if (i < 0 || !m->v[i].padded)
+        return 0;
+    memcpy(pads, m->v[i].pad, sizeof m->v[i].pad);
+    return 1;
+}
+
 /* conv_attrs: node n's geometry attributes, as onnx_import_geometry.c takes them. */
 static void conv_attrs(const node *n, ddl__onnx_geo *g)
 {
@@ -413,10 +430,23 @@ static int conv(imp *m, ddl_graph *g, const node *n, int transposed)
     ddl__onnx_geo at;
     ddl_conv_geometry geo;
     char why[DDL_ERR_BYTES];
+    int pp[4] = {0, 0, 0, 0}, padded = pending_pads(m, n->in[0], pp); /* a Pad of zeros before it */
     conv_attrs(n, &at);
-    if (ddl__onnx_conv_geometry(transposed ? DDL__ONNX_CONV_T : DDL__ONNX_CONV, &at, c, h, wd, W->dims, &geo, why,
-                                sizeof why) != DDL_OK)
+    /* the weight against the graph first, named (the group and kernel_shape as the node says) */
+    int64_t group = at.group.found && at.group.n == 1 ? at.group.v[0] : 1;
+    int ks = at.kernel_shape.found && at.kernel_shape.n == 2 && at.kernel_shape.v[0] >= 1 &&
+             at.kernel_shape.v[0] <= 32767 && at.kernel_shape.v[1] >= 1 && at.kernel_shape.v[1] <= 32767;
+    int64_t want[4] = {transposed ? c : W->dims[0], transposed ? W->dims[1] : c / (group > 0 ? group : 1),
+                       ks ? at.kernel_shape.v[0] : W->dims[2], ks ? at.kernel_shape.v[1] : W->dims[3]};
+    snprintf(why, sizeof why, "its input has %d channels; group %lld", c, (long long)group);
+    if (group >= 1 && group <= c && c % group == 0 && (!transposed || group == 1) &&
+        dims_are(m, n, W, "weight", want, why) != DDL_OK)
+        return DDL_EINVAL;
+    if (ddl__onnx_conv_geometry(transposed ? DDL__ONNX_CONV_T : DDL__ONNX_CONV, &at, c, h + pp[0] + pp[2],
+                                wd + pp[1] + pp[3], W->dims, &geo, why, sizeof why) != DDL_OK)
         return fail(m, "node %s (%s): %s", n->name, n->op, why);
+    if (padded)
+        geo.pad_t += pp[0], geo.pad_l += pp[1], geo.pad_b += pp[2], geo.pad_r += pp[3];
     if (data_ok(m, n, W, "weight") != DDL_OK || (b >= 0 && bias_ok(m, n, &m->t[b], geo.out_c) != DDL_OK))
         return DDL_EINVAL;
     geo.no_bias = !transposed && b < 0;
@@ -437,9 +467,22 @@ static int pool(imp *m, ddl_graph *g, const node *n, int avg)
     ddl__onnx_geo at;
     ddl_pool2d p;
     char why[DDL_ERR_BYTES];
+    int pp[4] = {0, 0, 0, 0}, padded = pending_pads(m, n->in[0], pp); /* PyTorch's AvgPool2d: Pad, then pool */
     conv_attrs(n, &at);
-    if (ddl__onnx_pool_geometry(avg ? DDL__ONNX_AVGPOOL : DDL__ONNX_MAXPOOL, &at, h, wd, &p, why, sizeof why) != DDL_OK)
+    if (ddl__onnx_pool_geometry(avg ? DDL__ONNX_AVGPOOL : DDL__ONNX_MAXPOOL, &at, h + pp[0] + pp[2],
+                                wd + pp[1] + pp[3], &p, why, sizeof why) != DDL_OK)
         return fail(m, "node %s (%s): %s", n->name, n->op, why);
+    if (padded) { /* the zeros are values of its input: averaged as padding counted */
+        ddl_pool2d q = p;
+        int own = p.pad_t || p.pad_l || p.pad_b || p.pad_r;
+        q.pad_t += pp[0], q.pad_l += pp[1], q.pad_b += pp[2], q.pad_r += pp[3], q.count_include_pad = 1;
+        if ((own && !p.count_include_pad) || ddl_pool2d_out(&q, 0, h) != ddl_pool2d_out(&p, 0, h + pp[0] + pp[2]) ||
+            ddl_pool2d_out(&q, 1, wd) != ddl_pool2d_out(&p, 1, wd + pp[1] + pp[3]))
+            return fail(m, "node %s (AveragePool): after a Pad of zeros (%d, %d, %d, %d): ddl folds it only into pads "
+                        "counted alike, and windows the same with and without it", n->name, pp[0], pp[1], pp[2],
+                        pp[3]);
+        p = q;
+    }
     return added(m, g, n, avg ? ddl_graph_avgpool_ex(g, x, &p) : ddl_graph_maxpool_ex(g, x, &p), -1, -1, 0);
 }
 
@@ -600,13 +643,44 @@ static int join(imp *m, ddl_graph *g, const node *n)
                                 : added(m, g, n, x, -1, -1, 0);
 }
 
+/* pad_node: a Pad of constant zeros on the height and width of a layer's output (PyTorch's
+ * AvgPool2d with padding, whose count_include_pad it is): kept on the value, for the Conv or
+ * AveragePool that reads it to fold into its pads (layer_in refuses it to any other node). */
+static int pad_node(imp *m, const node *n, const int64_t *pads, int k)
+{
+    attr mo = get(n, "mode"), va = get(n, "value");
+    int ok = k == 8 && !pads[0] && !pads[1] && !pads[4] && !pads[5] && (!mo.found || strcmp(mo.str, "constant") == 0) &&
+             (!va.found || va.f == 0.0f);
+    for (int i = 0; ok && i < 8; i++)
+        ok = pads[i] >= 0 && pads[i] <= 32767;
+    if (ok && n->n_in > 2 && n->in[2][0]) { /* opset 11: the constant's value is an input */
+        int t = find(m, n->in[2]);
+        float v = 1.0f;
+        ok = t >= 0 && m->v[t].tensor >= 0 && scalar_of(&m->t[m->v[t].tensor], &v) == 0 && v == 0.0f;
+    }
+    int x = ok ? layer_in(m, n, n->in[0]) : -1;
+    if (!ok)
+        return fail(m, "node %s (Pad): ddl takes a Pad of constant zeros of the height and width only, folded into "
+                    "the Conv or AveragePool after it", n->name);
+    if (x < 0 || define(m, n->out[0], x, -1) != DDL_OK)
+        return DDL_EINVAL;
+    value *v = &m->v[m->n_v - 1];
+    v->padded = 1;
+    v->pad[0] = (int)pads[2], v->pad[1] = (int)pads[3], v->pad[2] = (int)pads[6], v->pad[3] = (int)pads[7];
+    return DDL_OK;
+}
+
 /* alias: the node changes nothing ddl keeps (Identity, Dropout at inference, a last Softmax). */
 static int alias(imp *m, const node *n)
 {
     int i = find(m, n->in[0]);
     if (i < 0)
         return fail(m, "node %s (%s): input %s is not defined before it", n->name, n->op, n->in[0]);
-    return define(m, n->out[0], m->v[i].layer, m->v[i].tensor);
+    value v = m->v[i]; /* define may move the table's end, never an entry */
+    int rc = define(m, n->out[0], v.layer, v.tensor);
+    if (rc == DDL_OK && v.padded) /* a Pad not yet folded stays pending through it */
+        m->v[m->n_v - 1].padded = 1, memcpy(m->v[m->n_v - 1].pad, v.pad, sizeof v.pad);
+    return rc;
 }
 
 static int one_node(imp *m, ddl_graph *g, const node *n)
@@ -659,12 +733,12 @@ static int one_node(imp *m, ddl_graph *g, const node *n)
         if (k < 0 && pa.found)
             for (k = 0; k < pa.n; k++)
                 pads[k] = pa.ints[k];
+        int zero = k >= 0;
         for (int i = 0; i < k; i++)
-            if (pads[i] != 0)
-                k = -1;
-        if (k >= 0)
+            zero &= pads[i] == 0;
+        if (zero)
             return alias(m, n);
-        return fail(m, "node %s (Pad): ddl takes only a Pad of zeros (pad inside Conv instead)", n->name);
+        return pad_node(m, n, pads, k);
     }
     if ((strcmp(op, "Softmax") == 0 || strcmp(op, "LogSoftmax") == 0) && strcmp(n->out[0], m->output) == 0)
         return alias(m, n); /* the logits are ddl's output; the loss and the predictor apply the softmax */

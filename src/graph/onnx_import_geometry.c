@@ -142,13 +142,13 @@ int ddl__onnx_conv_geometry(int kind, const ddl__onnx_geo *a, int c, int h, int 
     if (one(&a->group, "group", 1, 1, 1 << 20, "1 or more, dividing the channels", &group, why, why_bytes))
         return DDL_EINVAL;
     if (transposed && group != 1)
-        return ddl__errf(why, why_bytes, DDL_EINVAL, "group %lld: ddl's ConvTranspose takes no groups (1)",
+        return ddl__errf(why, why_bytes, DDL_EINVAL, "group (%lld): ddl's ConvTranspose takes no groups (1)",
                          (long long)group);
     if (k[0] > MAX16 || k[1] > MAX16)
         return ddl__errf(why, why_bytes, DDL_EINVAL, "a %lldx%lld kernel: ddl takes up to %d", (long long)k[0],
                          (long long)k[1], MAX16);
     if (!transposed && (c % group || wdims[0] % group || wdims[1] != c / group))
-        return ddl__errf(why, why_bytes, DDL_EINVAL, "group %lld: the weight (%lld, %lld, ...) must be (out, in / "
+        return ddl__errf(why, why_bytes, DDL_EINVAL, "group (%lld): the weight (%lld, %lld, ...) must be (out, in / "
                          "group, ...) with in = %d and out divisible by the group", (long long)group,
                          (long long)wdims[0], (long long)wdims[1], c);
     if (transposed && wdims[0] != c)

@@ -11,8 +11,10 @@ GlobalAveragePool, Flatten and a Gemm to 5 "logits":
   pool.onnx    input (N, 3, 15, 17): MaxPool 3x2 strides (2, 1) pads (1, 0, 1, 1) dilations (1, 2)
                ceil_mode; MaxPool SAME_UPPER; AveragePool pads 1 with ceil_mode (padding not counted),
                then counted; AveragePool SAME_LOWER
+  padfold.onnx a Pad of zeros before a Conv and before an AveragePool (PyTorch's AvgPool2d with
+               padding), folded into their pads
 and the refused ones, each for one attribute value: convt_group, odd_output_shape, storage_order,
-ceil_drop, max_indices, avg_dilations, auto_pad_bad, ceil_count_pad."""
+ceil_drop, max_indices, avg_dilations, auto_pad_bad, ceil_count_pad, pad_maxpool."""
 import os
 import sys
 
@@ -123,3 +125,26 @@ refused("avg_dilations", N("AveragePool", ["input"], ["y"], kernel_shape=[2, 2],
 refused("auto_pad_bad", N("Conv", ["input", "c.weight"], ["y"], auto_pad="SAME"), [w("c.weight", 4, 4, 3, 3)])
 refused("ceil_count_pad", N("AveragePool", ["input"], ["y"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1],
                             ceil_mode=1, count_include_pad=1), [], h=10, wd=10)
+
+# a Pad of zeros folded into the Conv and the AveragePool after it (PyTorch's AvgPool2d with
+# padding writes one: count_include_pad), the Pad's pads as an input (opset 11 on)
+pads = numpy_helper.from_array(np.array([0, 0, 1, 0, 0, 0, 2, 1], np.int64), "pads")
+pads2 = numpy_helper.from_array(np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64), "pads2")
+model("padfold", 3, 15, 17, [
+    N("Mul", ["input", "k"], ["x"]),
+    N("Pad", ["x", "pads"], ["xp"], mode="constant"),                               # 3 x 18 x 18
+    N("Conv", ["xp", "c.weight", "c.bias"], ["c"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 0, 0, 1]),
+    N("Relu", ["c"], ["r"]),
+    N("Pad", ["r", "pads2"], ["rp"]),
+    N("AveragePool", ["rp"], ["a"], kernel_shape=[3, 3], strides=[2, 2]),
+], scale + [pads, pads2, w("c.weight", 6, 3, 3, 3), w("c.bias", 6, scale=0.1)], "a", 6)
+# a Pad of zeros before a MaxPool: the zeros would take part in the maximum; refused
+g = helper.make_graph([N("Pad", ["input", "pads2"], ["p"]), N("MaxPool", ["p"], ["y"], kernel_shape=[2, 2]),
+                       N("GlobalAveragePool", ["y"], ["gap"]), N("Flatten", ["gap"], ["flat"], axis=1),
+                       N("Gemm", ["flat", "fc.weight"], ["logits"], transB=1)], "pad_maxpool",
+                      [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["N", 4, 9, 9])],
+                      [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", 5])],
+                      [pads2, w("fc.weight", 5, 4)])
+mp = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+mp.ir_version = 8
+save(mp, os.path.join(d, "pad_maxpool.onnx"))

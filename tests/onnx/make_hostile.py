@@ -146,18 +146,19 @@ case("bias_short", "bias fc2.bias: dims (3) say 3 float32 values (12 bytes), its
 # attributes: negative, zero, absurd (past 32 bits: once cut to an int without a word)
 case("kernel_neg", "kernel_shape (-3, -3)", nodes=conv_attrs(kernel_shape=[-3, -3]))
 case("kernel_huge", "kernel_shape (4294967299, 4294967299)", nodes=conv_attrs(kernel_shape=[(1 << 32) + 3] * 2))
-case("strides_zero", "strides (0, 0): ddl takes equal strides of 1 or more", nodes=conv_attrs(strides=[0, 0]))
+case("strides_zero", "strides (0, 0): ddl takes 2 values (2-D) from 1 to 32767", nodes=conv_attrs(strides=[0, 0]))
 case("strides_neg", "strides (-1, -1)", nodes=conv_attrs(strides=[-1, -1]))
 case("strides_huge", "strides (4294967297, 4294967297)", nodes=conv_attrs(strides=[(1 << 32) + 1] * 2))
-case("strides_unequal", "strides (1, 2)", nodes=conv_attrs(strides=[1, 2]))
+case("strides_three", "strides (1, 2, 1): ddl takes 2 values", nodes=conv_attrs(strides=[1, 2, 1]))
 case("pads_neg", "pads (-1, -1, -1, -1)", nodes=conv_attrs(pads=[-1] * 4))
 case("pads_huge", "pads (4294967296, 4294967296, 4294967296, 4294967296)", nodes=conv_attrs(pads=[1 << 32] * 4))
-case("pads_kernel", "pads (3, 3, 3, 3): ddl takes equal pads from 0 to the kernel's size - 1",
-     nodes=conv_attrs(pads=[3] * 4))
-case("group_neg", "group (-1): ddl takes no groups", nodes=conv_attrs(group=-1))
+case("pads_three", "pads (1, 1, 1): ddl takes 4 values", nodes=conv_attrs(pads=[1, 1, 1]))
+case("pads_past_int16", "pads (40000, 40000, 40000, 40000): ddl takes 4 values (2-D) from 0 to 32767",
+     nodes=conv_attrs(pads=[40000] * 4))
+case("group_neg", "group (-1): ddl takes 1 or more", nodes=conv_attrs(group=-1))
 case("group_zero", "group (0)", nodes=conv_attrs(group=0))
 case("group_two", "group (2)", nodes=conv_attrs(group=2))
-case("dilations", "dilations (2, 2)", nodes=conv_attrs(dilations=[2, 2]))
+case("dilations", "dilations (256, 256)", nodes=conv_attrs(dilations=[256, 256]))
 case("auto_pad", "auto_pad SAME_UPPER", nodes=conv_attrs(auto_pad="SAME_UPPER"))
 case("pool_huge", "kernel_shape (4294967298, 4294967298)",
      nodes={"p1": node("MaxPool", ["b"], ["c"], "p1", kernel_shape=[(1 << 32) + 2] * 2, strides=[2, 2])})
@@ -165,15 +166,15 @@ case("pool_big", "a 8x8 input is smaller than the 9x9 window",
      nodes={"p1": node("MaxPool", ["b"], ["c"], "p1", kernel_shape=[9, 9])})
 case("pool_stride_neg", "strides (-2, -2)",
      nodes={"p1": node("MaxPool", ["b"], ["c"], "p1", kernel_shape=[2, 2], strides=[-2, -2])})
-case("deconv_stride_huge", "node up (ConvTranspose): graph: layer 4 (up, deconv): an output of 2 x",
+case("deconv_stride_huge", "node up (ConvTranspose): strides (1073741824, 1073741824): ddl takes 2 values",
      nodes={"up": node("ConvTranspose", ["c", "up.weight", "up.bias"], ["u"], "up", kernel_shape=[2, 2],
                        strides=[1 << 30] * 2)})
-case("deconv_outpad", "output_padding (1, 1)",
+case("deconv_outpad", "output_padding (300, 300)",
      nodes={"up": node("ConvTranspose", ["c", "up.weight", "up.bias"], ["u"], "up", kernel_shape=[2, 2],
-                       strides=[2, 2], output_padding=[1, 1])})
-case("deconv_output_shape", "node up (ConvTranspose): output_shape: ddl takes explicit pads",
+                       strides=[2, 2], output_padding=[300, 300])})
+case("deconv_output_shape", "node up (ConvTranspose): output_shape (7, 7): an odd total padding of 1",
      nodes={"up": node("ConvTranspose", ["c", "up.weight", "up.bias"], ["u"], "up", kernel_shape=[2, 2],
-                       strides=[2, 2], output_shape=[8, 8])})
+                       strides=[2, 2], output_shape=[7, 7])})
 case("gemm_transB", "transB (2): ddl takes 0 or 1",
      nodes={"fc1": node("Gemm", ["f", "fc1.weight", "fc1.bias"], ["g"], "fc1", transB=2)})
 case("gemm_transA", "transA (1)",
