@@ -7,7 +7,7 @@
 # token speaks PLAIN with a credential derived from the token, checked by ddl's ZAP handler
 # (transports/zmq_zap.c). Rank 0 of a 2-rank ddl-bench job over zmq waits in open while
 # tests/zmtp_stranger.py tries 5 times with NULL and twice with PLAIN and a wrong password; a peer
-# with the right one passes; then rank 1 starts. Checked: no stranger gets through ZeroMQ's
+# with the right one passes; a real rank of another token is told at once; then rank 1 starts. Checked: no stranger gets through ZeroMQ's
 # handshake (libzmq closes a NULL peer at a PLAIN server's greeting, our handler refuses the
 # wrong password),
 # both ranks finish their all-reduces (exit 0) and nothing asserted.
@@ -55,6 +55,14 @@ out=$("$PYTHON" tests/zmtp_stranger.py 127.0.0.1 "$port" 0 PLAIN ddl "$password"
 echo "  PLAIN peer with the job's password: $out"
 [ "$out" = "mechanism=PLAIN passed=1" ]; check "a peer with the job's credential passes (the strangers above are refused for theirs)" $?
 kill -0 "$r0" 2>/dev/null; check "rank 0 is alive after the strangers" $?
+
+# a rank of another token is told so at once (its own ZeroMQ handshake is refused), not at its timeout
+t0=$(date +%s%N)
+DDL_TOKEN=another-secret-0123456789 DDL_TIMEOUT_MS=8000 rank 1 > "$tmp/other" 2>&1; rc=$?
+ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+echo "  a rank with another token: exit $rc after $ms ms: $(grep -m1 -o "refused us at ZeroMQ's handshake: wrong token" "$tmp/other")"
+[ $rc -ne 0 ] && [ $ms -lt 4000 ] && grep -q "rank 0 at 127.0.0.1:$port refused us at ZeroMQ's handshake: wrong token" "$tmp/other"
+check "a rank with another token is refused within 4 s, rank 0 named, the token said" $?
 
 rank 1 > "$tmp/r1" 2>&1; rc1=$?
 wait "$r0"; rc0=$?; bg=""

@@ -184,7 +184,8 @@ int ddl__zq_connect_rank(zq_state *s, int j)
     rid[0] |= 1; /* ids starting with a zero byte are libzmq's */
     zmq_setsockopt(l->dealer, ZMQ_ROUTING_ID, rid, sizeof rid);
     snprintf(mon, sizeof mon, "inproc://ddl-monitor-%d", j);
-    if (zmq_socket_monitor(l->dealer, mon, ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED) != 0 ||
+    if (zmq_socket_monitor(l->dealer, mon,
+                           ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) != 0 ||
         zmq_connect(l->monitor, mon) != 0)
         return ddl__net_fail(n, DDL_EIO, "rank %d: cannot monitor the link to rank %d: %s", n->rank, j,
                              zmq_strerror(errno));
@@ -197,7 +198,8 @@ int ddl__zq_connect_rank(zq_state *s, int j)
 /* ---- events ---- */
 
 /* drain_monitor: read link j's events: a drop starts the grace period; a new connection after
- * a drop means someone else answers at that address now (track 0: just discard). */
+ * a drop means someone else answers at that address now; a refused credential is said at once
+ * by open (track 0: just discard). */
 void ddl__zq_drain_monitor(zq_state *s, int j, int track)
 {
     zq_link *l = &s->links[j];
@@ -218,7 +220,9 @@ void ddl__zq_drain_monitor(zq_state *s, int j, int track)
         memcpy(&e, ev, sizeof e);
         if (!track || n != 6)
             continue;
-        if (e == ZMQ_EVENT_DISCONNECTED && !l->down_at_ms)
+        if (e == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
+            l->auth_refused = 1;
+        else if (e == ZMQ_EVENT_DISCONNECTED && !l->down_at_ms)
             l->down_at_ms = ddl__now_ms();
         else if (e == ZMQ_EVENT_HANDSHAKE_SUCCEEDED && l->down_at_ms)
             l->reconnected = 1;

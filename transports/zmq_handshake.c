@@ -258,6 +258,10 @@ static int open_poll(zq_state *s, int64_t deadline_ms)
         st = l->dealer ? client_step(s, j) : DDL_OK;
         if (st == DDL_OK && l->dealer && l->greet.stage && (ddl__zq_drain_monitor(s, j, 1), l->reconnected))
             st = greet_again(s, j);
+        if (st == DDL_OK && l->auth_refused) /* its handler has another token or job id than ours */
+            st = ddl__net_fail(&s->net, DDL_EPROTO, "rank %d: rank %d at %s refused us at ZeroMQ's handshake: wrong "
+                               "token or job id mismatch (the credential both ranks derive from DDL_TOKEN and DDL_JOB "
+                               "differs)", s->net.rank, j, s->net.peers[j].addr);
         if (st == DDL_OK && l->greet_at_ms && now >= l->greet_at_ms) {
             l->greet_at_ms = 0;
             st = ddl__zq_greet(s, j);

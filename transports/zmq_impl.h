@@ -45,6 +45,7 @@ typedef struct zq_link {
                                 * handshakes: the greeting starts again once it is back) */
     int64_t greet_at_ms;       /* the rank gave our handshake up: greet again then (0: no) */
     int reconnected;           /* the address answered again after a drop: not trusted any more */
+    int auth_refused;          /* its ROUTER refused our credential at ZeroMQ's handshake (zmq_zap.c) */
 } zq_link;
 
 typedef struct zq_state {
