@@ -6,6 +6,32 @@
 #include <math.h>
 #include <string.h>
 
+/* shape_count: the values of a shape (dims below 1 count 0), saturated well below SIZE_MAX: the
+ * callers check it against what the layout can address. */
+static size_t shape_count(int n_dims, const int *shape)
+{
+    size_t count = 1;
+    for (int i = 0; i < n_dims; i++) {
+        size_t d = (size_t)(shape[i] > 0 ? shape[i] : 0);
+        count = d && count > SIZE_MAX / 16 / d ? SIZE_MAX / 16 : count * d;
+    }
+    return count;
+}
+
+/* describe: a parameter's or buffer's table entry t, its name kept in slot. */
+static void describe(ddl_param_info *t, char *slot, const char *name, int n_dims, const int *shape, size_t offset,
+                     size_t count, int init)
+{
+    snprintf(slot, DDL__NAME_BYTES, "%s", name);
+    t->name = slot;
+    t->n_dims = n_dims;
+    for (int i = 0; i < 4; i++)
+        t->shape[i] = i < n_dims ? shape[i] : 1;
+    t->offset = offset;
+    t->count = count;
+    t->init = init;
+}
+
 /* ---- build: what a plugin's build() talks to ---- */
 
 struct ddl_model_build {
@@ -31,10 +57,7 @@ float *ddl_build_param(ddl_model_build *b, const char *name, int n_dims, const i
         ddl_build_fail(b, why);
         n_dims = 1;
     }
-    for (int i = 0; i < n_dims; i++) {
-        size_t d = (size_t)(shape[i] > 0 ? shape[i] : 0);
-        count = d && count > SIZE_MAX / 16 / d ? SIZE_MAX / 16 : count * d;
-    }
+    count = shape_count(n_dims, shape);
     if (count > SIZE_MAX / 16 - b->n_params) { /* the layout adds its bytes twice (weights, gradients) */
         char why[DDL_ERR_BYTES];
         snprintf(why, sizeof why, "parameter %.60s: too many values to address", name ? name : "(no name)");
@@ -50,14 +73,7 @@ float *ddl_build_param(ddl_model_build *b, const char *name, int n_dims, const i
         return NULL;
     ddl_model *m = b->m;
     ddl_param_info *t = &m->tensors[idx];
-    snprintf(m->names[idx], DDL__NAME_BYTES, "%s", name);
-    t->name = m->names[idx];
-    t->n_dims = n_dims;
-    for (int i = 0; i < 4; i++)
-        t->shape[i] = i < n_dims ? shape[i] : 1;
-    t->offset = offset;
-    t->count = count;
-    t->init = init;
+    describe(t, m->names[idx], name, n_dims, shape, offset, count, init);
     t->fan_in = fan_in;
     t->fan_out = fan_out;
     if (grad)
@@ -86,10 +102,7 @@ float *ddl_build_buffer(ddl_model_build *b, const char *name, int n_dims, const 
         ddl_build_fail(b, why);
         return NULL;
     }
-    for (int i = 0; i < n_dims; i++) {
-        size_t d = (size_t)(shape[i] > 0 ? shape[i] : 0);
-        count = d && count > SIZE_MAX / 16 / d ? SIZE_MAX / 16 : count * d;
-    }
+    count = shape_count(n_dims, shape);
     if (count > SIZE_MAX / 16 - b->n_buffers - b->n_params) { /* laid out twice, after the parameters */
         ddl_build_fail(b, "a buffer with too many values to address");
         return NULL;
@@ -100,15 +113,7 @@ float *ddl_build_buffer(ddl_model_build *b, const char *name, int n_dims, const 
     if (!b->m || b->failed)
         return NULL;
     ddl_model *m = b->m;
-    ddl_param_info *t = &m->buf_tensors[idx];
-    snprintf(m->buf_names[idx], DDL__NAME_BYTES, "%s", name);
-    t->name = m->buf_names[idx];
-    t->n_dims = n_dims;
-    for (int i = 0; i < 4; i++)
-        t->shape[i] = i < n_dims ? shape[i] : 1;
-    t->offset = offset;
-    t->count = count;
-    t->init = init;
+    describe(&m->buf_tensors[idx], m->buf_names[idx], name, n_dims, shape, offset, count, init);
     buffer_fill(m->buffers + offset, count, init);
     if (next)
         *next = m->next + offset;
