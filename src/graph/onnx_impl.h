@@ -191,6 +191,9 @@ int ddl__onnx_act(ddl__onnx_imp *m, ddl_graph *g, const ddl__onnx_node *n);
  * static namesake in onnx_import.c; ddl__onnx_added_w: ddl__onnx_added with the layer's weight
  * and bias tensors) ---- */
 int ddl__onnx_find(const imp *m, const char *name);
+int ddl__onnx_const_in(imp *m, const node *n, const char *name, const char *what);
+int ddl__onnx_int_attr(imp *m, const node *n, const char *name, int64_t dflt, int64_t lo, int64_t hi, const char *need,
+                       int *v);
 attr ddl__onnx_get(const node *n, const char *name);
 int ddl__onnx_count(const tensor *t, size_t *n);
 int ddl__onnx_ints_of(const tensor *t, int64_t *out, int max);
@@ -212,6 +215,12 @@ int ddl__onnx_rank(const ddl_graph *g, int i);
 int ddl__onnx_const(const imp *m, const char *name);
 int ddl__onnx_new_tensor(imp *m, const node *n, const char *name, int type, int n_dims, const int64_t *dims,
                          const void *data);
+
+/* onnx_import_bn.c: ddl__onnx_batchnorm: a BatchNormalization node as a batchnorm layer;
+ * ddl__onnx_gather_buffers: every batchnorm's running statistics into out->buffers (mean, then
+ * variance, per layer). DDL_OK, or DDL_EINVAL / the allocation's failure with m->err set. */
+int ddl__onnx_batchnorm(imp *m, ddl_graph *g, const node *n);
+int ddl__onnx_gather_buffers(imp *m, const ddl_graph *g, const ddl_allocator *alloc, ddl_onnx_import *out);
 
 /* onnx_import_resize.c: Resize (opsets 10 to 18) and Upsample (7 to 9) as a resize layer. */
 int ddl__onnx_resize(imp *m, ddl_graph *g, const node *n);

@@ -6,8 +6,8 @@
  * Softmax over the classes (dropped: ddl's output is the logits); activations and softmax layers
  * (and PyTorch's patterns of SiLU, GELU, Hardswish) in onnx_import_act.c, which sees every node
  * first; Flatten, Reshape and the shape arithmetic around them, Resize, and the normalisations
- * are onnx_import_shape.c's, _resize.c's and _norm.c's; BatchNormalization is batchnorm()'s
- * below (its running statistics gathered as the model's buffers). A Mul/Div then Add/Sub of
+ * are onnx_import_shape.c's, _resize.c's and _norm.c's; BatchNormalization is
+ * onnx_import_bn.c's (its running statistics gathered as the model's buffers). A Mul/Div then Add/Sub of
  * constants on the input (how ddl's export and many exporters scale pixels) becomes the input
  * normalisation. Whatever
  * else is refused with the node named: ddl trains what it imports, so it imports only what it
@@ -556,76 +556,6 @@ static int affine(imp *m, ddl_graph *g, const node *n)
     return -1;
 }
 
-/* attr_names_in: every attribute of n is one of `allowed` (space-separated); else the error
- * naming the first that is not, and its value when it is a number. */
-static int attr_names_in(imp *m, const node *n, const char *allowed)
-{
-    for (int i = 0; i < n->n_attrs; i++) {
-        ddl__pb_slice s = n->attrs[i];
-        ddl__pb_field f;
-        char an[64] = "";
-        while (ddl__pb_next(&s, &f) > 0)
-            if (f.number == 1)
-                ddl__pb_str(&f, an, sizeof an);
-        size_t k = strlen(an);
-        const char *at = k ? strstr(allowed, an) : NULL;
-        while (at && !((at == allowed || at[-1] == ' ') && (at[k] == ' ' || !at[k])))
-            at = strstr(at + 1, an);
-        if (!at) {
-            attr a = get(n, an);
-            return fail(m, "node %s (%s): attribute %s%s%lld: ddl takes only %s", n->name, n->op, an,
-                        a.n >= 1 ? " = " : " (not an int)", a.n >= 1 ? (long long)a.ints[0] : 0LL, allowed);
-        }
-    }
-    return DDL_OK;
-}
-
-/* batchnorm: BatchNormalization of a layer's channels: scale, B, input_mean and input_var
- * initializers of (C) become weight, bias and the running statistics; epsilon and momentum
- * (ONNX's, which weighs the running value: PyTorch's is 1 - it) are kept. A training-mode
- * export's extra outputs (the running statistics it would write) are left undefined: a node
- * that reads them is refused. */
-static int batchnorm(imp *m, ddl_graph *g, const node *n)
-{
-    int x = n->n_in == 5 ? layer_in(m, n, n->in[0]) : -1, c, h, wd, mode = 0, spatial = 1;
-    if (n->n_in != 5)
-        return fail(m, "node %s (BatchNormalization): %d inputs, ddl takes 5 (X, scale, B, mean, var)", n->name,
-                    n->n_in);
-    int t[4];
-    static const char *const what[4] = {"scale", "B", "input_mean", "input_var"};
-    for (int k = 0; k < 4; k++)
-        if ((t[k] = const_in(m, n, n->in[k + 1], what[k])) < 0)
-            return DDL_EINVAL;
-    if (x < 0 || shape_of(m, g, n, x, &c, &h, &wd) != DDL_OK ||
-        attr_names_in(m, n, "epsilon momentum training_mode spatial") != DDL_OK ||
-        int_attr(m, n, "training_mode", 0, 0, 1, "0 or 1 (either: ddl trains with batch statistics, predicts "
-                 "with the running ones)", &mode) != DDL_OK ||
-        int_attr(m, n, "spatial", 1, 1, 1, "1 (statistics per channel)", &spatial) != DDL_OK)
-        return DDL_EINVAL;
-    attr ep = get(n, "epsilon"), mo = get(n, "momentum");
-    float eps = ep.found ? ep.f : 1e-5f, mom = mo.found ? mo.f : 0.9f;
-    if (!(eps > 0.0f && eps < 1e30f))
-        return fail(m, "node %s (BatchNormalization): epsilon %g: ddl takes a finite epsilon > 0", n->name, (double)eps);
-    if (!(mom >= 0.0f && mom <= 1.0f))
-        return fail(m, "node %s (BatchNormalization): momentum %g: ddl takes 0 to 1", n->name, (double)mom);
-    for (int k = 0; k < 4; k++) {
-        char d[200];
-        if (!count_is(&m->t[t[k]], (size_t)c) || m->t[t[k]].n_dims != 1)
-            return fail(m, "node %s (BatchNormalization): %s %s has dims %s, the graph needs (%d) (its input's "
-                        "channels)", n->name, what[k], m->t[t[k]].name, ints_text(m->t[t[k]].dims, m->t[t[k]].n_dims, d),
-                        c);
-        if (data_ok(m, n, &m->t[t[k]], what[k]) != DDL_OK)
-            return DDL_EINVAL;
-    }
-    char name[DDL_GRAPH_NAME_BYTES];
-    layer_name(g, &m->t[t[0]], name);
-    int i = ddl_graph_batchnorm(g, x, name, 1.0f - mom, eps);
-    int rc = added(m, g, n, i, t[0], t[1], 0);
-    if (rc == DDL_OK)
-        m->ps[i].mean = t[2], m->ps[i].var = t[3];
-    return rc;
-}
-
 /* join: Add or Concat (axis 1) of layers. */
 static int join(imp *m, ddl_graph *g, const node *n)
 {
@@ -743,7 +673,7 @@ static int one_node(imp *m, ddl_graph *g, const node *n)
     if ((strcmp(op, "Softmax") == 0 || strcmp(op, "LogSoftmax") == 0) && strcmp(n->out[0], m->output) == 0)
         return alias(m, n); /* the logits are ddl's output; the loss and the predictor apply the softmax */
     if (strcmp(op, "BatchNormalization") == 0)
-        return batchnorm(m, g, n);
+        return ddl__onnx_batchnorm(m, g, n);
     /* the whole list, in the 256 bytes of an error with the file's name before it */
     return fail(m, "node %.32s (%.20s): ddl cannot train this operator (it takes Conv, ConvTranspose, Relu, "
                 "Max/AveragePool, GlobalAveragePool, Gemm, MatMul, Flatten, Reshape, Concat, Add, Pad, Dropout, "
@@ -835,34 +765,6 @@ static int has_params(const ddl__layer *l)
            l->op == DDL__OP_BATCHNORM;
 }
 
-/* gather_buffers: the running statistics of every batchnorm, in the order the model declares
- * them (mean, then variance, per layer); batchnorm() checked each holds its C float32s. */
-static int gather_buffers(imp *m, const ddl_graph *g, const ddl_allocator *alloc, ddl_onnx_import *out)
-{
-    size_t n = 0, at = 0;
-    for (int i = 1; i < g->n; i++)
-        if (g->layers[i].op == DDL__OP_BATCHNORM)
-            n += 2 * (size_t)m->t[m->ps[i].mean].dims[0];
-    if (!n)
-        return DDL_OK;
-    float *p = ddl__alloc(alloc, n * sizeof *p);
-    if (!p)
-        return fail(m, "out of memory for %zu running statistics", n);
-    for (int i = 1; i < g->n; i++) {
-        if (g->layers[i].op != DDL__OP_BATCHNORM)
-            continue;
-        size_t c = (size_t)m->t[m->ps[i].mean].dims[0];
-        if (floats_of(&m->t[m->ps[i].mean], p + at, c) != 0 || floats_of(&m->t[m->ps[i].var], p + at + c, c) != 0) {
-            ddl__free(alloc, p);
-            return fail(m, "running statistics %s: not %zu float32 values", m->t[m->ps[i].mean].name, c);
-        }
-        at += 2 * c;
-    }
-    out->buffers = p;
-    out->n_buffers = n;
-    return DDL_OK;
-}
-
 /* gather: the weights in the order ddl_model_graph() declares them (per layer: weight, bias). */
 static int gather(imp *m, const ddl_graph *g, const ddl_allocator *alloc, ddl_onnx_import *out)
 {
@@ -924,7 +826,7 @@ static int gather(imp *m, const ddl_graph *g, const ddl_allocator *alloc, ddl_on
     }
     out->params = p;
     out->n_params = n;
-    int rc = gather_buffers(m, g, alloc, out);
+    int rc = ddl__onnx_gather_buffers(m, g, alloc, out);
     if (rc != DDL_OK) {
         ddl__free(alloc, p);
         out->params = NULL, out->n_params = 0;
@@ -1139,6 +1041,12 @@ int ddl__onnx_opset(const imp *m) { return m->opset; }
 const char *ddl__onnx_output(const imp *m) { return m->output; }
 
 int ddl__onnx_find(const imp *m, const char *name) { return find(m, name); }
+int ddl__onnx_const_in(imp *m, const node *n, const char *name, const char *what) { return const_in(m, n, name, what); }
+int ddl__onnx_int_attr(imp *m, const node *n, const char *name, int64_t dflt, int64_t lo, int64_t hi, const char *need,
+                       int *v)
+{
+    return int_attr(m, n, name, dflt, lo, hi, need, v);
+}
 attr ddl__onnx_get(const node *n, const char *name) { return get(n, name); }
 int ddl__onnx_count(const tensor *t, size_t *n) { return count(t, n); }
 int ddl__onnx_ints_of(const tensor *t, int64_t *out, int max) { return ints_of(t, out, max); }
