@@ -681,11 +681,26 @@ typedef struct ddl_onnx_import {
     size_t n_params;
     int in_c, in_h, in_w;      /* the input's size */
     float scale, shift;        /* what the model does to its input first: x = input * scale + shift
-                                * (1 and 0 when nothing): ddl folds it into the normalisation */
+                                * (1 and 0 when nothing): ddl folds it into the normalisation;
+                                * with n_norm, channel 0's */
+    int n_norm;                /* > 0 (in_c): per channel instead, x[c] = input[c] * norm_scale[c] + norm_shift[c] */
+    float norm_scale[DDL_MAX_NORM_CHANNELS], norm_shift[DDL_MAX_NORM_CHANNELS];
+    int own_norm;              /* 1: the model normalises its input itself (folded here, or a layer) */
+    int output_softmax;        /* the last node, dropped: 1 Softmax, 2 LogSoftmax over the channels (0: none);
+                                * ddl's output is the logits, and its predictor's the Softmax of them */
 } ddl_onnx_import;
 int ddl_graph_import_onnx(ddl_graph *g, const char *path, const ddl_allocator *alloc, ddl_onnx_import *out, char *err,
                           size_t err_bytes);
 void ddl_onnx_import_free(ddl_onnx_import *im, const ddl_allocator *alloc);
+
+/* ddl_graph_affine: y = x * scale[c] + shift[c] for each channel c of x: constants, nothing to
+ * train (how the ONNX import keeps a per-channel Mul, Div, Add or Sub of constants that is not the
+ * input's normalisation). channels: x's (1 to DDL_GRAPH_MAX_AFFINE; checked against x when a
+ * model is built); scale and shift (finite) are copied into g, which holds DDL_GRAPH_MAX_AFFINE
+ * channels over all its affine layers. Text: "affine C scale=S1,S2,.. shift=T1,T2,..". The new
+ * layer's index, or -1 with the error in g (ddl_graph_error). */
+#define DDL_GRAPH_MAX_AFFINE 64
+int ddl_graph_affine(ddl_graph *g, int x, int channels, const float *scale, const float *shift);
 
 /* ---- communication ----
  * A comm joins the ranks of one job over one transport. Collectives are written once above

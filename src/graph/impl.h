@@ -20,6 +20,7 @@ enum {
     DDL__OP_FLATTEN,
     DDL__OP_CONCAT,
     DDL__OP_ADD,
+    DDL__OP_AFFINE,        /* x * scale + shift per channel, constants: out channels, k their offset in consts */
     DDL__N_OPS
 };
 
@@ -42,6 +43,8 @@ struct ddl_graph {
     int failed;
     ddl__layer layers[DDL_GRAPH_MAX_LAYERS];
     char err[DDL_ERR_BYTES];
+    int n_consts;          /* affine layers' scales and shifts, each layer's 2 * channels in a row */
+    float consts[2 * DDL_GRAPH_MAX_AFFINE];
 };
 
 /* ddl__graph_op_name: "conv", "maxpool", ... as the text format spells them; NULL if unknown. */

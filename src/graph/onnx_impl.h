@@ -1,5 +1,5 @@
-/* onnx_impl.h - what the ONNX importer's two files share: the protobuf reader (pb_read.c) and
- * the importer (onnx_import.c). Private to src/graph. */
+/* onnx_impl.h - what the ONNX importer's files share: the protobuf reader (pb_read.c), the
+ * table of attributes (onnx_attrs.c) and the importer (onnx_import.c). Private to src/graph. */
 #ifndef DDL_GRAPH_ONNX_IMPL_H
 #define DDL_GRAPH_ONNX_IMPL_H
 #include "impl.h"
@@ -20,5 +20,35 @@ int ddl__pb_next(ddl__pb_slice *m, ddl__pb_field *f);
 int ddl__pb_str(const ddl__pb_field *f, char *out, size_t bytes);
 /* ddl__pb_ints: the int64s of a repeated field (packed, or one element) appended to out[*n..max). */
 int ddl__pb_ints(const ddl__pb_field *f, int64_t *out, int max, int *n);
+
+/* ddl__onnx_attr_known: attribute `attr` is one ONNX defines for `op` (onnx_attrs.c); 1 too for
+ * an op the table does not list (refused for itself). */
+int ddl__onnx_attr_known(const char *op, const char *attr);
+
+/* ---- constants applied per channel (onnx_affine.c) ---- */
+
+#define DDL__ONNX_MAX_CHANNELS 128 /* of a constant applied per channel */
+
+/* an affine map per channel: x[c] -> x[c] * scale[c] + shift[c] */
+typedef struct ddl__onnx_norm {
+    int c;
+    float scale[DDL__ONNX_MAX_CHANNELS], shift[DDL__ONNX_MAX_CHANNELS];
+} ddl__onnx_norm;
+
+/* ddl__onnx_per_channel: the n values (dims, nd) of a constant applied to a value of c channels
+ * and rank 2 (N, C) or 4 (N, C, H, W), as c values into v: a scalar repeated, or one per channel
+ * broadcast the numpy way; -1 if it is neither (it would change the value's shape, or broadcast
+ * along H, W or N). */
+int ddl__onnx_per_channel(const int64_t *dims, int nd, const float *vals, size_t n, int c, int rank, float *v);
+/* ddl__onnx_affine_of: Mul, Add, Sub or Div ('M', 'A', 'S', 'D') of c values v, the constant the
+ * first operand or not, as x * s + t; -1 when it is not affine (v / x, or x / 0). */
+int ddl__onnx_affine_of(char op, int const_first, const float *v, int c, float *s, float *t);
+/* ddl__onnx_norm_compose: a = (s, t) after a. */
+void ddl__onnx_norm_compose(ddl__onnx_norm *a, const float *s, const float *t);
+/* ddl__onnx_norm_uniform: the same scale and shift in every channel. */
+int ddl__onnx_norm_uniform(const ddl__onnx_norm *a);
+/* ddl__onnx_norm_fits: a is a normalisation ddl's models do ((p / 255 - mean) / std, one or one
+ * per channel up to DDL_MAX_NORM_CHANNELS, std > 0): positive finite scales, finite shifts. */
+int ddl__onnx_norm_fits(const ddl__onnx_norm *a);
 
 #endif

@@ -39,6 +39,7 @@ typedef struct value {
     char name[NAME];
     int layer;                 /* a layer's output, or -1 */
     int tensor;                /* a constant, or -1 */
+    int stage;                 /* layer 0: the input after this many constants folded into it */
 } value;
 
 typedef struct param_src {
@@ -52,7 +53,13 @@ typedef struct imp {
     param_src ps[DDL_GRAPH_MAX_LAYERS]; /* by layer */
     int n_t, n_v;
     int input_touched;         /* a layer already reads the input: no more normalisation */
-    float scale, shift;        /* pixels p -> p * scale + shift before the first layer */
+    int stage;                 /* constants folded into the input so far */
+    int in_affine;             /* the affine layer that does the input's normalisation where ddl's
+                                * cannot (a negative scale, over DDL_MAX_NORM_CHANNELS channels); 0: none */
+    int opset, in_n;           /* the default domain's opset; the input's batch (0: not fixed) */
+    int output_softmax;        /* 1 Softmax, 2 LogSoftmax over the channels, dropped at the output */
+    ddl__onnx_norm norm;       /* pixels p -> p * scale + shift per channel before the first layer */
+    ddl_graph *g;
     char input[NAME], output[NAME];
     char err[DDL_ERR_BYTES];
 } imp;
@@ -170,9 +177,6 @@ static int ints_of(const tensor *t, int64_t *out, int max)
     return ddl__pb_ints(&f, out, max, &n) == 0 ? n : -1;
 }
 
-/* scalar_of: a FLOAT tensor of one value (any rank of 1s). */
-static int scalar_of(const tensor *t, float *v) { return count_is(t, 1) && floats_of(t, v, 1) == 0 ? 0 : -1; }
-
 static int find(const imp *m, const char *name)
 {
     for (int i = m->n_v - 1; i >= 0; i--)
@@ -191,6 +195,7 @@ static int define(imp *m, const char *name, int layer, int t)
     v->name[len] = '\0';
     v->layer = layer;
     v->tensor = t;
+    v->stage = m->stage;
     return DDL_OK;
 }
 
@@ -295,15 +300,35 @@ static int int_attr(imp *m, const node *n, const char *name, int64_t dflt, int64
     return DDL_OK;
 }
 
-/* layer_in: the layer value `name` is; -1 with the error set. */
+/* touch: the first layer reads the input: the constants folded into it so far are its
+ * normalisation, ddl's own where it can (ddl__onnx_norm_fits), else an affine layer first. */
+static int touch(imp *m, const node *n)
+{
+    m->input_touched = 1;
+    if (ddl__onnx_norm_fits(&m->norm))
+        return DDL_OK;
+    m->in_affine = ddl_graph_affine(m->g, 0, m->norm.c, m->norm.scale, m->norm.shift);
+    if (m->in_affine < 0)
+        return fail(m, "node %s (%s): the input's normalisation: %s", n->name, n->op, ddl_graph_error(m->g));
+    for (int c = 0; c < m->norm.c; c++)
+        m->norm.scale[c] = 1.0f, m->norm.shift[c] = 0.0f;
+    return DDL_OK;
+}
+
+/* layer_in: the layer value `name` is; -1 with the error set. The input is taken only as it is
+ * after every constant folded into it: the raw pixels are gone by then. */
 static int layer_in(imp *m, const node *n, const char *name)
 {
     int i = find(m, name);
-    if (i >= 0 && m->v[i].layer >= 0) {
-        if (m->v[i].layer == 0)
-            m->input_touched = 1;
-        return m->v[i].layer;
+    if (i >= 0 && m->v[i].layer == 0 && m->v[i].stage != m->stage) {
+        fail(m, "node %s (%s): input %s is the model's input before the Mul, Div, Add or Sub that ddl folds into "
+             "its normalisation, which every other node reads after it: ddl takes only one", n->name, n->op, name);
+        return -1;
     }
+    if (i >= 0 && m->v[i].layer == 0 && !m->input_touched && touch(m, n) != DDL_OK)
+        return -1;
+    if (i >= 0 && m->v[i].layer >= 0)
+        return m->v[i].layer == 0 && m->in_affine > 0 ? m->in_affine : m->v[i].layer;
     fail(m, "node %s (%s): input %s is %s", n->name, n->op, name,
          i < 0 ? "not defined before it" : "a constant where ddl needs a layer's output");
     return -1;
@@ -355,7 +380,15 @@ static int added(imp *m, ddl_graph *g, const node *n, int i, int w, int b, int t
     if (shape_of(m, g, n, i, &c, &h, &wd) != DDL_OK)
         return DDL_EINVAL;
     m->ps[i] = (param_src){w, b, transpose};
-    return define(m, n->out[0], i, -1);
+    return define(m, n->out[0], i, -1); /* a second output (MaxPool's indices, Dropout's mask) stays
+                                         * undefined: a node that reads it is refused */
+}
+
+/* rank: 2 for a layer ddl keeps flat (N, K) as ONNX does (Gemm, MatMul, Flatten), else 4. */
+static int rank(const ddl_graph *g, int layer)
+{
+    int op = g->layers[layer].op;
+    return op == DDL__OP_DENSE || op == DDL__OP_FLATTEN ? 2 : 4;
 }
 
 /* ---- the weights: every dim, count and length checked before anything is read ---- */
@@ -402,11 +435,12 @@ static int data_ok(imp *m, const node *n, const tensor *t, const char *what)
     return DDL_OK;
 }
 
-/* bias_ok: tensor b holds exactly `out` float32 values ((out) or (1, out)). */
+/* bias_ok: tensor b holds exactly `out` float32 values ((out) or (1, out): (out, 1) would broadcast
+ * to a matrix). */
 static int bias_ok(imp *m, const node *n, const tensor *b, int out)
 {
     char d[200];
-    if (!count_is(b, (size_t)out))
+    if (!count_is(b, (size_t)out) || !b->n_dims || b->dims[b->n_dims - 1] != out)
         return fail(m, "node %s (%s): bias %s has dims %s, the graph needs %d values (the outputs)", n->name, n->op,
                     b->name, ints_text(b->dims, b->n_dims, d), out);
     return data_ok(m, n, b, "bias");
@@ -414,11 +448,38 @@ static int bias_ok(imp *m, const node *n, const tensor *b, int out)
 
 /* ---- the layers ---- */
 
+/* auto_pad: the pads auto_pad asks for on an input of h x w (kernel k, stride s; a transposed
+ * convolution's when transposed), as ddl's one pad on every side into *pad; refused unless they
+ * are the same on both sides of both dims. VALID: 0. NOTSET or absent: *pad unchanged. */
+static int auto_pad(imp *m, const node *n, int h, int w, int k, int s, int transposed, int *pad)
+{
+    attr ap = get(n, "auto_pad");
+    if (!ap.found || strcmp(ap.str, "NOTSET") == 0)
+        return DDL_OK;
+    int same = strcmp(ap.str, "SAME_UPPER") == 0 || strcmp(ap.str, "SAME_LOWER") == 0;
+    if (!same && strcmp(ap.str, "VALID") != 0)
+        return fail(m, "node %s (%s): auto_pad %s: ddl takes NOTSET, VALID, SAME_UPPER or SAME_LOWER", n->name, n->op,
+                    ap.str);
+    if (get(n, "pads").found)
+        return fail(m, "node %s (%s): auto_pad %s and pads: ONNX takes one or the other", n->name, n->op, ap.str);
+    int64_t total[2] = {0, 0};
+    const int in[2] = {h, w};
+    for (int d = 0; same && d < 2; d++) /* output in * s (transposed) or ceil(in / s) */
+        total[d] = transposed ? (int64_t)k - s : ((int64_t)in[d] + s - 1) / s * s - s + k - in[d];
+    for (int d = 0; d < 2; d++)
+        total[d] = total[d] < 0 && !transposed ? 0 : total[d];
+    if (total[0] != total[1] || total[0] % 2 || total[0] < 0)
+        return fail(m, "node %s (%s): auto_pad %s: pads of %lld and %lld in all on a %dx%d input, which ddl cannot "
+                    "split evenly on both sides (give explicit pads)", n->name, n->op, ap.str, (long long)total[0],
+                    (long long)total[1], h, w);
+    *pad = (int)(total[0] / 2);
+    return DDL_OK;
+}
+
 /* conv_attrs: kernel (the weight's, k), strides, pads (< k), no dilation, group or output padding. */
 static int conv_attrs(imp *m, const node *n, int k, int *s, int *pad)
 {
     int one;
-    attr ap = get(n, "auto_pad");
     char kernel[64];
     snprintf(kernel, sizeof kernel, "the weight's kernel (%d, %d)", k, k);
     int rc = int_attr(m, n, "kernel_shape", k, k, k, kernel, &one);
@@ -432,8 +493,6 @@ static int conv_attrs(imp *m, const node *n, int k, int *s, int *pad)
         rc = int_attr(m, n, "group", 1, 1, 1, "no groups (1)", &one);
     if (rc == DDL_OK)
         rc = int_attr(m, n, "output_padding", 0, 0, 0, "no output padding (0)", &one);
-    if (rc == DDL_OK && ap.found && strcmp(ap.str, "NOTSET") != 0 && (strcmp(ap.str, "VALID") != 0 || *pad))
-        rc = fail(m, "node %s (%s): auto_pad %s: ddl takes explicit pads", n->name, n->op, ap.str);
     if (rc == DDL_OK && get(n, "output_shape").found) /* ConvTranspose: pads derived from it */
         rc = fail(m, "node %s (%s): output_shape: ddl takes explicit pads", n->name, n->op);
     return rc;
@@ -455,6 +514,7 @@ static int conv(imp *m, ddl_graph *g, const node *n, int transposed)
     char why[64];
     snprintf(why, sizeof why, "its input has %d channels; square kernels", c);
     if (dims_are(m, n, W, "weight", want, why) != DDL_OK || conv_attrs(m, n, k, &s, &pad) != DDL_OK ||
+        auto_pad(m, n, h, wd, k, s, transposed, &pad) != DDL_OK ||
         data_ok(m, n, W, "weight") != DDL_OK || (b >= 0 && bias_ok(m, n, &m->t[b], out) != DDL_OK))
         return DDL_EINVAL;
     char name[DDL_GRAPH_NAME_BYTES];
@@ -466,15 +526,19 @@ static int conv(imp *m, ddl_graph *g, const node *n, int transposed)
 
 static int pool(imp *m, ddl_graph *g, const node *n, int avg)
 {
-    int x = layer_in(m, n, n->in[0]), k, s, zero, one;
-    if (x < 0)
+    int x = layer_in(m, n, n->in[0]), k, s, zero, one, c, h, w, pad = 0;
+    if (x < 0 || shape_of(m, g, n, x, &c, &h, &w) != DDL_OK)
         return DDL_EINVAL;
     if (int_attr(m, n, "kernel_shape", 0, 1, INT_MAX, "a square window of 1 or more", &k) != DDL_OK ||
         int_attr(m, n, "strides", 1, 1, INT_MAX, "equal strides of 1 or more", &s) != DDL_OK ||
         int_attr(m, n, "pads", 0, 0, 0, "no padding (0)", &zero) != DDL_OK ||
         int_attr(m, n, "ceil_mode", 0, 0, 0, "no ceil_mode (0)", &zero) != DDL_OK ||
-        int_attr(m, n, "dilations", 1, 1, 1, "no dilation (1)", &one) != DDL_OK)
+        int_attr(m, n, "dilations", 1, 1, 1, "no dilation (1)", &one) != DDL_OK ||
+        auto_pad(m, n, h, w, k, s, 0, &pad) != DDL_OK)
         return DDL_EINVAL;
+    if (pad)
+        return fail(m, "node %s (%s): auto_pad %s: pads of %d: ddl's pools take no padding", n->name, n->op,
+                    get(n, "auto_pad").str, pad);
     return added(m, g, n, avg ? ddl_graph_avgpool(g, x, k, s) : ddl_graph_maxpool(g, x, k, s), -1, -1, 0);
 }
 
@@ -487,6 +551,12 @@ static int dense(imp *m, ddl_graph *g, const node *n, int gemm)
     int c, h, wd, tb = 0, zero;
     if (x < 0 || w < 0 || (gemm && n->n_in > 2 && n->in[2][0] && b < 0) || shape_of(m, g, n, x, &c, &h, &wd) != 0)
         return DDL_EINVAL;
+    if (x > 0 && rank(g, x) != 2 && !(gemm && h == 1 && wd == 1)) /* MatMul of (N, C, H, W) works on W alone */
+        return fail(m, "node %s (%s): its input is (N, %d, %d, %d): ddl takes %s of a flat (N, K) input (Flatten "
+                    "first)", n->name, n->op, c, h, wd, n->op);
+    if (x == 0)
+        return fail(m, "node %s (%s): its input is the model's image input: ddl takes %s of a flat (N, K) input "
+                    "(Flatten first)", n->name, n->op, n->op);
     attr al = get(n, "alpha"), be = get(n, "beta");
     if ((gemm && int_attr(m, n, "transB", 0, 0, 1, "0 or 1", &tb) != DDL_OK) ||
         int_attr(m, n, "transA", 0, 0, 0, "0 (no transA)", &zero) != DDL_OK)
@@ -510,71 +580,104 @@ static int dense(imp *m, ddl_graph *g, const node *n, int gemm)
     return added(m, g, n, ddl_graph_dense(g, x, name, out), w, b, transposed);
 }
 
-/* flatten: Flatten (axis 1) or Reshape to (N, -1) with a constant shape of two values. */
+/* flatten: Flatten (axis 1) or Reshape to (N, K) with a constant shape of two values: (0, -1)
+ * (0 copies N unless allowzero), (-1, K), (N, -1) or (N, K) with N the input's fixed batch and K
+ * the values per sample. */
 static int flatten(imp *m, ddl_graph *g, const node *n)
 {
-    int x = layer_in(m, n, n->in[0]), axis;
-    if (x < 0)
+    int x = layer_in(m, n, n->in[0]), c, h, w, zero;
+    if (x < 0 || shape_of(m, g, n, x, &c, &h, &w) != DDL_OK)
         return DDL_EINVAL;
+    int r = x ? rank(g, x) : 4;
+    int64_t K = (int64_t)c * h * w;
     if (strcmp(n->op, "Reshape") == 0) {
         int t = n->n_in > 1 ? const_in(m, n, n->in[1], "shape") : -1;
         int64_t s[8];
         int k = t >= 0 ? ints_of(&m->t[t], s, 8) : -1;
-        if (t < 0 || k != 2 || (s[1] != -1 && s[0] != -1 && s[0] != 0 && s[0] != 1))
-            return t < 0 ? DDL_EINVAL
-                         : fail(m, "node %s (Reshape): ddl reshapes only to (N, -1) (flatten); computed shapes "
-                                "(Shape, Gather, ...) are not taken: export torch.flatten(x, 1)", n->name);
-    } else if (int_attr(m, n, "axis", 1, 1, 1, "axis 1 only", &axis) != DDL_OK) {
-        return DDL_EINVAL;
+        if (t < 0 || int_attr(m, n, "allowzero", 0, 0, 1, "0 or 1", &zero) != DDL_OK)
+            return DDL_EINVAL;
+        int first = (s[0] == 0 && !zero) || (s[0] == -1 && s[1] == K) || (m->in_n > 0 && s[0] == m->in_n);
+        char d[200];
+        if (k != 2 || !first || (s[1] != -1 && s[1] != K))
+            return fail(m, "node %s (Reshape): shape %s of (N, %d, %d, %d): ddl reshapes only to (N, %lld) (a "
+                        "flatten; N as 0, -1 or the input's fixed batch); computed shapes (Shape, Gather, ...) are not "
+                        "taken: export torch.flatten(x, 1)", n->name, k >= 0 ? ints_text(s, k, d) : "(not int64)",
+                        c, h, w, (long long)K);
+    } else {
+        attr ax = get(n, "axis");
+        int64_t v = ax.found && ax.n == 1 ? ax.ints[0] : 1;
+        if (!(ax.found && ax.n != 1) && v < 0)
+            v += r;
+        if (v != 1 || (ax.found && ax.n != 1)) {
+            char d[200];
+            return fail(m, "node %s (Flatten): axis %s of a %d-D input: ddl takes axis 1 only (N, C x H x W)", n->name,
+                        ax.n >= 1 ? ints_text(ax.ints, ax.n, d) : "(not an int)", r);
+        }
     }
     return added(m, g, n, ddl_graph_flatten(g, x), -1, -1, 0);
 }
 
-/* affine: Mul, Div, Add or Sub of a constant: on the input (before any layer reads it), the
- * input normalisation; an Add of a vector after MatMul, its bias. */
+/* affine: Mul, Div, Add or Sub of a constant, a scalar or one value per channel, on either side:
+ * on the input (before any layer reads it), folded into its normalisation; an Add of a vector
+ * after MatMul, its bias; anywhere else, an affine layer. -1: not a layer and a constant. */
 static int affine(imp *m, ddl_graph *g, const node *n)
 {
-    int a = find(m, n->in[0]), c = n->n_in > 1 ? find(m, n->in[1]) : -1;
+    int a = find(m, n->in[0]), c = n->n_in > 1 ? find(m, n->in[1]) : -1, first = 0;
     if (a >= 0 && c >= 0 && m->v[a].tensor >= 0 && m->v[c].layer >= 0) { /* constant first */
         int s = a;
-        a = c, c = s;
+        a = c, c = s, first = 1;
     }
-    if (a < 0 || c < 0 || m->v[a].layer < 0 || m->v[c].tensor < 0)
+    if (n->n_in != 2 || a < 0 || c < 0 || m->v[a].layer < 0 || m->v[c].tensor < 0)
         return -1; /* not this case */
     const tensor *t = &m->t[m->v[c].tensor];
-    int layer = m->v[a].layer;
-    float v;
-    if (layer == 0 && !m->input_touched && scalar_of(t, &v) == 0) {
-        char op = n->op[0];
-        if (op == 'M')
-            m->scale *= v, m->shift *= v;
-        else if (op == 'D' && v != 0.0f)
-            m->scale /= v, m->shift /= v;
-        else if (op == 'A')
-            m->shift += v;
-        else if (op == 'S')
-            m->shift -= v;
-        else
-            return -1;
+    int layer = m->v[a].layer, ch, h, w;
+    if (layer == 0 && m->in_affine > 0 && m->v[a].stage == m->stage)
+        layer = m->in_affine;
+    if (shape_of(m, g, n, layer, &ch, &h, &w) != DDL_OK)
+        return DDL_EINVAL;
+    int r = layer ? rank(g, layer) : 4;
+    size_t k;
+    char d[200];
+    float vals[DDL__ONNX_MAX_CHANNELS], v[DDL__ONNX_MAX_CHANNELS], s[DDL__ONNX_MAX_CHANNELS], sh[DDL__ONNX_MAX_CHANNELS];
+    if (t->type != T_FLOAT || count(t, &k) != 0 || k > DDL__ONNX_MAX_CHANNELS || data_ok(m, n, t, "constant") != 0 ||
+        floats_of(t, vals, k) != 0 || ddl__onnx_per_channel(t->dims, t->n_dims, vals, k, ch, r, v) != 0)
+        return m->err[0] ? DDL_EINVAL
+                         : fail(m, "node %s (%s): constant %s of dims %s: ddl takes a scalar or one value per channel "
+                                "(%s%d%s) of its input's %d", n->name, n->op, t->name, ints_text(t->dims, t->n_dims, d),
+                                r == 4 ? "(1, " : "(", ch, r == 4 ? ", 1, 1)" : ")", ch);
+    if (ddl__onnx_affine_of(n->op[0], first, v, ch, s, sh) != 0)
+        return fail(m, "node %s (%s): %s: ddl takes x * c, x / c, x + c, c + x, x - c and c - x of a constant c "
+                    "(no zero divisor)", n->name, n->op, first && n->op[0] == 'D' ? "c / x is not affine" : "x / 0");
+    if (m->v[a].layer == 0 && !m->input_touched && m->v[a].stage == m->stage) {
+        ddl__onnx_norm_compose(&m->norm, s, sh);
+        m->stage++;
         return define(m, n->out[0], 0, -1);
     }
-    if (strcmp(n->op, "Add") == 0 && layer > 0 && g->layers[layer].op == DDL__OP_DENSE && m->ps[layer].b < 0 &&
-        t->type == T_FLOAT && count_is(t, (size_t)g->layers[layer].out)) {
-        if (data_ok(m, n, t, "bias") != DDL_OK)
-            return DDL_EINVAL;
+    if (n->op[0] == 'A' && g->layers[layer].op == DDL__OP_DENSE && m->ps[layer].b < 0 && t->n_dims &&
+        t->dims[t->n_dims - 1] == ch) {
         m->ps[layer].b = m->v[c].tensor; /* MatMul + Add: the Linear's bias */
         return define(m, n->out[0], layer, -1);
     }
-    return -1;
+    int x = layer_in(m, n, m->v[a].name);
+    if (x < 0)
+        return DDL_EINVAL;
+    return added(m, g, n, ddl_graph_affine(g, x, ch, s, sh), -1, -1, 0);
 }
 
 /* join: Add or Concat (axis 1) of layers. */
 static int join(imp *m, ddl_graph *g, const node *n)
 {
-    int axis;
-    if (strcmp(n->op, "Concat") == 0 && int_attr(m, n, "axis", 0, 1, 1, "axis 1 only (the channels)", &axis) != 0)
-        return DDL_EINVAL;
     int x = n->n_in ? layer_in(m, n, n->in[0]) : -1;
+    if (strcmp(n->op, "Concat") == 0 && x >= 0) {
+        attr ax = get(n, "axis");
+        int r = x ? rank(g, x) : 4;
+        int64_t v = ax.found && ax.n == 1 ? ax.ints[0] : 0;
+        if (!ax.found || ax.n != 1 || (v < 0 ? v + r : v) != 1) {
+            char d[200];
+            return fail(m, "node %s (Concat): axis %s of %d-D inputs: ddl takes axis 1 only (the channels)", n->name,
+                        ax.n >= 1 ? ints_text(ax.ints, ax.n, d) : "(none)", r);
+        }
+    }
     for (int i = 1; x >= 0 && i < n->n_in; i++) {
         int y = layer_in(m, n, n->in[i]);
         x = y < 0 ? -1 : n->op[0] == 'A' ? ddl_graph_add(g, x, y) : ddl_graph_concat(g, x, y);
@@ -594,9 +697,66 @@ static int alias(imp *m, const node *n)
     return define(m, n->out[0], m->v[i].layer, m->v[i].tensor);
 }
 
+/* softmax: a last Softmax or LogSoftmax over the channels, dropped: ddl's output is the logits,
+ * its loss and its predictor take the softmax over the channels at each position. Over the
+ * channels: axis 1 (or -3 of 4-D, -1 of (N, K)); before opset 13, which flattens from the axis,
+ * only where the rest is one value (N, K). */
+static int softmax(imp *m, ddl_graph *g, const node *n)
+{
+    int x = layer_in(m, n, n->in[0]), c, h, w;
+    if (x < 0 || shape_of(m, g, n, x, &c, &h, &w) != DDL_OK)
+        return DDL_EINVAL;
+    if (strcmp(n->out[0], m->output) != 0)
+        return fail(m, "node %s (%s): not the model's output: ddl takes a %s only as the last node (its output is "
+                    "the logits)", n->name, n->op, n->op);
+    int r = x ? rank(g, x) : 4;
+    attr ax = get(n, "axis");
+    int64_t v = ax.found && ax.n == 1 ? ax.ints[0] : m->opset >= 13 ? -1 : 1;
+    v = v < 0 ? v + r : v;
+    if ((ax.found && ax.n != 1) || v != 1 || (m->opset < 13 && h * w != 1)) {
+        char d[200];
+        return fail(m, "node %s (%s): axis %s of (N, %d%s) at opset %d: ddl's output is the logits and its %s is over "
+                    "the channels alone (axis 1%s)", n->name, n->op,
+                    ax.n >= 1 ? ints_text(ax.ints, ax.n, d) : m->opset >= 13 ? "-1 (the default)" : "1 (the default)",
+                    c, r == 4 ? ", H, W" : "", m->opset, n->op, m->opset < 13 ? "; before opset 13, of (N, K) only" : "");
+    }
+    m->output_softmax = n->op[0] == 'S' ? 1 : 2;
+    return define(m, n->out[0], x, -1);
+}
+
+/* attrs_known: every attribute of n is one ONNX defines for its op (onnx_attrs.c): the op's code
+ * then honours or refuses each value. */
+static int attrs_known(imp *m, const node *n)
+{
+    for (int i = 0; i < n->n_attrs; i++) {
+        ddl__pb_slice s = n->attrs[i];
+        ddl__pb_field f;
+        char an[64] = "", val[64] = "(a value)";
+        while (ddl__pb_next(&s, &f) > 0) {
+            if (f.number == 1)
+                ddl__pb_str(&f, an, sizeof an);
+            else if (f.number == 2 && f.wire == 5) {
+                uint32_t u = (uint32_t)f.v;
+                float x;
+                memcpy(&x, &u, 4);
+                snprintf(val, sizeof val, "%g", (double)x);
+            } else if (f.number == 3 && f.wire == 0)
+                snprintf(val, sizeof val, "%lld", (long long)f.v);
+            else if (f.number == 4 && f.wire == 2)
+                snprintf(val, sizeof val, "\"%.*s\"", (int)(f.s.end - f.s.p < 40 ? f.s.end - f.s.p : 40), f.s.p);
+        }
+        if (!ddl__onnx_attr_known(n->op, an))
+            return fail(m, "node %s (%s): attribute %.60s = %s: ONNX defines no such attribute for %s, and ddl does "
+                        "not guess", n->name, n->op, an, val, n->op);
+    }
+    return DDL_OK;
+}
+
 static int one_node(imp *m, ddl_graph *g, const node *n)
 {
     const char *op = n->op;
+    if (attrs_known(m, n) != DDL_OK)
+        return DDL_EINVAL;
     if (strcmp(op, "Conv") == 0 || strcmp(op, "ConvTranspose") == 0)
         return conv(m, g, n, op[4] == 'T');
     if (strcmp(op, "MaxPool") == 0 || strcmp(op, "AveragePool") == 0)
@@ -647,8 +807,8 @@ static int one_node(imp *m, ddl_graph *g, const node *n)
             return alias(m, n);
         return fail(m, "node %s (Pad): ddl takes only a Pad of zeros (pad inside Conv instead)", n->name);
     }
-    if ((strcmp(op, "Softmax") == 0 || strcmp(op, "LogSoftmax") == 0) && strcmp(n->out[0], m->output) == 0)
-        return alias(m, n); /* the logits are ddl's output; the loss and the predictor apply the softmax */
+    if (strcmp(op, "Softmax") == 0 || strcmp(op, "LogSoftmax") == 0)
+        return softmax(m, g, n);
     if (strcmp(op, "BatchNormalization") == 0)
         return fail(m, "node %s (BatchNormalization): ddl trains without batch statistics; use GroupNorm, or "
                     "fold it into the conv (fuse_conv_bn_eval) before exporting", n->name);
@@ -703,6 +863,10 @@ static int graph_io(imp *m, ddl_graph *g, ddl__pb_slice graph)
                 return fail(m, "input %s: dims %s%s: ddl takes images (N, C, H, W) of a fixed C, H and W, each 1 to %d",
                             name, ints_text(dims, nd < 8 ? nd : 8, t), nd > 8 ? " ..." : "", INT_MAX);
             char why[DDL_ERR_BYTES];
+            m->in_n = dims[0] >= 1 && dims[0] <= INT_MAX ? (int)dims[0] : 0;
+            m->norm.c = dims[1] < DDL__ONNX_MAX_CHANNELS ? (int)dims[1] : DDL__ONNX_MAX_CHANNELS;
+            for (int k = 0; k < m->norm.c; k++)
+                m->norm.scale[k] = 1.0f, m->norm.shift[k] = 0.0f;
             if (ddl_graph_input(g, (int)dims[1], (int)dims[2], (int)dims[3]) < 0 || define(m, name, 0, -1) != DDL_OK)
                 return fail(m, "input %s: %s", name, ddl_graph_error(g));
             if (ddl__graph_layer_shape(g, 0, &c, &h, &w, why, sizeof why) != DDL_OK)
@@ -801,6 +965,7 @@ static int model(imp *m, ddl_graph *g, ddl__pb_slice file)
                 e.number == 1 ? (void)ddl__pb_str(&e, domain, sizeof domain) : (void)(v = e.number == 2 ? (int64_t)e.v : v);
             if (!domain[0] || strcmp(domain, "ai.onnx") == 0)
                 opset = (int)v;
+            m->opset = opset;
         }
     }
     if (r < 0 || !graph.p)
@@ -821,13 +986,23 @@ static int model(imp *m, ddl_graph *g, ddl__pb_slice file)
         }
     if (rc != DDL_OK)
         return rc;
-    if (!(isfinite(m->scale) && m->scale > 0.0f && isfinite(m->shift))) /* ddl's normalisation divides by it */
-        return fail(m, "input %s: scaled by %g and shifted by %g before the first layer: ddl takes a positive, "
-                    "finite scale and a finite shift", m->input, (double)m->scale, (double)m->shift);
     int o = find(m, m->output);
     if (o < 0 || m->v[o].layer < 1)
         return fail(m, "output %s: not the output of a layer ddl made", m->output);
     return ddl_graph_output(g, m->v[o].layer, DDL_HEAD_XENT) < 0 ? fail(m, "%s", ddl_graph_error(g)) : DDL_OK;
+}
+
+/* out_norm: the input's normalisation and the dropped softmax into out. */
+static void out_norm(const imp *m, ddl_onnx_import *out)
+{
+    int uniform = ddl__onnx_norm_uniform(&m->norm);
+    out->scale = m->norm.c ? m->norm.scale[0] : 1.0f;
+    out->shift = m->norm.c ? m->norm.shift[0] : 0.0f;
+    out->n_norm = uniform || m->norm.c > DDL_MAX_NORM_CHANNELS ? 0 : m->norm.c; /* more: a layer did it (touch) */
+    for (int c = 0; c < out->n_norm; c++)
+        out->norm_scale[c] = m->norm.scale[c], out->norm_shift[c] = m->norm.shift[c];
+    out->own_norm = m->stage > 0;
+    out->output_softmax = m->output_softmax;
 }
 
 int ddl_graph_import_onnx(ddl_graph *g, const char *path, const ddl_allocator *alloc, ddl_onnx_import *out, char *err,
@@ -852,8 +1027,10 @@ int ddl_graph_import_onnx(ddl_graph *g, const char *path, const ddl_allocator *a
     if (rc == DDL_OK) {
         /* the tables (2.5 MB) are written before they are read: a tensor or value when it is
          * defined, ps[i] when layer i is; clearing them all cost most of an import's time */
-        m->n_t = m->n_v = m->input_touched = 0;
-        m->scale = 1.0f, m->shift = 0.0f;
+        m->n_t = m->n_v = m->input_touched = m->stage = m->in_affine = m->opset = m->in_n = 0;
+        m->output_softmax = 0;
+        m->norm.c = 0;
+        m->g = g;
         m->input[0] = m->output[0] = m->err[0] = '\0';
         rc = model(m, g, (ddl__pb_slice){buf, buf + st.st_size});
         if (rc == DDL_OK)
@@ -864,8 +1041,7 @@ int ddl_graph_import_onnx(ddl_graph *g, const char *path, const ddl_allocator *a
             ddl__errf(err, err_bytes, rc, "%s: %s", fits || !base ? path : base + 1, m->err);
         }
         ddl_graph_input_shape(g, &out->in_c, &out->in_h, &out->in_w);
-        out->scale = m->scale;
-        out->shift = m->shift;
+        out_norm(m, out);
     } else {
         ddl__errf(err, err_bytes, rc, "%s: %s", path, rc == DDL_ENOMEM ? "out of memory" : "cannot read");
     }
