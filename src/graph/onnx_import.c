@@ -384,11 +384,19 @@ static int added(imp *m, ddl_graph *g, const node *n, int i, int w, int b, int t
                                          * undefined: a node that reads it is refused */
 }
 
-/* rank: 2 for a layer ddl keeps flat (N, K) as ONNX does (Gemm, MatMul, Flatten), else 4. */
+/* rank: 2 for a layer ONNX has flat (N, K) (Gemm, MatMul, Flatten, and what works value by value
+ * on them: Relu, Dropout, Add, ...), 4 for an image (N, C, H, W). */
 static int rank(const ddl_graph *g, int layer)
 {
-    int op = g->layers[layer].op;
-    return op == DDL__OP_DENSE || op == DDL__OP_FLATTEN ? 2 : 4;
+    for (; layer > 0; layer = g->layers[layer].in[0]) {
+        int op = g->layers[layer].op;
+        if (op == DDL__OP_DENSE || op == DDL__OP_FLATTEN)
+            return 2;
+        if (op == DDL__OP_CONV || op == DDL__OP_DECONV || op == DDL__OP_MAXPOOL || op == DDL__OP_AVGPOOL ||
+            op == DDL__OP_GAP || op == DDL__OP_GROUPNORM)
+            return 4;
+    }
+    return 4;
 }
 
 /* ---- the weights: every dim, count and length checked before anything is read ---- */
@@ -610,8 +618,8 @@ static int flatten(imp *m, ddl_graph *g, const node *n)
             v += r;
         if (v != 1 || (ax.found && ax.n != 1)) {
             char d[200];
-            return fail(m, "node %s (Flatten): axis %s of a %d-D input: ddl takes axis 1 only (N, C x H x W)", n->name,
-                        ax.n >= 1 ? ints_text(ax.ints, ax.n, d) : "(not an int)", r);
+            return fail(m, "node %s (Flatten): axis %s: ddl takes axis 1 only (N, C x H x W; of a %d-D input, %d)",
+                        n->name, ax.n >= 1 ? ints_text(ax.ints, ax.n, d) : "(not an int)", r, 1 - r);
         }
     }
     return added(m, g, n, ddl_graph_flatten(g, x), -1, -1, 0);
@@ -639,7 +647,8 @@ static int affine(imp *m, ddl_graph *g, const node *n)
     size_t k;
     char d[200];
     float vals[DDL__ONNX_MAX_CHANNELS], v[DDL__ONNX_MAX_CHANNELS], s[DDL__ONNX_MAX_CHANNELS], sh[DDL__ONNX_MAX_CHANNELS];
-    if (t->type != T_FLOAT || count(t, &k) != 0 || k > DDL__ONNX_MAX_CHANNELS || data_ok(m, n, t, "constant") != 0 ||
+    const char *what = n->op[0] == 'A' && g->layers[layer].op == DDL__OP_DENSE ? "bias" : "constant";
+    if (t->type != T_FLOAT || count(t, &k) != 0 || k > DDL__ONNX_MAX_CHANNELS || data_ok(m, n, t, what) != 0 ||
         floats_of(t, vals, k) != 0 || ddl__onnx_per_channel(t->dims, t->n_dims, vals, k, ch, r, v) != 0)
         return m->err[0] ? DDL_EINVAL
                          : fail(m, "node %s (%s): constant %s of dims %s: ddl takes a scalar or one value per channel "
@@ -648,6 +657,10 @@ static int affine(imp *m, ddl_graph *g, const node *n)
     if (ddl__onnx_affine_of(n->op[0], first, v, ch, s, sh) != 0)
         return fail(m, "node %s (%s): %s: ddl takes x * c, x / c, x + c, c + x, x - c and c - x of a constant c "
                     "(no zero divisor)", n->name, n->op, first && n->op[0] == 'D' ? "c / x is not affine" : "x / 0");
+    for (int i = 0; i < ch; i++)
+        if (s[i] == 0.0f) /* the output a constant: nothing before it would ever train */
+            return fail(m, "node %s (%s): constant %s: a scale of 0 in channel %d: ddl takes non-zero scales", n->name,
+                        n->op, t->name, i);
     if (m->v[a].layer == 0 && !m->input_touched && m->v[a].stage == m->stage) {
         ddl__onnx_norm_compose(&m->norm, s, sh);
         m->stage++;
