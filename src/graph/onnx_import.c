@@ -710,6 +710,31 @@ static int alias(imp *m, const node *n)
     return define(m, n->out[0], m->v[i].layer, m->v[i].tensor);
 }
 
+/* dropout: a dropout layer of the node's ratio (its attribute before opset 12, its second input
+ * since, 0.5 when absent): the model trains with it and predicts without, whatever mode it was
+ * exported in (training_mode is for the exporter's runtime). A ratio of 0 is nothing. */
+static int dropout(imp *m, ddl_graph *g, const node *n)
+{
+    float p = 0.5f;
+    attr ra = get(n, "ratio");
+    if (ra.found)
+        p = ra.f;
+    if (n->n_in > 1 && n->in[1][0]) {
+        int t = const_in(m, n, n->in[1], "ratio");
+        if (t < 0 || !count_is(&m->t[t], 1) || floats_of(&m->t[t], &p, 1) != 0)
+            return t < 0 ? DDL_EINVAL : fail(m, "node %s (Dropout): ratio %s: ddl takes one float", n->name, n->in[1]);
+    }
+    if (n->n_in > 2 && n->in[2][0] && const_in(m, n, n->in[2], "training_mode") < 0)
+        return DDL_EINVAL;
+    if (!(p >= 0.0f && p < 1.0f))
+        return fail(m, "node %s (Dropout): ratio %g: ddl takes 0 <= ratio < 1", n->name, (double)p);
+    int i = find(m, n->in[0]);
+    if (p == 0.0f || (i >= 0 && m->v[i].tensor >= 0))
+        return alias(m, n);
+    int x = layer_in(m, n, n->in[0]);
+    return x < 0 ? DDL_EINVAL : added(m, g, n, ddl_graph_dropout(g, x, p), -1, -1, 0);
+}
+
 /* softmax: a last Softmax or LogSoftmax over the channels, dropped: ddl's output is the logits,
  * its loss and its predictor take the softmax over the channels at each position. Over the
  * channels: axis 1 (or -3 of 4-D, -1 of (N, K)); before opset 13, which flattens from the axis,
@@ -803,7 +828,9 @@ static int one_node(imp *m, ddl_graph *g, const node *n)
     }
     if (strcmp(op, "Concat") == 0)
         return join(m, g, n);
-    if (strcmp(op, "Identity") == 0 || strcmp(op, "Dropout") == 0)
+    if (strcmp(op, "Dropout") == 0)
+        return dropout(m, g, n);
+    if (strcmp(op, "Identity") == 0)
         return alias(m, n);
     if (strcmp(op, "Pad") == 0) { /* PyTorch puts a Pad of zeros before avg_pool2d: nothing to do */
         int t = n->n_in > 1 ? find(m, n->in[1]) : -1;

@@ -126,4 +126,12 @@ def cases():
     add("own_conv_same_upper", "Conv", "pass",
         [helper.make_node("Conv", ["x", "w"], ["y"], kernel_shape=[3, 3], auto_pad="SAME_UPPER", name="same")],
         [t("w", 4, 3, 3, 3, scale=0.2)])
+    # Dropout: a dropout layer of its ratio (attribute before opset 12), nothing when predicting
+    n1, w1 = conv("x", "a")
+    add("own_dropout_ratio_opset10", "Dropout", "pass",
+        [n1, helper.make_node("Dropout", ["a"], ["y"], ratio=0.3, name="drop")], [w1], opset=10)
+    # ConvTranspose's output_shape (pads derived from it): refused, named
+    add("own_convtranspose_output_shape", "ConvTranspose", "refused",
+        [helper.make_node("ConvTranspose", ["x", "w"], ["y"], kernel_shape=[3, 3], strides=[2, 2],
+                          output_shape=[13, 13], name="up")], [t("w", 3, 4, 3, 3, scale=0.2)])
     return out
