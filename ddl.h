@@ -666,10 +666,13 @@ int ddl_graph_preset(ddl_graph *g, const char *name, char *err, size_t err_bytes
 /* ddl_graph_import_onnx: g and its weights from an ONNX file another tool wrote (PyTorch's
  * torch.onnx.export, onnx.helper, ddl's export; opsets 7 to 18): Conv, ConvTranspose, Relu,
  * MaxPool, AveragePool, GlobalAveragePool, Gemm, MatMul (and the Add of its bias), Flatten,
- * Reshape to (N, -1), Concat (channels), Add, Dropout, Identity and a Pad of zeros (nothing), a last
- * Softmax (dropped: the output is the logits), and Mul/Div/Add/Sub of constants on the input
- * (kept as scale and shift). Square kernels, equal strides and pads, no dilation or groups. Any
- * other node is refused, named (BatchNormalization too: ddl trains without batch statistics).
+ * Reshape to (N, K), Concat (channels), Add, Dropout (a dropout layer), Identity and a Pad of zeros
+ * (nothing), a last Softmax over the channels (dropped: the output is the logits; output_softmax
+ * says so), and Mul/Div/Add/Sub of a scalar or per-channel constant: on the input, kept as its
+ * normalisation (scale and shift, per channel in n_norm), elsewhere an affine layer. Square
+ * kernels, equal strides and pads (auto_pad where it gives them), no dilation or groups. Every
+ * attribute is honoured or the node refused, named with the attribute and its value; any other
+ * node is refused, named (docs/DATA.md, "ONNX operators", says what and why).
  * Nothing in the file is trusted: a weight's dims must be those its layer takes from the graph
  * before it (its data exactly that many float32s), and a dim, count or attribute out of range
  * is refused with the node, the tensor and the value named, before anything is allocated.

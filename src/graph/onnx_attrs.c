@@ -5,6 +5,7 @@
  * Knows nothing of graphs or protobuf. */
 #include "onnx_impl.h"
 
+#include <stdio.h>
 #include <string.h>
 
 /* op, then its attributes, space-separated with a space at each end */
@@ -67,4 +68,30 @@ int ddl__onnx_attr_known(const char *op, const char *attr)
         return strstr(known[i][1], key) != NULL;
     }
     return 1; /* an op ddl does not take: refused for itself, whatever its attributes */
+}
+
+int ddl__onnx_attrs_known(const char *op, const ddl__pb_slice *attrs, int n_attrs, char name[64], char val[64])
+{
+    for (int i = 0; i < n_attrs; i++) {
+        ddl__pb_slice s = attrs[i];
+        ddl__pb_field f;
+        snprintf(name, 64, "%s", "");
+        snprintf(val, 64, "%s", "(a value)");
+        while (ddl__pb_next(&s, &f) > 0) { /* AttributeProto: name 1, f 2, i 3, s 4 */
+            if (f.number == 1 && ddl__pb_str(&f, name, 64) != 0)
+                snprintf(name, 64, "%s", "(a name of 64 bytes or more)");
+            else if (f.number == 2 && f.wire == 5) {
+                uint32_t u = (uint32_t)f.v;
+                float x;
+                memcpy(&x, &u, 4);
+                snprintf(val, 64, "%g", (double)x);
+            } else if (f.number == 3 && f.wire == 0)
+                snprintf(val, 64, "%lld", (long long)(int64_t)f.v);
+            else if (f.number == 4 && f.wire == 2)
+                snprintf(val, 64, "\"%.*s\"", (int)(f.s.end - f.s.p < 40 ? f.s.end - f.s.p : 40), f.s.p);
+        }
+        if (!ddl__onnx_attr_known(op, name))
+            return 0;
+    }
+    return 1;
 }

@@ -24,6 +24,9 @@ int ddl__pb_ints(const ddl__pb_field *f, int64_t *out, int max, int *n);
 /* ddl__onnx_attr_known: attribute `attr` is one ONNX defines for `op` (onnx_attrs.c); 1 too for
  * an op the table does not list (refused for itself). */
 int ddl__onnx_attr_known(const char *op, const char *attr);
+/* ddl__onnx_attrs_known: every attribute (AttributeProto) of a node of op is known; 0 with the
+ * first that is not, its name and its value as text, in name and val. */
+int ddl__onnx_attrs_known(const char *op, const ddl__pb_slice *attrs, int n_attrs, char name[64], char val[64]);
 
 /* ---- constants applied per channel (onnx_affine.c) ---- */
 

@@ -2,15 +2,17 @@
  * another tool wrote (PyTorch's torch.onnx.export, onnx.helper, ddl's own export). Nodes are
  * taken in file order (ONNX keeps them topologically sorted) and each becomes a layer: Conv,
  * ConvTranspose, Relu, MaxPool, AveragePool, GlobalAveragePool, Gemm, MatMul (+ Add of a bias),
- * Flatten, Reshape to (N, -1), Concat, Add, Dropout and Identity (nothing at inference), a last
- * Softmax (dropped: ddl's output is the logits). A Mul/Div then Add/Sub of constants on the input
- * (how ddl's export and many exporters scale pixels) becomes the input normalisation. Whatever
- * else is refused with the node named: ddl trains what it imports, so it imports only what it
- * can train. Nothing from the file is trusted: every length is checked before use, every dim is
- * 1 or more and a weight's dims are those the graph resolves for its layer (ddl__graph_layer_shape),
- * its data exactly their count of floats, counts computed without overflow, all before gather
- * allocates or copies; a refused file names the node, the tensor and the value. Nothing is
- * allocated per node. */
+ * Flatten, Reshape to (N, K), Concat, Add, Dropout (a dropout layer), Identity, a last Softmax
+ * over the channels (dropped: ddl's output is the logits). Mul, Div, Add and Sub of a scalar or
+ * per-channel constant on the input (how ddl's export and many exporters scale pixels) become the
+ * input normalisation (onnx_affine.c), elsewhere an affine layer. Every attribute is known
+ * (onnx_attrs.c) and honoured, or the node refused naming it and its value; whatever else is
+ * refused with the node named: ddl trains what it imports, so it imports only what it can train,
+ * and never runs a node otherwise than ONNX does. Nothing from the file is trusted: every length is
+ * checked before use, every dim is 1 or more and a weight's dims are those the graph resolves for
+ * its layer (ddl__graph_layer_shape), its data exactly their count of floats, counts computed
+ * without overflow, all before gather allocates or copies; a refused file names the node, the
+ * tensor and the value. Nothing is allocated per node. */
 #include "onnx_impl.h"
 
 #include <errno.h>
@@ -766,28 +768,11 @@ static int softmax(imp *m, ddl_graph *g, const node *n)
  * then honours or refuses each value. */
 static int attrs_known(imp *m, const node *n)
 {
-    for (int i = 0; i < n->n_attrs; i++) {
-        ddl__pb_slice s = n->attrs[i];
-        ddl__pb_field f;
-        char an[64] = "", val[64] = "(a value)";
-        while (ddl__pb_next(&s, &f) > 0) {
-            if (f.number == 1)
-                ddl__pb_str(&f, an, sizeof an);
-            else if (f.number == 2 && f.wire == 5) {
-                uint32_t u = (uint32_t)f.v;
-                float x;
-                memcpy(&x, &u, 4);
-                snprintf(val, sizeof val, "%g", (double)x);
-            } else if (f.number == 3 && f.wire == 0)
-                snprintf(val, sizeof val, "%lld", (long long)f.v);
-            else if (f.number == 4 && f.wire == 2)
-                snprintf(val, sizeof val, "\"%.*s\"", (int)(f.s.end - f.s.p < 40 ? f.s.end - f.s.p : 40), f.s.p);
-        }
-        if (!ddl__onnx_attr_known(n->op, an))
-            return fail(m, "node %s (%s): attribute %.60s = %s: ONNX defines no such attribute for %s, and ddl does "
-                        "not guess", n->name, n->op, an, val, n->op);
-    }
-    return DDL_OK;
+    char an[64], val[64];
+    if (ddl__onnx_attrs_known(n->op, n->attrs, n->n_attrs, an, val))
+        return DDL_OK;
+    return fail(m, "node %s (%s): attribute %s = %s: ONNX defines no such attribute for %s, and ddl does not guess",
+                n->name, n->op, an, val, n->op);
 }
 
 static int one_node(imp *m, ddl_graph *g, const node *n)

@@ -134,4 +134,13 @@ def cases():
     add("own_convtranspose_output_shape", "ConvTranspose", "refused",
         [helper.make_node("ConvTranspose", ["x", "w"], ["y"], kernel_shape=[3, 3], strides=[2, 2],
                           output_shape=[13, 13], name="up")], [t("w", 3, 4, 3, 3, scale=0.2)])
+    # ConvTranspose with auto_pad SAME_UPPER, kernel 4 at stride 2: pads of 1 on every side
+    add("own_convtranspose_same_upper", "ConvTranspose", "pass",
+        [helper.make_node("ConvTranspose", ["x", "w"], ["y"], kernel_shape=[4, 4], strides=[2, 2],
+                          auto_pad="SAME_UPPER", name="up")], [t("w", 3, 4, 4, 4, scale=0.2)])
+    # a MaxPool at SAME_LOWER that needs no padding (2x2 at stride 2 of 6x6)
+    n1, w1 = conv("x", "a")
+    add("own_maxpool_same_no_pad", "MaxPool", "pass",
+        [n1, helper.make_node("MaxPool", ["a"], ["y"], kernel_shape=[2, 2], strides=[2, 2], auto_pad="SAME_LOWER",
+                              name="pool")], [w1])
     return out
