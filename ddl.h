@@ -667,10 +667,11 @@ int ddl_graph_preset(ddl_graph *g, const char *name, char *err, size_t err_bytes
 /* ddl_graph_import_onnx: g and its weights from an ONNX file another tool wrote (PyTorch's
  * torch.onnx.export, onnx.helper, ddl's export; opsets 7 to 18): Conv, ConvTranspose, Relu,
  * MaxPool, AveragePool, GlobalAveragePool, Gemm, MatMul (and the Add of its bias), Flatten,
- * Reshape to (N, -1), Concat (channels), Add, Dropout, Identity and a Pad of zeros (folded into
- * the Conv or AveragePool after it), a last
- * Softmax over the classes (dropped: the output is the logits), and Mul/Div/Add/Sub of constants
- * on the input (kept as scale and shift); the activations of ddl_graph_act and ddl_graph_softmax
+ * Reshape to (N, K), Concat (channels), Add, Dropout (a dropout layer), Identity and a Pad of
+ * zeros (folded into the Conv or AveragePool after it), a last Softmax over the classes (dropped:
+ * the output is the logits; output_softmax says so), and Mul/Div/Add/Sub of a scalar or
+ * per-channel constant: on the input, kept as its normalisation (scale and shift, per channel in
+ * n_norm), elsewhere an affine layer; the activations of ddl_graph_act and ddl_graph_softmax
  * (Sigmoid, Tanh, LeakyRelu, Elu, HardSigmoid, HardSwish, Clip, Softmax and LogSoftmax on any
  * axis, and the node patterns PyTorch writes for SiLU, GELU and Hardswish); convolutions and
  * pools of any 2-D geometry (kernel_shape, strides, pads, dilations, group, auto_pad,
@@ -678,8 +679,9 @@ int ddl_graph_preset(ddl_graph *g, const char *name, char *err, size_t err_bytes
  * Resize and Upsample (a resize layer), InstanceNormalization, GroupNormalization and torch's
  * GroupNorm pattern (a groupnorm layer), and the Shape, Gather, Slice, Concat, Unsqueeze, ...
  * around reshapes, folded (the input's size is fixed, the batch free); BatchNormalization (a
- * batchnorm layer; its running statistics in out->buffers). docs/DATA.md says what is refused
- * and why. Any other node is refused, named.
+ * batchnorm layer; its running statistics in out->buffers). Every attribute is one ONNX defines
+ * for the op and is honoured, or the node is refused, named with the attribute and its value;
+ * any other node is refused, named (docs/DATA.md, "ONNX operators", says what and why).
  * Nothing in the file is trusted: a weight's dims must be those its layer takes from the graph
  * before it (its data exactly that many float32s), and a dim, count or attribute out of range
  * is refused with the node, the tensor and the value named, before anything is allocated.
@@ -691,10 +693,16 @@ typedef struct ddl_onnx_import {
     size_t n_params;
     int in_c, in_h, in_w;      /* the input's size */
     float scale, shift;        /* what the model does to its input first: x = input * scale + shift
-                                * (1 and 0 when nothing): ddl folds it into the normalisation */
+                                * (1 and 0 when nothing): ddl folds it into the normalisation;
+                                * with n_norm, channel 0's */
     float *buffers;            /* BatchNorm's running statistics, in the model's order (ddl_model_set_buffers);
                                 * NULL when there are none; freed with params */
     size_t n_buffers;
+    int n_norm;                /* > 0 (in_c): per channel instead, x[c] = input[c] * norm_scale[c] + norm_shift[c] */
+    float norm_scale[DDL_MAX_NORM_CHANNELS], norm_shift[DDL_MAX_NORM_CHANNELS];
+    int own_norm;              /* 1: the model normalises its input itself (folded here, or a layer) */
+    int output_softmax;        /* the last node, dropped: 1 Softmax, 2 LogSoftmax over the channels (0: none);
+                                * ddl's output is the logits, and its predictor's the Softmax of them */
 } ddl_onnx_import;
 int ddl_graph_import_onnx(ddl_graph *g, const char *path, const ddl_allocator *alloc, ddl_onnx_import *out, char *err,
                           size_t err_bytes);
@@ -876,6 +884,15 @@ void ddl_batchnorm_forward_eval(int n, int c, int s, float eps, const float *x, 
                                 const float *run_mean, const float *run_var, float *y, float *mean_rstd);
 void ddl_batchnorm_backward(int n, int c, int s, int batch_stats, const float *x, const float *gamma,
                             const float *mean_rstd, const float *dy, float *dx, float *dgamma, float *dbeta);
+
+/* ddl_graph_affine: y = x * scale[c] + shift[c] for each channel c of x: constants, nothing to
+ * train (how the ONNX import keeps a per-channel Mul, Div, Add or Sub of constants that is not the
+ * input's normalisation). channels: x's (1 to DDL_GRAPH_MAX_AFFINE; checked against x when a
+ * model is built); scale and shift (finite) are copied into g, which holds DDL_GRAPH_MAX_AFFINE
+ * channels over all its affine layers. Text: "affine C scale=S1,S2,.. shift=T1,T2,..". The new
+ * layer's index, or -1 with the error in g (ddl_graph_error). */
+#define DDL_GRAPH_MAX_AFFINE 64
+int ddl_graph_affine(ddl_graph *g, int x, int channels, const float *scale, const float *shift);
 
 /* ---- communication ----
  * A comm joins the ranks of one job over one transport. Collectives are written once above

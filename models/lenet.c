@@ -142,7 +142,7 @@ static void lenet_backward(void *self, const float *x, int B, const float *dlogi
 static size_t lenet_describe(const void *self, char *buf, size_t bytes)
 {
     (void)self;
-    _Alignas(64) unsigned char mem[12288];
+    _Alignas(64) unsigned char mem[16384];
     ddl_graph *g = ddl_graph_init(mem, sizeof mem);
     return g && ddl_graph_preset(g, "lenet", NULL, 0) == DDL_OK ? ddl_graph_format(g, buf, bytes) : 0;
 }

@@ -298,7 +298,7 @@ static size_t unet_describe(const void *self, char *buf, size_t bytes)
     const unet *n = (const unet *)self;
     char name[32];
     snprintf(name, sizeof name, "unet:%d:%d", n->depth, n->width);
-    _Alignas(64) unsigned char mem[12288];
+    _Alignas(64) unsigned char mem[16384];
     ddl_graph *g = ddl_graph_init(mem, sizeof mem);
     return g && ddl_graph_preset(g, name, NULL, 0) == DDL_OK ? ddl_graph_format(g, buf, bytes) : 0;
 }

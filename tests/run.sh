@@ -24,7 +24,7 @@ test_ckpt_tool.sh test_cli.sh
 test_output_paths.sh test_plot_runs.sh test_plot_diverged.sh test_plot_timeline.sh test_slurm_real.sh test_ssh.sh"
 # test_docs (the docs' command blocks: short trainings, a PostgreSQL server, ddl-serve on 8501; no
 # time bounds) too: make test has built all it installs, and nothing beside it takes port 8501.
-BESIDE="$BESIDE test_docs.sh test_slurm_skip.sh"
+BESIDE="$BESIDE test_docs.sh test_slurm_skip.sh test_onnx_nodes.sh"
 # Then tests that mostly wait (for a timeout, a heartbeat, a stopped rank: under a second of CPU
 # in 10-15 s, or half their time) run four at a time: their bounds are seconds, their CPU small.
 IDLE="test_elastic test_shm test_faults test_serve.sh test_restarts.sh test_transport test_sweep.sh

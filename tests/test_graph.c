@@ -3,6 +3,7 @@
  * finite-difference gradient check, skips and shared inputs included; the text format reads
  * back what it writes; wrong graphs and wrong lines are refused with the layer or line named. */
 #include "check.h"
+#include "random_input.h"
 #include "ddl.h"
 
 #include <stdlib.h>
@@ -22,16 +23,6 @@ static ddl_model *build(const ddl_model_plugin *p, ddl_model_config mc, char *er
     if (ddl_model_create(p, &mc, NULL, &m, err, DDL_ERR_BYTES) != DDL_OK)
         fprintf(stderr, "build: %s\n", err);
     return m;
-}
-
-static float *random_input(size_t n, uint64_t seed)
-{
-    float *x = malloc(n * sizeof *x);
-    ddl_rng r;
-    ddl_rng_seed(&r, seed);
-    for (size_t i = 0; i < n; i++)
-        x[i] = ddl_rng_normal(&r);
-    return x;
 }
 
 /* same_as_plugin: the graph preset and the plugin agree in parameter names, init, logits (training

@@ -11,9 +11,11 @@
  *                                                    IDX files, or an image folder CLASS/FILE)
  * writes the first N inputs (t10k images for lenet, scenes made from them for unet) as
  * OUT_DIR/pixels.f32 (N, C, H, W) raw pixels, ddl's logits as OUT_DIR/logits.f32 and the shapes
- * as OUT_DIR/shape.txt ("N C H W K OH OW"). */
+ * as OUT_DIR/shape.txt ("N C H W K OH OW").
+ *   test_infer --onnx-cases LIST                     (for tests/onnx/node_tests.py: onnx_run.h) */
 #include "ddl.h"
 #include "check.h"
+#include "onnx_run.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -428,6 +430,8 @@ int main(int argc, char **argv)
 {
     if (argc == 6 && strcmp(argv[1], "--reference") == 0)
         return reference(argv[2], argv[3], atoi(argv[4]), argv[5]);
+    if (argc == 3 && strcmp(argv[1], "--onnx-cases") == 0)
+        return onnx_run_cases(argv[2]);
     snprintf(dir, sizeof dir, "/tmp/ddl_test_infer_XXXXXX");
     if (!mkdtemp(dir)) {
         perror("mkdtemp");

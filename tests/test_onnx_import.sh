@@ -25,7 +25,7 @@ skip() { echo "skipped: $*"; echo "$pass passed, $fail failed"; [ "$fail" -eq 0 
 
 # ---- refused, named ----
 "$T" --data "$tmp/fruits/train" --arch "$tmp/m/bn_attr.onnx" > "$tmp/e" 2>&1; rc=$?
-[ $rc -eq 2 ] && grep -q "bn_attr.onnx: node bn1 (BatchNormalization): attribute foo = 3: ddl takes only epsilon momentum" "$tmp/e"
+[ $rc -eq 2 ] && grep -q "bn_attr.onnx: node bn1 (BatchNormalization): attribute foo = 3: ONNX defines no such attribute for BatchNormalization" "$tmp/e"
 check "a BatchNormalization attribute ddl does not know: exit 2, the node, the attribute and its value named" $?
 "$T" --predict --model "$tmp/m/bn_read.onnx" --images "$tmp/fruits/test" > "$tmp/e" 2>&1; rc=$?
 [ $rc -eq 1 ] && grep -q "bn_read.onnx: node .*(Add): input rm is not defined before it" "$tmp/e"

@@ -6,20 +6,11 @@
  * what it writes; wrong arguments are refused with the layer or line named. onnxruntime's values
  * are checked by tests/test_onnx_shapes.sh. */
 #include "check.h"
+#include "random_input.h"
 #include "ddl.h"
 
 #include <stdlib.h>
 #include <string.h>
-
-static float *random_input(size_t n, uint64_t seed)
-{
-    float *x = malloc(n * sizeof *x);
-    ddl_rng r;
-    ddl_rng_seed(&r, seed);
-    for (size_t i = 0; i < n; i++)
-        x[i] = ddl_rng_normal(&r);
-    return x;
-}
 
 static ddl_resize2d geo(int in_h, int in_w, int out_h, int out_w, int mode, int coord, int nearest)
 {

@@ -273,4 +273,10 @@ static inline void ddl__norm_affine(const ddl_model *m, int c, float *scale, flo
     *shift = -mean / std;
 }
 
+/* ddl__affine_channels_forward / _backward (affine.c): y = x * scale[c] + shift[c] over x (n, c, s);
+ * dx = dy * scale[c]. y may be x, dx may be dy. */
+void ddl__affine_channels_forward(int n, int c, size_t s, const float *x, const float *scale, const float *shift,
+                                  float *y);
+void ddl__affine_channels_backward(int n, int c, size_t s, const float *dy, const float *scale, float *dx);
+
 #endif

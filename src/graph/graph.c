@@ -11,7 +11,7 @@
 static const char *const op_names[DDL__N_OPS] = {"input",   "conv",    "deconv",    "maxpool", "avgpool",
                                                  "gap",     "dense",   "relu",      "dropout", "groupnorm",
                                                  "flatten", "concat",  "add",       "act",     "softmax",
-                                                 "resize",    "batchnorm"};
+                                                 "resize",  "batchnorm", "affine"};
 
 const char *ddl__graph_op_name(int op) { return op >= 0 && op < DDL__N_OPS ? op_names[op] : NULL; }
 
@@ -70,7 +70,7 @@ void ddl__graph_param_prefix(const ddl_graph *g, int i, char *out, size_t out_by
 /* ---- lifecycle ---- */
 
 /* models/lenet.c and unet.c describe themselves from a graph on their stack */
-_Static_assert(sizeof(ddl_graph) <= 12288, "the built-in plugins' describe() keeps a graph in 12288 bytes");
+_Static_assert(sizeof(ddl_graph) <= 16384, "the built-in plugins' describe() keeps a graph in 16384 bytes");
 
 size_t ddl_graph_sizeof(void) { return sizeof(ddl_graph); }
 
@@ -217,6 +217,30 @@ int ddl_graph_add(ddl_graph *g, int a, int b)
 {
     return b < 0 && g && !g->failed ? ddl__graph_fail(g, "layer %d (add): needs two inputs", g->n)
                                     : add(g, DDL__OP_ADD, a, b, "");
+}
+
+int ddl_graph_affine(ddl_graph *g, int x, int channels, const float *scale, const float *shift)
+{
+    int i = add(g, DDL__OP_AFFINE, x, -1, "");
+    if (i < 0)
+        return -1;
+    if (channels < 1 || channels > DDL_GRAPH_MAX_AFFINE || !scale || !shift)
+        return ddl__graph_fail(g, "layer %d (affine): %d channels: need 1 to %d, a scale and a shift each", i,
+                               channels, DDL_GRAPH_MAX_AFFINE);
+    if (g->n_consts + 2 * channels > 2 * DDL_GRAPH_MAX_AFFINE)
+        return ddl__graph_fail(g, "layer %d (affine): %d channels: the graph's affine layers hold %d in all", i,
+                               channels, DDL_GRAPH_MAX_AFFINE);
+    for (int c = 0; c < channels; c++)
+        if (!isfinite(scale[c]) || !isfinite(shift[c]))
+            return ddl__graph_fail(g, "layer %d (affine): channel %d: scale %g, shift %g: need finite values", i, c,
+                                   (double)scale[c], (double)shift[c]);
+    ddl__layer *l = &g->layers[i];
+    l->out = channels;
+    l->k = g->n_consts;
+    memcpy(g->consts + g->n_consts, scale, (size_t)channels * sizeof *scale);
+    memcpy(g->consts + g->n_consts + channels, shift, (size_t)channels * sizeof *shift);
+    g->n_consts += 2 * channels;
+    return i;
 }
 
 int ddl_graph_dense(ddl_graph *g, int x, const char *name, int out)

@@ -24,6 +24,7 @@ enum {
     DDL__OP_SOFTMAX,       /* softmax over axes axis..axis_to; act 1: log softmax */
     DDL__OP_RESIZE,
     DDL__OP_BATCHNORM,
+    DDL__OP_AFFINE,        /* x * scale + shift per channel, constants: out channels, k their offset in consts */
     DDL__N_OPS
 };
 
@@ -47,8 +48,9 @@ typedef struct ddl__layer {
     uint8_t out_pad_h, out_pad_w; /* deconv: output_padding */
     uint8_t ceil_mode;            /* pools: output size rounded up */
     uint8_t count_pad;            /* avgpool: count_include_pad */
-    /* The settings of one kind of layer each, sharing their bytes (the graph's 128 layers must
-     * stay within 12288 bytes): an activation's or softmax's, a resize's, or a batchnorm's. */
+    /* The settings of one kind of layer each, sharing their bytes (the graph's 128 layers and the
+     * affine constants must stay within 16384 bytes): an activation's or softmax's, a resize's, or
+     * a batchnorm's. */
     union {
         struct {
             uint8_t act;           /* act: DDL_ACT_*; softmax: 1 for log softmax */
@@ -80,6 +82,8 @@ struct ddl_graph {
     int failed;
     ddl__layer layers[DDL_GRAPH_MAX_LAYERS];
     char err[DDL_ERR_BYTES];
+    int n_consts;          /* affine layers' scales and shifts, each layer's 2 * channels in a row */
+    float consts[2 * DDL_GRAPH_MAX_AFFINE];
 };
 
 /* ---- geometry (geometry.c) ---- */

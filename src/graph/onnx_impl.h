@@ -1,8 +1,9 @@
 /* onnx_impl.h - what the ONNX importer's files share: the protobuf reader (pb_read.c), the
  * importer (onnx_import.c) and the files of operator families it hands nodes to: geometry
  * (onnx_import_geometry.c), activations (onnx_import_act.c), shape arithmetic and reshapes
- * (onnx_import_shape.c), resizing (onnx_import_resize.c) and normalisation patterns
- * (onnx_import_norm.c). Private to src/graph. */
+ * (onnx_import_shape.c), resizing (onnx_import_resize.c), normalisation patterns
+ * (onnx_import_norm.c), BatchNormalization (onnx_import_bn.c) and constants per channel
+ * (onnx_affine.c); the table of attributes each op has (onnx_attrs.c). Private to src/graph. */
 #ifndef DDL_GRAPH_ONNX_IMPL_H
 #define DDL_GRAPH_ONNX_IMPL_H
 #include "impl.h"
@@ -47,6 +48,7 @@ typedef struct value {
     int tensor;                /* a constant, or -1 */
     int padded;                /* the layer's output through a Pad of zeros not yet folded (conv()) */
     int pad[4];                /* its pads: top, left, bottom, right */
+    int stage;                 /* layer 0: the input after this many constants folded into it */
 } value;
 
 typedef struct param_src {
@@ -75,6 +77,16 @@ typedef struct ddl__onnx_norm {
     char tail[NAME];           /* the value a following Mul or Add must read */
 } ddl__onnx_norm;
 
+/* ---- constants applied per channel (onnx_affine.c) ---- */
+
+#define DDL__ONNX_MAX_CHANNELS 128 /* of a constant applied per channel */
+
+/* an affine map per channel: x[c] -> x[c] * scale[c] + shift[c] */
+typedef struct ddl__onnx_chan_map {
+    int c;
+    float scale[DDL__ONNX_MAX_CHANNELS], shift[DDL__ONNX_MAX_CHANNELS];
+} ddl__onnx_chan_map;
+
 #define DDL__ONNX_FOLD_BYTES (1 << 20) /* constants computed at import: shapes, scales */
 #define DDL__ONNX_BATCH INT64_MIN      /* the batch size in a folded shape: left free */
 
@@ -84,7 +96,13 @@ typedef struct imp {
     param_src ps[DDL_GRAPH_MAX_LAYERS]; /* by layer */
     int n_t, n_v;
     int input_touched;         /* a layer already reads the input: no more normalisation */
-    float scale, shift;        /* pixels p -> p * scale + shift before the first layer */
+    int stage;                 /* constants folded into the input so far */
+    int in_affine;             /* the affine layer that does the input's normalisation where ddl's
+                                * cannot (a negative scale, over DDL_MAX_NORM_CHANNELS channels); 0: none */
+    int in_n;                  /* the input's batch (0: not fixed) */
+    int output_softmax;        /* 1 Softmax, 2 LogSoftmax over the channels, dropped at the output */
+    ddl__onnx_chan_map in_norm; /* pixels p -> p * scale + shift per channel before the first layer */
+    ddl_graph *g;              /* the graph being built */
     char input[NAME], output[NAME];
     char err[DDL_ERR_BYTES];
     ddl__pb_slice graph;       /* the GraphProto: patterns look ahead at the nodes after one */
@@ -232,5 +250,41 @@ int ddl__onnx_norm_node(imp *m, ddl_graph *g, const node *n);
 int ddl__onnx_norm_reshape(imp *m, ddl_graph *g, const node *n, int x, const int64_t *shape, int k);
 /* ddl__onnx_norm_params: groupnorm layer i's weight then bias (c each) into p. */
 int ddl__onnx_norm_params(imp *m, int i, int c, float *p);
+
+/* ---- the attributes ONNX defines (onnx_attrs.c) ---- */
+
+/* ddl__onnx_attr_known: attribute `name` is one ONNX defines for `op`; 1 too for an op the table
+ * does not list (refused for itself). */
+int ddl__onnx_attr_known(const char *op, const char *name);
+/* ddl__onnx_attrs_known: every attribute (AttributeProto) of a node of op is known; 0 with the
+ * first that is not, its name and its value as text, in name and val. */
+int ddl__onnx_attrs_known(const char *op, const ddl__pb_slice *attrs, int n_attrs, char name[64], char val[64]);
+
+/* ---- constants applied per channel (onnx_affine.c) ---- */
+
+/* ddl__onnx_per_channel: the n values (dims, nd) of a constant applied to a value of c channels
+ * and rank 2 (N, C) or 4 (N, C, H, W), as c values into v: a scalar repeated, or one per channel
+ * broadcast the numpy way; -1 if it is neither (it would change the value's shape, or broadcast
+ * along H, W or N). */
+int ddl__onnx_per_channel(const int64_t *dims, int nd, const float *vals, size_t n, int c, int rank, float *v);
+/* ddl__onnx_affine_of: Mul, Add, Sub or Div ('M', 'A', 'S', 'D') of c values v, the constant the
+ * first operand or not, as x * s + t; -1 when it is not affine (v / x, or x / 0). */
+int ddl__onnx_affine_of(char op, int const_first, const float *v, int c, float *s, float *t);
+/* ddl__onnx_map_compose: a = (s, t) after a. ddl__onnx_map_uniform: the same scale and shift in
+ * every channel. ddl__onnx_map_fits: a is a normalisation ddl's models do ((p / 255 - mean) /
+ * std, one or one per channel up to DDL_MAX_NORM_CHANNELS, std > 0): positive finite scales,
+ * finite shifts. */
+void ddl__onnx_map_compose(ddl__onnx_chan_map *a, const float *s, const float *t);
+int ddl__onnx_map_uniform(const ddl__onnx_chan_map *a);
+int ddl__onnx_map_fits(const ddl__onnx_chan_map *a);
+/* ddl__onnx_affine_node: a Mul, Div, Add or Sub of a layer and a constant (onnx_affine.c): on the
+ * input before any layer reads it, folded into its normalisation; an Add of a vector after
+ * MatMul, its bias; anywhere else, an affine layer. -1 when it is not a layer and a constant.
+ * ddl__onnx_input_read: the first layer reads the input: the constants folded into it so far
+ * are its normalisation, ddl's own where it can, else an affine layer first. ddl__onnx_out_norm:
+ * the input's normalisation and the dropped softmax into out. */
+int ddl__onnx_affine_node(imp *m, ddl_graph *g, const node *n);
+int ddl__onnx_input_read(imp *m, const node *n);
+void ddl__onnx_out_norm(const imp *m, ddl_onnx_import *out);
 
 #endif

@@ -2,16 +2,17 @@
  * another tool wrote (PyTorch's torch.onnx.export, onnx.helper, ddl's own export). Nodes are
  * taken in file order (ONNX keeps them topologically sorted) and each becomes a layer: Conv,
  * ConvTranspose, Relu, MaxPool, AveragePool, GlobalAveragePool, Gemm, MatMul (+ Add of a bias),
- * Flatten, Reshape to (N, -1), Concat, Add, Dropout and Identity (nothing at inference), a last
+ * Flatten, Reshape to (N, -1), Concat, Add, Dropout (a dropout layer), Identity, a last
  * Softmax over the classes (dropped: ddl's output is the logits); activations and softmax layers
  * (and PyTorch's patterns of SiLU, GELU, Hardswish) in onnx_import_act.c, which sees every node
  * first; Flatten, Reshape and the shape arithmetic around them, Resize, and the normalisations
  * are onnx_import_shape.c's, _resize.c's and _norm.c's; BatchNormalization is
- * onnx_import_bn.c's (its running statistics gathered as the model's buffers). A Mul/Div then Add/Sub of
- * constants on the input (how ddl's export and many exporters scale pixels) becomes the input
- * normalisation. Whatever
- * else is refused with the node named: ddl trains what it imports, so it imports only what it
- * can train. Nothing from the file is trusted: every length is checked before use, every dim is
+ * onnx_import_bn.c's (its running statistics gathered as the model's buffers). Mul, Div, Add and
+ * Sub of a scalar or per-channel constant on the input (how ddl's export and many exporters scale
+ * pixels) become the input normalisation, elsewhere an affine layer (onnx_affine.c). Every
+ * attribute is one ONNX defines (onnx_attrs.c) and is honoured, or the node is refused naming it
+ * and its value; whatever else is refused with the node named: ddl trains what it imports, so it
+ * imports only what it can train, and never runs a node otherwise than ONNX does. Nothing from the file is trusted: every length is checked before use, every dim is
  * 1 or more and a weight's dims are those the graph resolves for its layer (ddl__graph_layer_shape),
  * its data exactly their count of floats, counts computed without overflow, all before gather
  * allocates or copies; a refused file names the node, the tensor and the value. Nothing is
@@ -153,6 +154,7 @@ static int define(imp *m, const char *name, int layer, int t)
     v->layer = layer;
     v->tensor = t;
     v->padded = 0;
+    v->stage = m->stage;
     return DDL_OK;
 }
 
@@ -187,6 +189,8 @@ static int node_read(imp *m, ddl__pb_slice s, node *n)
             bad |= ddl__pb_str(&f, n->op, sizeof n->op) != 0;
         else if (f.number == 5 && n->n_attrs < 32)
             n->attrs[n->n_attrs++] = f.s;
+        else if (f.number == 5) /* more than it holds: an attribute unchecked, so refused */
+            bad = 1;
     }
     if (!n->name[0] && n->n_out)
         snprintf(n->name, sizeof n->name, "(unnamed, output %.100s)", n->out[0]);
@@ -249,7 +253,8 @@ static int int_attr(imp *m, const node *n, const char *name, int64_t dflt, int64
     return DDL_OK;
 }
 
-/* layer_in: the layer value `name` is; -1 with the error set. */
+/* layer_in: the layer value `name` is; -1 with the error set. The input is taken only as it is
+ * after every constant folded into it: the raw pixels are gone by then. */
 static int layer_in(imp *m, const node *n, const char *name)
 {
     int i = find(m, name);
@@ -259,11 +264,15 @@ static int layer_in(imp *m, const node *n, const char *name)
              "an AveragePool", n->name, n->op, name, p[0], p[1], p[2], p[3]);
         return -1;
     }
-    if (i >= 0 && m->v[i].layer >= 0) {
-        if (m->v[i].layer == 0)
-            m->input_touched = 1;
-        return m->v[i].layer;
+    if (i >= 0 && m->v[i].layer == 0 && m->v[i].stage != m->stage) {
+        fail(m, "node %s (%s): input %s is the model's input before the Mul, Div, Add or Sub that ddl folds into "
+             "its normalisation, which every other node reads after it: ddl takes only one", n->name, n->op, name);
+        return -1;
     }
+    if (i >= 0 && m->v[i].layer == 0 && !m->input_touched && ddl__onnx_input_read(m, n) != DDL_OK)
+        return -1;
+    if (i >= 0 && m->v[i].layer >= 0)
+        return m->v[i].layer == 0 && m->in_affine > 0 ? m->in_affine : m->v[i].layer;
     fail(m, "node %s (%s): input %s is %s", n->name, n->op, name,
          i < 0 ? "not defined before it" : "a constant where ddl needs a layer's output");
     return -1;
@@ -315,7 +324,8 @@ static int added(imp *m, ddl_graph *g, const node *n, int i, int w, int b, int t
     if (shape_of(m, g, n, i, &c, &h, &wd) != DDL_OK)
         return DDL_EINVAL;
     m->ps[i] = (param_src){w, b, transpose, -1, -1};
-    return define(m, n->out[0], i, -1);
+    return define(m, n->out[0], i, -1); /* a second output (MaxPool's indices, Dropout's mask) stays
+                                         * undefined: a node that reads it is refused */
 }
 
 /* ---- the weights: every dim, count and length checked before anything is read ---- */
@@ -495,6 +505,9 @@ static int dense(imp *m, ddl_graph *g, const node *n, int gemm)
     int c, h, wd, tb = 0, zero;
     if (x < 0 || w < 0 || (gemm && n->n_in > 2 && n->in[2][0] && b < 0) || shape_of(m, g, n, x, &c, &h, &wd) != 0)
         return DDL_EINVAL;
+    if (x == 0 || (ddl__onnx_rank(g, x) != 2 && !(gemm && h == 1 && wd == 1))) /* MatMul of (N, C, H, W): on W */
+        return fail(m, "node %s (%s): its input is %s (N, %d, %d, %d): ddl takes %s of a flat (N, K) input (Flatten "
+                    "first)", n->name, n->op, x == 0 ? "the model's image input" : "an image", c, h, wd, n->op);
     attr al = get(n, "alpha"), be = get(n, "beta");
     if ((gemm && int_attr(m, n, "transB", 0, 0, 1, "0 or 1", &tb) != DDL_OK) ||
         int_attr(m, n, "transA", 0, 0, 0, "0 (no transA)", &zero) != DDL_OK)
@@ -518,51 +531,20 @@ static int dense(imp *m, ddl_graph *g, const node *n, int gemm)
     return added(m, g, n, ddl_graph_dense(g, x, name, out), w, b, transposed);
 }
 
-/* affine: Mul, Div, Add or Sub of a constant: on the input (before any layer reads it), the
- * input normalisation; an Add of a vector after MatMul, its bias. */
-static int affine(imp *m, ddl_graph *g, const node *n)
-{
-    int a = find(m, n->in[0]), c = n->n_in > 1 ? find(m, n->in[1]) : -1;
-    if (a >= 0 && c >= 0 && m->v[a].tensor >= 0 && m->v[c].layer >= 0) { /* constant first */
-        int s = a;
-        a = c, c = s;
-    }
-    if (a < 0 || c < 0 || m->v[a].layer < 0 || m->v[c].tensor < 0)
-        return -1; /* not this case */
-    const tensor *t = &m->t[m->v[c].tensor];
-    int layer = m->v[a].layer;
-    float v;
-    if (layer == 0 && !m->input_touched && scalar_of(t, &v) == 0) {
-        char op = n->op[0];
-        if (op == 'M')
-            m->scale *= v, m->shift *= v;
-        else if (op == 'D' && v != 0.0f)
-            m->scale /= v, m->shift /= v;
-        else if (op == 'A')
-            m->shift += v;
-        else if (op == 'S')
-            m->shift -= v;
-        else
-            return -1;
-        return define(m, n->out[0], 0, -1);
-    }
-    if (strcmp(n->op, "Add") == 0 && layer > 0 && g->layers[layer].op == DDL__OP_DENSE && m->ps[layer].b < 0 &&
-        t->type == T_FLOAT && count_is(t, (size_t)g->layers[layer].out)) {
-        if (data_ok(m, n, t, "bias") != DDL_OK)
-            return DDL_EINVAL;
-        m->ps[layer].b = m->v[c].tensor; /* MatMul + Add: the Linear's bias */
-        return define(m, n->out[0], layer, -1);
-    }
-    return -1;
-}
-
 /* join: Add or Concat (axis 1) of layers. */
 static int join(imp *m, ddl_graph *g, const node *n)
 {
-    int axis;
-    if (strcmp(n->op, "Concat") == 0 && int_attr(m, n, "axis", 0, 1, 1, "axis 1 only (the channels)", &axis) != 0)
-        return DDL_EINVAL;
     int x = n->n_in ? layer_in(m, n, n->in[0]) : -1;
+    if (strcmp(n->op, "Concat") == 0 && x >= 0) { /* axis 1, or its negative */
+        attr ax = get(n, "axis");
+        int r = x ? ddl__onnx_rank(g, x) : 4;
+        int64_t v = ax.found && ax.n == 1 ? ax.ints[0] : 0;
+        if (!ax.found || ax.n != 1 || (v < 0 ? v + r : v) != 1) {
+            char d[200];
+            return fail(m, "node %s (Concat): axis %s of %d-D inputs: ddl takes axis 1 only (the channels)", n->name,
+                        ax.n >= 1 ? ints_text(ax.ints, ax.n, d) : "(none)", r);
+        }
+    }
     for (int i = 1; x >= 0 && i < n->n_in; i++) {
         int y = layer_in(m, n, n->in[i]);
         x = y < 0 ? -1 : n->op[0] == 'A' ? ddl_graph_add(g, x, y) : ddl_graph_concat(g, x, y);
@@ -613,9 +595,38 @@ static int alias(imp *m, const node *n)
     return rc;
 }
 
+/* dropout: a dropout layer of the node's ratio (its attribute before opset 12, its second input
+ * since, 0.5 when absent): the model trains with it and predicts without, whatever mode it was
+ * exported in (training_mode is for the exporter's runtime). A ratio of 0 is nothing. */
+static int dropout(imp *m, ddl_graph *g, const node *n)
+{
+    float p = 0.5f;
+    attr ra = get(n, "ratio");
+    if (ra.found)
+        p = ra.f;
+    if (n->n_in > 1 && n->in[1][0]) {
+        int t = const_in(m, n, n->in[1], "ratio");
+        if (t < 0 || !count_is(&m->t[t], 1) || floats_of(&m->t[t], &p, 1) != 0)
+            return t < 0 ? DDL_EINVAL : fail(m, "node %s (Dropout): ratio %s: ddl takes one float", n->name, n->in[1]);
+    }
+    if (n->n_in > 2 && n->in[2][0] && const_in(m, n, n->in[2], "training_mode") < 0)
+        return DDL_EINVAL;
+    if (!(p >= 0.0f && p < 1.0f))
+        return fail(m, "node %s (Dropout): ratio %g: ddl takes 0 <= ratio < 1", n->name, (double)p);
+    int i = find(m, n->in[0]);
+    if (p == 0.0f || (i >= 0 && m->v[i].tensor >= 0))
+        return alias(m, n);
+    int x = layer_in(m, n, n->in[0]);
+    return x < 0 ? DDL_EINVAL : added(m, g, n, ddl_graph_dropout(g, x, p), -1, -1, 0);
+}
+
 static int one_node(imp *m, ddl_graph *g, const node *n)
 {
     const char *op = n->op;
+    char an[64], val[64];
+    if (!ddl__onnx_attrs_known(op, n->attrs, n->n_attrs, an, val)) /* then each op honours or refuses each value */
+        return fail(m, "node %s (%s): attribute %s = %s: ONNX defines no such attribute for %s, and ddl does not "
+                    "guess", n->name, op, an, val, op);
     int act = ddl__onnx_act(m, g, n); /* activations and softmax: onnx_import_act.c */
     if (act != -1)
         return act;
@@ -643,17 +654,19 @@ static int one_node(imp *m, ddl_graph *g, const node *n)
         return rc;
     }
     if (strcmp(op, "Mul") == 0 || strcmp(op, "Div") == 0 || strcmp(op, "Sub") == 0 || strcmp(op, "Add") == 0) {
-        int rc = affine(m, g, n);
+        int rc = ddl__onnx_affine_node(m, g, n);
         if (rc != -1)
             return rc;
         if (strcmp(op, "Add") == 0)
             return join(m, g, n);
-        return fail(m, "node %s (%s): ddl takes %s only of the input by a constant (its normalisation)", n->name, op,
-                    op);
+        return fail(m, "node %s (%s): ddl takes %s of a layer and a constant (a scalar or one value per channel)",
+                    n->name, op, op);
     }
     if (strcmp(op, "Concat") == 0)
         return join(m, g, n);
-    if (strcmp(op, "Identity") == 0 || strcmp(op, "Dropout") == 0)
+    if (strcmp(op, "Dropout") == 0)
+        return dropout(m, g, n);
+    if (strcmp(op, "Identity") == 0)
         return alias(m, n);
     if (strcmp(op, "Pad") == 0) { /* PyTorch puts a Pad of zeros before avg_pool2d: nothing to do */
         int t = n->n_in > 1 ? find(m, n->in[1]) : -1;
@@ -725,6 +738,10 @@ static int graph_io(imp *m, ddl_graph *g, ddl__pb_slice graph)
                 return fail(m, "input %s: dims %s%s: ddl takes images (N, C, H, W) of a fixed C, H and W, each 1 to %d",
                             name, ints_text(dims, nd < 8 ? nd : 8, t), nd > 8 ? " ..." : "", INT_MAX);
             char why[DDL_ERR_BYTES];
+            m->in_n = dims[0] >= 1 && dims[0] <= INT_MAX ? (int)dims[0] : 0;
+            m->in_norm.c = dims[1] < DDL__ONNX_MAX_CHANNELS ? (int)dims[1] : DDL__ONNX_MAX_CHANNELS;
+            for (int k = 0; k < m->in_norm.c; k++)
+                m->in_norm.scale[k] = 1.0f, m->in_norm.shift[k] = 0.0f;
             if (ddl_graph_input(g, (int)dims[1], (int)dims[2], (int)dims[3]) < 0 || define(m, name, 0, -1) != DDL_OK)
                 return fail(m, "input %s: %s", name, ddl_graph_error(g));
             if (ddl__graph_layer_shape(g, 0, &c, &h, &w, why, sizeof why) != DDL_OK)
@@ -874,9 +891,6 @@ static int model(imp *m, ddl_graph *g, ddl__pb_slice file)
         }
     if (rc != DDL_OK)
         return rc;
-    if (!(isfinite(m->scale) && m->scale > 0.0f && isfinite(m->shift))) /* ddl's normalisation divides by it */
-        return fail(m, "input %s: scaled by %g and shifted by %g before the first layer: ddl takes a positive, "
-                    "finite scale and a finite shift", m->input, (double)m->scale, (double)m->shift);
     int o = find(m, m->output);
     if (o < 0 || m->v[o].layer < 1)
         return fail(m, "output %s: not the output of a layer ddl made", m->output);
@@ -905,9 +919,11 @@ int ddl_graph_import_onnx(ddl_graph *g, const char *path, const ddl_allocator *a
     if (rc == DDL_OK) {
         /* the tables (2.5 MB) are written before they are read: a tensor or value when it is
          * defined, ps[i] when layer i is; clearing them all cost most of an import's time */
-        m->n_t = m->n_v = m->input_touched = m->n_pend = 0;
+        m->n_t = m->n_v = m->input_touched = m->n_pend = m->stage = m->in_affine = m->in_n = 0;
         m->n_fold = 0;
-        m->scale = 1.0f, m->shift = 0.0f;
+        m->output_softmax = 0;
+        m->in_norm.c = 0;
+        m->g = g;
         m->input[0] = m->output[0] = m->err[0] = '\0';
         rc = model(m, g, (ddl__pb_slice){buf, buf + st.st_size});
         if (rc == DDL_OK)
@@ -918,8 +934,7 @@ int ddl_graph_import_onnx(ddl_graph *g, const char *path, const ddl_allocator *a
             ddl__errf(err, err_bytes, rc, "%s: %s", fits || !base ? path : base + 1, m->err);
         }
         ddl_graph_input_shape(g, &out->in_c, &out->in_h, &out->in_w);
-        out->scale = m->scale;
-        out->shift = m->shift;
+        ddl__onnx_out_norm(m, out);
     } else {
         ddl__errf(err, err_bytes, rc, "%s: %s", path, rc == DDL_ENOMEM ? "out of memory" : "cannot read");
     }

@@ -231,27 +231,12 @@ static int mul_gate(ddl__onnx_imp *m, ddl_graph *g, const ddl__onnx_node *n)
 
 /* ---- softmax ---- */
 
-/* onnx_rank: the rank of layer i's output as ONNX sees it: 2 after a flatten or dense layer,
- * through the layers that keep a shape; 4 otherwise. */
-static int onnx_rank(const ddl_graph *g, int i)
-{
-    for (;;) {
-        int op = g->layers[i].op;
-        if (op == DDL__OP_DENSE || op == DDL__OP_FLATTEN)
-            return 2;
-        if (op != DDL__OP_ACT && op != DDL__OP_SOFTMAX && op != DDL__OP_RELU && op != DDL__OP_DROPOUT &&
-            op != DDL__OP_ADD && op != DDL__OP_CONCAT)
-            return 4;
-        i = g->layers[i].in[0];
-    }
-}
-
 /* softmax_layer: a softmax of ONNX axis `axis` of x (rank-coerced before opset 13); out the name
  * its result takes (n's output, or the last Transpose's). */
 static int softmax_layer(ddl__onnx_imp *m, ddl_graph *g, const ddl__onnx_node *n, int x, int64_t axis, int coerce,
                          const char *out)
 {
-    int rank = onnx_rank(g, x), log = is(n, "LogSoftmax"), c, h, w;
+    int rank = ddl__onnx_rank(g, x), log = is(n, "LogSoftmax"), c, h, w;
     int64_t a = axis < 0 ? axis + rank : axis;
     if (a < 1 || a >= rank)
         return ddl__onnx_fail(m, "node %s (%s): axis %lld of a %d-D tensor: ddl takes axes 1 to %d (-%d to -1), "
@@ -263,8 +248,10 @@ static int softmax_layer(ddl__onnx_imp *m, ddl_graph *g, const ddl__onnx_node *n
         a = to = 1;
     /* the last node, over the classes alone: ddl's output is the logits, its loss and predictor
      * apply this softmax (the caller drops the node) */
-    if (strcmp(out, ddl__onnx_output(m)) == 0 && a == 1 && (to == 1 || (h == 1 && w == 1)))
+    if (strcmp(out, ddl__onnx_output(m)) == 0 && a == 1 && (to == 1 || (h == 1 && w == 1))) {
+        m->output_softmax = log ? 2 : 1; /* ddl_onnx_import.output_softmax says so */
         return -1;
+    }
     int i = ddl_graph_softmax(g, x, (int)a, to, log);
     if (ddl__onnx_added(m, g, n, i) != DDL_OK)
         return DDL_EINVAL;
@@ -305,7 +292,7 @@ static int transposed(ddl__onnx_imp *m, ddl_graph *g, const ddl__onnx_node *n)
     for (int i = 0; ok && i < 4; i++)
         ok = perm[i] >= 0 && perm[i] < 4 && back[perm[i]] == i;
     int x = ok ? ddl__onnx_layer_in(m, n, n->in[0]) : -1;
-    if (!ok || x < 0 || onnx_rank(g, x) != 4)
+    if (!ok || x < 0 || ddl__onnx_rank(g, x) != 4)
         return ok && x < 0 ? DDL_EINVAL : -1;
     if (ddl__onnx_define(m, s.out[0], -1, DDL__ONNX_ABSORBED) != DDL_OK)
         return DDL_EINVAL;
@@ -329,7 +316,7 @@ static int grouped(ddl__onnx_imp *m, ddl_graph *g, const ddl__onnx_node *n)
         ddl__onnx_readers(m, s.out[0], 0, &t) != 1 || !is(&t, "Reshape") || t.n_in != 2 || t.n_out < 1 ||
         strcmp(t.in[0], s.out[0]) != 0)
         return -1;
-    int rank = onnx_rank(g, layer), nb = ddl__onnx_ints(m, t.in[1], back, 8);
+    int rank = ddl__onnx_rank(g, layer), nb = ddl__onnx_ints(m, t.in[1], back, 8);
     if (ddl__onnx_shape(m, g, n, layer, &c, &h, &w) != DDL_OK)
         return DDL_EINVAL;
     const int64_t d[3] = {c, h, w};

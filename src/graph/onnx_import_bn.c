@@ -11,35 +11,11 @@ static int count_is(const tensor *t, size_t n)
     return ddl__onnx_count(t, &k) == 0 && k == n;
 }
 
-/* attr_names_in: every attribute of n is one of `allowed` (space-separated); else the error
- * naming the first that is not, and its value when it is a number. */
-static int attr_names_in(imp *m, const node *n, const char *allowed)
-{
-    for (int i = 0; i < n->n_attrs; i++) {
-        ddl__pb_slice s = n->attrs[i];
-        ddl__pb_field f;
-        char an[64] = "";
-        while (ddl__pb_next(&s, &f) > 0)
-            if (f.number == 1)
-                ddl__pb_str(&f, an, sizeof an);
-        size_t k = strlen(an);
-        const char *at = k ? strstr(allowed, an) : NULL;
-        while (at && !((at == allowed || at[-1] == ' ') && (at[k] == ' ' || !at[k])))
-            at = strstr(at + 1, an);
-        if (!at) {
-            attr a = ddl__onnx_get(n, an);
-            return ddl__onnx_fail(m, "node %s (%s): attribute %s%s%lld: ddl takes only %s", n->name, n->op, an,
-                        a.n >= 1 ? " = " : " (not an int)", a.n >= 1 ? (long long)a.ints[0] : 0LL, allowed);
-        }
-    }
-    return DDL_OK;
-}
-
 /* batchnorm: BatchNormalization of a layer's channels: scale, B, input_mean and input_var
  * initializers of (C) become weight, bias and the running statistics; epsilon and momentum
  * (ONNX's, which weighs the running value: PyTorch's is 1 - it) are kept. A training-mode
  * export's extra outputs (the running statistics it would write) are left undefined: a node
- * that reads them is refused. */
+ * that reads them is refused. Its attributes are known (onnx_attrs.c) before it is called. */
 int ddl__onnx_batchnorm(imp *m, ddl_graph *g, const node *n)
 {
     int x = n->n_in == 5 ? ddl__onnx_layer_in(m, n, n->in[0]) : -1, c, h, wd, mode = 0, spatial = 1;
@@ -52,7 +28,6 @@ int ddl__onnx_batchnorm(imp *m, ddl_graph *g, const node *n)
         if ((t[k] = ddl__onnx_const_in(m, n, n->in[k + 1], what[k])) < 0)
             return DDL_EINVAL;
     if (x < 0 || ddl__onnx_shape(m, g, n, x, &c, &h, &wd) != DDL_OK ||
-        attr_names_in(m, n, "epsilon momentum training_mode spatial") != DDL_OK ||
         ddl__onnx_int_attr(m, n, "training_mode", 0, 0, 1, "0 or 1 (either: ddl trains with batch statistics, predicts "
                  "with the running ones)", &mode) != DDL_OK ||
         ddl__onnx_int_attr(m, n, "spatial", 1, 1, 1, "1 (statistics per channel)", &spatial) != DDL_OK)

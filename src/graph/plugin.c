@@ -149,6 +149,10 @@ static int shape_layer(gmodel *m, int i, const ddl_model_config *cfg, ddl_model_
                         o->h, o->w);
         c = (int64_t)a->c + o->c;
         break;
+    case DDL__OP_AFFINE:
+        if (l->out != a->c)
+            return fail(b, &m->g, i, "%d scales and shifts for an input of %d channels", l->out, a->c);
+        break;
     case DDL__OP_ADD:
         if (o->c != a->c || o->h != a->h || o->w != a->w)
             return fail(b, &m->g, i, "inputs of %dx%dx%d and %dx%dx%d: add needs the same shape", a->c, a->h, a->w,
@@ -437,6 +441,10 @@ static void layer_forward(gmodel *m, int i, int B, int training, ddl_rng *rng)
         ddl_resize2d_forward(&z, a->y, r->y);
         break;
     }
+    case DDL__OP_AFFINE:
+        ddl__affine_channels_forward(B, r->c, (size_t)r->h * r->w, a->y, m->g.consts + l->k, m->g.consts + l->k + r->c,
+                                     r->y);
+        break;
     default: break;
     }
 }
@@ -578,6 +586,10 @@ static void layer_backward(gmodel *m, int i, int B)
             ddl_resize2d z = resize_geo(l, a, r, B);
             ddl_resize2d_backward(&z, r->dy, dx);
         }
+        break;
+    case DDL__OP_AFFINE:
+        if ((dx = target(m, ia, m->tmp)))
+            ddl__affine_channels_backward(B, r->c, (size_t)r->h * r->w, r->dy, m->g.consts + l->k, dx);
         break;
     default: break;
     }

@@ -26,7 +26,8 @@
  * And resize scale=S|SHxSW|size=HxW [mode=nearest|linear] [coord=asymmetric|half_pixel|
  * pytorch_half_pixel|align_corners] [nearest=floor|ceil|round_prefer_floor|round_prefer_ceil]
  * (defaults: nearest, asymmetric, floor: PyTorch's nn.Upsample). And batchnorm [NAME]
- * [momentum=M] [eps=E] (PyTorch's BatchNorm2d; 0.1 and 1e-5 when not given).
+ * [momentum=M] [eps=E] (PyTorch's BatchNorm2d; 0.1 and 1e-5 when not given). And affine C
+ * scale=S1,..,SC shift=T1,..,TC (x * S + T per channel, constants: ddl_graph_affine).
  * Errors name the line. Knows nothing of models: it only calls graph.c and geometry.c. */
 #include "impl.h"
 
@@ -38,7 +39,7 @@
 #include <string.h>
 
 #define MAX_TOKENS 16
-#define MAX_LINE 512
+#define MAX_LINE 4096 /* an affine layer's 2 x 64 values */
 #define MAX_FILE_BYTES (1 << 20)
 
 typedef struct line {
@@ -120,6 +121,38 @@ static int key_int(const line *ln, const char *key, int fallback, int *out, char
     return DDL_OK;
 }
 
+/* key_floats: key's value, n floats separated by commas, into out; DDL_EINVAL naming the line. */
+static int key_floats(const line *ln, const char *key, int n, float *out, char *err, size_t err_bytes)
+{
+    const char *s = NULL;
+    for (int i = 0; i < ln->n_kv; i++)
+        if (strcmp(ln->key[i], key) == 0)
+            s = ln->val[i];
+    for (int i = 0; s && i < n; i++) {
+        char *end;
+        out[i] = strtof(s, &end);
+        s = end != s && *end == (i == n - 1 ? '\0' : ',') ? end + (i < n - 1) : NULL;
+    }
+    return s ? DDL_OK
+             : ddl__errf(err, err_bytes, DDL_EINVAL, "line %d: %s takes %s=V1,..,V%d (%d numbers)", ln->no, ln->op, key,
+                         n, n);
+}
+
+/* affine_line: the affine layer of a line "affine C scale=.. shift=..". */
+static int affine_line(ddl_graph *g, const line *ln, int x, int c, char *err, size_t err_bytes)
+{
+    float v[2 * DDL_GRAPH_MAX_AFFINE];
+    if (c < 1 || c > DDL_GRAPH_MAX_AFFINE)
+        return ddl__errf(err, err_bytes, DDL_EINVAL, "line %d: affine: %d channels: 1 to %d", ln->no, c,
+                         DDL_GRAPH_MAX_AFFINE);
+    int rc = key_floats(ln, "scale", c, v, err, err_bytes);
+    if (rc == DDL_OK)
+        rc = key_floats(ln, "shift", c, v + c, err, err_bytes);
+    if (rc == DDL_OK && ddl_graph_affine(g, x, c, v, v + c) < 0)
+        rc = ddl__errf(err, err_bytes, DDL_EINVAL, "line %d: %s", ln->no, ddl_graph_error(g));
+    return rc;
+}
+
 /* ---- lines ---- */
 
 /* find: the layer a from= value names (a name, or a number); -1 with the error set. */
@@ -154,14 +187,15 @@ static const char *const usage[DDL__N_OPS] = {
     "maxpool K [stride=S]", "avgpool K [stride=S]", "gap", "dense [NAME] OUT", "relu", "dropout [P]",
     "groupnorm [NAME] [GROUPS]", "flatten", "concat from=A[,B]", "add from=A[,B]",
     "an activation (sigmoid, tanh, silu, gelu, leakyrelu, clip, ...)", "softmax|logsoftmax [axis=A] [to=B]",
-    "resize scale=S|SHxSW|size=HxW [mode=M] [coord=C] [nearest=R]", "batchnorm [NAME] [momentum=M] [eps=E]"};
+    "resize scale=S|SHxSW|size=HxW [mode=M] [coord=C] [nearest=R]", "batchnorm [NAME] [momentum=M] [eps=E]",
+    "affine C scale=S1,..,SC shift=T1,..,TC"};
 static const int n_args[DDL__N_OPS][2] = {{0, 3}, {2, 2}, {2, 2}, {1, 1}, {1, 1}, {0, 0}, {1, 1},
                                           {0, 0}, {0, 1}, {0, 1}, {0, 0}, {0, 0}, {0, 0}, {0, 0},
-                                          {0, 0}, {0, 0}, {0, 0}};
+                                          {0, 0}, {0, 0}, {0, 0}, {1, 1}};
 static const char *const keys[DDL__N_OPS] = {"", "stride pad bias from", "stride pad from", "stride from",
                                              "stride from", "from", "from", "from", "from", "from", "from",
                                              "from", "from", "from", "from", "scale size mode coord nearest from",
-                                             "momentum eps from"};
+                                             "momentum eps from", "scale shift from"};
 
 /* ---- resize ---- */
 
@@ -296,6 +330,11 @@ static int layer_line(ddl_graph *g, line *ln, int op, char *err, size_t err_byte
             return ddl__errf(err, err_bytes, DDL_EINVAL, "line %d: batchnorm: momentum=%g eps=%g: need 0 <= "
                              "momentum <= 1 and eps > 0", ln->no, (double)momentum, (double)eps);
         i = ddl_graph_batchnorm(g, in[0], ln->name, momentum, eps);
+        break;
+    case DDL__OP_AFFINE:
+        if ((rc = affine_line(g, ln, in[0], v[0], err, err_bytes)) != DDL_OK)
+            return rc;
+        i = g->n - 1;
         break;
     default: break;
     }
@@ -684,6 +723,11 @@ static void format_layer(out *o, const ddl_graph *g, int i)
             put(o, " momentum=%.9g", (double)l->momentum);
         if (l->eps != DDL_BN_EPS)
             put(o, " eps=%.9g", (double)l->eps);
+        break;
+    case DDL__OP_AFFINE:
+        put(o, " %d", l->out);
+        for (int k = 0; k < 2 * l->out; k++)
+            put(o, "%s%.9g", k == 0 ? " scale=" : k == l->out ? " shift=" : ",", (double)g->consts[l->k + k]);
         break;
     default: break;
     }

@@ -502,6 +502,17 @@ static const char *batch_norm(onnx *o, const char *x, const char *prefix, const 
     return out;
 }
 
+/* affine: x * scale + shift per channel (the graph's constants): Mul and Add of (C, 1, 1), or of
+ * (C) on a flat (N, C). */
+static const char *affine(onnx *o, const char *x, const ddl_graph *g, const ddl__layer *l, int rank)
+{
+    int64_t dims[3] = {l->out, 1, 1};
+    const char *s = fresh(o, NULL, 0), *t = fresh(o, NULL, 0);
+    tensor(o, s, rank == 2 ? 1 : 3, dims, g->consts + l->k, NULL);
+    tensor(o, t, rank == 2 ? 1 : 3, dims, g->consts + l->k + l->out, NULL);
+    return op(o, "Add", op(o, "Mul", x, s), t);
+}
+
 /* ---- the graph ---- */
 
 /* layer: the ONNX nodes of graph layer i; val[] and rank[] hold every earlier layer's output. */
@@ -545,6 +556,7 @@ static void layer(onnx *o, const ddl_model *m, int i, const char **val, int *ran
     case DDL__OP_ACT: val[i] = act(o, a, l); break;
     case DDL__OP_SOFTMAX: val[i] = softmax(o, a, l, ra, c, h, w); break;
     case DDL__OP_RESIZE: val[i] = resize(o, a, l, h, w); break;
+    case DDL__OP_AFFINE: val[i] = affine(o, a, g, l, ra); break;
     default: fail(o, "a layer the exporter does not know: ", prefix); val[i] = a; break;
     }
 }

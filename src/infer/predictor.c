@@ -126,7 +126,8 @@ static int is_onnx(const char *path)
 }
 
 /* build_onnx: the model of an imported graph, its weights, and the input scaling it starts with
- * as the normalisation (pixels p -> p * scale + shift: std 1 / (255 scale), mean -shift std). */
+ * as the normalisation (pixels p -> p * scale + shift: std 1 / (255 scale), mean -shift std; one,
+ * or one per channel). The model runs as the file says: raw pixels when it scales none. */
 static int build_onnx(ddl_predictor **out, const char *path, ddl_graph *g, const ddl_onnx_import *im, int batch,
                       const ddl_allocator *alloc, char *err, size_t err_bytes)
 {
@@ -159,6 +160,14 @@ static int build_onnx(ddl_predictor **out, const char *path, ddl_graph *g, const
     }
     float std = 1.0f / (255.0f * im->scale);
     ddl_model_set_norm(p->m, -im->shift * std, std);
+    if (im->n_norm) { /* per channel: the importer kept only what ddl's normalisation does */
+        p->info.n_norm = im->n_norm;
+        for (int k = 0; k < im->n_norm; k++) {
+            p->info.norm_std[k] = 1.0f / (255.0f * im->norm_scale[k]);
+            p->info.norm_mean[k] = -im->norm_shift[k] * p->info.norm_std[k];
+        }
+        ddl_model_set_norm_channels(p->m, p->info.norm_mean, p->info.norm_std);
+    }
     snprintf(p->info.model, sizeof p->info.model, "graph");
     p->info.model_cfg = mc;
     p->info.model_cfg.graph = NULL;

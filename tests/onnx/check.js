@@ -19,13 +19,7 @@
 const fs = require('fs');
 const path = require('path');
 
-let ort;
-try {
-    ort = require('onnxruntime-node');
-} catch (e) {
-    console.log('skipped: onnxruntime-node cannot load: ' + e.message.split('\n')[0]);
-    process.exit(2);
-}
+const ort = require('./ort_load');
 
 function floats(file) {
     const b = fs.readFileSync(file);

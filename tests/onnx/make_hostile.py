@@ -207,7 +207,7 @@ def scale_zero(ns):  # pixels * 0: a normalisation of std 1 / 0
     ns.update(rest)
 
 
-case("scale_zero", "input input: scaled by 0 and shifted by 0 before the first layer: ddl takes a positive",
+case("scale_zero", "node mul (Mul): constant zero: a scale of 0 in channel 0: ddl takes non-zero scales",
      inits={"zero": tensor("zero", [], 1, fill=0.0)}, patch=scale_zero)
 
 

@@ -217,10 +217,16 @@ static int build(const opts *o, const ddl_graph *g, const ddl_onnx_import *im, c
         memcpy(ddl_model_params(*m), im->params, im->n_params * sizeof(float));
         ddl_model_set_buffers(*m, im->buffers, im->n_buffers);
     }
-    if (rc == DDL_OK && im->params) { /* an imported model keeps the input scaling it was made for */
-        float std = 1.0f / (255.0f * (im->scale > 0 ? im->scale : 1.0f));
+    if (rc == DDL_OK && im->params && im->own_norm) { /* an imported model keeps the input scaling it was made for */
+        float std = 1.0f / (255.0f * (im->scale > 0 ? im->scale : 1.0f)), cm[DDL_MAX_NORM_CHANNELS],
+              cs[DDL_MAX_NORM_CHANNELS];
         ddl_model_set_norm(*m, -im->shift * std, std);
-    } else if (rc == DDL_OK) { /* one mean and std for gray images, one per channel for colour (torchvision's habit) */
+        for (int k = 0; k < im->n_norm; k++)
+            cs[k] = 1.0f / (255.0f * im->norm_scale[k]), cm[k] = -im->norm_shift[k] * cs[k];
+        if (im->n_norm)
+            ddl_model_set_norm_channels(*m, cm, cs);
+    } else if (rc == DDL_OK) { /* one mean and std for gray images, one per channel for colour (torchvision's
+                                * habit): the presets, and an imported model that scales its input nowhere */
         float mean, std, cm[DDL_MAX_NORM_CHANNELS], cs[DDL_MAX_NORM_CHANNELS];
         ddl_dataset_stats(d, &mean, &std);
         ddl_model_set_norm(*m, mean, std);
@@ -286,6 +292,9 @@ static int setup(run *r)
         r->bad_input = rc != DDL_ENOMEM;
         return rc;
     }
+    if (r->im.params && r->rank == 0 && !o->ex.quiet)
+        printf("input: %s\n", r->im.own_norm ? "the model's own normalisation"
+                                              : "normalised with the data's mean and std per channel");
     int c, h, w;
     ddl_model_output_shape(r->m, &c, &h, &w);
     r->segment = h * w > 1;
