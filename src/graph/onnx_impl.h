@@ -240,6 +240,10 @@ int ddl__onnx_new_tensor(imp *m, const node *n, const char *name, int type, int 
 int ddl__onnx_batchnorm(imp *m, ddl_graph *g, const node *n);
 int ddl__onnx_gather_buffers(imp *m, const ddl_graph *g, const ddl_allocator *alloc, ddl_onnx_import *out);
 
+/* onnx_gather.c: every layer's weights into out->params (and the running statistics into
+ * out->buffers): DDL_OK, or DDL_EINVAL / the allocation's failure with m->err set. */
+int ddl__onnx_gather(imp *m, const ddl_graph *g, const ddl_allocator *alloc, ddl_onnx_import *out);
+
 /* onnx_import_resize.c: Resize (opsets 10 to 18) and Upsample (7 to 9) as a resize layer. */
 int ddl__onnx_resize(imp *m, ddl_graph *g, const node *n);
 
