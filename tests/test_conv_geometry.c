@@ -138,7 +138,15 @@ typedef struct ccase {
      .dilation_h = dh_, .dilation_w = dw_, .groups = gr, .pads4 = 1, .pad_t = pt, .pad_l = pl, .pad_b = pb,      \
      .pad_r = pr, .out_pad_h = oph, .out_pad_w = opw}
 
+/* the plain geometry (one stride, one pad): the wide kernels' or im2col's by the plane's size */
+#define P(n, c, h, w, o, k, p_) {.batch = n, .in_c = c, .in_h = h, .in_w = w, .out_c = o, .k_h = k, .k_w = k, .stride = 1, .pad = p_}
+
 static const ccase cases[] = {
+    {"plain 3x3 pad 1 at 16x16 (wide kernels)", P(2, 3, 16, 16, 4, 3, 1), 0},
+    {"plain 3x3 pad 1 at 8x8, few channels (wide kernels)", P(3, 5, 8, 8, 6, 3, 1), 0},
+    {"plain 3x3 pad 1 at 8x8, 72 x 64 channels (wide forward and dx, im2col dw)", P(1, 72, 8, 8, 64, 3, 1), 0},
+    {"plain 3x3 pad 1 at 4x4 (im2col)", P(3, 4, 4, 4, 5, 3, 1), 0},
+    {"plain 5x5 pad 2 at 2x3 (im2col)", P(2, 3, 2, 3, 2, 5, 2), 0},
     {"3x5 kernel, strides 2 and 1, pads 1,2,0,1", G(3, 4, 9, 11, 5, 3, 5, 2, 1, 1, 2, 0, 1, 1, 1, 1, 0, 0), 0},
     {"dilation 2, pad 2", G(2, 3, 10, 9, 4, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2, 1, 0, 0), 0},
     {"dilation 3x1, 1x1 taps apart", G(2, 3, 12, 8, 2, 2, 3, 1, 2, 0, 1, 1, 0, 3, 1, 1, 0, 0), 0},

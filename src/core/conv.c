@@ -366,7 +366,11 @@ size_t ddl_conv2d_workspace(const ddl_conv2d *g)
     size_t k = (size_t)q.c * g->k_h * g->k_w, p = (size_t)q.oh * q.ow;
     int nb = chunk(g->batch, k, (size_t)g->out_c, p);
     size_t n = ws_floats(nb, k, (size_t)g->out_c, p) + parts_floats(g, nb, k);
+    /* the wide kernels' or the depthwise kernel's; a wide conv whose weight gradient is im2col's
+     * needs both (n above) */
     size_t fast = ddl__conv2d_wide_ok(g) ? ddl__conv2d_wide_workspace(g) : ddl__conv2d_dw_ok(g) ? ddl__conv2d_dw_workspace(g) : 0;
+    if (ddl__conv2d_wide_dw_ok(g) || ddl__conv2d_dw_ok(g))
+        n = 0;
     return n > fast ? n : fast;
 }
 
@@ -479,12 +483,16 @@ void ddl_conv2d_backward(const ddl_conv2d *g, const float *x, const float *w, co
     int k = q.c * g->k_h * g->k_w;
     size_t p = (size_t)q.oh * q.ow;
     int nb = chunk(g->batch, (size_t)k, (size_t)g->out_c, p);
-    if (ddl__conv2d_wide_ok(g)) {
+    if (ddl__conv2d_wide_dw_ok(g)) {
         if (!dw || !ddl__conv2d_wide_dw(g, x, dy, dw, db, ws)) /* by samples it sums db too */
             bias_grad(g->batch, g->out_c, p, dy, db);
         if (dx)
             ddl__conv2d_wide_dx(g, w, dy, dx, ws);
         return;
+    }
+    if (ddl__conv2d_wide_ok(g) && dx) { /* the input gradient wide, the weights' below (dx NULL) */
+        ddl__conv2d_wide_dx(g, w, dy, dx, ws);
+        dx = NULL;
     }
     if (ddl__conv2d_dw_ok(g)) {
         ddl__conv2d_dw_backward(g, x, w, dy, dx, dw, db, ws);

@@ -127,15 +127,32 @@ static size_t wide_floats(const wide_geo *q)
     return (size_t)q->c_in * q->plane + (size_t)q->ocb * q->len + oc_blocks(q) * q->ocb * (size_t)q->c_in * q->taps;
 }
 
-int ddl__conv2d_wide_ok(const ddl_conv2d *g)
+/* The kernels pay for whole tiles of WIDE_J positions: on small planes most of a tile is padding.
+ * ResNet-18's 3x3 convolutions at batch 64, one thread, forward / weight gradient in ms, wide
+ * against im2col + gemm (tools/bench/resnet.sh's kernel part): 64 channels at 16x16 9 / 19
+ * against 18-28 / 49; 128 at 8x8 14-20 / 65-70 against 22-24 / 25-49; 256 at 4x4 27-29 / 183
+ * against 17-25 / 24; 512 at 2x2 120-128 / 1157 against 38-48 / 28. So the wide kernels take a
+ * plane when at least 3/4 of its tiles' positions are real (8x8 and up), and the weight gradient
+ * from 256 real positions a plane (16x16 and up), or on smaller planes where the channels are
+ * few (in x out <= 4096: LeNet's conv2, U-Net's 64 channels at 8x8, which it was built for and
+ * where the two are even); the rest go to im2col + gemm. */
+static int wide_fits(const ddl_conv2d *g, size_t min_real)
 {
 #ifdef DDL_NO_WIDE_CONV /* to measure against im2col + gemm */
     return 0;
 #endif
     int k = g->k_h;
-    return g->in_c >= 1 && g->stride == 1 && ddl__conv2d_plain(g) && (k == 3 || k == 5) && g->k_w == k && g->pad >= 0 && g->pad <= k - 1 &&
-           g->in_h + 2 * g->pad >= k && g->in_w + 2 * g->pad >= k;
+    if (!(g->in_c >= 1 && g->stride == 1 && ddl__conv2d_plain(g) && (k == 3 || k == 5) && g->k_w == k &&
+          g->pad >= 0 && g->pad <= k - 1 && g->in_h + 2 * g->pad >= k && g->in_w + 2 * g->pad >= k))
+        return 0;
+    wide_geo q = wide_view(g->in_c, g->out_c, g->in_h, g->in_w, g->pad, k);
+    size_t real = (size_t)q.oh * q.wp;
+    return 4 * real >= 3 * q.len && (real >= min_real || (size_t)g->in_c * (size_t)g->out_c <= 4096);
 }
+
+int ddl__conv2d_wide_ok(const ddl_conv2d *g) { return wide_fits(g, 0); }
+
+int ddl__conv2d_wide_dw_ok(const ddl_conv2d *g) { return wide_fits(g, 256); }
 
 size_t ddl__conv2d_wide_workspace(const ddl_conv2d *g)
 {

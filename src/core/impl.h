@@ -160,7 +160,10 @@ int ddl__unpool2_avx512(size_t planes, int h, int w, const float *dy, const int3
 /* ddl__row_sum: sum of x[0, n) in 8 lanes added in a fixed order (ops.c). */
 float ddl__row_sum(const float *x, int n);
 
+/* _ok: the wide kernels take g's forward and input gradient (planes of 8x8 and up); _dw_ok: its
+ * weight gradient too (16x16 and up); the rest is im2col + gemm's (conv.c). */
 int ddl__conv2d_wide_ok(const ddl_conv2d *g);
+int ddl__conv2d_wide_dw_ok(const ddl_conv2d *g);
 size_t ddl__conv2d_wide_workspace(const ddl_conv2d *g);
 void ddl__conv2d_wide_forward(const ddl_conv2d *g, const float *x, const float *w, const float *b, float *y,
                               float *ws);

@@ -14,6 +14,8 @@
 #       PIL (load.sh, load.c).
 #   2e. Layer graphs: LeNet and U-Net as graphs against their plugins, ddl-train --arch lenet
 #       against lenet, and --arch cnn on 64x64 RGB photos against PyTorch (graph.sh, graph.c).
+#   2f. ResNet-18 imported from PyTorch's ONNX export (BatchNorm in training mode) against PyTorch,
+#       and BatchNorm against the conv before it (resnet.sh, resnet_torch.py, bn.c).
 #   3. ddl-bench allreduce for every transport at 256 KiB and 8 MiB, and MPI_Allreduce (busbw.sh).
 #   4. What frame MACs cost, and zmq against tcp and against libzmq alone (mac.sh, zmq_floor.c).
 #   5. ddl-serve under wrk: :predict with one LeNet instance per request (serve.sh).
@@ -32,7 +34,7 @@
 #   8. Elastic training: its cost with no failure (LeNet, 2 ranks shm and 4 tcp, --elastic against
 #      plain) and the state a replacement receives (U-Net, Adam) against an all-gather of the same
 #      bytes (elastic.sh).
-# BENCH_ONLY=lenet|unet|scaling|threads|ops|load|graph|allreduce|mac|serve|pg|twohost|ps|wire|halving|hier|compress|elastic,
+# BENCH_ONLY=lenet|unet|scaling|threads|ops|load|graph|resnet|allreduce|mac|serve|pg|twohost|ps|wire|halving|hier|compress|elastic,
 # SCENES (default 1024),
 # SERVE_SECONDS (default 30), SERVE_CONNS (default 64).
 # Every section adds its figures to one table (tools/bench/lib.sh), printed at the end: each figure,
@@ -158,6 +160,9 @@ if [ -z "$ONLY" ] || [ "$ONLY" = graph ]; then
     BUILD="$BUILD" REPEAT="$REPEAT" sh "$here/graph.sh" # layer graphs against the plugins and PyTorch
 fi
 
+if [ -z "$ONLY" ] || [ "$ONLY" = resnet ]; then
+    BUILD="$BUILD" REPEAT="$REPEAT" sh "$here/resnet.sh" # ResNet-18 with BatchNorm against PyTorch; BN against conv
+fi
 if [ -z "$ONLY" ] || [ "$ONLY" = allreduce ]; then
     BUILD="$BUILD" REPEAT="$REPEAT" sh "$here/busbw.sh" # every transport and MPI_Allreduce, medians
 fi
