@@ -146,6 +146,7 @@ static const ccase cases[] = {
     {"plain 3x3 pad 1 at 8x8, few channels (wide kernels)", P(3, 5, 8, 8, 6, 3, 1), 0},
     {"plain 3x3 pad 1 at 8x8, 72 x 64 channels (wide forward and dx, im2col dw)", P(1, 72, 8, 8, 64, 3, 1), 0},
     {"plain 3x3 pad 1 at 4x4 (im2col)", P(3, 4, 4, 4, 5, 3, 1), 0},
+    {"plain 3x3 pad 1 at 2x2, 128 -> 256 channels (weights past the chunk budget)", P(5, 128, 2, 2, 256, 3, 1), 0},
     {"plain 5x5 pad 2 at 2x3 (im2col)", P(2, 3, 2, 3, 2, 5, 2), 0},
     {"3x5 kernel, strides 2 and 1, pads 1,2,0,1", G(3, 4, 9, 11, 5, 3, 5, 2, 1, 1, 2, 0, 1, 1, 1, 1, 0, 0), 0},
     {"dilation 2, pad 2", G(2, 3, 10, 9, 4, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2, 1, 0, 0), 0},
@@ -192,9 +193,9 @@ static void kernels(void)
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         const ccase *c = &cases[k];
         const ddl_conv2d *g = &c->g;
-        size_t ny, nx, nw, big = 1 << 16;
-        float *y = calloc(big, 4), *dx = calloc(big, 4), *dw = calloc(big, 4), *db = calloc(64, 4);
-        float *y2 = calloc(big, 4), *dx2 = calloc(big, 4), *dw2 = calloc(big, 4), *db2 = calloc(64, 4);
+        size_t ny, nx, nw, big = 1 << 19;
+        float *y = calloc(big, 4), *dx = calloc(big, 4), *dw = calloc(big, 4), *db = calloc(512, 4);
+        float *y2 = calloc(big, 4), *dx2 = calloc(big, 4), *dw2 = calloc(big, 4), *db2 = calloc(512, 4);
         CHECK((c->deconv ? ddl_deconv2d_workspace(g) : ddl_conv2d_workspace(g)) > 0);
         run_case(c, 1, y, dx, dw, db, &ny, &nx, &nw);
         CHECK(ny <= big && nx <= big && nw <= big);

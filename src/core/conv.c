@@ -86,11 +86,14 @@ static int geo_ok(const ddl_conv2d *g, const conv_geo *q, int transposed)
 }
 
 /* chunk: samples per gemm. rows_k: rows of the column matrix; rows_c: channels of the
- * channel-major buffer beside it; p: positions per sample. */
+ * channel-major buffer beside it; p: positions per sample. The budget grows to the weights'
+ * size (rows_k x rows_c) where they are larger: each gemm packs the weights whole, so small
+ * planes of many channels (ResNet-18's 512 at 2x2: 2.4M weights against 20K floats a sample)
+ * packed them once per dozen samples, and the packing cost as much as the products. */
 static int chunk(int batch, size_t rows_k, size_t rows_c, size_t p)
 {
-    size_t per = (rows_k + rows_c) * p;
-    size_t nb = per ? CONV_BUDGET / per : 1;
+    size_t per = (rows_k + rows_c) * p, budget = rows_k * rows_c > CONV_BUDGET ? rows_k * rows_c : CONV_BUDGET;
+    size_t nb = per ? budget / per : 1;
     if (nb < 1)
         nb = 1;
     return nb > (size_t)batch ? batch : (int)nb;
