@@ -2,6 +2,8 @@
 # make bench: long runs and peer comparisons, never part of make test.
 #   1. LeNet, one epoch, one process, one thread: ddl against PyTorch 1.13 (same model, data,
 #      batch and recipe), alternated REPEAT times; medians and their ratio.
+#   Each PyTorch peer also runs in channels_last and with bfloat16 autocast (torch_modes.py), and
+#   ddl is reported against the fastest setting too (LeNet, U-Net, cnn, ResNet-18).
 #   1b. U-Net (unet defaults: 64x64, batch 32, depth 3, width 8, Adam), SCENES training scenes,
 #      one process, one thread: ddl against tools/bench/unet_torch.py, alternated REPEAT times.
 #   2. Scaling: 2 ranks over shm against 1 rank (one epoch each), LeNet, then U-Net (SCENES scenes).
@@ -69,12 +71,12 @@ export CNN_PEER_BAND=${CNN_PEER_BAND:-$(scale_band 200 340)}
 
 if [ -z "$ONLY" ] || [ "$ONLY" = lenet ]; then
     echo "== LeNet, $EPOCHS epoch(s), batch 64, SGD lr 0.01 momentum 0.9, 1 process, 1 thread; $REPEAT alternated runs"
-    : > /tmp/ddl-bench-ddl.txt; : > /tmp/ddl-bench-torch.txt
+    : > /tmp/ddl-bench-ddl.txt; : > /tmp/ddl-bench-torch.txt; : > /tmp/ddl-bench-modes.txt
     i=0 tries=0
     while [ $i -lt "$REPEAT" ] && [ $tries -lt $((REPEAT + 3)) ]; do
         tries=$((tries + 1))
         d=$(peak_rss $rss_d "$BUILD/bin/lenet" --epochs "$EPOCHS" --threads 1 --quiet --data "$DATA" | field images_per_sec)
-        t=$(peak_rss $rss_t /usr/bin/python3 "$here/lenet_torch.py" --epochs "$EPOCHS" --threads 1 --data "$DATA" | field images_per_sec)
+        t=$(peer_modes /tmp/ddl-bench-modes.txt peak_rss $rss_t /usr/bin/python3 "$here/lenet_torch.py" --epochs "$EPOCHS" --threads 1 --data "$DATA")
         echo "   run $tries: ddl $d images/s, pytorch $t images/s"
         peer_ok "PyTorch's LeNet" "$t" $LENET_PEER_BAND || continue
         echo "$d" >> /tmp/ddl-bench-ddl.txt; echo "$t" >> /tmp/ddl-bench-torch.txt
@@ -83,17 +85,18 @@ if [ -z "$ONLY" ] || [ "$ONLY" = lenet ]; then
     d=$(median < /tmp/ddl-bench-ddl.txt); t=$(median < /tmp/ddl-bench-torch.txt)
     echo "lenet_1thread: ddl_images_per_sec=$d pytorch_images_per_sec=$t ratio=$(ratio "$d" "$t")"
     record "LeNet training, images/s, 1 thread" "$d" "PyTorch 1.13" "$t" "$(ratio "$d" "$t")" ">= 2.5" "$(cat $rss_d)" "$(cat $rss_t)"
+    record_best "LeNet training, images/s, 1 thread" "$d" /tmp/ddl-bench-modes.txt "-"
 fi
 
 if [ -z "$ONLY" ] || [ "$ONLY" = unet ]; then
     SCENES=${SCENES:-1024}
     echo "== U-Net, $SCENES scenes 64x64, batch 32, depth 3, width 8, Adam, 1 process, 1 thread; $REPEAT alternated runs"
-    : > /tmp/ddl-bench-ddl.txt; : > /tmp/ddl-bench-torch.txt
+    : > /tmp/ddl-bench-ddl.txt; : > /tmp/ddl-bench-torch.txt; : > /tmp/ddl-bench-modes.txt
     i=0 tries=0
     while [ $i -lt "$REPEAT" ] && [ $tries -lt $((REPEAT + 3)) ]; do
         tries=$((tries + 1))
         d=$(peak_rss $rss_d "$BUILD/bin/unet" --scenes "$SCENES" --test-scenes 32 --epochs 1 --threads 1 --quiet --data "$DATA" | field images_per_sec)
-        t=$(peak_rss $rss_t /usr/bin/python3 "$here/unet_torch.py" --scenes "$SCENES" --threads 1 | field images_per_sec)
+        t=$(peer_modes /tmp/ddl-bench-modes.txt peak_rss $rss_t /usr/bin/python3 "$here/unet_torch.py" --scenes "$SCENES" --threads 1)
         echo "   run $tries: ddl $d images/s, pytorch $t images/s"
         peer_ok "PyTorch's U-Net" "$t" $UNET_PEER_BAND || continue
         echo "$d" >> /tmp/ddl-bench-ddl.txt; echo "$t" >> /tmp/ddl-bench-torch.txt
@@ -102,6 +105,7 @@ if [ -z "$ONLY" ] || [ "$ONLY" = unet ]; then
     d=$(median < /tmp/ddl-bench-ddl.txt); t=$(median < /tmp/ddl-bench-torch.txt)
     echo "unet_1thread: ddl_images_per_sec=$d pytorch_images_per_sec=$t ratio=$(ratio "$d" "$t")"
     record "U-Net training, images/s, 1 thread" "$d" "PyTorch 1.13" "$t" "$(ratio "$d" "$t")" ">= 1.5" "$(cat $rss_d)" "$(cat $rss_t)"
+    record_best "U-Net training, images/s, 1 thread" "$d" /tmp/ddl-bench-modes.txt "-"
 fi
 
 if [ -z "$ONLY" ] || [ "$ONLY" = scaling ]; then

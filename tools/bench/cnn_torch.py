@@ -16,6 +16,8 @@ import time
 import torch
 import torch.nn as nn
 
+import torch_modes
+
 
 def cnn(in_c, classes, width=16):
     layers, c = [], in_c
@@ -34,19 +36,21 @@ def main():
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--classes", type=int, default=3)
     ap.add_argument("--threads", type=int, default=1)
+    torch_modes.add_mode_arg(ap)
     a = ap.parse_args()
     wall0 = time.perf_counter()
     torch.set_num_threads(a.threads)
     torch.manual_seed(42)
     x = torch.randn(a.images, 3, a.size, a.size)
     y = torch.randint(0, a.classes, (a.images,))
-    model = cnn(3, a.classes)
+    model, x = torch_modes.prepare(cnn(3, a.classes), x, a.mode)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     loss_fn = nn.CrossEntropyLoss()
 
     def step(i):
         opt.zero_grad(set_to_none=True)
-        loss = loss_fn(model(x[i:i + a.batch]), y[i:i + a.batch])
+        with torch_modes.autocast(a.mode):
+            loss = loss_fn(model(x[i:i + a.batch]), y[i:i + a.batch])
         loss.backward()
         opt.step()
         return loss.item()
@@ -57,8 +61,8 @@ def main():
         step(i)
         seen += a.batch
     secs = time.perf_counter() - t0
-    print("summary: model=cnn transport=torch world=1 epochs=1 batch=%d images_per_sec=%.0f wall_s=%.1f"
-          % (a.batch, seen / secs, time.perf_counter() - wall0))
+    print("summary: model=cnn transport=torch world=1 epochs=1 batch=%d images_per_sec=%.0f wall_s=%.1f mode=%s"
+          % (a.batch, seen / secs, time.perf_counter() - wall0, a.mode))
 
 
 if __name__ == "__main__":

@@ -20,6 +20,8 @@ import time
 import numpy as np
 import torch
 import torch.nn as nn
+
+import torch_modes
 import torch.nn.functional as F
 
 MEAN, STD = 0.2860, 0.3530
@@ -89,7 +91,7 @@ class LeNet5(nn.Module):
 
 # ---- training and evaluation ----
 
-def train_epoch(model, opt, loss_fn, x, y, batch, gen):
+def train_epoch(model, opt, loss_fn, x, y, batch, gen, mode="nchw"):
     """One epoch over a fresh permutation; returns (mean loss, samples, seconds of training)."""
     model.train()
     n = x.shape[0]
@@ -98,9 +100,10 @@ def train_epoch(model, opt, loss_fn, x, y, batch, gen):
     t0 = time.perf_counter()
     for i in range(0, n, batch):
         idx = perm[i:i + batch]
-        xb, yb = x[idx], y[idx]
+        xb, yb = torch_modes.prepare(model, x[idx], mode)[1], y[idx]
         opt.zero_grad(set_to_none=True)
-        loss = loss_fn(model(xb), yb)
+        with torch_modes.autocast(mode):
+            loss = loss_fn(model(xb), yb)
         loss.backward()
         opt.step()
         total += loss.item() * idx.shape[0]
@@ -129,6 +132,7 @@ def main():
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--seed", type=int, default=42)
     ap.add_argument("--train-limit", type=int, default=0, help="use only the first N training samples (0: all)")
+    torch_modes.add_mode_arg(ap)
     a = ap.parse_args()
     if a.epochs < 1 or a.batch < 1 or a.threads < 1 or a.train_limit < 0:
         ap.error("epochs, batch and threads must be >= 1, train-limit >= 0")
@@ -142,7 +146,7 @@ def main():
     if a.train_limit:
         xtr, ytr = xtr[:a.train_limit], ytr[:a.train_limit]
 
-    model = LeNet5()
+    model = torch_modes.prepare(LeNet5(), None, a.mode)[0]
     opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=a.momentum)
     loss_fn = nn.CrossEntropyLoss()
     print("torch %s threads %d train %d test %d batch %d lr %g momentum %g" %
@@ -151,7 +155,7 @@ def main():
     train_samples, train_secs = 0, 0.0
     test_loss, test_acc = float("nan"), float("nan")
     for e in range(a.epochs):
-        loss, seen, secs = train_epoch(model, opt, loss_fn, xtr, ytr, a.batch, gen)
+        loss, seen, secs = train_epoch(model, opt, loss_fn, xtr, ytr, a.batch, gen, a.mode)
         train_samples += seen
         train_secs += secs
         test_loss, test_acc = evaluate(model, loss_fn, xte, yte)
@@ -159,8 +163,8 @@ def main():
               (e + 1, loss, test_loss, test_acc, seen / secs), flush=True)
 
     print("summary: model=lenet transport=torch world=1 epochs=%d batch=%d test_acc=%.4f test_loss=%.4f "
-          "images_per_sec=%.0f wall_s=%.1f" % (a.epochs, a.batch, test_acc, test_loss,
-                                               train_samples / train_secs, time.perf_counter() - wall0))
+          "images_per_sec=%.0f wall_s=%.1f mode=%s" % (a.epochs, a.batch, test_acc, test_loss,
+                                                       train_samples / train_secs, time.perf_counter() - wall0, a.mode))
 
 
 if __name__ == "__main__":

@@ -127,3 +127,34 @@ cores_record() {
         "on the faster vCPU" "$fast" "$(ratio "$fast" "$slow")" "-"
     return 0
 }
+
+# peer_modes FILE CMD...: a PyTorch peer in each of the settings a PyTorch user turns on for speed
+# (tools/bench/torch_modes.py: nchw, channels_last, bf16 autocast), one run each: "MODE RATE"
+# lines appended to FILE (RATE "failed" where the mode does not run: PyTorch 1.13's autocast on
+# GroupNorm), each printed; the nchw rate on standard output's last line (the peer of before).
+peer_modes() {
+    f=$1; shift
+    nchw=""
+    for m in nchw channels_last bf16; do
+        r=$("$@" --mode "$m" 2> /dev/null | field images_per_sec)
+        echo "$m ${r:-failed}" >> "$f"
+        echo "   pytorch --mode $m: ${r:-failed} images/s" >&2
+        [ "$m" = nchw ] && nchw=$r
+    done
+    echo "$nchw"
+}
+
+# best_mode FILE: "MODE MEDIAN" of the setting whose median rate in FILE is the highest.
+best_mode() {
+    for m in nchw channels_last bf16; do
+        v=$(awk -v m="$m" '$1 == m && $2 != "failed" { print $2 }' "$1" | median)
+        [ "$v" != "-" ] && echo "$m $v"
+    done | sort -k2,2 -g | tail -n 1
+}
+
+# record_best WHAT DDL_RATE FILE TARGET: the table row of ddl against PyTorch's fastest setting.
+record_best() {
+    bm=$(best_mode "$3"); m=${bm% *}; v=${bm#* }
+    echo "$1: against PyTorch's best setting ($m): ddl $2, pytorch $v, ratio $(ratio "$2" "$v")"
+    record "$1" "$2" "PyTorch 1.13, its best setting ($m)" "$v" "$(ratio "$2" "$v")" "$4" "-" "-"
+}

@@ -22,14 +22,14 @@ fr=/tmp/ddl-bench-fruits64
     echo "resnet.sh: cannot export ResNet-18 (python3-torch)"; exit 1; }
 
 echo "== ResNet-18 at 64x64 RGB, batch 64, 1 thread: ddl-train --arch (its ONNX export) against PyTorch, $IMAGES images, $REPEAT alternated runs"
-: > /tmp/ddl-bench-ddl.txt; : > /tmp/ddl-bench-torch.txt
+: > /tmp/ddl-bench-ddl.txt; : > /tmp/ddl-bench-torch.txt; : > /tmp/ddl-bench-modes.txt
 for r in $(seq 1 "$REPEAT"); do
     # the second epoch's rate: the first holds the first touch of every buffer, as PyTorch's untimed
     # warm-up step does
     d=$(peak_rss $rss_d "$BUILD/bin/ddl-train" --data "$fr/train" --arch "$model" --image-size 64 --epochs 2 \
         --train-limit "$IMAGES" --schedule constant | sed -n 's/^epoch 2\/2 .* \([0-9.]*\) images\/s.*/\1/p')
-    t=$(peak_rss $rss_t /usr/bin/python3 "$here/resnet_torch.py" --images "$IMAGES" --size 64 --classes 3 --threads 1 |
-        field images_per_sec)
+    t=$(peer_modes /tmp/ddl-bench-modes.txt peak_rss $rss_t /usr/bin/python3 "$here/resnet_torch.py" --images "$IMAGES" \
+        --size 64 --classes 3 --threads 1)
     echo "   run $r: ddl $d images/s, pytorch $t images/s"
     echo "$d" >> /tmp/ddl-bench-ddl.txt; echo "$t" >> /tmp/ddl-bench-torch.txt
 done
@@ -37,6 +37,7 @@ d=$(median < /tmp/ddl-bench-ddl.txt); t=$(median < /tmp/ddl-bench-torch.txt)
 echo "resnet18_1thread: ddl_images_per_sec=$d pytorch_images_per_sec=$t ratio=$(ratio "$d" "$t")"
 record "ResNet-18 64x64 RGB training (imported ONNX, BatchNorm), images/s, 1 thread" "$d" "PyTorch 1.13 fp32 NCHW" "$t" \
     "$(ratio "$d" "$t")" ">= 1.3" "$(cat $rss_d)" "$(cat $rss_t)"
+record_best "ResNet-18 64x64 RGB training (imported ONNX, BatchNorm), images/s, 1 thread" "$d" /tmp/ddl-bench-modes.txt "-"
 
 echo "== BatchNorm against the 3x3 conv before it, ResNet-18's stages, batch 64, 1 thread (bn.c)"
 bn=$(ddl_tool bn) || { echo "resnet.sh: cannot build tools/bench/bn.c"; exit 1; }

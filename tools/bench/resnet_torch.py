@@ -10,7 +10,7 @@ and 2 pixels a side.
     resnet_torch.py --export FILE.onnx [--size 64] [--classes 5]
         writes the model as torch.onnx.export does in training mode with do_constant_folding off
         (BatchNormalization nodes kept), for `ddl-train --arch FILE.onnx`
-    resnet_torch.py --images 640 --size 64 --threads 1 [--channels-last]
+    resnet_torch.py --images 640 --size 64 --threads 1 [--mode nchw|channels_last|bf16]
         times training steps (SGD lr 0.01 momentum 0.9, cross-entropy, batch 64) on RANDOM
         inputs: only the speed is compared. One untimed warm-up step; prints ddl's summary line.
 """
@@ -19,6 +19,8 @@ import time
 
 import torch
 import torch.nn as nn
+
+import torch_modes
 
 
 class BasicBlock(nn.Module):
@@ -64,7 +66,7 @@ def main():
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--classes", type=int, default=5)
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--channels-last", action="store_true")
+    torch_modes.add_mode_arg(ap)
     a = ap.parse_args()
     torch.manual_seed(42)
     torch.set_num_threads(a.threads)
@@ -76,17 +78,16 @@ def main():
                           dynamic_axes={"pixels": {0: "N"}, "logits": {0: "N"}})
         return
     wall0 = time.perf_counter()
-    fmt = torch.channels_last if a.channels_last else torch.contiguous_format
-    model = model.to(memory_format=fmt)
+    g = torch.Generator().manual_seed(1)
+    model, x = torch_modes.prepare(model, torch.rand(a.batch, 3, a.size, a.size, generator=g), a.mode)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     loss_fn = nn.CrossEntropyLoss()
-    g = torch.Generator().manual_seed(1)
-    x = torch.rand(a.batch, 3, a.size, a.size, generator=g).contiguous(memory_format=fmt)
     y = torch.randint(0, a.classes, (a.batch,), generator=g)
 
     def step():
         opt.zero_grad(set_to_none=True)
-        loss = loss_fn(model(x), y)
+        with torch_modes.autocast(a.mode):
+            loss = loss_fn(model(x), y)
         loss.backward()
         opt.step()
         return loss.item()
@@ -97,9 +98,9 @@ def main():
     for _ in range(steps):
         loss = step()
     dt = time.perf_counter() - t0
-    print("epoch=1 loss=%.4f images_per_sec=%.1f step_ms=%.1f wall_s=%.1f threads=%d layout=%s" %
+    print("epoch=1 loss=%.4f images_per_sec=%.1f step_ms=%.1f wall_s=%.1f threads=%d mode=%s" %
           (loss, steps * a.batch / dt, 1e3 * dt / steps, time.perf_counter() - wall0, a.threads,
-           "channels_last" if a.channels_last else "nchw"))
+           a.mode))
 
 
 if __name__ == "__main__":

@@ -24,6 +24,8 @@ import time
 
 import torch
 import torch.nn as nn
+
+import torch_modes
 import torch.nn.functional as F
 
 
@@ -104,6 +106,7 @@ def main():
     ap.add_argument("--lr", type=float, default=0.002)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--seed", type=int, default=42)
+    torch_modes.add_mode_arg(ap)
     a = ap.parse_args()
     if a.scenes < a.batch or a.batch < 1 or a.threads < 1:
         ap.error("need scenes >= batch >= 1 and threads >= 1")
@@ -113,7 +116,7 @@ def main():
     torch.manual_seed(a.seed)
     x = torch.randn(a.scenes, 1, a.size, a.size)
     y = torch.randint(0, a.classes, (a.scenes, a.size, a.size))
-    model = UNet(1, a.classes, a.depth, a.width)
+    model, x = torch_modes.prepare(UNet(1, a.classes, a.depth, a.width), x, a.mode)
     opt = torch.optim.Adam(model.parameters(), lr=a.lr, betas=(0.9, 0.999), eps=1e-8)
     print("torch %s threads %d scenes %d size %d batch %d depth %d width %d params %d" %
           (torch.__version__, torch.get_num_threads(), a.scenes, a.size, a.batch, a.depth, a.width,
@@ -122,7 +125,8 @@ def main():
     def step(i):
         xb, yb = x[i:i + a.batch], y[i:i + a.batch]
         opt.zero_grad(set_to_none=True)
-        loss = loss_fn(model(xb), yb, a.dice_weight)
+        with torch_modes.autocast(a.mode):
+            loss = loss_fn(model(xb), yb, a.dice_weight)
         loss.backward()
         opt.step()
         return loss.item()
@@ -133,8 +137,8 @@ def main():
         loss = step(i)
         seen += a.batch
     secs = time.perf_counter() - t0
-    print("summary: model=unet transport=torch world=1 epochs=1 batch=%d loss=%.4f images_per_sec=%.0f wall_s=%.1f"
-          % (a.batch, loss, seen / secs, time.perf_counter() - wall0))
+    print("summary: model=unet transport=torch world=1 epochs=1 batch=%d loss=%.4f images_per_sec=%.0f wall_s=%.1f "
+          "mode=%s" % (a.batch, loss, seen / secs, time.perf_counter() - wall0, a.mode))
 
 
 if __name__ == "__main__":
