@@ -320,9 +320,10 @@ run: deps-run
 	+@$(SUB_MAKE) $(BUILD)/bin/ddlrun $(BUILD)/bin/lenet
 	$(BUILD)/bin/ddlrun -n 2 -t shm $(BUILD)/bin/lenet
 
+# make test T="test_a test_b.sh": those tests alone (tests/run.sh NAME...)
 test: deps
 	@$(BUILD_ALL)
-	@BUILD=$(BUILD) SAN=$(SAN) sh tests/run.sh
+	@BUILD=$(BUILD) SAN=$(SAN) sh tests/run.sh $(T)
 
 test-only: all
 	@BUILD=$(BUILD) SAN=$(SAN) sh tests/run.sh

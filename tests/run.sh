@@ -13,22 +13,39 @@ cd "$(dirname "$0")/.." || exit 1
 [ "$SAN" = thread ] && export TSAN_OPTIONS="${TSAN_OPTIONS:+$TSAN_OPTIONS }suppressions=$PWD/tests/tsan.supp"
 out_dir=$(mktemp -d); trap 'rm -rf "$out_dir"' EXIT
 total_pass=0; total_fail=0; total_skip=0
-# Tests that build or compute and assert nothing about time run two at a time, before the rest
-# (the 2 cores of make test's machines: they were 130 s of its 10 minutes); every other test runs
-# alone, since many bound how long something may take. test_slurm_real and test_ssh mostly wait
-# for daemons (7 s of CPU in 16-18 s; bounds of 5 s and more): beside another test that wait is not
-# lost. Tests that keep both cores busy gain nothing there (test_train and test_threads, tried,
-# took 30% longer each), and test_pg skips its speed-up bound when other work takes the cores.
-BESIDE="test_install.sh test_build_pg.sh test_cpus.sh test_onnx.sh test_onnx_import.sh test_onnx_act.sh test_onnx_shapes.sh
-test_ckpt_tool.sh test_cli.sh
-test_output_paths.sh test_plot_runs.sh test_plot_diverged.sh test_plot_timeline.sh test_slurm_real.sh test_ssh.sh"
-# test_docs (the docs' command blocks: short trainings, a PostgreSQL server, ddl-serve on 8501; no
-# time bounds) too: make test has built all it installs, and nothing beside it takes port 8501.
-BESIDE="$BESIDE test_docs.sh test_slurm_skip.sh test_onnx_nodes.sh"
-# Then tests that mostly wait (for a timeout, a heartbeat, a stopped rank: under a second of CPU
-# in 10-15 s, or half their time) run four at a time: their bounds are seconds, their CPU small.
-IDLE="test_elastic test_shm test_faults test_serve.sh test_restarts.sh test_transport test_sweep.sh
-test_zmq_drop.sh test_backlog"
+# The schedule comes from what each test declares in its source (the .sh itself, or tests/NAME.c
+# for a compiled test), a line "ddl-test: LANE (why)":
+#   beside  it builds or computes and asserts nothing about time: two such run at a time, before
+#           the rest (the 2 cores of make test's machines: they were 130 s of its 10 minutes).
+#           Tests that mostly wait for daemons (test_slurm_real, test_ssh: 7 s of CPU in 16-18 s)
+#           lose nothing there; tests that keep both cores busy gain nothing (test_train and
+#           test_threads, tried, took 30% longer each), and test_pg skips its speed-up bound when
+#           other work takes the cores.
+#   idle    it mostly waits (for a timeout, a heartbeat, a stopped rank: under a second of CPU in
+#           10-15 s, or half its time): four run at a time; their bounds are seconds, their CPU small.
+# Every other test runs alone, since many bound how long something may take.
+# tests/run.sh NAME... (make test T="NAME...") runs those tests alone (NAME with or without .sh).
+ONLY=" $* "
+
+# lane_of T: the lane test T declares (beside, idle), or nothing
+lane_of() {
+    case "$1" in *.sh) src=$1 ;; *) src=tests/$(basename "$1").c ;; esac
+    sed -n 's/.*ddl-test: *\([a-z]*\).*/\1/p' "$src" 2> /dev/null | head -n 1
+}
+# wanted T: T is one make test runs (every test, or one of NAME...)
+wanted() {
+    [ "$ONLY" = "  " ] && return 0
+    n=$(basename "$1")
+    case "$ONLY" in *" $n "*|*" ${n%.sh} "*) return 0 ;; esac
+    return 1
+}
+BESIDE="" IDLE=""
+for t in "$BUILD"/tests/test_* tests/test_*.sh; do
+    case "$(lane_of "$t")" in
+    beside) BESIDE="$BESIDE $(basename "$t")" ;;
+    idle) IDLE="$IDLE $(basename "$t")" ;;
+    esac
+done
 
 # start T: run test T in the background, its output in $out_dir/NAME.out, its start time in .t0
 start() {
@@ -81,7 +98,7 @@ lanes() {
     n_lanes=$1; list=$2
     set --
     for t in "$BUILD"/tests/test_* tests/test_*.sh; do
-        runnable "$t" && in_list "$(basename "$t")" "$list" && set -- "$@" "$t"
+        runnable "$t" && wanted "$t" && in_list "$(basename "$t")" "$list" && set -- "$@" "$t"
     done
     i=0; while [ $i -lt "$n_lanes" ]; do eval "lane_pid_$i= lane_name_$i="; i=$((i + 1)); done
     while :; do
@@ -105,9 +122,11 @@ lanes 2 "$BESIDE"
 lanes 4 "$IDLE"
 # the rest, one at a time
 for t in "$BUILD"/tests/test_* tests/test_*.sh; do
-    runnable "$t" && ! in_list "$(basename "$t")" "$BESIDE $IDLE" || continue
+    runnable "$t" && wanted "$t" && ! in_list "$(basename "$t")" "$BESIDE $IDLE" || continue
     start "$t"; pid=$!; wait $pid; rc=$?
     report "$(basename "$t")" $pid $rc
 done
+[ "$ONLY" != "  " ] && [ $((total_pass + total_fail + total_skip)) -eq 0 ] &&
+    echo "no test named$ONLY(tests/test_*.sh, or $BUILD/tests/test_*)" && total_fail=1
 echo "$total_pass passed, $total_fail failed, $total_skip skipped"
 [ "$total_fail" -eq 0 ]

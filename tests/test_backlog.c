@@ -7,6 +7,7 @@
  * peer that had gone, its reset marked the connection failed while it stayed stopped, and the
  * next heartbeat wrote to it anyway. A rank closing its comm while a peer's goodbye arrives is
  * the same sequence (4 hosts x 16 ranks over zmq in tests/test_many_ranks.sh). */
+/* ddl-test: idle (mostly waits (timeouts, heartbeats, stopped ranks), bounds in seconds: four run at a time) */
 #include "check.h"
 #include "ranks.h"
 

@@ -5,6 +5,7 @@
 # the rest; with the headers it builds the extension. make run builds what it runs (libddl.a,
 # lenet, ddlrun): no test program, no -fPIC object of the shared library. All with make -n
 # against stand-ins for pg_config, so nothing is built or installed.
+# ddl-test: beside (builds or computes and bounds no time: it runs beside another such test)
 . "$(dirname "$0")/lib.sh"
 cd "$(dirname "$0")/.." || exit 1
 tmp=$(mktemp -d) || exit 1

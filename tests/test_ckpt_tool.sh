@@ -6,6 +6,7 @@
 # Checkpoints with hostile tensor names (../evil, /etc/evil, control characters, input_mean),
 # written by build/tests/test_checkpoint --write-named: export refuses them, show escapes them.
 # Ends with "N passed, N failed"; exit status non-zero on any failure.
+# ddl-test: beside (builds or computes and bounds no time: it runs beside another such test)
 . "$(dirname "$0")/lib.sh"
 BUILD=${BUILD:-build}
 cd "$(dirname "$0")/.." || exit 1

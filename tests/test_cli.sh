@@ -9,6 +9,7 @@
 # weights_crc over tcp, on a rerun, and with the plugin.
 # The lenet and unet runs need Fashion-MNIST and are skipped, with a message, without it.
 # Ends with "N passed, N failed"; exit status non-zero on any failure.
+# ddl-test: beside (builds or computes and bounds no time: it runs beside another such test)
 . "$(dirname "$0")/lib.sh"
 BUILD=${BUILD:-build}
 cd "$(dirname "$0")/.." || exit 1

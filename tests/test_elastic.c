@@ -5,6 +5,7 @@
  * Over tcp, shm and zmq. Also: the rank numbers after a regroup follow the old order, the dead
  * rank is the one reported lost, a regroup below the elastic minimum stops every survivor with a
  * message, and a comm that is not elastic refuses to regroup. */
+/* ddl-test: idle (mostly waits (timeouts, heartbeats, stopped ranks), bounds in seconds: four run at a time) */
 #include "check.h"
 #include "ranks.h"
 

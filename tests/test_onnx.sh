@@ -7,6 +7,7 @@
 # The runtime must also tell a model from another's logits apart (a check that can fail). Also
 # what ddl-ckpt export says of an unknown extension. When Node, the runtime or the data are
 # missing it prints "skipped: REASON" instead of passing with nothing checked.
+# ddl-test: beside (builds or computes and bounds no time: it runs beside another such test)
 . "$(dirname "$0")/lib.sh"
 BUILD=${BUILD:-build}
 cd "$(dirname "$0")/.." || exit 1

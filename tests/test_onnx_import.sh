@@ -11,6 +11,7 @@
 #    running statistics); one with an attribute ddl does not know, a node reading a training-mode
 #    one's running mean, and a Reshape to a scalar shape (Shape, Gather) are refused, the node named;
 #  - where python3-torch is installed, the same for a CNN PyTorch exported itself (opsets 13, 17).
+# ddl-test: beside (builds or computes and bounds no time: it runs beside another such test)
 . "$(dirname "$0")/lib.sh"
 BUILD=${BUILD:-build}
 cd "$(dirname "$0")/.." || exit 1

@@ -4,6 +4,7 @@
 # (tests/onnx/node_tests.py): nothing silently wrong (each case passes or is refused with the node
 # named), every case of tests/onnx/node_pass.txt passes, and ddl's own cases of the input
 # normalisation, per-channel constants, Softmax and Reshape give onnxruntime's answer or are refused.
+# ddl-test: beside (builds or computes and bounds no time: it runs beside another such test)
 . "$(dirname "$0")/lib.sh"
 BUILD=${BUILD:-build}
 cd "$(dirname "$0")/.." || exit 1

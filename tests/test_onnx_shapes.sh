@@ -14,6 +14,7 @@
 #    a Mul folded into it, and sizes with the batch fixed: refused, naming the node, the attribute
 #    and its value; a GroupNorm read before its Mul: not folded (refused, or run as onnxruntime);
 #  - where python3-torch is installed, the same layers as torch.onnx.export writes them itself.
+# ddl-test: beside (builds or computes and bounds no time: it runs beside another such test)
 . "$(dirname "$0")/lib.sh"
 BUILD=${BUILD:-build}
 cd "$(dirname "$0")/.." || exit 1

@@ -5,6 +5,7 @@
 # path that cannot be written (its parent is a file, or is /proc) fails before the first step,
 # exit 2, naming the flag and the path, with no summary; --keep-checkpoints 3 keeps PATH,
 # PATH.1, PATH.2 of the last three saves, newest first. Needs Fashion-MNIST (skipped without).
+# ddl-test: beside (builds or computes and bounds no time: it runs beside another such test)
 . "$(dirname "$0")/lib.sh"
 cd "$(dirname "$0")/.." || exit 1
 BUILD=${BUILD:-build}; B=$BUILD/bin

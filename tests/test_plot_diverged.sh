@@ -3,6 +3,7 @@
 # NaN, +inf and -inf scalars among finite ones, a run of nothing but NaN, and values near the
 # float limits. Each chart is written within 10 s (a NaN used to send a line to y = INT_MIN:
 # minutes of drawing), exit 0, and stderr says how many values were not finite.
+# ddl-test: beside (builds or computes and bounds no time: it runs beside another such test)
 . "$(dirname "$0")/lib.sh"
 BUILD=${BUILD:-build}
 cd "$(dirname "$0")/.." || exit 1

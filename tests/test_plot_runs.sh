@@ -3,6 +3,7 @@
 # directory (DIR/trial-NNNN/logs, event files written by tests/events.py) gives one run per trial,
 # labelled trial-NNNN, not "logs"; a run in the directory given is labelled by that directory's
 # name, never "."; a directory with no event file anywhere below it exits 1 and writes no chart.
+# ddl-test: beside (builds or computes and bounds no time: it runs beside another such test)
 . "$(dirname "$0")/lib.sh"
 BUILD=${BUILD:-build}
 cd "$(dirname "$0")/.." || exit 1

@@ -5,6 +5,7 @@
 # in the lower half, a regroup over its lane, and white where nothing ran. A 2-rank LeNet run's
 # own trace draws. A file that is not a timeline, a line it cannot read, a missing file and a
 # run operand beside --timeline are refused, naming why.
+# ddl-test: beside (builds or computes and bounds no time: it runs beside another such test)
 . "$(dirname "$0")/lib.sh"
 BUILD=${BUILD:-build}
 cd "$(dirname "$0")/.." || exit 1

@@ -6,6 +6,7 @@
  * byte of theirs used or removed, unless they take all eight, when both ranks refuse at once
  * naming them and the owner. Runs as root or not (the cases of another user need root: chown,
  * and setuid to act as nobody). */
+/* ddl-test: idle (mostly waits (timeouts, heartbeats, stopped ranks), bounds in seconds: four run at a time) */
 #include "check.h"
 #include "ranks.h"
 

@@ -5,6 +5,7 @@
 # failed its checks (sinfo, srun) while tests/test_slurm_real.sh skipped. A slurmd on PATH that
 # exits at once with slurmd's complaint stands for such a machine. Where a test skips earlier
 # for another reason (not root, no Slurm or munge, no namespaces) there is nothing to compare.
+# ddl-test: beside (builds or computes and bounds no time: it runs beside another such test)
 . "$(dirname "$0")/lib.sh"
 cd "$(dirname "$0")/.." || exit 1
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT

@@ -7,6 +7,7 @@
 # way). Each case: the relay did drop, both ranks finish ddl-bench's all-reduces and exit 0, well
 # within the timeout. (Rank 1's OK lost is not recovered when rank 1 has finished its handshakes
 # by then and takes no new connection: rank 0 then times out, naming rank 1.)
+# ddl-test: idle (mostly waits (timeouts, heartbeats, stopped ranks), bounds in seconds: four run at a time)
 . "$(dirname "$0")/lib.sh"
 BUILD=${BUILD:-build}
 cd "$(dirname "$0")/.." || exit 1
