@@ -1,0 +1,153 @@
+"""layering.py - the library's layers as the linker and the preprocessor see them, for tests/test_layering.sh.
+
+    layering.py OBJ_DIR KNOWN_FILE
+
+Reads `nm -g` of every object of the library (OBJ_DIR/src/**, models/, transports/): an object
+uses another when it calls or reads a symbol the other defines. Prints one line per finding:
+
+  cycle A B ...        objects that reach one another (a strongly connected set of 2 or more)
+                       whose files are not of one idea: one folder and one name stem (conv and
+                       conv_depthwise, zmq and zmq_handshake, the onnx_* files of the importer)
+  folder X -> Y        an object of folder X uses one of folder Y, which docs/DESIGN.md's layers do
+                       not allow (ALLOWED below)
+  header FILE -> H     a source includes another folder's private header (each folder's impl.h
+                       is its own; core/impl.h, the library's common helpers, is everyone's)
+
+Each finding is checked against KNOWN_FILE, the findings the house still has (issue 48 removes
+them): a finding not listed is NEW (the test fails), a listed one no longer found is STALE (the
+test fails too: take it off the list). Exit 0 when neither.
+"""
+import collections
+import glob
+import os
+import re
+import subprocess
+import sys
+
+# folder -> the folders its objects may use (docs/DESIGN.md, "The layers": calls go down)
+ALLOWED = {
+    "transports": {"src/core"},
+    "src/comm": {"src/core", "transports"},
+    "src/core": set(),
+    "src/data": {"src/core"},
+    "src/graph": {"src/core"},
+    "models": {"src/core", "src/graph"},
+    "src/observe": {"src/core", "src/comm"},
+    "src/infer": {"src/core", "src/data", "src/graph", "src/observe", "models"},
+    "src/train": {"src/core", "src/comm", "src/data", "src/graph", "src/observe", "models"},
+}
+
+
+def folder(name):
+    p = name.split("/")
+    return "/".join(p[:2]) if p[0] == "src" else p[0]
+
+
+def stem(name):
+    base = os.path.basename(name)
+    return base.split("_")[0]
+
+
+def objects(root):
+    pats = ("src/**/*.o", "models/*.o", "transports/*.o")
+    found = sorted({o for p in pats for o in glob.glob(os.path.join(root, p), recursive=True)})
+    return [(os.path.relpath(o, root)[:-2], o) for o in found]
+
+
+def graph(root):
+    defs, uses = {}, collections.defaultdict(set)
+    objs = objects(root)
+    for name, path in objs:
+        out = subprocess.run(["nm", "-g", path], capture_output=True, text=True, check=True).stdout
+        for line in out.splitlines():
+            f = line.split()
+            if len(f) == 3 and f[1] in "TDBRVWC":
+                defs[f[2]] = name
+            elif len(f) == 2 and f[0] == "U":
+                uses[name].add(f[1])
+    edges = {name: set() for name, _ in objs}
+    for a, syms in uses.items():
+        for s in syms:
+            b = defs.get(s)
+            if b and b != a:
+                edges[a].add(b)
+    return edges
+
+
+def cycles(edges):
+    """strongly connected sets of 2 or more (Tarjan's, iterative)."""
+    index, low, on, stack, out, n = {}, {}, set(), [], [], 0
+    for root in edges:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(edges[root])))]
+        index[root] = low[root] = n
+        n += 1
+        stack.append(root)
+        on.add(root)
+        while work:
+            v, it = work[-1]
+            w = next(it, None)
+            if w is not None:
+                if w not in index:
+                    index[w] = low[w] = n
+                    n += 1
+                    stack.append(w)
+                    on.add(w)
+                    work.append((w, iter(sorted(edges[w]))))
+                elif w in on:
+                    low[v] = min(low[v], index[w])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                c = []
+                while True:
+                    w = stack.pop()
+                    on.discard(w)
+                    c.append(w)
+                    if w == v:
+                        break
+                if len(c) > 1:
+                    out.append(sorted(c))
+    return out
+
+
+def findings(root):
+    edges = graph(root)
+    got = set()
+    for c in cycles(edges):
+        if len({folder(x) for x in c}) == 1 and len({stem(x) for x in c}) == 1:
+            continue  # one idea: a file and its helpers
+        got.add("cycle " + " ".join(c))
+    for a, bs in edges.items():
+        for b in bs:
+            fa, fb = folder(a), folder(b)
+            if fa != fb and fa in ALLOWED and fb not in ALLOWED[fa]:
+                got.add("folder %s -> %s" % (fa, fb))
+    for src in sorted(glob.glob("src/**/*.[ch]", recursive=True) + glob.glob("models/*.[ch]") +
+                      glob.glob("transports/*.[ch]")):
+        own = folder(src[:-2])
+        for m in re.finditer(r'#include "(?:\.\./)?([a-z]+)/impl\.h"', open(src).read()):
+            other = "src/" + m.group(1)
+            if other != own and other != "src/core":
+                got.add("header %s -> %s/impl.h" % (src, other))
+    return got
+
+
+def main():
+    root, known_file = sys.argv[1], sys.argv[2]
+    known = {l.strip() for l in open(known_file) if l.strip() and not l.startswith("#")}
+    got = findings(root)
+    for f in sorted(got - known):
+        print("NEW   " + f)
+    for f in sorted(known - got):
+        print("STALE " + f)
+    for f in sorted(got & known):
+        print("known " + f)
+    return 1 if got ^ known else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

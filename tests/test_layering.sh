@@ -1,0 +1,32 @@
+#!/bin/sh
+# test_layering.sh - the library's layers as its objects and headers show them (tests/layering.py):
+# no cycle of objects beyond one idea's files, no folder using one that docs/DESIGN.md puts above
+# it, no other folder's private header; the findings the house still has are listed in
+# tests/layering_known.txt (issue 48 takes them off), and a new one or a stale line fails. Then
+# the checker itself: a finding left off the list, and a line that no longer holds, each fail.
+# Ends with "N passed, N failed".
+# ddl-test: beside (reads object files: a second, no time bound)
+. "$(dirname "$0")/lib.sh"
+BUILD=${BUILD:-build}
+cd "$(dirname "$0")/.." || exit 1
+skip() { echo "skipped: $*"; echo "$pass passed, $fail failed"; exit 0; }
+[ -d "$BUILD/obj/src/core" ] || skip "no $BUILD/obj (make)"
+command -v nm > /dev/null || skip "no nm (binutils)"
+tmp=$(mktemp -d) || exit 1
+trap 'rm -rf "$tmp"' EXIT
+
+"$PYTHON" tests/layering.py "$BUILD/obj" tests/layering_known.txt > "$tmp/out"; rc=$?
+grep -E '^(NEW|STALE)' "$tmp/out"
+[ $rc -eq 0 ]; check "no new cycle, folder crossing or private header, and no stale line in tests/layering_known.txt" $?
+n=$(grep -c '^known' "$tmp/out")
+echo "$n known findings left (tests/layering_known.txt)"
+
+# the checker: a known finding taken off the list is NEW; a line that holds no more is STALE
+grep -v '^folder src/infer -> src/train$' tests/layering_known.txt > "$tmp/fewer"
+"$PYTHON" tests/layering.py "$BUILD/obj" "$tmp/fewer" > "$tmp/o2"; rc=$?
+[ $rc -ne 0 ] && grep -q '^NEW   folder src/infer -> src/train' "$tmp/o2"; check "a crossing missing from the list fails, named" $?
+{ cat tests/layering_known.txt; echo "folder src/core -> src/train"; } > "$tmp/more"
+"$PYTHON" tests/layering.py "$BUILD/obj" "$tmp/more" > "$tmp/o3"; rc=$?
+[ $rc -ne 0 ] && grep -q '^STALE folder src/core -> src/train' "$tmp/o3"; check "a line that no longer holds fails, named" $?
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
