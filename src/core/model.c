@@ -466,17 +466,3 @@ size_t ddl_model_describe(const ddl_model *m, char *buf, size_t bytes)
         buf[0] = '\0';
     return m && m->plugin->describe ? m->plugin->describe(m->self, buf, bytes) : 0;
 }
-
-/* ---- built-in plugins ---- */
-
-const ddl_model_plugin *ddl_model_find(const char *name)
-{
-    static const struct {
-        const char *name;
-        const ddl_model_plugin *(*get)(void);
-    } table[] = {{"lenet", ddl_model_lenet}, {"unet", ddl_model_unet}, {"graph", ddl_model_graph}};
-    for (size_t i = 0; name && i < sizeof table / sizeof table[0]; i++)
-        if (strcmp(name, table[i].name) == 0)
-            return table[i].get();
-    return NULL;
-}
