@@ -16,6 +16,7 @@
 #    eval-mode one import, and ddl's eval-mode logits are PyTorch's within 1e-4 (tests/bn/torch_bn.py);
 #  - ddl-ckpt shows the buffers, and the ONNX export runs in onnxruntime to ddl's outputs (when
 #    tests/onnx/node_modules has onnxruntime-node).
+# ddl-test: beside (builds or computes and bounds no time: it runs beside another such test)
 . "$(dirname "$0")/lib.sh"
 BUILD=${BUILD:-build}
 cd "$(dirname "$0")/.." || exit 1

@@ -17,6 +17,7 @@
 #    total padding, storage_order 1, a ceil_mode window starting in the padding, MaxPool's
 #    Indices, AveragePool's dilations, auto_pad "SAME", ceil_mode with count_include_pad past
 #    the padding, a Pad of zeros before a MaxPool.
+# ddl-test: beside (builds or computes and bounds no time: it runs beside another such test)
 . "$(dirname "$0")/lib.sh"
 BUILD=${BUILD:-build}
 cd "$(dirname "$0")/.." || exit 1

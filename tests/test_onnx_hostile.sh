@@ -8,6 +8,7 @@
 # report) with a message naming the node, the tensor and the bad value, and ddl-serve refuses the
 # model at start-up the same way. The unsupported-operator message is whole: it names Pad and
 # ends with its ')' even under a long directory (the file's own name kept).
+# ddl-test: beside (builds or computes and bounds no time: it runs beside another such test)
 . "$(dirname "$0")/lib.sh"
 BUILD=${BUILD:-build}
 cd "$(dirname "$0")/.." || exit 1

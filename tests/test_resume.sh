@@ -6,6 +6,7 @@
 # checkpoint (--save-rate) leaves the previous one loadable, its .tmp ignored.
 # DDL_TEST_STOP_AFTER=N makes the example kill itself after step N (and its checkpoint).
 # Ends with "N passed, N failed"; exit status non-zero on any failure.
+# ddl-test: beside (builds or computes and bounds no time: it runs beside another such test)
 . "$(dirname "$0")/lib.sh"
 BUILD=${BUILD:-build}
 cd "$(dirname "$0")/.." || exit 1

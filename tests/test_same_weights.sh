@@ -4,6 +4,7 @@
 # shm, tcp and zmq (ddlrun) and mpi (mpirun, ddl's own collectives): every weights_crc of a world
 # size must be equal. The summary line says which transport ran; that is checked too.
 # Transports not compiled in (or mpirun missing) are skipped with the reason.
+# ddl-test: beside (builds or computes and bounds no time: it runs beside another such test)
 . "$(dirname "$0")/lib.sh"
 BUILD=${BUILD:-build}
 cd "$(dirname "$0")/.." || exit 1
