@@ -1201,6 +1201,22 @@ int ddl_checkpoint_check_model(const ddl_checkpoint *ck, const ddl_model *m, cha
  * and nothing is allocated per training step. Returns DDL_OK, DDL_EIO (cannot write, fsync or
  * rename; ddl_trainer_error says which and why), DDL_ENOMEM, or a comm error. */
 int ddl_trainer_save(ddl_trainer *t, const char *path);
+/* ddl_trainer_save_background: the same save with the file written off the training thread:
+ * the state of this step is encoded into a file image at once (rank 0 blocks for that copy, not
+ * for the disk: U-Net's save, measured in tests/test_ckpt_async.c), and a thread of the
+ * trainer's writes it as ddl_trainer_save would (atomically). One write at a time: a save that
+ * finds the previous write still going waits for it (up to 600 s, then DDL_ETIMEDOUT), and a
+ * failed write is returned by the next save, ddl_trainer_save_wait or ddl_trainer_save, whichever
+ * comes first (then that save is not made). The image buffer (weights, buffers, optimizer state)
+ * is allocated at the first call and kept until ddl_trainer_destroy, which waits for a write in
+ * flight. ddl_trainer_save_wait: collective; waits until no write is in flight and returns its
+ * status on every rank (call it before reading the file, and before exiting). ddl_trainer_save
+ * waits for a background write first. */
+int ddl_trainer_save_background(ddl_trainer *t, const char *path);
+int ddl_trainer_save_wait(ddl_trainer *t);
+/* ddl_trainer_save_pending: not collective, never blocks: on rank 0, 1 while a background write
+ * is in flight, then 0 once it is on disk (or its error, negative); 0 on the other ranks. */
+int ddl_trainer_save_pending(const ddl_trainer *t);
 
 #define DDL_RESUME_IF_EXISTS 1 /* ddl_trainer_resume: a missing file is not an error */
 

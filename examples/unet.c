@@ -356,7 +356,7 @@ int main(int argc, char **argv)
         do { /* one step; with --checkpoint a save every --checkpoint-every steps, at the end, on SIGUSR1 */
             rc = example_step_save(&w, tr, comm, o.checkpoint, o.checkpoint_every, &preempted);
             if (rc == DDL_OK)
-                example_test_stop(ddl_trainer_step_count(tr)); /* test hook: does nothing unless a test asks */
+                example_test_stop(tr, ddl_trainer_step_count(tr)); /* test hook: does nothing unless a test asks */
         } while (rc == DDL_OK && !preempted && !ddl_trainer_epoch_done(tr));
         if (preempted)
             break;

@@ -272,11 +272,13 @@ static double example_seconds(void)
 
 /* example_test_stop: a test hook, not for users (tests/test_resume.sh): with DDL_TEST_STOP_AFTER=N
  * in the environment, the process kills itself (SIGKILL, as a crash) once step N, and its
- * checkpoint if one was due, are done. Without it, nothing. */
-static void example_test_stop(long step)
+ * checkpoint if one was due, are done (a background write too: ddl_trainer_save_wait, which
+ * every rank reaches at that step). Without it, nothing. */
+static void example_test_stop(ddl_trainer *tr, long step)
 {
     const char *after = getenv("DDL_TEST_STOP_AFTER");
     if (after && atol(after) > 0 && step >= atol(after)) {
+        ddl_trainer_save_wait(tr);
         fflush(stdout);
         raise(SIGKILL);
     }

@@ -152,19 +152,24 @@ static void example_checkpoint_text(char *out, size_t bytes, const char *path, l
 /* example_signal_checkpoint: around a save of path, on every rank: before it (saving: its step)
  * and after it (saving 0; saved: it went well, so path now holds this step), rank 0's line names
  * what path holds. After a resume from path, saved 1 too. */
-static void example_signal_checkpoint(ddl_trainer *tr, int rank, const char *path, long saving, int saved)
+/* example_signal_saved: path holds the save of step (epoch, its end or not), written in the
+ * background and now on disk; saving: a later save under way (0: none). */
+static void example_signal_saved(int rank, const char *path, long step, int epoch, int done, long saving)
 {
     static long saved_step; /* this run's last save, or the checkpoint it resumed from */
     static int saved_epoch, saved_done;
     char text[1000], line[1010];
-    if (saved && ddl_trainer_step_count(tr) > 0) {
-        saved_step = ddl_trainer_step_count(tr);
-        saved_epoch = ddl_trainer_epoch_index(tr) + 1;
-        saved_done = ddl_trainer_epoch_done(tr);
-    }
+    if (step > 0)
+        saved_step = step, saved_epoch = epoch, saved_done = done;
     example_checkpoint_text(text, sizeof text, path, saved_step, saved_epoch, saved_done, saving);
     snprintf(line, sizeof line, ": %s", text);
     example_line_set(rank == 0 ? line : NULL);
+}
+
+static void example_signal_checkpoint(ddl_trainer *tr, int rank, const char *path, long saving, int saved)
+{
+    long step = saved ? ddl_trainer_step_count(tr) : 0;
+    example_signal_saved(rank, path, step, ddl_trainer_epoch_index(tr) + 1, ddl_trainer_epoch_done(tr), saving);
 }
 
 /* example_signal_training: the loop begins (the trainer made, a checkpoint resumed from or

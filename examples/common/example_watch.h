@@ -61,6 +61,8 @@ typedef struct example_watch {
     int loss_n;
     ddl_epoch_stats last;        /* of the last epoch: the summary line's slowest_rank and comm_frac */
     const char *eval_tag;        /* the tags of each epoch's evaluation: "test" (default) or "val" */
+    long bg_step;                /* a checkpoint being written in the background: its step (0: none) */
+    int bg_epoch, bg_done;       /* and its epoch, and whether it ended one */
 } example_watch;
 
 static double example_wall(void)
@@ -336,18 +338,31 @@ static void example_rotate(const example_watch *w, const char *path)
 }
 
 /* example_watch_save: a checkpoint save (collective) and its line on rank 0. */
-static int example_watch_save(example_watch *w, ddl_trainer *tr, const char *path)
+static int example_watch_save(example_watch *w, ddl_trainer *tr, const char *path, int background)
 {
     double t0 = example_wall();
+    if (w->bg_step) { /* the last save's write first: then path holds it (and rotating is safe) */
+        int rc = ddl_trainer_save_wait(tr);
+        if (rc == DDL_OK)
+            example_signal_saved(w->rank, path, w->bg_step, w->bg_epoch, w->bg_done, 0);
+        w->bg_step = 0;
+        if (rc != DDL_OK)
+            return rc;
+    }
     if (w->rank == 0 && w->keep > 1)
         example_rotate(w, path);
-    example_signal_checkpoint(tr, w->rank, path, ddl_trainer_step_count(tr), 0); /* what a signal now says */
-    int rc = ddl_trainer_save(tr, path);
-    example_signal_checkpoint(tr, w->rank, path, 0, rc == DDL_OK);
+    long step = ddl_trainer_step_count(tr);
+    example_signal_checkpoint(tr, w->rank, path, step, 0); /* what a signal now says */
+    int rc = background ? ddl_trainer_save_background(tr, path) : ddl_trainer_save(tr, path);
+    if (rc == DDL_OK && background) /* still "under way" for a signal, until the next save waits for it */
+        w->bg_step = step, w->bg_epoch = ddl_trainer_epoch_index(tr) + 1, w->bg_done = ddl_trainer_epoch_done(tr);
+    else
+        example_signal_checkpoint(tr, w->rank, path, 0, rc == DDL_OK);
     if (rc == DDL_OK && w->rank == 0 && !w->quiet) {
         if (w->tty && !ddl_trainer_epoch_done(tr))
             printf("\r\033[K");
-        printf("checkpoint: saved %s at step %ld (%.2f s)\n", path, ddl_trainer_step_count(tr), example_wall() - t0);
+        printf("checkpoint: saved %s at step %ld (%.2f s%s)\n", path, step, example_wall() - t0,
+               background ? ", written in the background" : "");
         fflush(stdout);
     }
     return rc;
@@ -368,8 +383,14 @@ static int example_step_save(example_watch *w, ddl_trainer *tr, ddl_comm *comm, 
 {
     int rc = example_watch_step(w, tr), saved = 0;
     long step = ddl_trainer_step_count(tr);
+    if (w->bg_step && ddl_trainer_save_pending(tr) == 0) /* written: what a signal says from now on */
+        example_signal_saved(w->rank, path, w->bg_step, w->bg_epoch, w->bg_done, 0);
     if (rc == DDL_OK && path && (ddl_trainer_epoch_done(tr) || (every > 0 && step % every == 0))) {
-        rc = example_watch_save(w, tr, path); /* every rank calls, rank 0 writes */
+        /* every rank calls, rank 0 writes: within an epoch in the background (the step goes on
+         * while the file is written), at its end at once (the run may end there); an elastic job
+         * at once too (its saves survive a regroup: ddl_trainer_save_wait does not) */
+        int elastic = comm && ddl_comm_elastic_min(comm) > 0;
+        rc = example_watch_save(w, tr, path, !ddl_trainer_epoch_done(tr) && !elastic);
         saved = 1;
     }
     if (rc != DDL_OK || !path || step % EXAMPLE_PREEMPT_EVERY != 0)
@@ -379,8 +400,8 @@ static int example_step_save(example_watch *w, ddl_trainer *tr, ddl_comm *comm, 
         return rc;
     if (asked > 0) {
         *preempted = 1;
-        if (!saved)
-            rc = example_watch_save(w, tr, path);
+        if (!saved || w->bg_step) /* a preempted run ends here: its save on disk first */
+            rc = example_watch_save(w, tr, path, 0);
         if (rc == DDL_OK && w->rank == 0)
             fprintf(stderr, "preempted (SIGUSR1) at step %ld: checkpoint %s saved; run again with --resume "
                     "(exit status %d)\n", step, path, EXAMPLE_EXIT_PREEMPTED);

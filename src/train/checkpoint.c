@@ -288,9 +288,9 @@ static int create_tmp(const char *tmp, char *err, size_t err_bytes)
     return fd;
 }
 
-/* write_file: img to path.tmp (a new file), fsync, rename over path, fsync the directory. */
-static int write_file(const char *path, const unsigned char *img, size_t n, long bytes_per_sec, char *err,
-                      size_t err_bytes)
+/* ddl__checkpoint_put: img to path.tmp (a new file), fsync, rename over path, fsync the directory. */
+int ddl__checkpoint_put(const char *path, const unsigned char *img, size_t n, long bytes_per_sec, char *err,
+                        size_t err_bytes)
 {
     char tmp[CK_PATH_BYTES];
     if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
@@ -322,8 +322,10 @@ static int write_file(const char *path, const unsigned char *img, size_t n, long
     return DDL_OK;
 }
 
-int ddl__checkpoint_write(const char *path, const ddl_allocator *alloc, const ddl__checkpoint_src *src, char *err,
-                          size_t err_bytes)
+/* ddl__checkpoint_image: *bound the bytes the image needs (the sections at their worst and the
+ * scratch); with img, the image itself and *len its length. */
+int ddl__checkpoint_image(const char *path, const ddl__checkpoint_src *src, unsigned char *img, size_t *bound,
+                          size_t *len, char *err, size_t err_bytes)
 {
     const ddl_model *m = src->m;
     ddl_checkpoint_info info = src->info;
@@ -360,10 +362,9 @@ int ddl__checkpoint_write(const char *path, const ddl_allocator *alloc, const dd
         if (s[i].raw_bytes > scratch_bytes)
             scratch_bytes = s[i].raw_bytes;
     }
-    unsigned char *img = (unsigned char *)ddl__alloc(alloc, total + scratch_bytes);
+    *bound = total + scratch_bytes;
     if (!img)
-        return ddl__errf(err, err_bytes, DDL_ENOMEM, "%s: cannot allocate %zu bytes for the checkpoint image", path,
-                         total + scratch_bytes);
+        return DDL_OK;
     unsigned char *scratch = img + total, *rngs = NULL;
     size_t at = CK_HEAD;
     for (int i = 0; i < n_sec; i++) {
@@ -386,7 +387,24 @@ int ddl__checkpoint_write(const char *path, const ddl_allocator *alloc, const dd
 #endif
     ddl__put_le32(img + 16, (uint32_t)n_sec);
     ddl__put_le32(img + 28, ddl_crc32c(0, img, 28));
-    int rc = write_file(path, img, at, src->bytes_per_sec, err, err_bytes);
+    *len = at;
+    return DDL_OK;
+}
+
+int ddl__checkpoint_write(const char *path, const ddl_allocator *alloc, const ddl__checkpoint_src *src, char *err,
+                          size_t err_bytes)
+{
+    size_t bound = 0, len = 0;
+    int rc = ddl__checkpoint_image(path, src, NULL, &bound, &len, err, err_bytes);
+    if (rc != DDL_OK)
+        return rc;
+    unsigned char *img = (unsigned char *)ddl__alloc(alloc, bound);
+    if (!img)
+        return ddl__errf(err, err_bytes, DDL_ENOMEM, "%s: cannot allocate %zu bytes for the checkpoint image", path,
+                         bound);
+    rc = ddl__checkpoint_image(path, src, img, &bound, &len, err, err_bytes);
+    if (rc == DDL_OK)
+        rc = ddl__checkpoint_put(path, img, len, src->bytes_per_sec, err, err_bytes);
     ddl__free(alloc, img);
     return rc;
 }

@@ -41,8 +41,9 @@ static int comm_fail(ddl_trainer *t, int rc, const char *op, const char *path, c
 /* ---- save ---- */
 
 /* write_file: this rank writes the trainer's state to path (rank 0 of a save; or a survivor alone,
- * elastic.c). rngs: world_rngs RNG states, one per rank. Returns the status. */
-static int write_file(ddl_trainer *t, const char *path, const ddl_rng *rngs, int world_rngs)
+ * elastic.c), or with background hands it to the writer thread (checkpoint_async.c). rngs:
+ * world_rngs RNG states, one per rank. Returns the status. */
+static int write_file(ddl_trainer *t, const char *path, const ddl_rng *rngs, int world_rngs, int background)
 {
     ddl__checkpoint_src src;
     memset(&src, 0, sizeof src);
@@ -64,18 +65,23 @@ static int write_file(ddl_trainer *t, const char *path, const ddl_rng *rngs, int
                                     t->alloc, &desc, &src.desc_bytes) != DDL_OK)
         src.desc_bytes = 0; /* the weights matter more than their description: saved without */
     src.desc = desc;
-    int status = path ? ddl__checkpoint_write(path, t->alloc, &src, t->err, sizeof t->err)
-                      : ddl__errf(t->err, sizeof t->err, DDL_EINVAL, "ddl_trainer_save: no path");
+    int status = !path ? ddl__errf(t->err, sizeof t->err, DDL_EINVAL, "ddl_trainer_save: no path")
+                 : background ? ddl__saver_submit(&t->saver, t->alloc, path, &src, t->err, sizeof t->err)
+                 : ddl__saver_wait(t->saver, t->err, sizeof t->err); /* an earlier background write first */
+    if (path && !background && status != DDL_OK) /* said, and this save still made */
+        ddl__log(t->cfg.log, t->cfg.log_ud, DDL_LOG_WARN, "%s", t->err);
+    if (path && !background)
+        status = ddl__checkpoint_write(path, t->alloc, &src, t->err, sizeof t->err);
     ddl__free(t->alloc, desc);
     return status;
 }
 
 int ddl__trainer_save_alone(ddl_trainer *t, const char *path)
 {
-    return write_file(t, path, &t->drop_rng, 1); /* with shards no rank's RNG state matters (micro.c) */
+    return write_file(t, path, &t->drop_rng, 1, 0); /* with shards no rank's RNG state matters (micro.c) */
 }
 
-static int save(ddl_trainer *t, const char *path)
+static int save(ddl_trainer *t, const char *path, int background)
 {
     ddl_comm *c = t->cfg.comm;
     const char *name = path ? path : "(no path)"; /* for messages */
@@ -93,7 +99,7 @@ static int save(ddl_trainer *t, const char *path)
                          "%s: %s", name, t->step, ddl_strerror(rc), ddl_comm_error(c));
     if (rc != DDL_OK)
         return comm_fail(t, rc, "save of", path, "gathering the RNG states");
-    int64_t status = t->rank == 0 ? write_file(t, path, t->rng_all, world_rngs) : DDL_OK;
+    int64_t status = t->rank == 0 ? write_file(t, path, t->rng_all, world_rngs, background) : DDL_OK;
     if (c && (rc = ddl_comm_broadcast(c, &status, 1, DDL_INT64, 0)) != DDL_OK)
         return comm_fail(t, rc, "save of", path, "waiting for rank 0 to write it");
     if (status != DDL_OK) {
@@ -102,22 +108,40 @@ static int save(ddl_trainer *t, const char *path)
                       ddl_strerror((int)status));
         return (int)status;
     }
-    ddl__log(t->cfg.log, t->cfg.log_ud, DDL_LOG_INFO, "checkpoint %s saved at step %ld (epoch %d, sample %ld)", name,
-             t->step, t->epoch, t->pos);
+    ddl__log(t->cfg.log, t->cfg.log_ud, DDL_LOG_INFO, "checkpoint %s %s at step %ld (epoch %d, sample %ld)", name,
+             background ? "taken (being written)" : "saved", t->step, t->epoch, t->pos);
     return DDL_OK;
 }
 
-int ddl_trainer_save(ddl_trainer *t, const char *path)
+static int save_any(ddl_trainer *t, const char *path, int background)
 {
     int64_t t0 = ddl_timeline_now();
     int rc, ahead;
     /* elastic: a failure while saving regroups, and the ranks that live save again (a rank that
      * missed rank 0's status takes it from a rank that got it: comm/replay.c) */
-    while ((rc = save(t, path)) != DDL_OK && t->elastic && (rc == DDL_EPEER || rc == DDL_ETIMEDOUT))
+    while ((rc = save(t, path, background)) != DDL_OK && t->elastic && (rc == DDL_EPEER || rc == DDL_ETIMEDOUT))
         if ((rc = ddl__trainer_recover(t, rc, "checkpoint save", &ahead)) != DDL_OK)
             break;
     ddl_timeline_span(t->cfg.timeline, DDL_SPAN_CHECKPOINT, t->step, t0, ddl_timeline_now(), 0);
     return rc;
+}
+
+int ddl_trainer_save(ddl_trainer *t, const char *path) { return save_any(t, path, 0); }
+
+int ddl_trainer_save_background(ddl_trainer *t, const char *path) { return save_any(t, path, 1); }
+
+int ddl_trainer_save_pending(const ddl_trainer *t) { return t->rank == 0 ? ddl__saver_poll(t->saver) : 0; }
+
+int ddl_trainer_save_wait(ddl_trainer *t)
+{
+    int64_t status = t->rank == 0 ? ddl__saver_wait(t->saver, t->err, sizeof t->err) : DDL_OK;
+    int rc = t->cfg.comm ? ddl_comm_broadcast(t->cfg.comm, &status, 1, DDL_INT64, 0) : DDL_OK;
+    if (rc != DDL_OK)
+        return comm_fail(t, rc, "waiting for the checkpoint write of", "(the last one)", "rank 0's status");
+    if (status != DDL_OK && t->rank != 0)
+        ddl__errf(t->err, sizeof t->err, (int)status, "rank 0's background checkpoint write failed: %s",
+                  ddl_strerror((int)status));
+    return (int)status;
 }
 
 /* ---- resume ---- */

@@ -90,6 +90,7 @@ struct ddl_trainer {
     int64_t micro_correct[DDL_MAX_MICRO_BATCHES];
     int64_t micro_mid;      /* when part 0's forward (and loss) ended */
     char err[DDL_ERR_BYTES];
+    struct ddl__saver *saver; /* rank 0: the background checkpoint writer (checkpoint_async.c), NULL until used */
 };
 
 /* micro-batches (micro.c). parts: how many for a configuration and a local batch. start: build
@@ -188,5 +189,27 @@ int ddl__checkpoint_bufs_check(const ddl_checkpoint *ck, const ddl_model *m, cha
  * directory). The file image is allocated from alloc for the duration of the call. */
 int ddl__checkpoint_write(const char *path, const ddl_allocator *alloc, const ddl__checkpoint_src *src, char *err,
                           size_t err_bytes);
+/* ddl__checkpoint_image: what ddl__checkpoint_write writes, into img instead (the caller's, of
+ * *bound bytes): with img NULL it only sets *bound, the bytes it needs for src's model (the same
+ * at every save of one trainer); else *len gets the file's length. ddl__checkpoint_put: img's len
+ * bytes to path atomically, as ddl__checkpoint_write does (checkpoint_async.c: the writer
+ * thread). DDL_OK or the error, in err. */
+int ddl__checkpoint_image(const char *path, const ddl__checkpoint_src *src, unsigned char *img, size_t *bound,
+                          size_t *len, char *err, size_t err_bytes);
+int ddl__checkpoint_put(const char *path, const unsigned char *img, size_t len, long bytes_per_sec, char *err,
+                        size_t err_bytes);
+
+/* The background checkpoint writer (checkpoint_async.c). submit: src's image encoded now into
+ * the writer's buffer (made at the first call, *s NULL, and kept), then written to path by its
+ * thread; it first waits for the previous write and returns its failure, if any, instead of
+ * saving. wait: until no write is in flight (at most 600 s: DDL_ETIMEDOUT), returning the last
+ * write's status once. close: wait, end the thread, free (s may be NULL). */
+typedef struct ddl__saver ddl__saver;
+int ddl__saver_submit(ddl__saver **s, const ddl_allocator *alloc, const char *path, const ddl__checkpoint_src *src,
+                      char *err, size_t err_bytes);
+int ddl__saver_wait(ddl__saver *s, char *err, size_t err_bytes);
+/* ddl__saver_poll: 1 while a write is in flight, else the last write's status (not reset). */
+int ddl__saver_poll(ddl__saver *s);
+void ddl__saver_close(ddl__saver *s, const ddl_allocator *alloc);
 
 #endif

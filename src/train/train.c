@@ -241,6 +241,7 @@ void ddl_trainer_destroy(ddl_trainer *t)
         if (t->buckets)
             ddl__exchange_stop(&t->xch);
         ddl__micro_stop(t);
+        ddl__saver_close(t->saver, t->alloc); /* a write in flight ends first */
         t->m->hold_buffers = 0; /* the caller's forward passes update them again */
         ddl__free(t->alloc, t);
     }

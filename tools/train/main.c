@@ -330,7 +330,7 @@ static int epoch(run *r, int e)
     do {
         rc = example_step_save(&r->w, r->tr, r->comm, r->o.ex.checkpoint, r->o.ex.checkpoint_every, &r->preempted);
         if (rc == DDL_OK)
-            example_test_stop(ddl_trainer_step_count(r->tr));
+            example_test_stop(r->tr, ddl_trainer_step_count(r->tr));
     } while (rc == DDL_OK && !r->preempted && !ddl_trainer_epoch_done(r->tr));
     if (rc != DDL_OK || r->preempted || (rc = ddl_trainer_epoch_stats(r->tr, &es)) != DDL_OK)
         return rc;
