@@ -217,6 +217,10 @@ typedef struct ddl_train_config {
      * DDL_EPEER; first the one holding the newest state (the regroup's leader) writes it here as
      * a checkpoint, alone, so the job can resume from it (NULL: nothing is written). */
     const char *stop_checkpoint;
+    /* in_order 1: every epoch takes the samples in the data set's order, without shuffling
+     * (PyTorch's DataLoader(shuffle=False)): to feed ddl and another framework the same batches.
+     * 0: shuffled with the seed. */
+    int in_order;
 } ddl_train_config;
 
 enum { DDL_AUGMENT_FLIP = 1, DDL_AUGMENT_CROP = 2 };

@@ -256,14 +256,14 @@ int ddl_trainer_epoch_done(const ddl_trainer *t) { return t->pos >= t->n_train; 
 /* ---- data ---- */
 
 /* shuffle: the order of epoch e depends only on the seed and e, so every rank agrees and a
- * resumed run can rebuild it. */
+ * resumed run can rebuild it; in_order keeps the data's. */
 static void shuffle(ddl_trainer *t)
 {
     ddl_rng r;
     ddl_rng_seed(&r, t->cfg.seed * 0x9E3779B97F4A7C15ull + (uint64_t)t->epoch + 1);
     for (long i = 0; i < t->n_train; i++)
         t->perm[i] = (uint32_t)i;
-    for (long i = t->n_train - 1; i > 0; i--) {
+    for (long i = t->cfg.in_order ? 0 : t->n_train - 1; i > 0; i--) {
         uint32_t j = ddl_rng_below(&r, (uint32_t)(i + 1));
         uint32_t tmp = t->perm[i];
         t->perm[i] = t->perm[j];

@@ -38,10 +38,14 @@
     "                            text file (README: \"Your own data and model\"), or an ONNX file\n"   \
     "                            (FILE.onnx: its network and weights, trained on from there)\n"       \
     "  --augment flip,crop       random horizontal flips, random crops (padding --augment-pad, 4)\n"  \
+    "  --in-order                every epoch in the data's order, not shuffled (to give another\n"   \
+    "                            framework the same batches: PyTorch's shuffle=False)\n"            \
     "  --dropout P               where the arch has dropout without its own p (default 0)\n"          \
     "  --dice-weight W           segmentation: loss = cross-entropy + W * dice (default 0.5 with a\n"   \
     "                            dice head, else 0)\n"                                                  \
-    EXAMPLE_USAGE_TRAINING EXAMPLE_USAGE_CHECKPOINTS                                                    \
+    EXAMPLE_USAGE_TRAINING EXAMPLE_USAGE_CHECKPOINTS
+/* the rest of --help, apart: one literal of both would pass the 4095 bytes C99 compilers must take */
+#define USAGE_PREDICT                                                                                   \
     "inference (no training):\n"                                                                        \
     "  --predict --model M       classify --images FILE|DIR with checkpoint M (any ddl-train,\n"        \
     "                            lenet or graph checkpoint); folder names that are class names\n"      \
@@ -53,14 +57,14 @@
 enum { OPT_TARGETS = EXAMPLE_OPT_END, OPT_VAL, OPT_VAL_TARGETS, OPT_VAL_SPLIT, OPT_TEST, OPT_TEST_TARGETS,
        OPT_IMAGE_SIZE, OPT_CHANNELS, OPT_SKIP_BAD, OPT_ARCH, OPT_AUGMENT, OPT_AUGMENT_PAD, OPT_DROPOUT, OPT_DICE,
        OPT_PREDICT, OPT_MODEL, OPT_IMAGES, OPT_OUT, OPT_CACHE, OPT_DB, OPT_TABLE, OPT_ID, OPT_IMAGE,
-       OPT_OUT_TABLE };
+       OPT_OUT_TABLE, OPT_IN_ORDER };
 
 typedef struct opts {
     example_opts ex;
     tr_data data;
     tr_predict pred;
     const char *arch;
-    int augment, augment_pad, predict, size_given;
+    int augment, augment_pad, predict, size_given, in_order;
     float dropout, dice_weight;
 } opts;
 
@@ -117,6 +121,8 @@ static void option(opts *o, int c, const char *arg)
     case OPT_ID: o->pred.db.id = arg; break;
     case OPT_IMAGE: o->pred.db.image = arg; break;
     case OPT_OUT_TABLE: o->pred.db.out_table = arg; break;
+    case OPT_IN_ORDER: o->in_order = 1; break;
+    case 'h': fputs(USAGE, stdout), cli_help(USAGE_PREDICT); break;
     default: example_option(&o->ex, c, arg, USAGE);
     }
 }
@@ -136,6 +142,7 @@ static void parse(opts *o, int argc, char **argv)
         {"cache", required_argument, NULL, OPT_CACHE}, {"db", required_argument, NULL, OPT_DB},
         {"table", required_argument, NULL, OPT_TABLE}, {"id", required_argument, NULL, OPT_ID},
         {"image", required_argument, NULL, OPT_IMAGE}, {"out-table", required_argument, NULL, OPT_OUT_TABLE},
+        {"in-order", no_argument, NULL, OPT_IN_ORDER},
         {NULL, 0, NULL, 0}};
     example_defaults(&o->ex);
     o->ex.data = NULL;
@@ -302,6 +309,7 @@ static int setup(run *r)
     example_train_config(&o->ex, r->comm, r->s.train.n, &tc);
     tc.augment = o->augment;
     tc.augment_pad = o->augment_pad;
+    tc.in_order = o->in_order;
     tc.keep_weights = r->im.params != NULL; /* an imported model trains on from its weights */
     tc.dice_weight = o->dice_weight >= 0 ? o->dice_weight : ddl_graph_head(r->g) == DDL_HEAD_DICE ? 0.5f : 0.0f;
     rc = example_watch_init(&r->w, &o->ex, "ddl-train", r->rank, r->world, r->s.train.n, &tc, r->err);

@@ -1,0 +1,186 @@
+"""nets.py - four networks written the way PyTorch users write them (issue 45, item 6), for
+tests/torch/torch_trains.py and tools/bench/torch_trains.sh: none scales its input (ddl-train
+normalises it with the data's per-channel mean and std; torch_trains.py does the same for PyTorch).
+
+  resnet18   torchvision's ResNet-18 (BasicBlock [2, 2, 2, 2], 7x7 stem, max pool, 1x1 downsample
+             with BatchNorm), written by hand: torchvision is not installed
+  mobilenet  MobileNetV2's layout, narrower: inverted residuals (1x1 expand, depthwise 3x3,
+             1x1 project, each with BatchNorm; ReLU6 after the first two), Dropout, Linear
+  unet       a U-Net of (Conv-BN-ReLU) x 2 blocks, max pool down, bilinear Upsample
+             (align_corners=True) up, skip concatenation, a 1x1 conv to per-pixel classes
+  resnet     the issue's network: Conv-BN-ReLU, a residual block, AdaptiveAvgPool2d, Dropout, Linear
+
+make(name, classes, dropout) builds one from torch's global seed; "tiny" is tiny.py's network."""
+import torch
+import torch.nn as nn
+
+
+def conv_bn(cin, cout, k, stride=1, groups=1):
+    return [nn.Conv2d(cin, cout, k, stride, k // 2, groups=groups, bias=False), nn.BatchNorm2d(cout)]
+
+
+class BasicBlock(nn.Module):
+    expansion = 1
+
+    def __init__(self, cin, cout, stride=1):
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(cout)
+        self.relu = nn.ReLU(inplace=True)
+        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(cout)
+        self.downsample = None
+        if stride != 1 or cin != cout:
+            self.downsample = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+
+    def forward(self, x):
+        identity = x if self.downsample is None else self.downsample(x)
+        out = self.relu(self.bn1(self.conv1(x)))
+        out = self.bn2(self.conv2(out))
+        return self.relu(out + identity)
+
+
+class ResNet18(nn.Module):
+    def __init__(self, classes):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 64, 7, 2, 3, bias=False)
+        self.bn1 = nn.BatchNorm2d(64)
+        self.relu = nn.ReLU(inplace=True)
+        self.maxpool = nn.MaxPool2d(3, 2, 1)
+        layers, cin = [], 64
+        for i, c in enumerate((64, 128, 256, 512)):
+            stride = 1 if i == 0 else 2
+            layers.append(nn.Sequential(BasicBlock(cin, c, stride), BasicBlock(c, c)))
+            cin = c
+        self.layer1, self.layer2, self.layer3, self.layer4 = layers
+        self.avgpool = nn.AdaptiveAvgPool2d((1, 1))
+        self.fc = nn.Linear(512, classes)
+        for m in self.modules():  # torchvision's initialisation
+            if isinstance(m, nn.Conv2d):
+                nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
+
+    def forward(self, x):
+        x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
+        x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
+        return self.fc(torch.flatten(self.avgpool(x), 1))
+
+
+class InvertedResidual(nn.Module):
+    def __init__(self, cin, cout, stride, expand):
+        super().__init__()
+        hidden = cin * expand
+        self.use_res = stride == 1 and cin == cout
+        layers = []
+        if expand != 1:
+            layers += conv_bn(cin, hidden, 1) + [nn.ReLU6(inplace=True)]
+        layers += conv_bn(hidden, hidden, 3, stride, groups=hidden) + [nn.ReLU6(inplace=True)]
+        layers += conv_bn(hidden, cout, 1)
+        self.conv = nn.Sequential(*layers)
+
+    def forward(self, x):
+        return x + self.conv(x) if self.use_res else self.conv(x)
+
+
+class MobileNetV2(nn.Module):
+    # (expansion t, channels c, repeats n, first stride s), as torchvision's table, narrower
+    SETTING = ((1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 2, 2), (6, 96, 1, 1))
+
+    def __init__(self, classes, dropout):
+        super().__init__()
+        layers, cin = conv_bn(3, 32, 3, 2) + [nn.ReLU6(inplace=True)], 32
+        for t, c, n, s in self.SETTING:
+            for i in range(n):
+                layers.append(InvertedResidual(cin, c, s if i == 0 else 1, t))
+                cin = c
+        layers += conv_bn(cin, 256, 1) + [nn.ReLU6(inplace=True)]
+        self.features = nn.Sequential(*layers)
+        self.classifier = nn.Sequential(nn.Dropout(dropout), nn.Linear(256, classes))
+
+    def forward(self, x):
+        x = nn.functional.adaptive_avg_pool2d(self.features(x), (1, 1))
+        return self.classifier(torch.flatten(x, 1))
+
+
+class DoubleConv(nn.Sequential):
+    def __init__(self, cin, cout):
+        super().__init__(*conv_bn(cin, cout, 3), nn.ReLU(inplace=True), *conv_bn(cout, cout, 3), nn.ReLU(inplace=True))
+
+
+class UNet(nn.Module):
+    def __init__(self, classes, width=8, depth=3):
+        super().__init__()
+        self.inc = DoubleConv(3, width)
+        self.down = nn.ModuleList()
+        self.up = nn.ModuleList()
+        c = width
+        for _ in range(depth):
+            self.down.append(DoubleConv(c, c * 2))
+            c *= 2
+        for _ in range(depth):
+            self.up.append(DoubleConv(c + c // 2, c // 2))
+            c //= 2
+        self.pool = nn.MaxPool2d(2)
+        self.upsample = nn.Upsample(scale_factor=2, mode="bilinear", align_corners=True)
+        self.outc = nn.Conv2d(width, classes, 1)
+
+    def forward(self, x):
+        skips = [self.inc(x)]
+        for d in self.down:
+            skips.append(d(self.pool(skips[-1])))
+        x = skips.pop()
+        for u in self.up:
+            x = u(torch.cat([skips.pop(), self.upsample(x)], 1))
+        return self.outc(x)
+
+
+class ResNetSmall(nn.Module):
+    """The issue's: Conv-BN-ReLU, a residual block, a strided Conv-BN-ReLU, another residual
+    block, AdaptiveAvgPool2d, Dropout, Linear."""
+
+    def __init__(self, classes, dropout):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1, bias=False), nn.BatchNorm2d(16), nn.ReLU(),
+                                  nn.MaxPool2d(2))
+        self.block1 = BasicBlock(16, 16)
+        self.down = nn.Sequential(nn.Conv2d(16, 32, 3, stride=2, padding=1, bias=False), nn.BatchNorm2d(32), nn.ReLU())
+        self.block2 = BasicBlock(32, 32)
+        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.drop = nn.Dropout(dropout)
+        self.fc = nn.Linear(32, classes)
+
+    def forward(self, x):
+        x = self.block2(self.down(self.block1(self.stem(x))))
+        return self.fc(self.drop(torch.flatten(self.pool(x), 1)))
+
+
+class Tiny(nn.Module):
+    """tiny.py's network, which python3-onnx writes without PyTorch for the fixture of
+    tests/test_torch_trains.sh: Conv-BN-ReLU, a residual block, global average pool, Linear."""
+
+    def __init__(self, classes):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8), nn.ReLU())
+        self.block = BasicBlock(8, 8)
+        self.fc = nn.Linear(8, classes)
+
+    def forward(self, x):
+        x = self.block(self.stem(x))
+        return self.fc(torch.flatten(nn.functional.adaptive_avg_pool2d(x, 1), 1))
+
+
+NAMES = ("resnet18", "mobilenet", "unet", "resnet")
+SEGMENT = {"unet"}
+
+
+def make(name, classes, dropout=0.0):
+    if name == "resnet18":
+        return ResNet18(classes)
+    if name == "mobilenet":
+        return MobileNetV2(classes, dropout)
+    if name == "unet":
+        return UNet(classes)
+    if name == "resnet":
+        return ResNetSmall(classes, dropout)
+    if name == "tiny":
+        return Tiny(classes)
+    raise SystemExit("nets.py: no network %r (%s)" % (name, ", ".join(NAMES)))
