@@ -217,6 +217,16 @@ typedef struct ddl_train_config {
      * DDL_EPEER; first the one holding the newest state (the regroup's leader) writes it here as
      * a checkpoint, alone, so the job can resume from it (NULL: nothing is written). */
     const char *stop_checkpoint;
+    /* sync_bn 1: BatchNorm layers in training normalise with the statistics of the whole global
+     * batch of the step (every rank, every micro-batch or shard), and their backward pass uses
+     * the matching global sums: the per-sample sums are combined in the samples' order, so any
+     * number of ranks over any transport gives one process's bits (with shards V: those of 1
+     * rank with shards V). Costs an all-reduce of (global batch x C) floats per round, three
+     * rounds per layer and step, and a thread per micro-batch or shard of a rank after the
+     * first (they meet at each layer). Needs no elastic comm, no gradient compression and no
+     * overlap (DDL_EINVAL says which). 0: each part normalises with its own batch (PyTorch
+     * DDP's default). */
+    int sync_bn;
 } ddl_train_config;
 
 enum { DDL_AUGMENT_FLIP = 1, DDL_AUGMENT_CROP = 2 };

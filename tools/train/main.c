@@ -32,7 +32,10 @@
     "  --channels 1|3            image folders: gray or RGB (default: the arch's, else 3)\n"            \
     "  --skip-bad                leave out (and count) images that cannot be decoded\n"                 \
     "  --cache FILE              image folders decoded once into FILE (FILE.val, FILE.test), read\n"    \
-    "                            back on later starts while the folders and sizes are the same\n"      \
+    "                            back on later starts while the folders and sizes are the same\n"
+
+/* the rest of --help (one string literal each: C99 guarantees 4095 bytes) */
+#define USAGE_MORE                                                                                      \
     "model and training:\n"                                                                             \
     "  --arch ARCH               a preset (lenet, cnn, cnn:WIDTH, unet, unet:DEPTH:WIDTH), an arch\n"  \
     "                            text file (README: \"Your own data and model\"), or an ONNX file\n"   \
@@ -41,6 +44,9 @@
     "  --dropout P               where the arch has dropout without its own p (default 0)\n"          \
     "  --dice-weight W           segmentation: loss = cross-entropy + W * dice (default 0.5 with a\n"   \
     "                            dice head, else 0)\n"                                                  \
+    "  --sync-bn                 BatchNorm with the whole global batch's statistics (every rank's,\n" \
+    "                            every micro-batch's): any number of ranks gives one's bits (not\n"    \
+    "                            with elastic ranks, DDL_COMPRESS or DDL_OVERLAP)\n"                   \
     EXAMPLE_USAGE_TRAINING EXAMPLE_USAGE_CHECKPOINTS                                                    \
     "inference (no training):\n"                                                                        \
     "  --predict --model M       classify --images FILE|DIR with checkpoint M (any ddl-train,\n"        \
@@ -53,7 +59,7 @@
 enum { OPT_TARGETS = EXAMPLE_OPT_END, OPT_VAL, OPT_VAL_TARGETS, OPT_VAL_SPLIT, OPT_TEST, OPT_TEST_TARGETS,
        OPT_IMAGE_SIZE, OPT_CHANNELS, OPT_SKIP_BAD, OPT_ARCH, OPT_AUGMENT, OPT_AUGMENT_PAD, OPT_DROPOUT, OPT_DICE,
        OPT_PREDICT, OPT_MODEL, OPT_IMAGES, OPT_OUT, OPT_CACHE, OPT_DB, OPT_TABLE, OPT_ID, OPT_IMAGE,
-       OPT_OUT_TABLE };
+       OPT_OUT_TABLE, OPT_SYNC_BN };
 
 typedef struct opts {
     example_opts ex;
@@ -61,6 +67,7 @@ typedef struct opts {
     tr_predict pred;
     const char *arch;
     int augment, augment_pad, predict, size_given;
+    int sync_bn;             /* --sync-bn */
     float dropout, dice_weight;
 } opts;
 
@@ -117,7 +124,9 @@ static void option(opts *o, int c, const char *arg)
     case OPT_ID: o->pred.db.id = arg; break;
     case OPT_IMAGE: o->pred.db.image = arg; break;
     case OPT_OUT_TABLE: o->pred.db.out_table = arg; break;
-    default: example_option(&o->ex, c, arg, USAGE);
+    case OPT_SYNC_BN: o->sync_bn = 1; break;
+    case 'h': fputs(USAGE, stdout), cli_help(USAGE_MORE); break;
+    default: example_option(&o->ex, c, arg, USAGE); /* its --help is taken above */
     }
 }
 
@@ -136,6 +145,7 @@ static void parse(opts *o, int argc, char **argv)
         {"cache", required_argument, NULL, OPT_CACHE}, {"db", required_argument, NULL, OPT_DB},
         {"table", required_argument, NULL, OPT_TABLE}, {"id", required_argument, NULL, OPT_ID},
         {"image", required_argument, NULL, OPT_IMAGE}, {"out-table", required_argument, NULL, OPT_OUT_TABLE},
+        {"sync-bn", no_argument, NULL, OPT_SYNC_BN},
         {NULL, 0, NULL, 0}};
     example_defaults(&o->ex);
     o->ex.data = NULL;
@@ -304,11 +314,14 @@ static int setup(run *r)
     tc.augment_pad = o->augment_pad;
     tc.keep_weights = r->im.params != NULL; /* an imported model trains on from its weights */
     tc.dice_weight = o->dice_weight >= 0 ? o->dice_weight : ddl_graph_head(r->g) == DDL_HEAD_DICE ? 0.5f : 0.0f;
+    tc.sync_bn = o->sync_bn;
     rc = example_watch_init(&r->w, &o->ex, "ddl-train", r->rank, r->world, r->s.train.n, &tc, r->err);
     r->w.comm = r->comm;
     r->w.eval_tag = r->s.has_val ? "val" : "test"; /* each epoch's evaluation; the test set's at the end */
     if (rc == DDL_OK)
         rc = ddl_trainer_create(&tc, r->m, &r->s.train, NULL, &r->tr, r->err, sizeof r->err);
+    if (rc == DDL_EINVAL && tc.sync_bn && strncmp(r->err, "sync_bn: ", 9) == 0)
+        r->bad_input = 1; /* a combination --sync-bn refuses: the command line's (exit 2) */
     int saved_world = 0;
     if (rc == DDL_OK && o->ex.resume)
         rc = ddl_trainer_resume(r->tr, o->ex.checkpoint, DDL_RESUME_IF_EXISTS, &saved_world);
