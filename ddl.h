@@ -283,8 +283,9 @@ int ddl_train_local_batch(int batch, int shards, const ddl_comm *comm);
 /* ddl_trainer_create: set up training of m on `train` (both must outlive the trainer). Weights
  * are initialised from cfg->seed on rank 0 and broadcast. Returns DDL_OK with *out set; or, with
  * *out NULL and the reason in err: DDL_EINVAL (data and model disagree in shape or classes, a
- * global batch the model was not built for, batch < 1, micro_batches out of range),
- * DDL_ENOMEM, or the comm's error when the broadcast of the initial weights fails. */
+ * global batch the model was not built for, batch < 1, micro_batches out of range, sync_bn with
+ * an elastic comm, compression or overlap: "sync_bn: ..."), DDL_ENOMEM, or the comm's error when
+ * the broadcast of the initial weights fails. */
 int ddl_trainer_create(const ddl_train_config *cfg, ddl_model *m, const ddl_dataset *train,
                        const ddl_allocator *alloc, ddl_trainer **out, char *err, size_t err_bytes);
 /* ddl_trainer_destroy: free the trainer (NULL is allowed); the model and data stay. */
