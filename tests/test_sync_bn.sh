@@ -3,7 +3,7 @@
 # small generated RGB folder (tests/train/make_fruits.py), 2 epochs of 3 steps whose last batch
 # of 2 leaves shards and ranks with no samples:
 #  - with 4 shards, 1 process, 2 ranks and 4 ranks over shm and over tcp give the same weights
-#    and running statistics (weights_crc, buffers_crc);
+#    and running statistics (weights_crc, buffers_crc); with 6, 3 ranks over tcp give 1's;
 #  - without shards, 2 ranks give the bits of 1 process in 2 micro-batches;
 #  - per-shard statistics (no --sync-bn) give other running statistics: it does something;
 #  - gradient compression, overlap and elastic ranks are refused: exit 2 and the reason.
@@ -49,6 +49,12 @@ for tp in shm tcp; do
     same "$tmp/one" "$tmp/four-$tp"
     check "$tp: 4 ranks (a shard each) give 1 process's weights and running statistics ($(crc "$tmp/four-$tp") $(bufcrc "$tmp/four-$tp") vs $(crc "$tmp/one") $(bufcrc "$tmp/one"))" $?
 done
+
+# 6 shards, not a power of two: 3 ranks over tcp give 1 process's bits
+"$T" $F --accumulate 6 --sync-bn > "$tmp/six" 2>&1
+"$RUN" -n 3 -t tcp "$T" $F --accumulate 2 --sync-bn > "$tmp/three" 2>&1
+same "$tmp/six" "$tmp/three"
+check "tcp: 3 ranks (2 shards each) give 1 process's bits with 6 shards ($(crc "$tmp/three") $(bufcrc "$tmp/three") vs $(crc "$tmp/six") $(bufcrc "$tmp/six"))" $?
 
 # ---- without shards: ranks are micro-batches across processes ----
 "$RUN" -n 2 "$T" $F --sync-bn > "$tmp/r2" 2>&1
