@@ -221,6 +221,16 @@ typedef struct ddl_train_config {
      * (PyTorch's DataLoader(shuffle=False)): to feed ddl and another framework the same batches.
      * 0: shuffled with the seed. */
     int in_order;
+    /* sync_bn 1: BatchNorm layers in training normalise with the statistics of the whole global
+     * batch of the step (every rank, every micro-batch or shard), and their backward pass uses
+     * the matching global sums: the per-sample sums are combined in the samples' order, so any
+     * number of ranks over any transport gives one process's bits (with shards V: those of 1
+     * rank with shards V). Costs an all-reduce of (global batch x C) floats per round, three
+     * rounds per layer and step, and a thread per micro-batch or shard of a rank after the
+     * first (they meet at each layer). Needs no elastic comm, no gradient compression and no
+     * overlap (DDL_EINVAL says which). 0: each part normalises with its own batch (PyTorch
+     * DDP's default). */
+    int sync_bn;
 } ddl_train_config;
 
 enum { DDL_AUGMENT_FLIP = 1, DDL_AUGMENT_CROP = 2 };
@@ -277,8 +287,9 @@ int ddl_train_local_batch(int batch, int shards, const ddl_comm *comm);
 /* ddl_trainer_create: set up training of m on `train` (both must outlive the trainer). Weights
  * are initialised from cfg->seed on rank 0 and broadcast. Returns DDL_OK with *out set; or, with
  * *out NULL and the reason in err: DDL_EINVAL (data and model disagree in shape or classes, a
- * global batch the model was not built for, batch < 1, micro_batches out of range),
- * DDL_ENOMEM, or the comm's error when the broadcast of the initial weights fails. */
+ * global batch the model was not built for, batch < 1, micro_batches out of range, sync_bn with
+ * an elastic comm, compression or overlap: "sync_bn: ..."), DDL_ENOMEM, or the comm's error when
+ * the broadcast of the initial weights fails. */
 int ddl_trainer_create(const ddl_train_config *cfg, ddl_model *m, const ddl_dataset *train,
                        const ddl_allocator *alloc, ddl_trainer **out, char *err, size_t err_bytes);
 /* ddl_trainer_destroy: free the trainer (NULL is allowed); the model and data stay. */

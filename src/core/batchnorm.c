@@ -202,3 +202,172 @@ void ddl_batchnorm_backward(int n, int c, int s, int batch_stats, const float *x
                 .dy = dy, .dx = dx, .dgamma = dgamma, .dbeta = dbeta};
     ddl__parallel_range((size_t)c, grain(n, s), back_range, &j);
 }
+
+/* ---- synchronised statistics (the graph's batchnorm layer under a trainer's sync hook) ----
+ * A part of the global batch gives, per sample and channel, the sum over the sample's S
+ * values (a row, in the fixed lanes of row_sum); the hook sums those rows over every sample of
+ * the global batch in sample order. The rows of a sample are the same bits whichever part holds
+ * it, so the totals, and everything computed from them, are too. Two rounds forward (the sum of
+ * x, then of (x - mean)^2 around the global mean: the variance as accurate as two passes over
+ * the whole batch), one backward (sum dy and sum dy (x - mean) together). */
+
+static inline float row_sum(const float *x, int n)
+{
+    float a[8] = {0};
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int k = 0; k < 8; k++)
+            a[k] += x[i + k];
+    float t = lanes8(a);
+    for (; i < n; i++)
+        t += x[i];
+    return t;
+}
+
+static inline float row_sq(const float *x, int n, float m)
+{
+    float a[8] = {0};
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int k = 0; k < 8; k++) {
+            float d = x[i + k] - m;
+            a[k] += d * d;
+        }
+    float t = lanes8(a);
+    for (; i < n; i++) {
+        float d = x[i] - m;
+        t += d * d;
+    }
+    return t;
+}
+
+typedef struct bn_sync_job {
+    int n, c, s;
+    double count;
+    float momentum, eps;
+    const float *x, *dy, *gamma, *beta, *rmean, *rvar, *rows;
+    const double *tot;
+    float *out, *y, *mr, *nmean, *nvar, *dx, *dgamma, *dbeta;
+} bn_sync_job;
+
+DDL__HOT
+static void rows_range(void *ctx, size_t lo, size_t hi)
+{
+    const bn_sync_job *j = ctx;
+    size_t plane = (size_t)j->c * j->s;
+    for (size_t ch = lo; ch < hi; ch++)
+        for (int ni = 0; ni < j->n; ni++) {
+            const float *xr = j->x + ni * plane + ch * j->s;
+            j->out[(size_t)ni * j->c + ch] = j->mr ? row_sq(xr, j->s, j->mr[2 * ch]) : row_sum(xr, j->s);
+        }
+}
+
+DDL__HOT
+static void grad_rows_range(void *ctx, size_t lo, size_t hi)
+{
+    const bn_sync_job *j = ctx;
+    size_t plane = (size_t)j->c * j->s;
+    for (size_t ch = lo; ch < hi; ch++)
+        for (int ni = 0; ni < j->n; ni++) {
+            size_t off = ni * plane + ch * j->s;
+            float a, b;
+            row_grads(j->x + off, j->dy + off, j->s, j->mr[2 * ch], &a, &b);
+            j->out[(size_t)ni * 2 * j->c + ch] = a;
+            j->out[(size_t)ni * 2 * j->c + j->c + ch] = b;
+        }
+}
+
+void ddl__bn_sync_rows(int n, int c, int s, const float *x, const float *mean_rstd, float *rows)
+{
+    if (n < 1 || c < 1 || s < 1)
+        return;
+    bn_sync_job j = {.n = n, .c = c, .s = s, .x = x, .mr = (float *)(uintptr_t)mean_rstd, .out = rows};
+    ddl__parallel_range((size_t)c, grain(n, s), rows_range, &j);
+}
+
+void ddl__bn_sync_mean(int c, double count, const double *sum, float *mean_rstd)
+{
+    for (int ch = 0; ch < c; ch++)
+        mean_rstd[2 * ch] = count > 0 ? (float)(sum[ch] / count) : 0.0f;
+}
+
+static void sync_forward_range(void *ctx, size_t lo, size_t hi)
+{
+    const bn_sync_job *j = ctx;
+    bn_job a = {.n = j->n, .c = j->c, .s = j->s, .x = j->x, .y = j->y};
+    for (size_t ch = lo; ch < hi; ch++) {
+        double sq = j->tot[ch], cnt = j->count > 0 ? j->count : 1.0;
+        float m = j->mr[2 * ch], r = (float)(1.0 / sqrt(sq / cnt + (double)j->eps));
+        float unbiased = (float)(cnt > 1 ? sq / (cnt - 1) : sq); /* PyTorch's running variance */
+        j->mr[2 * ch + 1] = r;
+        if (j->nmean) {
+            j->nmean[ch] = (1.0f - j->momentum) * j->rmean[ch] + j->momentum * m;
+            j->nvar[ch] = (1.0f - j->momentum) * j->rvar[ch] + j->momentum * unbiased;
+        }
+        if (j->n > 0)
+            affine(&a, (int)ch, m, r * (j->gamma ? j->gamma[ch] : 1.0f), j->beta ? j->beta[ch] : 0.0f);
+    }
+}
+
+void ddl__bn_sync_forward(int n, int c, int s, double count, float momentum, float eps, const double *sq,
+                          const float *x, const float *gamma, const float *beta, const float *run_mean,
+                          const float *run_var, float *y, float *mean_rstd, float *next_mean, float *next_var)
+{
+    if (n < 0 || c < 1 || s < 1)
+        return;
+    bn_sync_job j = {.n = n, .c = c, .s = s, .count = count, .momentum = momentum, .eps = eps, .tot = sq, .x = x,
+                     .gamma = gamma, .beta = beta, .rmean = run_mean, .rvar = run_var, .y = y, .mr = mean_rstd,
+                     .nmean = run_mean && run_var && next_var ? next_mean : NULL, .nvar = next_var};
+    ddl__parallel_range((size_t)c, n > 0 ? grain(n, s) : (size_t)c, sync_forward_range, &j);
+}
+
+void ddl__bn_sync_grad_rows(int n, int c, int s, const float *x, const float *mean_rstd, const float *dy,
+                            float *rows)
+{
+    if (n < 1 || c < 1 || s < 1)
+        return;
+    bn_sync_job j = {.n = n, .c = c, .s = s, .x = x, .dy = dy, .mr = (float *)(uintptr_t)mean_rstd, .out = rows};
+    ddl__parallel_range((size_t)c, grain(n, s), grad_rows_range, &j);
+}
+
+/* sync_back_range: dgamma and dbeta from this part's own rows (its share of the gradient, which
+ * the trainer adds over the parts as any other); dx through the global batch's statistics. */
+DDL__HOT
+static void sync_back_range(void *ctx, size_t lo, size_t hi)
+{
+    const bn_sync_job *j = ctx;
+    size_t plane = (size_t)j->c * j->s, w = 2 * (size_t)j->c;
+    for (size_t ch = lo; ch < hi; ch++) {
+        float m = j->mr[2 * ch], r = j->mr[2 * ch + 1], g = j->gamma ? j->gamma[ch] : 1.0f;
+        double sd = 0.0, sdx = 0.0;
+        for (int ni = 0; ni < j->n; ni++) {
+            sd += j->rows[ni * w + ch];
+            sdx += j->rows[ni * w + j->c + ch];
+        }
+        if (j->dgamma)
+            j->dgamma[ch] += (float)(sdx * r);
+        if (j->dbeta)
+            j->dbeta[ch] += (float)sd;
+        if (!j->dx)
+            continue;
+        float gr = g * r, md = (float)(j->tot[ch] / j->count);
+        float mdx = (float)(j->tot[j->c + ch] * r / j->count) * r; /* mean(dy xh) r: per unit of x - m */
+        for (int ni = 0; ni < j->n; ni++) {
+            const float *xr = j->x + ni * plane + ch * j->s, *dr = j->dy + ni * plane + ch * j->s;
+            float *out = j->dx + ni * plane + ch * j->s;
+            for (int i = 0; i < j->s; i++)
+                out[i] = gr * (dr[i] - md - (xr[i] - m) * mdx);
+        }
+    }
+}
+
+void ddl__bn_sync_backward(int n, int c, int s, double count, const float *x, const float *gamma,
+                           const float *mean_rstd, const float *dy, const float *rows, const double *tot, float *dx,
+                           float *dgamma, float *dbeta)
+{
+    if (n < 1 || c < 1 || s < 1 || count <= 0)
+        return;
+    bn_sync_job j = {.n = n, .c = c, .s = s, .count = count, .x = x, .gamma = gamma, .mr = (float *)(uintptr_t)mean_rstd,
+                     .dy = dy, .rows = rows, .tot = tot, .dx = dx, .dgamma = dgamma, .dbeta = dbeta};
+    ddl__parallel_range((size_t)c, grain(n, s), sync_back_range, &j);
+}

@@ -265,7 +265,46 @@ struct ddl_model {
     ddl_param_info buf_tensors[DDL_MAX_BUFFERS];
     char buf_names[DDL_MAX_BUFFERS][DDL__NAME_BYTES];
     int hold_buffers;            /* 1 (a trainer's): forward leaves next for the trainer to combine */
+    /* synchronised BatchNorm (ddl__model_sync): set by a trainer around its training passes
+     * only (NULL: every layer normalises with the batch it is given). n_sync layers call it,
+     * with rows of at most sync_width floats per sample (ddl__build_sync). */
+    int (*sync)(void *ud, const float *rows, int n, int width, double *tot, long *n_all);
+    void *sync_ud;
+    int n_sync;
+    size_t sync_width;
 };
+
+/* ---- synchronised statistics (model.c): the hook a trainer sets for sync BatchNorm ----
+ * ddl__build_sync: for a plugin's build: one of its layers takes statistics over the whole
+ * global batch in training passes, in rounds of at most width floats per sample.
+ * ddl__model_synced: 1 when the model of plugin state `self` has a sync hook set (then a
+ * training pass must make every round of its layers, and a pass of batch 0, which the core
+ * then allows, makes them with no samples: a part of the global batch that holds none).
+ * ddl__model_sync: one round: rows (n, width) are this pass's samples' partial sums, one row
+ * per sample; tot (width) gets each column summed over every sample of the global batch, in
+ * the samples' global order (the same bits however the batch is cut), *n_all the global
+ * batch's samples. DDL_OK, or the round's failure (tot then zero; the trainer reports it). */
+void ddl__build_sync(ddl_model_build *b, size_t width);
+
+/* BatchNorm over a global batch (batchnorm.c), a part's x, y, dy, dx (n, c, s) as the
+ * ddl_batchnorm_* kernels'. sync_rows: rows (n, c): per sample and channel the sum of x over s,
+ * or with mean_rstd of (x - mean)^2. sync_mean: mean_rstd's means from the global sums (count:
+ * the global batch's values per channel, N S). sync_forward: from the global sums of squares,
+ * rstd, y (n may be 0: the running statistics alone) and the running statistics' next values.
+ * sync_grad_rows: rows (n, 2c): per sample the sums of dy, then of dy (x - mean). sync_backward:
+ * dgamma and dbeta += this part's (from its rows), dx through the global sums tot (2c). */
+void ddl__bn_sync_rows(int n, int c, int s, const float *x, const float *mean_rstd, float *rows);
+void ddl__bn_sync_mean(int c, double count, const double *sum, float *mean_rstd);
+void ddl__bn_sync_forward(int n, int c, int s, double count, float momentum, float eps, const double *sq,
+                          const float *x, const float *gamma, const float *beta, const float *run_mean,
+                          const float *run_var, float *y, float *mean_rstd, float *next_mean, float *next_var);
+void ddl__bn_sync_grad_rows(int n, int c, int s, const float *x, const float *mean_rstd, const float *dy,
+                            float *rows);
+void ddl__bn_sync_backward(int n, int c, int s, double count, const float *x, const float *gamma,
+                           const float *mean_rstd, const float *dy, const float *rows, const double *tot, float *dx,
+                           float *dgamma, float *dbeta);
+int ddl__model_synced(const void *self);
+int ddl__model_sync(void *self, const float *rows, int n, int width, double *tot, long *n_all);
 
 /* ddl__norm_affine: the scale and shift that normalise channel c's bytes: x = p * scale + shift
  * (the model's one mean and std, or channel c's). */

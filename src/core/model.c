@@ -120,6 +120,39 @@ float *ddl_build_buffer(ddl_model_build *b, const char *name, int n_dims, const 
     return m->buffers + offset;
 }
 
+void ddl__build_sync(ddl_model_build *b, size_t width)
+{
+    if (!b->m || b->failed)
+        return;
+    b->m->n_sync++;
+    if (width > b->m->sync_width)
+        b->m->sync_width = width;
+}
+
+/* model_of: the model whose plugin state is self (at a fixed place after it: layout()). */
+static ddl_model *model_of(const void *self)
+{
+    ddl_model *m = self ? (ddl_model *)(uintptr_t)((const unsigned char *)self - ddl__align_up(sizeof(ddl_model))) : NULL;
+    return m && m->self == self ? m : NULL;
+}
+
+int ddl__model_synced(const void *self)
+{
+    const ddl_model *m = model_of(self);
+    return m && m->sync;
+}
+
+int ddl__model_sync(void *self, const float *rows, int n, int width, double *tot, long *n_all)
+{
+    ddl_model *m = model_of(self);
+    if (!m || !m->sync) {
+        memset(tot, 0, (size_t)width * sizeof *tot);
+        *n_all = n;
+        return DDL_EINVAL;
+    }
+    return m->sync(m->sync_ud, rows, n, width, tot, n_all);
+}
+
 float *ddl_build_scratch(ddl_model_build *b, size_t count)
 {
     return (float *)ddl_arena_alloc(&b->scratch, count * sizeof(float));
@@ -417,7 +450,7 @@ void ddl_model_init_weights(ddl_model *m, uint64_t seed)
 
 const float *ddl_model_forward(ddl_model *m, const float *x, int batch, int training, ddl_rng *rng)
 {
-    if (batch < 1 || batch > m->cfg.batch)
+    if (batch < (m->sync && training ? 0 : 1) || batch > m->cfg.batch) /* 0: a synchronised part of no samples */
         return NULL;
     m->plugin->forward(m->self, x, batch, training, rng, m->logits);
     if (training && m->n_buffers && !m->hold_buffers) /* else the trainer combines the parts' first */
@@ -430,7 +463,7 @@ typedef void (*backward_v1)(void *self, const float *x, int batch, const float *
 
 void ddl_model_backward(ddl_model *m, const float *x, int batch, const float *dlogits)
 {
-    if (batch < 1 || batch > m->cfg.batch)
+    if (batch < (m->sync ? 0 : 1) || batch > m->cfg.batch)
         return;
     m->pass.m = m;
     if (m->plugin->version == 1) /* called through the type it was written with */
@@ -451,8 +484,8 @@ void ddl_model_grads_ready(void *self, const float *from)
 {
     /* the plugin's state sits at a fixed place after the model (layout() in this file): the
      * model is found from it, and is the one whose self this is */
-    ddl_model *m = self ? (ddl_model *)(void *)((unsigned char *)self - ddl__align_up(sizeof(ddl_model))) : NULL;
-    if (m && m->self == self)
+    ddl_model *m = model_of(self);
+    if (m)
         ddl_backward_ready(&m->pass, from);
 }
 

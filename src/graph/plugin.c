@@ -41,6 +41,11 @@ typedef struct gmodel {
     int out, batch;
     int training;            /* the last forward pass's: backward of an evaluation pass drops nothing */
     float *ws, *tmp, *tmp2;  /* conv workspace; two gradient scratch buffers of the largest layer */
+    /* synchronised BatchNorm (a trainer's sync hook, ddl__model_sync): a pass's rows (batch, 2 C)
+     * and the global batch's sums (2 C), C the widest batchnorm's; synced: the last forward was */
+    float *bn_rows;
+    double *bn_tot;
+    int synced;
 } gmodel;
 
 _Static_assert(sizeof(gmodel) <= DDL__MODEL_SELF_MAX, "the graph plugin's state must fit the core's limit");
@@ -283,7 +288,7 @@ static size_t max_sz(size_t a, size_t b) { return a > b ? a : b; }
 /* declare_memory: outputs, gradients and kernel state of every layer; the shared buffers. */
 static void declare_memory(gmodel *m, ddl_model_build *b)
 {
-    size_t B = (size_t)m->batch, ws = 0, big = 0;
+    size_t B = (size_t)m->batch, ws = 0, big = 0, bn_c = 0;
     for (int i = 1; i < m->g.n; i++) {
         rt *r = &m->r[i];
         const ddl__layer *l = &m->g.layers[i];
@@ -309,8 +314,15 @@ static void declare_memory(gmodel *m, ddl_model_build *b)
             r->aux = ddl_build_scratch(b, count / 4 + 1); /* one byte per value */
         if (l->op == DDL__OP_GROUPNORM)
             r->aux = ddl_build_scratch(b, B * (size_t)r->groups * 2);
-        if (l->op == DDL__OP_BATCHNORM)
+        if (l->op == DDL__OP_BATCHNORM) {
             r->aux = ddl_build_scratch(b, (size_t)r->c * 2);
+            bn_c = max_sz(bn_c, (size_t)r->c);
+            ddl__build_sync(b, 2 * (size_t)r->c);
+        }
+    }
+    if (bn_c) {
+        m->bn_rows = ddl_build_scratch(b, B * 2 * bn_c);
+        m->bn_tot = (double *)(void *)ddl_build_scratch(b, 4 * bn_c); /* 2 C doubles; the arena aligns */
     }
     m->ws = ws ? ddl_build_scratch(b, ws) : NULL;
     m->tmp = ddl_build_scratch(b, big);
@@ -382,6 +394,34 @@ static void softmax_dims(const ddl__layer *l, const rt *r, int B, size_t sz[3])
         sz[k < l->axis ? 0 : k <= l->axis_to ? 1 : 2] *= d[k];
 }
 
+/* bn_sync_forward: a batchnorm in training under a trainer's sync hook: the global batch's
+ * mean (one round), then its variance around it (another), then y and the running statistics'
+ * next values as every part of the batch computes them. B may be 0 (a part of no samples). */
+static void bn_sync_forward(gmodel *m, const ddl__layer *l, rt *r, const rt *a, int B)
+{
+    int C = r->c, S = r->h * r->w;
+    long n_all;
+    ddl__bn_sync_rows(B, C, S, a->y, NULL, m->bn_rows);
+    (void)ddl__model_sync(m, m->bn_rows, B, C, m->bn_tot, &n_all); /* a failure is the trainer's to report */
+    double count = (double)n_all * S;
+    ddl__bn_sync_mean(C, count, m->bn_tot, r->aux);
+    ddl__bn_sync_rows(B, C, S, a->y, r->aux, m->bn_rows);
+    (void)ddl__model_sync(m, m->bn_rows, B, C, m->bn_tot, &n_all);
+    ddl__bn_sync_forward(B, C, S, count, l->momentum, l->eps, m->bn_tot, a->y, r->wt, r->bs, r->run, r->run + C,
+                         r->y, r->aux, r->run_next, r->run_next + C);
+}
+
+/* bn_sync_backward: its backward: the global sums of dy and dy (x - mean) in one round. */
+static void bn_sync_backward(gmodel *m, rt *r, const rt *a, int B, float *dx)
+{
+    int C = r->c, S = r->h * r->w;
+    long n_all;
+    ddl__bn_sync_grad_rows(B, C, S, a->y, r->aux, r->dy, m->bn_rows);
+    (void)ddl__model_sync(m, m->bn_rows, B, 2 * C, m->bn_tot, &n_all);
+    ddl__bn_sync_backward(B, C, S, (double)n_all * S, a->y, r->wt, r->aux, r->dy, m->bn_rows, m->bn_tot, dx, r->gw,
+                          r->gb);
+}
+
 static void layer_forward(gmodel *m, int i, int B, int training, ddl_rng *rng)
 {
     const ddl__layer *l = &m->g.layers[i];
@@ -420,7 +460,9 @@ static void layer_forward(gmodel *m, int i, int B, int training, ddl_rng *rng)
             memcpy(r->y, a->y, count * sizeof *r->y);
         break;
     case DDL__OP_BATCHNORM:
-        if (training) /* the batch's statistics; the running ones' next values for the model to keep */
+        if (m->synced) /* the whole global batch's statistics */
+            bn_sync_forward(m, l, r, a, B);
+        else if (training) /* the batch's statistics; the running ones' next values for the model to keep */
             ddl_batchnorm_forward_train(B, r->c, r->h * r->w, l->momentum, l->eps, a->y, r->wt, r->bs, r->run,
                                         r->run + r->c, r->y, r->aux, r->run_next, r->run_next + r->c);
         else
@@ -454,12 +496,14 @@ static void graph_forward(void *self, const float *x, int B, int training, ddl_r
     gmodel *m = self;
     m->r[0].y = (float *)(uintptr_t)x; /* read only: const_y keeps every layer from writing it */
     m->training = training;
+    m->synced = training && ddl__model_synced(m);
     rt *o = &m->r[m->out];
     if (!o->alias && !o->keep_y)
         o->y = logits;
     for (int i = 1; i < m->g.n; i++)
-        layer_forward(m, i, B, training, rng);
-    if (o->alias || o->keep_y)
+        if (B > 0 || m->g.layers[i].op == DDL__OP_BATCHNORM) /* B 0: a synchronised part's rounds alone */
+            layer_forward(m, i, B, training, rng);
+    if (B > 0 && (o->alias || o->keep_y))
         memcpy(logits, o->y, (size_t)B * o->size * sizeof *logits);
 }
 
@@ -530,6 +574,10 @@ static void layer_backward(gmodel *m, int i, int B)
         break;
     case DDL__OP_BATCHNORM: /* through the batch statistics after a training pass */
         dx = target(m, ia, m->tmp);
+        if (m->synced && m->training) {
+            bn_sync_backward(m, r, a, B, dx);
+            break;
+        }
         ddl_batchnorm_backward(B, r->c, r->h * r->w, m->training, a->y, r->wt, r->aux, r->dy, dx, r->gw, r->gb);
         break;
     case DDL__OP_MAXPOOL:
@@ -610,6 +658,8 @@ static void graph_backward(void *self, const float *x, int B, const float *dlogi
         o->dy = (float *)(uintptr_t)dlogits; /* read only: nothing writes the output's dy */
     o->written = 1;
     for (int i = m->g.n - 1; i >= 1; i--) {
+        if (B == 0 && m->g.layers[i].op != DDL__OP_BATCHNORM) /* a synchronised part of no samples */
+            continue;
         layer_backward(m, i, B);
         if (m->r[i].gw) /* this layer's gradients, and every later one's, are final */
             ddl_backward_ready(pass, m->r[i].gw);

@@ -38,6 +38,56 @@ void ddl__exchange_stop(ddl__exchange *x);
 void ddl__exchange_begin(ddl__exchange *x);
 int ddl__exchange_finish(ddl__exchange *x);
 
+/* ---- synchronised BatchNorm (syncbn.c) ---- */
+typedef struct ddl__syncbn ddl__syncbn;
+typedef struct ddl__sync_part { /* the hook's ud for part r */
+    ddl__syncbn *s;
+    int r;
+} ddl__sync_part;
+
+struct ddl__syncbn {
+    int on;                  /* cfg.sync_bn, and the model has layers that synchronise */
+    ddl_comm *comm;          /* NULL or a world of 1: the rank's parts alone */
+    int world;
+    size_t width, batch;     /* the model's widest round (floats per sample); cfg.batch */
+    float *rows;             /* (batch, width): every sample's row, at its global index */
+    double *tot;             /* (width): the round's sums over the global batch */
+    /* this step's */
+    int parts;               /* the rank's parts: each round waits for all of them */
+    int n_all, base, n_rank; /* the global batch's samples; this rank's first and count */
+    int first[DDL_MAX_MICRO_BATCHES]; /* part r's first sample in the global batch */
+    /* the meeting point of a round (mu guards what follows) */
+    pthread_mutex_t mu;
+    pthread_cond_t met;      /* a round's sums are ready (gen moved) */
+    int arrived, round_width;
+    unsigned gen;
+    int rc;                  /* the step's first failure: later rounds return it at once */
+    char err[DDL_ERR_BYTES];
+    ddl__sync_part ctx[DDL_MAX_MICRO_BATCHES];
+    /* the part threads: part r >= 1 on thread r - 1, part 0 on the caller */
+    pthread_cond_t wake, finished;
+    int n_threads, ready, stop, done;
+    unsigned go;
+    void (*fn)(void *ctx, int r);
+    void *fn_ctx;
+    pthread_t tid[DDL_MAX_MICRO_BATCHES];
+};
+
+/* ddl__syncbn_refuse: DDL_OK, or DDL_EINVAL naming why cfg cannot synchronise BatchNorm exactly
+ * (an elastic comm, compression, overlap) on world ranks with the trainer's overlap.
+ * carve: its rows and sums in the trainer's arena (t->sync.on, width and batch set).
+ * start: its lock and the part threads (micro_max - 1 of them); stop: join and free them.
+ * begin: before a step's pass: a global batch of b, this rank's samples [base, base + n) of it:
+ * the hooks set on the step's parts. end: the hooks cleared; DDL_OK or the step's failure
+ * (its detail in t->err). run: fn(ctx, r) for every part r < t->micro at once (part 0 here). */
+int ddl__syncbn_refuse(const ddl_train_config *cfg, int world, int overlap, char *err, size_t err_bytes);
+void ddl__syncbn_carve(ddl__syncbn *s, ddl_arena *a);
+int ddl__syncbn_start(ddl_trainer *t, char *err, size_t err_bytes);
+void ddl__syncbn_stop(ddl_trainer *t);
+void ddl__syncbn_begin(ddl_trainer *t, int b, int base, int n);
+int ddl__syncbn_end(ddl_trainer *t);
+void ddl__syncbn_run(ddl_trainer *t, void (*fn)(void *ctx, int r), void *ctx);
+
 /* ---- the trainer ---- */
 struct ddl_trainer {
     ddl_train_config cfg;
@@ -90,6 +140,7 @@ struct ddl_trainer {
     int64_t micro_correct[DDL_MAX_MICRO_BATCHES];
     int64_t micro_mid;      /* when part 0's forward (and loss) ended */
     char err[DDL_ERR_BYTES];
+    ddl__syncbn sync;       /* cfg.sync_bn: BatchNorm over the whole global batch (syncbn.c) */
     struct ddl__saver *saver; /* rank 0: the background checkpoint writer (checkpoint_async.c), NULL until used */
 };
 
@@ -199,10 +250,10 @@ int ddl__checkpoint_image(const char *path, const ddl__checkpoint_src *src, unsi
 int ddl__checkpoint_put(const char *path, const unsigned char *img, size_t len, long bytes_per_sec, char *err,
                         size_t err_bytes);
 
-/* The background checkpoint writer (checkpoint_async.c). submit: src's image encoded now into
- * the writer's buffer (made at the first call, *s NULL, and kept), then written to path by its
- * thread; it first waits for the previous write and returns its failure, if any, instead of
- * saving. wait: until no write is in flight (at most 600 s: DDL_ETIMEDOUT), returning the last
+/* The background checkpoint writer (checkpoint_async.c). submit: src's state copied now into
+ * the writer's snapshot (made at the first call, *s NULL, and kept), then encoded and written to
+ * path by its thread; it first waits for the previous write and returns its failure, if any,
+ * instead of saving. wait: until no write is in flight (at most 600 s: DDL_ETIMEDOUT), returning the last
  * write's status once. close: wait, end the thread, free (s may be NULL). */
 typedef struct ddl__saver ddl__saver;
 int ddl__saver_submit(ddl__saver **s, const ddl_allocator *alloc, const char *path, const ddl__checkpoint_src *src,

@@ -96,8 +96,14 @@ static void part(void *ctx, int r)
     memset(m->grads, 0, m->n_params * sizeof(float));
     t->micro_loss[r] = 0.0;
     t->micro_correct[r] = 0;
+    if (t->sync.on && cnt < 1) { /* no samples: the BatchNorm rounds alone, which the others wait for */
+        ddl_model_forward(m, t->x, 0, 1, &t->micro_rng[r]);
+        ddl_model_backward(m, t->x, 0, t->dlogits);
+    }
     if (cnt < 1)
         return;
+    if (t->sync.on)
+        t->sync.first[r] = t->sync.base + lo;
     const float *x = t->x + (size_t)lo * t->sample_bytes;
     const uint16_t *y = t->y + (size_t)lo * S;
     const float *logits = ddl_model_forward(m, x, cnt, 1, &t->micro_rng[r]);
@@ -135,13 +141,16 @@ double ddl__micro_pass(ddl_trainer *t, int n, int b, int64_t *mid)
                                                        (uint64_t)(t->shard_first + r) * 0x9E3779B97F4A7C15ull
                                                  : ddl_rng_next(&t->drop_rng));
     int threads = ddl__threads();
-    if (threads > 1 && t->micro % threads == 0)
+    if (t->sync.on) /* the parts meet at every BatchNorm layer: side by side on threads of their own */
+        ddl__syncbn_run(t, part, &j);
+    else if (threads > 1 && t->micro % threads == 0)
         ddl__parallel(t->micro, part, &j);
     else
         for (int r = 0; r < t->micro; r++)
             part(&j, r);
-    if (!t->shards) /* shards: ddl_comm_allreduce_shards adds them (train.c) */
-        ddl__parallel_range(t->m->n_params + t->m->n_buffers, 16384, add_parts, t);
+    if (!t->shards) /* shards: ddl_comm_allreduce_shards adds them (train.c); sync_bn: every part's
+                     * buffers are the same, the model's own are kept */
+        ddl__parallel_range(t->m->n_params + (t->sync.on ? 0 : t->m->n_buffers), 16384, add_parts, t);
     if (t->buckets) /* only now are the gradients final: every bucket is cut after (no overlap) */
         ddl__exchange_begin(&t->xch);
     double loss = 0.0;

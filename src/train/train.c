@@ -115,6 +115,7 @@ static void carve(ddl_trainer *t, ddl_arena *a, size_t n_train)
     t->residual = ddl_comm_compression(t->cfg.comm) != DDL_COMPRESS_NONE && t->world > 1
                       ? (float *)ddl_arena_alloc(a, t->m->n_params * sizeof(float))
                       : NULL;
+    ddl__syncbn_carve(&t->sync, a);
 }
 
 void ddl__trainer_deal(ddl_trainer *t)
@@ -164,6 +165,11 @@ int ddl_trainer_create(const ddl_train_config *cfg_in, ddl_model *m, const ddl_d
     /* the exchange: the trainer's own settings, else the comm's (DDL_OVERLAP, DDL_BUCKET_KB) */
     tmp.overlap = cfg->overlap < 0 ? 0 : cfg->overlap ? cfg->overlap : ddl_comm_overlap(cfg->comm);
     tmp.bucket_bytes = cfg->bucket_kb ? (size_t)cfg->bucket_kb << 10 : ddl_comm_bucket_bytes(cfg->comm);
+    if ((rc = ddl__syncbn_refuse(cfg, world, tmp.overlap, err, err_bytes)) != DDL_OK)
+        return rc;
+    tmp.sync.on = cfg->sync_bn && m->n_sync > 0; /* a model without BatchNorm has nothing to synchronise */
+    tmp.sync.width = m->sync_width;
+    tmp.sync.batch = (size_t)cfg->batch;
 
     ddl_arena a;
     ddl_arena_init(&a, NULL, 0);
@@ -189,9 +195,15 @@ int ddl_trainer_create(const ddl_train_config *cfg_in, ddl_model *m, const ddl_d
     }
     for (int r = 0; r < t->micro_max; r++) /* the parts' buffers are combined after each step */
         t->replica[r]->hold_buffers = 1;
+    if ((rc = ddl__syncbn_start(t, err, err_bytes)) != DDL_OK) {
+        ddl__micro_stop(t);
+        ddl__free(alloc, t);
+        return rc;
+    }
 
     if (t->buckets && (rc = ddl__exchange_start(&t->xch, cfg->comm, m, t->residual, t->buckets, t->n_buckets,
                                                 t->overlap, t->bucket_bytes, err, err_bytes)) != DDL_OK) {
+        ddl__syncbn_stop(t);
         ddl__micro_stop(t);
         ddl__free(alloc, t);
         return rc;
@@ -240,6 +252,7 @@ void ddl_trainer_destroy(ddl_trainer *t)
     if (t) {
         if (t->buckets)
             ddl__exchange_stop(&t->xch);
+        ddl__syncbn_stop(t);
         ddl__micro_stop(t);
         ddl__saver_close(t->saver, t->alloc); /* a write in flight ends first */
         t->m->hold_buffers = 0; /* the caller's forward passes update them again */
@@ -406,6 +419,12 @@ static double local_pass(ddl_trainer *t, int n, int b, int64_t *mid)
 {
     if (t->micro > 1 || t->shards)
         return ddl__micro_pass(t, n, b, mid);
+    if (n < 1) { /* sync_bn, a rank of no samples: its BatchNorm rounds, which the others wait for */
+        ddl_model_forward(t->m, t->x, 0, 1, &t->drop_rng);
+        *mid = ddl_timeline_now();
+        ddl_model_backward(t->m, t->x, 0, t->dlogits);
+        return 0.0;
+    }
     int C = t->m->out_c, S = t->positions;
     const float *logits = ddl_model_forward(t->m, t->x, n, 1, &t->drop_rng);
     /* Scale by the global batch so the sum over ranks is the gradient of the global mean. */
@@ -433,6 +452,10 @@ static int combine_buffers(ddl_trainer *t)
     ddl_model *m = t->m;
     if (!m->n_buffers)
         return DDL_OK;
+    if (t->sync.on) { /* every part of every rank computed them from the same global statistics */
+        memcpy(m->buffers, m->next, m->n_buffers * sizeof(float));
+        return DDL_OK;
+    }
     int parts = t->shards ? t->shards : t->micro * t->world;
     if (!t->shards && t->world > 1) {
         int rc = ddl_comm_allreduce(t->cfg.comm, m->next, m->n_buffers, DDL_FLOAT32, DDL_SUM);
@@ -482,10 +505,16 @@ again:
     if ((t->micro == 1 && !t->shards) || n < 1) /* else each part zeroes its own, on the thread that fills them */
         ddl_model_zero_grads(t->m);
     double l = 0.0;
-    if (n > 0) {
-        gather(t, t->data, t->perm + lo, 0, n, t->cfg.augment & (DDL_AUGMENT_FLIP | DDL_AUGMENT_CROP));
+    if (n > 0 || t->sync.on) { /* sync_bn: a rank of no samples still makes its BatchNorm rounds */
+        if (n > 0)
+            gather(t, t->data, t->perm + lo, 0, n, t->cfg.augment & (DDL_AUGMENT_FLIP | DDL_AUGMENT_CROP));
         ts[1] = ddl_timeline_now();
+        if (t->sync.on)
+            ddl__syncbn_begin(t, b, (int)(lo - t->pos), n);
         l = local_pass(t, n, b, &ts[2]);
+        int src = t->sync.on ? ddl__syncbn_end(t) : DDL_OK;
+        if (src != DDL_OK)
+            return src;
         t->loss_sum += l;
     } else {
         ts[1] = ts[2] = ddl_timeline_now();
@@ -494,7 +523,7 @@ again:
     if (t->shards) { /* every shard's gradients, in the order of an all-reduce of V ranks */
         float *bufs[DDL_MAX_MICRO_BATCHES];
         for (int r = 0; r < t->micro; r++) {
-            if (n < 1 && r > 0) {
+            if (n < 1 && r > 0 && !t->sync.on) { /* sync_bn: each part ran its (empty) pass */
                 memset(t->replica[r]->grads, 0, t->m->n_params * sizeof(float));
                 memcpy(t->replica[r]->next, t->m->buffers, t->m->n_buffers * sizeof(float));
             }
@@ -502,7 +531,7 @@ again:
         }
         /* with the tails: the buffers' next values (combine_buffers) */
         int rc = ddl_comm_allreduce_shards(t->cfg.comm, bufs, t->shard_first, t->micro, t->shards,
-                                           t->m->n_params + t->m->n_buffers);
+                                           t->m->n_params + (t->sync.on ? 0 : t->m->n_buffers));
         if (rc != DDL_OK) {
             int ahead = 0;
             if ((rc = ddl__trainer_recover(t, rc, "shard all-reduce", &ahead)) != DDL_OK)
@@ -518,7 +547,7 @@ again:
         }
     }
     if (t->buckets) { /* 2 ranks or more */
-        if (n == 0)   /* no backward ran: every bucket is cut now */
+        if (n == 0 && !(t->sync.on && t->micro > 1)) /* no backward ran (the parts' pass begins it): cut all now */
             ddl__exchange_begin(&t->xch);
         int rc = ddl__exchange_finish(&t->xch);
         if (rc != DDL_OK)

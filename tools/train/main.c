@@ -32,7 +32,10 @@
     "  --channels 1|3            image folders: gray or RGB (default: the arch's, else 3)\n"            \
     "  --skip-bad                leave out (and count) images that cannot be decoded\n"                 \
     "  --cache FILE              image folders decoded once into FILE (FILE.val, FILE.test), read\n"    \
-    "                            back on later starts while the folders and sizes are the same\n"      \
+    "                            back on later starts while the folders and sizes are the same\n"
+
+/* the rest of --help (one string literal each: C99 guarantees 4095 bytes) */
+#define USAGE_MORE                                                                                      \
     "model and training:\n"                                                                             \
     "  --arch ARCH               a preset (lenet, cnn, cnn:WIDTH, unet, unet:DEPTH:WIDTH), an arch\n"  \
     "                            text file (README: \"Your own data and model\"), or an ONNX file\n"   \
@@ -43,9 +46,10 @@
     "  --dropout P               where the arch has dropout without its own p (default 0)\n"          \
     "  --dice-weight W           segmentation: loss = cross-entropy + W * dice (default 0.5 with a\n"   \
     "                            dice head, else 0)\n"                                                  \
-    EXAMPLE_USAGE_TRAINING EXAMPLE_USAGE_CHECKPOINTS
-/* the rest of --help, apart: one literal of both would pass the 4095 bytes C99 compilers must take */
-#define USAGE_PREDICT                                                                                   \
+    "  --sync-bn                 BatchNorm with the whole global batch's statistics (every rank's,\n" \
+    "                            every micro-batch's): any number of ranks gives one's bits (not\n"    \
+    "                            with elastic ranks, DDL_COMPRESS or DDL_OVERLAP)\n"                   \
+    EXAMPLE_USAGE_TRAINING EXAMPLE_USAGE_CHECKPOINTS                                                    \
     "inference (no training):\n"                                                                        \
     "  --predict --model M       classify --images FILE|DIR with checkpoint M (any ddl-train,\n"        \
     "                            lenet or graph checkpoint); folder names that are class names\n"      \
@@ -57,7 +61,7 @@
 enum { OPT_TARGETS = EXAMPLE_OPT_END, OPT_VAL, OPT_VAL_TARGETS, OPT_VAL_SPLIT, OPT_TEST, OPT_TEST_TARGETS,
        OPT_IMAGE_SIZE, OPT_CHANNELS, OPT_SKIP_BAD, OPT_ARCH, OPT_AUGMENT, OPT_AUGMENT_PAD, OPT_DROPOUT, OPT_DICE,
        OPT_PREDICT, OPT_MODEL, OPT_IMAGES, OPT_OUT, OPT_CACHE, OPT_DB, OPT_TABLE, OPT_ID, OPT_IMAGE,
-       OPT_OUT_TABLE, OPT_IN_ORDER };
+       OPT_OUT_TABLE, OPT_IN_ORDER, OPT_SYNC_BN };
 
 typedef struct opts {
     example_opts ex;
@@ -65,6 +69,7 @@ typedef struct opts {
     tr_predict pred;
     const char *arch;
     int augment, augment_pad, predict, size_given, in_order;
+    int sync_bn;             /* --sync-bn */
     float dropout, dice_weight;
 } opts;
 
@@ -122,8 +127,9 @@ static void option(opts *o, int c, const char *arg)
     case OPT_IMAGE: o->pred.db.image = arg; break;
     case OPT_OUT_TABLE: o->pred.db.out_table = arg; break;
     case OPT_IN_ORDER: o->in_order = 1; break;
-    case 'h': fputs(USAGE, stdout), cli_help(USAGE_PREDICT); break;
-    default: example_option(&o->ex, c, arg, USAGE);
+    case OPT_SYNC_BN: o->sync_bn = 1; break;
+    case 'h': fputs(USAGE, stdout), cli_help(USAGE_MORE); break;
+    default: example_option(&o->ex, c, arg, USAGE); /* its --help is taken above */
     }
 }
 
@@ -143,6 +149,7 @@ static void parse(opts *o, int argc, char **argv)
         {"table", required_argument, NULL, OPT_TABLE}, {"id", required_argument, NULL, OPT_ID},
         {"image", required_argument, NULL, OPT_IMAGE}, {"out-table", required_argument, NULL, OPT_OUT_TABLE},
         {"in-order", no_argument, NULL, OPT_IN_ORDER},
+        {"sync-bn", no_argument, NULL, OPT_SYNC_BN},
         {NULL, 0, NULL, 0}};
     example_defaults(&o->ex);
     o->ex.data = NULL;
@@ -312,11 +319,14 @@ static int setup(run *r)
     tc.in_order = o->in_order;
     tc.keep_weights = r->im.params != NULL; /* an imported model trains on from its weights */
     tc.dice_weight = o->dice_weight >= 0 ? o->dice_weight : ddl_graph_head(r->g) == DDL_HEAD_DICE ? 0.5f : 0.0f;
+    tc.sync_bn = o->sync_bn;
     rc = example_watch_init(&r->w, &o->ex, "ddl-train", r->rank, r->world, r->s.train.n, &tc, r->err);
     r->w.comm = r->comm;
     r->w.eval_tag = r->s.has_val ? "val" : "test"; /* each epoch's evaluation; the test set's at the end */
     if (rc == DDL_OK)
         rc = ddl_trainer_create(&tc, r->m, &r->s.train, NULL, &r->tr, r->err, sizeof r->err);
+    if (rc == DDL_EINVAL && tc.sync_bn && strncmp(r->err, "sync_bn: ", 9) == 0)
+        r->bad_input = 1; /* a combination --sync-bn refuses: the command line's (exit 2) */
     int saved_world = 0;
     if (rc == DDL_OK && o->ex.resume)
         rc = ddl_trainer_resume(r->tr, o->ex.checkpoint, DDL_RESUME_IF_EXISTS, &saved_world);
