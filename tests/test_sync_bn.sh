@@ -21,18 +21,7 @@ skip() { echo "skipped: $*"; echo "$pass passed, $fail failed"; [ "$fail" -eq 0 
 
 "$PYTHON" tests/train/make_fruits.py "$tmp/fruits" 64 20 16
 check "the fruit set is made" $?
-cat > "$tmp/bn.arch" << 'ARCH'
-input
-conv c1 8 3 pad=1 bias=0
-batchnorm bn1
-relu
-maxpool 2
-conv c2 16 3 pad=1 bias=0
-batchnorm bn2 momentum=0.2
-relu
-gap
-dense fc classes
-ARCH
+cp tests/bn/small.arch "$tmp/bn.arch" # conv, BatchNorm, relu, pool, twice; gap and dense
 F="--data $tmp/fruits/train --test $tmp/fruits/test --arch $tmp/bn.arch --image-size 16 --batch 32 --lr 0.05 --quiet"
 F="$F --epochs 2 --train-limit 66"
 bufcrc() { field buffers_crc < "$1"; }

@@ -211,18 +211,6 @@ void ddl_batchnorm_backward(int n, int c, int s, int batch_stats, const float *x
  * x, then of (x - mean)^2 around the global mean: the variance as accurate as two passes over
  * the whole batch), one backward (sum dy and sum dy (x - mean) together). */
 
-static inline float row_sum(const float *x, int n)
-{
-    float a[8] = {0};
-    int i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int k = 0; k < 8; k++)
-            a[k] += x[i + k];
-    float t = lanes8(a);
-    for (; i < n; i++)
-        t += x[i];
-    return t;
-}
 
 static inline float row_sq(const float *x, int n, float m)
 {
@@ -258,7 +246,7 @@ static void rows_range(void *ctx, size_t lo, size_t hi)
     for (size_t ch = lo; ch < hi; ch++)
         for (int ni = 0; ni < j->n; ni++) {
             const float *xr = j->x + ni * plane + ch * j->s;
-            j->out[(size_t)ni * j->c + ch] = j->mr ? row_sq(xr, j->s, j->mr[2 * ch]) : row_sum(xr, j->s);
+            j->out[(size_t)ni * j->c + ch] = j->mr ? row_sq(xr, j->s, j->mr[2 * ch]) : ddl__row_sum(xr, j->s);
         }
 }
 
