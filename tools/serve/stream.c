@@ -100,7 +100,8 @@ static int on_end_array(void *ctx)
         s->ragged = 1;
     s->level--;
     if (s->level == 2) {     /* the instance is complete: the shape rule of the tree path */
-        if (!sv_shape_ok(s->m, s->depth, s->dims, s->ragged, s->n))
+        int layout = sv_shape_ok(s->m, s->depth, s->dims, s->ragged, s->n);
+        if (!layout || (layout == SV_HWC && sv_to_chw(s->m, s->dst + (size_t)s->count * s->in_sz) != 0))
             return 0;
         s->count++;
     }
