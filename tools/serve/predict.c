@@ -4,6 +4,7 @@
  * JSON trees cost no malloc; the slot's buffers hold pixels and outputs, so nothing else is
  * allocated either. Errors are the client's: 400 with what was expected and what was found. */
 #include "serve.h"
+#include "tools/shortest.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -171,25 +172,12 @@ json_t *sv_probs_json(const sv_model *m, const sv_slot *s, int i)
     return a;
 }
 
-/* shortest: the fewest significant digits (6 to 9) whose "%.*g" reads back as f. */
-static int shortest(float f, char *d, size_t cap)
-{
-    int p = 6;
-    for (; p < 9; p++) {
-        snprintf(d, cap, "%.*g", p, (double)f);
-        if (strtof(d, NULL) == f)
-            return p;
-    }
-    snprintf(d, cap, "%.9g", (double)f);
-    return 9;
-}
-
 double sv_exact(float f)
 {
     char d[32];
     if (!isfinite(f))
         return 0.0; /* a softmax's output is finite; JSON has no other number */
-    shortest(f, d, sizeof d);
+    shortest_float(f, d, sizeof d);
     return strtod(d, NULL);
 }
 
@@ -203,7 +191,7 @@ static size_t put_float(char *d, float f)
     char t[32];
     if (!isfinite(f))
         f = 0.0f;
-    shortest(f, t, sizeof t);
+    shortest_float(f, t, sizeof t);
     size_t n = 0;
     const char *e = strchr(t, 'e');
     for (const char *p = t; *p && p != e; p++)
