@@ -133,6 +133,7 @@ void sv_scene(sv_model *m, const char *arg, sv_reply *rep);
 
 /* ---- protocols (tfserving.c, kserve.c) ---- */
 void sv_model_state(sv_model *m, int *number, ddl_checkpoint_info *info);
+json_t *sv_class_names(sv_model *m); /* the checkpoint's class names, or JSON null */
 int sv_is_image(const char *ctype);  /* by its Content-Type only: image/... */
 void sv_tfs_status(sv_model *m, sv_reply *rep);
 void sv_tfs_metadata(sv_model *m, sv_reply *rep);

@@ -18,9 +18,9 @@ void sv_model_state(sv_model *m, int *number, ddl_checkpoint_info *info)
     pthread_mutex_unlock(&m->lock);
 }
 
-/* class_names: the current version's class names (the checkpoint's), or null; copied under the
- * lock, so a reload cannot free them meanwhile. */
-static json_t *class_names(sv_model *m)
+/* sv_class_names: the current version's class names (the checkpoint's), or null; copied under
+ * the lock, so a reload cannot free them meanwhile. */
+json_t *sv_class_names(sv_model *m)
 {
     json_t *a = NULL;
     pthread_mutex_lock(&m->lock);
@@ -85,7 +85,7 @@ void sv_tfs_metadata(sv_model *m, sv_reply *rep)
                                       ver, "metadata", "signature_def", "signature_def", "serving_default", sig,
                                       "ddl", "model", m->kind, "task", seg ? "segmentation" : "classification",
                                       "input", m->c, m->h, m->w, "output", m->C, m->oh, m->ow, "classes", m->C,
-                                      "class_names", class_names(m), "normalisation", normalisation(m, &in),
+                                      "class_names", sv_class_names(m), "normalisation", normalisation(m, &in),
                                       "input_scale", "raw pixels 0..255: the server normalises them",
                                       "max_instances", m->max_inst, "step", (json_int_t)in.step, "version", v));
 }
