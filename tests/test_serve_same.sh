@@ -13,7 +13,9 @@
 # A forward pass of several images gives their probabilities within an ulp or two of passes of
 # one (OpenBLAS takes gemv for one row, gemm for more), so --predict is run with --batch 1
 # against passes of one, and with its default batch against one pass of all the images.
-# The PostgreSQL part skips, with its reason, where no server can run. About 10 s.
+# Images of any size are taken (a 2500x2000 PNG) up to what a request's arena decodes (a
+# 5000x5000 PNG is a 413); JSON of another shape is a 400 naming the shapes the model takes.
+# The PostgreSQL part skips, with its reason, where no server can run. About 20 s.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/pg_server.sh"
 BUILD=${BUILD:-build}
@@ -71,9 +73,35 @@ for m in grey rgb; do
     same v1_image c "ddl-serve, the file as an image body (v1)"
     same v1_chw c "ddl-serve, its pixels as v1 JSON (C, H, W)"
     same v1_hwc c "ddl-serve, its pixels as v1 JSON (H, W, C)"
+    same v1_hwc_tree c "ddl-serve, its pixels as v1 JSON (H, W, C) with another key (the tree path)"
     same v2_chw c "ddl-serve, its pixels as v2 JSON [1, C, H, W]"
     same v2_hwc c "ddl-serve, its pixels as v2 JSON [1, H, W, C]"
 done
+
+# ---- what cannot be an input: refused, naming what the model takes ----
+"$PYTHON" - "$tmp" <<'PY'
+import json, struct, sys, zlib
+t = sys.argv[1]
+def chunk(k, d): return struct.pack(">I", len(d)) + k + d + struct.pack(">I", zlib.crc32(k + d))
+def png(w, h, path):  # grey, 8 bits: small deflated, w * h * 4 bytes decoded (as RGBA)
+    raw = (b"\0" + bytes((x * 7) % 256 for x in range(w))) * h
+    open(path, "wb").write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 0, 0, 0, 0)) +
+                           chunk(b"IDAT", zlib.compress(raw, 9)) + chunk(b"IEND", b""))
+png(2500, 2000, t + "/large.png"); png(5000, 5000, t + "/huge.png")
+px = [[[0, 0, 0, 0]] * 16] * 16
+json.dump({"instances": [px]}, open(t + "/rgba.json", "w"))
+json.dump({"inputs": [{"name": "input", "shape": [1, 16, 16, 4], "datatype": "UINT8", "data": px}]}, open(t + "/rgba2.json", "w"))
+PY
+post() { curl -s -o "$tmp/out" -w '%{http_code}' -H "Content-Type: $2" --data-binary @"$tmp/$1" "127.0.0.1:$port$3"; }
+[ "$(post large.png image/png /v1/models/rgb:predict)" = 200 ]; check "a PNG of 2500x2000 (5 megapixels): 200" $?
+[ "$(post huge.png image/png /v1/models/rgb:predict)" = 413 ] && grep -q 'needs more than the 64 MB this server decodes' "$tmp/out"
+check "a PNG of 5000x5000 (100 MB decoded): 413, refused when the arena is full ($(cat "$tmp/out"))" $?
+[ "$(post rgba.json application/json /v1/models/rgb:predict)" = 400 ] &&
+    grep -qF 'instance 0: shape [16, 16, 4], model rgb takes [3, 16, 16] (C, H, W), [16, 16, 3] (H, W, C) or [768]' "$tmp/out"
+check "v1: 16x16x4 pixels: 400 naming the shapes the model takes ($(cat "$tmp/out"))" $?
+[ "$(post rgba2.json application/json /v2/models/rgb/infer)" = 400 ] &&
+    grep -qF 'shape: model rgb takes [n, 3, 16, 16] (C, H, W), [n, 16, 16, 3] (H, W, C) or [n, 768]' "$tmp/out"
+check "v2: shape [1, 16, 16, 4]: 400 naming the shapes ($(cat "$tmp/out"))" $?
 
 # ---- PostgreSQL: ddl_predict_proba of each file as a bytea ----
 pg_why=""

@@ -7,7 +7,7 @@ compare with cmp, bit for bit.
       ddl_image_load, run alone (OUTDIR/c.txt) and all in one ddl_predictor_run (cbatch.txt);
       with PORT, ddl-serve's model MODEL given each file as an image body (v1_image.txt), and
       ddl_image_load's pixels as JSON: TF Serving's instances in (C, H, W) and (H, W, C)
-      (v1_chw.txt, v1_hwc.txt), KServe v2's [1, C, H, W] and [1, H, W, C] (v2_chw.txt, v2_hwc.txt);
+      (v1_chw.txt, v1_hwc.txt; v1_hwc_tree.txt with another key, which the fast path declines), KServe v2's [1, C, H, W] and [1, H, W, C] (v2_chw.txt, v2_hwc.txt);
       the pixels as "NAME HEX" lines in pixels.txt
   same_probs.py csv FILE     ddl-train --predict's CSV (file,predicted,p...) on standard output
   same_probs.py pg FILE      psql's "NAME|{p,...}" rows on standard output
@@ -76,7 +76,7 @@ def lib_mode(libpath, ckpt, imgdir, listfile, C, H, W, outdir, port=None, model=
     if port:
         port = int(port)
         v1, v2 = "/v1/models/%s:predict" % model, "/v2/models/%s/infer" % model
-        for key in ("v1_image", "v1_chw", "v1_hwc", "v2_chw", "v2_hwc"):
+        for key in ("v1_image", "v1_chw", "v1_hwc", "v1_hwc_tree", "v2_chw", "v2_hwc"):
             out[key] = []
         for i, n in enumerate(names):
             chw = [[[px[i * one + (c * H + y) * W + x] for x in range(W)] for y in range(H)] for c in range(C)]
@@ -87,6 +87,9 @@ def lib_mode(libpath, ckpt, imgdir, listfile, C, H, W, outdir, port=None, model=
             out["v1_image"].append(post(port, v1, open(os.path.join(imgdir, n), "rb").read(), ctype)["predictions"][0])
             out["v1_chw"].append(post(port, v1, json.dumps({"instances": [chw]}), "application/json")["predictions"][0])
             out["v1_hwc"].append(post(port, v1, json.dumps({"instances": [hwc]}), "application/json")["predictions"][0])
+            # another key: not the fast path's body (stream.c), so jansson's tree path reads it
+            out["v1_hwc_tree"].append(post(port, v1, json.dumps({"instances": [hwc], "x": 0}),
+                                           "application/json")["predictions"][0])
             for key, shape, data in (("v2_chw", [1, C, H, W], chw), ("v2_hwc", [1, H, W, C], hwc)):
                 body = {"inputs": [{"name": "input", "shape": shape, "datatype": "UINT8", "data": data}]}
                 ans = post(port, v2, json.dumps(body), "application/json")

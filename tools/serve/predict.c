@@ -17,7 +17,7 @@
 
 typedef struct flat {
     uint8_t *dst;
-    size_t n, cap;     /* pixels written; room */
+    size_t n, cap;     /* pixels seen; room (those past it are counted, not written) */
     int dims[MAX_DEPTH], depth;
     int ragged;        /* arrays of one depth differ in length */
     char why[200];
@@ -56,11 +56,9 @@ static int flatten(flat *f, const json_t *a, int depth)
         snprintf(f->why, sizeof f->why, "pixel %zu is %g, expected a number from 0 to 255", f->n, v);
         return -1;
     }
-    if (f->n == f->cap) {
-        snprintf(f->why, sizeof f->why, "more than %zu pixels", f->cap);
-        return -1;
-    }
-    f->dst[f->n++] = (uint8_t)lrint(v);
+    if (f->n < f->cap) /* past it: only counted, so the error can give the shape that came */
+        f->dst[f->n] = (uint8_t)lrint(v);
+    f->n++;
     return 0;
 }
 

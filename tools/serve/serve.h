@@ -218,7 +218,8 @@ size_t sv_shapes_text(const sv_model *m, const char *lead, char *s, size_t n);
  * parsed without a tree into dst (m->max_inst instances); their count, or 0: declined, parse it
  * with sv_parse (stream.c). */
 int sv_stream_instances(const sv_model *m, const unsigned char *body, size_t n, uint8_t *dst);
-/* sv_pixels: the numbers of j (arrays nested in any way) into dst, at most cap; *n of them. */
+/* sv_pixels: the numbers of j (arrays nested in any way) into dst, at most cap; *n: how many j
+ * holds (those past cap counted, not written). */
 int sv_pixels(const json_t *j, uint8_t *dst, size_t cap, size_t *n, char *why, size_t why_bytes);
 /* sv_run: n instances of s->pixels through s's predictor into s->probs and s->classes. */
 int sv_run(sv_slot *s, const sv_model *m, int n, char *why, size_t why_bytes);
