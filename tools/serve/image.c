@@ -114,13 +114,13 @@ static int png_packed(const unsigned char *body, size_t n, char *why, size_t why
 
 /* ---- the library's decoder, in the arena ---- */
 
-static void *arena_alloc(void *ud, size_t bytes)
+static void *decode_alloc(void *ud, size_t bytes)
 {
     (void)ud;
     return sv_arena_alloc(bytes);
 }
 
-static void arena_free(void *ud, void *p) { (void)ud, (void)p; } /* with the arena, after the request */
+static void decode_free(void *ud, void *p) { (void)ud, (void)p; } /* with the arena, after the request */
 
 int sv_image_decode(const unsigned char *body, size_t n, int c, int w, int h, uint8_t *out, size_t cap, char *why,
                     size_t why_bytes)
@@ -134,7 +134,7 @@ int sv_image_decode(const unsigned char *body, size_t n, int c, int w, int h, ui
         return -1;
     if (n >= 8 && memcmp(body, "\x89PNG\r\n\x1a\n", 8) == 0 && png_packed(body, n, why, why_bytes))
         return -1;
-    ddl_allocator alloc = {.alloc = arena_alloc, .free = arena_free};
+    ddl_allocator alloc = {.alloc = decode_alloc, .free = decode_free};
     char err[DDL_ERR_BYTES];
     int rc = ddl_image_decode("the body", body, n, c, h, w, 0, &alloc, out, err, sizeof err);
     if (rc == DDL_ENOMEM && sv_arena_exhausted())
