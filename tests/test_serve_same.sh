@@ -3,7 +3,8 @@
 # bit, down every path a model is used on: ddl-train --predict, the C predictor (ddl_image_load
 # and ddl_predictor_run, through libddl.so), ddl-serve (the file as an image body; its pixels as
 # TF Serving JSON in (C, H, W) and (H, W, C), and as KServe v2 JSON of shape [1, C, H, W] and
-# [1, H, W, C]) and ddl_predict_proba in PostgreSQL (the file as a bytea: the bits of the same
+# [1, H, W, C]), ddl-train --predict --db over a table of the files, and ddl_predict_proba in
+# PostgreSQL (the file as a bytea: the bits of the same
 # pixels as raw bytes; the extension is built without OpenBLAS, so its sums are within a few ulps
 # of the other paths', which use it, and exactly theirs where none does). The images are those
 # of the image tests (tests/images/make_images.py: RGB, grey, RGBA and palette PNGs; grey, RGB
@@ -64,7 +65,7 @@ for m in grey rgb; do
     done
     same() { # FILE WANT WHAT: FILE's probabilities are WANT's, bit for bit
         if cmp -s "$tmp/$m/$1.txt" "$tmp/$m/$2.txt"; then ok; else
-            bad "$m: $3: not the bits of $2 on $(diff "$tmp/$m/$1.txt" "$tmp/$m/$2.txt" | grep -c '^<') image(s)"
+            bad "$m: $3: not the bits of $2 on $(grep -cvxFf "$tmp/$m/$1.txt" "$tmp/$m/$2.txt") of $n images"
             diff "$tmp/$m/$2.txt" "$tmp/$m/$1.txt" | head -n 4 | sed 's/^/    /'
         fi
     }
@@ -139,6 +140,13 @@ PY
         # the extension's own build has no OpenBLAS (its threads in every backend): ddl's gemm sums in another order
         u=$("$PYTHON" tests/serve/same_probs.py ulps "$tmp/$m/pg.txt" "$tmp/$m/c.txt")
         [ "${u:-99}" -le 8 ]; check "$m: ddl_predict_proba within 8 float32 ulps of the C predictor with OpenBLAS ($u)" $?
+        # ddl-train --predict --db: the table's rows in one pass (its batch is 64)
+        "$B/ddl-train" --predict --model "$tmp/$m.ckpt" --db "host=$tmp/pg user=postgres dbname=postgres" --table images \
+            --id name --out-table "db_$m" > "$tmp/$m/db.log" 2>&1 &&
+            sql -c "SELECT name, probabilities FROM db_$m ORDER BY name COLLATE \"C\"" > "$tmp/$m/db.out" &&
+            "$PYTHON" tests/serve/same_probs.py pg "$tmp/$m/db.out" > "$tmp/$m/db.txt"
+        check "$m: ddl-train --predict --db scores the table ($(tail -n 1 "$tmp/$m/db.log"))" $?
+        same db cbatch "ddl-train --predict --db of the files as bytea = the C predictor, one pass of all"
     done
 fi
 echo "$pass passed, $fail failed"
