@@ -15,7 +15,8 @@
 # one (OpenBLAS takes gemv for one row, gemm for more), so --predict is run with --batch 1
 # against passes of one, and with its default batch against one pass of all the images.
 # Images of any size are taken (a 2500x2000 PNG) up to what a request's arena decodes (a
-# 5000x5000 PNG is a 413); JSON of another shape is a 400 naming the shapes the model takes.
+# 5000x5000 PNG is a 413); JSON of another shape is a 400 naming the shapes the model takes; for
+# a model of input 3x3x3 an instance of [3, 3, 3] is read as (C, H, W).
 # The PostgreSQL part skips, with its reason, where no server can run. About 20 s.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/pg_server.sh"
@@ -46,8 +47,15 @@ for m in grey rgb; do
     check "a $m model (cnn:4, $c channel(s), 16x16) trained for 3 steps" $?
 done
 
+# a model of input 3x3x3, where (C, H, W) and (H, W, C) have the same shape
+printf 'input 3 3 3\nflatten\ndense fc classes\n' > "$tmp/cube.arch" &&
+    "$B/ddl-train" --data "$tmp/fruits/train" --arch "$tmp/cube.arch" --image-size 3 --epochs 1 --batch 8 --quiet \
+        --save "$tmp/cube.ckpt" > "$tmp/cube.train" 2>&1
+check "a model of input 3x3x3" $?
+
 port=$(free_port)
-"$B/ddl-serve" --listen "127.0.0.1:$port" --model grey="$tmp/grey.ckpt" --model rgb="$tmp/rgb.ckpt" 2> "$tmp/serve.log" &
+"$B/ddl-serve" --listen "127.0.0.1:$port" --model grey="$tmp/grey.ckpt" --model rgb="$tmp/rgb.ckpt" \
+    --model cube="$tmp/cube.ckpt" 2> "$tmp/serve.log" &
 spid=$!
 for _ in $(seq 100); do curl -s "127.0.0.1:$port/ping" > /dev/null 2>&1 && break; sleep 0.1; done
 
@@ -103,6 +111,20 @@ check "v1: 16x16x4 pixels: 400 naming the shapes the model takes ($(cat "$tmp/ou
 [ "$(post rgba2.json application/json /v2/models/rgb/infer)" = 400 ] &&
     grep -qF 'shape: model rgb takes [n, 3, 16, 16] (C, H, W), [n, 16, 16, 3] (H, W, C) or [n, 768]' "$tmp/out"
 check "v2: shape [1, 16, 16, 4]: 400 naming the shapes ($(cat "$tmp/out"))" $?
+
+# C == H == W: nested [3, 3, 3] is taken as (C, H, W), the answer of the flat list in its order
+"$PYTHON" - "$tmp" <<'PY'
+import json, sys
+t = sys.argv[1]
+x = [[[(c * 97 + y * 31 + w * 7) % 256 for w in range(3)] for y in range(3)] for c in range(3)]
+flat = [v for a in x for b in a for v in b]
+as_hwc = [x[y][w][c] for c in range(3) for y in range(3) for w in range(3)]  # x read as (H, W, C), in (C, H, W) order
+for name, inst in (("nested", x), ("flat", flat), ("hwc", as_hwc)):
+    json.dump({"instances": [inst]}, open("%s/cube_%s.json" % (t, name), "w"))
+PY
+for k in nested flat hwc; do post cube_$k.json application/json /v1/models/cube:predict > /dev/null; cp "$tmp/out" "$tmp/cube_$k.out"; done
+cmp -s "$tmp/cube_nested.out" "$tmp/cube_flat.out" && ! cmp -s "$tmp/cube_nested.out" "$tmp/cube_hwc.out"
+check "3x3x3: [3, 3, 3] is taken as (C, H, W), not (H, W, C) ($(cat "$tmp/cube_nested.out"))" $?
 
 # ---- PostgreSQL: ddl_predict_proba of each file as a bytea ----
 pg_why=""
