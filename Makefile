@@ -360,7 +360,7 @@ $(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_common.h $(BUILD)/fuzz
 # fuzz_serve: ddl-serve's request parsing; it compiles tools/serve/*.c in, and links their libraries.
 # The sources other targets compile in are their prerequisites too.
 $(BUILD)/fuzz/fuzz_serve: LDLIBS += $(SERVE_LIBS)
-$(BUILD)/fuzz/fuzz_serve: $(wildcard tools/serve/*.c tools/serve/*.h) tools/eventdirs.h tools/tfevents.h
+$(BUILD)/fuzz/fuzz_serve: $(wildcard tools/serve/*.c tools/serve/*.h) tools/eventdirs.h tools/tfevents.h tools/shortest.h
 $(BUILD)/fuzz/fuzz_events: tools/tfevents.h
 $(BUILD)/fuzz/fuzz_heartbeat: src/comm/heartbeat.c src/comm/elastic.c src/comm/impl.h
 $(BUILD)/fuzz/fuzz_wire: transports/tcp.c

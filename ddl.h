@@ -440,10 +440,11 @@ typedef struct ddl_folder_config {
  * file over 1 GiB). Scratch memory from alloc (NULL: malloc). */
 int ddl_image_load(const char *path, int channels, int height, int width, const ddl_allocator *alloc, uint8_t *out,
                    char *err, size_t err_bytes);
-/* ddl_image_decode: the same for an image file's bytes in memory (name names it in messages);
- * exact 1: an image of another size than width x height is refused (DDL_EINVAL, both sizes in
- * err) from its header, before anything is decoded, as a server that takes the model's size
- * wants. Returns as ddl_image_load (no DDL_EIO). */
+/* ddl_image_decode: the same for an image file's bytes in memory (name names it in messages).
+ * exact 0: resized as above, so the pixels are training's and ddl_image_load's for the same file
+ * (ddl-serve and the PostgreSQL extension decode every image body this way); exact 1: an image
+ * of another size than width x height is refused (DDL_EINVAL, both sizes in err) from its header,
+ * before anything is decoded. Returns as ddl_image_load (no DDL_EIO). */
 int ddl_image_decode(const char *name, const void *bytes, size_t n, int channels, int height, int width, int exact,
                      const ddl_allocator *alloc, uint8_t *out, char *err, size_t err_bytes);
 /* ddl_dataset_load_folder: DIR/CLASS/FILE for every class folder CLASS (sorted by name; its index

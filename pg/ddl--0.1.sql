@@ -2,8 +2,8 @@
 \echo Use "CREATE EXTENSION ddl" to load this file. \quit
 
 -- model: a file name in the directory the superuser set in ddl.model_dir (a ddl checkpoint or an
--- .onnx file); image: the model's input as raw pixels (channels x height x width bytes), or a PNG
--- or JPEG of exactly its size. STRICT: a NULL in gives NULL out. PARALLEL SAFE: a scan of a large
+-- .onnx file); image: the model's input as raw pixels (channels x height x width bytes), or a PNG,
+-- JPEG, PGM or PPM of any size (resized to the model's input as training does). STRICT: a NULL in gives NULL out. PARALLEL SAFE: a scan of a large
 -- table is split across parallel workers, each with its own copy of the model. VOLATILE (the
 -- default): a model file replaced on disk is read again at the next statement.
 

@@ -4,9 +4,10 @@
  * Owns: ddl.model_dir (superusers only), the backend's cache of open predictors (a memory
  * context under TopMemoryContext: a model is loaded at its first use, its file checked once per
  * statement and read again when it changed, at most MAX_MODELS kept), the bytea -> pixels step
- * (raw pixels where they lie, or a PNG or JPEG decoded into the model's buffer), and turning
- * every failure into an SQL error that names what was wrong, and letting PostgreSQL's interrupts
- * (a cancel, statement_timeout, pg_terminate_backend) in between the library's calls of a row
+ * (raw pixels where they lie, or a PNG, JPEG, PGM or PPM of any size decoded and resized into the
+ * model's buffer), and turning every failure into an SQL error that names what was wrong, and
+ * letting PostgreSQL's interrupts (a cancel, statement_timeout, pg_terminate_backend) in between
+ * the library's calls of a row
  * (each of them bounded: an image's decoding by its size, see ddl_image_decode).
  * Must not: open anything but a plain file directly in ddl.model_dir; allocate per row beyond
  * the result it returns (raw pixels are read in place, the predictor allocates nothing per run,
@@ -277,7 +278,8 @@ static model_entry *get_model(text *arg)
 
 /* ---- images ---- */
 
-/* image_format: "PNG" or "JPEG" when the bytes begin with that format's signature, else NULL. */
+/* image_format: "PNG" or "JPEG" when the bytes begin with that format's signature, "PGM" or "PPM"
+ * for a binary PGM or PPM header (P5 or P6 and a blank), else NULL. */
 static const char *image_format(const uint8 *b, size_t n)
 {
     static const uint8 png[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
@@ -286,11 +288,17 @@ static const char *image_format(const uint8 *b, size_t n)
         return "PNG";
     if (n >= 3 && b[0] == 0xff && b[1] == 0xd8 && b[2] == 0xff)
         return "JPEG";
+    if (n >= 3 && b[0] == 'P' && (b[1] == '5' || b[1] == '6') &&
+        (b[2] == ' ' || b[2] == '\n' || b[2] == '\r' || b[2] == '\t'))
+        return b[1] == '5' ? "PGM" : "PPM";
     return NULL;
 }
 
-/* image_pixels: the image as the model's (c, h, w) bytes: raw pixels where they lie, a PNG or
- * JPEG decoded into the model's buffer (its scratch memory in the row's context); or an ERROR. */
+/* image_pixels: the image as the model's (c, h, w) bytes: raw pixels where they lie, or an image
+ * file of any size decoded and resized to the model's input as training does (ddl_image_decode:
+ * the pixels of ddl-train --predict and ddl-serve), into the model's buffer, its scratch memory
+ * in the row's context; or an ERROR. A PNG's or JPEG's signature makes the bytes an image; a
+ * PGM's or PPM's, being plain letters, does so only when they are not the raw pixels' size. */
 static const uint8 *image_pixels(model_entry *e, bytea *img)
 {
     const uint8 *b = (const uint8 *) VARDATA_ANY(img);
@@ -301,14 +309,14 @@ static const uint8 *image_pixels(model_entry *e, bytea *img)
     int rc;
 
     CHECK_FOR_INTERRUPTS();
-    if (!format && n == want)
+    if (n == want && (!format || strcmp(format, "PGM") == 0 || strcmp(format, "PPM") == 0))
         return b;
     if (!format)
         ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-                        errmsg("ddl: an image of %zu bytes, neither PNG nor JPEG; model \"%s\" takes %zu bytes of raw "
-                               "pixels (%d x %d x %d) or a PNG or JPEG of %d x %d", n, e->name, want, e->c, e->h,
-                               e->w, e->w, e->h)));
-    rc = ddl_image_decode(format, b, n, e->c, e->h, e->w, 1, &scratch, e->pixels, err, sizeof err);
+                        errmsg("ddl: an image of %zu bytes, neither PNG, JPEG, PGM nor PPM; model \"%s\" takes %zu "
+                               "bytes of raw pixels (%d x %d x %d) or an image file of any size (resized to %d x %d)",
+                               n, e->name, want, e->c, e->h, e->w, e->w, e->h)));
+    rc = ddl_image_decode(format, b, n, e->c, e->h, e->w, 0, &scratch, e->pixels, err, sizeof err);
     if (rc != DDL_OK)
         ereport(ERROR, (errcode(rc == DDL_ENOMEM ? ERRCODE_OUT_OF_MEMORY
                                 : rc == DDL_EINVAL ? ERRCODE_INVALID_PARAMETER_VALUE

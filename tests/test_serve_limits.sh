@@ -60,7 +60,7 @@ for f in ok split adam7; do
     check "$f.png: 200, the answer of the same pixels as PGM" $?
 done
 r=$(req POST $PREDICT -H 'Content-Type: image/png' --data-binary @"$tmp/bomb.png")
-fast "$r" 400 && grep -q 'compressed image data for a 28x28 image' "$tmp/out"
+fast "$r" 400 && grep -q 'compressed image data for a 28 x 28 PNG' "$tmp/out"
 check "a PNG bomb of $(wc -c < "$tmp/bomb.png") bytes (512 MiB of zeros after the rows): 400 in $r s, saying why" $?
 r=$(req POST $PREDICT -H 'Content-Type: image/png' --data-binary @"$tmp/ztxt.png")
 fast "$r" 400 && grep -q 'compressed text' "$tmp/out"; check "a zTXt bomb: 400 in $r s" $?

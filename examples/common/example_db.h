@@ -12,9 +12,9 @@
  * connection in a transaction of its own: a rank that dies leaves whole batches behind, never
  * part of one. OUT is created when missing (rank 0, before any rank writes): ID of T's ID type,
  * then `class int, probabilities real[]` for a classifier, `mask bytea` (a byte per pixel, row by
- * row) for a segmentation model. Images are raw pixels (bytea of c*h*w bytes) or a PNG or JPEG of
- * the model's size. Names are quoted with PQescapeIdentifier, values passed as parameters. A bad
- * row, a lost connection or an SQL error is one line naming the rank, the row's ID where there is
+ * row) for a segmentation model. Images are raw pixels (bytea of c*h*w bytes) or a PNG, JPEG, PGM
+ * or PPM of any size, resized to the model's input as training does. Names are quoted with
+ * PQescapeIdentifier, values passed as parameters. A bad row, a lost connection or an SQL error is one line naming the rank, the row's ID where there is
  * one, and what was wrong; every rank then exits 1.
  *
  * libpq is optional: the code is compiled with DDL_EXAMPLE_PQ defined (the Makefile defines it,
@@ -207,8 +207,13 @@ static inline int db_pixels(const db_run *r, const char *id, const unsigned char
                             uint8_t *px)
 {
     size_t want = (size_t)c * h * w;
+    /* as the extension's ddl_predict: a PNG's or JPEG's signature makes the bytes an image, a PGM's
+     * or PPM's (plain letters) only when they are not the raw pixels' size; any size, resized */
+    int pnm = n >= 3 && b[0] == 'P' && (b[1] == '5' || b[1] == '6') && (b[2] == ' ' || b[2] == '\n' || b[2] == '\r' ||
+                                                                       b[2] == '\t');
     const char *format = n >= 8 && memcmp(b, "\x89PNG\r\n\x1a\n", 8) == 0          ? "PNG"
                          : n >= 3 && b[0] == 0xff && b[1] == 0xd8 && b[2] == 0xff ? "JPEG"
+                         : pnm && n != want                                       ? (b[1] == '5' ? "PGM" : "PPM")
                                                                                   : NULL;
     char err[DDL_ERR_BYTES], why[DDL_ERR_BYTES + 600];
     if (!format && n == want) {
@@ -216,10 +221,10 @@ static inline int db_pixels(const db_run *r, const char *id, const unsigned char
         return 0;
     }
     if (!format)
-        snprintf(why, sizeof why, "row %s=%s of %s: an image of %zu bytes, neither PNG nor JPEG; the model takes %zu "
-                 "bytes of raw pixels (%d x %d x %d) or a PNG or JPEG of %d x %d", r->o->id, id, r->o->table, n, want,
-                 c, h, w, w, h);
-    else if (ddl_image_decode(format, b, n, c, h, w, 1, NULL, px, err, sizeof err) != DDL_OK)
+        snprintf(why, sizeof why, "row %s=%s of %s: an image of %zu bytes, neither PNG, JPEG, PGM nor PPM; the model "
+                 "takes %zu bytes of raw pixels (%d x %d x %d) or an image file of any size (resized to %d x %d)",
+                 r->o->id, id, r->o->table, n, want, c, h, w, w, h);
+    else if (ddl_image_decode(format, b, n, c, h, w, 0, NULL, px, err, sizeof err) != DDL_OK)
         snprintf(why, sizeof why, "row %s=%s of %s: a %s image of %zu bytes the model cannot take: %s", r->o->id, id,
                  r->o->table, format, n, err);
     else

@@ -1,16 +1,22 @@
 // browser.js - ddl-serve's page in a real browser, for tests/test_serve_browser.sh: Debian's
 // chromium (headless, --no-sandbox as root) driven by playwright-core. It uploads a test image
 // (a PNG made here from the pixels given) and checks that the class shown is the one the API
-// gives for the same pixels, with 10 bars summing to 1; draws a stroke with the mouse and
-// checks a class is shown; takes a screenshot; for the U-Net, asks for a random scene and checks
+// gives for the same pixels, with the top 5 of the 10 classes in order, named as Fashion-MNIST's
+// (the lenet program's checkpoint carries no names); draws a stroke with the mouse and
+// checks a class is shown; takes a screenshot; for the colour model trained on a folder, uploads
+// files of other sizes than its input (a JPEG, a PNG, and a BMP the browser turns into a PNG) and
+// checks each bar shows the checkpoint's class name and the API's probability for the file, bit
+// for bit, then a drawn stroke; for the U-Net, asks for a random scene and checks
 // the mask is shown over it; opens the Training tab and checks the charts have points, the
 // runs' names, a dashed test curve per run with a dot per epoch spread along the step axis, and
 // ticked, titled axes. Prints "PASS: ..." / "FAIL: ..." lines; "skipped: REASON" if chromium cannot start.
-//   node browser.js URL CHROMIUM PIXELS_JSON API_CLASS SCREENSHOT
+//   node browser.js URL CHROMIUM PIXELS_JSON API_CLASS SCREENSHOT COLOUR_JSON
+// COLOUR_JSON: {"model": NAME, "names": [...], "files": [{"path", "mime", "probs": [...]}, ...]},
+// probs being the API's answer for the file (or, for a BMP, for a PNG of its pixels).
 const zlib = require("zlib");
 const fs = require("fs");
 const { chromium } = require("playwright-core");
-const [url, exe, pixelsFile, apiClass, shot] = process.argv.slice(2);
+const [url, exe, pixelsFile, apiClass, shot, colourFile] = process.argv.slice(2);
 
 function crc32(buf) {
   let c, crc = 0xffffffff;
@@ -31,6 +37,9 @@ function png(px, w, h) { // 8-bit greyscale
 }
 
 let fails = 0;
+// bars: the bars the page shows, in order: class index, name, probability (a number), its text
+const bars = (page) => page.$$eval("#bars .bar", (bs) => bs.map((b) => ({ cls: Number(b.dataset.cls),
+  name: b.children[0].textContent, p: Number(b.dataset.p), val: b.children[2].textContent })));
 const result = (ok, what) => { console.log((ok ? "PASS: " : "FAIL: ") + what); if (!ok) fails++; };
 
 (async () => {
@@ -50,11 +59,14 @@ const result = (ok, what) => { console.log((ok ? "PASS: " : "FAIL: ") + what); i
 
   const px = JSON.parse(fs.readFileSync(pixelsFile, "utf8"));
   await page.setInputFiles("#upload", { name: "item.png", mimeType: "image/png", buffer: png(px, 28, 28) });
-  await page.waitForFunction(() => document.querySelectorAll("#bars .bar").length === 10, null, { timeout: 10000 });
+  await page.waitForFunction(() => document.querySelectorAll("#bars .bar").length === 5, null, { timeout: 10000 });
   const shown = await page.$eval("#pred", (e) => e.dataset.cls);
-  const sum = await page.$$eval("#bars .bar", (bs) => bs.reduce((a, b) => a + Number(b.dataset.p), 0));
+  const top = await bars(page);
   result(shown === apiClass, "uploaded image: the page shows class " + shown + ", the API says " + apiClass);
-  result(Math.abs(sum - 1) < 1e-3, "10 bars of probabilities summing to 1 (" + sum.toFixed(4) + ")");
+  const fashion = ["T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot"];
+  result(top.length === 5 && String(top[0].cls) === apiClass && top.every((b, i) => !i || b.p <= top[i - 1].p) &&
+    top.every((b) => b.name === fashion[b.cls]) && top.reduce((a, b) => a + b.p, 0) <= 1 + 1e-6,
+    "the top 5 of 10 classes, most probable first, named as Fashion-MNIST's: " + top.map((b) => b.name + " " + b.val).join(", "));
 
   await page.click("#clear");
   const box = await page.$eval("#draw", (c) => { const r = c.getBoundingClientRect(); return [r.left, r.top]; });
@@ -66,6 +78,33 @@ const result = (ok, what) => { console.log((ok ? "PASS: " : "FAIL: ") + what); i
   result(/^\S.*\(\d+\.\d%\)$/.test(await page.$eval("#pred", (e) => e.textContent)), "a drawn stroke: a class and its probability shown");
   await page.screenshot({ path: shot, fullPage: true });
   result(fs.statSync(shot).size > 1000, "a screenshot (" + shot + ")");
+
+  // the colour model trained on a folder: files of other sizes than its input, and a drawing
+  const colour = JSON.parse(fs.readFileSync(colourFile, "utf8"));
+  await page.selectOption("#model", colour.model);
+  const info = await page.$eval("#model-info", (e) => e.textContent);
+  result(/colour/.test(info) && new RegExp(colour.names.length + " classes").test(info), "colour model: " + info);
+  for (const f of colour.files) {
+    await page.click("#clear");
+    await page.setInputFiles("#upload", { name: f.path.split("/").pop(), mimeType: f.mime, buffer: fs.readFileSync(f.path) });
+    const want = Math.min(5, colour.names.length);
+    await page.waitForFunction((n) => document.querySelectorAll("#bars .bar").length === n || document.querySelector("#err").textContent,
+      want, { timeout: 10000 });
+    const got = await bars(page), err = await page.$eval("#err", (e) => e.textContent);
+    const order = f.probs.map((v, i) => i).sort((a, b) => f.probs[b] - f.probs[a] || a - b).slice(0, want);
+    result(!err && got.length === want && got.every((b, i) => b.cls === order[i] && b.p === f.probs[b.cls] && b.name === colour.names[b.cls]),
+      f.path.split("/").pop() + " (" + f.mime + "): the API's probabilities by the checkpoint's names: " +
+      (err || got.map((b) => b.name + " " + b.val).join(", ")));
+  }
+  await page.click("#clear");
+  await page.mouse.move(box[0] + 60, box[1] + 140);
+  await page.mouse.down();
+  for (let x = 60; x <= 220; x += 20) await page.mouse.move(box[0] + x, box[1] + 140 + (x % 40));
+  await page.mouse.up();
+  await page.waitForFunction(() => document.querySelector("#pred").textContent.includes("%"), null, { timeout: 10000 });
+  const drawn = await page.$eval("#pred", (e) => e.textContent), derr = await page.$eval("#err", (e) => e.textContent);
+  result(!derr && colour.names.some((n) => drawn.startsWith(n + " (")), "colour model, a drawn stroke: " + (derr || drawn));
+  await page.screenshot({ path: shot.replace(/\.png$/, "-colour.png"), fullPage: true });
 
   await page.selectOption("#model", "seg"); // the U-Net: a random held-out scene, segmented
   await page.click("#scene");

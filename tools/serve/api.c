@@ -46,10 +46,10 @@ static void models(sv_reply *rep)
         int v;
         ddl_checkpoint_info in;
         sv_model_state(m, &v, &in);
-        json_array_append_new(list, json_pack("{s:s,s:s,s:i,s:[iii],s:[iii],s:i,s:I}", "name", m->name, "model",
+        json_array_append_new(list, json_pack("{s:s,s:s,s:i,s:[iii],s:[iii],s:i,s:I,s:o}", "name", m->name, "model",
                                               m->kind, "version", v, "input", m->c, m->h, m->w, "output", m->C,
                                               m->oh, m->ow, "max_instances", m->max_inst, "step",
-                                              (json_int_t)in.step));
+                                              (json_int_t)in.step, "class_names", sv_class_names(m)));
     }
     sv_reply_json(rep, 200, json_pack("{s:o,s:b}", "models", list, "training", sv_srv->logdir != NULL));
 }

@@ -4,7 +4,7 @@
  * the arena (SV_ARENA_BYTES; a body that needs more is refused as too complex). The arena is
  * reserved once per thread with mmap and handed back to the kernel above a high-water mark, so
  * resident memory stays bounded. Outside a request (or in another thread) jansson uses malloc.
- * yajl (stream.c) allocates from the same arena. */
+ * yajl (stream.c) and the image decoder (image.c) allocate from the same arena. */
 #include "serve.h"
 
 #include <jansson.h>
@@ -109,3 +109,7 @@ void sv_arena_end(void)
 }
 
 int sv_arena_exhausted(void) { return ta.exhausted; }
+
+void *sv_arena_alloc(size_t n) { return ta.on ? arena_alloc(n) : NULL; }
+
+size_t sv_arena_bytes(void) { return SV_ARENA_BYTES; }

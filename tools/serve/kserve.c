@@ -28,8 +28,9 @@ void sv_v2_model(sv_model *m, sv_reply *rep)
                                       "shape", -1, m->c, m->h, m->w, "outputs", outs));
 }
 
-/* v2_input: inputs[0] of root into s: its shape [n, ...] must hold n instances of m's input, its
- * data n * c*h*w pixels (flat or nested). n, or -1 with rep set. */
+/* v2_input: inputs[0] of root into s: its shape [n, ...] must be n instances of m's input in
+ * (C, H, W) or (H, W, C) (sv_shape_ok decides which), its data n * c*h*w pixels (flat or nested,
+ * in the shape's order). n, or -1 with rep set. */
 static int v2_input(sv_model *m, const json_t *root, sv_slot *s, sv_reply *rep)
 {
     const json_t *inputs = json_object_get(root, "inputs"), *in = NULL;
@@ -59,15 +60,20 @@ static int v2_input(sv_model *m, const json_t *root, sv_slot *s, sv_reply *rep)
         sv_error(rep, 400, "datatype \"%.32s\": expected a number type (UINT8, INT32, FP32, ...)", dt);
         return -1;
     }
-    size_t in_sz = (size_t)m->c * m->h * m->w;
-    long long n = json_integer_value(json_array_get(shape, 0)), per = 1;
-    for (size_t d = 1; d < json_array_size(shape) && d < 6 && per > 0; d++) { /* dims past one input: refused */
-        long long k = json_integer_value(json_array_get(shape, d));
-        per = k >= 1 && k <= (long long)in_sz / per ? per * k : 0; /* [1, 2^32, 2^32] overflowed the product */
+    size_t in_sz = (size_t)m->c * m->h * m->w, per = 1;
+    long long n = json_integer_value(json_array_get(shape, 0));
+    int dims[3] = {0}, depth = (int)json_array_size(shape) - 1, layout = 0;
+    for (int d = 0; d < depth && depth <= 3 && per <= in_sz; d++) { /* no product past in_sz: no overflow */
+        long long k = json_integer_value(json_array_get(shape, (size_t)d + 1));
+        dims[d] = k >= 1 && k <= (long long)in_sz ? (int)k : 0;
+        per *= (size_t)dims[d];
     }
-    if (n < 1 || n > m->max_inst || per != (long long)in_sz || json_array_size(shape) > 5) {
-        sv_error(rep, 400, "shape: expected [n, %d, %d, %d] (or [n, %zu], [n, %d, %d]) with n from 1 to %d", m->c,
-                 m->h, m->w, in_sz, m->h, m->w, m->max_inst);
+    if (depth >= 1 && depth <= 3 && per == in_sz)
+        layout = sv_shape_ok(m, depth, dims, 0, in_sz);
+    if (n < 1 || n > m->max_inst || !layout) {
+        char takes[240];
+        sv_shapes_text(m, "n, ", takes, sizeof takes);
+        sv_error(rep, 400, "shape: model %s takes %s with n from 1 to %d", m->name, takes, m->max_inst);
         return -1;
     }
     char why[300];
@@ -77,6 +83,11 @@ static int v2_input(sv_model *m, const json_t *root, sv_slot *s, sv_reply *rep)
                  (size_t)n * in_sz);
         return -1;
     }
+    for (long long i = 0; layout == SV_HWC && i < n; i++) /* the shape said (H, W, C) */
+        if (sv_to_chw(m, s->pixels + (size_t)i * in_sz) != 0) {
+            sv_error(rep, 413, "no memory left to reorder the pixels of instance %lld", i);
+            return -1;
+        }
     return (int)n;
 }
 
@@ -97,7 +108,7 @@ void sv_v2_infer(sv_model *m, const unsigned char *body, size_t len, sv_reply *r
         json_t *outs = json_array(), *probs = json_array(), *classes = json_array();
         size_t S = (size_t)m->oh * m->ow;
         for (size_t k = 0; !seg && k < (size_t)n * m->C; k++)
-            json_array_append_new(probs, json_real(s->probs[k]));
+            json_array_append_new(probs, json_real(sv_exact(s->probs[k])));
         for (size_t k = 0; k < (size_t)n * S; k++)
             json_array_append_new(classes, json_integer(s->classes[k]));
         if (!seg)
@@ -115,7 +126,7 @@ void sv_v2_infer(sv_model *m, const unsigned char *body, size_t len, sv_reply *r
         json_t *id = json_object_get(root, "id");
         if (json_is_string(id))
             json_object_set(ans, "id", id);
-        sv_reply_json(rep, 200, ans);
+        sv_reply_json_exact(rep, 200, ans);
     }
     sv_release(m, v, s);
     json_decref(root);

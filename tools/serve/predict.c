@@ -4,9 +4,11 @@
  * JSON trees cost no malloc; the slot's buffers hold pixels and outputs, so nothing else is
  * allocated either. Errors are the client's: 400 with what was expected and what was found. */
 #include "serve.h"
+#include "tools/shortest.h"
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* ---- pixels from JSON ---- */
@@ -15,7 +17,7 @@
 
 typedef struct flat {
     uint8_t *dst;
-    size_t n, cap;     /* pixels written; room */
+    size_t n, cap;     /* pixels seen; room (those past it are counted, not written) */
     int dims[MAX_DEPTH], depth;
     int ragged;        /* arrays of one depth differ in length */
     char why[200];
@@ -54,11 +56,9 @@ static int flatten(flat *f, const json_t *a, int depth)
         snprintf(f->why, sizeof f->why, "pixel %zu is %g, expected a number from 0 to 255", f->n, v);
         return -1;
     }
-    if (f->n == f->cap) {
-        snprintf(f->why, sizeof f->why, "more than %zu pixels", f->cap);
-        return -1;
-    }
-    f->dst[f->n++] = (uint8_t)lrint(v);
+    if (f->n < f->cap) /* past it: only counted, so the error can give the shape that came */
+        f->dst[f->n] = (uint8_t)lrint(v);
+    f->n++;
     return 0;
 }
 
@@ -80,16 +80,49 @@ static void shape_text(const flat *f, char *s, size_t n)
         snprintf(s + at, n - at, "]");
 }
 
-/* one_instance: instance i of m from j into dst; its shape must be [c*h*w], [h, w] (c = 1),
- * [c, h, w] or [h, w, c] (c = 1). */
+/* ---- layouts: (C, H, W) or (H, W, C) ---- */
+
+/* sv_shape_ok: which layout an instance of dims is in. (C, H, W) is the model's own order (and
+ * a flat list's); (H, W, C) is numpy's, PIL's and TensorFlow's. Both fit only when C == H == W,
+ * and then (C, H, W) is taken. For a grey model the two orders are the same bytes. */
 int sv_shape_ok(const sv_model *m, int depth, const int *dims, int ragged, size_t n)
 {
     size_t in = (size_t)m->c * m->h * m->w;
     int d0 = depth > 0 ? dims[0] : 0, d1 = depth > 1 ? dims[1] : 0, d2 = depth > 2 ? dims[2] : 0;
-    return !ragged && n == in &&
-           ((depth == 1 && (size_t)d0 == in) || (depth == 2 && m->c == 1 && d0 == m->h && d1 == m->w) ||
-            (depth == 3 && d0 == m->c && d1 == m->h && d2 == m->w) ||
-            (depth == 3 && m->c == 1 && d0 == m->h && d1 == m->w && d2 == 1));
+    if (ragged || n != in)
+        return 0;
+    if ((depth == 1 && (size_t)d0 == in) || (depth == 2 && m->c == 1 && d0 == m->h && d1 == m->w) ||
+        (depth == 3 && d0 == m->c && d1 == m->h && d2 == m->w))
+        return SV_CHW;
+    if (depth == 3 && d0 == m->h && d1 == m->w && d2 == m->c)
+        return m->c == 1 ? SV_CHW : SV_HWC;
+    return 0;
+}
+
+int sv_to_chw(const sv_model *m, uint8_t *px)
+{
+    size_t plane = (size_t)m->h * m->w, in = plane * (size_t)m->c;
+    uint8_t *hwc = sv_arena_alloc(in);
+    if (!hwc)
+        return -1;
+    memcpy(hwc, px, in);
+    for (size_t p = 0; p < plane; p++)
+        for (int c = 0; c < m->c; c++)
+            px[(size_t)c * plane + p] = hwc[p * (size_t)m->c + (size_t)c];
+    return 0;
+}
+
+size_t sv_shapes_text(const sv_model *m, const char *lead, char *s, size_t n)
+{
+    size_t in = (size_t)m->c * m->h * m->w;
+    int k;
+    if (m->c == 1)
+        k = snprintf(s, n, "[%s%d, %d], [%s1, %d, %d], [%s%d, %d, 1] or [%s%zu]", lead, m->h, m->w, lead, m->h, m->w,
+                     lead, m->h, m->w, lead, in);
+    else
+        k = snprintf(s, n, "[%s%d, %d, %d] (C, H, W), [%s%d, %d, %d] (H, W, C) or [%s%zu] (flat, in (C, H, W) order)",
+                     lead, m->c, m->h, m->w, lead, m->h, m->w, m->c, lead, in);
+    return k < 0 ? 0 : (size_t)k;
 }
 
 int sv_instance(const sv_model *m, const json_t *j, int i, uint8_t *dst, char *why, size_t why_bytes)
@@ -100,13 +133,18 @@ int sv_instance(const sv_model *m, const json_t *j, int i, uint8_t *dst, char *w
         snprintf(why, why_bytes, "instance %d: %s", i, f.why);
         return -1;
     }
-    int ok = sv_shape_ok(m, f.depth, f.dims, f.ragged, f.n);
-    if (ok)
+    int layout = sv_shape_ok(m, f.depth, f.dims, f.ragged, f.n);
+    if (layout == SV_HWC && sv_to_chw(m, dst) != 0) {
+        snprintf(why, why_bytes, "instance %d: no memory left to reorder its pixels", i);
+        return -1;
+    }
+    if (layout)
         return 0;
-    char got[64];
+    char got[64], takes[200];
     shape_text(&f, got, sizeof got);
-    snprintf(why, why_bytes, "instance %d: shape %s%s, model %s takes [%zu], [%d, %d], [%d, %d, %d] or [%d, %d, 1] "
-             "pixels", i, f.ragged ? "(ragged) " : "", got, m->name, in, m->h, m->w, m->c, m->h, m->w, m->h, m->w);
+    sv_shapes_text(m, "", takes, sizeof takes);
+    snprintf(why, why_bytes, "instance %d: shape %s%s, model %s takes %s pixels", i, f.ragged ? "(ragged) " : "", got,
+             m->name, takes);
     return -1;
 }
 
@@ -128,64 +166,46 @@ json_t *sv_probs_json(const sv_model *m, const sv_slot *s, int i)
 {
     json_t *a = json_array();
     for (int k = 0; k < m->C; k++)
-        json_array_append_new(a, json_real(s->probs[(size_t)i * m->C + k]));
+        json_array_append_new(a, json_real(sv_exact(s->probs[(size_t)i * m->C + k])));
     return a;
 }
 
-/* put_g6: v (finite, >= 0) as JSON with 6 significant digits, as jansson's
- * JSON_REAL_PRECISION(6) writes it ("%.6g", with ".0" after an integer and the exponent
- * without '+' or leading zeros): "0.0", "0.125", "3.14159e-5". Into d (24 bytes); returns the
- * length. */
-static size_t put_g6(char *d, double v)
+double sv_exact(float f)
 {
-    if (!(v > 0.0)) {
-        memcpy(d, "0.0", 3);
-        return 3;
-    }
-    double x = v;
-    int e = 5; /* decimal exponent of the first of the six digits of x */
-    while (x < 1e5)
-        x *= 10.0, e--;
-    while (x >= 1e6)
-        x /= 10.0, e++;
-    long long m = llround(x);
-    if (m >= 1000000)
-        m /= 10, e++;
-    char dig[6];
-    int nd = 6;
-    for (int k = 5; k >= 0; k--, m /= 10)
-        dig[k] = (char)('0' + m % 10);
-    while (nd > 1 && dig[nd - 1] == '0')
-        nd--;
+    char d[32];
+    if (!isfinite(f))
+        return 0.0; /* a softmax's output is finite; JSON has no other number */
+    shortest_float(f, d, sizeof d);
+    return strtod(d, NULL);
+}
+
+/* put_float: f (finite) as JSON in its shortest form that reads back as the same float32, written
+ * as jansson writes a real ("%.Ng", ".0" after an integer, the exponent without '+' or leading
+ * zeros): "0.0", "0.125", "0.100000001" never ("0.1"), "3.14159e-5". So a client that reads the
+ * number as a float32 (numpy, PyTorch, onnxruntime) gets the predictor's bits. Into d (32
+ * bytes); returns the length. */
+static size_t put_float(char *d, float f)
+{
+    char t[32];
+    if (!isfinite(f))
+        f = 0.0f;
+    shortest_float(f, t, sizeof t);
     size_t n = 0;
-    if (e < -4 || e >= 6) { /* d.ddddde-XX */
-        d[n++] = dig[0];
-        if (nd > 1)
-            d[n++] = '.';
-        for (int k = 1; k < nd; k++)
-            d[n++] = dig[k];
-        n += (size_t)snprintf(d + n, 8, "e%d", e); /* jansson drops the '+' and leading zeros */
-    } else if (e < 0) { /* 0.000ddd */
-        d[n++] = '0', d[n++] = '.';
-        for (int k = -1; k > e; k--)
-            d[n++] = '0';
-        for (int k = 0; k < nd; k++)
-            d[n++] = dig[k];
-    } else { /* ddd.ddd or ddd.0 */
-        for (int k = 0; k <= e; k++)
-            d[n++] = k < nd ? dig[k] : '0';
-        d[n++] = '.';
-        if (nd <= e + 1)
-            d[n++] = '0';
-        for (int k = e + 1; k < nd; k++)
-            d[n++] = dig[k];
+    const char *e = strchr(t, 'e');
+    for (const char *p = t; *p && p != e; p++)
+        d[n++] = *p;
+    if (!e && !memchr(d, '.', n))
+        d[n++] = '.', d[n++] = '0';
+    if (e) { /* e-05 -> e-5, e+22 -> e22 */
+        int x = atoi(e + 1);
+        n += (size_t)snprintf(d + n, 16, "e%d", x);
     }
     return n;
 }
 
 int sv_reply_probs(sv_reply *rep, const sv_model *m, const sv_slot *s, int n)
 {
-    size_t need = 20 + (size_t)n * (3 + (size_t)m->C * 25);
+    size_t need = 20 + (size_t)n * (3 + (size_t)m->C * 33);
     if (sv_reply_reserve(rep, need) != 0) {
         sv_error(rep, 500, "cannot encode the answer (%zu bytes)", need);
         return -1;
@@ -201,7 +221,7 @@ int sv_reply_probs(sv_reply *rep, const sv_model *m, const sv_slot *s, int n)
         for (int k = 0; k < m->C; k++) {
             if (k)
                 d[at++] = ',';
-            at += put_g6(d + at, s->probs[(size_t)i * m->C + k]);
+            at += put_float(d + at, s->probs[(size_t)i * m->C + k]);
         }
         d[at++] = ']';
     }

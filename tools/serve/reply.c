@@ -21,20 +21,25 @@ int sv_reply_reserve(sv_reply *rep, size_t n)
     return 0;
 }
 
-int sv_reply_json(sv_reply *rep, int status, json_t *j)
+static int reply_json(sv_reply *rep, int status, json_t *j, int digits)
 {
-    size_t need = json_dumpb(j, NULL, 0, JSON_COMPACT | JSON_REAL_PRECISION(6));
+    size_t need = json_dumpb(j, NULL, 0, JSON_COMPACT | JSON_REAL_PRECISION(digits));
     if (need == 0 || sv_reply_reserve(rep, need) != 0) {
         json_decref(j);
         sv_error(rep, 500, "cannot encode the answer (%zu bytes)", need);
         return -1;
     }
-    rep->len = json_dumpb(j, rep->body, rep->cap, JSON_COMPACT | JSON_REAL_PRECISION(6));
+    rep->len = json_dumpb(j, rep->body, rep->cap, JSON_COMPACT | JSON_REAL_PRECISION(digits));
     rep->status = status;
     rep->type = "application/json";
     json_decref(j);
     return 0;
 }
+
+int sv_reply_json(sv_reply *rep, int status, json_t *j) { return reply_json(rep, status, j, 6); }
+
+/* 9 digits tell every float32 apart; sv_exact's values print in their shortest form with them */
+int sv_reply_json_exact(sv_reply *rep, int status, json_t *j) { return reply_json(rep, status, j, 9); }
 
 void sv_error(sv_reply *rep, int status, const char *fmt, ...)
 {

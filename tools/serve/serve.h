@@ -13,7 +13,7 @@
  *   arena.c     jansson's and yajl's allocator: a bump arena per thread, reset after each request
  *   stream.c    the fast path of :predict: {"instances": [...]} parsed by events, no tree
  *   metrics.c   counters and latency histograms, Prometheus text
- *   image.c     PNG and PGM bodies to pixels
+ *   image.c     image bodies to pixels, through the library's decoder and resize
  *   training.c  the event files of --logdir as JSON for the Training tab
  *   scenes.c    GET /api/scene/MODEL/N: a scene for the page's segmentation demo
  *   web.c       the page at /, embedded at build time */
@@ -104,6 +104,8 @@ int sv_arena_begin(void);             /* this thread's arena on: 0, or -1 (no me
 void sv_arena_end(void);              /* off and reset */
 int sv_arena_exhausted(void);         /* the last parse ran out of arena */
 void sv_arena_yajl_funcs(yajl_alloc_funcs *f);  /* yajl's allocator: the same arena */
+void *sv_arena_alloc(size_t n);       /* n bytes (16-byte aligned) of this request's arena; NULL: full or off */
+size_t sv_arena_bytes(void);          /* what one request's arena holds at most */
 
 /* ---- metrics ---- */
 void sv_metrics_observe(sv_model *m, int status, uint64_t micros);
@@ -114,9 +116,10 @@ size_t sv_metrics_text(const sv_registry *r, char *out, size_t cap);
 /* The name of a model's one input, in both protocols' metadata and named requests. */
 #define SV_INPUT_NAME "input"
 
-/* sv_image_decode: a PNG, JPEG, PGM (P5, or P2 for grey models) or PPM body of exactly w x h to
- * c x h x w 8-bit pixels (grey, or RGB for c 3) in out (cap bytes). Returns 0, or -1 with why
- * (e.g. "image 100x80, model takes 28x28"). */
+/* sv_image_decode: a PNG, JPEG, PGM (P5 or P2) or PPM body of any size to the model's c x h x w
+ * 8-bit pixels (grey, or RGB for c 3) in out (cap bytes), decoded and resized by the library as
+ * training does (ddl_image_decode), its memory from the request's arena. Returns 0, or -1 with
+ * why (the library's message, e.g. "the body: a damaged PNG file: ..."). */
 int sv_image_decode(const unsigned char *body, size_t n, int c, int w, int h, uint8_t *out, size_t cap,
                     char *why, size_t why_bytes);
 
@@ -130,6 +133,7 @@ void sv_scene(sv_model *m, const char *arg, sv_reply *rep);
 
 /* ---- protocols (tfserving.c, kserve.c) ---- */
 void sv_model_state(sv_model *m, int *number, ddl_checkpoint_info *info);
+json_t *sv_class_names(sv_model *m); /* the checkpoint's class names, or JSON null */
 int sv_is_image(const char *ctype);  /* by its Content-Type only: image/... */
 void sv_tfs_status(sv_model *m, sv_reply *rep);
 void sv_tfs_metadata(sv_model *m, sv_reply *rep);
@@ -190,28 +194,45 @@ void sv_error(sv_reply *rep, int status, const char *fmt, ...);
 #define SV_REPLY_MIN 4096   /* a reply buffer holds at least this */
 /* sv_reply_reserve: room for n bytes in rep->body (the buffer is the connection's). */
 int sv_reply_reserve(sv_reply *rep, size_t n);
-/* sv_reply_json: j (consumed) encoded into rep with status; -1 (rep: a 500) when it cannot be. */
+/* sv_reply_json: j (consumed) encoded into rep with status; -1 (rep: a 500) when it cannot be.
+ * Reals with 6 significant digits; sv_reply_json_exact: with up to 9, for sv_exact's values. */
 int sv_reply_json(sv_reply *rep, int status, json_t *j);
+int sv_reply_json_exact(sv_reply *rep, int status, json_t *j);
 
 /* ---- predict path (predict.c) ---- */
 /* sv_instance: instance i (JSON arrays of pixels) into dst (m's c*h*w bytes); -1 with why. */
 int sv_instance(const sv_model *m, const json_t *j, int i, uint8_t *dst, char *why, size_t why_bytes);
 /* sv_shape_ok: nested arrays of depth, lengths dims (ragged: not all alike) holding n pixels
- * make one instance of m: [c*h*w], [h, w] (c = 1), [c, h, w] or [h, w, 1]. */
+ * make one instance of m: SV_CHW for [c*h*w], [h, w] (c = 1), [c, h, w] or [h, w, 1]; SV_HWC for
+ * [h, w, c] (c > 1, and not also [c, h, w]: C == H == W is taken as (C, H, W)); 0 for none. */
+#define SV_CHW 1
+#define SV_HWC 2
 int sv_shape_ok(const sv_model *m, int depth, const int *dims, int ragged, size_t n);
+/* sv_to_chw: one instance of m's pixels (H, W, C) reordered in place to (C, H, W) (scratch from
+ * the arena); -1 when the arena is full. */
+int sv_to_chw(const sv_model *m, uint8_t *px);
+/* sv_shapes_text: the shapes an instance of m may have, for an error, each with lead before its
+ * dims ("" or "n, "); into s (n bytes), returns the length. */
+size_t sv_shapes_text(const sv_model *m, const char *lead, char *s, size_t n);
 /* sv_stream_instances: a body of exactly {"instances": [...]} that the tree path would accept,
  * parsed without a tree into dst (m->max_inst instances); their count, or 0: declined, parse it
  * with sv_parse (stream.c). */
 int sv_stream_instances(const sv_model *m, const unsigned char *body, size_t n, uint8_t *dst);
-/* sv_pixels: the numbers of j (arrays nested in any way) into dst, at most cap; *n of them. */
+/* sv_pixels: the numbers of j (arrays nested in any way) into dst, at most cap; *n: how many j
+ * holds (those past cap counted, not written). */
 int sv_pixels(const json_t *j, uint8_t *dst, size_t cap, size_t *n, char *why, size_t why_bytes);
 /* sv_run: n instances of s->pixels through s's predictor into s->probs and s->classes. */
 int sv_run(sv_slot *s, const sv_model *m, int n, char *why, size_t why_bytes);
-/* sv_probs_json, sv_mask_json: instance i's probabilities [C], or its mask [H][W] of classes. */
+/* sv_probs_json, sv_mask_json: instance i's probabilities [C] (as sv_exact), or its mask [H][W]
+ * of classes. */
 json_t *sv_probs_json(const sv_model *m, const sv_slot *s, int i);
 json_t *sv_mask_json(const sv_model *m, const sv_slot *s, int i);
+/* sv_exact: a float32 as the double of its shortest decimal that reads back as the same float32
+ * (6 to 9 digits): json_real of it, written by sv_reply_json_exact, is that decimal, so a
+ * client that reads it as float32 gets the predictor's bits ("0.1", not "0.100000001"). */
+double sv_exact(float f);
 /* sv_reply_probs: {"predictions": [[p, ...], ...]} for n instances of a classifier, written
- * straight into rep (the text jansson would give, without building the tree). */
+ * straight into rep (the text jansson would give for sv_exact values, without building the tree). */
 int sv_reply_probs(sv_reply *rep, const sv_model *m, const sv_slot *s, int n);
 
 #endif

@@ -22,6 +22,7 @@ typedef struct stream {
     int seen_key;        /* the object's one key was "instances" */
     int count;           /* instances finished */
     int dims[STREAM_MAX_DEPTH], depth, ragged;
+    unsigned seen;       /* bit d: an array of depth d has closed in this instance (dims[d] is set) */
     int len[STREAM_MAX_DEPTH];   /* elements so far of the open array at each instance depth */
 } stream;
 
@@ -76,7 +77,7 @@ static int on_start_array(void *ctx)
     if (s->level == 2) {     /* a new instance */
         if (s->count == s->m->max_inst)
             return 0;
-        s->n = 0, s->depth = 0, s->ragged = 0;
+        s->n = 0, s->depth = 0, s->ragged = 0, s->seen = 0;
     } else
         s->len[s->level - 3]++;
     s->len[s->level - 2] = 0;
@@ -94,13 +95,16 @@ static int on_end_array(void *ctx)
     if (s->level < 3)
         return 0;
     int d = s->level - 3, len = s->len[d];
-    if (s->depth <= d)
-        s->dims[d] = len, s->depth = d + 1;
+    /* the innermost arrays close first: each depth's first length is its dimension (a check of
+     * depth alone took [28][28]'s rows as ragged, and sent every nested instance to the tree) */
+    if (!(s->seen & 1u << d))
+        s->dims[d] = len, s->seen |= 1u << d, s->depth = d + 1 > s->depth ? d + 1 : s->depth;
     else if (s->dims[d] != len)
         s->ragged = 1;
     s->level--;
     if (s->level == 2) {     /* the instance is complete: the shape rule of the tree path */
-        if (!sv_shape_ok(s->m, s->depth, s->dims, s->ragged, s->n))
+        int layout = sv_shape_ok(s->m, s->depth, s->dims, s->ragged, s->n);
+        if (!layout || (layout == SV_HWC && sv_to_chw(s->m, s->dst + (size_t)s->count * s->in_sz) != 0))
             return 0;
         s->count++;
     }

@@ -1,7 +1,8 @@
 /* tfserving.c - the TensorFlow Serving REST subset clients already speak: GET /v1/models/NAME
  * (version status), GET /v1/models/NAME/metadata (signature, shapes, classes, normalisation)
- * and POST /v1/models/NAME:predict with {"instances": [...]} (or "inputs") or a raw PNG or PGM
- * body, answering {"predictions": [...]}: class probabilities, or a mask of classes per pixel
+ * and POST /v1/models/NAME:predict with {"instances": [...]} (or "inputs"), each instance in
+ * (C, H, W) or (H, W, C) (predict.c decides which), or an image body (PNG, JPEG, PGM, PPM) of any
+ * size, answering {"predictions": [...]}: class probabilities, or a mask of classes per pixel
  * for a segmentation model. SageMaker's POST /invocations is the same predict. */
 #include "serve.h"
 
@@ -17,9 +18,9 @@ void sv_model_state(sv_model *m, int *number, ddl_checkpoint_info *info)
     pthread_mutex_unlock(&m->lock);
 }
 
-/* class_names: the current version's class names (the checkpoint's), or null; copied under the
- * lock, so a reload cannot free them meanwhile. */
-static json_t *class_names(sv_model *m)
+/* sv_class_names: the current version's class names (the checkpoint's), or null; copied under
+ * the lock, so a reload cannot free them meanwhile. */
+json_t *sv_class_names(sv_model *m)
 {
     json_t *a = NULL;
     pthread_mutex_lock(&m->lock);
@@ -84,7 +85,7 @@ void sv_tfs_metadata(sv_model *m, sv_reply *rep)
                                       ver, "metadata", "signature_def", "signature_def", "serving_default", sig,
                                       "ddl", "model", m->kind, "task", seg ? "segmentation" : "classification",
                                       "input", m->c, m->h, m->w, "output", m->C, m->oh, m->ow, "classes", m->C,
-                                      "class_names", class_names(m), "normalisation", normalisation(m, &in),
+                                      "class_names", sv_class_names(m), "normalisation", normalisation(m, &in),
                                       "input_scale", "raw pixels 0..255: the server normalises them",
                                       "max_instances", m->max_inst, "step", (json_int_t)in.step, "version", v));
 }
@@ -169,7 +170,7 @@ void sv_tfs_predict(sv_model *m, const char *ctype, const unsigned char *body, s
     int n = image ? 1 : sv_stream_instances(m, body, len, s->pixels);
     if (image && sv_image_decode(body, len, m->c, m->w, m->h, s->pixels, (size_t)m->max_inst * m->c * m->h * m->w, why,
                                  sizeof why)) {
-        sv_error(rep, 400, "%s", why);
+        sv_error(rep, sv_arena_exhausted() ? 413 : 400, "%s", why);
         n = -1;
     } else if (n == 0) /* declined by the fast path: the tree gives the answer or the error */
         n = (root = sv_parse(body, len, rep)) ? instances(m, root, s, rep) : -1;
@@ -183,7 +184,7 @@ void sv_tfs_predict(sv_model *m, const char *ctype, const unsigned char *body, s
         json_t *preds = json_array();
         for (int i = 0; i < n; i++)
             json_array_append_new(preds, m->oh * m->ow > 1 ? sv_mask_json(m, s, i) : sv_probs_json(m, s, i));
-        sv_reply_json(rep, 200, json_pack("{s:o}", "predictions", preds));
+        sv_reply_json_exact(rep, 200, json_pack("{s:o}", "predictions", preds));
     }
     sv_release(m, v, s);
     json_decref(root);

@@ -3,9 +3,10 @@
  * a folder of files, or a folder of CLASS folders (then the folder name is the truth where it is
  * one of the model's class names, and the accuracy is printed); a single file's class and its
  * probability are printed. The CSV (--out FILE, or - for standard output) has one row per file:
- * file, predicted class name, one probability per class. Runs on rank 0; other ranks return.
+ * file, predicted class name, one probability per class (the float32's shortest exact decimal). Runs on rank 0; other ranks return.
  * With --db (tr_predict_db) every rank scores its share of a PostgreSQL table instead. */
 #include "train.h"
+#include "tools/shortest.h"
 
 #include <dirent.h>
 #include <stdio.h>
@@ -107,8 +108,11 @@ static int write_csv(const char *path, const files *f, const uint16_t *pred, con
     for (int i = 0; i < f->n; i++) {
         fprintf(out, "\"%s\",", f->path[i]);
         names ? fprintf(out, "%s", names[pred[i]]) : fprintf(out, "%d", pred[i]);
-        for (int c = 0; c < k; c++)
-            fprintf(out, ",%.6f", probs[(size_t)i * k + c]);
+        for (int c = 0; c < k; c++) { /* the predictor's bits, as ddl-serve writes them */
+            char p[32];
+            shortest_float(probs[(size_t)i * k + c], p, sizeof p);
+            fprintf(out, ",%s", p);
+        }
         fputc('\n', out);
     }
     return to_stdout ? (fflush(out) != 0 || ferror(out) ? -1 : 0) : fclose(out);
