@@ -57,14 +57,19 @@ def objects(root):
 def graph(root):
     defs, uses = {}, collections.defaultdict(set)
     objs = objects(root)
-    for name, path in objs:
-        out = subprocess.run(["nm", "-g", path], capture_output=True, text=True, check=True).stdout
-        for line in out.splitlines():
-            f = line.split()
-            if len(f) == 3 and f[1] in "TDBRVWC":
-                defs[f[2]] = name
-            elif len(f) == 2 and f[0] == "U":
-                uses[name].add(f[1])
+    by_path = {path: name for name, path in objs}
+    # one nm for every object (-A: each line starts with its file), not one process each
+    out = subprocess.run(["nm", "-g", "-A"] + [path for _, path in objs], capture_output=True, text=True,
+                         check=True).stdout
+    for line in out.splitlines():
+        path, _, rest = line.partition(".o:")
+        name, f = by_path.get(path + ".o"), rest.split()
+        if name is None:
+            continue
+        if len(f) == 3 and f[1] in "TDBRVWC":
+            defs[f[2]] = name
+        elif len(f) == 2 and f[0] == "U":
+            uses[name].add(f[1])
     edges = {name: set() for name, _ in objs}
     for a, syms in uses.items():
         for s in syms:
