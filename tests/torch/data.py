@@ -14,8 +14,10 @@ python3-pil and nothing else, so that tests/test_torch_trains.sh's fixture runs 
       same run of PyTorch in float64): only the steps before PyTorch's float32 loss first leaves its
       own float64 one by more than TOL count (at least the first): past that point PyTorch
       does not agree with itself to TOL, and no float32 run can be held to it (in these networks a
-      float32 rounding grows past 1e-3 within a few steps, in PyTorch as in ddl). Prints both gaps
-      over all the steps.
+      float32 rounding grows past 1e-3 within a few steps, in PyTorch as in ddl); and at such a
+      step, ddl's loss within TOL of PyTorch's float32 one, or within max(TOL, 3 x PyTorch's own
+      gap) of the float64 one (two float32 runs part by more than either from float64 where a
+      step multiplies a rounding). Prints both gaps over all the steps.
   logits WANT.txt REFDIR [TOL]
       ddl's outputs REFDIR/logits.f32 (test_infer --reference) against PyTorch's in WANT.txt (one
       image a line): exit 0 when they are within TOL (1e-4) of each image's largest output.
@@ -144,9 +146,15 @@ def compare(out, logdir, tol, out64=None):
         extra = " float32_vs_float64=%.2g ddl_vs_float64=%.2g conditioned_steps=%d" % (
             max(gap), max(abs(got[s] - w64[s - 1]) / abs(w64[s - 1]) for s in steps_), n)
     worst = int(np.argmax(rel[:n])) if n else 0
-    print("steps=%d loss_first=%.5f/%.5f loss_last=%.5f/%.5f max_rel_diff=%.2g (step %d)%s" %
-          (len(want), got[1], want[0], got[len(want)], want[-1], max(rel[:n] or [0]), worst + 1, extra))
-    return 0 if n >= 1 and max(rel[:n]) <= tol else 1
+    ok = [r <= tol for r in rel[:n]]
+    if out64:  # or as near the float64 run as PyTorch's float32 is, within 3x: where one step
+        # multiplies a rounding 10-100 fold (MobileNet's third and fourth steps), two float32
+        # runs part by more than either parts from float64
+        ok = [o or abs(got[s + 1] - w64[s]) / abs(w64[s]) <= max(tol, 3 * gap[s]) for s, o in enumerate(ok)]
+    print("steps=%d loss_first=%.5f/%.5f loss_last=%.5f/%.5f max_rel_diff=%.2g (step %d)%s%s" %
+          (len(want), got[1], want[0], got[len(want)], want[-1], max(rel[:n] or [0]), worst + 1, extra,
+           "" if all(ok) else " failing_steps=%s" % [i + 1 for i, o in enumerate(ok) if not o]))
+    return 0 if n >= 1 and all(ok) else 1
 
 
 def logits(want_path, ref, tol):
