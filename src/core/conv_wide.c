@@ -129,7 +129,7 @@ static size_t wide_floats(const wide_geo *q)
 
 /* The kernels pay for whole tiles of WIDE_J positions: on small planes most of a tile is padding.
  * ResNet-18's 3x3 convolutions at batch 64, one thread, forward / weight gradient in ms, wide
- * against im2col + gemm (tools/bench/resnet.sh's kernel part): 64 channels at 16x16 9 / 19
+ * against im2col + gemm (a throwaway harness, on a machine shared with builds: read the ratios): 64 channels at 16x16 9 / 19
  * against 18-28 / 49; 128 at 8x8 14-20 / 65-70 against 22-24 / 25-49; 256 at 4x4 27-29 / 183
  * against 17-25 / 24; 512 at 2x2 120-128 / 1157 against 38-48 / 28. So the wide kernels take a
  * plane when at least 3/4 of its tiles' positions are real (8x8 and up), and the weight gradient

@@ -180,6 +180,10 @@ void ddl__saver_close(ddl__saver *s, const ddl_allocator *alloc)
 {
     if (!s)
         return;
+    if (s->thread && ddl__saver_wait(s, NULL, 0) == DDL_ETIMEDOUT) {
+        pthread_detach(s->thread); /* a write stuck on the disk: left to it, never waited for */
+        return;
+    }
     if (s->thread) {
         pthread_mutex_lock(&s->mu);
         s->stop = 1; /* the writer ends its write first */

@@ -254,7 +254,8 @@ int ddl__checkpoint_put(const char *path, const unsigned char *img, size_t len, 
  * the writer's snapshot (made at the first call, *s NULL, and kept), then encoded and written to
  * path by its thread; it first waits for the previous write and returns its failure, if any,
  * instead of saving. wait: until no write is in flight (at most 600 s: DDL_ETIMEDOUT), returning the last
- * write's status once. close: wait, end the thread, free (s may be NULL). */
+ * write's status once. close: wait (at most as long), end the thread, free (s may be NULL); a write
+ * still stuck after that is left to its thread, detached, with its memory. */
 typedef struct ddl__saver ddl__saver;
 int ddl__saver_submit(ddl__saver **s, const ddl_allocator *alloc, const char *path, const ddl__checkpoint_src *src,
                       char *err, size_t err_bytes);
