@@ -145,7 +145,7 @@ INCLUDEDIR ?= $(PREFIX)/include
 
 .PHONY: all lib run test test-only bench deps deps-run fuzz fuzz-build clean install install-lib uninstall FORCE
 all: lib $(PROGS) $(TESTS) $(if $(filter 1,$(HAVE_PG)),pg,$(if $(PG_PGXS),pg-skipped))
-lib: $(BUILD)/libddl.a $(SHLIB_LINKS) $(DIST_FILES)
+lib: $(BUILD)/libddl.a $(if $(filter 0,$(SHARED)),,$(SHLIB_LINKS)) $(DIST_FILES)
 
 $(BUILD)/obj/%.o: %.c $(BUILD)/flags
 	@mkdir -p $(dir $@)

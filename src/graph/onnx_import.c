@@ -303,7 +303,9 @@ static void layer_name(const ddl_graph *g, const tensor *w, char *out)
     ok = ok && strlen(s) < DDL_GRAPH_NAME_BYTES;
     for (int i = 0; ok && i < g->n; i++)
         ok = strcmp(g->layers[i].name, s) != 0;
-    snprintf(out, DDL_GRAPH_NAME_BYTES, "%s", ok ? s : "");
+    if (!ok)
+        s[0] = '\0';
+    memcpy(out, s, strlen(s) + 1); /* shorter than DDL_GRAPH_NAME_BYTES: checked above */
 }
 
 /* shape_of: the per-sample shape layer i resolves to (the graph so far, from the input's size). */
