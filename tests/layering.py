@@ -12,6 +12,10 @@ uses another when it calls or reads a symbol the other defines. Prints one line 
                        not allow (ALLOWED below)
   header FILE -> H     a source includes another folder's private header (each folder's impl.h
                        is its own; core/impl.h, the library's common helpers, is everyone's)
+  floor A (F) -> B (G) an object of src/comm uses one on a floor above its own (FLOORS below,
+                       src/comm/impl.h and docs/DESIGN.md: calls go down; a floor below reaches
+                       membership only through its hook table, a pointer the linker does not see)
+  floor A unplaced     an object of src/comm that FLOORS does not place
 
 Each finding is checked against KNOWN_FILE, the findings the house still has (issue 48 removes
 them): a finding not listed is NEW (the test fails), a listed one no longer found is STALE (the
@@ -36,6 +40,29 @@ ALLOWED = {
     "src/infer": {"src/core", "src/data", "src/graph", "src/observe", "models"},
     "src/train": {"src/core", "src/comm", "src/data", "src/graph", "src/observe", "models"},
 }
+
+# src/comm's floors, from the ground up: a file uses only its own floor and those below
+FLOORS = {
+    "links": ["comm", "transport", "heartbeat"],
+    "collectives": ["ring", "halving", "hier", "collectives", "shards", "compress"],
+    "membership": ["replay", "elastic", "join", "heartbeat_start"],
+    "making": ["create", "create_hier", "env", "slurm", "tfconfig"],
+}
+FLOOR_OF = {"src/comm/" + f: (i, name) for i, (name, fs) in enumerate(FLOORS.items()) for f in fs}
+
+
+def floor_findings(edges):
+    got = set()
+    for a, bs in edges.items():
+        if not a.startswith("src/comm/"):
+            continue
+        if a not in FLOOR_OF:
+            got.add("floor %s unplaced" % a)
+            continue
+        for b in bs:
+            if b in FLOOR_OF and FLOOR_OF[b][0] > FLOOR_OF[a][0]:
+                got.add("floor %s (%s) -> %s (%s)" % (a, FLOOR_OF[a][1], b, FLOOR_OF[b][1]))
+    return got
 
 
 def folder(name):
@@ -131,6 +158,7 @@ def findings(root):
             fa, fb = folder(a), folder(b)
             if fa != fb and fa in ALLOWED and fb not in ALLOWED[fa]:
                 got.add("folder %s -> %s" % (fa, fb))
+    got |= floor_findings(edges)
     for src in sorted(glob.glob("src/**/*.[ch]", recursive=True) + glob.glob("models/*.[ch]") +
                       glob.glob("transports/*.[ch]")):
         own = folder(src[:-2])

@@ -1,7 +1,7 @@
 #!/bin/sh
 # test_layering.sh - the library's layers as its objects and headers show them (tests/layering.py):
 # no cycle of objects beyond one idea's files, no folder using one that docs/DESIGN.md puts above
-# it, no other folder's private header; the findings the house still has are listed in
+# it, no other folder's private header, no call up a floor of src/comm; the findings the house still has are listed in
 # tests/layering_known.txt (issue 48 takes them off), and a new one or a stale line fails. Then
 # the checker itself: a finding left off the list, and a line that no longer holds, each fail.
 # Ends with "N passed, N failed".
@@ -28,5 +28,11 @@ grep -v '^folder src/infer -> src/train$' tests/layering_known.txt > "$tmp/fewer
 { cat tests/layering_known.txt; echo "folder src/core -> src/train"; } > "$tmp/more"
 "$PYTHON" tests/layering.py "$BUILD/obj" "$tmp/more" > "$tmp/o3"; rc=$?
 [ $rc -ne 0 ] && grep -q '^STALE folder src/core -> src/train' "$tmp/o3"; check "a line that no longer holds fails, named" $?
+# src/comm's floors: a call up from the links to membership, and a file no floor holds, are named
+out=$(cd tests && "$PYTHON" -c 'import layering as l
+print(sorted(l.floor_findings({"src/comm/comm": {"src/comm/replay", "src/comm/transport"}, "src/comm/new": set(),
+                               "src/comm/elastic": {"src/comm/ring"}})))')
+[ "$out" = "['floor src/comm/comm (links) -> src/comm/replay (membership)', 'floor src/comm/new unplaced']" ]
+check "a call up a floor of src/comm, and an unplaced file, are named ($out)" $?
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

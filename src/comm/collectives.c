@@ -5,68 +5,20 @@
  * the comm's DDL__SCRATCH_BYTES buffer sized at create time. */
 #include "impl.h"
 
-#include <math.h>
 #include <string.h>
 
 /* Messages up to this many bytes use latency-optimal algorithms (recursive doubling, binomial
  * tree); larger ones the bandwidth-optimal ring / pipelined chain. Must be <= scratch. */
 #define SMALL_BYTES ((size_t)64 << 10)
-/* Largest piece of one exchange in the ring and chain algorithms. */
+/* Largest piece of one exchange in the ring algorithms (ring.c's too). */
 #define PIECE_BYTES DDL__SCRATCH_BYTES
 #define BCAST_PIECE_BYTES ((size_t)256 << 10)
-
-/* ---- element-wise reduction ---- */
-
-/* ddl__reduce: dst[i] = a[i] op b[i] (dst may alias a or b). The order of a and b is fixed by the
- * caller; max propagates NaN from either side. */
-void ddl__reduce(void *dst, const void *a, const void *b, size_t n, int dtype, int op)
-{
-    if (dtype == DDL_FLOAT32) {
-        float *d = dst;
-        const float *x = a, *y = b;
-        if (op == DDL_MAX) {
-            for (size_t i = 0; i < n; i++)
-                d[i] = (x[i] > y[i] || isnan(x[i])) ? x[i] : y[i];
-        } else {
-            for (size_t i = 0; i < n; i++)
-                d[i] = x[i] + y[i];
-        }
-    } else {
-        int64_t *d = dst;
-        const int64_t *x = a, *y = b;
-        if (op == DDL_MAX) {
-            for (size_t i = 0; i < n; i++)
-                d[i] = x[i] > y[i] ? x[i] : y[i];
-        } else { /* wrap around on overflow, without undefined behaviour */
-            for (size_t i = 0; i < n; i++)
-                d[i] = (int64_t)((uint64_t)x[i] + (uint64_t)y[i]);
-        }
-    }
-}
 
 static void finish_mean(float *buf, size_t n, int world)
 {
     float w = (float)world;
     for (size_t i = 0; i < n; i++)
         buf[i] /= w;
-}
-
-int ddl__comm_check_args(ddl_comm *c, const void *buf, size_t count, int dtype, const char *what)
-{
-    if (!c)
-        return DDL_EINVAL;
-    if (c->status != DDL_OK)
-        return c->status;
-    if (ddl__dtype_bytes(dtype) == 0 || (count && !buf)) {
-        snprintf(c->err, sizeof c->err, "%s: dtype %d is not DDL_FLOAT32 or DDL_INT64, or buf is NULL", what,
-                 dtype);
-        return DDL_EINVAL;
-    }
-    if (count > (size_t)1 << 58) {
-        snprintf(c->err, sizeof c->err, "%s: count %zu is too large", what, count);
-        return DDL_EINVAL;
-    }
-    return DDL_OK;
 }
 
 /* ---- allreduce: recursive doubling (small) ----
@@ -152,15 +104,6 @@ static int allreduce_posted(ddl_comm *c, void *buf, size_t count, int dtype, int
  * segment (r - s - 1) from r - 1, piece by piece, so after n - 1 steps it holds segment r + 1
  * fully reduced. All-gather passes the reduced segments around the ring the same way. */
 
-ddl__seg ddl__ring_segment(size_t count, int n, int i)
-{
-    size_t q = count / (size_t)n, m = count % (size_t)n, k = (size_t)i;
-    ddl__seg s = {k * q + (k < m ? k : m), q + (k < m ? 1 : 0)};
-    return s;
-}
-
-static size_t n_pieces(size_t len, size_t per) { return (len + per - 1) / per; }
-
 /* ring_step: send segment sseg to the right, receive segment rseg from the left; with reduce,
  * the received piece is read where the transport holds it (or from scratch) and combined into
  * buf, else it lands straight in buf. */
@@ -168,42 +111,6 @@ static int ring_step(ddl_comm *c, unsigned char *buf, size_t esz, uint32_t s, dd
                      int op, int do_reduce)
 {
     return ddl__ring_exchange(c, buf, buf, esz, s, ss, rs, dtype, op, do_reduce);
-}
-
-int ddl__ring_exchange(ddl_comm *c, const unsigned char *sbuf, unsigned char *buf, size_t esz, uint32_t s, ddl__seg ss,
-                       ddl__seg rs, int dtype, int op, int do_reduce)
-{
-    int n = c->world;
-    return ddl__ring_exchange_with(c, (c->rank + 1) % n, (c->rank + n - 1) % n, sbuf, buf, esz, s, ss, rs, dtype, op,
-                                   do_reduce);
-}
-
-int ddl__ring_exchange_with(ddl_comm *c, int right, int left, const unsigned char *sbuf, unsigned char *buf, size_t esz,
-                            uint32_t s, ddl__seg ss, ddl__seg rs, int dtype, int op, int do_reduce)
-{
-    size_t per = PIECE_BYTES / esz, ps = n_pieces(ss.len, per), pr = n_pieces(rs.len, per);
-    size_t np = ps > pr ? ps : pr;
-    for (size_t j = 0; j < np; j++) {
-        size_t so = j * per, ro = j * per;
-        size_t sl = j < ps ? (ss.len - so < per ? ss.len - so : per) : 0;
-        size_t rl = j < pr ? (rs.len - ro < per ? rs.len - ro : per) : 0;
-        unsigned char *rdst = buf + (rs.off + ro) * esz;
-        uint32_t step = s << 20 | (uint32_t)(j & 0xfffff);
-        const void *in = NULL;
-        int to = j < ps ? right : -1, from = j < pr ? left : -1, st;
-        if (do_reduce)
-            st = ddl__comm_xchg_in(c, to, step, sbuf + (ss.off + so) * esz, sl * esz, from, step, rl * esz, esz,
-                                   c->scratch, &in);
-        else
-            st = ddl__comm_xchg(c, to, step, sbuf + (ss.off + so) * esz, sl * esz, from, step, rdst, rl * esz);
-        if (st != DDL_OK)
-            return st;
-        if (do_reduce == DDL__MINE_FIRST && rl)
-            ddl__reduce(rdst, rdst, in, rl, dtype, op);
-        else if (do_reduce && rl)
-            ddl__reduce(rdst, in, rdst, rl, dtype, op);
-    }
-    return DDL_OK;
 }
 
 static int allreduce_ring(ddl_comm *c, void *buf, size_t count, int dtype, int op)
@@ -339,7 +246,7 @@ static int bcast_chain(ddl_comm *c, unsigned char *buf, size_t bytes, int root)
 {
     int n = c->world, pos = (c->rank - root + n) % n;
     int next = pos < n - 1 ? (c->rank + 1) % n : -1, prev = pos > 0 ? (c->rank + n - 1) % n : -1;
-    size_t np = n_pieces(bytes, BCAST_PIECE_BYTES);
+    size_t np = ddl__n_pieces(bytes, BCAST_PIECE_BYTES);
     /* in round t every rank forwards piece t - 1 (the root: piece t) and receives piece t; the
      * step in a header is its piece number */
     for (size_t t = 0; t <= np; t++) {
@@ -437,27 +344,27 @@ int ddl_comm_allreduce(ddl_comm *c, void *buf, size_t count, int dtype, int op)
 {
     ddl__call k = {DDL__OP_ALLREDUCE, dtype, op, (uint64_t)count, 0, 0};
     size_t bytes = count * ddl__dtype_bytes(dtype);
-    if (ddl__replay_enter(c, &k, buf, bytes))
+    if (ddl__call_enter(c, &k, buf, bytes))
         return DDL_OK;
-    return ddl__replay_leave(c, &k, allreduce(c, buf, count, dtype, op), buf, bytes);
+    return ddl__call_leave(c, &k, allreduce(c, buf, count, dtype, op), buf, bytes);
 }
 
 int ddl_comm_broadcast(ddl_comm *c, void *buf, size_t count, int dtype, int root)
 {
     ddl__call k = {DDL__OP_BROADCAST, dtype, 0, (uint64_t)count, 0, 0}; /* roots are renumbered: not compared */
     size_t bytes = count * ddl__dtype_bytes(dtype);
-    if (ddl__replay_enter(c, &k, buf, bytes))
+    if (ddl__call_enter(c, &k, buf, bytes))
         return DDL_OK;
-    return ddl__replay_leave(c, &k, broadcast(c, buf, count, dtype, root), buf, bytes);
+    return ddl__call_leave(c, &k, broadcast(c, buf, count, dtype, root), buf, bytes);
 }
 
 int ddl_comm_allgather(ddl_comm *c, const void *send, void *recv, size_t count, int dtype)
 {
     ddl__call k = {DDL__OP_ALLGATHER, dtype, 0, (uint64_t)count, 0, 0};
     size_t bytes = (size_t)(c ? c->world : 1) * count * ddl__dtype_bytes(dtype); /* at this world size only */
-    if (ddl__replay_enter(c, &k, recv, bytes))
+    if (ddl__call_enter(c, &k, recv, bytes))
         return DDL_OK;
-    return ddl__replay_leave(c, &k, allgather(c, send, recv, count, dtype), recv, bytes);
+    return ddl__call_leave(c, &k, allgather(c, send, recv, count, dtype), recv, bytes);
 }
 
 int ddl_comm_barrier(ddl_comm *c)
@@ -465,7 +372,7 @@ int ddl_comm_barrier(ddl_comm *c)
     /* never kept (SIZE_MAX: no result to keep): a barrier after a regroup starts a sequence that
      * every rank runs from its beginning (the trainer's state transfer), whatever it missed */
     ddl__call k = {DDL__OP_BARRIER, 0, 0, 0, 0, 0};
-    if (ddl__replay_enter(c, &k, NULL, SIZE_MAX))
+    if (ddl__call_enter(c, &k, NULL, SIZE_MAX))
         return DDL_OK;
-    return ddl__replay_leave(c, &k, barrier(c), NULL, SIZE_MAX);
+    return ddl__call_leave(c, &k, barrier(c), NULL, SIZE_MAX);
 }

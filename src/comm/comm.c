@@ -372,7 +372,7 @@ int ddl__comm_begin(ddl_comm *c, int op, int dtype, int redop, size_t count, int
 {
     if (!c)
         return DDL_EINVAL;
-    if (c->join_pending && ddl__comm_admit(c) != DDL_OK)
+    if (c->join_pending && c->member->admit(c) != DDL_OK)
         return c->status;
     if (c->status != DDL_OK)
         return c->status;
@@ -424,6 +424,16 @@ int ddl__default_transport(ddl_comm_config *cfg, const char *name, const char *w
     return ddl__errf(err, err_bytes, DDL_EINVAL, "%s=%s is not a transport (shm, tcp, zmq, mpi)", why, name);
 }
 
+/* ---- close ---- */
+
+void ddl__comm_close(ddl_comm *c)
+{
+    ddl__hb_stop(&c->hb);
+    ddl__tp_close(c);
+    ddl_allocator a = c->alloc;
+    ddl__free(a.alloc ? &a : NULL, c);
+}
+
 /* ---- getters ---- */
 
 int ddl_comm_rank(const ddl_comm *c) { return c ? c->rank : 0; }
@@ -442,7 +452,7 @@ static int p2p_check(ddl_comm *c, int peer, const void *buf, size_t bytes, const
 {
     if (!c)
         return DDL_EINVAL;
-    if (c->join_pending && ddl__comm_admit(c) != DDL_OK)
+    if (c->join_pending && c->member->admit(c) != DDL_OK)
         return c->status;
     if (c->status != DDL_OK || stalled(c, 0) != DDL_OK)
         return c->status;

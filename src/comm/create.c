@@ -1,8 +1,8 @@
 /* create.c - making and destroying a comm: the configuration checked, one allocation laid out
- * (transport state, scratch, sequence numbers, heartbeat tables), the transport opened, then the
- * heartbeat: each rank's card written (heartbeat.c), the cards exchanged by an allgather
- * (collectives.c), the heartbeat thread started. It sits above the rest of src/comm: nothing
- * calls back into it. */
+ * (transport state, scratch, sequence numbers, heartbeat tables), the elastic comm's membership
+ * (join.c), the transport opened, then the heartbeat (heartbeat_start.c) and the two-level
+ * all-reduce (create_hier.c). It sits above the three floors of src/comm (impl.h): nothing in
+ * them calls back into it. */
 #include "impl.h"
 
 #include <string.h>
@@ -109,18 +109,21 @@ static ddl_comm *comm_alloc(const ddl_comm_config *cfg_in, const ddl_allocator *
     return c;
 }
 
-int ddl__comm_start_heartbeat(ddl_comm *c, const ddl_comm_config *cfg, char *err, size_t err_bytes)
+/* two_levels: the two-level all-reduce where the hosts allow it (create_hier.c plans it), with its
+ * comm of this host's ranks over shared memory, made here as any comm is. */
+static int two_levels(ddl_comm *c, const ddl_comm_config *cfg, char *err, size_t err_bytes)
 {
-    unsigned char *mine = c->hb_cards + (size_t)c->rank * DDL__HB_CARD_BYTES;
-    int st = ddl__hb_card(c, cfg, mine, err, err_bytes);
-    if (st != DDL_OK)
+    ddl_comm_config local;
+    char job[64];
+    int st = ddl__hier_setup(c, cfg, &local, job, err, err_bytes);
+    if (st != DDL_OK || !c->hier)
         return st;
-    st = ddl_comm_allgather(c, mine, c->hb_cards, DDL__HB_CARD_BYTES / 8, DDL_INT64);
-    if (st != DDL_OK) {
-        ddl__hb_stop(&c->hb);
-        return ddl__errf(err, err_bytes, st, "rank %d: exchanging heartbeat addresses: %s", c->rank, c->err);
-    }
-    return ddl__hb_begin(c, c->hb_cards, err, err_bytes);
+    char why[DDL_ERR_BYTES];
+    st = ddl_comm_create(&local, c->alloc.alloc ? &c->alloc : NULL, &c->hier->local, why, sizeof why);
+    if (st != DDL_OK)
+        return ddl__errf(err, err_bytes, st, "rank %d: the two-level all-reduce's shared memory among the %d ranks "
+                         "of its host: %s", c->rank, local.world_size, why);
+    return DDL_OK;
 }
 
 int ddl_comm_create(const ddl_comm_config *cfg_in, const ddl_allocator *alloc, ddl_comm **out, char *err,
@@ -194,7 +197,7 @@ int ddl_comm_create(const ddl_comm_config *cfg_in, const ddl_allocator *alloc, d
         }
         c->seq = 0; /* the cards' allgather is not one of the caller's calls */
     }
-    if (c->tp && (st = ddl__hier_setup(c, &cfg, err, err_bytes)) != DDL_OK) { /* two-level all-reduce */
+    if (c->tp && (st = two_levels(c, &cfg, err, err_bytes)) != DDL_OK) {
         ddl_comm_destroy(c);
         return st;
     }
@@ -207,9 +210,6 @@ void ddl_comm_destroy(ddl_comm *c)
     if (!c)
         return;
     ddl__hier_free(c);
-    ddl__hb_stop(&c->hb);
-    ddl__tp_close(c);
     ddl__elastic_free(c);
-    ddl_allocator a = c->alloc;
-    ddl__free(a.alloc ? &a : NULL, c);
+    ddl__comm_close(c);
 }

@@ -255,6 +255,17 @@ void ddl__elastic_peer_entry(const ddl_comm *c, int s, char *out, size_t bytes)
 
 /* reopen: the transport and the heartbeat again, among the members (slots), in place. addrs: each
  * slot's address (DDL__ELASTIC_ADDR each; addrs[0] 0: the transport needs none); here: slots on this host. */
+void ddl__elastic_job(const ddl_comm *c, int gen, char *out, size_t bytes)
+{
+    char msg[96];
+    unsigned char mac[DDL__SHA256_BYTES];
+    int n = snprintf(msg, sizeof msg, "ddl elastic generation %d %s", gen, c->job_base);
+    ddl__hmac_sha256(c->token, strlen(c->token), msg, (size_t)n < sizeof msg ? (size_t)n : sizeof msg - 1, mac);
+    /* 36 + "~e" + 10 digits + "." + 12 = 61: within 64, and the MAC tells bases cut alike apart */
+    snprintf(out, bytes, "%.36s~e%d.%02x%02x%02x%02x%02x%02x", c->job_base, gen, mac[0], mac[1], mac[2], mac[3], mac[4],
+             mac[5]);
+}
+
 int ddl__elastic_reopen(ddl_comm *c, const unsigned char *members, const char *addrs, const unsigned char *here)
 {
     ddl_comm_config cfg = c->cfg0;

@@ -121,6 +121,15 @@ typedef struct ddl__hb {
     ddl__hb_peer *peers;      /* [world], in the comm's memory */
 } ddl__hb;
 
+/* the two-level all-reduce's tables (hier.c; made by create_hier.c) */
+struct ddl__hier {
+    ddl_comm *local;   /* this host's ranks over shm: world n_local, rank local_rank */
+    int n_hosts, n_local, host, local_rank;
+    int tree;          /* halving.c's order (L and H powers of two, hosts of consecutive ranks) */
+    int *members;      /* [n_local]: this host's ranks, by local rank (in col's memory) */
+    int col[];         /* [n_hosts]: the rank of local rank local_rank on each host, in host order */
+};
+
 struct ddl_comm {
     ddl_allocator alloc;       /* copy of the caller's hooks (zero: malloc/free) */
     const ddl_transport *tp;   /* NULL when world_size is 1 */
@@ -169,7 +178,36 @@ struct ddl_comm {
     int failed_at_step;        /* the last call that failed was a step's all-reduce: a regroup may
                                 * let a joiner in (it joins at a step, where its next call is the same) */
     ddl_regroup join_info;     /* how it was admitted */
+    const struct ddl__member_hooks *member; /* the membership floor's hooks, or NULL (not elastic) */
 };
+
+/* ---- the membership floor's hooks ----
+ * src/comm has three floors, each calling only those below it: links (comm.c, transport.c,
+ * heartbeat.c), collectives (ring.c's primitives; collectives.c, halving.c, hier.c, shards.c,
+ * compress.c) and membership (elastic.c, join.c, replay.c). The two below call up only through
+ * this table, at their few defined points; an elastic comm's is set by ddl__elastic_setup (join.c),
+ * any other comm has none. */
+typedef struct ddl__member_hooks {
+    /* a joiner's first call, before it is numbered (ddl__comm_begin, send, recv): DDL_OK or the
+     * sticky failure */
+    int (*admit)(ddl_comm *c);
+    /* a public collective's start and end (replay.c): ddl__replay_enter's and _leave's contract */
+    int (*enter)(ddl_comm *c, const ddl__call *k, void *out, size_t bytes);
+    int (*leave)(ddl_comm *c, const ddl__call *k, int st, const void *out, size_t bytes);
+} ddl__member_hooks;
+
+/* ddl__call_enter, ddl__call_leave: the collectives floor's two points: a public collective k whose
+ * result is out[bytes] begins (1: it was served from a result this rank missed before a regroup,
+ * return DDL_OK at once) and ends with status st (returned). Every enter that returned 0 has its
+ * leave. Nothing on a comm that is not elastic. */
+static inline int ddl__call_enter(ddl_comm *c, const ddl__call *k, void *out, size_t bytes)
+{
+    return c && c->member ? c->member->enter(c, k, out, bytes) : 0;
+}
+static inline int ddl__call_leave(ddl_comm *c, const ddl__call *k, int st, const void *out, size_t bytes)
+{
+    return c && c->member ? c->member->leave(c, k, st, out, bytes) : st;
+}
 
 /* ddl__replay_enter: at the start of a public collective k whose result is out[bytes]: 1 when
  * it was served from a result this rank missed before a regroup (return DDL_OK at once), else 0.
@@ -181,6 +219,9 @@ int ddl__replay_enter(ddl_comm *c, const ddl__call *k, void *out, size_t bytes);
 int ddl__replay_leave(ddl_comm *c, const ddl__call *k, int st, const void *out, size_t bytes);
 int ddl__replay_share(ddl_comm *c);
 
+/* ddl__comm_close: stop the heartbeat, close the transport, free the comm's memory: all of a
+ * plain comm (ddl_comm_destroy first undoes what the floors above made). */
+void ddl__comm_close(ddl_comm *c);
 /* ddl__comm_begin: start a collective: check the sticky status, number it, remember what it is. */
 int ddl__comm_begin(ddl_comm *c, int op, int dtype, int redop, size_t count, int arg);
 /* ddl__comm_xchg: one step of the call in progress: send (send_buf, send_bytes) to `to` with
@@ -224,7 +265,7 @@ void ddl__hb_halt(ddl__hb *hb);
 void ddl__hb_note_all(ddl__hb *hb, int kind, const unsigned char *body, const unsigned char *only);
 int ddl__hb_poll(ddl__hb *hb, int wait_ms, ddl__hb_note *note);
 
-/* ddl__comm_start_heartbeat: our card, everyone's by an allgather, then the thread (create.c). */
+/* ddl__comm_start_heartbeat: our card, everyone's by an allgather, then the thread (heartbeat_start.c). */
 int ddl__comm_start_heartbeat(ddl_comm *c, const ddl_comm_config *cfg, char *err, size_t err_bytes);
 /* elastic.c and join.c share: a bitmap's bit j; a note's body (ddl__hb_note's layout); slot s's
  * peer list entry; what a decision means for this process; the transport and heartbeat reopened
@@ -253,7 +294,7 @@ void ddl__elastic_free(ddl_comm *c);
 /* ddl__elastic_secret: an elastic comm created without a token, its transport open: rank 0 draws
  * a random secret and sends it to every rank, and it becomes the comm's token (c->token, cfg's and
  * cfg0's), so that the heartbeat's and the join notes' keys are no longer public. Nothing when the
- * comm has a token. DDL_OK, or the failure with err. ddl__elastic_job: the job id of generation
+ * comm has a token. DDL_OK, or the failure with err. ddl__elastic_job (elastic.c): the job id of generation
  * gen into out (64 bytes): the base, "~e" and gen, and an HMAC of them keyed by the token, so that
  * no other user can foresee the name of the next generation's shared-memory segment and take it. */
 int ddl__elastic_secret(ddl_comm *c, ddl_comm_config *cfg, char *err, size_t err_bytes);
@@ -268,13 +309,16 @@ int ddl__comm_stalled(ddl_comm *c);
  * DDL_COMPRESS_FP16; round to nearest even, finite values saturate) and back (compress.c). */
 uint16_t ddl__half_of(int codec, float f);
 float ddl__float_of_half(int codec, uint16_t h);
-/* ddl__ring_segment: segment i of n of count elements in the ring algorithms (the first count % n
- * one element longer): its offset and length. */
+/* ---- the collectives' primitives (ring.c): what every algorithm is written over ----
+ * ddl__ring_segment: segment i of n of count elements in the ring algorithms (the first count % n
+ * one element longer): its offset and length. ddl__n_pieces: how many pieces of per elements
+ * len elements make. */
 typedef struct ddl__seg {
     size_t off, len; /* elements */
 } ddl__seg;
 ddl__seg ddl__ring_segment(size_t count, int n, int i);
-/* ddl__reduce (collectives.c): dst[i] = a[i] op b[i], dst may alias a or b; the order of a and b
+static inline size_t ddl__n_pieces(size_t len, size_t per) { return (len + per - 1) / per; }
+/* ddl__reduce: dst[i] = a[i] op b[i], dst may alias a or b; the order of a and b
  * is the caller's. ddl__ring_exchange: one step s of the ring over the physical ranks: send
  * segment ss of sbuf to the right, receive segment rs from the left into buf (with do_reduce,
  * buf's segment = received + buf's), in pieces of the comm's scratch. */
@@ -289,7 +333,7 @@ enum { DDL__MINE_FIRST = 2 };
 int ddl__ring_exchange_with(ddl_comm *c, int right, int left, const unsigned char *sbuf, unsigned char *buf, size_t esz,
                             uint32_t s, ddl__seg ss, ddl__seg rs, int dtype, int op, int do_reduce);
 /* ddl__comm_check_args: a collective's arguments (what: its name, for the message): DDL_OK, the
- * sticky status, or DDL_EINVAL with the reason in c->err (collectives.c). */
+ * sticky status, or DDL_EINVAL with the reason in c->err. */
 int ddl__comm_check_args(ddl_comm *c, const void *buf, size_t count, int dtype, const char *what);
 /* ddl__dtype_bytes: 4 for float32, 8 for int64, 0 for anything else. */
 size_t ddl__dtype_bytes(int dtype);
@@ -339,12 +383,15 @@ int ddl__halving_allreduce(ddl_comm *c, void *buf, size_t count, int dtype, int 
 
 /* ---- the two-level all-reduce (hier.c) ----
  * ddl__hier_setup: at create, over tcp or zmq with >= 4 ranks, not elastic, algo AUTO or HIER:
- * learn who shares a host (an allgather) and, with >= 2 hosts of the same size >= 2, open this
- * host's shm comm (c->hier). DDL_OK (also when it does not apply), or a failure with err set.
+ * learn who shares a host (an allgather) and, with >= 2 hosts of the same size >= 2, set c->hier
+ * and write the config of this host's shm comm into local (its job id into job, 64 bytes), for
+ * the caller to open into c->hier->local. DDL_OK (c->hier NULL when it does not apply), or a
+ * failure with err set.
  * ddl__hier_free: destroy it (NULL is fine). ddl__hier_fits: an all-reduce of count dtype goes by
  * it. ddl__hier_allreduce: the all-reduce in place (sum_op: DDL_SUM or DDL_MAX), in the call
  * begun on c. */
-int ddl__hier_setup(ddl_comm *c, const ddl_comm_config *cfg, char *err, size_t err_bytes);
+int ddl__hier_setup(ddl_comm *c, const ddl_comm_config *cfg, ddl_comm_config *local, char *job, char *err,
+                    size_t err_bytes);
 void ddl__hier_free(ddl_comm *c);
 int ddl__hier_fits(const ddl_comm *c, size_t count, int dtype);
 int ddl__hier_allreduce(ddl_comm *c, void *buf, size_t count, int dtype, int sum_op);

@@ -13,8 +13,13 @@
 #include <sys/random.h>
 #include <time.h>
 
+/* what the floors below call on an elastic comm (impl.h): a joiner's first call asks the job in,
+ * and every public collective keeps its result for a rank that misses it (replay.c) */
+static const ddl__member_hooks elastic_hooks = {ddl__comm_admit, ddl__replay_enter, ddl__replay_leave};
+
 int ddl__elastic_setup(ddl_comm *c, const ddl_comm_config *cfg, char *err, size_t err_bytes)
 {
+    c->member = &elastic_hooks;
     c->slot = cfg->rank;
     for (int j = 0; j < DDL__ELASTIC_MAX; j++)
         c->slot_of[j] = j;
@@ -68,17 +73,6 @@ int ddl__elastic_secret(ddl_comm *c, ddl_comm_config *cfg, char *err, size_t err
         snprintf(c->token + 2 * i, 3, "%02x", r[i]);
     cfg->token = c->cfg0.token = c->token;
     return DDL_OK;
-}
-
-void ddl__elastic_job(const ddl_comm *c, int gen, char *out, size_t bytes)
-{
-    char msg[96];
-    unsigned char mac[DDL__SHA256_BYTES];
-    int n = snprintf(msg, sizeof msg, "ddl elastic generation %d %s", gen, c->job_base);
-    ddl__hmac_sha256(c->token, strlen(c->token), msg, (size_t)n < sizeof msg ? (size_t)n : sizeof msg - 1, mac);
-    /* 36 + "~e" + 10 digits + "." + 12 = 61: within 64, and the MAC tells bases cut alike apart */
-    snprintf(out, bytes, "%.36s~e%d.%02x%02x%02x%02x%02x%02x", c->job_base, gen, mac[0], mac[1], mac[2], mac[3], mac[4],
-             mac[5]);
 }
 
 /* slot_dest: slot s's heartbeat address (its peer list entry's host, IPv4), 0 if it has one. */

@@ -176,7 +176,7 @@ int ddl_comm_allreduce_shards(ddl_comm *c, float *const *bufs, int first, int n,
     /* counted as a call an elastic comm completed, never kept (replay.c): a rank that missed it
      * takes the trainer leader's state instead */
     ddl__call k = {DDL__OP_ALLREDUCE, DDL_FLOAT32, DDL__REDOP_SHARDS, (uint64_t)count, 0, 0};
-    if (ddl__replay_enter(c, &k, NULL, SIZE_MAX))
+    if (ddl__call_enter(c, &k, NULL, SIZE_MAX))
         return DDL_OK;
     int st = DDL_OK;
     if (c && c->elastic_min) { /* a step's all-reduce: where a joiner comes in (join.c) */
@@ -190,5 +190,5 @@ int ddl_comm_allreduce_shards(ddl_comm *c, float *const *bufs, int first, int n,
         st = allreduce_shards(c, bufs, first, n, total, count);
     if (c && c->elastic_min)
         atomic_store(&c->hb.admitting, 0);
-    return ddl__replay_leave(c, &k, st, NULL, SIZE_MAX);
+    return ddl__call_leave(c, &k, st, NULL, SIZE_MAX);
 }
