@@ -162,8 +162,8 @@ void sv_route(const char *method, const char *url, const char *ctype, const unsi
     else if (is(url, "/v2/health/ready"))
         text(rep, 200, "application/json", "{\"ready\":true}");
     else if (is(url, "/v2"))
-        sv_reply_json(rep, 200, json_pack("{s:s,s:s,s:[]}", "name", "ddl-serve", "version", ddl_version_string(),
-                                          "extensions"));
+        sv_reply_json(rep, 200, json_pack("{s:s,s:s,s:[s]}", "name", "ddl-serve", "version", ddl_version_string(),
+                                          "extensions", "binary_tensor_data"));
     else if (is(url, "/metrics")) {
         if (sv_reply_reserve(rep, 65536) == 0) {
             rep->len = sv_metrics_text(&sv_srv->reg, rep->body, rep->cap);

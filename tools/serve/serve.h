@@ -153,12 +153,27 @@ int sv_http_port(struct MHD_Daemon *d);
 void sv_http_stop(struct MHD_Daemon *d);
 
 /* ---- request handling (api.c) ---- */
+/* sv_answer: a short account of an answer for the inference log: n instances, the first few's
+ * top class and its probability (classifiers; class -1 for a segmentation). */
+#define SV_ANSWER_TOP 4
+typedef struct sv_answer {
+    int n;
+    int top[SV_ANSWER_TOP];
+    float prob[SV_ANSWER_TOP];
+} sv_answer;
+
 struct sv_reply {
     int status;
     const char *type;  /* Content-Type */
     char *body;        /* caller buffer */
     size_t len, cap;
     sv_model *model;   /* for metrics; NULL: none */
+    /* the request's Inference-Header-Content-Length (KServe's binary tensors; NULL: none) */
+    const char *infer_header;
+    size_t binary_header; /* the reply's JSON header length when binary outputs follow it (0: none) */
+    int want_version;     /* the path's /versions/N (0: none: the newest, or the canary's pick) */
+    int version;          /* the version that answered (0: none), named in a header and the log */
+    sv_answer answer;     /* what it answered, for the inference log */
 };
 
 typedef struct sv_server {
@@ -234,5 +249,32 @@ double sv_exact(float f);
 /* sv_reply_probs: {"predictions": [[p, ...], ...]} for n instances of a classifier, written
  * straight into rep (the text jansson would give for sv_exact values, without building the tree). */
 int sv_reply_probs(sv_reply *rep, const sv_model *m, const sv_slot *s, int n);
+
+/* ---- binary tensors (binary.c) ---- */
+/* sv_binary_header: the Inference-Header-Content-Length value (digits only, at most the body's
+ * body_bytes) into *json_bytes; -1 with rep set to a 400 naming it. */
+int sv_binary_header(const char *value, size_t body_bytes, size_t *json_bytes, sv_reply *rep);
+/* sv_binary_locate: where input `which` of inputs finds its binary data among the tail_bytes
+ * after the JSON header (has_header: the request had one): 1 with *off and *size, 0 when it has
+ * none ("data" in the JSON), -1 with rep set: a size that is not a byte count, both "data" and
+ * binary, binary data without the header, sizes past the tail or not adding up to it. */
+int sv_binary_locate(const json_t *inputs, size_t which, size_t tail_bytes, int has_header, size_t *off,
+                     size_t *size, sv_reply *rep);
+/* sv_binary_elem_bytes: bytes of one element of datatype dt (UINT8 .. FP64), 0 for one not taken. */
+size_t sv_binary_elem_bytes(const char *dt);
+/* sv_binary_pixels: count elements of dt, little-endian at src, to pixels in dst as the JSON path
+ * takes them (0..255, rounded as lrint); -1 with why naming the first that is not. */
+int sv_binary_pixels(const char *dt, const unsigned char *src, size_t count, uint8_t *dst, char *why,
+                     size_t why_bytes);
+/* sv_binary_out: an output sent as binary: count float32 (f32) or int32 (of u16: classes) values. */
+typedef struct sv_binary_out {
+    const float *f32;
+    const uint16_t *u16;
+    size_t count;
+} sv_binary_out;
+/* sv_binary_reply: ans (consumed: its binary outputs carry binary_data_size and no data) then the
+ * n_outs outputs' bytes, little-endian, into rep (200, application/octet-stream, binary_header
+ * set); -1 with rep a 500 when it cannot be. */
+int sv_binary_reply(sv_reply *rep, json_t *ans, const sv_binary_out *outs, int n_outs);
 
 #endif
