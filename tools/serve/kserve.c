@@ -10,11 +10,14 @@
 
 void sv_v2_model(sv_model *m, sv_reply *rep)
 {
-    int v, seg = m->oh * m->ow > 1;
-    ddl_checkpoint_info in;
-    char ver[16];
-    sv_model_state(m, &v, &in);
-    snprintf(ver, sizeof ver, "%d", v);
+    int seg = m->oh * m->ow > 1, list[SV_MAX_KEEP + 1], n = sv_versions_list(m, list);
+    json_t *vers = json_array();
+    for (int i = 0; i < n; i++) {
+        char ver[16];
+        snprintf(ver, sizeof ver, "%d", list[i]);
+        if (!rep->want_version || list[i] == rep->want_version) /* the path's version, or every one loaded */
+            json_array_append_new(vers, json_string(ver));
+    }
     json_t *outs = json_array();
     if (!seg)
         json_array_append_new(outs, json_pack("{s:s,s:s,s:[ii]}", "name", "probabilities", "datatype", "FP32",
@@ -23,8 +26,8 @@ void sv_v2_model(sv_model *m, sv_reply *rep)
                                                 "shape", -1, m->oh, m->ow)
                                     : json_pack("{s:s,s:s,s:[i]}", "name", "classes", "datatype", "INT32",
                                                 "shape", -1));
-    sv_reply_json(rep, 200, json_pack("{s:s,s:[s],s:s,s:[{s:s,s:s,s:[iiii]}],s:o}", "name", m->name, "versions",
-                                      ver, "platform", "ddl_c", "inputs", "name", SV_INPUT_NAME, "datatype", "UINT8",
+    sv_reply_json(rep, 200, json_pack("{s:s,s:o,s:s,s:[{s:s,s:s,s:[iiii]}],s:o}", "name", m->name, "versions",
+                                      vers, "platform", "ddl_c", "inputs", "name", SV_INPUT_NAME, "datatype", "UINT8",
                                       "shape", -1, m->c, m->h, m->w, "outputs", outs));
 }
 
@@ -200,15 +203,22 @@ void sv_v2_infer(sv_model *m, const unsigned char *body, size_t len, sv_reply *r
         return;
     }
     sv_slot *s;
-    sv_version *v = sv_acquire(m, &s);
+    sv_version *v = sv_acquire_for(m, rep->want_version, &s);
+    if (!v) {
+        sv_error(rep, 404, "model %s: version %d is no longer served", m->name, rep->want_version);
+        json_decref(root);
+        return;
+    }
     char why[300];
     int n = v2_input(m, root, s, body + json_bytes, len - json_bytes, rep->infer_header != NULL, rep);
     if (n > 0 && sv_run(s, m, n, why, sizeof why)) {
         sv_error(rep, 500, "%s", why);
         n = -1;
     }
-    if (n > 0)
+    if (n > 0) {
+        sv_answered(rep, m, v, s, n);
         v2_answer(m, v, s, n, want, bin, root, rep);
+    }
     sv_release(m, v, s);
     json_decref(root);
 }
