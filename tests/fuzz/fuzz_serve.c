@@ -30,10 +30,12 @@
 #include "tools/serve/predict.c"
 #include "tools/serve/registry.c"
 #include "tools/serve/reply.c"
+#include "tools/serve/reqlog.c"
 #include "tools/serve/scenes.c"
 #include "tools/serve/stream.c"
 #include "tools/serve/tfserving.c"
 #include "tools/serve/training.c"
+#include "tools/serve/versions.c"
 
 #include "fuzz_common.h"
 

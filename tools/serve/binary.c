@@ -95,7 +95,7 @@ size_t sv_binary_elem_bytes(const char *dt)
     return 0;
 }
 
-static uint64_t le(const unsigned char *p, size_t bytes)
+static uint64_t le_bytes(const unsigned char *p, size_t bytes)
 {
     uint64_t v = 0;
     for (size_t b = bytes; b-- > 0;)
@@ -104,22 +104,22 @@ static uint64_t le(const unsigned char *p, size_t bytes)
 }
 
 /* value: element k of type dt at p as a double (exact for every pixel value a model takes). */
-static double value(const char *dt, const unsigned char *p)
+static double elem_value(const char *dt, const unsigned char *p)
 {
     if (strcmp(dt, "FP32") == 0) {
-        uint32_t u = (uint32_t)le(p, 4);
+        uint32_t u = (uint32_t)le_bytes(p, 4);
         float f;
         memcpy(&f, &u, 4);
         return f;
     }
     if (strcmp(dt, "FP64") == 0) {
-        uint64_t u = le(p, 8);
+        uint64_t u = le_bytes(p, 8);
         double d;
         memcpy(&d, &u, 8);
         return d;
     }
     size_t b = sv_binary_elem_bytes(dt);
-    uint64_t u = le(p, b);
+    uint64_t u = le_bytes(p, b);
     if (dt[0] == 'I' && b < 8 && (u >> (8 * b - 1)) & 1) /* sign-extend */
         u |= ~(uint64_t)0 << (8 * b);
     return dt[0] == 'I' ? (double)(int64_t)u : (double)u;
@@ -134,7 +134,7 @@ int sv_binary_pixels(const char *dt, const unsigned char *src, size_t count, uin
         return 0;
     }
     for (size_t k = 0; k < count; k++) {
-        double v = value(dt, src + k * b);
+        double v = elem_value(dt, src + k * b);
         if (!(v >= 0 && v <= 255)) { /* as the JSON path: rounded as lrint rounds, NaN refused */
             snprintf(why, why_bytes, "pixel %zu is %g, expected a number from 0 to 255", k, v);
             return -1;

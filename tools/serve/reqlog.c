@@ -161,6 +161,7 @@ void sv_reqlog_close(void)
 
 /* ---- a request's line ---- */
 
+#undef put /* metrics.c's, where the fuzz target compiles every file as one */
 #define put(...) (at += (size_t)snprintf(line + (at < LINE ? at : LINE), at < LINE ? LINE - at : 0, __VA_ARGS__))
 
 void sv_reqlog_request(const sv_reply *rep, const char *url, const unsigned char *body, size_t n, uint64_t micros)
@@ -222,3 +223,5 @@ size_t sv_reqlog_metrics(char *out, size_t cap)
         (unsigned long long)atomic_load(&lg.failed), (unsigned long long)atomic_load(&lg.rotated));
     return at < cap ? at : cap;
 }
+
+#undef put

@@ -193,7 +193,7 @@ static void insert(sv_model *m, sv_version *v)
     pthread_mutex_unlock(&m->lock);
 }
 
-static int in(const int *a, int n, int v)
+static int listed(const int *a, int n, int v)
 {
     for (int i = 0; i < n; i++)
         if (a[i] == v)
@@ -249,7 +249,7 @@ static int scan(sv_registry *r, sv_model *m, int startup, char *err, size_t err_
         insert(m, nv);
         aspired[n_asp++] = v;
         for (int k = 0; m->n_vers > keep && k < m->n_vers; k++)
-            if (!in(aspired, n_asp, m->vers[k]->number)) { /* the oldest not wanted makes room */
+            if (!listed(aspired, n_asp, m->vers[k]->number)) { /* the oldest not wanted makes room */
                 unload(m, k, "--keep-versions");
                 break;
             }
@@ -258,8 +258,8 @@ static int scan(sv_registry *r, sv_model *m, int startup, char *err, size_t err_
             atomic_fetch_add(&m->reloads, 1);
     }
     for (int k = 0; n_asp > 0 && k < m->n_vers;) /* never the last one: it serves until another loads */
-        if (!in(aspired, n_asp, m->vers[k]->number))
-            unload(m, k, in(s.number, s.n, m->vers[k]->number) ? "--keep-versions" : "its directory is gone");
+        if (!listed(aspired, n_asp, m->vers[k]->number))
+            unload(m, k, listed(s.number, s.n, m->vers[k]->number) ? "--keep-versions" : "its directory is gone");
         else
             k++;
     return n_loaded;
@@ -382,6 +382,7 @@ int sv_registry_canary(sv_registry *r, const char *arg, char *err, size_t err_by
     return 0;
 }
 
+#undef put
 #define put(...) (at += (size_t)snprintf(out + (at < cap ? at : cap), at < cap ? cap - at : 0, __VA_ARGS__))
 
 size_t sv_versions_metrics(const sv_registry *r, char *out, size_t cap)
@@ -407,3 +408,5 @@ size_t sv_versions_metrics(const sv_registry *r, char *out, size_t cap)
     }
     return at < cap ? at : cap;
 }
+
+#undef put
