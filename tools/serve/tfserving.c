@@ -18,13 +18,16 @@ void sv_model_state(sv_model *m, int *number, ddl_checkpoint_info *info)
     pthread_mutex_unlock(&m->lock);
 }
 
-/* sv_class_names: the current version's class names (the checkpoint's), or null; copied under
- * the lock, so a reload cannot free them meanwhile. */
-json_t *sv_class_names(sv_model *m)
+/* class_names: version want's (0: the newest) class names (the checkpoint's), or null; copied
+ * under the lock, so a reload cannot free them meanwhile. */
+static json_t *class_names(sv_model *m, int want)
 {
     json_t *a = NULL;
     pthread_mutex_lock(&m->lock);
-    const char *const *names = ddl_predictor_class_names(m->cur->slots[0].pr);
+    const sv_version *v = m->cur;
+    for (int i = 0; want && i < m->n_vers; i++)
+        v = m->vers[i]->number == want ? m->vers[i] : v;
+    const char *const *names = ddl_predictor_class_names(v->slots[0].pr);
     for (int i = 0; names && i < m->C; i++) {
         a = a ? a : json_array();
         json_array_append_new(a, json_string(names[i]));
@@ -32,6 +35,8 @@ json_t *sv_class_names(sv_model *m)
     pthread_mutex_unlock(&m->lock);
     return a ? a : json_null();
 }
+
+json_t *sv_class_names(sv_model *m) { return class_names(m, 0); }
 
 /* normalisation: what the server does to the pixels: one mean and std, or one per channel. */
 static json_t *normalisation(const sv_model *m, const ddl_checkpoint_info *in)
@@ -113,7 +118,7 @@ void sv_tfs_metadata(sv_model *m, sv_reply *rep)
                                       ver, "metadata", "signature_def", "signature_def", "serving_default", sig,
                                       "ddl", "model", m->kind, "task", seg ? "segmentation" : "classification",
                                       "input", m->c, m->h, m->w, "output", m->C, m->oh, m->ow, "classes", m->C,
-                                      "class_names", sv_class_names(m), "normalisation", normalisation(m, &in),
+                                      "class_names", class_names(m, v), "normalisation", normalisation(m, &in),
                                       "input_scale", "raw pixels 0..255: the server normalises them",
                                       "max_instances", m->max_inst, "step", (json_int_t)in.step, "version", v));
 }
