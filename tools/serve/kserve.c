@@ -3,7 +3,9 @@
  * GET /v2/models/NAME/ready, and POST /v2/models/NAME/infer with
  * {"inputs": [{"name", "shape": [n, ...], "datatype", "data": [...]}]} answering
  * {"model_name", "model_version", "outputs": [...]}: "probabilities" (FP32 [n, C]) and "classes"
- * (INT32 [n] or [n, H, W]). The health routes are in api.c. */
+ * (INT32 [n] or [n, H, W]); an input's data may follow the JSON as binary, and the outputs too
+ * when asked (binary.c checks the lengths). /v2/models/NAME/versions/N reaches version N (api.c
+ * reads N, rep->want_version carries it). The health routes are in api.c. */
 #include "serve.h"
 
 #include <string.h>

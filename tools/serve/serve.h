@@ -10,6 +10,9 @@
  *   predict.c   the predict path the protocols share: pixels in, one pass, JSON out
  *   reply.c     the reply's buffer, JSON answers and {"error": ...}
  *   registry.c  models by name, versions with their predictors, the reload thread
+ *   versions.c  a directory of numbered versions: which are loaded, /versions/N, the canary
+ *   binary.c    KServe's binary tensors: lengths checked, raw values in, outputs out
+ *   reqlog.c    the inference log (--log-requests): a writer thread, a bounded queue, rotation
  *   arena.c     jansson's and yajl's allocator: a bump arena per thread, reset after each request
  *   stream.c    the fast path of :predict: {"instances": [...]} parsed by events, no tree
  *   metrics.c   counters and latency histograms, Prometheus text

@@ -3,7 +3,9 @@
  * and POST /v1/models/NAME:predict with {"instances": [...]} (or "inputs"), each instance in
  * (C, H, W) or (H, W, C) (predict.c decides which), or an image body (PNG, JPEG, PGM, PPM) of any
  * size, answering {"predictions": [...]}: class probabilities, or a mask of classes per pixel
- * for a segmentation model. SageMaker's POST /invocations is the same predict. */
+ * for a segmentation model. SageMaker's POST /invocations is the same predict. Each route takes
+ * /versions/N after the name (rep->want_version: that loaded version; 0: the newest, or the
+ * canary's pick). */
 #include "serve.h"
 
 #include <string.h>
