@@ -10,7 +10,7 @@
 # requests the seeded hash says to the newest version (200 requests); the inference log's lines
 # parse as JSON, name version, input size and CRC-32C, answer and latency, and are moved to
 # FILE.1 by size; a log nobody reads drops lines (counted in /metrics) and holds no request.
-# ddl-test: beside (three small models trained, then requests; no time bounded but a loose 8 s)
+# ddl-test: beside (three small models trained, then requests; no time bounded)
 . "$(dirname "$0")/lib.sh"
 BUILD=${BUILD:-build}
 cd "$(dirname "$0")/.." || exit 1

