@@ -9,7 +9,9 @@
 # DIR refused; paths naming +1, 01, ../1 or 20 digits are 404s; --canary c=30 sends exactly the
 # requests the seeded hash says to the newest version (200 requests); the inference log's lines
 # parse as JSON, name version, input size and CRC-32C, answer and latency, and are moved to
-# FILE.1 by size; a log nobody reads drops lines (counted in /metrics) and holds no request.
+# FILE.1 by size; a log nobody reads drops lines (counted in /metrics) and holds no request; a
+# directory without versions and a --canary that cannot be (a file model, 101%, one version kept)
+# are refused at start, saying why.
 # ddl-test: beside (three small models trained, then requests; no time bounded)
 . "$(dirname "$0")/lib.sh"
 BUILD=${BUILD:-build}
@@ -39,6 +41,21 @@ while read -r word rest; do
     *) echo "$word $rest" ;;
     esac
 done < "$tmp/out"
+# what the command line refuses, saying why, before serving anything
+mkdir -p "$tmp/empty/junk" "$tmp/one/1" && cp "$tmp/m1.ckpt" "$tmp/one/1/model.ckpt"
+refused() { # WANT ARGS...: ddl-serve exits non-zero, its message holding WANT
+    want=$1; shift
+    "$B/ddl-serve" --listen 127.0.0.1:0 "$@" > "$tmp/cli" 2>&1 && return 1
+    grep -qF -- "$want" "$tmp/cli" || { cat "$tmp/cli"; return 1; }
+}
+refused "no version loads (each is DIR/N/model.ckpt" --model e="$tmp/empty"
+check "a directory without versions: refused, saying what it must hold" $?
+refused "that model is one file, not a directory of versions" --model f="$tmp/m1.ckpt" --canary f=10
+check "--canary on a model of one file: refused" $?
+refused "expected NAME=PERCENT (0 to 100)" --model o="$tmp/one" --canary o=101
+check "--canary o=101: refused" $?
+refused "needs --keep-versions 2 or more" --model o="$tmp/one" --keep-versions 1 --canary o=10
+check "--canary with --keep-versions 1: refused" $?
 [ -n "$KEEP" ] && cp -r "$tmp" "$KEEP"
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
