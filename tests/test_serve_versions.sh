@@ -6,7 +6,7 @@
 # --keep-versions 2 drops 1; a corrupt version 4 is refused (logged, shown END in the status)
 # while 3 serves, and loaded once its file is mended; names that are not version numbers (01,
 # 99999999999, junk) are ignored, and a version (a directory or its file) that is a link out of
-# DIR refused; paths naming +1, 01, ../1 or 20 digits are 404s; --canary c=30 sends exactly the
+# DIR refused; paths naming +1, 01, ../1 or 4294967297 are 404s; --canary c=30 sends exactly the
 # requests the seeded hash says to the newest version (200 requests); the inference log's lines
 # parse as JSON, name version, input size and CRC-32C, answer and latency, and are moved to
 # FILE.1 by size; a log nobody reads drops lines (counted in /metrics) and holds no request; a
