@@ -14,12 +14,15 @@
  *   6 the Host header, a NUL, the Origin header (sv_host_check)
  *   7 GET of the path given (up to a NUL or 256 bytes)
  *   8 GET /api/training, the input being the one event file of --logdir
+ *   9 POST /v2/models/m/infer with KServe's binary tensors: two bytes (big-endian) the value of
+ *     Inference-Header-Content-Length, then the body (JSON header and binary data)
  * Every request must get a status from 200 to 599 and, from 400 on, a JSON {"error": ...}; never
  * a crash, a hang, a leak or undefined behaviour. The files of tools/serve/ but main.c, http.c
  * (libmicrohttpd) and web.c (the page) are compiled into this target; the Makefile links it with
  * jansson and yajl. With FUZZ_SEED_DIR set, initialisation writes request bodies there. */
 #include "tools/serve/api.c"
 #include "tools/serve/arena.c"
+#include "tools/serve/binary.c"
 #include "tools/serve/hosts.c"
 #include "tools/serve/image.c"
 #include "tools/serve/kserve.c"
@@ -27,10 +30,12 @@
 #include "tools/serve/predict.c"
 #include "tools/serve/registry.c"
 #include "tools/serve/reply.c"
+#include "tools/serve/reqlog.c"
 #include "tools/serve/scenes.c"
 #include "tools/serve/stream.c"
 #include "tools/serve/tfserving.c"
 #include "tools/serve/training.c"
+#include "tools/serve/versions.c"
 
 #include "fuzz_common.h"
 
@@ -88,9 +93,10 @@ static void check_reply(const sv_reply *rep)
     }
 }
 
-static void request(const char *method, const char *url, const char *ctype, const uint8_t *body, size_t n)
+static void request_h(const char *method, const char *url, const char *ctype, const uint8_t *body, size_t n,
+                      const char *infer_header)
 {
-    sv_reply rep = {0};
+    sv_reply rep = {.infer_header = infer_header};
     if (sv_reply_reserve(&rep, SV_REPLY_MIN) != 0)
         abort();
     char *own = rep.body;
@@ -102,6 +108,11 @@ static void request(const char *method, const char *url, const char *ctype, cons
     free(rep.body == (char *)sv_web_index ? own : rep.body); /* the page is static */
 }
 
+static void request(const char *method, const char *url, const char *ctype, const uint8_t *body, size_t n)
+{
+    request_h(method, url, ctype, body, n, NULL);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1 || size > SV_MAX_BODY)
@@ -109,7 +120,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const uint8_t *b = data + 1;
     size_t n = size - 1;
     char text[300];
-    switch (data[0] % 9) {
+    switch (data[0] % 10) {
     case 0: request("POST", "/v1/models/m:predict", "application/json", b, n); break;
     case 1: request("POST", "/v2/models/m/infer", "application/json", b, n); break;
     case 2: request("POST", "/v1/models/m:predict", "image/png", b, n); break;
@@ -137,6 +148,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         (void)sv_route_takes_body("POST", text);
         break;
     }
+    case 9:
+        if (n >= 2) {
+            snprintf(text, sizeof text, "%u", (unsigned)b[0] << 8 | b[1]);
+            request_h("POST", "/v2/models/m/infer", "application/octet-stream", b + 2, n - 2, text);
+        }
+        break;
     default:
         fuzz_write(event_file, b, n);
         request("GET", "/api/training", NULL, NULL, 0);
@@ -184,6 +201,12 @@ static void write_seeds(const char *dir)
     k = (size_t)snprintf(body, sizeof body, "{\"id\": \"r1\", \"inputs\": [{\"name\": \"input\", \"shape\": [1, 1, "
                          "28, 28], \"datatype\": \"UINT8\", \"data\": [%s]}]}", px);
     seed(dir, "v2-infer", 1, body, k);
+    k = (size_t)snprintf(body + 2, sizeof body - 2, "{\"inputs\": [{\"name\": \"input\", \"shape\": [1, 28, 28, 1], "
+                         "\"datatype\": \"UINT8\", \"parameters\": {\"binary_data_size\": 784}}]}");
+    body[0] = (char)(k >> 8), body[1] = (char)k;
+    for (int i = 0; i < 28 * 28; i++)
+        body[2 + k + (size_t)i] = (char)(i * 37);
+    seed(dir, "v2-binary", 9, body, 2 + k + 28 * 28);
     pixels(px, sizeof px, 16 * 16, 16);
     k = (size_t)snprintf(body, sizeof body, "{\"instances\": [[%s]]}", px);
     seed(dir, "tfs-unet", 4, body, k);

@@ -5,6 +5,7 @@
 #include "serve.h"
 
 #include <string.h>
+#include <time.h>
 
 static int is(const char *a, const char *b) { return strcmp(a, b) == 0; }
 
@@ -107,17 +108,23 @@ static void model_route(int v2, const char *method, const char *rest, const char
     rep->model = m;
     int get = is(method, "GET"), post = is(method, "POST");
     if (strncmp(tail, "/versions/", 10) == 0) { /* TF Serving's and KServe's versioned paths */
-        char *end;
-        long want = strtol(tail + 10, &end, 10);
-        int v;
+        const char *num = tail + 10;
+        size_t k = strcspn(num, "/:");
+        int want = sv_version_number(num, k), v, list[SV_MAX_KEEP + 1], n_list = sv_versions_list(m, list);
         ddl_checkpoint_info in;
-        sv_model_state(m, &v, &in);
-        if (end == tail + 10 || want != v) {
-            sv_error(rep, 404, "model %s: version %.20s is not served (version %d is: the latest file; the "
-                     "version counts reloads)", m->name, tail + 10, v);
+        if (want < 0 || sv_version_state(m, want, &v, &in) != 0) {
+            char served[SV_MAX_KEEP * 12 + 1] = "";
+            for (int i = n_list; i-- > 0;)
+                snprintf(served + strlen(served), sizeof served - strlen(served), "%s%d", i < n_list - 1 ? ", " : "",
+                         list[i]);
+            sv_error(rep, 404, "model %s: version %.*s is not served (version%s %s %s: %s)", m->name,
+                     (int)(k > 20 ? 20 : k), num, n_list > 1 ? "s" : "", served, n_list > 1 ? "are" : "is",
+                     m->is_dir ? "the newest that load of its directory, --keep-versions of them"
+                               : "the latest file; the version counts reloads");
             return;
         }
-        tail = end;
+        rep->want_version = want;
+        tail = num + k;
     }
     if (!v2 && get && is(tail, ""))
         sv_tfs_status(m, rep);
@@ -138,8 +145,24 @@ static void model_route(int v2, const char *method, const char *rest, const char
         sv_error(rep, 404, "no such path for model %s", m->name);
 }
 
+static void route(const char *method, const char *url, const char *ctype, const unsigned char *body, size_t n,
+                  sv_reply *rep);
+
 void sv_route(const char *method, const char *url, const char *ctype, const unsigned char *body, size_t n,
               sv_reply *rep)
+{
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    route(method, url, ctype, body, n, rep);
+    if (rep->model && sv_route_takes_body(method, url)) { /* a predict or infer: the inference log's line */
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        sv_reqlog_request(rep, url, body, n,
+                          (uint64_t)((t1.tv_sec - t0.tv_sec) * 1000000 + (t1.tv_nsec - t0.tv_nsec) / 1000));
+    }
+}
+
+static void route(const char *method, const char *url, const char *ctype, const unsigned char *body, size_t n,
+                  sv_reply *rep)
 {
     int get = is(method, "GET") || is(method, "HEAD");
     rep->model = NULL;
@@ -162,8 +185,8 @@ void sv_route(const char *method, const char *url, const char *ctype, const unsi
     else if (is(url, "/v2/health/ready"))
         text(rep, 200, "application/json", "{\"ready\":true}");
     else if (is(url, "/v2"))
-        sv_reply_json(rep, 200, json_pack("{s:s,s:s,s:[]}", "name", "ddl-serve", "version", ddl_version_string(),
-                                          "extensions"));
+        sv_reply_json(rep, 200, json_pack("{s:s,s:s,s:[s]}", "name", "ddl-serve", "version", ddl_version_string(),
+                                          "extensions", "binary_tensor_data"));
     else if (is(url, "/metrics")) {
         if (sv_reply_reserve(rep, 65536) == 0) {
             rep->len = sv_metrics_text(&sv_srv->reg, rep->body, rep->cap);

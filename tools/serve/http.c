@@ -64,6 +64,12 @@ static enum MHD_Result send_reply(struct MHD_Connection *c, conn *k, sv_reply *r
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, rep->type ? rep->type : "application/json");
     MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
     MHD_add_response_header(r, "Cache-Control", "no-store");
+    char num[24];
+    if (rep->binary_header) /* KServe's binary tensors: the JSON is this long, the outputs follow */
+        snprintf(num, sizeof num, "%zu", rep->binary_header),
+            MHD_add_response_header(r, "Inference-Header-Content-Length", num);
+    if (rep->version) /* the model version that answered */
+        snprintf(num, sizeof num, "%d", rep->version), MHD_add_response_header(r, "X-Model-Version", num);
     if (rep->status == 401)
         MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"ddl-serve\"");
     if (rep->type && strncmp(rep->type, "text/html", 9) == 0) /* the page loads nothing from elsewhere */
@@ -139,6 +145,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         return MHD_NO;
     k->out = rep.body, k->out_cap = rep.cap;
     const char *ctype = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
+    rep.infer_header = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Inference-Header-Content-Length");
     int64_t t = now_us();
     if (sv_arena_begin() != 0)
         sv_error(&rep, 503, "out of memory");

@@ -24,6 +24,15 @@
     "/ping and /invocations, Prometheus /metrics, and a web page at / to try them.\n"                  \
     "  --model NAME=PATH   a ddl checkpoint served as NAME (lenet's, unet's or ddl-train's: any layer\n" \
     "                      graph, classifying or segmenting); reloaded when replaced\n"               \
+    "                      PATH may be a directory of versions, PATH/1/model.ckpt, PATH/2/...: the newest\n" \
+    "                      is served, /versions/N reaches the others kept; new ones are loaded as they come\n" \
+    "  --keep-versions K   versions of a directory kept loaded (default 2)\n"                          \
+    "  --canary NAME=PCT   send PCT% of NAME's requests to its newest version, the rest to the one before\n" \
+    "                      (decided per request by a hash of a counter and --canary-seed S, default 0)\n" \
+    "  --log-requests FILE a JSON line per predict: time, model, version, input size and CRC, answer,\n" \
+    "                      latency; written by a thread of its own (--log-queue N lines wait at most,\n" \
+    "                      default 4096; more are dropped and counted), moved to FILE.1 past\n"       \
+    "                      --log-max-mb M (default 64)\n"                                             \
     "  --listen HOST:PORT  where to listen (default 127.0.0.1:8501, TF Serving's REST port; 0: any free)\n"          \
     "  --logdir DIR        event files of training runs, plotted on the page's Training tab\n"        \
     "  --data DIR          Fashion-MNIST, for the scenes the page offers a U-Net model\n"             \
@@ -120,10 +129,17 @@ static void parse_args(int argc, char **argv, args *a)
                                          {"token", required_argument, NULL, 'X'},
                                          {"insecure", no_argument, NULL, 'N'},
                                          {"allow-host", required_argument, NULL, 'A'},
+                                         {"keep-versions", required_argument, NULL, 'K'},
+                                         {"canary", required_argument, NULL, 'C'},
+                                         {"canary-seed", required_argument, NULL, 'S'},
+                                         {"log-requests", required_argument, NULL, 'R'},
+                                         {"log-max-mb", required_argument, NULL, 'M'},
+                                         {"log-queue", required_argument, NULL, 'Q'},
                                          CLI_HELP_VERSION,
                                          {NULL, 0, NULL, 0}};
     *a = (args){.listen = "127.0.0.1:8501", .threads = 2, .idle_timeout_s = SV_IDLE_TIMEOUT_S};
     server.body_timeout_s = SV_BODY_TIMEOUT_S;
+    server.reg.keep = 2, server.log_max_mb = 64, server.log_queue = 4096;
     cli_start(argv, "ddl-serve");
     for (int c; (c = getopt_long(argc, argv, "h", opts, NULL)) != -1;) {
         switch (c) {
@@ -146,6 +162,16 @@ static void parse_args(int argc, char **argv, args *a)
             server.any_host |= strcmp(optarg, "*") == 0;
             server.allow_hosts[server.n_allow_hosts++] = optarg;
             break;
+        case 'K': server.reg.keep = cli_int("--keep-versions", optarg, 1, SV_MAX_KEEP); break;
+        case 'C':
+            if (server.n_canary == SV_MAX_MODELS)
+                cli_error("at most 16 --canary");
+            server.canary[server.n_canary++] = optarg;
+            break;
+        case 'S': server.reg.canary_seed = (uint64_t)cli_long("--canary-seed", optarg, 0, 0x7fffffffL); break;
+        case 'R': server.log_path = optarg; break;
+        case 'M': server.log_max_mb = cli_float("--log-max-mb", optarg, 0.001, 1 << 20); break;
+        case 'Q': server.log_queue = cli_int("--log-queue", optarg, 1, 1 << 20); break;
         case 'X': cli_error("--token: a token on the command line is seen by every user (ps); use --token-file F "
                             "or DDL_SERVE_TOKEN"); break;
         case 'h': cli_help(USAGE); break;
@@ -188,6 +214,19 @@ int main(int argc, char **argv)
             return 1;
         }
     }
+    char err[DDL_ERR_BYTES + 1024];
+    for (int i = 0; i < server.n_canary; i++)
+        if (sv_registry_canary(&server.reg, server.canary[i], err, sizeof err) != 0) {
+            fprintf(stderr, "ddl-serve: %s\n", err);
+            sv_registry_close(&server.reg);
+            return 2;
+        }
+    if (server.log_path && sv_reqlog_open(server.log_path, (size_t)(server.log_max_mb * 1048576), server.log_queue,
+                                          err, sizeof err) != 0) {
+        fprintf(stderr, "ddl-serve: %s\n", err);
+        sv_registry_close(&server.reg);
+        return 1;
+    }
     struct rlimit rl; /* 1000 idle clients must not starve the rest: as many descriptors as allowed */
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
         rl.rlim_cur = rl.rlim_max;
@@ -214,6 +253,7 @@ int main(int argc, char **argv)
     sigwait(&sigs, &sig);
     fprintf(stderr, "ddl-serve: %s, stopping\n", sig == SIGINT ? "interrupted" : "terminated");
     sv_http_stop(d);
+    sv_reqlog_close();
     sv_registry_close(&server.reg);
     return 0;
 }

@@ -71,5 +71,7 @@ size_t sv_metrics_text(const sv_registry *r, char *out, size_t cap)
         put("ddl_serve_model_reloads_total{model=\"%s\",result=\"loaded\"} %d\n"
             "ddl_serve_model_reloads_total{model=\"%s\",result=\"refused\"} %d\n", r->models[i].name,
             atomic_load(&r->models[i].reloads), r->models[i].name, atomic_load(&r->models[i].refused));
+    at += sv_versions_metrics(r, out + (at < cap ? at : cap), at < cap ? cap - at : 0); /* versions.c */
+    at += sv_reqlog_metrics(out + (at < cap ? at : cap), at < cap ? cap - at : 0);      /* reqlog.c */
     return at < cap ? at : cap;
 }

@@ -4,7 +4,9 @@
  * reload thread, seeing the file replaced (mtime, size or inode changed), loads the new file in
  * the background and makes it current under the model's lock; the old version is freed by the
  * last request that used it. A file that does not load is refused with one log line and the
- * current version keeps serving. Does not know HTTP or JSON. */
+ * current version keeps serving. A model given as a directory of numbered versions keeps several
+ * loaded at once: versions.c scans it, and this file's loads and references serve it as they
+ * serve a file. Does not know HTTP or JSON. */
 #include "serve.h"
 
 #include <errno.h>
@@ -16,7 +18,7 @@
 
 /* ---- versions ---- */
 
-static void version_free(sv_version *v)
+void sv_version_free(sv_version *v)
 {
     if (!v)
         return;
@@ -29,9 +31,7 @@ static void version_free(sv_version *v)
     free(v);
 }
 
-/* version_load: path as a version of n predictors for m (m's shapes are set from the first load,
- * later loads must keep them). NULL with err on failure. */
-static sv_version *version_load(sv_model *m, int n, int number, char *err, size_t err_bytes)
+sv_version *sv_version_load(sv_model *m, const char *path, int n, int number, char *err, size_t err_bytes)
 {
     sv_version *v = calloc(1, sizeof *v);
     if (!v || !(v->slots = calloc((size_t)n, sizeof *v->slots))) {
@@ -41,10 +41,11 @@ static sv_version *version_load(sv_model *m, int n, int number, char *err, size_
     }
     pthread_cond_init(&v->slot_free, NULL);
     v->number = number;
+    snprintf(v->path, sizeof v->path, "%s", path);
     for (int i = 0; i < n; i++, v->n_slots++) {
         sv_slot *s = &v->slots[i];
         ddl_predict_config pc = {.batch = 16};
-        if (ddl_predictor_open(m->path, &pc, NULL, &s->pr, err, err_bytes) != DDL_OK)
+        if (ddl_predictor_open(path, &pc, NULL, &s->pr, err, err_bytes) != DDL_OK)
             break;
         const ddl_model *md = ddl_predictor_model(s->pr);
         const ddl_model_config *mc = ddl_model_get_config(md);
@@ -53,7 +54,7 @@ static sv_version *version_load(sv_model *m, int n, int number, char *err, size_
         if (m->c && (mc->in_c != m->c || mc->in_h != m->h || mc->in_w != m->w || C != m->C || oh != m->oh ||
                      ow != m->ow || strcmp(m->kind, ddl_model_name(md)) != 0)) {
             snprintf(err, err_bytes, "%s: a %s of %dx%dx%d -> %dx%dx%d, the served model is a %s of %dx%dx%d -> "
-                     "%dx%dx%d", m->path, ddl_model_name(md), mc->in_c, mc->in_h, mc->in_w, C, oh, ow, m->kind,
+                     "%dx%dx%d", path, ddl_model_name(md), mc->in_c, mc->in_h, mc->in_w, C, oh, ow, m->kind,
                      m->c, m->h, m->w, m->C, m->oh, m->ow);
             ddl_predictor_close(s->pr);
             s->pr = NULL;
@@ -79,7 +80,7 @@ static sv_version *version_load(sv_model *m, int n, int number, char *err, size_
         v->info = *ddl_predictor_info(s->pr);
     }
     if (v->n_slots < n || !v->slots[n - 1].classes) {
-        version_free(v);
+        sv_version_free(v);
         return NULL;
     }
     ddl_model_norm(ddl_predictor_model(v->slots[0].pr), &m->mean, &m->std);
@@ -88,7 +89,7 @@ static sv_version *version_load(sv_model *m, int n, int number, char *err, size_
 
 /* ---- the file's identity ---- */
 
-static int file_id(const char *path, int64_t *mtime_ns, int64_t *size, int64_t *inode)
+int sv_file_id(const char *path, int64_t *mtime_ns, int64_t *size, int64_t *inode)
 {
     struct stat st;
     if (stat(path, &st) != 0)
@@ -125,11 +126,23 @@ int sv_registry_add(sv_registry *r, const char *arg, char *err, size_t err_bytes
     memset(m, 0, sizeof *m);
     snprintf(m->name, sizeof m->name, "%.*s", (int)(eq - arg), arg);
     snprintf(m->path, sizeof m->path, "%s", eq + 1);
-    file_id(m->path, &m->mtime_ns, &m->size, &m->inode);
-    if (!(m->cur = version_load(m, r->threads, 1, err, err_bytes)))
-        return -1;
-    m->cur->refs = 1;
+    m->canary = -1;
     pthread_mutex_init(&m->lock, NULL);
+    struct stat st;
+    if (stat(m->path, &st) == 0 && S_ISDIR(st.st_mode)) { /* DIR/1/model.ckpt, DIR/2/...: versions.c */
+        if (sv_versions_open(r, m, err, err_bytes) != 0) {
+            pthread_mutex_destroy(&m->lock);
+            return -1;
+        }
+    } else {
+        sv_file_id(m->path, &m->mtime_ns, &m->size, &m->inode);
+        if (!(m->cur = sv_version_load(m, m->path, r->threads, 1, err, err_bytes))) {
+            pthread_mutex_destroy(&m->lock);
+            return -1;
+        }
+        m->cur->refs = 1;
+        m->vers[0] = m->cur, m->n_vers = 1;
+    }
     r->n++;
     return 0;
 }
@@ -142,18 +155,7 @@ sv_model *sv_registry_find(sv_registry *r, const char *name, size_t n)
     return NULL;
 }
 
-sv_version *sv_acquire(sv_model *m, sv_slot **slot)
-{
-    pthread_mutex_lock(&m->lock);
-    sv_version *v = m->cur;
-    v->refs++;
-    while (!v->free_slots)
-        pthread_cond_wait(&v->slot_free, &m->lock);
-    *slot = v->free_slots;
-    v->free_slots = (*slot)->next_free;
-    pthread_mutex_unlock(&m->lock);
-    return v;
-}
+sv_version *sv_acquire(sv_model *m, sv_slot **slot) { return sv_acquire_for(m, 0, slot); }
 
 void sv_release(sv_model *m, sv_version *v, sv_slot *slot)
 {
@@ -164,20 +166,22 @@ void sv_release(sv_model *m, sv_version *v, sv_slot *slot)
     int last = --v->refs == 0;
     pthread_mutex_unlock(&m->lock);
     if (last)
-        version_free(v);
+        sv_version_free(v);
 }
 
 int sv_reload_check(sv_registry *r, sv_model *m)
 {
+    if (m->is_dir)
+        return sv_versions_scan(r, m);
     int64_t t, sz, ino;
-    if (file_id(m->path, &t, &sz, &ino) != 0 || (t == m->mtime_ns && sz == m->size && ino == m->inode))
+    if (sv_file_id(m->path, &t, &sz, &ino) != 0 || (t == m->mtime_ns && sz == m->size && ino == m->inode))
         return 0;
     m->mtime_ns = t, m->size = sz, m->inode = ino; /* this file is tried once */
     char err[DDL_ERR_BYTES + 512];
     pthread_mutex_lock(&m->lock);
     int next = m->cur->number + 1;
     pthread_mutex_unlock(&m->lock);
-    sv_version *v = version_load(m, r->threads, next, err, sizeof err);
+    sv_version *v = sv_version_load(m, m->path, r->threads, next, err, sizeof err);
     if (!v) {
         atomic_fetch_add(&m->refused, 1);
         fprintf(stderr, "ddl-serve: model %s: new file refused, version %d keeps serving: %s\n", m->name, next - 1,
@@ -187,11 +191,11 @@ int sv_reload_check(sv_registry *r, sv_model *m)
     v->refs = 1;
     pthread_mutex_lock(&m->lock);
     sv_version *old = m->cur;
-    m->cur = v;
+    m->cur = m->vers[0] = v;
     int last = --old->refs == 0;
     pthread_mutex_unlock(&m->lock);
     if (last)
-        version_free(old);
+        sv_version_free(old);
     atomic_fetch_add(&m->reloads, 1);
     fprintf(stderr, "ddl-serve: model %s: version %d loaded from %s (step %lld)\n", m->name, v->number, m->path,
             (long long)v->info.step);
@@ -223,7 +227,8 @@ void sv_registry_close(sv_registry *r)
     if (r->watching)
         pthread_join(r->watcher, NULL);
     for (int i = 0; i < r->n; i++) {
-        version_free(r->models[i].cur);
+        for (int k = 0; k < r->models[i].n_vers; k++)
+            sv_version_free(r->models[i].vers[k]);
         pthread_mutex_destroy(&r->models[i].lock);
     }
     r->n = 0;

@@ -10,6 +10,9 @@
  *   predict.c   the predict path the protocols share: pixels in, one pass, JSON out
  *   reply.c     the reply's buffer, JSON answers and {"error": ...}
  *   registry.c  models by name, versions with their predictors, the reload thread
+ *   versions.c  a directory of numbered versions: which are loaded, /versions/N, the canary
+ *   binary.c    KServe's binary tensors: lengths checked, raw values in, outputs out
+ *   reqlog.c    the inference log (--log-requests): a writer thread, a bounded queue, rotation
  *   arena.c     jansson's and yajl's allocator: a bump arena per thread, reset after each request
  *   stream.c    the fast path of :predict: {"instances": [...]} parsed by events, no tree
  *   metrics.c   counters and latency histograms, Prometheus text
@@ -56,7 +59,19 @@ typedef struct sv_version {
     int n_slots;
     ddl_checkpoint_info info;
     pthread_cond_t slot_free;
+    char path[1100];   /* the file it was loaded from */
+    _Atomic uint64_t n_answered; /* requests it answered (200) */
 } sv_version;
+
+#define SV_MAX_KEEP 16       /* versions of a directory kept loaded at most (--keep-versions) */
+#define SV_MAX_REFUSED 16    /* refused versions remembered, not tried again until their file changes */
+#define SV_MAX_VERSION 999999999 /* version numbers: 1 to this, decimal, no sign, no leading zero */
+
+/* sv_refused: a version whose file did not load (or may not be loaded), as its file was then. */
+typedef struct sv_refused {
+    int number;
+    int64_t mtime_ns, size, inode;
+} sv_refused;
 
 typedef struct sv_model {
     char name[64];
@@ -76,6 +91,20 @@ typedef struct sv_model {
     _Atomic uint64_t hist[16];          /* latency buckets of metrics.c */
     _Atomic uint64_t sum_us;
     _Atomic int reloads, refused;
+    /* a directory of numbered versions (versions.c): path is DIR, each version DIR/N/model.ckpt */
+    int is_dir;
+    char real[1024];   /* DIR with every symbolic link resolved: no version is read from outside it */
+    sv_version *vers[SV_MAX_KEEP + 1]; /* loaded, oldest first, each holding a reference; the last is cur
+                                        * (one more than kept while a new one takes an old one's place) */
+    int n_vers;
+    sv_refused refused_v[SV_MAX_REFUSED];
+    int n_refused_v;
+    char refused_why[300]; /* the last refusal, for the status route */
+    int refused_number;
+    uint64_t ignored_sum;  /* the names in DIR that are not versions, as last logged */
+    int canary;            /* percent of unversioned requests to the newest version; -1: no canary */
+    uint64_t canary_n;     /* requests the canary decided (under lock) */
+    uint64_t canary_seed;
 } sv_model;
 
 typedef struct sv_registry {
@@ -86,6 +115,8 @@ typedef struct sv_registry {
     int period_ms;     /* how often the reload thread looks at the files */
     _Atomic int stop;
     int watching;
+    int keep;              /* versions of a directory kept loaded (--keep-versions) */
+    uint64_t canary_seed;  /* --canary-seed */
 } sv_registry;
 
 int sv_registry_add(sv_registry *r, const char *name_eq_path, char *err, size_t err_bytes);
@@ -97,6 +128,53 @@ int sv_reload_check(sv_registry *r, sv_model *m);
 /* acquire a predictor of the current version (waits for one); release gives it back. */
 sv_version *sv_acquire(sv_model *m, sv_slot **slot);
 void sv_release(sv_model *m, sv_version *v, sv_slot *slot);
+
+/* sv_version_load, sv_version_free (registry.c): path loaded as version `number` of m, n
+ * predictors (m's shapes set by the first load, kept by the later ones); NULL with err. */
+sv_version *sv_version_load(sv_model *m, const char *path, int n, int number, char *err, size_t err_bytes);
+void sv_version_free(sv_version *v);
+/* sv_file_id: path's modification time, size and inode; -1 when it cannot be read. */
+int sv_file_id(const char *path, int64_t *mtime_ns, int64_t *size, int64_t *inode);
+
+/* ---- versions (versions.c) ---- */
+/* sv_version_number: s (n bytes) as a version number: 1 to SV_MAX_VERSION in decimal, without
+ * sign, space or leading zero; -1 for anything else ("../x", "01", "+1", 20 digits). */
+int sv_version_number(const char *s, size_t n);
+/* sv_versions_open: m->path is a directory: load its newest r->keep versions; -1 with err when
+ * none loads. */
+int sv_versions_open(sv_registry *r, sv_model *m, char *err, size_t err_bytes);
+/* sv_versions_scan: look at m's directory again: load versions that appeared (the newest
+ * r->keep that are not refused), drop those past keep or gone. 1 when a version was loaded. */
+int sv_versions_scan(sv_registry *r, sv_model *m);
+/* sv_acquire_for: a predictor of version want of m (0: the newest, or the canary's pick), or
+ * NULL when want is not loaded. sv_acquire(m, slot) is sv_acquire_for(m, 0, slot). */
+sv_version *sv_acquire_for(sv_model *m, int want, sv_slot **slot);
+/* sv_version_state: version want's (0: the newest) number and checkpoint info; -1: not loaded. */
+int sv_version_state(sv_model *m, int want, int *number, ddl_checkpoint_info *info);
+/* sv_versions_list: the loaded version numbers of m, oldest first, into out (SV_MAX_KEEP); count. */
+int sv_versions_list(sv_model *m, int *out);
+/* sv_canary_newest: the canary's pick for request number k (0, 1, ...) under seed: 1 for the
+ * newest version, 0 for the one before; splitmix64(seed + (k + 1) * golden) % 100 < percent. */
+int sv_canary_newest(uint64_t seed, uint64_t k, int percent);
+/* sv_registry_canary: --canary NAME=PERCENT for a directory model of r; -1 with err. */
+int sv_registry_canary(sv_registry *r, const char *arg, char *err, size_t err_bytes);
+/* sv_versions_metrics: the versions served and the requests each answered, Prometheus text. */
+size_t sv_versions_metrics(const sv_registry *r, char *out, size_t cap);
+
+/* ---- the inference log (reqlog.c) ---- */
+/* sv_reqlog_open: --log-requests path: a writer thread and a queue of queue_lines lines; the file
+ * is moved to path.1 when the next line would take it past max_bytes. -1 with err. */
+int sv_reqlog_open(const char *path, size_t max_bytes, int queue_lines, char *err, size_t err_bytes);
+/* sv_reqlog_request: one line for a request to model m (url, its body of n bytes) answered in
+ * micros: queued for the writer, or dropped (counted) when the queue is full. Never blocks on
+ * the file. No-op without --log-requests. */
+void sv_reqlog_request(const sv_reply *rep, const char *url, const unsigned char *body, size_t n, uint64_t micros);
+/* sv_reqlog_close: write what is queued (waiting at most 2 s for the file) and stop the writer. */
+void sv_reqlog_close(void);
+size_t sv_reqlog_metrics(char *out, size_t cap);
+/* sv_answered: the request of rep was answered by version v with the n instances of slot s:
+ * counted for v, named in the reply (X-Model-Version) and noted for the log. */
+void sv_answered(sv_reply *rep, const sv_model *m, sv_version *v, const sv_slot *s, int n);
 
 /* ---- arena (jansson's allocator) ---- */
 void sv_arena_install(void);          /* before any thread: json_set_alloc_funcs */
@@ -153,12 +231,27 @@ int sv_http_port(struct MHD_Daemon *d);
 void sv_http_stop(struct MHD_Daemon *d);
 
 /* ---- request handling (api.c) ---- */
+/* sv_answer: a short account of an answer for the inference log: n instances, the first few's
+ * top class and its probability (classifiers; class -1 for a segmentation). */
+#define SV_ANSWER_TOP 4
+typedef struct sv_answer {
+    int n;
+    int top[SV_ANSWER_TOP];
+    float prob[SV_ANSWER_TOP];
+} sv_answer;
+
 struct sv_reply {
     int status;
     const char *type;  /* Content-Type */
     char *body;        /* caller buffer */
     size_t len, cap;
     sv_model *model;   /* for metrics; NULL: none */
+    /* the request's Inference-Header-Content-Length (KServe's binary tensors; NULL: none) */
+    const char *infer_header;
+    size_t binary_header; /* the reply's JSON header length when binary outputs follow it (0: none) */
+    int want_version;     /* the path's /versions/N (0: none: the newest, or the canary's pick) */
+    int version;          /* the version that answered (0: none), named in a header and the log */
+    sv_answer answer;     /* what it answered, for the inference log */
 };
 
 typedef struct sv_server {
@@ -171,6 +264,12 @@ typedef struct sv_server {
     const char *allow_hosts[16];  /* --allow-host: more names for Host and Origin */
     int n_allow_hosts, any_host;  /* any_host: --allow-host '*', no Host or Origin check */
     _Atomic uint64_t other_req[6];
+    /* --canary NAME=PERCENT ... (applied once the models are loaded), the inference log */
+    const char *canary[SV_MAX_MODELS];
+    int n_canary;
+    const char *log_path;  /* --log-requests FILE (NULL: none) */
+    double log_max_mb;     /* --log-max-mb */
+    int log_queue;         /* --log-queue: lines waiting for the writer at most */
 } sv_server;
 
 extern sv_server *sv_srv;   /* the one server of this process (set by main) */
@@ -234,5 +333,32 @@ double sv_exact(float f);
 /* sv_reply_probs: {"predictions": [[p, ...], ...]} for n instances of a classifier, written
  * straight into rep (the text jansson would give for sv_exact values, without building the tree). */
 int sv_reply_probs(sv_reply *rep, const sv_model *m, const sv_slot *s, int n);
+
+/* ---- binary tensors (binary.c) ---- */
+/* sv_binary_header: the Inference-Header-Content-Length value (digits only, at most the body's
+ * body_bytes) into *json_bytes; -1 with rep set to a 400 naming it. */
+int sv_binary_header(const char *value, size_t body_bytes, size_t *json_bytes, sv_reply *rep);
+/* sv_binary_locate: where input `which` of inputs finds its binary data among the tail_bytes
+ * after the JSON header (has_header: the request had one): 1 with *off and *size, 0 when it has
+ * none ("data" in the JSON), -1 with rep set: a size that is not a byte count, both "data" and
+ * binary, binary data without the header, sizes past the tail or not adding up to it. */
+int sv_binary_locate(const json_t *inputs, size_t which, size_t tail_bytes, int has_header, size_t *off,
+                     size_t *size, sv_reply *rep);
+/* sv_binary_elem_bytes: bytes of one element of datatype dt (UINT8 .. FP64), 0 for one not taken. */
+size_t sv_binary_elem_bytes(const char *dt);
+/* sv_binary_pixels: count elements of dt, little-endian at src, to pixels in dst as the JSON path
+ * takes them (0..255, rounded as lrint); -1 with why naming the first that is not. */
+int sv_binary_pixels(const char *dt, const unsigned char *src, size_t count, uint8_t *dst, char *why,
+                     size_t why_bytes);
+/* sv_binary_out: an output sent as binary: count float32 (f32) or int32 (of u16: classes) values. */
+typedef struct sv_binary_out {
+    const float *f32;
+    const uint16_t *u16;
+    size_t count;
+} sv_binary_out;
+/* sv_binary_reply: ans (consumed: its binary outputs carry binary_data_size and no data) then the
+ * n_outs outputs' bytes, little-endian, into rep (200, application/octet-stream, binary_header
+ * set); -1 with rep a 500 when it cannot be. */
+int sv_binary_reply(sv_reply *rep, json_t *ans, const sv_binary_out *outs, int n_outs);
 
 #endif

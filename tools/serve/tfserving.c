@@ -3,7 +3,9 @@
  * and POST /v1/models/NAME:predict with {"instances": [...]} (or "inputs"), each instance in
  * (C, H, W) or (H, W, C) (predict.c decides which), or an image body (PNG, JPEG, PGM, PPM) of any
  * size, answering {"predictions": [...]}: class probabilities, or a mask of classes per pixel
- * for a segmentation model. SageMaker's POST /invocations is the same predict. */
+ * for a segmentation model. SageMaker's POST /invocations is the same predict. Each route takes
+ * /versions/N after the name (rep->want_version: that loaded version; 0: the newest, or the
+ * canary's pick). */
 #include "serve.h"
 
 #include <string.h>
@@ -18,13 +20,16 @@ void sv_model_state(sv_model *m, int *number, ddl_checkpoint_info *info)
     pthread_mutex_unlock(&m->lock);
 }
 
-/* sv_class_names: the current version's class names (the checkpoint's), or null; copied under
- * the lock, so a reload cannot free them meanwhile. */
-json_t *sv_class_names(sv_model *m)
+/* class_names: version want's (0: the newest) class names (the checkpoint's), or null; copied
+ * under the lock, so a reload cannot free them meanwhile. */
+static json_t *class_names(sv_model *m, int want)
 {
     json_t *a = NULL;
     pthread_mutex_lock(&m->lock);
-    const char *const *names = ddl_predictor_class_names(m->cur->slots[0].pr);
+    const sv_version *v = m->cur;
+    for (int i = 0; want && i < m->n_vers; i++)
+        v = m->vers[i]->number == want ? m->vers[i] : v;
+    const char *const *names = ddl_predictor_class_names(v->slots[0].pr);
     for (int i = 0; names && i < m->C; i++) {
         a = a ? a : json_array();
         json_array_append_new(a, json_string(names[i]));
@@ -32,6 +37,8 @@ json_t *sv_class_names(sv_model *m)
     pthread_mutex_unlock(&m->lock);
     return a ? a : json_null();
 }
+
+json_t *sv_class_names(sv_model *m) { return class_names(m, 0); }
 
 /* normalisation: what the server does to the pixels: one mean and std, or one per channel. */
 static json_t *normalisation(const sv_model *m, const ddl_checkpoint_info *in)
@@ -46,18 +53,43 @@ static json_t *normalisation(const sv_model *m, const ddl_checkpoint_info *in)
     return json_pack("{s:o,s:o}", "mean", mean, "std", std);
 }
 
+/* version_status: TF Serving's status of one version. */
+static json_t *version_status(int number, const char *state, const char *code, const char *message)
+{
+    char ver[16];
+    snprintf(ver, sizeof ver, "%d", number);
+    return json_pack("{s:s,s:s,s:{s:s,s:s}}", "version", ver, "state", state, "status", "error_code", code,
+                     "error_message", message);
+}
+
+/* sv_tfs_status: GET /v1/models/NAME[/versions/N]: the versions loaded, newest first (or the one
+ * the path names), and a directory's last refused version as TF Serving shows one that failed. */
 void sv_tfs_status(sv_model *m, sv_reply *rep)
 {
-    int v;
+    int v, list[SV_MAX_KEEP + 1], n = sv_versions_list(m, list);
     ddl_checkpoint_info in;
-    char ver[16];
-    sv_model_state(m, &v, &in);
-    snprintf(ver, sizeof ver, "%d", v);
-    sv_reply_json(rep, 200, json_pack("{s:[{s:s,s:s,s:{s:s,s:s}}],s:{s:s,s:I,s:i,s:i,s:i}}", "model_version_status",
-                                      "version", ver, "state", "AVAILABLE", "status", "error_code", "OK",
-                                      "error_message", "", "ddl", "path", m->path, "step", (json_int_t)in.step,
-                                      "epoch", in.epoch, "reloads", atomic_load(&m->reloads), "refused",
-                                      atomic_load(&m->refused)));
+    if (sv_version_state(m, rep->want_version, &v, &in) != 0) {
+        sv_error(rep, 404, "model %s: version %d is no longer served", m->name, rep->want_version);
+        return;
+    }
+    json_t *st = json_array();
+    for (int i = n; i-- > 0;)
+        if (!rep->want_version || list[i] == rep->want_version)
+            json_array_append_new(st, version_status(list[i], "AVAILABLE", "OK", ""));
+    pthread_mutex_lock(&m->lock);
+    char why[sizeof m->refused_why];
+    int refused = m->refused_number;
+    memcpy(why, m->refused_why, sizeof why);
+    json_t *p = NULL;
+    for (int i = 0; i < m->n_vers && !p; i++) /* the file version v was loaded from */
+        p = m->vers[i]->number == v ? json_string(m->vers[i]->path) : NULL;
+    pthread_mutex_unlock(&m->lock);
+    p = p ? p : json_string(m->path);
+    if (!rep->want_version && m->is_dir && refused > list[n - 1])
+        json_array_append_new(st, version_status(refused, "END", "UNKNOWN", why));
+    sv_reply_json(rep, 200, json_pack("{s:o,s:{s:o,s:I,s:i,s:i,s:i}}", "model_version_status", st, "ddl", "path", p,
+                                      "step", (json_int_t)in.step, "epoch", in.epoch, "reloads",
+                                      atomic_load(&m->reloads), "refused", atomic_load(&m->refused)));
 }
 
 static json_t *dims(int a, int b, int c)
@@ -70,7 +102,10 @@ void sv_tfs_metadata(sv_model *m, sv_reply *rep)
     int v;
     ddl_checkpoint_info in;
     char ver[16];
-    sv_model_state(m, &v, &in);
+    if (sv_version_state(m, rep->want_version, &v, &in) != 0) {
+        sv_error(rep, 404, "model %s: version %d is no longer served", m->name, rep->want_version);
+        return;
+    }
     snprintf(ver, sizeof ver, "%d", v);
     int seg = m->oh * m->ow > 1;
     json_t *sig = json_pack("{s:{s:{s:s,s:s,s:o}},s:{s:{s:s,s:s,s:o}},s:s}", "inputs", SV_INPUT_NAME, "name",
@@ -85,7 +120,7 @@ void sv_tfs_metadata(sv_model *m, sv_reply *rep)
                                       ver, "metadata", "signature_def", "signature_def", "serving_default", sig,
                                       "ddl", "model", m->kind, "task", seg ? "segmentation" : "classification",
                                       "input", m->c, m->h, m->w, "output", m->C, m->oh, m->ow, "classes", m->C,
-                                      "class_names", sv_class_names(m), "normalisation", normalisation(m, &in),
+                                      "class_names", class_names(m, v), "normalisation", normalisation(m, &in),
                                       "input_scale", "raw pixels 0..255: the server normalises them",
                                       "max_instances", m->max_inst, "step", (json_int_t)in.step, "version", v));
 }
@@ -166,7 +201,11 @@ void sv_tfs_predict(sv_model *m, const char *ctype, const unsigned char *body, s
     char why[300];
     int image = sv_is_image(ctype);
     sv_slot *s;
-    sv_version *v = sv_acquire(m, &s);
+    sv_version *v = sv_acquire_for(m, rep->want_version, &s);
+    if (!v) {
+        sv_error(rep, 404, "model %s: version %d is no longer served", m->name, rep->want_version);
+        return;
+    }
     int n = image ? 1 : sv_stream_instances(m, body, len, s->pixels);
     if (image && sv_image_decode(body, len, m->c, m->w, m->h, s->pixels, (size_t)m->max_inst * m->c * m->h * m->w, why,
                                  sizeof why)) {
@@ -178,6 +217,8 @@ void sv_tfs_predict(sv_model *m, const char *ctype, const unsigned char *body, s
         sv_error(rep, 500, "%s", why);
         n = -1;
     }
+    if (n > 0)
+        sv_answered(rep, m, v, s, n);
     if (n > 0 && m->oh * m->ow == 1) {
         sv_reply_probs(rep, m, s, n);
     } else if (n > 0) {
