@@ -4,7 +4,7 @@
  *     u32 n | n bytes of graph text (no NUL; n = 0: none) | u32 k | k x (u16 len | len bytes)
  * k is 0 or the model's class count. Reading trusts nothing: every length is checked against the
  * section before it is used, and the text may hold no NUL. */
-#include "impl.h"
+#include "checkpoint.h"
 
 #include <string.h>
 

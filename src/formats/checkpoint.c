@@ -5,7 +5,7 @@
  * does), print, exit, or trust a single byte of a file before it is checked.
  * The writer can be held to a rate (ddl_train_config.save_bytes_per_sec), which also lets a test
  * kill a process in the middle of a save. */
-#include "impl.h"
+#include "checkpoint.h"
 
 #include <errno.h>
 #include <fcntl.h>

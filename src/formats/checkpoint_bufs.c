@@ -5,7 +5,7 @@
  *     u64 offset, u64 count) | f32 values, buffer after buffer
  * Files of models without buffers have no BUFS (and read as they did). Reading trusts nothing:
  * the records must tile the values exactly, and every length is checked against the section. */
-#include "impl.h"
+#include "checkpoint.h"
 
 #include <limits.h>
 #include <string.h>
