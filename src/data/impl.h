@@ -34,21 +34,6 @@ int ddl__image_decode(const char *path, const unsigned char *b, size_t n, int wa
  * memory from alloc; DDL_OK or DDL_ENOMEM. */
 int ddl__resize(const uint8_t *src, int sw, int sh, int c, uint8_t *dst, int dw, int dh, const ddl_allocator *alloc);
 
-/* ---- augmentation (augment.c) ---- */
-typedef struct ddl__augment {
-    int flip;   /* mirror left to right */
-    int dy, dx; /* the crop's offset in the padded image, -pad..pad */
-} ddl__augment;
-/* ddl__augment_draw: what sample `sample` of epoch `epoch` gets (flags DDL_AUGMENT_*). */
-void ddl__augment_draw(uint64_t seed, int epoch, uint64_t sample, int flags, int pad, ddl__augment *a);
-/* ddl__augment_image: dst (c, h, w) floats = the transformed src (c, h, w) pixels * scales[ch] +
- * shifts[ch] (padding: shifts[ch]); the pixels are bytes (src) or, src NULL, floats (fsrc);
- * scales NULL: shifts is {scale, shift} for every channel.
- * ddl__augment_mask: the same move of a (h, w) mask of bytes (src) or, src NULL, of uint16
- * (src16), into dst (padding: 0). */
-void ddl__augment_image(const ddl__augment *a, const uint8_t *src, const float *fsrc, int c, int h, int w,
-                        const float *scales, const float *shifts, float *dst);
-void ddl__augment_mask(const ddl__augment *a, const uint8_t *src, const uint16_t *src16, int h, int w,
-                       uint16_t *dst);
+#include "data/augment.h" /* the layer's face to training */
 
 #endif

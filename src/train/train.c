@@ -4,7 +4,7 @@
  * nothing allocates per step. Knows nothing of the transport in use. */
 
 #include "impl.h"
-#include "data/impl.h"
+#include "data/augment.h"
 
 #include <math.h>
 #include <string.h>
