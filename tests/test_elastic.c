@@ -7,6 +7,7 @@
  * message, and a comm that is not elastic refuses to regroup. */
 /* ddl-test: idle (mostly waits (timeouts, heartbeats, stopped ranks), bounds in seconds: four run at a time) */
 #include "check.h"
+#include "comm/impl.h" /* missed_large stages a call completed on some ranks through replay.c's hooks */
 #include "ranks.h"
 
 #include <stdint.h>
@@ -332,6 +333,48 @@ static void missed(int rank, int world, void *p)
     ddl_comm_destroy(c);
 }
 
+/* missed_large: the same with a result of 1 MiB (an evaluation's confusion matrix of 362 classes),
+ * larger than the comm's own 64 KiB of kept result. A large call cannot complete without one
+ * rank, so the completion is staged: ranks 0, 2 and 3 keep the all-reduce's result as its end
+ * would (replay.c's hooks, the result being every rank's sum); all regroup; rank 1 retries it and
+ * must be handed that result, while the others go on to the next call. Without results of any
+ * size kept, rank 1's retry meets the others' next call and every rank fails. */
+#define LARGE_N (1 << 18)
+static void missed_large(int rank, int world, void *p)
+{
+    const arg *a = p;
+    ddl_comm_config cfg = elastic_config(a, rank, world);
+    cfg.log = missed_log;
+    ddl_comm *c = ranks_open(&cfg);
+    if (!c)
+        return;
+    float *v = malloc(LARGE_N * sizeof *v);
+    for (int i = 0; i < LARGE_N; i++)
+        v[i] = rank == 1 ? 0.0f : (float)(i % 1000) * 4.0f; /* the sum of the four ranks' i % 1000 */
+    ddl__call k = {DDL__OP_ALLREDUCE, DDL_FLOAT32, DDL_SUM, LARGE_N, 0, 0};
+    if (rank != 1) {
+        CHECK(c->member->enter(c, &k, v, LARGE_N * sizeof *v) == 0);
+        CHECK(c->member->leave(c, &k, DDL_OK, v, LARGE_N * sizeof *v) == DDL_OK);
+    }
+    ddl_regroup g;
+    CHECK(ddl_comm_regroup(c, 0, &g) == DDL_OK && g.world == world && g.n_lost == 0);
+    if (rank == 1) { /* the retry: taken, not run */
+        for (int i = 0; i < LARGE_N; i++)
+            v[i] = (float)(i % 1000);
+        CHECK(ddl_comm_allreduce(c, v, LARGE_N, DDL_FLOAT32, DDL_SUM) == DDL_OK);
+    }
+    int same = 1;
+    for (int i = 0; i < LARGE_N; i++)
+        same &= v[i] == (float)(i % 1000) * 4.0f;
+    CHECK(same);
+    int64_t one = rank;
+    CHECK(ddl_comm_allreduce(c, &one, 1, DDL_INT64, DDL_MAX) == DDL_OK && one == 3); /* the calls match */
+    if (rank == 1)
+        CHECK(missed_taken == 1);
+    free(v);
+    ddl_comm_destroy(c);
+}
+
 /* not_elastic: regroup on a comm created without elastic_min is refused, saying so */
 static void not_elastic(int rank, int world, void *p)
 {
@@ -385,6 +428,10 @@ int main(int argc, char **argv)
         {
             fprintf(stderr, "%s: a rank misses a broadcast the others complete\n", tps[t]);
             run_ranks(tps[t], 4, missed, &die, 30, -1);
+        }
+        if (t == 0) {
+            fprintf(stderr, "%s: a rank misses an all-reduce of 1 MiB the others complete\n", tps[t]);
+            run_ranks(tps[t], 4, missed_large, &die, 30, -1);
         }
     }
     /* the configuration: elastic needs heartbeats and a transport that can reopen */

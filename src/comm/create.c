@@ -102,7 +102,7 @@ static ddl_comm *comm_alloc(const ddl_comm_config *cfg_in, const ddl_allocator *
     c->hb.peers = (ddl__hb_peer *)(base + off_hb);
     c->hb_cards = base + off_hb + (size_t)cfg->world_size * sizeof(ddl__hb_peer);
     if (cfg->elastic_min > 0)
-        c->rp.buf = base + bytes - DDL__REPLAY_BYTES;
+        c->rp.buf = base + bytes - DDL__REPLAY_BYTES, c->rp.cap = DDL__REPLAY_BYTES;
     c->hb.fd = c->hb.wake_fd = -1;
     c->capacity = cfg->world_size;
     c->state_bytes = cfg->world_size > 1 ? ddl__tp_state_bytes(cfg->transport, cfg) : 0;

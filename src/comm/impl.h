@@ -39,11 +39,16 @@ typedef struct ddl__call {
     uint32_t seq;    /* collectives: per-comm call number; p2p: per-pair message number */
 } ddl__call;
 
-/* An elastic comm's last collective (replay.c): its result, for a rank that missed it. */
+/* An elastic comm's last collective (replay.c): its result, for a rank that missed it. The first
+ * DDL__REPLAY_BYTES live in the comm's memory; a larger result grows the buffer once, at the
+ * first call of its size (never per step), up to DDL__REPLAY_MAX. */
 #define DDL__REPLAY_BYTES ((size_t)64 << 10)
+#define DDL__REPLAY_MAX ((size_t)1 << 32)
 #define DDL__REDOP_SHARDS (-1) /* ddl__call.redop of ddl_comm_allreduce_shards: a step's all-reduce */
 typedef struct ddl__replay {
-    unsigned char *buf; /* DDL__REPLAY_BYTES in the comm's memory (elastic comms; else NULL) */
+    unsigned char *buf; /* cap bytes: the comm's own DDL__REPLAY_BYTES, or grown (elastic comms; else NULL) */
+    unsigned char *grown; /* buf when it grew (the comm's allocator), else NULL: ddl__elastic_free frees it */
+    size_t cap;
     ddl__call call;     /* what the kept or missed call was */
     size_t bytes;       /* its result's bytes */
     int64_t done;       /* outermost collectives completed this generation (a joiner: -1) */

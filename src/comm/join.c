@@ -46,6 +46,8 @@ void ddl__elastic_free(ddl_comm *c)
     if (c->peers0)
         ddl__free(c->alloc.alloc ? &c->alloc : NULL, (void *)c->peers0);
     c->peers0 = NULL;
+    ddl__free(c->alloc.alloc ? &c->alloc : NULL, c->rp.grown);
+    c->rp.grown = NULL;
 }
 
 /* ---- the job's secret ----

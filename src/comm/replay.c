@@ -9,9 +9,10 @@
  * broadcasts aside, where a leaf may lag more: not replayed). After the links are up again every
  * rank says how many calls it completed; the lowest rank that completed the most sends the kept
  * result to each rank one call behind, whose next call (it retries the one it missed) takes it
- * instead of running, if it is the same call (kind, type, operation, count). A result larger than
- * DDL__REPLAY_BYTES is not kept (the trainer's gradients: a rank behind on those takes the
- * leader's state); an allgather's result is only taken at the world size it was made at; a
+ * instead of running, if it is the same call (kind, type, operation, count). A result of any
+ * size is kept (the buffer grows at the first call that needs it: an evaluation's confusion
+ * matrix of many classes), but a step's all-reduce of shards is not (the trainer's gradients: a
+ * rank behind on those takes the leader's state); an allgather's result is only taken at the world size it was made at; a
  * barrier is never kept, so a sequence that begins with one after a regroup (the trainer's state
  * transfer, which every rank runs from its start) drops whatever a rank missed.
  *
@@ -22,6 +23,25 @@
 #include <string.h>
 
 #define TAG 0x72706c79 /* "rply" */
+
+/* room: buf holds at least bytes (<= DDL__REPLAY_MAX), grown with the comm's allocator; 0 or -1
+ * (no memory: what it held is kept, as is its cap). */
+static int room(ddl_comm *c, size_t bytes)
+{
+    ddl__replay *r = &c->rp;
+    if (bytes <= r->cap)
+        return 0;
+    if (bytes > DDL__REPLAY_MAX)
+        return -1;
+    const ddl_allocator *a = c->alloc.alloc ? &c->alloc : NULL;
+    unsigned char *b = (unsigned char *)ddl__alloc(a, bytes);
+    if (!b)
+        return -1;
+    ddl__free(a, r->grown);
+    r->buf = r->grown = b;
+    r->cap = bytes;
+    return 0;
+}
 
 int ddl__replay_enter(ddl_comm *c, const ddl__call *k, void *out, size_t bytes)
 {
@@ -58,7 +78,10 @@ int ddl__replay_leave(ddl_comm *c, const ddl__call *k, int st, const void *out, 
     if (st != DDL_OK || !r->buf)
         return st;
     r->done++;
-    r->kept = bytes <= DDL__REPLAY_BYTES && (bytes == 0 || out);
+    r->kept = bytes != SIZE_MAX && (bytes == 0 || out) && room(c, bytes) == 0;
+    if (!r->kept && bytes != SIZE_MAX)
+        ddl__log(c->log, c->log_ud, DDL_LOG_WARN, "rank %d: no memory to keep the result of %zu bytes of its last "
+                 "collective for a rank that may miss it", c->rank, bytes);
     if (r->kept) {
         r->call = *k;
         r->bytes = bytes;
@@ -96,9 +119,12 @@ int ddl__replay_share(ddl_comm *c)
                     st = ddl_comm_send(c, behind[i], TAG, r->buf, r->bytes);
             } else if (c->rank == behind[i]) {
                 st = ddl_comm_recv(c, from, TAG, head, sizeof head);
-                if (st == DDL_OK && (head[4] < 0 || head[4] > (int64_t)DDL__REPLAY_BYTES))
+                if (st == DDL_OK && (head[4] < 0 || head[4] > (int64_t)DDL__REPLAY_MAX))
                     st = ddl__comm_fail(c, DDL_EPROTO, "regroup: rank %d offered a missed result of %lld bytes",
                                         from, (long long)head[4]);
+                if (st == DDL_OK && room(c, (size_t)head[4]) != 0)
+                    st = ddl__comm_fail(c, DDL_ENOMEM, "regroup: no memory for the missed result of %lld bytes "
+                                        "from rank %d", (long long)head[4], from);
                 if (st == DDL_OK && head[4])
                     st = ddl_comm_recv(c, from, TAG, r->buf, (size_t)head[4]);
                 if (st == DDL_OK) {
