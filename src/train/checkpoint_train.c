@@ -113,15 +113,26 @@ static int save(ddl_trainer *t, const char *path, int background)
     return DDL_OK;
 }
 
+typedef struct save_run {
+    const char *path;
+    int background;
+} save_run;
+
+static int save_call(ddl_trainer *t, void *ctx, int i)
+{
+    (void)i;
+    const save_run *s = ctx;
+    return save(t, s->path, s->background);
+}
+
 static int save_any(ddl_trainer *t, const char *path, int background)
 {
     int64_t t0 = ddl_timeline_now();
-    int rc, ahead;
     /* elastic: a failure while saving regroups, and the ranks that live save again (a rank that
      * missed rank 0's status takes it from a rank that got it: comm/replay.c) */
-    while ((rc = save(t, path, background)) != DDL_OK && t->elastic && (rc == DDL_EPEER || rc == DDL_ETIMEDOUT))
-        if ((rc = ddl__trainer_recover(t, rc, "checkpoint save", &ahead)) != DDL_OK)
-            break;
+    static const ddl__calls calls = {.what = "checkpoint save", .n = 1, .call = save_call, .own_errors = 1};
+    save_run s = {path, background};
+    int rc = ddl__trainer_calls(t, &calls, &s, NULL);
     ddl_timeline_span(t->cfg.timeline, DDL_SPAN_CHECKPOINT, t->step, t0, ddl_timeline_now(), 0);
     return rc;
 }

@@ -165,6 +165,21 @@ int ddl__trainer_fail(ddl_trainer *t, int rc, const char *what); /* t->err = wha
  * *ahead when this rank's step moved on. */
 int ddl__trainer_sync(ddl_trainer *t, int leader, long top, int *ahead);
 int ddl__trainer_recover(ddl_trainer *t, int rc, const char *what, int *ahead);
+/* ddl__trainer_calls (calls.c): run a sequence of n collective calls so that it survives a regroup
+ * on an elastic comm: prepare (or NULL) first, then call(t, ctx, i) for i = 0 .. n - 1, each
+ * setting its own inputs whenever it is made. A call that fails regroups (ddl__trainer_recover);
+ * then the sequence resumes at the call that failed, or with restart from prepare and call 0.
+ * DDL_OK (*ahead, if not NULL: this rank took a later state in a regroup, and the sequence ended
+ * there), or the failure (t->err says what). */
+typedef struct ddl__calls {
+    const char *what; /* for the messages: "epoch statistics" */
+    int n;
+    int (*call)(ddl_trainer *t, void *ctx, int i);
+    int (*prepare)(ddl_trainer *t, void *ctx);
+    int restart;
+    int own_errors; /* the calls set t->err themselves: a failure no regroup helps is returned as it is */
+} ddl__calls;
+int ddl__trainer_calls(ddl_trainer *t, const ddl__calls *s, void *ctx, int *ahead);
 /* ddl__trainer_save_alone (checkpoint_train.c): this rank writes the trainer's state to path, with
  * no collective (elastic training's last survivors). */
 int ddl__trainer_save_alone(ddl_trainer *t, const char *path);
@@ -174,14 +189,9 @@ double ddl__micro_pass(ddl_trainer *t, int n, int b, int64_t *mid);
 /* ddl__trainer_reset_stats: start the statistics of an epoch at the current position (epoch
  * start, or resume). */
 void ddl__trainer_reset_stats(ddl_trainer *t);
-/* ddl__trainer_timing: fill the timing fields of *out, gathering every rank's times (watch.c).
- * Collective. Returns DDL_OK or the comm's error; called again after a regroup with the same
- * *tm (zeroed before the first call), it resumes at the all-reduce that failed. */
-typedef struct ddl__timing {
-    int done;          /* 0: not begun; 1: values set; 2: sums all-reduced; 3: both */
-    int64_t sums[2], ends[2];
-} ddl__timing;
-int ddl__trainer_timing(ddl_trainer *t, ddl_epoch_stats *out, ddl__timing *tm);
+/* ddl__trainer_timing: fill the timing fields of *out (NULL: gather only), gathering every rank's
+ * times (watch.c). Collective, surviving a regroup. DDL_OK or the failure (t->err). */
+int ddl__trainer_timing(ddl_trainer *t, ddl_epoch_stats *out);
 
 /* The background checkpoint writer (checkpoint_async.c). submit: src's state copied now into
  * the writer's snapshot (made at the first call, *s NULL, and kept), then encoded and written to

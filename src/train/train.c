@@ -126,6 +126,17 @@ void ddl__trainer_deal(ddl_trainer *t)
     t->micro = (t->rank + 1) * t->shards / t->world - t->shard_first;
 }
 
+/* initial_call: rank 0's initial weights to every rank (call 0), then its buffers (1: BatchNorm's
+ * running statistics, if any). */
+static int initial_call(ddl_trainer *t, void *ctx, int i)
+{
+    (void)ctx;
+    ddl_model *m = t->m;
+    if (i == 0)
+        return ddl_comm_broadcast(t->cfg.comm, m->params, m->n_params, DDL_FLOAT32, 0);
+    return m->n_buffers ? ddl_comm_broadcast(t->cfg.comm, m->buffers, m->n_buffers, DDL_FLOAT32, 0) : DDL_OK;
+}
+
 int ddl_trainer_create(const ddl_train_config *cfg_in, ddl_model *m, const ddl_dataset *train,
                        const ddl_allocator *alloc, ddl_trainer **out, char *err, size_t err_bytes)
 {
@@ -231,13 +242,10 @@ int ddl_trainer_create(const ddl_train_config *cfg_in, ddl_model *m, const ddl_d
             return rc;
         }
     } else if (cfg->comm) {
-        int ahead; /* elastic: the ranks that live broadcast again from the new rank 0 */
-        while (((rc = ddl_comm_broadcast(cfg->comm, m->params, m->n_params, DDL_FLOAT32, 0)) != DDL_OK ||
-                (m->n_buffers &&
-                 (rc = ddl_comm_broadcast(cfg->comm, m->buffers, m->n_buffers, DDL_FLOAT32, 0)) != DDL_OK)) &&
-               (rc = ddl__trainer_recover(t, rc, "broadcast of the initial weights", &ahead)) == DDL_OK)
-            ;
-        if (rc != DDL_OK) {
+        /* elastic: the ranks that live broadcast again from the new rank 0 */
+        static const ddl__calls calls = {.what = "broadcast of the initial weights", .n = 2, .call = initial_call,
+                                         .restart = 1};
+        if ((rc = ddl__trainer_calls(t, &calls, NULL, NULL)) != DDL_OK) {
             ddl__errf(err, err_bytes, rc, "%s", t->err);
             ddl_trainer_destroy(t);
             return rc;
@@ -483,15 +491,23 @@ static void account(ddl_trainer *t, const int64_t ts[6])
                               k == DDL_SPAN_ALLREDUCE && t->cfg.comm ? t->m->n_params * sizeof(float) : 0);
 }
 
-int ddl_trainer_step(ddl_trainer *t, double *loss)
-{
-    if (t->pos >= t->n_train)
-        next_epoch(t);
+/* A step's own part (its samples' forward and backward) and its shard all-reduce: one sequence
+ * of the recovery path (calls.c), which starts again after a regroup with the shards dealt
+ * again; what an earlier attempt counted is taken back, so a step redone counts once. */
+typedef struct step_run {
     int64_t ts[6]; /* indexed by DDL_SPAN_DATA .. DDL_SPAN_OPTIMIZER, and the end */
-    double loss_was = t->loss_sum; /* elastic: a step redone after a regroup counts once */
-    int64_t correct_was = t->correct, counted_was = t->counted;
-again:
-    ts[0] = ddl_timeline_now();
+    double l, loss_was;
+    int64_t correct_was, counted_was;
+    int b, n;
+} step_run;
+
+static int step_part(ddl_trainer *t, void *ctx)
+{
+    step_run *s = ctx;
+    t->loss_sum = s->loss_was;
+    t->correct = s->correct_was;
+    t->counted = s->counted_was;
+    s->ts[0] = ddl_timeline_now();
     if (t->m->n_buffers) /* a part that runs no forward pass adds the buffers as they are */
         memcpy(t->m->next, t->m->buffers, t->m->n_buffers * sizeof(float));
     if (t->perm_epoch != t->epoch)
@@ -502,99 +518,113 @@ again:
         lo = t->pos + (long)((int64_t)b * t->shard_first / t->shards),
         hi = t->pos + (long)((int64_t)b * (t->shard_first + t->micro) / t->shards);
     int n = (int)(hi - lo);
+    s->b = b, s->n = n;
     if ((t->micro == 1 && !t->shards) || n < 1) /* else each part zeroes its own, on the thread that fills them */
         ddl_model_zero_grads(t->m);
-    double l = 0.0;
+    s->l = 0.0;
     if (n > 0 || t->sync.on) { /* sync_bn: a rank of no samples still makes its BatchNorm rounds */
         if (n > 0)
             gather(t, t->data, t->perm + lo, 0, n, t->cfg.augment & (DDL_AUGMENT_FLIP | DDL_AUGMENT_CROP));
-        ts[1] = ddl_timeline_now();
+        s->ts[1] = ddl_timeline_now();
         if (t->sync.on)
             ddl__syncbn_begin(t, b, (int)(lo - t->pos), n);
-        l = local_pass(t, n, b, &ts[2]);
+        s->l = local_pass(t, n, b, &s->ts[2]);
         int src = t->sync.on ? ddl__syncbn_end(t) : DDL_OK;
         if (src != DDL_OK)
             return src;
-        t->loss_sum += l;
+        t->loss_sum += s->l;
     } else {
-        ts[1] = ts[2] = ddl_timeline_now();
+        s->ts[1] = s->ts[2] = ddl_timeline_now();
     }
-    ts[3] = ddl_timeline_now();
-    if (t->shards) { /* every shard's gradients, in the order of an all-reduce of V ranks */
-        float *bufs[DDL_MAX_MICRO_BATCHES];
-        for (int r = 0; r < t->micro; r++) {
-            if (n < 1 && r > 0 && !t->sync.on) { /* sync_bn: each part ran its (empty) pass */
-                memset(t->replica[r]->grads, 0, t->m->n_params * sizeof(float));
-                memcpy(t->replica[r]->next, t->m->buffers, t->m->n_buffers * sizeof(float));
-            }
-            bufs[r] = t->replica[r]->grads;
+    s->ts[3] = ddl_timeline_now();
+    return DDL_OK;
+}
+
+/* step_shards: every shard's gradients, in the order of an all-reduce of V ranks, with the
+ * tails: the buffers' next values (combine_buffers). */
+static int step_shards(ddl_trainer *t, void *ctx, int i)
+{
+    (void)i;
+    const step_run *s = ctx;
+    float *bufs[DDL_MAX_MICRO_BATCHES];
+    for (int r = 0; r < t->micro; r++) {
+        if (s->n < 1 && r > 0 && !t->sync.on) { /* sync_bn: each part ran its (empty) pass */
+            memset(t->replica[r]->grads, 0, t->m->n_params * sizeof(float));
+            memcpy(t->replica[r]->next, t->m->buffers, t->m->n_buffers * sizeof(float));
         }
-        /* with the tails: the buffers' next values (combine_buffers) */
-        int rc = ddl_comm_allreduce_shards(t->cfg.comm, bufs, t->shard_first, t->micro, t->shards,
-                                           t->m->n_params + (t->sync.on ? 0 : t->m->n_buffers));
-        if (rc != DDL_OK) {
-            int ahead = 0;
-            if ((rc = ddl__trainer_recover(t, rc, "shard all-reduce", &ahead)) != DDL_OK)
-                return rc;
-            if (loss)
-                *loss = 0.0;
-            if (ahead) /* the leader's state came: this step is done */
-                return DDL_OK;
-            t->loss_sum = loss_was;
-            t->correct = correct_was;
-            t->counted = counted_was;
-            goto again; /* with the shards dealt again */
-        }
+        bufs[r] = t->replica[r]->grads;
     }
+    return ddl_comm_allreduce_shards(t->cfg.comm, bufs, t->shard_first, t->micro, t->shards,
+                                     t->m->n_params + (t->sync.on ? 0 : t->m->n_buffers));
+}
+
+int ddl_trainer_step(ddl_trainer *t, double *loss)
+{
+    if (t->pos >= t->n_train)
+        next_epoch(t);
+    static const ddl__calls calls = {.what = "shard all-reduce", .n = 1, .call = step_shards, .prepare = step_part,
+                                     .restart = 1};
+    step_run s = {.loss_was = t->loss_sum, .correct_was = t->correct, .counted_was = t->counted};
+    int ahead = 0, rc = t->shards ? ddl__trainer_calls(t, &calls, &s, &ahead) : step_part(t, &s);
+    if (rc != DDL_OK)
+        return rc;
+    if (ahead) { /* the leader's state came: this step is done */
+        if (loss)
+            *loss = 0.0;
+        return DDL_OK;
+    }
+    int64_t *ts = s.ts;
     if (t->buckets) { /* 2 ranks or more */
-        if (n == 0 && !(t->sync.on && t->micro > 1)) /* no backward ran (the parts' pass begins it): cut all now */
+        if (s.n == 0 && !(t->sync.on && t->micro > 1)) /* no backward ran (the parts' pass begins it): cut all now */
             ddl__exchange_begin(&t->xch);
-        int rc = ddl__exchange_finish(&t->xch);
-        if (rc != DDL_OK)
+        if ((rc = ddl__exchange_finish(&t->xch)) != DDL_OK)
             return fail(t, rc, "gradient all-reduce");
     }
-    int brc = combine_buffers(t);
-    if (brc != DDL_OK)
-        return brc;
+    if ((rc = combine_buffers(t)) != DDL_OK)
+        return rc;
     ts[4] = ddl_timeline_now();
     float lr = ddl_schedule_lr(&t->cfg.schedule, t->cfg.optim.lr, t->step);
     t->step++;
     ddl_optim_step(&t->cfg.optim, lr, t->step, t->m->params, t->m->grads, t->opt_state, t->m->n_params);
     t->last_lr = lr;
-    t->pos += b;
+    t->pos += s.b;
     ts[5] = ddl_timeline_now();
     account(t, ts);
     if (loss)
-        *loss = n > 0 ? l / n : 0.0;
+        *loss = s.n > 0 ? s.l / s.n : 0.0;
     return DDL_OK;
 }
 
 /* ---- epoch ---- */
 
-/* reduce_stats: sum (loss, correct, counted) over the ranks, *done of the two all-reduces done
- * already: after a regroup the retry resumes at the one that failed (a rank that completed the
- * first and started over would meet the others' second: comm/replay.c hands it the one it missed). */
-static int reduce_stats(ddl_trainer *t, float *loss, int64_t counts[2], int *done)
+/* The epoch's statistics: the loss, then the counts, summed over the ranks; one sequence of the
+ * recovery path (calls.c), each call from this rank's own values. */
+typedef struct stats_run {
+    float loss;
+    int64_t counts[2];
+} stats_run;
+
+static int stats_call(ddl_trainer *t, void *ctx, int i)
 {
-    int rc = DDL_OK;
-    if (t->cfg.comm && *done == 0 && (rc = ddl_comm_allreduce(t->cfg.comm, loss, 1, DDL_FLOAT32, DDL_SUM)) == DDL_OK)
-        *done = 1;
-    if (t->cfg.comm && *done == 1 && (rc = ddl_comm_allreduce(t->cfg.comm, counts, 2, DDL_INT64, DDL_SUM)) == DDL_OK)
-        *done = 2;
-    return rc;
+    stats_run *s = ctx;
+    ddl_comm *c = t->cfg.comm; /* none: this rank's own values */
+    if (i == 0) {
+        s->loss = (float)t->loss_sum;
+        return c ? ddl_comm_allreduce(c, &s->loss, 1, DDL_FLOAT32, DDL_SUM) : DDL_OK;
+    }
+    s->counts[0] = t->correct, s->counts[1] = t->counted;
+    return c ? ddl_comm_allreduce(c, s->counts, 2, DDL_INT64, DDL_SUM) : DDL_OK;
 }
 
 int ddl_trainer_epoch_stats(ddl_trainer *t, ddl_epoch_stats *out)
 {
-    float l = (float)t->loss_sum;
-    int64_t counts[2] = {t->correct, t->counted};
-    int rc, ahead, done = 0;
-    while ((rc = reduce_stats(t, &l, counts, &done)) != DDL_OK) /* elastic: resumed after a regroup */
-        if ((rc = ddl__trainer_recover(t, rc, "epoch statistics", &ahead)) != DDL_OK)
-            break;
-    double loss = t->cfg.comm ? (double)l : t->loss_sum; /* one process: the sum as it is */
+    static const ddl__calls calls = {.what = "epoch statistics", .n = 2, .call = stats_call};
+    stats_run s;
+    int rc = ddl__trainer_calls(t, &calls, &s, NULL);
     if (rc != DDL_OK)
         return rc;
+    double loss = t->cfg.comm ? (double)s.loss : t->loss_sum; /* one process: the sum as it is */
+    const int64_t *counts = s.counts;
     if (out) {
         memset(out, 0, sizeof *out);
         out->samples = t->pos - t->epoch_start_pos;
@@ -605,10 +635,8 @@ int ddl_trainer_epoch_stats(ddl_trainer *t, ddl_epoch_stats *out)
         out->images_per_sec = t->epoch_secs > 0 ? (double)out->samples / t->epoch_secs : 0.0;
         out->lr = t->last_lr;
     }
-    ddl__timing tm = {0};
-    while ((rc = ddl__trainer_timing(t, out, &tm)) != DDL_OK)
-        if ((rc = ddl__trainer_recover(t, rc, "epoch timing", &ahead)) != DDL_OK)
-            return rc;
+    if ((rc = ddl__trainer_timing(t, out)) != DDL_OK)
+        return rc;
     if (out) {
         out->world = t->world;
         out->regroups = t->regroups;
@@ -632,43 +660,63 @@ int ddl_trainer_epoch(ddl_trainer *t, ddl_epoch_stats *out)
 
 #define EVAL_LOSS_ONE 65536.0 /* the evaluation loss in fixed point: sums up to 1.4e14 fit in an int64 */
 
+/* The evaluation: each rank's part of the test set (again after a regroup: the parts change with
+ * the world), then one all-reduce, the loss in fixed point (2^-16) after the counts: a regroup
+ * either finds every rank in it or some past it, whose sum (the world's before the loss, whole)
+ * comm/replay.c hands the others' retry. Two calls could leave ranks in different ones. */
+typedef struct eval_run {
+    const ddl_dataset *test;
+    ddl_eval_stats *out;
+    double loss;
+} eval_run;
+
+static int eval_part(ddl_trainer *t, void *ctx)
+{
+    eval_run *e = ctx;
+    int C = t->m->out_c, S = t->positions, B = t->m->cfg.batch;
+    e->out->confusion = t->confusion;
+    memset(t->confusion, 0, (size_t)C * (size_t)C * sizeof *t->confusion);
+    long lo = (long)e->test->n * t->rank / t->world, hi = (long)e->test->n * (t->rank + 1) / t->world;
+    e->loss = 0.0;
+    for (long first = lo; first < hi; first += B) {
+        int n = (int)(hi - first < B ? hi - first : B);
+        gather(t, e->test, NULL, first, n, 0);
+        const float *logits = ddl_model_forward(t->m, t->x, n, 0, &t->drop_rng);
+        e->loss += ddl_softmax_xent(n, C, S, logits, t->y, 1.0f, NULL, NULL);
+        (void)ddl__count_correct(logits, t->y, n, C, S, e->out->confusion);
+    }
+    return DDL_OK;
+}
+
+static int eval_reduce(ddl_trainer *t, void *ctx, int i)
+{
+    (void)i;
+    eval_run *e = ctx;
+    if (!t->cfg.comm)
+        return DDL_OK;
+    size_t cc = (size_t)t->m->out_c * (size_t)t->m->out_c;
+    t->confusion[cc] = llround(e->loss * EVAL_LOSS_ONE);
+    int rc = ddl_comm_allreduce(t->cfg.comm, t->confusion, cc + 1, DDL_INT64, DDL_SUM);
+    if (rc == DDL_OK)
+        e->loss = (double)t->confusion[cc] / EVAL_LOSS_ONE;
+    return rc;
+}
+
 int ddl_trainer_evaluate(ddl_trainer *t, const ddl_dataset *test, ddl_eval_stats *out)
 {
     memset(out, 0, sizeof *out);
     if (check_shapes(&t->cfg, t->m, test, t->world, t->err, sizeof t->err) != DDL_OK)
         return DDL_EINVAL;
     int64_t t0 = ddl_timeline_now();
-again:;
-    int C = t->m->out_c, S = t->positions, B = t->m->cfg.batch;
-    out->confusion = t->confusion;
-    memset(t->confusion, 0, (size_t)C * (size_t)C * sizeof *t->confusion);
-    long lo = (long)test->n * t->rank / t->world, hi = (long)test->n * (t->rank + 1) / t->world;
-    double loss = 0.0;
-    for (long first = lo; first < hi; first += B) {
-        int n = (int)(hi - first < B ? hi - first : B);
-        gather(t, test, NULL, first, n, 0);
-        const float *logits = ddl_model_forward(t->m, t->x, n, 0, &t->drop_rng);
-        loss += ddl_softmax_xent(n, C, S, logits, t->y, 1.0f, NULL, NULL);
-        (void)ddl__count_correct(logits, t->y, n, C, S, out->confusion);
-    }
-    if (t->cfg.comm) {
-        /* One all-reduce, the loss in fixed point (2^-16) after the counts: a regroup either finds
-         * every rank in it (all evaluate their new parts and add again) or some past it, whose sum
-         * (the world's before the loss, whole) comm/replay.c hands the others' retry. Two calls
-         * could leave ranks in different ones. */
-        size_t cc = (size_t)C * (size_t)C;
-        t->confusion[cc] = llround(loss * EVAL_LOSS_ONE);
-        int rc = ddl_comm_allreduce(t->cfg.comm, t->confusion, cc + 1, DDL_INT64, DDL_SUM);
-        int ahead;
-        if (rc != DDL_OK && (rc = ddl__trainer_recover(t, rc, "evaluation all-reduce", &ahead)) == DDL_OK)
-            goto again; /* every rank evaluates its new part */
-        if (rc != DDL_OK)
-            return rc;
-        loss = (double)t->confusion[cc] / EVAL_LOSS_ONE;
-    }
+    static const ddl__calls calls = {.what = "evaluation all-reduce", .n = 1, .call = eval_reduce,
+                                         .prepare = eval_part, .restart = 1};
+    eval_run e = {test, out, 0.0};
+    int rc = ddl__trainer_calls(t, &calls, &e, NULL);
+    if (rc != DDL_OK)
+        return rc;
     out->samples = test->n;
-    out->loss = loss / ((double)test->n * S);
-    ddl_eval_metrics(out, C);
+    out->loss = e.loss / ((double)test->n * t->positions);
+    ddl_eval_metrics(out, t->m->out_c);
     ddl_timeline_span(t->cfg.timeline, DDL_SPAN_EVALUATE, t->step, t0, ddl_timeline_now(), 0);
     return DDL_OK;
 }

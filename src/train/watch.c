@@ -8,28 +8,34 @@
 
 /* Every rank's compute and all-reduce time, as two all-reduces whose results do not depend on
  * the world size (an elastic comm can hand either to a rank that missed it: comm/replay.c): the
- * sums, and the most and least compute time, each with its rank in the low bits. A retry after a
- * regroup resumes at the all-reduce that failed (tm->done): a rank that had completed the first
- * and starts over would meet the others' second, or their next step. */
+ * sums, and the most and least compute time, each with its rank in the low bits. One sequence
+ * of the trainer's recovery path (calls.c). */
 #define RANK_BITS 12 /* ranks below 4096; 2^51 ns is 26 days */
 
-int ddl__trainer_timing(ddl_trainer *t, ddl_epoch_stats *out, ddl__timing *tm)
+typedef struct timing {
+    int64_t sums[2], ends[2];
+} timing;
+
+static int timing_call(ddl_trainer *t, void *ctx, int i)
 {
-    if (tm->done == 0) {
+    timing *tm = ctx;
+    ddl_comm *c = t->cfg.comm; /* none: this rank's own values */
+    if (i == 0) {
         tm->sums[0] = t->compute_ns, tm->sums[1] = t->allreduce_ns;
-        tm->ends[0] = t->compute_ns << RANK_BITS | t->rank, tm->ends[1] = -(t->compute_ns << RANK_BITS);
-        tm->done = 1;
+        return c ? ddl_comm_allreduce(c, tm->sums, 2, DDL_INT64, DDL_SUM) : DDL_OK;
     }
-    int rc = DDL_OK;
-    if (t->cfg.comm && tm->done == 1 && (rc = ddl_comm_allreduce(t->cfg.comm, tm->sums, 2, DDL_INT64, DDL_SUM)) == DDL_OK)
-        tm->done = 2;
-    if (t->cfg.comm && tm->done == 2 && (rc = ddl_comm_allreduce(t->cfg.comm, tm->ends, 2, DDL_INT64, DDL_MAX)) == DDL_OK)
-        tm->done = 3;
-    if (rc != DDL_OK)
+    tm->ends[0] = t->compute_ns << RANK_BITS | t->rank, tm->ends[1] = -(t->compute_ns << RANK_BITS);
+    return c ? ddl_comm_allreduce(c, tm->ends, 2, DDL_INT64, DDL_MAX) : DDL_OK;
+}
+
+int ddl__trainer_timing(ddl_trainer *t, ddl_epoch_stats *out)
+{
+    static const ddl__calls calls = {.what = "epoch timing", .n = 2, .call = timing_call};
+    timing tm;
+    int rc = ddl__trainer_calls(t, &calls, &tm, NULL);
+    if (rc != DDL_OK || !out)
         return rc;
-    if (!out)
-        return DDL_OK;
-    const int64_t *sums = tm->sums, *ends = tm->ends;
+    const int64_t *sums = tm.sums, *ends = tm.ends;
     out->compute_seconds = (double)t->compute_ns * 1e-9;
     out->allreduce_seconds = (double)t->allreduce_ns * 1e-9;
     out->slowest_rank = (int)(ends[0] & ((1 << RANK_BITS) - 1));
