@@ -4,13 +4,14 @@
  * gives a NULL), as PostgresML's pgml.predict_batch does: so a query zips them with the ids it
  * aggregated the same way, or numbers them WITH ORDINALITY.
  * Owns: the call's state across its result rows (value per call: the array, an iterator over
- * it, and one pass's pixels and results), and the passes themselves: up to ddl.batch_size images
- * decoded as ddl_predict decodes them (pgddl_image_pixels) and run as one forward pass through
- * the model's batch predictor (pgddl_batch_predictor). The kernels give every image the same bits
- * whatever the pass holds, so each row's answer is ddl_predict's, bit for bit (tests/test_pg.sh).
- * Must not: allocate per row beyond the result (the pass's buffers are the call's, made at its
+ * it, and one chunk's pixels and results), and the chunks themselves: up to ddl.batch_size images
+ * decoded as ddl_predict decodes them (pgddl_image_pixels) and run through the model's batch
+ * predictor (pgddl_batch_predictor) in forward passes of as many as ddl.batch_memory allows. The
+ * kernels give every image the same bits whatever the pass holds, so each row's answer is
+ * ddl_predict's, bit for bit (tests/test_pg.sh).
+ * Must not: allocate per row beyond the result (the chunk's buffers are the call's, made at its
  * first row); keep a pointer to the model entry across rows (another model's load may evict it:
- * each pass looks the model up again, and a model whose shape changed meanwhile is an ERROR). */
+ * each chunk looks the model up again, and a model whose shape changed meanwhile is an ERROR). */
 #include "postgres.h"
 
 #include "catalog/pg_type.h"
@@ -32,13 +33,13 @@ typedef struct batch_state {
     batch_kind kind;
     text *model;          /* the model argument */
     ArrayIterator it;     /* over the images, in storage order */
-    int n, taken;         /* elements in the array; taken into passes so far */
+    int n, taken;         /* elements in the array; taken into chunks so far */
     int c, h, w, classes, oh, ow; /* the model's shape at the first row */
-    int pbatch;           /* the predictor's batch: ddl.batch_size at the first row */
-    int batch;            /* images per pass: pbatch, or fewer for a shorter array */
-    int have, next, at;   /* elements of this pass; the next to return; its result's index */
-    bool *null;           /* [batch]: the pass's NULL elements */
-    uint8 *px;            /* (batch, c, h, w): the pass's images, its NULLs left out */
+    int batch;            /* images decoded at a time: ddl.batch_size, or fewer for a shorter array
+                           * (the predictor runs them in passes as ddl.batch_memory allows) */
+    int have, next, at;   /* elements of this chunk; the next to return; its result's index */
+    bool *null;           /* [batch]: the chunk's NULL elements */
+    uint8 *px;            /* (batch, c, h, w): the chunk's images, its NULLs left out */
     float *probs;         /* (batch, classes), PROBABILITIES only */
     uint16 *cls;          /* (batch, oh, ow): each output position's class */
 } batch_state;
@@ -75,8 +76,7 @@ static batch_state *start(FunctionCallInfo fcinfo, const char *fn, batch_kind ki
     s->it = array_create_iterator(a, 0, NULL);
     s->c = e->c, s->h = e->h, s->w = e->w;
     s->classes = e->classes, s->oh = e->oh, s->ow = e->ow;
-    s->pbatch = pgddl_batch_size;
-    s->batch = Min(s->pbatch, Max(s->n, 1)); /* a short array's buffers are short; its model's predictor is not */
+    s->batch = Min(pgddl_batch_size, Max(s->n, 1));
     in_bytes = (size_t) e->c * e->h * e->w;
     s->null = palloc((Size) s->batch * sizeof(bool));
     s->px = MemoryContextAllocHuge(CurrentMemoryContext, (Size) s->batch * in_bytes);
@@ -86,8 +86,8 @@ static batch_state *start(FunctionCallInfo fcinfo, const char *fn, batch_kind ki
     return s;
 }
 
-/* pass: the next up to `batch` elements decoded into s->px and run as one forward pass. */
-static void pass(batch_state *s)
+/* chunk: the next up to `batch` elements decoded into s->px and run through the model. */
+static void chunk(batch_state *s)
 {
     model_entry *e = pgddl_get_model(s->model);
     ddl_predictor *p;
@@ -100,7 +100,7 @@ static void pass(batch_state *s)
         e->ow != s->ow)
         ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
                         errmsg("ddl: model \"%s\" changed shape during %s", e->name, s->fn)));
-    p = pgddl_batch_predictor(e, s->pbatch);
+    p = pgddl_batch_predictor(e);
     cb.callback = where_callback;
     cb.arg = &w;
     cb.previous = error_context_stack;
@@ -128,7 +128,7 @@ static void pass(batch_state *s)
     s->at = 0;
 }
 
-/* result: the datum of result i of the pass (not a NULL element). */
+/* result: the datum of result i of the chunk (not a NULL element). */
 static Datum result(const batch_state *s, int i)
 {
     Size n = (Size) s->oh * s->ow, k, bytes;
@@ -161,7 +161,7 @@ static Datum result(const batch_state *s, int i)
     return (Datum) 0;
 }
 
-/* batch_srf: one row of fn's result per call; a pass when the last one is used up. */
+/* batch_srf: one row of fn's result per call; a chunk when the last one is used up. */
 static Datum batch_srf(FunctionCallInfo fcinfo, const char *fn, batch_kind kind)
 {
     FuncCallContext *fc;
@@ -181,7 +181,7 @@ static Datum batch_srf(FunctionCallInfo fcinfo, const char *fn, batch_kind kind)
     if (s->next == s->have) {
         if (s->taken == s->n)
             SRF_RETURN_DONE(fc);
-        pass(s);
+        chunk(s);
     }
     null = s->null[s->next++];
     if (null)

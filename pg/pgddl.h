@@ -30,17 +30,23 @@ typedef struct model_entry {
     uint64 used;               /* use_clock at the last use */
     ddl_predictor *bpred;      /* bbatch images per pass (the _batch functions); NULL until their first use */
     int bbatch;
+    int bmax, bkb;             /* ddl.batch_size and ddl.batch_memory that chose bbatch */
+    Size row_bytes;            /* pred's memory: weights and one image's buffers */
+    Size image_bytes;          /* a pass's buffers per image (0: not measured yet) */
 } model_entry;
 
-/* ddl.batch_size: the most images per forward pass of the _batch functions */
+/* ddl.batch_size: the most images per forward pass of the _batch functions; ddl.batch_memory
+ * (kB): the most buffer memory a pass may take, which makes a large model's passes shorter */
 extern int pgddl_batch_size;
+extern int pgddl_batch_memory;
 
 /* pgddl_get_model: the open model for the SQL argument, loaded (or loaded again, when its file
  * changed) as needed; the file is looked at once per statement. */
 model_entry *pgddl_get_model(text *arg);
-/* pgddl_batch_predictor: e's predictor of `batch` images per pass, opened from e's file at the
- * first use (again when the batch differs) into the models' memory. */
-ddl_predictor *pgddl_batch_predictor(model_entry *e, int batch);
+/* pgddl_batch_predictor: e's predictor for the _batch functions, of ddl.batch_size images per
+ * pass or as many as ddl.batch_memory holds (at least 1), opened from e's file at the first use
+ * (again when those settings change) into the models' memory. */
+ddl_predictor *pgddl_batch_predictor(model_entry *e);
 /* pgddl_image_pixels: the image as e's (c, h, w) bytes, in place or decoded into e->pixels (valid
  * until the next call for e). */
 const uint8 *pgddl_image_pixels(model_entry *e, bytea *img);

@@ -4,10 +4,12 @@
 # postgres when run as root) and always stops (trap on EXIT). The 10,000 Fashion-MNIST test
 # images in a table: ddl_predict gives lenet --predict's class row for row and its accuracy per
 # class; ddl_predict_proba its probabilities; a PNG of an image the same as its raw pixels;
-# ddl_segment a U-Net's mask; a PNG of another size is resized. Each bad input (a wrong-size
-# bytea, a damaged PNG, an unknown model, a path, a damaged model file, a model of the other kind, no
-# ddl.model_dir, a non-superuser setting it, a PNG decompression bomb, refused inside a 1 s
-# statement_timeout) is an SQL error that says what was wrong, and the
+# ddl_segment a U-Net's mask; a PNG of another size is resized; the _batch functions, an array in
+# and a row out per element, give the row functions' bits (classes of all 10,000 rows,
+# probabilities in passes of 7 with NULL elements and a PNG, masks) and name a bad element. Each
+# bad input (a wrong-size bytea, a damaged PNG, an unknown model, a path, a damaged model file, a
+# model of the other kind, no ddl.model_dir, a non-superuser setting it, a PNG decompression bomb,
+# refused inside a 1 s statement_timeout) is an SQL error that says what was wrong, and the
 # postmaster and other sessions go on. The model as ONNX gives the same classes; the models' memory
 # context does not grow with the rows; the backend has one thread. EXPLAIN shows a parallel plan;
 # 2 workers score >= 1.6x the rows/s of 1 when no other work takes a core meanwhile (it prints

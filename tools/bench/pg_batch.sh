@@ -8,9 +8,12 @@
 #     GROUP BY id / ARRAY_ROWS) b   (arrays of ARRAY_ROWS rows, default 1000);
 #   U-Net (64 x 64 scenes: the test images tiled) over UNET_ROWS scenes (default 2,000),
 #     ddl_segment against ddl_segment_batch, the same way.
-# For each ddl.batch_size in BATCH_SIZES (default 16, the GUC's default), REPEAT (default 3)
+# For each ddl.batch_size in BATCH_SIZES (default 64, the GUC's default; ddl.batch_memory stays at
+# its 4 MB, which makes U-Net's passes one image), REPEAT (default 3)
 # alternated runs, each in a session of its own whose backend has already loaded the model and
-# run a pass of each form: rows/s, medians, their ratio. First the two forms must give the same
+# run a pass of each form: rows/s, medians, their ratio, and the median of the runs' ratios; and
+# rows per second of the backend's CPU time (utime + stime), which other work on the machine
+# disturbs far less than the time the query took. First the two forms must give the same
 # bits (LeNet: every probability of the 10,000 distinct images; U-Net: every mask); then the
 # memory a backend holds per model: its VmRSS (/proc/PID/status) when it starts, after its first
 # row scored and after its first array, and the 'ddl models' memory context's bytes after each.
@@ -24,7 +27,7 @@ REPEAT=${REPEAT:-3}
 ROWS=${ROWS:-50000}
 UNET_ROWS=${UNET_ROWS:-2000}
 ARRAY_ROWS=${ARRAY_ROWS:-1000}
-BATCH_SIZES=${BATCH_SIZES:-16}
+BATCH_SIZES=${BATCH_SIZES:-64}
 DATA=/usr/share/datasets/fashion-mnist
 here=$(dirname "$0")
 . "$here/lib.sh"
@@ -128,13 +131,21 @@ for bs in $BATCH_SIZES; do
 done
 
 # ---- timed: one session per run, its model loaded and a pass of each form run first ----
-# run WARM QUERY BS: ms of QUERY in a fresh backend, after the statements WARM
+# run WARM QUERY BS: "ms cpu_ms" of QUERY in a fresh backend, after the statements WARM: the time
+# it took, and the CPU time the backend used meanwhile (utime + stime, /proc/PID/stat), which a
+# machine shared with other work disturbs far less
 run() {
-    sql <<EOF | awk '/^Time: / { t = $2 } END { print t }'
+    sql <<EOF | awk -v hz="$(getconf CLK_TCK)" '/^Time: / { t = $2 } /^cpu/ { c[$1] = $2 }
+        END { printf "%s %.0f\n", t, (c["cpu1"] - c["cpu0"]) * 1000 / hz }'
 SET ddl.batch_size = $3;
 $1
+SELECT pg_backend_pid() AS pid \\gset
+\\setenv BPID :pid
+\\! awk '{ print "cpu0", \$14 + \$15 }' /proc/\$BPID/stat
 \\timing on
 $2;
+\\timing off
+\\! awk '{ print "cpu1", \$14 + \$15 }' /proc/\$BPID/stat
 EOF
 }
 rate() { awk -v n="$1" -v t="${2:-0}" 'BEGIN { if (t > 0) printf "%.0f", n / t * 1000 }'; }
@@ -153,17 +164,26 @@ SELECT count(*) FROM (SELECT ddl_segment_batch('unet.ddl', array_agg(img)) FROM 
             row="SELECT sum(length(ddl_segment('unet.ddl', img))) FROM scenes"
             batch="SELECT sum(length(c)) FROM (SELECT ddl_segment_batch('unet.ddl', array_agg(img)) AS c FROM scenes GROUP BY id / $ARRAY_ROWS) b"
         fi
-        : > "$tmp/row"; : > "$tmp/batch"
+        : > "$tmp/row"; : > "$tmp/batch"; : > "$tmp/ratio"; : > "$tmp/crow"; : > "$tmp/cbatch"
         r=1
         while [ "$r" -le "$REPEAT" ]; do
-            a=$(rate "$N" "$(run "$warm" "$row" "$bs")"); b=$(rate "$N" "$(run "$warm" "$batch" "$bs")")
-            echo "   $m, ddl.batch_size $bs, run $r: row by row $a rows/s, arrays $b rows/s"
+            set -- $(run "$warm" "$row" "$bs") $(run "$warm" "$batch" "$bs")
+            a=$(rate "$N" "${1:-}"); b=$(rate "$N" "${3:-}"); ca=$(rate "$N" "${2:-}"); cb=$(rate "$N" "${4:-}")
+            echo "   $m, ddl.batch_size $bs, run $r: row by row $a rows/s, arrays $b rows/s ($(ratio "$b" "$a")x);" \
+                 "per CPU second of the backend $ca and $cb ($(ratio "$cb" "$ca")x)"
             [ -n "$a" ] && echo "$a" >> "$tmp/row"; [ -n "$b" ] && echo "$b" >> "$tmp/batch"
+            [ -n "$a" ] && [ -n "$b" ] && ratio "$b" "$a" >> "$tmp/ratio" && echo >> "$tmp/ratio"
+            [ -n "$ca" ] && echo "$ca" >> "$tmp/crow"; [ -n "$cb" ] && echo "$cb" >> "$tmp/cbatch"
             r=$((r + 1))
         done
-        a=$(median < "$tmp/row"); b=$(median < "$tmp/batch")
-        echo "pg_batch_$m: batch_size=$bs row_rows_per_sec=$a batch_rows_per_sec=$b ratio=$(ratio "$b" "$a")"
-        record "PostgreSQL, $m rows/s: arrays of $ARRAY_ROWS, ddl.batch_size $bs ($N rows)" "$b" "row by row" "$a" \
-            "$(ratio "$b" "$a")" "-"
+        # the median of each run's ratio (the two forms of a run ran back to back, so a machine that
+        # slows down for a while slows both) beside the ratio of the medians; and rows per CPU second
+        a=$(median < "$tmp/row"); b=$(median < "$tmp/batch"); q=$(median < "$tmp/ratio")
+        ca=$(median < "$tmp/crow"); cb=$(median < "$tmp/cbatch")
+        echo "pg_batch_$m: batch_size=$bs row_rows_per_sec=$a batch_rows_per_sec=$b ratio=$(ratio "$b" "$a") run_ratio=$q" \
+             "row_rows_per_cpu_sec=$ca batch_rows_per_cpu_sec=$cb cpu_ratio=$(ratio "$cb" "$ca")"
+        record "PostgreSQL, $m rows/s: arrays of $ARRAY_ROWS, ddl.batch_size $bs ($N rows; median run ratio $q)" "$b" \
+            "row by row" "$a" "$(ratio "$b" "$a")" "-"
+        record "PostgreSQL, $m rows per CPU second of the backend: the same" "$cb" "row by row" "$ca" "$(ratio "$cb" "$ca")" "-"
     done
 done
