@@ -291,6 +291,7 @@ static Size open_batch(model_entry *e, int batch)
 
     ddl_predictor_close(e->bpred);
     e->bpred = NULL;
+    e->bbatch = 0; /* until the new one is open: an ERROR below leaves none */
     before = MemoryContextMemAllocated(cache_ctx, false);
     rc = ddl_predictor_open(e->path, &pc, &cache_alloc, &pred, err, sizeof err);
     if (rc != DDL_OK)
@@ -313,25 +314,31 @@ static Size open_batch(model_entry *e, int batch)
  * a pass runs fastest while its buffers stay in the core's caches (measured in CPU time: LeNet,
  * 0.07 MB an image, gains 1.7x from 16 to 64 images and loses a third at 256; U-Net at 64 x 64,
  * 3.5 MB an image, is fastest one at a time and loses 40% at 16). The bytes an image takes are
- * measured once, as a predictor of 2 images against the row predictor of 1. */
+ * measured once, as a predictor of 2 images against the row predictor of 1; a pass of one image
+ * is the row predictor's, so such a model is held once. */
 ddl_predictor *pgddl_batch_predictor(model_entry *e)
 {
     Size budget = (Size) pgddl_batch_memory * 1024;
-    int batch;
+    int batch = 1;
 
-    if (e->bpred && e->bmax == pgddl_batch_size && e->bkb == pgddl_batch_memory)
-        return e->bpred;
-    if (e->image_bytes == 0) {
+    if (e->bbatch > 0 && e->bmax == pgddl_batch_size && e->bkb == pgddl_batch_memory)
+        return e->bbatch == 1 ? e->pred : e->bpred;
+    if (pgddl_batch_size > 1 && e->image_bytes == 0) {
         Size two = open_batch(e, 2);
 
         e->image_bytes = two > e->row_bytes ? two - e->row_bytes : 1;
     }
-    batch = (int) Max(1, Min((Size) pgddl_batch_size, budget / e->image_bytes));
-    if (!e->bpred || e->bbatch != batch)
+    if (pgddl_batch_size > 1)
+        batch = (int) Max(1, Min((Size) pgddl_batch_size, budget / e->image_bytes));
+    if (batch == 1) { /* a pass of one: the row predictor is that already */
+        ddl_predictor_close(e->bpred);
+        e->bpred = NULL;
+        e->bbatch = 1;
+    } else if (!e->bpred || e->bbatch != batch)
         open_batch(e, batch);
     e->bmax = pgddl_batch_size;
     e->bkb = pgddl_batch_memory;
-    return e->bpred;
+    return e->bbatch == 1 ? e->pred : e->bpred;
 }
 
 /* ---- images ---- */

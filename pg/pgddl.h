@@ -28,8 +28,9 @@ typedef struct model_entry {
     struct stat st;            /* the file as it was loaded */
     TimestampTz checked;       /* start of the statement that last looked at the file */
     uint64 used;               /* use_clock at the last use */
-    ddl_predictor *bpred;      /* bbatch images per pass (the _batch functions); NULL until their first use */
-    int bbatch;
+    ddl_predictor *bpred;      /* bbatch images per pass (the _batch functions); NULL until their first
+                                * use, and when bbatch is 1 (they use pred then) */
+    int bbatch;                /* 0 until the _batch functions' first use */
     int bmax, bkb;             /* ddl.batch_size and ddl.batch_memory that chose bbatch */
     Size row_bytes;            /* pred's memory: weights and one image's buffers */
     Size image_bytes;          /* a pass's buffers per image (0: not measured yet) */

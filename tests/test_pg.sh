@@ -182,6 +182,23 @@ EOF
 [ "$1" = 500 ] && [ "$2" = 500 ]
 check "ddl_predict_proba_batch in passes of 7, NULLs and a PNG among them: ddl_predict_proba's bits ($1 of $2)" $?
 [ "$3" = 20 ]; check "ddl_segment_batch = ddl_segment, bit for bit ($3 of 20)" $?
+# ddl.batch_memory: a budget too small for 2 of U-Net's images makes its passes one image, run by
+# the row predictor (the model held once); the default 4 MB holds a few more, in a second one
+C="SELECT sum(total_bytes) FROM pg_backend_memory_contexts WHERE name = 'ddl models';"
+S="SELECT count(*) FROM ddl_segment_batch('unet.ddl', (SELECT array_agg(img) FROM scenes));"
+set -- $(sql <<EOF
+SELECT count(ddl_segment('unet.ddl', img)) FROM scenes;
+$C
+SET ddl.batch_memory = '64kB';
+$S
+$C
+RESET ddl.batch_memory;
+$S
+$C
+EOF
+)
+[ "$1" = 20 ] && [ "$3" = 20 ] && [ "$5" = 20 ] && [ "$4" = "$2" ] && [ "$6" -gt "$2" ]
+check "U-Net's _batch passes: one image within ddl.batch_memory = 64kB (the models' memory $2 -> $4 bytes), more by default ($6)" $?
 err "a bad element of an array" "SELECT ddl_predict_batch('lenet.ddl', ARRAY[img, '\\x0102'::bytea]) FROM images WHERE id = 0" \
     'ddl_predict_batch: image 2 of 2 in the array'
 err "a U-Net given to ddl_predict_batch" "SELECT ddl_predict_batch('unet.ddl', ARRAY[img]) FROM scenes LIMIT 1" \
