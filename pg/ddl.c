@@ -175,15 +175,16 @@ static model_entry *load(const char *path, const char *name, const struct stat *
     ddl_predictor *pred = NULL;
     const ddl_model_config *mc;
     model_entry *e;
-    Size before = MemoryContextMemAllocated(cache_ctx, false);
+    Size before = MemoryContextMemAllocated(cache_ctx, false), bytes;
     int rc;
 
     rc = ddl_predictor_open(path, &pc, &cache_alloc, &pred, err, sizeof err);
     if (rc != DDL_OK)
         ereport(ERROR, (errcode(load_errcode(rc)), errmsg("ddl: cannot load model \"%s\": %s", name, err)));
+    bytes = MemoryContextMemAllocated(cache_ctx, false) - before;
     e = MemoryContextAllocExtended(cache_ctx, sizeof *e, MCXT_ALLOC_ZERO | MCXT_ALLOC_NO_OOM);
     if (e) {
-        e->row_bytes = MemoryContextMemAllocated(cache_ctx, false) - before - sizeof *e;
+        e->row_bytes = bytes;
         mc = ddl_model_get_config(ddl_predictor_model(pred));
         e->c = mc->in_c;
         e->h = mc->in_h;
@@ -312,8 +313,9 @@ static Size open_batch(model_entry *e, int batch)
  * functions keep theirs at one image per pass, so a backend that never scores an array holds no
  * buffers for more. Its pass is ddl.batch_size images, or as many as ddl.batch_memory holds:
  * a pass runs fastest while its buffers stay in the core's caches (measured in CPU time: LeNet,
- * 0.07 MB an image, gains 1.7x from 16 to 64 images and loses a third at 256; U-Net at 64 x 64,
- * 3.5 MB an image, is fastest one at a time and loses 40% at 16). The bytes an image takes are
+ * 0.07 MB an image, runs 1.7x faster in passes of 16 to 64 than one at a time, and a third slower
+ * than that in passes of 256; U-Net at 64 x 64, 3.5 MB an image, is fastest one at a time and
+ * loses 40% at 16). The bytes an image takes are
  * measured once, as a predictor of 2 images against the row predictor of 1; a pass of one image
  * is the row predictor's, so such a model is held once. */
 ddl_predictor *pgddl_batch_predictor(model_entry *e)
