@@ -1,8 +1,9 @@
 /* pgddl.h - what the extension's files share (private: PostgreSQL loads only ddl.so). ddl.c owns
- * ddl.model_dir and ddl.batch_size, the backend's cache of open models and the bytea -> pixels
- * step, and scores a row per call; batch.c scores the images of an array in passes of
- * ddl.batch_size through a second predictor of the same model file. Every function here raises
- * an SQL ERROR rather than return a failure, and never while the library is inside a call. */
+ * ddl.model_dir, ddl.batch_size and ddl.batch_memory, the backend's cache of open models and the
+ * bytea -> pixels step, and scores a row per call; batch.c scores the images of an array in
+ * passes of up to ddl.batch_size images, as many as ddl.batch_memory holds, through a second
+ * predictor of the same model file (or the row predictor, for passes of one). Every function here
+ * raises an SQL ERROR rather than return a failure, and never while the library is inside a call. */
 #ifndef PGDDL_H
 #define PGDDL_H
 
