@@ -42,7 +42,8 @@
     "  --out CSV                 one row per image: index,predicted,truth,p0..p9\n"                 \
     "  --db URL --table T --id ID --image COL --out-table OUT\n"                                  \
     "                            score a PostgreSQL table instead (each rank its share, a\n"        \
-    "                            transaction per batch; builds with libpq)\n"
+    "                            transaction per batch; builds with libpq); --db-timeout S:\n"    \
+    "                            the longest a query waits for the server (default 300)\n"
 
 enum { OPT_DROPOUT = EXAMPLE_OPT_END, OPT_IMAGES };
 

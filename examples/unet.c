@@ -23,7 +23,8 @@
  * With --predict (example_predict.h) it trains nothing: checkpoint M segments the held-out scenes
  * of the run that wrote it (its seed and canvas size), split over the ranks; rank 0 prints pixel
  * accuracy, dice and mean IoU and, with --images DIR, writes each scene's mask as
- * DIR/scene_NNNN.png in the same palette. */
+ * DIR/scene_NNNN.png in the same palette. With --db it segments a PostgreSQL table's images
+ * instead, and makes no scenes. */
 #include "ddl.h"
 
 #include <errno.h>
@@ -181,7 +182,9 @@ static void log_scenes(example_watch *w, int epoch, ddl_model *m, const ddl_data
     "                            pixel accuracy, dice, mean IoU, images/s; with --images DIR\n"        \
     "                            each scene's mask as DIR/scene_NNNN.png\n"                        \
     "  --db URL --table T --id ID --image COL --out-table OUT\n"                                       \
-    "                            segment a PostgreSQL table's images instead (masks as bytea)\n"
+    "                            segment a PostgreSQL table's images instead (masks as bytea;\n"  \
+    "                            needs no --data); --db-timeout S: the longest a query waits\n"   \
+    "                            for the server (default 300)\n"
 
 enum { OPT_SCENES = EXAMPLE_OPT_END, OPT_TEST_SCENES, OPT_SIZE, OPT_ITEMS, OPT_DEPTH, OPT_WIDTH, OPT_DICE, OPT_IMAGES };
 
@@ -294,7 +297,7 @@ static int predict(const example_opts *o, unet_opts u, const predict_opts *po, d
     ddl_dataset test = {0};
     char err[DDL_ERR_BYTES];
     int ok = (r.pr = predict_open(&r, po, ddl_model_unet())) != NULL;
-    if (ok) { /* the scenes of the checkpoint's canvas and seed */
+    if (ok && !po->db.db) { /* the scenes of the checkpoint's canvas and seed (--db scores the table's rows alone) */
         u.size = ddl_model_get_config(ddl_predictor_model(r.pr))->in_h;
         ok = make_test(o->data, &u, (long)ddl_predictor_info(r.pr)->seed, &test, err) == DDL_OK || predict_fail(&r, err) == 0;
     }

@@ -22,3 +22,18 @@ CREATE FUNCTION ddl_segment(model text, image bytea) RETURNS bytea
 -- ddl_class_names: the class names the checkpoint carries (element k + 1 for class k), or NULL.
 CREATE FUNCTION ddl_class_names(model text) RETURNS text[]
     AS 'MODULE_PATHNAME', 'pgddl_class_names' LANGUAGE C STRICT PARALLEL SAFE;
+
+-- Many rows per call: images, an array (array_agg(img)); one result row per element, in the
+-- array's order (a NULL element gives a NULL), the answers of the functions above bit for bit,
+-- computed in forward passes of ddl.batch_size images. PostgresML's pgml.predict_batch takes
+-- its rows the same way:
+--     SELECT unnest(array_agg(id)) AS id, ddl_predict_batch('lenet.ddl', array_agg(img)) AS class
+--     FROM images GROUP BY id / 1000;
+CREATE FUNCTION ddl_predict_batch(model text, images bytea[]) RETURNS SETOF int
+    AS 'MODULE_PATHNAME', 'pgddl_predict_batch' LANGUAGE C STRICT PARALLEL SAFE COST 500 ROWS 1000;
+
+CREATE FUNCTION ddl_predict_proba_batch(model text, images bytea[]) RETURNS SETOF real[]
+    AS 'MODULE_PATHNAME', 'pgddl_predict_proba_batch' LANGUAGE C STRICT PARALLEL SAFE COST 500 ROWS 1000;
+
+CREATE FUNCTION ddl_segment_batch(model text, images bytea[]) RETURNS SETOF bytea
+    AS 'MODULE_PATHNAME', 'pgddl_segment_batch' LANGUAGE C STRICT PARALLEL SAFE COST 5000 ROWS 1000;

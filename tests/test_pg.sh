@@ -4,10 +4,12 @@
 # postgres when run as root) and always stops (trap on EXIT). The 10,000 Fashion-MNIST test
 # images in a table: ddl_predict gives lenet --predict's class row for row and its accuracy per
 # class; ddl_predict_proba its probabilities; a PNG of an image the same as its raw pixels;
-# ddl_segment a U-Net's mask; a PNG of another size is resized. Each bad input (a wrong-size
-# bytea, a damaged PNG, an unknown model, a path, a damaged model file, a model of the other kind, no
-# ddl.model_dir, a non-superuser setting it, a PNG decompression bomb, refused inside a 1 s
-# statement_timeout) is an SQL error that says what was wrong, and the
+# ddl_segment a U-Net's mask; a PNG of another size is resized; the _batch functions, an array in
+# and a row out per element, give the row functions' bits (classes of all 10,000 rows,
+# probabilities in passes of 7 with NULL elements and a PNG, masks) and name a bad element. Each
+# bad input (a wrong-size bytea, a damaged PNG, an unknown model, a path, a damaged model file, a
+# model of the other kind, no ddl.model_dir, a non-superuser setting it, a PNG decompression bomb,
+# refused inside a 1 s statement_timeout) is an SQL error that says what was wrong, and the
 # postmaster and other sessions go on. The model as ONNX gives the same classes; the models' memory
 # context does not grow with the rows; the backend has one thread. EXPLAIN shows a parallel plan;
 # 2 workers score >= 1.6x the rows/s of 1 when no other work takes a core meanwhile (it prints
@@ -160,6 +162,47 @@ sql -c "CREATE TABLE scenes AS SELECT id, substr(img || img, 1, 1024) AS img FRO
 seg=$(sql -c "SELECT count(*) FROM (SELECT ddl_segment('unet.ddl', img) AS m FROM scenes) s
     WHERE length(m) = 1024 AND (SELECT max(get_byte(m, k)) FROM generate_series(0, 1023) k) <= 10")
 [ "$seg" = 20 ]; check "ddl_segment: a 32 x 32 mask of classes 0 to 10 for each of 20 images ($seg)" $?
+
+# ---- the _batch functions: an array in, a row per element in its order, ddl_predict's bits ----
+sql -F, -c "SELECT id, c FROM (SELECT unnest(array_agg(id)) AS id, ddl_predict_batch('lenet.ddl', array_agg(img)) AS c
+    FROM images GROUP BY id / 1000) b ORDER BY id" > "$tmp/batch.csv"
+cmp -s "$tmp/batch.csv" "$tmp/sql.csv"; check "ddl_predict_batch = ddl_predict on all 10000 rows (arrays of 1000)" $?
+# passes of 7 (the last one short), NULL elements, a PNG among raw pixels, each probability bit for bit
+set -- $(sql -F' ' <<'EOF'
+SET ddl.batch_size = 7;
+WITH a AS (SELECT array_agg(CASE WHEN id % 10 = 3 THEN NULL WHEN id = 4 THEN (SELECT img FROM pngs WHERE id = 4) ELSE img END
+               ORDER BY id) AS imgs FROM images WHERE id < 500)
+SELECT count(*) FILTER (WHERE p IS NOT DISTINCT FROM (CASE WHEN n % 10 = 4 THEN NULL
+                            ELSE ddl_predict_proba('lenet.ddl', (SELECT img FROM images WHERE id = n - 1)) END)), count(*)
+FROM a, ddl_predict_proba_batch('lenet.ddl', a.imgs) WITH ORDINALITY AS r(p, n);
+WITH b AS (SELECT unnest(array_agg(id)) AS id, ddl_segment_batch('unet.ddl', array_agg(img)) AS m FROM scenes GROUP BY id % 3)
+SELECT count(*) FILTER (WHERE m = ddl_segment('unet.ddl', img)) FROM b JOIN scenes USING (id);
+EOF
+)
+[ "$1" = 500 ] && [ "$2" = 500 ]
+check "ddl_predict_proba_batch in passes of 7, NULLs and a PNG among them: ddl_predict_proba's bits ($1 of $2)" $?
+[ "$3" = 20 ]; check "ddl_segment_batch = ddl_segment, bit for bit ($3 of 20)" $?
+# ddl.batch_memory: a budget too small for 2 of U-Net's images makes its passes one image, run by
+# the row predictor (the model held once); the default 4 MB holds a few more, in a second one
+C="SELECT sum(total_bytes) FROM pg_backend_memory_contexts WHERE name = 'ddl models';"
+S="SELECT count(*) FROM ddl_segment_batch('unet.ddl', (SELECT array_agg(img) FROM scenes));"
+set -- $(sql <<EOF
+SELECT count(ddl_segment('unet.ddl', img)) FROM scenes;
+$C
+SET ddl.batch_memory = '64kB';
+$S
+$C
+RESET ddl.batch_memory;
+$S
+$C
+EOF
+)
+[ "$1" = 20 ] && [ "$3" = 20 ] && [ "$5" = 20 ] && [ "$4" = "$2" ] && [ "$6" -gt "$2" ]
+check "U-Net's _batch passes: one image within ddl.batch_memory = 64kB (the models' memory $2 -> $4 bytes), more by default ($6)" $?
+err "a bad element of an array" "SELECT ddl_predict_batch('lenet.ddl', ARRAY[img, '\\x0102'::bytea]) FROM images WHERE id = 0" \
+    'ddl_predict_batch: image 2 of 2 in the array'
+err "a U-Net given to ddl_predict_batch" "SELECT ddl_predict_batch('unet.ddl', ARRAY[img]) FROM scenes LIMIT 1" \
+    'ddl_predict_batch takes a classifier'
 
 [ "$(sql -c "SELECT count(*) FROM images WHERE ddl_predict('lenet.onnx', img) <> ddl_predict('lenet.ddl', img)")" = 0 ]
 check "the model as ONNX gives the checkpoint's classes" $?

@@ -7,9 +7,11 @@
 # predictions table, row for row lenet --predict's on the same images from the IDX file;
 # ddl-train --predict --db the same classes; a rank killed halfway through a batch's COPY leaves
 # only whole batches (every batch of the split is all there or absent, the killed rank's first
-# two are there); unet --db writes a mask per row, the same on 1 and 2 ranks; a bad row, a
-# missing table or database fail naming it; quoted names. Skips where PostgreSQL or libpq is
-# missing. About 30 s.
+# two are there); unet --db writes a mask per row, the same on 1 and 2 ranks, with no data set to
+# make scenes of; a bad row, a missing table or database fail naming it; quoted names; a server
+# that never answers (a fake one that lets libpq connect) and a COPY held by a lock fail within
+# --db-timeout naming the statement, and the server drops the abandoned statement (its
+# statement_timeout). Skips where PostgreSQL or libpq is missing. About 35 s.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/pg_server.sh"
 BUILD=${BUILD:-build}
@@ -105,8 +107,8 @@ echo "killed run: $3 rows committed, rank 1 $2 (its 2 batches before the kill), 
 
 # ---- U-Net: a mask per row, the same on 1 and 2 ranks ----
 sql -c "CREATE TABLE scenes AS SELECT id, substr(img || img, 1, 1024) AS img FROM images WHERE id < 7 + 3 * 200 AND id % 3000 <> 7"
-"$B/unet" --predict --model "$tmp/unet.ddl" --test-scenes 1 --db "$URI" --table scenes --out-table m1 > "$tmp/m1.out" 2>&1
-check "unet --predict --db on 1 rank" $?
+"$B/unet" --predict --model "$tmp/unet.ddl" --data "$tmp/no-data" --db "$URI" --table scenes --out-table m1 > "$tmp/m1.out" 2>&1
+check "unet --predict --db on 1 rank, with no Fashion-MNIST to make scenes of ($(tail -n 1 "$tmp/m1.out"))" $?
 "$B/ddlrun" -n 2 "$B/unet" --predict --model "$tmp/unet.ddl" --test-scenes 1 --batch 8 --db "$URI" --table scenes \
     --out-table m2 > "$tmp/m2.out" 2>&1
 check "ddlrun -n 2 unet --predict --db --batch 8" $?
@@ -148,6 +150,56 @@ sql -c 'CREATE TABLE "Odd; DROP TABLE images --" ("The Id" int, "pix els" bytea)
 [ $? -eq 0 ] && [ "$(sql -c 'SELECT count(*) FROM "out ""quoted"""')" = 31 ] && [ "$(sql -c "SELECT count(*) FROM images")" = 10000 ]
 check "names quoted with PQescapeIdentifier ($(cat "$tmp/q.out"))" $?
 echo "scoring runs took $(($(date +%s) - start)) s"
+
+# ---- a server that stalls: an error naming the statement within --db-timeout, no hang ----
+# a fake server on a Unix socket: it lets libpq connect, then never answers a query
+mkdir "$tmp/fake"
+"$PYTHON" - "$tmp/fake/.s.PGSQL.5432" <<'PY' &
+import socket, struct, sys
+def msg(t, body): return t + struct.pack(">I", len(body) + 4) + body
+def param(k, v): return msg(b"S", k.encode() + b"\0" + v.encode() + b"\0")
+s = socket.socket(socket.AF_UNIX)
+s.bind(sys.argv[1]); s.listen(8); s.settimeout(60)
+held = []
+while True:
+    try:
+        c, _ = s.accept()
+    except OSError:
+        break
+    n = struct.unpack(">I", c.recv(4, socket.MSG_WAITALL))[0]
+    c.recv(n - 4, socket.MSG_WAITALL)  # the startup packet
+    c.sendall(msg(b"R", struct.pack(">I", 0)) + param("server_version", "15.0") + param("client_encoding", "UTF8")
+              + param("standard_conforming_strings", "on") + param("integer_datetimes", "on")
+              + msg(b"K", struct.pack(">II", 1, 2)) + msg(b"Z", b"I"))
+    held.append(c)  # and never a word more
+PY
+fake_pid=$!
+i=0; while [ $i -lt 50 ] && [ ! -S "$tmp/fake/.s.PGSQL.5432" ]; do sleep 0.1; i=$((i + 1)); done
+t0=$(date +%s)
+out=$(timeout 60 "$B/lenet" --predict --model "$tmp/a.ddl" --db "host=$tmp/fake port=5432 user=u dbname=d" \
+    --table images --out-table pt --db-timeout 2 2>&1)
+rc=$? secs=$(($(date +%s) - t0))
+kill $fake_pid 2> /dev/null; wait $fake_pid 2> /dev/null
+[ $rc -eq 1 ] && [ $secs -le 10 ] && printf '%s\n' "$out" | grep -q "images: the database did not answer within 2 s (--db-timeout): BEGIN"
+check "a server that never answers: exit 1 in ${secs} s (--db-timeout 2) naming the statement (exit $rc, said: $out)" $?
+# a real server whose COPY waits on a lock held meanwhile: the COPY's error, and the server drops
+# the statement a second after the client gave up (statement_timeout: no backend left waiting)
+sql -c "CREATE TABLE plock (id bigint, class int, probabilities real[])"
+sql -c "BEGIN" -c "LOCK TABLE plock" -c "SELECT pg_sleep(60)" > /dev/null 2>&1 &
+lock_pid=$!
+i=0; while [ $i -lt 100 ] && [ "$(sql -c "SELECT count(*) FROM pg_locks WHERE relation = 'plock'::regclass AND granted")" != 1 ]; do
+    sleep 0.1; i=$((i + 1)); done
+t0=$(date +%s)
+out=$(timeout 60 "$B/lenet" --predict --model "$tmp/a.ddl" --db "$URI" --table images --out-table plock --db-timeout 2 2>&1)
+rc=$? secs=$(($(date +%s) - t0))
+[ $rc -eq 1 ] && [ $secs -le 10 ] &&
+    printf '%s\n' "$out" | grep -q "the database did not answer within 2 s (--db-timeout): COPY \"plock\""
+check "a COPY held by a lock: exit 1 in ${secs} s naming it (exit $rc, said: $out)" $?
+i=0; while [ $i -lt 100 ] && [ "$(sql -c "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'lenet'")" != 0 ]; do
+    sleep 0.1; i=$((i + 1)); done
+[ $i -lt 100 ]; check "the server ended the abandoned statement within $((i / 10)) s (statement_timeout)" $?
+sql -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(60)'" > /dev/null
+wait $lock_pid 2> /dev/null
 
 $AS "$PGBIN/pg_ctl" -D "$tmp/data" -m fast -w stop > /dev/null 2>&1; check "pg_ctl stop" $?
 echo "$pass passed, $fail failed"

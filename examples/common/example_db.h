@@ -16,6 +16,13 @@
  * or PPM of any size, resized to the model's input as training does. Names are quoted with
  * PQescapeIdentifier, values passed as parameters. A bad row, a lost connection or an SQL error is one line naming the rank, the row's ID where there is
  * one, and what was wrong; every rank then exits 1.
+ * Every wait for the server is bounded: connecting by libpq's connect_timeout (10 s unless the
+ * string says otherwise), each query and each batch's COPY by --db-timeout S (default 300 s; the
+ * connections are non-blocking and each wait a poll with the time left), so a server that stalls
+ * (stopped, a lock never granted, a dead link) is an error naming the statement after S seconds,
+ * never a hang. The server is asked to give up on its own a second later (statement_timeout, in
+ * the connections' options unless the string sets options itself): a query the client stopped
+ * waiting for does not run on.
  *
  * libpq is optional: the code is compiled with DDL_EXAMPLE_PQ defined (the Makefile defines it,
  * and links -lpq, where libpq-fe.h is); without it --db says the program was built without
@@ -37,20 +44,26 @@ typedef struct db_opts {
     const char *id;        /* --id COLUMN (default id) */
     const char *image;     /* --image COLUMN (default img) */
     const char *out_table; /* --out-table OUT */
+    int timeout;           /* --db-timeout S: the longest a query or a batch's COPY waits for the
+                            * server, in seconds (0: DB_TIMEOUT_DEFAULT) */
 } db_opts;
+
+#define DB_TIMEOUT_DEFAULT 300
 
 /* db_options_check: NULL when the --db flags go together, else what is wrong. */
 static inline const char *db_options_check(const db_opts *d)
 {
-    if (!d->db && (d->table || d->id || d->image || d->out_table))
-        return "--table, --id, --image and --out-table go with --db";
+    if (!d->db && (d->table || d->id || d->image || d->out_table || d->timeout))
+        return "--table, --id, --image, --out-table and --db-timeout go with --db";
     if (d->db && (!d->table || !d->out_table))
         return "--db needs --table T and --out-table OUT";
     return NULL;
 }
 
 #ifdef DDL_EXAMPLE_PQ
+#include <errno.h>
 #include <libpq-fe.h>
+#include <poll.h>
 #include <signal.h>
 #include <time.h>
 
@@ -66,6 +79,7 @@ typedef struct db_run {
     char *table, *id, *image_col, *out; /* quoted names (PQescapeIdentifier) */
     char id_type[256];
     int segment;                /* OUT gets a mask, not a class and probabilities */
+    int timeout;                /* seconds: --db-timeout */
 } db_run;
 
 /* db_fail: one line on stderr, "PROG: rank R: what" (without the rank on one process). */
@@ -92,20 +106,90 @@ static inline int db_agree(db_run *r, int ok)
     return bad == 0;
 }
 
-/* db_sql: run sql (params as text) on c, results in `binary` format or text; the result when it
- * is PGRES_COMMAND_OK or PGRES_TUPLES_OK (the caller clears it), else NULL having said why. */
-static inline PGresult *db_sql(const db_run *r, PGconn *c, const char *sql, int n_params, const char *const *params,
-                               int binary)
+/* db_now: seconds on the monotonic clock. */
+static inline double db_now(void)
 {
-    PGresult *res = PQexecParams(c, sql, n_params, NULL, params, NULL, NULL, binary);
-    ExecStatusType st = PQresultStatus(res);
-    if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK)
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* db_pump: send c's pending output and, with `answer`, read until its next result is ready (or
+ * the connection is in COPY IN), waiting at most until deadline (db_now's clock). 0, or 1 having
+ * said why: libpq's error, or that the server did not answer `what` in time. */
+static inline int db_pump(const db_run *r, PGconn *c, double deadline, const char *what, int answer)
+{
+    char why[1400];
+    for (;;) {
+        int f = PQflush(c); /* 0: all sent, 1: more to send, -1: failed */
+        if (f < 0)
+            break;
+        if (f == 0 && (!answer || !PQisBusy(c)))
+            return 0;
+        double left = deadline - db_now();
+        if (left <= 0) {
+            snprintf(why, sizeof why, "%s: the database did not answer within %d s (--db-timeout): %.120s", r->o->table,
+                     r->timeout, what);
+            return db_fail(r, why);
+        }
+        struct pollfd p = {.fd = PQsocket(c), .events = (short)(POLLIN | (f ? POLLOUT : 0))};
+        int n = poll(&p, 1, (int)(left * 1000) + 1);
+        if (n < 0 && errno != EINTR) {
+            snprintf(why, sizeof why, "%s: waiting for the database: %s", r->o->table, strerror(errno));
+            return db_fail(r, why);
+        }
+        if (n > 0 && (p.revents & (POLLIN | POLLERR | POLLHUP)) && !PQconsumeInput(c))
+            break;
+    }
+    snprintf(why, sizeof why, "%s: %s", r->o->table, PQerrorMessage(c));
+    return db_fail(r, why);
+}
+
+/* db_results: the results of what c sent, read within the deadline: the last one, or the first
+ * that failed; a COPY IN ends what the statement answers. The result when it is
+ * PGRES_COMMAND_OK, PGRES_TUPLES_OK or PGRES_COPY_IN (the caller clears it), else NULL having
+ * said why: the server's error after `label`, or that it did not answer `what` in time. */
+static inline PGresult *db_results(const db_run *r, PGconn *c, double deadline, const char *what, const char *label)
+{
+    PGresult *res = NULL, *next;
+    for (;;) {
+        if (db_pump(r, c, deadline, what, 1) != 0) {
+            PQclear(res);
+            return NULL;
+        }
+        if ((next = PQgetResult(c)) == NULL)
+            break;
+        if (PQresultStatus(next) == PGRES_COPY_IN) {
+            PQclear(res);
+            return next;
+        }
+        if (res && PQresultStatus(res) != PGRES_COMMAND_OK && PQresultStatus(res) != PGRES_TUPLES_OK)
+            PQclear(next);
+        else
+            PQclear(res), res = next;
+    }
+    if (res && (PQresultStatus(res) == PGRES_COMMAND_OK || PQresultStatus(res) == PGRES_TUPLES_OK))
         return res;
     char why[1400];
-    snprintf(why, sizeof why, "%s: %s", r->o->table, PQerrorMessage(c));
+    snprintf(why, sizeof why, "%s: %s", label, res ? PQresultErrorMessage(res) : PQerrorMessage(c));
     db_fail(r, why);
     PQclear(res);
     return NULL;
+}
+
+/* db_sql: run sql (params as text) on c, results in `binary` format or text, all within the
+ * timeout: db_results's. */
+static inline PGresult *db_sql(const db_run *r, PGconn *c, const char *sql, int n_params, const char *const *params,
+                               int binary)
+{
+    double deadline = db_now() + r->timeout;
+    if (!PQsendQueryParams(c, sql, n_params, NULL, params, NULL, NULL, binary)) {
+        char why[1400];
+        snprintf(why, sizeof why, "%s: %s", r->o->table, PQerrorMessage(c));
+        db_fail(r, why);
+        return NULL;
+    }
+    return db_results(r, c, deadline, sql, r->o->table);
 }
 
 /* db_do: db_sql with the result dropped; 0, or 1 having said why. */
@@ -116,13 +200,17 @@ static inline int db_do(const db_run *r, PGconn *c, const char *sql, int n_param
     return res ? 0 : 1;
 }
 
-/* db_connect: a connection to --db (10 s to connect unless the string says otherwise). */
+/* db_connect: a connection to --db (10 s to connect unless the string says otherwise), made
+ * non-blocking (db_pump waits on it), whose statements the server cancels itself a second after
+ * --db-timeout (unless the string sets options). */
 static inline PGconn *db_connect(const db_run *r)
 {
-    const char *keys[] = {"connect_timeout", "fallback_application_name", "dbname", NULL};
-    const char *vals[] = {"10", r->prog, r->o->db, NULL};
+    char options[64];
+    snprintf(options, sizeof options, "-c statement_timeout=%ld", (long)r->timeout * 1000 + 1000);
+    const char *keys[] = {"connect_timeout", "fallback_application_name", "options", "dbname", NULL};
+    const char *vals[] = {"10", r->prog, options, r->o->db, NULL};
     PGconn *c = PQconnectdbParams(keys, vals, 1);
-    if (c && PQstatus(c) == CONNECTION_OK)
+    if (c && PQstatus(c) == CONNECTION_OK && PQsetnonblocking(c, 1) == 0)
         return c;
     char why[1400];
     snprintf(why, sizeof why, "cannot connect to the database: %s", c ? PQerrorMessage(c) : "out of memory");
@@ -279,39 +367,65 @@ static inline int db_die_hook(const db_run *r, int batch_no)
     return e && sscanf(e, "%d:%d", &rank, &b) == 2 && rank == r->rank && b == batch_no;
 }
 
-/* db_copy: the batch's COPY text into OUT in a transaction of its own. 0, or 1 having said why. */
+/* db_put_copy: n bytes of COPY data queued on c and sent, within the deadline. 0, or 1 having
+ * said why. */
+static inline int db_put_copy(const db_run *r, PGconn *c, const char *p, size_t n, double deadline, const char *what)
+{
+    int rc;
+    while ((rc = PQputCopyData(c, p, (int)n)) == 0) /* not queued: libpq's buffer is full */
+        if (db_pump(r, c, deadline, what, 0) != 0)
+            return 1;
+    if (rc == 1 && db_pump(r, c, deadline, what, 0) == 0)
+        return 0;
+    if (rc != 1) {
+        char why[1400];
+        snprintf(why, sizeof why, "%s: %s", what, PQerrorMessage(c));
+        db_fail(r, why);
+    }
+    return 1;
+}
+
+/* db_copy: the batch's COPY text into OUT in a transaction of its own. 0, or 1 having said why.
+ * On a failure the transaction is left open: every rank then exits, and the connection closing
+ * rolls it back (a ROLLBACK sent to a server that stalled would wait for it again). */
 static inline int db_copy(db_run *r, const db_buf *b, int batch_no, const char *first_id)
 {
-    char sql[1200], why[1400];
+    char sql[1200], what[1000];
     snprintf(sql, sizeof sql, "COPY %s (%s, %s) FROM STDIN", r->out, r->id,
              r->segment ? "mask" : "class, probabilities");
+    snprintf(what, sizeof what, "writing the batch from row %s=%s into %s", r->o->id, first_id, r->o->out_table);
     if (db_do(r, r->wr, "BEGIN", 0, NULL) != 0)
         return 1;
-    PGresult *res = PQexec(r->wr, sql);
-    int ok = PQresultStatus(res) == PGRES_COPY_IN;
+    PGresult *res = db_sql(r, r->wr, sql, 0, NULL, 0);
+    if (!res)
+        return 1;
+    int in_copy = PQresultStatus(res) == PGRES_COPY_IN;
     PQclear(res);
-    if (ok && db_die_hook(r, batch_no)) { /* the test hook: half the batch sent, then gone */
-        PQputCopyData(r->wr, b->p, (int)(b->n / 2));
-        PQflush(r->wr);
+    if (!in_copy)
+        return db_fail(r, "COPY FROM STDIN did not start");
+    double deadline = db_now() + r->timeout;
+    if (db_die_hook(r, batch_no)) { /* the test hook: half the batch sent, then gone */
+        db_put_copy(r, r->wr, b->p, b->n / 2, deadline, what);
         fprintf(stderr, "%s: rank %d: DDL_EXAMPLE_DB_DIE: killed halfway through batch %d\n", r->prog, r->rank,
                 batch_no);
         fflush(stderr);
         raise(SIGKILL);
     }
-    ok = ok && PQputCopyData(r->wr, b->p, (int)b->n) == 1 && PQputCopyEnd(r->wr, NULL) == 1;
-    while (ok && (res = PQgetResult(r->wr)) != NULL) {
-        ok = PQresultStatus(res) == PGRES_COMMAND_OK;
-        PQclear(res);
-    }
-    if (!ok) {
-        snprintf(why, sizeof why, "writing the batch from row %s=%s into %s: %s", r->o->id, first_id, r->o->out_table,
-                 PQerrorMessage(r->wr));
-        db_fail(r, why);
-        while ((res = PQgetResult(r->wr)) != NULL)
-            PQclear(res);
-        PQclear(PQexec(r->wr, "ROLLBACK"));
+    if (db_put_copy(r, r->wr, b->p, b->n, deadline, what) != 0)
         return 1;
+    int rc;
+    while ((rc = PQputCopyEnd(r->wr, NULL)) == 0)
+        if (db_pump(r, r->wr, deadline, what, 0) != 0)
+            return 1;
+    res = rc == 1 ? db_results(r, r->wr, deadline, what, what) : NULL;
+    if (rc != 1) {
+        char why[1400];
+        snprintf(why, sizeof why, "%s: %s", what, PQerrorMessage(r->wr));
+        return db_fail(r, why);
     }
+    if (!res)
+        return 1;
+    PQclear(res);
     return db_do(r, r->wr, "COMMIT", 0, NULL);
 }
 
@@ -407,7 +521,8 @@ static inline int db_score_rows(db_run *r, long n, long *done)
 static inline int db_score(const char *prog, const db_opts *o, ddl_predictor *pr, ddl_comm *comm, int batch)
 {
     db_run r = {.prog = prog, .o = o, .comm = comm, .rank = comm ? ddl_comm_rank(comm) : 0,
-                .world = comm ? ddl_comm_size(comm) : 1, .batch = batch > 0 ? batch : 64, .pr = pr};
+                .world = comm ? ddl_comm_size(comm) : 1, .batch = batch > 0 ? batch : 64, .pr = pr,
+                .timeout = o->timeout > 0 ? o->timeout : DB_TIMEOUT_DEFAULT};
     db_opts dflt = *o;
     dflt.id = o->id ? o->id : "id";
     dflt.image = o->image ? o->image : "img";
@@ -437,8 +552,8 @@ static inline int db_score(const char *prog, const db_opts *o, ddl_predictor *pr
         ok = db_do(&r, r.wr, sql, 0, NULL) == 0;
     }
     ok = db_agree(&r, ok) && db_score_rows(&r, n, &done) == 0;
-    if (r.rd && PQstatus(r.rd) == CONNECTION_OK)
-        PQclear(PQexec(r.rd, "COMMIT"));
+    if (ok) /* the read transaction's end (on a failure, closing the connection ends it) */
+        ok = db_do(&r, r.rd, "COMMIT", 0, NULL) == 0;
     int all = db_agree(&r, ok);
     int64_t rows = done;
     if (all && comm && ddl_comm_allreduce(comm, &rows, 1, DDL_INT64, DDL_SUM) != DDL_OK)

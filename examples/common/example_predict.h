@@ -32,17 +32,18 @@ typedef struct predict_opts {
     const char *out;         /* --out CSV (lenet) */
     const char *images;      /* lenet: --images F (IDX); unet: --images DIR for the masks */
     const char *labels;      /* lenet: --labels F (IDX) */
-    db_opts db;              /* --db CONNINFO --table T [--id C] [--image C] --out-table OUT */
+    db_opts db;              /* --db CONNINFO --table T [--id C] [--image C] --out-table OUT [--db-timeout S] */
 } predict_opts;
 
-enum { OPT_PREDICT = 400, OPT_MODEL, OPT_OUT, OPT_LABELS, OPT_DB, OPT_TABLE, OPT_ID, OPT_IMAGE, OPT_OUT_TABLE };
+enum { OPT_PREDICT = 400, OPT_MODEL, OPT_OUT, OPT_LABELS, OPT_DB, OPT_TABLE, OPT_ID, OPT_IMAGE, OPT_OUT_TABLE,
+       OPT_DB_TIMEOUT };
 
 #define PREDICT_OPTIONS                                                                     \
     {"predict", no_argument, NULL, OPT_PREDICT}, {"model", required_argument, NULL, OPT_MODEL}, \
     {"out", required_argument, NULL, OPT_OUT}, {"labels", required_argument, NULL, OPT_LABELS}, \
     {"db", required_argument, NULL, OPT_DB}, {"table", required_argument, NULL, OPT_TABLE},     \
     {"id", required_argument, NULL, OPT_ID}, {"image", required_argument, NULL, OPT_IMAGE},     \
-    {"out-table", required_argument, NULL, OPT_OUT_TABLE}
+    {"out-table", required_argument, NULL, OPT_OUT_TABLE}, {"db-timeout", required_argument, NULL, OPT_DB_TIMEOUT}
 
 /* predict_option: 1 if c is one of the --predict flags (now taken), else 0. */
 static int predict_option(predict_opts *p, int c, const char *arg)
@@ -57,6 +58,7 @@ static int predict_option(predict_opts *p, int c, const char *arg)
     case OPT_ID: p->db.id = arg; return 1;
     case OPT_IMAGE: p->db.image = arg; return 1;
     case OPT_OUT_TABLE: p->db.out_table = arg; return 1;
+    case OPT_DB_TIMEOUT: p->db.timeout = cli_int("--db-timeout", arg, 1, 86400); return 1;
     default: return 0;
     }
 }

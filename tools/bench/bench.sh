@@ -23,6 +23,9 @@
 #   5. ddl-serve under wrk: :predict with one LeNet instance per request (serve.sh).
 #   5b. LeNet in PostgreSQL: ddl_predict over 50,000 rows in one backend against the same model in
 #       PL/Python with PyTorch, called per row (pg.sh, pg_plpython.sql; needs root or PostgreSQL's rights).
+#   5c. PostgreSQL, many rows per call: ddl_predict_batch against ddl_predict over 50,000 rows
+#       (LeNet), ddl_segment_batch against ddl_segment (U-Net), and the memory a backend holds per
+#       model (pg_batch.sh; BATCH_SIZES, ARRAY_ROWS, UNET_ROWS).
 #   6. Two hosts (network namespaces) joined by a 1 Gbit/s link: LeNet with DDL_COMPRESS=none, bf16
 #      and fp16, against 2 ranks on loopback (twohost.sh; needs root).
 #   6b. Ring against parameter server (DDL_ALGO=ps): all-reduce of LeNet's gradient size and 8 MiB on
@@ -38,7 +41,7 @@
 #      bytes (elastic.sh).
 #   9. Trains as PyTorch trains: PyTorch-written networks exported in training mode, their outputs,
 #      20 per-step losses and a five-class folder's accuracy against PyTorch (torch_trains.sh).
-# BENCH_ONLY=lenet|unet|scaling|threads|ops|load|graph|resnet|allreduce|mac|serve|pg|twohost|ps|wire|halving|hier|compress|elastic|torchtrain,
+# BENCH_ONLY=lenet|unet|scaling|threads|ops|load|graph|resnet|allreduce|mac|serve|pg|pg_batch|twohost|ps|wire|halving|hier|compress|elastic|torchtrain,
 # SCENES (default 1024),
 # SERVE_SECONDS (default 30), SERVE_CONNS (default 64).
 # Every section adds its figures to one table (tools/bench/lib.sh), printed at the end: each figure,
@@ -183,6 +186,10 @@ fi
 
 if [ -z "$ONLY" ] || [ "$ONLY" = pg ]; then
     BUILD="$BUILD" REPEAT="$REPEAT" sh "$here/pg.sh" # ddl_predict against PL/Python + PyTorch, rows/s
+fi
+
+if [ -z "$ONLY" ] || [ "$ONLY" = pg_batch ]; then
+    BUILD="$BUILD" REPEAT="$REPEAT" sh "$here/pg_batch.sh" # ddl_predict_batch against ddl_predict, rows/s and memory
 fi
 
 if [ -z "$ONLY" ] || [ "$ONLY" = ps ]; then

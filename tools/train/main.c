@@ -56,12 +56,13 @@
     "                            count as the truth; --out CSV|-: file,predicted,p_CLASS...\n"        \
     "  --db CONNINFO --table T   or score the rows of PostgreSQL table T (--id C, default id;\n"       \
     "  --out-table OUT           --image C, bytea, default img) on every rank, each its share,\n"    \
-    "                            into OUT (created if missing) a batch per transaction\n"
+    "                            into OUT (created if missing) a batch per transaction;\n"          \
+    "                            --db-timeout S: the longest a query waits (default 300)\n"
 
 enum { OPT_TARGETS = EXAMPLE_OPT_END, OPT_VAL, OPT_VAL_TARGETS, OPT_VAL_SPLIT, OPT_TEST, OPT_TEST_TARGETS,
        OPT_IMAGE_SIZE, OPT_CHANNELS, OPT_SKIP_BAD, OPT_ARCH, OPT_AUGMENT, OPT_AUGMENT_PAD, OPT_DROPOUT, OPT_DICE,
        OPT_PREDICT, OPT_MODEL, OPT_IMAGES, OPT_OUT, OPT_CACHE, OPT_DB, OPT_TABLE, OPT_ID, OPT_IMAGE,
-       OPT_OUT_TABLE, OPT_IN_ORDER, OPT_SYNC_BN };
+       OPT_OUT_TABLE, OPT_IN_ORDER, OPT_SYNC_BN, OPT_DB_TIMEOUT };
 
 typedef struct opts {
     example_opts ex;
@@ -126,6 +127,7 @@ static void option(opts *o, int c, const char *arg)
     case OPT_ID: o->pred.db.id = arg; break;
     case OPT_IMAGE: o->pred.db.image = arg; break;
     case OPT_OUT_TABLE: o->pred.db.out_table = arg; break;
+    case OPT_DB_TIMEOUT: o->pred.db.timeout = cli_int("--db-timeout", arg, 1, 86400); break;
     case OPT_IN_ORDER: o->in_order = 1; break;
     case OPT_SYNC_BN: o->sync_bn = 1; break;
     case 'h': fputs(USAGE, stdout), cli_help(USAGE_MORE); break;
@@ -149,7 +151,7 @@ static void parse(opts *o, int argc, char **argv)
         {"table", required_argument, NULL, OPT_TABLE}, {"id", required_argument, NULL, OPT_ID},
         {"image", required_argument, NULL, OPT_IMAGE}, {"out-table", required_argument, NULL, OPT_OUT_TABLE},
         {"in-order", no_argument, NULL, OPT_IN_ORDER},
-        {"sync-bn", no_argument, NULL, OPT_SYNC_BN},
+        {"sync-bn", no_argument, NULL, OPT_SYNC_BN}, {"db-timeout", required_argument, NULL, OPT_DB_TIMEOUT},
         {NULL, 0, NULL, 0}};
     example_defaults(&o->ex);
     o->ex.data = NULL;
