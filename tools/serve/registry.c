@@ -76,6 +76,7 @@ static sv_version *version_load(sv_model *m, int n, int number, char *err, size_
         }
         s->next_free = v->free_slots;
         v->free_slots = s;
+        s->version = v;
         v->info = *ddl_predictor_info(s->pr);
     }
     if (v->n_slots < n || !v->slots[n - 1].classes) {
