@@ -57,7 +57,7 @@ static void blas_threads(void) { openblas_set_num_threads(1); /* ddl's pool spli
 
 /* ---- built-in kernel ----
  * The backend when there is no OpenBLAS; with it, the kernel of batch-invariant products on a
- * CPU without AVX-512 (see ddl__gemm_set_invariant below).
+ * CPU without AVX-512 (see the batch-invariant products below).
  * Blocking: for each KC-deep slice of k and each MC-row block of op(A), op(A) is packed into
  * MR-row panels (p-major, so the micro-kernel reads MR floats per step); then for each NR-column
  * panel of op(B) that panel is packed (NR floats per step) and the micro-kernel computes an
@@ -297,19 +297,8 @@ static void gemm_one(int trans_a, int trans_b, int m, int n, int k, float alpha,
  * its tile lies: in this mode every product goes to them, and an image's logits are the same
  * bits alone or at any place of any batch (tests/test_batch_same.c). Training stays on the
  * dispatch above, whose bits the pinned weights_crc values hold; the predictor sets this mode
- * around its forward passes. The mode is the calling thread's, carried by the pool to the
- * threads that run its tasks. */
-
-static _Thread_local int invariant;
-
-int ddl__gemm_set_invariant(int on)
-{
-    int was = invariant;
-    invariant = on;
-    return was;
-}
-
-int ddl__gemm_invariant(void) { return invariant; }
+ * (ddl__set_invariant) around its forward passes. The mode is the calling thread's, carried by
+ * the pool to the threads that run its tasks (pool.c). */
 
 static void gemm_invariant(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
                            const float *b, int ldb, float beta, float *c, int ldc)
@@ -338,7 +327,7 @@ static void gemm_invariant(int trans_a, int trans_b, int m, int n, int k, float 
 int ddl__gemm_plan(ddl__gemm_blocks *p, int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
                    int lda, const float *b, int ldb, float beta, float *c, int ldc)
 {
-    *p = (ddl__gemm_blocks){trans_a, trans_b, m, n, k, lda, ldb, ldc, 0, 0, 0, alpha, beta, a, b, c, invariant};
+    *p = (ddl__gemm_blocks){trans_a, trans_b, m, n, k, lda, ldb, ldc, 0, 0, 0, alpha, beta, a, b, c, ddl__invariant()};
     if (m <= 0 || n <= 0)
         return 0;
     p->step = m; /* one block: the whole product */

@@ -306,9 +306,9 @@ static int run(ddl_predictor *p, const uint8_t *images, const float *fimages, in
             for (size_t e = k + plane; k < e; k++)
                 p->x[k] = (images ? (float)images[at + k] : fimages[at + k]) * scale[ch] + shift[ch];
         }
-        int was = ddl__gemm_set_invariant(1); /* an image's bits whatever the batch it is in */
+        int was = ddl__set_invariant(1); /* an image's bits whatever the batch it is in */
         const float *l = ddl_model_forward(p->m, p->x, b, 0, NULL);
-        ddl__gemm_set_invariant(was);
+        ddl__set_invariant(was);
         if (logits)
             memcpy(logits + (size_t)first * out_sz, l, (size_t)b * out_sz * sizeof(float));
         outputs(b, C, S, l, probs ? probs + (size_t)first * out_sz : NULL,
