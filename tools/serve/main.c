@@ -31,7 +31,7 @@
     "  --threads N         HTTP worker threads, one predictor each (default 2)\n"                     \
     "  --max-batch N       run the requests to a model that arrive together as one pass of up to N\n" \
     "                      images (dynamic batching; at most one request per thread; default 1: off)\n" \
-    "  --batch-timeout-us U  how long a batch waits to fill, microseconds (default 500)\n"            \
+    "  --batch-timeout-us U  how long a batch waits to fill, microseconds (default 500, at most 10 s)\n" \
     "  --body-timeout S    close a connection whose request body is still arriving S seconds after\n" \
     "                      the request began (default 10)\n"                                         \
     "  --idle-timeout S    close a connection idle for S seconds (default 15)\n"                      \
@@ -147,7 +147,7 @@ static void parse_args(int argc, char **argv, args *a)
         case 'T': a->token_file = optarg; break;
         case 'N': a->insecure = 1; break;
         case 'b': server.max_batch = cli_int("--max-batch", optarg, 1, 256); break;
-        case 'u': server.batch_timeout_us = cli_int("--batch-timeout-us", optarg, 0, 1000000); break;
+        case 'u': server.batch_timeout_us = cli_int("--batch-timeout-us", optarg, 0, 10000000); break;
         case 'A':
             if (server.n_allow_hosts == 16)
                 cli_error("at most 16 --allow-host");
