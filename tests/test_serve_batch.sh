@@ -16,7 +16,7 @@
 #    that was still behind another on its HTTP thread gets a 503 saying the server is stopping)
 #    before the connections close, never closed unanswered, and the server exits, not after the wait;
 #  - the flags: --help names them, out-of-range values are refused naming the flag.
-# About 5 s (two trainings of 3 steps, one 300 ms wait, one second of shutdown at most).
+# About 7 s (two trainings of 3 steps, 96 requests, one 300 ms wait, a shutdown of under a second).
 . "$(dirname "$0")/lib.sh"
 BUILD=${BUILD:-build}
 cd "$(dirname "$0")/.." || exit 1
