@@ -53,9 +53,11 @@ const char *ddl_gemm_backend(void) { return "openblas"; }
 
 static void blas_threads(void) { openblas_set_num_threads(1); /* ddl's pool splits the products */ }
 
-#else
+#endif
 
 /* ---- built-in kernel ----
+ * The backend when there is no OpenBLAS; with it, the kernel of batch-invariant products on a
+ * CPU without AVX-512 (see the batch-invariant products below).
  * Blocking: for each KC-deep slice of k and each MC-row block of op(A), op(A) is packed into
  * MR-row panels (p-major, so the micro-kernel reads MR floats per step); then for each NR-column
  * panel of op(B) that panel is packed (NR floats per step) and the micro-kernel computes an
@@ -209,7 +211,7 @@ __attribute__((target("avx2,fma"))) static void micro_avx2(int kc, const float *
 typedef void (*micro_fn)(int kc, const float *ap, const float *bp, int ldbp, float alpha, float *c, int ldc, int mr,
                          int nr);
 
-static void backend_one(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
+static void builtin_one(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
                         const float *b, int ldb, float beta, float *c, int ldc)
 {
     _Alignas(64) float ap[GEMM_MC * GEMM_KC];
@@ -249,6 +251,14 @@ static void backend_one(int trans_a, int trans_b, int m, int n, int k, float alp
     }
 }
 
+#ifndef DDL_WITH_OPENBLAS
+
+static void backend_one(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
+                        const float *b, int ldb, float beta, float *c, int ldc)
+{
+    builtin_one(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
 static int gemm_row(int trans_a, int trans_b, int n, int k, float alpha, const float *a, int lda, const float *b,
                     int ldb, float beta, float *c)
 {
@@ -277,6 +287,31 @@ static void gemm_one(int trans_a, int trans_b, int m, int n, int k, float alpha,
         ddl__gemm_avx512(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, c, ldc);
 }
 
+/* ---- batch-invariant products (inference) ----
+ * A product's rows are a batch's samples (dense layers) and its columns their positions (conv
+ * through im2col), so where a sample's numbers lie in C, and how many others there are, depend
+ * on the batch. OpenBLAS sums differently by shape: cblas_sgemv for one row, and tiles of other
+ * kernels at the edges of sgemm; the AVX-512 kernels are sent only the shapes they are fastest
+ * on. So a sample's logits changed in their last bits with the batch it came in. ddl's own
+ * kernels (AVX-512, else the built-in one) give every element of C the same operations wherever
+ * its tile lies: in this mode every product goes to them, and an image's logits are the same
+ * bits alone or at any place of any batch (tests/test_batch_same.c). Training stays on the
+ * dispatch above, whose bits the pinned weights_crc values hold; the predictor sets this mode
+ * (ddl__set_invariant) around its forward passes. The mode is the calling thread's, carried by
+ * the pool to the threads that run its tasks (pool.c). */
+
+static void gemm_invariant(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
+                           const float *b, int ldb, float beta, float *c, int ldc)
+{
+    if (!ddl__gemm_avx512_have()) {
+        builtin_one(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+        return;
+    }
+    scale_c(m, n, beta, c, ldc);
+    if (k > 0 && alpha != 0.0f)
+        ddl__gemm_avx512(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, c, ldc);
+}
+
 /* ---- threads ----
  * A large product is cut into fixed blocks of C's columns (or of its rows, when it has few
  * columns; or into two halves of its columns, for a weight gradient), the same whatever the
@@ -292,7 +327,7 @@ static void gemm_one(int trans_a, int trans_b, int m, int n, int k, float alpha,
 int ddl__gemm_plan(ddl__gemm_blocks *p, int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
                    int lda, const float *b, int ldb, float beta, float *c, int ldc)
 {
-    *p = (ddl__gemm_blocks){trans_a, trans_b, m, n, k, lda, ldb, ldc, 0, 0, 0, alpha, beta, a, b, c};
+    *p = (ddl__gemm_blocks){trans_a, trans_b, m, n, k, lda, ldb, ldc, 0, 0, 0, alpha, beta, a, b, c, ddl__invariant()};
     if (m <= 0 || n <= 0)
         return 0;
     p->step = m; /* one block: the whole product */
@@ -315,26 +350,28 @@ int ddl__gemm_plan(ddl__gemm_blocks *p, int trans_a, int trans_b, int m, int n, 
     return p->n_blocks;
 }
 
+typedef void (*one_fn)(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
+                       const float *b, int ldb, float beta, float *c, int ldc);
+
 void ddl__gemm_block(const ddl__gemm_blocks *p, int t)
 {
+    one_fn one = p->invariant ? gemm_invariant : gemm_one;
     if (p->n_blocks == 1) {
-        if (p->m == 1 && gemm_row(p->trans_a, p->trans_b, p->n, p->k, p->alpha, p->a, p->lda, p->b, p->ldb,
-                                  p->beta, p->c))
+        if (p->m == 1 && !p->invariant && gemm_row(p->trans_a, p->trans_b, p->n, p->k, p->alpha, p->a, p->lda, p->b,
+                                                   p->ldb, p->beta, p->c))
             return;
-        gemm_one(p->trans_a, p->trans_b, p->m, p->n, p->k, p->alpha, p->a, p->lda, p->b, p->ldb, p->beta, p->c,
-                 p->ldc);
+        one(p->trans_a, p->trans_b, p->m, p->n, p->k, p->alpha, p->a, p->lda, p->b, p->ldb, p->beta, p->c, p->ldc);
         return;
     }
     int lo = t * p->step, len = (p->by_cols ? p->n : p->m) - lo;
     if (len > p->step)
         len = p->step;
     if (p->by_cols)
-        gemm_one(p->trans_a, p->trans_b, p->m, len, p->k, p->alpha, p->a, p->lda,
-                 p->b + (p->trans_b ? (size_t)lo * p->ldb : (size_t)lo), p->ldb, p->beta, p->c + lo, p->ldc);
+        one(p->trans_a, p->trans_b, p->m, len, p->k, p->alpha, p->a, p->lda,
+            p->b + (p->trans_b ? (size_t)lo * p->ldb : (size_t)lo), p->ldb, p->beta, p->c + lo, p->ldc);
     else
-        gemm_one(p->trans_a, p->trans_b, len, p->n, p->k, p->alpha,
-                 p->a + (p->trans_a ? (size_t)lo : (size_t)lo * p->lda), p->lda, p->b, p->ldb, p->beta,
-                 p->c + (size_t)lo * p->ldc, p->ldc);
+        one(p->trans_a, p->trans_b, len, p->n, p->k, p->alpha, p->a + (p->trans_a ? (size_t)lo : (size_t)lo * p->lda),
+            p->lda, p->b, p->ldb, p->beta, p->c + (size_t)lo * p->ldc, p->ldc);
 }
 
 static void gemm_task(void *ctx, int t) { ddl__gemm_block(ctx, t); }

@@ -188,6 +188,8 @@ static void dots(int m, int n, int k, float alpha, const float *a, int lda, cons
 #define DOTS_MIN_K 256
 #define NARROW 16
 
+int ddl__gemm_avx512_have(void) { return __builtin_cpu_supports("avx512f") ? 1 : 0; }
+
 int ddl__gemm_avx512_takes(int trans_a, int trans_b, int n)
 {
     if (!__builtin_cpu_supports("avx512f"))
@@ -205,6 +207,8 @@ void ddl__gemm_avx512(int trans_a, int trans_b, int m, int n, int k, float alpha
 }
 
 #else
+
+int ddl__gemm_avx512_have(void) { return 0; }
 
 int ddl__gemm_avx512_takes(int trans_a, int trans_b, int n)
 {

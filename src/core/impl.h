@@ -90,6 +90,12 @@ void ddl__parallel(int n, void (*fn)(void *ctx, int task), void *ctx);
  * bit. */
 void ddl__parallel_range(size_t n, size_t grain, void (*fn)(void *ctx, size_t lo, size_t hi), void *ctx);
 int ddl__parallel_ws(int n, void (*fn)(void *ctx, int task, float *scratch), void *ctx, float *ws);
+/* ddl__set_invariant: on 1, this thread's matrix products (and those of the pool tasks it starts,
+ * which run in the caller's mode) give each element the same bits whatever the shape it is part
+ * of (a sample's, alone or in any batch; gemm.c): inference's mode, set by the predictor; 0, the
+ * default, is training's dispatch. Returns the mode before. ddl__invariant: the mode now. */
+int ddl__set_invariant(int on);
+int ddl__invariant(void);
 
 /* ddl__now: monotonic seconds. */
 double ddl__now(void);
@@ -135,6 +141,7 @@ typedef struct ddl__gemm_blocks {
     float alpha, beta;
     const float *a, *b;
     float *c;
+    int invariant;     /* ddl__invariant() when planned */
 } ddl__gemm_blocks;
 int ddl__gemm_plan(ddl__gemm_blocks *p, int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
                    int lda, const float *b, int ldb, float beta, float *c, int ldc);
@@ -144,6 +151,7 @@ void ddl__gemm_block(const ddl__gemm_blocks *p, int t);
  * build have them and they take op(A) op(B) of n columns; ddl__gemm_avx512: then C +=
  * alpha op(A) op(B) (m, n, k > 0), the same bits for every element wherever the product is cut. */
 int ddl__gemm_avx512_takes(int trans_a, int trans_b, int n);
+int ddl__gemm_avx512_have(void); /* 1: this CPU and build have them, for any product */
 void ddl__gemm_avx512(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
                       const float *b, int ldb, float *c, int ldc);
 

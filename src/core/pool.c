@@ -44,9 +44,11 @@ typedef struct pool {
     void (*fn)(void *ctx, int task, float *scratch); /* the current job, written before its */
     void *ctx;                       /* shares, read only by a thread that claimed one of its tasks */
     _Atomic int n;                   /* its tasks (read after a share: atomic) */
+    _Atomic int invariant;           /* the caller's ddl__set_invariant mode, for its tasks */
 } pool;
 
 static pool P = {.threads = 1, .mu = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER};
+static _Thread_local int invariant; /* ddl__set_invariant's mode: the thread's, and its tasks' */
 static _Thread_local int in_task;
 static _Thread_local int my_slot; /* this thread's index in the pool (0: the caller) */
 static pthread_mutex_t resize = PTHREAD_MUTEX_INITIALIZER;
@@ -77,7 +79,7 @@ static int claim(int s, uint32_t job)
 /* run_tasks: this thread's share of job `job`, then what is left of the others', in order. */
 static void run_tasks(uint32_t job)
 {
-    int ran = 0, T = P.threads;
+    int ran = 0, T = P.threads, was = ddl__set_invariant(atomic_load(&P.invariant));
     for (int k = 0; k < T; k++) {
         int s = (my_slot + k) % T, task;
         while ((task = claim(s, job)) >= 0) {
@@ -87,6 +89,7 @@ static void run_tasks(uint32_t job)
             ran++;
         }
     }
+    ddl__set_invariant(was);
     if (ran)
         atomic_fetch_add(&P.done, ran);
 }
@@ -200,6 +203,15 @@ int ddl__pool_resize(int n)
 
 int ddl__threads(void) { return P.threads; }
 
+int ddl__set_invariant(int on)
+{
+    int was = invariant;
+    invariant = on;
+    return was;
+}
+
+int ddl__invariant(void) { return invariant; }
+
 int ddl__parallel_ws(int n, void (*fn)(void *ctx, int task, float *scratch), void *ctx, float *ws)
 {
     int free_ = 0;
@@ -217,6 +229,7 @@ int ddl__parallel_ws(int n, void (*fn)(void *ctx, int task, float *scratch), voi
         atomic_store(&P.shares[s].next, (uint64_t)last << 32 | CLOSED);
     P.fn = fn;
     P.ctx = ctx;
+    atomic_store(&P.invariant, ddl__invariant());
     atomic_store(&P.n, n);
     atomic_store(&P.done, 0);
     my_slot = 0; /* the owner of the pool uses scratch 0 */

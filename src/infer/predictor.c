@@ -2,7 +2,9 @@
  * the model, takes the weights and normalisation out of the checkpoint and closes it again (the
  * optimizer state is read only to check the file); ddl_predictor_run normalises raw pixels,
  * runs forward passes of at most `batch` images and turns logits into probabilities and
- * classes. One allocation at open; nothing allocates per call. */
+ * classes. One allocation at open; nothing allocates per call. An image's outputs are the same
+ * bits whatever the batch it is run in and its place there (the products in their batch-invariant
+ * mode, gemm.c), so a server may batch requests together without changing any answer. */
 #include "impl.h"
 
 #include <math.h>
@@ -299,11 +301,14 @@ static int run(ddl_predictor *p, const uint8_t *images, const float *fimages, in
     for (int first = 0; first < n; first += mc->batch) {
         int b = n - first < mc->batch ? n - first : mc->batch;
         size_t at = (size_t)first * in_sz;
-        for (size_t k = 0; k < (size_t)b * in_sz; k++) {
-            size_t ch = per_channel ? k / plane % (size_t)c : 0;
-            p->x[k] = (images ? (float)images[at + k] : fimages[at + k]) * scale[ch] + shift[ch];
+        for (size_t q = 0, k = 0; q < (size_t)b * c; q++) { /* plane by plane: no division per pixel */
+            size_t ch = per_channel ? q % (size_t)c : 0;
+            for (size_t e = k + plane; k < e; k++)
+                p->x[k] = (images ? (float)images[at + k] : fimages[at + k]) * scale[ch] + shift[ch];
         }
+        int was = ddl__set_invariant(1); /* an image's bits whatever the batch it is in */
         const float *l = ddl_model_forward(p->m, p->x, b, 0, NULL);
+        ddl__set_invariant(was);
         if (logits)
             memcpy(logits + (size_t)first * out_sz, l, (size_t)b * out_sz * sizeof(float));
         outputs(b, C, S, l, probs ? probs + (size_t)first * out_sz : NULL,

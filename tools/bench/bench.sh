@@ -21,6 +21,8 @@
 #   3. ddl-bench allreduce for every transport at 256 KiB and 8 MiB, and MPI_Allreduce (busbw.sh).
 #   4. What frame MACs cost, and zmq against tcp and against libzmq alone (mac.sh, zmq_floor.c).
 #   5. ddl-serve under wrk: :predict with one LeNet instance per request (serve.sh).
+#   5a. ddl-serve's dynamic batching: the cnn preset at 64x64, PNG bodies, with and without
+#       --max-batch (serve_batch.sh; SERVE_BATCH_THREADS, SERVE_MAX_BATCH, SERVE_BATCH_TIMEOUT_US).
 #   5b. LeNet in PostgreSQL: ddl_predict over 50,000 rows in one backend against the same model in
 #       PL/Python with PyTorch, called per row (pg.sh, pg_plpython.sql; needs root or PostgreSQL's rights).
 #   5c. PostgreSQL, many rows per call: ddl_predict_batch against ddl_predict over 50,000 rows
@@ -41,7 +43,7 @@
 #      bytes (elastic.sh).
 #   9. Trains as PyTorch trains: PyTorch-written networks exported in training mode, their outputs,
 #      20 per-step losses and a five-class folder's accuracy against PyTorch (torch_trains.sh).
-# BENCH_ONLY=lenet|unet|scaling|threads|ops|load|graph|resnet|allreduce|mac|serve|pg|pg_batch|twohost|ps|wire|halving|hier|compress|elastic|torchtrain,
+# BENCH_ONLY=lenet|unet|scaling|threads|ops|load|graph|resnet|allreduce|mac|serve|serve_batch|pg|pg_batch|twohost|ps|wire|halving|hier|compress|elastic|torchtrain,
 # SCENES (default 1024),
 # SERVE_SECONDS (default 30), SERVE_CONNS (default 64).
 # Every section adds its figures to one table (tools/bench/lib.sh), printed at the end: each figure,
@@ -182,6 +184,10 @@ fi
 
 if [ -z "$ONLY" ] || [ "$ONLY" = serve ]; then
     BUILD="$BUILD" REPEAT="$REPEAT" sh "$here/serve.sh"
+fi
+
+if [ -z "$ONLY" ] || [ "$ONLY" = serve_batch ]; then
+    BUILD="$BUILD" REPEAT="$REPEAT" sh "$here/serve_batch.sh"
 fi
 
 if [ -z "$ONLY" ] || [ "$ONLY" = pg ]; then

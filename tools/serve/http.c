@@ -17,6 +17,11 @@
 #include <time.h>
 
 #define KEEP_BYTES 65536   /* a connection keeps buffers up to this between requests */
+#define DRAIN_MS 2000      /* at shutdown, how long requests under way may take to be answered */
+
+/* requests begun and not yet completed (answered, or their connection closed), and whether the
+ * server is stopping: then new requests are a 503, and sv_http_stop waits for these first */
+static _Atomic int active, draining;
 
 typedef struct conn {
     unsigned char *body;
@@ -117,10 +122,13 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         if (!ci || !(k = ci->socket_context))
             return MHD_NO;
         *req_cls = k;
+        atomic_fetch_add(&active, 1);
         k->len = 0;
         k->t0 = now_us();
         k->drop_body = !sv_route_takes_body(method, url);
         char why[400];
+        if (atomic_load(&draining))
+            return early(c, k, 503, "the server is stopping");
         if (sv_host_check(MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST),
                           MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_ORIGIN), why, sizeof why))
             return early(c, k, 403, why);
@@ -178,6 +186,8 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls, en
 {
     (void)cls, (void)c, (void)code;
     conn *k = *req_cls;
+    if (k)
+        atomic_fetch_sub(&active, 1);
     if (k && k->cap > KEEP_BYTES) { /* a large body: give its memory back */
         free(k->body);
         k->body = NULL, k->cap = 0;
@@ -206,4 +216,14 @@ int sv_http_port(struct MHD_Daemon *d)
     return i ? (int)i->port : -1;
 }
 
-void sv_http_stop(struct MHD_Daemon *d) { MHD_stop_daemon(d); }
+/* sv_http_stop: requests under way (a batch forming among them: sv_batch_stop runs it first) are
+ * answered, for up to DRAIN_MS, before the daemon closes every connection. */
+void sv_http_stop(struct MHD_Daemon *d)
+{
+    atomic_store(&draining, 1);
+    for (int ms = 0; ms < DRAIN_MS && atomic_load(&active) > 0; ms++) {
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+    MHD_stop_daemon(d);
+}

@@ -38,6 +38,9 @@
     "  --data DIR          Fashion-MNIST, for the scenes the page offers a U-Net model\n"             \
     "                      (default /usr/share/datasets/fashion-mnist)\n"                           \
     "  --threads N         HTTP worker threads, one predictor each (default 2)\n"                     \
+    "  --max-batch N       run the requests to a model that arrive together as one pass of up to N\n" \
+    "                      images (dynamic batching; at most one request per thread; default 1: off)\n" \
+    "  --batch-timeout-us U  how long a batch waits to fill, microseconds (default 500, at most 10 s)\n" \
     "  --body-timeout S    close a connection whose request body is still arriving S seconds after\n" \
     "                      the request began (default 10)\n"                                         \
     "  --idle-timeout S    close a connection idle for S seconds (default 15)\n"                      \
@@ -135,11 +138,14 @@ static void parse_args(int argc, char **argv, args *a)
                                          {"log-requests", required_argument, NULL, 'R'},
                                          {"log-max-mb", required_argument, NULL, 'M'},
                                          {"log-queue", required_argument, NULL, 'Q'},
+                                         {"max-batch", required_argument, NULL, 'b'},
+                                         {"batch-timeout-us", required_argument, NULL, 'u'},
                                          CLI_HELP_VERSION,
                                          {NULL, 0, NULL, 0}};
     *a = (args){.listen = "127.0.0.1:8501", .threads = 2, .idle_timeout_s = SV_IDLE_TIMEOUT_S};
     server.body_timeout_s = SV_BODY_TIMEOUT_S;
     server.reg.keep = 2, server.log_max_mb = 64, server.log_queue = 4096;
+    server.max_batch = 1, server.batch_timeout_us = 500;
     cli_start(argv, "ddl-serve");
     for (int c; (c = getopt_long(argc, argv, "h", opts, NULL)) != -1;) {
         switch (c) {
@@ -156,6 +162,8 @@ static void parse_args(int argc, char **argv, args *a)
         case 'I': a->idle_timeout_s = cli_int("--idle-timeout", optarg, 1, 86400); break;
         case 'T': a->token_file = optarg; break;
         case 'N': a->insecure = 1; break;
+        case 'b': server.max_batch = cli_int("--max-batch", optarg, 1, 256); break;
+        case 'u': server.batch_timeout_us = cli_int("--batch-timeout-us", optarg, 0, 10000000); break;
         case 'A':
             if (server.n_allow_hosts == 16)
                 cli_error("at most 16 --allow-host");
@@ -227,6 +235,11 @@ int main(int argc, char **argv)
         sv_registry_close(&server.reg);
         return 1;
     }
+    if (server.max_batch > 1 && sv_batch_init(&server.reg) != 0) {
+        fprintf(stderr, "ddl-serve: cannot set up dynamic batching\n");
+        sv_registry_close(&server.reg);
+        return 1;
+    }
     struct rlimit rl; /* 1000 idle clients must not starve the rest: as many descriptors as allowed */
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
         rl.rlim_cur = rl.rlim_max;
@@ -246,12 +259,15 @@ int main(int argc, char **argv)
     sv_registry_watch(&server.reg, 200);
     fprintf(stderr, "ddl-serve: listening on port %d (%s), %d thread%s%s, models:", sv_http_port(d), listen, threads,
             threads > 1 ? "s" : "", server.token[0] ? ", bearer token required" : "");
+    if (server.max_batch > 1)
+        fprintf(stderr, " [batches of up to %d images, %d us to fill]", server.max_batch, server.batch_timeout_us);
     for (int i = 0; i < server.reg.n; i++)
         fprintf(stderr, " %s (%s)", server.reg.models[i].name, server.reg.models[i].kind);
     fprintf(stderr, "\n");
     int sig;
     sigwait(&sigs, &sig);
     fprintf(stderr, "ddl-serve: %s, stopping\n", sig == SIGINT ? "interrupted" : "terminated");
+    sv_batch_stop(&server.reg); /* batches forming run now: their requests are answered */
     sv_http_stop(d);
     sv_reqlog_close();
     sv_registry_close(&server.reg);

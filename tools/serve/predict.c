@@ -152,6 +152,13 @@ int sv_instance(const sv_model *m, const json_t *j, int i, uint8_t *dst, char *w
 
 int sv_run(sv_slot *s, const sv_model *m, int n, char *why, size_t why_bytes)
 {
+    if (m->batching && n <= sv_srv->max_batch) /* the model's batch state is mutable: m is only read here */
+        return sv_batch_run((sv_model *)(uintptr_t)m, s, n, why, why_bytes);
+    return sv_run_alone(s, m, n, why, why_bytes);
+}
+
+int sv_run_alone(sv_slot *s, const sv_model *m, int n, char *why, size_t why_bytes)
+{
     if (ddl_predictor_run(s->pr, s->pixels, n, m->c, m->h, m->w, NULL, m->oh * m->ow == 1 ? s->probs : NULL,
                           s->classes) != DDL_OK) {
         snprintf(why, why_bytes, "%s", ddl_predictor_error(s->pr));

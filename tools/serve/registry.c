@@ -77,6 +77,7 @@ sv_version *sv_version_load(sv_model *m, const char *path, int n, int number, ch
         }
         s->next_free = v->free_slots;
         v->free_slots = s;
+        s->version = v;
         v->info = *ddl_predictor_info(s->pr);
     }
     if (v->n_slots < n || !v->slots[n - 1].classes) {

@@ -8,6 +8,7 @@
  *   tfserving.c TF Serving's REST routes (and SageMaker's /invocations)
  *   kserve.c    KServe v2's routes (the Open Inference Protocol)
  *   predict.c   the predict path the protocols share: pixels in, one pass, JSON out
+ *   batch.c     dynamic batching: requests that arrive together run as one pass (--max-batch)
  *   reply.c     the reply's buffer, JSON answers and {"error": ...}
  *   registry.c  models by name, versions with their predictors, the reload thread
  *   versions.c  a directory of numbered versions: which are loaded, /versions/N, the canary
@@ -49,6 +50,7 @@ typedef struct sv_slot {
     float *probs;      /* (max_inst, C, H, W) */
     uint16_t *classes; /* (max_inst, H, W) */
     struct sv_slot *next_free;
+    struct sv_version *version; /* the version it is a predictor of */
 } sv_slot;
 
 typedef struct sv_version {
@@ -105,6 +107,16 @@ typedef struct sv_model {
     int canary;            /* percent of unversioned requests to the newest version; -1: no canary */
     uint64_t canary_n;     /* requests the canary decided (under lock) */
     uint64_t canary_seed;
+    /* dynamic batching (batch.c), when --max-batch > 1: the group forming, under batch_mu */
+    int batching;
+    pthread_mutex_t batch_mu;
+    pthread_cond_t batch_grow, batch_done; /* a member joined (or stop); a group's pass is done */
+    struct sv_group *forming;
+    _Atomic uint64_t batch_hist[16];    /* passes by images, buckets of sv_batch_bucket */
+    _Atomic uint64_t batch_images;
+    _Atomic uint64_t wait_hist[16];     /* requests by their wait for a batch, sv_wait_bucket_us */
+    _Atomic uint64_t wait_sum_us;
+    _Atomic int queued;                 /* requests in a batch that waits to fill, now */
 } sv_model;
 
 typedef struct sv_registry {
@@ -186,6 +198,10 @@ void *sv_arena_alloc(size_t n);       /* n bytes (16-byte aligned) of this reque
 size_t sv_arena_bytes(void);          /* what one request's arena holds at most */
 
 /* ---- metrics ---- */
+#define SV_BATCH_BUCKETS 7
+#define SV_WAIT_BUCKETS 10
+extern const int sv_batch_bucket[SV_BATCH_BUCKETS];     /* images of a pass: 1, 2, 4, ... 64 */
+extern const int64_t sv_wait_bucket_us[SV_WAIT_BUCKETS]; /* a request's wait for its batch */
 void sv_metrics_observe(sv_model *m, int status, uint64_t micros);
 void sv_metrics_other(int status);    /* a request for no model */
 size_t sv_metrics_text(const sv_registry *r, char *out, size_t cap);
@@ -270,6 +286,9 @@ typedef struct sv_server {
     const char *log_path;  /* --log-requests FILE (NULL: none) */
     double log_max_mb;     /* --log-max-mb */
     int log_queue;         /* --log-queue: lines waiting for the writer at most */
+    int max_batch;                /* --max-batch: images of one batched pass; 1: no batching */
+    int batch_timeout_us;         /* --batch-timeout-us: how long a batch waits to fill */
+    _Atomic int batch_stop;       /* stopping: batches wait no more */
 } sv_server;
 
 extern sv_server *sv_srv;   /* the one server of this process (set by main) */
@@ -320,8 +339,20 @@ int sv_stream_instances(const sv_model *m, const unsigned char *body, size_t n, 
 /* sv_pixels: the numbers of j (arrays nested in any way) into dst, at most cap; *n: how many j
  * holds (those past cap counted, not written). */
 int sv_pixels(const json_t *j, uint8_t *dst, size_t cap, size_t *n, char *why, size_t why_bytes);
-/* sv_run: n instances of s->pixels through s's predictor into s->probs and s->classes. */
+/* sv_run: n instances of s->pixels through s's predictor into s->probs and s->classes; with
+ * --max-batch, in one pass with other requests' (sv_batch_run): the same bits. sv_run_alone:
+ * in a pass of their own. 0, or -1 with why. */
 int sv_run(sv_slot *s, const sv_model *m, int n, char *why, size_t why_bytes);
+int sv_run_alone(sv_slot *s, const sv_model *m, int n, char *why, size_t why_bytes);
+
+/* ---- dynamic batching (batch.c) ---- */
+/* sv_batch_init: batching for every model of r (after they are loaded, before the daemon);
+ * 0, or -1. sv_batch_stop: batches forming run now and no later one waits (at shutdown).
+ * sv_batch_run: s's n instances (n <= --max-batch) run in a pass with the requests to m that
+ * arrive within --batch-timeout-us, their outputs into s; 0, or -1 with why. */
+int sv_batch_init(sv_registry *r);
+void sv_batch_stop(sv_registry *r);
+int sv_batch_run(sv_model *m, sv_slot *s, int n, char *why, size_t why_bytes);
 /* sv_probs_json, sv_mask_json: instance i's probabilities [C] (as sv_exact), or its mask [H][W]
  * of classes. */
 json_t *sv_probs_json(const sv_model *m, const sv_slot *s, int i);
