@@ -46,3 +46,29 @@ int ddl__trainer_calls(ddl_trainer *t, const ddl__calls *s, void *ctx, int *ahea
     }
     return DDL_OK;
 }
+
+/* ddl_trainer_allreduce_int: a program's own value between steps, one call of the recovery path
+ * (calls.c), from the value the program gave whatever an attempt left. */
+typedef struct int_run {
+    int64_t mine, *value;
+    int op;
+} int_run;
+
+static int int_call(ddl_trainer *t, void *ctx, int i)
+{
+    (void)i;
+    int_run *r = ctx;
+    *r->value = r->mine;
+    return ddl_comm_allreduce(t->cfg.comm, r->value, 1, DDL_INT64, r->op);
+}
+
+int ddl_trainer_allreduce_int(ddl_trainer *t, int64_t *value, int op)
+{
+    if (!t || !value || (op != DDL_SUM && op != DDL_MAX))
+        return DDL_EINVAL;
+    if (!t->cfg.comm)
+        return DDL_OK;
+    static const ddl__calls calls = {.what = "all-reduce between steps", .n = 1, .call = int_call};
+    int_run r = {*value, value, op};
+    return ddl__trainer_calls(t, &calls, &r, NULL);
+}

@@ -40,47 +40,6 @@ static int comm_fail(ddl_trainer *t, int rc, const char *op, const char *path, c
 
 /* ---- save ---- */
 
-/* write_file: this rank writes the trainer's state to path (rank 0 of a save; or a survivor alone,
- * elastic.c), or with background hands it to the writer thread (checkpoint_async.c). rngs:
- * world_rngs RNG states, one per rank. Returns the status. */
-static int write_file(ddl_trainer *t, const char *path, const ddl_rng *rngs, int world_rngs, int background)
-{
-    ddl__checkpoint_src src;
-    memset(&src, 0, sizeof src);
-    src.m = t->m;
-    src.info.optim = t->cfg.optim;
-    src.info.n_optim = ddl_optim_state_floats(&t->cfg.optim, t->m->n_params);
-    src.info.step = t->step;
-    src.info.epoch = t->epoch;
-    src.info.pos = t->pos;
-    src.info.n_train = t->n_train;
-    src.info.batch = t->cfg.batch;
-    src.info.seed = t->cfg.seed;
-    src.info.world_size = world_rngs;
-    src.rngs = rngs;
-    src.optim = t->opt_state;
-    src.bytes_per_sec = t->cfg.save_bytes_per_sec;
-    unsigned char *desc = NULL;
-    if (ddl__checkpoint_desc_encode(t->m, t->data ? t->data->class_names : NULL, t->data ? t->data->n_classes : 0,
-                                    t->alloc, &desc, &src.desc_bytes) != DDL_OK)
-        src.desc_bytes = 0; /* the weights matter more than their description: saved without */
-    src.desc = desc;
-    int status = !path ? ddl__errf(t->err, sizeof t->err, DDL_EINVAL, "ddl_trainer_save: no path")
-                 : background ? ddl__saver_submit(&t->saver, t->alloc, path, &src, t->err, sizeof t->err)
-                 : ddl__saver_wait(t->saver, t->err, sizeof t->err); /* an earlier background write first */
-    if (path && !background && status != DDL_OK) /* said, and this save still made */
-        ddl__log(t->cfg.log, t->cfg.log_ud, DDL_LOG_WARN, "%s", t->err);
-    if (path && !background)
-        status = ddl__checkpoint_write(path, t->alloc, &src, t->err, sizeof t->err);
-    ddl__free(t->alloc, desc);
-    return status;
-}
-
-int ddl__trainer_save_alone(ddl_trainer *t, const char *path)
-{
-    return write_file(t, path, &t->drop_rng, 1, 0); /* with shards no rank's RNG state matters (micro.c) */
-}
-
 static int save(ddl_trainer *t, const char *path, int background)
 {
     ddl_comm *c = t->cfg.comm;
@@ -99,7 +58,7 @@ static int save(ddl_trainer *t, const char *path, int background)
                          "%s: %s", name, t->step, ddl_strerror(rc), ddl_comm_error(c));
     if (rc != DDL_OK)
         return comm_fail(t, rc, "save of", path, "gathering the RNG states");
-    int64_t status = t->rank == 0 ? write_file(t, path, t->rng_all, world_rngs, background) : DDL_OK;
+    int64_t status = t->rank == 0 ? ddl__trainer_write(t, path, t->rng_all, world_rngs, background) : DDL_OK;
     if (c && (rc = ddl_comm_broadcast(c, &status, 1, DDL_INT64, 0)) != DDL_OK)
         return comm_fail(t, rc, "save of", path, "waiting for rank 0 to write it");
     if (status != DDL_OK) {

@@ -151,7 +151,7 @@ struct ddl_trainer {
  * their gradients added into t->m's, handed to the exchange if there is one (begun); returns
  * the loss summed over the samples, counts the correct ones; *mid: when part 0's forward ended. */
 int ddl__micro_parts(const ddl_train_config *cfg, int local);
-/* ddl__trainer_deal: this rank's block of the shards for t->rank of t->world (rank r holds shards
+/* ddl__trainer_deal (state.c): this rank's block of the shards for t->rank of t->world (rank r holds shards
  * [r V / w, (r + 1) V / w)): shard_first and micro. */
 void ddl__trainer_deal(ddl_trainer *t);
 /* ddl__trainer_recover (elastic.c): after a trainer collective failed with rc: on an elastic comm,
@@ -159,7 +159,7 @@ void ddl__trainer_deal(ddl_trainer *t);
  * data position) and deal the shards again: DDL_OK, and the caller redoes its call (unless
  * *ahead: this rank received a later state, and the step in flight is already done). Otherwise,
  * or if the regroup fails, the failure (in t->err). */
-int ddl__trainer_fail(ddl_trainer *t, int rc, const char *what); /* t->err = what failed, and why */
+int ddl__trainer_fail(ddl_trainer *t, int rc, const char *what); /* state.c: t->err = what failed, and why */
 /* ddl__trainer_sync (elastic.c): collective: the leader's step, data position, weights and
  * optimizer state to every rank, then checked by a hash on all (DDL_EMISMATCH if one differs);
  * *ahead when this rank's step moved on. */
@@ -180,13 +180,17 @@ typedef struct ddl__calls {
     int own_errors; /* the calls set t->err themselves: a failure no regroup helps is returned as it is */
 } ddl__calls;
 int ddl__trainer_calls(ddl_trainer *t, const ddl__calls *s, void *ctx, int *ahead);
-/* ddl__trainer_save_alone (checkpoint_train.c): this rank writes the trainer's state to path, with
+/* ddl__trainer_write (checkpoint_write.c): this rank writes the trainer's state to path, or with
+ * background hands it to the writer thread (checkpoint_async.c). rngs: world_rngs RNG states,
+ * one per rank. Returns the status (t->err says why). */
+int ddl__trainer_write(ddl_trainer *t, const char *path, const ddl_rng *rngs, int world_rngs, int background);
+/* ddl__trainer_save_alone (checkpoint_write.c): this rank writes the trainer's state to path, with
  * no collective (elastic training's last survivors). */
 int ddl__trainer_save_alone(ddl_trainer *t, const char *path);
 int ddl__micro_start(ddl_trainer *t, char *err, size_t err_bytes);
 void ddl__micro_stop(ddl_trainer *t);
 double ddl__micro_pass(ddl_trainer *t, int n, int b, int64_t *mid);
-/* ddl__trainer_reset_stats: start the statistics of an epoch at the current position (epoch
+/* ddl__trainer_reset_stats (state.c): start the statistics of an epoch at the current position (epoch
  * start, or resume). */
 void ddl__trainer_reset_stats(ddl_trainer *t);
 /* ddl__trainer_timing: fill the timing fields of *out (NULL: gather only), gathering every rank's

@@ -92,8 +92,6 @@ static int check_shapes(const ddl_train_config *cfg, ddl_model *m, const ddl_dat
     return DDL_OK;
 }
 
-static int fail(ddl_trainer *t, int rc, const char *what);
-
 /* carve: lay the trainer's buffers out in an arena (measure pass when a->base is NULL). */
 static void carve(ddl_trainer *t, ddl_arena *a, size_t n_train)
 {
@@ -116,14 +114,6 @@ static void carve(ddl_trainer *t, ddl_arena *a, size_t n_train)
                       ? (float *)ddl_arena_alloc(a, t->m->n_params * sizeof(float))
                       : NULL;
     ddl__syncbn_carve(&t->sync, a);
-}
-
-void ddl__trainer_deal(ddl_trainer *t)
-{
-    if (!t->shards)
-        return;
-    t->shard_first = t->rank * t->shards / t->world;
-    t->micro = (t->rank + 1) * t->shards / t->world - t->shard_first;
 }
 
 /* initial_call: rank 0's initial weights to every rank (call 0), then its buffers (1: BatchNorm's
@@ -236,7 +226,7 @@ int ddl_trainer_create(const ddl_train_config *cfg_in, ddl_model *m, const ddl_d
         int ahead;
         t->step = -1; /* behind every rank, whatever the step: it receives the whole state */
         if ((rc = ddl__trainer_sync(t, joined.leader, joined.step, &ahead)) != DDL_OK) {
-            fail(t, rc, "state of the running job");
+            ddl__trainer_fail(t, rc, "state of the running job");
             ddl__errf(err, err_bytes, rc, "%s", t->err);
             ddl_trainer_destroy(t);
             return rc;
@@ -392,33 +382,12 @@ static void gather(ddl_trainer *t, const ddl_dataset *d, const uint32_t *idx, lo
 
 /* ---- step ---- */
 
-void ddl__trainer_reset_stats(ddl_trainer *t)
-{
-    t->loss_sum = 0.0;
-    t->correct = t->counted = 0;
-    t->epoch_start_pos = t->pos;
-    t->epoch_start_step = t->step;
-    t->epoch_secs = 0.0;
-    t->compute_ns = t->allreduce_ns = 0;
-    t->last_ar_end = 0;
-}
-
 /* next_epoch: the previous epoch is over: start the next one and its statistics. */
 static void next_epoch(ddl_trainer *t)
 {
     t->epoch++;
     t->pos = 0;
     ddl__trainer_reset_stats(t);
-}
-
-int ddl__trainer_fail(ddl_trainer *t, int rc, const char *what) { return fail(t, rc, what); }
-
-static int fail(ddl_trainer *t, int rc, const char *what)
-{
-    const char *detail = t->cfg.comm ? ddl_comm_error(t->cfg.comm) : "";
-    ddl__errf(t->err, sizeof t->err, rc, "%s at step %ld: %s%s%s", what, t->step, ddl_strerror(rc),
-              detail[0] ? ": " : "", detail);
-    return rc;
 }
 
 /* local_pass: forward, loss and backward on this rank's n samples of a global batch of b;
@@ -468,7 +437,7 @@ static int combine_buffers(ddl_trainer *t)
     if (!t->shards && t->world > 1) {
         int rc = ddl_comm_allreduce(t->cfg.comm, m->next, m->n_buffers, DDL_FLOAT32, DDL_SUM);
         if (rc != DDL_OK)
-            return fail(t, rc, "all-reduce of the running statistics");
+            return ddl__trainer_fail(t, rc, "all-reduce of the running statistics");
     }
     for (size_t i = 0; i < m->n_buffers; i++)
         m->buffers[i] = m->next[i] / (float)parts;
@@ -578,7 +547,7 @@ int ddl_trainer_step(ddl_trainer *t, double *loss)
         if (s.n == 0 && !(t->sync.on && t->micro > 1)) /* no backward ran (the parts' pass begins it): cut all now */
             ddl__exchange_begin(&t->xch);
         if ((rc = ddl__exchange_finish(&t->xch)) != DDL_OK)
-            return fail(t, rc, "gradient all-reduce");
+            return ddl__trainer_fail(t, rc, "gradient all-reduce");
     }
     if ((rc = combine_buffers(t)) != DDL_OK)
         return rc;
