@@ -16,6 +16,7 @@
  * conv2d backward the same); ddl 7.1e-9 and 3.3e-7: these bounds are tighter than PyTorch's own
  * float32 error; the chunks' parts scaled by 1 + 1e-6 in conv.c fail them. The 1.8e-3 seen in
  * ResNet-18's stem after a whole step is not this sum: docs/DATA.md, "Trains as PyTorch trains". */
+/* ddl-test: beside (computes and bounds no time: it runs beside another such test) */
 #include "ddl.h"
 #include "check.h"
 
