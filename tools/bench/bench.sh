@@ -41,9 +41,10 @@
 #   8. Elastic training: its cost with no failure (LeNet, 2 ranks shm and 4 tcp, --elastic against
 #      plain) and the state a replacement receives (U-Net, Adam) against an all-gather of the same
 #      bytes (elastic.sh).
-#   9. Trains as PyTorch trains: PyTorch-written networks exported in training mode, their outputs,
-#      20 per-step losses and a five-class folder's accuracy against PyTorch (torch_trains.sh).
-# BENCH_ONLY=lenet|unet|scaling|threads|ops|load|graph|resnet|allreduce|mac|serve|serve_batch|pg|pg_batch|twohost|ps|wire|halving|hier|compress|elastic|torchtrain,
+#   9. Trains as PyTorch trains: PyTorch-written networks exported in training mode, their outputs
+#      and 20 per-step losses against PyTorch (torch_trains.sh); 9b. the network's test
+#      accuracy on a five-class folder against PyTorch's, over seeds (acc5.sh; BENCH_ONLY=acc5).
+# BENCH_ONLY=lenet|unet|scaling|threads|ops|load|graph|resnet|allreduce|mac|serve|serve_batch|pg|pg_batch|twohost|ps|wire|halving|hier|compress|elastic|torchtrain|acc5,
 # SCENES (default 1024),
 # SERVE_SECONDS (default 30), SERVE_CONNS (default 64).
 # Every section adds its figures to one table (tools/bench/lib.sh), printed at the end: each figure,
@@ -218,8 +219,11 @@ if [ -z "$ONLY" ] || [ "$ONLY" = elastic ]; then # elastic mode's cost, and a re
     BUILD="$BUILD" REPEAT="$REPEAT" sh "$here/elastic.sh"
 fi
 
-if [ -z "$ONLY" ] || [ "$ONLY" = torchtrain ]; then # PyTorch's networks: outputs, per-step losses, accuracy
+if [ -z "$ONLY" ] || [ "$ONLY" = torchtrain ]; then # PyTorch's networks: outputs, per-step losses
     BUILD="$BUILD" sh "$here/torch_trains.sh"
+fi
+if [ -z "$ONLY" ] || [ "$ONLY" = acc5 ]; then # the network's accuracy on a five-class folder, over seeds
+    BUILD="$BUILD" sh "$here/acc5.sh"
 fi
 if [ -z "$ONLY" ] || [ "$ONLY" = twohost ]; then
     BUILD="$BUILD" REPEAT="$REPEAT" EPOCHS="$EPOCHS" sh "$here/twohost.sh"
