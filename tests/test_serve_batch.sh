@@ -57,6 +57,8 @@ start_server() { # LOG ARGS...: ddl-serve on a free port, the models above; sets
         2> "$tmp/$log" &
     spid=$!
     for _ in $(seq 100); do curl -s "127.0.0.1:$port/ping" > /dev/null 2>&1 && break; sleep 0.1; done
+    # the start-up line is written just after the daemon answers: wait for it whole
+    for _ in $(seq 50); do grep -q "listening on port.* grey (" "$tmp/$log" && break; sleep 0.1; done
 }
 metric() { # NAME: the sum over the models of metric NAME in $tmp/metrics
     awk -v n="$1" '$1 ~ "^"n"[{]" { s += $2 } END { print s + 0 }' "$tmp/metrics"
