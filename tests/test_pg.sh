@@ -13,8 +13,9 @@
 # postmaster and other sessions go on. The model as ONNX gives the same classes; the models' memory
 # context does not grow with the rows; the backend has one thread. EXPLAIN shows a parallel plan;
 # 2 workers score >= 1.6x the rows/s of 1 when no other work takes a core meanwhile (it prints
-# both); a model file replaced (renamed over, or rewritten in place) is read again at the next
-# statement. Skips where PostgreSQL cannot be installed. About 25 s.
+# both; where tools/bench/cores.c finds the two vCPUs give less than 2x right now, a busy
+# neighbour on the host's core that /proc/stat cannot see, the bound is 0.81 of what they give);
+# a model file replaced (renamed over, or rewritten in place) is read again at the next statement. Skips where PostgreSQL cannot be installed. About 25 s.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/pg_server.sh"
 BUILD=${BUILD:-build}
@@ -300,8 +301,18 @@ if [ "$(nproc)" -lt 2 ]; then
 elif awk -v o="$others" 'BEGIN { exit !(o > 0.2) }'; then
     echo "skipped: the 2-worker speed-up bound (${ratio}x): other work took $others cores meanwhile"
 else
-    awk -v x="$ratio" 'BEGIN { exit !(x >= 1.6) }'
-    check "2 workers score >= 1.6x the rows/s of 1 (${ratio}x)" $?
+    # what the two vCPUs give at once right now (compute-bound work: 1.98 on a quiet machine), for
+    # the bound: 0.81 of it (1.6 on a quiet machine), at most 1.6; under 1.5 the machine cannot show a parallel plan's gain
+    ceiling=2
+    cc -O2 -pthread tools/bench/cores.c -o "$tmp/cores" 2> /dev/null &&
+        ceiling=$("$tmp/cores" 3 | sed -n 's/.* ceiling=\([0-9.]*\) .*/\1/p')
+    bound=$(awk -v c="${ceiling:-2}" 'BEGIN { b = 0.81 * c; printf "%.2f", (b < 1.6 ? b : 1.6) }')
+    if awk -v c="${ceiling:-2}" 'BEGIN { exit !(c < 1.5) }'; then
+        echo "skipped: the 2-worker speed-up bound (${ratio}x): the two vCPUs give only ${ceiling}x at once now (cores.c)"
+    else
+        awk -v x="$ratio" -v b="$bound" 'BEGIN { exit !(x >= b) }'
+        check "2 workers score >= ${bound}x the rows/s of 1 (${ratio}x; the vCPUs give ${ceiling}x now)" $?
+    fi
 fi
 
 # ---- a model file replaced is read again at the next statement, in the same session ----
