@@ -15,7 +15,8 @@
 # 2 workers score >= 1.6x the rows/s of 1 when no other work takes a core meanwhile (it prints
 # both; where tools/bench/cores.c finds the two vCPUs give less than 2x right now, a busy
 # neighbour on the host's core that /proc/stat cannot see, the bound is 0.81 of what they give);
-# a model file replaced (renamed over, or rewritten in place) is read again at the next statement. Skips where PostgreSQL cannot be installed. About 25 s.
+# a model file replaced (renamed over, or rewritten in place) is read again at the next statement.
+# Skips where PostgreSQL cannot be installed. About 25 s.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/pg_server.sh"
 BUILD=${BUILD:-build}
