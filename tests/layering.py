@@ -76,10 +76,16 @@ def stem(name):
     return base.split("_")[0]
 
 
+TREE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
 def objects(root):
+    """the objects of the library's sources: an object whose source is gone (a file moved since the
+    build directory was made) is left out, as a clean build would not have it."""
     pats = ("src/**/*.o", "models/*.o", "transports/*.o")
     found = sorted({o for p in pats for o in glob.glob(os.path.join(root, p), recursive=True)})
-    return [(os.path.relpath(o, root)[:-2], o) for o in found]
+    named = [(os.path.relpath(o, root)[:-2], o) for o in found]
+    return [(n, o) for n, o in named if os.path.exists(os.path.join(TREE, n + ".c"))]
 
 
 def graph(root):
@@ -148,7 +154,10 @@ def cycles(edges):
 
 
 def findings(root):
-    edges = graph(root)
+    return findings_of(graph(root))
+
+
+def findings_of(edges):
     got = set()
     for c in cycles(edges):
         if len({folder(x) for x in c}) == 1 and len({stem(x) for x in c}) == 1:

@@ -154,14 +154,14 @@ static void act_grad_range(void *ctx, size_t lo, size_t hi)
         break;
     case DDL_ACT_HARDSIGMOID: /* alpha inside (0, 1): y is alpha x + beta there, whatever alpha's sign */
         for (size_t i = lo; i < hi; i++) {
-            float k = (y[i] > 0.0f) & (y[i] < 1.0f) ? a : 0.0f;
+            float k = ((y[i] > 0.0f) & (y[i] < 1.0f)) ? a : 0.0f;
             dx[i] = dy[i] * k;
         }
         break;
     case DDL_ACT_CLIP: /* 0 at the bounds, as PyTorch's hardtanh and ReLU6 */
         for (size_t i = lo; i < hi; i++) {
             float d = dy[i];
-            dx[i] = (y[i] > a) & (y[i] < b) ? d : 0.0f;
+            dx[i] = ((y[i] > a) & (y[i] < b)) ? d : 0.0f;
         }
         break;
     case DDL_ACT_ELU: /* alpha e^x = y + alpha below 0 */
