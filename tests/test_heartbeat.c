@@ -11,8 +11,9 @@
  *  - long computation: a rank that computes for 3.5 heartbeat timeouts outside any collective
  *    is not named; the all-reduce that waited for it succeeds.
  *  - goodbye: a rank that destroys its comm early is not named later.
- *  - configuration: bad heartbeat settings are refused with a message. */
-/* ddl-test: idle (mostly waits for stopped ranks and heartbeats: 1.5 s of CPU in 14 s; bounds in seconds) */
+ *  - configuration: bad heartbeat settings are refused with a message.
+ * It runs alone, though it mostly waits: its attacker sniffs every heartbeat on the loopback, and
+ * another test's there kept it from seeing the victim fall silent (in the idle lane, once). */
 #include "check.h"
 #include "ranks.h"
 
