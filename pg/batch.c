@@ -131,7 +131,7 @@ static void chunk(batch_state *s)
 /* result: the datum of result i of the chunk (not a NULL element). */
 static Datum result(const batch_state *s, int i)
 {
-    Size n = (Size) s->oh * s->ow, k, bytes;
+    Size n = (Size) s->oh * s->ow, k;
     ArrayType *a;
     bytea *out;
     uint8 *mask;
@@ -140,14 +140,7 @@ static Datum result(const batch_state *s, int i)
     case CLASSES:
         return Int32GetDatum((int32) s->cls[i]);
     case PROBABILITIES: /* real[] of classes, as ddl_predict_proba builds it */
-        bytes = ARR_OVERHEAD_NONULLS(1) + (Size) s->classes * sizeof(float4);
-        a = (ArrayType *) palloc0(bytes);
-        SET_VARSIZE(a, bytes);
-        a->ndim = 1;
-        a->dataoffset = 0;
-        a->elemtype = FLOAT4OID;
-        ARR_DIMS(a)[0] = s->classes;
-        ARR_LBOUND(a)[0] = 1;
+        a = pgddl_float4_array(s->classes);
         memcpy(ARR_DATA_PTR(a), s->probs + (size_t) i * s->classes, (size_t) s->classes * sizeof(float4));
         return PointerGetDatum(a);
     case MASKS:

@@ -425,6 +425,20 @@ void pgddl_need_segmenter(const model_entry *e, const char *fn)
                         errmsg("ddl: model \"%s\" has %d classes; a mask of bytes holds 256", e->name, e->classes)));
 }
 
+ArrayType *pgddl_float4_array(int n)
+{
+    Size bytes = ARR_OVERHEAD_NONULLS(1) + (Size) n * sizeof(float4);
+    ArrayType *a = (ArrayType *) palloc0(bytes);
+
+    SET_VARSIZE(a, bytes);
+    a->ndim = 1;
+    a->dataoffset = 0;
+    a->elemtype = FLOAT4OID;
+    ARR_DIMS(a)[0] = n;
+    ARR_LBOUND(a)[0] = 1;
+    return a;
+}
+
 /* ---- the SQL functions ---- */
 
 PG_FUNCTION_INFO_V1(pgddl_predict);
@@ -449,18 +463,10 @@ Datum pgddl_predict_proba(PG_FUNCTION_ARGS)
     model_entry *e = pgddl_get_model(PG_GETARG_TEXT_PP(0));
     const uint8 *px;
     ArrayType *a;
-    Size bytes;
 
     pgddl_need_classifier(e, "ddl_predict_proba");
     px = pgddl_image_pixels(e, PG_GETARG_BYTEA_PP(1));
-    bytes = ARR_OVERHEAD_NONULLS(1) + (Size) e->classes * sizeof(float4);
-    a = (ArrayType *) palloc0(bytes);
-    SET_VARSIZE(a, bytes);
-    a->ndim = 1;
-    a->dataoffset = 0;
-    a->elemtype = FLOAT4OID;
-    ARR_DIMS(a)[0] = e->classes;
-    ARR_LBOUND(a)[0] = 1;
+    a = pgddl_float4_array(e->classes);
     predict(e, px, (float *) ARR_DATA_PTR(a));
     PG_RETURN_ARRAYTYPE_P(a);
 }

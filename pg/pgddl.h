@@ -10,6 +10,7 @@
 #include "postgres.h"
 
 #include "datatype/timestamp.h"
+#include "utils/array.h"
 
 #include <sys/stat.h>
 
@@ -56,5 +57,7 @@ const uint8 *pgddl_image_pixels(model_entry *e, bytea *img);
  * for a segmenter, has classes that fit a byte). */
 void pgddl_need_classifier(const model_entry *e, const char *fn);
 void pgddl_need_segmenter(const model_entry *e, const char *fn);
+/* pgddl_float4_array: a real[] of n zeroes (palloc'd), to be written through ARR_DATA_PTR. */
+ArrayType *pgddl_float4_array(int n);
 
 #endif

@@ -20,13 +20,7 @@
 . "$(dirname "$0")/lib.sh"
 BUILD=${BUILD:-build}
 cd "$(dirname "$0")/.." || exit 1
-B=$BUILD/bin
-export OPENBLAS_NUM_THREADS=1
-skip() { echo "skipped: $*"; echo "$pass passed, $fail failed"; [ "$fail" -eq 0 ]; exit; }
-[ -x "$B/ddl-serve" ] || skip "ddl-serve not built (WITH_SERVE=0)"
-[ -x "$B/ddl-train" ] || skip "ddl-train not built"
-"$PYTHON" -c 'import PIL, numpy' 2> /dev/null || skip "no python3-pil or python3-numpy (make deps)"
-command -v curl > /dev/null || skip "no curl"
+. tests/serve_lib.sh
 tmp=$(mktemp -d) || exit 1
 spid=""
 trap '[ -n "$spid" ] && kill $spid 2> /dev/null; [ -n "$KEEP" ] && cp -r "$tmp" "$KEEP"; rm -rf "$tmp"' EXIT
@@ -56,7 +50,7 @@ start_server() { # LOG ARGS...: ddl-serve on a free port, the models above; sets
     "$B/ddl-serve" --listen "127.0.0.1:$port" --model rgb="$tmp/rgb.ckpt" --model grey="$tmp/grey.ckpt" "$@" \
         2> "$tmp/$log" &
     spid=$!
-    for _ in $(seq 100); do curl -s "127.0.0.1:$port/ping" > /dev/null 2>&1 && break; sleep 0.1; done
+    serve_wait "$port"
     # the start-up line is written just after the daemon answers: wait for it whole
     for _ in $(seq 50); do grep -q "listening on port.* grey (" "$tmp/$log" && break; sleep 0.1; done
 }
@@ -112,7 +106,7 @@ answered=0 stopping=0 other=0
 for i in 0 1 2; do # a request still behind a waiting one on its thread comes after the stop: a 503
     if cmp -s "$tmp/hold/$i" "$tmp/seq/$i"; then answered=$((answered + 1))
     elif grep -q '^503' "$tmp/hold/$i" && grep -q 'the server is stopping' "$tmp/hold/$i"; then stopping=$((stopping + 1))
-    else other=$((other + 1)); fi
+    else other=$((other + 1)); echo "request $i got: $(head -c 200 "$tmp/hold/$i")"; fi
 done
 [ "$answered" -ge 1 ] && [ "$other" -eq 0 ]
 check "the 3 requests: $answered answered as alone, $stopping told the server is stopping, $other otherwise" $?

@@ -10,12 +10,7 @@
 . "$(dirname "$0")/lib.sh"
 BUILD=${BUILD:-build}
 cd "$(dirname "$0")/.." || exit 1
-B=$BUILD/bin
-export OPENBLAS_NUM_THREADS=1
-skip() { echo "skipped: $*"; echo "$pass passed, $fail failed"; [ "$fail" -eq 0 ]; exit; }
-[ -x "$B/ddl-serve" ] || skip "ddl-serve not built (WITH_SERVE=0)"
-[ -x "$B/ddl-train" ] || skip "ddl-train not built"
-"$PYTHON" -c 'import PIL, numpy' 2> /dev/null || skip "no python3-pil or python3-numpy (make deps)"
+. tests/serve_lib.sh
 tmp=$(mktemp -d) || exit 1
 spid=""
 trap '[ -n "$spid" ] && kill $spid 2> /dev/null; rm -rf "$tmp"' EXIT
@@ -27,7 +22,7 @@ check "a colour model of 64x64x3 (cnn:4)" $?
 port=$(free_port)
 "$B/ddl-serve" --listen "127.0.0.1:$port" --model rgb="$tmp/rgb.ckpt" 2> "$tmp/serve.log" &
 spid=$!
-for _ in $(seq 100); do curl -s "127.0.0.1:$port/ping" > /dev/null 2>&1 && break; sleep 0.1; done
+serve_wait "$port"
 "$PYTHON" tests/serve/binary.py "$port" rgb > "$tmp/out" 2>&1; r=$?; [ -n "$V" ] && cat "$tmp/out"; [ $r -eq 0 ]
 check "binary.py ran to its end" $?
 while read -r word rest; do

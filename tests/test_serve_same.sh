@@ -22,13 +22,8 @@
 . "$(dirname "$0")/pg_server.sh"
 BUILD=${BUILD:-build}
 cd "$(dirname "$0")/.." || exit 1
-B=$BUILD/bin
-export OPENBLAS_NUM_THREADS=1
-skip() { echo "skipped: $*"; echo "$pass passed, $fail failed"; [ "$fail" -eq 0 ]; exit; }
-[ -x "$B/ddl-serve" ] || skip "ddl-serve not built (WITH_SERVE=0)"
-[ -x "$B/ddl-train" ] || skip "ddl-train not built"
+. tests/serve_lib.sh
 [ -f "$BUILD/libddl.so" ] || skip "no $BUILD/libddl.so (SHARED=0): the C predictor is reached through it"
-"$PYTHON" -c 'import PIL, numpy' 2> /dev/null || skip "no python3-pil or python3-numpy (make deps)"
 tmp=$(mktemp -d) || exit 1
 spid=""
 trap '[ -n "$spid" ] && kill $spid 2> /dev/null; pg_server_stop "$tmp/pg" 2> /dev/null; [ -n "$KEEP" ] && cp -r "$tmp" "$KEEP"; rm -rf "$tmp"' EXIT
@@ -57,7 +52,7 @@ port=$(free_port)
 "$B/ddl-serve" --listen "127.0.0.1:$port" --model grey="$tmp/grey.ckpt" --model rgb="$tmp/rgb.ckpt" \
     --model cube="$tmp/cube.ckpt" 2> "$tmp/serve.log" &
 spid=$!
-for _ in $(seq 100); do curl -s "127.0.0.1:$port/ping" > /dev/null 2>&1 && break; sleep 0.1; done
+serve_wait "$port"
 
 for m in grey rgb; do
     c=1; [ $m = rgb ] && c=3

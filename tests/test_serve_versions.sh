@@ -16,12 +16,7 @@
 . "$(dirname "$0")/lib.sh"
 BUILD=${BUILD:-build}
 cd "$(dirname "$0")/.." || exit 1
-B=$BUILD/bin
-export OPENBLAS_NUM_THREADS=1
-skip() { echo "skipped: $*"; echo "$pass passed, $fail failed"; [ "$fail" -eq 0 ]; exit; }
-[ -x "$B/ddl-serve" ] || skip "ddl-serve not built (WITH_SERVE=0)"
-[ -x "$B/ddl-train" ] || skip "ddl-train not built"
-"$PYTHON" -c 'import PIL, numpy' 2> /dev/null || skip "no python3-pil or python3-numpy (make deps)"
+. tests/serve_lib.sh
 tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT
 

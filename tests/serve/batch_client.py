@@ -53,9 +53,11 @@ def send(i, out, start=None):
     url, ctype, body = request(i)
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
     try:
-        conn.connect()
-        if start:
-            start.wait()
+        try:
+            conn.connect()
+        finally:
+            if start:  # every connection is made before any request goes: none connects after a stop
+                start.wait()
         conn.request("POST", url, body, {"Content-Type": ctype})
         r = conn.getresponse()
         got = b"%d\n" % r.status + r.read()
@@ -67,11 +69,10 @@ def send(i, out, start=None):
 
 def at_once(k, out):
     os.makedirs(os.path.join(d, out), exist_ok=True)
-    start = threading.Event()
+    start = threading.Barrier(k, timeout=30)
     ts = [threading.Thread(target=send, args=(i, out, start)) for i in range(k)]
     for t in ts:
         t.start()
-    start.set()
     for t in ts:
         t.join()
 

@@ -14,10 +14,6 @@ data.py's (which also reads ddl's losses back and compares them).
       population statistics in double, then float32), the mean cross-entropy (over the pixels too
       for a U-Net); dropout off. OUT gets each step's loss, one a line; OUT.npz the state at the
       end, OUT.1.npz after the first step.
-  fit NET TRAIN.npz TEST.npz MODEL.onnx EPOCHS BATCH LR DROPOUT OUT
-      as steps for EPOCHS epochs over TRAIN.npz (x and y) with the network's dropout DROPOUT
-      (PyTorch's own random masks), then the accuracy on TEST.npz in eval mode: prints
-      "pytorch: epochs=E test_acc=A".
   eval NET MODEL.onnx DATADIR OUT.txt
       PyTorch's eval-mode outputs of DATADIR's first 8 images (raw pixels, as the ONNX file takes
       them, and as DATADIR/eval/img holds them for test_infer --reference) with MODEL.onnx's
@@ -57,14 +53,16 @@ def export(name, d, classes, size, dropout):
                       dynamic_axes={"pixels": {0: "N"}, "logits": {0: "N"}})
 
 
-def load(name, model, dropout=0.0):
-    """The network with the ONNX file's initializers as its state (state_dict's names)."""
+def load(name, model, dropout=0.0, seed=0):
+    """The network with the ONNX file's initializers as its state (state_dict's names); seed None
+    leaves torch's random state as the caller set it (tools/bench/acc5_torch.py: its dropout)."""
     import onnx
     from onnx import numpy_helper
     g = onnx.load(model).graph
     out = [o for o in g.output if o.name == "logits"][0]
     classes = out.type.tensor_type.shape.dim[1].dim_value
-    torch.manual_seed(0)
+    if seed is not None:
+        torch.manual_seed(seed)
     m = nets.make(name, classes, dropout)
     state = m.state_dict()
     got = 0
@@ -100,14 +98,13 @@ def inputs(x, mean, std):
         torch.from_numpy(std)[:, None, None]
 
 
-def steps(name, d, model, batch, lr, out, epochs, dropout=0.0, test=None, dtype=torch.float32):
-    """Returns the test set's accuracy (eval mode) at the end, when there is one."""
+def steps(name, d, model, batch, lr, out, epochs, dtype=torch.float32):
     torch.set_num_threads(1)
     x, y = arrays(d)
     y = torch.from_numpy(y.astype(np.int64))
     mean, std = norm_stats(x)
     xs = inputs(x, mean, std).to(dtype)
-    m = load(name, model, dropout).to(dtype)
+    m = load(name, model).to(dtype)
     m.train()
     opt = torch.optim.SGD(m.parameters(), lr=lr, momentum=0.9)
     losses = []
@@ -123,13 +120,6 @@ def steps(name, d, model, batch, lr, out, epochs, dropout=0.0, test=None, dtype=
     with open(out, "w") as f:
         f.write("".join("%.9g\n" % v for v in losses))
     np.savez(out + ".npz", **{k: v.numpy() for k, v in m.state_dict().items()})
-    if test is None:
-        return None
-    tx, ty = arrays(test)
-    m.eval()
-    with torch.no_grad():
-        pred = torch.cat([m(inputs(tx[i:i + 256], mean, std)).argmax(1) for i in range(0, len(tx), 256)])
-    return float((pred.numpy() == ty).mean())
 
 
 # ---- eval mode ----
@@ -165,9 +155,6 @@ def main(a):
         steps(a[1], a[2], a[3], int(a[4]), float(a[5]), a[6], int(a[7]) if len(a) > 7 else 1)
     elif a and a[0] == "eval" and len(a) == 5:
         evaluate(a[1], a[2], a[3], a[4])
-    elif a and a[0] == "fit" and len(a) == 10:
-        acc = steps(a[1], a[2], a[4], int(a[6]), float(a[7]), a[9], int(a[5]), float(a[8]), a[3])
-        print("pytorch: epochs=%s test_acc=%.4f" % (a[5], acc))
     elif a and a[0] == "prepare" and len(a) >= 5:
         prepare(a[1], int(a[2]), float(a[3]), a[4:])
     else:
@@ -175,4 +162,5 @@ def main(a):
     return 0
 
 
-sys.exit(main(sys.argv[1:]))
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -34,6 +34,7 @@ import torch.nn as nn
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "torch"))
 import nets  # noqa: E402
+from torch_trains import load  # noqa: E402  (nets.py's network with an ONNX file's weights)
 
 
 def export(name, out, classes, size, dropout, seed):
@@ -43,25 +44,6 @@ def export(name, out, classes, size, dropout, seed):
     torch.onnx.export(copy.deepcopy(m), x, out, training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False,
                       input_names=["pixels"], output_names=["logits"],
                       dynamic_axes={"pixels": {0: "N"}, "logits": {0: "N"}})
-
-
-def load(name, model, dropout):
-    """nets.py's NAME with MODEL.onnx's initializers as its state."""
-    import onnx
-    from onnx import numpy_helper
-    g = onnx.load(model).graph
-    classes = [o for o in g.output if o.name == "logits"][0].type.tensor_type.shape.dim[1].dim_value
-    m = nets.make(name, classes, dropout)
-    state = m.state_dict()
-    got = 0
-    for t in g.initializer:
-        if t.name in state:
-            state[t.name] = torch.from_numpy(numpy_helper.to_array(t).copy()).reshape(state[t.name].shape)
-            got += 1
-    if got != sum(1 for k in state if not k.endswith("num_batches_tracked")):
-        raise SystemExit("%s: not every tensor of %s under state_dict's names" % (model, name))
-    m.load_state_dict(state)
-    return m
 
 
 def arrays(path):
@@ -92,7 +74,7 @@ def fit(name, model, train, test, epochs, batch, lr, schedule, dropout, seed, ji
         return (torch.from_numpy(a).permute(0, 3, 1, 2).float() / 255.0 - mean) / std
 
     xs, ys = inputs(x), torch.from_numpy(y)
-    m = load(name, model, dropout).train()
+    m = load(name, model, dropout, seed=None).train()  # the seed set above draws the dropout
     if jitter:
         g = torch.Generator().manual_seed(seed + 1000)
         with torch.no_grad():
