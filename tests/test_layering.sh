@@ -10,12 +10,12 @@
 BUILD=${BUILD:-build}
 cd "$(dirname "$0")/.." || exit 1
 skip() { echo "skipped: $*"; echo "$pass passed, $fail failed"; exit 0; }
-[ -d "$BUILD/obj/src/core" ] || skip "no $BUILD/obj (make)"
+[ -d "$BUILD/pic/src/core" ] || skip "no $BUILD/pic (make)"
 command -v nm > /dev/null || skip "no nm (binutils)"
 tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT
 
-"$PYTHON" tests/layering.py "$BUILD/obj" tests/layering_known.txt > "$tmp/out"; rc=$?
+"$PYTHON" tests/layering.py "$BUILD/pic" tests/layering_known.txt > "$tmp/out"; rc=$?
 grep -E '^(NEW|STALE)' "$tmp/out"
 [ $rc -eq 0 ]; check "no new cycle, folder crossing or private header, and no stale line in tests/layering_known.txt" $?
 n=$(grep -c '^known' "$tmp/out")
@@ -23,14 +23,14 @@ echo "$n known findings left (tests/layering_known.txt)"
 
 # the checker: a finding left off the list is NEW; a line that holds no more is STALE. The finding
 # is made here (a folder crossing in a copy of the objects' graph), so the check outlives the list.
-obj=$(cd "$BUILD/obj" && pwd)
+obj=$(cd "$BUILD/pic" && pwd)
 out=$(cd tests && "$PYTHON" -c 'import layering as l, sys
 edges = l.graph(sys.argv[1]); edges.setdefault("src/core/x", set()).add("src/train/train")
 got = l.findings_of(edges)
 print("crossing named" if "folder src/core -> src/train" in got else "missed")' "$obj")
 [ "$out" = "crossing named" ]; check "a crossing is found, named ($out)" $?
 { cat tests/layering_known.txt; echo "folder src/core -> src/train"; } > "$tmp/more"
-"$PYTHON" tests/layering.py "$BUILD/obj" "$tmp/more" > "$tmp/o3"; rc=$?
+"$PYTHON" tests/layering.py "$BUILD/pic" "$tmp/more" > "$tmp/o3"; rc=$?
 [ $rc -ne 0 ] && grep -q '^STALE folder src/core -> src/train' "$tmp/o3"; check "a line that no longer holds fails, named" $?
 # src/comm's floors: a call up from the links to membership, and a file no floor holds, are named
 out=$(cd tests && "$PYTHON" -c 'import layering as l
