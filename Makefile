@@ -282,16 +282,29 @@ endif
 # thread pool would start inside every backend that loads the extension; the built-in gemm
 # gives the same classes), no MPI, no ZeroMQ, no sanitizer. PGXS compiles and links in
 # $(BUILD)/pg/ext, so nothing is written into pg/.
+# Only the files that read those switches differ from this build's, so unless this build is
+# sanitized, $(BUILD)/pg compiles them alone and takes the others' objects from $(BUILD)/pic
+# (PG_SHARE): the library was compiled a second time for the extension, 20 s of make test's build.
+PG_SWITCHES := DDL_WITH_(OPENBLAS|ZMQ|MPI)
+PG_HEADERS := $(notdir $(shell grep -lE '$(PG_SWITCHES)' $(wildcard src/*/*.h transports/*.h)))
+PG_SHARES  := $(if $(SAN),,$(if $(shell grep -lE '$(PG_SWITCHES)' ddl.h),,1))
+ifneq ($(PG_SHARE),)
+  # the sources that read a switch, or include a header that does
+  PG_OWN   := $(shell grep -lE '$(PG_SWITCHES)$(foreach h,$(PG_HEADERS),|"$(h)")' $(LIB_SRC))
+  LIB_OBJ  := $(patsubst %.c,$(PG_SHARE)/pic/%.o,$(filter-out $(PG_OWN),$(LIB_SRC))) \
+              $(patsubst %.c,$(BUILD)/pic/%.o,$(PG_OWN))
+endif
 PG_EXT     = $(MAKE) --no-print-directory -C $(BUILD)/pg/ext -f $(CURDIR)/pg/Makefile PG_CONFIG=$(PG_CONFIG) \
              DDL_BUILD=$(abspath $(BUILD)/pg)
 .PHONY: pg pg-install pg-uninstall pg-skipped
 pg-skipped:
 	@echo "$(PG_SKIP)"
-pg:
+pg: $(if $(PG_SHARES),$(BUILD)/libddl.a)
 ifneq ($(HAVE_PG),1)
 	@echo "$(if $(PG_PGXS),$(PG_SKIP),ddl: make pg needs PostgreSQL's pg_config and PGXS ($(PG_CONFIG) not found or without --pgxs))" >&2; exit 1
 endif
-	+@$(MAKE) --no-print-directory BUILD=$(BUILD)/pg WITH_BLAS=none WITH_MPI=0 WITH_ZMQ=0 SAN= $(BUILD)/pg/libddl_pic.a
+	+@$(MAKE) --no-print-directory BUILD=$(BUILD)/pg WITH_BLAS=none WITH_MPI=0 WITH_ZMQ=0 SAN= \
+	    $(if $(PG_SHARES),PG_SHARE=$(BUILD)) $(BUILD)/pg/libddl_pic.a
 	@mkdir -p $(BUILD)/pg/ext
 	+@$(PG_EXT) $(if $(Q),-s)
 pg-install: pg
