@@ -305,6 +305,20 @@ int ddl_trainer_step(ddl_trainer *t, double *loss);
  * comm it goes on through a regroup, as the trainer's calls do. Returns DDL_OK, DDL_EINVAL, or the
  * comm's error. */
 int ddl_trainer_allreduce_int(ddl_trainer *t, int64_t *value, int op);
+/* ddl_trainer_collectives: a program's own sequence of collective calls on the trainer's comm,
+ * between steps (an evaluation of its own, a confusion matrix, statistics), made to survive a
+ * regroup as the trainer's own calls are: call(ud, comm, i) makes call i (0 <= i < n) and returns
+ * its status. On an elastic comm, after a rank is lost or joins, each rank goes on at the call
+ * that failed for it, and a rank that missed a call other ranks completed is handed their result
+ * (of any size), so the calls match again. call must set its inputs every time it is made, never
+ * reusing what an attempt left: a failed all-reduce leaves its buffer half reduced, and the world
+ * (ddl_comm_rank, ddl_comm_size) may have changed. restart 1: after a regroup the sequence starts
+ * again at call 0 (for sequences whose inputs depend on the world, such as each rank's part of a
+ * data set). what names the sequence in errors and logs (NULL: "a program's collectives").
+ * Without a comm: DDL_OK, call never made. Returns DDL_OK, DDL_EINVAL, or the comm's error (the
+ * first error of a call that is not a lost peer, at once; or fewer ranks than elastic_min). */
+int ddl_trainer_collectives(ddl_trainer *t, const char *what, int n, int (*call)(void *ud, ddl_comm *comm, int i),
+                            void *ud, int restart);
 /* ddl_trainer_epoch: train to the end of the current epoch and fill *out (as
  * ddl_trainer_epoch_stats). Returns DDL_OK or the comm's error, as ddl_trainer_step. */
 int ddl_trainer_epoch(ddl_trainer *t, ddl_epoch_stats *out);

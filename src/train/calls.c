@@ -1,7 +1,8 @@
 /* calls.c - the trainer's one recovery path: a sequence of collective calls that survives a
  * regroup (ddl__trainer_calls). Every place the trainer calls collectives goes through it: the
  * initial weights' broadcast, a step's shard all-reduce, the epoch's statistics and timing, the
- * evaluation, a checkpoint save and ddl_trainer_allreduce_int.
+ * evaluation, a checkpoint save, and a program's own calls (ddl_trainer_collectives and
+ * ddl_trainer_allreduce_int).
  *
  * Why one path: a collective can complete on some ranks and fail on others (a ring's last step).
  * After the regroup each rank goes on at the call that failed for it: the ranks that completed
@@ -47,28 +48,55 @@ int ddl__trainer_calls(ddl_trainer *t, const ddl__calls *s, void *ctx, int *ahea
     return DDL_OK;
 }
 
-/* ddl_trainer_allreduce_int: a program's own value between steps, one call of the recovery path
- * (calls.c), from the value the program gave whatever an attempt left. */
+/* ddl_trainer_collectives: a program's own sequence of calls, on the same path */
+typedef struct program_run {
+    int (*call)(void *ud, ddl_comm *comm, int i);
+    void *ud;
+} program_run;
+
+static int program_call(ddl_trainer *t, void *ctx, int i)
+{
+    program_run *r = ctx;
+    return r->call(r->ud, t->cfg.comm, i);
+}
+
+int ddl_trainer_collectives(ddl_trainer *t, const char *what, int n, int (*call)(void *ud, ddl_comm *comm, int i),
+                            void *ud, int restart)
+{
+    if (!t || n < 0 || (n > 0 && !call))
+        return DDL_EINVAL;
+    if (!t->cfg.comm || n == 0)
+        return DDL_OK;
+    const ddl__calls calls = {.what = what && *what ? what : "a program's collectives", .n = n, .call = program_call,
+                              .restart = restart ? 1 : 0};
+    program_run r = {call, ud};
+    int ahead = 0, rc = ddl__trainer_calls(t, &calls, &r, &ahead);
+    if (rc == DDL_OK && ahead) /* between steps every rank is at one step: a joiner takes the state, not a
+                                * rank in this sequence; should one, its results are not the sequence's */
+        return ddl__errf(t->err, sizeof t->err, DDL_EPEER, "%s: this rank took the leader's state in a regroup, "
+                         "so its results are not the sequence's", calls.what);
+    return rc;
+}
+
+/* ddl_trainer_allreduce_int: one call of a program's own, from the value the program gave
+ * whatever an attempt left */
 typedef struct int_run {
     int64_t mine, *value;
     int op;
 } int_run;
 
-static int int_call(ddl_trainer *t, void *ctx, int i)
+static int int_call(void *ud, ddl_comm *comm, int i)
 {
     (void)i;
-    int_run *r = ctx;
+    int_run *r = ud;
     *r->value = r->mine;
-    return ddl_comm_allreduce(t->cfg.comm, r->value, 1, DDL_INT64, r->op);
+    return ddl_comm_allreduce(comm, r->value, 1, DDL_INT64, r->op);
 }
 
 int ddl_trainer_allreduce_int(ddl_trainer *t, int64_t *value, int op)
 {
     if (!t || !value || (op != DDL_SUM && op != DDL_MAX))
         return DDL_EINVAL;
-    if (!t->cfg.comm)
-        return DDL_OK;
-    static const ddl__calls calls = {.what = "all-reduce between steps", .n = 1, .call = int_call};
     int_run r = {*value, value, op};
-    return ddl__trainer_calls(t, &calls, &r, NULL);
+    return ddl_trainer_collectives(t, "all-reduce between steps", 1, int_call, &r, 0);
 }
