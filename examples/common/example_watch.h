@@ -63,6 +63,7 @@ typedef struct example_watch {
     const char *eval_tag;        /* the tags of each epoch's evaluation: "test" (default) or "val" */
     long bg_step;                /* a checkpoint being written in the background: its step (0: none) */
     int bg_epoch, bg_done;       /* and its epoch, and whether it ended one */
+    ddl_profile *profile;        /* --profile: the trainer fills it (tc->profile); rank 0 prints it */
 } example_watch;
 
 static double example_wall(void)
@@ -135,6 +136,11 @@ static int example_watch_init(example_watch *w, const example_opts *o, const cha
     w->eval_tag = "test";
     if (example_timeline_setup(w, tc, err) != 0)
         return DDL_EINVAL;
+    if (o->profile && !(w->profile = (ddl_profile *)calloc(1, sizeof *w->profile))) {
+        snprintf(err, DDL_ERR_BYTES, "--profile: cannot allocate %zu bytes", sizeof *w->profile);
+        return DDL_ENOMEM;
+    }
+    tc->profile = w->profile;
     char why[DDL_ERR_BYTES - 16];
     if (rank == 0 && o->logdir && ddl_summary_writer_create(o->logdir, NULL, &w->events, why, sizeof why) != DDL_OK) {
         snprintf(err, DDL_ERR_BYTES, "--logdir: %s", why);
@@ -470,6 +476,22 @@ static inline void example_watch_image(example_watch *w, const char *tag, int ep
         example_watch_events_failed(w);
 }
 
+/* example_watch_profile: with --profile, rank 0's table (each rank times its own steps), printed
+ * before the summary line so that the summary stays the last. */
+static void example_watch_profile(const example_watch *w)
+{
+    if (!w->profile || w->rank != 0)
+        return;
+    size_t n = ddl_profile_format(w->profile, NULL, 0);
+    char *text = (char *)malloc(n + 1);
+    if (!text)
+        return;
+    ddl_profile_format(w->profile, text, n + 1);
+    fputs(text, stdout);
+    fflush(stdout);
+    free(text);
+}
+
 /* example_watch_end: after a run that went well (ok), the timeline's file (collective); the
  * event file closed. Returns the timeline's status (DDL_OK without one). */
 static int example_watch_end(example_watch *w, ddl_comm *comm, int ok)
@@ -495,6 +517,8 @@ static int example_watch_end(example_watch *w, ddl_comm *comm, int ok)
     w->timeline = NULL;
     ddl_summary_writer_destroy(w->events);
     w->events = NULL;
+    free(w->profile); /* the trainer, destroyed after, no longer writes it after its last step */
+    w->profile = NULL;
     return rc;
 }
 
