@@ -293,8 +293,8 @@ struct ddl_model {
 /* ddl__profile_begin (profile.c): a pass of batch samples begins (pass 0 forward, 1 backward):
  * timed when m is profiling and, forward, training. Called by model.c behind m->profiling. */
 void ddl__profile_begin(ddl_model *m, int pass, int batch, int training);
-/* ddl__model_of (model.c): the model whose plugin state is self, or NULL. */
-ddl_model *ddl__model_of(const void *self);
+/* ddl__profile_mark: layer (an index of m->layers, else ignored) ended now in the timed pass. */
+void ddl__profile_mark(ddl_model *m, int layer);
 /* ddl__profile_describe: layer entry l as ddl_build_layer was told (strings cut to fit), its
  * times zero. */
 void ddl__profile_describe(ddl_profile_layer *l, const char *name, const char *kind, int c, int h, int w,

@@ -137,7 +137,20 @@ static ddl_model *model_of(const void *self)
     return m && m->self == self ? m : NULL;
 }
 
-ddl_model *ddl__model_of(const void *self) { return model_of(self); }
+/* The profile's calls from a plugin, which names its model by its state: the timing itself is
+ * profile.c's. */
+int ddl_model_profiling(const void *self)
+{
+    const ddl_model *m = model_of(self);
+    return m && m->profiling && m->prof_pass >= 0;
+}
+
+void ddl_model_layer_done(void *self, int layer)
+{
+    ddl_model *m = model_of(self);
+    if (m && m->profiling)
+        ddl__profile_mark(m, layer);
+}
 
 int ddl__model_synced(const void *self)
 {

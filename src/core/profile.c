@@ -1,6 +1,7 @@
 /* profile.c - per-layer timing of a model's passes: the table of layers a plugin declares
- * (ddl_build_layer, in model.c, fills it through ddl__profile_describe), the marks a plugin
- * makes at each layer's end (ddl_model_layer_done), the FLOPs of a convolution's geometry, and
+ * (ddl_build_layer, in model.c, fills it through ddl__profile_describe), the time of each layer
+ * when a plugin marks its end (ddl_model_layer_done, in model.c, which finds the model from the
+ * plugin's state, calls ddl__profile_mark), the FLOPs of a convolution's geometry, and
  * handing what was timed to a ddl_profile. Each model times only itself, so the trainer's
  * micro-batch copies on other threads never write the same counters. Nothing allocates; an
  * untimed model pays the tests on m->profiling in model.c and the plugin's one per layer. */
@@ -36,16 +37,9 @@ void ddl__profile_begin(ddl_model *m, int pass, int batch, int training)
     m->prof_last = now_ns();
 }
 
-int ddl_model_profiling(const void *self)
+void ddl__profile_mark(ddl_model *m, int layer)
 {
-    const ddl_model *m = ddl__model_of(self);
-    return m && m->profiling && m->prof_pass >= 0;
-}
-
-void ddl_model_layer_done(void *self, int layer)
-{
-    ddl_model *m = ddl__model_of(self);
-    if (!m || !m->profiling || m->prof_pass < 0 || layer < 0 || layer >= m->n_layers)
+    if (m->prof_pass < 0 || layer < 0 || layer >= m->n_layers)
         return;
     int64_t t = now_ns();
     ddl_profile_layer *l = &m->layers[layer];
