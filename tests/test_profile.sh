@@ -2,7 +2,8 @@
 # test_profile.sh - ddl-train --profile as a user reads it: before the summary line, rank 0's
 # table: a header with the steps and the core's measured peak, a line per layer of the arch
 # (its kind, shape, forward and backward ms, GFLOP/s and share of the peak; "-" where no FLOPs
-# are counted), the layers' sum, and the step's split; the weights are the bits of the same run
+# are counted), the layers' sum, and the step's split (and, without --quiet, each epoch's split
+# after its line); the weights are the bits of the same run
 # without it; on 2 ranks one table, rank 0's, saying so; without the flag, no table.
 # ddl-test: beside (no time bound: it reads the table, not the times)
 . "$(dirname "$0")/lib.sh"
@@ -48,6 +49,10 @@ check "the layers' sum is within the step's compute time" $?
 tail -n 1 "$tmp/on" | grep -q "^summary: "; check "the summary line stays the last" $?
 ! grep -q "^profile of" "$tmp/off"; check "no table without --profile" $?
 "$T" --help 2> /dev/null | grep -q "^  --profile "; check "--help lists --profile" $?
+
+# not --quiet: each epoch's split too, after its line
+"$T" $(echo "$A" | sed 's/ --quiet//') --profile --epochs 2 2>&1 | grep -A1 "^epoch [12]/2 " | grep -c "^  profile: step $num ms: data $num ([0-9.]*%), compute $num" > "$tmp/n"
+[ "$(cat "$tmp/n")" -eq 2 ]; check "without --quiet, a split line after each epoch's" $?
 
 # 2 ranks: rank 0's table alone, saying whose it is
 if [ -x "$BUILD/bin/ddlrun" ]; then

@@ -64,6 +64,7 @@ typedef struct example_watch {
     long bg_step;                /* a checkpoint being written in the background: its step (0: none) */
     int bg_epoch, bg_done;       /* and its epoch, and whether it ended one */
     ddl_profile *profile;        /* --profile: the trainer fills it (tc->profile); rank 0 prints it */
+    int64_t prof_was[6];         /* its steps and split at the last epoch's end: each epoch's line */
 } example_watch;
 
 static double example_wall(void)
@@ -456,6 +457,18 @@ static void example_watch_epoch(example_watch *w, int epoch, const ddl_epoch_sta
         example_watch_scalar(w, "epoch/comm_frac", epoch, es->comm_frac);
         if (w->events && ddl_summary_writer_flush(w->events) != DDL_OK)
             example_watch_events_failed(w);
+    }
+    if (w->profile && w->rank == 0 && !w->quiet) { /* the epoch's split; the layers' table comes at the end */
+        const ddl_profile *p = w->profile;
+        int64_t now[6] = {p->steps, p->data_ns, p->compute_ns, p->allreduce_ns, p->optimizer_ns, p->step_ns}, d[6];
+        for (int i = 0; i < 6; i++)
+            d[i] = now[i] - w->prof_was[i], w->prof_was[i] = now[i];
+        double per = d[0] > 0 ? 1e-6 / (double)d[0] : 0.0, all = d[5] > 0 ? 100.0 / (double)d[5] : 0.0;
+        printf("  profile: step %.3f ms: data %.3f (%.1f%%), compute %.3f (%.1f%%), all-reduce wait %.3f (%.1f%%), "
+               "optimizer %.3f (%.1f%%)\n", (double)d[5] * per, (double)d[1] * per, (double)d[1] * all,
+               (double)d[2] * per, (double)d[2] * all, (double)d[3] * per, (double)d[3] * all, (double)d[4] * per,
+               (double)d[4] * all);
+        fflush(stdout);
     }
     if (w->rank == 0 && !w->quiet && w->world > 1) {
         double over = es->fastest_seconds > 0 ? 100.0 * (es->slowest_seconds / es->fastest_seconds - 1.0) : 0.0;
