@@ -139,6 +139,7 @@ typedef struct ddl_param_info ddl_param_info;
 typedef struct ddl_rng ddl_rng;
 typedef struct ddl_pool2d ddl_pool2d; /* a pool's geometry (the ops, below) */
 typedef struct ddl_timeline ddl_timeline;
+typedef struct ddl_profile ddl_profile; /* a struct the caller owns: see "profiling" at the end */
 
 /* ---- training ----
  * A trainer runs the loop: shuffle with the seed, take this rank's part of every global batch,
@@ -231,6 +232,13 @@ typedef struct ddl_train_config {
      * overlap (DDL_EINVAL says which). 0: each part normalises with its own batch (PyTorch
      * DDP's default). */
     int sync_bn;
+
+    /* profile: optional: where each step's time goes, filled as the trainer runs (see
+     * "profiling" at the end): the peak is measured at ddl_trainer_create (<= 100 ms), every
+     * layer the model's plugin declared is timed forward and backward, and each step's time is
+     * split into data, compute, all-reduce wait and optimizer. The weights' bits do not change.
+     * NULL: nothing is timed (one test per layer and pass). */
+    ddl_profile *profile;
 } ddl_train_config;
 
 enum { DDL_AUGMENT_FLIP = 1, DDL_AUGMENT_CROP = 2 };
@@ -1812,6 +1820,88 @@ void ddl_act_backward(int kind, float alpha, float beta, size_t count, const flo
  * dy - e^y sum dy (overwritten; dx may equal dy). */
 void ddl_softmax_forward(size_t outer, size_t n, size_t inner, int log, const float *x, float *y);
 void ddl_softmax_backward(size_t outer, size_t n, size_t inner, int log, const float *y, const float *dy, float *dx);
+
+/* ---- profiling: where a training step's time goes, layer by layer ----
+ * A plugin describes its layers in build() (ddl_build_layer: name, kind, output shape, FLOPs per
+ * sample from the geometry) and marks the end of each in its passes (ddl_model_layer_done). A
+ * trainer given a ddl_profile (ddl_train_config.profile) times every training pass of its model
+ * (and of its micro-batch copies) that way and splits each step; ddl_profile_format makes the
+ * table a program prints. Timing reads the monotonic clock once per layer and pass; with no
+ * profile it costs one test per layer, and allocates nothing either way. What is counted as
+ * FLOPs: 2 per multiply-add of convolutions, transposed convolutions and dense layers (forward:
+ * 2 out_c out_h out_w in_c/groups k_h k_w per sample for a convolution, 2 in out for a dense
+ * layer; backward: the same again for the weights' gradient, and again for the input's when the
+ * layer computes it, so the first layer's backward counts once); nothing else (bias, pooling,
+ * normalisation, activations, dropout, concatenation, resizing: 0 FLOPs, their time shown). */
+
+#define DDL_PROFILE_MAX_LAYERS 128 /* layers a model may declare: those after are not timed */
+
+typedef struct ddl_profile_layer {
+    char name[32];          /* the plugin's: "conv1", a graph layer's name or its number */
+    char kind[16];          /* "conv", "dense", "maxpool", "relu", ... */
+    int c, h, w;            /* its output per sample */
+    double fwd_flops;       /* per sample, from the geometry (what is counted: above) */
+    double bwd_flops;
+    int64_t fwd_ns, bwd_ns; /* summed over the training passes timed (monotonic nanoseconds) */
+    int64_t fwd_samples, bwd_samples; /* samples those passes ran */
+} ddl_profile_layer;
+
+struct ddl_profile {
+    double peak_gflops;     /* one core's float32 multiply-add peak (ddl_cpu_peak_gflops) */
+    const char *peak_isa;   /* the vector code that measured it: "avx512", "avx2" or "scalar" */
+    int rank, world;        /* whose profile this is: each rank times its own */
+    int parts, threads;     /* micro-batches (or shards) a step, and threads for the kernels */
+    int cores;              /* the cores a layer's time ran on, whose peak its share is of: the
+                             * threads, or 1 when the parts ran side by side, a thread each (the
+                             * layer times are then thread time, summed over the parts) */
+    int64_t steps;          /* steps timed */
+    /* each step's time, summed: gathering the batch; forward, loss and backward; waiting for the
+     * gradient all-reduce after backward (what an overlap did not hide; 0 on one rank);
+     * the optimizer; and the whole step (the four add up to it) */
+    int64_t data_ns, compute_ns, allreduce_ns, optimizer_ns, step_ns;
+    int n_layers;
+    ddl_profile_layer layers[DDL_PROFILE_MAX_LAYERS];
+};
+
+/* ddl_cpu_peak_gflops: measure this core's float32 peak: independent multiply-add chains in the
+ * widest vectors the CPU has (AVX-512, AVX2 with FMA, or the build's baseline), chosen at run
+ * time, for about 80 ms, the best of four slices. *isa (may be NULL) gets "avx512", "avx2" or
+ * "scalar". Another busy thread on the core lowers it: measure on an idle core. Returns GFLOP/s. */
+double ddl_cpu_peak_gflops(const char **isa);
+
+/* ddl_build_layer: for a plugin's build(): describe its next layer, for profiles: name (31 bytes
+ * kept) and kind (15), its output shape per sample, and its FLOPs per sample forward and
+ * backward as counted above (ddl_conv2d_flops helps). Returns the layer's index, from 0 in the
+ * order of the calls, to give ddl_model_layer_done; -1 past DDL_PROFILE_MAX_LAYERS (that layer is
+ * then not timed; the build goes on). A plugin that declares none is profiled by the step alone. */
+int ddl_build_layer(ddl_model_build *b, const char *name, const char *kind, int c, int h, int w, double fwd_flops,
+                    double bwd_flops);
+/* ddl_model_profiling: for a plugin's forward and backward: 1 when the pass in progress of the
+ * model whose plugin state is self is timed, else 0. Ask once per pass, then call
+ * ddl_model_layer_done only when it said 1: the untimed pass then costs one test per layer. */
+int ddl_model_profiling(const void *self);
+/* ddl_model_layer_done: layer `layer` (ddl_build_layer's index) has just finished its part of the
+ * timed pass in progress: the time since the pass began, or since the last call, is its (a
+ * backward pass runs the layers last first). Ignored outside a timed pass or for -1. */
+void ddl_model_layer_done(void *self, int layer);
+/* ddl_conv2d_flops / ddl_deconv2d_flops: forward FLOPs per sample of a convolution
+ * (2 out_c out_h out_w in_c/groups k_h k_w) and of a transposed one (2 in_c in_h in_w out_c k_h k_w). */
+double ddl_conv2d_flops(const ddl_conv2d *g);
+double ddl_deconv2d_flops(const ddl_conv2d *g);
+
+/* ddl_model_profile: time m's training passes (on 1) or not (0), for a caller's own loop (a
+ * trainer with a profile does this itself). ddl_model_profile_take: add what m timed since the
+ * last take into p's layers (described from the model's first: p->n_layers set) and zero m's.
+ * Returns DDL_OK, or DDL_EINVAL (m or p NULL, or p holds another model's layers). */
+void ddl_model_profile(ddl_model *m, int on);
+int ddl_model_profile_take(ddl_model *m, ddl_profile *p);
+
+/* ddl_profile_format: p as a table to print: a header (rank, steps, peak), a line per layer
+ * (name, kind, output shape, forward and backward ms per step, GFLOP/s and its share of the peak,
+ * "-" where no FLOPs are counted), the layers' sum, and the step's split (data, compute,
+ * all-reduce wait, optimizer, in ms per step and percent). Writes at most bytes (NUL included)
+ * and returns the whole length, as snprintf. */
+size_t ddl_profile_format(const ddl_profile *p, char *buf, size_t bytes);
 
 #ifdef __cplusplus
 }

@@ -166,7 +166,9 @@ int main(int argc, char **argv)
     if (rc == DDL_OK && o.save && !preempted)
         rc = ddl_trainer_save(tr, o.save);
 
-    /* ---- the summary line of DESIGN.md, for scripts; or the error ---- */
+    /* ---- the summary line of DESIGN.md, for scripts (after --profile's table); or the error ---- */
+    if (rc == DDL_OK && !preempted)
+        example_watch_profile(&w);
     if (rc == DDL_OK && ddl_comm_rank(comm) == 0 && !preempted)
         printf("summary: model=lenet transport=%s world=%d epochs=%d batch=%d test_acc=%.4f test_loss=%.4f "
                "images_per_sec=%.0f wall_s=%.1f weights_crc=%08x slowest_rank=%d comm_frac=%.3f\n",

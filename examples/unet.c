@@ -387,6 +387,8 @@ int main(int argc, char **argv)
         rc = ddl_trainer_save(tr, o.save);
 
     /* ---- the summary line of DESIGN.md with segmentation's metrics, and --images; or the error ---- */
+    if (rc == DDL_OK && !preempted)
+        example_watch_profile(&w); /* --profile's table */
     if (rc == DDL_OK && ddl_comm_rank(comm) == 0 && !preempted)
         printf("summary: model=unet transport=%s world=%d epochs=%d batch=%d test_acc=%.4f test_loss=%.4f "
                "pixel_acc=%.4f dice=%.4f miou=%.4f images_per_sec=%.0f wall_s=%.1f weights_crc=%08x slowest_rank=%d "

@@ -27,7 +27,25 @@ typedef struct lenet {
     float *dc1, *dp1, *dc2, *dp2, *df1, *df2;
 } lenet;
 
+/* The layers a profile times (ddl_build_layer), in the order declared; each takes the ReLU,
+ * and dropout, that follows it. */
+enum { L_CONV1, L_POOL1, L_CONV2, L_POOL2, L_FC1, L_FC2, L_FC3 };
+
 /* ---- build ---- */
+
+/* declare_layers: the layers, with their FLOPs per sample from the geometry (conv1's backward
+ * computes no input gradient: once, not twice). */
+static void declare_layers(const lenet *n, ddl_model_build *b)
+{
+    double c1 = ddl_conv2d_flops(&n->g1), c2 = ddl_conv2d_flops(&n->g2), K = n->n_classes;
+    ddl_build_layer(b, "conv1", "conv", 6, 28, 28, c1, c1);
+    ddl_build_layer(b, "pool1", "maxpool+relu", 6, 14, 14, 0, 0);
+    ddl_build_layer(b, "conv2", "conv", 16, 10, 10, c2, 2 * c2);
+    ddl_build_layer(b, "pool2", "maxpool+relu", 16, 5, 5, 0, 0);
+    ddl_build_layer(b, "fc1", "dense+relu", 120, 1, 1, 2.0 * 400 * 120, 4.0 * 400 * 120);
+    ddl_build_layer(b, "fc2", "dense+relu", 84, 1, 1, 2.0 * 120 * 84, 4.0 * 120 * 84);
+    ddl_build_layer(b, "fc3", "dense", n->n_classes, 1, 1, 2.0 * 84 * K, 4.0 * 84 * K);
+}
 
 static float *param(ddl_model_build *b, const char *name, int n_dims, int d0, int d1, int d2, int d3, int init,
                     int fan_in, int fan_out, float **grad)
@@ -78,6 +96,7 @@ static int lenet_build(void *self, const ddl_model_config *cfg, ddl_model_build 
     n->dp2 = ddl_build_scratch(b, (size_t)B * 400);
     n->df1 = ddl_build_scratch(b, (size_t)B * 120);
     n->df2 = ddl_build_scratch(b, (size_t)B * 84);
+    declare_layers(n, b);
     ddl_build_output(b, K, 1, 1);
     return DDL_OK;
 }
@@ -89,23 +108,38 @@ static void lenet_forward(void *self, const float *x, int B, int training, ddl_r
     lenet *n = (lenet *)self;
     ddl_conv2d g1 = n->g1, g2 = n->g2;
     g1.batch = g2.batch = B;
+    int prof = ddl_model_profiling(self); /* a profile times each layer; else one test each */
     /* ReLU after max-pool: max and ReLU commute, and the pooled tensor is 4x smaller. The
      * gradients are the same too: a pooled value <= 0 passes no gradient either way. */
     ddl_conv2d_forward(&g1, x, n->w1, n->b1, n->c1, n->ws);  /* (B, 6, 28, 28) */
+    if (prof)
+        ddl_model_layer_done(self, L_CONV1);
     ddl_maxpool_forward(B, 6, 28, 28, 2, 2, n->c1, n->p1, n->a1); /* (B, 6, 14, 14) */
     ddl_relu_forward((size_t)B * 6 * 196, n->p1, n->p1);
+    if (prof)
+        ddl_model_layer_done(self, L_POOL1);
     ddl_conv2d_forward(&g2, n->p1, n->w2, n->b2, n->c2, n->ws); /* (B, 16, 10, 10) */
+    if (prof)
+        ddl_model_layer_done(self, L_CONV2);
     ddl_maxpool_forward(B, 16, 10, 10, 2, 2, n->c2, n->p2, n->a2); /* (B, 400) */
     ddl_relu_forward((size_t)B * 400, n->p2, n->p2);
+    if (prof)
+        ddl_model_layer_done(self, L_POOL2);
     ddl_dense_forward(B, 400, 120, n->p2, n->wf1, n->bf1, n->f1);
     ddl_relu_forward((size_t)B * 120, n->f1, n->f1);
     if (n->drop > 0.0f)
         ddl_dropout_forward((size_t)B * 120, n->drop, training, rng, n->f1, n->f1, n->m1);
+    if (prof)
+        ddl_model_layer_done(self, L_FC1);
     ddl_dense_forward(B, 120, 84, n->f1, n->wf2, n->bf2, n->f2);
     ddl_relu_forward((size_t)B * 84, n->f2, n->f2);
     if (n->drop > 0.0f)
         ddl_dropout_forward((size_t)B * 84, n->drop, training, rng, n->f2, n->f2, n->m2);
+    if (prof)
+        ddl_model_layer_done(self, L_FC2);
     ddl_dense_forward(B, 84, n->n_classes, n->f2, n->wf3, n->bf3, logits); /* (B, K) */
+    if (prof)
+        ddl_model_layer_done(self, L_FC3);
 }
 
 /* ---- backward ---- */
@@ -115,25 +149,40 @@ static void lenet_backward(void *self, const float *x, int B, const float *dlogi
     lenet *n = (lenet *)self;
     ddl_conv2d g1 = n->g1, g2 = n->g2;
     g1.batch = g2.batch = B;
+    int prof = ddl_model_profiling(self);
     ddl_dense_backward(B, 84, n->n_classes, n->f2, n->wf3, dlogits, n->df2, n->gwf3, n->gbf3);
+    if (prof)
+        ddl_model_layer_done(self, L_FC3);
     ddl_backward_ready(pass, n->gwf3); /* the trainer may send these while the rest computes */
     if (n->drop > 0.0f)
         ddl_dropout_backward((size_t)B * 84, n->drop, n->m2, n->df2, n->df2);
     ddl_relu_backward((size_t)B * 84, n->f2, n->df2, n->df2);
     ddl_dense_backward(B, 120, 84, n->f1, n->wf2, n->df2, n->df1, n->gwf2, n->gbf2);
+    if (prof)
+        ddl_model_layer_done(self, L_FC2);
     ddl_backward_ready(pass, n->gwf2);
     if (n->drop > 0.0f)
         ddl_dropout_backward((size_t)B * 120, n->drop, n->m1, n->df1, n->df1);
     ddl_relu_backward((size_t)B * 120, n->f1, n->df1, n->df1);
     ddl_dense_backward(B, 400, 120, n->p2, n->wf1, n->df1, n->dp2, n->gwf1, n->gbf1);
+    if (prof)
+        ddl_model_layer_done(self, L_FC1);
     ddl_backward_ready(pass, n->gwf1);
     ddl_relu_backward((size_t)B * 400, n->p2, n->dp2, n->dp2);
     ddl_maxpool_backward(B, 16, 10, 10, 2, 2, n->dp2, n->a2, n->dc2);
+    if (prof)
+        ddl_model_layer_done(self, L_POOL2);
     ddl_conv2d_backward(&g2, n->p1, n->w2, n->dc2, n->dp1, n->gw2, n->gb2, n->ws);
+    if (prof)
+        ddl_model_layer_done(self, L_CONV2);
     ddl_backward_ready(pass, n->gw2);
     ddl_relu_backward((size_t)B * 6 * 196, n->p1, n->dp1, n->dp1);
     ddl_maxpool_backward(B, 6, 28, 28, 2, 2, n->dp1, n->a1, n->dc1);
+    if (prof)
+        ddl_model_layer_done(self, L_POOL1);
     ddl_conv2d_backward(&g1, x, n->w1, n->dc1, NULL, n->gw1, n->gb1, n->ws);
+    if (prof)
+        ddl_model_layer_done(self, L_CONV1);
 }
 
 /* ---- plugin ---- */

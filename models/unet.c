@@ -41,6 +41,8 @@ typedef struct block {
     float *gw1, *ggamma1, *gbeta1, *gw2, *ggamma2, *gbeta2;  /* their gradients */
     float *a1, *h1, *a2, *h2;     /* (B, c, s): conv outputs, and norm+ReLU outputs */
     float *mr1, *mr2;             /* (B, groups, 2): mean and rstd per sample and group */
+    int id;                       /* its first layer for profiles (ddl_build_layer): conv1, norm1,
+                                   * conv2, norm2 follow each other */
 } block;
 
 typedef struct level {
@@ -52,6 +54,7 @@ typedef struct level {
     float *upx;                   /* (B, c, s): transposed conv output */
     float *cat;                   /* (B, 2 c, s): [skip, upx] */
     float *dskip;                 /* (B, c, s): gradient of the skip, from the decoder */
+    int id_pool, id_up, id_cat;   /* layers for profiles */
 } level;
 
 typedef struct unet {
@@ -62,7 +65,16 @@ typedef struct unet {
     float *wh, *bh, *gwh, *gbh;
     float *ws;                    /* conv workspace, shared by every conv */
     float *dp, *dq;               /* ping-pong gradient buffers, each of the largest activation */
+    int id_head;
 } unet;
+
+/* done: layer id has finished its part of a pass that a profile times (prof: ddl_model_profiling's
+ * answer at the pass's start). */
+static void done(void *self, int prof, int id)
+{
+    if (prof)
+        ddl_model_layer_done(self, id);
+}
 
 /* ---- build ---- */
 
@@ -85,8 +97,19 @@ static float *param(ddl_model_build *b, const char *prefix, const char *name, in
 
 static size_t max_sz(size_t a, size_t b) { return a > b ? a : b; }
 
-/* build_block: parameters and activations of a block on an (h, w) grid; returns its workspace. */
-static size_t build_block(ddl_model_build *b, block *k, const char *prefix, int B, int cin, int c, int h, int w)
+/* layer: declare a layer for profiles, named prefix.what; its index. */
+static int layer(ddl_model_build *b, const char *prefix, const char *what, const char *kind, int c, int h, int w,
+                 double fwd, double bwd)
+{
+    char name[64];
+    snprintf(name, sizeof name, "%s%s%s", prefix, *what ? "." : "", what);
+    return ddl_build_layer(b, name, kind, c, h, w, fwd, bwd);
+}
+
+/* build_block: parameters and activations of a block on an (h, w) grid, and its layers for
+ * profiles (want_dx 0: its first conv hands back no gradient); returns its workspace. */
+static size_t build_block(ddl_model_build *b, block *k, const char *prefix, int B, int cin, int c, int h, int w,
+                          int want_dx)
 {
     k->cin = cin;
     k->c = c;
@@ -109,6 +132,11 @@ static size_t build_block(ddl_model_build *b, block *k, const char *prefix, int 
     k->h2 = ddl_build_scratch(b, act);
     k->mr1 = ddl_build_scratch(b, (size_t)B * (size_t)k->groups * 2);
     k->mr2 = ddl_build_scratch(b, (size_t)B * (size_t)k->groups * 2);
+    double f1 = ddl_conv2d_flops(&k->g1), f2 = ddl_conv2d_flops(&k->g2);
+    k->id = layer(b, prefix, "conv1", "conv", c, h, w, f1, want_dx ? 2 * f1 : f1);
+    layer(b, prefix, "norm1", "groupnorm+relu", c, h, w, 0, 0);
+    layer(b, prefix, "conv2", "conv", c, h, w, f2, 2 * f2);
+    layer(b, prefix, "norm2", "groupnorm+relu", c, h, w, 0, 0);
     return max_sz(ddl_conv2d_workspace(&k->g1), ddl_conv2d_workspace(&k->g2));
 }
 
@@ -142,12 +170,13 @@ static size_t build_levels(unet *n, ddl_model_build *b)
         level *v = &n->lv[l];
         int c = n->width << l;
         snprintf(prefix, sizeof prefix, "down%d", l);
-        ws = max_sz(ws, build_block(b, &v->down, prefix, B, cin, c, h, w));
+        ws = max_sz(ws, build_block(b, &v->down, prefix, B, cin, c, h, w, l > 0));
+        v->id_pool = layer(b, prefix, "pool", "maxpool", c, h / 2, w / 2, 0, 0);
         v->pool = ddl_build_scratch(b, (size_t)B * c * (h / 2) * (w / 2));
         v->arg = (int32_t *)ddl_build_scratch(b, (size_t)B * c * (h / 2) * (w / 2));
         cin = c;
     }
-    ws = max_sz(ws, build_block(b, &n->bottom, "bottom", B, cin, n->width << D, h, w));
+    ws = max_sz(ws, build_block(b, &n->bottom, "bottom", B, cin, n->width << D, h, w, 1));
     for (int l = D - 1; l >= 0; l--) {
         level *v = &n->lv[l];
         int c = n->width << l;
@@ -159,10 +188,13 @@ static size_t build_levels(unet *n, ddl_model_build *b)
         v->wu = param(b, prefix, "up.weight", 4, su, DDL_INIT_HE, 2 * c, c * 4, &v->gwu);
         v->bu = param(b, prefix, "up.bias", 1, sb, DDL_INIT_ZERO, 2 * c, c * 4, &v->gbu);
         ws = max_sz(ws, ddl_deconv2d_workspace(&v->gu));
+        double fu = ddl_deconv2d_flops(&v->gu);
+        v->id_up = layer(b, prefix, "up", "deconv", c, h, w, fu, 2 * fu);
+        v->id_cat = layer(b, prefix, "cat", "concat", 2 * c, h, w, 0, 0);
         v->upx = ddl_build_scratch(b, (size_t)B * c * h * w);
         v->cat = ddl_build_scratch(b, (size_t)B * 2 * c * h * w);
         v->dskip = ddl_build_scratch(b, (size_t)B * c * h * w);
-        ws = max_sz(ws, build_block(b, &v->up, prefix, B, 2 * c, c, h, w));
+        ws = max_sz(ws, build_block(b, &v->up, prefix, B, 2 * c, c, h, w, 1));
     }
     return ws;
 }
@@ -189,6 +221,8 @@ static int unet_build(void *self, const ddl_model_config *cfg, ddl_model_build *
     n->wh = ddl_build_param(b, "head.weight", 4, sh, DDL_INIT_GLOROT, c0, K, &n->gwh);
     n->bh = ddl_build_param(b, "head.bias", 1, sk, DDL_INIT_ZERO, c0, K, &n->gbh);
     ws = max_sz(ws, ddl_conv2d_workspace(&n->gh));
+    double fh = ddl_conv2d_flops(&n->gh);
+    n->id_head = layer(b, "head", "", "conv", K, n->h, n->w, fh, 2 * fh);
     n->ws = ddl_build_scratch(b, ws);
     /* The largest gradient is a level-0 concat (2 c_0) or the input (in_c) at full resolution. */
     size_t big = (size_t)B * (size_t)(2 * c0 > n->in_c ? 2 * c0 : n->in_c) * (size_t)n->h * (size_t)n->w;
@@ -201,14 +235,18 @@ static int unet_build(void *self, const ddl_model_config *cfg, ddl_model_build *
 /* ---- forward ---- */
 
 /* block_forward: h2 (B, c, s) of x (B, cin, s). */
-static void block_forward(block *k, const float *x, int B, float *ws)
+static void block_forward(block *k, const float *x, int B, float *ws, void *self, int prof)
 {
     ddl_conv2d g1 = k->g1, g2 = k->g2;
     g1.batch = g2.batch = B;
     ddl_conv2d_forward(&g1, x, k->w1, NULL, k->a1, ws);
+    done(self, prof, k->id);
     ddl_groupnorm_relu_forward(B, k->c, k->s, k->groups, k->a1, k->gamma1, k->beta1, k->h1, k->mr1);
+    done(self, prof, k->id + 1);
     ddl_conv2d_forward(&g2, k->h1, k->w2, NULL, k->a2, ws);
+    done(self, prof, k->id + 2);
     ddl_groupnorm_relu_forward(B, k->c, k->s, k->groups, k->a2, k->gamma2, k->beta2, k->h2, k->mr2);
+    done(self, prof, k->id + 3);
 }
 
 /* below: the output of the level under decoder level l (the bottom block under the deepest). */
@@ -223,41 +261,51 @@ static void unet_forward(void *self, const float *x, int B, int training, ddl_rn
     (void)training; /* no dropout and no batch statistics: training and evaluation are the same */
     (void)rng;
     const float *in = x;
+    int prof = ddl_model_profiling(self); /* a profile times each layer; else one test each */
     for (int l = 0; l < n->depth; l++) {
         level *v = &n->lv[l];
         int h = n->h >> l, w = n->w >> l;
-        block_forward(&v->down, in, B, n->ws);
+        block_forward(&v->down, in, B, n->ws, self, prof);
         ddl_maxpool_forward(B, v->down.c, h, w, 2, 2, v->down.h2, v->pool, v->arg);
+        done(self, prof, v->id_pool);
         in = v->pool;
     }
-    block_forward(&n->bottom, in, B, n->ws);
+    block_forward(&n->bottom, in, B, n->ws, self, prof);
     for (int l = n->depth - 1; l >= 0; l--) {
         level *v = &n->lv[l];
         ddl_conv2d gu = v->gu;
         gu.batch = B;
         ddl_deconv2d_forward(&gu, below(n, l), v->wu, v->bu, v->upx, n->ws);          /* (B, c, s) */
+        done(self, prof, v->id_up);
         ddl_concat_channels(B, v->down.c, v->down.c, v->down.s, v->down.h2, v->upx, v->cat); /* (B, 2c, s) */
-        block_forward(&v->up, v->cat, B, n->ws);
+        done(self, prof, v->id_cat);
+        block_forward(&v->up, v->cat, B, n->ws, self, prof);
     }
     ddl_conv2d gh = n->gh;
     gh.batch = B;
     ddl_conv2d_forward(&gh, n->lv[0].up.h2, n->wh, n->bh, logits, n->ws); /* (B, K, H, W) */
+    done(self, prof, n->id_head);
 }
 
 /* ---- backward ---- */
 
 /* block_backward: from dy (B, c, s) in *p to dx (B, cin, s) in *p (dx may be NULL: first layer);
  * *q is scratch. Both buffers hold the largest activation. */
-static void block_backward(block *k, const float *x, int B, float *p, float *q, float *ws, int want_dx)
+static void block_backward(block *k, const float *x, int B, float *p, float *q, float *ws, int want_dx, void *self,
+                           int prof)
 {
     ddl_conv2d g1 = k->g1, g2 = k->g2;
     g1.batch = g2.batch = B;
     ddl_groupnorm_relu_backward(B, k->c, k->s, k->groups, k->a2, k->gamma2, k->mr2, k->h2, p, q, k->ggamma2,
                                 k->gbeta2);
+    done(self, prof, k->id + 3);
     ddl_conv2d_backward(&g2, k->h1, k->w2, q, p, k->gw2, NULL, ws);
+    done(self, prof, k->id + 2);
     ddl_groupnorm_relu_backward(B, k->c, k->s, k->groups, k->a1, k->gamma1, k->mr1, k->h1, p, q, k->ggamma1,
                                 k->gbeta1);
+    done(self, prof, k->id + 1);
     ddl_conv2d_backward(&g1, x, k->w1, q, want_dx ? p : NULL, k->gw1, NULL, ws);
+    done(self, prof, k->id);
 }
 
 static void unet_backward(void *self, const float *x, int B, const float *dlogits, ddl_backward *pass)
@@ -267,17 +315,21 @@ static void unet_backward(void *self, const float *x, int B, const float *dlogit
     float *p = n->dp, *q = n->dq;
     ddl_conv2d gh = n->gh;
     gh.batch = B;
+    int prof = ddl_model_profiling(self);
     ddl_conv2d_backward(&gh, n->lv[0].up.h2, n->wh, dlogits, p, n->gwh, n->gbh, n->ws);
+    done(self, prof, n->id_head);
     for (int l = 0; l < n->depth; l++) { /* decoder, top to bottom */
         level *v = &n->lv[l];
         ddl_conv2d gu = v->gu;
         gu.batch = B;
-        block_backward(&v->up, v->cat, B, p, q, n->ws, 1);                      /* p: d cat (B, 2c, s) */
+        block_backward(&v->up, v->cat, B, p, q, n->ws, 1, self, prof);          /* p: d cat (B, 2c, s) */
         ddl_split_channels(B, v->down.c, v->down.c, v->down.s, p, v->dskip, q);  /* q: d upx */
+        done(self, prof, v->id_cat);
         ddl_deconv2d_backward(&gu, below(n, l), v->wu, q, p, v->gwu, v->gbu, n->ws); /* p: d below */
+        done(self, prof, v->id_up);
     }
     int D = n->depth;
-    block_backward(&n->bottom, n->lv[D - 1].pool, B, p, q, n->ws, 1); /* p: d pool_{D-1} */
+    block_backward(&n->bottom, n->lv[D - 1].pool, B, p, q, n->ws, 1, self, prof); /* p: d pool_{D-1} */
     for (int l = D - 1; l >= 0; l--) { /* encoder, bottom to top */
         level *v = &n->lv[l];
         int h = n->h >> l, w = n->w >> l;
@@ -285,7 +337,8 @@ static void unet_backward(void *self, const float *x, int B, const float *dlogit
         ddl_maxpool_backward(B, v->down.c, h, w, 2, 2, p, v->arg, q);
         for (size_t i = 0; i < count; i++) /* the skip's gradient joins the pooled path's */
             p[i] = q[i] + v->dskip[i];
-        block_backward(&v->down, l ? n->lv[l - 1].pool : x, B, p, q, n->ws, l > 0);
+        done(self, prof, v->id_pool);
+        block_backward(&v->down, l ? n->lv[l - 1].pool : x, B, p, q, n->ws, l > 0, self, prof);
     }
 }
 

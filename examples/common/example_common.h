@@ -35,13 +35,14 @@ typedef struct example_opts {
     int resume, keep_checkpoints; /* --keep-checkpoints K: PATH and PATH.1 .. PATH.K-1 (default 1: PATH) */
     const char *logdir; /* --logdir DIR: TensorBoard event files, with scalars every --log-every steps */
     int log_every;
+    int profile; /* --profile: rank 0 prints where its steps' time went, layer by layer */
 } example_opts;
 
 /* getopt_long's codes of the shared flags; an example's own flags take codes from EXAMPLE_OPT_END. */
 enum { OPT_DATA = 256, OPT_EPOCHS, OPT_BATCH, OPT_LR, OPT_MOMENTUM, OPT_OPTIMIZER, OPT_WEIGHT_DECAY, OPT_SCHEDULE,
        OPT_WARMUP, OPT_SEED, OPT_TRAIN_LIMIT, OPT_THREADS, OPT_QUIET, OPT_CHECKPOINT, OPT_CHECKPOINT_EVERY, OPT_RESUME,
        OPT_SAVE, OPT_SAVE_RATE, OPT_LOGDIR, OPT_LOG_EVERY, OPT_MICRO_BATCHES, OPT_KEEP_CHECKPOINTS, OPT_ACCUMULATE,
-       EXAMPLE_OPT_END };
+       OPT_PROFILE, EXAMPLE_OPT_END };
 
 #define EXAMPLE_OPTIONS                                                                                         \
     {"data", required_argument, NULL, OPT_DATA}, {"epochs", required_argument, NULL, OPT_EPOCHS},               \
@@ -58,7 +59,8 @@ enum { OPT_DATA = 256, OPT_EPOCHS, OPT_BATCH, OPT_LR, OPT_MOMENTUM, OPT_OPTIMIZE
     {"save-rate", required_argument, NULL, OPT_SAVE_RATE}, {"logdir", required_argument, NULL, OPT_LOGDIR},   \
     {"log-every", required_argument, NULL, OPT_LOG_EVERY},                                                      \
     {"micro-batches", required_argument, NULL, OPT_MICRO_BATCHES},                                              \
-    {"accumulate", required_argument, NULL, OPT_ACCUMULATE}, CLI_HELP_VERSION
+    {"accumulate", required_argument, NULL, OPT_ACCUMULATE}, {"profile", no_argument, NULL, OPT_PROFILE},     \
+    CLI_HELP_VERSION
 
 /* --help lines of the shared flags: an example prints its own flags between the two parts. */
 #define EXAMPLE_USAGE_TRAINING                                                                          \
@@ -74,7 +76,9 @@ enum { OPT_DATA = 256, OPT_EPOCHS, OPT_BATCH, OPT_LR, OPT_MOMENTUM, OPT_OPTIMIZE
     "  --accumulate N            N shards a rank, added in one order (1 rank, N 4: 4 ranks' bits)\n" \
     "  --quiet                   no progress lines: only the summary\n"                               \
     "  --logdir DIR              TensorBoard event files in DIR (tensorboard --logdir DIR)\n"          \
-    "  --log-every N             with --logdir: step scalars every N steps (default 10)\n"
+    "  --log-every N             with --logdir: step scalars every N steps (default 10)\n"          \
+    "  --profile                 at the end, rank 0's time per layer (ms, GFLOP/s, % of the\n"      \
+    "                            core's peak) and its steps' split: data, compute, all-reduce\n"
 #define EXAMPLE_USAGE_CHECKPOINTS                                                                        \
     "checkpoints:\n"                                                                                     \
     "  --checkpoint PATH         save to PATH at every epoch's end and every --checkpoint-every STEPS\n" \
@@ -128,6 +132,7 @@ static void example_option(example_opts *o, int c, const char *arg, const char *
     case OPT_SAVE_RATE: o->save_rate = cli_long("--save-rate", arg, 0, 1000000000000000L); break;
     case OPT_LOGDIR: o->logdir = arg; break;
     case OPT_LOG_EVERY: o->log_every = cli_int("--log-every", arg, 1, 1000000000); break;
+    case OPT_PROFILE: o->profile = 1; break;
     default: cli_try(); /* getopt_long named the flag */
     }
 }

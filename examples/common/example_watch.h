@@ -63,6 +63,8 @@ typedef struct example_watch {
     const char *eval_tag;        /* the tags of each epoch's evaluation: "test" (default) or "val" */
     long bg_step;                /* a checkpoint being written in the background: its step (0: none) */
     int bg_epoch, bg_done;       /* and its epoch, and whether it ended one */
+    ddl_profile *profile;        /* --profile: the trainer fills it (tc->profile); rank 0 prints it */
+    int64_t prof_was[6];         /* its steps and split at the last epoch's end: each epoch's line */
 } example_watch;
 
 static double example_wall(void)
@@ -135,6 +137,11 @@ static int example_watch_init(example_watch *w, const example_opts *o, const cha
     w->eval_tag = "test";
     if (example_timeline_setup(w, tc, err) != 0)
         return DDL_EINVAL;
+    if (o->profile && !(w->profile = (ddl_profile *)calloc(1, sizeof *w->profile))) {
+        snprintf(err, DDL_ERR_BYTES, "--profile: cannot allocate %zu bytes", sizeof *w->profile);
+        return DDL_ENOMEM;
+    }
+    tc->profile = w->profile;
     char why[DDL_ERR_BYTES - 16];
     if (rank == 0 && o->logdir && ddl_summary_writer_create(o->logdir, NULL, &w->events, why, sizeof why) != DDL_OK) {
         snprintf(err, DDL_ERR_BYTES, "--logdir: %s", why);
@@ -451,6 +458,18 @@ static void example_watch_epoch(example_watch *w, int epoch, const ddl_epoch_sta
         if (w->events && ddl_summary_writer_flush(w->events) != DDL_OK)
             example_watch_events_failed(w);
     }
+    if (w->profile && w->rank == 0 && !w->quiet) { /* the epoch's split; the layers' table comes at the end */
+        const ddl_profile *p = w->profile;
+        int64_t now[6] = {p->steps, p->data_ns, p->compute_ns, p->allreduce_ns, p->optimizer_ns, p->step_ns}, d[6];
+        for (int i = 0; i < 6; i++)
+            d[i] = now[i] - w->prof_was[i], w->prof_was[i] = now[i];
+        double per = d[0] > 0 ? 1e-6 / (double)d[0] : 0.0, all = d[5] > 0 ? 100.0 / (double)d[5] : 0.0;
+        printf("  profile: step %.3f ms: data %.3f (%.1f%%), compute %.3f (%.1f%%), all-reduce wait %.3f (%.1f%%), "
+               "optimizer %.3f (%.1f%%)\n", (double)d[5] * per, (double)d[1] * per, (double)d[1] * all,
+               (double)d[2] * per, (double)d[2] * all, (double)d[3] * per, (double)d[3] * all, (double)d[4] * per,
+               (double)d[4] * all);
+        fflush(stdout);
+    }
     if (w->rank == 0 && !w->quiet && w->world > 1) {
         double over = es->fastest_seconds > 0 ? 100.0 * (es->slowest_seconds / es->fastest_seconds - 1.0) : 0.0;
         printf("  stragglers: rank %d computed slowest, %.2f s (+%.0f%% over the fastest, %.2f s); all-reduce took "
@@ -468,6 +487,22 @@ static inline void example_watch_image(example_watch *w, const char *tag, int ep
         example_watch_events_failed(w);
     else if (w->events && ddl_summary_writer_flush(w->events) != DDL_OK)
         example_watch_events_failed(w);
+}
+
+/* example_watch_profile: with --profile, rank 0's table (each rank times its own steps), printed
+ * before the summary line so that the summary stays the last. */
+static void example_watch_profile(const example_watch *w)
+{
+    if (!w->profile || w->rank != 0)
+        return;
+    size_t n = ddl_profile_format(w->profile, NULL, 0);
+    char *text = (char *)malloc(n + 1);
+    if (!text)
+        return;
+    ddl_profile_format(w->profile, text, n + 1);
+    fputs(text, stdout);
+    fflush(stdout);
+    free(text);
 }
 
 /* example_watch_end: after a run that went well (ok), the timeline's file (collective); the
@@ -495,6 +530,8 @@ static int example_watch_end(example_watch *w, ddl_comm *comm, int ok)
     w->timeline = NULL;
     ddl_summary_writer_destroy(w->events);
     w->events = NULL;
+    free(w->profile); /* the trainer, destroyed after, no longer writes it after its last step */
+    w->profile = NULL;
     return rc;
 }
 

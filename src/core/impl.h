@@ -280,7 +280,25 @@ struct ddl_model {
     void *sync_ud;
     int n_sync;
     size_t sync_width;
+    /* profiling (profile.c): the layers the plugin declared (ddl_build_layer), in the model's
+     * block, each with what its timed passes took since the last ddl_model_profile_take. */
+    ddl_profile_layer *layers;
+    int n_layers;
+    int profiling;               /* ddl_model_profile: training passes are timed */
+    int prof_pass;               /* the timed pass in progress: 0 forward, 1 backward; -1 none */
+    int prof_batch;              /* its samples */
+    int64_t prof_last;           /* when it began or its last layer ended (ns) */
 };
+
+/* ddl__profile_begin (profile.c): a pass of batch samples begins (pass 0 forward, 1 backward):
+ * timed when m is profiling and, forward, training. Called by model.c behind m->profiling. */
+void ddl__profile_begin(ddl_model *m, int pass, int batch, int training);
+/* ddl__profile_mark: layer (an index of m->layers, else ignored) ended now in the timed pass. */
+void ddl__profile_mark(ddl_model *m, int layer);
+/* ddl__profile_describe: layer entry l as ddl_build_layer was told (strings cut to fit), its
+ * times zero. */
+void ddl__profile_describe(ddl_profile_layer *l, const char *name, const char *kind, int c, int h, int w,
+                           double fwd_flops, double bwd_flops);
 
 /* ---- synchronised statistics (model.c): the hook a trainer sets for sync BatchNorm ----
  * ddl__build_sync: for a plugin's build: one of its layers takes statistics over the whole

@@ -44,6 +44,7 @@ struct ddl_model_build {
     int out_c, out_h, out_w;
     int failed;
     char err[DDL_ERR_BYTES];
+    int n_layers;        /* layers declared so far (ddl_build_layer, profile.c) */
 };
 
 float *ddl_build_param(ddl_model_build *b, const char *name, int n_dims, const int *shape, int init, int fan_in,
@@ -136,6 +137,21 @@ static ddl_model *model_of(const void *self)
     return m && m->self == self ? m : NULL;
 }
 
+/* The profile's calls from a plugin, which names its model by its state: the timing itself is
+ * profile.c's. */
+int ddl_model_profiling(const void *self)
+{
+    const ddl_model *m = model_of(self);
+    return m && m->profiling && m->prof_pass >= 0;
+}
+
+void ddl_model_layer_done(void *self, int layer)
+{
+    ddl_model *m = model_of(self);
+    if (m && m->profiling)
+        ddl__profile_mark(m, layer);
+}
+
 int ddl__model_synced(const void *self)
 {
     const ddl_model *m = model_of(self);
@@ -165,6 +181,17 @@ void ddl_build_output(ddl_model_build *b, int c, int h, int w)
     b->out_w = w;
 }
 
+int ddl_build_layer(ddl_model_build *b, const char *name, const char *kind, int c, int h, int w, double fwd_flops,
+                    double bwd_flops)
+{
+    if (b->n_layers >= DDL_PROFILE_MAX_LAYERS)
+        return -1;
+    int idx = b->n_layers++;
+    if (b->m && !b->failed)
+        ddl__profile_describe(&b->m->layers[idx], name, kind, c, h, w, fwd_flops, bwd_flops);
+    return idx;
+}
+
 void ddl_build_fail(ddl_model_build *b, const char *msg)
 {
     if (!b->failed)
@@ -180,6 +207,8 @@ void ddl_build_fail(ddl_model_build *b, const char *msg)
 typedef struct layout {
     size_t self_off, params_off, buffers_off, grads_off, logits_off, scratch_off, total;
     size_t n_params, n_buffers, scratch_bytes, logits_floats;
+    size_t layers_off;   /* the declared layers' table (profiles), after the scratch */
+    int n_layers;
 } layout;
 
 /* config_error: DDL_OK, or DDL_EINVAL naming the first thing wrong with the plugin or cfg. */
@@ -232,7 +261,9 @@ static int measure(const ddl_model_plugin *p, const ddl_model_config *cfg, layou
     l->grads_off = l->buffers_off + ddl__align_up(l->n_buffers * sizeof(float));
     l->logits_off = l->grads_off + ddl__align_up((l->n_params + l->n_buffers) * sizeof(float));
     l->scratch_off = l->logits_off + ddl__align_up(l->logits_floats * sizeof(float));
-    l->total = l->scratch_off + l->scratch_bytes + DDL_ALIGN;
+    l->n_layers = b.n_layers;
+    l->layers_off = l->scratch_off + ddl__align_up(l->scratch_bytes);
+    l->total = l->layers_off + (size_t)l->n_layers * sizeof(ddl_profile_layer) + DDL_ALIGN;
     return DDL_OK;
 }
 
@@ -263,7 +294,6 @@ int ddl_model_init(void *mem, size_t bytes, const ddl_model_plugin *p, const ddl
                          p->name, mem ? bytes : 0, l.total);
     /* l.total has DDL_ALIGN bytes of slack: any address works, the model starts at the next boundary */
     unsigned char *base = (unsigned char *)ddl__align_up((size_t)(uintptr_t)mem);
-    size_t usable = bytes - (size_t)(base - (unsigned char *)mem);
     memset(base, 0, l.scratch_off);
     ddl_model *m = (ddl_model *)base;
     m->mem = mem;
@@ -279,13 +309,16 @@ int ddl_model_init(void *mem, size_t bytes, const ddl_model_plugin *p, const ddl
     m->n_buffers = l.n_buffers;
     m->mean = 0.0f;
     m->std = 1.0f;
+    m->layers = (ddl_profile_layer *)(base + l.layers_off);
+    m->n_layers = l.n_layers;
+    m->prof_pass = -1;
     ddl_model_build b;
     memset(&b, 0, sizeof b);
     b.m = m;
-    ddl_arena_init(&b.scratch, base + l.scratch_off, usable - l.scratch_off);
+    ddl_arena_init(&b.scratch, base + l.scratch_off, l.layers_off - l.scratch_off); /* the layers' table after it */
     rc = p->build(m->self, cfg, &b);
     if (rc != DDL_OK || b.failed || !ddl_arena_ok(&b.scratch) || b.n_params != l.n_params ||
-        b.n_buffers != l.n_buffers)
+        b.n_buffers != l.n_buffers || b.n_layers != l.n_layers)
         return ddl__errf(err, err_bytes, DDL_EINVAL, "%s: build() described another model the second time",
                          p->name); /* build() must describe the same model twice */
     m->n_tensors = b.n_tensors;
@@ -452,6 +485,8 @@ const float *ddl_model_forward(ddl_model *m, const float *x, int batch, int trai
 {
     if (batch < (m->sync && training ? 0 : 1) || batch > m->cfg.batch) /* 0: a synchronised part of no samples */
         return NULL;
+    if (m->profiling) /* the one test an untimed model pays here */
+        ddl__profile_begin(m, 0, batch, training);
     m->plugin->forward(m->self, x, batch, training, rng, m->logits);
     if (training && m->n_buffers && !m->hold_buffers) /* else the trainer combines the parts' first */
         memcpy(m->buffers, m->next, m->n_buffers * sizeof(float));
@@ -466,6 +501,8 @@ void ddl_model_backward(ddl_model *m, const float *x, int batch, const float *dl
     if (batch < (m->sync ? 0 : 1) || batch > m->cfg.batch)
         return;
     m->pass.m = m;
+    if (m->profiling)
+        ddl__profile_begin(m, 1, batch, 1);
     if (m->plugin->version == 1) /* called through the type it was written with */
         ((backward_v1)(void (*)(void))m->plugin->backward)(m->self, x, batch, dlogits);
     else

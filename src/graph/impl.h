@@ -95,6 +95,10 @@ ddl_conv2d ddl__layer_conv2d(const ddl__layer *l, int n, int c, int h, int w, in
 ddl_pool2d ddl__layer_pool2d(const ddl__layer *l);
 int ddl__layer_out(const ddl__layer *l, int c, int h, int w, int out, int64_t *oh, int64_t *ow, char *why,
                    size_t why_bytes);
+/* ddl__layer_flops (layer_flops.c): FLOPs per sample of layer l, of input (in_c, in_h, in_w)
+ * and out_c channels, forward and backward (dx: its backward computes the input's gradient). */
+void ddl__layer_flops(const ddl__layer *l, int in_c, int in_h, int in_w, int out_c, int dx, double *fwd,
+                      double *bwd);
 /* ddl__layer_plain: 1 when l's geometry is that of k, stride and pad alone. */
 int ddl__layer_plain(const ddl__layer *l);
 /* ddl__layer_pads: l's four pads (top, left, bottom, right). */

@@ -329,6 +329,21 @@ static void declare_memory(gmodel *m, ddl_model_build *b)
     m->tmp2 = ddl_build_scratch(b, big);
 }
 
+/* declare_layers: every layer after the input, for profiles (layer i is the model's i - 1): its
+ * name, op, shape and FLOPs. */
+static void declare_layers(gmodel *m, ddl_model_build *b)
+{
+    for (int i = 1; i < m->g.n; i++) {
+        const ddl__layer *l = &m->g.layers[i];
+        const rt *r = &m->r[i], *a = &m->r[l->in[0]];
+        char name[DDL_GRAPH_NAME_BYTES];
+        double fwd, bwd;
+        ddl__graph_param_prefix(&m->g, i, name, sizeof name);
+        ddl__layer_flops(l, a->c, a->h, a->w, r->c, a->grad, &fwd, &bwd);
+        ddl_build_layer(b, name, ddl__graph_layer_op(l), r->c, r->h, r->w, fwd, bwd);
+    }
+}
+
 static int graph_build(void *self, const ddl_model_config *cfg, ddl_model_build *b)
 {
     gmodel *m = self;
@@ -361,6 +376,7 @@ static int graph_build(void *self, const ddl_model_config *cfg, ddl_model_build 
     for (int i = 1; i < m->g.n; i++)
         declare_params(m, i, b);
     declare_memory(m, b);
+    declare_layers(m, b);
     ddl_build_output(b, o->c, o->h, o->w);
     return DDL_OK;
 }
@@ -500,9 +516,13 @@ static void graph_forward(void *self, const float *x, int B, int training, ddl_r
     rt *o = &m->r[m->out];
     if (!o->alias && !o->keep_y)
         o->y = logits;
-    for (int i = 1; i < m->g.n; i++)
+    int prof = ddl_model_profiling(m); /* once a pass: untimed, a test per layer */
+    for (int i = 1; i < m->g.n; i++) {
         if (B > 0 || m->g.layers[i].op == DDL__OP_BATCHNORM) /* B 0: a synchronised part's rounds alone */
             layer_forward(m, i, B, training, rng);
+        if (prof)
+            ddl_model_layer_done(m, i - 1);
+    }
     if (B > 0 && (o->alias || o->keep_y))
         memcpy(logits, o->y, (size_t)B * o->size * sizeof *logits);
 }
@@ -657,10 +677,13 @@ static void graph_backward(void *self, const float *x, int B, const float *dlogi
     else
         o->dy = (float *)(uintptr_t)dlogits; /* read only: nothing writes the output's dy */
     o->written = 1;
+    int prof = ddl_model_profiling(m);
     for (int i = m->g.n - 1; i >= 1; i--) {
         if (B == 0 && m->g.layers[i].op != DDL__OP_BATCHNORM) /* a synchronised part of no samples */
             continue;
         layer_backward(m, i, B);
+        if (prof)
+            ddl_model_layer_done(m, i - 1);
         if (m->r[i].gw) /* this layer's gradients, and every later one's, are final */
             ddl_backward_ready(pass, m->r[i].gw);
     }

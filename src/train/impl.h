@@ -193,6 +193,12 @@ double ddl__micro_pass(ddl_trainer *t, int n, int b, int64_t *mid);
 /* ddl__trainer_reset_stats (state.c): start the statistics of an epoch at the current position (epoch
  * start, or resume). */
 void ddl__trainer_reset_stats(ddl_trainer *t);
+/* profiling (profile.c), with cfg.profile set: start: reset the profile, measure the peak and
+ * time every model copy; step: add a step's times (ts as account()'s: start, forward, backward,
+ * all-reduce, optimizer, end) and the layers' since the last; stop: untime the model. */
+void ddl__trainer_profile_start(ddl_trainer *t);
+void ddl__trainer_profile_step(ddl_trainer *t, const int64_t ts[6]);
+void ddl__trainer_profile_stop(ddl_trainer *t);
 /* ddl__trainer_timing: fill the timing fields of *out (NULL: gather only), gathering every rank's
  * times (watch.c). Collective, surviving a regroup. DDL_OK or the failure (t->err). */
 int ddl__trainer_timing(ddl_trainer *t, ddl_epoch_stats *out);

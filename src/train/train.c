@@ -218,6 +218,7 @@ int ddl_trainer_create(const ddl_train_config *cfg_in, ddl_model *m, const ddl_d
         ddl__log(cfg->log, cfg->log_ud, DDL_LOG_WARN,
                  "DDL_OVERLAP=2: the all-reduce thread may not run at real-time priority (needs CAP_SYS_NICE or "
                  "an RLIMIT_RTPRIO); it runs as with DDL_OVERLAP=1");
+    ddl__trainer_profile_start(t); /* cfg->profile: the peak (<= 100 ms) and the layers to time */
     /* Rank 0's initial weights are everybody's: from the seed, or the model's own (imported). */
     if (!cfg->keep_weights)
         ddl_model_init_weights(m, cfg->seed);
@@ -253,6 +254,7 @@ void ddl_trainer_destroy(ddl_trainer *t)
         ddl__syncbn_stop(t);
         ddl__micro_stop(t);
         ddl__saver_close(t->saver, t->alloc); /* a write in flight ends first */
+        ddl__trainer_profile_stop(t);
         t->m->hold_buffers = 0; /* the caller's forward passes update them again */
         ddl__free(t->alloc, t);
     }
@@ -454,6 +456,8 @@ static void account(ddl_trainer *t, const int64_t ts[6])
     if (t->pos >= t->n_train) /* the epoch's last optimizer step has no next all-reduce */
         t->compute_ns += ts[5] - ts[4];
     t->epoch_secs += (double)(ts[5] - ts[0]) * 1e-9;
+    if (t->cfg.profile)
+        ddl__trainer_profile_step(t, ts);
     if (ddl_timeline_wants(t->cfg.timeline, t->step))
         for (int k = DDL_SPAN_DATA; k <= DDL_SPAN_OPTIMIZER; k++)
             ddl_timeline_span(t->cfg.timeline, k, t->step, ts[k], ts[k + 1],

@@ -433,6 +433,8 @@ int main(int argc, char **argv)
         rc = ddl_trainer_evaluate(r.tr, &r.s.val, &r.ev);
     if (rc == DDL_OK && r.o.ex.save && !r.preempted)
         rc = ddl_trainer_save(r.tr, r.o.ex.save);
+    if (rc == DDL_OK && !r.preempted)
+        example_watch_profile(&r.w); /* --profile's table, before the summary */
     if (rc == DDL_OK && r.rank == 0 && !r.preempted)
         summary(&r, t0);
     if (rc != DDL_OK) {
