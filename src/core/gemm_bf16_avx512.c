@@ -1,0 +1,163 @@
+/* gemm_bf16_avx512.c - the bfloat16 products on a CPU with AVX512-BF16 (AMD Zen 4 and 5, Intel
+ * from Cooper Lake): vdpbf16ps adds, in each of 16 float lanes, the products of two bfloat16
+ * pairs. The summation order is gemm_bf16.c's reference, bit for bit.
+ * Blocking as gemm_avx512.c's outer products: k in slices of DDL__BF16_KC; op(A) packed, MC rows
+ * at a time, into MR-row panels of bfloat16 pairs (one 32-bit word per row and pair of k); op(B)
+ * packed into NR-column panels of pairs (kc / 2 rows of NR words: the two values of a column for
+ * k = p, p + 1 side by side, p in the low half, as vdpbf16ps pairs them); an MR x NR tile of C in
+ * 16 registers. Packing rounds (vcvtne2ps2bf16: to nearest even, a subnormal to zero, as
+ * ddl__bf16_round) and zero-pads the edges, so every element of C gets the same instructions
+ * wherever its tile lies: a product cut into blocks gives the bits of the whole (ddl_gemm's
+ * threads). Nothing is allocated: ~150 KB of stack. */
+#include "impl.h"
+
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(DDL_NO_CLONES)
+
+#include <immintrin.h>
+#include <string.h>
+
+#define BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
+
+#define MR 8   /* rows of a tile */
+#define NR 32  /* columns of a tile: two 16-float registers */
+#define KC DDL__BF16_KC
+#define KP (KC / 2) /* pairs of a slice */
+#define MC 128 /* rows of op(A) packed at a time */
+
+/* pack_a: rows [i0, i0 + mc) and depth [p0, p0 + kc) of op(A) into (mc / MR panels, kp, MR) pairs,
+ * rows past mc and a missing last term zero. A is packed once per slice and block of rows, read
+ * by every column panel: scalar rounding costs little here. */
+static void pack_a(int trans_a, const float *a, int lda, int i0, int mc, int p0, int kc, uint32_t *ap)
+{
+    int kp = (kc + 1) / 2;
+    for (int ir = 0; ir < mc; ir += MR) {
+        int mr = mc - ir < MR ? mc - ir : MR;
+        uint32_t *panel = ap + (size_t)ir * kp;
+        for (int i = 0; i < MR; i++)
+            for (int q = 0; q < kp; q++) {
+                uint32_t lo = 0, hi = 0;
+                if (i < mr) {
+                    size_t row = (size_t)(i0 + ir + i), p = (size_t)(p0 + 2 * q);
+                    lo = ddl__bf16_round(trans_a ? a[p * lda + row] : a[row * lda + p]);
+                    if (2 * q + 1 < kc)
+                        hi = ddl__bf16_round(trans_a ? a[(p + 1) * lda + row] : a[row * lda + p + 1]);
+                }
+                panel[q * MR + i] = lo | hi << 16;
+            }
+    }
+}
+
+/* pairs: 32 bfloat16 of lo (16 floats: k = p) and hi (k = p + 1) interleaved into 16 pairs. */
+BF16 static inline __m512i pairs(__m512 lo, __m512 hi)
+{
+    const __m512i idx = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6,
+                                         21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+    return _mm512_permutexvar_epi16(idx, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+}
+
+/* pack_b: depth [p0, p0 + kc) and columns [j0, j0 + nr) of op(B) into (kp, NR) pairs, columns
+ * past nr and a missing last term zero. */
+BF16 static void pack_b(int trans_b, const float *b, int ldb, int p0, int kc, int j0, int nr, uint32_t *bp)
+{
+    int kp = (kc + 1) / 2;
+    if (!trans_b) { /* op(B)'s rows are B's: two of them make a row of pairs */
+        __mmask16 m0 = (__mmask16)(nr >= 16 ? 0xffff : (1u << nr) - 1);
+        __mmask16 m1 = (__mmask16)(nr >= NR ? 0xffff : nr <= 16 ? 0 : (1u << (nr - 16)) - 1);
+        for (int q = 0; q < kp; q++) {
+            const float *r0 = b + (size_t)(p0 + 2 * q) * ldb + j0, *r1 = r0 + ldb;
+            int two = 2 * q + 1 < kc;
+            __m512 l0 = _mm512_maskz_loadu_ps(m0, r0), l1 = _mm512_maskz_loadu_ps(m1, r0 + 16);
+            __m512 h0 = two ? _mm512_maskz_loadu_ps(m0, r1) : _mm512_setzero_ps();
+            __m512 h1 = two ? _mm512_maskz_loadu_ps(m1, r1 + 16) : _mm512_setzero_ps();
+            _mm512_storeu_si512(bp + (size_t)q * NR, pairs(l0, h0));
+            _mm512_storeu_si512(bp + (size_t)q * NR + 16, pairs(l1, h1));
+        }
+        return;
+    }
+    /* op(B)'s columns are B's rows: 32 floats of a row are 16 pairs in order, written down the
+     * column of the panel */
+    if (nr < NR)
+        memset(bp, 0, (size_t)kp * NR * sizeof *bp);
+    const __m512i down = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                                            _mm512_set1_epi32(NR));
+    for (int j = 0; j < nr; j++) {
+        const float *src = b + (size_t)(j0 + j) * ldb + p0;
+        for (int p = 0; p < kc; p += 32) {
+            int left = kc - p;
+            __mmask16 m0 = (__mmask16)(left >= 16 ? 0xffff : (1u << left) - 1);
+            __mmask16 m1 = (__mmask16)(left >= 32 ? 0xffff : left <= 16 ? 0 : (1u << (left - 16)) - 1);
+            __m512i v = (__m512i)_mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(m1, src + p + 16),
+                                                     _mm512_maskz_loadu_ps(m0, src + p));
+            __mmask16 mq = (__mmask16)((left + 1) / 2 >= 16 ? 0xffff : (1u << ((left + 1) / 2)) - 1);
+            _mm512_mask_i32scatter_epi32(bp + (size_t)(p / 2) * NR + j, mq, down, v, 4);
+        }
+    }
+}
+
+/* micro: c (mr x nr of an MR x NR tile, row stride ldc) += alpha * ap (kp, MR) bp (kp, NR). */
+BF16 static void micro(int kp, const uint32_t *restrict ap, const uint32_t *restrict bp, float alpha, float *c,
+                       int ldc, int mr, int nr)
+{
+    __m512 acc[MR][2];
+    for (int i = 0; i < MR; i++)
+        acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+    for (int q = 0; q < kp; q++) {
+        __m512bh b0 = (__m512bh)_mm512_loadu_si512(bp + (size_t)q * NR);
+        __m512bh b1 = (__m512bh)_mm512_loadu_si512(bp + (size_t)q * NR + 16);
+        for (int i = 0; i < MR; i++) {
+            __m512bh av = (__m512bh)_mm512_set1_epi32((int)ap[q * MR + i]);
+            acc[i][0] = _mm512_dpbf16_ps(acc[i][0], av, b0);
+            acc[i][1] = _mm512_dpbf16_ps(acc[i][1], av, b1);
+        }
+    }
+    __mmask16 m0 = (__mmask16)(nr >= 16 ? 0xffff : (1u << nr) - 1);
+    __mmask16 m1 = (__mmask16)(nr >= NR ? 0xffff : nr <= 16 ? 0 : (1u << (nr - 16)) - 1);
+    __m512 al = _mm512_set1_ps(alpha);
+    for (int i = 0; i < mr; i++) {
+        float *row = c + (size_t)i * ldc;
+        _mm512_mask_storeu_ps(row, m0, _mm512_fmadd_ps(al, acc[i][0], _mm512_maskz_loadu_ps(m0, row)));
+        _mm512_mask_storeu_ps(row + 16, m1, _mm512_fmadd_ps(al, acc[i][1], _mm512_maskz_loadu_ps(m1, row + 16)));
+    }
+}
+
+int ddl__gemm_bf16_avx512_have(void)
+{
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                   __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bf16")
+               ? 1
+               : 0;
+}
+
+void ddl__gemm_bf16_avx512(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
+                           const float *b, int ldb, float *c, int ldc)
+{
+    _Alignas(64) uint32_t ap[MC * KP];
+    _Alignas(64) uint32_t bp[KP * NR];
+    for (int p0 = 0; p0 < k; p0 += KC) {
+        int kc = k - p0 < KC ? k - p0 : KC, kp = (kc + 1) / 2;
+        for (int i0 = 0; i0 < m; i0 += MC) {
+            int mc = m - i0 < MC ? m - i0 : MC;
+            pack_a(trans_a, a, lda, i0, mc, p0, kc, ap);
+            for (int j0 = 0; j0 < n; j0 += NR) {
+                int nr = n - j0 < NR ? n - j0 : NR;
+                pack_b(trans_b, b, ldb, p0, kc, j0, nr, bp);
+                for (int ir = 0; ir < mc; ir += MR)
+                    micro(kp, ap + (size_t)ir * kp, bp, alpha, c + (size_t)(i0 + ir) * ldc + j0, ldc,
+                          mc - ir < MR ? mc - ir : MR, nr);
+            }
+        }
+    }
+}
+
+#else
+
+int ddl__gemm_bf16_avx512_have(void) { return 0; }
+
+void ddl__gemm_bf16_avx512(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
+                           const float *b, int ldb, float *c, int ldc)
+{
+    (void)trans_a, (void)trans_b, (void)m, (void)n, (void)k, (void)alpha, (void)a, (void)lda, (void)b;
+    (void)ldb, (void)c, (void)ldc;
+}
+
+#endif
