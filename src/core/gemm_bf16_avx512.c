@@ -8,7 +8,7 @@
  * 16 registers. Packing rounds (vcvtne2ps2bf16: to nearest even, a subnormal to zero, as
  * ddl__bf16_round) and zero-pads the edges, so every element of C gets the same instructions
  * wherever its tile lies: a product cut into blocks gives the bits of the whole (ddl_gemm's
- * threads). Nothing is allocated: ~150 KB of stack. */
+ * threads). Nothing is allocated: ~130 KB of stack. */
 #include "impl.h"
 
 #if defined(__GNUC__) && defined(__x86_64__) && !defined(DDL_NO_CLONES)
@@ -24,29 +24,6 @@
 #define KP (KC / 2) /* pairs of a slice */
 #define MC 128 /* rows of op(A) packed at a time */
 
-/* pack_a: rows [i0, i0 + mc) and depth [p0, p0 + kc) of op(A) into (mc / MR panels, kp, MR) pairs,
- * rows past mc and a missing last term zero. A is packed once per slice and block of rows, read
- * by every column panel: scalar rounding costs little here. */
-static void pack_a(int trans_a, const float *a, int lda, int i0, int mc, int p0, int kc, uint32_t *ap)
-{
-    int kp = (kc + 1) / 2;
-    for (int ir = 0; ir < mc; ir += MR) {
-        int mr = mc - ir < MR ? mc - ir : MR;
-        uint32_t *panel = ap + (size_t)ir * kp;
-        for (int i = 0; i < MR; i++)
-            for (int q = 0; q < kp; q++) {
-                uint32_t lo = 0, hi = 0;
-                if (i < mr) {
-                    size_t row = (size_t)(i0 + ir + i), p = (size_t)(p0 + 2 * q);
-                    lo = ddl__bf16_round(trans_a ? a[p * lda + row] : a[row * lda + p]);
-                    if (2 * q + 1 < kc)
-                        hi = ddl__bf16_round(trans_a ? a[(p + 1) * lda + row] : a[row * lda + p + 1]);
-                }
-                panel[q * MR + i] = lo | hi << 16;
-            }
-    }
-}
-
 /* pairs: 32 bfloat16 of lo (16 floats: k = p) and hi (k = p + 1) interleaved into 16 pairs. */
 BF16 static inline __m512i pairs(__m512 lo, __m512 hi)
 {
@@ -55,43 +32,80 @@ BF16 static inline __m512i pairs(__m512 lo, __m512 hi)
     return _mm512_permutexvar_epi16(idx, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
 }
 
-/* pack_b: depth [p0, p0 + kc) and columns [j0, j0 + nr) of op(B) into (kp, NR) pairs, columns
- * past nr and a missing last term zero. */
-BF16 static void pack_b(int trans_b, const float *b, int ldb, int p0, int kc, int j0, int nr, uint32_t *bp)
+/* mask16: the first n (0 to 16, clamped) lanes. */
+static inline __mmask16 mask16(int n) { return (__mmask16)(n >= 16 ? 0xffff : n <= 0 ? 0 : (1u << n) - 1); }
+
+/* row_pairs: kc floats of src, contiguous, as kp pairs into dst (a missing last term zero): in
+ * order, 32 floats to 16 pairs per conversion. */
+BF16 static void row_pairs(const float *src, int kc, uint32_t *dst)
+{
+    for (int p = 0; p < kc; p += 32) {
+        __m512 lo = _mm512_maskz_loadu_ps(mask16(kc - p), src + p);
+        __m512 hi = _mm512_maskz_loadu_ps(mask16(kc - p - 16), src + p + 16);
+        _mm512_mask_storeu_epi32(dst + p / 2, mask16((kc - p + 1) / 2), (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+    }
+}
+
+/* across: rows whose k runs along memory (op(A) untransposed, op(B) transposed): `rows` of them
+ * (row r at src + r ld, `valid` of them real, the rest zero), depth kc, into (kp, rows) pairs
+ * at dst: each row converted into rows_tmp, then the pairs dealt out across. */
+BF16 static void across(const float *src, size_t ld, int rows, int valid, int kc, uint32_t *tmp, uint32_t *dst)
 {
     int kp = (kc + 1) / 2;
-    if (!trans_b) { /* op(B)'s rows are B's: two of them make a row of pairs */
-        __mmask16 m0 = (__mmask16)(nr >= 16 ? 0xffff : (1u << nr) - 1);
-        __mmask16 m1 = (__mmask16)(nr >= NR ? 0xffff : nr <= 16 ? 0 : (1u << (nr - 16)) - 1);
-        for (int q = 0; q < kp; q++) {
-            const float *r0 = b + (size_t)(p0 + 2 * q) * ldb + j0, *r1 = r0 + ldb;
-            int two = 2 * q + 1 < kc;
-            __m512 l0 = _mm512_maskz_loadu_ps(m0, r0), l1 = _mm512_maskz_loadu_ps(m1, r0 + 16);
-            __m512 h0 = two ? _mm512_maskz_loadu_ps(m0, r1) : _mm512_setzero_ps();
-            __m512 h1 = two ? _mm512_maskz_loadu_ps(m1, r1 + 16) : _mm512_setzero_ps();
-            _mm512_storeu_si512(bp + (size_t)q * NR, pairs(l0, h0));
-            _mm512_storeu_si512(bp + (size_t)q * NR + 16, pairs(l1, h1));
-        }
-        return;
+    for (int r = 0; r < valid; r++)
+        row_pairs(src + (size_t)r * ld, kc, tmp + (size_t)r * KP);
+    for (int q = 0; q < kp; q++) {
+        uint32_t *out = dst + (size_t)q * rows;
+        int r = 0;
+        for (; r < valid; r++)
+            out[r] = tmp[(size_t)r * KP + q];
+        for (; r < rows; r++)
+            out[r] = 0;
     }
-    /* op(B)'s columns are B's rows: 32 floats of a row are 16 pairs in order, written down the
-     * column of the panel */
-    if (nr < NR)
-        memset(bp, 0, (size_t)kp * NR * sizeof *bp);
-    const __m512i down = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
-                                            _mm512_set1_epi32(NR));
-    for (int j = 0; j < nr; j++) {
-        const float *src = b + (size_t)(j0 + j) * ldb + p0;
-        for (int p = 0; p < kc; p += 32) {
-            int left = kc - p;
-            __mmask16 m0 = (__mmask16)(left >= 16 ? 0xffff : (1u << left) - 1);
-            __mmask16 m1 = (__mmask16)(left >= 32 ? 0xffff : left <= 16 ? 0 : (1u << (left - 16)) - 1);
-            __m512i v = (__m512i)_mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(m1, src + p + 16),
-                                                     _mm512_maskz_loadu_ps(m0, src + p));
-            __mmask16 mq = (__mmask16)((left + 1) / 2 >= 16 ? 0xffff : (1u << ((left + 1) / 2)) - 1);
-            _mm512_mask_i32scatter_epi32(bp + (size_t)(p / 2) * NR + j, mq, down, v, 4);
+}
+
+/* down: rows whose k runs down memory (op(A) transposed, op(B) untransposed): for each pair of k,
+ * two rows of memory give `cols` (8 or 32, `valid` real) pairs side by side. */
+BF16 static void down(const float *src, size_t ld, int cols, int valid, int kc, uint32_t *dst)
+{
+    int kp = (kc + 1) / 2;
+    for (int q = 0; q < kp; q++) {
+        const float *r0 = src + (size_t)(2 * q) * ld, *r1 = r0 + ld;
+        int two = 2 * q + 1 < kc;
+        for (int j = 0; j < cols; j += 16) {
+            __mmask16 m = mask16(valid - j);
+            __m512 lo = _mm512_maskz_loadu_ps(m, r0 + j);
+            __m512 hi = two ? _mm512_maskz_loadu_ps(m, r1 + j) : _mm512_setzero_ps();
+            _mm512_mask_storeu_epi32(dst + (size_t)q * cols + j, mask16(cols - j), pairs(lo, hi));
         }
     }
+}
+
+/* pack_a: rows [i0, i0 + mc) and depth [p0, p0 + kc) of op(A) into (mc / MR panels, kp, MR) pairs,
+ * rows past mc and a missing last term zero. */
+BF16 static void pack_a(int trans_a, const float *a, int lda, int i0, int mc, int p0, int kc, uint32_t *ap,
+                        uint32_t *tmp)
+{
+    int kp = (kc + 1) / 2;
+    for (int ir = 0; ir < mc; ir += MR) {
+        int mr = mc - ir < MR ? mc - ir : MR;
+        uint32_t *panel = ap + (size_t)ir * kp;
+        if (trans_a)
+            down(a + (size_t)p0 * lda + i0 + ir, (size_t)lda, MR, mr, kc, panel);
+        else
+            across(a + (size_t)(i0 + ir) * lda + p0, (size_t)lda, MR, mr, kc, tmp, panel);
+    }
+}
+
+/* pack_b: depth [p0, p0 + kc) and columns [j0, j0 + nr) of op(B) into (kp, NR) pairs, columns
+ * past nr and a missing last term zero. */
+BF16 static void pack_b(int trans_b, const float *b, int ldb, int p0, int kc, int j0, int nr, uint32_t *bp,
+                        uint32_t *tmp)
+{
+    if (trans_b)
+        across(b + (size_t)j0 * ldb + p0, (size_t)ldb, NR, nr, kc, tmp, bp);
+    else
+        down(b + (size_t)p0 * ldb + j0, (size_t)ldb, NR, nr, kc, bp);
 }
 
 /* micro: c (mr x nr of an MR x NR tile, row stride ldc) += alpha * ap (kp, MR) bp (kp, NR). */
@@ -133,14 +147,15 @@ void ddl__gemm_bf16_avx512(int trans_a, int trans_b, int m, int n, int k, float 
 {
     _Alignas(64) uint32_t ap[MC * KP];
     _Alignas(64) uint32_t bp[KP * NR];
+    _Alignas(64) uint32_t tmp[NR * KP]; /* rows converted before their pairs are dealt out */
     for (int p0 = 0; p0 < k; p0 += KC) {
         int kc = k - p0 < KC ? k - p0 : KC, kp = (kc + 1) / 2;
         for (int i0 = 0; i0 < m; i0 += MC) {
             int mc = m - i0 < MC ? m - i0 : MC;
-            pack_a(trans_a, a, lda, i0, mc, p0, kc, ap);
+            pack_a(trans_a, a, lda, i0, mc, p0, kc, ap, tmp);
             for (int j0 = 0; j0 < n; j0 += NR) {
                 int nr = n - j0 < NR ? n - j0 : NR;
-                pack_b(trans_b, b, ldb, p0, kc, j0, nr, bp);
+                pack_b(trans_b, b, ldb, p0, kc, j0, nr, bp, tmp);
                 for (int ir = 0; ir < mc; ir += MR)
                     micro(kp, ap + (size_t)ir * kp, bp, alpha, c + (size_t)(i0 + ir) * ldc + j0, ldc,
                           mc - ir < MR ? mc - ir : MR, nr);
