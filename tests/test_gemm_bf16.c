@@ -2,7 +2,8 @@
  * chosen values (ties to even, subnormals, NaN, overflow); the AVX512-BF16 kernel against the
  * scalar reference, bit for bit, on sizes that are not multiples of its tiles (m, n, k odd, a
  * slice and a half of k, more rows than a packed block), all four transposes (conv's backward
- * uses A B^T and A^T B), alpha, wider leading dimensions, nothing written outside C, sums small
+ * uses A B^T and A^T B), alpha, C overwritten (not read: NaN there), wider leading dimensions,
+ * nothing written outside C, sums small
  * enough to be flushed; ddl_gemm in bf16 precision giving the reference's bits, the same at 1
  * and 2 threads, close to float32 but not equal to it. Where the CPU has no AVX512-BF16 the
  * kernel's part prints "skipped: no AVX512-BF16" and the rest runs. AMX: see gemm_bf16.c (no
@@ -22,9 +23,9 @@ int ddl__bf16_path(void);
 int ddl__gemm_bf16_avx512_have(void);
 int ddl__set_precision(int precision);
 void ddl__gemm_bf16_ref(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
-                        const float *b, int ldb, float *c, int ldc);
+                        const float *b, int ldb, int overwrite, float *c, int ldc);
 void ddl__gemm_bf16_avx512(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
-                           const float *b, int ldb, float *c, int ldc);
+                           const float *b, int ldb, int overwrite, float *c, int ldc);
 
 static float from_bits(uint32_t u)
 {
@@ -56,7 +57,8 @@ static void test_round(void)
 
 /* one_case: the kernel against the reference on op(A) (m, k) op(B) (k, n), C (m, n) of row
  * stride n + 3 over a guard band; 1 if the bits agree and nothing outside C moved. */
-static int one_case(ddl_rng *r, int ta, int tb, int m, int n, int k, float alpha, float scale, float c_scale)
+static int one_case(ddl_rng *r, int ta, int tb, int m, int n, int k, float alpha, float scale, float c_scale,
+                    int overwrite)
 {
     int lda = (ta ? m : k) + 2, ldb = (tb ? k : n) + 1, ldc = n + 3;
     size_t na = (size_t)(ta ? k : m) * lda, nb = (size_t)(tb ? n : k) * ldb, nc = (size_t)m * ldc + 8;
@@ -66,8 +68,12 @@ static int one_case(ddl_rng *r, int ta, int tb, int m, int n, int k, float alpha
     fill(r, b, nb, scale);
     fill(r, c1, nc, c_scale);
     memcpy(c2, c1, nc * sizeof *c1);
-    ddl__gemm_bf16_ref(ta, tb, m, n, k, alpha, a, lda, b, ldb, c1, ldc);
-    ddl__gemm_bf16_avx512(ta, tb, m, n, k, alpha, a, lda, b, ldb, c2, ldc);
+    if (overwrite) /* the kernel must not read C: NaN there would stay */
+        for (int i = 0; i < m; i++)
+            for (int j = 0; j < n; j++)
+                c2[(size_t)i * ldc + j] = NAN;
+    ddl__gemm_bf16_ref(ta, tb, m, n, k, alpha, a, lda, b, ldb, overwrite, c1, ldc);
+    ddl__gemm_bf16_avx512(ta, tb, m, n, k, alpha, a, lda, b, ldb, overwrite, c2, ldc);
     int same = memcmp(c1, c2, nc * sizeof *c1) == 0;
     if (!same)
         for (size_t e = 0; e < nc; e++)
@@ -90,13 +96,14 @@ static void test_kernel(void)
     int bad = 0, n = 0;
     for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
         for (int t = 0; t < 4; t++)
-            for (int al = 0; al < 2; al++, n++)
-                bad += !one_case(&r, t >> 1, t & 1, sizes[s][0], sizes[s][1], sizes[s][2], al ? 0.5f : 1.0f, 1.0f, 1.0f);
+            for (int al = 0; al < 3; al++, n++) /* alpha 1, 0.5, and C overwritten */
+                bad += !one_case(&r, t >> 1, t & 1, sizes[s][0], sizes[s][1], sizes[s][2], al == 1 ? 0.5f : 1.0f,
+                                 1.0f, 1.0f, al == 2);
     CHECK(bad == 0);
     /* products near the smallest normal floats, into a zero C (which would hide them): sums that
      * fall subnormal are flushed to zero */
     for (int t = 0; t < 4; t++, n++)
-        bad += !one_case(&r, t >> 1, t & 1, 9, 19, 21, 1.0f, 1.5e-19f, 0.0f);
+        bad += !one_case(&r, t >> 1, t & 1, 9, 19, 21, 1.0f, 1.5e-19f, 0.0f, 0);
     CHECK(bad == 0);
     printf("AVX512-BF16 kernel against the reference: %d cases, %d differ\n", n, bad);
 }
@@ -114,7 +121,7 @@ static void test_ddl_gemm(void)
     ddl_rng_seed(&r, 11);
     fill(&r, a, (size_t)m * k, 1.0f);
     fill(&r, b, (size_t)k * n, 1.0f);
-    ddl__gemm_bf16_ref(0, 0, m, n, k, 1.0f, a, k, b, n, ref, n);
+    ddl__gemm_bf16_ref(0, 0, m, n, k, 1.0f, a, k, b, n, 0, ref, n);
     ddl_gemm(0, 0, m, n, k, 1.0f, a, k, b, n, 0.0f, f32, n);
     int was = ddl__set_precision(DDL_PRECISION_BF16);
     ddl_set_threads(1);

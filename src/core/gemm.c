@@ -358,8 +358,10 @@ static void gemm_bf16_one(int trans_a, int trans_b, int m, int n, int k, float a
 {
     if (m <= 0 || n <= 0)
         return;
-    scale_c(m, n, beta, c, ldc);
-    ddl__gemm_bf16(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, c, ldc);
+    int overwrite = beta == 0.0f && k > 0 && alpha != 0.0f; /* the kernel writes C whole: no zeroing first */
+    if (!overwrite)
+        scale_c(m, n, beta, c, ldc);
+    ddl__gemm_bf16(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, overwrite, c, ldc);
 }
 
 typedef void (*one_fn)(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,

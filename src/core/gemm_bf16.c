@@ -59,11 +59,13 @@ static float at(int trans, const float *x, int ld, int row, int col)
 }
 
 void ddl__gemm_bf16_ref(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
-                        const float *b, int ldb, float *c, int ldc)
+                        const float *b, int ldb, int overwrite, float *c, int ldc)
 {
     for (int i = 0; i < m; i++)
         for (int j = 0; j < n; j++) {
             float *cij = c + (size_t)i * ldc + j;
+            if (overwrite)
+                *cij = 0.0f;
             for (int p0 = 0; p0 < k; p0 += DDL__BF16_KC) {
                 int end = k - p0 < DDL__BF16_KC ? k : p0 + DDL__BF16_KC;
                 float acc = 0.0f;
@@ -122,12 +124,12 @@ const char *ddl__bf16_path_name(int path)
 }
 
 void ddl__gemm_bf16(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
-                    const float *b, int ldb, float *c, int ldc)
+                    const float *b, int ldb, int overwrite, float *c, int ldc)
 {
     if (m <= 0 || n <= 0 || k <= 0 || alpha == 0.0f)
         return;
     if (ddl__bf16_path() == DDL__BF16_AVX512)
-        ddl__gemm_bf16_avx512(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, c, ldc);
+        ddl__gemm_bf16_avx512(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, overwrite, c, ldc);
     else /* not reached in training: the trainer refuses bf16 on such a CPU */
-        ddl__gemm_bf16_ref(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, c, ldc);
+        ddl__gemm_bf16_ref(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, overwrite, c, ldc);
 }

@@ -110,7 +110,7 @@ BF16 static void pack_b(int trans_b, const float *b, int ldb, int p0, int kc, in
 
 /* micro: c (mr x nr of an MR x NR tile, row stride ldc) += alpha * ap (kp, MR) bp (kp, NR). */
 BF16 static void micro(int kp, const uint32_t *restrict ap, const uint32_t *restrict bp, float alpha, float *c,
-                       int ldc, int mr, int nr)
+                       int ldc, int mr, int nr, int fresh)
 {
     __m512 acc[MR][2];
     for (int i = 0; i < MR; i++)
@@ -127,10 +127,11 @@ BF16 static void micro(int kp, const uint32_t *restrict ap, const uint32_t *rest
     __mmask16 m0 = (__mmask16)(nr >= 16 ? 0xffff : (1u << nr) - 1);
     __mmask16 m1 = (__mmask16)(nr >= NR ? 0xffff : nr <= 16 ? 0 : (1u << (nr - 16)) - 1);
     __m512 al = _mm512_set1_ps(alpha);
+    __mmask16 r0 = fresh ? 0 : m0, r1 = fresh ? 0 : m1; /* fresh: C's old values read as +0, not at all */
     for (int i = 0; i < mr; i++) {
         float *row = c + (size_t)i * ldc;
-        _mm512_mask_storeu_ps(row, m0, _mm512_fmadd_ps(al, acc[i][0], _mm512_maskz_loadu_ps(m0, row)));
-        _mm512_mask_storeu_ps(row + 16, m1, _mm512_fmadd_ps(al, acc[i][1], _mm512_maskz_loadu_ps(m1, row + 16)));
+        _mm512_mask_storeu_ps(row, m0, _mm512_fmadd_ps(al, acc[i][0], _mm512_maskz_loadu_ps(r0, row)));
+        _mm512_mask_storeu_ps(row + 16, m1, _mm512_fmadd_ps(al, acc[i][1], _mm512_maskz_loadu_ps(r1, row + 16)));
     }
 }
 
@@ -143,7 +144,7 @@ int ddl__gemm_bf16_avx512_have(void)
 }
 
 void ddl__gemm_bf16_avx512(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
-                           const float *b, int ldb, float *c, int ldc)
+                           const float *b, int ldb, int overwrite, float *c, int ldc)
 {
     _Alignas(64) uint32_t ap[MC * KP];
     _Alignas(64) uint32_t bp[KP * NR];
@@ -158,7 +159,7 @@ void ddl__gemm_bf16_avx512(int trans_a, int trans_b, int m, int n, int k, float 
                 pack_b(trans_b, b, ldb, p0, kc, j0, nr, bp, tmp);
                 for (int ir = 0; ir < mc; ir += MR)
                     micro(kp, ap + (size_t)ir * kp, bp, alpha, c + (size_t)(i0 + ir) * ldc + j0, ldc,
-                          mc - ir < MR ? mc - ir : MR, nr);
+                          mc - ir < MR ? mc - ir : MR, nr, overwrite && p0 == 0);
             }
         }
     }
@@ -169,9 +170,9 @@ void ddl__gemm_bf16_avx512(int trans_a, int trans_b, int m, int n, int k, float 
 int ddl__gemm_bf16_avx512_have(void) { return 0; }
 
 void ddl__gemm_bf16_avx512(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
-                           const float *b, int ldb, float *c, int ldc)
+                           const float *b, int ldb, int overwrite, float *c, int ldc)
 {
-    (void)trans_a, (void)trans_b, (void)m, (void)n, (void)k, (void)alpha, (void)a, (void)lda, (void)b;
+    (void)overwrite, (void)trans_a, (void)trans_b, (void)m, (void)n, (void)k, (void)alpha, (void)a, (void)lda, (void)b;
     (void)ldb, (void)c, (void)ldc;
 }
 

@@ -347,15 +347,16 @@ const char *ddl__bf16_path_name(int path);
  * ddl__bf16_float: back to float, exactly. */
 uint16_t ddl__bf16_round(float x);
 float ddl__bf16_float(uint16_t h);
-/* C += alpha op(A) op(B) (C row-major, m x n) in bfloat16 with float32 sums, in the order
- * gemm_bf16.c defines: ddl__gemm_bf16 by this CPU's path; _ref by scalar code (the reference
- * the paths match bit for bit); _avx512 by vdpbf16ps (only where _avx512_have says 1). */
+/* C += alpha op(A) op(B) (C row-major, m x n; overwrite 1: C's old values are taken as +0, not
+ * read) in bfloat16 with float32 sums, in the order gemm_bf16.c defines: ddl__gemm_bf16 by this
+ * CPU's path; _ref by scalar code (the reference the paths match bit for bit); _avx512 by
+ * vdpbf16ps (only where _avx512_have says 1). */
 void ddl__gemm_bf16(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
-                    const float *b, int ldb, float *c, int ldc);
+                    const float *b, int ldb, int overwrite, float *c, int ldc);
 void ddl__gemm_bf16_ref(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
-                        const float *b, int ldb, float *c, int ldc);
+                        const float *b, int ldb, int overwrite, float *c, int ldc);
 int ddl__gemm_bf16_avx512_have(void);
 void ddl__gemm_bf16_avx512(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
-                           const float *b, int ldb, float *c, int ldc);
+                           const float *b, int ldb, int overwrite, float *c, int ldc);
 
 #endif
