@@ -1,6 +1,7 @@
 #!/bin/sh
 # test_bf16.sh - training with --precision bf16 (bfloat16 products, float32 sums and weights):
-#  - the same weights (weights_crc) over two runs, at --threads 1 and 2, and on 1 rank with 2
+#  - the same weights (weights_crc) over two runs, at --threads 1 and 2 (with micro-batches side by
+#    side, and with one whose kernels share out their blocks), and on 1 rank with 2
 #    shards (--accumulate 2) against 2 ranks over shm and over tcp with 1 each (ranks, transports and threads
 #    do not change the bits, as in float32);
 #  - the bits are not float32's (the products did go through bfloat16), and LeNet's test accuracy
@@ -8,7 +9,8 @@
 #  - a CPU without AVX512-BF16 or AMX (forced: DDL_CPU_NO_BF16=1) refuses in one line, exit 1;
 #    --precision fp16 is refused as a bad flag value (exit 2).
 # On a CPU without a bfloat16 path only the refusal is checked ("skipped: ..." for the rest).
-# LeNet on 2000 Fashion-MNIST images, one epoch per run: 8 runs of about a second each.
+# LeNet on 1280 Fashion-MNIST images (20 steps), one epoch per run: 10 runs of under a second of
+# CPU each, most of it loading the data set (about 5 s of CPU in all).
 # ddl-test: beside (computes, bounds no time)
 . "$(dirname "$0")/lib.sh"
 BUILD=${BUILD:-build}
@@ -23,7 +25,7 @@ RUN=$BUILD/bin/ddlrun
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT
-ARGS="--epochs 1 --train-limit 2000 --seed 42 --quiet --data $DATA"
+ARGS="--epochs 1 --train-limit 1280 --seed 42 --quiet --data $DATA"
 
 # ---- the refusal ----
 DDL_CPU_NO_BF16=1 "$LENET" $ARGS --precision bf16 > "$tmp/out" 2> "$tmp/err"
@@ -48,6 +50,12 @@ a=$(crc "$tmp/a")
 [ "$(crc "$tmp/b")" = "$a" ]; check "bf16: a second run gives the same weights ($(crc "$tmp/b") vs $a)" $?
 "$LENET" $ARGS --precision bf16 --threads 2 > "$tmp/t2" 2>&1
 [ "$(crc "$tmp/t2")" = "$a" ]; check "bf16: --threads 2 gives 1 thread's weights ($(crc "$tmp/t2") vs $a)" $?
+# one micro-batch: the kernels' own blocks on the pool's threads (which must take the precision along)
+"$LENET" $ARGS --precision bf16 --micro-batches 1 > "$tmp/m1" 2>&1
+"$LENET" $ARGS --precision bf16 --micro-batches 1 --threads 2 > "$tmp/m2" 2>&1
+m1=$(crc "$tmp/m1")
+[ -n "$m1" ] && [ "$(crc "$tmp/m2")" = "$m1" ]
+check "bf16, one micro-batch: --threads 2 gives 1 thread's weights ($(crc "$tmp/m2") vs $m1)" $?
 "$LENET" $ARGS --precision bf16 --accumulate 2 > "$tmp/s1" 2>&1
 timeout 120 "$RUN" -n 2 -t shm "$LENET" $ARGS --precision bf16 --accumulate 1 > "$tmp/s2" 2>&1
 s1=$(crc "$tmp/s1"); s2=$(crc "$tmp/s2")
