@@ -46,6 +46,54 @@ BF16 static void row_pairs(const float *src, int kc, uint32_t *dst)
     }
 }
 
+/* transpose16: the 16 x 16 words of r transposed in registers (unpacks, then 128-bit shuffles). */
+BF16 static inline void transpose16(__m512i r[16])
+{
+    __m512i t[16];
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 16; i += 4) {
+        r[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
+        r[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
+        r[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
+        r[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+    }
+    for (int h = 0; h < 16; h += 8)
+        for (int i = 0; i < 4; i++) {
+            t[h + i] = _mm512_shuffle_i32x4(r[h + i], r[h + i + 4], 0x88);
+            t[h + i + 4] = _mm512_shuffle_i32x4(r[h + i], r[h + i + 4], 0xdd);
+        }
+    for (int i = 0; i < 8; i++) {
+        r[i] = _mm512_shuffle_i32x4(t[i], t[i + 8], 0x88);
+        r[i + 8] = _mm512_shuffle_i32x4(t[i], t[i + 8], 0xdd);
+    }
+}
+
+/* across16: across for rows in blocks of 16: each row's 32 floats converted to 16 pairs, the
+ * 16 x 16 pairs transposed in registers and stored a pair of k at a time. */
+BF16 static void across16(const float *src, size_t ld, int rows, int valid, int kc, uint32_t *dst)
+{
+    for (int r0 = 0; r0 < rows; r0 += 16)
+        for (int p = 0; p < kc; p += 32) {
+            __m512i v[16];
+            for (int r = 0; r < 16; r++) {
+                if (r0 + r >= valid) {
+                    v[r] = _mm512_setzero_si512();
+                    continue;
+                }
+                const float *at = src + (size_t)(r0 + r) * ld + p;
+                v[r] = (__m512i)_mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(mask16(kc - p - 16), at + 16),
+                                                    _mm512_maskz_loadu_ps(mask16(kc - p), at));
+            }
+            transpose16(v);
+            int nq = (kc - p + 1) / 2 < 16 ? (kc - p + 1) / 2 : 16;
+            for (int q = 0; q < nq; q++)
+                _mm512_storeu_si512(dst + (size_t)(p / 2 + q) * rows + r0, v[q]);
+        }
+}
+
 /* across: rows whose k runs along memory (op(A) untransposed, op(B) transposed): `rows` of them
  * (row r at src + r ld, `valid` of them real, the rest zero), depth kc, into (kp, rows) pairs
  * at dst: each row converted into rows_tmp, then the pairs dealt out across. */
@@ -102,8 +150,9 @@ BF16 static void pack_a(int trans_a, const float *a, int lda, int i0, int mc, in
 BF16 static void pack_b(int trans_b, const float *b, int ldb, int p0, int kc, int j0, int nr, uint32_t *bp,
                         uint32_t *tmp)
 {
+    (void)tmp;
     if (trans_b)
-        across(b + (size_t)j0 * ldb + p0, (size_t)ldb, NR, nr, kc, tmp, bp);
+        across16(b + (size_t)j0 * ldb + p0, (size_t)ldb, NR, nr, kc, bp);
     else
         down(b + (size_t)p0 * ldb + j0, (size_t)ldb, NR, nr, kc, bp);
 }
