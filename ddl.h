@@ -239,7 +239,19 @@ typedef struct ddl_train_config {
      * split into data, compute, all-reduce wait and optimizer. The weights' bits do not change.
      * NULL: nothing is timed (one test per layer and pass). */
     ddl_profile *profile;
+
+    /* precision DDL_PRECISION_BF16: the products of convolution, transposed convolution and dense
+     * layers (and any ddl_gemm a model calls) in training passes, forward and backward, take their
+     * inputs (activations, weights, gradients) rounded to bfloat16, to nearest even, and sum in
+     * float32, as PyTorch's bfloat16 autocast does; parameters, gradients, optimizer state, the
+     * all-reduce, every other layer and evaluation stay float32. Same bits over runs, thread
+     * counts, ranks and transports on one kind of CPU (docs/TRAINING.md, "bfloat16"). A CPU with
+     * neither AVX512-BF16 nor AMX (or DDL_CPU_NO_BF16=1) makes ddl_trainer_create fail with
+     * DDL_EINVAL ("precision bf16: ..."). DDL_PRECISION_FP32 (0): float32, the default. */
+    int precision;
 } ddl_train_config;
+
+enum { DDL_PRECISION_FP32 = 0, DDL_PRECISION_BF16 = 1 };
 
 enum { DDL_AUGMENT_FLIP = 1, DDL_AUGMENT_CROP = 2 };
 

@@ -36,13 +36,14 @@ typedef struct example_opts {
     const char *logdir; /* --logdir DIR: TensorBoard event files, with scalars every --log-every steps */
     int log_every;
     int profile; /* --profile: rank 0 prints where its steps' time went, layer by layer */
+    int precision; /* --precision fp32|bf16: DDL_PRECISION_* */
 } example_opts;
 
 /* getopt_long's codes of the shared flags; an example's own flags take codes from EXAMPLE_OPT_END. */
 enum { OPT_DATA = 256, OPT_EPOCHS, OPT_BATCH, OPT_LR, OPT_MOMENTUM, OPT_OPTIMIZER, OPT_WEIGHT_DECAY, OPT_SCHEDULE,
        OPT_WARMUP, OPT_SEED, OPT_TRAIN_LIMIT, OPT_THREADS, OPT_QUIET, OPT_CHECKPOINT, OPT_CHECKPOINT_EVERY, OPT_RESUME,
        OPT_SAVE, OPT_SAVE_RATE, OPT_LOGDIR, OPT_LOG_EVERY, OPT_MICRO_BATCHES, OPT_KEEP_CHECKPOINTS, OPT_ACCUMULATE,
-       OPT_PROFILE, EXAMPLE_OPT_END };
+       OPT_PROFILE, OPT_PRECISION, EXAMPLE_OPT_END };
 
 #define EXAMPLE_OPTIONS                                                                                         \
     {"data", required_argument, NULL, OPT_DATA}, {"epochs", required_argument, NULL, OPT_EPOCHS},               \
@@ -59,8 +60,7 @@ enum { OPT_DATA = 256, OPT_EPOCHS, OPT_BATCH, OPT_LR, OPT_MOMENTUM, OPT_OPTIMIZE
     {"save-rate", required_argument, NULL, OPT_SAVE_RATE}, {"logdir", required_argument, NULL, OPT_LOGDIR},   \
     {"log-every", required_argument, NULL, OPT_LOG_EVERY},                                                      \
     {"micro-batches", required_argument, NULL, OPT_MICRO_BATCHES},                                              \
-    {"accumulate", required_argument, NULL, OPT_ACCUMULATE}, {"profile", no_argument, NULL, OPT_PROFILE},     \
-    CLI_HELP_VERSION
+       OPT_PROFILE, OPT_PRECISION, EXAMPLE_OPT_END };
 
 /* --help lines of the shared flags: an example prints its own flags between the two parts. */
 #define EXAMPLE_USAGE_TRAINING                                                                          \
@@ -74,6 +74,8 @@ enum { OPT_DATA = 256, OPT_EPOCHS, OPT_BATCH, OPT_LR, OPT_MOMENTUM, OPT_OPTIMIZE
     "  --threads N               threads per rank for ddl's kernels (default 1)\n"                                   \
     "  --micro-batches N         each rank's batch in N parts, side by side on the threads (0: auto)\n" \
     "  --accumulate N            N shards a rank, added in one order (1 rank, N 4: 4 ranks' bits)\n" \
+    "  --precision fp32|bf16     bf16: conv and dense products on bfloat16 inputs, float32 sums\n"  \
+    "                            and weights (a CPU with AVX512-BF16 or AMX; default fp32)\n"        \
     "  --quiet                   no progress lines: only the summary\n"                               \
     "  --logdir DIR              TensorBoard event files in DIR (tensorboard --logdir DIR)\n"          \
     "  --log-every N             with --logdir: step scalars every N steps (default 10)\n"          \
@@ -106,6 +108,7 @@ static void example_option(example_opts *o, int c, const char *arg, const char *
 {
     static const char *const optimizers[] = {"sgd", "adam", NULL};          /* DDL_OPTIM_* order */
     static const char *const schedules[] = {"constant", "step", "cosine", NULL}; /* DDL_SCHED_* order */
+    static const char *const precisions[] = {"fp32", "bf16", NULL};              /* DDL_PRECISION_* order */
     switch (c) {
     case 'h': cli_help(usage); break;
     case 'V': cli_version(); break;
@@ -124,6 +127,7 @@ static void example_option(example_opts *o, int c, const char *arg, const char *
     case OPT_MICRO_BATCHES: o->micro_batches = cli_int("--micro-batches", arg, 0, DDL_MAX_MICRO_BATCHES); break;
     case OPT_ACCUMULATE: o->accumulate = cli_int("--accumulate", arg, 1, DDL_MAX_MICRO_BATCHES); break;
     case OPT_QUIET: o->quiet = 1; break;
+    case OPT_PRECISION: o->precision = cli_word("--precision", arg, precisions); break;
     case OPT_CHECKPOINT: o->checkpoint = arg; break;
     case OPT_CHECKPOINT_EVERY: o->checkpoint_every = cli_long("--checkpoint-every", arg, 0, 1000000000000L); break;
     case OPT_KEEP_CHECKPOINTS: o->keep_checkpoints = cli_int("--keep-checkpoints", arg, 1, 1000); break;
@@ -236,6 +240,7 @@ static void example_train_config(const example_opts *o, ddl_comm *comm, long n, 
     tc->seed = (uint64_t)o->seed;
     tc->train_limit = o->train_limit;
     tc->micro_batches = o->micro_batches;
+    tc->precision = o->precision;
     tc->shards = example_shards(o, comm);
     tc->save_bytes_per_sec = o->save_rate;
     tc->stop_checkpoint = o->checkpoint; /* elastic: written by the last survivors when too few live */

@@ -361,6 +361,10 @@ static size_t parts_floats(const ddl_conv2d *g, int nb, size_t k)
     return (size_t)((g->batch + nb - 1) / nb) * g->out_c * k;
 }
 
+/* direct: 1 when the direct kernels (conv_wide.c) may run: float32 passes. In bfloat16 training
+ * passes (ddl__set_precision) every convolution is im2col's, whose products gemm.c rounds. */
+static int direct(void) { return ddl__precision() != DDL_PRECISION_BF16 || ddl__invariant(); }
+
 size_t ddl_conv2d_workspace(const ddl_conv2d *g)
 {
     conv_geo q = conv_view(g);
@@ -372,7 +376,8 @@ size_t ddl_conv2d_workspace(const ddl_conv2d *g)
     /* the wide kernels' or the depthwise kernel's; a wide conv whose weight gradient is im2col's
      * needs both (n above) */
     size_t fast = ddl__conv2d_wide_ok(g) ? ddl__conv2d_wide_workspace(g) : ddl__conv2d_dw_ok(g) ? ddl__conv2d_dw_workspace(g) : 0;
-    if (ddl__conv2d_wide_dw_ok(g) || ddl__conv2d_dw_ok(g))
+    /* on a CPU that can train in bfloat16, a wide conv's im2col room is kept too (its passes then) */
+    if ((ddl__conv2d_wide_dw_ok(g) && ddl__bf16_path() == DDL__BF16_NONE) || ddl__conv2d_dw_ok(g))
         n = 0;
     return n > fast ? n : fast;
 }
@@ -415,7 +420,7 @@ void ddl_conv2d_forward(const ddl_conv2d *g, const float *x, const float *w, con
     conv_geo q = conv_view(g);
     if (!geo_ok(g, &q, 0))
         return;
-    if (ddl__conv2d_wide_ok(g)) {
+    if (ddl__conv2d_wide_ok(g) && direct()) {
         ddl__conv2d_wide_forward(g, x, w, b, y, ws);
         return;
     }
@@ -486,14 +491,14 @@ void ddl_conv2d_backward(const ddl_conv2d *g, const float *x, const float *w, co
     int k = q.c * g->k_h * g->k_w;
     size_t p = (size_t)q.oh * q.ow;
     int nb = chunk(g->batch, (size_t)k, (size_t)g->out_c, p);
-    if (ddl__conv2d_wide_dw_ok(g)) {
+    if (ddl__conv2d_wide_dw_ok(g) && direct()) {
         if (!dw || !ddl__conv2d_wide_dw(g, x, dy, dw, db, ws)) /* by samples it sums db too */
             bias_grad(g->batch, g->out_c, p, dy, db);
         if (dx)
             ddl__conv2d_wide_dx(g, w, dy, dx, ws);
         return;
     }
-    if (ddl__conv2d_wide_ok(g) && dx) { /* the input gradient wide, the weights' below (dx NULL) */
+    if (ddl__conv2d_wide_ok(g) && dx && direct()) { /* the input gradient wide, the weights' below (dx NULL) */
         ddl__conv2d_wide_dx(g, w, dy, dx, ws);
         dx = NULL;
     }

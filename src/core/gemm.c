@@ -327,7 +327,8 @@ static void gemm_invariant(int trans_a, int trans_b, int m, int n, int k, float 
 int ddl__gemm_plan(ddl__gemm_blocks *p, int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
                    int lda, const float *b, int ldb, float beta, float *c, int ldc)
 {
-    *p = (ddl__gemm_blocks){trans_a, trans_b, m, n, k, lda, ldb, ldc, 0, 0, 0, alpha, beta, a, b, c, ddl__invariant()};
+    *p = (ddl__gemm_blocks){trans_a, trans_b, m, n, k, lda, ldb, ldc, 0, 0, 0, alpha, beta, a, b, c, ddl__invariant(),
+                            !ddl__invariant() && ddl__precision() == DDL_PRECISION_BF16};
     if (m <= 0 || n <= 0)
         return 0;
     p->step = m; /* one block: the whole product */
@@ -350,14 +351,27 @@ int ddl__gemm_plan(ddl__gemm_blocks *p, int trans_a, int trans_b, int m, int n, 
     return p->n_blocks;
 }
 
+/* gemm_bf16_one: one product in bfloat16 (gemm_bf16.c): every element by the same operations
+ * wherever the block lies, as the AVX-512 kernels. */
+static void gemm_bf16_one(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
+                          const float *b, int ldb, float beta, float *c, int ldc)
+{
+    if (m <= 0 || n <= 0)
+        return;
+    int overwrite = beta == 0.0f && k > 0 && alpha != 0.0f; /* the kernel writes C whole: no zeroing first */
+    if (!overwrite)
+        scale_c(m, n, beta, c, ldc);
+    ddl__gemm_bf16(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, overwrite, c, ldc);
+}
+
 typedef void (*one_fn)(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
                        const float *b, int ldb, float beta, float *c, int ldc);
 
 void ddl__gemm_block(const ddl__gemm_blocks *p, int t)
 {
-    one_fn one = p->invariant ? gemm_invariant : gemm_one;
+    one_fn one = p->invariant ? gemm_invariant : p->bf16 ? gemm_bf16_one : gemm_one;
     if (p->n_blocks == 1) {
-        if (p->m == 1 && !p->invariant && gemm_row(p->trans_a, p->trans_b, p->n, p->k, p->alpha, p->a, p->lda, p->b,
+        if (p->m == 1 && !p->invariant && !p->bf16 && gemm_row(p->trans_a, p->trans_b, p->n, p->k, p->alpha, p->a, p->lda, p->b,
                                                    p->ldb, p->beta, p->c))
             return;
         one(p->trans_a, p->trans_b, p->m, p->n, p->k, p->alpha, p->a, p->lda, p->b, p->ldb, p->beta, p->c, p->ldc);

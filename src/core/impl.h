@@ -142,6 +142,7 @@ typedef struct ddl__gemm_blocks {
     const float *a, *b;
     float *c;
     int invariant;     /* ddl__invariant() when planned */
+    int bf16;          /* ddl__precision() == DDL_PRECISION_BF16 when planned (and not invariant) */
 } ddl__gemm_blocks;
 int ddl__gemm_plan(ddl__gemm_blocks *p, int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
                    int lda, const float *b, int ldb, float beta, float *c, int ldc);
@@ -346,5 +347,34 @@ static inline void ddl__norm_affine(const ddl_model *m, int c, float *scale, flo
 void ddl__affine_channels_forward(int n, int c, size_t s, const float *x, const float *scale, const float *shift,
                                   float *y);
 void ddl__affine_channels_backward(int n, int c, size_t s, const float *dy, const float *scale, float *dx);
+
+/* ---- bfloat16 products (gemm_bf16.c, gemm_bf16_avx512.c) ----
+ * ddl__set_precision: DDL_PRECISION_BF16 makes this thread's ddl_gemm products (and those of
+ * the pool tasks it starts, as ddl__set_invariant's mode) bfloat16 products with float32 sums,
+ * and ddl_conv2d's passes take im2col's path (the direct kernels are float32's); a trainer sets
+ * it around its training passes. Returns the precision before; ddl__precision: the one now.
+ * The invariant mode (inference) wins over it. */
+int ddl__set_precision(int precision);
+int ddl__precision(void);
+enum { DDL__BF16_NONE, DDL__BF16_AVX512, DDL__BF16_AMX };
+#define DDL__BF16_KC 256 /* depth of a slice: the sums' order (gemm_bf16.c) */
+/* ddl__bf16_path: the bfloat16 path of this CPU and build (DDL_CPU_NO_BF16=1: none), read once. */
+int ddl__bf16_path(void);
+const char *ddl__bf16_path_name(int path);
+/* ddl__bf16_round: x to bfloat16, to nearest even (a subnormal to a zero of its sign, NaN quiet);
+ * ddl__bf16_float: back to float, exactly. */
+uint16_t ddl__bf16_round(float x);
+float ddl__bf16_float(uint16_t h);
+/* C += alpha op(A) op(B) (C row-major, m x n; overwrite 1: C's old values are taken as +0, not
+ * read) in bfloat16 with float32 sums, in the order gemm_bf16.c defines: ddl__gemm_bf16 by this
+ * CPU's path; _ref by scalar code (the reference the paths match bit for bit); _avx512 by
+ * vdpbf16ps (only where _avx512_have says 1). */
+void ddl__gemm_bf16(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
+                    const float *b, int ldb, int overwrite, float *c, int ldc);
+void ddl__gemm_bf16_ref(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
+                        const float *b, int ldb, int overwrite, float *c, int ldc);
+int ddl__gemm_bf16_avx512_have(void);
+void ddl__gemm_bf16_avx512(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
+                           const float *b, int ldb, int overwrite, float *c, int ldc);
 
 #endif

@@ -45,10 +45,12 @@ typedef struct pool {
     void *ctx;                       /* shares, read only by a thread that claimed one of its tasks */
     _Atomic int n;                   /* its tasks (read after a share: atomic) */
     _Atomic int invariant;           /* the caller's ddl__set_invariant mode, for its tasks */
+    _Atomic int precision;           /* the caller's ddl__set_precision, likewise */
 } pool;
 
 static pool P = {.threads = 1, .mu = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER};
 static _Thread_local int invariant; /* ddl__set_invariant's mode: the thread's, and its tasks' */
+static _Thread_local int precision; /* ddl__set_precision's, likewise */
 static _Thread_local int in_task;
 static _Thread_local int my_slot; /* this thread's index in the pool (0: the caller) */
 static pthread_mutex_t resize = PTHREAD_MUTEX_INITIALIZER;
@@ -80,6 +82,7 @@ static int claim(int s, uint32_t job)
 static void run_tasks(uint32_t job)
 {
     int ran = 0, T = P.threads, was = ddl__set_invariant(atomic_load(&P.invariant));
+    int was_precision = ddl__set_precision(atomic_load(&P.precision));
     for (int k = 0; k < T; k++) {
         int s = (my_slot + k) % T, task;
         while ((task = claim(s, job)) >= 0) {
@@ -90,6 +93,7 @@ static void run_tasks(uint32_t job)
         }
     }
     ddl__set_invariant(was);
+    ddl__set_precision(was_precision);
     if (ran)
         atomic_fetch_add(&P.done, ran);
 }
@@ -212,6 +216,15 @@ int ddl__set_invariant(int on)
 
 int ddl__invariant(void) { return invariant; }
 
+int ddl__set_precision(int p)
+{
+    int was = precision;
+    precision = p;
+    return was;
+}
+
+int ddl__precision(void) { return precision; }
+
 int ddl__parallel_ws(int n, void (*fn)(void *ctx, int task, float *scratch), void *ctx, float *ws)
 {
     int free_ = 0;
@@ -230,6 +243,7 @@ int ddl__parallel_ws(int n, void (*fn)(void *ctx, int task, float *scratch), voi
     P.fn = fn;
     P.ctx = ctx;
     atomic_store(&P.invariant, ddl__invariant());
+    atomic_store(&P.precision, ddl__precision());
     atomic_store(&P.n, n);
     atomic_store(&P.done, 0);
     my_slot = 0; /* the owner of the pool uses scratch 0 */

@@ -74,8 +74,8 @@ typedef struct micro_job {
     int n, b;        /* this rank's samples; the global batch */
 } micro_job;
 
-/* part: forward, loss and backward of part r on replica r, its gradients zeroed first. */
-static void part(void *ctx, int r)
+/* part_in: forward, loss and backward of part r on replica r, its gradients zeroed first. */
+static void part_in(void *ctx, int r)
 {
     const micro_job *j = ctx;
     ddl_trainer *t = j->t;
@@ -117,6 +117,15 @@ static void part(void *ctx, int r)
     if (r == 0)
         t->micro_mid = ddl_timeline_now();
     ddl_model_backward(m, x, cnt, t->dlogits + out);
+}
+
+/* part: part_in in the trainer's precision: sync_bn's part threads are not the pool's, which
+ * carries it to its tasks. */
+static void part(void *ctx, int r)
+{
+    int was = ddl__set_precision(((const micro_job *)ctx)->t->cfg.precision);
+    part_in(ctx, r);
+    ddl__set_precision(was);
 }
 
 /* add_parts: the model's gradients += every other part's, in part order, element by element

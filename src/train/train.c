@@ -7,6 +7,7 @@
 #include "data/augment.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 
@@ -127,6 +128,22 @@ static int initial_call(ddl_trainer *t, void *ctx, int i)
     return m->n_buffers ? ddl_comm_broadcast(t->cfg.comm, m->buffers, m->n_buffers, DDL_FLOAT32, 0) : DDL_OK;
 }
 
+/* check_precision: DDL_OK for float32, or for bfloat16 on a CPU with a path for it (gemm_bf16.c). */
+static int check_precision(const ddl_train_config *cfg, char *err, size_t err_bytes)
+{
+    if (cfg->precision == DDL_PRECISION_FP32)
+        return DDL_OK;
+    if (cfg->precision != DDL_PRECISION_BF16)
+        return ddl__errf(err, err_bytes, DDL_EINVAL, "precision %d: not DDL_PRECISION_FP32 (0) or DDL_PRECISION_BF16 (1)",
+                         cfg->precision);
+    if (ddl__bf16_path() == DDL__BF16_NONE) {
+        const char *hidden = getenv("DDL_CPU_NO_BF16");
+        return ddl__errf(err, err_bytes, DDL_EINVAL, "precision bf16: this CPU has neither AVX512-BF16 nor AMX%s; "
+                         "train in fp32", hidden && *hidden && strcmp(hidden, "0") ? " (DDL_CPU_NO_BF16 is set)" : "");
+    }
+    return DDL_OK;
+}
+
 int ddl_trainer_create(const ddl_train_config *cfg_in, ddl_model *m, const ddl_dataset *train,
                        const ddl_allocator *alloc, ddl_trainer **out, char *err, size_t err_bytes)
 {
@@ -166,7 +183,8 @@ int ddl_trainer_create(const ddl_train_config *cfg_in, ddl_model *m, const ddl_d
     /* the exchange: the trainer's own settings, else the comm's (DDL_OVERLAP, DDL_BUCKET_KB) */
     tmp.overlap = cfg->overlap < 0 ? 0 : cfg->overlap ? cfg->overlap : ddl_comm_overlap(cfg->comm);
     tmp.bucket_bytes = cfg->bucket_kb ? (size_t)cfg->bucket_kb << 10 : ddl_comm_bucket_bytes(cfg->comm);
-    if ((rc = ddl__syncbn_refuse(cfg, world, tmp.overlap, err, err_bytes)) != DDL_OK)
+    if ((rc = ddl__syncbn_refuse(cfg, world, tmp.overlap, err, err_bytes)) != DDL_OK ||
+        (rc = check_precision(cfg, err, err_bytes)) != DDL_OK)
         return rc;
     tmp.sync.on = cfg->sync_bn && m->n_sync > 0; /* a model without BatchNorm has nothing to synchronise */
     tmp.sync.width = m->sync_width;
@@ -394,7 +412,7 @@ static void next_epoch(ddl_trainer *t)
 
 /* local_pass: forward, loss and backward on this rank's n samples of a global batch of b;
  * *mid gets the time between forward (with the loss) and backward. */
-static double local_pass(ddl_trainer *t, int n, int b, int64_t *mid)
+static double local_pass_in(ddl_trainer *t, int n, int b, int64_t *mid)
 {
     if (t->micro > 1 || t->shards)
         return ddl__micro_pass(t, n, b, mid);
@@ -417,6 +435,16 @@ static double local_pass(ddl_trainer *t, int n, int b, int64_t *mid)
     if (t->buckets)
         ddl__exchange_begin(&t->xch); /* backward hands out final gradients as it goes */
     ddl_model_backward(t->m, t->x, n, t->dlogits);
+    return loss;
+}
+
+/* local_pass: the pass in the configured precision (the pool's tasks inherit it; the threads of
+ * sync_bn's parts set it themselves, micro.c); evaluation stays float32. */
+static double local_pass(ddl_trainer *t, int n, int b, int64_t *mid)
+{
+    int was = ddl__set_precision(t->cfg.precision);
+    double loss = local_pass_in(t, n, b, mid);
+    ddl__set_precision(was);
     return loss;
 }
 

@@ -1,0 +1,135 @@
+/* gemm_bf16.c - the bfloat16 products of ddl_train_config.precision = DDL_PRECISION_BF16: which
+ * path this CPU has (read once), the rounding, and a scalar reference that every vector path
+ * must match bit for bit (tests/test_gemm_bf16.c). The kernels are in files of their own
+ * (gemm_bf16_avx512.c); gemm.c sends a product here when the calling thread's precision
+ * (ddl__set_precision, carried by the pool to its tasks as the invariant mode is) says bf16.
+ *
+ * What a product computes, on every path: C += alpha op(A) op(B) with each element of A and B
+ * first rounded to bfloat16 (ddl__bf16_round), the products taken exactly (two bfloat16
+ * significands fit a float's; a product below float's range too), and summed in float32 in this
+ * order: k in slices of DDL__BF16_KC from 0; in a slice, an accumulator from +0 takes the pairs
+ * (p, p + 1) of even p in order, the odd term first, then the even one, each added with one
+ * rounding to nearest even (as fmaf) and a subnormal sum flushed to zero (what vdpbf16ps does
+ * on AMD Zen 4, tested bit for bit; a missing last term is 0); then C = fmaf(alpha, acc, C).
+ * Nothing here allocates. */
+#include "impl.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- rounding ---- */
+
+uint16_t ddl__bf16_round(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    if ((u & 0x7f800000u) == 0) /* zero or subnormal: a zero of the same sign (the instruction's DAZ) */
+        return (uint16_t)((u >> 16) & 0x8000u);
+    if ((u & 0x7f800000u) == 0x7f800000u) /* infinity; NaN stays NaN, made quiet */
+        return (uint16_t)((u >> 16) | ((u & 0x007fffffu) ? 0x0040u : 0u));
+    u += 0x7fffu + ((u >> 16) & 1u); /* to nearest, ties to even */
+    return (uint16_t)(u >> 16);
+}
+
+float ddl__bf16_float(uint16_t h)
+{
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* ftz: a subnormal sum becomes a zero of its sign, as vdpbf16ps writes it. */
+static float ftz(float v)
+{
+    uint32_t u;
+    memcpy(&u, &v, sizeof u);
+    if ((u & 0x7f800000u) == 0)
+        u &= 0x80000000u;
+    memcpy(&v, &u, sizeof v);
+    return v;
+}
+
+/* ---- the reference ---- */
+
+static float at(int trans, const float *x, int ld, int row, int col)
+{
+    return trans ? x[(size_t)col * ld + row] : x[(size_t)row * ld + col];
+}
+
+void ddl__gemm_bf16_ref(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
+                        const float *b, int ldb, int overwrite, float *c, int ldc)
+{
+    for (int i = 0; i < m; i++)
+        for (int j = 0; j < n; j++) {
+            float *cij = c + (size_t)i * ldc + j;
+            if (overwrite)
+                *cij = 0.0f;
+            for (int p0 = 0; p0 < k; p0 += DDL__BF16_KC) {
+                int end = k - p0 < DDL__BF16_KC ? k : p0 + DDL__BF16_KC;
+                float acc = 0.0f;
+                for (int p = p0; p < end; p += 2) {
+                    float a0 = ddl__bf16_float(ddl__bf16_round(at(trans_a, a, lda, i, p)));
+                    float b0 = ddl__bf16_float(ddl__bf16_round(at(trans_b, b, ldb, p, j)));
+                    float a1 = 0.0f, b1 = 0.0f;
+                    if (p + 1 < end) {
+                        a1 = ddl__bf16_float(ddl__bf16_round(at(trans_a, a, lda, i, p + 1)));
+                        b1 = ddl__bf16_float(ddl__bf16_round(at(trans_b, b, ldb, p + 1, j)));
+                    }
+                    /* a product is exact, even below float's range: one rounding, as fmaf's */
+                    acc = ftz(fmaf(a1, b1, acc));
+                    acc = ftz(fmaf(a0, b0, acc));
+                }
+                *cij = fmaf(alpha, acc, *cij);
+            }
+        }
+}
+
+/* ---- which path ---- */
+
+/* DDL_CPU_NO_BF16=1 hides every bfloat16 path (a CPU without one: tests of the refusal), and
+ * DDL_CPU_NO_AMX=1 hides AMX alone; both are read once, at the first question. */
+static int env_on(const char *name)
+{
+    const char *v = getenv(name);
+    return v && *v && strcmp(v, "0") != 0;
+}
+
+static int detect(void)
+{
+    if (env_on("DDL_CPU_NO_BF16"))
+        return DDL__BF16_NONE;
+    if (ddl__gemm_bf16_avx512_have())
+        return DDL__BF16_AVX512;
+    return DDL__BF16_NONE;
+}
+
+int ddl__bf16_path(void)
+{
+    static _Atomic int path = -1; /* set once: every thread computes the same value */
+    int p = path;
+    if (p < 0)
+        path = p = detect();
+    return p;
+}
+
+const char *ddl__bf16_path_name(int path)
+{
+    switch (path) {
+    case DDL__BF16_AVX512: return "AVX512-BF16";
+    case DDL__BF16_AMX: return "AMX";
+    default: return "none";
+    }
+}
+
+void ddl__gemm_bf16(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
+                    const float *b, int ldb, int overwrite, float *c, int ldc)
+{
+    if (m <= 0 || n <= 0 || k <= 0 || alpha == 0.0f)
+        return;
+    if (ddl__bf16_path() == DDL__BF16_AVX512)
+        ddl__gemm_bf16_avx512(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, overwrite, c, ldc);
+    else /* not reached in training: the trainer refuses bf16 on such a CPU */
+        ddl__gemm_bf16_ref(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, overwrite, c, ldc);
+}

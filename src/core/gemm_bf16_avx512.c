@@ -1,0 +1,228 @@
+/* gemm_bf16_avx512.c - the bfloat16 products on a CPU with AVX512-BF16 (AMD Zen 4 and 5, Intel
+ * from Cooper Lake): vdpbf16ps adds, in each of 16 float lanes, the products of two bfloat16
+ * pairs. The summation order is gemm_bf16.c's reference, bit for bit.
+ * Blocking as gemm_avx512.c's outer products: k in slices of DDL__BF16_KC; op(A) packed, MC rows
+ * at a time, into MR-row panels of bfloat16 pairs (one 32-bit word per row and pair of k); op(B)
+ * packed into NR-column panels of pairs (kc / 2 rows of NR words: the two values of a column for
+ * k = p, p + 1 side by side, p in the low half, as vdpbf16ps pairs them); an MR x NR tile of C in
+ * 16 registers. Packing rounds (vcvtne2ps2bf16: to nearest even, a subnormal to zero, as
+ * ddl__bf16_round) and zero-pads the edges, so every element of C gets the same instructions
+ * wherever its tile lies: a product cut into blocks gives the bits of the whole (ddl_gemm's
+ * threads). Nothing is allocated: ~130 KB of stack. */
+#include "impl.h"
+
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(DDL_NO_CLONES)
+
+#include <immintrin.h>
+#include <string.h>
+
+#define BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
+
+#define MR 8   /* rows of a tile */
+#define NR 32  /* columns of a tile: two 16-float registers */
+#define KC DDL__BF16_KC
+#define KP (KC / 2) /* pairs of a slice */
+#define MC 128 /* rows of op(A) packed at a time */
+
+/* pairs: 32 bfloat16 of lo (16 floats: k = p) and hi (k = p + 1) interleaved into 16 pairs. */
+BF16 static inline __m512i pairs(__m512 lo, __m512 hi)
+{
+    const __m512i idx = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6,
+                                         21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+    return _mm512_permutexvar_epi16(idx, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+}
+
+/* mask16: the first n (0 to 16, clamped) lanes. */
+static inline __mmask16 mask16(int n) { return (__mmask16)(n >= 16 ? 0xffff : n <= 0 ? 0 : (1u << n) - 1); }
+
+/* row_pairs: kc floats of src, contiguous, as kp pairs into dst (a missing last term zero): in
+ * order, 32 floats to 16 pairs per conversion. */
+BF16 static void row_pairs(const float *src, int kc, uint32_t *dst)
+{
+    for (int p = 0; p < kc; p += 32) {
+        __m512 lo = _mm512_maskz_loadu_ps(mask16(kc - p), src + p);
+        __m512 hi = _mm512_maskz_loadu_ps(mask16(kc - p - 16), src + p + 16);
+        _mm512_mask_storeu_epi32(dst + p / 2, mask16((kc - p + 1) / 2), (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+    }
+}
+
+/* transpose16: the 16 x 16 words of r transposed in registers (unpacks, then 128-bit shuffles). */
+BF16 static inline void transpose16(__m512i r[16])
+{
+    __m512i t[16];
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 16; i += 4) {
+        r[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
+        r[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
+        r[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
+        r[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+    }
+    for (int h = 0; h < 16; h += 8)
+        for (int i = 0; i < 4; i++) {
+            t[h + i] = _mm512_shuffle_i32x4(r[h + i], r[h + i + 4], 0x88);
+            t[h + i + 4] = _mm512_shuffle_i32x4(r[h + i], r[h + i + 4], 0xdd);
+        }
+    for (int i = 0; i < 8; i++) {
+        r[i] = _mm512_shuffle_i32x4(t[i], t[i + 8], 0x88);
+        r[i + 8] = _mm512_shuffle_i32x4(t[i], t[i + 8], 0xdd);
+    }
+}
+
+/* across16: across for rows in blocks of 16: each row's 32 floats converted to 16 pairs, the
+ * 16 x 16 pairs transposed in registers and stored a pair of k at a time. */
+BF16 static void across16(const float *src, size_t ld, int rows, int valid, int kc, uint32_t *dst)
+{
+    for (int r0 = 0; r0 < rows; r0 += 16)
+        for (int p = 0; p < kc; p += 32) {
+            __m512i v[16];
+            for (int r = 0; r < 16; r++) {
+                if (r0 + r >= valid) {
+                    v[r] = _mm512_setzero_si512();
+                    continue;
+                }
+                const float *at = src + (size_t)(r0 + r) * ld + p;
+                v[r] = (__m512i)_mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(mask16(kc - p - 16), at + 16),
+                                                    _mm512_maskz_loadu_ps(mask16(kc - p), at));
+            }
+            transpose16(v);
+            int nq = (kc - p + 1) / 2 < 16 ? (kc - p + 1) / 2 : 16;
+            for (int q = 0; q < nq; q++)
+                _mm512_storeu_si512(dst + (size_t)(p / 2 + q) * rows + r0, v[q]);
+        }
+}
+
+/* across: rows whose k runs along memory (op(A) untransposed, op(B) transposed): `rows` of them
+ * (row r at src + r ld, `valid` of them real, the rest zero), depth kc, into (kp, rows) pairs
+ * at dst: each row converted into rows_tmp, then the pairs dealt out across. */
+BF16 static void across(const float *src, size_t ld, int rows, int valid, int kc, uint32_t *tmp, uint32_t *dst)
+{
+    int kp = (kc + 1) / 2;
+    for (int r = 0; r < valid; r++)
+        row_pairs(src + (size_t)r * ld, kc, tmp + (size_t)r * KP);
+    for (int q = 0; q < kp; q++) {
+        uint32_t *out = dst + (size_t)q * rows;
+        int r = 0;
+        for (; r < valid; r++)
+            out[r] = tmp[(size_t)r * KP + q];
+        for (; r < rows; r++)
+            out[r] = 0;
+    }
+}
+
+/* down: rows whose k runs down memory (op(A) transposed, op(B) untransposed): for each pair of k,
+ * two rows of memory give `cols` (8 or 32, `valid` real) pairs side by side. */
+BF16 static void down(const float *src, size_t ld, int cols, int valid, int kc, uint32_t *dst)
+{
+    int kp = (kc + 1) / 2;
+    for (int q = 0; q < kp; q++) {
+        const float *r0 = src + (size_t)(2 * q) * ld, *r1 = r0 + ld;
+        int two = 2 * q + 1 < kc;
+        for (int j = 0; j < cols; j += 16) {
+            __mmask16 m = mask16(valid - j);
+            __m512 lo = _mm512_maskz_loadu_ps(m, r0 + j);
+            __m512 hi = two ? _mm512_maskz_loadu_ps(m, r1 + j) : _mm512_setzero_ps();
+            _mm512_mask_storeu_epi32(dst + (size_t)q * cols + j, mask16(cols - j), pairs(lo, hi));
+        }
+    }
+}
+
+/* pack_a: rows [i0, i0 + mc) and depth [p0, p0 + kc) of op(A) into (mc / MR panels, kp, MR) pairs,
+ * rows past mc and a missing last term zero. */
+BF16 static void pack_a(int trans_a, const float *a, int lda, int i0, int mc, int p0, int kc, uint32_t *ap,
+                        uint32_t *tmp)
+{
+    int kp = (kc + 1) / 2;
+    for (int ir = 0; ir < mc; ir += MR) {
+        int mr = mc - ir < MR ? mc - ir : MR;
+        uint32_t *panel = ap + (size_t)ir * kp;
+        if (trans_a)
+            down(a + (size_t)p0 * lda + i0 + ir, (size_t)lda, MR, mr, kc, panel);
+        else
+            across(a + (size_t)(i0 + ir) * lda + p0, (size_t)lda, MR, mr, kc, tmp, panel);
+    }
+}
+
+/* pack_b: depth [p0, p0 + kc) and columns [j0, j0 + nr) of op(B) into (kp, NR) pairs, columns
+ * past nr and a missing last term zero. */
+BF16 static void pack_b(int trans_b, const float *b, int ldb, int p0, int kc, int j0, int nr, uint32_t *bp,
+                        uint32_t *tmp)
+{
+    (void)tmp;
+    if (trans_b)
+        across16(b + (size_t)j0 * ldb + p0, (size_t)ldb, NR, nr, kc, bp);
+    else
+        down(b + (size_t)p0 * ldb + j0, (size_t)ldb, NR, nr, kc, bp);
+}
+
+/* micro: c (mr x nr of an MR x NR tile, row stride ldc) += alpha * ap (kp, MR) bp (kp, NR). */
+BF16 static void micro(int kp, const uint32_t *restrict ap, const uint32_t *restrict bp, float alpha, float *c,
+                       int ldc, int mr, int nr, int fresh)
+{
+    __m512 acc[MR][2];
+    for (int i = 0; i < MR; i++)
+        acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+    for (int q = 0; q < kp; q++) {
+        __m512bh b0 = (__m512bh)_mm512_loadu_si512(bp + (size_t)q * NR);
+        __m512bh b1 = (__m512bh)_mm512_loadu_si512(bp + (size_t)q * NR + 16);
+        for (int i = 0; i < MR; i++) {
+            __m512bh av = (__m512bh)_mm512_set1_epi32((int)ap[q * MR + i]);
+            acc[i][0] = _mm512_dpbf16_ps(acc[i][0], av, b0);
+            acc[i][1] = _mm512_dpbf16_ps(acc[i][1], av, b1);
+        }
+    }
+    __mmask16 m0 = (__mmask16)(nr >= 16 ? 0xffff : (1u << nr) - 1);
+    __mmask16 m1 = (__mmask16)(nr >= NR ? 0xffff : nr <= 16 ? 0 : (1u << (nr - 16)) - 1);
+    __m512 al = _mm512_set1_ps(alpha);
+    __mmask16 r0 = fresh ? 0 : m0, r1 = fresh ? 0 : m1; /* fresh: C's old values read as +0, not at all */
+    for (int i = 0; i < mr; i++) {
+        float *row = c + (size_t)i * ldc;
+        _mm512_mask_storeu_ps(row, m0, _mm512_fmadd_ps(al, acc[i][0], _mm512_maskz_loadu_ps(r0, row)));
+        _mm512_mask_storeu_ps(row + 16, m1, _mm512_fmadd_ps(al, acc[i][1], _mm512_maskz_loadu_ps(r1, row + 16)));
+    }
+}
+
+int ddl__gemm_bf16_avx512_have(void)
+{
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                   __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bf16")
+               ? 1
+               : 0;
+}
+
+void ddl__gemm_bf16_avx512(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
+                           const float *b, int ldb, int overwrite, float *c, int ldc)
+{
+    _Alignas(64) uint32_t ap[MC * KP];
+    _Alignas(64) uint32_t bp[KP * NR];
+    _Alignas(64) uint32_t tmp[NR * KP]; /* rows converted before their pairs are dealt out */
+    for (int p0 = 0; p0 < k; p0 += KC) {
+        int kc = k - p0 < KC ? k - p0 : KC, kp = (kc + 1) / 2;
+        for (int i0 = 0; i0 < m; i0 += MC) {
+            int mc = m - i0 < MC ? m - i0 : MC;
+            pack_a(trans_a, a, lda, i0, mc, p0, kc, ap, tmp);
+            for (int j0 = 0; j0 < n; j0 += NR) {
+                int nr = n - j0 < NR ? n - j0 : NR;
+                pack_b(trans_b, b, ldb, p0, kc, j0, nr, bp, tmp);
+                for (int ir = 0; ir < mc; ir += MR)
+                    micro(kp, ap + (size_t)ir * kp, bp, alpha, c + (size_t)(i0 + ir) * ldc + j0, ldc,
+                          mc - ir < MR ? mc - ir : MR, nr, overwrite && p0 == 0);
+            }
+        }
+    }
+}
+
+#else
+
+int ddl__gemm_bf16_avx512_have(void) { return 0; }
+
+void ddl__gemm_bf16_avx512(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
+                           const float *b, int ldb, int overwrite, float *c, int ldc)
+{
+    (void)overwrite, (void)trans_a, (void)trans_b, (void)m, (void)n, (void)k, (void)alpha, (void)a, (void)lda, (void)b;
+    (void)ldb, (void)c, (void)ldc;
+}
+
+#endif

@@ -1,0 +1,41 @@
+#!/bin/sh
+# bf16.sh - make bench's section on --precision bf16 (BENCH_ONLY=bf16), run by bench.sh:
+#   - the cnn preset (ddl-train --arch cnn) on 3000 generated 64x64 RGB JPEG photos
+#     (tests/train/make_fruits.py), batch 64, one thread: ddl in float32, ddl in bfloat16 and
+#     PyTorch 1.13 with bfloat16 autocast (cnn_torch.py --mode bf16), alternated REPEAT times,
+#     images/s side by side; the target on AVX512-BF16 is bf16 >= 1.5x ddl's float32;
+#   - LeNet on Fashion-MNIST, EPOCHS_ACC epochs (default 5), float32 against bfloat16: the test
+#     accuracies within 0.005.
+# The CPU's bfloat16 path and model name are printed first: the figures belong to that CPU.
+set -u
+BUILD=${BUILD:-build}
+REPEAT=${REPEAT:-3}
+EPOCHS_ACC=${EPOCHS_ACC:-5}
+DATA=/usr/share/datasets/fashion-mnist
+here=$(dirname "$0")
+. "$here/lib.sh"
+export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
+T=$BUILD/bin/ddl-train
+echo "== bfloat16: $(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -n 1); flags: $(grep -o 'avx512_bf16\|amx_bf16' /proc/cpuinfo | sort -u | tr '\n' ' ')"
+fr=/tmp/ddl-bench-fruits64
+[ -d "$fr/train" ] || /usr/bin/python3 tests/train/make_fruits.py "$fr" 1000 20 64 || exit 1
+echo "== cnn 64x64 RGB, batch 64, 1 thread: ddl fp32, ddl bf16, PyTorch bf16 autocast; $REPEAT alternated runs"
+: > /tmp/ddl-bench-f32.txt; : > /tmp/ddl-bench-b16.txt; : > /tmp/ddl-bench-tb16.txt
+for r in $(seq 1 "$REPEAT"); do
+    f=$("$T" --data "$fr/train" --arch cnn --image-size 64 --epochs 1 --quiet | field images_per_sec)
+    b=$("$T" --data "$fr/train" --arch cnn --image-size 64 --epochs 1 --quiet --precision bf16 | field images_per_sec)
+    t=$(/usr/bin/python3 "$here/cnn_torch.py" --images 3000 --size 64 --threads 1 --mode bf16 | field images_per_sec)
+    echo "   run $r: ddl fp32 $f, ddl bf16 $b, pytorch bf16 $t images/s"
+    echo "$f" >> /tmp/ddl-bench-f32.txt; echo "$b" >> /tmp/ddl-bench-b16.txt; echo "$t" >> /tmp/ddl-bench-tb16.txt
+done
+f=$(median < /tmp/ddl-bench-f32.txt); b=$(median < /tmp/ddl-bench-b16.txt); t=$(median < /tmp/ddl-bench-tb16.txt)
+echo "cnn_bf16: ddl_fp32_images_per_sec=$f ddl_bf16_images_per_sec=$b pytorch_bf16_images_per_sec=$t bf16_over_fp32=$(ratio "$b" "$f") bf16_over_pytorch=$(ratio "$b" "$t")"
+record "cnn 64x64 RGB training --precision bf16, images/s, 1 thread" "$b" "ddl float32" "$f" "$(ratio "$b" "$f")" ">= 1.5 (AVX512-BF16)" "-" "-"
+record "cnn 64x64 RGB training --precision bf16, images/s, 1 thread" "$b" "PyTorch 1.13 bf16 autocast" "$t" "$(ratio "$b" "$t")" "-" "-" "-"
+
+echo "== LeNet on Fashion-MNIST, $EPOCHS_ACC epochs: test accuracy, fp32 against bf16"
+a=$("$T" --data "$DATA" --arch lenet --epochs "$EPOCHS_ACC" --quiet | field test_acc)
+c=$("$T" --data "$DATA" --arch lenet --epochs "$EPOCHS_ACC" --quiet --precision bf16 | field test_acc)
+echo "lenet_bf16: fp32_test_acc=$a bf16_test_acc=$c"
+record "LeNet $EPOCHS_ACC epochs --precision bf16, test accuracy" "$c" "float32" "$a" \
+    "$(awk -v a="$c" -v b="$a" 'BEGIN { printf "%+.4f", a - b }')" "within 0.005" "-" "-"
