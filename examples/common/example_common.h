@@ -60,7 +60,8 @@ enum { OPT_DATA = 256, OPT_EPOCHS, OPT_BATCH, OPT_LR, OPT_MOMENTUM, OPT_OPTIMIZE
     {"save-rate", required_argument, NULL, OPT_SAVE_RATE}, {"logdir", required_argument, NULL, OPT_LOGDIR},   \
     {"log-every", required_argument, NULL, OPT_LOG_EVERY},                                                      \
     {"micro-batches", required_argument, NULL, OPT_MICRO_BATCHES},                                              \
-       OPT_PROFILE, OPT_PRECISION, EXAMPLE_OPT_END };
+    {"accumulate", required_argument, NULL, OPT_ACCUMULATE}, {"profile", no_argument, NULL, OPT_PROFILE},     \
+    {"precision", required_argument, NULL, OPT_PRECISION}, CLI_HELP_VERSION
 
 /* --help lines of the shared flags: an example prints its own flags between the two parts. */
 #define EXAMPLE_USAGE_TRAINING                                                                          \
