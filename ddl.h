@@ -736,7 +736,7 @@ int ddl_graph_preset(ddl_graph *g, const char *name, char *err, size_t err_bytes
  * before it (its data exactly that many float32s), and a dim, count or attribute out of range
  * is refused with the node, the tensor and the value named, before anything is allocated.
  * out->params (from alloc; free with ddl_onnx_import_free) holds the weights in the order a model
- * ddl_model_graph() builds from g declares them: copy them into ddl_model_params(). Returns
+ * ddl_model_graph() builds from g declares them: ddl_onnx_import_load puts them there. Returns
  * DDL_OK, DDL_EINVAL (a node or file ddl does not take, named in err), DDL_EIO, DDL_ENOMEM. */
 typedef struct ddl_onnx_import {
     float *params;             /* the weights, in the model's order */
@@ -757,6 +757,16 @@ typedef struct ddl_onnx_import {
 int ddl_graph_import_onnx(ddl_graph *g, const char *path, const ddl_allocator *alloc, ddl_onnx_import *out, char *err,
                           size_t err_bytes);
 void ddl_onnx_import_free(ddl_onnx_import *im, const ddl_allocator *alloc);
+
+/* ddl_onnx_import_load: finish m, a model ddl_model_graph() built from the graph
+ * ddl_graph_import_onnx made (its input im's in_c x in_h x in_w, its classes the channels of
+ * ddl_graph_output_shape): im's weights and running statistics copied in, and the input scaling
+ * the file starts with made m's normalisation (pixels p -> p * scale + shift is mean -shift std,
+ * std 1 / (255 scale); one per channel with n_norm), so m runs as the file does. A program that
+ * normalises with its data's statistics instead (own_norm 0) sets them after. Returns DDL_OK, or
+ * DDL_EINVAL when m's weights or running statistics are not as many as im's (err says both
+ * counts; m is left as it was). The import and m stay the caller's. */
+int ddl_onnx_import_load(const ddl_onnx_import *im, ddl_model *m, char *err, size_t err_bytes);
 
 /* ---- layer graphs: convolution and pooling geometry ----
  * Convolutions and pools beyond square kernels, equal strides and symmetric pads: rectangular

@@ -17,6 +17,7 @@
 #include "check.h"
 #include "onnx_run.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -353,6 +354,55 @@ static void test_exports(const char *path)
     ddl_checkpoint_close(ck);
 }
 
+/* test_import_load: a checkpoint exported as ONNX, imported back and finished by
+ * ddl_onnx_import_load: the import's weights in the model, the checkpoint's normalisation back
+ * from the scaling the export put in front of the graph; a model the weights do not fit is
+ * refused, named, and left as it was. */
+static void test_import_load(const char *path)
+{
+    ddl_checkpoint *ck = NULL;
+    char out[300], err[DDL_ERR_BYTES] = "";
+    CHECK(ddl_checkpoint_open(path, NULL, &ck, NULL, 0) == DDL_OK);
+    if (!ck)
+        return;
+    const ddl_checkpoint_info *in = ddl_checkpoint_get_info(ck);
+    snprintf(out, sizeof out, "%s/load.onnx", dir);
+    CHECK(ddl_export(ck, out, NULL, err, sizeof err) == DDL_OK);
+    ddl_graph *g = NULL;
+    ddl_onnx_import im;
+    memset(&im, 0, sizeof im);
+    ddl_model *m = NULL, *other = NULL;
+    CHECK(ddl_graph_create(NULL, &g) == DDL_OK && ddl_graph_import_onnx(g, out, NULL, &im, err, sizeof err) == DDL_OK);
+    ddl_model_config mc = {.batch = 2, .in_c = im.in_c, .in_h = im.in_h, .in_w = im.in_w, .n_classes = 2, .graph = g};
+    int c = 0, h, w;
+    CHECK(ddl_graph_output_shape(g, &mc, &c, &h, &w) == DDL_OK && c == in->model_cfg.n_classes);
+    mc.n_classes = c;
+    CHECK(ddl_model_create(ddl_model_graph(), &mc, NULL, &m, err, sizeof err) == DDL_OK);
+    if (m) {
+        CHECK(ddl_onnx_import_load(&im, m, err, sizeof err) == DDL_OK);
+        CHECK(ddl_model_n_params(m) == in->n_params &&
+              memcmp(ddl_model_params(m), im.params, im.n_params * sizeof(float)) == 0);
+        float mean, std;
+        ddl_model_norm(m, &mean, &std);
+        CHECK_NEAR(mean, in->mean, 1e-5 * fabs(in->mean) + 1e-6);
+        CHECK_NEAR(std, in->std, 1e-5 * in->std);
+    }
+    ddl_model_config lc = {.batch = 2, .in_c = 1, .in_h = 28, .in_w = 28, .n_classes = 3};
+    CHECK(ddl_model_create(ddl_model_lenet(), &lc, NULL, &other, err, sizeof err) == DDL_OK);
+    if (other) {
+        ddl_model_params(other)[0] = 42.0f;
+        CHECK(ddl_onnx_import_load(&im, other, err, sizeof err) == DDL_EINVAL);
+        CHECK(strstr(err, "weights do not fit the model built from its graph") != NULL);
+        CHECK(ddl_model_params(other)[0] == 42.0f);
+    }
+    CHECK(ddl_onnx_import_load(NULL, m, err, sizeof err) == DDL_EINVAL);
+    ddl_model_destroy(other);
+    ddl_model_destroy(m);
+    ddl_onnx_import_free(&im, NULL);
+    ddl_graph_destroy(g, NULL);
+    ddl_checkpoint_close(ck);
+}
+
 static void test_metrics(void)
 {
     ddl_eval_stats e;
@@ -450,6 +500,8 @@ int main(int argc, char **argv)
     test_alloc_failures(unet_path);
     test_exports(lenet_path);
     test_exports(unet_path);
+    test_import_load(lenet_path);
+    test_import_load(unet_path);
     test_metrics();
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);

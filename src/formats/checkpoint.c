@@ -887,8 +887,10 @@ static void shape_str(char *s, size_t n, const ddl_param_info *t)
 int ddl_checkpoint_check_model(const ddl_checkpoint *ck, const ddl_model *m, char *err, size_t err_bytes)
 {
     const ddl_checkpoint_info *in = &ck->info;
-    /* a layer graph takes the weights of any model that described itself as one (same tensors) */
-    int as_graph = m->plugin == ddl_model_graph() && ck->arch;
+    /* a layer graph takes the weights of any model that described itself as one (same tensors);
+     * the graph plugin is known by the name its checkpoints carry, as ddl_model_find knows it:
+     * the format sits below src/graph and names no plugin */
+    int as_graph = m->plugin->name && strcmp(m->plugin->name, "graph") == 0 && ck->arch;
     if (strcmp(in->model, m->plugin->name) != 0 && !as_graph)
         return ddl__errf(err, err_bytes, DDL_EINVAL, "checkpoint of model %s, expected %s", in->model,
                          m->plugin->name);

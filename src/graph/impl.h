@@ -1,90 +1,11 @@
-/* src/graph/impl.h - the layer graph's private layout, shared by its files: the description
- * (graph.c builds it, text.c reads and writes it, presets.c fills it) and the plugin that builds
- * a model from it (plugin.c). A graph is plain bytes, no pointers, so a model keeps a copy.
- * Not API. */
+/* src/graph/impl.h - what the layer graph's files share: the description (graph.c builds it,
+ * text.c reads and writes it, presets.c fills it) and the plugin that builds a model from it
+ * (plugin.c). The description's layout is graph.h's, the face the layers above read it through
+ * (the ONNX exporter); the helpers here are src/graph's own. Not API. */
 #ifndef DDL_GRAPH_IMPL_H
 #define DDL_GRAPH_IMPL_H
 #include "../core/impl.h"
-
-enum {
-    DDL__OP_INPUT,
-    DDL__OP_CONV,
-    DDL__OP_DECONV,
-    DDL__OP_MAXPOOL,
-    DDL__OP_AVGPOOL,
-    DDL__OP_GAP,
-    DDL__OP_DENSE,
-    DDL__OP_RELU,
-    DDL__OP_DROPOUT,
-    DDL__OP_GROUPNORM,
-    DDL__OP_FLATTEN,
-    DDL__OP_CONCAT,
-    DDL__OP_ADD,
-    DDL__OP_ACT,           /* an element-wise activation: act (DDL_ACT_*), alpha, beta */
-    DDL__OP_SOFTMAX,       /* softmax over axes axis..axis_to; act 1: log softmax */
-    DDL__OP_RESIZE,
-    DDL__OP_BATCHNORM,
-    DDL__OP_AFFINE,        /* x * scale + shift per channel, constants: out channels, k their offset in consts */
-    DDL__N_OPS
-};
-
-/* One layer as described: sizes may be DDL_CLASSES (resolved from the model config). */
-typedef struct ddl__layer {
-    uint8_t op;            /* DDL__OP_* */
-    uint8_t bias;          /* conv: has a bias */
-    int16_t in[2];         /* inputs (earlier layers); -1: none */
-    int out;               /* conv, deconv: out channels; dense: outputs; input: channels */
-    int k, stride, pad;    /* conv, deconv, pools; input: height (k) and width (stride) */
-    int groups;            /* groupnorm: 0 for the largest <= 8 dividing the channels */
-    float p;               /* dropout; < 0: cfg.dropout */
-    char name[DDL_GRAPH_NAME_BYTES];
-    /* Geometry beyond square kernels, one stride and one pad (conv, deconv, pools; geometry.c):
-     * each 0 keeps k, stride and pad above, so older layers read the same. groups above is the
-     * conv's too (0: 1). */
-    int16_t kw, stride_w;         /* kernel width, column stride; 0: k, stride */
-    int16_t pad_l, pad_b, pad_r;  /* with pads4: the left, bottom and right pads (pad: the top) */
-    uint8_t pads4;                /* 0: pad on every side */
-    uint8_t dil_h, dil_w;         /* dilation; 0: 1 */
-    uint8_t out_pad_h, out_pad_w; /* deconv: output_padding */
-    uint8_t ceil_mode;            /* pools: output size rounded up */
-    uint8_t count_pad;            /* avgpool: count_include_pad */
-    /* The settings of one kind of layer each, sharing their bytes (the graph's 128 layers and the
-     * affine constants must stay within 16384 bytes): an activation's or softmax's, a resize's, or
-     * a batchnorm's. */
-    union {
-        struct {
-            uint8_t act;           /* act: DDL_ACT_*; softmax: 1 for log softmax */
-            int8_t axis, axis_to;  /* softmax: its axes of (C, H, W), 1 to 3 */
-        };
-        struct {
-            uint8_t mode, coord, nearest; /* resize: DDL_RESIZE_* */
-        };
-    };
-    union {
-        struct {
-            float alpha, beta;     /* act: its parameters (ddl_graph_act) */
-        };
-        struct {
-            /* resize: k and stride hold the output's height and width when fixed (0: from the
-             * scales); else output = floor(input * scale) */
-            float scale_h, scale_w;
-        };
-        struct {
-            float momentum, eps;   /* batchnorm: PyTorch's (running = (1 - momentum) running + momentum batch) */
-        };
-    };
-} ddl__layer;
-
-struct ddl_graph {
-    int n;                 /* layers */
-    int output;            /* -1: the last layer */
-    int head;              /* DDL_HEAD_* */
-    int failed;
-    ddl__layer layers[DDL_GRAPH_MAX_LAYERS];
-    char err[DDL_ERR_BYTES];
-    int n_consts;          /* affine layers' scales and shifts, each layer's 2 * channels in a row */
-    float consts[2 * DDL_GRAPH_MAX_AFFINE];
-};
+#include "graph.h" /* the layout: ops, layers, the graph */
 
 /* ---- geometry (geometry.c) ---- */
 /* ddl__layer_conv2d: the kernel geometry of conv or deconv layer l at batch n, its input (c, h,
@@ -101,34 +22,21 @@ void ddl__layer_flops(const ddl__layer *l, int in_c, int in_h, int in_w, int out
                       double *bwd);
 /* ddl__layer_plain: 1 when l's geometry is that of k, stride and pad alone. */
 int ddl__layer_plain(const ddl__layer *l);
-/* ddl__layer_pads: l's four pads (top, left, bottom, right). */
-void ddl__layer_pads(const ddl__layer *l, int pads[4]);
 
 /* ddl__graph_op_name: "conv", "maxpool", ... as the text format spells them; NULL if unknown. */
 const char *ddl__graph_op_name(int op);
 /* ddl__graph_op_find: DDL__OP_* of a name, -1 if none. */
 int ddl__graph_op_find(const char *name);
-/* ddl__graph_layer_op: how the text format names layer l: its op's name, or an activation's
- * ("sigmoid", "logsoftmax", ...). */
-const char *ddl__graph_layer_op(const ddl__layer *l);
 /* ddl__graph_act_name: "leakyrelu", "sigmoid", ... of a DDL_ACT_* kind; NULL if unknown.
  * ddl__graph_act_find: the kind of a name, 0 if none. */
 const char *ddl__graph_act_name(int kind);
 int ddl__graph_act_find(const char *name);
 /* ddl__graph_fail: record the first error (printf-style) and return -1. */
 int ddl__graph_fail(ddl_graph *g, const char *fmt, ...) DDL__PRINTF(2, 3);
-/* ddl__graph_param_prefix: the prefix of layer i's parameters: its name, or its nn.Sequential
- * number (i - 1) when it has none. */
-void ddl__graph_param_prefix(const ddl_graph *g, int i, char *out, size_t out_bytes);
 
 /* ddl__graph_layer_shape: the per-sample output shape (c, h, w) of layer i of g, whose input has
  * a fixed size (a DDL_CLASSES size resolves as 2 classes); DDL_EINVAL with the layer that cannot
  * be resolved, and why, in why. For the ONNX import, which checks each weight against it. */
 int ddl__graph_layer_shape(const ddl_graph *g, int i, int *c, int *h, int *w, char *why, size_t why_bytes);
-
-/* ddl__graph_shape: the per-sample output shape (c, h, w) and groupnorm groups of layer i of a
- * model built by ddl_model_graph() (for exporters); the graph itself through *g. 0 if m is not
- * a graph model or i is out of range. */
-int ddl__graph_shape(const ddl_model *m, int i, const ddl_graph **g, int *c, int *h, int *w, int *groups);
 
 #endif

@@ -4,9 +4,12 @@
  * for layer (the one it carries: graph models, and plugins that describe themselves, as lenet and
  * unet do; older lenet and unet checkpoints get their preset); weights are initializers under
  * PyTorch's names. tests/test_onnx.sh compares an ONNX runtime's logits with ddl's. Encoded with
- * pb.c; the field numbers are onnx.proto's. */
+ * src/formats/pb.c; the field numbers are onnx.proto's. The graph is read through its face,
+ * src/graph/graph.h. */
 #include "impl.h"
-#include "../graph/impl.h"
+#include "formats/export.h"
+#include "formats/pb.h"
+#include "graph/graph.h"
 
 #include <math.h>
 #include <stdio.h>

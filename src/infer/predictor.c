@@ -127,9 +127,9 @@ static int is_onnx(const char *path)
     return n > 5 && strcmp(path + n - 5, ".onnx") == 0;
 }
 
-/* build_onnx: the model of an imported graph, its weights, and the input scaling it starts with
- * as the normalisation (pixels p -> p * scale + shift: std 1 / (255 scale), mean -shift std; one,
- * or one per channel). The model runs as the file says: raw pixels when it scales none. */
+/* build_onnx: the model of an imported graph, finished by ddl_onnx_import_load (its weights, and
+ * the input scaling it starts with as the normalisation, one or one per channel). The model runs
+ * as the file says: raw pixels when it scales none. */
 static int build_onnx(ddl_predictor **out, const char *path, ddl_graph *g, const ddl_onnx_import *im, int batch,
                       const ddl_allocator *alloc, char *err, size_t err_bytes)
 {
@@ -145,38 +145,23 @@ static int build_onnx(ddl_predictor **out, const char *path, ddl_graph *g, const
     int rc = new_block(ddl_model_graph(), &mc, 0, alloc, &p, why, sizeof why);
     if (rc != DDL_OK)
         return ddl__errf(err, err_bytes, rc, "%s: %s", path, why);
-    if (ddl_model_n_params(p->m) != im->n_params)
-        rc = ddl__errf(why, sizeof why, DDL_EINVAL, "its weights (%zu) do not fit the model ddl built (%zu)",
-                       im->n_params, ddl_model_n_params(p->m));
-    if (rc == DDL_OK && ddl_model_n_buffers(p->m) != im->n_buffers)
-        rc = ddl__errf(why, sizeof why, DDL_EINVAL, "its running statistics (%zu) do not fit the model ddl built (%zu)",
-                       im->n_buffers, ddl_model_n_buffers(p->m));
-    if (rc == DDL_OK) {
-        memcpy(ddl_model_params(p->m), im->params, im->n_params * sizeof(float));
-        ddl_model_set_buffers(p->m, im->buffers, im->n_buffers);
+    rc = ddl_onnx_import_load(im, p->m, why, sizeof why);
+    if (rc == DDL_OK)
         rc = weights_finite(p->m, why, sizeof why);
-    }
     if (rc != DDL_OK) {
         ddl__free(alloc, p->mem);
         return ddl__errf(err, err_bytes, rc, "%s: %s", path, why);
     }
-    float std = 1.0f / (255.0f * im->scale);
-    ddl_model_set_norm(p->m, -im->shift * std, std);
     if (im->n_norm) { /* per channel: the importer kept only what ddl's normalisation does */
         p->info.n_norm = im->n_norm;
-        for (int k = 0; k < im->n_norm; k++) {
-            p->info.norm_std[k] = 1.0f / (255.0f * im->norm_scale[k]);
-            p->info.norm_mean[k] = -im->norm_shift[k] * p->info.norm_std[k];
-        }
-        ddl_model_set_norm_channels(p->m, p->info.norm_mean, p->info.norm_std);
+        ddl_model_norm_channels(p->m, p->info.norm_mean, p->info.norm_std);
     }
     snprintf(p->info.model, sizeof p->info.model, "graph");
     p->info.model_cfg = mc;
     p->info.model_cfg.graph = NULL;
     p->info.n_params = im->n_params;
     p->info.n_tensors = ddl_model_n_tensors(p->m);
-    p->info.mean = -im->shift * std;
-    p->info.std = std;
+    ddl_model_norm(p->m, &p->info.mean, &p->info.std);
     *out = p;
     return DDL_OK;
 }

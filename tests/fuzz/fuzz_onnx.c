@@ -1,4 +1,4 @@
-/* fuzz_onnx.c - libFuzzer target of the ONNX importer (src/graph/onnx_import.c, pb_read.c): the
+/* fuzz_onnx.c - libFuzzer target of the ONNX importer (src/graph/onnx_import.c, src/formats/pb.c): the
  * input, written as f.onnx, through ddl_graph_import_onnx; an import that succeeds is built as a
  * model and its weights copied in, as the predictor does. Every input must give DDL_OK or an error
  * with a message, never a crash, a leak or a read out of bounds. Seeds: tests/fuzz/corpus/fuzz_onnx

@@ -220,29 +220,16 @@ static int build(const opts *o, const ddl_graph *g, const ddl_onnx_import *im, c
     ddl_model_config mc = {.batch = local_batch, .in_c = d->c, .in_h = d->h, .in_w = d->w,
                            .n_classes = d->n_classes > 1 ? d->n_classes : 2, .dropout = o->dropout, .graph = g};
     int c, h, w;
+    char why[DDL_ERR_BYTES / 2]; /* the load's few words, after the path */
     if (im->params && ddl_graph_output_shape(g, &mc, &c, &h, &w) == DDL_OK)
         mc.n_classes = c; /* the imported model's outputs; the data may use fewer of them */
     int rc = ddl_model_create(ddl_model_graph(), &mc, NULL, m, err, DDL_ERR_BYTES);
-    if (rc == DDL_OK && im->params && ddl_model_n_params(*m) != im->n_params)
-        rc = DDL_EINVAL, snprintf(err, DDL_ERR_BYTES, "%s: its %zu weights do not fit the model built for the data "
-                                  "(%zu)", o->arch, im->n_params, ddl_model_n_params(*m));
-    if (rc == DDL_OK && im->params && ddl_model_n_buffers(*m) != im->n_buffers)
-        rc = DDL_EINVAL, snprintf(err, DDL_ERR_BYTES, "%s: its %zu running statistics do not fit the model built for "
-                                  "the data (%zu)", o->arch, im->n_buffers, ddl_model_n_buffers(*m));
-    if (rc == DDL_OK && im->params) {
-        memcpy(ddl_model_params(*m), im->params, im->n_params * sizeof(float));
-        ddl_model_set_buffers(*m, im->buffers, im->n_buffers);
-    }
-    if (rc == DDL_OK && im->params && im->own_norm) { /* an imported model keeps the input scaling it was made for */
-        float std = 1.0f / (255.0f * (im->scale > 0 ? im->scale : 1.0f)), cm[DDL_MAX_NORM_CHANNELS],
-              cs[DDL_MAX_NORM_CHANNELS];
-        ddl_model_set_norm(*m, -im->shift * std, std);
-        for (int k = 0; k < im->n_norm; k++)
-            cs[k] = 1.0f / (255.0f * im->norm_scale[k]), cm[k] = -im->norm_shift[k] * cs[k];
-        if (im->n_norm)
-            ddl_model_set_norm_channels(*m, cm, cs);
-    } else if (rc == DDL_OK) { /* one mean and std for gray images, one per channel for colour (torchvision's
-                                * habit): the presets, and an imported model that scales its input nowhere */
+    if (rc == DDL_OK && im->params && (rc = ddl_onnx_import_load(im, *m, why, sizeof why)) != DDL_OK)
+        snprintf(err, DDL_ERR_BYTES, "%.100s: %s", o->arch, why);
+    /* an imported model keeps the input scaling it was made for, which the load set; else one mean
+     * and std for gray images, one per channel for colour (torchvision's habit): the presets, and an
+     * imported model that scales its input nowhere */
+    if (rc == DDL_OK && !(im->params && im->own_norm)) {
         float mean, std, cm[DDL_MAX_NORM_CHANNELS], cs[DDL_MAX_NORM_CHANNELS];
         ddl_dataset_stats(d, &mean, &std);
         ddl_model_set_norm(*m, mean, std);

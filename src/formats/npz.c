@@ -3,8 +3,8 @@
  * layouts, plus input_mean and input_std. The whole zip is built in memory (about the size of
  * the weights), then written; a tensor name that could not be a member name as it is, is
  * refused before anything is written. Fixed dates (1980-01-01): the same checkpoint gives the
- * same bytes. */
-#include "impl.h"
+ * same bytes. The checkpoint is read through ddl.h alone. */
+#include "export.h"
 
 #include <stdio.h>
 #include <string.h>

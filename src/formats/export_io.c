@@ -1,6 +1,6 @@
-/* export_io.c - what the exporters (npz.c, onnx.c, pb.c) share: writing a finished image to its
- * file (a failed write leaves no partial file). */
-#include "impl.h"
+/* export_io.c - what the exporters (npz.c, src/infer/onnx.c) share: writing a finished image to
+ * its file (a failed write leaves no partial file). */
+#include "export.h"
 
 #include <errno.h>
 #include <stdio.h>
