@@ -126,6 +126,7 @@ void ddl__log(ddl_log_fn fn, void *ud, int level, const char *fmt, ...) DDL__PRI
  * -DDDL_NO_CLONES builds only what -march says, to test the portable and AVX2 code on any CPU. */
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__SANITIZE_THREAD__) && \
     !defined(DDL_NO_CLONES)
+#define DDL__CLONES 1 /* a function may have target_clones */
 #define DDL__HOT                                                                                         \
     __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"), optimize("fp-contract=fast")))
 #else

@@ -20,7 +20,9 @@ static int64_t now_ns(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(DDL_NO_CLONES)
+/* where DDL__HOT's clones may be (src/core/impl.h: not under ThreadSanitizer, whose runtime is
+ * not up when a clone's resolver runs) */
+#ifdef DDL__CLONES
 #define PEAK_CLONES __attribute__((target_clones("avx512f", "avx2,fma", "default")))
 #else
 #define PEAK_CLONES
@@ -54,7 +56,7 @@ PEAK_CLONES static double burn(void)
 
 static const char *isa(void)
 {
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(DDL_NO_CLONES)
+#ifdef DDL__CLONES
     if (__builtin_cpu_supports("avx512f"))
         return "avx512";
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
