@@ -374,6 +374,8 @@ size_t ddl_conv2d_workspace(const ddl_conv2d *g)
     size_t fast = ddl__conv2d_wide_ok(g) ? ddl__conv2d_wide_workspace(g) : ddl__conv2d_dw_ok(g) ? ddl__conv2d_dw_workspace(g) : 0;
     if (ddl__conv2d_wide_dw_ok(g) || ddl__conv2d_dw_ok(g))
         n = 0;
+    if (ddl__wino_ok(g))
+        fast = ddl__wino_workspace(g), n = 0;
     return n > fast ? n : fast;
 }
 
@@ -415,6 +417,10 @@ void ddl_conv2d_forward(const ddl_conv2d *g, const float *x, const float *w, con
     conv_geo q = conv_view(g);
     if (!geo_ok(g, &q, 0))
         return;
+    if (ddl__wino_ok(g)) {
+        ddl__wino_forward(g, x, w, b, y, ws);
+        return;
+    }
     if (ddl__conv2d_wide_ok(g)) {
         ddl__conv2d_wide_forward(g, x, w, b, y, ws);
         return;
@@ -486,6 +492,11 @@ void ddl_conv2d_backward(const ddl_conv2d *g, const float *x, const float *w, co
     int k = q.c * g->k_h * g->k_w;
     size_t p = (size_t)q.oh * q.ow;
     int nb = chunk(g->batch, (size_t)k, (size_t)g->out_c, p);
+    if (ddl__wino_ok(g)) {
+        bias_grad(g->batch, g->out_c, p, dy, db);
+        ddl__wino_backward(g, x, w, dy, dx, dw, ws);
+        return;
+    }
     if (ddl__conv2d_wide_dw_ok(g)) {
         if (!dw || !ddl__conv2d_wide_dw(g, x, dy, dw, db, ws)) /* by samples it sums db too */
             bias_grad(g->batch, g->out_c, p, dy, db);

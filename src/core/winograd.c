@@ -1,0 +1,318 @@
+/* winograd.c - 3x3 stride-1 convolution by Winograd F(2x2,3x3) (Lavin and Gray, 2015): the
+ * forward pass, the input gradient and the weight gradient, for a ddl_conv2d whose algo asks for
+ * it (ddl__wino_ok says which layers: only where it measured faster than the direct kernels).
+ * Uses only the caller's workspace (ddl__wino_workspace floats) and the pool's scratch.
+ *
+ * Each 2x2 block of outputs ("tile") reads a 4x4 block d of the zero-padded input. With
+ *   B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1], G = [1 0 0; .5 .5 .5; .5 -.5 .5; 0 0 1],
+ *   A^T = [1 1 1 0; 0 1 -1 -1],
+ * a tile is y = A^T [(G w G^T) . (B^T d B)] A: 16 multiplies instead of 36, so the sum over input
+ * channels becomes 16 independent matrix products (one per point xi of the 4x4 transform
+ * domain) M[xi] (K, tiles) = U[xi] (K, C) V[xi] (C, tiles), U = G w G^T, V = B^T d B.
+ *
+ * Input gradient: dx is the convolution of dy, padded by 2 - pad, with w flipped and its two
+ * channel axes swapped: the same forward pass with U made from that kernel.
+ * Weight gradient: differentiating y's formula, dw = G^T [sum over tiles (A dy A^T) . (B^T d B)] G,
+ * so the sum over tiles is again 16 products, Mw[xi] (K, C) = DY[xi] (K, tiles) V[xi]^T, and the
+ * 3x3 result is taken out of the transform domain once at the end.
+ *
+ * Determinism: the work is cut into tasks fixed by the geometry alone (a block of one sample's
+ * tiles; for the weight gradient a fixed number of sample ranges, their sums added in order at
+ * the end), every product a ddl_gemm of fixed shape inside its task: the bits do not depend on
+ * the thread count. */
+#include "impl.h"
+
+#include <string.h>
+
+#define WINO_BUDGET ((size_t)1 << 17) /* floats of one task's V and M (512 KB, about L2) */
+#define WINO_DW_PARTS 8               /* sample ranges of the weight gradient, summed in order */
+
+/* wino_geo: input (n, c, h, w) padded by pad, output (k, oh, ow), th x tw tiles a sample, in
+ * blocks of nt tiles (the last one shorter). */
+typedef struct wino_geo {
+    int n, c, h, w, k, pad, oh, ow, th, tw, nt, blocks;
+} wino_geo;
+
+static wino_geo wino_view(int n, int c, int h, int w, int k, int pad)
+{
+    wino_geo q = {n, c, h, w, k, pad, h + 2 * pad - 2, w + 2 * pad - 2, 0, 0, 0, 0};
+    q.th = (q.oh + 1) / 2;
+    q.tw = (q.ow + 1) / 2;
+    int tiles = q.th * q.tw;
+    size_t per = (size_t)16 * (size_t)(c + k);
+    int nt = (int)(WINO_BUDGET / per) / 16 * 16;
+    if (nt < 16)
+        nt = 16;
+    q.nt = nt > tiles ? tiles : nt;
+    q.blocks = (tiles + q.nt - 1) / q.nt;
+    return q;
+}
+
+/* task_floats: one task's V (16, c, nt) and M (16, k, nt), plus a padded input row block. */
+static size_t task_floats(const wino_geo *q)
+{
+    return (size_t)16 * (size_t)(q->c + q->k) * q->nt + (size_t)4 * (2 * q->tw + 2);
+}
+
+/* The size rule: measured on the cnn preset and U-Net (docs/TRAINING.md, "Winograd"): the
+ * products pay when the channels are many enough for the 16 small gemms to run near the
+ * kernel's peak; with few (the cnn's first layer, 3 channels) the transforms cost more than the
+ * multiplies saved. */
+#define WINO_MIN_CHANNELS 16
+
+int ddl__wino_ok(const ddl_conv2d *g)
+{
+    if ((g->algo != DDL_CONV_WINOGRAD && g->algo != DDL_CONV_WINOGRAD_ALL) || !ddl__conv2d_plain(g) || g->stride != 1 || g->k_h != 3 || g->k_w != 3 ||
+        g->pad < 0 || g->pad > 2 || g->batch < 1 || g->in_c < 1 || g->out_c < 1)
+        return 0;
+    if (g->in_h + 2 * g->pad < 3 || g->in_w + 2 * g->pad < 3 || g->in_c + g->out_c > 2048)
+        return 0;
+    return g->algo == DDL_CONV_WINOGRAD_ALL || (g->in_c >= WINO_MIN_CHANNELS && g->out_c >= WINO_MIN_CHANNELS);
+}
+
+size_t ddl__wino_workspace(const ddl_conv2d *g)
+{
+    wino_geo f = wino_view(g->batch, g->in_c, g->in_h, g->in_w, g->out_c, g->pad);
+    wino_geo b = wino_view(g->batch, g->out_c, f.oh, f.ow, g->in_c, 2 - g->pad);
+    size_t u = (size_t)16 * g->in_c * g->out_c, tf = task_floats(&f), tb = task_floats(&b);
+    size_t t = tf > tb ? tf : tb;
+    /* forward and input gradient: U then one task's scratch; weight gradient: the parts, then a
+     * task's scratch (its V and its DY are the forward's V and M) */
+    size_t a = u + t, d = (size_t)WINO_DW_PARTS * u + tf;
+    return a > d ? a : d;
+}
+
+/* ---- transforms ---- */
+
+/* weights_u: u (16, k, c) = G w G^T of each (k, c) kernel of w (k, c, 3, 3); flip: of w's
+ * flipped kernel with the two channel axes swapped (w read as (c, k, 3, 3), u indexed (xi, k, c)
+ * with k the rows of the input gradient's product). */
+static void weights_u(int k, int c, const float *w, int flip, float *u)
+{
+    size_t kc = (size_t)k * c;
+    for (int ko = 0; ko < k; ko++)
+        for (int ci = 0; ci < c; ci++) {
+            const float *src = flip ? w + ((size_t)ci * k + ko) * 9 : w + ((size_t)ko * c + ci) * 9;
+            float g[9], t[4][3];
+            for (int e = 0; e < 9; e++)
+                g[e] = flip ? src[8 - e] : src[e];
+            for (int j = 0; j < 3; j++) { /* t = G g */
+                t[0][j] = g[j];
+                t[1][j] = 0.5f * (g[j] + g[3 + j] + g[6 + j]);
+                t[2][j] = 0.5f * (g[j] - g[3 + j] + g[6 + j]);
+                t[3][j] = g[6 + j];
+            }
+            float *dst = u + (size_t)ko * c + ci;
+            for (int i = 0; i < 4; i++) { /* (G g) G^T */
+                dst[(size_t)(i * 4 + 0) * kc] = t[i][0];
+                dst[(size_t)(i * 4 + 1) * kc] = 0.5f * (t[i][0] + t[i][1] + t[i][2]);
+                dst[(size_t)(i * 4 + 2) * kc] = 0.5f * (t[i][0] - t[i][1] + t[i][2]);
+                dst[(size_t)(i * 4 + 3) * kc] = t[i][2];
+            }
+        }
+}
+
+/* input_v: v (16, c, nt) = B^T d B for tiles [t0, t0 + nt) of one sample x (c, h, w); rows: 4
+ * padded rows of 2 tw + 2 floats. */
+DDL__HOT static void input_v(const wino_geo *q, const float *x, int t0, int nt, float *v, float *rows)
+{
+    int wp = 2 * q->tw + 2;
+    size_t cnt = (size_t)q->c * q->nt;
+    for (int ci = 0; ci < q->c; ci++) {
+        const float *plane = x + (size_t)ci * q->h * q->w;
+        for (int t = t0; t < t0 + nt;) {
+            int ty = t / q->tw, tx0 = t % q->tw, tx1 = q->tw;
+            if (tx1 - tx0 > t0 + nt - t)
+                tx1 = tx0 + (t0 + nt - t);
+            for (int r = 0; r < 4; r++) { /* the tile row's input rows, zero-padded */
+                float *row = rows + r * wp;
+                int iy = 2 * ty - q->pad + r;
+                memset(row, 0, (size_t)wp * sizeof *row);
+                if (iy >= 0 && iy < q->h) {
+                    int lo = 2 * tx0 - q->pad, hi = 2 * tx1 + 2 - q->pad; /* image columns [lo, hi) */
+                    int a = lo < 0 ? 0 : lo, b = hi > q->w ? q->w : hi;
+                    if (b > a)
+                        memcpy(row + 2 * tx0 + (a - lo), plane + (size_t)iy * q->w + a, (size_t)(b - a) * sizeof *row);
+                }
+            }
+            float *dst = v + (size_t)ci * q->nt + (t - t0) - tx0;
+            for (int tx = tx0; tx < tx1; tx++) {
+                float d[4][4], e[4][4];
+                for (int r = 0; r < 4; r++)
+                    for (int j = 0; j < 4; j++)
+                        d[r][j] = rows[r * wp + 2 * tx + j];
+                for (int j = 0; j < 4; j++) { /* e = B^T d */
+                    e[0][j] = d[0][j] - d[2][j];
+                    e[1][j] = d[1][j] + d[2][j];
+                    e[2][j] = d[2][j] - d[1][j];
+                    e[3][j] = d[1][j] - d[3][j];
+                }
+                for (int i = 0; i < 4; i++) { /* e B */
+                    dst[(size_t)(i * 4 + 0) * cnt + tx] = e[i][0] - e[i][2];
+                    dst[(size_t)(i * 4 + 1) * cnt + tx] = e[i][1] + e[i][2];
+                    dst[(size_t)(i * 4 + 2) * cnt + tx] = e[i][2] - e[i][1];
+                    dst[(size_t)(i * 4 + 3) * cnt + tx] = e[i][1] - e[i][3];
+                }
+            }
+            t += tx1 - tx0;
+        }
+    }
+}
+
+/* output_y: y (k, oh, ow) of one sample, tiles [t0, t0 + nt), = A^T m A (+ b) from m (16, k, nt). */
+DDL__HOT static void output_y(const wino_geo *q, const float *m, int t0, int nt, const float *b, float *y)
+{
+    size_t knt = (size_t)q->k * q->nt;
+    for (int ko = 0; ko < q->k; ko++) {
+        float *plane = y + (size_t)ko * q->oh * q->ow, bias = b ? b[ko] : 0.0f;
+        const float *src = m + (size_t)ko * q->nt;
+        for (int t = 0; t < nt; t++) {
+            float s[4][4], r[2][4];
+            for (int e = 0; e < 16; e++)
+                s[e / 4][e % 4] = src[(size_t)e * knt + t];
+            for (int j = 0; j < 4; j++) { /* r = A^T s */
+                r[0][j] = s[0][j] + s[1][j] + s[2][j];
+                r[1][j] = s[1][j] - s[2][j] - s[3][j];
+            }
+            int ty = (t0 + t) / q->tw, tx = (t0 + t) % q->tw, oy = 2 * ty, ox = 2 * tx;
+            for (int i = 0; i < 2 && oy + i < q->oh; i++) { /* r A */
+                float *row = plane + (size_t)(oy + i) * q->ow + ox;
+                row[0] = r[i][0] + r[i][1] + r[i][2] + bias;
+                if (ox + 1 < q->ow)
+                    row[1] = r[i][1] - r[i][2] - r[i][3] + bias;
+            }
+        }
+    }
+}
+
+/* grad_dy: e (16, k, nt) = A g A^T of each 2x2 block g of dy (k, oh, ow) (zeros past its edge),
+ * tiles [t0, t0 + nt). */
+DDL__HOT static void grad_dy(const wino_geo *q, const float *dy, int t0, int nt, float *e)
+{
+    size_t knt = (size_t)q->k * q->nt;
+    for (int ko = 0; ko < q->k; ko++) {
+        const float *plane = dy + (size_t)ko * q->oh * q->ow;
+        float *dst = e + (size_t)ko * q->nt;
+        for (int t = 0; t < nt; t++) {
+            int ty = (t0 + t) / q->tw, tx = (t0 + t) % q->tw, oy = 2 * ty, ox = 2 * tx;
+            float g[2][2] = {{0}}, a[4][2];
+            for (int i = 0; i < 2 && oy + i < q->oh; i++)
+                for (int j = 0; j < 2 && ox + j < q->ow; j++)
+                    g[i][j] = plane[(size_t)(oy + i) * q->ow + ox + j];
+            for (int j = 0; j < 2; j++) { /* a = A g */
+                a[0][j] = g[0][j];
+                a[1][j] = g[0][j] + g[1][j];
+                a[2][j] = g[0][j] - g[1][j];
+                a[3][j] = -g[1][j];
+            }
+            for (int i = 0; i < 4; i++) { /* a A^T */
+                dst[(size_t)(i * 4 + 0) * knt + t] = a[i][0];
+                dst[(size_t)(i * 4 + 1) * knt + t] = a[i][0] + a[i][1];
+                dst[(size_t)(i * 4 + 2) * knt + t] = a[i][0] - a[i][1];
+                dst[(size_t)(i * 4 + 3) * knt + t] = -a[i][1];
+            }
+        }
+    }
+}
+
+/* weights_out: dw (k, c, 3, 3) += G^T s G of each (k, c) of s (16, k, c). */
+static void weights_out(int k, int c, const float *s, float *dw)
+{
+    size_t kc = (size_t)k * c;
+    for (size_t e = 0; e < kc; e++) {
+        float x[4][4], t[3][4];
+        for (int i = 0; i < 16; i++)
+            x[i / 4][i % 4] = s[(size_t)i * kc + e];
+        for (int j = 0; j < 4; j++) { /* t = G^T x */
+            t[0][j] = x[0][j] + 0.5f * (x[1][j] + x[2][j]);
+            t[1][j] = 0.5f * (x[1][j] - x[2][j]);
+            t[2][j] = 0.5f * (x[1][j] + x[2][j]) + x[3][j];
+        }
+        float *dst = dw + e * 9;
+        for (int i = 0; i < 3; i++) { /* t G */
+            dst[i * 3 + 0] += t[i][0] + 0.5f * (t[i][1] + t[i][2]);
+            dst[i * 3 + 1] += 0.5f * (t[i][1] - t[i][2]);
+            dst[i * 3 + 2] += 0.5f * (t[i][1] + t[i][2]) + t[i][3];
+        }
+    }
+}
+
+/* ---- passes ---- */
+
+typedef struct wino_job {
+    wino_geo q;
+    const float *x, *u, *b, *dy;
+    float *y, *parts;
+} wino_job;
+
+/* conv_task: task i = block i % blocks of sample i / blocks: its outputs, in scratch. */
+static void conv_task(void *ctx, int i, float *ws)
+{
+    const wino_job *j = ctx;
+    const wino_geo *q = &j->q;
+    int n = i / q->blocks, t0 = (i % q->blocks) * q->nt;
+    int nt = q->th * q->tw - t0 < q->nt ? q->th * q->tw - t0 : q->nt;
+    float *v = ws, *m = v + (size_t)16 * q->c * q->nt, *rows = m + (size_t)16 * q->k * q->nt;
+    input_v(q, j->x + (size_t)n * q->c * q->h * q->w, t0, nt, v, rows);
+    size_t uk = (size_t)q->k * q->c, vk = (size_t)q->c * q->nt, mk = (size_t)q->k * q->nt;
+    for (int xi = 0; xi < 16; xi++)
+        ddl_gemm(0, 0, q->k, nt, q->c, 1.0f, j->u + xi * uk, q->c, v + xi * vk, q->nt, 0.0f, m + xi * mk, q->nt);
+    output_y(q, m, t0, nt, j->b, j->y + (size_t)n * q->k * q->oh * q->ow);
+}
+
+/* run_conv: y = the convolution of x (q) with the kernels u, b added (may be NULL). */
+static void run_conv(const wino_geo *q, const float *x, const float *u, const float *b, float *y, float *ws)
+{
+    wino_job j = {*q, x, u, b, NULL, y, NULL};
+    ddl__parallel_ws(q->n * q->blocks, conv_task, &j, ws);
+}
+
+void ddl__wino_forward(const ddl_conv2d *g, const float *x, const float *w, const float *b, float *y, float *ws)
+{
+    wino_geo q = wino_view(g->batch, g->in_c, g->in_h, g->in_w, g->out_c, g->pad);
+    weights_u(g->out_c, g->in_c, w, 0, ws);
+    run_conv(&q, x, ws, b, y, ws + (size_t)16 * g->in_c * g->out_c);
+}
+
+/* dw_task: part i (16, k, c) = the sum over samples [i n / P, (i + 1) n / P), block by block in
+ * order, of DY V^T. */
+static void dw_task(void *ctx, int i, float *ws)
+{
+    const wino_job *j = ctx;
+    const wino_geo *q = &j->q;
+    int n0 = (int)((long)i * q->n / WINO_DW_PARTS), n1 = (int)((long)(i + 1) * q->n / WINO_DW_PARTS);
+    size_t uk = (size_t)q->k * q->c, vk = (size_t)q->c * q->nt, mk = (size_t)q->k * q->nt;
+    float *part = j->parts + (size_t)i * 16 * uk;
+    float *v = ws, *e = v + (size_t)16 * vk, *rows = e + (size_t)16 * mk;
+    float beta = 0.0f;
+    if (n0 == n1)
+        memset(part, 0, (size_t)16 * uk * sizeof *part);
+    for (int n = n0; n < n1; n++)
+        for (int blk = 0; blk < q->blocks; blk++, beta = 1.0f) {
+            int t0 = blk * q->nt, nt = q->th * q->tw - t0 < q->nt ? q->th * q->tw - t0 : q->nt;
+            input_v(q, j->x + (size_t)n * q->c * q->h * q->w, t0, nt, v, rows);
+            grad_dy(q, j->dy + (size_t)n * q->k * q->oh * q->ow, t0, nt, e);
+            for (int xi = 0; xi < 16; xi++)
+                ddl_gemm(0, 1, q->k, q->c, nt, 1.0f, e + xi * mk, q->nt, v + xi * vk, q->nt, beta, part + xi * uk, q->c);
+        }
+}
+
+void ddl__wino_backward(const ddl_conv2d *g, const float *x, const float *w, const float *dy, float *dx, float *dw,
+                        float *ws)
+{
+    wino_geo f = wino_view(g->batch, g->in_c, g->in_h, g->in_w, g->out_c, g->pad);
+    size_t u = (size_t)16 * g->in_c * g->out_c;
+    if (dw) {
+        wino_job j = {f, x, NULL, NULL, dy, NULL, ws};
+        ddl__parallel_ws(WINO_DW_PARTS, dw_task, &j, ws + WINO_DW_PARTS * u);
+        for (int i = 1; i < WINO_DW_PARTS; i++) /* the parts in order: the same sums on any thread count */
+            for (size_t e = 0; e < u; e++)
+                ws[e] += ws[(size_t)i * u + e];
+        weights_out(g->out_c, g->in_c, ws, dw);
+    }
+    if (dx) {
+        wino_geo b = wino_view(g->batch, g->out_c, f.oh, f.ow, g->in_c, 2 - g->pad);
+        weights_u(g->in_c, g->out_c, w, 1, ws);
+        run_conv(&b, dy, ws, NULL, dx, ws + u);
+    }
+}
