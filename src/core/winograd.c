@@ -48,10 +48,14 @@ static wino_geo wino_view(int n, int c, int h, int w, int k, int pad)
     return q;
 }
 
+/* row_floats: one of the rows the transforms read 16 tiles at a time (tw + 1 used, and the
+ * over-read of the last vector). */
+static int row_floats(const wino_geo *q) { return (q->tw + 1 + 16 + 15) / 16 * 16; }
+
 /* task_floats: one task's V (16, c, nt) and M (16, k, nt), plus a padded input row block. */
 static size_t task_floats(const wino_geo *q)
 {
-    return (size_t)16 * (size_t)(q->c + q->k) * q->nt + (size_t)4 * (2 * q->tw + 2);
+    return (size_t)16 * (size_t)(q->c + q->k) * q->nt + (size_t)8 * row_floats(q);
 }
 
 /* The size rule: measured on the cnn preset and U-Net (docs/TRAINING.md, "Winograd"): the
@@ -112,104 +116,168 @@ static void weights_u(int k, int c, const float *w, int flip, float *u)
         }
 }
 
-/* input_v: v (16, c, nt) = B^T d B for tiles [t0, t0 + nt) of one sample x (c, h, w); rows: 4
- * padded rows of 2 tw + 2 floats. */
+typedef float v16 __attribute__((vector_size(64)));
+typedef float v16u __attribute__((vector_size(64), aligned(4)));
+#define LD(p) (*(const v16u *)(const void *)(p))
+
+/* put: the first n (<= 16) lanes of v at p: a whole vector, or lane by lane at a row's end
+ * (the next floats belong to another row, already written). */
+static inline __attribute__((always_inline)) void put(float *p, v16 v, int n)
+{
+    if (n >= 16)
+        *(v16u *)(void *)p = v;
+    else
+        for (int l = 0; l < n; l++)
+            p[l] = v[l];
+}
+
+/* deint: e[i], o[i] = the padded row's columns 2 (i0 + i) and 2 (i0 + i) + 1, i in [0, n]: the
+ * image row src (w floats, NULL: a row of the padding) shifted by pad, zeros outside it. Even
+ * and odd columns apart, a tile's four columns are e[i], o[i], e[i + 1], o[i + 1]: contiguous
+ * loads across tiles, so the transforms below run 16 tiles a vector. */
+DDL__HOT static void deint(const float *src, int w, int pad, int i0, int n, float *restrict e, float *restrict o)
+{
+    int i = 0;
+    if (!src) {
+        memset(e, 0, (size_t)(n + 1) * sizeof *e);
+        memset(o, 0, (size_t)(n + 1) * sizeof *o);
+        return;
+    }
+    for (; i <= n && 2 * (i0 + i) - pad < 0; i++) { /* the left padding */
+        int c = 2 * (i0 + i) - pad;
+        e[i] = 0.0f;
+        o[i] = c + 1 >= 0 && c + 1 < w ? src[c + 1] : 0.0f;
+    }
+    const float *p = src + 2 * i0 - pad;
+    for (; i <= n && 2 * (i0 + i) - pad + 1 < w; i++)
+        e[i] = p[2 * i], o[i] = p[2 * i + 1];
+    for (; i <= n; i++) { /* the right padding */
+        int c = 2 * (i0 + i) - pad;
+        e[i] = c < w ? src[c] : 0.0f;
+        o[i] = 0.0f;
+    }
+}
+
+/* segments: tiles [t0, t0 + nt) cut at tile rows: the loops below walk them with (ty, tx0,
+ * tx1, at: the index of tile tx0 in the block). */
+#define FOR_SEGMENTS(q, t0, nt, ty, tx0, tx1, at)                                                  \
+    for (int at = 0, ty, tx0, tx1; at < (nt) &&                                                      \
+                                   (ty = ((t0) + at) / (q)->tw, tx0 = ((t0) + at) % (q)->tw,        \
+                                   tx1 = (q)->tw - tx0 > (nt) - at ? tx0 + (nt) - at : (q)->tw, 1); \
+         at += tx1 - tx0)
+
+/* input_v: v (16, c, nt) = B^T d B for tiles [t0, t0 + nt) of one sample x (c, h, w); rows:
+ * 8 row_floats. */
 DDL__HOT static void input_v(const wino_geo *q, const float *x, int t0, int nt, float *v, float *rows)
 {
-    int wp = 2 * q->tw + 2;
     size_t cnt = (size_t)q->c * q->nt;
+    int rl = row_floats(q);
     for (int ci = 0; ci < q->c; ci++) {
         const float *plane = x + (size_t)ci * q->h * q->w;
-        for (int t = t0; t < t0 + nt;) {
-            int ty = t / q->tw, tx0 = t % q->tw, tx1 = q->tw;
-            if (tx1 - tx0 > t0 + nt - t)
-                tx1 = tx0 + (t0 + nt - t);
-            for (int r = 0; r < 4; r++) { /* the tile row's input rows, zero-padded */
-                float *row = rows + r * wp;
+        FOR_SEGMENTS(q, t0, nt, ty, tx0, tx1, at)
+        {
+            int n = tx1 - tx0;
+            for (int r = 0; r < 4; r++) {
                 int iy = 2 * ty - q->pad + r;
-                memset(row, 0, (size_t)wp * sizeof *row);
-                if (iy >= 0 && iy < q->h) {
-                    int lo = 2 * tx0 - q->pad, hi = 2 * tx1 + 2 - q->pad; /* image columns [lo, hi) */
-                    int a = lo < 0 ? 0 : lo, b = hi > q->w ? q->w : hi;
-                    if (b > a)
-                        memcpy(row + 2 * tx0 + (a - lo), plane + (size_t)iy * q->w + a, (size_t)(b - a) * sizeof *row);
-                }
+                deint(iy >= 0 && iy < q->h ? plane + (size_t)iy * q->w : NULL, q->w, q->pad, tx0, n, rows + 2 * r * rl,
+                      rows + (2 * r + 1) * rl);
             }
-            float *dst = v + (size_t)ci * q->nt + (t - t0) - tx0;
-            for (int tx = tx0; tx < tx1; tx++) {
-                float d[4][4], e[4][4];
-                for (int r = 0; r < 4; r++)
-                    for (int j = 0; j < 4; j++)
-                        d[r][j] = rows[r * wp + 2 * tx + j];
-                for (int j = 0; j < 4; j++) { /* e = B^T d */
-                    e[0][j] = d[0][j] - d[2][j];
-                    e[1][j] = d[1][j] + d[2][j];
-                    e[2][j] = d[2][j] - d[1][j];
-                    e[3][j] = d[1][j] - d[3][j];
-                }
-                for (int i = 0; i < 4; i++) { /* e B */
-                    dst[(size_t)(i * 4 + 0) * cnt + tx] = e[i][0] - e[i][2];
-                    dst[(size_t)(i * 4 + 1) * cnt + tx] = e[i][1] + e[i][2];
-                    dst[(size_t)(i * 4 + 2) * cnt + tx] = e[i][2] - e[i][1];
-                    dst[(size_t)(i * 4 + 3) * cnt + tx] = e[i][1] - e[i][3];
-                }
+            const float *e0 = rows, *o0 = rows + rl, *e1 = rows + 2 * rl, *o1 = rows + 3 * rl, *e2 = rows + 4 * rl,
+                        *o2 = rows + 5 * rl, *e3 = rows + 6 * rl, *o3 = rows + 7 * rl;
+            float *dst = v + (size_t)ci * q->nt + at;
+            for (int t = 0; t < n; t += 16) {
+                int k = n - t;
+                /* f = B^T d, column by column (the tile's columns: e[t], o[t], e[t + 1], o[t + 1]) */
+                v16 f00 = LD(e0 + t) - LD(e2 + t), f01 = LD(o0 + t) - LD(o2 + t);
+                v16 f02 = LD(e0 + t + 1) - LD(e2 + t + 1), f03 = LD(o0 + t + 1) - LD(o2 + t + 1);
+                v16 f10 = LD(e1 + t) + LD(e2 + t), f11 = LD(o1 + t) + LD(o2 + t);
+                v16 f12 = LD(e1 + t + 1) + LD(e2 + t + 1), f13 = LD(o1 + t + 1) + LD(o2 + t + 1);
+                v16 f20 = LD(e2 + t) - LD(e1 + t), f21 = LD(o2 + t) - LD(o1 + t);
+                v16 f22 = LD(e2 + t + 1) - LD(e1 + t + 1), f23 = LD(o2 + t + 1) - LD(o1 + t + 1);
+                v16 f30 = LD(e1 + t) - LD(e3 + t), f31 = LD(o1 + t) - LD(o3 + t);
+                v16 f32 = LD(e1 + t + 1) - LD(e3 + t + 1), f33 = LD(o1 + t + 1) - LD(o3 + t + 1);
+                /* f B, row by row */
+                put(dst + 0 * cnt + t, f00 - f02, k), put(dst + 1 * cnt + t, f01 + f02, k);
+                put(dst + 2 * cnt + t, f02 - f01, k), put(dst + 3 * cnt + t, f01 - f03, k);
+                put(dst + 4 * cnt + t, f10 - f12, k), put(dst + 5 * cnt + t, f11 + f12, k);
+                put(dst + 6 * cnt + t, f12 - f11, k), put(dst + 7 * cnt + t, f11 - f13, k);
+                put(dst + 8 * cnt + t, f20 - f22, k), put(dst + 9 * cnt + t, f21 + f22, k);
+                put(dst + 10 * cnt + t, f22 - f21, k), put(dst + 11 * cnt + t, f21 - f23, k);
+                put(dst + 12 * cnt + t, f30 - f32, k), put(dst + 13 * cnt + t, f31 + f32, k);
+                put(dst + 14 * cnt + t, f32 - f31, k), put(dst + 15 * cnt + t, f31 - f33, k);
             }
-            t += tx1 - tx0;
         }
     }
 }
 
-/* output_y: y (k, oh, ow) of one sample, tiles [t0, t0 + nt), = A^T m A (+ b) from m (16, k, nt). */
-DDL__HOT static void output_y(const wino_geo *q, const float *m, int t0, int nt, const float *b, float *y)
+/* output_y: y (k, oh, ow) of one sample, tiles [t0, t0 + nt), = A^T m A (+ b) from m (16, k, nt)
+ * (read up to 15 floats past its end: the rows after it); rows: 4 row_floats. */
+DDL__HOT static void output_y(const wino_geo *q, const float *m, int t0, int nt, const float *b, float *y, float *rows)
 {
     size_t knt = (size_t)q->k * q->nt;
+    int rl = row_floats(q);
     for (int ko = 0; ko < q->k; ko++) {
         float *plane = y + (size_t)ko * q->oh * q->ow, bias = b ? b[ko] : 0.0f;
-        const float *src = m + (size_t)ko * q->nt;
-        for (int t = 0; t < nt; t++) {
-            float s[4][4], r[2][4];
-            for (int e = 0; e < 16; e++)
-                s[e / 4][e % 4] = src[(size_t)e * knt + t];
-            for (int j = 0; j < 4; j++) { /* r = A^T s */
-                r[0][j] = s[0][j] + s[1][j] + s[2][j];
-                r[1][j] = s[1][j] - s[2][j] - s[3][j];
+        FOR_SEGMENTS(q, t0, nt, ty, tx0, tx1, at)
+        {
+            int n = tx1 - tx0;
+            const float *s = m + (size_t)ko * q->nt + at;
+            float *y0 = rows, *y1 = rows + rl, *y2 = rows + 2 * rl, *y3 = rows + 3 * rl;
+            for (int t = 0; t < n; t += 16) {
+                v16 r00 = LD(s + 0 * knt + t) + LD(s + 4 * knt + t) + LD(s + 8 * knt + t);
+                v16 r01 = LD(s + 1 * knt + t) + LD(s + 5 * knt + t) + LD(s + 9 * knt + t);
+                v16 r02 = LD(s + 2 * knt + t) + LD(s + 6 * knt + t) + LD(s + 10 * knt + t);
+                v16 r03 = LD(s + 3 * knt + t) + LD(s + 7 * knt + t) + LD(s + 11 * knt + t);
+                v16 r10 = LD(s + 4 * knt + t) - LD(s + 8 * knt + t) - LD(s + 12 * knt + t);
+                v16 r11 = LD(s + 5 * knt + t) - LD(s + 9 * knt + t) - LD(s + 13 * knt + t);
+                v16 r12 = LD(s + 6 * knt + t) - LD(s + 10 * knt + t) - LD(s + 14 * knt + t);
+                v16 r13 = LD(s + 7 * knt + t) - LD(s + 11 * knt + t) - LD(s + 15 * knt + t);
+                *(v16u *)(void *)(y0 + t) = r00 + r01 + r02 + bias;
+                *(v16u *)(void *)(y1 + t) = r01 - r02 - r03 + bias;
+                *(v16u *)(void *)(y2 + t) = r10 + r11 + r12 + bias;
+                *(v16u *)(void *)(y3 + t) = r11 - r12 - r13 + bias;
             }
-            int ty = (t0 + t) / q->tw, tx = (t0 + t) % q->tw, oy = 2 * ty, ox = 2 * tx;
-            for (int i = 0; i < 2 && oy + i < q->oh; i++) { /* r A */
-                float *row = plane + (size_t)(oy + i) * q->ow + ox;
-                row[0] = r[i][0] + r[i][1] + r[i][2] + bias;
-                if (ox + 1 < q->ow)
-                    row[1] = r[i][1] - r[i][2] - r[i][3] + bias;
+            for (int i = 0; i < 2 && 2 * ty + i < q->oh; i++) {
+                float *row = plane + (size_t)(2 * ty + i) * q->ow + 2 * tx0;
+                const float *ev = i ? y2 : y0, *od = i ? y3 : y1;
+                int full = 2 * tx1 <= q->ow ? n : n - 1; /* an odd width: the last tile's second column is outside */
+                for (int t = 0; t < full; t++)
+                    row[2 * t] = ev[t], row[2 * t + 1] = od[t];
+                if (full < n)
+                    row[2 * full] = ev[full];
             }
         }
     }
 }
 
 /* grad_dy: e (16, k, nt) = A g A^T of each 2x2 block g of dy (k, oh, ow) (zeros past its edge),
- * tiles [t0, t0 + nt). */
-DDL__HOT static void grad_dy(const wino_geo *q, const float *dy, int t0, int nt, float *e)
+ * tiles [t0, t0 + nt); rows: 4 row_floats. */
+DDL__HOT static void grad_dy(const wino_geo *q, const float *dy, int t0, int nt, float *e, float *rows)
 {
     size_t knt = (size_t)q->k * q->nt;
+    int rl = row_floats(q);
     for (int ko = 0; ko < q->k; ko++) {
         const float *plane = dy + (size_t)ko * q->oh * q->ow;
-        float *dst = e + (size_t)ko * q->nt;
-        for (int t = 0; t < nt; t++) {
-            int ty = (t0 + t) / q->tw, tx = (t0 + t) % q->tw, oy = 2 * ty, ox = 2 * tx;
-            float g[2][2] = {{0}}, a[4][2];
-            for (int i = 0; i < 2 && oy + i < q->oh; i++)
-                for (int j = 0; j < 2 && ox + j < q->ow; j++)
-                    g[i][j] = plane[(size_t)(oy + i) * q->ow + ox + j];
-            for (int j = 0; j < 2; j++) { /* a = A g */
-                a[0][j] = g[0][j];
-                a[1][j] = g[0][j] + g[1][j];
-                a[2][j] = g[0][j] - g[1][j];
-                a[3][j] = -g[1][j];
-            }
-            for (int i = 0; i < 4; i++) { /* a A^T */
-                dst[(size_t)(i * 4 + 0) * knt + t] = a[i][0];
-                dst[(size_t)(i * 4 + 1) * knt + t] = a[i][0] + a[i][1];
-                dst[(size_t)(i * 4 + 2) * knt + t] = a[i][0] - a[i][1];
-                dst[(size_t)(i * 4 + 3) * knt + t] = -a[i][1];
+        FOR_SEGMENTS(q, t0, nt, ty, tx0, tx1, at)
+        {
+            int n = tx1 - tx0, oy = 2 * ty;
+            deint(plane + (size_t)oy * q->ow, q->ow, 0, tx0, n, rows, rows + rl);
+            deint(oy + 1 < q->oh ? plane + (size_t)(oy + 1) * q->ow : NULL, q->ow, 0, tx0, n, rows + 2 * rl, rows + 3 * rl);
+            float *d = e + (size_t)ko * q->nt + at;
+            for (int t = 0; t < n; t += 16) {
+                int k = n - t;
+                v16 g00 = LD(rows + t), g01 = LD(rows + rl + t), g10 = LD(rows + 2 * rl + t), g11 = LD(rows + 3 * rl + t);
+                /* a = A g: rows g0, g0 + g1, g0 - g1, -g1; then a A^T the same along the row */
+                v16 a00 = g00, a01 = g01, a10 = g00 + g10, a11 = g01 + g11;
+                v16 a20 = g00 - g10, a21 = g01 - g11, a30 = -g10, a31 = -g11;
+                put(d + 0 * knt + t, a00, k), put(d + 1 * knt + t, a00 + a01, k);
+                put(d + 2 * knt + t, a00 - a01, k), put(d + 3 * knt + t, -a01, k);
+                put(d + 4 * knt + t, a10, k), put(d + 5 * knt + t, a10 + a11, k);
+                put(d + 6 * knt + t, a10 - a11, k), put(d + 7 * knt + t, -a11, k);
+                put(d + 8 * knt + t, a20, k), put(d + 9 * knt + t, a20 + a21, k);
+                put(d + 10 * knt + t, a20 - a21, k), put(d + 11 * knt + t, -a21, k);
+                put(d + 12 * knt + t, a30, k), put(d + 13 * knt + t, a30 + a31, k);
+                put(d + 14 * knt + t, a30 - a31, k), put(d + 15 * knt + t, -a31, k);
             }
         }
     }
@@ -257,7 +325,7 @@ static void conv_task(void *ctx, int i, float *ws)
     size_t uk = (size_t)q->k * q->c, vk = (size_t)q->c * q->nt, mk = (size_t)q->k * q->nt;
     for (int xi = 0; xi < 16; xi++)
         ddl_gemm(0, 0, q->k, nt, q->c, 1.0f, j->u + xi * uk, q->c, v + xi * vk, q->nt, 0.0f, m + xi * mk, q->nt);
-    output_y(q, m, t0, nt, j->b, j->y + (size_t)n * q->k * q->oh * q->ow);
+    output_y(q, m, t0, nt, j->b, j->y + (size_t)n * q->k * q->oh * q->ow, rows);
 }
 
 /* run_conv: y = the convolution of x (q) with the kernels u, b added (may be NULL). */
@@ -291,7 +359,7 @@ static void dw_task(void *ctx, int i, float *ws)
         for (int blk = 0; blk < q->blocks; blk++, beta = 1.0f) {
             int t0 = blk * q->nt, nt = q->th * q->tw - t0 < q->nt ? q->th * q->tw - t0 : q->nt;
             input_v(q, j->x + (size_t)n * q->c * q->h * q->w, t0, nt, v, rows);
-            grad_dy(q, j->dy + (size_t)n * q->k * q->oh * q->ow, t0, nt, e);
+            grad_dy(q, j->dy + (size_t)n * q->k * q->oh * q->ow, t0, nt, e, rows);
             for (int xi = 0; xi < 16; xi++)
                 ddl_gemm(0, 1, q->k, q->c, nt, 1.0f, e + xi * mk, q->nt, v + xi * vk, q->nt, beta, part + xi * uk, q->c);
         }
