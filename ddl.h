@@ -231,6 +231,12 @@ typedef struct ddl_train_config {
      * overlap (DDL_EINVAL says which). 0: each part normalises with its own batch (PyTorch
      * DDP's default). */
     int sync_bn;
+
+    /* conv_algo: the convolutions' algorithm, DDL_CONV_DIRECT (0, the default) or
+     * DDL_CONV_WINOGRAD (ddl_conv2d.algo). The model's workspace is sized when it is built, so
+     * the model must be built with the same ddl_model_config.conv_algo: a Winograd trainer over a
+     * direct model is DDL_EINVAL. 0 trains the model as it was built. */
+    int conv_algo;
 } ddl_train_config;
 
 enum { DDL_AUGMENT_FLIP = 1, DDL_AUGMENT_CROP = 2 };
@@ -514,6 +520,10 @@ typedef struct ddl_model_config {
     float dropout;         /* drop probability where the model has dropout (0: none) */
     const ddl_graph *graph; /* the layer graph ddl_model_graph() builds (copied by the build; NULL
                              * for other plugins) */
+
+    /* conv_algo: the algorithm of the built-in plugins' convolutions (ddl_conv2d.algo):
+     * DDL_CONV_DIRECT (0) or DDL_CONV_WINOGRAD; it sizes the workspace, so it is chosen here. */
+    int conv_algo;
 } ddl_model_config;
 
 /* Getters of the built-in models. ddl_model_find: look one up by name; NULL if unknown.

@@ -62,6 +62,7 @@ typedef struct unet {
     float *wh, *bh, *gwh, *gbh;
     float *ws;                    /* conv workspace, shared by every conv */
     float *dp, *dq;               /* ping-pong gradient buffers, each of the largest activation */
+    int conv_algo;                /* ddl_model_config.conv_algo: the 3x3 convolutions' algorithm */
 } unet;
 
 /* ---- build ---- */
@@ -86,13 +87,15 @@ static float *param(ddl_model_build *b, const char *prefix, const char *name, in
 static size_t max_sz(size_t a, size_t b) { return a > b ? a : b; }
 
 /* build_block: parameters and activations of a block on an (h, w) grid; returns its workspace. */
-static size_t build_block(ddl_model_build *b, block *k, const char *prefix, int B, int cin, int c, int h, int w)
+static size_t build_block(ddl_model_build *b, block *k, const char *prefix, int B, int cin, int c, int h, int w,
+                          int algo)
 {
     k->cin = cin;
     k->c = c;
     k->s = h * w;
     k->groups = groups_for(c);
     k->g1 = (ddl_conv2d){.batch = B, .in_c = cin, .in_h = h, .in_w = w, .out_c = c, .k_h = 3, .k_w = 3, .stride = 1, .pad = 1};
+    k->g1.algo = algo; /* ddl_model_config.conv_algo */
     k->g2 = k->g1;
     k->g2.in_c = c;
     int s1[4] = {c, cin, 3, 3}, s2[4] = {c, c, 3, 3}, sc[1] = {c};
@@ -142,12 +145,12 @@ static size_t build_levels(unet *n, ddl_model_build *b)
         level *v = &n->lv[l];
         int c = n->width << l;
         snprintf(prefix, sizeof prefix, "down%d", l);
-        ws = max_sz(ws, build_block(b, &v->down, prefix, B, cin, c, h, w));
+        ws = max_sz(ws, build_block(b, &v->down, prefix, B, cin, c, h, w, n->conv_algo));
         v->pool = ddl_build_scratch(b, (size_t)B * c * (h / 2) * (w / 2));
         v->arg = (int32_t *)ddl_build_scratch(b, (size_t)B * c * (h / 2) * (w / 2));
         cin = c;
     }
-    ws = max_sz(ws, build_block(b, &n->bottom, "bottom", B, cin, n->width << D, h, w));
+    ws = max_sz(ws, build_block(b, &n->bottom, "bottom", B, cin, n->width << D, h, w, n->conv_algo));
     for (int l = D - 1; l >= 0; l--) {
         level *v = &n->lv[l];
         int c = n->width << l;
@@ -162,7 +165,7 @@ static size_t build_levels(unet *n, ddl_model_build *b)
         v->upx = ddl_build_scratch(b, (size_t)B * c * h * w);
         v->cat = ddl_build_scratch(b, (size_t)B * 2 * c * h * w);
         v->dskip = ddl_build_scratch(b, (size_t)B * c * h * w);
-        ws = max_sz(ws, build_block(b, &v->up, prefix, B, 2 * c, c, h, w));
+        ws = max_sz(ws, build_block(b, &v->up, prefix, B, 2 * c, c, h, w, n->conv_algo));
     }
     return ws;
 }
@@ -178,6 +181,7 @@ static int unet_build(void *self, const ddl_model_config *cfg, ddl_model_build *
         return DDL_EINVAL;
     }
     n->batch = cfg->batch;
+    n->conv_algo = cfg->conv_algo;
     n->n_classes = cfg->n_classes;
     n->in_c = cfg->in_c;
     n->h = cfg->in_h;

@@ -149,6 +149,23 @@ DDL__HOT static void deint(const float *src, int w, int pad, int i0, int n, floa
         o[i] = c + 1 >= 0 && c + 1 < w ? src[c + 1] : 0.0f;
     }
     const float *p = src + 2 * i0 - pad;
+    typedef int v16i __attribute__((vector_size(64)));
+    const v16i evens = {0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30}, odds = evens + 1;
+    int ib = (w - 1 + pad) / 2 - i0; /* the first i whose odd column is outside the row */
+    if (ib > n + 1)
+        ib = n + 1;
+    if (ib - i >= 16) { /* vectors, the last one ending at ib (overlapping the one before) */
+        for (int j = i;; j += 16) {
+            if (j > ib - 16)
+                j = ib - 16;
+            v16 a = LD(p + 2 * j), b = LD(p + 2 * j + 16);
+            *(v16u *)(void *)(e + j) = __builtin_shuffle(a, b, evens);
+            *(v16u *)(void *)(o + j) = __builtin_shuffle(a, b, odds);
+            if (j == ib - 16)
+                break;
+        }
+        i = ib;
+    }
     for (; i <= n && 2 * (i0 + i) - pad + 1 < w; i++)
         e[i] = p[2 * i], o[i] = p[2 * i + 1];
     for (; i <= n; i++) { /* the right padding */
@@ -216,6 +233,8 @@ DDL__HOT static void output_y(const wino_geo *q, const float *m, int t0, int nt,
 {
     size_t knt = (size_t)q->k * q->nt;
     int rl = row_floats(q);
+    typedef int v16i __attribute__((vector_size(64)));
+    const v16i lo_pairs = {0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23}, hi_pairs = lo_pairs + 8;
     for (int ko = 0; ko < q->k; ko++) {
         float *plane = y + (size_t)ko * q->oh * q->ow, bias = b ? b[ko] : 0.0f;
         FOR_SEGMENTS(q, t0, nt, ty, tx0, tx1, at)
@@ -241,7 +260,13 @@ DDL__HOT static void output_y(const wino_geo *q, const float *m, int t0, int nt,
                 float *row = plane + (size_t)(2 * ty + i) * q->ow + 2 * tx0;
                 const float *ev = i ? y2 : y0, *od = i ? y3 : y1;
                 int full = 2 * tx1 <= q->ow ? n : n - 1; /* an odd width: the last tile's second column is outside */
-                for (int t = 0; t < full; t++)
+                int t = 0;
+                for (; t + 16 <= full; t += 16) { /* interleaved: two vectors of 8 pairs */
+                    v16 a = LD(ev + t), c = LD(od + t);
+                    *(v16u *)(void *)(row + 2 * t) = __builtin_shuffle(a, c, lo_pairs);
+                    *(v16u *)(void *)(row + 2 * t + 16) = __builtin_shuffle(a, c, hi_pairs);
+                }
+                for (; t < full; t++)
                     row[2 * t] = ev[t], row[2 * t + 1] = od[t];
                 if (full < n)
                     row[2 * full] = ev[full];
