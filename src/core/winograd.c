@@ -58,11 +58,15 @@ static size_t task_floats(const wino_geo *q)
     return (size_t)16 * (size_t)(q->c + q->k) * q->nt + (size_t)8 * row_floats(q);
 }
 
-/* The size rule: measured on the cnn preset and U-Net (docs/TRAINING.md, "Winograd"): the
- * products pay when the channels are many enough for the 16 small gemms to run near the
- * kernel's peak; with few (the cnn's first layer, 3 channels) the transforms cost more than the
- * multiplies saved. */
-#define WINO_MIN_CHANNELS 16
+/* The size rule, measured layer by layer, forward + backward at batch 64 (cnn) and 32 (U-Net), one
+ * thread (docs/TRAINING.md, "Winograd"; on a shared machine, so the ratios are rough): Winograd
+ * against direct 0.95-1.0x at 32 -> 64 channels on 16x16 and 0.8-1.8x at 64 -> 64 on 16x16, but
+ * 0.3-0.85x on every layer with fewer channels (the cnn's 16 and 32, U-Net's 8 to 32, whose 16
+ * small products run far from the gemm kernel's peak while the transforms cost as much as on
+ * wide layers) and on 8x8 planes (4 tiles a row: a quarter of each 16-lane vector). */
+#define WINO_MIN_IN 32
+#define WINO_MIN_OUT 64
+#define WINO_MIN_PLANE 16
 
 int ddl__wino_ok(const ddl_conv2d *g)
 {
@@ -71,7 +75,8 @@ int ddl__wino_ok(const ddl_conv2d *g)
         return 0;
     if (g->in_h + 2 * g->pad < 3 || g->in_w + 2 * g->pad < 3 || g->in_c + g->out_c > 2048)
         return 0;
-    return g->algo == DDL_CONV_WINOGRAD_ALL || (g->in_c >= WINO_MIN_CHANNELS && g->out_c >= WINO_MIN_CHANNELS);
+    return g->algo == DDL_CONV_WINOGRAD_ALL || (g->in_c >= WINO_MIN_IN && g->out_c >= WINO_MIN_OUT &&
+                                                 g->in_h >= WINO_MIN_PLANE && g->in_w >= WINO_MIN_PLANE);
 }
 
 size_t ddl__wino_workspace(const ddl_conv2d *g)

@@ -44,7 +44,7 @@
 #   9. Trains as PyTorch trains: PyTorch-written networks exported in training mode, their outputs
 #      and 20 per-step losses against PyTorch (torch_trains.sh); 9b. the network's test
 #      accuracy on a five-class folder against PyTorch's, over seeds (acc5.sh; BENCH_ONLY=acc5).
-# BENCH_ONLY=lenet|unet|scaling|threads|ops|load|graph|resnet|allreduce|mac|serve|serve_batch|pg|pg_batch|twohost|ps|wire|halving|hier|compress|elastic|torchtrain|acc5,
+# BENCH_ONLY=lenet|unet|scaling|threads|ops|load|graph|resnet|allreduce|mac|serve|serve_batch|pg|pg_batch|twohost|ps|wire|halving|hier|compress|elastic|torchtrain|acc5|winograd,
 # SCENES (default 1024),
 # SERVE_SECONDS (default 30), SERVE_CONNS (default 64).
 # Every section adds its figures to one table (tools/bench/lib.sh), printed at the end: each figure,
@@ -170,6 +170,10 @@ fi
 
 if [ -z "$ONLY" ] || [ "$ONLY" = graph ]; then
     BUILD="$BUILD" REPEAT="$REPEAT" sh "$here/graph.sh" # layer graphs against the plugins and PyTorch
+fi
+
+if [ -z "$ONLY" ] || [ "$ONLY" = winograd ]; then
+    BUILD="$BUILD" REPEAT="$REPEAT" sh "$here/winograd.sh" # 3x3 convolutions by Winograd against direct and PyTorch
 fi
 
 if [ -z "$ONLY" ] || [ "$ONLY" = resnet ]; then
