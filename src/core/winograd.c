@@ -58,13 +58,13 @@ static size_t task_floats(const wino_geo *q)
     return (size_t)16 * (size_t)(q->c + q->k) * q->nt + (size_t)8 * row_floats(q);
 }
 
-/* The size rule, measured layer by layer, forward + backward at batch 64 (cnn) and 32 (U-Net), one
- * thread (docs/TRAINING.md, "Winograd"; on a shared machine, so the ratios are rough): Winograd
- * against direct 0.95-1.0x at 32 -> 64 channels on 16x16 and 0.8-1.8x at 64 -> 64 on 16x16, but
- * 0.3-0.85x on every layer with fewer channels (the cnn's 16 and 32, U-Net's 8 to 32, whose 16
+/* The size rule, measured layer by layer, forward + backward in thread CPU time, batch 64 (cnn)
+ * and 32 (U-Net), one thread, best of 9 (docs/TRAINING.md, "Winograd"): Winograd against the
+ * direct kernels (conv_wide.c) 1.03x at 64 -> 64 channels on 16x16, 0.79x at 32 -> 64 on 16x16,
+ * 0.5-0.77x on the cnn's narrower layers and below that on U-Net's 8 to 32 channels: their 16
  * small products run far from the gemm kernel's peak while the transforms cost as much as on
- * wide layers) and on 8x8 planes (4 tiles a row: a quarter of each 16-lane vector). */
-#define WINO_MIN_IN 32
+ * wide layers, and 8x8 planes fill a quarter of each 16-lane vector (4 tiles a row). */
+#define WINO_MIN_IN 64
 #define WINO_MIN_OUT 64
 #define WINO_MIN_PLANE 16
 

@@ -47,6 +47,10 @@ one() {
     record "$name, --conv winograd, images/s, 1 thread" "$w" "PyTorch 1.13 float32 $m" "$t" "$(ratio "$w" "$t")" ">= 1.5" "-" "-"
 }
 
+layers=$(ddl_tool winograd_layers) || { echo "winograd.sh: cannot build tools/bench/winograd_layers.c"; exit 1; }
+echo "== Winograd on every 3x3 layer of the cnn and U-Net, forward + backward, thread CPU time, 1 thread"
+"$layers"
+
 fr=/tmp/ddl-bench-fruits64
 [ -d "$fr/train" ] || /usr/bin/python3 tests/train/make_fruits.py "$fr" 1000 20 64 || exit 1
 echo "== Winograd: the cnn preset, 3000 64x64 RGB photos, batch 64, 1 thread; $REPEAT alternated rounds"
