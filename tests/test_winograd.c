@@ -1,7 +1,8 @@
 /* test_winograd.c - Winograd F(2x2,3x3) (src/core/winograd.c) against the definition in double:
  * the forward pass, the input gradient and the weight gradient on shapes with odd sizes, pads 0,
  * 1 and 2, channel counts that are not multiples of 16, batch 1 and several; the same bits on 1
- * and 2 threads; and central differences of a loss through the layer.
+ * and 2 threads; central differences of a loss through the layer, and ddl_model_check_grads of a
+ * graph built with conv_algo Winograd.
  *
  * Error bound: per element, |got - double| <= WINO_TOL of the sum of its terms' magnitudes
  * (sum |x w| over its taps and channels, for dw over the positions too). Measured here: Winograd
@@ -186,6 +187,51 @@ static void grad_check(void)
     free(x), free(w), free(r), free(y), free(dx), free(dw), free(ws);
 }
 
+/* model_check: ddl_model_check_grads of a graph (conv 3x3 pad 1, ReLU, conv 3x3 pad 0, global
+ * average, dense) built with conv_algo Winograd on every layer: the plumbing from the model's
+ * config to its convolutions, and the gradients through it, which must differ from a direct build's
+ * bits (else Winograd did not run). */
+static void model_check(void)
+{
+    ddl_graph *g = NULL;
+    CHECK(ddl_graph_create(NULL, &g) == DDL_OK);
+    if (!g)
+        return;
+    int x = ddl_graph_input(g, 0, 0, 0);
+    x = ddl_graph_relu(g, ddl_graph_conv2d(g, x, "c1", 5, 3, 1, 1, 1));
+    x = ddl_graph_conv2d(g, x, "c2", 4, 3, 1, 0, 0);
+    ddl_graph_dense(g, ddl_graph_global_avgpool(g, x), "fc", DDL_CLASSES);
+    ddl_model_config mc = {.batch = 3, .in_c = 2, .in_h = 7, .in_w = 6, .n_classes = 3, .graph = g};
+    ddl_model *m[2] = {NULL, NULL};
+    char err[DDL_ERR_BYTES];
+    unsigned seed = 17;
+    float *in = randn(3 * 2 * 7 * 6, &seed);
+    const float *y[2];
+    float keep[9];
+    for (int i = 0; i < 2; i++) {
+        mc.conv_algo = i ? DDL_CONV_WINOGRAD_ALL : DDL_CONV_DIRECT;
+        int rc = ddl_model_create(ddl_model_graph(), &mc, NULL, &m[i], err, sizeof err);
+        CHECK(rc == DDL_OK);
+        if (rc != DDL_OK)
+            break;
+        ddl_model_init_weights(m[i], 5);
+        y[i] = ddl_model_forward(m[i], in, 3, 0, NULL);
+        if (i == 0)
+            memcpy(keep, y[0], sizeof keep);
+    }
+    if (m[0] && m[1]) {
+        CHECK(memcmp(keep, y[1], sizeof keep) != 0);
+        double worst = 1.0;
+        int rc = ddl_model_check_grads(m[1], in, 3, 21, 16, 2e-2, &worst, err, sizeof err);
+        if (rc != DDL_OK)
+            fprintf(stderr, "model_check: %s\n", err);
+        CHECK(rc == DDL_OK);
+    }
+    ddl_model_destroy(m[0]), ddl_model_destroy(m[1]);
+    ddl_graph_destroy(g, NULL);
+    free(in);
+}
+
 int main(int argc, char **argv)
 {
     int verbose = argc > 1 && strcmp(argv[1], "-v") == 0;
@@ -201,6 +247,7 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++)
         one_shape(&shapes[i], verbose);
     grad_check();
+    model_check();
     /* a layer the size rule leaves direct: the same bits as algo 0 */
     ddl_conv2d g = {.batch = 2, .in_c = 3, .in_h = 8, .in_w = 8, .out_c = 4, .k_h = 3, .k_w = 3, .stride = 1, .pad = 1};
     g.algo = DDL_CONV_WINOGRAD;

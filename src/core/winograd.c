@@ -52,7 +52,9 @@ static wino_geo wino_view(int n, int c, int h, int w, int k, int pad)
  * over-read of the last vector). */
 static int row_floats(const wino_geo *q) { return (q->tw + 1 + 16 + 15) / 16 * 16; }
 
-/* task_floats: one task's V (16, c, nt) and M (16, k, nt), plus a padded input row block. */
+/* task_floats: one task's V (16, c, nt) and M (16, k, nt), plus the rows of the transforms: at
+ * most 16 x 1024 x 16 + 8 row_floats, within the pool's DDL__THREAD_SCRATCH (ddl__wino_ok takes
+ * c + k <= 1024). */
 static size_t task_floats(const wino_geo *q)
 {
     return (size_t)16 * (size_t)(q->c + q->k) * q->nt + (size_t)8 * row_floats(q);
@@ -73,7 +75,7 @@ int ddl__wino_ok(const ddl_conv2d *g)
     if ((g->algo != DDL_CONV_WINOGRAD && g->algo != DDL_CONV_WINOGRAD_ALL) || !ddl__conv2d_plain(g) || g->stride != 1 || g->k_h != 3 || g->k_w != 3 ||
         g->pad < 0 || g->pad > 2 || g->batch < 1 || g->in_c < 1 || g->out_c < 1)
         return 0;
-    if (g->in_h + 2 * g->pad < 3 || g->in_w + 2 * g->pad < 3 || g->in_c + g->out_c > 2048)
+    if (g->in_h + 2 * g->pad < 3 || g->in_w + 2 * g->pad < 3 || g->in_c + g->out_c > 1024)
         return 0;
     return g->algo == DDL_CONV_WINOGRAD_ALL || (g->in_c >= WINO_MIN_IN && g->out_c >= WINO_MIN_OUT &&
                                                  g->in_h >= WINO_MIN_PLANE && g->in_w >= WINO_MIN_PLANE);
