@@ -5,10 +5,10 @@
  * graph built with conv_algo Winograd.
  *
  * Error bound: per element, |got - double| <= WINO_TOL of the sum of its terms' magnitudes
- * (sum |x w| over its taps and channels, for dw over the positions too). Measured here: Winograd
- * 1.4e-7 at most (direct 6e-8); the transforms' 1/2 and the sums of four inputs cost about
- * 2 float32 epsilons more than direct. A coefficient off by one part in 10^4 (G's 0.5 (in U, or in the weight gradient's G^T) as
- * 0.50005, checked by hand) gives about 5e-5 and fails. The real layers' figures are in
+ * (sum |x w| over its taps and channels, for dw over the positions too). Measured here (-v prints
+ * it): Winograd 2.7e-7 at most, direct 2.3e-7: F(2x2,3x3)'s coefficients are 1 and 1/2, so it is
+ * as accurate as direct. A coefficient off by one part in 10^4 (G's 0.5 in U, or in the weight
+ * gradient's G^T, as 0.50005, checked by hand) gives 2e-5 to 9e-5 and fails. More in
  * docs/TRAINING.md ("Winograd"). */
 /* ddl-test: beside (computes and bounds no time: it runs beside another such test) */
 #include "ddl.h"
