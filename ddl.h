@@ -249,6 +249,12 @@ typedef struct ddl_train_config {
      * neither AVX512-BF16 nor AMX (or DDL_CPU_NO_BF16=1) makes ddl_trainer_create fail with
      * DDL_EINVAL ("precision bf16: ..."). DDL_PRECISION_FP32 (0): float32, the default. */
     int precision;
+
+    /* conv_algo: the convolutions' algorithm, DDL_CONV_DIRECT (0, the default) or
+     * DDL_CONV_WINOGRAD (ddl_conv2d.algo). The model's workspace is sized when it is built, so
+     * the model must be built with the same ddl_model_config.conv_algo: a Winograd trainer over a
+     * direct model is DDL_EINVAL. 0 trains the model as it was built. */
+    int conv_algo;
 } ddl_train_config;
 
 enum { DDL_PRECISION_FP32 = 0, DDL_PRECISION_BF16 = 1 };
@@ -548,6 +554,10 @@ typedef struct ddl_model_config {
     float dropout;         /* drop probability where the model has dropout (0: none) */
     const ddl_graph *graph; /* the layer graph ddl_model_graph() builds (copied by the build; NULL
                              * for other plugins) */
+
+    /* conv_algo: the algorithm of the built-in plugins' convolutions (ddl_conv2d.algo):
+     * DDL_CONV_DIRECT (0) or DDL_CONV_WINOGRAD; it sizes the workspace, so it is chosen here. */
+    int conv_algo;
 } ddl_model_config;
 
 /* Getters of the built-in models. ddl_model_find: look one up by name; NULL if unknown.
@@ -1693,7 +1703,18 @@ typedef struct ddl_conv2d {
     int pad_t, pad_l, pad_b, pad_r;
     int out_pad_h, out_pad_w;     /* transposed only: rows and columns added at the bottom and right of
                                    * the output (ConvTranspose2d's output_padding) */
+
+    /* algorithm: DDL_CONV_DIRECT (0, the default) or DDL_CONV_WINOGRAD: 3x3 stride-1 convolutions
+     * (no dilation or groups, pad 0 to 2) by Winograd F(2x2,3x3) where the size rule says it is
+     * faster (docs/TRAINING.md, "Winograd"); other layers stay direct. Changes the float32 bits
+     * (a relative error of about 1e-6 against direct), the same on any thread count. The
+     * workspace depends on it: size it with the algo the passes will see. */
+    int algo;
 } ddl_conv2d;
+
+#define DDL_CONV_DIRECT 0
+#define DDL_CONV_WINOGRAD 1
+#define DDL_CONV_WINOGRAD_ALL 2 /* every layer Winograd can take, whatever the size rule says (to test) */
 
 /* ddl_conv2d_out_h / _out_w: output size (in + pad_t + pad_b - dilation (k - 1) - 1) / stride + 1:
  * with the defaults (in + 2 pad - k) / stride + 1. */

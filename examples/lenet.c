@@ -79,6 +79,7 @@ static int load(const example_opts *o, int local_batch, float dropout, ddl_datas
 {
     ddl_model_config mc = {.batch = local_batch, .in_c = 1, .in_h = 28, .in_w = 28,
                            .n_classes = 10, .dropout = dropout};
+    mc.conv_algo = o->conv_algo;
     int rc = ddl_dataset_load_mnist(o->data, "train", NULL, train, err, DDL_ERR_BYTES);
     if (rc == DDL_OK)
         rc = ddl_dataset_load_mnist(o->data, "t10k", NULL, test, err, DDL_ERR_BYTES);

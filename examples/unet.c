@@ -278,6 +278,7 @@ static int load(const example_opts *o, const unet_opts *u, int local_batch, ddl_
         rc = make_test(o->data, u, o->seed, test, err);
     ddl_model_config mc = {.batch = local_batch, .in_c = 1, .in_h = u->size, .in_w = u->size,
                            .n_classes = train->n_classes, .depth = u->depth, .width = u->width};
+    mc.conv_algo = o->conv_algo;
     if (rc == DDL_OK)
         rc = ddl_model_create(ddl_model_unet(), &mc, NULL, model, err, DDL_ERR_BYTES);
     if (rc == DDL_OK) {

@@ -66,6 +66,7 @@ typedef struct unet {
     float *ws;                    /* conv workspace, shared by every conv */
     float *dp, *dq;               /* ping-pong gradient buffers, each of the largest activation */
     int id_head;
+    int conv_algo;                /* ddl_model_config.conv_algo: the 3x3 convolutions' algorithm */
 } unet;
 
 /* done: layer id has finished its part of a pass that a profile times (prof: ddl_model_profiling's
@@ -107,15 +108,17 @@ static int layer(ddl_model_build *b, const char *prefix, const char *what, const
 }
 
 /* build_block: parameters and activations of a block on an (h, w) grid, and its layers for
- * profiles (want_dx 0: its first conv hands back no gradient); returns its workspace. */
+ * profiles (want_dx 0: its first conv hands back no gradient), its convolutions by algo
+ * (ddl_model_config.conv_algo); returns its workspace. */
 static size_t build_block(ddl_model_build *b, block *k, const char *prefix, int B, int cin, int c, int h, int w,
-                          int want_dx)
+                          int want_dx, int algo)
 {
     k->cin = cin;
     k->c = c;
     k->s = h * w;
     k->groups = groups_for(c);
     k->g1 = (ddl_conv2d){.batch = B, .in_c = cin, .in_h = h, .in_w = w, .out_c = c, .k_h = 3, .k_w = 3, .stride = 1, .pad = 1};
+    k->g1.algo = algo; /* ddl_model_config.conv_algo */
     k->g2 = k->g1;
     k->g2.in_c = c;
     int s1[4] = {c, cin, 3, 3}, s2[4] = {c, c, 3, 3}, sc[1] = {c};
@@ -170,13 +173,13 @@ static size_t build_levels(unet *n, ddl_model_build *b)
         level *v = &n->lv[l];
         int c = n->width << l;
         snprintf(prefix, sizeof prefix, "down%d", l);
-        ws = max_sz(ws, build_block(b, &v->down, prefix, B, cin, c, h, w, l > 0));
+        ws = max_sz(ws, build_block(b, &v->down, prefix, B, cin, c, h, w, l > 0, n->conv_algo));
         v->id_pool = layer(b, prefix, "pool", "maxpool", c, h / 2, w / 2, 0, 0);
         v->pool = ddl_build_scratch(b, (size_t)B * c * (h / 2) * (w / 2));
         v->arg = (int32_t *)ddl_build_scratch(b, (size_t)B * c * (h / 2) * (w / 2));
         cin = c;
     }
-    ws = max_sz(ws, build_block(b, &n->bottom, "bottom", B, cin, n->width << D, h, w, 1));
+    ws = max_sz(ws, build_block(b, &n->bottom, "bottom", B, cin, n->width << D, h, w, 1, n->conv_algo));
     for (int l = D - 1; l >= 0; l--) {
         level *v = &n->lv[l];
         int c = n->width << l;
@@ -194,7 +197,7 @@ static size_t build_levels(unet *n, ddl_model_build *b)
         v->upx = ddl_build_scratch(b, (size_t)B * c * h * w);
         v->cat = ddl_build_scratch(b, (size_t)B * 2 * c * h * w);
         v->dskip = ddl_build_scratch(b, (size_t)B * c * h * w);
-        ws = max_sz(ws, build_block(b, &v->up, prefix, B, 2 * c, c, h, w, 1));
+        ws = max_sz(ws, build_block(b, &v->up, prefix, B, 2 * c, c, h, w, 1, n->conv_algo));
     }
     return ws;
 }
@@ -210,6 +213,7 @@ static int unet_build(void *self, const ddl_model_config *cfg, ddl_model_build *
         return DDL_EINVAL;
     }
     n->batch = cfg->batch;
+    n->conv_algo = cfg->conv_algo;
     n->n_classes = cfg->n_classes;
     n->in_c = cfg->in_c;
     n->h = cfg->in_h;

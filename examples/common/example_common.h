@@ -37,13 +37,14 @@ typedef struct example_opts {
     int log_every;
     int profile; /* --profile: rank 0 prints where its steps' time went, layer by layer */
     int precision; /* --precision fp32|bf16: DDL_PRECISION_* */
+    int conv_algo; /* --conv direct|winograd, or DDL_CONV=winograd: ddl_model_config.conv_algo */
 } example_opts;
 
 /* getopt_long's codes of the shared flags; an example's own flags take codes from EXAMPLE_OPT_END. */
 enum { OPT_DATA = 256, OPT_EPOCHS, OPT_BATCH, OPT_LR, OPT_MOMENTUM, OPT_OPTIMIZER, OPT_WEIGHT_DECAY, OPT_SCHEDULE,
        OPT_WARMUP, OPT_SEED, OPT_TRAIN_LIMIT, OPT_THREADS, OPT_QUIET, OPT_CHECKPOINT, OPT_CHECKPOINT_EVERY, OPT_RESUME,
        OPT_SAVE, OPT_SAVE_RATE, OPT_LOGDIR, OPT_LOG_EVERY, OPT_MICRO_BATCHES, OPT_KEEP_CHECKPOINTS, OPT_ACCUMULATE,
-       OPT_PROFILE, OPT_PRECISION, EXAMPLE_OPT_END };
+       OPT_PROFILE, OPT_PRECISION, OPT_CONV, EXAMPLE_OPT_END };
 
 #define EXAMPLE_OPTIONS                                                                                         \
     {"data", required_argument, NULL, OPT_DATA}, {"epochs", required_argument, NULL, OPT_EPOCHS},               \
@@ -61,7 +62,8 @@ enum { OPT_DATA = 256, OPT_EPOCHS, OPT_BATCH, OPT_LR, OPT_MOMENTUM, OPT_OPTIMIZE
     {"log-every", required_argument, NULL, OPT_LOG_EVERY},                                                      \
     {"micro-batches", required_argument, NULL, OPT_MICRO_BATCHES},                                              \
     {"accumulate", required_argument, NULL, OPT_ACCUMULATE}, {"profile", no_argument, NULL, OPT_PROFILE},     \
-    {"precision", required_argument, NULL, OPT_PRECISION}, CLI_HELP_VERSION
+    {"precision", required_argument, NULL, OPT_PRECISION}, {"conv", required_argument, NULL, OPT_CONV},       \
+    CLI_HELP_VERSION
 
 /* --help lines of the shared flags: an example prints its own flags between the two parts. */
 #define EXAMPLE_USAGE_TRAINING                                                                          \
@@ -77,6 +79,8 @@ enum { OPT_DATA = 256, OPT_EPOCHS, OPT_BATCH, OPT_LR, OPT_MOMENTUM, OPT_OPTIMIZE
     "  --accumulate N            N shards a rank, added in one order (1 rank, N 4: 4 ranks' bits)\n" \
     "  --precision fp32|bf16     bf16: conv and dense products on bfloat16 inputs, float32 sums\n"  \
     "                            and weights (a CPU with AVX512-BF16 or AMX; default fp32)\n"        \
+    "  --conv direct|winograd    3x3 convolutions direct (default) or by Winograd where faster\n"     \
+    "                            (other float32 bits; env DDL_CONV=winograd does the same)\n"         \
     "  --quiet                   no progress lines: only the summary\n"                               \
     "  --logdir DIR              TensorBoard event files in DIR (tensorboard --logdir DIR)\n"          \
     "  --log-every N             with --logdir: step scalars every N steps (default 10)\n"          \
@@ -101,6 +105,8 @@ static void example_defaults(example_opts *o)
     o->momentum = 0.9f;
     o->log_every = 10;
     o->keep_checkpoints = 1;
+    const char *conv = getenv("DDL_CONV");
+    o->conv_algo = conv && strcmp(conv, "winograd") == 0 ? DDL_CONV_WINOGRAD : DDL_CONV_DIRECT;
 }
 
 /* example_option: one shared flag c (from getopt_long) with its value arg; --help prints usage.
@@ -125,6 +131,11 @@ static void example_option(example_opts *o, int c, const char *arg, const char *
     case OPT_SEED: o->seed = cli_long("--seed", arg, 0, 4294967295L); break;
     case OPT_TRAIN_LIMIT: o->train_limit = cli_long("--train-limit", arg, 0, 1000000000000L); break;
     case OPT_THREADS: o->threads = cli_int("--threads", arg, 1, 256); break;
+    case OPT_CONV: {
+        static const char *const algos[] = {"direct", "winograd", NULL}; /* DDL_CONV_* order */
+        o->conv_algo = cli_word("--conv", arg, algos);
+        break;
+    }
     case OPT_MICRO_BATCHES: o->micro_batches = cli_int("--micro-batches", arg, 0, DDL_MAX_MICRO_BATCHES); break;
     case OPT_ACCUMULATE: o->accumulate = cli_int("--accumulate", arg, 1, DDL_MAX_MICRO_BATCHES); break;
     case OPT_QUIET: o->quiet = 1; break;
@@ -239,6 +250,7 @@ static void example_train_config(const example_opts *o, ddl_comm *comm, long n, 
     tc->epochs = o->epochs;
     tc->batch = o->batch;
     tc->seed = (uint64_t)o->seed;
+    tc->conv_algo = o->conv_algo;
     tc->train_limit = o->train_limit;
     tc->micro_batches = o->micro_batches;
     tc->precision = o->precision;

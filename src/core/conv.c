@@ -379,6 +379,12 @@ size_t ddl_conv2d_workspace(const ddl_conv2d *g)
     /* on a CPU that can train in bfloat16, a wide conv's im2col room is kept too (its passes then) */
     if ((ddl__conv2d_wide_dw_ok(g) && ddl__bf16_path() == DDL__BF16_NONE) || ddl__conv2d_dw_ok(g))
         n = 0;
+    if (ddl__wino_ok(g)) { /* Winograd's room; im2col's too where bfloat16 passes may take it */
+        size_t wn = ddl__wino_workspace(g);
+        fast = wn > fast ? wn : fast;
+        if (ddl__bf16_path() == DDL__BF16_NONE)
+            n = 0;
+    }
     return n > fast ? n : fast;
 }
 
@@ -420,6 +426,10 @@ void ddl_conv2d_forward(const ddl_conv2d *g, const float *x, const float *w, con
     conv_geo q = conv_view(g);
     if (!geo_ok(g, &q, 0))
         return;
+    if (ddl__wino_ok(g) && direct()) {
+        ddl__wino_forward(g, x, w, b, y, ws);
+        return;
+    }
     if (ddl__conv2d_wide_ok(g) && direct()) {
         ddl__conv2d_wide_forward(g, x, w, b, y, ws);
         return;
@@ -491,6 +501,11 @@ void ddl_conv2d_backward(const ddl_conv2d *g, const float *x, const float *w, co
     int k = q.c * g->k_h * g->k_w;
     size_t p = (size_t)q.oh * q.ow;
     int nb = chunk(g->batch, (size_t)k, (size_t)g->out_c, p);
+    if (ddl__wino_ok(g) && direct()) {
+        bias_grad(g->batch, g->out_c, p, dy, db);
+        ddl__wino_backward(g, x, w, dy, dx, dw, ws);
+        return;
+    }
     if (ddl__conv2d_wide_dw_ok(g) && direct()) {
         if (!dw || !ddl__conv2d_wide_dw(g, x, dy, dw, db, ws)) /* by samples it sums db too */
             bias_grad(g->batch, g->out_c, p, dy, db);

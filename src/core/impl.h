@@ -212,6 +212,14 @@ void ddl__conv2d_dw_forward(const ddl_conv2d *g, const float *x, const float *w,
                             float *ws);
 void ddl__conv2d_dw_backward(const ddl_conv2d *g, const float *x, const float *w, const float *dy, float *dx,
                              float *dw, float *db, float *ws);
+/* Winograd F(2x2,3x3) for 3x3 stride-1 convolutions (winograd.c). _ok: 1 when g asks for it
+ * (g->algo) and its size rule takes g; _workspace: its floats; _backward: dw += (dw may be
+ * NULL), dx = (dx may be NULL); the bias gradient is the caller's. */
+int ddl__wino_ok(const ddl_conv2d *g);
+size_t ddl__wino_workspace(const ddl_conv2d *g);
+void ddl__wino_forward(const ddl_conv2d *g, const float *x, const float *w, const float *b, float *y, float *ws);
+void ddl__wino_backward(const ddl_conv2d *g, const float *x, const float *w, const float *dy, float *dx, float *dw,
+                        float *ws);
 /* ddl__act_grad_from_y: 1 when ddl_act_backward of this kind (and alpha) reads y alone, so the
  * layer may run in place over its input (act.c). */
 int ddl__act_grad_from_y(int kind, float alpha);

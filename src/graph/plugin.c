@@ -46,6 +46,7 @@ typedef struct gmodel {
     float *bn_rows;
     double *bn_tot;
     int synced;
+    int conv_algo; /* ddl_model_config.conv_algo, for every convolution's geometry */
 } gmodel;
 
 _Static_assert(sizeof(gmodel) <= DDL__MODEL_SELF_MAX, "the graph plugin's state must fit the core's limit");
@@ -304,6 +305,7 @@ static void declare_memory(gmodel *m, ddl_model_build *b)
         }
         const rt *a = &m->r[l->in[0]];
         ddl_conv2d geo = ddl__layer_conv2d(l, m->batch, a->c, a->h, a->w, r->c);
+        geo.algo = m->conv_algo;
         if (l->op == DDL__OP_CONV)
             ws = max_sz(ws, ddl_conv2d_workspace(&geo));
         if (l->op == DDL__OP_DECONV)
@@ -360,6 +362,7 @@ static int graph_build(void *self, const ddl_model_config *cfg, ddl_model_build 
     memcpy(&m->g, cfg->graph, sizeof m->g);
     m->out = ddl_graph_output_layer(&m->g);
     m->batch = cfg->batch;
+    m->conv_algo = cfg->conv_algo;
     int rc = shape_input(m, cfg, b);
     for (int i = 1; i < m->g.n && rc == DDL_OK; i++)
         rc = shape_layer(m, i, cfg, b);
@@ -445,6 +448,7 @@ static void layer_forward(gmodel *m, int i, int B, int training, ddl_rng *rng)
     const rt *a = &m->r[l->in[0]], *o = l->in[1] >= 0 ? &m->r[l->in[1]] : NULL;
     size_t count = (size_t)B * r->size;
     ddl_conv2d geo = ddl__layer_conv2d(l, B, a->c, a->h, a->w, r->c);
+    geo.algo = m->conv_algo;
     ddl_pool2d pg = ddl__layer_pool2d(l);
     if (r->alias)
         r->y = a->y, r->dy = a->dy;
@@ -569,6 +573,7 @@ static void layer_backward(gmodel *m, int i, int B)
     const rt *a = &m->r[ia], *o = ib >= 0 ? &m->r[ib] : NULL;
     size_t count = (size_t)B * r->size, ca = (size_t)B * a->size;
     ddl_conv2d geo = ddl__layer_conv2d(l, B, a->c, a->h, a->w, r->c);
+    geo.algo = m->conv_algo;
     ddl_pool2d pg = ddl__layer_pool2d(l);
     float *dx = NULL;
     switch (l->op) {

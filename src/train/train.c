@@ -186,6 +186,10 @@ int ddl_trainer_create(const ddl_train_config *cfg_in, ddl_model *m, const ddl_d
     if ((rc = ddl__syncbn_refuse(cfg, world, tmp.overlap, err, err_bytes)) != DDL_OK ||
         (rc = check_precision(cfg, err, err_bytes)) != DDL_OK)
         return rc;
+    if (cfg->conv_algo && cfg->conv_algo != m->cfg.conv_algo)
+        return ddl__errf(err, err_bytes, DDL_EINVAL, "conv_algo %d: the model was built with conv_algo %d (its "
+                         "workspace is sized for it): build it with ddl_model_config.conv_algo = %d", cfg->conv_algo,
+                         m->cfg.conv_algo, cfg->conv_algo);
     tmp.sync.on = cfg->sync_bn && m->n_sync > 0; /* a model without BatchNorm has nothing to synchronise */
     tmp.sync.width = m->sync_width;
     tmp.sync.batch = (size_t)cfg->batch;

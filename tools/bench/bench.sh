@@ -46,7 +46,7 @@
 #      accuracy on a five-class folder against PyTorch's, over seeds (acc5.sh; BENCH_ONLY=acc5).
 #   2g. --precision bf16: the cnn preset in float32, bfloat16 and PyTorch's bfloat16 autocast, and
 #       LeNet's test accuracy in float32 and bfloat16 (bf16.sh).
-# BENCH_ONLY=lenet|unet|scaling|threads|ops|load|graph|bf16|resnet|allreduce|mac|serve|serve_batch|pg|pg_batch|twohost|ps|wire|halving|hier|compress|elastic|torchtrain|acc5,
+# BENCH_ONLY=lenet|unet|scaling|threads|ops|load|graph|bf16|resnet|allreduce|mac|serve|serve_batch|pg|pg_batch|twohost|ps|wire|halving|hier|compress|elastic|torchtrain|acc5|winograd,
 # SCENES (default 1024),
 # SERVE_SECONDS (default 30), SERVE_CONNS (default 64).
 # Every section adds its figures to one table (tools/bench/lib.sh), printed at the end: each figure,
@@ -177,6 +177,11 @@ fi
 if [ -z "$ONLY" ] || [ "$ONLY" = bf16 ]; then
     BUILD="$BUILD" REPEAT="$REPEAT" sh "$here/bf16.sh" # --precision bf16 against float32 and PyTorch's autocast
 fi
+
+if [ -z "$ONLY" ] || [ "$ONLY" = winograd ]; then
+    BUILD="$BUILD" REPEAT="$REPEAT" sh "$here/winograd.sh" # 3x3 convolutions by Winograd against direct and PyTorch
+fi
+
 if [ -z "$ONLY" ] || [ "$ONLY" = resnet ]; then
     BUILD="$BUILD" REPEAT="$REPEAT" sh "$here/resnet.sh" # ResNet-18 with BatchNorm against PyTorch; BN against conv
 fi

@@ -219,6 +219,7 @@ static int build(const opts *o, const ddl_graph *g, const ddl_onnx_import *im, c
     const ddl_dataset *d = &s->train;
     ddl_model_config mc = {.batch = local_batch, .in_c = d->c, .in_h = d->h, .in_w = d->w,
                            .n_classes = d->n_classes > 1 ? d->n_classes : 2, .dropout = o->dropout, .graph = g};
+    mc.conv_algo = o->ex.conv_algo;
     int c, h, w;
     char why[DDL_ERR_BYTES / 2]; /* the load's few words, after the path */
     if (im->params && ddl_graph_output_shape(g, &mc, &c, &h, &w) == DDL_OK)

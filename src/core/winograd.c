@@ -1,0 +1,418 @@
+/* winograd.c - 3x3 stride-1 convolution by Winograd F(2x2,3x3) (Lavin and Gray, 2015): the
+ * forward pass, the input gradient and the weight gradient, for a ddl_conv2d whose algo asks for
+ * it (ddl__wino_ok says which layers: only where it measured faster than the direct kernels).
+ * Uses only the caller's workspace (ddl__wino_workspace floats) and the pool's scratch.
+ *
+ * Each 2x2 block of outputs ("tile") reads a 4x4 block d of the zero-padded input. With
+ *   B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1], G = [1 0 0; .5 .5 .5; .5 -.5 .5; 0 0 1],
+ *   A^T = [1 1 1 0; 0 1 -1 -1],
+ * a tile is y = A^T [(G w G^T) . (B^T d B)] A: 16 multiplies instead of 36, so the sum over input
+ * channels becomes 16 independent matrix products (one per point xi of the 4x4 transform
+ * domain) M[xi] (K, tiles) = U[xi] (K, C) V[xi] (C, tiles), U = G w G^T, V = B^T d B.
+ *
+ * Input gradient: dx is the convolution of dy, padded by 2 - pad, with w flipped and its two
+ * channel axes swapped: the same forward pass with U made from that kernel.
+ * Weight gradient: differentiating y's formula, dw = G^T [sum over tiles (A dy A^T) . (B^T d B)] G,
+ * so the sum over tiles is again 16 products, Mw[xi] (K, C) = DY[xi] (K, tiles) V[xi]^T, and the
+ * 3x3 result is taken out of the transform domain once at the end.
+ *
+ * Determinism: the work is cut into tasks fixed by the geometry alone (a block of one sample's
+ * tiles; for the weight gradient a fixed number of sample ranges, their sums added in order at
+ * the end), every product a ddl_gemm of fixed shape inside its task: the bits do not depend on
+ * the thread count. */
+#include "impl.h"
+
+#include <string.h>
+
+#define WINO_BUDGET ((size_t)1 << 17) /* floats of one task's V and M (512 KB, about L2) */
+#define WINO_DW_PARTS 8               /* sample ranges of the weight gradient, summed in order */
+
+/* wino_geo: input (n, c, h, w) padded by pad, output (k, oh, ow), th x tw tiles a sample, in
+ * blocks of nt tiles (the last one shorter). */
+typedef struct wino_geo {
+    int n, c, h, w, k, pad, oh, ow, th, tw, nt, blocks;
+} wino_geo;
+
+static wino_geo wino_view(int n, int c, int h, int w, int k, int pad)
+{
+    wino_geo q = {n, c, h, w, k, pad, h + 2 * pad - 2, w + 2 * pad - 2, 0, 0, 0, 0};
+    q.th = (q.oh + 1) / 2;
+    q.tw = (q.ow + 1) / 2;
+    int tiles = q.th * q.tw;
+    size_t per = (size_t)16 * (size_t)(c + k);
+    int nt = (int)(WINO_BUDGET / per) / 16 * 16;
+    if (nt < 16)
+        nt = 16;
+    q.nt = nt > tiles ? tiles : nt;
+    q.blocks = (tiles + q.nt - 1) / q.nt;
+    return q;
+}
+
+/* row_floats: one of the rows the transforms read 16 tiles at a time (tw + 1 used, and the
+ * over-read of the last vector). */
+static int row_floats(const wino_geo *q) { return (q->tw + 1 + 16 + 15) / 16 * 16; }
+
+/* task_floats: one task's V (16, c, nt) and M (16, k, nt), plus the rows of the transforms: at
+ * most 16 x 1024 x 16 + 8 row_floats, within the pool's DDL__THREAD_SCRATCH (ddl__wino_ok takes
+ * c + k <= 1024). */
+static size_t task_floats(const wino_geo *q)
+{
+    return (size_t)16 * (size_t)(q->c + q->k) * q->nt + (size_t)8 * row_floats(q);
+}
+
+/* The size rule, measured layer by layer, forward + backward in thread CPU time, batch 64 (cnn)
+ * and 32 (U-Net), one thread, best of 9 (docs/TRAINING.md, "Winograd"): Winograd against the
+ * direct kernels (conv_wide.c) 1.03x at 64 -> 64 channels on 16x16, 0.79x at 32 -> 64 on 16x16,
+ * 0.5-0.77x on the cnn's narrower layers and below that on U-Net's 8 to 32 channels: their 16
+ * small products run far from the gemm kernel's peak while the transforms cost as much as on
+ * wide layers, and 8x8 planes fill a quarter of each 16-lane vector (4 tiles a row). */
+#define WINO_MIN_IN 64
+#define WINO_MIN_OUT 64
+#define WINO_MIN_PLANE 16
+
+int ddl__wino_ok(const ddl_conv2d *g)
+{
+    if ((g->algo != DDL_CONV_WINOGRAD && g->algo != DDL_CONV_WINOGRAD_ALL) || !ddl__conv2d_plain(g) || g->stride != 1 || g->k_h != 3 || g->k_w != 3 ||
+        g->pad < 0 || g->pad > 2 || g->batch < 1 || g->in_c < 1 || g->out_c < 1)
+        return 0;
+    if (g->in_h + 2 * g->pad < 3 || g->in_w + 2 * g->pad < 3 || g->in_c + g->out_c > 1024)
+        return 0;
+    return g->algo == DDL_CONV_WINOGRAD_ALL || (g->in_c >= WINO_MIN_IN && g->out_c >= WINO_MIN_OUT &&
+                                                 g->in_h >= WINO_MIN_PLANE && g->in_w >= WINO_MIN_PLANE);
+}
+
+size_t ddl__wino_workspace(const ddl_conv2d *g)
+{
+    wino_geo f = wino_view(g->batch, g->in_c, g->in_h, g->in_w, g->out_c, g->pad);
+    wino_geo b = wino_view(g->batch, g->out_c, f.oh, f.ow, g->in_c, 2 - g->pad);
+    size_t u = (size_t)16 * g->in_c * g->out_c, tf = task_floats(&f), tb = task_floats(&b);
+    size_t t = tf > tb ? tf : tb;
+    /* forward and input gradient: U then one task's scratch; weight gradient: the parts, then a
+     * task's scratch (its V and its DY are the forward's V and M) */
+    size_t a = u + t, d = (size_t)WINO_DW_PARTS * u + tf;
+    return a > d ? a : d;
+}
+
+/* ---- transforms ---- */
+
+/* weights_u: u (16, k, c) = G w G^T of each (k, c) kernel of w (k, c, 3, 3); flip: of w's
+ * flipped kernel with the two channel axes swapped (w read as (c, k, 3, 3), u indexed (xi, k, c)
+ * with k the rows of the input gradient's product). */
+static void weights_u(int k, int c, const float *w, int flip, float *u)
+{
+    size_t kc = (size_t)k * c;
+    for (int ko = 0; ko < k; ko++)
+        for (int ci = 0; ci < c; ci++) {
+            const float *src = flip ? w + ((size_t)ci * k + ko) * 9 : w + ((size_t)ko * c + ci) * 9;
+            float g[9], t[4][3];
+            for (int e = 0; e < 9; e++)
+                g[e] = flip ? src[8 - e] : src[e];
+            for (int j = 0; j < 3; j++) { /* t = G g */
+                t[0][j] = g[j];
+                t[1][j] = 0.5f * (g[j] + g[3 + j] + g[6 + j]);
+                t[2][j] = 0.5f * (g[j] - g[3 + j] + g[6 + j]);
+                t[3][j] = g[6 + j];
+            }
+            float *dst = u + (size_t)ko * c + ci;
+            for (int i = 0; i < 4; i++) { /* (G g) G^T */
+                dst[(size_t)(i * 4 + 0) * kc] = t[i][0];
+                dst[(size_t)(i * 4 + 1) * kc] = 0.5f * (t[i][0] + t[i][1] + t[i][2]);
+                dst[(size_t)(i * 4 + 2) * kc] = 0.5f * (t[i][0] - t[i][1] + t[i][2]);
+                dst[(size_t)(i * 4 + 3) * kc] = t[i][2];
+            }
+        }
+}
+
+typedef float v16 __attribute__((vector_size(64)));
+typedef float v16u __attribute__((vector_size(64), aligned(4)));
+#define LD(p) (*(const v16u *)(const void *)(p))
+
+/* put: the first n (<= 16) lanes of v at p: a whole vector, or lane by lane at a row's end
+ * (the next floats belong to another row, already written). */
+static inline __attribute__((always_inline)) void put(float *p, v16 v, int n)
+{
+    if (n >= 16)
+        *(v16u *)(void *)p = v;
+    else
+        for (int l = 0; l < n; l++)
+            p[l] = v[l];
+}
+
+/* deint: e[i], o[i] = the padded row's columns 2 (i0 + i) and 2 (i0 + i) + 1, i in [0, n]: the
+ * image row src (w floats, NULL: a row of the padding) shifted by pad, zeros outside it. Even
+ * and odd columns apart, a tile's four columns are e[i], o[i], e[i + 1], o[i + 1]: contiguous
+ * loads across tiles, so the transforms below run 16 tiles a vector. */
+DDL__HOT static void deint(const float *src, int w, int pad, int i0, int n, float *restrict e, float *restrict o)
+{
+    int i = 0;
+    if (!src) {
+        memset(e, 0, (size_t)(n + 1) * sizeof *e);
+        memset(o, 0, (size_t)(n + 1) * sizeof *o);
+        return;
+    }
+    for (; i <= n && 2 * (i0 + i) - pad < 0; i++) { /* the left padding */
+        int c = 2 * (i0 + i) - pad;
+        e[i] = 0.0f;
+        o[i] = c + 1 >= 0 && c + 1 < w ? src[c + 1] : 0.0f;
+    }
+    const float *p = src + 2 * i0 - pad;
+    typedef int v16i __attribute__((vector_size(64)));
+    const v16i evens = {0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30}, odds = evens + 1;
+    int ib = (w - 1 + pad) / 2 - i0; /* the first i whose odd column is outside the row */
+    if (ib > n + 1)
+        ib = n + 1;
+    if (ib - i >= 16) { /* vectors, the last one ending at ib (overlapping the one before) */
+        for (int j = i;; j += 16) {
+            if (j > ib - 16)
+                j = ib - 16;
+            v16 a = LD(p + 2 * j), b = LD(p + 2 * j + 16);
+            *(v16u *)(void *)(e + j) = __builtin_shuffle(a, b, evens);
+            *(v16u *)(void *)(o + j) = __builtin_shuffle(a, b, odds);
+            if (j == ib - 16)
+                break;
+        }
+        i = ib;
+    }
+    for (; i <= n && 2 * (i0 + i) - pad + 1 < w; i++)
+        e[i] = p[2 * i], o[i] = p[2 * i + 1];
+    for (; i <= n; i++) { /* the right padding */
+        int c = 2 * (i0 + i) - pad;
+        e[i] = c < w ? src[c] : 0.0f;
+        o[i] = 0.0f;
+    }
+}
+
+/* segments: tiles [t0, t0 + nt) cut at tile rows: the loops below walk them with (ty, tx0,
+ * tx1, at: the index of tile tx0 in the block). */
+#define FOR_SEGMENTS(q, t0, nt, ty, tx0, tx1, at)                                                  \
+    for (int at = 0, ty, tx0, tx1; at < (nt) &&                                                      \
+                                   (ty = ((t0) + at) / (q)->tw, tx0 = ((t0) + at) % (q)->tw,        \
+                                   tx1 = (q)->tw - tx0 > (nt) - at ? tx0 + (nt) - at : (q)->tw, 1); \
+         at += tx1 - tx0)
+
+/* input_v: v (16, c, nt) = B^T d B for tiles [t0, t0 + nt) of one sample x (c, h, w); rows:
+ * 8 row_floats. */
+DDL__HOT static void input_v(const wino_geo *q, const float *x, int t0, int nt, float *v, float *rows)
+{
+    size_t cnt = (size_t)q->c * q->nt;
+    int rl = row_floats(q);
+    for (int ci = 0; ci < q->c; ci++) {
+        const float *plane = x + (size_t)ci * q->h * q->w;
+        FOR_SEGMENTS(q, t0, nt, ty, tx0, tx1, at)
+        {
+            int n = tx1 - tx0;
+            for (int r = 0; r < 4; r++) {
+                int iy = 2 * ty - q->pad + r;
+                deint(iy >= 0 && iy < q->h ? plane + (size_t)iy * q->w : NULL, q->w, q->pad, tx0, n, rows + 2 * r * rl,
+                      rows + (2 * r + 1) * rl);
+            }
+            const float *e0 = rows, *o0 = rows + rl, *e1 = rows + 2 * rl, *o1 = rows + 3 * rl, *e2 = rows + 4 * rl,
+                        *o2 = rows + 5 * rl, *e3 = rows + 6 * rl, *o3 = rows + 7 * rl;
+            float *dst = v + (size_t)ci * q->nt + at;
+            for (int t = 0; t < n; t += 16) {
+                int k = n - t;
+                /* f = B^T d, column by column (the tile's columns: e[t], o[t], e[t + 1], o[t + 1]) */
+                v16 f00 = LD(e0 + t) - LD(e2 + t), f01 = LD(o0 + t) - LD(o2 + t);
+                v16 f02 = LD(e0 + t + 1) - LD(e2 + t + 1), f03 = LD(o0 + t + 1) - LD(o2 + t + 1);
+                v16 f10 = LD(e1 + t) + LD(e2 + t), f11 = LD(o1 + t) + LD(o2 + t);
+                v16 f12 = LD(e1 + t + 1) + LD(e2 + t + 1), f13 = LD(o1 + t + 1) + LD(o2 + t + 1);
+                v16 f20 = LD(e2 + t) - LD(e1 + t), f21 = LD(o2 + t) - LD(o1 + t);
+                v16 f22 = LD(e2 + t + 1) - LD(e1 + t + 1), f23 = LD(o2 + t + 1) - LD(o1 + t + 1);
+                v16 f30 = LD(e1 + t) - LD(e3 + t), f31 = LD(o1 + t) - LD(o3 + t);
+                v16 f32 = LD(e1 + t + 1) - LD(e3 + t + 1), f33 = LD(o1 + t + 1) - LD(o3 + t + 1);
+                /* f B, row by row */
+                put(dst + 0 * cnt + t, f00 - f02, k), put(dst + 1 * cnt + t, f01 + f02, k);
+                put(dst + 2 * cnt + t, f02 - f01, k), put(dst + 3 * cnt + t, f01 - f03, k);
+                put(dst + 4 * cnt + t, f10 - f12, k), put(dst + 5 * cnt + t, f11 + f12, k);
+                put(dst + 6 * cnt + t, f12 - f11, k), put(dst + 7 * cnt + t, f11 - f13, k);
+                put(dst + 8 * cnt + t, f20 - f22, k), put(dst + 9 * cnt + t, f21 + f22, k);
+                put(dst + 10 * cnt + t, f22 - f21, k), put(dst + 11 * cnt + t, f21 - f23, k);
+                put(dst + 12 * cnt + t, f30 - f32, k), put(dst + 13 * cnt + t, f31 + f32, k);
+                put(dst + 14 * cnt + t, f32 - f31, k), put(dst + 15 * cnt + t, f31 - f33, k);
+            }
+        }
+    }
+}
+
+/* output_y: y (k, oh, ow) of one sample, tiles [t0, t0 + nt), = A^T m A (+ b) from m (16, k, nt)
+ * (read up to 15 floats past its end: the rows after it); rows: 4 row_floats. */
+DDL__HOT static void output_y(const wino_geo *q, const float *m, int t0, int nt, const float *b, float *y, float *rows)
+{
+    size_t knt = (size_t)q->k * q->nt;
+    int rl = row_floats(q);
+    typedef int v16i __attribute__((vector_size(64)));
+    const v16i lo_pairs = {0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23}, hi_pairs = lo_pairs + 8;
+    for (int ko = 0; ko < q->k; ko++) {
+        float *plane = y + (size_t)ko * q->oh * q->ow, bias = b ? b[ko] : 0.0f;
+        FOR_SEGMENTS(q, t0, nt, ty, tx0, tx1, at)
+        {
+            int n = tx1 - tx0;
+            const float *s = m + (size_t)ko * q->nt + at;
+            float *y0 = rows, *y1 = rows + rl, *y2 = rows + 2 * rl, *y3 = rows + 3 * rl;
+            for (int t = 0; t < n; t += 16) {
+                v16 r00 = LD(s + 0 * knt + t) + LD(s + 4 * knt + t) + LD(s + 8 * knt + t);
+                v16 r01 = LD(s + 1 * knt + t) + LD(s + 5 * knt + t) + LD(s + 9 * knt + t);
+                v16 r02 = LD(s + 2 * knt + t) + LD(s + 6 * knt + t) + LD(s + 10 * knt + t);
+                v16 r03 = LD(s + 3 * knt + t) + LD(s + 7 * knt + t) + LD(s + 11 * knt + t);
+                v16 r10 = LD(s + 4 * knt + t) - LD(s + 8 * knt + t) - LD(s + 12 * knt + t);
+                v16 r11 = LD(s + 5 * knt + t) - LD(s + 9 * knt + t) - LD(s + 13 * knt + t);
+                v16 r12 = LD(s + 6 * knt + t) - LD(s + 10 * knt + t) - LD(s + 14 * knt + t);
+                v16 r13 = LD(s + 7 * knt + t) - LD(s + 11 * knt + t) - LD(s + 15 * knt + t);
+                *(v16u *)(void *)(y0 + t) = r00 + r01 + r02 + bias;
+                *(v16u *)(void *)(y1 + t) = r01 - r02 - r03 + bias;
+                *(v16u *)(void *)(y2 + t) = r10 + r11 + r12 + bias;
+                *(v16u *)(void *)(y3 + t) = r11 - r12 - r13 + bias;
+            }
+            for (int i = 0; i < 2 && 2 * ty + i < q->oh; i++) {
+                float *row = plane + (size_t)(2 * ty + i) * q->ow + 2 * tx0;
+                const float *ev = i ? y2 : y0, *od = i ? y3 : y1;
+                int full = 2 * tx1 <= q->ow ? n : n - 1; /* an odd width: the last tile's second column is outside */
+                int t = 0;
+                for (; t + 16 <= full; t += 16) { /* interleaved: two vectors of 8 pairs */
+                    v16 a = LD(ev + t), c = LD(od + t);
+                    *(v16u *)(void *)(row + 2 * t) = __builtin_shuffle(a, c, lo_pairs);
+                    *(v16u *)(void *)(row + 2 * t + 16) = __builtin_shuffle(a, c, hi_pairs);
+                }
+                for (; t < full; t++)
+                    row[2 * t] = ev[t], row[2 * t + 1] = od[t];
+                if (full < n)
+                    row[2 * full] = ev[full];
+            }
+        }
+    }
+}
+
+/* grad_dy: e (16, k, nt) = A g A^T of each 2x2 block g of dy (k, oh, ow) (zeros past its edge),
+ * tiles [t0, t0 + nt); rows: 4 row_floats. */
+DDL__HOT static void grad_dy(const wino_geo *q, const float *dy, int t0, int nt, float *e, float *rows)
+{
+    size_t knt = (size_t)q->k * q->nt;
+    int rl = row_floats(q);
+    for (int ko = 0; ko < q->k; ko++) {
+        const float *plane = dy + (size_t)ko * q->oh * q->ow;
+        FOR_SEGMENTS(q, t0, nt, ty, tx0, tx1, at)
+        {
+            int n = tx1 - tx0, oy = 2 * ty;
+            deint(plane + (size_t)oy * q->ow, q->ow, 0, tx0, n, rows, rows + rl);
+            deint(oy + 1 < q->oh ? plane + (size_t)(oy + 1) * q->ow : NULL, q->ow, 0, tx0, n, rows + 2 * rl, rows + 3 * rl);
+            float *d = e + (size_t)ko * q->nt + at;
+            for (int t = 0; t < n; t += 16) {
+                int k = n - t;
+                v16 g00 = LD(rows + t), g01 = LD(rows + rl + t), g10 = LD(rows + 2 * rl + t), g11 = LD(rows + 3 * rl + t);
+                /* a = A g: rows g0, g0 + g1, g0 - g1, -g1; then a A^T the same along the row */
+                v16 a00 = g00, a01 = g01, a10 = g00 + g10, a11 = g01 + g11;
+                v16 a20 = g00 - g10, a21 = g01 - g11, a30 = -g10, a31 = -g11;
+                put(d + 0 * knt + t, a00, k), put(d + 1 * knt + t, a00 + a01, k);
+                put(d + 2 * knt + t, a00 - a01, k), put(d + 3 * knt + t, -a01, k);
+                put(d + 4 * knt + t, a10, k), put(d + 5 * knt + t, a10 + a11, k);
+                put(d + 6 * knt + t, a10 - a11, k), put(d + 7 * knt + t, -a11, k);
+                put(d + 8 * knt + t, a20, k), put(d + 9 * knt + t, a20 + a21, k);
+                put(d + 10 * knt + t, a20 - a21, k), put(d + 11 * knt + t, -a21, k);
+                put(d + 12 * knt + t, a30, k), put(d + 13 * knt + t, a30 + a31, k);
+                put(d + 14 * knt + t, a30 - a31, k), put(d + 15 * knt + t, -a31, k);
+            }
+        }
+    }
+}
+
+/* weights_out: dw (k, c, 3, 3) += G^T s G of each (k, c) of s (16, k, c). */
+static void weights_out(int k, int c, const float *s, float *dw)
+{
+    size_t kc = (size_t)k * c;
+    for (size_t e = 0; e < kc; e++) {
+        float x[4][4], t[3][4];
+        for (int i = 0; i < 16; i++)
+            x[i / 4][i % 4] = s[(size_t)i * kc + e];
+        for (int j = 0; j < 4; j++) { /* t = G^T x */
+            t[0][j] = x[0][j] + 0.5f * (x[1][j] + x[2][j]);
+            t[1][j] = 0.5f * (x[1][j] - x[2][j]);
+            t[2][j] = 0.5f * (x[1][j] + x[2][j]) + x[3][j];
+        }
+        float *dst = dw + e * 9;
+        for (int i = 0; i < 3; i++) { /* t G */
+            dst[i * 3 + 0] += t[i][0] + 0.5f * (t[i][1] + t[i][2]);
+            dst[i * 3 + 1] += 0.5f * (t[i][1] - t[i][2]);
+            dst[i * 3 + 2] += 0.5f * (t[i][1] + t[i][2]) + t[i][3];
+        }
+    }
+}
+
+/* ---- passes ---- */
+
+typedef struct wino_job {
+    wino_geo q;
+    const float *x, *u, *b, *dy;
+    float *y, *parts;
+} wino_job;
+
+/* conv_task: task i = block i % blocks of sample i / blocks: its outputs, in scratch. */
+static void conv_task(void *ctx, int i, float *ws)
+{
+    const wino_job *j = ctx;
+    const wino_geo *q = &j->q;
+    int n = i / q->blocks, t0 = (i % q->blocks) * q->nt;
+    int nt = q->th * q->tw - t0 < q->nt ? q->th * q->tw - t0 : q->nt;
+    float *v = ws, *m = v + (size_t)16 * q->c * q->nt, *rows = m + (size_t)16 * q->k * q->nt;
+    input_v(q, j->x + (size_t)n * q->c * q->h * q->w, t0, nt, v, rows);
+    size_t uk = (size_t)q->k * q->c, vk = (size_t)q->c * q->nt, mk = (size_t)q->k * q->nt;
+    for (int xi = 0; xi < 16; xi++)
+        ddl_gemm(0, 0, q->k, nt, q->c, 1.0f, j->u + xi * uk, q->c, v + xi * vk, q->nt, 0.0f, m + xi * mk, q->nt);
+    output_y(q, m, t0, nt, j->b, j->y + (size_t)n * q->k * q->oh * q->ow, rows);
+}
+
+/* run_conv: y = the convolution of x (q) with the kernels u, b added (may be NULL). */
+static void run_conv(const wino_geo *q, const float *x, const float *u, const float *b, float *y, float *ws)
+{
+    wino_job j = {*q, x, u, b, NULL, y, NULL};
+    ddl__parallel_ws(q->n * q->blocks, conv_task, &j, ws);
+}
+
+void ddl__wino_forward(const ddl_conv2d *g, const float *x, const float *w, const float *b, float *y, float *ws)
+{
+    wino_geo q = wino_view(g->batch, g->in_c, g->in_h, g->in_w, g->out_c, g->pad);
+    weights_u(g->out_c, g->in_c, w, 0, ws);
+    run_conv(&q, x, ws, b, y, ws + (size_t)16 * g->in_c * g->out_c);
+}
+
+/* dw_task: part i (16, k, c) = the sum over samples [i n / P, (i + 1) n / P), block by block in
+ * order, of DY V^T. */
+static void dw_task(void *ctx, int i, float *ws)
+{
+    const wino_job *j = ctx;
+    const wino_geo *q = &j->q;
+    int n0 = (int)((long)i * q->n / WINO_DW_PARTS), n1 = (int)((long)(i + 1) * q->n / WINO_DW_PARTS);
+    size_t uk = (size_t)q->k * q->c, vk = (size_t)q->c * q->nt, mk = (size_t)q->k * q->nt;
+    float *part = j->parts + (size_t)i * 16 * uk;
+    float *v = ws, *e = v + (size_t)16 * vk, *rows = e + (size_t)16 * mk;
+    float beta = 0.0f;
+    if (n0 == n1)
+        memset(part, 0, (size_t)16 * uk * sizeof *part);
+    for (int n = n0; n < n1; n++)
+        for (int blk = 0; blk < q->blocks; blk++, beta = 1.0f) {
+            int t0 = blk * q->nt, nt = q->th * q->tw - t0 < q->nt ? q->th * q->tw - t0 : q->nt;
+            input_v(q, j->x + (size_t)n * q->c * q->h * q->w, t0, nt, v, rows);
+            grad_dy(q, j->dy + (size_t)n * q->k * q->oh * q->ow, t0, nt, e, rows);
+            for (int xi = 0; xi < 16; xi++)
+                ddl_gemm(0, 1, q->k, q->c, nt, 1.0f, e + xi * mk, q->nt, v + xi * vk, q->nt, beta, part + xi * uk, q->c);
+        }
+}
+
+void ddl__wino_backward(const ddl_conv2d *g, const float *x, const float *w, const float *dy, float *dx, float *dw,
+                        float *ws)
+{
+    wino_geo f = wino_view(g->batch, g->in_c, g->in_h, g->in_w, g->out_c, g->pad);
+    size_t u = (size_t)16 * g->in_c * g->out_c;
+    if (dw) {
+        wino_job j = {f, x, NULL, NULL, dy, NULL, ws};
+        ddl__parallel_ws(WINO_DW_PARTS, dw_task, &j, ws + WINO_DW_PARTS * u);
+        for (int i = 1; i < WINO_DW_PARTS; i++) /* the parts in order: the same sums on any thread count */
+            for (size_t e = 0; e < u; e++)
+                ws[e] += ws[(size_t)i * u + e];
+        weights_out(g->out_c, g->in_c, ws, dw);
+    }
+    if (dx) {
+        wino_geo b = wino_view(g->batch, g->out_c, f.oh, f.ow, g->in_c, 2 - g->pad);
+        weights_u(g->in_c, g->out_c, w, 1, ws);
+        run_conv(&b, dy, ws, NULL, dx, ws + u);
+    }
+}
