@@ -3,7 +3,8 @@
  * whatever layout conv.c gives its own column matrix (rows padded past a multiple of 64 floats
  * in bfloat16 passes, conv.c's COL_PAD): forward, weight gradient and input gradient (the
  * column gradient folded back in im2col's order), on a geometry whose rows get the padding (16
- * positions a sample x 4 samples) and one whose rows do not (5 x 5 positions). Skipped where the
+ * positions a sample x 4 samples), one of a sample a chunk (32 x 32 positions, as the cnn's
+ * layers) and one whose rows get no padding (5 x 5 positions). Skipped where the
  * CPU has no bfloat16 path. */
 /* ddl-test: beside (computes, bounds no time) */
 #include "ddl.h"
@@ -96,6 +97,8 @@ int main(void)
     }
     /* 16 x 16 positions a sample, 4 samples: 1024 columns, padded rows; 3x3, pad 1 (the cnn's) */
     one((ddl_conv2d){.batch = 4, .in_c = 5, .in_h = 16, .in_w = 16, .out_c = 12, .k_h = 3, .k_w = 3, .stride = 1, .pad = 1});
+    /* one sample a chunk (its column matrix over conv.c's budget), 32 x 32 positions */
+    one((ddl_conv2d){.batch = 1, .in_c = 16, .in_h = 32, .in_w = 32, .out_c = 16, .k_h = 3, .k_w = 3, .stride = 1, .pad = 1});
     /* 5 x 5 positions, strided: rows as they are */
     one((ddl_conv2d){.batch = 3, .in_c = 3, .in_h = 11, .in_w = 11, .out_c = 9, .k_h = 3, .k_w = 3, .stride = 2, .pad = 0});
     return TEST_END();
