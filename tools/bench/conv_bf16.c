@@ -1,9 +1,8 @@
 /* conv_bf16.c - the cnn preset's convolutions (64x64 RGB, batch 64) timed alone, forward and
  * backward, in float32 and in bfloat16 (the calling thread's precision, as the trainer sets it),
- * best of REPS: the figures docs/BENCHMARKS.md's bfloat16 section gives per layer. Link it with
- * build/libddl.a (it calls ddl__set_precision, an internal of the library):
- *   cc -O2 -I. tools/bench/conv_bf16.c build/libddl.a -lm -lpthread -lrt -lopenblas (and the
- *   libraries make links the library with: LDLIBS) */
+ * best of REPS: the figures docs/BENCHMARKS.md's bfloat16 section gives per layer. bf16.sh
+ * builds it against build/libddl.a (it calls ddl__set_precision and ddl__gemm_bf16, internals
+ * of the library); by hand: cc -O2 -I. tools/bench/conv_bf16.c build/libddl.a and make's LDLIBS. */
 #include "ddl.h"
 
 #include <stdio.h>
@@ -11,6 +10,7 @@
 #include <time.h>
 
 int ddl__set_precision(int precision);
+int ddl__bf16_path(void);
 void ddl__gemm_bf16(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
                     const float *b, int ldb, int overwrite, float *c, int ldc);
 
@@ -28,7 +28,8 @@ static double gemm_rate(int m, int n, int k, int reps)
     for (int r = 0; r < reps; r++) {
         double t0 = now();
         ddl__gemm_bf16(0, 0, m, n, k, 1.0f, a, k, b, n, 1, c, n);
-        best = now() - t0 < best ? now() - t0 : best;
+        double t = now() - t0;
+        best = t < best ? t : best;
     }
     free(a), free(b), free(c);
     return 2.0 * m * n * k / best * 1e-9;
@@ -44,6 +45,10 @@ static double now(void)
 int main(int argc, char **argv)
 {
     int reps = argc > 1 ? atoi(argv[1]) : 5;
+    if (!ddl__bf16_path()) { /* the scalar reference would take minutes */
+        printf("skipped: no AVX512-BF16 or AMX on this CPU\n");
+        return 0;
+    }
     static const int shapes[][3] = {{3, 16, 64}, {16, 16, 64}, {16, 32, 32}, {32, 32, 32}, {32, 64, 16}, {64, 64, 16}};
     for (int s = 0; s < 6; s++) {
         ddl_conv2d g = {0};
