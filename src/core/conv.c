@@ -99,10 +99,26 @@ static int chunk(int batch, size_t rows_k, size_t rows_c, size_t p)
     return nb > (size_t)batch ? batch : (int)nb;
 }
 
-/* ws_floats: column matrix (rows_k, nb P), plus (rows_c, nb P) when nb > 1. */
+/* COL_PAD: floats a bfloat16 pass adds to the column matrix's rows when their length is a
+ * multiple of 64 floats. The bfloat16 kernel packs op(B) a 32-column panel at a time, reading
+ * every row of the slice (up to 256) in turn; rows 2^n floats apart (the cnn's 4096, 1024, 256
+ * positions a sample) all fall in the same few sets of the L1 cache and the reads miss: on the
+ * AMD EPYC, a 16 x 4096 x 144 product ran at 96 GFLOP/s with rows 4096 floats apart and 143 with
+ * 4112 (tools/bench/conv_bf16.c). The padding changes no value: float32 passes keep their
+ * layout (their products, OpenBLAS's, were measured and pinned on it). */
+#define COL_PAD 16
+
+/* col_ld: the row length of the column matrix of `cols` columns in the calling thread's pass. */
+static size_t col_ld(int cols)
+{
+    int pad = ddl__precision() == DDL_PRECISION_BF16 && !ddl__invariant() && cols % 64 == 0;
+    return (size_t)cols + (pad ? COL_PAD : 0);
+}
+
+/* ws_floats: column matrix (rows_k, nb P + COL_PAD), plus (rows_c, nb P) when nb > 1. */
 static size_t ws_floats(int nb, size_t rows_k, size_t rows_c, size_t p)
 {
-    return (size_t)nb * p * (rows_k + (nb > 1 ? rows_c : 0));
+    return (size_t)nb * p * (rows_k + (nb > 1 ? rows_c : 0)) + rows_k * COL_PAD;
 }
 
 /* ---- im2col / col2im ---- */
@@ -407,13 +423,14 @@ static void forward_chunk(void *ctx, int i, float *ws)
     size_t group_in = (size_t)q.c * g->in_h * g->in_w;
     int m = g->batch - n0 < j->nb ? g->batch - n0 : j->nb;
     int cols = m * (int)p;
-    float *col = ws, *yc = ws + (size_t)j->nb * k * p; /* col: (k, m p); yc: (out_c, m p) */
+    size_t ld = col_ld(cols);
+    float *col = ws, *yc = ws + (size_t)k * ((size_t)j->nb * p + COL_PAD); /* col: (k, m p); yc: (out_c, m p) */
     float *yn = j->y + n0 * out_sz, *dst = m == 1 ? yn : yc;
     for (int gi = 0; gi < groups; gi++) {
-        im2col(&q, m, j->x + n0 * in_sz + gi * group_in, col, (size_t)cols);
+        im2col(&q, m, j->x + n0 * in_sz + gi * group_in, col, ld);
         /* (og, m p) = w (og, k) col (k, m p): group gi's rows */
-        ddl_gemm(0, 0, og, cols, k, 1.0f, j->w + (size_t)gi * og * k, k, col, cols, 0.0f, dst + (size_t)gi * og * cols,
-                 cols);
+        ddl_gemm(0, 0, og, cols, k, 1.0f, j->w + (size_t)gi * og * k, k, col, (int)ld, 0.0f,
+                 dst + (size_t)gi * og * cols, cols);
     }
     if (m > 1)
         scatter(m, g->out_c, p, yc, yn);
@@ -470,7 +487,8 @@ static void backward_chunk(void *ctx, int i, float *ws)
     size_t p = (size_t)q.oh * q.ow, in_sz = (size_t)g->in_c * g->in_h * g->in_w, out_sz = (size_t)g->out_c * p;
     size_t group_in = (size_t)q.c * g->in_h * g->in_w;
     int cols = m * (int)p;
-    float *col = ws, *dyc = ws + (size_t)j->nb * k * p;
+    size_t ld = col_ld(cols);
+    float *col = ws, *dyc = ws + (size_t)k * ((size_t)j->nb * p + COL_PAD);
     const float *dyn = j->dy + n0 * out_sz, *d = dyn;
     if (m > 1) {
         gather(m, g->out_c, p, dyn, dyc);
@@ -479,15 +497,15 @@ static void backward_chunk(void *ctx, int i, float *ws)
     for (int gi = 0; gi < groups; gi++) {
         const float *dg = d + (size_t)gi * og * cols, *wg = j->w + (size_t)gi * og * k;
         if (j->parts) {
-            im2col(&q, m, j->x + n0 * in_sz + gi * group_in, col, (size_t)cols);
+            im2col(&q, m, j->x + n0 * in_sz + gi * group_in, col, ld);
             /* part (og, k) = dy (og, m p) col^T (m p, k) */
-            ddl_gemm(0, 1, og, k, cols, 1.0f, dg, cols, col, cols, 0.0f,
+            ddl_gemm(0, 1, og, k, cols, 1.0f, dg, cols, col, (int)ld, 0.0f,
                      j->parts + ((size_t)i * g->out_c + (size_t)gi * og) * k, k);
         }
         if (j->dx) {
             /* dcol (k, m p) = w^T (k, og) dy (og, m p), then folded back onto dx */
-            ddl_gemm(1, 0, k, cols, og, 1.0f, wg, k, dg, cols, 0.0f, col, cols);
-            col2im(&q, m, col, (size_t)cols, j->dx + n0 * in_sz + gi * group_in);
+            ddl_gemm(1, 0, k, cols, og, 1.0f, wg, k, dg, cols, 0.0f, col, (int)ld);
+            col2im(&q, m, col, ld, j->dx + n0 * in_sz + gi * group_in);
         }
     }
 }

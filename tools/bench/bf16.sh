@@ -4,6 +4,8 @@
 #     (tests/train/make_fruits.py), batch 64, one thread: ddl in float32, ddl in bfloat16 and
 #     PyTorch 1.13 with bfloat16 autocast (cnn_torch.py --mode bf16), alternated REPEAT times,
 #     images/s side by side; the target on AVX512-BF16 is bf16 >= 1.5x ddl's float32;
+#   - the cnn's six convolutions alone in float32 and bfloat16, and the bare bfloat16 product on
+#     their shapes (conv_bf16.c);
 #   - LeNet on Fashion-MNIST, EPOCHS_ACC epochs (default 5), float32 against bfloat16: the test
 #     accuracies within 0.005.
 # The CPU's bfloat16 path and model name are printed first: the figures belong to that CPU.
@@ -32,6 +34,9 @@ f=$(median < /tmp/ddl-bench-f32.txt); b=$(median < /tmp/ddl-bench-b16.txt); t=$(
 echo "cnn_bf16: ddl_fp32_images_per_sec=$f ddl_bf16_images_per_sec=$b pytorch_bf16_images_per_sec=$t bf16_over_fp32=$(ratio "$b" "$f") bf16_over_pytorch=$(ratio "$b" "$t")"
 record "cnn 64x64 RGB training --precision bf16, images/s, 1 thread" "$b" "ddl float32" "$f" "$(ratio "$b" "$f")" ">= 1.5 (AVX512-BF16)" "-" "-"
 record "cnn 64x64 RGB training --precision bf16, images/s, 1 thread" "$b" "PyTorch 1.13 bf16 autocast" "$t" "$(ratio "$b" "$t")" "-" "-" "-"
+
+echo "== the cnn's convolutions alone, batch 64, 1 thread, best of 5 (conv_bf16.c)"
+cb=$(ddl_tool conv_bf16 -lm) && "$cb" 5
 
 echo "== LeNet on Fashion-MNIST, $EPOCHS_ACC epochs: test accuracy, fp32 against bf16"
 a=$("$T" --data "$DATA" --arch lenet --epochs "$EPOCHS_ACC" --quiet | field test_acc)
