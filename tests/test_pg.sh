@@ -287,8 +287,9 @@ run() {
     grep -q "Workers Launched: $1" "$tmp/explain" || t=0
     echo $b0 $b1 $s1 | awk -v t="$t" -v n="$(nproc)" '{ printf "%s %.2f\n", t, ($5 > $2 ? ($4 - $1 - ($7 - $3)) / ($5 - $2) * n : 9) }'
 }
-for _ in 1 2 3; do run 1 >> "$tmp/runs.1"; run 2 >> "$tmp/runs.2"; done
-# the fastest run of each, and the cores other work took during it
+for _ in 1 2 3 4 5; do run 1 >> "$tmp/runs.1"; run 2 >> "$tmp/runs.2"; done
+# the fastest run of each of 5 (of 3, one clean-clone run of make test in three gave 1.55x where
+# the cores gave 1.97x, and alone an hour later 1.77x), and the cores other work took during it
 set -- $(sort -n "$tmp/runs.1" | awk '$1 > 0 { print; exit }') $(sort -n "$tmp/runs.2" | awk '$1 > 0 { print; exit }')
 r1=$(awk -v t="${1:-0}" 'BEGIN { printf "%.0f", (t > 0 ? 50000 / t * 1000 : 0) }')
 r2=$(awk -v t="${3:-0}" 'BEGIN { printf "%.0f", (t > 0 ? 50000 / t * 1000 : 0) }')
