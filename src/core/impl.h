@@ -14,6 +14,15 @@
 #define DDL__PRINTF(f, a)
 #endif
 
+/* ddl__text: text appended to a caller's buffer as snprintf fills one (ddl_graph_format,
+ * ddl_profile_format): len counts every byte asked for (what the buffer needs, less its NUL), what
+ * fits is written and NUL-terminated, and a NULL buffer only counts. */
+typedef struct ddl__text {
+    char *buf;
+    size_t bytes, len;
+} ddl__text;
+void ddl__text_put(ddl__text *o, const char *fmt, ...) DDL__PRINTF(2, 3);
+
 /* ddl__errf: format a message into err (err_bytes, may be 0) and return status. */
 int ddl__errf(char *err, size_t err_bytes, int status, const char *fmt, ...) DDL__PRINTF(4, 5);
 

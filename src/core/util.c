@@ -50,6 +50,16 @@ const char *ddl_strerror(int status)
     }
 }
 
+void ddl__text_put(ddl__text *o, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int fits = o->buf && o->len < o->bytes;
+    int n = vsnprintf(fits ? o->buf + o->len : NULL, fits ? o->bytes - o->len : 0, fmt, ap);
+    va_end(ap);
+    o->len += n > 0 ? (size_t)n : 0;
+}
+
 int ddl__errf(char *err, size_t err_bytes, int status, const char *fmt, ...)
 {
     if (err && err_bytes) {

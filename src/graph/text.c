@@ -590,174 +590,156 @@ int ddl_graph_load(ddl_graph *g, const char *path, char *err, size_t err_bytes)
 
 /* ---- writing ---- */
 
-typedef struct out {
-    char *buf;
-    size_t bytes, len;
-} out;
-
-static void put(out *o, const char *fmt, ...) DDL__PRINTF(2, 3);
-static void put(out *o, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    char tmp[160];
-    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
-    va_end(ap);
-    for (int i = 0; i < n && i < (int)sizeof tmp - 1; i++, o->len++)
-        if (o->len + 1 < o->bytes)
-            o->buf[o->len] = tmp[i];
-}
-
-static void put_size(out *o, int v)
+static void put_size(ddl__text *o, int v)
 {
     if (v == DDL_CLASSES)
-        put(o, " classes");
+        ddl__text_put(o, " classes");
     else
-        put(o, " %d", v);
+        ddl__text_put(o, " %d", v);
 }
 
 /* ref: how a later line names layer i (its name, else its number). */
-static void put_ref(out *o, const ddl_graph *g, int i)
+static void put_ref(ddl__text *o, const ddl_graph *g, int i)
 {
     if (g->layers[i].name[0])
-        put(o, "%s", g->layers[i].name);
+        ddl__text_put(o, "%s", g->layers[i].name);
     else
-        put(o, "%d", i);
+        ddl__text_put(o, "%d", i);
 }
 
 /* put_geometry: stride= (when not stride_default) and pad=, then the keys of geometry.c's fields
  * that are set; a plain layer gets only what it got before they existed. */
-static void put_geometry(out *o, const ddl__layer *l, int stride_default)
+static void put_geometry(ddl__text *o, const ddl__layer *l, int stride_default)
 {
     if (l->kw)
-        put(o, " kw=%d", l->kw);
+        ddl__text_put(o, " kw=%d", l->kw);
     if (l->stride_w)
-        put(o, " stride=%d,%d", l->stride, l->stride_w);
+        ddl__text_put(o, " stride=%d,%d", l->stride, l->stride_w);
     else if (l->stride != stride_default)
-        put(o, " stride=%d", l->stride);
+        ddl__text_put(o, " stride=%d", l->stride);
     if (l->pads4)
-        put(o, " pad=%d,%d,%d,%d", l->pad, l->pad_l, l->pad_b, l->pad_r);
+        ddl__text_put(o, " pad=%d,%d,%d,%d", l->pad, l->pad_l, l->pad_b, l->pad_r);
     else if (l->pad >= l->k && (l->op == DDL__OP_CONV || l->op == DDL__OP_DECONV))
-        put(o, " pad=%d,%d", l->pad, l->pad); /* a list: read back by the _ex call, which takes it */
+        ddl__text_put(o, " pad=%d,%d", l->pad, l->pad); /* a list: read back by the _ex call, which takes it */
     else if (l->pad)
-        put(o, " pad=%d", l->pad);
+        ddl__text_put(o, " pad=%d", l->pad);
     if (l->dil_h || l->dil_w)
-        put(o, " dilation=%d,%d", l->dil_h ? l->dil_h : 1, l->dil_w ? l->dil_w : 1);
+        ddl__text_put(o, " dilation=%d,%d", l->dil_h ? l->dil_h : 1, l->dil_w ? l->dil_w : 1);
     if (l->op == DDL__OP_CONV && l->groups > 1)
-        put(o, " groups=%d", l->groups);
+        ddl__text_put(o, " groups=%d", l->groups);
     if (l->out_pad_h || l->out_pad_w)
-        put(o, " out_pad=%d,%d", l->out_pad_h, l->out_pad_w);
+        ddl__text_put(o, " out_pad=%d,%d", l->out_pad_h, l->out_pad_w);
     if (l->ceil_mode)
-        put(o, " ceil=1");
+        ddl__text_put(o, " ceil=1");
     if (l->count_pad)
-        put(o, " count_pad=1");
+        ddl__text_put(o, " count_pad=1");
 }
 
 /* put_act: an activation's or softmax's settings (text: ddl_graph_parse reads them back exactly). */
-static void put_act(out *o, const ddl__layer *l)
+static void put_act(ddl__text *o, const ddl__layer *l)
 {
     if (l->op == DDL__OP_SOFTMAX) {
-        put(o, " axis=%d", l->axis);
+        ddl__text_put(o, " axis=%d", l->axis);
         if (l->axis_to != l->axis)
-            put(o, " to=%d", l->axis_to);
+            ddl__text_put(o, " to=%d", l->axis_to);
     } else if (l->act == DDL_ACT_LEAKY_RELU || l->act == DDL_ACT_ELU) {
-        put(o, " alpha=%.9g", (double)l->alpha);
+        ddl__text_put(o, " alpha=%.9g", (double)l->alpha);
     } else if (l->act == DDL_ACT_HARDSIGMOID) {
-        put(o, " alpha=%.9g beta=%.9g", (double)l->alpha, (double)l->beta);
+        ddl__text_put(o, " alpha=%.9g beta=%.9g", (double)l->alpha, (double)l->beta);
     } else if (l->act == DDL_ACT_CLIP) {
         if (isfinite(l->alpha))
-            put(o, " min=%.9g", (double)l->alpha);
+            ddl__text_put(o, " min=%.9g", (double)l->alpha);
         if (isfinite(l->beta))
-            put(o, " max=%.9g", (double)l->beta);
+            ddl__text_put(o, " max=%.9g", (double)l->beta);
     }
 }
 
-static void format_layer(out *o, const ddl_graph *g, int i)
+static void format_layer(ddl__text *o, const ddl_graph *g, int i)
 {
     const ddl__layer *l = &g->layers[i];
-    put(o, "%s", ddl__graph_layer_op(l));
+    ddl__text_put(o, "%s", ddl__graph_layer_op(l));
     if (l->name[0])
-        put(o, " %s", l->name);
+        ddl__text_put(o, " %s", l->name);
     switch (l->op) {
     case DDL__OP_INPUT:
         if (l->out > 0 || l->k > 0 || l->stride > 0)
-            put(o, " %d %d %d", l->out > 0 ? l->out : 0, l->k > 0 ? l->k : 0, l->stride > 0 ? l->stride : 0);
+            ddl__text_put(o, " %d %d %d", l->out > 0 ? l->out : 0, l->k > 0 ? l->k : 0, l->stride > 0 ? l->stride : 0);
         break;
     case DDL__OP_CONV:
     case DDL__OP_DECONV:
         put_size(o, l->out);
-        put(o, " %d", l->k);
+        ddl__text_put(o, " %d", l->k);
         put_geometry(o, l, 1);
         if (l->op == DDL__OP_CONV && !l->bias)
-            put(o, " bias=0");
+            ddl__text_put(o, " bias=0");
         break;
     case DDL__OP_MAXPOOL:
     case DDL__OP_AVGPOOL:
-        put(o, " %d", l->k);
+        ddl__text_put(o, " %d", l->k);
         put_geometry(o, l, l->k);
         break;
     case DDL__OP_DENSE: put_size(o, l->out); break;
     case DDL__OP_DROPOUT:
         if (l->p >= 0.0f)
-            put(o, " %.9g", (double)l->p);
+            ddl__text_put(o, " %.9g", (double)l->p);
         break;
     case DDL__OP_GROUPNORM:
         if (l->groups)
-            put(o, " %d", l->groups);
+            ddl__text_put(o, " %d", l->groups);
         break;
     case DDL__OP_ACT:
     case DDL__OP_SOFTMAX: put_act(o, l); break;
     case DDL__OP_RESIZE:
         if (l->k)
-            put(o, " size=%dx%d", l->k, l->stride);
+            ddl__text_put(o, " size=%dx%d", l->k, l->stride);
         else if (l->scale_h == l->scale_w)
-            put(o, " scale=%.9g", (double)l->scale_h);
+            ddl__text_put(o, " scale=%.9g", (double)l->scale_h);
         else
-            put(o, " scale=%.9gx%.9g", (double)l->scale_h, (double)l->scale_w);
-        put(o, " mode=%s coord=%s", resize_modes[l->mode % 2], resize_coords[l->coord % 4]);
+            ddl__text_put(o, " scale=%.9gx%.9g", (double)l->scale_h, (double)l->scale_w);
+        ddl__text_put(o, " mode=%s coord=%s", resize_modes[l->mode % 2], resize_coords[l->coord % 4]);
         if (l->mode == DDL_RESIZE_NEAREST)
-            put(o, " nearest=%s", resize_rounds[l->nearest % 4]);
+            ddl__text_put(o, " nearest=%s", resize_rounds[l->nearest % 4]);
         break;
     case DDL__OP_BATCHNORM: /* %.9g: the float's bits come back */
         if (l->momentum != DDL_BN_MOMENTUM)
-            put(o, " momentum=%.9g", (double)l->momentum);
+            ddl__text_put(o, " momentum=%.9g", (double)l->momentum);
         if (l->eps != DDL_BN_EPS)
-            put(o, " eps=%.9g", (double)l->eps);
+            ddl__text_put(o, " eps=%.9g", (double)l->eps);
         break;
     case DDL__OP_AFFINE:
-        put(o, " %d", l->out);
+        ddl__text_put(o, " %d", l->out);
         for (int k = 0; k < 2 * l->out; k++)
-            put(o, "%s%.9g", k == 0 ? " scale=" : k == l->out ? " shift=" : ",", (double)g->consts[l->k + k]);
+            ddl__text_put(o, "%s%.9g", k == 0 ? " scale=" : k == l->out ? " shift=" : ",", (double)g->consts[l->k + k]);
         break;
     default: break;
     }
     int two = l->op == DDL__OP_ADD || l->op == DDL__OP_CONCAT;
     if (i > 0 && (two || l->in[0] != i - 1)) {
-        put(o, " from=");
+        ddl__text_put(o, " from=");
         put_ref(o, g, l->in[0]);
         if (two && l->in[1] != i - 1) {
-            put(o, ",");
+            ddl__text_put(o, ",");
             put_ref(o, g, l->in[1]);
         }
     }
-    put(o, "\n");
+    ddl__text_put(o, "\n");
 }
 
 size_t ddl_graph_format(const ddl_graph *g, char *buf, size_t bytes)
 {
-    out o = {buf, buf ? bytes : 0, 0};
+    ddl__text o = {buf, buf ? bytes : 0, 0};
     if (!g)
         return 0;
     for (int i = 0; i < g->n; i++)
         format_layer(&o, g, i);
     int x = ddl_graph_output_layer(g);
     if (x >= 0 && (x != g->n - 1 || g->head != DDL_HEAD_XENT)) {
-        put(&o, "output %s", g->head == DDL_HEAD_DICE ? "dice" : "xent");
+        ddl__text_put(&o, "output %s", g->head == DDL_HEAD_DICE ? "dice" : "xent");
         if (x != g->n - 1) {
-            put(&o, " from=");
+            ddl__text_put(&o, " from=");
             put_ref(&o, g, x);
         }
-        put(&o, "\n");
+        ddl__text_put(&o, "\n");
     }
     if (o.bytes)
         o.buf[o.len < o.bytes ? o.len : o.bytes - 1] = '\0';
