@@ -29,6 +29,12 @@ typedef struct share {
     _Alignas(64) _Atomic uint64_t next;
 } share;
 
+/* thread_modes: how a thread's kernels compute (ddl__set_invariant, ddl__set_precision); a
+ * parallel call hands its caller's to the tasks, so a task computes as its caller would. */
+typedef struct thread_modes {
+    int invariant, precision;
+} thread_modes;
+
 typedef struct pool {
     int threads;                 /* workers + the caller; 1: no workers */
     pthread_t tid[DDL__MAX_THREADS];
@@ -44,13 +50,11 @@ typedef struct pool {
     void (*fn)(void *ctx, int task, float *scratch); /* the current job, written before its */
     void *ctx;                       /* shares, read only by a thread that claimed one of its tasks */
     _Atomic int n;                   /* its tasks (read after a share: atomic) */
-    _Atomic int invariant;           /* the caller's ddl__set_invariant mode, for its tasks */
-    _Atomic int precision;           /* the caller's ddl__set_precision, likewise */
+    thread_modes modes;              /* the caller's, for its tasks: read, as ctx, with a task claimed */
 } pool;
 
 static pool P = {.threads = 1, .mu = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER};
-static _Thread_local int invariant; /* ddl__set_invariant's mode: the thread's, and its tasks' */
-static _Thread_local int precision; /* ddl__set_precision's, likewise */
+static _Thread_local thread_modes modes; /* the thread's, and its tasks' */
 static _Thread_local int in_task;
 static _Thread_local int my_slot; /* this thread's index in the pool (0: the caller) */
 static pthread_mutex_t resize = PTHREAD_MUTEX_INITIALIZER;
@@ -81,19 +85,20 @@ static int claim(int s, uint32_t job)
 /* run_tasks: this thread's share of job `job`, then what is left of the others', in order. */
 static void run_tasks(uint32_t job)
 {
-    int ran = 0, T = P.threads, was = ddl__set_invariant(atomic_load(&P.invariant));
-    int was_precision = ddl__set_precision(atomic_load(&P.precision));
+    int ran = 0, T = P.threads;
+    thread_modes was = modes;
     for (int k = 0; k < T; k++) {
         int s = (my_slot + k) % T, task;
         while ((task = claim(s, job)) >= 0) {
+            if (!ran)
+                modes = P.modes; /* read, as P.ctx, only with a task of this job claimed */
             in_task = 1;
             P.fn(P.ctx, task, P.scratch[my_slot]);
             in_task = 0;
             ran++;
         }
     }
-    ddl__set_invariant(was);
-    ddl__set_precision(was_precision);
+    modes = was;
     if (ran)
         atomic_fetch_add(&P.done, ran);
 }
@@ -209,21 +214,21 @@ int ddl__threads(void) { return P.threads; }
 
 int ddl__set_invariant(int on)
 {
-    int was = invariant;
-    invariant = on;
+    int was = modes.invariant;
+    modes.invariant = on;
     return was;
 }
 
-int ddl__invariant(void) { return invariant; }
+int ddl__invariant(void) { return modes.invariant; }
 
 int ddl__set_precision(int p)
 {
-    int was = precision;
-    precision = p;
+    int was = modes.precision;
+    modes.precision = p;
     return was;
 }
 
-int ddl__precision(void) { return precision; }
+int ddl__precision(void) { return modes.precision; }
 
 int ddl__parallel_ws(int n, void (*fn)(void *ctx, int task, float *scratch), void *ctx, float *ws)
 {
@@ -242,8 +247,7 @@ int ddl__parallel_ws(int n, void (*fn)(void *ctx, int task, float *scratch), voi
         atomic_store(&P.shares[s].next, (uint64_t)last << 32 | CLOSED);
     P.fn = fn;
     P.ctx = ctx;
-    atomic_store(&P.invariant, ddl__invariant());
-    atomic_store(&P.precision, ddl__precision());
+    P.modes = modes;
     atomic_store(&P.n, n);
     atomic_store(&P.done, 0);
     my_slot = 0; /* the owner of the pool uses scratch 0 */
