@@ -127,11 +127,13 @@ PROGS    += $(foreach t,$(filter-out $(if $(filter 1,$(WITH_SERVE)),,serve),$(TO
 TEST_SRC := $(wildcard tests/test_*.c)
 TESTS    := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 
-# The version comes from ddl.h; the soname changes with the major version only.
+# The version comes from ddl.h; the soname changes with the ABI: with the major version, and while
+# that is 0 (when a minor version may change the ABI) with the minor too: libddl.so.0.2.
 ddl_version = $(shell sed -n 's/^.define DDL_VERSION_$(1)  *\([0-9][0-9]*\).*/\1/p' ddl.h)
 VERSION_MAJOR := $(call ddl_version,MAJOR)
 VERSION     := $(VERSION_MAJOR).$(call ddl_version,MINOR).$(call ddl_version,PATCH)
-SONAME      := libddl.so.$(VERSION_MAJOR)
+ABI_VERSION := $(if $(filter 0,$(VERSION_MAJOR)),0.$(call ddl_version,MINOR),$(VERSION_MAJOR))
+SONAME      := libddl.so.$(ABI_VERSION)
 SHLIB       := $(BUILD)/libddl.so.$(VERSION)
 SHLIB_LINKS := $(BUILD)/$(SONAME) $(BUILD)/libddl.so
 DIST_FILES  := $(BUILD)/ddl.pc $(BUILD)/cmake/ddlConfig.cmake $(BUILD)/cmake/ddlConfigVersion.cmake
@@ -231,7 +233,7 @@ $(BUILD)/libddl.so: $(BUILD)/$(SONAME)
 # ddl.pc and ddlConfig.cmake from the link flags of this build (MPI's among them when it is on).
 DIST_SED = sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(patsubst $(PREFIX)/%,$${prefix}/%,$(LIBDIR))|' \
     -e 's|@INCLUDEDIR@|$(patsubst $(PREFIX)/%,$${prefix}/%,$(INCLUDEDIR))|' \
-    -e 's|@VERSION@|$(VERSION)|g' -e 's|@VERSION_MAJOR@|$(VERSION_MAJOR)|' -e 's|@SONAME@|$(SONAME)|' \
+    -e 's|@VERSION@|$(VERSION)|g' -e 's|@ABI_VERSION@|$(ABI_VERSION)|' -e 's|@SONAME@|$(SONAME)|' \
     -e 's|@LIBS_PRIVATE@|$(strip $(LDLIBS))|' \
     -e 's|@REL_INCLUDEDIR@|$(shell realpath -m --relative-to=$(LIBDIR)/cmake/ddl $(INCLUDEDIR))|' \
     -e 's|@CMAKE_LINK_DIRS@|$(subst $(space),;,$(patsubst -L%,%,$(filter -L%,$(LDLIBS))))|' \

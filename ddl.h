@@ -78,7 +78,7 @@ extern "C" {
 /* ---- version ---- */
 
 #define DDL_VERSION_MAJOR 0
-#define DDL_VERSION_MINOR 1
+#define DDL_VERSION_MINOR 2
 #define DDL_VERSION_PATCH 0
 #define DDL_VERSION_NUMBER (DDL_VERSION_MAJOR * 10000 + DDL_VERSION_MINOR * 100 + DDL_VERSION_PATCH)
 
@@ -201,9 +201,8 @@ typedef struct ddl_train_config {
      * backward order at layer ends; with overlap 1, on a thread of the trainer's while backward
      * computes the earlier layers (the same sums as without, which all-reduces them after
      * backward); 2: that thread at real-time priority (SCHED_FIFO) where allowed, else as 1,
-     * warned. 0 (either): as the comm was configured (ddl_comm_config's overlap and bucket_kb, or
-     * DDL_OVERLAP and DDL_BUCKET_KB; default no overlap, 25600 KiB as PyTorch DDP); overlap -1:
-     * none, whatever the comm says. */
+     * warned; 0 (or -1, its older name): no overlap. bucket_kb 0: 25600 KiB, as PyTorch DDP.
+     * ddl_train_config_from_env reads them from DDL_OVERLAP and DDL_BUCKET_KB. */
     int overlap;
     int bucket_kb;
     /* shards > 0: the global batch is cut into this many shards (sample ranges fixed by the batch
@@ -266,6 +265,10 @@ enum { DDL_AUGMENT_FLIP = 1, DDL_AUGMENT_CROP = 2 };
 /* ddl_train_config_default: SGD lr 0.01 momentum 0.9 (Adam's betas 0.9, 0.999, eps 1e-8 ready
  * for kind = DDL_OPTIM_ADAM), constant schedule, batch 64, 5 epochs, seed 42, one process. */
 void ddl_train_config_default(ddl_train_config *cfg);
+/* ddl_train_config_from_env: set, in cfg, what the environment says of the trainer, leaving
+ * the rest as it is: overlap from DDL_OVERLAP (0, 1 or 2) and bucket_kb from DDL_BUCKET_KB (1
+ * to 1048576; 0 or unset: the default). Returns DDL_OK or DDL_EINVAL (the value named in err). */
+int ddl_train_config_from_env(ddl_train_config *cfg, char *err, size_t err_bytes);
 
 typedef struct ddl_epoch_stats {
     double loss;            /* mean training loss over the epoch (all ranks) */
@@ -550,18 +553,27 @@ typedef struct ddl_model_config {
     int batch;             /* most samples per forward pass (this rank's part of a global batch) */
     int in_c, in_h, in_w;  /* input (batch, in_c, in_h, in_w) */
     int n_classes;         /* output classes, 2 to DDL_MAX_CLASSES */
-    int depth, width;      /* unet: levels and base channels (0: plugin default) */
     float dropout;         /* drop probability where the model has dropout (0: none) */
-    const ddl_graph *graph; /* the layer graph ddl_model_graph() builds (copied by the build; NULL
-                             * for other plugins) */
 
     /* conv_algo: the algorithm of the built-in plugins' convolutions (ddl_conv2d.algo):
      * DDL_CONV_DIRECT (0) or DDL_CONV_WINOGRAD; it sizes the workspace, so it is chosen here. */
     int conv_algo;
+
+    /* plugin_config: the plugin's own settings, which its build reads (NULL: its defaults): a
+     * ddl_unet_config for unet, the ddl_graph for graph (copied by the build: it may go once the
+     * model is built), a struct of a user plugin's own. A built model's config (ddl_model_get_config)
+     * points it at the copy the plugin keeps in its state (ddl_build_plugin_config), else NULL. */
+    const void *plugin_config;
 } ddl_model_config;
 
+/* ddl_unet_config: U-Net's settings (ddl_model_config.plugin_config): levels and base channels
+ * (0: the defaults, 3 and 8). */
+typedef struct ddl_unet_config {
+    int depth, width;
+} ddl_unet_config;
+
 /* Getters of the built-in models. ddl_model_find: look one up by name; NULL if unknown.
- * ddl_model_graph: the plugin that builds cfg.graph (see "layer graphs"). */
+ * ddl_model_graph: the plugin that builds the ddl_graph in cfg.plugin_config (see "layer graphs"). */
 const ddl_model_plugin *ddl_model_lenet(void);
 const ddl_model_plugin *ddl_model_unet(void);
 const ddl_model_plugin *ddl_model_graph(void);
@@ -1025,20 +1037,8 @@ typedef struct ddl_comm_config {
                                      * token. 0: no MAC (the handshake still authenticates) */
     int compress;                   /* DDL_COMPRESS_*: what ddl_comm_allreduce_compressed sends (the
                                      * trainer's gradients); every rank must agree (DDL_EMISMATCH) */
-    /* The defaults of trainers on this comm, from DDL_OVERLAP and DDL_BUCKET_KB (the comm only
-     * keeps them; ddl_train_config's overlap and bucket_kb, which say what they mean, win when
-     * set): bucket_kb 0 is 25600, PyTorch DDP's 25 MiB. */
-    int overlap;
-    int bucket_kb;
     int algo;                       /* DDL_ALGO_*: how large all-reduces go (DDL_ALGO); every rank
                                      * must agree (a mismatch is DDL_EMISMATCH) */
-    char env_job[48];               /* ddl_comm_config_from_env's job id under Slurm ("slurm-" and an
-                                     * HMAC of the job and step ids keyed by the token), which job
-                                     * then points into */
-    char env_master[288];           /* ddl_comm_config_from_env's "MASTER_ADDR:MASTER_PORT" (torchrun's),
-                                     * which master then points into: copy the config whole */
-    char env_peers[8192];           /* ddl_comm_config_from_env's "h:p,h:p,..." from TF_CONFIG's cluster,
-                                     * which peers then points into */
     /* Elastic mode (DDL_ELASTIC=MIN:MAX), over shm, tcp and zmq with heartbeats on: after a
      * failure, ddl_comm_regroup lets the ranks that live go on in the same processes, as long as
      * at least elastic_min of them do. elastic_max (>= world_size, at most 256) is the most ranks
@@ -1051,25 +1051,37 @@ typedef struct ddl_comm_config {
                                      * the job's first one */
 } ddl_comm_config;
 
+/* ddl_comm_env: the text ddl_comm_config_from_env builds from the environment, which the
+ * config's strings then point into: a Slurm job id, torchrun's "MASTER_ADDR:MASTER_PORT",
+ * TF_CONFIG's peers. The caller keeps it as long as the config (copy them together). */
+typedef struct ddl_comm_env {
+    char job[48];
+    char master[288];
+    char peers[8192];
+} ddl_comm_env;
+
 /* ddl_comm_config_from_env: fill cfg from DDL_TRANSPORT, DDL_RANK, DDL_WORLD_SIZE,
  * DDL_LOCAL_RANK, DDL_LOCAL_SIZE, DDL_MASTER, DDL_PEERS, DDL_JOB, DDL_TOKEN, DDL_TIMEOUT_MS,
  * DDL_NATIVE_ALLREDUCE (or its older name DDL_MPI_NATIVE), DDL_INSECURE, DDL_HEARTBEAT_TIMEOUT_MS
  * (default 5000; 0: off), DDL_HEARTBEAT_INTERVAL_MS (default 1000), DDL_MAC, DDL_COMPRESS
- * (none, bf16 or fp16), DDL_OVERLAP (0 or 1), DDL_BUCKET_KB, and OMPI_COMM_WORLD_*, PMI_*,
+ * (none, bf16 or fp16), DDL_ALGO, DDL_ELASTIC, DDL_JOIN, and OMPI_COMM_WORLD_*, PMI_*,
  * SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID (and under srun, unless DDL_MASTER says otherwise, the
  * master from the step's node list and job and step ids, the local size from
  * SLURM_STEP_TASKS_PER_NODE and SLURM_NODEID); torchrun's RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,
  * MASTER_ADDR and MASTER_PORT (as master) and TORCHELASTIC_RUN_ID (as job), read instead when no
  * DDL_RANK or DDL_WORLD_SIZE is set and torchrun started the process (or no MPI or Slurm rank is
  * set either); TensorFlow's TF_CONFIG (its cluster's chief and worker addresses as peers, in
- * cfg->env_peers, task.type and task.index as the rank: the chief, or worker 0 without one, is
+ * env->peers, task.type and task.index as the rank: the chief, or worker 0 without one, is
  * rank 0; the ranks whose address has this rank's host as local ones), read instead when no
  * DDL_RANK, DDL_WORLD_SIZE, DDL_PEERS or DDL_MASTER is set and no MPI, Slurm or torchrun rank
  * either; the transport, unless DDL_TRANSPORT names one, is mpi under mpirun,
  * else as for a NULL transport. With none set: rank 0 of 1. The strings point into the
- * environment (master may point into cfg->env_master, peers into cfg->env_peers). Returns DDL_OK; DDL_EINVAL (a bad value, named in err); DDL_ENOTSUP (the
- * transport is not compiled in). */
-int ddl_comm_config_from_env(ddl_comm_config *cfg, char *err, size_t err_bytes);
+ * environment or into env (the master under torchrun or Slurm, TF_CONFIG's peers, Slurm's job
+ * id); env may be NULL where none of those is set (else DDL_EINVAL names the one that needs it).
+ * The trainer's own variables (DDL_OVERLAP, DDL_BUCKET_KB) are ddl_train_config_from_env's.
+ * Returns DDL_OK; DDL_EINVAL (a bad value, named in err); DDL_ENOTSUP (the transport is not
+ * compiled in). */
+int ddl_comm_config_from_env(ddl_comm_config *cfg, ddl_comm_env *env, char *err, size_t err_bytes);
 
 /* ddl_comm_create: connect to the other ranks (blocks up to timeout_ms). Returns DDL_OK with
  * *out set; or, with *out NULL and the reason in err (rank, transport, peer and what went
@@ -1104,9 +1116,6 @@ int ddl_comm_allreduce(ddl_comm *c, void *buf, size_t count, int dtype, int op);
 int ddl_comm_allreduce_compressed(ddl_comm *c, float *buf, size_t count, int op, float *residual);
 /* ddl_comm_compression: the comm's DDL_COMPRESS_* (NULL: none). */
 int ddl_comm_compression(const ddl_comm *c);
-/* ddl_comm_overlap, ddl_comm_bucket_bytes: the config's overlap (0, 1 or 2) and bucket size in bytes. */
-int ddl_comm_overlap(const ddl_comm *c);
-size_t ddl_comm_bucket_bytes(const ddl_comm *c);
 /* ddl_comm_broadcast: copy `count` elements from root's buf to every rank's buf. */
 int ddl_comm_broadcast(ddl_comm *c, void *buf, size_t count, int dtype, int root);
 /* ddl_comm_allgather: recv (world_size * count elements) = every rank's send, in rank order. */
@@ -1257,6 +1266,11 @@ const float *ddl_checkpoint_optim_state(const ddl_checkpoint *ck);
  * class names of the training data (image folders: model_cfg.n_classes of them), or NULL.
  * Owned by the checkpoint. */
 const char *ddl_checkpoint_arch(const ddl_checkpoint *ck);
+/* ddl_checkpoint_plugin_config: the model plugin's settings the file keeps, to build the model
+ * again (ddl_model_config.plugin_config): a ddl_unet_config for unet; NULL for other plugins
+ * (a graph's is ddl_checkpoint_arch's text, through ddl_graph_parse). Owned by the checkpoint:
+ * info.model_cfg.plugin_config is NULL, so copies of the info point nowhere. */
+const void *ddl_checkpoint_plugin_config(const ddl_checkpoint *ck);
 const char *const *ddl_checkpoint_class_names(const ddl_checkpoint *ck);
 /* ddl_checkpoint_check_model: DDL_OK if the checkpoint's weights fit m (name, tensor names and
  * shapes), else DDL_EINVAL with the first difference in err. */
@@ -1522,6 +1536,10 @@ void ddl_model_grads_ready(void *self, const float *from);
 /* ddl_build_fail: report a configuration the plugin cannot build; the create call then fails
  * with DDL_EINVAL and msg as its reason. */
 void ddl_build_fail(ddl_model_build *b, const char *msg);
+/* ddl_build_plugin_config: the plugin's copy of its settings, in its own state (self), which the
+ * built model's ddl_model_get_config then points plugin_config at; a plugin that keeps none
+ * leaves it NULL there (the caller's pointer may not outlive the build). */
+void ddl_build_plugin_config(ddl_model_build *b, const void *kept);
 
 /* 2: backward takes the pass it reports to (ddl_backward_ready). Version 1 plugins, with
  * backward of four arguments and ddl_model_grads_ready, still build. */

@@ -52,11 +52,17 @@ typedef struct mlp {
     float *h, *dh;                /* (batch, hidden): fc1's output after ReLU, and its gradient */
 } mlp;
 
+/* mlp_config: the plugin's own settings, which reach build() as ddl_model_config.plugin_config */
+typedef struct mlp_config {
+    int hidden; /* units of the hidden layer (0: 64) */
+} mlp_config;
+
 static int mlp_build(void *self, const ddl_model_config *cfg, ddl_model_build *b)
 {
     mlp *m = (mlp *)self;
+    const mlp_config *mc = (const mlp_config *)cfg->plugin_config;
     m->in = cfg->in_c * cfg->in_h * cfg->in_w;
-    m->hidden = cfg->width > 0 ? cfg->width : 64;
+    m->hidden = mc && mc->hidden > 0 ? mc->hidden : 64;
     m->out = cfg->n_classes;
     if (m->out < 2) {
         ddl_build_fail(b, "mlp: needs at least 2 classes");
@@ -207,8 +213,9 @@ int main(int argc, char **argv)
     /* ---- comm: ddlrun, mpirun or Slurm describe the job in the environment; alone, no comm ---- */
     char err[DDL_ERR_BYTES];
     ddl_comm_config cc;
+    ddl_comm_env env; /* text the config's strings may point into (a launcher's address) */
     ddl_comm *comm = NULL;
-    int rc = ddl_comm_config_from_env(&cc, err, sizeof err);
+    int rc = ddl_comm_config_from_env(&cc, &env, err, sizeof err);
     if (rc == DDL_OK && cc.world_size > 1)
         rc = ddl_comm_create(&cc, NULL, &comm, err, sizeof err);
     if (rc != DDL_OK) {
@@ -226,7 +233,9 @@ int main(int argc, char **argv)
     if (rc == DDL_OK) /* held out: the same arms, other points */
         rc = make_spirals(samples / 4 > 0 ? samples / 4 : 1, classes, (uint64_t)seed + 1, &test);
     ddl_model_config mc = {.batch = (batch + world - 1) / world, .in_c = 1, .in_h = 1, .in_w = 2,
-                           .n_classes = classes, .width = hidden, .graph = graph};
+                           .n_classes = classes};
+    mlp_config mlp_cfg = {.hidden = hidden};
+    mc.plugin_config = plugin ? (const void *)&mlp_cfg : (const void *)graph;
     if (rc != DDL_OK || (!plugin && !graph))
         rc = DDL_ENOMEM, snprintf(err, sizeof err, "cannot allocate %d points", samples);
     else

@@ -104,8 +104,9 @@ int main(int argc, char **argv)
 
     /* ---- comm: ddlrun, mpirun or Slurm describe the job in the environment; alone, no comm ---- */
     ddl_comm_config cc;
+    ddl_comm_env env;
     ddl_comm *comm = NULL;
-    int rc = example_join("lenet", &cc, &comm);
+    int rc = example_join("lenet", &cc, &env, &comm);
     if (rc != 0)
         return rc;
     int rank = comm ? ddl_comm_rank(comm) : 0; /* at the start: an elastic job may renumber its ranks */

@@ -11,8 +11,9 @@ int main(void)
 {
     char err[DDL_ERR_BYTES];
     ddl_comm_config cc;
+    ddl_comm_env env; /* text the config may point into, such as torchrun's master address */
     ddl_comm *comm = NULL; /* NULL: one process */
-    if (ddl_comm_config_from_env(&cc, err, sizeof err) != DDL_OK) { /* rank and world from ddlrun */
+    if (ddl_comm_config_from_env(&cc, &env, err, sizeof err) != DDL_OK) { /* rank and world from ddlrun */
         fprintf(stderr, "%s\n", err);
         return 1;
     }

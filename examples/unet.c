@@ -277,8 +277,9 @@ static int load(const example_opts *o, const unet_opts *u, int local_batch, ddl_
     if (rc == DDL_OK)
         rc = make_test(o->data, u, o->seed, test, err);
     ddl_model_config mc = {.batch = local_batch, .in_c = 1, .in_h = u->size, .in_w = u->size,
-                           .n_classes = train->n_classes, .depth = u->depth, .width = u->width};
-    mc.conv_algo = o->conv_algo;
+                           .n_classes = train->n_classes, .conv_algo = o->conv_algo};
+    ddl_unet_config uc = {.depth = u->depth, .width = u->width}; /* read by the build alone */
+    mc.plugin_config = &uc;
     if (rc == DDL_OK)
         rc = ddl_model_create(ddl_model_unet(), &mc, NULL, model, err, DDL_ERR_BYTES);
     if (rc == DDL_OK) {
@@ -321,8 +322,9 @@ int main(int argc, char **argv)
 
     /* ---- comm: ddlrun, mpirun or Slurm describe the job in the environment; alone, no comm ---- */
     ddl_comm_config cc;
+    ddl_comm_env env;
     ddl_comm *comm = NULL;
-    int rc = example_join("unet", &cc, &comm);
+    int rc = example_join("unet", &cc, &env, &comm);
     if (rc != 0)
         return rc;
     int rank = comm ? ddl_comm_rank(comm) : 0; /* at the start: an elastic job may renumber its ranks */

@@ -67,6 +67,7 @@ typedef struct unet {
     float *dp, *dq;               /* ping-pong gradient buffers, each of the largest activation */
     int id_head;
     int conv_algo;                /* ddl_model_config.conv_algo: the 3x3 convolutions' algorithm */
+    ddl_unet_config kept;         /* depth and width as built: the model's config points here */
 } unet;
 
 /* done: layer id has finished its part of a pass that a profile times (prof: ddl_model_profiling's
@@ -205,8 +206,11 @@ static size_t build_levels(unet *n, ddl_model_build *b)
 static int unet_build(void *self, const ddl_model_config *cfg, ddl_model_build *b)
 {
     unet *n = (unet *)self;
-    n->depth = cfg->depth > 0 ? cfg->depth : UNET_DEFAULT_DEPTH;
-    n->width = cfg->width > 0 ? cfg->width : UNET_DEFAULT_WIDTH;
+    const ddl_unet_config *uc = (const ddl_unet_config *)cfg->plugin_config;
+    n->depth = uc && uc->depth > 0 ? uc->depth : UNET_DEFAULT_DEPTH;
+    n->width = uc && uc->width > 0 ? uc->width : UNET_DEFAULT_WIDTH;
+    n->kept = (ddl_unet_config){.depth = n->depth, .width = n->width};
+    ddl_build_plugin_config(b, &n->kept);
     char why[DDL_ERR_BYTES];
     if (!check_config(cfg, n->depth, n->width, why, sizeof why)) {
         ddl_build_fail(b, why);

@@ -48,7 +48,7 @@ static void onnx_run_one(const char *model, const char *input, const char *outpu
                                im.in_w);
     int batch = chw ? (int)(n_in / chw) : 0, c = 0, h = 0, w = 0;
     ddl_model_config mc = {.batch = batch, .in_c = im.in_c, .in_h = im.in_h, .in_w = im.in_w, .n_classes = 2,
-                           .graph = g};
+                           .plugin_config = g};
     if (rc == DDL_OK && ddl_graph_output_shape(g, &mc, &c, &h, &w) == DDL_OK)
         mc.n_classes = c;
     if (rc == DDL_OK)

@@ -136,7 +136,7 @@ static void softmax_kernel(void)
 
 static ddl_model *build(ddl_graph *g, int c, int h, int w, int classes, char *err)
 {
-    ddl_model_config mc = {.batch = 3, .in_c = c, .in_h = h, .in_w = w, .n_classes = classes, .graph = g};
+    ddl_model_config mc = {.batch = 3, .in_c = c, .in_h = h, .in_w = w, .n_classes = classes, .plugin_config = g};
     ddl_model *m = NULL;
     if (ddl_model_create(ddl_model_graph(), &mc, NULL, &m, err, DDL_ERR_BYTES) != DDL_OK)
         fprintf(stderr, "build: %s\n", err);

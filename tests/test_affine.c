@@ -42,7 +42,7 @@ static void gradients(void)
             ddl_graph_dense(g, ddl_graph_affine(g, ddl_graph_dense(g, x, "a", 3), 3, scale, shift), "b", 2);
         }
         ddl_model_config mc = {.batch = 3, .in_c = flat ? 1 : 2, .in_h = flat ? 4 : 5, .in_w = flat ? 4 : 5,
-                               .n_classes = flat ? 2 : 3, .graph = g};
+                               .n_classes = flat ? 2 : 3, .plugin_config = g};
         ddl_model *m = NULL;
         CHECK(ddl_model_create(ddl_model_graph(), &mc, NULL, &m, err, sizeof err) == DDL_OK);
         if (m) {
@@ -68,7 +68,7 @@ static void forward_values(void)
     int x = ddl_graph_input(g, 3, 2, 2);
     int a = ddl_graph_affine(g, ddl_graph_conv2d(g, x, "id", 3, 1, 1, 0, 0), 3, scale, shift);
     ddl_graph_output(g, a, DDL_HEAD_XENT);
-    ddl_model_config mc = {.batch = 2, .in_c = 3, .in_h = 2, .in_w = 2, .n_classes = 3, .graph = g};
+    ddl_model_config mc = {.batch = 2, .in_c = 3, .in_h = 2, .in_w = 2, .n_classes = 3, .plugin_config = g};
     ddl_model *m = NULL;
     CHECK(ddl_model_create(ddl_model_graph(), &mc, NULL, &m, err, sizeof err) == DDL_OK);
     if (m) {
@@ -108,7 +108,7 @@ static void text_and_errors(void)
     ddl_graph *b = G();
     ddl_graph_dense(b, ddl_graph_affine(b, ddl_graph_conv2d(b, ddl_graph_input(b, 1, 3, 3), "c", 2, 1, 1, 0, 1), 3,
                                         scale, shift), "fc", 2);
-    ddl_model_config mc = {.batch = 1, .in_c = 1, .in_h = 3, .in_w = 3, .n_classes = 2, .graph = b};
+    ddl_model_config mc = {.batch = 1, .in_c = 1, .in_h = 3, .in_w = 3, .n_classes = 2, .plugin_config = b};
     ddl_model *m = NULL;
     CHECK(ddl_model_create(ddl_model_graph(), &mc, NULL, &m, err, sizeof err) == DDL_EINVAL);
     CHECK(strstr(err, "layer 2 (affine): 3 scales and shifts for an input of 2 channels") != NULL);

@@ -89,7 +89,7 @@ static uint32_t train(int augment, int threads, int steps, const char *save, con
     ddl_graph_parse(g, "input\nconv c 6 3 pad=1\nrelu\nmaxpool 2\ndense fc classes\n", err, sizeof err);
     ddl_dataset d = {.n = N, .c = C, .h = H, .w = W, .th = 1, .tw = 1, .n_classes = 4, .images = images,
                      .targets = labels};
-    ddl_model_config mc = {.batch = 16, .in_c = C, .in_h = H, .in_w = W, .n_classes = 4, .graph = g};
+    ddl_model_config mc = {.batch = 16, .in_c = C, .in_h = H, .in_w = W, .n_classes = 4, .plugin_config = g};
     ddl_model *m = NULL;
     ddl_trainer *t = NULL;
     ddl_train_config tc;
@@ -146,7 +146,7 @@ static void training(void)
     ddl_graph *g = NULL;
     ddl_graph_create(NULL, &g);
     ddl_graph_preset(g, "cnn:2", NULL, 0);
-    mc.graph = g;
+    mc.plugin_config = g;
     ddl_model *m = NULL;
     ddl_trainer *t = NULL;
     ddl_dataset d = {.n = N, .c = C, .h = H, .w = W, .th = 1, .tw = 1, .n_classes = 4, .images = images,

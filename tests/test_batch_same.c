@@ -54,7 +54,7 @@ static int save(const ddl_model_plugin *p, const ddl_graph *g, ddl_model_config 
     int seg = p == ddl_model_unet();
     ddl_dataset d = {.n = N, .c = mc.in_c, .h = mc.in_h, .w = mc.in_w, .th = seg ? mc.in_h : 1,
                      .tw = seg ? mc.in_w : 1, .n_classes = mc.n_classes, .images = img, .targets = seg ? targets : lab};
-    mc.graph = g;
+    mc.plugin_config = g;
     ddl_model *m = NULL;
     ddl_trainer *t = NULL;
     ddl_train_config tc;
@@ -168,8 +168,8 @@ int main(void)
     check_model("cnn", ddl_model_graph(), g,
                 (ddl_model_config){.batch = 16, .in_c = 3, .in_h = 64, .in_w = 64, .n_classes = 3});
     check_model("unet", ddl_model_unet(), NULL,
-                (ddl_model_config){.batch = 16, .in_c = 1, .in_h = 16, .in_w = 16, .n_classes = 4, .depth = 3,
-                                   .width = 4});
+                (ddl_model_config){.batch = 16, .in_c = 1, .in_h = 16, .in_w = 16, .n_classes = 4,
+                                   .plugin_config = &(ddl_unet_config){.depth = 3, .width = 4}});
     int parsed = g && ddl_graph_parse(g, every_arch, err, sizeof err) == DDL_OK;
     if (!parsed)
         fprintf(stderr, "  every_arch: %s\n", err);

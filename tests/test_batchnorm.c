@@ -24,7 +24,7 @@ static ddl_model *build(const char *arch, int batch, int in_c, int hw, int class
         fprintf(stderr, "parse: %s\n", err);
         return NULL;
     }
-    ddl_model_config cfg = {.batch = batch, .in_c = in_c, .in_h = hw, .in_w = hw, .n_classes = classes, .graph = g};
+    ddl_model_config cfg = {.batch = batch, .in_c = in_c, .in_h = hw, .in_w = hw, .n_classes = classes, .plugin_config = g};
     ddl_model *m = NULL;
     if (ddl_model_create(ddl_model_graph(), &cfg, NULL, &m, err, sizeof err) != DDL_OK)
         fprintf(stderr, "build: %s\n", err);
@@ -200,7 +200,7 @@ static void test_text(void)
     ddl_graph_format(h, t2, sizeof t2);
     CHECK(strcmp(t1, t2) == 0);
     /* unnamed: nn.Sequential's numbers, as the parameters */
-    ddl_model_config cfg = {.batch = 2, .in_c = 3, .in_h = 8, .in_w = 8, .n_classes = 2, .graph = g};
+    ddl_model_config cfg = {.batch = 2, .in_c = 3, .in_h = 8, .in_w = 8, .n_classes = 2, .plugin_config = g};
     ddl_model *m = NULL;
     CHECK(ddl_model_create(ddl_model_graph(), &cfg, NULL, &m, err, sizeof err) == DDL_OK);
     if (m) {

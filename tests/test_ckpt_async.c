@@ -62,7 +62,8 @@ static int open_unet(ddl_model **m, ddl_trainer **t, ddl_dataset *d)
         img[i] = (uint8_t)ddl_rng_below(&r, 256), lab[i] = (uint8_t)(img[i] / 24);
     *d = (ddl_dataset){.n = N, .c = 1, .h = HW, .w = HW, .th = HW, .tw = HW, .n_classes = 11, .images = img,
                        .targets = lab};
-    ddl_model_config mc = {.batch = 8, .in_c = 1, .in_h = HW, .in_w = HW, .n_classes = 11, .depth = 3, .width = 8};
+    ddl_model_config mc = {.batch = 8, .in_c = 1, .in_h = HW, .in_w = HW, .n_classes = 11,
+                           .plugin_config = &(ddl_unet_config){.depth = 3, .width = 8}};
     if (ddl_model_create(ddl_model_unet(), &mc, NULL, m, NULL, 0) != DDL_OK)
         return -1;
     ddl_train_config tc;

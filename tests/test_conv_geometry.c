@@ -322,7 +322,7 @@ static void pools(void)
 
 static ddl_model *model_of(ddl_graph *g, int c, int h, int w, int batch, char *err)
 {
-    ddl_model_config mc = {.batch = batch, .in_c = c, .in_h = h, .in_w = w, .n_classes = 3, .graph = g};
+    ddl_model_config mc = {.batch = batch, .in_c = c, .in_h = h, .in_w = w, .n_classes = 3, .plugin_config = g};
     ddl_model *m = NULL;
     ddl_model_create(ddl_model_graph(), &mc, NULL, &m, err, DDL_ERR_BYTES);
     return m;

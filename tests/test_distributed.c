@@ -58,9 +58,10 @@ static int train(ddl_comm *comm, int world, int unet, float *out, float *w0, flo
     if (unet && ddl_dataset_make_scenes(&d, 100, 32, 2, 3, NULL, &scenes, err, sizeof err) != DDL_OK)
         return DDL_EINVAL;
     ddl_model_config mc = {.batch = (batch + world - 1) / world, .in_c = 1, .in_h = 28, .in_w = 28, .n_classes = 10};
+    ddl_unet_config uc = {.depth = 2, .width = 4}; /* read by the build, so it lives as long as mc */
     if (unet)
         mc = (ddl_model_config){.batch = (batch + world - 1) / world, .in_c = 1, .in_h = 32, .in_w = 32,
-                                .n_classes = 11, .depth = 2, .width = 4};
+                                .n_classes = 11, .plugin_config = &uc};
     ddl_model *m = NULL;
     ddl_trainer *tr = NULL;
     int rc = ddl_model_create(unet ? ddl_model_unet() : ddl_model_lenet(), &mc, NULL, &m, err, sizeof err);

@@ -1,7 +1,8 @@
 /* test_exchange_config.c - the gradient exchange is the trainer's to configure: ddl_train_config's
- * overlap and bucket_kb win over the comm's (DDL_OVERLAP, DDL_BUCKET_KB), 0 takes the comm's and
- * overlap -1 turns it off whatever the comm says; every choice gives the same weights, on 2 ranks
- * over shm. Out-of-range values are refused with the reason. */
+ * overlap and bucket_kb, which ddl_train_config_from_env reads from DDL_OVERLAP and DDL_BUCKET_KB
+ * (leaving what the environment does not set); 0 (and -1) is no overlap, bucket_kb 0 PyTorch
+ * DDP's 25 MiB; every choice gives the same weights, on 2 ranks over shm. Out-of-range values,
+ * in the config or the environment, are refused with the reason. */
 #include "ddl.h"
 #include "check.h"
 #include "ranks.h"
@@ -10,13 +11,13 @@
 enum { N = 256, BATCH = 32, STEPS = 6 };
 static uint8_t images[N * 784], labels[N];
 
-/* run: STEPS steps of LeNet on 2 ranks with the comm's overlap and bucket_kb and the trainer's;
- * the weights' CRC, and what the trainer resolved in *overlap, *bucket_bytes and *threaded. */
-static uint32_t run(int rank, int world, int comm_overlap, int comm_kb, int tr_overlap, int tr_kb, int *overlap,
-                    size_t *bucket_bytes, int *threaded)
+/* run: STEPS steps of LeNet on 2 ranks with the trainer's overlap and bucket_kb, then (from_env)
+ * what the environment says over them; the weights' CRC, and what the trainer resolved in
+ * *overlap, *bucket_bytes and *threaded. */
+static uint32_t run(int rank, int world, int from_env, int tr_overlap, int tr_kb, int *overlap, size_t *bucket_bytes,
+                    int *threaded)
 {
     ddl_comm_config cfg = make_config(rank, world, 20000);
-    cfg.overlap = comm_overlap, cfg.bucket_kb = comm_kb;
     ddl_comm *c = NULL;
     char err[DDL_ERR_BYTES] = "";
     uint32_t crc = 0;
@@ -33,6 +34,7 @@ static uint32_t run(int rank, int world, int comm_overlap, int comm_kb, int tr_o
     ddl_train_config tc;
     ddl_train_config_default(&tc);
     tc.batch = BATCH, tc.comm = c, tc.overlap = tr_overlap, tc.bucket_kb = tr_kb;
+    CHECK(!from_env || ddl_train_config_from_env(&tc, err, sizeof err) == DDL_OK);
     if (ddl_model_create(ddl_model_lenet(), &mc, NULL, &m, err, sizeof err) == DDL_OK &&
         ddl_trainer_create(&tc, m, &d, NULL, &t, err, sizeof err) == DDL_OK) {
         *overlap = t->overlap, *bucket_bytes = t->bucket_bytes, *threaded = t->xch.threaded;
@@ -56,17 +58,17 @@ static void rank_body(int rank, int world, void *arg)
     (void)arg;
     int ov, th;
     size_t bb;
-    /* the trainer's settings over a comm that says nothing */
-    uint32_t a = run(rank, world, 0, 0, 1, 8, &ov, &bb, &th);
+    /* the trainer's settings */
+    uint32_t a = run(rank, world, 0, 1, 8, &ov, &bb, &th);
     CHECK(ov == 1 && bb == 8192 && th == 1);
-    /* the comm's (as DDL_OVERLAP=1 DDL_BUCKET_KB=8 set them) when the trainer's are 0 */
-    uint32_t b = run(rank, world, 1, 8, 0, 0, &ov, &bb, &th);
+    /* the environment's, read into the config (main set DDL_OVERLAP=1 DDL_BUCKET_KB=8) */
+    uint32_t b = run(rank, world, 1, 0, 0, &ov, &bb, &th);
     CHECK(ov == 1 && bb == 8192 && th == 1);
-    /* overlap -1: none, whatever the comm says; the trainer's bucket size wins */
-    uint32_t c = run(rank, world, 1, 8, -1, 16, &ov, &bb, &th);
+    /* overlap -1 (the older name of 0): none; the trainer's bucket size */
+    uint32_t c = run(rank, world, 0, -1, 16, &ov, &bb, &th);
     CHECK(ov == 0 && bb == 16384 && th == 0);
     /* neither: no overlap, PyTorch DDP's 25 MiB */
-    uint32_t e = run(rank, world, 0, 0, 0, 0, &ov, &bb, &th);
+    uint32_t e = run(rank, world, 0, 0, 0, &ov, &bb, &th);
     CHECK(ov == 0 && bb == (size_t)25600 << 10 && th == 0);
     CHECK(a != 0 && a == b && a == c && a == e); /* the same sums whichever way */
     report_value("crc", a);
@@ -81,6 +83,8 @@ int main(void)
         for (int p = 0; p < 784; p++)
             images[i * 784 + p] = (uint8_t)(p / 78 == labels[i] ? 200 : ddl_rng_below(&r, 60));
     }
+    setenv("DDL_OVERLAP", "1", 1);
+    setenv("DDL_BUCKET_KB", "8", 1);
     run_ranks("shm", 2, rank_body, NULL, 120.0, -1);
     CHECK(ranks_value_conflicts == 0 && ranks_n_values == 1);
 
@@ -98,6 +102,23 @@ int main(void)
     CHECK(ddl_trainer_create(&tc, m, &d, NULL, &t, err, sizeof err) == DDL_EINVAL && strstr(err, "overlap 3"));
     tc.overlap = 0, tc.bucket_kb = -1;
     CHECK(ddl_trainer_create(&tc, m, &d, NULL, &t, err, sizeof err) == DDL_EINVAL && strstr(err, "bucket_kb -1"));
+
+    /* the environment: what it does not set stays; a bad value is refused, naming the variable */
+    unsetenv("DDL_OVERLAP");
+    tc.overlap = 2, tc.bucket_kb = 64;
+    CHECK(ddl_train_config_from_env(&tc, err, sizeof err) == DDL_OK && tc.overlap == 2 && tc.bucket_kb == 8);
+    unsetenv("DDL_BUCKET_KB");
+    CHECK(ddl_train_config_from_env(&tc, err, sizeof err) == DDL_OK && tc.overlap == 2 && tc.bucket_kb == 8);
+    setenv("DDL_OVERLAP", "3", 1);
+    CHECK(ddl_train_config_from_env(&tc, err, sizeof err) == DDL_EINVAL && strstr(err, "DDL_OVERLAP=3") &&
+          tc.overlap == 2);
+    setenv("DDL_OVERLAP", "1x", 1);
+    CHECK(ddl_train_config_from_env(&tc, err, sizeof err) == DDL_EINVAL && strstr(err, "DDL_OVERLAP=1x"));
+    unsetenv("DDL_OVERLAP");
+    setenv("DDL_BUCKET_KB", "-4", 1);
+    CHECK(ddl_train_config_from_env(&tc, err, sizeof err) == DDL_EINVAL && strstr(err, "DDL_BUCKET_KB=-4") &&
+          tc.bucket_kb == 8);
+    unsetenv("DDL_BUCKET_KB");
     ddl_model_destroy(m);
     return TEST_END();
 }

@@ -33,7 +33,7 @@ static void same_as_plugin(const char *preset, const ddl_model_plugin *plugin, d
     ddl_graph *g = G();
     CHECK(ddl_graph_preset(g, preset, err, sizeof err) == DDL_OK);
     ddl_model_config gc = mc;
-    gc.graph = g;
+    gc.plugin_config = g;
     ddl_model *a = build(plugin, mc, err), *b = build(ddl_model_graph(), gc, err);
     CHECK(a && b);
     if (!a || !b)
@@ -105,10 +105,15 @@ static void gradients(void)
     char err[DDL_ERR_BYTES];
     int rc;
     ddl_graph *g = every_layer();
-    ddl_model_config mc = {.batch = 3, .in_c = 2, .in_h = 8, .in_w = 8, .n_classes = 3, .graph = g};
+    ddl_model_config mc = {.batch = 3, .in_c = 2, .in_h = 8, .in_w = 8, .n_classes = 3, .plugin_config = g};
     ddl_model *m = build(ddl_model_graph(), mc, err);
     CHECK(m != NULL);
-    if (m) {
+    if (m) { /* the built model's config points at its own copy of the graph, not the caller's */
+        const ddl_model_config *kept = ddl_model_get_config(m);
+        char a[4096], b[4096];
+        CHECK(kept->plugin_config && kept->plugin_config != g &&
+              ddl_graph_format((const ddl_graph *)kept->plugin_config, a, sizeof a) > 0 &&
+              ddl_graph_format(g, b, sizeof b) > 0 && strcmp(a, b) == 0);
         ddl_model_init_weights(m, 5);
         float *x = random_input(3 * 2 * 8 * 8, 9);
         double worst = 1.0;
@@ -153,7 +158,7 @@ static void check_catches_errors(void)
     ddl_graph *g = G();
     int x = ddl_graph_input(g, 1, 4, 4);
     ddl_graph_dense(g, ddl_graph_relu(g, ddl_graph_dense(g, x, "a", 6)), "b", 2);
-    ddl_model_config mc = {.batch = 2, .in_c = 1, .in_h = 4, .in_w = 4, .n_classes = 2, .graph = g};
+    ddl_model_config mc = {.batch = 2, .in_c = 1, .in_h = 4, .in_w = 4, .n_classes = 2, .plugin_config = g};
     ddl_model *m = build(ddl_model_graph(), mc, err);
     CHECK(m != NULL);
     if (m) {
@@ -216,7 +221,7 @@ static void text_round_trip(void)
                        "dense fc classes\n";
     CHECK(ddl_graph_parse(h, text, err, sizeof err) == DDL_OK);
     CHECK(ddl_graph_n_layers(h) == 12);
-    ddl_model_config mc = {.batch = 2, .in_c = 3, .in_h = 32, .in_w = 32, .n_classes = 5, .graph = h};
+    ddl_model_config mc = {.batch = 2, .in_c = 3, .in_h = 32, .in_w = 32, .n_classes = 5, .plugin_config = h};
     ddl_model *m = build(ddl_model_graph(), mc, err);
     CHECK(m != NULL);
     CHECK(m && strcmp(ddl_model_tensor(m, 0)->name, "stem.weight") == 0);
@@ -245,7 +250,7 @@ static void refused_build(const char *text, ddl_model_config mc, const char *wor
     char err[DDL_ERR_BYTES] = "";
     ddl_graph *g = G();
     CHECK(ddl_graph_parse(g, text, err, sizeof err) == DDL_OK);
-    mc.graph = g;
+    mc.plugin_config = g;
     ddl_model *m = NULL;
     CHECK(ddl_model_create(ddl_model_graph(), &mc, NULL, &m, err, sizeof err) == DDL_EINVAL);
     if (!strstr(err, words))
@@ -298,7 +303,7 @@ static void errors(void)
     CHECK(ddl_graph_conv2d(g, x + 5, "c", 4, 3, 1, 0, 1) == -1);
     CHECK(ddl_graph_relu(g, x) == -1);
     CHECK(strstr(ddl_graph_error(g), "layer 1 (conv): input 5 is not an earlier layer") != NULL);
-    mc.graph = g;
+    mc.plugin_config = g;
     CHECK(ddl_model_create(ddl_model_graph(), &mc, NULL, &m, err, sizeof err) == DDL_EINVAL);
     CHECK(strstr(err, "input 5 is not an earlier layer") != NULL);
     ddl_graph_destroy(g, NULL);
@@ -319,7 +324,7 @@ static ddl_model *train_graph(const ddl_graph *g, const ddl_dataset *d, int step
 {
     char err[DDL_ERR_BYTES];
     ddl_model_config mc = {.batch = 8, .in_c = d->c, .in_h = d->h, .in_w = d->w, .n_classes = d->n_classes,
-                           .dropout = 0.2f, .graph = g};
+                           .dropout = 0.2f, .plugin_config = g};
     ddl_model *m = build(ddl_model_graph(), mc, err);
     ddl_train_config tc;
     ddl_train_config_default(&tc);
@@ -420,7 +425,7 @@ static void per_channel(void)
     snprintf(path, sizeof path, "/tmp/ddl-test-norm-%d.ckpt", (int)getpid());
     ddl_graph *g = G();
     ddl_graph_parse(g, "input\nconv c 4 3\nrelu\ndense fc classes\n", err, sizeof err);
-    ddl_model_config mc = {.batch = 8, .in_c = 3, .in_h = 8, .in_w = 8, .n_classes = 2, .graph = g};
+    ddl_model_config mc = {.batch = 8, .in_c = 3, .in_h = 8, .in_w = 8, .n_classes = 2, .plugin_config = g};
     ddl_model *m = build(ddl_model_graph(), mc, err);
     float mean[3], std[3], zero[3] = {0.5f, 0.5f, 0.5f}, bad[3] = {0.2f, 0.0f, 0.3f}, got_m[3], got_s[3];
     ddl_dataset_stats_channels(&d, mean, std);
@@ -469,7 +474,8 @@ int main(void)
     same_as_plugin("lenet", ddl_model_lenet(),
                    (ddl_model_config){.batch = 4, .in_c = 1, .in_h = 28, .in_w = 28, .n_classes = 10, .dropout = 0.3f});
     same_as_plugin("unet:2:4", ddl_model_unet(),
-                   (ddl_model_config){.batch = 2, .in_c = 3, .in_h = 16, .in_w = 16, .n_classes = 3, .depth = 2, .width = 4});
+                   (ddl_model_config){.batch = 2, .in_c = 3, .in_h = 16, .in_w = 16, .n_classes = 3,
+                                      .plugin_config = &(ddl_unet_config){.depth = 2, .width = 4}});
     same_as_plugin("unet", ddl_model_unet(),
                    (ddl_model_config){.batch = 2, .in_c = 1, .in_h = 32, .in_w = 32, .n_classes = 2});
     gradients();

@@ -252,18 +252,18 @@ static void test_config(void)
     ddl_comm_config cfg;
     char err[DDL_ERR_BYTES];
     setenv("DDL_HEARTBEAT_TIMEOUT_MS", "-5", 1);
-    CHECK(ddl_comm_config_from_env(&cfg, err, sizeof err) == DDL_EINVAL && strstr(err, "DDL_HEARTBEAT_TIMEOUT_MS"));
+    CHECK(ddl_comm_config_from_env(&cfg, NULL, err, sizeof err) == DDL_EINVAL && strstr(err, "DDL_HEARTBEAT_TIMEOUT_MS"));
     setenv("DDL_HEARTBEAT_TIMEOUT_MS", "1000", 1);
     setenv("DDL_HEARTBEAT_INTERVAL_MS", "2000", 1);
-    CHECK(ddl_comm_config_from_env(&cfg, err, sizeof err) == DDL_EINVAL && strstr(err, "DDL_HEARTBEAT_INTERVAL_MS"));
+    CHECK(ddl_comm_config_from_env(&cfg, NULL, err, sizeof err) == DDL_EINVAL && strstr(err, "DDL_HEARTBEAT_INTERVAL_MS"));
     unsetenv("DDL_HEARTBEAT_INTERVAL_MS");
-    CHECK(ddl_comm_config_from_env(&cfg, err, sizeof err) == DDL_OK && cfg.heartbeat_timeout_ms == 1000 &&
+    CHECK(ddl_comm_config_from_env(&cfg, NULL, err, sizeof err) == DDL_OK && cfg.heartbeat_timeout_ms == 1000 &&
           cfg.heartbeat_interval_ms > 0 && cfg.heartbeat_interval_ms <= 1000);
     unsetenv("DDL_HEARTBEAT_TIMEOUT_MS");
-    CHECK(ddl_comm_config_from_env(&cfg, err, sizeof err) == DDL_OK && cfg.heartbeat_timeout_ms == 5000 &&
+    CHECK(ddl_comm_config_from_env(&cfg, NULL, err, sizeof err) == DDL_OK && cfg.heartbeat_timeout_ms == 5000 &&
           cfg.heartbeat_interval_ms == 1000);
     setenv("DDL_HEARTBEAT_TIMEOUT_MS", "0", 1);
-    CHECK(ddl_comm_config_from_env(&cfg, err, sizeof err) == DDL_OK && cfg.heartbeat_timeout_ms == 0);
+    CHECK(ddl_comm_config_from_env(&cfg, NULL, err, sizeof err) == DDL_OK && cfg.heartbeat_timeout_ms == 0);
     unsetenv("DDL_HEARTBEAT_TIMEOUT_MS");
     memset(&cfg, 0, sizeof cfg);
     cfg.world_size = 2;

@@ -311,7 +311,7 @@ static int env_main(void)
 {
     ddl_comm_config cfg;
     char err[DDL_ERR_BYTES];
-    if (ddl_comm_config_from_env(&cfg, err, sizeof err) != DDL_OK) {
+    if (ddl_comm_config_from_env(&cfg, NULL, err, sizeof err) != DDL_OK) {
         fprintf(stderr, "test_hier --env: %s\n", err);
         return 2;
     }

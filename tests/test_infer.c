@@ -373,7 +373,7 @@ static void test_import_load(const char *path)
     memset(&im, 0, sizeof im);
     ddl_model *m = NULL, *other = NULL;
     CHECK(ddl_graph_create(NULL, &g) == DDL_OK && ddl_graph_import_onnx(g, out, NULL, &im, err, sizeof err) == DDL_OK);
-    ddl_model_config mc = {.batch = 2, .in_c = im.in_c, .in_h = im.in_h, .in_w = im.in_w, .n_classes = 2, .graph = g};
+    ddl_model_config mc = {.batch = 2, .in_c = im.in_c, .in_h = im.in_h, .in_w = im.in_w, .n_classes = 2, .plugin_config = g};
     int c = 0, h, w;
     CHECK(ddl_graph_output_shape(g, &mc, &c, &h, &w) == DDL_OK && c == in->model_cfg.n_classes);
     mc.n_classes = c;
@@ -493,7 +493,7 @@ int main(int argc, char **argv)
     test_predict(ddl_model_lenet(), (ddl_model_config){.batch = 8, .in_c = 1, .in_h = 28, .in_w = 28,
                                                        .n_classes = 10, .dropout = 0.2f}, lenet_path);
     test_predict(ddl_model_unet(), (ddl_model_config){.batch = 8, .in_c = 1, .in_h = 16, .in_w = 16,
-                                                      .n_classes = 4, .depth = 2, .width = 4}, unet_path);
+                                                      .n_classes = 4, .plugin_config = &(ddl_unet_config){.depth = 2, .width = 4}}, unet_path);
     test_bad_files(lenet_path, unet_path);
     test_diverged();
     test_custom_model();

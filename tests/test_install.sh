@@ -17,6 +17,7 @@ has() { grep -q -- "-DDDL_WITH_$1" "$BUILD/flags"; }
 yes_no() { if has "$1"; then echo "$2"; else echo "$3"; fi; }
 v() { sed -n "s/^#define DDL_VERSION_$1 *\([0-9]*\).*/\1/p" ddl.h; }
 version=$(v MAJOR).$(v MINOR).$(v PATCH)
+abi=$(v MAJOR); [ "$abi" = 0 ] && abi="0.$(v MINOR)" # while the major is 0, a minor may change the ABI
 # pc PREFIX ARGS: pkg-config on the ddl.pc installed under PREFIX
 pc() { p=$1; shift; PKG_CONFIG_PATH=$p/lib/pkgconfig pkg-config --define-variable=prefix="$p" "$@"; }
 # expect NAME PROGRAM MPI [GEMM]: PROGRAM runs and prints the line of this build (or of GEMM)
@@ -26,7 +27,7 @@ expect() {
     case "$got" in "$want "*) ok ;; *) bad "$1: printed '$got', expected '$want ...'" ;; esac
 }
 # needs_libddl FILE: FILE has libddl.so.MAJOR in its NEEDED entries
-needs_libddl() { readelf -d "$1" | grep -q "NEEDED.*\[libddl\.so\.$(v MAJOR)\]"; }
+needs_libddl() { readelf -d "$1" | grep -q "NEEDED.*\[libddl\.so\.$abi\]"; }
 
 # ---- make install ----
 [ -f "$BUILD/flags" ] || { echo "no $BUILD/flags: run make first"; echo "0 passed, 1 failed"; exit 1; }
@@ -41,9 +42,9 @@ for f in include/ddl.h lib/libddl.a lib/libddl.so.$version lib/pkgconfig/ddl.pc 
     [ -f "$P/$f" ] || missing="$missing $f"
 done
 [ -z "$missing" ]; check "installed:$missing missing" $?
-[ "$(readlink "$P/lib/libddl.so.$(v MAJOR)")" = "libddl.so.$version" ] && [ "$(readlink "$P/lib/libddl.so")" = "libddl.so.$(v MAJOR)" ]
-check "libddl.so -> libddl.so.$(v MAJOR) -> libddl.so.$version" $?
-readelf -d "$P/lib/libddl.so.$version" | grep -q "SONAME.*\[libddl\.so\.$(v MAJOR)\]"; check "soname libddl.so.$(v MAJOR)" $?
+[ "$(readlink "$P/lib/libddl.so.$abi")" = "libddl.so.$version" ] && [ "$(readlink "$P/lib/libddl.so")" = "libddl.so.$abi" ]
+check "libddl.so -> libddl.so.$abi -> libddl.so.$version" $?
+readelf -d "$P/lib/libddl.so.$version" | grep -q "SONAME.*\[libddl\.so\.$abi\]"; check "soname libddl.so.$abi" $?
 
 # ---- pkg-config ----
 [ "$(pc "$P" --modversion ddl)" = "$version" ]; check "ddl.pc version $version" $?
@@ -83,13 +84,20 @@ done
 # ---- CMake ----
 cmake_app() { # NAME PREFIX CMAKE-ARGS...
     name=$1; p=$2; shift 2
-    cmake -S tests/install -B "$tmp/cm-$name" -DCMAKE_PREFIX_PATH="$p" ${san:+-DCMAKE_C_FLAGS=$san} "$@" > "$tmp/cm-$name.log" 2>&1 &&
+    cmake -S tests/install -B "$tmp/cm-$name" -DCMAKE_PREFIX_PATH="$p" -DDDL_WANT="$(v MAJOR).$(v MINOR)" \
+        ${san:+-DCMAKE_C_FLAGS=$san} "$@" > "$tmp/cm-$name.log" 2>&1 &&
         cmake --build "$tmp/cm-$name" >> "$tmp/cm-$name.log" 2>&1 || { tail -n 15 "$tmp/cm-$name.log"; return 1; }
 }
 cmake_app shared "$P"; check "cmake find_package(ddl), ddl::ddl" $?
 needs_libddl "$tmp/cm-shared/app"; check "cmake: linked against libddl.so" $?
 LD_LIBRARY_PATH=$P/lib expect "cmake, shared" "$tmp/cm-shared/app" "$(yes_no MPI yes no)"
 cmake_app static "$P" -DDDL_STATIC=ON; check "cmake find_package(ddl), DDL_STATIC=ON" $?
+if [ "$(v MAJOR)" = 0 ] && [ "$(v MINOR)" -gt 0 ]; then # 0.Y: a program written for 0.(Y-1) has another ABI
+    old="0.$(( $(v MINOR) - 1 ))"
+    ! cmake -S tests/install -B "$tmp/cm-old" -DCMAKE_PREFIX_PATH="$P" -DDDL_WANT="$old" > "$tmp/cm-old.log" 2>&1 &&
+        grep -q "$version" "$tmp/cm-old.log"
+    check "cmake find_package(ddl $old) refuses ddl $version (another ABI while the major is 0)" $?
+fi
 ! needs_libddl "$tmp/cm-static/app"; check "cmake DDL_STATIC: libddl.a linked in" $?
 expect "cmake, static" "$tmp/cm-static/app" "$(yes_no MPI yes no)"
 

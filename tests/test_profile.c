@@ -72,7 +72,7 @@ static uint32_t train(const ddl_graph *g, ddl_profile *p, long *allocs)
     make_data(&d);
     counter cnt = {0, 0};
     ddl_allocator al = {count_alloc, count_free, &cnt};
-    ddl_model_config mc = {.batch = BATCH, .in_c = C, .in_h = H, .in_w = W, .n_classes = K, .graph = g};
+    ddl_model_config mc = {.batch = BATCH, .in_c = C, .in_h = H, .in_w = W, .n_classes = K, .plugin_config = g};
     ddl_model *m = NULL;
     ddl_trainer *tr = NULL;
     char err[256];
@@ -230,7 +230,8 @@ int main(void)
     ddl_model_config lc = {.batch = 4, .in_c = 1, .in_h = 28, .in_w = 28, .n_classes = 10};
     double c1 = 2.0 * 6 * 28 * 28 * 1 * 5 * 5;
     check_plugin(ddl_model_lenet(), lc, 7, "conv1", c1, c1);
-    ddl_model_config uc = {.batch = 2, .in_c = 1, .in_h = 16, .in_w = 16, .n_classes = 2, .depth = 2, .width = 4};
+    ddl_model_config uc = {.batch = 2, .in_c = 1, .in_h = 16, .in_w = 16, .n_classes = 2,
+                           .plugin_config = &(ddl_unet_config){.depth = 2, .width = 4}};
     double u1 = 2.0 * 4 * 16 * 16 * 1 * 3 * 3;
     /* depth 2: a level is 4 block layers and a pool down, an up, a concat and 4 up; a bottom
      * block of 4 and the head */

@@ -100,7 +100,7 @@ static void gradients(void)
                                                               DDL_RESIZE_ROUND_PREFER_CEIL, 0, 0, 4, 2)),
                      "head", DDL_CLASSES, 1, 1, 0, 1);
     CHECK(ddl_graph_error(g)[0] == '\0');
-    ddl_model_config mc = {.batch = 2, .in_c = 2, .in_h = 5, .in_w = 4, .n_classes = 3, .graph = g};
+    ddl_model_config mc = {.batch = 2, .in_c = 2, .in_h = 5, .in_w = 4, .n_classes = 3, .plugin_config = g};
     int oc, oh, ow;
     CHECK(ddl_graph_output_shape(g, &mc, &oc, &oh, &ow) == DDL_OK && oc == 3 && oh == 4 && ow == 2);
     ddl_model *m = NULL;
@@ -162,7 +162,7 @@ static void errors(void)
     }
     /* a scale that leaves no pixel: refused when the shapes resolve */
     CHECK(ddl_graph_parse(g, "input 1 4 4\nresize scale=0.2\nconv 2 1\n", err, sizeof err) == DDL_OK);
-    ddl_model_config mc = {.batch = 1, .in_c = 1, .in_h = 4, .in_w = 4, .n_classes = 2, .graph = g};
+    ddl_model_config mc = {.batch = 1, .in_c = 1, .in_h = 4, .in_w = 4, .n_classes = 2, .plugin_config = g};
     int c, h, w;
     CHECK(ddl_graph_output_shape(g, &mc, &c, &h, &w) == DDL_EINVAL);
     ddl_graph_destroy(g, NULL);

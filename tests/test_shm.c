@@ -218,7 +218,7 @@ static int by_hand_rank(int label, int fd)
     ddl_comm_config cfg;
     ddl_comm *c = NULL;
     char err[DDL_ERR_BYTES] = "";
-    int st = ddl_comm_config_from_env(&cfg, err, sizeof err);
+    int st = ddl_comm_config_from_env(&cfg, NULL, err, sizeof err);
     if (st == DDL_OK)
         st = ddl_comm_create(&cfg, NULL, &c, err, sizeof err);
     unsigned char *buf = malloc(PAYLOAD);

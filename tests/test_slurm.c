@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+static ddl_comm_env env; /* the master's and the job id's text */
+
 static void first_host(const char *list, const char *want)
 {
     char out[64];
@@ -25,7 +27,7 @@ static void srun_task(int procid, int nodeid, int localid, const char *per_node,
     setenv("SLURM_STEP_TASKS_PER_NODE", per_node, 1);
     ddl_comm_config cfg;
     char err[256];
-    int rc = ddl_comm_config_from_env(&cfg, err, sizeof err);
+    int rc = ddl_comm_config_from_env(&cfg, &env, err, sizeof err);
     CHECK(rc == DDL_OK);
     if (rc != DDL_OK)
         fprintf(stderr, "  %s\n", err);
@@ -41,7 +43,7 @@ static void job_of(char *out, size_t n)
 {
     ddl_comm_config cfg;
     char err[256];
-    CHECK(ddl_comm_config_from_env(&cfg, err, sizeof err) == DDL_OK);
+    CHECK(ddl_comm_config_from_env(&cfg, &env, err, sizeof err) == DDL_OK);
     snprintf(out, n, "%s", cfg.job ? cfg.job : "");
 }
 
@@ -109,6 +111,6 @@ int main(void)
     setenv("SLURM_STEP_NODELIST", "node[01", 1);
     ddl_comm_config cfg;
     char err[256];
-    CHECK(ddl_comm_config_from_env(&cfg, err, sizeof err) == DDL_EINVAL && strstr(err, "cannot read its first host"));
+    CHECK(ddl_comm_config_from_env(&cfg, &env, err, sizeof err) == DDL_EINVAL && strstr(err, "cannot read its first host"));
     return TEST_END();
 }

@@ -214,7 +214,7 @@ static uint32_t train(trun *r)
     ddl_dataset d;
     make_data(&d);
     ddl_allocator al = {count_alloc, count_free, &r->c};
-    ddl_model_config mc = {.batch = TN, .in_c = TC, .in_h = THW, .in_w = THW, .n_classes = 3, .graph = g};
+    ddl_model_config mc = {.batch = TN, .in_c = TC, .in_h = THW, .in_w = THW, .n_classes = 3, .plugin_config = g};
     ddl_model *m = NULL;
     ddl_trainer *tr = NULL;
     uint32_t crc = 0;

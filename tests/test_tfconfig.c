@@ -10,14 +10,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-static ddl_comm_config cfg; /* 8 KB of env_peers: not on the stack of every call */
+static ddl_comm_config cfg;
+static ddl_comm_env env; /* 8 KB of peers: not on the stack of every call */
 
 /* good: json parses to rank, world, local rank and size, and peers. */
 static void good(const char *json, int rank, int world, int lrank, int lsize, const char *peers)
 {
     char err[256] = "";
     memset(&cfg, 0, sizeof cfg);
-    int rc = ddl__tf_config(json, &cfg, err, sizeof err);
+    int rc = ddl__tf_config(json, &cfg, &env, err, sizeof err);
     int same = rc == DDL_OK && cfg.rank == rank && cfg.world_size == world && cfg.local_rank == lrank &&
                cfg.local_size == lsize && cfg.peers && strcmp(cfg.peers, peers) == 0;
     CHECK(same);
@@ -31,7 +32,7 @@ static void refused(const char *json, const char *want)
 {
     char err[256] = "";
     memset(&cfg, 0, sizeof cfg);
-    int rc = ddl__tf_config(json, &cfg, err, sizeof err);
+    int rc = ddl__tf_config(json, &cfg, &env, err, sizeof err);
     int ok = rc == DDL_EINVAL && strstr(err, want) && strncmp(err, "TF_CONFIG: ", 11) == 0 && !cfg.peers;
     CHECK(ok);
     if (!ok)
@@ -144,7 +145,7 @@ int main(void)
     huge[big] = 0;
     refused(huge, "longer than");
     free(huge);
-    /* more addresses than env_peers holds */
+    /* more addresses than a ddl_comm_env's peers hold */
     size_t n = 800 * 32 + 200;
     char *many = malloc(n);
     strcpy(many, "{\"cluster\": {\"worker\": [");
@@ -159,38 +160,41 @@ int main(void)
                      "\"task\": {\"type\": \"worker\", \"index\": 1}}";
     char err[256];
     setenv("TF_CONFIG", tf, 1);
-    int rc = ddl_comm_config_from_env(&cfg, err, sizeof err);
+    int rc = ddl_comm_config_from_env(&cfg, &env, err, sizeof err);
     CHECK(rc == DDL_OK && cfg.rank == 1 && cfg.world_size == 2 && cfg.local_rank == 1 && cfg.local_size == 2);
     CHECK(rc == DDL_OK && cfg.peers && strcmp(cfg.peers, "127.0.0.1:7000,127.0.0.1:7001") == 0);
     CHECK(rc == DDL_OK && cfg.transport && strcmp(cfg.transport->name, "shm") == 0); /* one host */
+    /* the peers are text built into the caller's env: without one, refused, saying so */
+    rc = ddl_comm_config_from_env(&cfg, NULL, err, sizeof err);
+    CHECK(rc == DDL_EINVAL && strstr(err, "the peers from TF_CONFIG") && strstr(err, "ddl_comm_env") && !cfg.peers);
     setenv("DDL_LOCAL_RANK", "0", 1);
     setenv("DDL_LOCAL_SIZE", "1", 1);
-    rc = ddl_comm_config_from_env(&cfg, err, sizeof err);
+    rc = ddl_comm_config_from_env(&cfg, &env, err, sizeof err);
     CHECK(rc == DDL_OK && cfg.rank == 1 && cfg.local_rank == 0 && cfg.local_size == 1 && cfg.transport &&
           strcmp(cfg.transport->name, "tcp") == 0); /* DDL_LOCAL_*: "another host": tcp */
     unsetenv("DDL_LOCAL_RANK");
     unsetenv("DDL_LOCAL_SIZE");
     setenv("DDL_RANK", "0", 1);
     setenv("DDL_WORLD_SIZE", "1", 1);
-    rc = ddl_comm_config_from_env(&cfg, err, sizeof err);
+    rc = ddl_comm_config_from_env(&cfg, &env, err, sizeof err);
     CHECK(rc == DDL_OK && cfg.rank == 0 && cfg.world_size == 1 && !cfg.peers); /* DDL_RANK wins */
     unsetenv("DDL_RANK");
     unsetenv("DDL_WORLD_SIZE");
     setenv("DDL_PEERS", "x:1,y:2,z:3", 1);
-    rc = ddl_comm_config_from_env(&cfg, err, sizeof err);
+    rc = ddl_comm_config_from_env(&cfg, &env, err, sizeof err);
     CHECK(rc == DDL_OK && cfg.world_size == 1 && cfg.peers && strcmp(cfg.peers, "x:1,y:2,z:3") == 0);
     unsetenv("DDL_PEERS");
     setenv("RANK", "0", 1);
     setenv("WORLD_SIZE", "3", 1);
-    rc = ddl_comm_config_from_env(&cfg, err, sizeof err);
+    rc = ddl_comm_config_from_env(&cfg, &env, err, sizeof err);
     CHECK(rc == DDL_OK && cfg.world_size == 3 && !cfg.peers); /* torchrun's variables win */
     unsetenv("RANK");
     unsetenv("WORLD_SIZE");
     setenv("TF_CONFIG", "{\"cluster\": {\"worker\": [\"a:1\"]}, \"task\": {\"type\": \"ps\", \"index\": 0}}", 1);
-    rc = ddl_comm_config_from_env(&cfg, err, sizeof err);
+    rc = ddl_comm_config_from_env(&cfg, &env, err, sizeof err);
     CHECK(rc == DDL_EINVAL && strstr(err, "TF_CONFIG: task.type \"ps\""));
     setenv("TF_CONFIG", "", 1); /* empty: as unset */
-    rc = ddl_comm_config_from_env(&cfg, err, sizeof err);
+    rc = ddl_comm_config_from_env(&cfg, &env, err, sizeof err);
     CHECK(rc == DDL_OK && cfg.world_size == 1 && !cfg.peers);
     unsetenv("TF_CONFIG");
     return TEST_END();

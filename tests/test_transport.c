@@ -386,7 +386,7 @@ static int from_env(ddl_comm_config *cfg, char *err, size_t n, const char *vars)
         *eq = '\0';
         setenv(kv, eq + 1, 1);
     }
-    return ddl_comm_config_from_env(cfg, err, n);
+    return ddl_comm_config_from_env(cfg, NULL, err, n);
 }
 
 static void test_config_env(void)

@@ -37,8 +37,8 @@ static void make_items(ddl_dataset *d, uint8_t *img, uint8_t *lab, int n, uint64
 
 static ddl_model *small_unet(int batch, int in_hw)
 {
-    ddl_model_config mc = {.batch = batch, .in_c = 1, .in_h = in_hw, .in_w = in_hw, .n_classes = K, .depth = 2,
-                           .width = 4};
+    ddl_model_config mc = {.batch = batch, .in_c = 1, .in_h = in_hw, .in_w = in_hw, .n_classes = K,
+                           .plugin_config = &(ddl_unet_config){.depth = 2, .width = 4}};
     ddl_model *m = NULL;
     return ddl_model_create(ddl_model_unet(), &mc, NULL, &m, NULL, 0) == DDL_OK ? m : NULL;
 }
@@ -176,18 +176,28 @@ static void test_per_sample(void)
 
 static void test_bad_config(void)
 {
-    ddl_model_config mc = {.batch = 2, .in_c = 1, .in_h = 18, .in_w = 16, .n_classes = K, .depth = 2, .width = 4};
+    ddl_unet_config uc = {.depth = 2, .width = 4};
+    ddl_model_config mc = {.batch = 2, .in_c = 1, .in_h = 18, .in_w = 16, .n_classes = K, .plugin_config = &uc};
     CHECK(ddl_model_sizeof(ddl_model_unet(), &mc) == 0); /* 18 is not divisible by 4 */
     ddl_model *m = (ddl_model *)1;
     CHECK(ddl_model_create(ddl_model_unet(), &mc, NULL, &m, NULL, 0) == DDL_EINVAL && m == NULL);
     mc.in_h = 16;
-    mc.depth = 5; /* 16 is not divisible by 32 */
+    uc.depth = 5; /* 16 is not divisible by 32 */
     CHECK(ddl_model_sizeof(ddl_model_unet(), &mc) == 0);
-    mc.depth = 4;
+    uc.depth = 4;
     CHECK(ddl_model_sizeof(ddl_model_unet(), &mc) > 0);
-    mc.depth = 7;
+    uc.depth = 7;
     mc.in_h = mc.in_w = 128;
     CHECK(ddl_model_sizeof(ddl_model_unet(), &mc) == 0); /* too deep */
+    /* the built model's config points at the plugin's own copy of its settings, the defaults
+     * filled in: a caller's struct may be gone by then */
+    ddl_model_config dc = {.batch = 1, .in_c = 1, .in_h = 16, .in_w = 16, .n_classes = K, .plugin_config = &uc};
+    uc = (ddl_unet_config){.depth = 0, .width = 5};
+    ddl_model *built = NULL;
+    CHECK(ddl_model_create(ddl_model_unet(), &dc, NULL, &built, NULL, 0) == DDL_OK);
+    const ddl_unet_config *kept = built ? (const ddl_unet_config *)ddl_model_get_config(built)->plugin_config : NULL;
+    CHECK(kept && kept != &uc && kept->depth == 3 && kept->width == 5);
+    ddl_model_destroy(built);
     CHECK(ddl_model_find("unet") == ddl_model_unet());
     CHECK(!strcmp(ddl_model_unet()->name, "unet"));
 }

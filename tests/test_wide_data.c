@@ -42,7 +42,7 @@ static ddl_model *dense_model(int classes, int batch)
         return NULL;
     int x = ddl_graph_input(g, 1, SIDE, SIDE);
     ddl_graph_output(g, ddl_graph_dense(g, ddl_graph_flatten(g, x), "fc", DDL_CLASSES), DDL_HEAD_XENT);
-    ddl_model_config mc = {.batch = batch, .in_c = 1, .in_h = SIDE, .in_w = SIDE, .n_classes = classes, .graph = g};
+    ddl_model_config mc = {.batch = batch, .in_c = 1, .in_h = SIDE, .in_w = SIDE, .n_classes = classes, .plugin_config = g};
     if (ddl_model_create(ddl_model_graph(), &mc, NULL, &m, err, sizeof err) != DDL_OK)
         fprintf(stderr, "  model: %s\n", err);
     ddl_graph_destroy(g, NULL);

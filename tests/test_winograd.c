@@ -201,7 +201,7 @@ static void model_check(void)
     x = ddl_graph_relu(g, ddl_graph_conv2d(g, x, "c1", 5, 3, 1, 1, 1));
     x = ddl_graph_conv2d(g, x, "c2", 4, 3, 1, 0, 0);
     ddl_graph_dense(g, ddl_graph_global_avgpool(g, x), "fc", DDL_CLASSES);
-    ddl_model_config mc = {.batch = 3, .in_c = 2, .in_h = 7, .in_w = 6, .n_classes = 3, .graph = g};
+    ddl_model_config mc = {.batch = 3, .in_c = 2, .in_h = 7, .in_w = 6, .n_classes = 3, .plugin_config = g};
     ddl_model *m[2] = {NULL, NULL};
     char err[DDL_ERR_BYTES];
     unsigned seed = 17;

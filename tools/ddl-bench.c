@@ -282,10 +282,11 @@ int main(int argc, char **argv)
     int launched = getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE") || getenv("DDL_RANK");
     if (launched) {
         ddl_comm_config cfg;
+        static ddl_comm_env env; /* text cfg may point into, as long as the comm */
         char err[DDL_ERR_BYTES];
         if (o.transport)
             setenv("DDL_TRANSPORT", o.transport, 1);
-        if (ddl_comm_config_from_env(&cfg, err, sizeof err) != DDL_OK) {
+        if (ddl_comm_config_from_env(&cfg, &env, err, sizeof err) != DDL_OK) {
             fprintf(stderr, "ddl-bench: %s\n", err);
             return 1;
         }

@@ -104,9 +104,12 @@ static int cmd_show(const char *path)
            in->version, in->compressed ? "lz4 where it helps" : "uncompressed");
     char text[4 * 64];
     name_text(text, sizeof text, in->model);
-    printf("model      %s, signature %08x, input %dx%dx%d, %d classes, depth %d, width %d, dropout %g\n", text,
-           (unsigned)in->signature, mc->in_c, mc->in_h, mc->in_w, mc->n_classes, mc->depth, mc->width,
-           (double)mc->dropout);
+    const ddl_unet_config *u = (const ddl_unet_config *)ddl_checkpoint_plugin_config(ck);
+    char settings[64] = "";
+    if (u)
+        snprintf(settings, sizeof settings, ", depth %d, width %d", u->depth, u->width);
+    printf("model      %s, signature %08x, input %dx%dx%d, %d classes%s, dropout %g\n", text,
+           (unsigned)in->signature, mc->in_c, mc->in_h, mc->in_w, mc->n_classes, settings, (double)mc->dropout);
     printf("progress   step %lld, epoch %d, position %lld of %lld samples\n", (long long)in->step, in->epoch + 1,
            (long long)in->pos, (long long)in->n_train);
     printf("run        world size %d, global batch %d, seed %llu\n", in->world_size, in->batch,

@@ -205,8 +205,9 @@ static int example_output_file(const char *path, char *why, size_t why_bytes)
 static void example_outputs_prepare(const example_opts *o)
 {
     ddl_comm_config cc;
+    ddl_comm_env env;
     char why[512], msg[4600];
-    if (ddl_comm_config_from_env(&cc, why, sizeof why) == DDL_OK && cc.rank != 0)
+    if (ddl_comm_config_from_env(&cc, &env, why, sizeof why) == DDL_OK && cc.rank != 0)
         return;
     const char *flag = NULL, *path = NULL;
     if (o->checkpoint && example_output_file(o->checkpoint, why, sizeof why) != 0)
@@ -242,10 +243,14 @@ static int example_shards(const example_opts *o, const ddl_comm *comm)
     return o->accumulate ? o->accumulate * most : 0;
 }
 
-/* example_train_config: the trainer's configuration from the flags, for n training samples. */
+/* example_train_config: the trainer's configuration from the environment (DDL_OVERLAP,
+ * DDL_BUCKET_KB: a bad value exits 2, naming it) and the flags, for n training samples. */
 static void example_train_config(const example_opts *o, ddl_comm *comm, long n, ddl_train_config *tc)
 {
+    char why[DDL_ERR_BYTES];
     ddl_train_config_default(tc);
+    if (ddl_train_config_from_env(tc, why, sizeof why) != DDL_OK)
+        cli_error(why);
     tc->comm = comm;
     tc->epochs = o->epochs;
     tc->batch = o->batch;
@@ -322,13 +327,14 @@ static void example_test_stop(ddl_trainer *tr, long step)
  * inline: ddl-train, which includes this file too, starts its own way) ---- */
 
 /* example_join: the comm of the job the environment describes (ddlrun, mpirun or Slurm), into cc
- * and *comm; alone (one rank) no comm: *comm stays NULL. cc is the caller's and must live as long
- * as the comm (its strings may point into it). Returns 0 to go on, or the exit status: 2 for a bad
- * DDL_LOG_LEVEL, 1 when the job cannot be joined (said on stderr, naming prog and the rank). */
-static inline int example_join(const char *prog, ddl_comm_config *cc, ddl_comm **comm)
+ * and *comm; alone (one rank) no comm: *comm stays NULL. cc and env are the caller's and must
+ * live as long as the comm (cc's strings may point into env). Returns 0 to go on, or the exit
+ * status: 2 for a bad DDL_LOG_LEVEL, 1 when the job cannot be joined (said on stderr, naming
+ * prog and the rank). */
+static inline int example_join(const char *prog, ddl_comm_config *cc, ddl_comm_env *env, ddl_comm **comm)
 {
     char err[DDL_ERR_BYTES];
-    int rc = ddl_comm_config_from_env(cc, err, sizeof err);
+    int rc = ddl_comm_config_from_env(cc, env, err, sizeof err);
     if (rc == DDL_OK && example_log_setup(cc, prog) != 0) /* DDL_LOG_LEVEL */
         return 2;
     if (rc == DDL_OK && cc->world_size > 1)

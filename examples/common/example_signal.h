@@ -98,9 +98,10 @@ static void example_signal_install(const char *prog, const char *checkpoint, int
     struct stat st;
     char rank[48] = "", then[600];
     ddl_comm_config cc;
+    ddl_comm_env env;
     example_sig_prog = prog;
     example_usr1_saves = checkpoint != NULL;
-    if (ddl_comm_config_from_env(&cc, NULL, 0) == DDL_OK && cc.world_size > 1)
+    if (ddl_comm_config_from_env(&cc, &env, NULL, 0) == DDL_OK && cc.world_size > 1)
         snprintf(rank, sizeof rank, " on rank %d", cc.rank);
     int exists = checkpoint && stat(checkpoint, &st) == 0 && S_ISREG(st.st_mode);
     if (exists && resume)

@@ -219,8 +219,6 @@ static int ring(ddl_comm *c, int codec, float *buf, size_t count, float *res)
 }
 
 int ddl_comm_compression(const ddl_comm *c) { return c ? c->compress : DDL_COMPRESS_NONE; }
-int ddl_comm_overlap(const ddl_comm *c) { return c ? c->overlap : 0; }
-size_t ddl_comm_bucket_bytes(const ddl_comm *c) { return c ? c->bucket_bytes : (size_t)25600 << 10; }
 
 int ddl_comm_allreduce_compressed(ddl_comm *c, float *buf, size_t count, int op, float *residual)
 {

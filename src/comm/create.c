@@ -24,9 +24,6 @@ static int check_config(const ddl_comm_config *cfg, char *err, size_t n)
         return ddl__errf(err, n, DDL_EINVAL, "algo %d is not DDL_ALGO_AUTO, _RING, _PS or _HIER", cfg->algo);
     if (cfg->compress < DDL_COMPRESS_NONE || cfg->compress > DDL_COMPRESS_FP16)
         return ddl__errf(err, n, DDL_EINVAL, "compress %d is not DDL_COMPRESS_NONE, _BF16 or _FP16", cfg->compress);
-    if (cfg->overlap < 0 || cfg->overlap > 2 || cfg->bucket_kb < 0 || cfg->bucket_kb > (1 << 20))
-        return ddl__errf(err, n, DDL_EINVAL, "overlap %d must be 0, 1 or 2 and bucket_kb %d in [0, 1048576]",
-                         cfg->overlap, cfg->bucket_kb);
     if (cfg->elastic_min < 0 || cfg->elastic_max < 0 ||
         (cfg->elastic_min > 0 && (cfg->elastic_min > cfg->world_size || cfg->elastic_max > DDL__ELASTIC_MAX ||
                                   (cfg->elastic_max && cfg->elastic_max < cfg->world_size))))
@@ -154,8 +151,6 @@ int ddl_comm_create(const ddl_comm_config *cfg_in, const ddl_allocator *alloc, d
     ddl__tp_limits(c, cfg.native_allreduce);
     c->compress = cfg.compress;
     c->algo = cfg.algo;
-    c->overlap = cfg.overlap;
-    c->bucket_bytes = (size_t)(cfg.bucket_kb ? cfg.bucket_kb : 25600) << 10;
     snprintf(c->job, sizeof c->job, "%s", cfg.job && cfg.job[0] ? cfg.job : "ddl");
     cfg.job = c->job;
     if (cfg.elastic_min > 0 && cfg.world_size > 1) { /* what a regroup reopens with */

@@ -1,36 +1,11 @@
-/* env.c - ddl_comm_config_from_env: the one place in the library that reads the environment,
- * and only when the caller asks. It turns DDL_* (and mpirun's, Slurm's and torchrun's) variables into a
+/* env.c - ddl_comm_config_from_env: where the comm reads the environment, and only when the
+ * caller asks (the trainer's variables are src/train/env.c's). It turns DDL_* (and mpirun's, Slurm's and torchrun's) variables into a
  * ddl_comm_config (TensorFlow's TF_CONFIG through tfconfig.c); everything below it takes its
  * settings from config structs. */
 #include "impl.h"
 
-#include <errno.h>
-#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* env_int: *out from the first of names that is set; 0 and *found 0 if none. Strict: the whole
- * value must be a decimal int. */
-static int env_int(const char *const *names, int *out, int *found, char *err, size_t err_bytes)
-{
-    *found = 0;
-    for (; *names; names++) {
-        const char *v = getenv(*names);
-        if (!v)
-            continue;
-        char *end;
-        errno = 0;
-        long x = strtol(v, &end, 10);
-        if (end == v || *end != '\0')
-            return ddl__errf(err, err_bytes, DDL_EINVAL, "%s=%s is not a number", *names, v);
-        if (errno == ERANGE || x < INT_MIN || x > INT_MAX)
-            return ddl__errf(err, err_bytes, DDL_EINVAL, "%s=%s is out of range", *names, v);
-        *out = (int)x;
-        *found = 1;
-        return DDL_OK;
-    }
-    return DDL_OK;
-}
 
 static const char *env_str(const char *name)
 {
@@ -99,7 +74,7 @@ static int slurm_local_size(ddl_comm_config *cfg)
     return 1;
 }
 
-static int config_ints(ddl_comm_config *cfg, char *err, size_t err_bytes)
+static int config_ints(ddl_comm_config *cfg, ddl_comm_env *env, char *err, size_t err_bytes)
 {
     static const char *const rank_n[] = {"DDL_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID", NULL};
     static const char *const size_n[] = {"DDL_WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS",
@@ -114,13 +89,13 @@ static int config_ints(ddl_comm_config *cfg, char *err, size_t err_bytes)
     static const char *const tmo_n[] = {"DDL_TIMEOUT_MS", NULL};
     int torch = torchrun(), tf = tf_config();
     int st, f_rank, f_size, f_lrank, f_lsize, f_tmo;
-    if (tf && (st = ddl__tf_config(getenv("TF_CONFIG"), cfg, err, err_bytes)) != DDL_OK)
+    if (tf && (st = ddl__tf_config(getenv("TF_CONFIG"), cfg, env, err, err_bytes)) != DDL_OK)
         return st; /* rank, world, peers and the local ones: DDL_LOCAL_RANK and _SIZE still win */
-    if ((st = env_int(torch ? t_rank_n : rank_n, &cfg->rank, &f_rank, err, err_bytes)) ||
-        (st = env_int(torch ? t_size_n : size_n, &cfg->world_size, &f_size, err, err_bytes)) ||
-        (st = env_int(torch ? t_lrank_n : lrank_n, &cfg->local_rank, &f_lrank, err, err_bytes)) ||
-        (st = env_int(torch ? t_lsize_n : lsize_n, &cfg->local_size, &f_lsize, err, err_bytes)) ||
-        (st = env_int(tmo_n, &cfg->timeout_ms, &f_tmo, err, err_bytes)))
+    if ((st = ddl__env_int(torch ? t_rank_n : rank_n, &cfg->rank, &f_rank, err, err_bytes)) ||
+        (st = ddl__env_int(torch ? t_size_n : size_n, &cfg->world_size, &f_size, err, err_bytes)) ||
+        (st = ddl__env_int(torch ? t_lrank_n : lrank_n, &cfg->local_rank, &f_lrank, err, err_bytes)) ||
+        (st = ddl__env_int(torch ? t_lsize_n : lsize_n, &cfg->local_size, &f_lsize, err, err_bytes)) ||
+        (st = ddl__env_int(tmo_n, &cfg->timeout_ms, &f_tmo, err, err_bytes)))
         return st;
     if (tf)
         f_rank = f_size = f_lrank = f_lsize = 1;
@@ -148,9 +123,9 @@ static int config_ints(ddl_comm_config *cfg, char *err, size_t err_bytes)
     return DDL_OK;
 }
 
-/* torchrun_master: MASTER_ADDR and MASTER_PORT as the rendezvous (into cfg->env_master), and
+/* torchrun_master: MASTER_ADDR and MASTER_PORT as the rendezvous (into env->master), and
  * torchrun's run id as the job id, where DDL_MASTER and DDL_JOB do not say. */
-static int torchrun_master(ddl_comm_config *cfg, char *err, size_t err_bytes)
+static int torchrun_master(ddl_comm_config *cfg, ddl_comm_env *env, char *err, size_t err_bytes)
 {
     const char *addr = env_str("MASTER_ADDR"), *port = env_str("MASTER_PORT");
     const char *run = env_str("TORCHELASTIC_RUN_ID");
@@ -158,11 +133,11 @@ static int torchrun_master(ddl_comm_config *cfg, char *err, size_t err_bytes)
         cfg->job = run;
     if (cfg->master || cfg->peers || !addr || !port)
         return DDL_OK;
-    int n = snprintf(cfg->env_master, sizeof cfg->env_master, strchr(addr, ':') ? "[%s]:%s" : "%s:%s", addr, port);
-    if (n < 0 || (size_t)n >= sizeof cfg->env_master)
+    int n = snprintf(env->master, sizeof env->master, strchr(addr, ':') ? "[%s]:%s" : "%s:%s", addr, port);
+    if (n < 0 || (size_t)n >= sizeof env->master)
         return ddl__errf(err, err_bytes, DDL_EINVAL, "MASTER_ADDR=%s MASTER_PORT=%s: longer than %zu characters",
-                         addr, port, sizeof cfg->env_master - 1);
-    cfg->master = cfg->env_master;
+                         addr, port, sizeof env->master - 1);
+    cfg->master = env->master;
     return DDL_OK;
 }
 
@@ -173,8 +148,8 @@ static int heartbeat_ints(ddl_comm_config *cfg, char *err, size_t err_bytes)
     static const char *const tmo_n[] = {"DDL_HEARTBEAT_TIMEOUT_MS", NULL};
     static const char *const ivl_n[] = {"DDL_HEARTBEAT_INTERVAL_MS", NULL};
     int st, f_tmo, f_ivl;
-    if ((st = env_int(tmo_n, &cfg->heartbeat_timeout_ms, &f_tmo, err, err_bytes)) ||
-        (st = env_int(ivl_n, &cfg->heartbeat_interval_ms, &f_ivl, err, err_bytes)))
+    if ((st = ddl__env_int(tmo_n, &cfg->heartbeat_timeout_ms, &f_tmo, err, err_bytes)) ||
+        (st = ddl__env_int(ivl_n, &cfg->heartbeat_interval_ms, &f_ivl, err, err_bytes)))
         return st;
     if (!f_tmo)
         cfg->heartbeat_timeout_ms = 5000;
@@ -190,13 +165,10 @@ static int heartbeat_ints(ddl_comm_config *cfg, char *err, size_t err_bytes)
     return DDL_OK;
 }
 
-int ddl_comm_config_from_env(ddl_comm_config *cfg, char *err, size_t err_bytes)
+/* from_env: ddl_comm_config_from_env, with the text it builds in env. */
+static int from_env(ddl_comm_config *cfg, ddl_comm_env *env, char *err, size_t err_bytes)
 {
-    if (!cfg)
-        return ddl__errf(err, err_bytes, DDL_EINVAL, "cfg is NULL");
-    memset(cfg, 0, sizeof *cfg);
-    ddl__errf(err, err_bytes, DDL_OK, "%s", "");
-    int st = config_ints(cfg, err, err_bytes);
+    int st = config_ints(cfg, env, err, err_bytes);
     if (st == DDL_OK)
         st = heartbeat_ints(cfg, err, err_bytes);
     if (st)
@@ -205,30 +177,20 @@ int ddl_comm_config_from_env(ddl_comm_config *cfg, char *err, size_t err_bytes)
     if (!cfg->peers) /* TF_CONFIG's, or DDL_PEERS */
         cfg->peers = env_str("DDL_PEERS");
     cfg->job = env_str("DDL_JOB");
-    if (torchrun() && (st = torchrun_master(cfg, err, err_bytes)) != DDL_OK)
+    if (torchrun() && (st = torchrun_master(cfg, env, err, err_bytes)) != DDL_OK)
         return st;
     if (!torchrun() && !cfg->master && !cfg->peers && !getenv("DDL_RANK") && getenv("SLURM_PROCID") &&
-        cfg->world_size > 1 && (st = ddl__slurm_master(cfg, err, err_bytes)) != DDL_OK)
+        cfg->world_size > 1 && (st = ddl__slurm_master(cfg, env, err, err_bytes)) != DDL_OK)
         return st;
     cfg->token = env_str("DDL_TOKEN");
     if (!torchrun() && getenv("SLURM_PROCID") && !getenv("DDL_RANK"))
-        ddl__slurm_job(cfg);
+        ddl__slurm_job(cfg, env);
     static const char *const native_n[] = {"DDL_NATIVE_ALLREDUCE", "DDL_MPI_NATIVE", NULL};
     cfg->native_allreduce = env_flag(native_n);
     static const char *const insecure_n[] = {"DDL_INSECURE", NULL};
     cfg->insecure = env_flag(insecure_n);
     static const char *const mac_n[] = {"DDL_MAC", NULL};
     cfg->mac = env_flag(mac_n);
-    static const char *const overlap_n[] = {"DDL_OVERLAP", NULL}, *const bucket_n[] = {"DDL_BUCKET_KB", NULL};
-    int found;
-    if ((st = env_int(overlap_n, &cfg->overlap, &found, err, err_bytes)) ||
-        (st = env_int(bucket_n, &cfg->bucket_kb, &found, err, err_bytes)))
-        return st;
-    if (cfg->overlap < 0 || cfg->overlap > 2)
-        return ddl__errf(err, err_bytes, DDL_EINVAL, "DDL_OVERLAP=%d: expected 0, 1 or 2", cfg->overlap);
-    if (cfg->bucket_kb < 0 || cfg->bucket_kb > (1 << 20))
-        return ddl__errf(err, err_bytes, DDL_EINVAL, "DDL_BUCKET_KB=%d: expected 1 to 1048576 (0: the default, 25600)",
-                         cfg->bucket_kb);
     const char *al = env_str("DDL_ALGO");
     if (al && strcmp(al, "ring") == 0)
         cfg->algo = DDL_ALGO_RING;
@@ -261,4 +223,28 @@ int ddl_comm_config_from_env(ddl_comm_config *cfg, char *err, size_t err_bytes)
     if (cfg->world_size == 1 && !env_str("DDL_TRANSPORT"))
         return DDL_OK; /* one process: no transport needed */
     return choose_transport(cfg, err, err_bytes);
+}
+
+int ddl_comm_config_from_env(ddl_comm_config *cfg, ddl_comm_env *env, char *err, size_t err_bytes)
+{
+    if (!cfg)
+        return ddl__errf(err, err_bytes, DDL_EINVAL, "cfg is NULL");
+    memset(cfg, 0, sizeof *cfg);
+    ddl__errf(err, err_bytes, DDL_OK, "%s", "");
+    ddl_comm_env scratch; /* without the caller's env, only to find out whether one was needed */
+    ddl_comm_env *e = env ? env : &scratch;
+    memset(e, 0, sizeof *e);
+    int st = from_env(cfg, e, err, err_bytes);
+    if (st != DDL_OK || env)
+        return st;
+    const char *needs = cfg->master == scratch.master ? "the master from torchrun's MASTER_ADDR and MASTER_PORT "
+                                                        "or from Slurm's node list"
+                        : cfg->peers == scratch.peers ? "the peers from TF_CONFIG"
+                        : cfg->job == scratch.job     ? "the job id from Slurm's job and step ids"
+                                                      : NULL;
+    if (!needs)
+        return DDL_OK;
+    memset(cfg, 0, sizeof *cfg);
+    return ddl__errf(err, err_bytes, DDL_EINVAL, "ddl_comm_config_from_env: %s is text built from the environment, "
+                     "kept in a ddl_comm_env: pass one (env is NULL)", needs);
 }

@@ -147,8 +147,6 @@ struct ddl_comm {
                                 * with every rank: not checked again while it stays (training calls
                                 * it every step) */
     int64_t *shard_firsts;     /* [capacity]: each rank's first shard in that block's dealing (shards.c) */
-    int overlap;               /* for the trainer: ddl_comm_config.overlap */
-    size_t bucket_bytes;       /* for the trainer: ddl_comm_config.bucket_kb in bytes */
     int status;                /* sticky: the first failure */
     uint32_t seq;              /* collectives called so far */
     uint32_t *p2p_sent;        /* [world] messages sent to each peer */
@@ -408,19 +406,19 @@ int ddl__slurm_first_host(const char *list, char *out, size_t out_bytes);
 /* ddl__slurm_tasks_here: the tasks of node `node` in Slurm's SLURM_STEP_TASKS_PER_NODE form
  * ("2(x3),1"), or -1 if it cannot be read or has no such node. */
 int ddl__slurm_tasks_here(const char *per_node, int node);
-/* ddl__slurm_master: under srun, cfg->master (in cfg->env_master) from Slurm's node list and a
+/* ddl__slurm_master: under srun, cfg->master (in env->master) from Slurm's node list and a
  * port derived from SLURM_JOB_ID and SLURM_STEP_ID; unchanged outside Slurm. DDL_OK or
  * DDL_EINVAL (a node list it cannot read). */
-int ddl__slurm_master(ddl_comm_config *cfg, char *err, size_t err_bytes);
+int ddl__slurm_master(ddl_comm_config *cfg, ddl_comm_env *env, char *err, size_t err_bytes);
 /* ddl__slurm_job: under Slurm, with a token and no job id: cfg->job = "slurm-" and 16 hex digits
- * of HMAC-SHA256(token, "slurm-JOB.STEP") (in cfg->env_job); otherwise nothing changes. */
-void ddl__slurm_job(ddl_comm_config *cfg);
+ * of HMAC-SHA256(token, "slurm-JOB.STEP") (in env->job); otherwise nothing changes. */
+void ddl__slurm_job(ddl_comm_config *cfg, ddl_comm_env *env);
 
 /* ---- TensorFlow's TF_CONFIG (tfconfig.c) ---- */
 /* ddl__tf_config: json, a TF_CONFIG value, into cfg: rank and world_size in TensorFlow's order
- * (chief first), peers (pointing into cfg->env_peers) the chief's and workers' addresses, and
+ * (chief first), peers (pointing into env->peers) the chief's and workers' addresses, and
  * local_rank and local_size among the ranks of the same host name. DDL_OK, or DDL_EINVAL with err
- * saying what was wrong and where (cfg's fields then unchanged but env_peers). */
-int ddl__tf_config(const char *json, ddl_comm_config *cfg, char *err, size_t err_bytes);
+ * saying what was wrong and where (cfg's fields then unchanged). */
+int ddl__tf_config(const char *json, ddl_comm_config *cfg, ddl_comm_env *env, char *err, size_t err_bytes);
 
 #endif

@@ -40,7 +40,7 @@ int ddl__slurm_first_host(const char *list, char *out, size_t out_bytes)
     return n ? 0 : -1;
 }
 
-int ddl__slurm_master(ddl_comm_config *cfg, char *err, size_t err_bytes)
+int ddl__slurm_master(ddl_comm_config *cfg, ddl_comm_env *env, char *err, size_t err_bytes)
 {
     const char *list = getenv("SLURM_STEP_NODELIST");
     if (!list || !list[0])
@@ -53,12 +53,12 @@ int ddl__slurm_master(ddl_comm_config *cfg, char *err, size_t err_bytes)
         return ddl__errf(err, err_bytes, DDL_EINVAL, "SLURM_JOB_NODELIST=%.200s: cannot read its first host", list);
     unsigned long j = strtoul(job, NULL, 10), s = step ? strtoul(step, NULL, 10) : 0;
     int port = SLURM_PORT_BASE + (int)((j * 7 + s) % SLURM_PORT_SPAN);
-    snprintf(cfg->env_master, sizeof cfg->env_master, "%s:%d", host, port);
-    cfg->master = cfg->env_master;
+    snprintf(env->master, sizeof env->master, "%s:%d", host, port);
+    cfg->master = env->master;
     return DDL_OK;
 }
 
-void ddl__slurm_job(ddl_comm_config *cfg)
+void ddl__slurm_job(ddl_comm_config *cfg, ddl_comm_env *env)
 {
     const char *job = getenv("SLURM_JOB_ID"), *step = getenv("SLURM_STEP_ID");
     if (cfg->job || !cfg->token || !cfg->token[0] || !job || !job[0])
@@ -67,10 +67,10 @@ void ddl__slurm_job(ddl_comm_config *cfg)
     unsigned char mac[32];
     int n = snprintf(id, sizeof id, "slurm-%.40s.%.40s", job, step ? step : "batch");
     ddl_hmac_sha256(cfg->token, strlen(cfg->token), id, (size_t)n, mac);
-    int at = snprintf(cfg->env_job, sizeof cfg->env_job, "slurm-");
+    int at = snprintf(env->job, sizeof env->job, "slurm-");
     for (int i = 0; i < 8; i++)
-        at += snprintf(cfg->env_job + at, sizeof cfg->env_job - (size_t)at, "%02x", mac[i]);
-    cfg->job = cfg->env_job;
+        at += snprintf(env->job + at, sizeof env->job - (size_t)at, "%02x", mac[i]);
+    cfg->job = env->job;
 }
 
 int ddl__slurm_tasks_here(const char *per_node, int node)

@@ -373,7 +373,7 @@ static void same_host(const char *peers, int rank, int *local, int *size)
     }
 }
 
-int ddl__tf_config(const char *json, ddl_comm_config *cfg, char *err, size_t err_bytes)
+int ddl__tf_config(const char *json, ddl_comm_config *cfg, ddl_comm_env *env, char *err, size_t err_bytes)
 {
     tf_parser p = {.s = json, .n = json ? strnlen(json, TF_MAX_BYTES + 1) : 0, .err = err, .err_bytes = err_bytes};
     if (p.n > TF_MAX_BYTES)
@@ -383,11 +383,11 @@ int ddl__tf_config(const char *json, ddl_comm_config *cfg, char *err, size_t err
     if (st == DDL_OK)
         st = rank(&p, &f, &r);
     size_t used = 0;
-    char *out = cfg->env_peers;
+    char *out = env->peers;
     if (st == DDL_OK && f.n_chief && (p.i = f.chief_at, 1))
-        st = addresses(&p, "chief", out, sizeof cfg->env_peers, &used, &n);
+        st = addresses(&p, "chief", out, sizeof env->peers, &used, &n);
     if (st == DDL_OK && f.n_worker && (p.i = f.worker_at, 1))
-        st = addresses(&p, "worker", out, sizeof cfg->env_peers, &used, &n);
+        st = addresses(&p, "worker", out, sizeof env->peers, &used, &n);
     if (st != DDL_OK)
         return out[0] = '\0', st;
     cfg->rank = r;

@@ -23,6 +23,11 @@ typedef struct ddl__text {
 } ddl__text;
 void ddl__text_put(ddl__text *o, const char *fmt, ...) DDL__PRINTF(2, 3);
 
+/* ddl__env_int: the first of the NULL-ended names set in the environment, as an int, in *out
+ * (*found 1); none set: *out untouched, *found 0. DDL_EINVAL names the variable that is not an
+ * int. */
+int ddl__env_int(const char *const *names, int *out, int *found, char *err, size_t err_bytes);
+
 /* ddl__errf: format a message into err (err_bytes, may be 0) and return status. */
 int ddl__errf(char *err, size_t err_bytes, int status, const char *fmt, ...) DDL__PRINTF(4, 5);
 

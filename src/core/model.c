@@ -45,6 +45,7 @@ struct ddl_model_build {
     int failed;
     char err[DDL_ERR_BYTES];
     int n_layers;        /* layers declared so far (ddl_build_layer, profile.c) */
+    const void *kept;    /* the plugin's copy of its settings (ddl_build_plugin_config) */
 };
 
 float *ddl_build_param(ddl_model_build *b, const char *name, int n_dims, const int *shape, int init, int fan_in,
@@ -192,6 +193,8 @@ int ddl_build_layer(ddl_model_build *b, const char *name, const char *kind, int 
     return idx;
 }
 
+void ddl_build_plugin_config(ddl_model_build *b, const void *kept) { b->kept = kept; }
+
 void ddl_build_fail(ddl_model_build *b, const char *msg)
 {
     if (!b->failed)
@@ -327,6 +330,7 @@ int ddl_model_init(void *mem, size_t bytes, const ddl_model_plugin *p, const ddl
     m->out_c = b.out_c;
     m->out_h = b.out_h;
     m->out_w = b.out_w;
+    m->cfg.plugin_config = b.kept; /* the caller's may not outlive the build */
     *out = m;
     return DDL_OK;
 }

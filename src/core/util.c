@@ -2,6 +2,8 @@
  * Small leaf helpers with no state of their own. */
 #include "impl.h"
 
+#include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -257,3 +259,23 @@ int ddl__remaining_ms(int64_t deadline_ms)
     return left > 1000000000 ? 1000000000 : (int)left;
 }
 
+int ddl__env_int(const char *const *names, int *out, int *found, char *err, size_t err_bytes)
+{
+    *found = 0;
+    for (; *names; names++) {
+        const char *v = getenv(*names);
+        if (!v)
+            continue;
+        char *end;
+        errno = 0;
+        long x = strtol(v, &end, 10);
+        if (end == v || *end != '\0')
+            return ddl__errf(err, err_bytes, DDL_EINVAL, "%s=%s is not a number", *names, v);
+        if (errno == ERANGE || x < INT_MIN || x > INT_MAX)
+            return ddl__errf(err, err_bytes, DDL_EINVAL, "%s=%s is out of range", *names, v);
+        *out = (int)x;
+        *found = 1;
+        return DDL_OK;
+    }
+    return DDL_OK;
+}

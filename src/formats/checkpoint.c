@@ -96,6 +96,11 @@ uint32_t ddl_model_signature(const ddl_model *m) { return signature_of(m->tensor
 
 /* ---- encoding the sections ---- */
 
+/* is_unet: the header keeps two words of one plugin's settings, U-Net's depth and width (0 for
+ * every other plugin): the format knows that plugin by the name its files carry, as it knows
+ * "graph" (ddl_checkpoint_check_model), and calls no plugin. */
+static int is_unet(const char *model) { return strcmp(model, "unet") == 0; }
+
 static void meta_encode(unsigned char *p, const ddl_checkpoint_info *in)
 {
     memset(p, 0, CK_META_BYTES);
@@ -118,7 +123,8 @@ static void meta_encode(unsigned char *p, const ddl_checkpoint_info *in)
     ddl__put_lef(p + 144, in->mean);
     ddl__put_lef(p + 148, in->std);
     const ddl_model_config *mc = &in->model_cfg;
-    const int mi[7] = {mc->batch, mc->in_c, mc->in_h, mc->in_w, mc->n_classes, mc->depth, mc->width};
+    const ddl_unet_config *u = is_unet(in->model) ? (const ddl_unet_config *)mc->plugin_config : NULL;
+    const int mi[7] = {mc->batch, mc->in_c, mc->in_h, mc->in_w, mc->n_classes, u ? u->depth : 0, u ? u->width : 0};
     for (int i = 0; i < 7; i++)
         ddl__put_le32(p + 152 + 4 * i, (uint32_t)mi[i]);
     ddl__put_lef(p + 180, mc->dropout);
@@ -127,8 +133,9 @@ static void meta_encode(unsigned char *p, const ddl_checkpoint_info *in)
     put_floats(p + 204, in->norm_std, DDL_MAX_NORM_CHANNELS);
 }
 
-static void meta_decode(const unsigned char *p, ddl_checkpoint_info *o)
+static void meta_decode(const unsigned char *p, ddl_checkpoint *ck)
 {
+    ddl_checkpoint_info *o = &ck->info;
     memcpy(o->model, p, sizeof o->model);
     o->signature = ddl__get_le32(p + 48);
     o->n_tensors = (int)(int32_t)ddl__get_le32(p + 52);
@@ -152,7 +159,8 @@ static void meta_decode(const unsigned char *p, ddl_checkpoint_info *o)
     for (int i = 0; i < 7; i++)
         mi[i] = (int)(int32_t)ddl__get_le32(p + 152 + 4 * i);
     o->model_cfg = (ddl_model_config){.batch = mi[0], .in_c = mi[1], .in_h = mi[2], .in_w = mi[3],
-                                      .n_classes = mi[4], .depth = mi[5], .width = mi[6], .dropout = ddl__get_lef(p + 180)};
+                                      .n_classes = mi[4], .dropout = ddl__get_lef(p + 180)};
+    ck->unet = (ddl_unet_config){.depth = mi[5], .width = mi[6]};
     o->n_norm = (int)(int32_t)ddl__get_le32(p + 184);
     get_floats(o->norm_mean, p + 188, DDL_MAX_NORM_CHANNELS);
     get_floats(o->norm_std, p + 204, DDL_MAX_NORM_CHANNELS);
@@ -759,7 +767,7 @@ static int rd_small(reader *r, ddl_checkpoint *ck, const ddl_allocator *alloc)
     if (rc)
         return rc;
     ddl_checkpoint_info head = ck->info; /* what rd_header found */
-    meta_decode(meta, &ck->info);
+    meta_decode(meta, ck);
     ddl__free(alloc, meta);
     ck->info.version = head.version;
     ck->info.compressed = head.compressed;
@@ -866,6 +874,10 @@ int ddl_checkpoint_open(const char *path, const ddl_allocator *alloc, ddl_checkp
 /* ---- getters and checks ---- */
 
 const ddl_checkpoint_info *ddl_checkpoint_get_info(const ddl_checkpoint *ck) { return &ck->info; }
+const void *ddl_checkpoint_plugin_config(const ddl_checkpoint *ck)
+{
+    return ck && is_unet(ck->info.model) ? &ck->unet : NULL;
+}
 const float *ddl_checkpoint_params(const ddl_checkpoint *ck) { return ck->params; }
 const float *ddl_checkpoint_optim_state(const ddl_checkpoint *ck) { return ck->optim; }
 

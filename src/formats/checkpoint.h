@@ -24,6 +24,7 @@ struct ddl_checkpoint {
     int n_buf_tensors;
     float *buffers;
     size_t n_buffers;
+    ddl_unet_config unet; /* a U-Net's depth and width, from the header (ddl_checkpoint_plugin_config) */
 };
 
 /* What ddl__checkpoint_write puts in a file: the model's tensors, weights and normalisation,

@@ -349,17 +349,19 @@ static void declare_layers(gmodel *m, ddl_model_build *b)
 static int graph_build(void *self, const ddl_model_config *cfg, ddl_model_build *b)
 {
     gmodel *m = self;
-    if (!cfg->graph) {
-        ddl_build_fail(b, "graph: the model config has no graph (ddl_model_config.graph)");
+    const ddl_graph *g = (const ddl_graph *)cfg->plugin_config;
+    if (!g) {
+        ddl_build_fail(b, "graph: the model config has no graph (ddl_model_config.plugin_config)");
         return DDL_EINVAL;
     }
-    if (cfg->graph->failed || cfg->graph->n < 2) {
+    if (g->failed || g->n < 2) {
         char msg[DDL_ERR_BYTES];
-        snprintf(msg, sizeof msg, "graph: %.240s", cfg->graph->failed ? cfg->graph->err : "no layer after the input");
+        snprintf(msg, sizeof msg, "graph: %.240s", g->failed ? g->err : "no layer after the input");
         ddl_build_fail(b, msg);
         return DDL_EINVAL;
     }
-    memcpy(&m->g, cfg->graph, sizeof m->g);
+    memcpy(&m->g, g, sizeof m->g);
+    ddl_build_plugin_config(b, &m->g);
     m->out = ddl_graph_output_layer(&m->g);
     m->batch = cfg->batch;
     m->conv_algo = cfg->conv_algo;

@@ -627,9 +627,11 @@ static int graph_of(const ddl_checkpoint *ck, ddl_graph *g, const char *path, ch
     }
     if (strcmp(in->model, "lenet") == 0)
         snprintf(preset, sizeof preset, "lenet");
-    else if (strcmp(in->model, "unet") == 0)
-        snprintf(preset, sizeof preset, "unet:%d:%d", in->model_cfg.depth > 0 ? in->model_cfg.depth : 3,
-                 in->model_cfg.width > 0 ? in->model_cfg.width : 8);
+    else if (strcmp(in->model, "unet") == 0) {
+        const ddl_unet_config *u = (const ddl_unet_config *)ddl_checkpoint_plugin_config(ck);
+        snprintf(preset, sizeof preset, "unet:%d:%d", u && u->depth > 0 ? u->depth : 3,
+                 u && u->width > 0 ? u->width : 8);
+    }
     if (!preset[0] || ddl_graph_preset(g, preset, why, sizeof why) != DDL_OK)
         return ddl__errf(err, err_bytes, DDL_ENOTSUP, "%s: a checkpoint of model \"%.47s\" that carries no layer "
                          "graph: ONNX export needs one (a graph model, or a plugin with describe()); nothing exported",
@@ -647,7 +649,7 @@ static int build(const ddl_checkpoint *ck, ddl_graph *g, ddl_model **m, const ch
         return rc;
     ddl_model_config mc = ddl_checkpoint_get_info(ck)->model_cfg;
     mc.batch = 1;
-    mc.graph = g;
+    mc.plugin_config = g;
     char why[DDL_ERR_BYTES];
     rc = ddl_model_create(ddl_model_graph(), &mc, NULL, m, why, sizeof why);
     if (rc == DDL_OK)

@@ -86,15 +86,15 @@ static int new_block(const ddl_model_plugin *plugin, const ddl_model_config *mc,
     return DDL_OK;
 }
 
-/* load_model: the model for the checkpoint ck, built in one block with the predictor (mc.graph,
- * if any, is needed only while it is built). */
+/* load_model: the model for the checkpoint ck, built in one block with the predictor (graph, if
+ * any, is needed only while it is built; else the plugin's settings the checkpoint keeps). */
 static int load_model(ddl_predictor **out, const char *path, const ddl_checkpoint *ck, const ddl_model_plugin *plugin,
                       const ddl_graph *graph, int batch, const ddl_allocator *alloc, char *err, size_t err_bytes)
 {
     const ddl_checkpoint_info *in = ddl_checkpoint_get_info(ck);
     ddl_model_config mc = in->model_cfg;
     mc.batch = batch;
-    mc.graph = graph;
+    mc.plugin_config = graph ? (const void *)graph : ddl_checkpoint_plugin_config(ck);
     const char *const *names = ddl_checkpoint_class_names(ck);
     ddl_predictor *p = NULL;
     char why[DDL_ERR_BYTES];
@@ -134,7 +134,7 @@ static int build_onnx(ddl_predictor **out, const char *path, ddl_graph *g, const
                       const ddl_allocator *alloc, char *err, size_t err_bytes)
 {
     ddl_model_config mc = {.batch = batch, .in_c = im->in_c, .in_h = im->in_h, .in_w = im->in_w, .n_classes = 2,
-                           .graph = g};
+                           .plugin_config = g};
     int c, h, w;
     if (ddl_graph_output_shape(g, &mc, &c, &h, &w) != DDL_OK || c < 2 || c > DDL_MAX_CLASSES || !(im->scale > 0))
         return ddl__errf(err, err_bytes, DDL_EINVAL, "%s: ddl cannot build this model (its output has %d channels; "
@@ -158,7 +158,7 @@ static int build_onnx(ddl_predictor **out, const char *path, ddl_graph *g, const
     }
     snprintf(p->info.model, sizeof p->info.model, "graph");
     p->info.model_cfg = mc;
-    p->info.model_cfg.graph = NULL;
+    p->info.model_cfg.plugin_config = NULL;
     p->info.n_params = im->n_params;
     p->info.n_tensors = ddl_model_n_tensors(p->m);
     ddl_model_norm(p->m, &p->info.mean, &p->info.std);

@@ -8,6 +8,9 @@
 
 #include <pthread.h>
 
+/* the gradient buckets' size when ddl_train_config.bucket_kb is 0: PyTorch DDP's 25 MiB */
+#define DDL__BUCKET_KB_DEFAULT 25600
+
 /* ---- the gradient exchange (exchange.c) ---- */
 typedef struct ddl__bucket {
     size_t lo, hi;          /* elements [lo, hi) of the flat gradient buffer */

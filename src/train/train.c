@@ -74,8 +74,8 @@ static int check_shapes(const ddl_train_config *cfg, ddl_model *m, const ddl_dat
                          "DDL_AUGMENT_CROP, and a padding of 0 to the image's smaller side", (unsigned)cfg->augment,
                          cfg->augment_pad);
     if (cfg->overlap < -1 || cfg->overlap > 2 || cfg->bucket_kb < 0 || cfg->bucket_kb > (1 << 20))
-        return ddl__errf(err, err_bytes, DDL_EINVAL, "overlap %d must be -1 (none), 0 (the comm's), 1 or 2 and "
-                         "bucket_kb %d in [0 (the comm's), 1048576]", cfg->overlap, cfg->bucket_kb);
+        return ddl__errf(err, err_bytes, DDL_EINVAL, "overlap %d must be 0 (none), 1 or 2 and bucket_kb %d in "
+                         "[0 (25600), 1048576]", cfg->overlap, cfg->bucket_kb);
     int fewest = ddl__trainer_fewest(cfg, world), most = cfg->shards ? (cfg->shards + fewest - 1) / fewest : 0;
     if (cfg->shards < 0 || (cfg->shards > 0 && (cfg->shards < world || most > DDL_MAX_MICRO_BATCHES ||
                                                 cfg->shards > cfg->batch || ddl_comm_compression(cfg->comm) != 0 ||
@@ -180,9 +180,8 @@ int ddl_trainer_create(const ddl_train_config *cfg_in, ddl_model *m, const ddl_d
     ddl__trainer_deal(&tmp);
     tmp.micro_max = cfg->shards ? (cfg->shards + ddl__trainer_fewest(cfg, world) - 1) / ddl__trainer_fewest(cfg, world)
                                 : tmp.micro;
-    /* the exchange: the trainer's own settings, else the comm's (DDL_OVERLAP, DDL_BUCKET_KB) */
-    tmp.overlap = cfg->overlap < 0 ? 0 : cfg->overlap ? cfg->overlap : ddl_comm_overlap(cfg->comm);
-    tmp.bucket_bytes = cfg->bucket_kb ? (size_t)cfg->bucket_kb << 10 : ddl_comm_bucket_bytes(cfg->comm);
+    tmp.overlap = cfg->overlap < 0 ? 0 : cfg->overlap;
+    tmp.bucket_bytes = (size_t)(cfg->bucket_kb ? cfg->bucket_kb : DDL__BUCKET_KB_DEFAULT) << 10;
     if ((rc = ddl__syncbn_refuse(cfg, world, tmp.overlap, err, err_bytes)) != DDL_OK ||
         (rc = check_precision(cfg, err, err_bytes)) != DDL_OK)
         return rc;

@@ -27,8 +27,8 @@ static void write_seeds(const char *dir)
                      .targets = targets};
     const char *p = fuzz_path("seed");
     for (int depth = 1; depth <= 2; depth++) {
-        ddl_model_config mc = {.batch = 4, .in_c = 1, .in_h = 16, .in_w = 16, .n_classes = 3, .depth = depth,
-                               .width = 2};
+        ddl_model_config mc = {.batch = 4, .in_c = 1, .in_h = 16, .in_w = 16, .n_classes = 3,
+                               .plugin_config = &(ddl_unet_config){.depth = depth, .width = 2}};
         ddl_model *m = NULL;
         ddl_trainer *t = NULL;
         ddl_train_config tc;

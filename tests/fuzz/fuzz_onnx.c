@@ -25,7 +25,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int rc = ddl_graph_import_onnx(g, p, &a, &im, err, sizeof err);
     if (rc == DDL_OK) {
         ddl_model_config mc = {.batch = 1, .in_c = im.in_c, .in_h = im.in_h, .in_w = im.in_w, .n_classes = 2,
-                               .graph = g};
+                               .plugin_config = g};
         int c, h, w;
         ddl_model *m = NULL;
         size_t in = (size_t)im.in_c * (size_t)im.in_h * (size_t)im.in_w;

@@ -59,8 +59,8 @@ static void make_model(const ddl_model_plugin *p, int hw, int classes, int seg, 
         images[i] = (uint8_t)(i * 37), targets[i] = (uint8_t)(i * 7 % (size_t)classes);
     ddl_dataset d = {.n = 8, .c = 1, .h = hw, .w = hw, .n_classes = classes, .images = images, .targets = targets};
     d.th = d.tw = seg ? hw : 1;
-    ddl_model_config mc = {.batch = 4, .in_c = 1, .in_h = hw, .in_w = hw, .n_classes = classes, .depth = 1,
-                           .width = 2};
+    ddl_model_config mc = {.batch = 4, .in_c = 1, .in_h = hw, .in_w = hw, .n_classes = classes,
+                           .plugin_config = &(ddl_unet_config){.depth = 1, .width = 2}};
     ddl_model *m = NULL;
     ddl_trainer *t = NULL;
     ddl_train_config tc;

@@ -43,7 +43,7 @@ static int compare(const char *name, const ddl_model_plugin *plugin, const char 
     ddl_model_config gc = mc;
     if (ddl_graph_create(NULL, &g) != DDL_OK || ddl_graph_preset(g, preset, err, sizeof err) != DDL_OK)
         return fprintf(stderr, "bench-graph: %s\n", err), 1;
-    gc.graph = g;
+    gc.plugin_config = g;
     if (ddl_model_create(plugin, &mc, NULL, &a, err, sizeof err) != DDL_OK ||
         ddl_model_create(ddl_model_graph(), &gc, NULL, &b, err, sizeof err) != DDL_OK)
         return fprintf(stderr, "bench-graph: %s\n", err), 1;
@@ -83,7 +83,8 @@ int main(int argc, char **argv)
     if (rounds < 1 || reps < 1)
         return fprintf(stderr, "usage: bench-graph [ROUNDS] [REPS]\n"), 2;
     ddl_model_config lc = {.batch = 64, .in_c = 1, .in_h = 28, .in_w = 28, .n_classes = 10};
-    ddl_model_config uc = {.batch = 32, .in_c = 1, .in_h = 64, .in_w = 64, .n_classes = 11, .depth = 3, .width = 8};
+    static const ddl_unet_config unet_3_8 = {.depth = 3, .width = 8};
+    ddl_model_config uc = {.batch = 32, .in_c = 1, .in_h = 64, .in_w = 64, .n_classes = 11, .plugin_config = &unet_3_8};
     return compare("lenet", ddl_model_lenet(), "lenet", lc, rounds, reps) ||
            compare("unet", ddl_model_unet(), "unet", uc, rounds, reps / 8 + 1);
 }

@@ -218,7 +218,7 @@ static int build(const opts *o, const ddl_graph *g, const ddl_onnx_import *im, c
 {
     const ddl_dataset *d = &s->train;
     ddl_model_config mc = {.batch = local_batch, .in_c = d->c, .in_h = d->h, .in_w = d->w,
-                           .n_classes = d->n_classes > 1 ? d->n_classes : 2, .dropout = o->dropout, .graph = g};
+                           .n_classes = d->n_classes > 1 ? d->n_classes : 2, .dropout = o->dropout, .plugin_config = g};
     mc.conv_algo = o->ex.conv_algo;
     int c, h, w;
     char why[DDL_ERR_BYTES / 2]; /* the load's few words, after the path */
@@ -388,7 +388,8 @@ int main(int argc, char **argv)
     if (!r.o.predict) /* a signal from now on, while joining and loading too: example_signal.h */
         example_signal_install("ddl-train", r.o.ex.checkpoint, r.o.ex.resume);
     ddl_comm_config cc;
-    int rc = ddl_comm_config_from_env(&cc, r.err, sizeof r.err);
+    static ddl_comm_env env; /* text cc may point into, kept as long as the comm */
+    int rc = ddl_comm_config_from_env(&cc, &env, r.err, sizeof r.err);
     if (rc == DDL_OK && example_log_setup(&cc, "ddl-train") != 0)
         return 2;
     if (rc == DDL_OK && cc.world_size > 1 && (!r.o.predict || r.o.pred.db.db)) /* --db: every rank scores */
