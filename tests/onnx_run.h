@@ -8,7 +8,8 @@
  *                        at the output (0 none, 1 Softmax, 2 LogSoftmax over the channels)
  *   "refused MESSAGE"    ddl refused it (import or build), its message on the line
  * The input goes in as ddl's predictor puts it: x * scale + shift per channel, the input
- * normalisation the importer folded out of the graph. */
+ * normalisation the importer folded out of the graph (ddl_model_forward takes inputs already
+ * normalised: the model's normalisation, which ddl_onnx_import_load sets, is the predictor's). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,19 +54,13 @@ static void onnx_run_one(const char *model, const char *input, const char *outpu
         mc.n_classes = c;
     if (rc == DDL_OK)
         rc = ddl_model_create(ddl_model_graph(), &mc, NULL, &m, err, sizeof err);
-    if (rc == DDL_OK && ddl_model_n_params(m) != im.n_params)
-        rc = DDL_EINVAL, snprintf(err, sizeof err, "harness: %zu weights imported, the model has %zu", im.n_params,
-                                  ddl_model_n_params(m));
-    if (rc == DDL_OK && ddl_model_n_buffers(m) != im.n_buffers)
-        rc = DDL_EINVAL, snprintf(err, sizeof err, "harness: %zu running statistics imported, the model has %zu",
-                                  im.n_buffers, ddl_model_n_buffers(m));
+    if (rc == DDL_OK) /* the weights and running statistics; the input scaling is done below, by hand */
+        rc = ddl_onnx_import_load(&im, m, err, sizeof err);
     if (rc != DDL_OK) {
         for (char *p = err; *p; p++)
             *p = *p == '\n' ? ' ' : *p;
         printf("refused %s\n", err);
     } else {
-        memcpy(ddl_model_params(m), im.params, im.n_params * sizeof(float));
-        ddl_model_set_buffers(m, im.buffers, im.n_buffers); /* BatchNorm's running statistics */
         size_t hw = (size_t)im.in_h * im.in_w;
         for (size_t i = 0; i < n_in; i++) { /* the normalisation ddl folded out of the graph */
             size_t ch = i / hw % (size_t)im.in_c;

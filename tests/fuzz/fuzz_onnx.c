@@ -32,9 +32,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (in <= 1 << 16 && ddl_graph_output_shape(g, &mc, &c, &h, &w) == DDL_OK &&
             c >= 2 && c <= DDL_MAX_CLASSES && (mc.n_classes = c, 1) &&
             ddl_model_create(ddl_model_graph(), &mc, &a, &m, err, sizeof err) == DDL_OK) {
-            if (ddl_model_n_params(m) != im.n_params)
-                abort(); /* an import's weights fit the model its graph builds */
-            memcpy(ddl_model_params(m), im.params, im.n_params * sizeof(float));
+            if (ddl_onnx_import_load(&im, m, err, sizeof err) != DDL_OK)
+                abort(); /* an import's weights and running statistics fit the model its graph builds */
             static float x[1 << 12];
             if (in <= sizeof x / sizeof x[0])
                 ddl_model_forward(m, x, 1, 0, NULL); /* the kernels at the imported geometry */
