@@ -362,6 +362,15 @@ static int epoch(run *r, int e)
     return DDL_OK;
 }
 
+/* example_watch_test: ddl-train with a validation set: the test set's figures after the last
+ * epoch (x: that epoch), under test/, flushed. */
+static inline void example_watch_test(example_watch *w, int epoch, const ddl_eval_stats *ev, int segmentation)
+{
+    example_watch_eval(w, "test", epoch, ev, segmentation);
+    if (w->events && ddl_summary_writer_flush(w->events) != DDL_OK)
+        example_watch_events_failed(w);
+}
+
 static void summary(run *r, double t0)
 {
     const char *arch = strrchr(r->o.arch, '/') ? strrchr(r->o.arch, '/') + 1 : r->o.arch;
