@@ -18,7 +18,7 @@
  * Flags as getopt_long reads them (--epochs 3, --epochs=3); --help, --version; a bad flag or value
  * exits 2 naming it. The flags lenet shares with unet are in common/example_common.h; --predict,
  * which classifies with a trained model instead of training one, is in common/example_predict.h.
- * Copy the folder examples/common/ along with this file (as common/ beside it); it builds with
+ * Copy the folder common/ (at the top of the tree) along with this file, beside it; it builds with
  * cc lenet.c $(pkg-config --cflags --libs ddl). */
 #include "ddl.h"
 

@@ -1,6 +1,6 @@
 /* main.c - ddl-train: what lenet and unet do, on the user's data and network. The network is a
  * layer graph (--arch: a preset or a text file), the data an image folder, numpy arrays or IDX
- * files (data.c); the loop is the examples' (examples/common/example_common.h: the same flags,
+ * files (data.c); the flags are the examples' (common/example_common.h, the programs' kit: the same flags,
  * checkpoints, resume, preemption, event files and summary line). --predict classifies files
  * with a trained model (predict.c).
  *
@@ -12,7 +12,7 @@
 #include <getopt.h>
 #include <stdio.h>
 
-#include "examples/common/example_common.h"
+#include "common/example_common.h"
 #include "train.h"
 
 #define USAGE                                                                                           \

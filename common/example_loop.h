@@ -4,7 +4,7 @@
  * line, the event file and straggler report, then the final save and the summary line of
  * docs/DESIGN.md. A run that resumed finishes its epoch, or starts the next if that one was done.
  * The loop in its shortest form, with no checkpoints and no watching, is quickstart.c's:
- * ddl_trainer_epoch, then ddl_trainer_evaluate. Header-only, as every file of examples/common/:
+ * ddl_trainer_epoch, then ddl_trainer_evaluate. Header-only, as every file of common/:
  * copy the folder along with the example. */
 #ifndef DDL_EXAMPLE_LOOP_H
 #define DDL_EXAMPLE_LOOP_H

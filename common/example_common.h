@@ -4,7 +4,7 @@
  * What a signal does, from the start of main on, is example_signal.h's.
  * Their epoch loop is example_loop.h's. What they show of a run (progress, event files, timeline,
  * stragglers) is example_watch.h's, included at the end. Header-only, as every file of
- * examples/common/: copy the folder along with the example. */
+ * common/: copy the folder along with the example. */
 #ifndef DDL_EXAMPLE_COMMON_H
 #define DDL_EXAMPLE_COMMON_H
 
