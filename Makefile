@@ -41,7 +41,7 @@ PG_DEV_PKG = postgresql-server-dev-$(firstword $(subst ., ,$(word 2,$(shell $(PG
 PG_SKIP   = ddl: the PostgreSQL extension (pg/) is skipped: no server headers (postgres.h) in \
             $(shell $(PG_CONFIG) --includedir-server 2>/dev/null); $(PG_DEV_PKG) brings them
 # libpq (libpq-dev): lenet, unet and ddl-train --predict --db score a PostgreSQL table. Optional:
-# without it they build with the database code left out (examples/common/example_db.h).
+# without it they build with the database code left out (common/example_db.h).
 WITH_PQ   ?= $(if $(wildcard /usr/include/postgresql/libpq-fe.h),1,0)
 
 CC      ?= cc

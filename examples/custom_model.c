@@ -28,7 +28,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "common/example_cli.h" /* copy examples/common/ along: the command line helpers */
+#include "common/example_cli.h" /* copy common/ along: the command line helpers */
 
 /* ---- the model as a layer graph: input, fc1 (H units), ReLU, fc2 (one per class) ---- */
 

@@ -3,8 +3,8 @@
  * and the headers it includes. The program to copy for a training run of your own; main reads top
  * to bottom: options, signals (common/example_signal.h), the comm from the environment, data and
  * model, trainer and an optional
- * resume, the epoch loop (checkpoints, a progress line per epoch on rank 0), the summary line,
- * clean-up.
+ * resume, the epoch loop (checkpoints, a progress line per epoch on rank 0) and the summary line
+ * (common/example_loop.h, which unet.c runs too), clean-up.
  *
  *   build/bin/lenet [--data DIR] [--epochs N] [--batch B] [--lr X] [--momentum M]
  *                   [--optimizer sgd|adam] [--weight-decay W] [--schedule constant|step|cosine]
@@ -18,7 +18,7 @@
  * Flags as getopt_long reads them (--epochs 3, --epochs=3); --help, --version; a bad flag or value
  * exits 2 naming it. The flags lenet shares with unet are in common/example_common.h; --predict,
  * which classifies with a trained model instead of training one, is in common/example_predict.h.
- * Copy the folder examples/common/ along with this file (as common/ beside it); it builds with
+ * Copy the folder common/ (at the top of the tree) along with this file, beside it; it builds with
  * cc lenet.c $(pkg-config --cflags --libs ddl). */
 #include "ddl.h"
 
@@ -26,6 +26,7 @@
 #include <stdio.h>
 
 #include "common/example_common.h"
+#include "common/example_loop.h"
 #include "common/example_predict.h"
 
 #define USAGE                                                                                \
@@ -132,56 +133,13 @@ int main(int argc, char **argv)
         rc = example_trainer_start(&w, &o, "lenet", comm, &tc, model, &train, &tr, err);
     }
 
-    /* ---- the epoch loop: a resumed run finishes its epoch, or starts the next if that one was done ---- */
-    double t0 = example_seconds(), train_secs = 0.0;
-    long train_samples = 0;
-    int first = rc == DDL_OK ? ddl_trainer_epoch_index(tr) + ddl_trainer_epoch_done(tr) : 0, evaluated = 0;
-    ddl_eval_stats ev = {0};
-    int preempted = 0; /* SIGUSR1 with --checkpoint: saved, and exit EXAMPLE_EXIT_PREEMPTED */
-    for (int e = first; rc == DDL_OK && e < o.epochs; e++) {
-        ddl_epoch_stats es;
-        do { /* one step; with --checkpoint a save every --checkpoint-every steps, at the end, on SIGUSR1 */
-            rc = example_step_save(&w, tr, comm, o.checkpoint, o.checkpoint_every, &preempted);
-            if (rc == DDL_OK)
-                example_test_stop(tr, ddl_trainer_step_count(tr)); /* test hook: does nothing unless a test asks */
-        } while (rc == DDL_OK && !preempted && !ddl_trainer_epoch_done(tr));
-        if (preempted)
-            break;
-        if (rc == DDL_OK)
-            rc = ddl_trainer_epoch_stats(tr, &es);
-        if (rc == DDL_OK)
-            rc = ddl_trainer_evaluate(tr, &test, &ev);
-        if (rc != DDL_OK)
-            break;
-        evaluated = 1;
-        train_secs += es.seconds;
-        train_samples += es.samples;
-        if (ddl_comm_rank(comm) == 0 && !o.quiet) {
-            printf("epoch %d/%d  loss %.4f  train_acc %.4f  test_loss %.4f  test_acc %.4f  %.0f images/s  (%.1f s)\n",
-                   e + 1, o.epochs, es.loss, es.accuracy, ev.loss, ev.accuracy, es.images_per_sec, es.seconds);
-            fflush(stdout);
-        }
-        example_watch_epoch(&w, e + 1, &es, &ev, 0); /* event file, straggler report */
-    }
-    if (rc == DDL_OK && !evaluated && !preempted) /* resumed after the last epoch: the summary needs metrics */
-        rc = ddl_trainer_evaluate(tr, &test, &ev);
-    if (rc == DDL_OK && o.save && !preempted)
-        rc = ddl_trainer_save(tr, o.save);
-
-    /* ---- the summary line of DESIGN.md, for scripts (after --profile's table); or the error ---- */
-    if (rc == DDL_OK && !preempted)
-        example_watch_profile(&w);
-    if (rc == DDL_OK && ddl_comm_rank(comm) == 0 && !preempted)
-        printf("summary: model=lenet transport=%s world=%d epochs=%d batch=%d test_acc=%.4f test_loss=%.4f "
-               "images_per_sec=%.0f wall_s=%.1f weights_crc=%08x slowest_rank=%d comm_frac=%.3f\n",
-               comm ? ddl_comm_transport_name(comm) : "none", ddl_comm_size(comm), o.epochs, o.batch, ev.accuracy, ev.loss,
-               train_secs > 0 ? (double)train_samples / train_secs : 0.0, example_seconds() - t0,
-               (unsigned)ddl_model_crc(model), w.last.slowest_rank, w.last.comm_frac);
-    if (rc != DDL_OK) {
-        fprintf(stderr, "lenet: rank %d: %s\n", rank, tr ? ddl_trainer_error(tr) : err);
-        if (o.checkpoint) /* which checkpoint exists, and how to go on from it */
-            example_checkpoint_say(ddl_comm_rank(comm));
-    }
+    /* ---- the epoch loop, the final save and the summary line of DESIGN.md (common/example_loop.h:
+     * unet's too); or the error ---- */
+    example_run run = {.prog = "lenet", .o = &o, .comm = comm, .tr = tr, .model = model, .test = &test, .w = &w};
+    if (rc == DDL_OK)
+        rc = example_train(&run);
+    if (rc != DDL_OK)
+        example_failed(&run, rank, err);
 
     /* ---- clean-up: DDL_TIMELINE's file first (collective, after a run that went well) ---- */
     if (example_watch_end(&w, comm, rc == DDL_OK) != DDL_OK && rc == DDL_OK)
@@ -191,5 +149,5 @@ int main(int argc, char **argv)
     ddl_dataset_free(&train);
     ddl_dataset_free(&test);
     ddl_comm_destroy(comm);
-    return rc != DDL_OK ? 1 : preempted ? EXAMPLE_EXIT_PREEMPTED : 0;
+    return rc != DDL_OK ? 1 : run.preempted ? EXAMPLE_EXIT_PREEMPTED : 0;
 }

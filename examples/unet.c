@@ -2,7 +2,8 @@
  * items, on one rank or on as many as ddlrun or mpirun start. This is the full program,
  * build/bin/unet as make builds it: nothing else goes into it but ddl and the headers it
  * includes. Its main reads as lenet.c's does (options, comm, data and model, trainer and resume,
- * the epoch loop, summary, clean-up), with segmentation's own data, metrics and pictures.
+ * the epoch loop and summary of common/example_loop.h, clean-up), with segmentation's own data,
+ * metrics and pictures.
  *
  *   build/bin/unet [--scenes N] [--test-scenes N] [--size S] [--items N] [--depth D] [--width W]
  *                  [--dice-weight W] [--images DIR], and lenet's flags but --dropout: [--data DIR]
@@ -35,6 +36,7 @@
 #include <sys/stat.h>
 
 #include "common/example_common.h"
+#include "common/example_loop.h"
 #include "common/example_predict.h"
 
 /* ---- pictures ---- */
@@ -138,10 +140,13 @@ static int write_pictures(const char *dir, ddl_model *m, const ddl_dataset *test
     return rc;
 }
 
-/* log_scenes: with --logdir (on rank 0: w->events), the first test scenes one above the other as
- * the image summary "test/scenes" of this epoch. */
-static void log_scenes(example_watch *w, int epoch, ddl_model *m, const ddl_dataset *test)
+/* log_scenes: after each epoch (example_run.epoch_end), with --logdir (on rank 0: w->events), the
+ * first test scenes one above the other as the image summary "test/scenes" of this epoch. */
+static void log_scenes(example_run *r, int epoch)
 {
+    example_watch *w = r->w;
+    ddl_model *m = r->model;
+    const ddl_dataset *test = r->test;
     if (!w->events)
         return;
     int s = test->h, n = test->n < 4 ? test->n : 4, B = ddl_model_get_config(m)->batch;
@@ -351,59 +356,16 @@ int main(int argc, char **argv)
         rc = example_trainer_start(&w, &o, "unet", comm, &tc, model, &train, &tr, err);
     }
 
-    /* ---- the epoch loop, as lenet's: pixel accuracy, dice and mean IoU on the held-out scenes ---- */
-    double t0 = example_seconds(), train_secs = 0.0;
-    long train_samples = 0;
-    int first = rc == DDL_OK ? ddl_trainer_epoch_index(tr) + ddl_trainer_epoch_done(tr) : 0, evaluated = 0;
-    ddl_eval_stats ev = {0};
-    int preempted = 0; /* SIGUSR1 with --checkpoint: saved, and exit EXAMPLE_EXIT_PREEMPTED */
-    for (int e = first; rc == DDL_OK && e < o.epochs; e++) {
-        ddl_epoch_stats es;
-        do { /* one step; with --checkpoint a save every --checkpoint-every steps, at the end, on SIGUSR1 */
-            rc = example_step_save(&w, tr, comm, o.checkpoint, o.checkpoint_every, &preempted);
-            if (rc == DDL_OK)
-                example_test_stop(tr, ddl_trainer_step_count(tr)); /* test hook: does nothing unless a test asks */
-        } while (rc == DDL_OK && !preempted && !ddl_trainer_epoch_done(tr));
-        if (preempted)
-            break;
-        if (rc == DDL_OK)
-            rc = ddl_trainer_epoch_stats(tr, &es);
-        if (rc == DDL_OK)
-            rc = ddl_trainer_evaluate(tr, &test, &ev);
-        if (rc != DDL_OK)
-            break;
-        evaluated = 1;
-        train_secs += es.seconds;
-        train_samples += es.samples;
-        if (ddl_comm_rank(comm) == 0 && !o.quiet) {
-            printf("epoch %d/%d  loss %.4f  train_acc %.4f  test_loss %.4f  test_acc %.4f  dice %.4f  miou %.4f"
-                   "  %.0f images/s  (%.1f s)\n", e + 1, o.epochs, es.loss, es.accuracy, ev.loss, ev.accuracy,
-                   ev.dice, ev.miou, es.images_per_sec, es.seconds);
-            fflush(stdout);
-        }
-        example_watch_epoch(&w, e + 1, &es, &ev, 1); /* event file, straggler report */
-        log_scenes(&w, e + 1, model, &test); /* the image summary: test scenes, input | truth | prediction */
-    }
-    if (rc == DDL_OK && !evaluated && !preempted) /* resumed after the last epoch: the summary needs metrics */
-        rc = ddl_trainer_evaluate(tr, &test, &ev);
-    if (rc == DDL_OK && o.save && !preempted)
-        rc = ddl_trainer_save(tr, o.save);
-
-    /* ---- the summary line of DESIGN.md with segmentation's metrics, and --images; or the error ---- */
-    if (rc == DDL_OK && !preempted)
-        example_watch_profile(&w); /* --profile's table */
-    if (rc == DDL_OK && ddl_comm_rank(comm) == 0 && !preempted)
-        printf("summary: model=unet transport=%s world=%d epochs=%d batch=%d test_acc=%.4f test_loss=%.4f "
-               "pixel_acc=%.4f dice=%.4f miou=%.4f images_per_sec=%.0f wall_s=%.1f weights_crc=%08x slowest_rank=%d "
-               "comm_frac=%.3f\n",
-               comm ? ddl_comm_transport_name(comm) : "none", ddl_comm_size(comm), o.epochs, o.batch, ev.accuracy, ev.loss,
-               ev.accuracy, ev.dice, ev.miou, train_secs > 0 ? (double)train_samples / train_secs : 0.0,
-               example_seconds() - t0, (unsigned)ddl_model_crc(model), w.last.slowest_rank, w.last.comm_frac);
-    if (rc != DDL_OK) {
-        fprintf(stderr, "unet: rank %d: %s\n", rank, tr ? ddl_trainer_error(tr) : err);
-        if (o.checkpoint) /* which checkpoint exists, and how to go on from it */
-            example_checkpoint_say(ddl_comm_rank(comm));
-    } else if (u.images && rank == 0 && write_pictures(u.images, model, &test) != 0)
+    /* ---- the epoch loop, the final save and the summary line, lenet's (common/example_loop.h) with
+     * segmentation's metrics (pixel accuracy, dice and mean IoU on the held-out scenes) and each
+     * epoch's test scenes in the event file; or the error; then --images ---- */
+    example_run run = {.prog = "unet", .o = &o, .comm = comm, .tr = tr, .model = model, .test = &test, .w = &w,
+                       .segmentation = 1, .epoch_end = log_scenes};
+    if (rc == DDL_OK)
+        rc = example_train(&run);
+    if (rc != DDL_OK)
+        example_failed(&run, rank, err);
+    else if (u.images && rank == 0 && write_pictures(u.images, model, &test) != 0)
         rc = DDL_EIO; /* write_pictures said why */
 
     /* ---- clean-up: DDL_TIMELINE's file first (collective, after a run that went well) ---- */
@@ -414,5 +376,5 @@ int main(int argc, char **argv)
     ddl_dataset_free(&train);
     ddl_dataset_free(&test);
     ddl_comm_destroy(comm);
-    return rc != DDL_OK ? 1 : preempted ? EXAMPLE_EXIT_PREEMPTED : 0;
+    return rc != DDL_OK ? 1 : run.preempted ? EXAMPLE_EXIT_PREEMPTED : 0;
 }

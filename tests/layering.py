@@ -16,6 +16,11 @@ uses another when it calls or reads a symbol the other defines. Prints one line 
                        src/comm/impl.h and docs/DESIGN.md: calls go down; a floor below reaches
                        membership only through its hook table, a pointer the linker does not see)
   floor A unplaced     an object of src/comm that FLOORS does not place
+  include FILE -> H    a program's source includes what its side may not (include_findings below):
+                       a file under tools/ anything under examples/ (a tool stands on no example),
+                       a file under examples/ or common/ anything but ddl.h and common/ (an
+                       example is copied out of the tree with common/, the programs' kit, and
+                       builds from an installed ddl)
 
 Each finding is checked against KNOWN_FILE, the findings the house still has (issue 48 removes
 them): a finding not listed is NEW (the test fails), a listed one no longer found is STALE (the
@@ -153,8 +158,40 @@ def cycles(edges):
     return out
 
 
+# ---- the programs: who may include what (docs/DESIGN.md, "Programs"; docs/STYLE.md, Layout) ----
+
+INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*"([^"]+)"', re.M)
+
+
+def include_target(src, inc, exists):
+    """the tree path a quoted include of src names: beside src first, then from the tree's root
+    (the build's -I.), as the preprocessor looks."""
+    beside = os.path.normpath(os.path.join(os.path.dirname(src), inc))
+    return beside if exists(beside) else os.path.normpath(inc)
+
+
+def include_findings(sources, exists):
+    """sources: {tree path: text} of the programs' files; exists(path): a file of the tree."""
+    got = set()
+    for src, text in sorted(sources.items()):
+        for inc in INCLUDE.findall(text):
+            to = include_target(src, inc, exists)
+            if src.startswith("tools/") and to.split("/")[0] == "examples":
+                got.add("include %s -> %s" % (src, to))
+            if src.split("/")[0] in ("examples", "common") and to != "ddl.h" and not to.startswith("common/"):
+                got.add("include %s -> %s" % (src, to))
+    return got
+
+
+def program_sources():
+    files = [f for pat in ("tools/**/*.[ch]", "examples/**/*.[ch]", "common/*.h")
+             for f in glob.glob(os.path.join(TREE, pat), recursive=True)]
+    return {os.path.relpath(f, TREE): open(f, errors="replace").read() for f in files}
+
+
 def findings(root):
-    return findings_of(graph(root))
+    return findings_of(graph(root)) | include_findings(program_sources(),
+                                                       lambda p: os.path.isfile(os.path.join(TREE, p)))
 
 
 def findings_of(edges):

@@ -4,7 +4,7 @@
 # libddl.so) and through CMake's find_package (ddl::ddl, shared and with DDL_STATIC). The soname and its links; ddl.pc naming
 # MPI's link flags exactly when the build used MPI (a build with WITH_MPI=0 and WITH_BLAS=none, the
 # built-in gemm, is installed beside it with make install-lib, the library alone, and trains);
-# every example copied alone (with examples/common/) into an empty directory and built with pkg-config's flags;
+# every example copied alone (with common/, the programs' kit) into an empty directory and built with pkg-config's flags;
 # make uninstall leaving nothing. (The aarch64 build: tests/test_cpus.sh.) About 20 s.
 # ddl-test: beside (builds or computes and bounds no time: it runs beside another such test)
 . "$(dirname "$0")/lib.sh"
@@ -69,11 +69,11 @@ expect "pkg-config, static" "$tmp/app-static" "$(yes_no MPI yes no)"
 cc $san -std=c99 tests/install/app.c -o "$tmp/app-none" $(pc "$S" --cflags --libs ddl) > "$tmp/none.log" 2>&1
 [ $? -ne 0 ] && grep -q "undefined reference" "$tmp/none.log"; check "libddl.a without --static does not link" $?
 
-# ---- the examples as a user copies them: each example's .c and the folder examples/common/ into
+# ---- the examples as a user copies them: each example's .c and the folder common/ into
 # an empty directory, built with the installed ddl.pc alone (no -I into this tree, no -lm, -lz) ----
 for src in examples/*.c; do
     name=$(basename "$src" .c); d=$tmp/copy-$name
-    mkdir "$d" && cp "$src" "$d"/ && cp -R examples/common "$d"/
+    mkdir "$d" && cp "$src" "$d"/ && cp -R common "$d"/
     (cd "$d" && cc $san -Wall -Wextra -Werror "$name.c" -o "$name" $(pc "$P" --cflags --libs ddl)) > "$tmp/copy-$name.log" 2>&1
     check "copied $name.c: cc $name.c \$(pkg-config --cflags --libs ddl): $(head -n 3 "$tmp/copy-$name.log")" $?
     [ "$name" = quickstart ] && continue # README's program takes no flags: built is the check (test_readme runs it)

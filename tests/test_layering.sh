@@ -1,7 +1,9 @@
 #!/bin/sh
 # test_layering.sh - the library's layers as its objects and headers show them (tests/layering.py):
 # no cycle of objects beyond one idea's files, no folder using one that docs/DESIGN.md puts above
-# it, no other folder's private header, no call up a floor of src/comm; the findings the house still has are listed in
+# it, no other folder's private header, no call up a floor of src/comm, no program including what
+# its side may not (a tool from examples/; an example, or the programs' kit common/, beyond ddl.h and
+# common/); the findings the house still has are listed in
 # tests/layering_known.txt (issue 48 takes them off), and a new one or a stale line fails. Then
 # the checker itself: a finding left off the list, and a line that no longer holds, each fail.
 # Ends with "N passed, N failed".
@@ -38,5 +40,15 @@ print(sorted(l.floor_findings({"src/comm/comm": {"src/comm/replay", "src/comm/tr
                                "src/comm/elastic": {"src/comm/ring"}})))')
 [ "$out" = "['floor src/comm/comm (links) -> src/comm/replay (membership)', 'floor src/comm/new unplaced']" ]
 check "a call up a floor of src/comm, and an unplaced file, are named ($out)" $?
+# the programs: a tool including from examples/, an example including a tool's header and the kit
+# including the library's private one are named; ddl.h and the kit's own headers are not
+out=$(cd tests && "$PYTHON" -c 'import layering as l
+files = {"tools/x.c": "#include \"ddl.h\"\n#include \"common/example_cli.h\"\n#include \"examples/lenet.c\"\n",
+         "examples/a.c": "#include \"ddl.h\"\n#include \"common/example_loop.h\"\n#include \"tools/cli.h\"\n",
+         "common/example_loop.h": "#  include \"example_common.h\"\n#include \"../src/core/impl.h\"\n"}
+have = set(files) | {"common/example_common.h", "common/example_cli.h", "examples/lenet.c", "src/core/impl.h"}
+print(sorted(l.include_findings(files, lambda p: p in have)))')
+[ "$out" = "['include common/example_loop.h -> src/core/impl.h', 'include examples/a.c -> tools/cli.h', 'include tools/x.c -> examples/lenet.c']" ]
+check "a tool including from examples/, and an example or the kit including beyond ddl.h and common/, are named ($out)" $?
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -1,6 +1,6 @@
 #!/bin/sh
 # test_output_paths.sh - the output paths of lenet and unet (and so of ddl-train, which shares
-# examples/common/example_common.h): --save, --checkpoint and --logdir in directories that do not exist
+# common/example_common.h): --save, --checkpoint and --logdir in directories that do not exist
 # yet are made (mode 0755) and the run ends as it would without them (the same weights_crc); a
 # path that cannot be written (its parent is a file, or is /proc) fails before the first step,
 # exit 2, naming the flag and the path, with no summary; --keep-checkpoints 3 keeps PATH,

@@ -1,5 +1,5 @@
 #!/bin/sh
-# test_pg_ranks.sh - ranks that score a PostgreSQL table (--predict --db, examples/common/example_db.h)
+# test_pg_ranks.sh - ranks that score a PostgreSQL table (--predict --db, common/example_db.h)
 # against a real PostgreSQL 15 that this test starts as test_pg.sh does (initdb in a temporary
 # directory, pg_ctl on a Unix socket there, as the user postgres when run as root; stopped on
 # EXIT). The 10,000 Fashion-MNIST test images in a table (bigint ids 7, 10, 13...; every 1000th a

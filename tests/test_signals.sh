@@ -1,5 +1,5 @@
 #!/bin/sh
-# test_signals.sh - a signal at any time of a run (examples/common/example_signal.h):
+# test_signals.sh - a signal at any time of a run (common/example_signal.h):
 #  - while loading its data (as Slurm may preempt a requeued job that is still loading), lenet,
 #    unet and ddl-train (on a folder of 2400 PNGs) take SIGUSR1 and SIGTERM from the start of
 #    main: they exit 75 (the preemption status) within a second, saying that no checkpoint was

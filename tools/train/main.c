@@ -1,6 +1,6 @@
 /* main.c - ddl-train: what lenet and unet do, on the user's data and network. The network is a
  * layer graph (--arch: a preset or a text file), the data an image folder, numpy arrays or IDX
- * files (data.c); the loop is the examples' (examples/common/example_common.h: the same flags,
+ * files (data.c); the flags are the examples' (common/example_common.h, the programs' kit: the same flags,
  * checkpoints, resume, preemption, event files and summary line). --predict classifies files
  * with a trained model (predict.c).
  *
@@ -12,7 +12,7 @@
 #include <getopt.h>
 #include <stdio.h>
 
-#include "examples/common/example_common.h"
+#include "common/example_common.h"
 #include "train.h"
 
 #define USAGE                                                                                           \
@@ -360,6 +360,15 @@ static int epoch(run *r, int e)
     }
     example_watch_epoch(&r->w, e + 1, &es, &r->ev, r->segment);
     return DDL_OK;
+}
+
+/* example_watch_test: ddl-train with a validation set: the test set's figures after the last
+ * epoch (x: that epoch), under test/, flushed. */
+static inline void example_watch_test(example_watch *w, int epoch, const ddl_eval_stats *ev, int segmentation)
+{
+    example_watch_eval(w, "test", epoch, ev, segmentation);
+    if (w->events && ddl_summary_writer_flush(w->events) != DDL_OK)
+        example_watch_events_failed(w);
 }
 
 static void summary(run *r, double t0)

@@ -4,7 +4,7 @@
 #define DDL_TRAIN_TOOL_H
 
 #include "ddl.h"
-#include "examples/common/example_db.h"
+#include "common/example_db.h"
 
 /* Where the data comes from: an image folder (CLASS/FILE), a numpy file with --targets, or a
  * directory of IDX files (Fashion-MNIST's layout); validation and test sets the same way. */

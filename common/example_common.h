@@ -2,9 +2,9 @@
  * option table, --help lines and values), the ddl_train_config they make, what a resumed run
  * says, a clock, one test hook, and the start of a run (joining the job, starting the trainer).
  * What a signal does, from the start of main on, is example_signal.h's.
- * Each example writes its own loop out. What they show of a run (progress, event files, timeline,
+ * Their epoch loop is example_loop.h's. What they show of a run (progress, event files, timeline,
  * stragglers) is example_watch.h's, included at the end. Header-only, as every file of
- * examples/common/: copy the folder along with the example. */
+ * common/: copy the folder along with the example. */
 #ifndef DDL_EXAMPLE_COMMON_H
 #define DDL_EXAMPLE_COMMON_H
 

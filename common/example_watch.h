@@ -430,15 +430,6 @@ static void example_watch_eval(example_watch *w, const char *set, int epoch, con
     }
 }
 
-/* example_watch_test: ddl-train with a validation set: the test set's figures after the last
- * epoch (x: that epoch), under test/, flushed. */
-static inline void example_watch_test(example_watch *w, int epoch, const ddl_eval_stats *ev, int segmentation)
-{
-    example_watch_eval(w, "test", epoch, ev, segmentation);
-    if (w->events && ddl_summary_writer_flush(w->events) != DDL_OK)
-        example_watch_events_failed(w);
-}
-
 /* example_watch_epoch: after an epoch's line: its scalars (flushed, so TensorBoard sees the
  * epoch) and, with more than one rank, the straggler report. */
 static void example_watch_epoch(example_watch *w, int epoch, const ddl_epoch_stats *es, const ddl_eval_stats *ev,
