@@ -175,6 +175,10 @@ const char *ddl__bf16_path_note(void)
     return path_note;
 }
 
+const char *ddl_cpu_bf16(void) { return ddl__bf16_path_name(ddl__bf16_path()); }
+
+const char *ddl_cpu_bf16_note(void) { return ddl__bf16_path_note(); }
+
 const char *ddl__bf16_path_name(int path)
 {
     switch (path) {
