@@ -4,7 +4,8 @@
  * k odd, one row, one column, a slice and more of k, more rows than a packed block), all four
  * transposes, alpha, C overwritten (not read: NaN there), wider leading dimensions, nothing
  * written outside C, sums small enough to be flushed; on chosen values, the order of
- * tdpbf16ps's sums (two per element, restarted per tile) that sets it apart from AVX512-BF16's.
+ * tdpbf16ps's sums (two per element, restarted per tile) that sets it apart from AVX512-BF16's;
+ * where the CPU has AVX512-BF16, the same with the packing the CPU's tiles use (AVX-512).
  * Where the CPU has AMX: the tiles against the emulation, the run-time check, and ddl_gemm's bf16
  * path on them at 1 and 2 threads; elsewhere that part prints "skipped: no AMX". */
 /* ddl-test: beside (computes, bounds no time) */
@@ -19,7 +20,9 @@
 /* internal (gemm_bf16.c, gemm_bf16_amx.c, pool.c) */
 typedef void gemm_fn(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
                      const float *b, int ldb, int overwrite, float *c, int ldc);
-gemm_fn ddl__gemm_bf16_ref, ddl__gemm_bf16_amx_ref, ddl__gemm_bf16_amx, ddl__gemm_bf16_amx_emu;
+gemm_fn ddl__gemm_bf16_ref, ddl__gemm_bf16_amx_ref, ddl__gemm_bf16_amx, ddl__gemm_bf16_amx_emu,
+    ddl__gemm_bf16_amx_emu_avx512;
+int ddl__gemm_bf16_avx512_have(void);
 int ddl__gemm_bf16_amx_have(void);
 int ddl__gemm_bf16_amx_check(char *note, size_t note_bytes);
 int ddl__bf16_path(void);
@@ -91,6 +94,15 @@ static void test_emulated(void)
     int n = 0, bad = cases(ddl__gemm_bf16_amx_ref, ddl__gemm_bf16_amx_emu, &n);
     CHECK(n > 150 && bad == 0);
     printf("AMX loop on emulated tiles against the AMX reference: %d cases, %d differ\n", n, bad);
+}
+
+/* test_emulated_avx512: the CPU's loop, AVX-512 packing and all, over emulated tiles: the same
+ * bits (only the tile instructions are left untested on a CPU without AMX). */
+static void test_emulated_avx512(void)
+{
+    int n = 0, bad = cases(ddl__gemm_bf16_amx_ref, ddl__gemm_bf16_amx_emu_avx512, &n);
+    CHECK(n > 150 && bad == 0);
+    printf("AMX loop with AVX-512 packing on emulated tiles against the AMX reference: %d cases, %d differ\n", n, bad);
 }
 
 /* one_row: C (1 x 1, from 0) = a . b over k in the order of fn. */
@@ -169,6 +181,10 @@ int main(void)
 {
     test_order();
     test_emulated();
+    if (ddl__gemm_bf16_avx512_have())
+        test_emulated_avx512();
+    else
+        printf("skipped: no AVX512-BF16 (the AMX loop's AVX-512 packing)\n");
     if (ddl__gemm_bf16_amx_have()) {
         test_tiles();
     } else {

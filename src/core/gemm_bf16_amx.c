@@ -187,16 +187,15 @@ static void emu_dp(amx_emu *e, int tc, int ta, int tb)
 #define T_STORE(t, p, stride) emu_store(&emu, t, p, stride)
 #define T_DP(c, a, b) emu_dp(&emu, c, a, b)
 #define T_RELEASE() (void)0
+#define PACK_A pack_a
+#define PACK_B pack_b
+#define EPILOGUE epilogue
 #include "gemm_bf16_amx_driver.h"
 #undef DRIVER
 #undef DRIVER_ATTR
-#undef T_STATE
-#undef T_CONFIG
-#undef T_ZERO
-#undef T_LOAD
-#undef T_STORE
-#undef T_DP
-#undef T_RELEASE
+#undef PACK_A
+#undef PACK_B
+#undef EPILOGUE
 
 /* ---- the CPU's tiles ---- */
 
@@ -210,8 +209,98 @@ static void emu_dp(amx_emu *e, int tc, int ta, int tb)
 #define ARCH_REQ_XCOMP_PERM 0x1023 /* <asm/prctl.h>, Linux 5.16 */
 #define XFEATURE_XTILEDATA 18
 
+/* ---- packing with AVX-512 (every AMX CPU has AVX512-BF16): the bits of pack_a, pack_b, epilogue ---- */
+
+#define AVX __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
+
+static inline __mmask16 mask16(int n) { return (__mmask16)(n >= 16 ? 0xffff : n <= 0 ? 0 : (1u << n) - 1); }
+
+/* line16: the 16 floats at base + off + i step (step 1: contiguous; else gathered), the first
+ * `valid` of them, the rest 0; nothing is read (or pointed at) when valid <= 0. */
+AVX static inline __m512 line16(const float *base, size_t off, int step, int valid)
+{
+    if (valid <= 0)
+        return _mm512_setzero_ps();
+    if (step == 1)
+        return _mm512_maskz_loadu_ps(mask16(valid), base + off);
+    __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                     _mm512_set1_epi32(step));
+    return _mm512_mask_i32gather_ps(_mm512_setzero_ps(), mask16(valid), idx, base + off, 4);
+}
+
+/* pack_a_avx: pack_a's layout: a tile row's 32 values of k converted at once (vcvtne2ps2bf16
+ * rounds as ddl__bf16_round: to nearest even, a subnormal to zero). */
+AVX static void pack_a_avx(int trans_a, const float *a, int lda, int i0, int mc, int p0, int kc, int kb, uint32_t *ap)
+{
+    int rows = (mc + MR - 1) / MR * MR, step = trans_a ? lda : 1;
+    for (int r = 0; r < rows; r++) {
+        uint32_t *panel = ap + (size_t)(r / 16) * kb * 256 + (size_t)(r % 16) * 16;
+        for (int q = 0; q < kb; q++) {
+            int p = 32 * q, real = r < mc;
+            size_t off = trans_a ? (size_t)(p0 + p) * lda + i0 + r : (size_t)(i0 + r) * lda + p0 + p;
+            __m512 lo = line16(a, off, step, real ? kc - p : 0);
+            __m512 hi = line16(a, off + (size_t)16 * step, step, real ? kc - p - 16 : 0);
+            _mm512_storeu_si512(panel + (size_t)q * 256, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+        }
+    }
+}
+
+/* pack_b_avx: pack_b's layout: 16 columns of two rows of k converted, then interleaved into pairs. */
+AVX static void pack_b_avx(int trans_b, const float *b, int ldb, int p0, int kc, int j0, int nr, int kb, uint32_t *bp)
+{
+    const __m512i idx = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6,
+                                         21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+    int step = trans_b ? ldb : 1;
+    for (int w = 0; w < kb * 16; w++) {
+        int p = 2 * w;
+        for (int j = 0; j < NR; j += 16) {
+            size_t lo_at = trans_b ? (size_t)(j0 + j) * ldb + p0 + p : (size_t)(p0 + p) * ldb + j0 + j;
+            size_t hi_at = trans_b ? lo_at + 1 : lo_at + (size_t)ldb;
+            __m512 lo = line16(b, lo_at, step, p < kc ? nr - j : 0);
+            __m512 hi = line16(b, hi_at, step, p + 1 < kc ? nr - j : 0);
+            _mm512_storeu_si512(bp + (size_t)w * NR + j,
+                                _mm512_permutexvar_epi16(idx, (__m512i)_mm512_cvtne2ps_pbh(hi, lo)));
+        }
+    }
+}
+
+/* epilogue_avx: epilogue, 16 columns at a time. */
+AVX static void epilogue_avx(const float *sum, float alpha, float *c, int ldc, int mr, int nr, int fresh)
+{
+    __m512 al = _mm512_set1_ps(alpha);
+    __mmask16 m0 = mask16(nr), m1 = mask16(nr - 16);
+    __mmask16 r0 = fresh ? 0 : m0, r1 = fresh ? 0 : m1; /* fresh: C's old values read as +0, not at all */
+    for (int i = 0; i < mr; i++) {
+        float *row = c + (size_t)i * ldc;
+        __m512 s0 = _mm512_loadu_ps(sum + i * NR), s1 = _mm512_loadu_ps(sum + i * NR + 16);
+        _mm512_mask_storeu_ps(row, m0, _mm512_fmadd_ps(al, s0, _mm512_maskz_loadu_ps(r0, row)));
+        if (nr > 16)
+            _mm512_mask_storeu_ps(row + 16, m1, _mm512_fmadd_ps(al, s1, _mm512_maskz_loadu_ps(r1, row + 16)));
+    }
+}
+
+#define PACK_A pack_a_avx
+#define PACK_B pack_b_avx
+#define EPILOGUE epilogue_avx
+
+/* emulated tiles, AVX-512 packing: the CPU's loop but for the tile instructions, testable on any
+ * CPU with AVX512-BF16 */
+#define DRIVER ddl__gemm_bf16_amx_emu_avx512
+#define DRIVER_ATTR AVX
+#include "gemm_bf16_amx_driver.h"
+#undef DRIVER
+#undef DRIVER_ATTR
+#undef T_STATE
+#undef T_CONFIG
+#undef T_ZERO
+#undef T_LOAD
+#undef T_STORE
+#undef T_DP
+#undef T_RELEASE
+
+/* the CPU's tiles */
 #define DRIVER ddl__gemm_bf16_amx
-#define DRIVER_ATTR __attribute__((target("amx-tile,amx-bf16")))
+#define DRIVER_ATTR __attribute__((target("amx-tile,amx-bf16,avx512f,avx512bw,avx512vl,avx512bf16")))
 #define T_STATE
 #define T_CONFIG(cfg) _tile_loadconfig(cfg)
 #define T_ZERO(t) _tile_zero(t)
@@ -246,6 +335,12 @@ int ddl__gemm_bf16_amx_have(void)
 #else
 
 int ddl__gemm_bf16_amx_have(void) { return 0; }
+
+void ddl__gemm_bf16_amx_emu_avx512(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
+                                   int lda, const float *b, int ldb, int overwrite, float *c, int ldc)
+{
+    ddl__gemm_bf16_amx_emu(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, overwrite, c, ldc);
+}
 
 void ddl__gemm_bf16_amx(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
                         const float *b, int ldb, int overwrite, float *c, int ldc)

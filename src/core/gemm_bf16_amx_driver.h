@@ -11,7 +11,8 @@
  *   T_ZERO(t)     zero tile t; T_LOAD(t, p, stride) / T_STORE(t, p, stride): tile t from / to p,
  *                 rows stride bytes apart; T_DP(c, a, b): tile c += tile a x tile b (tdpbf16ps)
  *   T_RELEASE()   give the tile state back
- * and the helpers it calls: pack_a, pack_b, epilogue (gemm_bf16_amx.c).
+ *   PACK_A, PACK_B, EPILOGUE  the helpers it calls (gemm_bf16_amx.c: in C, or with AVX-512,
+ *                 which every AMX CPU has; the same bits either way)
  *
  * Tiles: C is 2 x 2 tiles of 16 x 16 floats (tmm0-3: a 32 x 32 block), A two tiles of 16 rows
  * x 16 pairs of k (tmm4-5), B two tiles of 16 pairs of k x 16 columns (tmm6-7). Every tile is
@@ -34,10 +35,10 @@ DRIVER_ATTR void DRIVER(int trans_a, int trans_b, int m, int n, int k, float alp
         int kc = k - p0 < KC ? k - p0 : KC, kb = ((kc + 1) / 2 + 15) / 16;
         for (int i0 = 0; i0 < m; i0 += MC) {
             int mc = m - i0 < MC ? m - i0 : MC;
-            pack_a(trans_a, a, lda, i0, mc, p0, kc, kb, ap);
+            PACK_A(trans_a, a, lda, i0, mc, p0, kc, kb, ap);
             for (int j0 = 0; j0 < n; j0 += NR) {
                 int nr = n - j0 < NR ? n - j0 : NR;
-                pack_b(trans_b, b, ldb, p0, kc, j0, nr, kb, bp);
+                PACK_B(trans_b, b, ldb, p0, kc, j0, nr, kb, bp);
                 for (int ir = 0; ir < mc; ir += MR) {
                     const uint32_t *a0 = ap + (size_t)ir * kb * 16, *a1 = a0 + (size_t)kb * 256;
                     T_ZERO(0);
@@ -58,7 +59,7 @@ DRIVER_ATTR void DRIVER(int trans_a, int trans_b, int m, int n, int k, float alp
                     T_STORE(1, sum + 16, NR * 4);
                     T_STORE(2, sum + 16 * NR, NR * 4);
                     T_STORE(3, sum + 16 * NR + 16, NR * 4);
-                    epilogue(sum, alpha, c + (size_t)(i0 + ir) * ldc + j0, ldc, mc - ir < MR ? mc - ir : MR, nr,
+                    EPILOGUE(sum, alpha, c + (size_t)(i0 + ir) * ldc + j0, ldc, mc - ir < MR ? mc - ir : MR, nr,
                              overwrite && p0 == 0);
                 }
             }

@@ -399,7 +399,7 @@ void ddl__gemm_bf16_avx512(int trans_a, int trans_b, int m, int n, int k, float 
  * an even and an odd sum, added, then added to the slice's sum; gemm_bf16.c says it in full),
  * so its own reference, _amx_ref. _amx by the CPU's tiles (only where _amx_have says 1: it also
  * asks Linux for the tile state, once); _amx_emu the same loop over a C emulation of the tile
- * instructions, on any CPU. _amx_check: the tiles against the emulation on a small product:
+ * instructions (packing in C), on any CPU. _amx_check: the tiles against the emulation on a small product:
  * DDL_OK, or a code and one line in note saying what differed (gemm_bf16.c's path choice). */
 void ddl__gemm_bf16_amx_ref(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
                             const float *b, int ldb, int overwrite, float *c, int ldc);
@@ -408,6 +408,10 @@ void ddl__gemm_bf16_amx(int trans_a, int trans_b, int m, int n, int k, float alp
                         const float *b, int ldb, int overwrite, float *c, int ldc);
 void ddl__gemm_bf16_amx_emu(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
                             const float *b, int ldb, int overwrite, float *c, int ldc);
+/* _amx_emu_avx512: the CPU's loop (AVX-512 packing) over emulated tiles: only where
+ * ddl__gemm_bf16_avx512_have says 1 (elsewhere _amx_emu's). */
+void ddl__gemm_bf16_amx_emu_avx512(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
+                                   int lda, const float *b, int ldb, int overwrite, float *c, int ldc);
 int ddl__gemm_bf16_amx_check(char *note, size_t note_bytes);
 /* ddl__bf16_path_note: why the path is not the fastest the CPU has (AMX hidden or failing its
  * check), or "" (a static string, set with the path). */
