@@ -13,6 +13,7 @@
 #include "check.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -105,6 +106,41 @@ static void test_emulated_avx512(void)
     printf("AMX loop with AVX-512 packing on emulated tiles against the AMX reference: %d cases, %d differ\n", n, bad);
 }
 
+/* test_threads: two threads running the emulated loop at once, each into its own C, give the
+ * reference's bits (the emulated tiles, the packing and the path's first choice keep no shared
+ * state; under SAN=thread, a race would show) */
+typedef struct job {
+    const float *a, *b;
+    float *c;
+    int m, n, k;
+} job;
+
+static void *run_job(void *arg)
+{
+    job *j = arg;
+    ddl__gemm_bf16_amx_emu(0, 1, j->m, j->n, j->k, 1.0f, j->a, j->k, j->b, j->k, 1, j->c, j->n);
+    (void)ddl__bf16_path();
+    return NULL;
+}
+
+static void test_threads(void)
+{
+    enum { M = 40, N = 50, K = 300 };
+    static float a[M * K], b[N * K], ref[M * N], c[2][M * N];
+    ddl_rng r;
+    ddl_rng_seed(&r, 5);
+    fill(&r, a, M * K, 1.0f);
+    fill(&r, b, N * K, 1.0f);
+    ddl__gemm_bf16_amx_ref(0, 1, M, N, K, 1.0f, a, K, b, K, 1, ref, N);
+    pthread_t t[2];
+    job jobs[2] = {{a, b, c[0], M, N, K}, {a, b, c[1], M, N, K}};
+    for (int i = 0; i < 2; i++)
+        CHECK(pthread_create(&t[i], NULL, run_job, &jobs[i]) == 0);
+    for (int i = 0; i < 2; i++)
+        pthread_join(t[i], NULL);
+    CHECK(memcmp(c[0], ref, sizeof ref) == 0 && memcmp(c[1], ref, sizeof ref) == 0);
+}
+
 /* one_row: C (1 x 1, from 0) = a . b over k in the order of fn. */
 static float one_row(gemm_fn *fn, const float *a, const float *b, int k)
 {
@@ -181,6 +217,7 @@ int main(void)
 {
     test_order();
     test_emulated();
+    test_threads();
     if (ddl__gemm_bf16_avx512_have())
         test_emulated_avx512();
     else
