@@ -30,6 +30,7 @@ typedef struct amx_cfg {
     uint16_t colsb[16];
     uint8_t rows[16];
 } amx_cfg;
+_Static_assert(sizeof(amx_cfg) == 64, "ldtilecfg reads 64 bytes");
 
 /* amx_config: tiles 0-7 of 16 rows of 64 bytes each, the rest unused. */
 static void amx_config(amx_cfg *cfg)
