@@ -6,6 +6,7 @@
  * written outside C, sums small enough to be flushed; on chosen values, the order of
  * tdpbf16ps's sums (two per element, restarted per tile) that sets it apart from AVX512-BF16's;
  * where the CPU has AVX512-BF16, the same with the packing the CPU's tiles use (AVX-512).
+ * The path choice on made-up CPUs: tiles failing their check are passed over, saying why.
  * Where the CPU has AMX: the tiles against the emulation, the run-time check, and ddl_gemm's bf16
  * path on them at 1 and 2 threads; elsewhere that part prints "skipped: no AMX". */
 /* ddl-test: beside (computes, bounds no time) */
@@ -28,6 +29,8 @@ int ddl__gemm_bf16_amx_have(void);
 int ddl__gemm_bf16_amx_check(char *note, size_t note_bytes);
 int ddl__bf16_path(void);
 const char *ddl__bf16_path_note(void);
+int ddl__bf16_choose(int no_bf16, int no_amx, int amx, int (*amx_check)(char *, size_t), int avx512, char *note,
+                     size_t note_bytes);
 int ddl__set_precision(int precision);
 
 static void fill(ddl_rng *r, float *x, size_t n, float scale)
@@ -141,6 +144,31 @@ static void test_threads(void)
     CHECK(memcmp(c[0], ref, sizeof ref) == 0 && memcmp(c[1], ref, sizeof ref) == 0);
 }
 
+/* test_choose: the path choice on a made-up CPU: tiles that fail their check are not used, and
+ * the note says why in one line; hidden AMX is said too; a CPU without AMX leaves no note. */
+static int check_ok(char *note, size_t bytes)
+{
+    (void)note, (void)bytes;
+    return 0;
+}
+
+static int check_bad(char *note, size_t bytes)
+{
+    snprintf(note, bytes, "AMX: tdpbf16ps gave C[0][1] = 0x1p+0 where its emulation (Intel's SDM) gives 0x1p+1");
+    return DDL_EMISMATCH;
+}
+
+static void test_choose(void)
+{
+    char note[200];
+    CHECK(ddl__bf16_choose(0, 0, 1, check_ok, 1, note, sizeof note) == 2 && !note[0]);
+    CHECK(ddl__bf16_choose(0, 0, 1, check_bad, 1, note, sizeof note) == 1 && strstr(note, "C[0][1]"));
+    CHECK(ddl__bf16_choose(0, 0, 1, check_bad, 0, note, sizeof note) == 0 && strstr(note, "emulation"));
+    CHECK(ddl__bf16_choose(0, 1, 1, check_ok, 1, note, sizeof note) == 1 && strcmp(note, "AMX hidden by DDL_CPU_NO_AMX") == 0);
+    CHECK(ddl__bf16_choose(0, 0, 0, check_ok, 1, note, sizeof note) == 1 && !note[0]);
+    CHECK(ddl__bf16_choose(1, 0, 1, check_ok, 1, note, sizeof note) == 0);
+}
+
 /* one_row: C (1 x 1, from 0) = a . b over k in the order of fn. */
 static float one_row(gemm_fn *fn, const float *a, const float *b, int k)
 {
@@ -216,6 +244,7 @@ static void test_tiles(void)
 int main(void)
 {
     test_order();
+    test_choose();
     test_emulated();
     test_threads();
     if (ddl__gemm_bf16_avx512_have())

@@ -141,25 +141,27 @@ static int env_on(const char *name)
 static int path_now = DDL__BF16_NONE;
 static char path_note[200]; /* ddl__bf16_path_note: written once, before path_now is read */
 
-/* detect: AMX if the CPU has it, it is not hidden and its tiles agree with their emulation on a
- * small product (a CPU whose bits were never checked does not train; the note says why not),
- * else AVX512-BF16, else none. */
+int ddl__bf16_choose(int no_bf16, int no_amx, int amx, int (*amx_check)(char *, size_t), int avx512, char *note,
+                     size_t note_bytes)
+{
+    if (note_bytes)
+        note[0] = 0;
+    if (no_bf16)
+        return DDL__BF16_NONE;
+    if (amx && no_amx)
+        snprintf(note, note_bytes, "AMX hidden by DDL_CPU_NO_AMX");
+    else if (amx && amx_check(note, note_bytes) == DDL_OK)
+        return DDL__BF16_AMX;
+    return avx512 ? DDL__BF16_AVX512 : DDL__BF16_NONE;
+}
+
+/* detect: this CPU's choice, the environment read once (the AMX check runs once, on real tiles). */
 static void detect(void)
 {
-    path_now = DDL__BF16_NONE;
-    if (env_on("DDL_CPU_NO_BF16"))
-        return;
-    if (env_on("DDL_CPU_NO_AMX")) {
-        if (ddl__gemm_bf16_amx_have())
-            snprintf(path_note, sizeof path_note, "AMX hidden by DDL_CPU_NO_AMX");
-    } else if (ddl__gemm_bf16_amx_have()) {
-        if (ddl__gemm_bf16_amx_check(path_note, sizeof path_note) == DDL_OK) {
-            path_now = DDL__BF16_AMX;
-            return;
-        }
-    }
-    if (ddl__gemm_bf16_avx512_have())
-        path_now = DDL__BF16_AVX512;
+    int no_bf16 = env_on("DDL_CPU_NO_BF16"), no_amx = env_on("DDL_CPU_NO_AMX");
+    int amx = !no_bf16 && ddl__gemm_bf16_amx_have(); /* asks Linux for the tile state: only if it may be used */
+    path_now = ddl__bf16_choose(no_bf16, no_amx, amx, ddl__gemm_bf16_amx_check, ddl__gemm_bf16_avx512_have(),
+                                path_note, sizeof path_note);
 }
 
 int ddl__bf16_path(void)
