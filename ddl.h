@@ -1704,6 +1704,14 @@ const char *ddl_gemm_backend(void);
  * "x86-64-v2" (SSE4.2, the build's baseline) on x86-64; "portable" elsewhere, or in a build made
  * with -DDDL_NO_CLONES (the code -march allows; only WITH_BLAS=none's gemm still picks AVX2). */
 const char *ddl_cpu_kernels(void);
+/* ddl_cpu_bf16: the path the bfloat16 products of DDL_PRECISION_BF16 take on this CPU, chosen at
+ * the first question and fixed after: "AMX" (tdpbf16ps tiles, used only once a small product on
+ * them matched their emulation bit for bit), "AVX512-BF16" (vdpbf16ps), or "none" (a trainer
+ * refuses bf16). DDL_CPU_NO_AMX=1 in the environment hides AMX, DDL_CPU_NO_BF16=1 both.
+ * ddl_cpu_bf16_note: why the CPU's fastest path was passed over ("AMX hidden by DDL_CPU_NO_AMX",
+ * or the element whose bits differed), "" if it was not. Static strings; any thread. */
+const char *ddl_cpu_bf16(void);
+const char *ddl_cpu_bf16_note(void);
 
 /* Geometry of a 2-D convolution (also used, reversed, by the transposed convolution). */
 typedef struct ddl_conv2d {

@@ -65,6 +65,7 @@ typedef struct example_watch {
     int bg_epoch, bg_done;       /* and its epoch, and whether it ended one */
     ddl_profile *profile;        /* --profile: the trainer fills it (tc->profile); rank 0 prints it */
     int64_t prof_was[6];         /* its steps and split at the last epoch's end: each epoch's line */
+    int bf16;                    /* --precision bf16: the start-up line names its path (ddl_cpu_bf16) */
 } example_watch;
 
 static double example_wall(void)
@@ -126,6 +127,7 @@ static int example_watch_init(example_watch *w, const example_opts *o, const cha
     w->quiet = o->quiet;
     w->tty = rank == 0 && !o->quiet && isatty(STDOUT_FILENO);
     w->log_every = o->log_every;
+    w->bf16 = o->precision == DDL_PRECISION_BF16;
     w->keep = o->keep_checkpoints;
     w->epochs = o->epochs;
     w->global_batch = o->batch;
@@ -200,6 +202,8 @@ static int example_watch_start(example_watch *w, ddl_comm *comm, const ddl_model
     printf("ddl %s: model %s, %zu parameters, gradient %.2f MB, world %d on %s, transport %s, kernels %s",
            ddl_version_string(), ddl_model_name(m), n, (double)bytes / 1e6, w->world, hosts,
            ddl_comm_transport_name(comm), ddl_cpu_kernels());
+    if (w->bf16)
+        printf(", bf16 on %s", ddl_cpu_bf16());
     if (ddl_trainer_micro_batches(tr) > 1)
         printf(", %d micro-batches", ddl_trainer_micro_batches(tr));
     if (comm && secs > 0)

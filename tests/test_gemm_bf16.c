@@ -6,8 +6,8 @@
  * nothing written outside C, sums small
  * enough to be flushed; ddl_gemm in bf16 precision giving the reference's bits, the same at 1
  * and 2 threads, close to float32 but not equal to it. Where the CPU has no AVX512-BF16 the
- * kernel's part prints "skipped: no AVX512-BF16" and the rest runs. AMX: see gemm_bf16.c (no
- * AMX kernel yet). */
+ * kernel's part prints "skipped: no AVX512-BF16" and the rest runs. AMX, whose order of sums is
+ * its own: tests/test_gemm_bf16_amx.c (ddl_gemm's check here takes the AMX reference there). */
 /* ddl-test: beside (computes, bounds no time) */
 #include "ddl.h"
 #include "check.h"
@@ -24,6 +24,8 @@ int ddl__gemm_bf16_avx512_have(void);
 int ddl__set_precision(int precision);
 void ddl__gemm_bf16_ref(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
                         const float *b, int ldb, int overwrite, float *c, int ldc);
+void ddl__gemm_bf16_amx_ref(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
+                            const float *b, int ldb, int overwrite, float *c, int ldc);
 void ddl__gemm_bf16_avx512(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
                            const float *b, int ldb, int overwrite, float *c, int ldc);
 
@@ -121,7 +123,10 @@ static void test_ddl_gemm(void)
     ddl_rng_seed(&r, 11);
     fill(&r, a, (size_t)m * k, 1.0f);
     fill(&r, b, (size_t)k * n, 1.0f);
-    ddl__gemm_bf16_ref(0, 0, m, n, k, 1.0f, a, k, b, n, 0, ref, n);
+    if (ddl__bf16_path() == 2) /* AMX: its own order (tests/test_gemm_bf16_amx.c) */
+        ddl__gemm_bf16_amx_ref(0, 0, m, n, k, 1.0f, a, k, b, n, 0, ref, n);
+    else
+        ddl__gemm_bf16_ref(0, 0, m, n, k, 1.0f, a, k, b, n, 0, ref, n);
     ddl_gemm(0, 0, m, n, k, 1.0f, a, k, b, n, 0.0f, f32, n);
     int was = ddl__set_precision(DDL_PRECISION_BF16);
     ddl_set_threads(1);

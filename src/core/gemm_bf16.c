@@ -15,6 +15,8 @@
 #include "impl.h"
 
 #include <math.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -86,6 +88,46 @@ void ddl__gemm_bf16_ref(int trans_a, int trans_b, int m, int n, int k, float alp
         }
 }
 
+/* ---- the reference of the AMX path ---- */
+
+/* The AMX path (gemm_bf16_amx.c) sums in tdpbf16ps's order, which is not the one above: k in
+ * slices of DDL__BF16_KC from 0; in a slice, blocks of 16 pairs (a tile's depth) from p0; in a
+ * block, two accumulators from +0 take the even and the odd terms of each pair (p, p + 1) in
+ * order (missing terms 0), each an fmaf flushed as above; their sum, so rounded and flushed, is
+ * added to the slice's sum (from +0, flushed); then C = fmaf(alpha, sum, C). */
+void ddl__gemm_bf16_amx_ref(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
+                            const float *b, int ldb, int overwrite, float *c, int ldc)
+{
+    for (int i = 0; i < m; i++)
+        for (int j = 0; j < n; j++) {
+            float *cij = c + (size_t)i * ldc + j;
+            if (overwrite)
+                *cij = 0.0f;
+            for (int p0 = 0; p0 < k; p0 += DDL__BF16_KC) {
+                int end = k - p0 < DDL__BF16_KC ? k : p0 + DDL__BF16_KC;
+                float sum = 0.0f;
+                for (int b0 = p0; b0 < end; b0 += 32) {
+                    float even = 0.0f, odd = 0.0f;
+                    for (int p = b0; p < b0 + 32; p += 2) {
+                        float a0 = 0.0f, bv0 = 0.0f, a1 = 0.0f, bv1 = 0.0f;
+                        if (p < end) {
+                            a0 = ddl__bf16_float(ddl__bf16_round(at(trans_a, a, lda, i, p)));
+                            bv0 = ddl__bf16_float(ddl__bf16_round(at(trans_b, b, ldb, p, j)));
+                        }
+                        if (p + 1 < end) {
+                            a1 = ddl__bf16_float(ddl__bf16_round(at(trans_a, a, lda, i, p + 1)));
+                            bv1 = ddl__bf16_float(ddl__bf16_round(at(trans_b, b, ldb, p + 1, j)));
+                        }
+                        even = ftz(fmaf(a0, bv0, even));
+                        odd = ftz(fmaf(a1, bv1, odd));
+                    }
+                    sum = ftz(sum + ftz(even + odd));
+                }
+                *cij = fmaf(alpha, sum, *cij);
+            }
+        }
+}
+
 /* ---- which path ---- */
 
 /* DDL_CPU_NO_BF16=1 hides every bfloat16 path (a CPU without one: tests of the refusal), and
@@ -96,23 +138,48 @@ static int env_on(const char *name)
     return v && *v && strcmp(v, "0") != 0;
 }
 
-static int detect(void)
+static int path_now = DDL__BF16_NONE;
+static char path_note[200]; /* ddl__bf16_path_note: written once, before path_now is read */
+
+int ddl__bf16_choose(int no_bf16, int no_amx, int amx, int (*amx_check)(char *, size_t), int avx512, char *note,
+                     size_t note_bytes)
 {
-    if (env_on("DDL_CPU_NO_BF16"))
+    if (note_bytes)
+        note[0] = 0;
+    if (no_bf16)
         return DDL__BF16_NONE;
-    if (ddl__gemm_bf16_avx512_have())
-        return DDL__BF16_AVX512;
-    return DDL__BF16_NONE;
+    if (amx && no_amx)
+        snprintf(note, note_bytes, "AMX hidden by DDL_CPU_NO_AMX");
+    else if (amx && amx_check(note, note_bytes) == DDL_OK)
+        return DDL__BF16_AMX;
+    return avx512 ? DDL__BF16_AVX512 : DDL__BF16_NONE;
+}
+
+/* detect: this CPU's choice, the environment read once (the AMX check runs once, on real tiles). */
+static void detect(void)
+{
+    int no_bf16 = env_on("DDL_CPU_NO_BF16"), no_amx = env_on("DDL_CPU_NO_AMX");
+    int amx = !no_bf16 && ddl__gemm_bf16_amx_have(); /* asks Linux for the tile state: only if it may be used */
+    path_now = ddl__bf16_choose(no_bf16, no_amx, amx, ddl__gemm_bf16_amx_check, ddl__gemm_bf16_avx512_have(),
+                                path_note, sizeof path_note);
 }
 
 int ddl__bf16_path(void)
 {
-    static _Atomic int path = -1; /* set once: every thread computes the same value */
-    int p = path;
-    if (p < 0)
-        path = p = detect();
-    return p;
+    static pthread_once_t once = PTHREAD_ONCE_INIT; /* every thread sees one choice and one check */
+    pthread_once(&once, detect);
+    return path_now;
 }
+
+const char *ddl__bf16_path_note(void)
+{
+    (void)ddl__bf16_path();
+    return path_note;
+}
+
+const char *ddl_cpu_bf16(void) { return ddl__bf16_path_name(ddl__bf16_path()); }
+
+const char *ddl_cpu_bf16_note(void) { return ddl__bf16_path_note(); }
 
 const char *ddl__bf16_path_name(int path)
 {
@@ -128,7 +195,10 @@ void ddl__gemm_bf16(int trans_a, int trans_b, int m, int n, int k, float alpha, 
 {
     if (m <= 0 || n <= 0 || k <= 0 || alpha == 0.0f)
         return;
-    if (ddl__bf16_path() == DDL__BF16_AVX512)
+    int path = ddl__bf16_path();
+    if (path == DDL__BF16_AMX)
+        ddl__gemm_bf16_amx(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, overwrite, c, ldc);
+    else if (path == DDL__BF16_AVX512)
         ddl__gemm_bf16_avx512(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, overwrite, c, ldc);
     else /* not reached in training: the trainer refuses bf16 on such a CPU */
         ddl__gemm_bf16_ref(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, overwrite, c, ldc);

@@ -381,7 +381,8 @@ int ddl__set_precision(int precision);
 int ddl__precision(void);
 enum { DDL__BF16_NONE, DDL__BF16_AVX512, DDL__BF16_AMX };
 #define DDL__BF16_KC 256 /* depth of a slice: the sums' order (gemm_bf16.c) */
-/* ddl__bf16_path: the bfloat16 path of this CPU and build (DDL_CPU_NO_BF16=1: none), read once. */
+/* ddl__bf16_path: the bfloat16 path of this CPU and build (DDL_CPU_NO_BF16=1: none; DDL_CPU_NO_AMX=1:
+ * not AMX), read once. */
 int ddl__bf16_path(void);
 const char *ddl__bf16_path_name(int path);
 /* ddl__bf16_round: x to bfloat16, to nearest even (a subnormal to a zero of its sign, NaN quiet);
@@ -399,5 +400,31 @@ void ddl__gemm_bf16_ref(int trans_a, int trans_b, int m, int n, int k, float alp
 int ddl__gemm_bf16_avx512_have(void);
 void ddl__gemm_bf16_avx512(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
                            const float *b, int ldb, int overwrite, float *c, int ldc);
+/* The AMX path (gemm_bf16_amx.c): its own order of sums (tdpbf16ps's: per tile of 16 pairs of k,
+ * an even and an odd sum, added, then added to the slice's sum; gemm_bf16.c says it in full),
+ * so its own reference, _amx_ref. _amx by the CPU's tiles (only where _amx_have says 1: it also
+ * asks Linux for the tile state, once); _amx_emu the same loop over a C emulation of the tile
+ * instructions (packing in C), on any CPU. _amx_check: the tiles against the emulation on a small product:
+ * DDL_OK, or a code and one line in note saying what differed (gemm_bf16.c's path choice). */
+void ddl__gemm_bf16_amx_ref(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
+                            const float *b, int ldb, int overwrite, float *c, int ldc);
+int ddl__gemm_bf16_amx_have(void);
+void ddl__gemm_bf16_amx(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
+                        const float *b, int ldb, int overwrite, float *c, int ldc);
+void ddl__gemm_bf16_amx_emu(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
+                            const float *b, int ldb, int overwrite, float *c, int ldc);
+/* _amx_emu_avx512: the CPU's loop (AVX-512 packing) over emulated tiles: only where
+ * ddl__gemm_bf16_avx512_have says 1 (elsewhere _amx_emu's). */
+void ddl__gemm_bf16_amx_emu_avx512(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
+                                   int lda, const float *b, int ldb, int overwrite, float *c, int ldc);
+int ddl__gemm_bf16_amx_check(char *note, size_t note_bytes);
+/* ddl__bf16_choose: the path of a CPU with amx / avx512 (1 or 0) and the environment's no_bf16,
+ * no_amx: AMX only if amx_check passes (its failure, or AMX hidden, said in note); else
+ * AVX512-BF16; else none. ddl__bf16_path's choice, apart so that a test can feed it. */
+int ddl__bf16_choose(int no_bf16, int no_amx, int amx, int (*amx_check)(char *, size_t), int avx512, char *note,
+                     size_t note_bytes);
+/* ddl__bf16_path_note: why the path is not the fastest the CPU has (AMX hidden or failing its
+ * check), or "" (a static string, set with the path). */
+const char *ddl__bf16_path_note(void);
 
 #endif

@@ -141,6 +141,11 @@ static int check_precision(const ddl_train_config *cfg, char *err, size_t err_by
         return ddl__errf(err, err_bytes, DDL_EINVAL, "precision bf16: this CPU has neither AVX512-BF16 nor AMX%s; "
                          "train in fp32", hidden && *hidden && strcmp(hidden, "0") ? " (DDL_CPU_NO_BF16 is set)" : "");
     }
+    const char *note = ddl__bf16_path_note(); /* AMX passed over: hidden, or its tiles failed their check */
+    if (*note)
+        ddl__log(cfg->log, cfg->log_ud, strncmp(note, "AMX hidden", 10) ? DDL_LOG_WARN : DDL_LOG_INFO,
+                 "precision bf16: %s", note);
+    ddl__log(cfg->log, cfg->log_ud, DDL_LOG_INFO, "precision bf16: products on %s", ddl__bf16_path_name(ddl__bf16_path()));
     return DDL_OK;
 }
 

@@ -46,7 +46,9 @@
 #      accuracy on a five-class folder against PyTorch's, over seeds (acc5.sh; BENCH_ONLY=acc5).
 #   2g. --precision bf16: the cnn preset in float32, bfloat16 and PyTorch's bfloat16 autocast, and
 #       LeNet's test accuracy in float32 and bfloat16 (bf16.sh).
-# BENCH_ONLY=lenet|unet|scaling|threads|ops|load|graph|bf16|resnet|allreduce|mac|serve|serve_batch|pg|pg_batch|twohost|ps|wire|halving|hier|compress|elastic|torchtrain|acc5|winograd,
+#   2h. The AMX bfloat16 path: the product alone and the cnn preset on AMX, AVX512-BF16, float32 and
+#       PyTorch's autocast (amx.sh; "skipped: no AMX" on a CPU without it).
+# BENCH_ONLY=lenet|unet|scaling|threads|ops|load|graph|bf16|resnet|allreduce|mac|serve|serve_batch|pg|pg_batch|twohost|ps|wire|halving|hier|compress|elastic|torchtrain|acc5|winograd|amx,
 # SCENES (default 1024),
 # SERVE_SECONDS (default 30), SERVE_CONNS (default 64).
 # Every section adds its figures to one table (tools/bench/lib.sh), printed at the end: each figure,
@@ -176,6 +178,10 @@ fi
 
 if [ -z "$ONLY" ] || [ "$ONLY" = bf16 ]; then
     BUILD="$BUILD" REPEAT="$REPEAT" sh "$here/bf16.sh" # --precision bf16 against float32 and PyTorch's autocast
+fi
+
+if [ -z "$ONLY" ] || [ "$ONLY" = amx ]; then
+    BUILD="$BUILD" REPEAT="$REPEAT" sh "$here/amx.sh" # bfloat16 on AMX tiles (skipped without AMX)
 fi
 
 if [ -z "$ONLY" ] || [ "$ONLY" = winograd ]; then

@@ -1,0 +1,390 @@
+/* gemm_bf16_amx.c - the bfloat16 products on AMX tiles (Intel Sapphire Rapids and later:
+ * AMX-TILE, AMX-BF16), and the same loop over a C emulation of the tile instructions, so that
+ * what cannot run here is still tested bit for bit (tests/test_gemm_bf16_amx.c, against
+ * gemm_bf16.c's AMX reference) and, on an AMX CPU, checked against the emulation before it is
+ * used (ddl__gemm_bf16_amx_check, called by gemm_bf16.c's path choice).
+ *
+ * The loop is gemm_bf16_amx_driver.h, included twice. Its order of sums differs from
+ * AVX512-BF16's: tdpbf16ps keeps, per element of C, two float sums (the even and the odd terms
+ * of the pairs) over a tile's 16 pairs of k, adds them, and adds that to C (Intel's SDM,
+ * TDPBF16PS "Operation"); gemm_bf16.c's ddl__gemm_bf16_amx_ref states the order in scalar code.
+ *
+ * Linux hands a process the tile state only on request (arch_prctl ARCH_REQ_XCOMP_PERM): asked
+ * once, by ddl__gemm_bf16_amx_have, before any tile instruction. A thread's tile configuration
+ * is its own: every product loads it at its start and releases the tiles at its end, so pool
+ * workers need nothing more. Nothing is allocated: ~100 KB of stack. */
+#include "impl.h"
+
+#include <math.h>
+#include <string.h>
+
+#define MR 32  /* rows of C a block of tiles covers */
+#define NR 32  /* its columns */
+#define KC DDL__BF16_KC
+#define KP (KC / 2) /* pairs of a slice: at most 8 blocks of 16 */
+#define MC 128 /* rows of op(A) packed at a time (a multiple of MR) */
+
+/* amx_cfg: the 64 bytes ldtilecfg reads (palette 1). */
+typedef struct amx_cfg {
+    uint8_t palette, start_row, reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} amx_cfg;
+_Static_assert(sizeof(amx_cfg) == 64, "ldtilecfg reads 64 bytes");
+
+/* amx_config: tiles 0-7 of 16 rows of 64 bytes each, the rest unused. */
+static void amx_config(amx_cfg *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    cfg->palette = 1;
+    for (int t = 0; t < 8; t++) {
+        cfg->colsb[t] = 64;
+        cfg->rows[t] = 16;
+    }
+}
+
+/* ---- packing and the last step (shared by both kinds of tiles) ---- */
+
+static float op_at(int trans, const float *x, int ld, int row, int col)
+{
+    return trans ? x[(size_t)col * ld + row] : x[(size_t)row * ld + col];
+}
+
+/* pair: the bfloat16 pair of lo (k = p, the low half: bf16 element 2k of a dword) and hi. */
+static uint32_t pair(float lo, float hi)
+{
+    return (uint32_t)ddl__bf16_round(lo) | (uint32_t)ddl__bf16_round(hi) << 16;
+}
+
+/* pack_a: rows [i0, i0 + mc) and depth [p0, p0 + kc) of op(A) into (panels of 16 rows, kb blocks,
+ * 16 rows, 16 pairs): a tile's 1 KB contiguous; rows up to a multiple of MR and pairs up to kb * 16
+ * zero. */
+static void pack_a(int trans_a, const float *a, int lda, int i0, int mc, int p0, int kc, int kb, uint32_t *ap)
+{
+    int rows = (mc + MR - 1) / MR * MR;
+    for (int r = 0; r < rows; r++) {
+        uint32_t *panel = ap + (size_t)(r / 16) * kb * 256 + (size_t)(r % 16) * 16;
+        for (int w = 0; w < kb * 16; w++) {
+            int p = 2 * w;
+            float lo = r < mc && p < kc ? op_at(trans_a, a, lda, i0 + r, p0 + p) : 0.0f;
+            float hi = r < mc && p + 1 < kc ? op_at(trans_a, a, lda, i0 + r, p0 + p + 1) : 0.0f;
+            panel[(size_t)(w / 16) * 256 + w % 16] = pair(lo, hi);
+        }
+    }
+}
+
+/* pack_b: depth [p0, p0 + kc) and columns [j0, j0 + nr) of op(B) into (kb * 16 pairs, NR)
+ * words, each the pair of one column for k = p, p + 1 (the layout tdpbf16ps's B tile wants);
+ * columns past nr and pairs past kc zero. */
+static void pack_b(int trans_b, const float *b, int ldb, int p0, int kc, int j0, int nr, int kb, uint32_t *bp)
+{
+    for (int w = 0; w < kb * 16; w++) {
+        int p = 2 * w;
+        for (int j = 0; j < NR; j++) {
+            float lo = j < nr && p < kc ? op_at(trans_b, b, ldb, p0 + p, j0 + j) : 0.0f;
+            float hi = j < nr && p + 1 < kc ? op_at(trans_b, b, ldb, p0 + p + 1, j0 + j) : 0.0f;
+            bp[(size_t)w * NR + j] = pair(lo, hi);
+        }
+    }
+}
+
+/* epilogue: c (mr x nr, row stride ldc) = fmaf(alpha, sum, c), sum (MR x NR); fresh: c's old
+ * values taken as +0, not read. */
+static void epilogue(const float *sum, float alpha, float *c, int ldc, int mr, int nr, int fresh)
+{
+    for (int i = 0; i < mr; i++)
+        for (int j = 0; j < nr; j++) {
+            float *cij = c + (size_t)i * ldc + j;
+            *cij = fmaf(alpha, sum[i * NR + j], fresh ? 0.0f : *cij);
+        }
+}
+
+/* ---- the emulated tiles: Intel's SDM pseudocode of TILELOADD, TDPBF16PS, TILESTORED ---- */
+
+typedef struct amx_emu {
+    int rows[8], colsb[8];
+    _Alignas(64) unsigned char t[8][16][64];
+} amx_emu;
+
+static float bits_float(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* daz: a subnormal input read as a zero of its sign; ftz: a subnormal result written as one (the
+ * same operation, named for where the SDM applies it). NaNs are left to fmaf's propagation: the
+ * SDM does not say which of several NaN inputs the tiles keep (none reach them in training). */
+static float daz(float v)
+{
+    uint32_t u;
+    memcpy(&u, &v, sizeof u);
+    return (u & 0x7f800000u) ? v : bits_float(u & 0x80000000u);
+}
+
+static float ftz(float v) { return daz(v); }
+
+static void emu_config(amx_emu *e, const amx_cfg *cfg)
+{
+    memset(e, 0, sizeof *e);
+    for (int t = 0; t < 8; t++)
+        e->rows[t] = cfg->rows[t], e->colsb[t] = cfg->colsb[t];
+}
+
+static void emu_zero(amx_emu *e, int t) { memset(e->t[t], 0, sizeof e->t[t]); }
+
+/* TILELOADD: rows of colsb bytes from p, stride bytes apart; the rest of the tile zero. */
+static void emu_load(amx_emu *e, int t, const void *p, size_t stride)
+{
+    emu_zero(e, t);
+    for (int r = 0; r < e->rows[t]; r++)
+        memcpy(e->t[t][r], (const unsigned char *)p + r * stride, (size_t)e->colsb[t]);
+}
+
+static void emu_store(const amx_emu *e, int t, void *p, size_t stride)
+{
+    for (int r = 0; r < e->rows[t]; r++)
+        memcpy((unsigned char *)p + r * stride, e->t[t][r], (size_t)e->colsb[t]);
+}
+
+static uint32_t emu_word(const amx_emu *e, int t, int row, int col)
+{
+    uint32_t w;
+    memcpy(&w, e->t[t][row] + 4 * col, sizeof w);
+    return w;
+}
+
+/* TDPBF16PS tc, ta, tb: per row m, two sums per column n from +0 (the even and the odd terms),
+ * over k: each an FMA of the exact product with one rounding to nearest even, inputs read with
+ * DAZ and the result flushed (FTZ); then C = C + (even + odd), each addition so rounded. */
+static void emu_dp(amx_emu *e, int tc, int ta, int tb)
+{
+    for (int m = 0; m < e->rows[tc]; m++) {
+        float tmp[32] = {0};
+        int nk = e->colsb[ta] / 4, nn = e->colsb[tc] / 4;
+        for (int k = 0; k < nk; k++) {
+            uint32_t aw = emu_word(e, ta, m, k);
+            float a0 = daz(bits_float(aw << 16)), a1 = daz(bits_float(aw & 0xffff0000u));
+            for (int n = 0; n < nn; n++) {
+                uint32_t bw = emu_word(e, tb, k, n);
+                tmp[2 * n] = ftz(fmaf(a0, daz(bits_float(bw << 16)), tmp[2 * n]));
+                tmp[2 * n + 1] = ftz(fmaf(a1, daz(bits_float(bw & 0xffff0000u)), tmp[2 * n + 1]));
+            }
+        }
+        for (int n = 0; n < nn; n++) {
+            float cv;
+            memcpy(&cv, e->t[tc][m] + 4 * n, sizeof cv);
+            cv = ftz(daz(cv) + ftz(tmp[2 * n] + tmp[2 * n + 1]));
+            memcpy(e->t[tc][m] + 4 * n, &cv, sizeof cv);
+        }
+    }
+}
+
+/* the driver over emulated tiles */
+#define DRIVER ddl__gemm_bf16_amx_emu
+#define DRIVER_ATTR
+#define T_STATE amx_emu emu;
+#define T_CONFIG(cfg) emu_config(&emu, cfg)
+#define T_ZERO(t) emu_zero(&emu, t)
+#define T_LOAD(t, p, stride) emu_load(&emu, t, p, stride)
+#define T_STORE(t, p, stride) emu_store(&emu, t, p, stride)
+#define T_DP(c, a, b) emu_dp(&emu, c, a, b)
+#define T_RELEASE() (void)0
+#define PACK_A pack_a
+#define PACK_B pack_b
+#define EPILOGUE epilogue
+#include "gemm_bf16_amx_driver.h"
+#undef DRIVER
+#undef DRIVER_ATTR
+#undef PACK_A
+#undef PACK_B
+#undef EPILOGUE
+
+/* ---- the CPU's tiles ---- */
+
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(DDL_NO_CLONES) && defined(__linux__)
+
+#include <cpuid.h>
+#include <immintrin.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#define ARCH_REQ_XCOMP_PERM 0x1023 /* <asm/prctl.h>, Linux 5.16 */
+#define XFEATURE_XTILEDATA 18
+
+/* ---- packing with AVX-512 (every AMX CPU has AVX512-BF16): the bits of pack_a, pack_b, epilogue ---- */
+
+#define AVX __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
+
+static inline __mmask16 mask16(int n) { return (__mmask16)(n >= 16 ? 0xffff : n <= 0 ? 0 : (1u << n) - 1); }
+
+/* line16: the 16 floats at base + off + i step (step 1: contiguous; else gathered), the first
+ * `valid` of them, the rest 0; nothing is read (or pointed at) when valid <= 0. */
+AVX static inline __m512 line16(const float *base, size_t off, int step, int valid)
+{
+    if (valid <= 0)
+        return _mm512_setzero_ps();
+    if (step == 1)
+        return _mm512_maskz_loadu_ps(mask16(valid), base + off);
+    __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                     _mm512_set1_epi32(step));
+    return _mm512_mask_i32gather_ps(_mm512_setzero_ps(), mask16(valid), idx, base + off, 4);
+}
+
+/* pack_a_avx: pack_a's layout: a tile row's 32 values of k converted at once (vcvtne2ps2bf16
+ * rounds as ddl__bf16_round: to nearest even, a subnormal to zero). */
+AVX static void pack_a_avx(int trans_a, const float *a, int lda, int i0, int mc, int p0, int kc, int kb, uint32_t *ap)
+{
+    int rows = (mc + MR - 1) / MR * MR, step = trans_a ? lda : 1;
+    for (int r = 0; r < rows; r++) {
+        uint32_t *panel = ap + (size_t)(r / 16) * kb * 256 + (size_t)(r % 16) * 16;
+        for (int q = 0; q < kb; q++) {
+            int p = 32 * q, real = r < mc;
+            size_t off = trans_a ? (size_t)(p0 + p) * lda + i0 + r : (size_t)(i0 + r) * lda + p0 + p;
+            __m512 lo = line16(a, off, step, real ? kc - p : 0);
+            __m512 hi = line16(a, off + (size_t)16 * step, step, real ? kc - p - 16 : 0);
+            _mm512_storeu_si512(panel + (size_t)q * 256, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+        }
+    }
+}
+
+/* pack_b_avx: pack_b's layout: 16 columns of two rows of k converted, then interleaved into pairs. */
+AVX static void pack_b_avx(int trans_b, const float *b, int ldb, int p0, int kc, int j0, int nr, int kb, uint32_t *bp)
+{
+    const __m512i idx = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6,
+                                         21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+    int step = trans_b ? ldb : 1;
+    for (int w = 0; w < kb * 16; w++) {
+        int p = 2 * w;
+        for (int j = 0; j < NR; j += 16) {
+            size_t lo_at = trans_b ? (size_t)(j0 + j) * ldb + p0 + p : (size_t)(p0 + p) * ldb + j0 + j;
+            size_t hi_at = trans_b ? lo_at + 1 : lo_at + (size_t)ldb;
+            __m512 lo = line16(b, lo_at, step, p < kc ? nr - j : 0);
+            __m512 hi = line16(b, hi_at, step, p + 1 < kc ? nr - j : 0);
+            _mm512_storeu_si512(bp + (size_t)w * NR + j,
+                                _mm512_permutexvar_epi16(idx, (__m512i)_mm512_cvtne2ps_pbh(hi, lo)));
+        }
+    }
+}
+
+/* epilogue_avx: epilogue, 16 columns at a time. */
+AVX static void epilogue_avx(const float *sum, float alpha, float *c, int ldc, int mr, int nr, int fresh)
+{
+    __m512 al = _mm512_set1_ps(alpha);
+    __mmask16 m0 = mask16(nr), m1 = mask16(nr - 16);
+    __mmask16 r0 = fresh ? 0 : m0, r1 = fresh ? 0 : m1; /* fresh: C's old values read as +0, not at all */
+    for (int i = 0; i < mr; i++) {
+        float *row = c + (size_t)i * ldc;
+        __m512 s0 = _mm512_loadu_ps(sum + i * NR), s1 = _mm512_loadu_ps(sum + i * NR + 16);
+        _mm512_mask_storeu_ps(row, m0, _mm512_fmadd_ps(al, s0, _mm512_maskz_loadu_ps(r0, row)));
+        if (nr > 16)
+            _mm512_mask_storeu_ps(row + 16, m1, _mm512_fmadd_ps(al, s1, _mm512_maskz_loadu_ps(r1, row + 16)));
+    }
+}
+
+#define PACK_A pack_a_avx
+#define PACK_B pack_b_avx
+#define EPILOGUE epilogue_avx
+
+/* emulated tiles, AVX-512 packing: the CPU's loop but for the tile instructions, testable on any
+ * CPU with AVX512-BF16 */
+#define DRIVER ddl__gemm_bf16_amx_emu_avx512
+#define DRIVER_ATTR AVX
+#include "gemm_bf16_amx_driver.h"
+#undef DRIVER
+#undef DRIVER_ATTR
+#undef T_STATE
+#undef T_CONFIG
+#undef T_ZERO
+#undef T_LOAD
+#undef T_STORE
+#undef T_DP
+#undef T_RELEASE
+
+/* the CPU's tiles */
+#define DRIVER ddl__gemm_bf16_amx
+#define DRIVER_ATTR __attribute__((target("amx-tile,amx-bf16,avx512f,avx512bw,avx512vl,avx512bf16")))
+#define T_STATE
+#define T_CONFIG(cfg) _tile_loadconfig(cfg)
+#define T_ZERO(t) _tile_zero(t)
+#define T_LOAD(t, p, stride) _tile_loadd(t, p, stride)
+#define T_STORE(t, p, stride) _tile_stored(t, p, stride)
+#define T_DP(c, a, b) _tile_dpbf16ps(c, a, b)
+#define T_RELEASE() _tile_release()
+#include "gemm_bf16_amx_driver.h"
+
+/* cpu_amx: CPUID says AMX-TILE and AMX-BF16, and the OS saves the tile state (XCR0 bits 17, 18). */
+static int cpu_amx(void)
+{
+    unsigned a, b, c, d;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(d & (1u << 22)) || !(d & (1u << 24)))
+        return 0;
+    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 27))) /* OSXSAVE: XGETBV may run */
+        return 0;
+    unsigned lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    return (lo & (3u << 17)) == (3u << 17);
+}
+
+int ddl__gemm_bf16_amx_have(void)
+{
+    static _Atomic int have = -1; /* the request is per process: once is enough, twice harmless */
+    int h = have;
+    if (h < 0)
+        have = h = cpu_amx() && syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0;
+    return h;
+}
+
+#else
+
+int ddl__gemm_bf16_amx_have(void) { return 0; }
+
+void ddl__gemm_bf16_amx_emu_avx512(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
+                                   int lda, const float *b, int ldb, int overwrite, float *c, int ldc)
+{
+    ddl__gemm_bf16_amx_emu(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, overwrite, c, ldc);
+}
+
+void ddl__gemm_bf16_amx(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
+                        const float *b, int ldb, int overwrite, float *c, int ldc)
+{
+    (void)overwrite, (void)trans_a, (void)trans_b, (void)m, (void)n, (void)k, (void)alpha, (void)a, (void)lda, (void)b;
+    (void)ldb, (void)c, (void)ldc;
+}
+
+#endif
+
+/* ---- the check before first use ---- */
+
+/* check_fill: n values of random sign, 8 significant bits and exponents over 2^-12..2^12, so
+ * that the order of the sums shows in their bits. */
+static void check_fill(uint32_t *s, float *x, int n)
+{
+    for (int i = 0; i < n; i++) {
+        *s = *s * 1664525u + 1013904223u;
+        uint32_t r = *s >> 8;
+        x[i] = ldexpf(1.0f + (float)(r & 0xff) / 256.0f, (int)((r >> 8) % 25) - 12) * ((r >> 16) & 1 ? -1.0f : 1.0f);
+    }
+}
+
+int ddl__gemm_bf16_amx_check(char *note, size_t note_bytes)
+{
+    enum { M = 33, N = 35, K = 290 }; /* edges of every kind, two slices of k: ~90 KB of stack */
+    float a[M * K], b[K * N], tiles[M * N], emu[M * N];
+    uint32_t s = 47;
+    check_fill(&s, a, M * K);
+    check_fill(&s, b, K * N);
+    check_fill(&s, tiles, M * N);
+    memcpy(emu, tiles, sizeof emu);
+    if (!ddl__gemm_bf16_amx_have())
+        return ddl__errf(note, note_bytes, DDL_ENOTSUP, "AMX: this CPU or kernel has no AMX-BF16 tiles");
+    ddl__gemm_bf16_amx(0, 1, M, N, K, 1.0f, a, K, b, K, 0, tiles, N);
+    ddl__gemm_bf16_amx_emu(0, 1, M, N, K, 1.0f, a, K, b, K, 0, emu, N);
+    for (int i = 0; i < M * N; i++)
+        if (memcmp(&tiles[i], &emu[i], sizeof(float)) != 0)
+            return ddl__errf(note, note_bytes, DDL_EMISMATCH,
+                             "AMX: tdpbf16ps gave C[%d][%d] = %a where its emulation (Intel's SDM) gives %a: "
+                             "AMX not used", i / N, i % N, (double)tiles[i], (double)emu[i]);
+    return DDL_OK;
+}

@@ -1,0 +1,43 @@
+#!/bin/sh
+# amx.sh - make bench's section on the AMX bfloat16 path (BENCH_ONLY=amx), run by bench.sh:
+#   - the product alone on AMX tiles, AVX512-BF16 and float32, GFLOP/s (gemm_amx.c);
+#   - the cnn preset (ddl-train --arch cnn) on 3000 generated 64x64 RGB JPEG photos, batch 64,
+#     one thread: ddl in float32, ddl in bfloat16 on AMX, ddl in bfloat16 on AVX512-BF16
+#     (DDL_CPU_NO_AMX=1) and PyTorch 1.13 with bfloat16 autocast, alternated REPEAT times; the
+#     issue's targets: AMX >= 3x ddl's float32 and >= 2x PyTorch's autocast.
+# On a CPU without AMX it prints "skipped: no AMX" and measures nothing (the path is tested there
+# by emulation: tests/test_gemm_bf16_amx.c).
+set -u
+BUILD=${BUILD:-build}
+REPEAT=${REPEAT:-3}
+here=$(dirname "$0")
+. "$here/lib.sh"
+export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
+T=$BUILD/bin/ddl-train
+echo "== AMX: $(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -n 1)"
+if ! grep -q 'amx_bf16' /proc/cpuinfo || ! grep -q 'amx_tile' /proc/cpuinfo; then
+    echo "skipped: no AMX"
+    exit 0
+fi
+echo "== the bfloat16 product alone, 1 thread, best of 5 (gemm_amx.c)"
+g=$(ddl_tool gemm_amx) && "$g" 5
+fr=/tmp/ddl-bench-fruits64
+[ -d "$fr/train" ] || /usr/bin/python3 tests/train/make_fruits.py "$fr" 1000 20 64 || exit 1
+echo "== cnn 64x64 RGB, batch 64, 1 thread: ddl fp32, bf16 on AMX, bf16 on AVX512-BF16, PyTorch bf16 autocast; $REPEAT alternated runs"
+: > /tmp/ddl-bench-amx-f32.txt; : > /tmp/ddl-bench-amx.txt; : > /tmp/ddl-bench-amx-avx.txt; : > /tmp/ddl-bench-amx-t.txt
+for r in $(seq 1 "$REPEAT"); do
+    f=$("$T" --data "$fr/train" --arch cnn --image-size 64 --epochs 1 --quiet | field images_per_sec)
+    a=$("$T" --data "$fr/train" --arch cnn --image-size 64 --epochs 1 --quiet --precision bf16 | field images_per_sec)
+    v=$(DDL_CPU_NO_AMX=1 "$T" --data "$fr/train" --arch cnn --image-size 64 --epochs 1 --quiet --precision bf16 |
+        field images_per_sec)
+    t=$(/usr/bin/python3 "$here/cnn_torch.py" --images 3000 --size 64 --threads 1 --mode bf16 | field images_per_sec)
+    echo "   run $r: ddl fp32 $f, bf16 AMX $a, bf16 AVX512-BF16 $v, pytorch bf16 $t images/s"
+    echo "$f" >> /tmp/ddl-bench-amx-f32.txt; echo "$a" >> /tmp/ddl-bench-amx.txt
+    echo "$v" >> /tmp/ddl-bench-amx-avx.txt; echo "$t" >> /tmp/ddl-bench-amx-t.txt
+done
+f=$(median < /tmp/ddl-bench-amx-f32.txt); a=$(median < /tmp/ddl-bench-amx.txt)
+v=$(median < /tmp/ddl-bench-amx-avx.txt); t=$(median < /tmp/ddl-bench-amx-t.txt)
+echo "cnn_amx: ddl_fp32_images_per_sec=$f ddl_amx_images_per_sec=$a ddl_avx512bf16_images_per_sec=$v pytorch_bf16_images_per_sec=$t amx_over_fp32=$(ratio "$a" "$f") amx_over_pytorch=$(ratio "$a" "$t")"
+record "cnn 64x64 RGB training --precision bf16 on AMX, images/s, 1 thread" "$a" "ddl float32" "$f" "$(ratio "$a" "$f")" ">= 3" "-" "-"
+record "cnn 64x64 RGB training --precision bf16 on AMX, images/s, 1 thread" "$a" "ddl bf16 on AVX512-BF16" "$v" "$(ratio "$a" "$v")" "-" "-" "-"
+record "cnn 64x64 RGB training --precision bf16 on AMX, images/s, 1 thread" "$a" "PyTorch 1.13 bf16 autocast" "$t" "$(ratio "$a" "$t")" ">= 2" "-" "-"
