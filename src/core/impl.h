@@ -395,4 +395,21 @@ int ddl__gemm_bf16_avx512_have(void);
 void ddl__gemm_bf16_avx512(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
                            const float *b, int ldb, int overwrite, float *c, int ldc);
 
+/* ---- direct bfloat16 convolution (conv_bf16.c, conv_bf16_avx512.c) ----
+ * ddl__conv2d_bf16_ok: 1 when the calling thread's pass is bfloat16 (and not invariant), this
+ * CPU's path is AVX512-BF16 and g is a 3x3 or 5x5, stride 1 convolution of planes the kernels
+ * take (8x8 and up); _fits: the same whatever the precision (the workspace's question). Then
+ * _forward, _dx and _dw (dw +=; the bias gradient is the caller's) run without a column matrix,
+ * in _workspace(g) floats of ws. The _ref functions: the scalar reference, bit for bit. */
+int ddl__conv2d_bf16_ok(const ddl_conv2d *g);
+int ddl__conv2d_bf16_fits(const ddl_conv2d *g);
+size_t ddl__conv2d_bf16_workspace(const ddl_conv2d *g);
+void ddl__conv2d_bf16_forward(const ddl_conv2d *g, const float *x, const float *w, const float *b, float *y,
+                              float *ws);
+void ddl__conv2d_bf16_dx(const ddl_conv2d *g, const float *w, const float *dy, float *dx, float *ws);
+void ddl__conv2d_bf16_dw(const ddl_conv2d *g, const float *x, const float *dy, float *dw, float *ws);
+void ddl__conv2d_bf16_ref_forward(const ddl_conv2d *g, const float *x, const float *w, const float *b, float *y);
+void ddl__conv2d_bf16_ref_dx(const ddl_conv2d *g, const float *w, const float *dy, float *dx);
+void ddl__conv2d_bf16_ref_dw(const ddl_conv2d *g, const float *x, const float *dy, float *dw);
+
 #endif
