@@ -16,12 +16,13 @@
  *    the taps in row-major order (every tap: the padding's zeros are added too), one step a tap:
  *    acc = ftz(fmaf(x_hi, w_hi, acc)), then acc = ftz(fmaf(x_lo, w_lo, acc)) with x and w rounded
  *    to bfloat16 (a missing odd channel 0); then y = acc + bias (or + 0);
- *  - weight gradient: for each weight, 16 lane sums m from +0; for each sample in order, each
- *    lane l from +0 over the position pairs (j + 2l, j + 2l + 1) of the wide rows, j = 0, 32, ...
- *    (dy 0 past the real positions), the same two-step pair as above, then m[l] += it; at the end
+ *  - weight gradient: for each weight, 16 lane sums m from +0; the samples in passes of
+ *    dw_samples (fixed by the geometry); in a pass, each lane l from +0 over the pass's samples
+ *    in order, each over the position pairs (j + 2l, j + 2l + 1) of its wide rows, j = 0, 32, ...
+ *    (dy 0 past the real positions), the same two-step pair as above; then m[l] += it; at the end
  *    dw += the lanes added pairwise (conv_wide.c's order).
  * Threads: forward and input gradient by samples, the weight gradient by ranges of output-channel
- * pairs (each weight's sums over every sample in order, whatever the range). Nothing allocates. */
+ * groups (each weight's sums over every sample in order, whatever the range). Nothing allocates. */
 #include "impl.h"
 #include "conv_bf16.h"
 
@@ -60,16 +61,33 @@ static size_t oc_blocks(const ddl__cb_geo *q) { return (size_t)(q->c_out + q->oc
 static size_t fwd_task(const ddl__cb_geo *q) { return (size_t)q->cp * q->plane + (size_t)q->ocb * q->len; }
 static size_t fwd_weights(const ddl__cb_geo *q) { return oc_blocks(q) * q->ocb * (size_t)q->cp * q->taps; }
 
-/* The weight gradient's ranges: dw_fixed, what a range needs whatever its width (the input's
- * bfloat16 planes, a float plane to pad in); dw_group, what one pair of output channels adds
- * (two bfloat16 dy rows, their lane sums). */
-static size_t dw_fixed(const ddl__cb_geo *q) { return (size_t)q->c_in * q->dplane / 2 + q->dplane; }
-static size_t dw_group(const ddl__cb_geo *q) { return q->dlen + 2 * (size_t)q->c_in * q->taps * 16; }
+/* dw_samples: samples a pass of the weight-gradient tiles, from the geometry alone (the sums'
+ * order): as many as fit DW_CHUNK floats of bfloat16 input planes and dy rows, 1 to 8. A tile's
+ * sums are added to memory once a pass: on 16x16 planes a sample is only 9 steps of the tile. */
+#define DW_CHUNK ((size_t)1 << 17)
+static int dw_samples(const ddl__cb_geo *q)
+{
+    size_t per = ((size_t)q->c_in * q->dplane + (size_t)q->c_out * q->dlen) / 2, n = DW_CHUNK / per;
+    return n < 1 ? 1 : n > 8 ? 8 : (int)n;
+}
 
-/* dw_per: output-channel pairs a range, at most: as many as fit a thread's scratch (1 at least). */
+/* The weight gradient's ranges: dw_fixed, what a range needs whatever its width (a pass's input
+ * planes in bfloat16, a float plane to pad in); dw_group, what a group of DDL__CB_OCG output
+ * channels adds (their bfloat16 dy rows for a pass, their lane sums). */
+static size_t dw_fixed(const ddl__cb_geo *q)
+{
+    return (size_t)dw_samples(q) * q->c_in * q->dplane / 2 + q->dplane;
+}
+static size_t dw_group(const ddl__cb_geo *q)
+{
+    return DDL__CB_OCG * ((size_t)dw_samples(q) * q->dlen / 2 + (size_t)q->c_in * q->taps * 16);
+}
+static int dw_groups(const ddl__cb_geo *q) { return (q->c_out + DDL__CB_OCG - 1) / DDL__CB_OCG; }
+
+/* dw_per: groups a range, at most: as many as fit a thread's scratch (1 at least). */
 static int dw_per(const ddl__cb_geo *q)
 {
-    int groups = (q->c_out + 1) / 2;
+    int groups = dw_groups(q);
     size_t fixed = dw_fixed(q), fit = fixed + dw_group(q) <= DDL__THREAD_SCRATCH ? (DDL__THREAD_SCRATCH - fixed) / dw_group(q) : 1;
     return fit < (size_t)groups ? (int)fit : groups;
 }
@@ -234,47 +252,56 @@ static void widen(const ddl__cb_geo *q, const float *src, float *dst)
         memcpy(dst + (size_t)y * q->wp, src + (size_t)y * q->ow, (size_t)q->ow * sizeof *dst);
 }
 
-/* dw_range: output-channel pairs [t per, t per + per): every sample in order into their lane
- * sums, then dw += each weight's lanes. */
+/* dw_range: the groups [t per, t per + per) of output channels: every sample in order, ns a
+ * pass, into their lane sums, then dw += each weight's lanes. */
 static void dw_range(void *ctx, int t, float *ws)
 {
     const dw_job *j = ctx;
     const ddl__cb_geo *q = j->q;
-    int lo = t * j->per, groups = (q->c_out + 1) / 2, hi = lo + j->per < groups ? lo + j->per : groups, ng = hi - lo;
+    int lo = t * j->per, groups = dw_groups(q), hi = lo + j->per < groups ? lo + j->per : groups;
+    int nch = DDL__CB_OCG * (hi - lo), c0 = DDL__CB_OCG * lo, ns = dw_samples(q);
     size_t in_sz = (size_t)q->c_in * q->h * q->w, p = (size_t)q->oh * q->ow, kk = (size_t)q->c_in * q->taps;
-    size_t off[DDL__CB_MAX_TAPS];
+    size_t xs = (size_t)q->c_in * q->dplane, ds = (size_t)nch * q->dlen, off[DDL__CB_MAX_TAPS];
     tap_offsets(q, off);
     uint16_t *xb = (uint16_t *)ws;
-    float *tmp = ws + (size_t)q->c_in * q->dplane / 2;
+    float *tmp = ws + (size_t)ns * xs / 2;
     uint16_t *dyb = (uint16_t *)(tmp + q->dplane);
-    float *m = (float *)(dyb + 2 * (size_t)ng * q->dlen);
-    memset(m, 0, 2 * (size_t)ng * kk * 16 * sizeof *m);
-    for (int n = 0; n < j->batch; n++) {
-        for (int ic = 0; ic < q->c_in; ic++) {
-            pad_plane(q, j->x + n * in_sz + (size_t)ic * q->h * q->w, tmp);
-            ddl__cb_round_avx512(tmp, q->dplane, xb + (size_t)ic * q->dplane);
+    float *m = (float *)(dyb + (size_t)ns * ds);
+    memset(m, 0, (size_t)nch * kk * 16 * sizeof *m);
+    for (int n0 = 0; n0 < j->batch; n0 += ns) {
+        int k = j->batch - n0 < ns ? j->batch - n0 : ns;
+        for (int s = 0; s < k; s++) {
+            for (int ic = 0; ic < q->c_in; ic++) {
+                pad_plane(q, j->x + (size_t)(n0 + s) * in_sz + (size_t)ic * q->h * q->w, tmp);
+                ddl__cb_round_avx512(tmp, q->dplane, xb + (size_t)s * xs + (size_t)ic * q->dplane);
+            }
+            for (int c = 0; c < nch; c++) {
+                if (c0 + c < q->c_out)
+                    widen(q, j->dy + ((size_t)(n0 + s) * q->c_out + c0 + c) * p, tmp);
+                else
+                    memset(tmp, 0, q->dlen * sizeof *tmp); /* the last group's spare channels */
+                ddl__cb_round_avx512(tmp, q->dlen, dyb + (size_t)s * ds + (size_t)c * q->dlen);
+            }
         }
-        for (int c = 0; c < 2 * ng; c++) {
-            int oc = 2 * lo + c;
-            if (oc < q->c_out)
-                widen(q, j->dy + ((size_t)n * q->c_out + oc) * p, tmp);
-            else
-                memset(tmp, 0, q->dlen * sizeof *tmp); /* an odd c_out's missing channel */
-            ddl__cb_round_avx512(tmp, q->dlen, dyb + (size_t)c * q->dlen);
+        for (int g = 0; g < hi - lo; g++) {
+            const uint16_t *dy[DDL__CB_OCG];
+            float *mo[DDL__CB_OCG];
+            for (int o = 0; o < DDL__CB_OCG; o++) {
+                dy[o] = dyb + (size_t)(DDL__CB_OCG * g + o) * q->dlen;
+                mo[o] = m + (size_t)(DDL__CB_OCG * g + o) * kk * 16;
+            }
+            ddl__cb_dw_avx512(q, off, k, xb, xs, dy, ds, mo);
         }
-        for (int g = 0; g < ng; g++)
-            ddl__cb_dw_avx512(q, off, xb, dyb + (size_t)(2 * g) * q->dlen, dyb + (size_t)(2 * g + 1) * q->dlen,
-                              m + (size_t)(2 * g) * kk * 16, m + (size_t)(2 * g + 1) * kk * 16);
     }
-    for (int c = 0; c < 2 * ng && 2 * lo + c < q->c_out; c++)
+    for (int c = 0; c < nch && c0 + c < q->c_out; c++)
         for (size_t e = 0; e < kk; e++)
-            j->dw[(size_t)(2 * lo + c) * kk + e] += lanes(m + ((size_t)c * kk + e) * 16);
+            j->dw[(size_t)(c0 + c) * kk + e] += lanes(m + ((size_t)c * kk + e) * 16);
 }
 
 void ddl__conv2d_bf16_dw(const ddl_conv2d *g, const float *x, const float *dy, float *dw, float *ws)
 {
     ddl__cb_geo q = cb_view(g->in_c, g->out_c, g->in_h, g->in_w, g->pad, g->k_h);
-    int groups = (q.c_out + 1) / 2, per = dw_per(&q), threads = ddl__threads();
+    int groups = dw_groups(&q), per = dw_per(&q), threads = ddl__threads();
     size_t task = dw_fixed(&q) + (size_t)per * dw_group(&q);
     if (threads > 1 && task <= DDL__THREAD_SCRATCH) { /* at least one range a thread */
         int even = (groups + threads - 1) / threads;
@@ -371,21 +398,24 @@ void ddl__conv2d_bf16_ref_dw(const ddl_conv2d *g, const float *x, const float *d
 {
     ddl__cb_geo q = cb_view(g->in_c, g->out_c, g->in_h, g->in_w, g->pad, g->k_h);
     size_t off[DDL__CB_MAX_TAPS], hw = (size_t)q.h * q.w, p = (size_t)q.oh * q.ow;
+    int ns = dw_samples(&q);
     tap_offsets(&q, off);
     for (int oc = 0; oc < q.c_out; oc++)
         for (int ic = 0; ic < q.c_in; ic++)
             for (int t = 0; t < q.taps; t++) {
                 float m[16] = {0};
-                for (int n = 0; n < g->batch; n++) {
-                    const float *xs = x + ((size_t)n * q.c_in + ic) * hw, *ds = dy + ((size_t)n * q.c_out + oc) * p;
+                for (int n0 = 0; n0 < g->batch; n0 += ns)
                     for (int l = 0; l < 16; l++) {
                         float a = 0.0f;
-                        for (size_t j = 2 * (size_t)l; j < q.dlen; j += DDL__CB_DJ)
-                            a = step(a, wide_dy(&q, ds, j), wide_dy(&q, ds, j + 1), wide_x(&q, xs, j + off[t]),
-                                     wide_x(&q, xs, j + 1 + off[t]));
+                        for (int n = n0; n < n0 + ns && n < g->batch; n++) {
+                            const float *xs = x + ((size_t)n * q.c_in + ic) * hw;
+                            const float *ds = dy + ((size_t)n * q.c_out + oc) * p;
+                            for (size_t j = 2 * (size_t)l; j < q.dlen; j += DDL__CB_DJ)
+                                a = step(a, wide_dy(&q, ds, j), wide_dy(&q, ds, j + 1), wide_x(&q, xs, j + off[t]),
+                                         wide_x(&q, xs, j + 1 + off[t]));
+                        }
                         m[l] += a;
                     }
-                }
                 dw[((size_t)oc * q.c_in + ic) * q.taps + t] += lanes(m);
             }
 }

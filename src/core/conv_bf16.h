@@ -11,6 +11,7 @@
 #define DDL__CB_J 48       /* forward tile: positions (three 16-lane vectors) */
 #define DDL__CB_DJ 32      /* weight-gradient tile: positions (16 lanes of position pairs) */
 #define DDL__CB_TG 9       /* weight-gradient tile: taps per pass */
+#define DDL__CB_OCG 3      /* weight-gradient tile: output channels */
 #define DDL__CB_MAX_TAPS 25
 
 /* ddl__cb_geo: one sample's convolution as the kernels see it (conv_wide.c's wide rows): c_in
@@ -34,11 +35,12 @@ void ddl__cb_fwd_avx512(const ddl__cb_geo *q, const size_t *off, const uint32_t 
 void ddl__cb_pairs_avx512(const ddl__cb_geo *q, const float *x, uint32_t *xp);
 /* ddl__cb_round_avx512: dst[0, n) = src[0, n) rounded to bfloat16 (n a multiple of 32). */
 void ddl__cb_round_avx512(const float *src, size_t n, uint16_t *dst);
-/* ddl__cb_dw_avx512: for the two output channels of dy (rows of dlen bfloat16) and every input
- * channel ic of xb (c_in planes of dplane bfloat16), m[o] (c_in, taps, 16 lanes) += the 16 lane
- * sums of one sample, each from +0 over the position pairs in order, one vdpbf16ps each. */
-void ddl__cb_dw_avx512(const ddl__cb_geo *q, const size_t *off, const uint16_t *xb, const uint16_t *dy0,
-                       const uint16_t *dy1, float *m0, float *m1);
+/* ddl__cb_dw_avx512: for the DDL__CB_OCG output channels of dy[o] (rows of dlen bfloat16, ns
+ * samples ds apart) and every input channel ic of xb (c_in planes of dplane bfloat16, samples xs
+ * apart), m[o] (c_in, taps, 16 lanes) += the 16 lane sums of the ns samples, each from +0 over
+ * the samples in order and their position pairs in order, one vdpbf16ps each. */
+void ddl__cb_dw_avx512(const ddl__cb_geo *q, const size_t *off, int ns, const uint16_t *xb, size_t xs,
+                       const uint16_t *const *dy, size_t ds, float *const *m);
 int ddl__cb_avx512_have(void);
 
 #endif

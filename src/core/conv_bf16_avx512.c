@@ -9,8 +9,9 @@
  * ocb x 48 tile of sums stays in registers over every pair and tap.
  * Weight gradient: the sum runs over positions, so a word holds two neighbouring positions: dy's
  * rows and each input plane are plain bfloat16 arrays, and a tap at offset off reads 16 words
- * from element j + off (odd offsets too: a load at a 2-byte boundary). A tile keeps 2 output
- * channels x 9 taps of 16 lane sums over one sample's positions; the driver adds lanes last. */
+ * from element j + off (odd offsets too: a load at a 2-byte boundary). A tile keeps 3 output
+ * channels x 9 taps of 16 lane sums (27 registers) over the positions of a pass's samples; the
+ * driver adds lanes last. */
 #include "impl.h"
 #include "conv_bf16.h"
 
@@ -108,8 +109,8 @@ void ddl__cb_fwd_avx512(const ddl__cb_geo *q, const size_t *off, const uint32_t 
         fwd8(q, off, xp, wk, acc);
 }
 
-BF16 void ddl__cb_dw_avx512(const ddl__cb_geo *q, const size_t *off, const uint16_t *xb, const uint16_t *dy0,
-                            const uint16_t *dy1, float *m0, float *m1)
+BF16 void ddl__cb_dw_avx512(const ddl__cb_geo *q, const size_t *off, int ns, const uint16_t *xb, size_t xs,
+                            const uint16_t *const *dy, size_t ds, float *const *m)
 {
     size_t dlen = q->dlen;
     int taps = q->taps;
@@ -119,23 +120,29 @@ BF16 void ddl__cb_dw_avx512(const ddl__cb_geo *q, const size_t *off, const uint1
         for (int t = 0; t < DDL__CB_TG; t++)
             o9[t] = off[t0 + (t < n ? t : 0)];
         for (int ic = 0; ic < q->c_in; ic++) {
-            const uint16_t *xi = xb + (size_t)ic * q->dplane;
-            __m512 a[2][DDL__CB_TG];
-            for (int t = 0; t < DDL__CB_TG; t++)
-                a[0][t] = a[1][t] = _mm512_setzero_ps();
-            for (size_t j = 0; j < dlen; j += DDL__CB_DJ) {
-                __m512bh d0 = (__m512bh)_mm512_loadu_si512(dy0 + j), d1 = (__m512bh)_mm512_loadu_si512(dy1 + j);
-                for (int t = 0; t < DDL__CB_TG; t++) {
-                    __m512bh xv = (__m512bh)_mm512_loadu_si512(xi + j + o9[t]);
-                    a[0][t] = _mm512_dpbf16_ps(a[0][t], d0, xv);
-                    a[1][t] = _mm512_dpbf16_ps(a[1][t], d1, xv);
+            __m512 a[DDL__CB_OCG][DDL__CB_TG];
+            for (int o = 0; o < DDL__CB_OCG; o++)
+                for (int t = 0; t < DDL__CB_TG; t++)
+                    a[o][t] = _mm512_setzero_ps();
+            for (int s = 0; s < ns; s++) {
+                const uint16_t *xi = xb + (size_t)s * xs + (size_t)ic * q->dplane;
+                const uint16_t *d0 = dy[0] + (size_t)s * ds, *d1 = dy[1] + (size_t)s * ds, *d2 = dy[2] + (size_t)s * ds;
+                for (size_t j = 0; j < dlen; j += DDL__CB_DJ) {
+                    __m512bh v0 = (__m512bh)_mm512_loadu_si512(d0 + j), v1 = (__m512bh)_mm512_loadu_si512(d1 + j);
+                    __m512bh v2 = (__m512bh)_mm512_loadu_si512(d2 + j);
+                    for (int t = 0; t < DDL__CB_TG; t++) {
+                        __m512bh xv = (__m512bh)_mm512_loadu_si512(xi + j + o9[t]);
+                        a[0][t] = _mm512_dpbf16_ps(a[0][t], v0, xv);
+                        a[1][t] = _mm512_dpbf16_ps(a[1][t], v1, xv);
+                        a[2][t] = _mm512_dpbf16_ps(a[2][t], v2, xv);
+                    }
                 }
             }
-            for (int t = 0; t < n; t++) {
-                float *s0 = m0 + ((size_t)ic * taps + t0 + t) * 16, *s1 = m1 + ((size_t)ic * taps + t0 + t) * 16;
-                _mm512_storeu_ps(s0, _mm512_add_ps(_mm512_loadu_ps(s0), a[0][t]));
-                _mm512_storeu_ps(s1, _mm512_add_ps(_mm512_loadu_ps(s1), a[1][t]));
-            }
+            for (int o = 0; o < DDL__CB_OCG; o++)
+                for (int t = 0; t < n; t++) {
+                    float *sum = m[o] + ((size_t)ic * taps + t0 + t) * 16;
+                    _mm512_storeu_ps(sum, _mm512_add_ps(_mm512_loadu_ps(sum), a[o][t]));
+                }
         }
     }
 }
@@ -151,10 +158,10 @@ void ddl__cb_fwd_avx512(const ddl__cb_geo *q, const size_t *off, const uint32_t 
 }
 void ddl__cb_pairs_avx512(const ddl__cb_geo *q, const float *x, uint32_t *xp) { (void)q, (void)x, (void)xp; }
 void ddl__cb_round_avx512(const float *src, size_t n, uint16_t *dst) { (void)src, (void)n, (void)dst; }
-void ddl__cb_dw_avx512(const ddl__cb_geo *q, const size_t *off, const uint16_t *xb, const uint16_t *dy0,
-                       const uint16_t *dy1, float *m0, float *m1)
+void ddl__cb_dw_avx512(const ddl__cb_geo *q, const size_t *off, int ns, const uint16_t *xb, size_t xs,
+                       const uint16_t *const *dy, size_t ds, float *const *m)
 {
-    (void)q, (void)off, (void)xb, (void)dy0, (void)dy1, (void)m0, (void)m1;
+    (void)q, (void)off, (void)ns, (void)xb, (void)xs, (void)dy, (void)ds, (void)m;
 }
 
 #endif
