@@ -4,7 +4,8 @@
  * chosen to reach the kernels' edges: 1, 2 and 3 input channels (an odd channel's missing pair
  * half), output channels not a multiple of 8 or 16 (the last tile's and the last pair's spare
  * channels), odd plane sizes (the last tile's spare positions), 5x5 kernels with pad 0 to 4,
- * batch 1; at 1 and at 2 threads (the same bits). Also: the direct kernels did run (the bits are
+ * batch 1, planes whose weight gradient goes in several blocks of positions, 64 channels (the
+ * weight gradient in several ranges of channels); at 1 and at 2 threads (the same bits). Also: the direct kernels did run (the bits are
  * not im2col's, whose sums go in another order), and bias and dw are added to, not written.
  * Skipped where the CPU has no AVX512-BF16 (the path the kernels need). */
 /* ddl-test: beside (computes, bounds no time) */
@@ -121,6 +122,7 @@ int main(void)
         {2, 6, 16, 14, 14, 5, 2}, /* 5x5 (two passes of 9 taps and one of 7 in dw) */
         {1, 1, 6, 16, 16, 5, 0},  /* LeNet's conv1 shape, smaller */
         {1, 2, 3, 9, 9, 5, 4},    /* pad k - 1 */
+        {2, 3, 5, 40, 41, 3, 1},  /* the weight gradient's positions in two blocks */
     };
     for (size_t i = 0; i < sizeof geo / sizeof geo[0]; i++) {
         ddl_conv2d g = {.batch = geo[i][0], .in_c = geo[i][1], .out_c = geo[i][2], .in_h = geo[i][3], .in_w = geo[i][4],

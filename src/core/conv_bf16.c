@@ -17,9 +17,10 @@
  *    acc = ftz(fmaf(x_hi, w_hi, acc)), then acc = ftz(fmaf(x_lo, w_lo, acc)) with x and w rounded
  *    to bfloat16 (a missing odd channel 0); then y = acc + bias (or + 0);
  *  - weight gradient: for each weight, 16 lane sums m from +0; the samples in passes of
- *    dw_samples (fixed by the geometry); in a pass, each lane l from +0 over the pass's samples
- *    in order, each over the position pairs (j + 2l, j + 2l + 1) of its wide rows, j = 0, 32, ...
- *    (dy 0 past the real positions), the same two-step pair as above; then m[l] += it; at the end
+ *    dw_samples, the wide positions in blocks of dw_block (both fixed by the geometry); for each
+ *    pass and block, each lane l from +0 over the pass's samples in order, each over the position
+ *    pairs (j + 2l, j + 2l + 1) of the block, j = j0, j0 + 32, ... (dy 0 past the real
+ *    positions), the same two-step pair as above; then m[l] += it; at the end
  *    dw += the lanes added pairwise (conv_wide.c's order).
  * Threads: forward and input gradient by samples, the weight gradient by ranges of output-channel
  * groups (each weight's sums over every sample in order, whatever the range). Nothing allocates. */
@@ -82,6 +83,17 @@ static size_t dw_group(const ddl__cb_geo *q)
 {
     return DDL__CB_OCG * ((size_t)dw_samples(q) * q->dlen / 2 + (size_t)q->c_in * q->taps * 16);
 }
+/* dw_block: wide positions a block of the weight-gradient tiles (a multiple of DDL__CB_DJ): dlen
+ * cut into near-equal blocks of at most DW_BLOCK, so that a block of every input plane and every
+ * dy row of a range stays in the L1 cache while the range's channel groups read it (64x64 planes
+ * read whole went to L2 for each group). */
+#define DW_BLOCK ((size_t)1024)
+static size_t dw_block(const ddl__cb_geo *q)
+{
+    size_t blocks = (q->dlen + DW_BLOCK - 1) / DW_BLOCK, b = (q->dlen + blocks - 1) / blocks;
+    return (b + DDL__CB_DJ - 1) / DDL__CB_DJ * DDL__CB_DJ;
+}
+
 static int dw_groups(const ddl__cb_geo *q) { return (q->c_out + DDL__CB_OCG - 1) / DDL__CB_OCG; }
 
 /* dw_per: groups a range, at most: as many as fit a thread's scratch (1 at least). */
@@ -261,7 +273,7 @@ static void dw_range(void *ctx, int t, float *ws)
     int lo = t * j->per, groups = dw_groups(q), hi = lo + j->per < groups ? lo + j->per : groups;
     int nch = DDL__CB_OCG * (hi - lo), c0 = DDL__CB_OCG * lo, ns = dw_samples(q);
     size_t in_sz = (size_t)q->c_in * q->h * q->w, p = (size_t)q->oh * q->ow, kk = (size_t)q->c_in * q->taps;
-    size_t xs = (size_t)q->c_in * q->dplane, ds = (size_t)nch * q->dlen, off[DDL__CB_MAX_TAPS];
+    size_t xs = (size_t)q->c_in * q->dplane, ds = (size_t)nch * q->dlen, block = dw_block(q), off[DDL__CB_MAX_TAPS];
     tap_offsets(q, off);
     uint16_t *xb = (uint16_t *)ws;
     float *tmp = ws + (size_t)ns * xs / 2;
@@ -283,15 +295,16 @@ static void dw_range(void *ctx, int t, float *ws)
                 ddl__cb_round_avx512(tmp, q->dlen, dyb + (size_t)s * ds + (size_t)c * q->dlen);
             }
         }
-        for (int g = 0; g < hi - lo; g++) {
-            const uint16_t *dy[DDL__CB_OCG];
-            float *mo[DDL__CB_OCG];
-            for (int o = 0; o < DDL__CB_OCG; o++) {
-                dy[o] = dyb + (size_t)(DDL__CB_OCG * g + o) * q->dlen;
-                mo[o] = m + (size_t)(DDL__CB_OCG * g + o) * kk * 16;
+        for (size_t j0 = 0; j0 < q->dlen; j0 += block)
+            for (int g = 0; g < hi - lo; g++) {
+                const uint16_t *dy[DDL__CB_OCG];
+                float *mo[DDL__CB_OCG];
+                for (int o = 0; o < DDL__CB_OCG; o++) {
+                    dy[o] = dyb + (size_t)(DDL__CB_OCG * g + o) * q->dlen;
+                    mo[o] = m + (size_t)(DDL__CB_OCG * g + o) * kk * 16;
+                }
+                ddl__cb_dw_avx512(q, off, j0, j0 + block < q->dlen ? j0 + block : q->dlen, k, xb, xs, dy, ds, mo);
             }
-            ddl__cb_dw_avx512(q, off, k, xb, xs, dy, ds, mo);
-        }
     }
     for (int c = 0; c < nch && c0 + c < q->c_out; c++)
         for (size_t e = 0; e < kk; e++)
@@ -398,6 +411,7 @@ void ddl__conv2d_bf16_ref_dw(const ddl_conv2d *g, const float *x, const float *d
 {
     ddl__cb_geo q = cb_view(g->in_c, g->out_c, g->in_h, g->in_w, g->pad, g->k_h);
     size_t off[DDL__CB_MAX_TAPS], hw = (size_t)q.h * q.w, p = (size_t)q.oh * q.ow;
+    size_t block = dw_block(&q);
     int ns = dw_samples(&q);
     tap_offsets(&q, off);
     for (int oc = 0; oc < q.c_out; oc++)
@@ -405,12 +419,13 @@ void ddl__conv2d_bf16_ref_dw(const ddl_conv2d *g, const float *x, const float *d
             for (int t = 0; t < q.taps; t++) {
                 float m[16] = {0};
                 for (int n0 = 0; n0 < g->batch; n0 += ns)
+                    for (size_t j0 = 0; j0 < q.dlen; j0 += block)
                     for (int l = 0; l < 16; l++) {
                         float a = 0.0f;
                         for (int n = n0; n < n0 + ns && n < g->batch; n++) {
                             const float *xs = x + ((size_t)n * q.c_in + ic) * hw;
                             const float *ds = dy + ((size_t)n * q.c_out + oc) * p;
-                            for (size_t j = 2 * (size_t)l; j < q.dlen; j += DDL__CB_DJ)
+                            for (size_t j = j0 + 2 * (size_t)l; j < j0 + block && j < q.dlen; j += DDL__CB_DJ)
                                 a = step(a, wide_dy(&q, ds, j), wide_dy(&q, ds, j + 1), wide_x(&q, xs, j + off[t]),
                                          wide_x(&q, xs, j + 1 + off[t]));
                         }

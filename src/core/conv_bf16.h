@@ -37,10 +37,11 @@ void ddl__cb_pairs_avx512(const ddl__cb_geo *q, const float *x, uint32_t *xp);
 void ddl__cb_round_avx512(const float *src, size_t n, uint16_t *dst);
 /* ddl__cb_dw_avx512: for the DDL__CB_OCG output channels of dy[o] (rows of dlen bfloat16, ns
  * samples ds apart) and every input channel ic of xb (c_in planes of dplane bfloat16, samples xs
- * apart), m[o] (c_in, taps, 16 lanes) += the 16 lane sums of the ns samples, each from +0 over
- * the samples in order and their position pairs in order, one vdpbf16ps each. */
-void ddl__cb_dw_avx512(const ddl__cb_geo *q, const size_t *off, int ns, const uint16_t *xb, size_t xs,
-                       const uint16_t *const *dy, size_t ds, float *const *m);
+ * apart), m[o] (c_in, taps, 16 lanes) += the 16 lane sums of the ns samples' wide positions
+ * [j0, j1) (multiples of DDL__CB_DJ), each from +0 over the samples in order and their position
+ * pairs in order, one vdpbf16ps each. */
+void ddl__cb_dw_avx512(const ddl__cb_geo *q, const size_t *off, size_t j0, size_t j1, int ns, const uint16_t *xb,
+                       size_t xs, const uint16_t *const *dy, size_t ds, float *const *m);
 int ddl__cb_avx512_have(void);
 
 #endif

@@ -10,8 +10,8 @@
  * Weight gradient: the sum runs over positions, so a word holds two neighbouring positions: dy's
  * rows and each input plane are plain bfloat16 arrays, and a tap at offset off reads 16 words
  * from element j + off (odd offsets too: a load at a 2-byte boundary). A tile keeps 3 output
- * channels x 9 taps of 16 lane sums (27 registers) over the positions of a pass's samples; the
- * driver adds lanes last. */
+ * channels x 9 taps of 16 lane sums (27 registers) over a block of positions of a pass's
+ * samples; the driver adds lanes last. */
 #include "impl.h"
 #include "conv_bf16.h"
 
@@ -109,10 +109,9 @@ void ddl__cb_fwd_avx512(const ddl__cb_geo *q, const size_t *off, const uint32_t 
         fwd8(q, off, xp, wk, acc);
 }
 
-BF16 void ddl__cb_dw_avx512(const ddl__cb_geo *q, const size_t *off, int ns, const uint16_t *xb, size_t xs,
-                            const uint16_t *const *dy, size_t ds, float *const *m)
+BF16 void ddl__cb_dw_avx512(const ddl__cb_geo *q, const size_t *off, size_t j0, size_t j1, int ns,
+                            const uint16_t *xb, size_t xs, const uint16_t *const *dy, size_t ds, float *const *m)
 {
-    size_t dlen = q->dlen;
     int taps = q->taps;
     for (int t0 = 0; t0 < taps; t0 += DDL__CB_TG) {
         int n = taps - t0 < DDL__CB_TG ? taps - t0 : DDL__CB_TG;
@@ -127,7 +126,7 @@ BF16 void ddl__cb_dw_avx512(const ddl__cb_geo *q, const size_t *off, int ns, con
             for (int s = 0; s < ns; s++) {
                 const uint16_t *xi = xb + (size_t)s * xs + (size_t)ic * q->dplane;
                 const uint16_t *d0 = dy[0] + (size_t)s * ds, *d1 = dy[1] + (size_t)s * ds, *d2 = dy[2] + (size_t)s * ds;
-                for (size_t j = 0; j < dlen; j += DDL__CB_DJ) {
+                for (size_t j = j0; j < j1; j += DDL__CB_DJ) {
                     __m512bh v0 = (__m512bh)_mm512_loadu_si512(d0 + j), v1 = (__m512bh)_mm512_loadu_si512(d1 + j);
                     __m512bh v2 = (__m512bh)_mm512_loadu_si512(d2 + j);
                     for (int t = 0; t < DDL__CB_TG; t++) {
@@ -158,10 +157,10 @@ void ddl__cb_fwd_avx512(const ddl__cb_geo *q, const size_t *off, const uint32_t 
 }
 void ddl__cb_pairs_avx512(const ddl__cb_geo *q, const float *x, uint32_t *xp) { (void)q, (void)x, (void)xp; }
 void ddl__cb_round_avx512(const float *src, size_t n, uint16_t *dst) { (void)src, (void)n, (void)dst; }
-void ddl__cb_dw_avx512(const ddl__cb_geo *q, const size_t *off, int ns, const uint16_t *xb, size_t xs,
-                       const uint16_t *const *dy, size_t ds, float *const *m)
+void ddl__cb_dw_avx512(const ddl__cb_geo *q, const size_t *off, size_t j0, size_t j1, int ns,
+                       const uint16_t *xb, size_t xs, const uint16_t *const *dy, size_t ds, float *const *m)
 {
-    (void)q, (void)off, (void)ns, (void)xb, (void)xs, (void)dy, (void)ds, (void)m;
+    (void)q, (void)off, (void)j0, (void)j1, (void)ns, (void)xb, (void)xs, (void)dy, (void)ds, (void)m;
 }
 
 #endif
