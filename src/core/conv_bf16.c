@@ -58,8 +58,13 @@ static void tap_offsets(const ddl__cb_geo *q, size_t *off)
 
 static size_t oc_blocks(const ddl__cb_geo *q) { return (size_t)(q->c_out + q->ocb - 1) / q->ocb; }
 
-/* fwd_task: a sample's pairs and tile row (floats); fwd_weights: the packed weight pairs. */
-static size_t fwd_task(const ddl__cb_geo *q) { return (size_t)q->cp * q->plane + (size_t)q->ocb * q->len; }
+/* FWD_CHUNK: wide positions the forward tiles sweep before their sums are copied out: 16 tiles,
+ * so that the ocb rows of sums stay in the L1 cache (24 KB) between the two (a 64x64 plane's
+ * whole row of tiles, 133 KB, went through L2). */
+#define FWD_CHUNK ((size_t)16 * DDL__CB_J)
+
+/* fwd_task: a sample's pairs and a chunk's sums (floats); fwd_weights: the packed weight pairs. */
+static size_t fwd_task(const ddl__cb_geo *q) { return (size_t)q->cp * q->plane + (size_t)q->ocb * FWD_CHUNK; }
 static size_t fwd_weights(const ddl__cb_geo *q) { return oc_blocks(q) * q->ocb * (size_t)q->cp * q->taps; }
 
 /* dw_samples: samples a pass of the weight-gradient tiles, from the geometry alone (the sums'
@@ -185,21 +190,25 @@ static void fwd_sample(void *ctx, int n, float *ws)
     const ddl__cb_geo *q = j->q;
     size_t in_sz = (size_t)q->c_in * q->h * q->w, p = (size_t)q->oh * q->ow, off[DDL__CB_MAX_TAPS];
     uint32_t *xp = (uint32_t *)ws;
-    float *acc = ws + (size_t)q->cp * q->plane, *y = j->y + (size_t)n * q->c_out * p;
+    float *acc = ws + (size_t)q->cp * q->plane, *y = j->y + (size_t)n * q->c_out * p; /* acc: (ocb, FWD_CHUNK) */
     tap_offsets(q, off);
     ddl__cb_pairs_avx512(q, j->x + (size_t)n * in_sz, xp);
-    for (size_t ob = 0; ob < oc_blocks(q); ob++) {
-        ddl__cb_fwd_avx512(q, off, xp, j->wk + ob * q->cp * q->taps * q->ocb, acc);
-        for (int o = 0; o < q->ocb && (int)ob * q->ocb + o < q->c_out; o++) {
-            int oc = (int)ob * q->ocb + o;
-            float bv = j->b ? j->b[oc] : 0.0f, *yo = y + (size_t)oc * p;
-            for (int oy = 0; oy < q->oh; oy++) {
-                const float *src = acc + o * q->len + (size_t)oy * q->wp;
-                for (int ox = 0; ox < q->ow; ox++)
-                    yo[(size_t)oy * q->ow + ox] = src[ox] + bv;
+    for (size_t ob = 0; ob < oc_blocks(q); ob++)
+        for (size_t j0 = 0; j0 < q->len; j0 += FWD_CHUNK) {
+            size_t j1 = j0 + FWD_CHUNK < q->len ? j0 + FWD_CHUNK : q->len;
+            ddl__cb_fwd_avx512(q, off, j0, j1, xp, j->wk + ob * q->cp * q->taps * q->ocb, acc, FWD_CHUNK);
+            for (int o = 0; o < q->ocb && (int)ob * q->ocb + o < q->c_out; o++) {
+                int oc = (int)ob * q->ocb + o;
+                float bv = j->b ? j->b[oc] : 0.0f, *yo = y + (size_t)oc * p;
+                for (size_t oy = j0 / (size_t)q->wp; oy < (size_t)q->oh && oy * q->wp < j1; oy++) {
+                    /* the row's real positions inside the chunk */
+                    size_t row = oy * q->wp, a = row < j0 ? j0 - row : 0, e = j1 - row < (size_t)q->ow ? j1 - row : (size_t)q->ow;
+                    const float *src = acc + (size_t)o * FWD_CHUNK;
+                    for (size_t ox = a; ox < e; ox++)
+                        yo[oy * q->ow + ox] = src[row + ox - j0] + bv;
+                }
             }
         }
-    }
 }
 
 static void fwd_run(const ddl__cb_geo *q, int batch, const float *x, const float *w, int flip, const float *b,

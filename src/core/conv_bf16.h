@@ -26,10 +26,12 @@ typedef struct ddl__cb_geo {
     size_t len, plane, dlen, dplane;
 } ddl__cb_geo;
 
-/* ddl__cb_fwd_avx512: acc (ocb, len) = the sums of one sample's tile row: over the cp pair planes
- * xp and the taps at off, wk (cp, taps, ocb) weight pairs; each output's sum from +0, pair by
- * pair and tap by tap, one vdpbf16ps each. */
-void ddl__cb_fwd_avx512(const ddl__cb_geo *q, const size_t *off, const uint32_t *xp, const uint32_t *wk, float *acc);
+/* ddl__cb_fwd_avx512: acc (ocb rows ld apart) = the sums of one sample at the wide positions
+ * [j0, j1) (multiples of DDL__CB_J): over the cp pair planes xp and the taps at off, wk (cp,
+ * taps, ocb) weight pairs; each output's sum from +0, pair by pair and tap by tap, one vdpbf16ps
+ * each. */
+void ddl__cb_fwd_avx512(const ddl__cb_geo *q, const size_t *off, size_t j0, size_t j1, const uint32_t *xp,
+                        const uint32_t *wk, float *acc, size_t ld);
 /* ddl__cb_pairs_avx512: xp (cp planes) = x (c_in, h, w) rounded to bfloat16, two channels a word,
  * in wide rows padded with zeros (every word of every plane written). */
 void ddl__cb_pairs_avx512(const ddl__cb_geo *q, const float *x, uint32_t *xp);

@@ -66,12 +66,12 @@ BF16 void ddl__cb_round_avx512(const float *src, size_t n, uint16_t *dst)
 
 /* FWD_TILE: ddl__cb_fwd_avx512 for OCB output channels a tile (3 OCB sums in registers). */
 #define FWD_TILE(NAME, OCB)                                                                               \
-    BF16 static void NAME(const ddl__cb_geo *q, const size_t *off, const uint32_t *xp, const uint32_t *wk, \
-                          float *acc)                                                                     \
+    BF16 static void NAME(const ddl__cb_geo *q, const size_t *off, size_t j0, size_t j1, const uint32_t *xp, \
+                          const uint32_t *wk, float *acc, size_t ld)                                      \
     {                                                                                                     \
-        size_t len = q->len, plane = q->plane;                                                            \
+        size_t plane = q->plane;                                                                          \
         int cp = q->cp, taps = q->taps;                                                                   \
-        for (size_t j = 0; j < len; j += DDL__CB_J) {                                                     \
+        for (size_t j = j0; j < j1; j += DDL__CB_J) {                                                     \
             __m512 a0[OCB], a1[OCB], a2[OCB];                                                             \
             for (int o = 0; o < OCB; o++)                                                                 \
                 a0[o] = a1[o] = a2[o] = _mm512_setzero_ps();                                              \
@@ -91,9 +91,9 @@ BF16 void ddl__cb_round_avx512(const float *src, size_t n, uint16_t *dst)
                 }                                                                                         \
             }                                                                                             \
             for (int o = 0; o < OCB; o++) {                                                               \
-                _mm512_storeu_ps(acc + o * len + j, a0[o]);                                               \
-                _mm512_storeu_ps(acc + o * len + j + 16, a1[o]);                                          \
-                _mm512_storeu_ps(acc + o * len + j + 32, a2[o]);                                          \
+                _mm512_storeu_ps(acc + o * ld + (j - j0), a0[o]);                                         \
+                _mm512_storeu_ps(acc + o * ld + (j - j0) + 16, a1[o]);                                    \
+                _mm512_storeu_ps(acc + o * ld + (j - j0) + 32, a2[o]);                                    \
             }                                                                                             \
         }                                                                                                 \
     }
@@ -101,12 +101,13 @@ BF16 void ddl__cb_round_avx512(const float *src, size_t n, uint16_t *dst)
 FWD_TILE(fwd8, 8)
 FWD_TILE(fwd4, 4)
 
-void ddl__cb_fwd_avx512(const ddl__cb_geo *q, const size_t *off, const uint32_t *xp, const uint32_t *wk, float *acc)
+void ddl__cb_fwd_avx512(const ddl__cb_geo *q, const size_t *off, size_t j0, size_t j1, const uint32_t *xp,
+                        const uint32_t *wk, float *acc, size_t ld)
 {
     if (q->ocb == 4)
-        fwd4(q, off, xp, wk, acc);
+        fwd4(q, off, j0, j1, xp, wk, acc, ld);
     else
-        fwd8(q, off, xp, wk, acc);
+        fwd8(q, off, j0, j1, xp, wk, acc, ld);
 }
 
 BF16 void ddl__cb_dw_avx512(const ddl__cb_geo *q, const size_t *off, size_t j0, size_t j1, int ns,
@@ -151,9 +152,10 @@ int ddl__cb_avx512_have(void) { return ddl__gemm_bf16_avx512_have(); }
 #else
 
 int ddl__cb_avx512_have(void) { return 0; }
-void ddl__cb_fwd_avx512(const ddl__cb_geo *q, const size_t *off, const uint32_t *xp, const uint32_t *wk, float *acc)
+void ddl__cb_fwd_avx512(const ddl__cb_geo *q, const size_t *off, size_t j0, size_t j1, const uint32_t *xp,
+                        const uint32_t *wk, float *acc, size_t ld)
 {
-    (void)q, (void)off, (void)xp, (void)wk, (void)acc;
+    (void)q, (void)off, (void)j0, (void)j1, (void)xp, (void)wk, (void)acc, (void)ld;
 }
 void ddl__cb_pairs_avx512(const ddl__cb_geo *q, const float *x, uint32_t *xp) { (void)q, (void)x, (void)xp; }
 void ddl__cb_round_avx512(const float *src, size_t n, uint16_t *dst) { (void)src, (void)n, (void)dst; }
