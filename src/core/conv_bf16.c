@@ -78,11 +78,11 @@ static int dw_samples(const ddl__cb_geo *q)
 }
 
 /* The weight gradient's ranges: dw_fixed, what a range needs whatever its width (a pass's input
- * planes in bfloat16, a float plane to pad in); dw_group, what a group of DDL__CB_OCG output
+ * planes in bfloat16); dw_group, what a group of DDL__CB_OCG output
  * channels adds (their bfloat16 dy rows for a pass, their lane sums). */
 static size_t dw_fixed(const ddl__cb_geo *q)
 {
-    return (size_t)dw_samples(q) * q->c_in * q->dplane / 2 + q->dplane;
+    return (size_t)dw_samples(q) * q->c_in * q->dplane / 2;
 }
 static size_t dw_group(const ddl__cb_geo *q)
 {
@@ -257,22 +257,6 @@ typedef struct dw_job {
     float *dw;
 } dw_job;
 
-/* pad_plane: dst (dplane floats) = one input plane (h, w) in wide rows, zeros elsewhere. */
-static void pad_plane(const ddl__cb_geo *q, const float *src, float *dst)
-{
-    memset(dst, 0, q->dplane * sizeof *dst);
-    for (int y = 0; y < q->h; y++)
-        memcpy(dst + (size_t)(q->pad + y) * q->wp + q->pad, src + (size_t)y * q->w, (size_t)q->w * sizeof *dst);
-}
-
-/* widen: dst (dlen floats) = one dy plane (oh, ow) in wide rows, zeros elsewhere. */
-static void widen(const ddl__cb_geo *q, const float *src, float *dst)
-{
-    memset(dst, 0, q->dlen * sizeof *dst);
-    for (int y = 0; y < q->oh; y++)
-        memcpy(dst + (size_t)y * q->wp, src + (size_t)y * q->ow, (size_t)q->ow * sizeof *dst);
-}
-
 /* dw_range: the groups [t per, t per + per) of output channels: every sample in order, ns a
  * pass, into their lane sums, then dw += each weight's lanes. */
 static void dw_range(void *ctx, int t, float *ws)
@@ -284,24 +268,20 @@ static void dw_range(void *ctx, int t, float *ws)
     size_t in_sz = (size_t)q->c_in * q->h * q->w, p = (size_t)q->oh * q->ow, kk = (size_t)q->c_in * q->taps;
     size_t xs = (size_t)q->c_in * q->dplane, ds = (size_t)nch * q->dlen, block = dw_block(q), off[DDL__CB_MAX_TAPS];
     tap_offsets(q, off);
-    uint16_t *xb = (uint16_t *)ws;
-    float *tmp = ws + (size_t)ns * xs / 2;
-    uint16_t *dyb = (uint16_t *)(tmp + q->dplane);
+    uint16_t *xb = (uint16_t *)ws, *dyb = xb + (size_t)ns * xs;
     float *m = (float *)(dyb + (size_t)ns * ds);
     memset(m, 0, (size_t)nch * kk * 16 * sizeof *m);
     for (int n0 = 0; n0 < j->batch; n0 += ns) {
         int k = j->batch - n0 < ns ? j->batch - n0 : ns;
         for (int s = 0; s < k; s++) {
-            for (int ic = 0; ic < q->c_in; ic++) {
-                pad_plane(q, j->x + (size_t)(n0 + s) * in_sz + (size_t)ic * q->h * q->w, tmp);
-                ddl__cb_round_avx512(tmp, q->dplane, xb + (size_t)s * xs + (size_t)ic * q->dplane);
-            }
-            for (int c = 0; c < nch; c++) {
-                if (c0 + c < q->c_out)
-                    widen(q, j->dy + ((size_t)(n0 + s) * q->c_out + c0 + c) * p, tmp);
-                else
-                    memset(tmp, 0, q->dlen * sizeof *tmp); /* the last group's spare channels */
-                ddl__cb_round_avx512(tmp, q->dlen, dyb + (size_t)s * ds + (size_t)c * q->dlen);
+            for (int ic = 0; ic < q->c_in; ic++) /* padded: pad rows above, pad zeros before each row */
+                ddl__cb_plane_avx512(j->x + (size_t)(n0 + s) * in_sz + (size_t)ic * q->h * q->w, q->h, q->w,
+                                     (size_t)q->pad * q->wp + (size_t)q->pad, (size_t)q->wp, q->dplane,
+                                     xb + (size_t)s * xs + (size_t)ic * q->dplane);
+            for (int c = 0; c < nch; c++) { /* the last group's spare channels: zero rows */
+                int real = c0 + c < q->c_out;
+                ddl__cb_plane_avx512(j->dy + ((size_t)(n0 + s) * q->c_out + (real ? c0 + c : 0)) * p, real ? q->oh : 0,
+                                     q->ow, 0, (size_t)q->wp, q->dlen, dyb + (size_t)s * ds + (size_t)c * q->dlen);
             }
         }
         for (size_t j0 = 0; j0 < q->dlen; j0 += block)

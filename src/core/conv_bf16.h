@@ -35,8 +35,10 @@ void ddl__cb_fwd_avx512(const ddl__cb_geo *q, const size_t *off, size_t j0, size
 /* ddl__cb_pairs_avx512: xp (cp planes) = x (c_in, h, w) rounded to bfloat16, two channels a word,
  * in wide rows padded with zeros (every word of every plane written). */
 void ddl__cb_pairs_avx512(const ddl__cb_geo *q, const float *x, uint32_t *xp);
-/* ddl__cb_round_avx512: dst[0, n) = src[0, n) rounded to bfloat16 (n a multiple of 32). */
-void ddl__cb_round_avx512(const float *src, size_t n, uint16_t *dst);
+/* ddl__cb_plane_avx512: dst[0, n) = zeros but for the plane src (rows, cols) rounded to
+ * bfloat16, its row r at dst + top + r stride (a plane in wide rows, padded). */
+void ddl__cb_plane_avx512(const float *src, int rows, int cols, size_t top, size_t stride, size_t n,
+                          uint16_t *dst);
 /* ddl__cb_dw_avx512: for the DDL__CB_OCG output channels of dy[o] (rows of dlen bfloat16, ns
  * samples ds apart) and every input channel ic of xb (c_in planes of dplane bfloat16, samples xs
  * apart), m[o] (c_in, taps, 16 lanes) += the 16 lane sums of the ns samples' wide positions

@@ -56,11 +56,18 @@ BF16 void ddl__cb_pairs_avx512(const ddl__cb_geo *q, const float *x, uint32_t *x
     }
 }
 
-BF16 void ddl__cb_round_avx512(const float *src, size_t n, uint16_t *dst)
+BF16 void ddl__cb_plane_avx512(const float *src, int rows, int cols, size_t top, size_t stride, size_t n,
+                               uint16_t *dst)
 {
-    for (size_t i = 0; i < n; i += 32) {
-        __m512 lo = _mm512_loadu_ps(src + i), hi = _mm512_loadu_ps(src + i + 16);
-        _mm512_storeu_si512(dst + i, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+    memset(dst, 0, n * sizeof *dst);
+    for (int r = 0; r < rows; r++) {
+        uint16_t *row = dst + top + (size_t)r * stride;
+        const float *in = src + (size_t)r * cols;
+        for (int c = 0; c < cols; c += 16) {
+            __mmask16 m = mask16(cols - c);
+            __m256bh v = _mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, in + c));
+            _mm256_mask_storeu_epi16(row + c, m, (__m256i)v);
+        }
     }
 }
 
@@ -158,7 +165,11 @@ void ddl__cb_fwd_avx512(const ddl__cb_geo *q, const size_t *off, size_t j0, size
     (void)q, (void)off, (void)j0, (void)j1, (void)xp, (void)wk, (void)acc, (void)ld;
 }
 void ddl__cb_pairs_avx512(const ddl__cb_geo *q, const float *x, uint32_t *xp) { (void)q, (void)x, (void)xp; }
-void ddl__cb_round_avx512(const float *src, size_t n, uint16_t *dst) { (void)src, (void)n, (void)dst; }
+void ddl__cb_plane_avx512(const float *src, int rows, int cols, size_t top, size_t stride, size_t n,
+                          uint16_t *dst)
+{
+    (void)src, (void)rows, (void)cols, (void)top, (void)stride, (void)n, (void)dst;
+}
 void ddl__cb_dw_avx512(const ddl__cb_geo *q, const size_t *off, size_t j0, size_t j1, int ns,
                        const uint16_t *xb, size_t xs, const uint16_t *const *dy, size_t ds, float *const *m)
 {
