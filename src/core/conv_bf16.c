@@ -203,9 +203,8 @@ static void fwd_sample(void *ctx, int n, float *ws)
                 for (size_t oy = j0 / (size_t)q->wp; oy < (size_t)q->oh && oy * q->wp < j1; oy++) {
                     /* the row's real positions inside the chunk */
                     size_t row = oy * q->wp, a = row < j0 ? j0 - row : 0, e = j1 - row < (size_t)q->ow ? j1 - row : (size_t)q->ow;
-                    const float *src = acc + (size_t)o * FWD_CHUNK;
-                    for (size_t ox = a; ox < e; ox++)
-                        yo[oy * q->ow + ox] = src[row + ox - j0] + bv;
+                    if (a < e)
+                        ddl__cb_add_avx512(acc + (size_t)o * FWD_CHUNK + (row + a - j0), e - a, bv, yo + oy * q->ow + a);
                 }
             }
         }

@@ -71,6 +71,15 @@ BF16 void ddl__cb_plane_avx512(const float *src, int rows, int cols, size_t top,
     }
 }
 
+BF16 void ddl__cb_add_avx512(const float *src, size_t n, float b, float *dst)
+{
+    __m512 bv = _mm512_set1_ps(b);
+    for (size_t i = 0; i < n; i += 16) {
+        __mmask16 m = mask16((int)(n - i < 16 ? n - i : 16));
+        _mm512_mask_storeu_ps(dst + i, m, _mm512_add_ps(_mm512_maskz_loadu_ps(m, src + i), bv));
+    }
+}
+
 /* FWD_TILE: ddl__cb_fwd_avx512 for OCB output channels a tile (3 OCB sums in registers). */
 #define FWD_TILE(NAME, OCB)                                                                               \
     BF16 static void NAME(const ddl__cb_geo *q, const size_t *off, size_t j0, size_t j1, const uint32_t *xp, \
@@ -165,6 +174,7 @@ void ddl__cb_fwd_avx512(const ddl__cb_geo *q, const size_t *off, size_t j0, size
     (void)q, (void)off, (void)j0, (void)j1, (void)xp, (void)wk, (void)acc, (void)ld;
 }
 void ddl__cb_pairs_avx512(const ddl__cb_geo *q, const float *x, uint32_t *xp) { (void)q, (void)x, (void)xp; }
+void ddl__cb_add_avx512(const float *src, size_t n, float b, float *dst) { (void)src, (void)n, (void)b, (void)dst; }
 void ddl__cb_plane_avx512(const float *src, int rows, int cols, size_t top, size_t stride, size_t n,
                           uint16_t *dst)
 {
