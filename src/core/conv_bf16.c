@@ -193,8 +193,8 @@ static void fwd_sample(void *ctx, int n, float *ws)
     float *acc = ws + (size_t)q->cp * q->plane, *y = j->y + (size_t)n * q->c_out * p; /* acc: (ocb, FWD_CHUNK) */
     tap_offsets(q, off);
     ddl__cb_pairs_avx512(q, j->x + (size_t)n * in_sz, xp);
-    for (size_t ob = 0; ob < oc_blocks(q); ob++)
-        for (size_t j0 = 0; j0 < q->len; j0 += FWD_CHUNK) {
+    for (size_t j0 = 0; j0 < q->len; j0 += FWD_CHUNK) /* a chunk's input rows stay in L1 over the blocks */
+        for (size_t ob = 0; ob < oc_blocks(q); ob++) {
             size_t j1 = j0 + FWD_CHUNK < q->len ? j0 + FWD_CHUNK : q->len;
             ddl__cb_fwd_avx512(q, off, j0, j1, xp, j->wk + ob * q->cp * q->taps * q->ocb, acc, FWD_CHUNK);
             for (int o = 0; o < q->ocb && (int)ob * q->ocb + o < q->c_out; o++) {
