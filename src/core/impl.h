@@ -369,7 +369,8 @@ void ddl__affine_channels_backward(int n, int c, size_t s, const float *dy, cons
 /* ---- bfloat16 products (gemm_bf16.c, gemm_bf16_avx512.c) ----
  * ddl__set_precision: DDL_PRECISION_BF16 makes this thread's ddl_gemm products (and those of
  * the pool tasks it starts, as ddl__set_invariant's mode) bfloat16 products with float32 sums,
- * and ddl_conv2d's passes take im2col's path (the direct kernels are float32's); a trainer sets
+ * and ddl_conv2d's passes take conv_bf16.c's direct kernels where they fit, else im2col's path
+ * (conv_wide.c's and Winograd's kernels are float32's); a trainer sets
  * it around its training passes. Returns the precision before; ddl__precision: the one now.
  * The invariant mode (inference) wins over it. */
 int ddl__set_precision(int precision);
