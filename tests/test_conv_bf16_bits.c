@@ -3,9 +3,9 @@
  * whatever layout conv.c gives its own column matrix (rows padded past a multiple of 64 floats
  * in bfloat16 passes, conv.c's COL_PAD): forward, weight gradient and input gradient (the
  * column gradient folded back in im2col's order), on a geometry whose rows get the padding (16
- * positions a sample x 4 samples), one of a sample a chunk (32 x 32 positions, as the cnn's
- * layers) and one whose rows get no padding (5 x 5 positions). Skipped where the
- * CPU has no bfloat16 path. */
+ * positions a sample x 16 samples), one of a sample a chunk (31 x 31 positions) and one whose
+ * rows get no padding (5 x 5 positions): convolutions the direct bfloat16 kernels leave to
+ * im2col (the cnn's own 3x3 layers are theirs). Skipped where the CPU has no bfloat16 path. */
 /* ddl-test: beside (computes, bounds no time) */
 #include "ddl.h"
 #include "check.h"
@@ -95,10 +95,12 @@ int main(void)
         printf("skipped: no AVX512-BF16 or AMX on this CPU\n");
         return TEST_END();
     }
-    /* 16 x 16 positions a sample, 4 samples: 1024 columns, padded rows; 3x3, pad 1 (the cnn's) */
-    one((ddl_conv2d){.batch = 4, .in_c = 5, .in_h = 16, .in_w = 16, .out_c = 12, .k_h = 3, .k_w = 3, .stride = 1, .pad = 1});
-    /* one sample a chunk (its column matrix over conv.c's budget), 32 x 32 positions */
-    one((ddl_conv2d){.batch = 1, .in_c = 16, .in_h = 32, .in_w = 32, .out_c = 16, .k_h = 3, .k_w = 3, .stride = 1, .pad = 1});
+    /* geometries the direct bfloat16 kernels (conv_bf16.c, test_conv_bf16_direct.c) leave to
+     * im2col: 4 x 4 planes (too small for their tiles) and a 4x4 kernel */
+    /* 4 x 4 positions a sample, 16 samples: 256 columns, padded rows; 3x3, pad 1 (the cnn's kernel) */
+    one((ddl_conv2d){.batch = 16, .in_c = 5, .in_h = 4, .in_w = 4, .out_c = 12, .k_h = 3, .k_w = 3, .stride = 1, .pad = 1});
+    /* one sample a chunk (its column matrix over conv.c's budget), 31 x 31 positions */
+    one((ddl_conv2d){.batch = 1, .in_c = 16, .in_h = 32, .in_w = 32, .out_c = 16, .k_h = 4, .k_w = 4, .stride = 1, .pad = 1});
     /* 5 x 5 positions, strided: rows as they are */
     one((ddl_conv2d){.batch = 3, .in_c = 3, .in_h = 11, .in_w = 11, .out_c = 9, .k_h = 3, .k_w = 3, .stride = 2, .pad = 0});
     return TEST_END();

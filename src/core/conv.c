@@ -378,7 +378,8 @@ static size_t parts_floats(const ddl_conv2d *g, int nb, size_t k)
 }
 
 /* direct: 1 when the direct kernels (conv_wide.c) may run: float32 passes. In bfloat16 training
- * passes (ddl__set_precision) every convolution is im2col's, whose products gemm.c rounds. */
+ * passes (ddl__set_precision) a convolution is conv_bf16.c's where ddl__conv2d_bf16_ok says so,
+ * else im2col's, whose products gemm.c rounds. */
 static int direct(void) { return ddl__precision() != DDL_PRECISION_BF16 || ddl__invariant(); }
 
 size_t ddl_conv2d_workspace(const ddl_conv2d *g)
@@ -395,6 +396,10 @@ size_t ddl_conv2d_workspace(const ddl_conv2d *g)
     /* on a CPU that can train in bfloat16, a wide conv's im2col room is kept too (its passes then) */
     if ((ddl__conv2d_wide_dw_ok(g) && ddl__bf16_path() == DDL__BF16_NONE) || ddl__conv2d_dw_ok(g))
         n = 0;
+    if (ddl__conv2d_bf16_fits(g)) { /* the direct bfloat16 kernels' room (their passes then) */
+        size_t bn = ddl__conv2d_bf16_workspace(g);
+        fast = bn > fast ? bn : fast;
+    }
     if (ddl__wino_ok(g)) { /* Winograd's room; im2col's too where bfloat16 passes may take it */
         size_t wn = ddl__wino_workspace(g);
         fast = wn > fast ? wn : fast;
@@ -443,6 +448,10 @@ void ddl_conv2d_forward(const ddl_conv2d *g, const float *x, const float *w, con
     conv_geo q = conv_view(g);
     if (!geo_ok(g, &q, 0))
         return;
+    if (ddl__conv2d_bf16_ok(g)) {
+        ddl__conv2d_bf16_forward(g, x, w, b, y, ws);
+        return;
+    }
     if (ddl__wino_ok(g) && direct()) {
         ddl__wino_forward(g, x, w, b, y, ws);
         return;
@@ -519,6 +528,14 @@ void ddl_conv2d_backward(const ddl_conv2d *g, const float *x, const float *w, co
     int k = q.c * g->k_h * g->k_w;
     size_t p = (size_t)q.oh * q.ow;
     int nb = chunk(g->batch, (size_t)k, (size_t)g->out_c, p);
+    if (ddl__conv2d_bf16_ok(g)) {
+        bias_grad(g->batch, g->out_c, p, dy, db);
+        if (dw)
+            ddl__conv2d_bf16_dw(g, x, dy, dw, ws);
+        if (dx)
+            ddl__conv2d_bf16_dx(g, w, dy, dx, ws);
+        return;
+    }
     if (ddl__wino_ok(g) && direct()) {
         bias_grad(g->batch, g->out_c, p, dy, db);
         ddl__wino_backward(g, x, w, dy, dx, dw, ws);

@@ -374,7 +374,8 @@ void ddl__affine_channels_backward(int n, int c, size_t s, const float *dy, cons
 /* ---- bfloat16 products (gemm_bf16.c, gemm_bf16_avx512.c) ----
  * ddl__set_precision: DDL_PRECISION_BF16 makes this thread's ddl_gemm products (and those of
  * the pool tasks it starts, as ddl__set_invariant's mode) bfloat16 products with float32 sums,
- * and ddl_conv2d's passes take im2col's path (the direct kernels are float32's); a trainer sets
+ * and ddl_conv2d's passes take conv_bf16.c's direct kernels where they fit, else im2col's path
+ * (conv_wide.c's and Winograd's kernels are float32's); a trainer sets
  * it around its training passes. Returns the precision before; ddl__precision: the one now.
  * The invariant mode (inference) wins over it. */
 int ddl__set_precision(int precision);
@@ -426,5 +427,22 @@ int ddl__bf16_choose(int no_bf16, int no_amx, int amx, int (*amx_check)(char *, 
 /* ddl__bf16_path_note: why the path is not the fastest the CPU has (AMX hidden or failing its
  * check), or "" (a static string, set with the path). */
 const char *ddl__bf16_path_note(void);
+
+/* ---- direct bfloat16 convolution (conv_bf16.c, conv_bf16_avx512.c) ----
+ * ddl__conv2d_bf16_ok: 1 when the calling thread's pass is bfloat16 (and not invariant), this
+ * CPU's path is AVX512-BF16 and g is a 3x3 or 5x5, stride 1 convolution of planes the kernels
+ * take (8x8 and up); _fits: the same whatever the precision (the workspace's question). Then
+ * _forward, _dx and _dw (dw +=; the bias gradient is the caller's) run without a column matrix,
+ * in _workspace(g) floats of ws. The _ref functions: the scalar reference, bit for bit. */
+int ddl__conv2d_bf16_ok(const ddl_conv2d *g);
+int ddl__conv2d_bf16_fits(const ddl_conv2d *g);
+size_t ddl__conv2d_bf16_workspace(const ddl_conv2d *g);
+void ddl__conv2d_bf16_forward(const ddl_conv2d *g, const float *x, const float *w, const float *b, float *y,
+                              float *ws);
+void ddl__conv2d_bf16_dx(const ddl_conv2d *g, const float *w, const float *dy, float *dx, float *ws);
+void ddl__conv2d_bf16_dw(const ddl_conv2d *g, const float *x, const float *dy, float *dw, float *ws);
+void ddl__conv2d_bf16_ref_forward(const ddl_conv2d *g, const float *x, const float *w, const float *b, float *y);
+void ddl__conv2d_bf16_ref_dx(const ddl_conv2d *g, const float *w, const float *dy, float *dx);
+void ddl__conv2d_bf16_ref_dw(const ddl_conv2d *g, const float *x, const float *dy, float *dw);
 
 #endif

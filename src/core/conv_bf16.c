@@ -1,0 +1,424 @@
+/* conv_bf16.c - direct bfloat16 convolution (--precision bf16): 3x3 and 5x5, stride 1, pad up
+ * to k - 1, forward, input gradient and weight gradient without a column matrix, on
+ * conv_bf16_avx512.c's vdpbf16ps kernels; and the scalar reference they match bit for bit
+ * (tests/test_conv_bf16_direct.c). conv.c sends a bfloat16 pass here when ddl__conv2d_bf16_ok.
+ *
+ * im2col + the bfloat16 product (conv.c, gemm_bf16*.c) wrote and packed 9 copies of every input
+ * value a pass; here each sample is rounded once into the layout the instruction reads: for the
+ * forward pass and the input gradient, two channels of a pixel in one 32-bit word (channel 2i in
+ * the low half), in conv_wide.c's wide rows, so that a tap of a channel pair is one load; for the
+ * weight gradient, whose sums run over positions, plain bfloat16 planes (a word: two neighbouring
+ * positions).
+ *
+ * The sums, the same on every path and at any thread count:
+ *  - forward (and input gradient, the forward of dy padded by k - 1 - pad with the weights
+ *    flipped and transposed): each output from +0 over the channel pairs in order, each pair over
+ *    the taps in row-major order (every tap: the padding's zeros are added too), one step a tap:
+ *    acc = ftz(fmaf(x_hi, w_hi, acc)), then acc = ftz(fmaf(x_lo, w_lo, acc)) with x and w rounded
+ *    to bfloat16 (a missing odd channel 0); then y = acc + bias (or + 0);
+ *  - weight gradient: for each weight, 16 lane sums m from +0; the samples in passes of
+ *    dw_samples, the wide positions in blocks of dw_block (both fixed by the geometry); for each
+ *    pass and block, each lane l from +0 over the pass's samples in order, each over the position
+ *    pairs (j + 2l, j + 2l + 1) of the block, j = j0, j0 + 32, ... (dy 0 past the real
+ *    positions), the same two-step pair as above; then m[l] += it; at the end
+ *    dw += the lanes added pairwise (conv_wide.c's order).
+ * Threads: forward and input gradient by samples, the weight gradient by ranges of output-channel
+ * groups (each weight's sums over every sample in order, whatever the range). Nothing allocates. */
+#include "impl.h"
+#include "conv_bf16.h"
+
+#include <math.h>
+#include <string.h>
+
+static ddl__cb_geo cb_view(int c_in, int c_out, int h, int w, int pad, int k)
+{
+    ddl__cb_geo q = {c_in, c_out, h, w, pad, k, k * k, w + pad, h + 2 * pad, h + 2 * pad - k + 1,
+                     w + 2 * pad - k + 1, 8, (c_in + 1) / 2, 0, 0, 0, 0};
+    if (c_out <= 4)
+        q.ocb = 4;
+    size_t real = (size_t)q.oh * q.wp, reach = (size_t)(k - 1) * (q.wp + 1);
+    q.len = (real + DDL__CB_J - 1) / DDL__CB_J * DDL__CB_J;
+    q.plane = (q.len + reach + 15) / 16 * 16; /* the last tile's reads stay inside */
+    q.dlen = (real + DDL__CB_DJ - 1) / DDL__CB_DJ * DDL__CB_DJ;
+    q.dplane = (q.dlen + reach + 31) / 32 * 32;
+    return q;
+}
+
+static ddl__cb_geo cb_dx_view(const ddl_conv2d *g)
+{
+    int k = g->k_h;
+    return cb_view(g->out_c, g->in_c, g->in_h + 2 * g->pad - k + 1, g->in_w + 2 * g->pad - k + 1, k - 1 - g->pad, k);
+}
+
+static void tap_offsets(const ddl__cb_geo *q, size_t *off)
+{
+    for (int t = 0; t < q->taps; t++)
+        off[t] = (size_t)(t / q->k) * q->wp + (size_t)(t % q->k);
+}
+
+static size_t oc_blocks(const ddl__cb_geo *q) { return (size_t)(q->c_out + q->ocb - 1) / q->ocb; }
+
+/* FWD_CHUNK: wide positions the forward tiles sweep before their sums are copied out: 16 tiles,
+ * so that the ocb rows of sums stay in the L1 cache (24 KB) between the two (a 64x64 plane's
+ * whole row of tiles, 133 KB, went through L2). */
+#define FWD_CHUNK ((size_t)16 * DDL__CB_J)
+
+/* fwd_task: a sample's pairs and a chunk's sums (floats); fwd_weights: the packed weight pairs. */
+static size_t fwd_task(const ddl__cb_geo *q) { return (size_t)q->cp * q->plane + (size_t)q->ocb * FWD_CHUNK; }
+static size_t fwd_weights(const ddl__cb_geo *q) { return oc_blocks(q) * q->ocb * (size_t)q->cp * q->taps; }
+
+/* dw_samples: samples a pass of the weight-gradient tiles, from the geometry alone (the sums'
+ * order): as many as fit DW_CHUNK floats of bfloat16 input planes and dy rows, 1 to 8. A tile's
+ * sums are added to memory once a pass: on 16x16 planes a sample is only 9 steps of the tile. */
+#define DW_CHUNK ((size_t)1 << 17)
+static int dw_samples(const ddl__cb_geo *q)
+{
+    size_t per = ((size_t)q->c_in * q->dplane + (size_t)q->c_out * q->dlen) / 2, n = DW_CHUNK / per;
+    return n < 1 ? 1 : n > 8 ? 8 : (int)n;
+}
+
+/* The weight gradient's ranges: dw_fixed, what a range needs whatever its width (a pass's input
+ * planes in bfloat16); dw_group, what a group of DDL__CB_OCG output
+ * channels adds (their bfloat16 dy rows for a pass, their lane sums). */
+static size_t dw_fixed(const ddl__cb_geo *q)
+{
+    return (size_t)dw_samples(q) * q->c_in * q->dplane / 2;
+}
+static size_t dw_group(const ddl__cb_geo *q)
+{
+    return DDL__CB_OCG * ((size_t)dw_samples(q) * q->dlen / 2 + (size_t)q->c_in * q->taps * 16);
+}
+/* dw_block: wide positions a block of the weight-gradient tiles (a multiple of DDL__CB_DJ): dlen
+ * cut into near-equal blocks of at most DW_BLOCK, so that a block of every input plane and every
+ * dy row of a range stays in the L1 cache while the range's channel groups read it (64x64 planes
+ * read whole went to L2 for each group). */
+#define DW_BLOCK ((size_t)1024)
+static size_t dw_block(const ddl__cb_geo *q)
+{
+    size_t blocks = (q->dlen + DW_BLOCK - 1) / DW_BLOCK, b = (q->dlen + blocks - 1) / blocks;
+    return (b + DDL__CB_DJ - 1) / DDL__CB_DJ * DDL__CB_DJ;
+}
+
+static int dw_groups(const ddl__cb_geo *q) { return (q->c_out + DDL__CB_OCG - 1) / DDL__CB_OCG; }
+
+/* dw_per: groups a range, at most: as many as fit a thread's scratch (1 at least). */
+static int dw_per(const ddl__cb_geo *q)
+{
+    int groups = dw_groups(q);
+    size_t fixed = dw_fixed(q), fit = fixed + dw_group(q) <= DDL__THREAD_SCRATCH ? (DDL__THREAD_SCRATCH - fixed) / dw_group(q) : 1;
+    return fit < (size_t)groups ? (int)fit : groups;
+}
+
+/* fits: the kernels take q when at least 3/4 of their tiles' positions are real (conv_wide.c's
+ * rule: smaller planes, ResNet-18's 4x4 and 2x2, are im2col's). */
+static int fits(const ddl__cb_geo *q)
+{
+    size_t real = (size_t)q->oh * q->wp;
+    return 4 * real >= 3 * q->len && 4 * real >= 3 * q->dlen;
+}
+
+static int geometry_ok(const ddl_conv2d *g)
+{
+    int k = g->k_h;
+    if (!(g->batch >= 1 && g->in_c >= 1 && g->out_c >= 1 && g->stride == 1 && ddl__conv2d_plain(g) &&
+          (k == 3 || k == 5) && g->k_w == k && g->pad >= 0 && g->pad <= k - 1 && g->in_h + 2 * g->pad >= k &&
+          g->in_w + 2 * g->pad >= k))
+        return 0;
+    ddl__cb_geo f = cb_view(g->in_c, g->out_c, g->in_h, g->in_w, g->pad, k), b = cb_dx_view(g);
+    return fits(&f) && fits(&b);
+}
+
+int ddl__conv2d_bf16_fits(const ddl_conv2d *g)
+{
+#ifdef DDL_NO_BF16_CONV /* to measure against im2col + the bfloat16 product */
+    return 0;
+#endif
+    return ddl__bf16_path() == DDL__BF16_AVX512 && ddl__cb_avx512_have() && geometry_ok(g);
+}
+
+int ddl__conv2d_bf16_ok(const ddl_conv2d *g)
+{
+    return ddl__precision() == DDL_PRECISION_BF16 && !ddl__invariant() && ddl__conv2d_bf16_fits(g);
+}
+
+size_t ddl__conv2d_bf16_workspace(const ddl_conv2d *g)
+{
+    if (!geometry_ok(g))
+        return 0;
+    ddl__cb_geo f = cb_view(g->in_c, g->out_c, g->in_h, g->in_w, g->pad, g->k_h), b = cb_dx_view(g);
+    size_t a = fwd_task(&f) + fwd_weights(&f), c = fwd_task(&b) + fwd_weights(&b);
+    size_t d = dw_fixed(&f) + (size_t)dw_per(&f) * dw_group(&f);
+    a = a > c ? a : c;
+    return a > d ? a : d;
+}
+
+/* ---- forward and input gradient ---- */
+
+static uint32_t pair(float lo, float hi) { return ddl__bf16_round(lo) | (uint32_t)ddl__bf16_round(hi) << 16; }
+
+/* pack_weights: wk (oc block, cp, taps, ocb) weight pairs; flip as conv_wide.c's (w of the conv
+ * being transposed, taps reversed). Channels past c_out and a missing odd channel: zeros. */
+static void pack_weights(const ddl__cb_geo *q, const float *w, int flip, uint32_t *wk)
+{
+    size_t kk = (size_t)q->taps;
+    for (size_t ob = 0; ob < oc_blocks(q); ob++)
+        for (int c = 0; c < q->cp; c++)
+            for (size_t t = 0; t < kk; t++)
+                for (int o = 0; o < q->ocb; o++) {
+                    int oc = (int)ob * q->ocb + o;
+                    float v[2] = {0.0f, 0.0f};
+                    for (int h = 0; h < 2 && oc < q->c_out; h++) {
+                        int ic = 2 * c + h;
+                        if (ic < q->c_in)
+                            v[h] = flip ? w[((size_t)ic * q->c_out + oc) * kk + (kk - 1 - t)]
+                                        : w[((size_t)oc * q->c_in + ic) * kk + t];
+                    }
+                    wk[((ob * q->cp + c) * kk + t) * q->ocb + o] = pair(v[0], v[1]);
+                }
+}
+
+typedef struct fwd_job {
+    const ddl__cb_geo *q;
+    const float *x, *b;
+    const uint32_t *wk;
+    float *y;
+} fwd_job;
+
+static void fwd_sample(void *ctx, int n, float *ws)
+{
+    const fwd_job *j = ctx;
+    const ddl__cb_geo *q = j->q;
+    size_t in_sz = (size_t)q->c_in * q->h * q->w, p = (size_t)q->oh * q->ow, off[DDL__CB_MAX_TAPS];
+    uint32_t *xp = (uint32_t *)ws;
+    float *acc = ws + (size_t)q->cp * q->plane, *y = j->y + (size_t)n * q->c_out * p; /* acc: (ocb, FWD_CHUNK) */
+    tap_offsets(q, off);
+    ddl__cb_pairs_avx512(q, j->x + (size_t)n * in_sz, xp);
+    for (size_t j0 = 0; j0 < q->len; j0 += FWD_CHUNK) /* a chunk's input rows stay in L1 over the blocks */
+        for (size_t ob = 0; ob < oc_blocks(q); ob++) {
+            size_t j1 = j0 + FWD_CHUNK < q->len ? j0 + FWD_CHUNK : q->len;
+            ddl__cb_fwd_avx512(q, off, j0, j1, xp, j->wk + ob * q->cp * q->taps * q->ocb, acc, FWD_CHUNK);
+            for (int o = 0; o < q->ocb && (int)ob * q->ocb + o < q->c_out; o++) {
+                int oc = (int)ob * q->ocb + o;
+                float bv = j->b ? j->b[oc] : 0.0f, *yo = y + (size_t)oc * p;
+                for (size_t oy = j0 / (size_t)q->wp; oy < (size_t)q->oh && oy * q->wp < j1; oy++) {
+                    /* the row's real positions inside the chunk */
+                    size_t row = oy * q->wp, a = row < j0 ? j0 - row : 0, e = j1 - row < (size_t)q->ow ? j1 - row : (size_t)q->ow;
+                    if (a < e)
+                        ddl__cb_add_avx512(acc + (size_t)o * FWD_CHUNK + (row + a - j0), e - a, bv, yo + oy * q->ow + a);
+                }
+            }
+        }
+}
+
+static void fwd_run(const ddl__cb_geo *q, int batch, const float *x, const float *w, int flip, const float *b,
+                    float *y, float *ws)
+{
+    size_t task = fwd_task(q);
+    uint32_t *wk = (uint32_t *)(ws + task);
+    pack_weights(q, w, flip, wk);
+    fwd_job j = {q, x, b, wk, y};
+    if (ddl__threads() > 1 && batch > 1 && task <= DDL__THREAD_SCRATCH) {
+        ddl__parallel_ws(batch, fwd_sample, &j, ws);
+        return;
+    }
+    for (int n = 0; n < batch; n++)
+        fwd_sample(&j, n, ws);
+}
+
+void ddl__conv2d_bf16_forward(const ddl_conv2d *g, const float *x, const float *w, const float *b, float *y,
+                              float *ws)
+{
+    ddl__cb_geo q = cb_view(g->in_c, g->out_c, g->in_h, g->in_w, g->pad, g->k_h);
+    fwd_run(&q, g->batch, x, w, 0, b, y, ws);
+}
+
+void ddl__conv2d_bf16_dx(const ddl_conv2d *g, const float *w, const float *dy, float *dx, float *ws)
+{
+    ddl__cb_geo q = cb_dx_view(g);
+    fwd_run(&q, g->batch, dy, w, 1, NULL, dx, ws);
+}
+
+/* ---- weight gradient ---- */
+
+/* lanes: the 16 floats at v added pairwise in a fixed order (conv_wide.c's). */
+static float lanes(const float *v)
+{
+    float s8[8];
+    for (int i = 0; i < 8; i++)
+        s8[i] = v[i] + v[i + 8];
+    return ((s8[0] + s8[4]) + (s8[2] + s8[6])) + ((s8[1] + s8[5]) + (s8[3] + s8[7]));
+}
+
+typedef struct dw_job {
+    const ddl__cb_geo *q;
+    int batch, per;
+    const float *x, *dy;
+    float *dw;
+} dw_job;
+
+/* dw_range: the groups [t per, t per + per) of output channels: every sample in order, ns a
+ * pass, into their lane sums, then dw += each weight's lanes. */
+static void dw_range(void *ctx, int t, float *ws)
+{
+    const dw_job *j = ctx;
+    const ddl__cb_geo *q = j->q;
+    int lo = t * j->per, groups = dw_groups(q), hi = lo + j->per < groups ? lo + j->per : groups;
+    int nch = DDL__CB_OCG * (hi - lo), c0 = DDL__CB_OCG * lo, ns = dw_samples(q);
+    size_t in_sz = (size_t)q->c_in * q->h * q->w, p = (size_t)q->oh * q->ow, kk = (size_t)q->c_in * q->taps;
+    size_t xs = (size_t)q->c_in * q->dplane, ds = (size_t)nch * q->dlen, block = dw_block(q), off[DDL__CB_MAX_TAPS];
+    tap_offsets(q, off);
+    uint16_t *xb = (uint16_t *)ws, *dyb = xb + (size_t)ns * xs;
+    float *m = (float *)(dyb + (size_t)ns * ds);
+    memset(m, 0, (size_t)nch * kk * 16 * sizeof *m);
+    for (int n0 = 0; n0 < j->batch; n0 += ns) {
+        int k = j->batch - n0 < ns ? j->batch - n0 : ns;
+        for (int s = 0; s < k; s++) {
+            for (int ic = 0; ic < q->c_in; ic++) /* padded: pad rows above, pad zeros before each row */
+                ddl__cb_plane_avx512(j->x + (size_t)(n0 + s) * in_sz + (size_t)ic * q->h * q->w, q->h, q->w,
+                                     (size_t)q->pad * q->wp + (size_t)q->pad, (size_t)q->wp, q->dplane,
+                                     xb + (size_t)s * xs + (size_t)ic * q->dplane);
+            for (int c = 0; c < nch; c++) { /* the last group's spare channels: zero rows */
+                int real = c0 + c < q->c_out;
+                ddl__cb_plane_avx512(j->dy + ((size_t)(n0 + s) * q->c_out + (real ? c0 + c : 0)) * p, real ? q->oh : 0,
+                                     q->ow, 0, (size_t)q->wp, q->dlen, dyb + (size_t)s * ds + (size_t)c * q->dlen);
+            }
+        }
+        for (size_t j0 = 0; j0 < q->dlen; j0 += block)
+            for (int g = 0; g < hi - lo; g++) {
+                const uint16_t *dy[DDL__CB_OCG];
+                float *mo[DDL__CB_OCG];
+                for (int o = 0; o < DDL__CB_OCG; o++) {
+                    dy[o] = dyb + (size_t)(DDL__CB_OCG * g + o) * q->dlen;
+                    mo[o] = m + (size_t)(DDL__CB_OCG * g + o) * kk * 16;
+                }
+                ddl__cb_dw_avx512(q, off, j0, j0 + block < q->dlen ? j0 + block : q->dlen, k, xb, xs, dy, ds, mo);
+            }
+    }
+    for (int c = 0; c < nch && c0 + c < q->c_out; c++)
+        for (size_t e = 0; e < kk; e++)
+            j->dw[(size_t)(c0 + c) * kk + e] += lanes(m + ((size_t)c * kk + e) * 16);
+}
+
+void ddl__conv2d_bf16_dw(const ddl_conv2d *g, const float *x, const float *dy, float *dw, float *ws)
+{
+    ddl__cb_geo q = cb_view(g->in_c, g->out_c, g->in_h, g->in_w, g->pad, g->k_h);
+    int groups = dw_groups(&q), per = dw_per(&q), threads = ddl__threads();
+    size_t task = dw_fixed(&q) + (size_t)per * dw_group(&q);
+    if (threads > 1 && task <= DDL__THREAD_SCRATCH) { /* at least one range a thread */
+        int even = (groups + threads - 1) / threads;
+        per = even < per ? even : per;
+    }
+    dw_job j = {&q, g->batch, per, x, dy, dw};
+    int ranges = (groups + per - 1) / per;
+    if (threads > 1 && ranges > 1 && task <= DDL__THREAD_SCRATCH) {
+        ddl__parallel_ws(ranges, dw_range, &j, ws);
+        return;
+    }
+    for (int t = 0; t < ranges; t++)
+        dw_range(&j, t, ws);
+}
+
+/* ---- the reference ---- */
+
+/* ftz: a subnormal sum becomes a zero of its sign, as vdpbf16ps writes it. */
+static float ftz(float v)
+{
+    uint32_t u;
+    memcpy(&u, &v, sizeof u);
+    if ((u & 0x7f800000u) == 0)
+        u &= 0x80000000u;
+    memcpy(&v, &u, sizeof v);
+    return v;
+}
+
+static float r16(float v) { return ddl__bf16_float(ddl__bf16_round(v)); }
+
+/* step: one vdpbf16ps lane: the high pair's product first, then the low one's. */
+static float step(float acc, float x_lo, float x_hi, float w_lo, float w_hi)
+{
+    acc = ftz(fmaf(r16(x_hi), r16(w_hi), acc));
+    return ftz(fmaf(r16(x_lo), r16(w_lo), acc));
+}
+
+/* ref_conv: y = the convolution of q on x (batch samples) with w (flip: as pack_weights), + b. */
+static void ref_conv(const ddl__cb_geo *q, int batch, const float *x, const float *w, int flip, const float *b,
+                     float *y)
+{
+    size_t kk = (size_t)q->taps;
+    for (int n = 0; n < batch; n++)
+        for (int oc = 0; oc < q->c_out; oc++)
+            for (int oy = 0; oy < q->oh; oy++)
+                for (int ox = 0; ox < q->ow; ox++) {
+                    float acc = 0.0f;
+                    for (int c = 0; c < q->cp; c++)
+                        for (size_t t = 0; t < kk; t++) {
+                            int iy = oy + (int)t / q->k - q->pad, ix = ox + (int)t % q->k - q->pad;
+                            float xv[2] = {0.0f, 0.0f}, wv[2] = {0.0f, 0.0f};
+                            for (int h = 0; h < 2; h++) {
+                                int ic = 2 * c + h;
+                                if (ic >= q->c_in)
+                                    continue;
+                                if (iy >= 0 && iy < q->h && ix >= 0 && ix < q->w)
+                                    xv[h] = x[(((size_t)n * q->c_in + ic) * q->h + iy) * q->w + ix];
+                                wv[h] = flip ? w[((size_t)ic * q->c_out + oc) * kk + (kk - 1 - t)]
+                                             : w[((size_t)oc * q->c_in + ic) * kk + t];
+                            }
+                            acc = step(acc, xv[0], xv[1], wv[0], wv[1]);
+                        }
+                    y[(((size_t)n * q->c_out + oc) * q->oh + oy) * q->ow + ox] = acc + (b ? b[oc] : 0.0f);
+                }
+}
+
+void ddl__conv2d_bf16_ref_forward(const ddl_conv2d *g, const float *x, const float *w, const float *b, float *y)
+{
+    ddl__cb_geo q = cb_view(g->in_c, g->out_c, g->in_h, g->in_w, g->pad, g->k_h);
+    ref_conv(&q, g->batch, x, w, 0, b, y);
+}
+
+void ddl__conv2d_bf16_ref_dx(const ddl_conv2d *g, const float *w, const float *dy, float *dx)
+{
+    ddl__cb_geo q = cb_dx_view(g);
+    ref_conv(&q, g->batch, dy, w, 1, NULL, dx);
+}
+
+/* wide_dy / wide_x: the value at wide position p of a sample's dy plane (0 past the real ones)
+ * and of its input plane padded (0 in the borders). */
+static float wide_dy(const ddl__cb_geo *q, const float *dy, size_t p)
+{
+    size_t row = p / (size_t)q->wp, col = p % (size_t)q->wp;
+    return row < (size_t)q->oh && col < (size_t)q->ow ? dy[row * q->ow + col] : 0.0f;
+}
+
+static float wide_x(const ddl__cb_geo *q, const float *x, size_t p)
+{
+    long iy = (long)(p / (size_t)q->wp) - q->pad, ix = (long)(p % (size_t)q->wp) - q->pad;
+    return iy >= 0 && iy < q->h && ix >= 0 ? x[(size_t)iy * q->w + (size_t)ix] : 0.0f;
+}
+
+void ddl__conv2d_bf16_ref_dw(const ddl_conv2d *g, const float *x, const float *dy, float *dw)
+{
+    ddl__cb_geo q = cb_view(g->in_c, g->out_c, g->in_h, g->in_w, g->pad, g->k_h);
+    size_t off[DDL__CB_MAX_TAPS], hw = (size_t)q.h * q.w, p = (size_t)q.oh * q.ow;
+    size_t block = dw_block(&q);
+    int ns = dw_samples(&q);
+    tap_offsets(&q, off);
+    for (int oc = 0; oc < q.c_out; oc++)
+        for (int ic = 0; ic < q.c_in; ic++)
+            for (int t = 0; t < q.taps; t++) {
+                float m[16] = {0};
+                for (int n0 = 0; n0 < g->batch; n0 += ns)
+                    for (size_t j0 = 0; j0 < q.dlen; j0 += block)
+                    for (int l = 0; l < 16; l++) {
+                        float a = 0.0f;
+                        for (int n = n0; n < n0 + ns && n < g->batch; n++) {
+                            const float *xs = x + ((size_t)n * q.c_in + ic) * hw;
+                            const float *ds = dy + ((size_t)n * q.c_out + oc) * p;
+                            for (size_t j = j0 + 2 * (size_t)l; j < j0 + block && j < q.dlen; j += DDL__CB_DJ)
+                                a = step(a, wide_dy(&q, ds, j), wide_dy(&q, ds, j + 1), wide_x(&q, xs, j + off[t]),
+                                         wide_x(&q, xs, j + 1 + off[t]));
+                        }
+                        m[l] += a;
+                    }
+                dw[((size_t)oc * q.c_in + ic) * q.taps + t] += lanes(m);
+            }
+}
