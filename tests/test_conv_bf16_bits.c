@@ -1,5 +1,5 @@
 /* test_conv_bf16_bits.c - a bfloat16 convolution gives, bit for bit, the scalar reference
- * product (ddl__gemm_bf16_ref) on a column matrix built here by the definition of im2col,
+ * product (ddl__gemm_bf16_ref, or _amx_ref on the AMX path) on a column matrix built here by the definition of im2col,
  * whatever layout conv.c gives its own column matrix (rows padded past a multiple of 64 floats
  * in bfloat16 passes, conv.c's COL_PAD): forward, weight gradient and input gradient (the
  * column gradient folded back in im2col's order), on a geometry whose rows get the padding (16
@@ -17,6 +17,16 @@ int ddl__bf16_path(void);
 int ddl__set_precision(int precision);
 void ddl__gemm_bf16_ref(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
                         const float *b, int ldb, int overwrite, float *c, int ldc);
+void ddl__gemm_bf16_amx_ref(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
+                            const float *b, int ldb, int overwrite, float *c, int ldc);
+
+/* gemm_ref: the scalar reference of this CPU's path (2: AMX, whose tiles sum in another order) */
+static void gemm_ref(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
+                     const float *b, int ldb, int overwrite, float *c, int ldc)
+{
+    (ddl__bf16_path() == 2 ? ddl__gemm_bf16_amx_ref : ddl__gemm_bf16_ref)(trans_a, trans_b, m, n, k, alpha, a, lda, b,
+                                                                          ldb, overwrite, c, ldc);
+}
 
 static float rnd(unsigned *s)
 {
@@ -66,19 +76,19 @@ static void one(ddl_conv2d g)
         for (int o = 0; o < g.out_c; o++)
             memcpy(cm + ((size_t)o * g.batch + n) * p, dy + ((size_t)n * g.out_c + o) * p, (size_t)p * 4);
     /* forward: (o, n p) = w col, compared in y's (n, o, p) */
-    ddl__gemm_bf16_ref(0, 0, g.out_c, cols, k, 1.0f, w, k, col, cols, 1, ref, cols);
+    gemm_ref(0, 0, g.out_c, cols, k, 1.0f, w, k, col, cols, 1, ref, cols);
     int same = 1;
     for (int n = 0; n < g.batch; n++)
         for (int o = 0; o < g.out_c; o++)
             same &= !memcmp(y + ((size_t)n * g.out_c + o) * p, ref + ((size_t)o * g.batch + n) * p, (size_t)p * 4);
     CHECK(same);
     /* weight gradient: 0 + dy col^T (dw was zero; one chunk) */
-    ddl__gemm_bf16_ref(0, 1, g.out_c, k, cols, 1.0f, cm, cols, col, cols, 1, ref, k);
+    gemm_ref(0, 1, g.out_c, k, cols, 1.0f, cm, cols, col, cols, 1, ref, k);
     for (size_t i = 0; i < nw; i++)
         ref[i] += 0.0f;
     CHECK(!memcmp(dw, ref, nw * 4));
     /* input gradient: w^T dy, each entry added onto its pixel in im2col's order */
-    ddl__gemm_bf16_ref(1, 0, k, cols, g.out_c, 1.0f, w, k, cm, cols, 1, dcol, cols);
+    gemm_ref(1, 0, k, cols, g.out_c, 1.0f, w, k, cm, cols, 1, dcol, cols);
     for (int r = 0; r < k; r++)
         for (int j = 0; j < cols; j++) {
             long t = tap(&g, r, j);

@@ -136,7 +136,7 @@ static int transposed_pads(const ddl__onnx_geo *a, const int64_t in[2], const in
 int ddl__onnx_conv_geometry(int kind, const ddl__onnx_geo *a, int c, int h, int w, const int64_t wdims[4],
                             ddl_conv_geometry *g, char *why, size_t why_bytes)
 {
-    int64_t k[2] = {wdims[2], wdims[3]}, s[2], d[2], pads[4], op[2] = {0, 0}, group, in[2] = {h, w};
+    int64_t k[2] = {wdims[2], wdims[3]}, s[2], d[2], pads[4] = {0, 0, 0, 0}, op[2] = {0, 0}, group, in[2] = {h, w};
     char t[200];
     int transposed = kind == DDL__ONNX_CONV_T;
     if (one(&a->group, "group", 1, 1, 1 << 20, "1 or more, dividing the channels", &group, why, why_bytes))
