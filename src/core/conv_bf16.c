@@ -320,24 +320,13 @@ void ddl__conv2d_bf16_dw(const ddl_conv2d *g, const float *x, const float *dy, f
 
 /* ---- the reference ---- */
 
-/* ftz: a subnormal sum becomes a zero of its sign, as vdpbf16ps writes it. */
-static float ftz(float v)
-{
-    uint32_t u;
-    memcpy(&u, &v, sizeof u);
-    if ((u & 0x7f800000u) == 0)
-        u &= 0x80000000u;
-    memcpy(&v, &u, sizeof v);
-    return v;
-}
-
 static float r16(float v) { return ddl__bf16_float(ddl__bf16_round(v)); }
 
 /* step: one vdpbf16ps lane: the high pair's product first, then the low one's. */
 static float step(float acc, float x_lo, float x_hi, float w_lo, float w_hi)
 {
-    acc = ftz(fmaf(r16(x_hi), r16(w_hi), acc));
-    return ftz(fmaf(r16(x_lo), r16(w_lo), acc));
+    acc = ddl__bf16_ftz(fmaf(r16(x_hi), r16(w_hi), acc));
+    return ddl__bf16_ftz(fmaf(r16(x_lo), r16(w_lo), acc));
 }
 
 /* ref_conv: y = the convolution of q on x (batch samples) with w (flip: as pack_weights), + b. */

@@ -42,8 +42,7 @@ float ddl__bf16_float(uint16_t h)
     return f;
 }
 
-/* ftz: a subnormal sum becomes a zero of its sign, as vdpbf16ps writes it. */
-static float ftz(float v)
+float ddl__bf16_ftz(float v)
 {
     uint32_t u;
     memcpy(&u, &v, sizeof u);
@@ -80,8 +79,8 @@ void ddl__gemm_bf16_ref(int trans_a, int trans_b, int m, int n, int k, float alp
                         b1 = ddl__bf16_float(ddl__bf16_round(at(trans_b, b, ldb, p + 1, j)));
                     }
                     /* a product is exact, even below float's range: one rounding, as fmaf's */
-                    acc = ftz(fmaf(a1, b1, acc));
-                    acc = ftz(fmaf(a0, b0, acc));
+                    acc = ddl__bf16_ftz(fmaf(a1, b1, acc));
+                    acc = ddl__bf16_ftz(fmaf(a0, b0, acc));
                 }
                 *cij = fmaf(alpha, acc, *cij);
             }
@@ -118,10 +117,10 @@ void ddl__gemm_bf16_amx_ref(int trans_a, int trans_b, int m, int n, int k, float
                             a1 = ddl__bf16_float(ddl__bf16_round(at(trans_a, a, lda, i, p + 1)));
                             bv1 = ddl__bf16_float(ddl__bf16_round(at(trans_b, b, ldb, p + 1, j)));
                         }
-                        even = ftz(fmaf(a0, bv0, even));
-                        odd = ftz(fmaf(a1, bv1, odd));
+                        even = ddl__bf16_ftz(fmaf(a0, bv0, even));
+                        odd = ddl__bf16_ftz(fmaf(a1, bv1, odd));
                     }
-                    sum = ftz(sum + ftz(even + odd));
+                    sum = ddl__bf16_ftz(sum + ddl__bf16_ftz(even + odd));
                 }
                 *cij = fmaf(alpha, sum, *cij);
             }

@@ -116,13 +116,7 @@ static float bits_float(uint32_t u)
 /* daz: a subnormal input read as a zero of its sign; ftz: a subnormal result written as one (the
  * same operation, named for where the SDM applies it). NaNs are left to fmaf's propagation: the
  * SDM does not say which of several NaN inputs the tiles keep (none reach them in training). */
-static float daz(float v)
-{
-    uint32_t u;
-    memcpy(&u, &v, sizeof u);
-    return (u & 0x7f800000u) ? v : bits_float(u & 0x80000000u);
-}
-
+static float daz(float v) { return ddl__bf16_ftz(v); }
 static float ftz(float v) { return daz(v); }
 
 static void emu_config(amx_emu *e, const amx_cfg *cfg)

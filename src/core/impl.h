@@ -390,6 +390,9 @@ const char *ddl__bf16_path_name(int path);
  * ddl__bf16_float: back to float, exactly. */
 uint16_t ddl__bf16_round(float x);
 float ddl__bf16_float(uint16_t h);
+/* ddl__bf16_ftz: a subnormal float becomes a zero of its sign (what vdpbf16ps writes, and what
+ * tdpbf16ps reads and writes): the scalar references' and the AMX emulation's one rule. */
+float ddl__bf16_ftz(float v);
 /* C += alpha op(A) op(B) (C row-major, m x n; overwrite 1: C's old values are taken as +0, not
  * read) in bfloat16 with float32 sums, in the order gemm_bf16.c defines: ddl__gemm_bf16 by this
  * CPU's path; _ref by scalar code (the reference the paths match bit for bit); _avx512 by
