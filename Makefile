@@ -301,7 +301,8 @@ PG_EXT     = $(MAKE) --no-print-directory -C $(BUILD)/pg/ext -f $(CURDIR)/pg/Mak
 .PHONY: pg pg-install pg-uninstall pg-skipped
 pg-skipped:
 	@echo "$(PG_SKIP)"
-pg: $(if $(PG_SHARES),$(BUILD)/libddl.a)
+# without PGXS or the server headers it fails at once, before it would build the library it shares
+pg: $(if $(filter 1,$(HAVE_PG)),$(if $(PG_SHARES),$(BUILD)/libddl.a))
 ifneq ($(HAVE_PG),1)
 	@echo "$(if $(PG_PGXS),$(PG_SKIP),ddl: make pg needs PostgreSQL's pg_config and PGXS ($(PG_CONFIG) not found or without --pgxs))" >&2; exit 1
 endif

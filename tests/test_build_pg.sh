@@ -40,6 +40,8 @@ n=$(printf '%s\n' "$out" | grep -c "the PostgreSQL extension (pg/) is skipped: n
 out=$(make pg BUILD="$tmp/b" PG_CONFIG="$tmp/client-only" 2>&1); rc=$?
 [ $rc -ne 0 ] && printf '%s\n' "$out" | grep -q "postgresql-server-dev-15 brings them"
 check "make pg without the headers fails in one line naming the package ($rc: $out)" $?
+! ls "$tmp/b/pic" "$tmp/b/libddl.a" > /dev/null 2>&1
+check "make pg without the headers fails at once, compiling nothing first" $?
 
 out=$(make -n all BUILD="$tmp/b" PG_CONFIG="$tmp/with-headers" 2>&1)
 printf '%s\n' "$out" | grep -q "libddl_pic.a" && ! printf '%s\n' "$out" | grep -q "is skipped"
