@@ -16,6 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gemm_case.h"
+
 /* internal (gemm_bf16.c, pool.c) */
 uint16_t ddl__bf16_round(float x);
 float ddl__bf16_float(uint16_t h);
@@ -36,12 +38,6 @@ static float from_bits(uint32_t u)
     return f;
 }
 
-static void fill(ddl_rng *r, float *x, size_t n, float scale)
-{
-    for (size_t i = 0; i < n; i++)
-        x[i] = scale * (2.0f * ddl_rng_uniform(r) - 1.0f);
-}
-
 static void test_round(void)
 {
     CHECK(ddl__bf16_round(1.0f) == 0x3f80);
@@ -57,37 +53,6 @@ static void test_round(void)
     CHECK(ddl__bf16_float(0x3f80) == 1.0f && ddl__bf16_float(0xc000) == -2.0f);
 }
 
-/* one_case: the kernel against the reference on op(A) (m, k) op(B) (k, n), C (m, n) of row
- * stride n + 3 over a guard band; 1 if the bits agree and nothing outside C moved. */
-static int one_case(ddl_rng *r, int ta, int tb, int m, int n, int k, float alpha, float scale, float c_scale,
-                    int overwrite)
-{
-    int lda = (ta ? m : k) + 2, ldb = (tb ? k : n) + 1, ldc = n + 3;
-    size_t na = (size_t)(ta ? k : m) * lda, nb = (size_t)(tb ? n : k) * ldb, nc = (size_t)m * ldc + 8;
-    float *a = malloc(na * sizeof *a), *b = malloc(nb * sizeof *b);
-    float *c1 = malloc(nc * sizeof *c1), *c2 = malloc(nc * sizeof *c2);
-    fill(r, a, na, scale);
-    fill(r, b, nb, scale);
-    fill(r, c1, nc, c_scale);
-    memcpy(c2, c1, nc * sizeof *c1);
-    if (overwrite) /* the kernel must not read C: NaN there would stay */
-        for (int i = 0; i < m; i++)
-            for (int j = 0; j < n; j++)
-                c2[(size_t)i * ldc + j] = NAN;
-    ddl__gemm_bf16_ref(ta, tb, m, n, k, alpha, a, lda, b, ldb, overwrite, c1, ldc);
-    ddl__gemm_bf16_avx512(ta, tb, m, n, k, alpha, a, lda, b, ldb, overwrite, c2, ldc);
-    int same = memcmp(c1, c2, nc * sizeof *c1) == 0;
-    if (!same)
-        for (size_t e = 0; e < nc; e++)
-            if (memcmp(&c1[e], &c2[e], sizeof *c1) != 0) {
-                fprintf(stderr, "ta %d tb %d m %d n %d k %d: element %zu (row %zu col %zu): ref %.9g kernel %.9g\n",
-                        ta, tb, m, n, k, e, e / ldc, e % ldc, c1[e], c2[e]);
-                break;
-            }
-    free(a), free(b), free(c1), free(c2);
-    return same;
-}
-
 static void test_kernel(void)
 {
     static const int sizes[][3] = {{1, 1, 1},    {1, 33, 3},    {7, 15, 17},  {8, 16, 2},   {9, 17, 255},
@@ -99,13 +64,14 @@ static void test_kernel(void)
     for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
         for (int t = 0; t < 4; t++)
             for (int al = 0; al < 3; al++, n++) /* alpha 1, 0.5, and C overwritten */
-                bad += !one_case(&r, t >> 1, t & 1, sizes[s][0], sizes[s][1], sizes[s][2], al == 1 ? 0.5f : 1.0f,
-                                 1.0f, 1.0f, al == 2);
+                bad += !one_case(ddl__gemm_bf16_ref, ddl__gemm_bf16_avx512, &r, t >> 1, t & 1, sizes[s][0],
+                                 sizes[s][1], sizes[s][2], al == 1 ? 0.5f : 1.0f, 1.0f, 1.0f, al == 2);
     CHECK(bad == 0);
     /* products near the smallest normal floats, into a zero C (which would hide them): sums that
      * fall subnormal are flushed to zero */
     for (int t = 0; t < 4; t++, n++)
-        bad += !one_case(&r, t >> 1, t & 1, 9, 19, 21, 1.0f, 1.5e-19f, 0.0f, 0);
+        bad += !one_case(ddl__gemm_bf16_ref, ddl__gemm_bf16_avx512, &r, t >> 1, t & 1, 9, 19, 21, 1.0f, 1.5e-19f,
+                         0.0f, 0);
     CHECK(bad == 0);
     printf("AVX512-BF16 kernel against the reference: %d cases, %d differ\n", n, bad);
 }

@@ -19,9 +19,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gemm_case.h"
+
 /* internal (gemm_bf16.c, gemm_bf16_amx.c, pool.c) */
-typedef void gemm_fn(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
-                     const float *b, int ldb, int overwrite, float *c, int ldc);
 gemm_fn ddl__gemm_bf16_ref, ddl__gemm_bf16_amx_ref, ddl__gemm_bf16_amx, ddl__gemm_bf16_amx_emu,
     ddl__gemm_bf16_amx_emu_avx512;
 int ddl__gemm_bf16_avx512_have(void);
@@ -32,43 +32,6 @@ const char *ddl__bf16_path_note(void);
 int ddl__bf16_choose(int no_bf16, int no_amx, int amx, int (*amx_check)(char *, size_t), int avx512, char *note,
                      size_t note_bytes);
 int ddl__set_precision(int precision);
-
-static void fill(ddl_rng *r, float *x, size_t n, float scale)
-{
-    for (size_t i = 0; i < n; i++)
-        x[i] = scale * (2.0f * ddl_rng_uniform(r) - 1.0f);
-}
-
-/* one_case: want against got on op(A) (m, k) op(B) (k, n), C (m, n) of row stride n + 3 over a
- * guard band; 1 if the bits agree and nothing outside C moved. */
-static int one_case(gemm_fn *want, gemm_fn *got, ddl_rng *r, int ta, int tb, int m, int n, int k, float alpha,
-                    float scale, float c_scale, int overwrite)
-{
-    int lda = (ta ? m : k) + 2, ldb = (tb ? k : n) + 1, ldc = n + 3;
-    size_t na = (size_t)(ta ? k : m) * lda, nb = (size_t)(tb ? n : k) * ldb, nc = (size_t)m * ldc + 8;
-    float *a = malloc(na * sizeof *a), *b = malloc(nb * sizeof *b);
-    float *c1 = malloc(nc * sizeof *c1), *c2 = malloc(nc * sizeof *c2);
-    fill(r, a, na, scale);
-    fill(r, b, nb, scale);
-    fill(r, c1, nc, c_scale);
-    memcpy(c2, c1, nc * sizeof *c1);
-    if (overwrite) /* the kernel must not read C: NaN there would stay */
-        for (int i = 0; i < m; i++)
-            for (int j = 0; j < n; j++)
-                c2[(size_t)i * ldc + j] = NAN;
-    want(ta, tb, m, n, k, alpha, a, lda, b, ldb, overwrite, c1, ldc);
-    got(ta, tb, m, n, k, alpha, a, lda, b, ldb, overwrite, c2, ldc);
-    int same = memcmp(c1, c2, nc * sizeof *c1) == 0;
-    if (!same)
-        for (size_t e = 0; e < nc; e++)
-            if (memcmp(&c1[e], &c2[e], sizeof *c1) != 0) {
-                fprintf(stderr, "ta %d tb %d m %d n %d k %d: element %zu (row %zu col %zu): want %.9g got %.9g\n", ta,
-                        tb, m, n, k, e, e / ldc, e % ldc, c1[e], c2[e]);
-                break;
-            }
-    free(a), free(b), free(c1), free(c2);
-    return same;
-}
 
 /* cases: got against want on every size, transpose and alpha; the number that differ. */
 static int cases(gemm_fn *want, gemm_fn *got, int *n_cases)
