@@ -393,17 +393,19 @@ size_t ddl_conv2d_workspace(const ddl_conv2d *g)
     /* the wide kernels' or the depthwise kernel's; a wide conv whose weight gradient is im2col's
      * needs both (n above) */
     size_t fast = ddl__conv2d_wide_ok(g) ? ddl__conv2d_wide_workspace(g) : ddl__conv2d_dw_ok(g) ? ddl__conv2d_dw_workspace(g) : 0;
-    /* on a CPU that can train in bfloat16, a wide conv's im2col room is kept too (its passes then) */
-    if ((ddl__conv2d_wide_dw_ok(g) && ddl__bf16_path() == DDL__BF16_NONE) || ddl__conv2d_dw_ok(g))
+    /* bfloat16 passes take im2col on a CPU with a bfloat16 path, unless the direct bfloat16
+     * kernels take this conv: only then is a wide conv's im2col room kept too */
+    int bf16_direct = ddl__conv2d_bf16_fits(g), no_bf16_im2col = bf16_direct || ddl__bf16_path() == DDL__BF16_NONE;
+    if ((ddl__conv2d_wide_dw_ok(g) && no_bf16_im2col) || ddl__conv2d_dw_ok(g))
         n = 0;
-    if (ddl__conv2d_bf16_fits(g)) { /* the direct bfloat16 kernels' room (their passes then) */
+    if (bf16_direct) { /* the direct bfloat16 kernels' room (their passes then) */
         size_t bn = ddl__conv2d_bf16_workspace(g);
         fast = bn > fast ? bn : fast;
     }
     if (ddl__wino_ok(g)) { /* Winograd's room; im2col's too where bfloat16 passes may take it */
         size_t wn = ddl__wino_workspace(g);
         fast = wn > fast ? wn : fast;
-        if (ddl__bf16_path() == DDL__BF16_NONE)
+        if (no_bf16_im2col)
             n = 0;
     }
     return n > fast ? n : fast;
