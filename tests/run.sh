@@ -24,8 +24,6 @@ total_pass=0; total_fail=0; total_skip=0
 #   idle    it mostly waits (for a timeout, a heartbeat, a stopped rank: under a second of CPU in
 #           10-15 s, or half its time): four run at a time; their bounds are seconds, their CPU small.
 # Every other test runs alone, since many bound how long something may take.
-# "ddl-test: LANE long (why)" marks a test of about 20 s or more: the long ones of a lane start
-# first, so that no lane ends on one while the others stand empty (about 20 s of make test's).
 # tests/run.sh NAME... (make test T="NAME...") runs those tests alone (NAME with or without .sh).
 ONLY=" $* "
 
@@ -40,11 +38,6 @@ wanted() {
     n=$(basename "$1")
     case "$ONLY" in *" $n "*|*" ${n%.sh} "*) return 0 ;; esac
     return 1
-}
-# is_long T: test T declares itself long ("ddl-test: LANE long")
-is_long() {
-    case "$1" in *.sh) src=$1 ;; *) src=tests/$(basename "$1").c ;; esac
-    grep -q 'ddl-test: *[a-z]* long' "$src" 2> /dev/null
 }
 BESIDE="" IDLE=""
 for t in "$BUILD"/tests/test_* tests/test_*.sh; do
@@ -104,11 +97,8 @@ runnable() {
 lanes() {
     n_lanes=$1; list=$2
     set --
-    for long in yes no; do
-        for t in "$BUILD"/tests/test_* tests/test_*.sh; do
-            runnable "$t" && wanted "$t" && in_list "$(basename "$t")" "$list" || continue
-            if is_long "$t"; then [ $long = yes ]; else [ $long = no ]; fi && set -- "$@" "$t"
-        done
+    for t in "$BUILD"/tests/test_* tests/test_*.sh; do
+        runnable "$t" && wanted "$t" && in_list "$(basename "$t")" "$list" && set -- "$@" "$t"
     done
     i=0; while [ $i -lt "$n_lanes" ]; do eval "lane_pid_$i= lane_name_$i="; i=$((i + 1)); done
     while :; do

@@ -1,7 +1,7 @@
 /* test_collectives.c - allreduce, broadcast, allgather and barrier over every transport in
  * forked rings of 2, 3, 4 (and 5, 8) ranks: exact values, bit-identical results on every rank
  * and every transport, mismatch detection and sticky errors. */
-/* ddl-test: beside long (computes and bounds no time: TIMEOUT_MS only ends a hang) */
+/* ddl-test: beside (computes and bounds no time: TIMEOUT_MS only ends a hang) */
 #include "check.h"
 #include "ranks.h"
 

@@ -16,7 +16,7 @@
 # OPENBLAS_CORETYPE names the emulated CPU to OpenBLAS: under qemu's Nehalem (CPUID family 6,
 # model 26, no AVX) Debian's OpenBLAS 0.3.21 picks its Haswell kernels and dies in
 # sgemv_n_HASWELL; told the core, it runs its Nehalem ones, and this test stays about ddl's code.
-# ddl-test: beside long (builds or computes and bounds no time: it runs beside another such test)
+# ddl-test: beside (builds or computes and bounds no time: it runs beside another such test)
 . "$(dirname "$0")/lib.sh"
 cd "$(dirname "$0")/.." || exit 1
 BUILD=${BUILD:-build}

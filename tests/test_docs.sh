@@ -18,7 +18,7 @@
 # database DB of 1000 Fashion-MNIST test images; without PostgreSQL they are skipped, saying so.
 # DOCS_ONLY="FILE..." runs those documents' blocks alone; DOCS_KEEP=1 keeps the blocks, their
 # output and directories. 35-65 s on 2 busy cores.
-# ddl-test: beside long (builds or computes and bounds no time: it runs beside another such test)
+# ddl-test: beside (builds or computes and bounds no time: it runs beside another such test)
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/pg_server.sh"
 BUILD=${BUILD:-build}

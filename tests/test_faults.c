@@ -7,7 +7,7 @@
  * shows the wrong sum it gives, on the rank that received it, and nothing more.
  * The transports run side by side (one forked group each; the ranks mostly wait on timeouts);
  * mpi needs mpirun and is skipped here. */
-/* ddl-test: idle long (mostly waits (timeouts, heartbeats, stopped ranks), bounds in seconds: four run at a time) */
+/* ddl-test: idle (mostly waits (timeouts, heartbeats, stopped ranks), bounds in seconds: four run at a time) */
 #include "check.h"
 #include "ranks.h"
 #include "fault.h"

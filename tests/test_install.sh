@@ -6,7 +6,7 @@
 # built-in gemm, is installed beside it with make install-lib, the library alone, and trains);
 # every example copied alone (with common/, the programs' kit) into an empty directory and built with pkg-config's flags;
 # make uninstall leaving nothing. (The aarch64 build: tests/test_cpus.sh.) About 20 s.
-# ddl-test: beside long (builds or computes and bounds no time: it runs beside another such test)
+# ddl-test: beside (builds or computes and bounds no time: it runs beside another such test)
 . "$(dirname "$0")/lib.sh"
 cd "$(dirname "$0")/.." || exit 1
 BUILD=${BUILD:-build}

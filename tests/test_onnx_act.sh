@@ -15,7 +15,7 @@
 #    and gives onnxruntime's outputs too;
 #  - where python3-torch is installed, a network of every kind as torch.onnx.export writes it
 #    (opsets 11, 13, 14, 17: tests/onnx/torch_act.py) gives onnxruntime's outputs in ddl.
-# ddl-test: beside long (builds or computes and bounds no time: it runs beside another such test)
+# ddl-test: beside (builds or computes and bounds no time: it runs beside another such test)
 . "$(dirname "$0")/lib.sh"
 BUILD=${BUILD:-build}
 cd "$(dirname "$0")/.." || exit 1

@@ -4,7 +4,7 @@
 # the weights of a run never disturbed (same weights_crc) and test_acc > 0.7. Also: one line per
 # restart, the limit is kept, a fresh job id per restart, --restarts refused with --nodes > 1.
 # Ends with "N passed, N failed"; exit status non-zero on any failure.
-# ddl-test: idle long (mostly waits (timeouts, heartbeats, stopped ranks), bounds in seconds: four run at a time)
+# ddl-test: idle (mostly waits (timeouts, heartbeats, stopped ranks), bounds in seconds: four run at a time)
 . "$(dirname "$0")/lib.sh"
 BUILD=${BUILD:-build}
 cd "$(dirname "$0")/.." || exit 1

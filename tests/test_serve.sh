@@ -9,7 +9,7 @@
 # with a log line and version 2 keeps serving; a hostile client (tests/serve/attack.py: huge,
 # endless, trickled and malformed bodies, 1000 idle connections) gets 4xx JSON errors or a
 # closed connection while others are served, and the server's RSS grows by less than 64 MiB.
-# ddl-test: idle long (mostly waits (timeouts, heartbeats, stopped ranks), bounds in seconds: four run at a time)
+# ddl-test: idle (mostly waits (timeouts, heartbeats, stopped ranks), bounds in seconds: four run at a time)
 . "$(dirname "$0")/lib.sh"
 BUILD=${BUILD:-build}
 cd "$(dirname "$0")/.." || exit 1

@@ -9,7 +9,7 @@
 # the job is requeued once and its second start resumes to an uninterrupted run's weights. The
 # jobs and daemons are stopped at the end. Needs root (slurmd runs the steps as their user;
 # SlurmUser=root); skipped with the reason otherwise.
-# ddl-test: beside long (builds or computes and bounds no time: it runs beside another such test)
+# ddl-test: beside (builds or computes and bounds no time: it runs beside another such test)
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/slurm.sh"
 BUILD=${BUILD:-build}

@@ -9,7 +9,7 @@
 # stopped, ddlrun fails at once and names host b; with b unreachable, ddlrun's own ssh command
 # (its ConnectTimeout) names b within seconds. Needs root, `ip netns` and sshd
 # (openssh-server); skipped with the reason otherwise. Everything it starts is stopped on exit.
-# ddl-test: beside long (builds or computes and bounds no time: it runs beside another such test)
+# ddl-test: beside (builds or computes and bounds no time: it runs beside another such test)
 . "$(dirname "$0")/lib.sh"
 BUILD=${BUILD:-build}
 cd "$(dirname "$0")/.." || exit 1

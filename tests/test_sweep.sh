@@ -6,7 +6,7 @@
 # slot blacklisted; a usage error not retried; a timeout; ASHA against the full grid; Ctrl-C
 # leaving no process, then --resume running only what is missing; --list and --run-index;
 # --slots-hosts through ddlrun -H.
-# ddl-test: idle long (mostly waits (timeouts, heartbeats, stopped ranks), bounds in seconds: four run at a time)
+# ddl-test: idle (mostly waits (timeouts, heartbeats, stopped ranks), bounds in seconds: four run at a time)
 . "$(dirname "$0")/lib.sh"
 BUILD=${BUILD:-build}
 cd "$(dirname "$0")/.." || exit 1

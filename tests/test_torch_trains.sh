@@ -20,7 +20,7 @@
 #    alone is held to 1e-3 here (docs/DATA.md, "Trains as PyTorch trains", has the 20 steps).
 # The figures of 20 steps each and the accuracy on a five-class folder are make bench's
 # (tools/bench/torch_trains.sh; tools/bench/acc5.sh).
-# ddl-test: beside long (builds or computes and bounds no time: it runs beside another such test)
+# ddl-test: beside (builds or computes and bounds no time: it runs beside another such test)
 . "$(dirname "$0")/lib.sh"
 BUILD=${BUILD:-build}
 cd "$(dirname "$0")/.." || exit 1

@@ -1,7 +1,7 @@
 /* test_transport.c - the conformance suite every transport must pass, in forked rings of 2, 3
  * and 4 ranks: message order, tags, sizes from 0 B to 64 MiB with their content, timeouts,
  * killed peers; plus configuration from the environment and the shm handshake. */
-/* ddl-test: idle long (mostly waits (timeouts, heartbeats, stopped ranks), bounds in seconds: four run at a time) */
+/* ddl-test: idle (mostly waits (timeouts, heartbeats, stopped ranks), bounds in seconds: four run at a time) */
 #include "check.h"
 #include "ranks.h"
 
