@@ -318,6 +318,60 @@ static void pools(void)
     CHECK(!ddl_pool2d_ok(&empty, 0, 4, 4));
 }
 
+/* max_ref: the maximum's rule, output by output: the window's taps inside the image in row-major
+ * order, the first taken, a later one if larger or a NaN over a number; its index in the plane. */
+static void max_ref(const ddl_pool2d *p, int planes, int h, int w, const float *x, float *y, int32_t *arg)
+{
+    int oh = ddl_pool2d_out(p, 0, h), ow = ddl_pool2d_out(p, 1, w);
+    int dh = p->dilation_h ? p->dilation_h : 1, dw = p->dilation_w ? p->dilation_w : 1;
+    for (int c = 0; c < planes; c++)
+        for (int oy = 0; oy < oh; oy++)
+            for (int ox = 0; ox < ow; ox++) {
+                float best = 0.0f;
+                int at = -1;
+                for (int i = 0; i < p->k_h; i++)
+                    for (int j = 0; j < p->k_w; j++) {
+                        int iy = oy * p->stride_h - p->pad_t + i * dh, ix = ox * p->stride_w - p->pad_l + j * dw;
+                        if (iy < 0 || iy >= h || ix < 0 || ix >= w)
+                            continue;
+                        float v = x[((size_t)c * h + iy) * w + ix];
+                        if (at < 0 || v > best || (isnan(v) && !isnan(best)))
+                            best = v, at = iy * w + ix;
+                    }
+                y[((size_t)c * oh + oy) * ow + ox] = best;
+                arg[((size_t)c * oh + oy) * ow + ox] = at;
+            }
+}
+
+/* pool_ties: the maximum over windows inside the image (done a tap at a time across a row) and at
+ * its edges gives the rule's bits and indices where values tie (a few levels) and NaNs lie, for
+ * strides 1, 2 and 3 and dilations. */
+static void pool_ties(void)
+{
+    static const ddl_pool2d ps[] = {
+        {3, 3, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0}, {3, 3, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0}, {2, 3, 3, 3, 0, 1, 1, 0, 1, 2, 1, 0},
+        {3, 2, 1, 2, 2, 0, 0, 1, 2, 1, 0, 0}, {5, 5, 2, 2, 2, 2, 2, 2, 0, 0, 1, 0},
+    };
+    ddl_rng r;
+    ddl_rng_seed(&r, 41);
+    for (size_t k = 0; k < sizeof ps / sizeof ps[0]; k++) {
+        int planes = 3, h = 19, w = 37;
+        int oh = ddl_pool2d_out(&ps[k], 0, h), ow = ddl_pool2d_out(&ps[k], 1, w);
+        CHECK(ddl_pool2d_ok(&ps[k], 0, h, w));
+        size_t nx = (size_t)planes * h * w, ny = (size_t)planes * oh * ow;
+        float *x = malloc(nx * 4), *y = malloc(ny * 4), *ry = malloc(ny * 4);
+        int32_t *arg = malloc(ny * 4), *rarg = malloc(ny * 4);
+        for (size_t i = 0; i < nx; i++) {
+            float u = ddl_rng_uniform(&r);
+            x[i] = u < 0.03f ? NAN : (float)(int)(4.0f * ddl_rng_uniform(&r)) - 2.0f;
+        }
+        ddl_maxpool2d_forward(&ps[k], 1, planes, h, w, x, y, arg);
+        max_ref(&ps[k], planes, h, w, x, ry, rarg);
+        CHECK(memcmp(y, ry, ny * 4) == 0 && memcmp(arg, rarg, ny * 4) == 0);
+        free(x), free(y), free(ry), free(arg), free(rarg);
+    }
+}
+
 /* ---- graph models: finite differences ---- */
 
 static ddl_model *model_of(ddl_graph *g, int c, int h, int w, int batch, char *err)
@@ -477,6 +531,7 @@ int main(void)
 {
     kernels();
     pools();
+    pool_ties();
     graphs();
     plain_and_refused();
     return TEST_END();

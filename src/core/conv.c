@@ -159,10 +159,77 @@ static void im2col_valid(const conv_geo *q, int nb, const float *x, float *col, 
             }
 }
 
+/* ---- small planes ----
+ * Where rows are a few floats (ResNet's 8x8, 4x4 and 2x2 planes), the loops above spent more on
+ * bounds and short copies than on moving data: their im2col and col2im took as long as the
+ * product itself in a bfloat16 ResNet-18 step. There, a map made once a call gives each entry of
+ * a plane's columns (tap t, position) its pixel, or a zero slot past the plane; each (sample,
+ * channel) plane is copied next to that slot and its columns read through the map (im2col), or
+ * its columns are added through the map in (tap, position) order onto a zeroed copy that then
+ * becomes the plane (col2im): a pixel still gets its taps' sums in (ki, kj) order from +0, the
+ * same bits. */
+#define SMALL_PLANE 1024 /* a plane's floats at most */
+#define SMALL_MAP 4096   /* its column entries (taps x positions) at most */
+
+/* small_map: whether q's planes are small; if so, src[e] (the pixel of entry e = t p + pos, or
+ * h w for the padding) and dst[e] (its offset in the column matrix: t ld + pos). */
+static int small_map(const conv_geo *q, size_t ld, int32_t *src, size_t *dst)
+{
+    size_t hw = (size_t)q->h * q->w, p = (size_t)q->oh * q->ow, taps = (size_t)q->kh * q->kw;
+    if (hw + 1 > SMALL_PLANE || taps * p > SMALL_MAP || q->ow > 16)
+        return 0;
+    size_t e = 0;
+    for (int ki = 0; ki < q->kh; ki++)
+        for (int kj = 0; kj < q->kw; kj++)
+            for (int oy = 0; oy < q->oh; oy++)
+                for (int ox = 0; ox < q->ow; ox++, e++) {
+                    int iy = oy * q->sh - q->pt + ki * q->dh, ix = ox * q->sw - q->pl + kj * q->dw;
+                    src[e] = iy < 0 || iy >= q->h || ix < 0 || ix >= q->w ? (int32_t)hw : iy * q->w + ix;
+                    dst[e] = (size_t)(ki * q->kw + kj) * ld + (size_t)oy * q->ow + (size_t)ox;
+                }
+    return 1;
+}
+
+static void im2col_small(const conv_geo *q, int nb, const float *x, float *col, size_t ld, const int32_t *src,
+                         const size_t *dst)
+{
+    float plane[SMALL_PLANE];
+    size_t hw = (size_t)q->h * q->w, p = (size_t)q->oh * q->ow, n_e = (size_t)q->kh * q->kw * p;
+    plane[hw] = 0.0f;
+    for (int ci = 0; ci < q->c; ci++)
+        for (int n = 0; n < nb; n++) {
+            memcpy(plane, x + ((size_t)n * q->cs + ci) * hw, hw * sizeof *plane);
+            float *c = col + (size_t)ci * q->kh * q->kw * ld + (size_t)n * p;
+            for (size_t e = 0; e < n_e; e++)
+                c[dst[e]] = plane[src[e]];
+        }
+}
+
+static void col2im_small(const conv_geo *q, int nb, const float *col, size_t ld, float *x, const int32_t *src,
+                         const size_t *dst)
+{
+    float plane[SMALL_PLANE];
+    size_t hw = (size_t)q->h * q->w, p = (size_t)q->oh * q->ow, n_e = (size_t)q->kh * q->kw * p;
+    for (int ci = 0; ci < q->c; ci++)
+        for (int n = 0; n < nb; n++) {
+            memset(plane, 0, (hw + 1) * sizeof *plane);
+            const float *c = col + (size_t)ci * q->kh * q->kw * ld + (size_t)n * p;
+            for (size_t e = 0; e < n_e; e++)
+                plane[src[e]] += c[dst[e]];
+            memcpy(x + ((size_t)n * q->cs + ci) * hw, plane, hw * sizeof *plane);
+        }
+}
+
 static inline __attribute__((always_inline)) void im2col(const conv_geo *q, int nb, const float *x, float *col, size_t ld)
 {
     if (q->valid) {
         im2col_valid(q, nb, x, col, ld);
+        return;
+    }
+    int32_t map_src[SMALL_MAP];
+    size_t map_dst[SMALL_MAP];
+    if (small_map(q, ld, map_src, map_dst)) {
+        im2col_small(q, nb, x, col, ld, map_src, map_dst);
         return;
     }
     size_t hw = (size_t)q->h * q->w, p = (size_t)q->oh * q->ow;
@@ -201,6 +268,12 @@ static inline __attribute__((always_inline)) void im2col(const conv_geo *q, int 
  * im2col took it from. */
 static inline __attribute__((always_inline)) void col2im(const conv_geo *q, int nb, const float *col, size_t ld, float *x)
 {
+    int32_t map_src[SMALL_MAP];
+    size_t map_dst[SMALL_MAP];
+    if (small_map(q, ld, map_src, map_dst)) {
+        col2im_small(q, nb, col, ld, x, map_src, map_dst);
+        return;
+    }
     size_t hw = (size_t)q->h * q->w, p = (size_t)q->oh * q->ow;
     if (q->cs == q->c)
         memset(x, 0, (size_t)nb * q->c * hw * sizeof *x);

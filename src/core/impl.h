@@ -171,6 +171,11 @@ int ddl__gemm_avx512_have(void); /* 1: this CPU and build have them, for any pro
 void ddl__gemm_avx512(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
                       const float *b, int ldb, float *c, int ldc);
 
+/* ddl__maxpool_inside_avx512: outputs [xa, xb) of one row of a max-pool whose windows (kh x kw taps
+ * dh, dw apart, from image row y0 and column x0 + ox sw) lie inside the (., w) image img, value and
+ * index as pool2d.c's loop; 0 (nothing done) without AVX-512. */
+int ddl__maxpool_inside_avx512(const float *img, int w, int kh, int kw, int dh, int dw, int sw, int y0, int x0, int xa,
+                               int xb, float *out, int32_t *arg);
 /* ddl__maxpool2_avx512: the 2x2 stride-2 max-pool of `planes` (h, w) planes, output and argmax as
  * ops.c's scalar loop gives them, on AVX-512 (maxpool_avx512.c); 0 when this CPU or build has
  * none (the caller runs the loop). */

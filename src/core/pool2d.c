@@ -95,30 +95,59 @@ typedef struct pjob {
     const int32_t *arg_in;
 } pjob;
 
+/* max_at: the general window, output (oy, ox) of one plane, its taps clipped to the image. */
+static void max_at(const pgeo *q, const float *img, int oy, int ox, float *out, int32_t *arg)
+{
+    int y0 = oy * q->sh - q->pt, x0 = ox * q->sw - q->pl, i0, i1, j0, j1, best = -1;
+    taps(y0, q->kh, q->dh, q->h, &i0, &i1);
+    taps(x0, q->kw, q->dw, q->w, &j0, &j1);
+    float bv = -INFINITY;
+    for (int i = i0; i <= i1; i++)
+        for (int k = j0; k <= j1; k++) {
+            int at = (y0 + i * q->dh) * q->w + x0 + k * q->dw;
+            float v = img[at];
+            if (best < 0 || v > bv || (isnan(v) && !isnan(bv)))
+                bv = v, best = at;
+        }
+    *out = bv;
+    *arg = best;
+}
+
+/* inside: the outputs [*a, *b) on one axis whose windows (k taps d apart, from o s - pad) lie in [0, n) */
+static void inside(int out, int s, int pad, int k, int d, int n, int *a, int *b)
+{
+    int lo = (pad + s - 1) / s, last = n - 1 - (k - 1) * d + pad; /* o s - pad >= 0; o s - pad + (k - 1) d <= n - 1 */
+    int hi = last < 0 ? 0 : last / s + 1;
+    if (hi > out)
+        hi = out;
+    if (lo > hi)
+        lo = hi;
+    *a = lo;
+    *b = hi;
+}
+
 static void max_planes(void *ctx, size_t lo, size_t hi)
 {
     const pjob *j = ctx;
     const pgeo *q = j->q;
     size_t hw = (size_t)q->h * q->w, ohw = (size_t)q->oh * q->ow;
+    int ya, yb, xa, xb;
+    inside(q->oh, q->sh, q->pt, q->kh, q->dh, q->h, &ya, &yb);
+    inside(q->ow, q->sw, q->pl, q->kw, q->dw, q->w, &xa, &xb);
     for (size_t plane = lo; plane < hi; plane++) {
         const float *img = j->in + plane * hw;
         for (int oy = 0; oy < q->oh; oy++) {
-            int y0 = oy * q->sh - q->pt, i0, i1;
-            taps(y0, q->kh, q->dh, q->h, &i0, &i1);
-            for (int ox = 0; ox < q->ow; ox++) {
-                int x0 = ox * q->sw - q->pl, j0, j1, best = -1;
-                taps(x0, q->kw, q->dw, q->w, &j0, &j1);
-                float bv = -INFINITY;
-                for (int i = i0; i <= i1; i++)
-                    for (int k = j0; k <= j1; k++) {
-                        int at = (y0 + i * q->dh) * q->w + x0 + k * q->dw;
-                        float v = img[at];
-                        if (best < 0 || v > bv || (isnan(v) && !isnan(bv)))
-                            bv = v, best = at;
-                    }
-                j->out[plane * ohw + (size_t)oy * q->ow + ox] = bv;
-                j->arg[plane * ohw + (size_t)oy * q->ow + ox] = best;
-            }
+            float *out = j->out + plane * ohw + (size_t)oy * q->ow;
+            int32_t *arg = j->arg + plane * ohw + (size_t)oy * q->ow;
+            int a = oy >= ya && oy < yb ? xa : q->ow, b = oy >= ya && oy < yb ? xb : q->ow;
+            for (int ox = 0; ox < a; ox++)
+                max_at(q, img, oy, ox, out + ox, arg + ox);
+            int y0 = oy * q->sh - q->pt;
+            if (a < b && !ddl__maxpool_inside_avx512(img, q->w, q->kh, q->kw, q->dh, q->dw, q->sw, y0, -q->pl, a, b, out, arg))
+                for (int ox = a; ox < b; ox++)
+                    max_at(q, img, oy, ox, out + ox, arg + ox);
+            for (int ox = b; ox < q->ow; ox++)
+                max_at(q, img, oy, ox, out + ox, arg + ox);
         }
     }
 }

@@ -129,14 +129,17 @@ typedef float v16u __attribute__((vector_size(64), aligned(4)));
 
 /* put: the first n (<= 16) lanes of v at p: a whole vector, or lane by lane at a row's end
  * (the next floats belong to another row, already written). */
-static inline __attribute__((always_inline)) void put(float *p, v16 v, int n)
+/* (the vector goes by address: GCC notes an ABI change for a 64-byte vector argument in a build
+ * without AVX-512 enabled, though put is always inlined) */
+static inline __attribute__((always_inline)) void put_at(float *p, const v16 *v, int n)
 {
     if (n >= 16)
-        *(v16u *)(void *)p = v;
+        *(v16u *)(void *)p = *v;
     else
         for (int l = 0; l < n; l++)
-            p[l] = v[l];
+            p[l] = (*v)[l];
 }
+#define put(p, v, n) put_at((p), (const v16[1]){(v)}, (n))
 
 /* deint: e[i], o[i] = the padded row's columns 2 (i0 + i) and 2 (i0 + i) + 1, i in [0, n]: the
  * image row src (w floats, NULL: a row of the padding) shifted by pad, zeros outside it. Even

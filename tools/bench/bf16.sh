@@ -4,6 +4,8 @@
 #     (tests/train/make_fruits.py), batch 64, one thread: ddl in float32, ddl in bfloat16 and
 #     PyTorch 1.13 with bfloat16 autocast (cnn_torch.py --mode bf16), alternated REPEAT times,
 #     images/s side by side; the target on AVX512-BF16 is bf16 >= 1.5x ddl's float32;
+#   - ResNet-18 (its ONNX export, as resnet.sh trains it) in float32 and bfloat16, alternated
+#     REPEAT times: the same target;
 #   - the cnn's six convolutions alone in float32 and bfloat16, and the bare bfloat16 product on
 #     their shapes (conv_bf16.c);
 #   - LeNet on Fashion-MNIST, EPOCHS_ACC epochs (default 5), float32 against bfloat16: the test
@@ -34,6 +36,25 @@ f=$(median < /tmp/ddl-bench-f32.txt); b=$(median < /tmp/ddl-bench-b16.txt); t=$(
 echo "cnn_bf16: ddl_fp32_images_per_sec=$f ddl_bf16_images_per_sec=$b pytorch_bf16_images_per_sec=$t bf16_over_fp32=$(ratio "$b" "$f") bf16_over_pytorch=$(ratio "$b" "$t")"
 record "cnn 64x64 RGB training --precision bf16, images/s, 1 thread" "$b" "ddl float32" "$f" "$(ratio "$b" "$f")" ">= 1.5 (AVX512-BF16)" "-" "-"
 record "cnn 64x64 RGB training --precision bf16, images/s, 1 thread" "$b" "PyTorch 1.13 bf16 autocast" "$t" "$(ratio "$b" "$t")" "-" "-" "-"
+
+echo "== ResNet-18 64x64 RGB (its ONNX export, BatchNorm), batch 64, 1 thread: ddl fp32 and bf16; $REPEAT alternated runs"
+model=/tmp/ddl-bench-resnet18.onnx
+[ -s "$model" ] || /usr/bin/python3 "$here/resnet_torch.py" --export "$model" --size 64 --classes 3 2> /dev/null || {
+    echo "bf16.sh: cannot export ResNet-18 (python3-torch)"; exit 1; }
+# resnet_rate PRECISION: the second epoch's images/s over 640 images (the first holds first touches)
+resnet_rate() {
+    "$T" --data "$fr/train" --arch "$model" --image-size 64 --epochs 2 --train-limit 640 --schedule constant \
+        --precision "$1" | sed -n 's/^epoch 2\/2 .* \([0-9.]*\) images\/s.*/\1/p'
+}
+: > /tmp/ddl-bench-rf32.txt; : > /tmp/ddl-bench-rb16.txt
+for r in $(seq 1 "$REPEAT"); do
+    f=$(resnet_rate fp32); b=$(resnet_rate bf16)
+    echo "   run $r: ddl fp32 $f, ddl bf16 $b images/s"
+    echo "$f" >> /tmp/ddl-bench-rf32.txt; echo "$b" >> /tmp/ddl-bench-rb16.txt
+done
+f=$(median < /tmp/ddl-bench-rf32.txt); b=$(median < /tmp/ddl-bench-rb16.txt)
+echo "resnet18_bf16: ddl_fp32_images_per_sec=$f ddl_bf16_images_per_sec=$b bf16_over_fp32=$(ratio "$b" "$f")"
+record "ResNet-18 64x64 RGB training --precision bf16, images/s, 1 thread" "$b" "ddl float32" "$f" "$(ratio "$b" "$f")" ">= 1.5 (AVX512-BF16)" "-" "-"
 
 echo "== the cnn's convolutions alone, batch 64, 1 thread, best of 5 (conv_bf16.c)"
 cb=$(ddl_tool conv_bf16 -lm) && "$cb" 5
