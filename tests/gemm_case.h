@@ -1,7 +1,7 @@
 /* gemm_case.h - one case of a bfloat16 product against another, bit for bit, for
  * test_gemm_bf16.c (the AVX512-BF16 kernel against its reference) and test_gemm_bf16_amx.c (the
  * AMX loop against its own): random operands with wider leading dimensions, C over a guard band,
- * and with overwrite, NaN in C that must not be read. */
+ * and with overwrite, NaN in C that must not be read; and the sweep of shapes both run. */
 #ifndef DDL_TESTS_GEMM_CASE_H
 #define DDL_TESTS_GEMM_CASE_H
 
@@ -50,6 +50,26 @@ static int one_case(gemm_fn *want, gemm_fn *got, ddl_rng *r, int ta, int tb, int
             }
     free(a), free(b), free(c1), free(c2);
     return same;
+}
+
+/* sweep: want against got on every shape of sizes (m, n, k), each transpose and alpha 1, 0.5 and
+ * C overwritten; then products near the smallest normal floats into a zero C (which would hide
+ * them), m 9, n 19, k tiny_k: sums that fall subnormal are flushed to zero. Returns the cases
+ * that differ; *n_cases gets how many ran. Operands from seed 7. */
+static int sweep(gemm_fn *want, gemm_fn *got, const int (*sizes)[3], size_t n_sizes, int tiny_k, int *n_cases)
+{
+    ddl_rng r;
+    ddl_rng_seed(&r, 7);
+    int bad = 0, n = 0;
+    for (size_t s = 0; s < n_sizes; s++)
+        for (int t = 0; t < 4; t++)
+            for (int al = 0; al < 3; al++, n++)
+                bad += !one_case(want, got, &r, t >> 1, t & 1, sizes[s][0], sizes[s][1], sizes[s][2],
+                                 al == 1 ? 0.5f : 1.0f, 1.0f, 1.0f, al == 2);
+    for (int t = 0; t < 4; t++, n++)
+        bad += !one_case(want, got, &r, t >> 1, t & 1, 9, 19, tiny_k, 1.0f, 1.5e-19f, 0.0f, 0);
+    *n_cases = n;
+    return bad;
 }
 
 #endif

@@ -58,20 +58,7 @@ static void test_kernel(void)
     static const int sizes[][3] = {{1, 1, 1},    {1, 33, 3},    {7, 15, 17},  {8, 16, 2},   {9, 17, 255},
                                    {17, 31, 256}, {13, 65, 257}, {130, 33, 19}, {3, 100, 513}, {64, 40, 300},
                                    {33, 1, 600},  {6, 47, 25},   {10, 120, 401}};
-    ddl_rng r;
-    ddl_rng_seed(&r, 7);
-    int bad = 0, n = 0;
-    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
-        for (int t = 0; t < 4; t++)
-            for (int al = 0; al < 3; al++, n++) /* alpha 1, 0.5, and C overwritten */
-                bad += !one_case(ddl__gemm_bf16_ref, ddl__gemm_bf16_avx512, &r, t >> 1, t & 1, sizes[s][0],
-                                 sizes[s][1], sizes[s][2], al == 1 ? 0.5f : 1.0f, 1.0f, 1.0f, al == 2);
-    CHECK(bad == 0);
-    /* products near the smallest normal floats, into a zero C (which would hide them): sums that
-     * fall subnormal are flushed to zero */
-    for (int t = 0; t < 4; t++, n++)
-        bad += !one_case(ddl__gemm_bf16_ref, ddl__gemm_bf16_avx512, &r, t >> 1, t & 1, 9, 19, 21, 1.0f, 1.5e-19f,
-                         0.0f, 0);
+    int n = 0, bad = sweep(ddl__gemm_bf16_ref, ddl__gemm_bf16_avx512, sizes, sizeof sizes / sizeof sizes[0], 21, &n);
     CHECK(bad == 0);
     printf("AVX512-BF16 kernel against the reference: %d cases, %d differ\n", n, bad);
 }

@@ -33,26 +33,14 @@ int ddl__bf16_choose(int no_bf16, int no_amx, int amx, int (*amx_check)(char *, 
                      size_t note_bytes);
 int ddl__set_precision(int precision);
 
-/* cases: got against want on every size, transpose and alpha; the number that differ. */
+/* cases: got against want on the AMX loop's shapes (tiles of 16 rows and 32 pairs, and their
+ * edges), as gemm_case.h's sweep runs them; the number that differ. */
 static int cases(gemm_fn *want, gemm_fn *got, int *n_cases)
 {
     static const int sizes[][3] = {{1, 1, 1},     {1, 33, 3},     {7, 15, 17},   {16, 16, 32}, {17, 31, 33},
                                    {9, 17, 255},  {31, 33, 256},  {13, 65, 257}, {33, 1, 600}, {130, 40, 19},
                                    {3, 100, 513}, {200, 70, 301}, {6, 47, 25}};
-    ddl_rng r;
-    ddl_rng_seed(&r, 7);
-    int bad = 0, n = 0;
-    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
-        for (int t = 0; t < 4; t++)
-            for (int al = 0; al < 3; al++, n++) /* alpha 1, 0.5, and C overwritten */
-                bad += !one_case(want, got, &r, t >> 1, t & 1, sizes[s][0], sizes[s][1], sizes[s][2],
-                                 al == 1 ? 0.5f : 1.0f, 1.0f, 1.0f, al == 2);
-    /* products near the smallest normal floats, into a zero C (which would hide them): sums that
-     * fall subnormal are flushed to zero */
-    for (int t = 0; t < 4; t++, n++)
-        bad += !one_case(want, got, &r, t >> 1, t & 1, 9, 19, 45, 1.0f, 1.5e-19f, 0.0f, 0);
-    *n_cases = n;
-    return bad;
+    return sweep(want, got, sizes, sizeof sizes / sizeof sizes[0], 45, n_cases);
 }
 
 /* test_emulated: the loop over emulated tiles gives the AMX reference's bits. */

@@ -281,10 +281,8 @@ run() {
     grep -q "Workers Launched: $1" "$tmp/explain" || t=0
     echo "${t:-0}"
 }
-run 1 > "$tmp/runs.1"; run 2 > "$tmp/runs.2"
-set -- $(cat "$tmp/runs.1") $(cat "$tmp/runs.2")
-r1=$(awk -v t="${1:-0}" 'BEGIN { printf "%.0f", (t > 0 ? 50000 / t * 1000 : 0) }')
-r2=$(awk -v t="${2:-0}" 'BEGIN { printf "%.0f", (t > 0 ? 50000 / t * 1000 : 0) }')
+r1=$(awk -v t="$(run 1)" 'BEGIN { printf "%.0f", (t > 0 ? 50000 / t * 1000 : 0) }')
+r2=$(awk -v t="$(run 2)" 'BEGIN { printf "%.0f", (t > 0 ? 50000 / t * 1000 : 0) }')
 echo "50000 rows: 1 worker $r1 rows/s, 2 workers $r2 rows/s (not a bound here: make bench measures it alone, BENCH_ONLY=pg)"
 [ "$r1" -gt 0 ] && [ "$r2" -gt 0 ]; check "1 and 2 workers launched and timed" $?
 

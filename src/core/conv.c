@@ -170,13 +170,14 @@ static void im2col_valid(const conv_geo *q, int nb, const float *x, float *col, 
  * same bits. */
 #define SMALL_PLANE 1024 /* a plane's floats at most */
 #define SMALL_MAP 4096   /* its column entries (taps x positions) at most */
+#define SMALL_ROW 16     /* its output rows' floats at most: longer ones copy well in the loops above */
 
 /* small_map: whether q's planes are small; if so, src[e] (the pixel of entry e = t p + pos, or
  * h w for the padding) and dst[e] (its offset in the column matrix: t ld + pos). */
 static int small_map(const conv_geo *q, size_t ld, int32_t *src, size_t *dst)
 {
     size_t hw = (size_t)q->h * q->w, p = (size_t)q->oh * q->ow, taps = (size_t)q->kh * q->kw;
-    if (hw + 1 > SMALL_PLANE || taps * p > SMALL_MAP || q->ow > 16)
+    if (hw + 1 > SMALL_PLANE || taps * p > SMALL_MAP || q->ow > SMALL_ROW)
         return 0;
     size_t e = 0;
     for (int ki = 0; ki < q->kh; ki++)

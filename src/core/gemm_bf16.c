@@ -54,9 +54,10 @@ float ddl__bf16_ftz(float v)
 
 /* ---- the reference ---- */
 
-static float at(int trans, const float *x, int ld, int row, int col)
+/* term: element (row, col) of op(x), rounded to bfloat16 as the kernels' packing rounds it. */
+static float term(int trans, const float *x, int ld, int row, int col)
 {
-    return trans ? x[(size_t)col * ld + row] : x[(size_t)row * ld + col];
+    return ddl__bf16_float(ddl__bf16_round(trans ? x[(size_t)col * ld + row] : x[(size_t)row * ld + col]));
 }
 
 void ddl__gemm_bf16_ref(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
@@ -71,12 +72,12 @@ void ddl__gemm_bf16_ref(int trans_a, int trans_b, int m, int n, int k, float alp
                 int end = k - p0 < DDL__BF16_KC ? k : p0 + DDL__BF16_KC;
                 float acc = 0.0f;
                 for (int p = p0; p < end; p += 2) {
-                    float a0 = ddl__bf16_float(ddl__bf16_round(at(trans_a, a, lda, i, p)));
-                    float b0 = ddl__bf16_float(ddl__bf16_round(at(trans_b, b, ldb, p, j)));
+                    float a0 = term(trans_a, a, lda, i, p);
+                    float b0 = term(trans_b, b, ldb, p, j);
                     float a1 = 0.0f, b1 = 0.0f;
                     if (p + 1 < end) {
-                        a1 = ddl__bf16_float(ddl__bf16_round(at(trans_a, a, lda, i, p + 1)));
-                        b1 = ddl__bf16_float(ddl__bf16_round(at(trans_b, b, ldb, p + 1, j)));
+                        a1 = term(trans_a, a, lda, i, p + 1);
+                        b1 = term(trans_b, b, ldb, p + 1, j);
                     }
                     /* a product is exact, even below float's range: one rounding, as fmaf's */
                     acc = ddl__bf16_ftz(fmaf(a1, b1, acc));
@@ -110,12 +111,12 @@ void ddl__gemm_bf16_amx_ref(int trans_a, int trans_b, int m, int n, int k, float
                     for (int p = b0; p < b0 + 32; p += 2) {
                         float a0 = 0.0f, bv0 = 0.0f, a1 = 0.0f, bv1 = 0.0f;
                         if (p < end) {
-                            a0 = ddl__bf16_float(ddl__bf16_round(at(trans_a, a, lda, i, p)));
-                            bv0 = ddl__bf16_float(ddl__bf16_round(at(trans_b, b, ldb, p, j)));
+                            a0 = term(trans_a, a, lda, i, p);
+                            bv0 = term(trans_b, b, ldb, p, j);
                         }
                         if (p + 1 < end) {
-                            a1 = ddl__bf16_float(ddl__bf16_round(at(trans_a, a, lda, i, p + 1)));
-                            bv1 = ddl__bf16_float(ddl__bf16_round(at(trans_b, b, ldb, p + 1, j)));
+                            a1 = term(trans_a, a, lda, i, p + 1);
+                            bv1 = term(trans_b, b, ldb, p + 1, j);
                         }
                         even = ddl__bf16_ftz(fmaf(a0, bv0, even));
                         odd = ddl__bf16_ftz(fmaf(a1, bv1, odd));

@@ -57,7 +57,7 @@ AVX512 static void row_pair(const float *r0, int w, int ow, int top, float *out,
  * of one row (windows of kh x kw taps dh, dw apart from row y0, column x0 + ox sw), 16 at a time,
  * every tap a masked load (stride 1), two and a permute (stride 2) or a gather, then pick: the
  * first tap taken, a later one where it beats the maximum so far, as pool2d.c's max_at in its
- * order, bit for bit. ResNet's 3x3 stride-2 pool: 24 -> 3 ms a batch of 64 (tools/bench/pool.c). */
+ * order, bit for bit. ResNet's 3x3 stride-2 pool: 31 -> 5-6 ms a batch of 64 (tools/bench/pool.c). */
 AVX512 static void inside_row(const float *img, int w, int kh, int kw, int dh, int dw, int sw, int y0, int x0, int xa,
                               int xb, float *out, int32_t *arg)
 {

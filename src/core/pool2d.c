@@ -143,7 +143,8 @@ static void max_planes(void *ctx, size_t lo, size_t hi)
             for (int ox = 0; ox < a; ox++)
                 max_at(q, img, oy, ox, out + ox, arg + ox);
             int y0 = oy * q->sh - q->pt;
-            if (a < b && !ddl__maxpool_inside_avx512(img, q->w, q->kh, q->kw, q->dh, q->dw, q->sw, y0, -q->pl, a, b, out, arg))
+            if (a < b &&
+                !ddl__maxpool_inside_avx512(img, q->w, q->kh, q->kw, q->dh, q->dw, q->sw, y0, -q->pl, a, b, out, arg))
                 for (int ox = a; ox < b; ox++)
                     max_at(q, img, oy, ox, out + ox, arg + ox);
             for (int ox = b; ox < q->ow; ox++)

@@ -11,14 +11,9 @@
 #include <stdlib.h>
 #include <time.h>
 
-#define ROUNDS 5
+#include "clock.h"
 
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
+#define ROUNDS 5
 
 static float *filled(size_t n)
 {
@@ -46,14 +41,14 @@ static double one(int n, int c, int s)
         rv[i] = 1.0f, gam[i] = 1.0f;
     double conv = 1e30, bn = 1e30;
     for (int r = 0; r < ROUNDS; r++) {
-        double t0 = now_s();
+        double t0 = bench_now();
         ddl_conv2d_forward(&g, x, w, NULL, y, ws);
-        double t1 = now_s();
+        double t1 = bench_now();
         ddl_batchnorm_forward_train(n, c, s * s, 0.1f, 1e-5f, y, gam, bet, rm, rv, z, mr, nm, nv);
         ddl_batchnorm_backward(n, c, s * s, 1, y, gam, mr, dz, dy, dg, db);
-        double t2 = now_s();
+        double t2 = bench_now();
         ddl_conv2d_backward(&g, x, w, dy, dx, dw, NULL, ws);
-        double t3 = now_s();
+        double t3 = bench_now();
         if ((t1 - t0) + (t3 - t2) < conv)
             conv = (t1 - t0) + (t3 - t2);
         if (t2 - t1 < bn)

@@ -9,38 +9,13 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "clock.h"
+#include "gemm_rate.h"
+
 int ddl__set_precision(int precision);
 int ddl__bf16_path(void);
-void ddl__gemm_bf16(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
-                    const float *b, int ldb, int overwrite, float *c, int ldc);
+gemm_fn ddl__gemm_bf16;
 
-/* gemm_rate: GFLOP/s of the bfloat16 product alone (packing included) on an m x n x k shape,
- * best of reps: the share of vdpbf16ps's peak the kernel's tile and blocking reach. */
-static double now(void);
-static double gemm_rate(int m, int n, int k, int reps)
-{
-    float *a = malloc((size_t)m * k * 4), *b = malloc((size_t)k * n * 4), *c = malloc((size_t)m * n * 4);
-    for (size_t i = 0; i < (size_t)m * k; i++)
-        a[i] = (float)rand() / RAND_MAX;
-    for (size_t i = 0; i < (size_t)k * n; i++)
-        b[i] = (float)rand() / RAND_MAX;
-    double best = 1e9;
-    for (int r = 0; r < reps; r++) {
-        double t0 = now();
-        ddl__gemm_bf16(0, 0, m, n, k, 1.0f, a, k, b, n, 1, c, n);
-        double t = now() - t0;
-        best = t < best ? t : best;
-    }
-    free(a), free(b), free(c);
-    return 2.0 * m * n * k / best * 1e-9;
-}
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + t.tv_nsec * 1e-9;
-}
 
 int main(int argc, char **argv)
 {
@@ -68,11 +43,11 @@ int main(int argc, char **argv)
             int was = ddl__set_precision(prec ? DDL_PRECISION_BF16 : DDL_PRECISION_FP32);
             double bf = 1e9, bb = 1e9;
             for (int r = 0; r < reps; r++) {
-                double t0 = now();
+                double t0 = bench_now();
                 ddl_conv2d_forward(&g, x, w, NULL, y, ws);
-                double t1 = now();
+                double t1 = bench_now();
                 ddl_conv2d_backward(&g, x, w, y, dx, dw, NULL, ws);
-                double t2 = now();
+                double t2 = bench_now();
                 bf = t1 - t0 < bf ? t1 - t0 : bf;
                 bb = t2 - t1 < bb ? t2 - t1 : bb;
             }
@@ -88,6 +63,6 @@ int main(int argc, char **argv)
     static const int gm[][3] = {{16, 40960, 144}, {32, 10240, 288}, {64, 2560, 576}, {128, 4096, 1152}, {16, 40976, 144}, {16, 4096, 144}, {16, 4112, 144}};
     for (int s = 0; s < 7; s++)
         printf("bf16 product %3d x %5d x %4d: %6.1f GFLOP/s\n", gm[s][0], gm[s][1], gm[s][2],
-               gemm_rate(gm[s][0], gm[s][1], gm[s][2], reps));
+               gemm_rate(ddl__gemm_bf16, gm[s][0], gm[s][1], gm[s][2], reps));
     return 0;
 }

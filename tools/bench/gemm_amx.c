@@ -9,41 +9,13 @@
 #include <stdlib.h>
 #include <time.h>
 
-typedef void gemm_fn(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
-                     const float *b, int ldb, int overwrite, float *c, int ldc);
+#include "clock.h"
+#include "gemm_rate.h"
+
 gemm_fn ddl__gemm_bf16_amx, ddl__gemm_bf16_avx512;
 int ddl__gemm_bf16_amx_have(void);
 int ddl__gemm_bf16_avx512_have(void);
 int ddl__gemm_bf16_amx_check(char *note, size_t note_bytes);
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + t.tv_nsec * 1e-9;
-}
-
-/* rate: GFLOP/s of fn (NULL: float32 ddl_gemm) on m x n x k, packing included, best of reps. */
-static double rate(gemm_fn *fn, int m, int n, int k, int reps)
-{
-    float *a = malloc((size_t)m * k * 4), *b = malloc((size_t)k * n * 4), *c = malloc((size_t)m * n * 4);
-    for (size_t i = 0; i < (size_t)m * k; i++)
-        a[i] = (float)rand() / RAND_MAX;
-    for (size_t i = 0; i < (size_t)k * n; i++)
-        b[i] = (float)rand() / RAND_MAX;
-    double best = 1e9;
-    for (int r = 0; r < reps; r++) {
-        double t0 = now();
-        if (fn)
-            fn(0, 0, m, n, k, 1.0f, a, k, b, n, 1, c, n);
-        else
-            ddl_gemm(0, 0, m, n, k, 1.0f, a, k, b, n, 0.0f, c, n);
-        double t = now() - t0;
-        best = t < best ? t : best;
-    }
-    free(a), free(b), free(c);
-    return 2.0 * m * n * k / best * 1e-9;
-}
 
 int main(int argc, char **argv)
 {
@@ -60,8 +32,9 @@ int main(int argc, char **argv)
     int avx = ddl__gemm_bf16_avx512_have();
     for (int s = 0; s < 8; s++) {
         int m = shapes[s][0], n = shapes[s][1], k = shapes[s][2];
-        double amx = rate(ddl__gemm_bf16_amx, m, n, k, reps);
-        double bf = avx ? rate(ddl__gemm_bf16_avx512, m, n, k, reps) : 0.0, f32 = rate(NULL, m, n, k, reps);
+        double amx = gemm_rate(ddl__gemm_bf16_amx, m, n, k, reps);
+        double bf = avx ? gemm_rate(ddl__gemm_bf16_avx512, m, n, k, reps) : 0.0;
+        double f32 = gemm_rate(NULL, m, n, k, reps);
         printf("gemm_amx: m=%d n=%d k=%d amx_gflops=%.1f avx512bf16_gflops=%.1f fp32_gflops=%.1f amx_over_fp32=%.2f\n",
                m, n, k, amx, bf, f32, amx / f32);
     }

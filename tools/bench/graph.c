@@ -10,12 +10,7 @@
 #include <string.h>
 #include <time.h>
 
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
+#include "clock.h"
 
 static int cmp(const void *a, const void *b)
 {
@@ -26,12 +21,12 @@ static int cmp(const void *a, const void *b)
 /* rate: images/s of reps forward and backward passes of m on x. */
 static double rate(ddl_model *m, const float *x, const float *dy, int batch, int reps)
 {
-    double t0 = now();
+    double t0 = bench_now();
     for (int i = 0; i < reps; i++) {
         ddl_model_forward(m, x, batch, 1, NULL);
         ddl_model_backward(m, x, batch, dy);
     }
-    return (double)batch * reps / (now() - t0);
+    return (double)batch * reps / (bench_now() - t0);
 }
 
 static int compare(const char *name, const ddl_model_plugin *plugin, const char *preset, ddl_model_config mc,

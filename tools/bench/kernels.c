@@ -18,15 +18,10 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "clock.h"
+
 #define ROUNDS 5
 #define REPS 20
-
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 /* filled: n floats uniform in [lo, hi) (rand: the values do not matter, only their spread). */
 static float *filled(size_t n, float lo, float hi)
@@ -50,13 +45,13 @@ static void bench_conv(const char *name, const ddl_conv2d *g, int need_dx)
     float *dx = filled(nx, 0, 0), *dw = filled(nw, 0, 0), *db = filled((size_t)g->out_c, 0, 0);
     double best_f = 1e9, best_b = 1e9;
     for (int round = 0; round < ROUNDS; round++) {
-        double t0 = now_s();
+        double t0 = bench_now();
         for (int i = 0; i < REPS; i++)
             ddl_conv2d_forward(g, x, w, b, y, ws);
-        double t1 = now_s();
+        double t1 = bench_now();
         for (int i = 0; i < REPS; i++)
             ddl_conv2d_backward(g, x, w, dy, need_dx ? dx : NULL, dw, db, ws);
-        double t2 = now_s();
+        double t2 = bench_now();
         best_f = fmin(best_f, (t1 - t0) / REPS);
         best_b = fmin(best_b, (t2 - t1) / REPS);
     }
@@ -75,13 +70,13 @@ static void bench_gemm(const char *name, int ta, int tb, int m, int n, int k)
     float *a = filled((size_t)m * k, -1, 1), *b = filled((size_t)k * n, -1, 1), *c = filled((size_t)m * n, 0, 0);
     double best_d = 1e9, best_o = 1e9;
     for (int round = 0; round < ROUNDS; round++) {
-        double t0 = now_s();
+        double t0 = bench_now();
         for (int i = 0; i < REPS; i++)
             ddl_gemm(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, n);
-        double t1 = now_s();
+        double t1 = bench_now();
         for (int i = 0; cblas_sgemm && i < REPS; i++)
             cblas_sgemm(101, ta ? 112 : 111, tb ? 112 : 111, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, n);
-        double t2 = now_s();
+        double t2 = bench_now();
         best_d = fmin(best_d, (t1 - t0) / REPS);
         best_o = fmin(best_o, (t2 - t1) / REPS);
     }
@@ -103,23 +98,23 @@ static void bench_gn_relu(int c, int s)
     double best[4] = {1e9, 1e9, 1e9, 1e9};
     for (int round = 0; round < ROUNDS; round++) {
         double t[5];
-        t[0] = now_s();
+        t[0] = bench_now();
         for (int i = 0; i < REPS; i++) {
             ddl_groupnorm_forward(n, c, s, groups, x, gamma, beta, y, mr);
             ddl_relu_forward(nx, y, y);
         }
-        t[1] = now_s();
+        t[1] = bench_now();
         for (int i = 0; i < REPS; i++)
             ddl_groupnorm_relu_forward(n, c, s, groups, x, gamma, beta, y, mr);
-        t[2] = now_s();
+        t[2] = bench_now();
         for (int i = 0; i < REPS; i++) {
             ddl_relu_backward(nx, y, dy, p);
             ddl_groupnorm_backward(n, c, s, groups, x, gamma, mr, p, dx, dg, db);
         }
-        t[3] = now_s();
+        t[3] = bench_now();
         for (int i = 0; i < REPS; i++)
             ddl_groupnorm_relu_backward(n, c, s, groups, x, gamma, mr, y, dy, dx, dg, db);
-        t[4] = now_s();
+        t[4] = bench_now();
         for (int k = 0; k < 4; k++)
             best[k] = fmin(best[k], (t[k + 1] - t[k]) / REPS);
     }

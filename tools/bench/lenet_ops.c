@@ -13,16 +13,11 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
+
 #define STEPS 400
 #define WARMUP 50
 #define MAX_OPS 24
-
-static double now_us(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec * 1e6 + (double)t.tv_nsec * 1e-3;
-}
 
 static float *filled(size_t n)
 {
@@ -41,9 +36,9 @@ static double spent[MAX_OPS];
 
 #define TIMED(label, call)                                                                                \
     do {                                                                                                  \
-        double t0 = now_us();                                                                             \
+        double t0 = (1e6 * bench_now());                                                                             \
         call;                                                                                             \
-        spent[k] += now_us() - t0;                                                                        \
+        spent[k] += (1e6 * bench_now()) - t0;                                                                        \
         names[k++] = label;                                                                               \
     } while (0)
 

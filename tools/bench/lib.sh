@@ -74,7 +74,7 @@ print_table() {
 bench_tool() {
     name=$1; shift
     src=$(dirname "$0")/$name.c bin=${BUILD:-build}/bench/$name stale=0
-    { [ ! -x "$bin" ] || [ "$src" -nt "$bin" ]; } && stale=1
+    { [ ! -x "$bin" ] || [ "$src" -nt "$bin" ] || [ "$(dirname "$0")/clock.h" -nt "$bin" ]; } && stale=1
     for a in "$@"; do [ -f "$a" ] && [ "$a" -nt "$bin" ] && stale=1; done # a library rebuilt since
     if [ $stale = 1 ]; then
         mkdir -p "$(dirname "$bin")" && cc -O2 -pthread -I. -o "$bin" "$src" "$@" 2>/dev/null || return 1

@@ -7,12 +7,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
+#include "clock.h"
 
 int main(int argc, char **argv)
 {
@@ -26,10 +21,10 @@ int main(int argc, char **argv)
     double best = 1e30;
     int n = 0;
     for (int r = 0; r < rounds; r++) {
-        double t0 = now();
+        double t0 = bench_now();
         if (ddl_dataset_load_folder(argv[1], &cfg, NULL, &d, NULL, err, sizeof err) != DDL_OK)
             return fprintf(stderr, "load: %s\n", err), 1;
-        double t = now() - t0;
+        double t = bench_now() - t0;
         best = t < best ? t : best;
         n = d.n;
         ddl_dataset_free(&d);

@@ -2,8 +2,9 @@
  * stride 2, pad 1, on 64 channels at 32x32, batch 64, one thread, forward and backward; and the
  * plain 2x2 window (ops.c's kernel) on the same input for scale. Best of ROUNDS, random data.
  * Prints "pool: ..." lines in ms. For make bench (BENCH_ONLY=resnet). Uses ddl.h.
- * 2026-11-29, AMD EPYC (one thread): the 3x3 stride-2 forward 24-26 ms before its windows inside
- * the image went a tap at a time across a row (pool2d.c's max_inside), after it see docs/BENCHMARKS.md. */
+ * 2026-11-29, AMD EPYC, one thread, alternated: the 3x3 stride-2 forward took 31 ms when every
+ * window went through pool2d.c's general loop, and 5.1-6.1 ms once the windows inside the image
+ * went 16 at a time on AVX-512 (maxpool_avx512.c's ddl__maxpool_inside_avx512). */
 #define _POSIX_C_SOURCE 200809L
 #include "ddl.h"
 
@@ -12,14 +13,9 @@
 #include <stdlib.h>
 #include <time.h>
 
-#define ROUNDS 7
+#include "clock.h"
 
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
+#define ROUNDS 7
 
 int main(void)
 {
@@ -43,11 +39,11 @@ int main(void)
     for (int k = 0; k < 2; k++) {
         double f = 1e9, b = 1e9;
         for (int r = 0; r < ROUNDS; r++) {
-            double t0 = now_s();
+            double t0 = bench_now();
             ddl_maxpool2d_forward(ps[k], n, c, h, w, x, y, arg);
-            double t1 = now_s();
+            double t1 = bench_now();
             ddl_maxpool2d_backward(ps[k], n, c, h, w, dy, arg, dx);
-            double t2 = now_s();
+            double t2 = bench_now();
             f = t1 - t0 < f ? t1 - t0 : f;
             b = t2 - t1 < b ? t2 - t1 : b;
         }

@@ -6,7 +6,8 @@
 #     float32, random inputs: only the speed is compared), alternated REPEAT times: the target is
 #     ddl >= 1.3x;
 #   - BatchNorm against the 3x3 convolution before it at ResNet-18's four stages (bn.c): the
-#     target is <= 10% of the conv's time, forward and backward.
+#     target is <= 10% of the conv's time, forward and backward;
+#   - the stem's max-pool against the plain 2x2 window, forward and backward (pool.c).
 set -u
 BUILD=${BUILD:-build}
 REPEAT=${REPEAT:-3}
@@ -45,3 +46,7 @@ bn=$(ddl_tool bn) || { echo "resnet.sh: cannot build tools/bench/bn.c"; exit 1; 
 w=$(sed -n 's/^bn_vs_conv: worst=\([0-9.]*\)%.*/\1/p' /tmp/ddl-bench-bn.out)
 record "BatchNorm's time against the conv before it (forward + backward, worst of ResNet-18's stages), %" "$w" \
     "the conv" "100" "-" "<= 10" "-" "-"
+
+echo "== ResNet-18's stem max-pool (3x3 stride 2 pad 1) against the plain 2x2, batch 64, 1 thread (pool.c)"
+pool=$(ddl_tool pool) || { echo "resnet.sh: cannot build tools/bench/pool.c"; exit 1; }
+"$pool"

@@ -17,12 +17,7 @@
 #include <unistd.h>
 #include <zmq.h>
 
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
+#include "clock.h"
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -106,10 +101,10 @@ int main(int argc, char **argv)
     for (int i = 0; st == 0 && i < 20; i++) /* warm-up: connections, buffers */
         st = exchange(down, up, out, in, bytes);
     for (int r = 0; st == 0 && r < rounds; r++) {
-        double t0 = now_s();
+        double t0 = bench_now();
         for (int i = 0; st == 0 && i < iters; i++)
             st = exchange(down, up, out, in, bytes);
-        t[r] = (now_s() - t0) / iters * 1e6;
+        t[r] = (bench_now() - t0) / iters * 1e6;
     }
     int status = 1;
     if (child > 0)
