@@ -39,7 +39,7 @@ def main():
     torch_modes.add_mode_arg(ap)
     a = ap.parse_args()
     wall0 = time.perf_counter()
-    torch.set_num_threads(a.threads)
+    torch_modes.set_threads(a.threads)
     torch.manual_seed(42)
     x = torch.randn(a.images, 3, a.size, a.size)
     y = torch.randint(0, a.classes, (a.images,))

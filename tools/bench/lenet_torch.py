@@ -138,7 +138,7 @@ def main():
         ap.error("epochs, batch and threads must be >= 1, train-limit >= 0")
 
     wall0 = time.perf_counter()
-    torch.set_num_threads(a.threads)
+    torch_modes.set_threads(a.threads)
     torch.manual_seed(a.seed)
     gen = torch.Generator().manual_seed(a.seed)
     xtr, ytr = load_split(a.data, "train")

@@ -69,7 +69,7 @@ def main():
     torch_modes.add_mode_arg(ap)
     a = ap.parse_args()
     torch.manual_seed(42)
-    torch.set_num_threads(a.threads)
+    torch_modes.set_threads(a.threads)
     model = ResNet18(a.classes)
     if a.export:
         x = torch.zeros(1, 3, a.size, a.size)

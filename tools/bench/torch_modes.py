@@ -7,10 +7,48 @@
                           --precision bf16 will be); fast where the CPU has AVX512-BF16 or AMX
 make bench runs each peer in every mode and compares ddl with the fastest that runs (PyTorch 1.13's
 autocast fails on GroupNorm on CPU: that mode then prints "failed" and is left out).
+
+Importing this module also keeps freed memory in the process (keep_freed_memory): with glibc's
+defaults PyTorch gives every large tensor back to the kernel when it is freed and takes fresh
+pages for the next, and on the VMs this project runs on a fresh page costs 10-20 us: the U-Net
+peer made 52 images/s so and 185 with the memory kept (tcmalloc, PyTorch's own advice, gives the
+same). A PyTorch user who tunes for speed preloads tcmalloc or jemalloc; this is the same effect
+without a preload.
 """
 import contextlib
+import ctypes
+import ctypes.util
 
 import torch
+
+M_TRIM_THRESHOLD, M_TOP_PAD, M_MMAP_THRESHOLD = -1, -2, -3
+
+
+def keep_freed_memory():
+    """glibc keeps freed blocks for reuse: blocks up to 32 MiB (its largest mmap threshold) come
+    from the heap, and the heap is never trimmed. Returns whether glibc took the settings."""
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c"))
+        return all(libc.mallopt(opt, val) == 1 for opt, val in
+                   ((M_MMAP_THRESHOLD, 32 << 20), (M_TRIM_THRESHOLD, 1 << 40), (M_TOP_PAD, 64 << 20)))
+    except (OSError, AttributeError):
+        return False
+
+
+KEPT = keep_freed_memory()
+
+
+def set_threads(n):
+    """n threads for PyTorch's own kernels and for the BLAS it calls: Debian's PyTorch calls
+    OpenBLAS (libblas.so.3), which starts one thread per core whatever torch.set_num_threads
+    says, so a "1 thread" peer used the second core for its products and spun in sched_yield."""
+    torch.set_num_threads(n)
+    for name in ("libblas.so.3", "libopenblas.so.0"):
+        try:
+            getattr(ctypes.CDLL(name), "openblas_set_num_threads")(n)
+            return
+        except (OSError, AttributeError):
+            continue
 
 MODES = ("nchw", "channels_last", "bf16")
 

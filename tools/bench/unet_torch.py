@@ -112,7 +112,7 @@ def main():
         ap.error("need scenes >= batch >= 1 and threads >= 1")
 
     wall0 = time.perf_counter()
-    torch.set_num_threads(a.threads)
+    torch_modes.set_threads(a.threads)
     torch.manual_seed(a.seed)
     x = torch.randn(a.scenes, 1, a.size, a.size)
     y = torch.randint(0, a.classes, (a.scenes, a.size, a.size))
