@@ -57,9 +57,9 @@ static wino_geo wino_view(int n, int c, int h, int w, int k, int pad)
     return q;
 }
 
-/* row_floats: one of the rows the transforms read 16 tiles at a time (tw + 1 used, and the
- * over-read of the last vector). */
-static int row_floats(const wino_geo *q) { return (q->tw + 1 + 16 + 15) / 16 * 16; }
+/* row_floats: one of the rows the transforms read 16 tiles at a time: a padded image row (2 tw + 2
+ * columns used) and the over-read of its last vectors. */
+static int row_floats(const wino_geo *q) { return (2 * q->tw + 2 + 32 + 15) / 16 * 16; }
 
 /* task_floats: one task's V (16, c, nt) and M (16, k, nt), plus the rows of the transforms: at
  * most 16 x 1024 x 16 + 8 row_floats, within the pool's DDL__THREAD_SCRATCH (ddl__wino_ok takes
@@ -150,49 +150,36 @@ static inline __attribute__((always_inline)) void put_at(float *p, const v16 *v,
 }
 #define put(p, v, n) put_at((p), (const v16[1]){(v)}, (n))
 
-/* deint: e[i], o[i] = the padded row's columns 2 (i0 + i) and 2 (i0 + i) + 1, i in [0, n]: the
- * image row src (w floats, NULL: a row of the padding) shifted by pad, zeros outside it. Even
- * and odd columns apart, a tile's four columns are e[i], o[i], e[i + 1], o[i + 1]: contiguous
- * loads across tiles, so the transforms below run 16 tiles a vector. */
-DDL__HOT static void deint(const float *src, int w, int pad, int i0, int n, float *restrict e, float *restrict o)
+/* Padded rows: the transforms read a row of the zero-padded plane through vectors of 32
+ * columns, with no test for the edges: the image row is copied between zeros first (one copy
+ * a row a channel and block: consecutive tile rows share two input rows, kept in their slot).
+ * A tile at padded column 2t reads columns 2t .. 2t + 3: the even and the odd ones of the 32
+ * from 2t, then of the 32 from 2t + 2, give its four columns for 16 tiles at once. */
+typedef int v16i __attribute__((vector_size(64)));
+static const v16i EVENS = {0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30};
+static const v16i ODDS = {1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31};
+
+/* padded_row: buf holds image row y of plane (h, w) at column pad, zeros around it (kept from the
+ * first call: every copy writes the same columns); zero: the row of zeros, for a row outside. */
+static inline const float *padded_row(const float *plane, int h, int w, int y, int pad, float *buf, int *held,
+                                      const float *zero)
 {
-    int i = 0;
-    if (!src) {
-        memset(e, 0, (size_t)(n + 1) * sizeof *e);
-        memset(o, 0, (size_t)(n + 1) * sizeof *o);
-        return;
+    if (y < 0 || y >= h)
+        return zero;
+    if (*held != y) {
+        memcpy(buf + pad, plane + (size_t)y * w, (size_t)w * sizeof *buf);
+        *held = y;
     }
-    for (; i <= n && 2 * (i0 + i) - pad < 0; i++) { /* the left padding */
-        int c = 2 * (i0 + i) - pad;
-        e[i] = 0.0f;
-        o[i] = c + 1 >= 0 && c + 1 < w ? src[c + 1] : 0.0f;
-    }
-    const float *p = src + 2 * i0 - pad;
-    typedef int v16i __attribute__((vector_size(64)));
-    const v16i evens = {0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30}, odds = evens + 1;
-    int ib = (w - 1 + pad) / 2 - i0; /* the first i whose odd column is outside the row */
-    if (ib > n + 1)
-        ib = n + 1;
-    if (ib - i >= 16) { /* vectors, the last one ending at ib (overlapping the one before) */
-        for (int j = i;; j += 16) {
-            if (j > ib - 16)
-                j = ib - 16;
-            v16 a = LD(p + 2 * j), b = LD(p + 2 * j + 16);
-            *(v16u *)(void *)(e + j) = __builtin_shuffle(a, b, evens);
-            *(v16u *)(void *)(o + j) = __builtin_shuffle(a, b, odds);
-            if (j == ib - 16)
-                break;
-        }
-        i = ib;
-    }
-    for (; i <= n && 2 * (i0 + i) - pad + 1 < w; i++)
-        e[i] = p[2 * i], o[i] = p[2 * i + 1];
-    for (; i <= n; i++) { /* the right padding */
-        int c = 2 * (i0 + i) - pad;
-        e[i] = c < w ? src[c] : 0.0f;
-        o[i] = 0.0f;
-    }
+    return buf;
 }
+
+/* four_columns: the columns 2t .. 2t + 3 of tiles t .. t + 15 of padded row r (from r + 2t). */
+#define FOUR_COLUMNS(r, c0, c1, c2, c3)                                                             \
+    do {                                                                                            \
+        v16 a_ = LD(r), b_ = LD((r) + 16), c_ = LD((r) + 2), d_ = LD((r) + 18);                     \
+        c0 = __builtin_shuffle(a_, b_, EVENS), c1 = __builtin_shuffle(a_, b_, ODDS);                \
+        c2 = __builtin_shuffle(c_, d_, EVENS), c3 = __builtin_shuffle(c_, d_, ODDS);                \
+    } while (0)
 
 /* segments: tiles [t0, t0 + nt) cut at tile rows: the loops below walk them with (ty, tx0,
  * tx1, at: the index of tile tx0 in the block). */
@@ -202,36 +189,57 @@ DDL__HOT static void deint(const float *src, int w, int pad, int i0, int n, floa
                                    tx1 = (q)->tw - tx0 > (nt) - at ? tx0 + (nt) - at : (q)->tw, 1); \
          at += tx1 - tx0)
 
+/* prefetch_rows: the lines of rows [y0, y0 + rows) of a plane (h, w) between columns x0 and x1,
+ * clipped to the plane: the same block of the next channel, asked for while this one is
+ * transformed (each channel's block starts a new 4 KB page, where the hardware's prefetch
+ * stops: the first loads of every row missed the cache). */
+static inline void prefetch_rows(const float *plane, int h, int w, int y0, int rows, int x0, int x1)
+{
+    x0 = x0 < 0 ? 0 : x0;
+    x1 = x1 > w ? w : x1;
+    for (int y = y0 < 0 ? 0 : y0; y < y0 + rows && y < h && x0 < x1; y++) {
+        const float *row = plane + (size_t)y * w;
+        for (int c = x0; c < x1; c += 16)
+            __builtin_prefetch(row + c);
+        __builtin_prefetch(row + x1 - 1);
+    }
+}
+
 /* input_v: v (16, c, nt) = B^T d B for tiles [t0, t0 + nt) of one sample x (c, h, w); rows:
- * 8 row_floats. */
+ * 5 row_floats. */
 DDL__HOT static void input_v(const wino_geo *q, const float *x, int t0, int nt, float *v, float *rows)
 {
     size_t cnt = q->vs;
     int rl = row_floats(q);
+    const float *zero = rows + 4 * rl;
+    memset(rows, 0, (size_t)5 * rl * sizeof *rows);
     for (int ci = 0; ci < q->c; ci++) {
         const float *plane = x + (size_t)ci * q->h * q->w;
+        int held[4] = {-1, -1, -1, -1}; /* the image row in each slot (row y in slot y & 3) */
         FOR_SEGMENTS(q, t0, nt, ty, tx0, tx1, at)
         {
             int n = tx1 - tx0;
-            for (int r = 0; r < 4; r++) {
-                int iy = 2 * ty - q->pad + r;
-                deint(iy >= 0 && iy < q->h ? plane + (size_t)iy * q->w : NULL, q->w, q->pad, tx0, n, rows + 2 * r * rl,
-                      rows + (2 * r + 1) * rl);
+            if (ci + 1 < q->c)
+                prefetch_rows(plane + (size_t)q->h * q->w, q->h, q->w, 2 * ty - q->pad, 4, 2 * tx0 - q->pad,
+                              2 * tx1 - q->pad + 2);
+            const float *r[4];
+            for (int i = 0; i < 4; i++) {
+                int y = 2 * ty - q->pad + i;
+                r[i] = padded_row(plane, q->h, q->w, y, q->pad, rows + (y & 3) * rl, &held[y & 3], zero) + 2 * tx0;
             }
-            const float *e0 = rows, *o0 = rows + rl, *e1 = rows + 2 * rl, *o1 = rows + 3 * rl, *e2 = rows + 4 * rl,
-                        *o2 = rows + 5 * rl, *e3 = rows + 6 * rl, *o3 = rows + 7 * rl;
             float *dst = v + (size_t)ci * q->nt + at;
             for (int t = 0; t < n; t += 16) {
                 int k = n - t;
-                /* f = B^T d, column by column (the tile's columns: e[t], o[t], e[t + 1], o[t + 1]) */
-                v16 f00 = LD(e0 + t) - LD(e2 + t), f01 = LD(o0 + t) - LD(o2 + t);
-                v16 f02 = LD(e0 + t + 1) - LD(e2 + t + 1), f03 = LD(o0 + t + 1) - LD(o2 + t + 1);
-                v16 f10 = LD(e1 + t) + LD(e2 + t), f11 = LD(o1 + t) + LD(o2 + t);
-                v16 f12 = LD(e1 + t + 1) + LD(e2 + t + 1), f13 = LD(o1 + t + 1) + LD(o2 + t + 1);
-                v16 f20 = LD(e2 + t) - LD(e1 + t), f21 = LD(o2 + t) - LD(o1 + t);
-                v16 f22 = LD(e2 + t + 1) - LD(e1 + t + 1), f23 = LD(o2 + t + 1) - LD(o1 + t + 1);
-                v16 f30 = LD(e1 + t) - LD(e3 + t), f31 = LD(o1 + t) - LD(o3 + t);
-                v16 f32 = LD(e1 + t + 1) - LD(e3 + t + 1), f33 = LD(o1 + t + 1) - LD(o3 + t + 1);
+                v16 d00, d01, d02, d03, d10, d11, d12, d13, d20, d21, d22, d23, d30, d31, d32, d33;
+                FOUR_COLUMNS(r[0] + 2 * t, d00, d01, d02, d03);
+                FOUR_COLUMNS(r[1] + 2 * t, d10, d11, d12, d13);
+                FOUR_COLUMNS(r[2] + 2 * t, d20, d21, d22, d23);
+                FOUR_COLUMNS(r[3] + 2 * t, d30, d31, d32, d33);
+                /* f = B^T d, column by column */
+                v16 f00 = d00 - d20, f01 = d01 - d21, f02 = d02 - d22, f03 = d03 - d23;
+                v16 f10 = d10 + d20, f11 = d11 + d21, f12 = d12 + d22, f13 = d13 + d23;
+                v16 f20 = d20 - d10, f21 = d21 - d11, f22 = d22 - d12, f23 = d23 - d13;
+                v16 f30 = d10 - d30, f31 = d11 - d31, f32 = d12 - d32, f33 = d13 - d33;
                 /* f B, row by row */
                 put(dst + 0 * cnt + t, f00 - f02, k), put(dst + 1 * cnt + t, f01 + f02, k);
                 put(dst + 2 * cnt + t, f02 - f01, k), put(dst + 3 * cnt + t, f01 - f03, k);
@@ -252,7 +260,6 @@ DDL__HOT static void output_y(const wino_geo *q, const float *m, int t0, int nt,
 {
     size_t knt = q->ms;
     int rl = row_floats(q);
-    typedef int v16i __attribute__((vector_size(64)));
     const v16i lo_pairs = {0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23}, hi_pairs = lo_pairs + 8;
     for (int ko = 0; ko < q->k; ko++) {
         float *plane = y + (size_t)ko * q->oh * q->ow, bias = b ? b[ko] : 0.0f;
@@ -295,22 +302,29 @@ DDL__HOT static void output_y(const wino_geo *q, const float *m, int t0, int nt,
 }
 
 /* grad_dy: e (16, k, nt) = A g A^T of each 2x2 block g of dy (k, oh, ow) (zeros past its edge),
- * tiles [t0, t0 + nt); rows: 4 row_floats. */
+ * tiles [t0, t0 + nt); rows: 3 row_floats. */
 DDL__HOT static void grad_dy(const wino_geo *q, const float *dy, int t0, int nt, float *e, float *rows)
 {
     size_t knt = q->ms;
     int rl = row_floats(q);
+    const float *zero = rows + 2 * rl;
+    memset(rows, 0, (size_t)3 * rl * sizeof *rows);
     for (int ko = 0; ko < q->k; ko++) {
         const float *plane = dy + (size_t)ko * q->oh * q->ow;
+        int held[2] = {-1, -1};
         FOR_SEGMENTS(q, t0, nt, ty, tx0, tx1, at)
         {
             int n = tx1 - tx0, oy = 2 * ty;
-            deint(plane + (size_t)oy * q->ow, q->ow, 0, tx0, n, rows, rows + rl);
-            deint(oy + 1 < q->oh ? plane + (size_t)(oy + 1) * q->ow : NULL, q->ow, 0, tx0, n, rows + 2 * rl, rows + 3 * rl);
+            if (ko + 1 < q->k)
+                prefetch_rows(plane + (size_t)q->oh * q->ow, q->oh, q->ow, oy, 2, 2 * tx0, 2 * tx1);
+            const float *r0 = padded_row(plane, q->oh, q->ow, oy, 0, rows, &held[0], zero) + 2 * tx0;
+            const float *r1 = padded_row(plane, q->oh, q->ow, oy + 1, 0, rows + rl, &held[1], zero) + 2 * tx0;
             float *d = e + (size_t)ko * q->nt + at;
             for (int t = 0; t < n; t += 16) {
                 int k = n - t;
-                v16 g00 = LD(rows + t), g01 = LD(rows + rl + t), g10 = LD(rows + 2 * rl + t), g11 = LD(rows + 3 * rl + t);
+                v16 a0 = LD(r0 + 2 * t), b0 = LD(r0 + 2 * t + 16), a1 = LD(r1 + 2 * t), b1 = LD(r1 + 2 * t + 16);
+                v16 g00 = __builtin_shuffle(a0, b0, EVENS), g01 = __builtin_shuffle(a0, b0, ODDS);
+                v16 g10 = __builtin_shuffle(a1, b1, EVENS), g11 = __builtin_shuffle(a1, b1, ODDS);
                 /* a = A g: rows g0, g0 + g1, g0 - g1, -g1; then a A^T the same along the row */
                 v16 a00 = g00, a01 = g01, a10 = g00 + g10, a11 = g01 + g11;
                 v16 a20 = g00 - g10, a21 = g01 - g11, a30 = -g10, a31 = -g11;
