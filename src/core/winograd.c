@@ -268,6 +268,9 @@ DDL__HOT static void output_y(const wino_geo *q, const float *m, int t0, int nt,
             int n = tx1 - tx0;
             const float *s = m + (size_t)ko * q->nt + at;
             float *y0 = rows, *y1 = rows + rl, *y2 = rows + 2 * rl, *y3 = rows + 3 * rl;
+            float *row0 = plane + (size_t)(2 * ty) * q->ow + 2 * tx0, *row1 = row0 + q->ow;
+            int two = 2 * ty + 1 < q->oh;            /* the tile's second row is inside */
+            int full = 2 * tx1 <= q->ow ? n : n - 1; /* an odd width: the last tile's second column is outside */
             for (int t = 0; t < n; t += 16) {
                 v16 r00 = LD(s + 0 * knt + t) + LD(s + 4 * knt + t) + LD(s + 8 * knt + t);
                 v16 r01 = LD(s + 1 * knt + t) + LD(s + 5 * knt + t) + LD(s + 9 * knt + t);
@@ -277,25 +280,27 @@ DDL__HOT static void output_y(const wino_geo *q, const float *m, int t0, int nt,
                 v16 r11 = LD(s + 5 * knt + t) - LD(s + 9 * knt + t) - LD(s + 13 * knt + t);
                 v16 r12 = LD(s + 6 * knt + t) - LD(s + 10 * knt + t) - LD(s + 14 * knt + t);
                 v16 r13 = LD(s + 7 * knt + t) - LD(s + 11 * knt + t) - LD(s + 15 * knt + t);
-                *(v16u *)(void *)(y0 + t) = r00 + r01 + r02 + bias;
-                *(v16u *)(void *)(y1 + t) = r01 - r02 - r03 + bias;
-                *(v16u *)(void *)(y2 + t) = r10 + r11 + r12 + bias;
-                *(v16u *)(void *)(y3 + t) = r11 - r12 - r13 + bias;
-            }
-            for (int i = 0; i < 2 && 2 * ty + i < q->oh; i++) {
-                float *row = plane + (size_t)(2 * ty + i) * q->ow + 2 * tx0;
-                const float *ev = i ? y2 : y0, *od = i ? y3 : y1;
-                int full = 2 * tx1 <= q->ow ? n : n - 1; /* an odd width: the last tile's second column is outside */
-                int t = 0;
-                for (; t + 16 <= full; t += 16) { /* interleaved: two vectors of 8 pairs */
-                    v16 a = LD(ev + t), c = LD(od + t);
-                    *(v16u *)(void *)(row + 2 * t) = __builtin_shuffle(a, c, lo_pairs);
-                    *(v16u *)(void *)(row + 2 * t + 16) = __builtin_shuffle(a, c, hi_pairs);
+                v16 e0 = r00 + r01 + r02 + bias, o0 = r01 - r02 - r03 + bias;
+                v16 e1 = r10 + r11 + r12 + bias, o1 = r11 - r12 - r13 + bias;
+                if (t + 16 <= full) { /* 16 whole tiles: each row's columns interleaved, two vectors of 8 pairs */
+                    *(v16u *)(void *)(row0 + 2 * t) = __builtin_shuffle(e0, o0, lo_pairs);
+                    *(v16u *)(void *)(row0 + 2 * t + 16) = __builtin_shuffle(e0, o0, hi_pairs);
+                    if (two) {
+                        *(v16u *)(void *)(row1 + 2 * t) = __builtin_shuffle(e1, o1, lo_pairs);
+                        *(v16u *)(void *)(row1 + 2 * t + 16) = __builtin_shuffle(e1, o1, hi_pairs);
+                    }
+                    continue;
                 }
-                for (; t < full; t++)
-                    row[2 * t] = ev[t], row[2 * t + 1] = od[t];
-                if (full < n)
-                    row[2 * full] = ev[full];
+                /* the segment's last vector: through the rows, column by column up to the edge */
+                *(v16u *)(void *)y0 = e0, *(v16u *)(void *)y1 = o0, *(v16u *)(void *)y2 = e1, *(v16u *)(void *)y3 = o1;
+                for (int i = 0; i < 1 + two; i++) {
+                    float *row = i ? row1 : row0;
+                    const float *ev = i ? y2 : y0, *od = i ? y3 : y1;
+                    for (int l = 0; t + l < full; l++)
+                        row[2 * (t + l)] = ev[l], row[2 * (t + l) + 1] = od[l];
+                    if (full < n)
+                        row[2 * full] = ev[full - t];
+                }
             }
         }
     }
@@ -363,6 +368,49 @@ static void weights_out(int k, int c, const float *s, float *dw)
     }
 }
 
+/* ---- the products ---- */
+
+/* product: m (k, nt) = u (k, c) v (c, nt), v's rows ldv floats apart and m's ldm: one point of
+ * the transform domain. v is the input transform's output as it lies, so nothing is packed:
+ * blocks of 8 rows of m by 32 tiles in 16 vector registers, each column of u broadcast (every
+ * ddl_gemm call packed v again, and at these sizes, c of 16 to 64, that cost as much as the
+ * multiply-adds). Lanes past nt are computed from whatever lies there and never stored (v's
+ * rows are followed by WINO_SKEW floats of the task's scratch). Each element sums its c terms in
+ * order from 0, on any CPU path. */
+#define PROD_ROWS 8
+DDL__HOT static void product(int k, int c, int nt, const float *u, const float *v, size_t ldv, float *m, size_t ldm)
+{
+    int k0 = 0;
+    for (; k0 + PROD_ROWS <= k; k0 += PROD_ROWS) {
+        const float *ur = u + (size_t)k0 * c;
+        for (int t = 0; t < nt; t += 32) {
+            v16 a0[PROD_ROWS] = {0}, a1[PROD_ROWS] = {0};
+            for (int ci = 0; ci < c; ci++) {
+                v16 x0 = LD(v + (size_t)ci * ldv + t), x1 = LD(v + (size_t)ci * ldv + t + 16);
+#pragma GCC unroll 8
+                for (int r = 0; r < PROD_ROWS; r++) {
+                    float s = ur[(size_t)r * c + ci];
+                    a0[r] += s * x0;
+                    a1[r] += s * x1;
+                }
+            }
+#pragma GCC unroll 8
+            for (int r = 0; r < PROD_ROWS; r++) {
+                put(m + (size_t)(k0 + r) * ldm + t, a0[r], nt - t);
+                if (nt - t > 16)
+                    put(m + (size_t)(k0 + r) * ldm + t + 16, a1[r], nt - t - 16);
+            }
+        }
+    }
+    for (; k0 < k; k0++) /* the rows past the last block of 8 */
+        for (int t = 0; t < nt; t += 16) {
+            v16 a = {0};
+            for (int ci = 0; ci < c; ci++)
+                a += u[(size_t)k0 * c + ci] * LD(v + (size_t)ci * ldv + t);
+            put(m + (size_t)k0 * ldm + t, a, nt - t);
+        }
+}
+
 /* ---- passes ---- */
 
 typedef struct wino_job {
@@ -382,7 +430,7 @@ static void conv_task(void *ctx, int i, float *ws)
     input_v(q, j->x + (size_t)n * q->c * q->h * q->w, t0, nt, v, rows);
     size_t uk = (size_t)q->k * q->c, vk = q->vs, mk = q->ms;
     for (int xi = 0; xi < 16; xi++)
-        ddl_gemm(0, 0, q->k, nt, q->c, 1.0f, j->u + xi * uk, q->c, v + xi * vk, q->nt, 0.0f, m + xi * mk, q->nt);
+        product(q->k, q->c, nt, j->u + xi * uk, v + xi * vk, (size_t)q->nt, m + xi * mk, (size_t)q->nt);
     output_y(q, m, t0, nt, j->b, j->y + (size_t)n * q->k * q->oh * q->ow, rows);
 }
 
