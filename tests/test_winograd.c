@@ -232,6 +232,40 @@ static void model_check(void)
     free(in);
 }
 
+/* rule_check: under the size rule (DDL_CONV_WINOGRAD) a layer takes Winograd pass by pass: the
+ * cnn's 32 -> 32 at 32x32 its forward and input gradient (the bits of Winograd on every pass) and
+ * direct's weight gradient (direct's bits); 32 -> 64 at 16x16 all three passes; 16 -> 16 none. */
+static void rule_check(void)
+{
+    static const struct {
+        shape s;
+        int fwd, dw;
+    } cases[] = {{{2, 32, 32, 32, 32, 1}, 1, 0}, {{2, 32, 16, 16, 64, 1}, 1, 1}, {{2, 16, 32, 32, 16, 1}, 0, 0}};
+    ddl_set_threads(1);
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        const shape *s = &cases[i].s;
+        unsigned seed = 11;
+        int oh = s->h + 2 * s->pad - 2, ow = s->w + 2 * s->pad - 2;
+        size_t nx = (size_t)s->n * s->c * s->h * s->w, ny = (size_t)s->n * s->k * oh * ow, nw = (size_t)s->k * s->c * 9;
+        float *x = randn(nx, &seed), *w = randn(nw, &seed), *dy = randn(ny, &seed), *b = randn((size_t)s->k, &seed);
+        ddl_conv2d g = {.batch = s->n, .in_c = s->c, .in_h = s->h, .in_w = s->w, .out_c = s->k, .k_h = 3, .k_w = 3, .stride = 1, .pad = s->pad};
+        run d = run_alloc(s), all = run_alloc(s), rule = run_alloc(s);
+        passes(&g, x, w, b, dy, &d);
+        g.algo = DDL_CONV_WINOGRAD_ALL;
+        passes(&g, x, w, b, dy, &all);
+        g.algo = DDL_CONV_WINOGRAD;
+        passes(&g, x, w, b, dy, &rule);
+        const run *fwd = cases[i].fwd ? &all : &d, *dw = cases[i].dw ? &all : &d;
+        CHECK(same(rule.y, fwd->y, ny));
+        CHECK(same(rule.dx, fwd->dx, nx));
+        CHECK(same(rule.dw, dw->dw, nw));
+        CHECK(same(rule.db, d.db, (size_t)s->k));
+        CHECK(!same(all.dw, d.dw, nw)); /* the two weight gradients differ: the check above can fail */
+        run_free(&d), run_free(&all), run_free(&rule);
+        free(x), free(w), free(dy), free(b);
+    }
+}
+
 int main(int argc, char **argv)
 {
     int verbose = argc > 1 && strcmp(argv[1], "-v") == 0;
@@ -248,6 +282,7 @@ int main(int argc, char **argv)
         one_shape(&shapes[i], verbose);
     grad_check();
     model_check();
+    rule_check();
     /* a layer the size rule leaves direct: the same bits as algo 0 */
     ddl_conv2d g = {.batch = 2, .in_c = 3, .in_h = 8, .in_w = 8, .out_c = 4, .k_h = 3, .k_w = 3, .stride = 1, .pad = 1};
     g.algo = DDL_CONV_WINOGRAD;

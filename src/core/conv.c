@@ -479,7 +479,7 @@ size_t ddl_conv2d_workspace(const ddl_conv2d *g)
     if (ddl__wino_ok(g)) { /* Winograd's room; im2col's too where bfloat16 passes may take it */
         size_t wn = ddl__wino_workspace(g);
         fast = wn > fast ? wn : fast;
-        if (no_bf16_im2col)
+        if (no_bf16_im2col && ddl__wino_dw_ok(g)) /* else the weight gradient is direct's (n) */
             n = 0;
     }
     return n > fast ? n : fast;
@@ -613,9 +613,14 @@ void ddl_conv2d_backward(const ddl_conv2d *g, const float *x, const float *w, co
         return;
     }
     if (ddl__wino_ok(g) && direct()) {
-        bias_grad(g->batch, g->out_c, p, dy, db);
-        ddl__wino_backward(g, x, w, dy, dx, dw, ws);
-        return;
+        if (ddl__wino_dw_ok(g)) {
+            bias_grad(g->batch, g->out_c, p, dy, db);
+            ddl__wino_backward(g, x, w, dy, dx, dw, ws);
+            return;
+        }
+        if (dx) /* the input gradient by Winograd, the weights' and the bias's below */
+            ddl__wino_backward(g, x, w, dy, dx, NULL, ws);
+        dx = NULL;
     }
     if (ddl__conv2d_wide_dw_ok(g) && direct()) {
         if (!dw || !ddl__conv2d_wide_dw(g, x, dy, dw, db, ws)) /* by samples it sums db too */

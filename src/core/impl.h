@@ -235,6 +235,7 @@ void ddl__conv2d_dw_backward(const ddl_conv2d *g, const float *x, const float *w
  * (g->algo) and its size rule takes g; _workspace: its floats; _backward: dw += (dw may be
  * NULL), dx = (dx may be NULL); the bias gradient is the caller's. */
 int ddl__wino_ok(const ddl_conv2d *g);
+int ddl__wino_dw_ok(const ddl_conv2d *g); /* its weight gradient too (a conv _ok takes) */
 size_t ddl__wino_workspace(const ddl_conv2d *g);
 void ddl__wino_forward(const ddl_conv2d *g, const float *x, const float *w, const float *b, float *y, float *ws);
 void ddl__wino_backward(const ddl_conv2d *g, const float *x, const float *w, const float *dy, float *dx, float *dw,

@@ -61,6 +61,10 @@ static wino_geo wino_view(int n, int c, int h, int w, int k, int pad)
  * columns used) and the over-read of its last vectors. */
 static int row_floats(const wino_geo *q) { return (2 * q->tw + 2 + 32 + 15) / 16 * 16; }
 
+/* WINO_MAX_WIDTH: padded rows of at most this many floats, so a task's 8 rows stay within the
+ * scratch beside its V and M (see task_floats). */
+#define WINO_MAX_WIDTH 8192
+
 /* task_floats: one task's V (16, c, nt) and M (16, k, nt), plus the rows of the transforms: at
  * most 16 x 1024 x 16 + 8 row_floats, within the pool's DDL__THREAD_SCRATCH (ddl__wino_ok takes
  * c + k <= 1024). */
@@ -69,25 +73,41 @@ static size_t task_floats(const wino_geo *q)
     return (size_t)16 * (q->vs + q->ms) + (size_t)8 * row_floats(q);
 }
 
-/* The size rule, measured layer by layer, forward + backward in thread CPU time, batch 64 (cnn)
- * and 32 (U-Net), one thread, best of 9 (docs/TRAINING.md, "Winograd"): Winograd against the
- * direct kernels (conv_wide.c) 1.03x at 64 -> 64 channels on 16x16, 0.79x at 32 -> 64 on 16x16,
- * 0.5-0.77x on the cnn's narrower layers and below that on U-Net's 8 to 32 channels: their 16
- * small products run far from the gemm kernel's peak while the transforms cost as much as on
- * wide layers, and 8x8 planes fill a quarter of each 16-lane vector (4 tiles a row). */
-#define WINO_MIN_IN 64
-#define WINO_MIN_OUT 64
+/* The size rule, measured pass by pass (tools/bench/winograd_layers.c; docs/TRAINING.md,
+ * "Winograd"): at batch 32, one thread, the forward pass and the input gradient pay from 32 input
+ * and 32 output channels on 32x32 planes (the cnn's 32 -> 32: 3.24 -> 2.50 ms forward) and on
+ * 16x16 planes from 96 channels in and out together (32 -> 64: 1.75 -> 1.56; 64 -> 64: 3.45 ->
+ * 2.70); the weight gradient only from those 96 (64 -> 64: 7.10 -> 4.33 ms; at 32 -> 32 on
+ * 32x32 it is as fast as direct, at 16 -> 32 half as fast). Below 32 channels the transforms,
+ * which cost the same per pixel whatever the channel count, outweigh the multiply-adds saved. */
+#define WINO_MIN_CHANNELS 32 /* in and out */
 #define WINO_MIN_PLANE 16
+#define WINO_BIG_PLANE 32
+#define WINO_WIDE 96 /* in + out channels from which 16x16 planes and the weight gradient pay */
+
+static int fits(const ddl_conv2d *g)
+{
+    if (!ddl__conv2d_plain(g) || g->stride != 1 || g->k_h != 3 || g->k_w != 3 || g->pad < 0 || g->pad > 2 ||
+        g->batch < 1 || g->in_c < 1 || g->out_c < 1)
+        return 0;
+    return g->in_h + 2 * g->pad >= 3 && g->in_w + 2 * g->pad >= 3 && g->in_c + g->out_c <= 1024 &&
+           g->in_w + 2 * g->pad <= WINO_MAX_WIDTH;
+}
 
 int ddl__wino_ok(const ddl_conv2d *g)
 {
-    if ((g->algo != DDL_CONV_WINOGRAD && g->algo != DDL_CONV_WINOGRAD_ALL) || !ddl__conv2d_plain(g) || g->stride != 1 || g->k_h != 3 || g->k_w != 3 ||
-        g->pad < 0 || g->pad > 2 || g->batch < 1 || g->in_c < 1 || g->out_c < 1)
+    if ((g->algo != DDL_CONV_WINOGRAD && g->algo != DDL_CONV_WINOGRAD_ALL) || !fits(g))
         return 0;
-    if (g->in_h + 2 * g->pad < 3 || g->in_w + 2 * g->pad < 3 || g->in_c + g->out_c > 1024)
-        return 0;
-    return g->algo == DDL_CONV_WINOGRAD_ALL || (g->in_c >= WINO_MIN_IN && g->out_c >= WINO_MIN_OUT &&
-                                                 g->in_h >= WINO_MIN_PLANE && g->in_w >= WINO_MIN_PLANE);
+    if (g->algo == DDL_CONV_WINOGRAD_ALL)
+        return 1;
+    int c = g->in_c, k = g->out_c, big = g->in_h >= WINO_BIG_PLANE && g->in_w >= WINO_BIG_PLANE;
+    return c >= WINO_MIN_CHANNELS && k >= WINO_MIN_CHANNELS && g->in_h >= WINO_MIN_PLANE &&
+           g->in_w >= WINO_MIN_PLANE && (big || c + k >= WINO_WIDE);
+}
+
+int ddl__wino_dw_ok(const ddl_conv2d *g)
+{
+    return ddl__wino_ok(g) && (g->algo == DDL_CONV_WINOGRAD_ALL || g->in_c + g->out_c >= WINO_WIDE);
 }
 
 size_t ddl__wino_workspace(const ddl_conv2d *g)
