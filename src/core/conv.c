@@ -476,10 +476,10 @@ size_t ddl_conv2d_workspace(const ddl_conv2d *g)
         size_t bn = ddl__conv2d_bf16_workspace(g);
         fast = bn > fast ? bn : fast;
     }
-    if (ddl__wino_ok(g)) { /* Winograd's room; im2col's too where bfloat16 passes may take it */
+    if (ddl__wino_ok(g) || ddl__wino_dw_ok(g)) { /* Winograd's room; im2col's too where a pass is direct */
         size_t wn = ddl__wino_workspace(g);
         fast = wn > fast ? wn : fast;
-        if (no_bf16_im2col && ddl__wino_dw_ok(g)) /* else the weight gradient is direct's (n) */
+        if (no_bf16_im2col && ddl__wino_ok(g) && ddl__wino_dw_ok(g))
             n = 0;
     }
     return n > fast ? n : fast;
@@ -612,15 +612,21 @@ void ddl_conv2d_backward(const ddl_conv2d *g, const float *x, const float *w, co
             ddl__conv2d_bf16_dx(g, w, dy, dx, ws);
         return;
     }
-    if (ddl__wino_ok(g) && direct()) {
-        if (ddl__wino_dw_ok(g)) {
+    int wino_dx = ddl__wino_ok(g) && direct(), wino_dw = ddl__wino_dw_ok(g) && direct();
+    if (wino_dx || wino_dw) { /* the passes the size rule gives Winograd; the others below */
+        if (wino_dw)
             bias_grad(g->batch, g->out_c, p, dy, db);
-            ddl__wino_backward(g, x, w, dy, dx, dw, ws);
+        ddl__wino_backward(g, x, w, dy, wino_dx ? dx : NULL, wino_dw ? dw : NULL, ws);
+        if (wino_dx && wino_dw)
             return;
-        }
-        if (dx) /* the input gradient by Winograd, the weights' and the bias's below */
-            ddl__wino_backward(g, x, w, dy, dx, NULL, ws);
-        dx = NULL;
+        if (wino_dx)
+            dx = NULL;
+        else
+            dw = NULL, db = NULL;
+    }
+    if (!dx && !dw) { /* nothing but the bias's left */
+        bias_grad(g->batch, g->out_c, p, dy, db);
+        return;
     }
     if (ddl__conv2d_wide_dw_ok(g) && direct()) {
         if (!dw || !ddl__conv2d_wide_dw(g, x, dy, dw, db, ws)) /* by samples it sums db too */

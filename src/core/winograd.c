@@ -25,6 +25,10 @@
 #include <string.h>
 
 #define WINO_BUDGET ((size_t)1 << 17) /* floats of one task's V and M (512 KB, about L2) */
+/* the weight gradient's: its products are sums over a block's tiles, and longer blocks pay more
+ * than they cost in cache (at batch 32, one thread: the cnn's 32 -> 32 on 32x32 5.0 -> 3.6 ms,
+ * 16 -> 32 4.7 -> 1.9 ms against 1 << 17; 1 << 15 made 16 -> 16 on 64x64 2.5 times slower) */
+#define WINO_DW_BUDGET ((size_t)1 << 18)
 #define WINO_DW_PARTS 8               /* sample ranges of the weight gradient, summed in order */
 
 /* wino_geo: input (n, c, h, w) padded by pad, output (k, oh, ow), th x tw tiles a sample, in
@@ -40,14 +44,14 @@ typedef struct wino_geo {
  * 23.1 -> 12.3 ms). */
 #define WINO_SKEW 16
 
-static wino_geo wino_view(int n, int c, int h, int w, int k, int pad)
+static wino_geo wino_view(int n, int c, int h, int w, int k, int pad, size_t budget)
 {
     wino_geo q = {n, c, h, w, k, pad, h + 2 * pad - 2, w + 2 * pad - 2, 0, 0, 0, 0, 0, 0};
     q.th = (q.oh + 1) / 2;
     q.tw = (q.ow + 1) / 2;
     int tiles = q.th * q.tw;
     size_t per = (size_t)16 * (size_t)(c + k);
-    int nt = (int)(WINO_BUDGET / per) / 16 * 16;
+    int nt = (int)(budget / per) / 16 * 16;
     if (nt < 16)
         nt = 16;
     q.nt = nt > tiles ? tiles : nt;
@@ -73,17 +77,18 @@ static size_t task_floats(const wino_geo *q)
     return (size_t)16 * (q->vs + q->ms) + (size_t)8 * row_floats(q);
 }
 
-/* The size rule, measured pass by pass (tools/bench/winograd_layers.c; docs/TRAINING.md,
- * "Winograd"): at batch 32, one thread, the forward pass and the input gradient pay from 32 input
- * and 32 output channels on 32x32 planes (the cnn's 32 -> 32: 3.24 -> 2.50 ms forward) and on
- * 16x16 planes from 96 channels in and out together (32 -> 64: 1.75 -> 1.56; 64 -> 64: 3.45 ->
- * 2.70); the weight gradient only from those 96 (64 -> 64: 7.10 -> 4.33 ms; at 32 -> 32 on
- * 32x32 it is as fast as direct, at 16 -> 32 half as fast). Below 32 channels the transforms,
- * which cost the same per pixel whatever the channel count, outweigh the multiply-adds saved. */
-#define WINO_MIN_CHANNELS 32 /* in and out */
-#define WINO_MIN_PLANE 16
+/* The size rule, measured pass by pass (tools/bench/winograd_layers.c, BENCH_ONLY=winograd;
+ * docs/TRAINING.md, "Winograd"): at batch 32, one thread, the forward pass and the input gradient
+ * pay from 16 channels in and out and 48 together on planes of 32x32 and up (the cnn's 32 -> 32:
+ * 3.20 -> 2.26 ms forward; 16 -> 32: 1.61 -> 1.32) and from 96 together on 16x16 (64 -> 64:
+ * 3.32 -> 2.64); not at 16 -> 16 (64x64: as fast as direct), nor on 8x8 planes (64 -> 64: 1.13
+ * -> 1.41), where a sample has 16 tiles. The weight gradient pays on the same layers and on 8x8
+ * planes from 96 channels (64 -> 64: 2.57 -> 1.61 ms). Below these the transforms, which cost
+ * the same per pixel whatever the channel count, outweigh the multiply-adds saved. */
+#define WINO_MIN_CHANNELS 16 /* in and out */
+#define WINO_MIN_SUM 48      /* in + out, on planes of WINO_BIG_PLANE */
 #define WINO_BIG_PLANE 32
-#define WINO_WIDE 96 /* in + out channels from which 16x16 planes and the weight gradient pay */
+#define WINO_WIDE 96 /* in + out from which 16x16 planes pay, and the weight gradient's 8x8 */
 
 static int fits(const ddl_conv2d *g)
 {
@@ -94,31 +99,40 @@ static int fits(const ddl_conv2d *g)
            g->in_w + 2 * g->pad <= WINO_MAX_WIDTH;
 }
 
+/* rule: the forward pass's and input gradient's size rule (dw: the weight gradient's). */
+static int rule(const ddl_conv2d *g, int dw)
+{
+    int c = g->in_c, k = g->out_c, plane = g->in_h < g->in_w ? g->in_h : g->in_w;
+    if (c < WINO_MIN_CHANNELS || k < WINO_MIN_CHANNELS)
+        return 0;
+    return (plane >= WINO_BIG_PLANE && c + k >= WINO_MIN_SUM) || (plane >= 16 && c + k >= WINO_WIDE) ||
+           (dw && plane >= 8 && c + k >= WINO_WIDE);
+}
+
 int ddl__wino_ok(const ddl_conv2d *g)
 {
     if ((g->algo != DDL_CONV_WINOGRAD && g->algo != DDL_CONV_WINOGRAD_ALL) || !fits(g))
         return 0;
-    if (g->algo == DDL_CONV_WINOGRAD_ALL)
-        return 1;
-    int c = g->in_c, k = g->out_c, big = g->in_h >= WINO_BIG_PLANE && g->in_w >= WINO_BIG_PLANE;
-    return c >= WINO_MIN_CHANNELS && k >= WINO_MIN_CHANNELS && g->in_h >= WINO_MIN_PLANE &&
-           g->in_w >= WINO_MIN_PLANE && (big || c + k >= WINO_WIDE);
+    return g->algo == DDL_CONV_WINOGRAD_ALL || rule(g, 0);
 }
 
 int ddl__wino_dw_ok(const ddl_conv2d *g)
 {
-    return ddl__wino_ok(g) && (g->algo == DDL_CONV_WINOGRAD_ALL || g->in_c + g->out_c >= WINO_WIDE);
+    if ((g->algo != DDL_CONV_WINOGRAD && g->algo != DDL_CONV_WINOGRAD_ALL) || !fits(g))
+        return 0;
+    return g->algo == DDL_CONV_WINOGRAD_ALL || rule(g, 1);
 }
 
 size_t ddl__wino_workspace(const ddl_conv2d *g)
 {
-    wino_geo f = wino_view(g->batch, g->in_c, g->in_h, g->in_w, g->out_c, g->pad);
-    wino_geo b = wino_view(g->batch, g->out_c, f.oh, f.ow, g->in_c, 2 - g->pad);
+    wino_geo f = wino_view(g->batch, g->in_c, g->in_h, g->in_w, g->out_c, g->pad, WINO_BUDGET);
+    wino_geo b = wino_view(g->batch, g->out_c, f.oh, f.ow, g->in_c, 2 - g->pad, WINO_BUDGET);
+    wino_geo d_ = wino_view(g->batch, g->in_c, g->in_h, g->in_w, g->out_c, g->pad, WINO_DW_BUDGET);
     size_t u = (size_t)16 * g->in_c * g->out_c, tf = task_floats(&f), tb = task_floats(&b);
     size_t t = tf > tb ? tf : tb;
     /* forward and input gradient: U then one task's scratch; weight gradient: the parts, then a
-     * task's scratch (its V and its DY are the forward's V and M) */
-    size_t a = u + t, d = (size_t)WINO_DW_PARTS * u + tf;
+     * task's scratch (its V and its DY, of longer blocks) */
+    size_t a = u + t, d = (size_t)WINO_DW_PARTS * u + task_floats(&d_);
     return a > d ? a : d;
 }
 
@@ -463,7 +477,7 @@ static void run_conv(const wino_geo *q, const float *x, const float *u, const fl
 
 void ddl__wino_forward(const ddl_conv2d *g, const float *x, const float *w, const float *b, float *y, float *ws)
 {
-    wino_geo q = wino_view(g->batch, g->in_c, g->in_h, g->in_w, g->out_c, g->pad);
+    wino_geo q = wino_view(g->batch, g->in_c, g->in_h, g->in_w, g->out_c, g->pad, WINO_BUDGET);
     weights_u(g->out_c, g->in_c, w, 0, ws);
     run_conv(&q, x, ws, b, y, ws + (size_t)16 * g->in_c * g->out_c);
 }
@@ -487,17 +501,19 @@ static void dw_task(void *ctx, int i, float *ws)
             input_v(q, j->x + (size_t)n * q->c * q->h * q->w, t0, nt, v, rows);
             grad_dy(q, j->dy + (size_t)n * q->k * q->oh * q->ow, t0, nt, e, rows);
             for (int xi = 0; xi < 16; xi++)
-                ddl_gemm(0, 1, q->k, q->c, nt, 1.0f, e + xi * mk, q->nt, v + xi * vk, q->nt, beta, part + xi * uk, q->c);
+                ddl_gemm(0, 1, q->k, q->c, nt, 1.0f, e + xi * mk, q->nt, v + xi * vk, q->nt, beta, part + xi * uk,
+                         q->c);
         }
 }
 
 void ddl__wino_backward(const ddl_conv2d *g, const float *x, const float *w, const float *dy, float *dx, float *dw,
                         float *ws)
 {
-    wino_geo f = wino_view(g->batch, g->in_c, g->in_h, g->in_w, g->out_c, g->pad);
+    wino_geo f = wino_view(g->batch, g->in_c, g->in_h, g->in_w, g->out_c, g->pad, WINO_BUDGET);
     size_t u = (size_t)16 * g->in_c * g->out_c;
     if (dw) {
-        wino_job j = {f, x, NULL, NULL, dy, NULL, ws};
+        wino_geo d = wino_view(g->batch, g->in_c, g->in_h, g->in_w, g->out_c, g->pad, WINO_DW_BUDGET);
+        wino_job j = {d, x, NULL, NULL, dy, NULL, ws};
         ddl__parallel_ws(WINO_DW_PARTS, dw_task, &j, ws + WINO_DW_PARTS * u);
         for (int i = 1; i < WINO_DW_PARTS; i++) /* the parts in order: the same sums on any thread count */
             for (size_t e = 0; e < u; e++)
@@ -505,7 +521,7 @@ void ddl__wino_backward(const ddl_conv2d *g, const float *x, const float *w, con
         weights_out(g->out_c, g->in_c, ws, dw);
     }
     if (dx) {
-        wino_geo b = wino_view(g->batch, g->out_c, f.oh, f.ow, g->in_c, 2 - g->pad);
+        wino_geo b = wino_view(g->batch, g->out_c, f.oh, f.ow, g->in_c, 2 - g->pad, WINO_BUDGET);
         weights_u(g->in_c, g->out_c, w, 1, ws);
         run_conv(&b, dy, ws, NULL, dx, ws + u);
     }
