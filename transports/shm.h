@@ -16,6 +16,7 @@
 #define POST_BYTES ((size_t)16 << 10)      /* payload per rank and parity of the small-message path */
 #define SPINS 2000                       /* polls before yielding */
 #define YIELD_MS 3                       /* then yield the CPU between polls this long before sleeping */
+#define PEERS_PER_CHECK 8 /* ranks besides the one waited for that a liveness check looks at */
 #define LIVENESS_MS 20                   /* how often a waiting rank checks every peer's pid */
 #define PREFIX 40                        /* frame: u64 payload length + 32-byte header */
 #define LINE 64
@@ -70,6 +71,7 @@ typedef struct post_hdr {
 
 typedef struct shm_state {
     int rank, world, fd, attached_all, unlinked, created, jobless;
+    int check_next; /* the rank the last liveness check looked at last (ddl__shm_check_peers) */
     size_t map_bytes, ring_bytes;
     unsigned char *map;
     seg_hdr *h;
