@@ -129,10 +129,10 @@ int ddl__shm_check_peers(shm_state *s, int waiting_for, int *left)
     if (waiting_for >= 0 && waiting_for < s->world && waiting_for != s->rank &&
         (st = peer_dead(s, waiting_for, waiting_for, left)) != DDL_OK)
         return st;
-    for (int n = 0; n < PEERS_PER_CHECK && n < s->world - 1; n++) {
+    for (int n = 0; n < PEERS_PER_CHECK && n < s->world - 1; n++) { /* world 1: none */
         int i = s->check_next = (s->check_next + 1) % s->world;
-        if (i == s->rank && (i = s->check_next = (i + 1) % s->world) == s->rank)
-            break;
+        if (i == s->rank) /* the next one, never this rank again: world >= 2 here */
+            i = s->check_next = (i + 1) % s->world;
         if (i != waiting_for && (st = peer_dead(s, i, waiting_for, left)) != DDL_OK)
             return st;
     }

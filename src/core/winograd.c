@@ -40,8 +40,8 @@ typedef struct wino_geo {
 
 /* The 16 points' matrices of a task are one cache line more than their size apart: at exactly
  * c nt floats (a multiple of 1 KB) the transforms' 16 stores of a tile land in one L1 set and
- * evict each other (the cnn's 16 -> 16 layer at 64x64, batch 64, one thread: forward 16.9 -> 10.5 ms, weight gradient
- * 23.1 -> 12.3 ms). */
+ * evict each other (the cnn's 16 -> 16 layer at 64x64, batch 64, one thread: forward 16.9 ->
+ * 10.5 ms, weight gradient 23.1 -> 12.3 ms). */
 #define WINO_SKEW 16
 
 static wino_geo wino_view(int n, int c, int h, int w, int k, int pad, size_t budget)
@@ -99,9 +99,14 @@ static int fits(const ddl_conv2d *g)
            g->in_w + 2 * g->pad <= WINO_MAX_WIDTH;
 }
 
-/* rule: the forward pass's and input gradient's size rule (dw: the weight gradient's). */
-static int rule(const ddl_conv2d *g, int dw)
+/* takes: g asks for Winograd (g->algo) and fits it, and the size rule gives it the forward pass
+ * and input gradient (dw 0) or the weight gradient (dw 1); DDL_CONV_WINOGRAD_ALL: every pass. */
+static int takes(const ddl_conv2d *g, int dw)
 {
+    if ((g->algo != DDL_CONV_WINOGRAD && g->algo != DDL_CONV_WINOGRAD_ALL) || !fits(g))
+        return 0;
+    if (g->algo == DDL_CONV_WINOGRAD_ALL)
+        return 1;
     int c = g->in_c, k = g->out_c, plane = g->in_h < g->in_w ? g->in_h : g->in_w;
     if (c < WINO_MIN_CHANNELS || k < WINO_MIN_CHANNELS)
         return 0;
@@ -109,19 +114,9 @@ static int rule(const ddl_conv2d *g, int dw)
            (dw && plane >= 8 && c + k >= WINO_WIDE);
 }
 
-int ddl__wino_ok(const ddl_conv2d *g)
-{
-    if ((g->algo != DDL_CONV_WINOGRAD && g->algo != DDL_CONV_WINOGRAD_ALL) || !fits(g))
-        return 0;
-    return g->algo == DDL_CONV_WINOGRAD_ALL || rule(g, 0);
-}
+int ddl__wino_ok(const ddl_conv2d *g) { return takes(g, 0); }
 
-int ddl__wino_dw_ok(const ddl_conv2d *g)
-{
-    if ((g->algo != DDL_CONV_WINOGRAD && g->algo != DDL_CONV_WINOGRAD_ALL) || !fits(g))
-        return 0;
-    return g->algo == DDL_CONV_WINOGRAD_ALL || rule(g, 1);
-}
+int ddl__wino_dw_ok(const ddl_conv2d *g) { return takes(g, 1); }
 
 size_t ddl__wino_workspace(const ddl_conv2d *g)
 {
@@ -223,22 +218,6 @@ static inline const float *padded_row(const float *plane, int h, int w, int y, i
                                    tx1 = (q)->tw - tx0 > (nt) - at ? tx0 + (nt) - at : (q)->tw, 1); \
          at += tx1 - tx0)
 
-/* prefetch_rows: the lines of rows [y0, y0 + rows) of a plane (h, w) between columns x0 and x1,
- * clipped to the plane: the same block of the next channel, asked for while this one is
- * transformed (each channel's block starts a new 4 KB page, where the hardware's prefetch
- * stops: the first loads of every row missed the cache). */
-static inline void prefetch_rows(const float *plane, int h, int w, int y0, int rows, int x0, int x1)
-{
-    x0 = x0 < 0 ? 0 : x0;
-    x1 = x1 > w ? w : x1;
-    for (int y = y0 < 0 ? 0 : y0; y < y0 + rows && y < h && x0 < x1; y++) {
-        const float *row = plane + (size_t)y * w;
-        for (int c = x0; c < x1; c += 16)
-            __builtin_prefetch(row + c);
-        __builtin_prefetch(row + x1 - 1);
-    }
-}
-
 /* input_v: v (16, c, nt) = B^T d B for tiles [t0, t0 + nt) of one sample x (c, h, w); rows:
  * 5 row_floats. */
 DDL__HOT static void input_v(const wino_geo *q, const float *x, int t0, int nt, float *v, float *rows)
@@ -253,9 +232,6 @@ DDL__HOT static void input_v(const wino_geo *q, const float *x, int t0, int nt, 
         FOR_SEGMENTS(q, t0, nt, ty, tx0, tx1, at)
         {
             int n = tx1 - tx0;
-            if (ci + 1 < q->c)
-                prefetch_rows(plane + (size_t)q->h * q->w, q->h, q->w, 2 * ty - q->pad, 4, 2 * tx0 - q->pad,
-                              2 * tx1 - q->pad + 2);
             const float *r[4];
             for (int i = 0; i < 4; i++) {
                 int y = 2 * ty - q->pad + i;
@@ -354,8 +330,6 @@ DDL__HOT static void grad_dy(const wino_geo *q, const float *dy, int t0, int nt,
         FOR_SEGMENTS(q, t0, nt, ty, tx0, tx1, at)
         {
             int n = tx1 - tx0, oy = 2 * ty;
-            if (ko + 1 < q->k)
-                prefetch_rows(plane + (size_t)q->oh * q->ow, q->oh, q->ow, oy, 2, 2 * tx0, 2 * tx1);
             const float *r0 = padded_row(plane, q->oh, q->ow, oy, 0, rows, &held[0], zero) + 2 * tx0;
             const float *r1 = padded_row(plane, q->oh, q->ow, oy + 1, 0, rows + rl, &held[1], zero) + 2 * tx0;
             float *d = e + (size_t)ko * q->nt + at;
