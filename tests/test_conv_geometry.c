@@ -144,6 +144,10 @@ typedef struct ccase {
 static const ccase cases[] = {
     {"plain 3x3 pad 1 at 16x16 (wide kernels)", P(2, 3, 16, 16, 4, 3, 1), 0},
     {"plain 3x3 pad 1 at 8x8, few channels (wide kernels)", P(3, 5, 8, 8, 6, 3, 1), 0},
+    /* the wide weight gradient's channel groups (3x3, AVX-512): threes, then pairs, a spare for 1 */
+    {"plain 3x3 pad 1 at 16x16, 1 output channel (a pair with a spare)", P(2, 3, 16, 16, 1, 3, 1), 0},
+    {"plain 3x3 pad 1 at 16x16, 7 output channels (a three and two pairs)", P(2, 4, 16, 16, 7, 3, 1), 0},
+    {"plain 3x3 pad 1 at 16x16, 8 output channels (two threes and a pair)", P(2, 5, 16, 16, 8, 3, 1), 0},
     {"plain 3x3 pad 1 at 8x8, 72 x 64 channels (wide forward and dx, im2col dw)", P(1, 72, 8, 8, 64, 3, 1), 0},
     {"plain 3x3 pad 1 at 4x4 (im2col)", P(3, 4, 4, 4, 5, 3, 1), 0},
     {"plain 3x3 pad 1 at 2x2, 128 -> 256 channels (weights past the chunk budget)", P(5, 128, 2, 2, 256, 3, 1), 0},

@@ -13,7 +13,7 @@
  * with the weights flipped and in_c / out_c swapped. Summation order per output: input channels
  * in order, taps in row-major order, one fused multiply-add each, the same in every clone.
  *
- * The weight gradient keeps a tile of 16-lane sums (2 output channels x 9 taps for 3x3, 4 x 5,
+ * The weight gradient keeps a tile of 16-lane sums (3 output channels x 9 taps for 3x3, 4 x 5,
  * a kernel row, for 5x5) in registers over all wide positions of one sample and one input
  * channel (dy copied into wide rows with zeros in the extra columns), adds them lane by lane to
  * sums in memory, and adds each weight's 16 lanes in a fixed order at the end of the batch. */
@@ -374,9 +374,10 @@ static inline float lanes(const float *v)
                 }                                                                                         \
             }                                                                                             \
         }                                                                                                 \
-        for (int o = 0; o < OCG; o++)                                                                     \
-            for (int t = 0; t < n; t++)                                                                   \
-                *(v16u *)(m[o] + ((size_t)ic * taps + t0 + t) * 16) += a[o][t];                           \
+        _Pragma("GCC unroll 4") for (int o = 0; o < OCG; o++)                                            \
+            _Pragma("GCC unroll 16") for (int t = 0; t < TG; t++) /* unrolled: a stays in registers */   \
+                if (t < n)                                                                                \
+                    *(v16u *)(m[o] + ((size_t)ic * taps + t0 + t) * 16) += a[o][t];                       \
     }
 
 #define GRAD_ARGS                                                                                         \
@@ -400,16 +401,27 @@ static inline float lanes(const float *v)
     DDL__HOT static void NAME(GRAD_ARGS) { GRAD_TILE_BODY(GRAD_NO_KEEP, OCG, TG) }
 #endif
 
-/* Shapes (registers: OCG x TG sums, OCG dy vectors, one input): 3x3 as 2 channels x 9 taps; 5x5
- * by kernel rows, 4 channels x 5 taps (3 x 5 when the channels come in threes, as LeNet's 6). */
+/* Shapes (registers: OCG x TG sums, OCG dy vectors, one input): 3x3 as 3 channels x 9 taps (31 of
+ * the 32 AVX-512 registers: each shifted input feeds 3 multiply-adds, where 2 x 9 fed 2 and ran the
+ * cnn's and U-Net's weight gradients 1.1-1.25x slower: tools/bench/winograd_layers.c), with 2 x 9
+ * for the channels that do not come in threes; 5x5 by kernel rows, 4 channels x 5 taps (3 x 5 when the
+ * channels come in threes, as LeNet's 6). Without AVX-512, 3x3 goes in pairs. */
 GRAD_TILES(grad_2x9, 2, 9)
+GRAD_TILES(grad_3x9, 3, 9)
 GRAD_TILES(grad_4x5, 4, 5)
 GRAD_TILES(grad_3x5, 3, 5)
 
 typedef void (*grad_fn)(GRAD_ARGS);
 
-/* grad_shape: the tile for q, its channels per group (*ocg) and taps per pass (*tg). */
-static grad_fn grad_shape(const wide_geo *q, int *ocg, int *tg)
+/* grad_plan: how the output channels are cut into groups, one tile each: n_big groups of big_c
+ * channels (tile big), then groups of small_c (tile small) up to c_out; the last group may reach
+ * past c_out (its extra channels add into a spare). tg: taps per pass. */
+typedef struct grad_plan {
+    grad_fn big, small;
+    int big_c, small_c, n_big, groups, tg;
+} grad_plan;
+
+static grad_plan grad_shape(const wide_geo *q)
 {
     int avx512 = 0;
 #ifdef GRAD_HAVE_AVX512
@@ -418,32 +430,42 @@ static grad_fn grad_shape(const wide_geo *q, int *ocg, int *tg)
 #else
 #define GRAD_PICK(NAME) ((void)avx512, NAME)
 #endif
-    if (q->k == 3) {
-        *ocg = 2, *tg = 9;
-        return GRAD_PICK(grad_2x9);
+    int c = q->c_out;
+    grad_plan p;
+    if (q->k == 3) { /* threes, and one or two pairs for the rest (one pair, with a spare, for 1);
+                        * without AVX-512 (16 registers), pairs */
+        int rest = !avx512 ? c : c % 3 == 1 && c >= 4 ? 4 : c % 3;
+        p = (grad_plan){GRAD_PICK(grad_3x9), GRAD_PICK(grad_2x9), 3, 2, (c - rest) / 3, 0, 9};
+        p.groups = p.n_big + (rest + 1) / 2;
+    } else {
+        int by3 = c % 4 != 0 && c % 3 == 0;
+        grad_fn f = by3 ? GRAD_PICK(grad_3x5) : GRAD_PICK(grad_4x5);
+        int oc = by3 ? 3 : 4;
+        p = (grad_plan){f, f, oc, oc, (c + oc - 1) / oc, (c + oc - 1) / oc, 5};
     }
-    *tg = 5;
-    if (q->c_out % 4 != 0 && q->c_out % 3 == 0) {
-        *ocg = 3;
-        return GRAD_PICK(grad_3x5);
-    }
-    *ocg = 4;
-    return GRAD_PICK(grad_4x5);
+    return p;
 #undef GRAD_PICK
 }
 
-/* dw_range: the channel groups [lo, hi) (of ocg channels) over samples [n_lo, n_hi) in order, ns
- * at a time: each sample padded once into xp, the groups' dy rows widened beside it, then one
- * tile per group and pass of tg taps (channels past c_out in the last group read its first row
- * and add into a spare); at the end each weight's 16 lanes are added to out (the groups' share of
- * a dw). ws: ns sets of c_in padded planes, ns sets of ocg (hi - lo) wide rows, ocg (hi - lo) + 1
- * sets of c_in taps 16 lane sums. */
+/* group_first: the first channel of group i (c_out for i = groups). */
+static int group_first(const grad_plan *p, const wide_geo *q, int i)
+{
+    int c = i <= p->n_big ? i * p->big_c : p->n_big * p->big_c + (i - p->n_big) * p->small_c;
+    return c < q->c_out ? c : q->c_out;
+}
+
+/* dw_range: the channel groups [lo, hi) over samples [n_lo, n_hi) in order, ns at a time: each
+ * sample padded once into xp, the groups' dy rows widened beside it, then one tile per group and
+ * pass of tg taps (channels past c_out in the last group read its first row and add into a
+ * spare); at the end each weight's 16 lanes are added to out (the groups' share of a dw). ws: ns
+ * sets of c_in padded planes, ns sets of the groups' channels' wide rows, their channels' and a
+ * spare's c_in taps 16 lane sums. */
 static void dw_range(const wide_job *j, int lo, int hi, int n_lo, int n_hi, float *out, float *ws)
 {
     const wide_geo *q = j->q;
-    int ocg, tg, ns = grad_samples(q);
-    grad_fn tile = grad_shape(q, &ocg, &tg);
-    int c0 = ocg * lo, c1 = ocg * hi < q->c_out ? ocg * hi : q->c_out;
+    int ns = grad_samples(q);
+    grad_plan p = grad_shape(q);
+    int c0 = group_first(&p, q, lo), c1 = group_first(&p, q, hi);
     size_t in_sz = (size_t)q->c_in * q->h * q->w, out_sz = (size_t)q->c_out * q->oh * q->ow, kk = (size_t)q->c_in * q->taps;
     size_t xs = (size_t)q->c_in * q->plane, ds = (size_t)(c1 - c0) * q->len; /* one sample's xp, dyw */
     float *xp = ws, *dyw = xp + (size_t)ns * xs, *m = dyw + (size_t)ns * ds;
@@ -464,17 +486,18 @@ static void dw_range(const wide_job *j, int lo, int hi, int n_lo, int n_hi, floa
                         dst[(size_t)y * q->wp + x] = src[(size_t)y * q->ow + x];
             }
         }
-        for (int oc = c0; oc < c1; oc += ocg) {
+        for (int i = lo; i < hi; i++) {
+            int oc = group_first(&p, q, i), big = i < p.n_big, width = big ? p.big_c : p.small_c;
             const float *dy[4];
             float *mo[4];
-            for (int o = 0; o < ocg; o++) {
+            for (int o = 0; o < width; o++) {
                 int real = oc + o < c1;
                 dy[o] = dyw + (size_t)(real ? oc + o - c0 : oc - c0) * q->len;
                 mo[o] = real ? m + (size_t)(oc + o - c0) * kk * 16 : spare;
             }
-            for (int t0 = 0; t0 < q->taps; t0 += tg)
-                tile(q->len, q->c_in, q->plane, q->taps, t0, q->taps - t0 < tg ? q->taps - t0 : tg, off + t0, k, xs,
-                     xp, ds, dy, mo);
+            for (int t0 = 0; t0 < q->taps; t0 += p.tg)
+                (big ? p.big : p.small)(q->len, q->c_in, q->plane, q->taps, t0, q->taps - t0 < p.tg ? q->taps - t0 : p.tg,
+                                        off + t0, k, xs, xp, ds, dy, mo);
         }
     }
     for (size_t e = 0; e < (size_t)(c1 - c0) * kk; e++)
@@ -484,9 +507,7 @@ static void dw_range(const wide_job *j, int lo, int hi, int n_lo, int n_hi, floa
 static void dw_task(void *ctx, int t, float *ws)
 {
     const wide_job *j = ctx;
-    int ocg, tg;
-    grad_shape(j->q, &ocg, &tg);
-    int groups = (j->q->c_out + ocg - 1) / ocg, lo = t * j->per, hi = lo + j->per < groups ? lo + j->per : groups;
+    int groups = grad_shape(j->q).groups, lo = t * j->per, hi = lo + j->per < groups ? lo + j->per : groups;
     if (lo < hi)
         dw_range(j, lo, hi, 0, j->batch, j->dw, ws);
 }
@@ -505,13 +526,12 @@ static void dw_chunk(void *ctx, int t, float *ws)
 {
     const sample_job *sj = ctx;
     const wide_geo *q = sj->w->q;
-    int ocg, tg, per = task_samples(q), n_lo = t * per;
+    int per = task_samples(q), n_lo = t * per;
     int n_hi = n_lo + per < sj->w->batch ? n_lo + per : sj->w->batch;
-    grad_shape(q, &ocg, &tg);
     size_t kk = (size_t)q->c_in * q->taps, p = (size_t)q->oh * q->ow;
     float *dw = sj->parts.dw + (size_t)t * q->c_out * kk;
     memset(dw, 0, (size_t)q->c_out * kk * sizeof *dw);
-    dw_range(sj->w, 0, (q->c_out + ocg - 1) / ocg, n_lo, n_hi, dw, ws);
+    dw_range(sj->w, 0, grad_shape(q).groups, n_lo, n_hi, dw, ws);
     if (!sj->parts.db)
         return;
     double *db = sj->parts.db + (size_t)t * q->c_out;
@@ -552,16 +572,16 @@ static void dw_by_samples(const wide_job *j, int chunks, float *db, float *ws)
 int ddl__conv2d_wide_dw(const ddl_conv2d *g, const float *x, const float *dy, float *dw, float *db, float *ws)
 {
     wide_geo q = wide_view(g->in_c, g->out_c, g->in_h, g->in_w, g->pad, g->k_h);
-    int ocg, tg, threads = ddl__threads(), chunks = grad_chunks(&q, g->batch);
-    grad_shape(&q, &ocg, &tg);
-    int groups = (q.c_out + ocg - 1) / ocg;
+    int threads = ddl__threads(), chunks = grad_chunks(&q, g->batch);
+    grad_plan p = grad_shape(&q);
+    int groups = p.groups;
     wide_job j = {&q, g->batch, x, NULL, NULL, dy, NULL, dw, groups};
     if (chunks) {
         dw_by_samples(&j, chunks, db, ws);
         return db != NULL;
     }
     size_t sums = (size_t)q.c_in * q.taps * 16, ns = (size_t)grad_samples(&q); /* one channel's lane sums */
-    size_t fixed = ns * q.c_in * q.plane + sums, group = ocg * (ns * q.len + sums); /* xp, the spare */
+    size_t fixed = ns * q.c_in * q.plane + sums, group = p.big_c * (ns * q.len + sums); /* xp, the spare */
     size_t fit = fixed + group <= DDL__THREAD_SCRATCH ? (DDL__THREAD_SCRATCH - fixed) / group : 0;
     if (threads > 1 && groups > 1 && fit > 0) {
         j.per = (groups + threads - 1) / threads;
