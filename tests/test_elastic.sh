@@ -59,10 +59,12 @@ for tp in shm zmq; do
 done
 
 # trial TRANSPORT HOW: a random rank fails after a random step (a killed one early enough that its
-# replacement, which ddlrun starts, can load the data and join before the end: then world=4)
+# replacement, which ddlrun starts, can load the data and join before the end: then world=4; by
+# step 20 of 126, since a replacement joined 44 to 93 steps after the kill on 2 vCPUs, and with
+# kills up to step 40 neither of the two joined in time in 1 make test of about 30)
 trial() {
     victim=$(rand 0 3); at=$(rand 2 120)
-    [ "$2" = kill ] && at=$(rand 2 40)
+    [ "$2" = kill ] && at=$(rand 2 20)
     DDL_TEST_FAIL="$victim:$at:$2" DDL_LOG_LEVEL=info timeout 60 "$DDLRUN" -n 4 -t "$1" --elastic 2:4 "$LENET" $ARGS \
         > "$tmp/out" 2> "$tmp/err"
     rc=$?
