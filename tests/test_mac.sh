@@ -68,7 +68,8 @@ grep -q flipped "$tmp/relay" && [ $rc0 -ne 0 ] && [ $rc1 -ne 0 ] && printf '%s' 
 
 pair 1 1 -1
 crc=$(field weights_crc < "$tmp/r0")
-[ $rc0 -eq 0 ] && [ $rc1 -eq 0 ] && [ "$crc" = "$ref" ] && ok || bad "DDL_MAC=1 through an honest relay: exits $rc0 $rc1, weights_crc '$crc'"
+[ $rc0 -eq 0 ] && [ $rc1 -eq 0 ] && [ "$crc" = "$ref" ] && ok ||
+    { bad "DDL_MAC=1 through an honest relay: exits $rc0 $rc1, weights_crc '$crc'"; tail -n 3 "$tmp/r0" "$tmp/r1" "$tmp/relay"; }
 
 DDL_TIMEOUT_MS=3000 # rank 0 refuses an unproven HELLO and waits on for a rank 1 that can join
 pair 1 0 -1

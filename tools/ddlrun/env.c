@@ -34,8 +34,48 @@ void random_hex(char *out, size_t bytes)
         sprintf(out + 2 * i, "%02x", r[i]);
 }
 
+/* ephemeral_low: the first port the kernel hands to outgoing connections and to bind(0) (32768 on
+ * Linux unless set otherwise). */
+static int ephemeral_low(void)
+{
+    int lo = 32768, hi = 60999;
+    FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+    if (f) {
+        if (fscanf(f, "%d %d", &lo, &hi) != 2)
+            lo = 32768;
+        fclose(f);
+    }
+    return lo;
+}
+
+/* bindable: whether port on 127.0.0.1 can be bound now. */
+static int bindable(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
+                            .sin_port = htons((uint16_t)port)};
+    int ok = fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0;
+    if (fd >= 0)
+        close(fd);
+    return ok;
+}
+
+/* free_port: a port on 127.0.0.1 nothing holds, for a rank to listen on once started. Taken below
+ * the ephemeral range: a port from bind(0) is one the kernel may give the next outgoing
+ * connection of any process before the rank binds it (the rank then failed to listen, and the
+ * other ranks waited for it until their timeout: once in a make test). A random free port in
+ * [low / 2, low), else bind(0)'s. */
 static int free_port(void)
 {
+    int low = ephemeral_low(), base = low / 2 > 1024 ? low / 2 : 1024;
+    for (int tries = 0; tries < 64 && low - base > 0; tries++) {
+        uint32_t r = 0;
+        if (getrandom(&r, sizeof r, 0) != (ssize_t)sizeof r)
+            r = (uint32_t)time(NULL) * 2654435761u + (uint32_t)tries;
+        int port = base + (int)(r % (uint32_t)(low - base));
+        if (bindable(port))
+            return port;
+    }
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     socklen_t len = sizeof a;
