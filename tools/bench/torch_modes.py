@@ -39,13 +39,17 @@ KEPT = keep_freed_memory()
 
 
 def set_threads(n):
-    """n threads for PyTorch's own kernels and for the BLAS it calls: Debian's PyTorch calls
-    OpenBLAS (libblas.so.3), which starts one thread per core whatever torch.set_num_threads
-    says, so a "1 thread" peer used the second core for its products and spun in sched_yield."""
+    """n threads for PyTorch's own kernels and one for the BLAS it calls. Debian's PyTorch calls
+    OpenBLAS (libblas.so.3), which starts one thread per core whatever torch.set_num_threads says:
+    a "1 thread" peer used the second core for its products and spun in sched_yield. At n > 1
+    PyTorch already splits its work over its own threads (a convolution by samples), each calling
+    the BLAS, so BLAS threads of their own only crowd the cores: at 2 threads the LeNet peer made
+    6,000 images/s with OpenBLAS at 2 threads and 14,700 at 1, the U-Net peer 114-209 and 319-358
+    (OPENBLAS_NUM_THREADS=1, the usual advice for a threaded caller)."""
     torch.set_num_threads(n)
     for name in ("libblas.so.3", "libopenblas.so.0"):
         try:
-            getattr(ctypes.CDLL(name), "openblas_set_num_threads")(n)
+            getattr(ctypes.CDLL(name), "openblas_set_num_threads")(1)
             return
         except (OSError, AttributeError):
             continue
