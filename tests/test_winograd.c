@@ -233,16 +233,17 @@ static void model_check(void)
 }
 
 /* rule_check: under the size rule (DDL_CONV_WINOGRAD) a layer takes Winograd pass by pass: the
- * cnn's 32 -> 64 at 16x16 all three passes (the bits of Winograd on every pass), U-Net's 64 -> 64
- * at 8x8 only its weight gradient, U-Net's 32 -> 32 at 16x16 only direct's (16x16 planes pay from
- * 96 channels), and the cnn's 16 -> 16 at 64x64 none. */
+ * cnn's 64 -> 64 at 16x16 all three passes (the bits of Winograd on every pass), its 32 -> 64 at
+ * 16x16 the forward pass and input gradient (the weight gradient pays from 128 channels), U-Net's
+ * 64 -> 64 at 8x8 only its weight gradient, U-Net's 32 -> 32 at 16x16 only direct's (16x16 planes
+ * pay from 96 channels), and the cnn's 16 -> 16 at 64x64 none. */
 static void rule_check(void)
 {
     static const struct {
         shape s;
         int fwd, dw;
-    } cases[] = {{{2, 32, 16, 16, 64, 1}, 1, 1}, {{2, 64, 8, 8, 64, 1}, 0, 1}, {{2, 32, 16, 16, 32, 1}, 0, 0},
-                 {{2, 16, 64, 64, 16, 1}, 0, 0}};
+    } cases[] = {{{2, 64, 16, 16, 64, 1}, 1, 1}, {{2, 32, 16, 16, 64, 1}, 1, 0}, {{2, 64, 8, 8, 64, 1}, 0, 1},
+                 {{2, 32, 16, 16, 32, 1}, 0, 0}, {{2, 16, 64, 64, 16, 1}, 0, 0}};
     ddl_set_threads(1);
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         const shape *s = &cases[i].s;

@@ -82,13 +82,18 @@ static size_t task_floats(const wino_geo *q)
  * pay from 16 channels in and out and 48 together on planes of 32x32 and up (the cnn's 32 -> 32:
  * 3.20 -> 2.26 ms forward; 16 -> 32: 1.61 -> 1.32) and from 96 together on 16x16 (64 -> 64:
  * 3.32 -> 2.64); not at 16 -> 16 (64x64: as fast as direct), nor on 8x8 planes (64 -> 64: 1.13
- * -> 1.41), where a sample has 16 tiles. The weight gradient pays on the same layers and on 8x8
- * planes from 96 channels (64 -> 64: 2.57 -> 1.61 ms). Below these the transforms, which cost
- * the same per pixel whatever the channel count, outweigh the multiply-adds saved. */
+ * -> 1.41), where a sample has 16 tiles. The weight gradient pays from 128 channels in and out
+ * together, on planes of 8x8 and up (64 -> 64 at 16x16: 5.50 -> 4.19 ms; at 8x8: 1.97 -> 1.69),
+ * and not below since conv_wide.c's direct weight gradient runs 3 channels a tile (32 -> 64 at
+ * 16x16: 2.34 direct, 2.71 Winograd; U-Net's 64 -> 32: 2.38, 2.87; the cnn's 16 -> 32: 1.90,
+ * 2.11; 32 -> 32 at 32x32: 3.82, 3.94; make bench of 2026-11-29 10:45 UTC). Below these the
+ * transforms, which cost the same per pixel whatever the channel count, outweigh the
+ * multiply-adds saved. */
 #define WINO_MIN_CHANNELS 16 /* in and out */
 #define WINO_MIN_SUM 48      /* in + out, on planes of WINO_BIG_PLANE */
 #define WINO_BIG_PLANE 32
-#define WINO_WIDE 96 /* in + out from which 16x16 planes pay, and the weight gradient's 8x8 */
+#define WINO_WIDE 96     /* in + out from which 16x16 planes pay */
+#define WINO_DW_WIDE 128 /* in + out from which the weight gradient pays, on 8x8 planes and up */
 
 static int fits(const ddl_conv2d *g)
 {
@@ -110,8 +115,9 @@ static int takes(const ddl_conv2d *g, int dw)
     int c = g->in_c, k = g->out_c, plane = g->in_h < g->in_w ? g->in_h : g->in_w;
     if (c < WINO_MIN_CHANNELS || k < WINO_MIN_CHANNELS)
         return 0;
-    return (plane >= WINO_BIG_PLANE && c + k >= WINO_MIN_SUM) || (plane >= 16 && c + k >= WINO_WIDE) ||
-           (dw && plane >= 8 && c + k >= WINO_WIDE);
+    if (dw)
+        return plane >= 8 && c + k >= WINO_DW_WIDE;
+    return (plane >= WINO_BIG_PLANE && c + k >= WINO_MIN_SUM) || (plane >= 16 && c + k >= WINO_WIDE);
 }
 
 int ddl__wino_ok(const ddl_conv2d *g) { return takes(g, 0); }
