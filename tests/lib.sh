@@ -15,29 +15,22 @@ field() { sed -n "s/^summary:.* $1=\([^ ]*\).*/\1/p" | tail -n 1; }
 PYTHON=python3
 [ -x /usr/bin/python3 ] && PYTHON=/usr/bin/python3
 # free_port: a TCP port on 127.0.0.1 that is free right now.
-# free_port: a port on 127.0.0.1 nothing holds, below the kernel's ephemeral range (as ddlrun's
-# tools/ddlrun/env.c: a bind(0) port may go to another process's next outgoing connection before
-# the test's rank binds it), random: tests run side by side
+# free_port: a port on 127.0.0.1 nothing holds, random in [10000, 30000) as ddlrun's
+# (tools/ddlrun/env.c): below the ephemeral range, where another process's next outgoing
+# connection may take a bind(0) port before the test's rank binds it
 free_port() {
     "$PYTHON" -c '
 import random, socket
-try:
-    low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
-except (OSError, ValueError, IndexError):
-    low = 32768
 for _ in range(64):
-    port = random.randrange(max(1024, low // 2), low)
     s = socket.socket()
     try:
-        s.bind(("127.0.0.1", port))
-        print(port)
+        s.bind(("127.0.0.1", random.randrange(10000, 30000)))
         break
     except OSError:
-        pass
-    finally:
         s.close()
 else:
-    s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+    s = socket.socket(); s.bind(("127.0.0.1", 0))
+print(s.getsockname()[1]); s.close()'
 }
 # plot_setup: for the ddl-plot tests: PLOT (the program), tmp (a directory removed at exit); skips
 # the test, saying why, without a ddl-plot built with PNG or without python3.

@@ -28,6 +28,10 @@ for r in 0 1 2; do
     grep -Eq "^$r 3 $r 3 127\.0\.0\.1:[0-9]+ myjob shm 7000 token\$" "$tmp/env"; check "env of rank $r" $?
 done
 [ "$(cut -d' ' -f5 "$tmp/env" | sort -u | wc -l)" -eq 1 ]; check "one DDL_MASTER for all ranks" $?
+# its port lies below the ephemeral range (32768 up), where an outgoing connection could take it
+# before rank 0 listens
+port=$(head -n 1 "$tmp/env" | cut -d' ' -f5 | cut -d: -f2)
+[ -n "$port" ] && [ "$port" -ge 10000 ] && [ "$port" -lt 30000 ]; check "DDL_MASTER's port $port in [10000, 30000)" $?
 env -u DDL_JOB "$DDLRUN" -n 2 sh -c 'echo "$DDL_JOB"' > "$tmp/job" 2>&1
 [ "$(sort -u "$tmp/job" | wc -l)" -eq 1 ] && grep -Eq '^[0-9a-f]{16}$' "$tmp/job"; check "random hex job id, shared" $?
 printf 'node-secret-of-24-bytes!\n' > "$tmp/tok"; chmod 600 "$tmp/tok"

@@ -105,6 +105,7 @@ void parse_args(int argc, char **argv, opts *o);
 
 /* env.c: each exits with a message when the environment cannot be set */
 void random_hex(char *out, size_t bytes);
+int random_low_port(void); /* in [10000, 30000): below the ephemeral ports */
 void set_env(const char *name, const char *value);
 void setup_token(const opts *o);
 void set_xvars(const opts *o);

@@ -34,57 +34,49 @@ void random_hex(char *out, size_t bytes)
         sprintf(out + 2 * i, "%02x", r[i]);
 }
 
-/* ephemeral_low: the first port the kernel hands to outgoing connections and to bind(0) (32768 on
- * Linux unless set otherwise). */
-static int ephemeral_low(void)
+/* random_low_port: a random port in [10000, 30000), below Linux's ephemeral range (32768 up), from
+ * which the kernel takes the ports of bind(0) and of every process's outgoing connections. */
+int random_low_port(void)
 {
-    int lo = 32768, hi = 60999;
-    FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
-    if (f) {
-        if (fscanf(f, "%d %d", &lo, &hi) != 2)
-            lo = 32768;
-        fclose(f);
-    }
-    return lo;
+    char hex[16];
+    random_hex(hex, 4);
+    return 10000 + (int)(strtoul(hex, NULL, 16) % 20000);
 }
 
-/* bindable: whether port on 127.0.0.1 can be bound now. */
-static int bindable(int port)
+/* bound_port: the port a socket bound to 127.0.0.1:port got (the kernel's choice for 0), or -1. */
+static int bound_port(int port)
 {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
                             .sin_port = htons((uint16_t)port)};
-    int ok = fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0;
+    socklen_t len = sizeof a;
+    int got = fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
+                      getsockname(fd, (struct sockaddr *)&a, &len) == 0
+                  ? ntohs(a.sin_port)
+                  : -1;
     if (fd >= 0)
         close(fd);
-    return ok;
+    return got;
 }
 
-/* free_port: a port on 127.0.0.1 nothing holds, for a rank to listen on once started. Taken below
- * the ephemeral range: a port from bind(0) is one the kernel may give the next outgoing
- * connection of any process before the rank binds it (the rank then failed to listen, and the
- * other ranks waited for it until their timeout: once in a make test). A random free port in
- * [low / 2, low), else bind(0)'s. */
+/* free_port: a port on 127.0.0.1 nothing holds, for a rank to listen on once started: a random low
+ * one (random_low_port), else bind(0)'s. A bind(0) port lies in the ephemeral range, where any
+ * process's next outgoing connection may take it before the rank binds it: the likely cause of
+ * test_mac's one failure in make test, a rank that could not listen and a peer that waited for it
+ * until its timeout. */
 static int free_port(void)
 {
-    int low = ephemeral_low(), base = low / 2 > 1024 ? low / 2 : 1024;
-    for (int tries = 0; tries < 64 && low - base > 0; tries++) {
-        uint32_t r = 0;
-        if (getrandom(&r, sizeof r, 0) != (ssize_t)sizeof r)
-            r = (uint32_t)time(NULL) * 2654435761u + (uint32_t)tries;
-        int port = base + (int)(r % (uint32_t)(low - base));
-        if (bindable(port))
+    for (int tries = 0; tries < 64; tries++) {
+        int port = bound_port(random_low_port());
+        if (port > 0)
             return port;
     }
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof a;
-    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0 || getsockname(fd, (struct sockaddr *)&a, &len) != 0) {
+    int port = bound_port(0);
+    if (port < 0) {
         fprintf(stderr, "ddlrun: cannot find a free port on 127.0.0.1: %s\n", strerror(errno));
         exit(1);
     }
-    close(fd);
-    return ntohs(a.sin_port);
+    return port;
 }
 
 void set_env(const char *name, const char *value)

@@ -152,10 +152,7 @@ static void elastic_peers(const opts *o)
     if (!o->elastic_min || getenv("DDL_PEERS"))
         return;
     static char peers[MAX_HOSTS * 64 * 8];
-    char hex[16];
-    random_hex(hex, 4);
-    /* below Linux's ephemeral ports (32768 up), which the ranks' own connections take */
-    int base = 10000 + (int)(strtoul(hex, NULL, 16) % 20000), used = 0;
+    int base = random_low_port(), used = 0; /* below the ports the ranks' own connections take */
     peers[0] = '\0';
     for (int i = 0; i < o->n_used; i++)
         for (int j = 0; j < o->per && used + 80 < (int)sizeof peers; j++)
