@@ -20,6 +20,8 @@
 #include <immintrin.h>
 #include <string.h>
 
+#include "avx512_some.h"
+
 #define BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
 
 static inline __mmask16 mask16(int n) { return (__mmask16)(n >= 16 ? 0xffff : n <= 0 ? 0 : (1u << n) - 1); }
@@ -44,9 +46,9 @@ BF16 void ddl__cb_pairs_avx512(const ddl__cb_geo *q, const float *x, uint32_t *x
             uint32_t *row = dst + (size_t)(q->pad + y) * q->wp + q->pad; /* then w words, then the next row's pad */
             for (int x0 = 0; x0 < q->w; x0 += 16) {
                 __mmask16 m = mask16(q->w - x0);
-                __m512 a = _mm512_maskz_loadu_ps(m, lo + (size_t)y * q->w + x0);
-                __m512 b = hi ? _mm512_maskz_loadu_ps(m, hi + (size_t)y * q->w + x0) : _mm512_setzero_ps();
-                _mm512_mask_storeu_epi32(row + x0, m, pairs(a, b));
+                __m512 a = ddl__load_some(m, lo + (size_t)y * q->w + x0);
+                __m512 b = hi ? ddl__load_some(m, hi + (size_t)y * q->w + x0) : _mm512_setzero_ps();
+                ddl__store_some_epi32(m, row + x0, pairs(a, b));
             }
             /* the zeros after the row: the next row's left border (or the first row below) */
             for (int i = 0; i < q->pad; i++)
@@ -65,8 +67,8 @@ BF16 void ddl__cb_plane_avx512(const float *src, int rows, int cols, size_t top,
         const float *in = src + (size_t)r * cols;
         for (int c = 0; c < cols; c += 16) {
             __mmask16 m = mask16(cols - c);
-            __m256bh v = _mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, in + c));
-            _mm256_mask_storeu_epi16(row + c, m, (__m256i)v);
+            __m256bh v = _mm512_cvtneps_pbh(ddl__load_some(m, in + c));
+            ddl__store_some_epi16(m, row + c, (__m256i)v);
         }
     }
 }
@@ -76,7 +78,7 @@ BF16 void ddl__cb_add_avx512(const float *src, size_t n, float b, float *dst)
     __m512 bv = _mm512_set1_ps(b);
     for (size_t i = 0; i < n; i += 16) {
         __mmask16 m = mask16((int)(n - i < 16 ? n - i : 16));
-        _mm512_mask_storeu_ps(dst + i, m, _mm512_add_ps(_mm512_maskz_loadu_ps(m, src + i), bv));
+        ddl__store_some(m, dst + i, _mm512_add_ps(ddl__load_some(m, src + i), bv));
     }
 }
 

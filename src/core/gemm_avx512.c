@@ -20,6 +20,8 @@
 #include <immintrin.h>
 #include <math.h>
 
+#include "avx512_some.h"
+
 #define AVX512 __attribute__((target("avx512f,fma")))
 
 /* ---- outer products ---- */
@@ -92,8 +94,8 @@ AVX512 static void micro(int kc, const float *restrict ap, const float *restrict
     __m512 al = _mm512_set1_ps(alpha);
     for (int i = 0; i < mr; i++) {
         float *row = c + (size_t)i * ldc;
-        _mm512_mask_storeu_ps(row, m0, _mm512_fmadd_ps(al, acc[i][0], _mm512_maskz_loadu_ps(m0, row)));
-        _mm512_mask_storeu_ps(row + 16, m1, _mm512_fmadd_ps(al, acc[i][1], _mm512_maskz_loadu_ps(m1, row + 16)));
+        ddl__store_some(m0, row, _mm512_fmadd_ps(al, acc[i][0], ddl__load_some(m0, row)));
+        ddl__store_some(m1, row + 16, _mm512_fmadd_ps(al, acc[i][1], ddl__load_some(m1, row + 16)));
     }
 }
 

@@ -204,6 +204,8 @@ static void emu_dp(amx_emu *e, int tc, int ta, int tb)
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "avx512_some.h"
+
 #define ARCH_REQ_XCOMP_PERM 0x1023 /* <asm/prctl.h>, Linux 5.16 */
 #define XFEATURE_XTILEDATA 18
 
@@ -220,7 +222,7 @@ AVX static inline __m512 line16(const float *base, size_t off, int step, int val
     if (valid <= 0)
         return _mm512_setzero_ps();
     if (step == 1)
-        return _mm512_maskz_loadu_ps(mask16(valid), base + off);
+        return ddl__load_some(mask16(valid), base + off);
     __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                                      _mm512_set1_epi32(step));
     return _mm512_mask_i32gather_ps(_mm512_setzero_ps(), mask16(valid), idx, base + off, 4);
@@ -271,9 +273,9 @@ AVX static void epilogue_avx(const float *sum, float alpha, float *c, int ldc, i
     for (int i = 0; i < mr; i++) {
         float *row = c + (size_t)i * ldc;
         __m512 s0 = _mm512_loadu_ps(sum + i * NR), s1 = _mm512_loadu_ps(sum + i * NR + 16);
-        _mm512_mask_storeu_ps(row, m0, _mm512_fmadd_ps(al, s0, _mm512_maskz_loadu_ps(r0, row)));
+        ddl__store_some(m0, row, _mm512_fmadd_ps(al, s0, ddl__load_some(r0, row)));
         if (nr > 16)
-            _mm512_mask_storeu_ps(row + 16, m1, _mm512_fmadd_ps(al, s1, _mm512_maskz_loadu_ps(r1, row + 16)));
+            ddl__store_some(m1, row + 16, _mm512_fmadd_ps(al, s1, ddl__load_some(r1, row + 16)));
     }
 }
 

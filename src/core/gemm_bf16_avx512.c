@@ -16,6 +16,8 @@
 #include <immintrin.h>
 #include <string.h>
 
+#include "avx512_some.h"
+
 #define BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
 
 #define MR 8   /* rows of a tile */
@@ -40,9 +42,9 @@ static inline __mmask16 mask16(int n) { return (__mmask16)(n >= 16 ? 0xffff : n 
 BF16 static void row_pairs(const float *src, int kc, uint32_t *dst)
 {
     for (int p = 0; p < kc; p += 32) {
-        __m512 lo = _mm512_maskz_loadu_ps(mask16(kc - p), src + p);
-        __m512 hi = _mm512_maskz_loadu_ps(mask16(kc - p - 16), src + p + 16);
-        _mm512_mask_storeu_epi32(dst + p / 2, mask16((kc - p + 1) / 2), (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+        __m512 lo = ddl__load_some(mask16(kc - p), src + p);
+        __m512 hi = ddl__load_some(mask16(kc - p - 16), src + p + 16);
+        ddl__store_some_epi32(mask16((kc - p + 1) / 2), dst + p / 2, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
     }
 }
 
@@ -84,8 +86,8 @@ BF16 static void across16(const float *src, size_t ld, int rows, int valid, int 
                     continue;
                 }
                 const float *at = src + (size_t)(r0 + r) * ld + p;
-                v[r] = (__m512i)_mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(mask16(kc - p - 16), at + 16),
-                                                    _mm512_maskz_loadu_ps(mask16(kc - p), at));
+                v[r] = (__m512i)_mm512_cvtne2ps_pbh(ddl__load_some(mask16(kc - p - 16), at + 16),
+                                                    ddl__load_some(mask16(kc - p), at));
             }
             transpose16(v);
             int nq = (kc - p + 1) / 2 < 16 ? (kc - p + 1) / 2 : 16;
@@ -122,9 +124,9 @@ BF16 static void down(const float *src, size_t ld, int cols, int valid, int kc, 
         int two = 2 * q + 1 < kc;
         for (int j = 0; j < cols; j += 16) {
             __mmask16 m = mask16(valid - j);
-            __m512 lo = _mm512_maskz_loadu_ps(m, r0 + j);
-            __m512 hi = two ? _mm512_maskz_loadu_ps(m, r1 + j) : _mm512_setzero_ps();
-            _mm512_mask_storeu_epi32(dst + (size_t)q * cols + j, mask16(cols - j), pairs(lo, hi));
+            __m512 lo = ddl__load_some(m, r0 + j);
+            __m512 hi = two ? ddl__load_some(m, r1 + j) : _mm512_setzero_ps();
+            ddl__store_some_epi32(mask16(cols - j), dst + (size_t)q * cols + j, pairs(lo, hi));
         }
     }
 }
@@ -179,8 +181,8 @@ BF16 static void micro(int kp, const uint32_t *restrict ap, const uint32_t *rest
     __mmask16 r0 = fresh ? 0 : m0, r1 = fresh ? 0 : m1; /* fresh: C's old values read as +0, not at all */
     for (int i = 0; i < mr; i++) {
         float *row = c + (size_t)i * ldc;
-        _mm512_mask_storeu_ps(row, m0, _mm512_fmadd_ps(al, acc[i][0], _mm512_maskz_loadu_ps(r0, row)));
-        _mm512_mask_storeu_ps(row + 16, m1, _mm512_fmadd_ps(al, acc[i][1], _mm512_maskz_loadu_ps(r1, row + 16)));
+        ddl__store_some(m0, row, _mm512_fmadd_ps(al, acc[i][0], ddl__load_some(r0, row)));
+        ddl__store_some(m1, row + 16, _mm512_fmadd_ps(al, acc[i][1], ddl__load_some(r1, row + 16)));
     }
 }
 

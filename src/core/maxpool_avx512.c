@@ -13,6 +13,8 @@
 #include <immintrin.h>
 #include <string.h>
 
+#include "avx512_some.h"
+
 #define AVX512 __attribute__((target("avx512f")))
 
 /* Rows of fewer windows stay with the scalar loops: LeNet's pool2 (5 a row) ran 36 -> 43 us forward
@@ -39,8 +41,8 @@ AVX512 static void row_pair(const float *r0, int w, int ow, int top, float *out,
         int n = ow - ox < 16 ? ow - ox : 16; /* windows in this step */
         __mmask16 lo = (__mmask16)(n >= 8 ? 0xffff : (1u << 2 * n) - 1);
         __mmask16 hi = (__mmask16)(n >= 16 ? 0xffff : n <= 8 ? 0 : (1u << (2 * n - 16)) - 1);
-        __m512 a0 = _mm512_maskz_loadu_ps(lo, r0 + 2 * ox), a1 = _mm512_maskz_loadu_ps(hi, r0 + 2 * ox + 16);
-        __m512 b0 = _mm512_maskz_loadu_ps(lo, r1 + 2 * ox), b1 = _mm512_maskz_loadu_ps(hi, r1 + 2 * ox + 16);
+        __m512 a0 = ddl__load_some(lo, r0 + 2 * ox), a1 = ddl__load_some(hi, r0 + 2 * ox + 16);
+        __m512 b0 = ddl__load_some(lo, r1 + 2 * ox), b1 = ddl__load_some(hi, r1 + 2 * ox + 16);
         __m512i at = _mm512_add_epi32(_mm512_set1_epi32(top + 2 * ox), even);
         __m512 bv = _mm512_permutex2var_ps(a0, even, a1);
         __m512i best = at;
@@ -48,8 +50,8 @@ AVX512 static void row_pair(const float *r0, int w, int ow, int top, float *out,
         pick(_mm512_permutex2var_ps(b0, even, b1), _mm512_add_epi32(at, _mm512_set1_epi32(w)), &bv, &best);
         pick(_mm512_permutex2var_ps(b0, odd, b1), _mm512_add_epi32(at, _mm512_set1_epi32(w + 1)), &bv, &best);
         __mmask16 keep = (__mmask16)(n >= 16 ? 0xffff : (1u << n) - 1);
-        _mm512_mask_storeu_ps(out + ox, keep, bv);
-        _mm512_mask_storeu_epi32(arg + ox, keep, best);
+        ddl__store_some(keep, out + ox, bv);
+        ddl__store_some_epi32(keep, arg + ox, best);
     }
 }
 
@@ -78,9 +80,9 @@ AVX512 static void inside_row(const float *img, int w, int kh, int kw, int dh, i
                 const float *p = img + first;
                 __m512 v;
                 if (sw == 1)
-                    v = _mm512_maskz_loadu_ps(keep, p);
+                    v = ddl__load_some(keep, p);
                 else if (sw == 2)
-                    v = _mm512_permutex2var_ps(_mm512_maskz_loadu_ps(lo, p), even, _mm512_maskz_loadu_ps(hi, p + 16));
+                    v = _mm512_permutex2var_ps(ddl__load_some(lo, p), even, ddl__load_some(hi, p + 16));
                 else
                     v = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), keep, step, p, 4);
                 __m512i at = _mm512_add_epi32(_mm512_set1_epi32(first), step);
@@ -90,8 +92,8 @@ AVX512 static void inside_row(const float *img, int w, int kh, int kw, int dh, i
                 }
                 pick(v, at, &bv, &best);
             }
-        _mm512_mask_storeu_ps(out + ox, keep, bv);
-        _mm512_mask_storeu_epi32(arg + ox, keep, best);
+        ddl__store_some(keep, out + ox, bv);
+        ddl__store_some_epi32(keep, arg + ox, best);
     }
 }
 
@@ -133,18 +135,18 @@ AVX512 static void unpool_pair(const float *dy, const int32_t *arg, int w, int o
         __mmask16 keep = (__mmask16)(n >= 16 ? 0xffff : (1u << n) - 1);
         __mmask16 lo = (__mmask16)(n >= 8 ? 0xffff : (1u << 2 * n) - 1);
         __mmask16 hi = (__mmask16)(n >= 16 ? 0xffff : n <= 8 ? 0 : (1u << (2 * n - 16)) - 1);
-        __m512 g = _mm512_add_ps(_mm512_setzero_ps(), _mm512_maskz_loadu_ps(keep, dy + ox));
-        __m512i a = _mm512_maskz_loadu_epi32(keep, arg + ox);
+        __m512 g = _mm512_add_ps(_mm512_setzero_ps(), ddl__load_some(keep, dy + ox));
+        __m512i a = ddl__load_some_epi32(keep, arg + ox);
         __m512i at = _mm512_add_epi32(_mm512_set1_epi32(top + 2 * ox), even);
         __m512 v00 = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(a, at), g);
         __m512 v01 = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(a, _mm512_add_epi32(at, _mm512_set1_epi32(1))), g);
         __m512 v10 = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(a, _mm512_add_epi32(at, _mm512_set1_epi32(w))), g);
         __m512 v11 =
             _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(a, _mm512_add_epi32(at, _mm512_set1_epi32(w + 1))), g);
-        _mm512_mask_storeu_ps(r0 + 2 * ox, lo, _mm512_permutex2var_ps(v00, lo_idx, v01));
-        _mm512_mask_storeu_ps(r0 + 2 * ox + 16, hi, _mm512_permutex2var_ps(v00, hi_idx, v01));
-        _mm512_mask_storeu_ps(r1 + 2 * ox, lo, _mm512_permutex2var_ps(v10, lo_idx, v11));
-        _mm512_mask_storeu_ps(r1 + 2 * ox + 16, hi, _mm512_permutex2var_ps(v10, hi_idx, v11));
+        ddl__store_some(lo, r0 + 2 * ox, _mm512_permutex2var_ps(v00, lo_idx, v01));
+        ddl__store_some(hi, r0 + 2 * ox + 16, _mm512_permutex2var_ps(v00, hi_idx, v01));
+        ddl__store_some(lo, r1 + 2 * ox, _mm512_permutex2var_ps(v10, lo_idx, v11));
+        ddl__store_some(hi, r1 + 2 * ox + 16, _mm512_permutex2var_ps(v10, hi_idx, v11));
     }
 }
 
