@@ -233,16 +233,19 @@ static void model_check(void)
 }
 
 /* rule_check: under the size rule (DDL_CONV_WINOGRAD) a layer takes Winograd pass by pass: the
- * cnn's 64 -> 64 at 16x16 all three passes (the bits of Winograd on every pass), its 32 -> 64 at
- * 16x16 the forward pass and input gradient (the weight gradient pays from 128 channels), U-Net's
- * 64 -> 64 at 8x8 only its weight gradient, U-Net's 32 -> 32 at 16x16 only direct's (16x16 planes
- * pay from 96 channels), and the cnn's 16 -> 16 at 64x64 none. */
+ * cnn's 64 -> 64 at 16x16 all three passes (the bits of Winograd on every pass), and its 32 -> 64
+ * at 16x16 too (the weight gradient from 96 channels with 32 in), and its 32 -> 32 at 32x32 (from
+ * 64 there); 16 -> 80 at 16x16 and the cnn's 16 -> 32 at 32x32 the forward pass and input gradient
+ * but not the weight gradient (16 in: outer products would leave lanes empty), U-Net's 64 -> 64
+ * at 8x8 only its weight gradient, U-Net's 32 -> 32 at 16x16 only
+ * direct's (16x16 planes pay from 96 channels), and the cnn's 16 -> 16 at 64x64 none. */
 static void rule_check(void)
 {
     static const struct {
         shape s;
         int fwd, dw;
-    } cases[] = {{{2, 64, 16, 16, 64, 1}, 1, 1}, {{2, 32, 16, 16, 64, 1}, 1, 0}, {{2, 64, 8, 8, 64, 1}, 0, 1},
+    } cases[] = {{{2, 64, 16, 16, 64, 1}, 1, 1}, {{2, 32, 16, 16, 64, 1}, 1, 1}, {{2, 16, 16, 16, 80, 1}, 1, 0},
+                 {{2, 32, 32, 32, 32, 1}, 1, 1}, {{2, 16, 32, 32, 32, 1}, 1, 0}, {{2, 64, 8, 8, 64, 1}, 0, 1},
                  {{2, 32, 16, 16, 32, 1}, 0, 0}, {{2, 16, 64, 64, 16, 1}, 0, 0}};
     ddl_set_threads(1);
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
@@ -280,6 +283,7 @@ int main(int argc, char **argv)
         {4, 32, 32, 32, 32, 1}, /* the cnn preset's block2.conv2, batch 4 */
         {2, 64, 16, 16, 64, 1}, /* its block3.conv2 */
         {2, 8, 64, 64, 8, 1},  /* U-Net's first level */
+        {2, 40, 9, 11, 13, 1}, /* the weight gradient's outer products: 40 channels (a part vector), 30 tiles, 13 rows */
     };
     for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++)
         one_shape(&shapes[i], verbose);

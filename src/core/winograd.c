@@ -18,7 +18,7 @@
  *
  * Determinism: the work is cut into tasks fixed by the geometry alone (a block of one sample's
  * tiles; for the weight gradient a fixed number of sample ranges, their sums added in order at
- * the end), every product a ddl_gemm of fixed shape inside its task: the bits do not depend on
+ * the end), every product of fixed shape inside its task: the bits do not depend on
  * the thread count. */
 #include "impl.h"
 
@@ -77,23 +77,36 @@ static size_t task_floats(const wino_geo *q)
     return (size_t)16 * (q->vs + q->ms) + (size_t)8 * row_floats(q);
 }
 
+/* vt_stride: a row of one point's V transposed (nt, c): c floats rounded up to the 32 the weight
+ * gradient's products read at a time. dw_task_floats: a weight-gradient task's scratch, that
+ * transposed point too (nt x 1024 more floats at most: within DDL__THREAD_SCRATCH beside
+ * WINO_DW_BUDGET's V and DY). */
+static size_t vt_stride(const wino_geo *q) { return (size_t)(q->c + 31) / 32 * 32; }
+
+static size_t dw_task_floats(const wino_geo *q) { return task_floats(q) + (size_t)q->nt * vt_stride(q); }
+
 /* The size rule, measured pass by pass (tools/bench/winograd_layers.c, BENCH_ONLY=winograd;
  * docs/TRAINING.md, "Winograd"): at batch 32, one thread, the forward pass and the input gradient
  * pay from 16 channels in and out and 48 together on planes of 32x32 and up (the cnn's 32 -> 32:
  * 3.20 -> 2.26 ms forward; 16 -> 32: 1.61 -> 1.32) and from 96 together on 16x16 (64 -> 64:
  * 3.32 -> 2.64); not at 16 -> 16 (64x64: as fast as direct), nor on 8x8 planes (64 -> 64: 1.13
  * -> 1.41), where a sample has 16 tiles. The weight gradient pays from 128 channels in and out
- * together, on planes of 8x8 and up (64 -> 64 at 16x16: 5.50 -> 4.19 ms; at 8x8: 1.97 -> 1.69),
- * and not below since conv_wide.c's direct weight gradient runs 3 channels a tile (32 -> 64 at
- * 16x16: 2.34 direct, 2.71 Winograd; U-Net's 64 -> 32: 2.38, 2.87; the cnn's 16 -> 32: 1.90,
- * 2.11; 32 -> 32 at 32x32: 3.82, 3.94; make bench of 2026-11-29 10:45 UTC). Below these the
- * transforms, which cost the same per pixel whatever the channel count, outweigh the
+ * together on planes of 8x8 and up, and with 32 in or more (where its products are outer
+ * products, outer_pays) from 96 together on 16x16 and 64 on 32x32; direct, ms -> Winograd,
+ * alternated runs of 2026-11-29: 64 -> 64 at 16x16 5.2-5.3 -> 3.4; at 8x8 1.9 -> 1.5; 32 -> 64
+ * at 16x16 2.3 -> 2.0-2.1; U-Net's 64 -> 32 at 16x16 2.33 -> 2.25-2.26; 32 -> 32 at 32x32 3.9-4.9
+ * -> 3.2-3.75 (0.77-0.84x in the same run). Not below, since conv_wide.c's direct weight gradient
+ * runs 3 channels a tile: 32 -> 32 at 16x16 1.1 direct, 1.3 Winograd; 32 -> 64 at 8x8 0.92, 0.95;
+ * U-Net's 32 -> 16 at 32x32 0.95-0.97x; the cnn's 16 -> 32 at 32x32 1.9, 1.9-2.0. Below these
+ * the transforms, which cost the same per pixel whatever the channel count, outweigh the
  * multiply-adds saved. */
 #define WINO_MIN_CHANNELS 16 /* in and out */
 #define WINO_MIN_SUM 48      /* in + out, on planes of WINO_BIG_PLANE */
 #define WINO_BIG_PLANE 32
 #define WINO_WIDE 96     /* in + out from which 16x16 planes pay */
 #define WINO_DW_WIDE 128 /* in + out from which the weight gradient pays, on 8x8 planes and up */
+#define WINO_DW_MID 96   /* and on 16x16 and up, from 32 in (outer_pays) */
+#define WINO_DW_BIG 64   /* and on 32x32 and up, from 32 in */
 
 static int fits(const ddl_conv2d *g)
 {
@@ -116,7 +129,8 @@ static int takes(const ddl_conv2d *g, int dw)
     if (c < WINO_MIN_CHANNELS || k < WINO_MIN_CHANNELS)
         return 0;
     if (dw)
-        return plane >= 8 && c + k >= WINO_DW_WIDE;
+        return (plane >= 8 && c + k >= WINO_DW_WIDE) ||
+               (c >= 32 && ((plane >= 16 && c + k >= WINO_DW_MID) || (plane >= WINO_BIG_PLANE && c + k >= WINO_DW_BIG)));
     return (plane >= WINO_BIG_PLANE && c + k >= WINO_MIN_SUM) || (plane >= 16 && c + k >= WINO_WIDE);
 }
 
@@ -133,7 +147,7 @@ size_t ddl__wino_workspace(const ddl_conv2d *g)
     size_t t = tf > tb ? tf : tb;
     /* forward and input gradient: U then one task's scratch; weight gradient: the parts, then a
      * task's scratch (its V and its DY, of longer blocks) */
-    size_t a = u + t, d = (size_t)WINO_DW_PARTS * u + task_floats(&d_);
+    size_t a = u + t, d = (size_t)WINO_DW_PARTS * u + dw_task_floats(&d_);
     return a > d ? a : d;
 }
 
@@ -184,6 +198,18 @@ static inline __attribute__((always_inline)) void put_at(float *p, const v16 *v,
             p[l] = (*v)[l];
 }
 #define put(p, v, n) put_at((p), (const v16[1]){(v)}, (n))
+
+/* get_at: the first n (<= 16) floats at p in v's lanes (the rest zero), no further read. */
+static inline __attribute__((always_inline)) void get_at(v16 *v, const float *p, int n)
+{
+    if (n >= 16) {
+        *v = LD(p);
+        return;
+    }
+    *v = (v16){0};
+    for (int l = 0; l < n; l++)
+        (*v)[l] = p[l];
+}
 
 /* Padded rows: the transforms read a row of the zero-padded plane through vectors of 32
  * columns, with no test for the edges: the image row is copied between zeros first (one copy
@@ -384,35 +410,50 @@ static void weights_out(int k, int c, const float *s, float *dw)
 
 /* ---- the products ---- */
 
-/* product: m (k, nt) = u (k, c) v (c, nt), v's rows ldv floats apart and m's ldm: one point of
- * the transform domain. v is the input transform's output as it lies, so nothing is packed:
- * blocks of 8 rows of m by 32 tiles in 16 vector registers, each column of u broadcast (every
- * ddl_gemm call packed v again, and at these sizes, c of 16 to 64, that cost as much as the
- * multiply-adds). Lanes past nt are computed from whatever lies there and never stored (v's
- * rows are followed by WINO_SKEW floats of the task's scratch). Each element sums its c terms in
- * order from 0, on any CPU path. */
+/* product: m (k, nt) = u (k, c) v (c, nt), plus m where add; u's rows ldu floats apart, v's ldv
+ * and m's ldm: one point of the transform domain. Forward: v is the input transform's output as
+ * it lies, so nothing is packed: blocks of 8 rows of m by 32 tiles in 16 vector registers, each
+ * column of u broadcast (every ddl_gemm call packed v again, and at these sizes, c of 16 to 64,
+ * that cost as much as the multiply-adds). Weight gradient: the sum over a block's tiles, dy's
+ * transform times x's transposed (transpose_v), as the same outer products (ddl_gemm's dot
+ * products of rows, the form it had before, ran at about 80 GFLOP/s on 64 x 64 x 64: each
+ * element's 16 lanes added across at the end of a block). Lanes past nt are computed from
+ * whatever lies there and never stored (v's rows are followed by WINO_SKEW floats of the task's
+ * scratch, or padded to 32). Each element sums its c terms in order from 0, then adds m, on any
+ * CPU path. */
 #define PROD_ROWS 8
-DDL__HOT static void product(int k, int c, int nt, const float *u, const float *v, size_t ldv, float *m, size_t ldm)
+DDL__HOT static void product(int k, int c, int nt, const float *u, size_t ldu, const float *v, size_t ldv, float *m,
+                             size_t ldm, int add)
 {
     int k0 = 0;
     for (; k0 + PROD_ROWS <= k; k0 += PROD_ROWS) {
-        const float *ur = u + (size_t)k0 * c;
+        const float *ur = u + (size_t)k0 * ldu;
         for (int t = 0; t < nt; t += 32) {
             v16 a0[PROD_ROWS] = {0}, a1[PROD_ROWS] = {0};
             for (int ci = 0; ci < c; ci++) {
                 v16 x0 = LD(v + (size_t)ci * ldv + t), x1 = LD(v + (size_t)ci * ldv + t + 16);
 #pragma GCC unroll 8
                 for (int r = 0; r < PROD_ROWS; r++) {
-                    float s = ur[(size_t)r * c + ci];
+                    float s = ur[(size_t)r * ldu + ci];
                     a0[r] += s * x0;
                     a1[r] += s * x1;
                 }
             }
 #pragma GCC unroll 8
             for (int r = 0; r < PROD_ROWS; r++) {
-                put(m + (size_t)(k0 + r) * ldm + t, a0[r], nt - t);
+                float *row = m + (size_t)(k0 + r) * ldm + t;
+                if (add) {
+                    v16 g;
+                    get_at(&g, row, nt - t);
+                    a0[r] += g;
+                    if (nt - t > 16) {
+                        get_at(&g, row + 16, nt - t - 16);
+                        a1[r] += g;
+                    }
+                }
+                put(row, a0[r], nt - t);
                 if (nt - t > 16)
-                    put(m + (size_t)(k0 + r) * ldm + t + 16, a1[r], nt - t - 16);
+                    put(row + 16, a1[r], nt - t - 16);
             }
         }
     }
@@ -420,9 +461,61 @@ DDL__HOT static void product(int k, int c, int nt, const float *u, const float *
         for (int t = 0; t < nt; t += 16) {
             v16 a = {0};
             for (int ci = 0; ci < c; ci++)
-                a += u[(size_t)k0 * c + ci] * LD(v + (size_t)ci * ldv + t);
-            put(m + (size_t)k0 * ldm + t, a, nt - t);
+                a += u[(size_t)k0 * ldu + ci] * LD(v + (size_t)ci * ldv + t);
+            float *row = m + (size_t)k0 * ldm + t;
+            if (add) {
+                v16 g;
+                get_at(&g, row, nt - t);
+                a += g;
+            }
+            put(row, a, nt - t);
         }
+}
+
+/* transpose_v: vt (nt, ldvt) = v (c, nt) transposed, v's rows ldv floats apart: 16 channels by 16
+ * tiles at a time in registers (the unpacks of pairs of floats, then of pairs of pairs, then two
+ * rounds of 128-bit lane shuffles: gemm_bf16_avx512.c's transpose16), the edges one float at a
+ * time. Every loop is unrolled, so r and t live in registers. */
+DDL__HOT static void transpose_v(int c, int nt, const float *v, size_t ldv, float *vt, size_t ldvt)
+{
+    const v16i lo32 = {0, 16, 1, 17, 4, 20, 5, 21, 8, 24, 9, 25, 12, 28, 13, 29}, hi32 = lo32 + 2;
+    const v16i lo64 = {0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29}, hi64 = lo64 + 2;
+    const v16i ev128 = {0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27}, od128 = ev128 + 4;
+    int c16 = c / 16 * 16, n16 = nt / 16 * 16;
+    for (int c0 = 0; c0 < c16; c0 += 16)
+        for (int t0 = 0; t0 < n16; t0 += 16) {
+            v16 r[16], t[16];
+#pragma GCC unroll 16
+            for (int i = 0; i < 16; i++)
+                r[i] = LD(v + (size_t)(c0 + i) * ldv + t0);
+#pragma GCC unroll 8
+            for (int i = 0; i < 16; i += 2) {
+                t[i] = __builtin_shuffle(r[i], r[i + 1], lo32);
+                t[i + 1] = __builtin_shuffle(r[i], r[i + 1], hi32);
+            }
+#pragma GCC unroll 4
+            for (int i = 0; i < 16; i += 4) {
+                r[i] = __builtin_shuffle(t[i], t[i + 2], lo64);
+                r[i + 1] = __builtin_shuffle(t[i], t[i + 2], hi64);
+                r[i + 2] = __builtin_shuffle(t[i + 1], t[i + 3], lo64);
+                r[i + 3] = __builtin_shuffle(t[i + 1], t[i + 3], hi64);
+            }
+#pragma GCC unroll 2
+            for (int h = 0; h < 16; h += 8)
+#pragma GCC unroll 4
+                for (int i = 0; i < 4; i++) {
+                    t[h + i] = __builtin_shuffle(r[h + i], r[h + i + 4], ev128);
+                    t[h + i + 4] = __builtin_shuffle(r[h + i], r[h + i + 4], od128);
+                }
+#pragma GCC unroll 8
+            for (int i = 0; i < 8; i++) {
+                *(v16u *)(void *)(vt + (size_t)(t0 + i) * ldvt + c0) = __builtin_shuffle(t[i], t[i + 8], ev128);
+                *(v16u *)(void *)(vt + (size_t)(t0 + i + 8) * ldvt + c0) = __builtin_shuffle(t[i], t[i + 8], od128);
+            }
+        }
+    for (int ci = 0; ci < c; ci++) /* the edges */
+        for (int t = ci < c16 ? n16 : 0; t < nt; t++)
+            vt[(size_t)t * ldvt + ci] = v[(size_t)ci * ldv + t];
 }
 
 /* ---- passes ---- */
@@ -444,7 +537,8 @@ static void conv_task(void *ctx, int i, float *ws)
     input_v(q, j->x + (size_t)n * q->c * q->h * q->w, t0, nt, v, rows);
     size_t uk = (size_t)q->k * q->c, vk = q->vs, mk = q->ms;
     for (int xi = 0; xi < 16; xi++)
-        product(q->k, q->c, nt, j->u + xi * uk, v + xi * vk, (size_t)q->nt, m + xi * mk, (size_t)q->nt);
+        product(q->k, q->c, nt, j->u + xi * uk, (size_t)q->c, v + xi * vk, (size_t)q->nt, m + xi * mk, (size_t)q->nt,
+                0);
     output_y(q, m, t0, nt, j->b, j->y + (size_t)n * q->k * q->oh * q->ow, rows);
 }
 
@@ -462,6 +556,14 @@ void ddl__wino_forward(const ddl_conv2d *g, const float *x, const float *w, cons
     run_conv(&q, x, ws, b, y, ws + (size_t)16 * g->in_c * g->out_c);
 }
 
+/* outer_pays: the weight gradient's products as outer products over a transposed V (transpose_v,
+ * then product) rather than ddl_gemm's dot products of rows: from 32 input channels (fewer leave
+ * most of product's 32 lanes empty: 16 -> 16 at 64x64, 5.1 -> 8.2 ms). Batch 32, one thread,
+ * tools/bench/winograd_layers.c, alternated runs: the cnn's 64 -> 64 at 16x16 4.2-4.4 -> 3.4 ms;
+ * 32 -> 64 2.7 -> 2.0-2.1; 32 -> 32 at 32x32 3.8-3.9 -> 3.2-3.75; U-Net's 64 -> 64 at 8x8
+ * 1.7 -> 1.45. */
+static int outer_pays(const wino_geo *q) { return q->c >= 32; }
+
 /* dw_task: part i (16, k, c) = the sum over samples [i n / P, (i + 1) n / P), block by block in
  * order, of DY V^T. */
 static void dw_task(void *ctx, int i, float *ws)
@@ -471,18 +573,24 @@ static void dw_task(void *ctx, int i, float *ws)
     int n0 = (int)((long)i * q->n / WINO_DW_PARTS), n1 = (int)((long)(i + 1) * q->n / WINO_DW_PARTS);
     size_t uk = (size_t)q->k * q->c, vk = q->vs, mk = q->ms;
     float *part = j->parts + (size_t)i * 16 * uk;
-    float *v = ws, *e = v + (size_t)16 * vk, *rows = e + (size_t)16 * mk;
-    float beta = 0.0f;
+    size_t ldvt = vt_stride(q);
+    float *v = ws, *e = v + (size_t)16 * vk, *vt = e + (size_t)16 * mk, *rows = vt + (size_t)q->nt * ldvt;
+    int add = 0, outer = outer_pays(q);
     if (n0 == n1)
         memset(part, 0, (size_t)16 * uk * sizeof *part);
     for (int n = n0; n < n1; n++)
-        for (int blk = 0; blk < q->blocks; blk++, beta = 1.0f) {
+        for (int blk = 0; blk < q->blocks; blk++, add = 1) {
             int t0 = blk * q->nt, nt = q->th * q->tw - t0 < q->nt ? q->th * q->tw - t0 : q->nt;
             input_v(q, j->x + (size_t)n * q->c * q->h * q->w, t0, nt, v, rows);
             grad_dy(q, j->dy + (size_t)n * q->k * q->oh * q->ow, t0, nt, e, rows);
             for (int xi = 0; xi < 16; xi++)
-                ddl_gemm(0, 1, q->k, q->c, nt, 1.0f, e + xi * mk, q->nt, v + xi * vk, q->nt, beta, part + xi * uk,
-                         q->c);
+                if (outer) {
+                    transpose_v(q->c, nt, v + xi * vk, (size_t)q->nt, vt, ldvt);
+                    product(q->k, nt, q->c, e + xi * mk, (size_t)q->nt, vt, ldvt, part + xi * uk, (size_t)q->c, add);
+                } else {
+                    ddl_gemm(0, 1, q->k, q->c, nt, 1.0f, e + xi * mk, q->nt, v + xi * vk, q->nt, add ? 1.0f : 0.0f,
+                             part + xi * uk, q->c);
+                }
         }
 }
 
