@@ -922,6 +922,48 @@ static int run(int argc, char **argv, const char *name)
     return 0;
 }
 
+/* plane_sum: one plane's sum in the order the bias gradient documents (ops.c's ddl__row_sum): 8
+ * lanes, each a running sum of every 8th float, added as ((0 + 4) + (2 + 6)) + ((1 + 5) + (3 + 7)),
+ * then the floats past the last 8 one by one. */
+static float plane_sum(const float *x, int n)
+{
+    float a[8] = {0};
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int k = 0; k < 8; k++)
+            a[k] += x[i + k];
+    float t = ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
+    for (; i < n; i++)
+        t += x[i];
+    return t;
+}
+
+/* bias_sum: a convolution's bias gradient is, bit for bit, each channel's plane sums added in
+ * sample order in a double (several planes are summed side by side: sample counts that are and are
+ * not multiples of 4 and 8, planes with and without a tail past the last 8 floats). */
+static void test_bias_sum(void)
+{
+    static const int shapes[][3] = {{7, 3, 5}, {8, 2, 8}, {13, 4, 9}, {32, 3, 16}, {1, 2, 3}}; /* n, c, side */
+    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
+        int n = shapes[s][0], c = shapes[s][1], side = shapes[s][2], p = side * side;
+        ddl_conv2d g = {.batch = n, .in_c = 1, .in_h = side, .in_w = side, .out_c = c, .k_h = 3, .k_w = 3, .stride = 1,
+                        .pad = 1};
+        size_t ny = (size_t)n * c * p;
+        float *dy = malloc(ny * sizeof *dy), *db = calloc((size_t)c, sizeof *db);
+        float *ws = calloc(ddl_conv2d_workspace(&g) + 1, sizeof *ws);
+        for (size_t i = 0; i < ny; i++) /* values whose sums round: the order shows in the bits */
+            dy[i] = (float)((i * 2654435761u) % 1000003u) * 1.37e-3f - 611.0f;
+        ddl_conv2d_backward(&g, NULL, NULL, dy, NULL, NULL, db, ws);
+        for (int ci = 0; ci < c; ci++) {
+            double want = 0.0;
+            for (int k = 0; k < n; k++)
+                want += plane_sum(dy + ((size_t)k * c + ci) * p, p);
+            CHECK(db[ci] == (float)want);
+        }
+        free(dy), free(db), free(ws);
+    }
+}
+
 #define GROUP(name)                   \
     do {                              \
         if (run(argc, argv, #name))   \
@@ -944,6 +986,7 @@ int main(int argc, char **argv)
     GROUP(dice);
     GROUP(groupnorm);
     GROUP(concat);
-    GROUP(conv_paths); /* last: the groups before it keep the random data they had before it came */
+    GROUP(conv_paths); /* last of those drawing random data: the groups before it keep the data they had */
+    GROUP(bias_sum);
     return TEST_END();
 }

@@ -422,10 +422,16 @@ typedef struct bias_job {
 static void bias_channels(void *ctx, size_t lo, size_t hi)
 {
     const bias_job *j = ctx;
+    size_t stride = (size_t)j->c * j->p; /* from one sample's plane of channel ci to the next's */
     for (size_t ci = lo; ci < hi; ci++) {
         double s = 0.0;
-        for (int n = 0; n < j->nb; n++)
-            s += ddl__row_sum(j->dy + ((size_t)n * j->c + ci) * j->p, (int)j->p);
+        for (int n0 = 0; n0 < j->nb; n0 += 8) {
+            float sums[8];
+            int rows = j->nb - n0 < 8 ? j->nb - n0 : 8;
+            ddl__row_sums(j->dy + ((size_t)n0 * j->c + ci) * j->p, stride, rows, (int)j->p, sums);
+            for (int r = 0; r < rows; r++) /* the samples in order, as one row sum at a time added them */
+                s += sums[r];
+        }
         j->db[ci] += (float)s;
     }
 }

@@ -188,6 +188,9 @@ int ddl__unpool2_avx512(size_t planes, int h, int w, const float *dy, const int3
  * dw (accumulated). */
 /* ddl__row_sum: sum of x[0, n) in 8 lanes added in a fixed order (ops.c). */
 float ddl__row_sum(const float *x, int n);
+/* ddl__row_sums: out[r] = ddl__row_sum(x + r stride, n), bit for bit, for rows [0, rows) (ops.c:
+ * several rows' sums side by side, faster than one at a time). */
+void ddl__row_sums(const float *x, size_t stride, int rows, int n, float *out);
 
 /* _ok: the wide kernels take g's forward and input gradient (planes of 8x8 and up); _dw_ok: its
  * weight gradient too (16x16 and up); the rest is im2col + gemm's (conv.c). */

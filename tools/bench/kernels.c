@@ -9,7 +9,10 @@
  * input gradient 36 vs 64; U-Net 11x8x12288 15 vs 74, 32x704x64 17 vs 33.
  * 2026-11-25, 3 runs, GroupNorm + ReLU at batch 32: (8 channels, 64x64) forward 306-488 -> 220-281
  * us, backward 1241-1565 -> 1019-1405; (32, 16x16) forward 81-127 -> 64-80, backward 240-335 ->
- * 231-309 (then measured in test_ops, which it left). */
+ * 231-309 (then measured in test_ops, which it left).
+ * 2026-11-29, the cnn's block1.conv2 bias gradient (batch 32, 16 channels of 64x64, in cache), 3
+ * alternated runs: 174-184 us with one plane's sum at a time, 121-127 with four side by side
+ * (ddl__row_sums, the same bits). */
 #define _POSIX_C_SOURCE 200809L
 #include "ddl.h"
 
@@ -58,6 +61,23 @@ static void bench_conv(const char *name, const ddl_conv2d *g, int need_dx)
     printf("  %-38s forward %6.0f us  backward%s %6.0f us\n", name, best_f * 1e6, need_dx ? "" : " (no dx)",
            best_b * 1e6);
     free(x), free(w), free(b), free(y), free(dy), free(ws), free(dx), free(dw), free(db);
+}
+
+/* bench_bias: a convolution's bias gradient alone (ddl_conv2d_backward with only db): the sums of
+ * dy over each channel's planes. */
+static void bench_bias(const char *name, const ddl_conv2d *g)
+{
+    size_t ny = (size_t)g->batch * g->out_c * ddl_conv2d_out_h(g) * ddl_conv2d_out_w(g);
+    float *dy = filled(ny, -1, 1), *db = filled((size_t)g->out_c, 0, 0), *ws = filled(ddl_conv2d_workspace(g), 0, 0);
+    double best = 1e9;
+    for (int round = 0; round < ROUNDS; round++) {
+        double t0 = bench_now();
+        for (int i = 0; i < REPS; i++)
+            ddl_conv2d_backward(g, NULL, NULL, dy, NULL, NULL, db, ws);
+        best = fmin(best, (bench_now() - t0) / REPS);
+    }
+    printf("  %-38s bias gradient %6.0f us\n", name, best * 1e6);
+    free(dy), free(db), free(ws);
 }
 
 /* cblas_sgemm, if the program was linked with a BLAS (CblasRowMajor 101, NoTrans 111, Trans 112) */
@@ -131,6 +151,9 @@ int main(void)
     bench_conv("LeNet conv1 N64 1->6 28x28 k5 p2", &c1, 0);
     bench_conv("LeNet conv1 N64 1->6 28x28 k5 p2 +dx", &c1, 1);
     bench_conv("LeNet conv2 N64 6->16 14x14 k5", &c2, 1);
+    ddl_conv2d cnn1 = {.batch = 32, .in_c = 16, .in_h = 64, .in_w = 64, .out_c = 16, .k_h = 3, .k_w = 3, .stride = 1,
+                       .pad = 1};
+    bench_bias("cnn block1.conv2 N32 16->16 64x64", &cnn1);
     bench_gn_relu(8, 64 * 64);
     bench_gn_relu(32, 16 * 16);
     bench_gemm("LeNet fc1 forward", 0, 1, 64, 120, 400);
