@@ -90,23 +90,22 @@ static size_t dw_task_floats(const wino_geo *q) { return task_floats(q) + (size_
  * pay from 16 channels in and out and 48 together on planes of 32x32 and up (the cnn's 32 -> 32:
  * 3.20 -> 2.26 ms forward; 16 -> 32: 1.61 -> 1.32) and from 96 together on 16x16 (64 -> 64:
  * 3.32 -> 2.64); not at 16 -> 16 (64x64: as fast as direct), nor on 8x8 planes (64 -> 64: 1.13
- * -> 1.41), where a sample has 16 tiles. The weight gradient pays from 128 channels in and out
- * together on planes of 8x8 and up, and with 32 in or more (where its products are outer
- * products, outer_pays) from 96 together on 16x16 and 64 on 32x32; direct, ms -> Winograd,
- * alternated runs of 2026-11-29: 64 -> 64 at 16x16 5.2-5.3 -> 3.4; at 8x8 1.9 -> 1.5; 32 -> 64
- * at 16x16 2.3 -> 2.0-2.1; U-Net's 64 -> 32 at 16x16 2.33 -> 2.25-2.26; 32 -> 32 at 32x32 3.9-4.9
- * -> 3.2-3.75 (0.77-0.84x in the same run). Not below, since conv_wide.c's direct weight gradient
- * runs 3 channels a tile: 32 -> 32 at 16x16 1.1 direct, 1.3 Winograd; 32 -> 64 at 8x8 0.92, 0.95;
- * U-Net's 32 -> 16 at 32x32 0.95-0.97x; the cnn's 16 -> 32 at 32x32 1.9, 1.9-2.0. Below these
- * the transforms, which cost the same per pixel whatever the channel count, outweigh the
+ * -> 1.41), where a sample has 16 tiles. The weight gradient pays from 32 channels in (where its
+ * products are outer products, outer_pays) and 64 in and out together, on planes of 8x8 and up;
+ * direct, ms -> Winograd, alternated runs of 2026-11-29 (since the transforms store whole vectors,
+ * spill): the cnn's 64 -> 64 at 16x16 5.1-5.6 -> 2.8-3.0; 32 -> 64 2.5 -> 1.6; 32 -> 32 at 32x32
+ * 3.9-4.9 -> 3.2-3.75; U-Net's 64 -> 64 at 8x8 2.1 -> 1.15; 32 -> 64 at 8x8 0.9-1.1 -> 0.6-0.7;
+ * 32 -> 32 at 16x16 1.2-1.3 -> 1.0; 64 -> 32 at 16x16 2.4-2.5 -> 1.7. Not below, since
+ * conv_wide.c's direct weight gradient runs 3 channels a tile: U-Net's 32 -> 16 at 32x32
+ * 0.95-0.97x; with 16 in (dot products) 16 -> 32 at 16x16 0.65 direct, 1.4-1.5 Winograd. Below
+ * these the transforms, which cost the same per pixel whatever the channel count, outweigh the
  * multiply-adds saved. */
 #define WINO_MIN_CHANNELS 16 /* in and out */
 #define WINO_MIN_SUM 48      /* in + out, on planes of WINO_BIG_PLANE */
 #define WINO_BIG_PLANE 32
 #define WINO_WIDE 96     /* in + out from which 16x16 planes pay */
-#define WINO_DW_WIDE 128 /* in + out from which the weight gradient pays, on 8x8 planes and up */
-#define WINO_DW_MID 96   /* and on 16x16 and up, from 32 in (outer_pays) */
-#define WINO_DW_BIG 64   /* and on 32x32 and up, from 32 in */
+#define WINO_DW_MIN_IN 32 /* channels in from which the weight gradient pays (outer_pays) */
+#define WINO_DW_SUM 64    /* in + out, on planes of 8x8 and up */
 
 static int fits(const ddl_conv2d *g)
 {
@@ -129,8 +128,7 @@ static int takes(const ddl_conv2d *g, int dw)
     if (c < WINO_MIN_CHANNELS || k < WINO_MIN_CHANNELS)
         return 0;
     if (dw)
-        return (plane >= 8 && c + k >= WINO_DW_WIDE) ||
-               (c >= 32 && ((plane >= 16 && c + k >= WINO_DW_MID) || (plane >= WINO_BIG_PLANE && c + k >= WINO_DW_BIG)));
+        return plane >= 8 && c >= WINO_DW_MIN_IN && c + k >= WINO_DW_SUM;
     return (plane >= WINO_BIG_PLANE && c + k >= WINO_MIN_SUM) || (plane >= 16 && c + k >= WINO_WIDE);
 }
 
@@ -198,6 +196,13 @@ static inline __attribute__((always_inline)) void put_at(float *p, const v16 *v,
             p[l] = (*v)[l];
 }
 #define put(p, v, n) put_at((p), (const v16[1]){(v)}, (n))
+
+/* spill: all 16 lanes of v at p, where the lanes past a row's end fall on floats written later
+ * (or on the WINO_SKEW floats after a matrix): the transforms' matrices V (16, c, nt) and DY
+ * (16, k, nt), filled in order of channel and tile, so the next segment's or channel's stores
+ * overwrite what spilled. On 16x16 planes a segment (a tile row) is 8 tiles, and put stored them
+ * lane by lane. */
+#define spill(p, v) (*(v16u *)(void *)(p) = (v))
 
 /* get_at: the first n (<= 16) floats at p in v's lanes (the rest zero), no further read. */
 static inline __attribute__((always_inline)) void get_at(v16 *v, const float *p, int n)
@@ -271,7 +276,6 @@ DDL__HOT static void input_v(const wino_geo *q, const float *x, int t0, int nt, 
             }
             float *dst = v + (size_t)ci * q->nt + at;
             for (int t = 0; t < n; t += 16) {
-                int k = n - t;
                 v16 d00, d01, d02, d03, d10, d11, d12, d13, d20, d21, d22, d23, d30, d31, d32, d33;
                 FOUR_COLUMNS(r[0] + 2 * t, d00, d01, d02, d03);
                 FOUR_COLUMNS(r[1] + 2 * t, d10, d11, d12, d13);
@@ -283,14 +287,14 @@ DDL__HOT static void input_v(const wino_geo *q, const float *x, int t0, int nt, 
                 v16 f20 = d20 - d10, f21 = d21 - d11, f22 = d22 - d12, f23 = d23 - d13;
                 v16 f30 = d10 - d30, f31 = d11 - d31, f32 = d12 - d32, f33 = d13 - d33;
                 /* f B, row by row */
-                put(dst + 0 * cnt + t, f00 - f02, k), put(dst + 1 * cnt + t, f01 + f02, k);
-                put(dst + 2 * cnt + t, f02 - f01, k), put(dst + 3 * cnt + t, f01 - f03, k);
-                put(dst + 4 * cnt + t, f10 - f12, k), put(dst + 5 * cnt + t, f11 + f12, k);
-                put(dst + 6 * cnt + t, f12 - f11, k), put(dst + 7 * cnt + t, f11 - f13, k);
-                put(dst + 8 * cnt + t, f20 - f22, k), put(dst + 9 * cnt + t, f21 + f22, k);
-                put(dst + 10 * cnt + t, f22 - f21, k), put(dst + 11 * cnt + t, f21 - f23, k);
-                put(dst + 12 * cnt + t, f30 - f32, k), put(dst + 13 * cnt + t, f31 + f32, k);
-                put(dst + 14 * cnt + t, f32 - f31, k), put(dst + 15 * cnt + t, f31 - f33, k);
+                spill(dst + 0 * cnt + t, f00 - f02), spill(dst + 1 * cnt + t, f01 + f02);
+                spill(dst + 2 * cnt + t, f02 - f01), spill(dst + 3 * cnt + t, f01 - f03);
+                spill(dst + 4 * cnt + t, f10 - f12), spill(dst + 5 * cnt + t, f11 + f12);
+                spill(dst + 6 * cnt + t, f12 - f11), spill(dst + 7 * cnt + t, f11 - f13);
+                spill(dst + 8 * cnt + t, f20 - f22), spill(dst + 9 * cnt + t, f21 + f22);
+                spill(dst + 10 * cnt + t, f22 - f21), spill(dst + 11 * cnt + t, f21 - f23);
+                spill(dst + 12 * cnt + t, f30 - f32), spill(dst + 13 * cnt + t, f31 + f32);
+                spill(dst + 14 * cnt + t, f32 - f31), spill(dst + 15 * cnt + t, f31 - f33);
             }
         }
     }
@@ -366,21 +370,20 @@ DDL__HOT static void grad_dy(const wino_geo *q, const float *dy, int t0, int nt,
             const float *r1 = padded_row(plane, q->oh, q->ow, oy + 1, 0, rows + rl, &held[1], zero) + 2 * tx0;
             float *d = e + (size_t)ko * q->nt + at;
             for (int t = 0; t < n; t += 16) {
-                int k = n - t;
                 v16 a0 = LD(r0 + 2 * t), b0 = LD(r0 + 2 * t + 16), a1 = LD(r1 + 2 * t), b1 = LD(r1 + 2 * t + 16);
                 v16 g00 = __builtin_shuffle(a0, b0, EVENS), g01 = __builtin_shuffle(a0, b0, ODDS);
                 v16 g10 = __builtin_shuffle(a1, b1, EVENS), g11 = __builtin_shuffle(a1, b1, ODDS);
                 /* a = A g: rows g0, g0 + g1, g0 - g1, -g1; then a A^T the same along the row */
                 v16 a00 = g00, a01 = g01, a10 = g00 + g10, a11 = g01 + g11;
                 v16 a20 = g00 - g10, a21 = g01 - g11, a30 = -g10, a31 = -g11;
-                put(d + 0 * knt + t, a00, k), put(d + 1 * knt + t, a00 + a01, k);
-                put(d + 2 * knt + t, a00 - a01, k), put(d + 3 * knt + t, -a01, k);
-                put(d + 4 * knt + t, a10, k), put(d + 5 * knt + t, a10 + a11, k);
-                put(d + 6 * knt + t, a10 - a11, k), put(d + 7 * knt + t, -a11, k);
-                put(d + 8 * knt + t, a20, k), put(d + 9 * knt + t, a20 + a21, k);
-                put(d + 10 * knt + t, a20 - a21, k), put(d + 11 * knt + t, -a21, k);
-                put(d + 12 * knt + t, a30, k), put(d + 13 * knt + t, a30 + a31, k);
-                put(d + 14 * knt + t, a30 - a31, k), put(d + 15 * knt + t, -a31, k);
+                spill(d + 0 * knt + t, a00), spill(d + 1 * knt + t, a00 + a01);
+                spill(d + 2 * knt + t, a00 - a01), spill(d + 3 * knt + t, -a01);
+                spill(d + 4 * knt + t, a10), spill(d + 5 * knt + t, a10 + a11);
+                spill(d + 6 * knt + t, a10 - a11), spill(d + 7 * knt + t, -a11);
+                spill(d + 8 * knt + t, a20), spill(d + 9 * knt + t, a20 + a21);
+                spill(d + 10 * knt + t, a20 - a21), spill(d + 11 * knt + t, -a21);
+                spill(d + 12 * knt + t, a30), spill(d + 13 * knt + t, a30 + a31);
+                spill(d + 14 * knt + t, a30 - a31), spill(d + 15 * knt + t, -a31);
             }
         }
     }
@@ -562,7 +565,7 @@ void ddl__wino_forward(const ddl_conv2d *g, const float *x, const float *w, cons
  * tools/bench/winograd_layers.c, alternated runs: the cnn's 64 -> 64 at 16x16 4.2-4.4 -> 3.4 ms;
  * 32 -> 64 2.7 -> 2.0-2.1; 32 -> 32 at 32x32 3.8-3.9 -> 3.2-3.75; U-Net's 64 -> 64 at 8x8
  * 1.7 -> 1.45. */
-static int outer_pays(const wino_geo *q) { return q->c >= 32; }
+static int outer_pays(const wino_geo *q) { return q->c >= WINO_DW_MIN_IN; }
 
 /* dw_task: part i (16, k, c) = the sum over samples [i n / P, (i + 1) n / P), block by block in
  * order, of DY V^T. */
