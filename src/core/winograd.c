@@ -88,9 +88,11 @@ static size_t dw_task_floats(const wino_geo *q) { return task_floats(q) + (size_
 /* The size rule, measured pass by pass (tools/bench/winograd_layers.c, BENCH_ONLY=winograd;
  * docs/TRAINING.md, "Winograd"): at batch 32, one thread, the forward pass and the input gradient
  * pay from 16 channels in and out and 48 together on planes of 32x32 and up (the cnn's 32 -> 32:
- * 3.20 -> 2.26 ms forward; 16 -> 32: 1.61 -> 1.32) and from 96 together on 16x16 (64 -> 64:
- * 3.32 -> 2.64); not at 16 -> 16 (64x64: as fast as direct), nor on 8x8 planes (64 -> 64: 1.13
- * -> 1.41), where a sample has 16 tiles. The weight gradient pays from 32 channels in (where its
+ * 3.20 -> 2.26 ms forward; 16 -> 32: 1.61 -> 1.32) and from 64 together on 16x16 (since the
+ * transforms store whole vectors, spill: 64 -> 64 3.5-3.6 -> 2.3; U-Net's 32 -> 32 0.92-0.94 ->
+ * 0.75-0.80, its input gradient 0.93-0.95 -> 0.75-0.82; 16 -> 32 a tie, 0.48-0.50 and
+ * 0.44-0.51); not at 16 -> 16 (64x64: as fast as direct), nor on 8x8 planes (64 -> 64: 1.16-1.19
+ * -> 1.16-1.22; 32 -> 64 0.60-0.62 -> 0.69-0.75), where a sample has 16 tiles. The weight gradient pays from 32 channels in (where its
  * products are outer products, outer_pays) and 64 in and out together, on planes of 8x8 and up;
  * direct, ms -> Winograd, alternated runs of 2026-11-29 (since the transforms store whole vectors,
  * spill): the cnn's 64 -> 64 at 16x16 5.1-5.6 -> 2.8-3.0; 32 -> 64 2.5 -> 1.6; 32 -> 32 at 32x32
@@ -103,7 +105,7 @@ static size_t dw_task_floats(const wino_geo *q) { return task_floats(q) + (size_
 #define WINO_MIN_CHANNELS 16 /* in and out */
 #define WINO_MIN_SUM 48      /* in + out, on planes of WINO_BIG_PLANE */
 #define WINO_BIG_PLANE 32
-#define WINO_WIDE 96     /* in + out from which 16x16 planes pay */
+#define WINO_WIDE 64     /* in + out from which 16x16 planes pay */
 #define WINO_DW_MIN_IN 32 /* channels in from which the weight gradient pays (outer_pays) */
 #define WINO_DW_SUM 64    /* in + out, on planes of 8x8 and up */
 
