@@ -953,14 +953,19 @@ static void test_bias_sum(void)
         float *ws = calloc(ddl_conv2d_workspace(&g) + 1, sizeof *ws);
         for (size_t i = 0; i < ny; i++) /* values whose sums round: the order shows in the bits */
             dy[i] = (float)((i * 2654435761u) % 1000003u) * 1.37e-3f - 611.0f;
+        /* the bias alone, and beside the weight gradient (the direct kernels' own sums) */
+        float *x = calloc((size_t)n * p, sizeof *x), *w = calloc((size_t)c * 9, sizeof *w);
+        float *dw = calloc((size_t)c * 9, sizeof *dw), *db2 = calloc((size_t)c, sizeof *db2);
         ddl_conv2d_backward(&g, NULL, NULL, dy, NULL, NULL, db, ws);
+        ddl_conv2d_backward(&g, x, w, dy, NULL, dw, db2, ws);
         for (int ci = 0; ci < c; ci++) {
             double want = 0.0;
             for (int k = 0; k < n; k++)
                 want += plane_sum(dy + ((size_t)k * c + ci) * p, p);
             CHECK(db[ci] == (float)want);
+            CHECK(db2[ci] == (float)want);
         }
-        free(dy), free(db), free(ws);
+        free(dy), free(db), free(ws), free(x), free(w), free(dw), free(db2);
     }
 }
 
