@@ -172,9 +172,10 @@ static void im2col_valid(const conv_geo *q, int nb, const float *x, float *col, 
 #define SMALL_MAP 4096   /* its column entries (taps x positions) at most */
 #define SMALL_ROW 16     /* its output rows' floats at most: longer ones copy well in the loops above */
 
-/* small_map: whether q's planes are small; if so, src[e] (the pixel of entry e = t p + pos, or
- * h w for the padding) and dst[e] (its offset in the column matrix: t ld + pos). */
-static int small_map(const conv_geo *q, size_t ld, int32_t *src, size_t *dst)
+/* small_map: whether q's planes are small; if so, src[e] for entry e = t p + pos (tap t, output
+ * position pos): the pixel it reads, or h w for the padding. Entry e's place in the column matrix
+ * is t ld + pos: a tap's positions are contiguous there. */
+static int small_map(const conv_geo *q, int32_t *src)
 {
     size_t hw = (size_t)q->h * q->w, p = (size_t)q->oh * q->ow, taps = (size_t)q->kh * q->kw;
     if (hw + 1 > SMALL_PLANE || taps * p > SMALL_MAP || q->ow > SMALL_ROW)
@@ -186,37 +187,48 @@ static int small_map(const conv_geo *q, size_t ld, int32_t *src, size_t *dst)
                 for (int ox = 0; ox < q->ow; ox++, e++) {
                     int iy = oy * q->sh - q->pt + ki * q->dh, ix = ox * q->sw - q->pl + kj * q->dw;
                     src[e] = iy < 0 || iy >= q->h || ix < 0 || ix >= q->w ? (int32_t)hw : iy * q->w + ix;
-                    dst[e] = (size_t)(ki * q->kw + kj) * ld + (size_t)oy * q->ow + (size_t)ox;
                 }
     return 1;
 }
 
-static void im2col_small(const conv_geo *q, int nb, const float *x, float *col, size_t ld, const int32_t *src,
-                         const size_t *dst)
+/* im2col_small: tap by tap, a tap's p positions are p contiguous floats of the column matrix
+ * (dst[t p + pos] = t ld + pos), so each is one gathered run (vgatherdps in the AVX-512 clone). */
+DDL__HOT static void im2col_small(const conv_geo *q, int nb, const float *x, float *col, size_t ld,
+                                  const int32_t *src)
 {
     float plane[SMALL_PLANE];
-    size_t hw = (size_t)q->h * q->w, p = (size_t)q->oh * q->ow, n_e = (size_t)q->kh * q->kw * p;
+    size_t hw = (size_t)q->h * q->w, p = (size_t)q->oh * q->ow, taps = (size_t)q->kh * q->kw;
     plane[hw] = 0.0f;
     for (int ci = 0; ci < q->c; ci++)
         for (int n = 0; n < nb; n++) {
             memcpy(plane, x + ((size_t)n * q->cs + ci) * hw, hw * sizeof *plane);
-            float *c = col + (size_t)ci * q->kh * q->kw * ld + (size_t)n * p;
-            for (size_t e = 0; e < n_e; e++)
-                c[dst[e]] = plane[src[e]];
+            float *c = col + (size_t)ci * taps * ld + (size_t)n * p;
+            for (size_t t = 0; t < taps; t++) {
+                float *restrict out = c + t * ld;
+                const int32_t *at = src + t * p;
+                for (size_t pos = 0; pos < p; pos++)
+                    out[pos] = plane[at[pos]];
+            }
         }
 }
 
-static void col2im_small(const conv_geo *q, int nb, const float *col, size_t ld, float *x, const int32_t *src,
-                         const size_t *dst)
+/* col2im_small: tap by tap (the entries' order: each pixel's taps in (ki, kj) order), a tap's p
+ * positions read as p contiguous floats of the column matrix. */
+DDL__HOT static void col2im_small(const conv_geo *q, int nb, const float *col, size_t ld, float *x,
+                                  const int32_t *src)
 {
     float plane[SMALL_PLANE];
-    size_t hw = (size_t)q->h * q->w, p = (size_t)q->oh * q->ow, n_e = (size_t)q->kh * q->kw * p;
+    size_t hw = (size_t)q->h * q->w, p = (size_t)q->oh * q->ow, taps = (size_t)q->kh * q->kw;
     for (int ci = 0; ci < q->c; ci++)
         for (int n = 0; n < nb; n++) {
             memset(plane, 0, (hw + 1) * sizeof *plane);
-            const float *c = col + (size_t)ci * q->kh * q->kw * ld + (size_t)n * p;
-            for (size_t e = 0; e < n_e; e++)
-                plane[src[e]] += c[dst[e]];
+            const float *c = col + (size_t)ci * taps * ld + (size_t)n * p;
+            for (size_t t = 0; t < taps; t++) {
+                const float *in = c + t * ld;
+                const int32_t *at = src + t * p;
+                for (size_t pos = 0; pos < p; pos++)
+                    plane[at[pos]] += in[pos];
+            }
             memcpy(x + ((size_t)n * q->cs + ci) * hw, plane, hw * sizeof *plane);
         }
 }
@@ -228,9 +240,8 @@ static inline __attribute__((always_inline)) void im2col(const conv_geo *q, int 
         return;
     }
     int32_t map_src[SMALL_MAP];
-    size_t map_dst[SMALL_MAP];
-    if (small_map(q, ld, map_src, map_dst)) {
-        im2col_small(q, nb, x, col, ld, map_src, map_dst);
+    if (small_map(q, map_src)) {
+        im2col_small(q, nb, x, col, ld, map_src);
         return;
     }
     size_t hw = (size_t)q->h * q->w, p = (size_t)q->oh * q->ow;
@@ -270,9 +281,8 @@ static inline __attribute__((always_inline)) void im2col(const conv_geo *q, int 
 static inline __attribute__((always_inline)) void col2im(const conv_geo *q, int nb, const float *col, size_t ld, float *x)
 {
     int32_t map_src[SMALL_MAP];
-    size_t map_dst[SMALL_MAP];
-    if (small_map(q, ld, map_src, map_dst)) {
-        col2im_small(q, nb, col, ld, x, map_src, map_dst);
+    if (small_map(q, map_src)) {
+        col2im_small(q, nb, col, ld, x, map_src);
         return;
     }
     size_t hw = (size_t)q->h * q->w, p = (size_t)q->oh * q->ow;
