@@ -191,8 +191,9 @@ static int small_map(const conv_geo *q, int32_t *src)
     return 1;
 }
 
-/* im2col_small: tap by tap, a tap's p positions are p contiguous floats of the column matrix
- * (dst[t p + pos] = t ld + pos), so each is one gathered run (vgatherdps in the AVX-512 clone). */
+/* im2col_small: tap by tap: a tap's p positions are p contiguous floats of the column matrix (at
+ * t ld + pos), so no map of column offsets is read. (gcc does not turn the loop into vector
+ * gathers; the contiguous stores alone gave 2712 -> 2071 perf samples in ResNet-18 bf16.) */
 DDL__HOT static void im2col_small(const conv_geo *q, int nb, const float *x, float *col, size_t ld,
                                   const int32_t *src)
 {
@@ -433,17 +434,8 @@ static void bias_channels(void *ctx, size_t lo, size_t hi)
 {
     const bias_job *j = ctx;
     size_t stride = (size_t)j->c * j->p; /* from one sample's plane of channel ci to the next's */
-    for (size_t ci = lo; ci < hi; ci++) {
-        double s = 0.0;
-        for (int n0 = 0; n0 < j->nb; n0 += 8) {
-            float sums[8];
-            int rows = j->nb - n0 < 8 ? j->nb - n0 : 8;
-            ddl__row_sums(j->dy + ((size_t)n0 * j->c + ci) * j->p, stride, rows, (int)j->p, sums);
-            for (int r = 0; r < rows; r++) /* the samples in order, as one row sum at a time added them */
-                s += sums[r];
-        }
-        j->db[ci] += (float)s;
-    }
+    for (size_t ci = lo; ci < hi; ci++)
+        j->db[ci] += (float)ddl__planes_sum(j->dy + ci * j->p, stride, j->nb, (int)j->p);
 }
 
 /* bias_grad: db (c) += sums of dy (nb, c, p) over samples and positions; db may be NULL.

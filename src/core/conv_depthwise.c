@@ -14,7 +14,8 @@
  * taps in row-major order; an input gradient adds its outputs' terms in order (multiplier,
  * output row, tap); a weight gradient keeps 16 lane sums per tap over the samples and rows in
  * order, added up in a fixed order at the end, and the bias gradient sums a
- * sample's plane (ddl__row_sum) into a double, samples in order. Threads: the forward pass and
+ * sample's plane (ddl__row_sum's order) into a double, samples in order
+ * (ddl__planes_sum). Threads: the forward pass and
  * the input gradient by (sample, channel) planes, the weight gradient by channel. */
 #include "impl.h"
 
@@ -246,12 +247,8 @@ DDL__HOT static void dw_channel(void *ctx, int ic, float *ws)
         int oc = ic * q->mult + m;
         for (int t = 0; t < taps; t++)
             j->dwt[(size_t)oc * taps + t] += lanes(sums + ((size_t)m * taps + t) * 16);
-        if (j->db) {
-            double s = 0.0;
-            for (int n = 0; n < q->n; n++)
-                s += ddl__row_sum(j->dy + ((size_t)n * q->c * q->mult + oc) * op, (int)op);
-            j->db[oc] += (float)s;
-        }
+        if (j->db)
+            j->db[oc] += (float)ddl__planes_sum(j->dy + (size_t)oc * op, (size_t)q->c * q->mult * op, q->n, (int)op);
     }
 }
 
@@ -260,12 +257,8 @@ static void bias_only(const dw_geo *q, const float *dy, float *db)
 {
     int oc_n = q->c * q->mult;
     size_t op = (size_t)q->oh * q->ow;
-    for (int oc = 0; oc < oc_n; oc++) {
-        double s = 0.0;
-        for (int n = 0; n < q->n; n++)
-            s += ddl__row_sum(dy + ((size_t)n * oc_n + oc) * op, (int)op);
-        db[oc] += (float)s;
-    }
+    for (int oc = 0; oc < oc_n; oc++)
+        db[oc] += (float)ddl__planes_sum(dy + (size_t)oc * op, (size_t)oc_n * op, q->n, (int)op);
 }
 
 void ddl__conv2d_dw_backward(const ddl_conv2d *g, const float *x, const float *w, const float *dy, float *dx,

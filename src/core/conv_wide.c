@@ -535,17 +535,9 @@ static void dw_chunk(void *ctx, int t, float *ws)
     if (!sj->parts.db)
         return;
     double *db = sj->parts.db + (size_t)t * q->c_out;
-    for (int c = 0; c < q->c_out; c++) { /* the samples' plane sums, several at a time, added in order */
-        double s = 0.0;
-        for (int n0 = n_lo; n0 < n_hi; n0 += 8) {
-            float sums[8];
-            int rows = n_hi - n0 < 8 ? n_hi - n0 : 8;
-            ddl__row_sums(sj->w->dy + ((size_t)n0 * q->c_out + c) * p, (size_t)q->c_out * p, rows, (int)p, sums);
-            for (int r = 0; r < rows; r++)
-                s += sums[r];
-        }
-        db[c] = s;
-    }
+    for (int c = 0; c < q->c_out; c++)
+        db[c] = ddl__planes_sum(sj->w->dy + ((size_t)n_lo * q->c_out + c) * p, (size_t)q->c_out * p, n_hi - n_lo,
+                                (int)p);
 }
 
 /* dw_by_samples: dw (and db, if not NULL) += the chunks' parts, added in chunk order. */

@@ -188,9 +188,10 @@ int ddl__unpool2_avx512(size_t planes, int h, int w, const float *dy, const int3
  * dw (accumulated). */
 /* ddl__row_sum: sum of x[0, n) in 8 lanes added in a fixed order (ops.c). */
 float ddl__row_sum(const float *x, int n);
-/* ddl__row_sums: out[r] = ddl__row_sum(x + r stride, n), bit for bit, for rows [0, rows) (ops.c:
- * several rows' sums side by side, faster than one at a time). */
-void ddl__row_sums(const float *x, size_t stride, int rows, int n, float *out);
+/* ddl__planes_sum: the sum, in a double, of ddl__row_sum(x + i stride, n) over the planes i in
+ * [0, planes) in order, the same bits (ops.c: several planes' sums side by side, faster than one
+ * at a time): a bias gradient's sum of one channel's planes over the samples. */
+double ddl__planes_sum(const float *x, size_t stride, int planes, int n);
 
 /* _ok: the wide kernels take g's forward and input gradient (planes of 8x8 and up); _dw_ok: its
  * weight gradient too (16x16 and up); the rest is im2col + gemm's (conv.c). */

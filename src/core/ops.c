@@ -460,15 +460,15 @@ float ddl__row_sum(const float *x, int n)
     return t;
 }
 
-/* ddl__row_sums: out[r] = ddl__row_sum(x + r stride, n) for the rows [0, rows), bit for bit, four
- * rows at a time: each row's 8 lanes are one chain of dependent adds in ddl__row_sum's order, and
- * four rows' chains side by side keep the adder busy where one row's waited on each add (the
- * cnn's block1.conv2 bias gradient at batch 32: 174-184 -> 121-127 us, tools/bench/kernels.c). */
+/* row_sums: out[r] = ddl__row_sum(x + r stride, n) for the rows [0, rows), bit for bit, four rows
+ * at a time: each row's 8 lanes are one chain of dependent adds in ddl__row_sum's order, and four
+ * rows' chains side by side keep the adder busy where one row's waited on each add (the cnn's
+ * block1.conv2 bias gradient at batch 32: 174-184 -> 121-127 us, tools/bench/kernels.c). */
 typedef float row_v8 __attribute__((vector_size(32)));
 typedef float row_v8u __attribute__((vector_size(32), aligned(4)));
 #define ROW_LD8(p) (*(const row_v8u *)(const void *)(p))
 
-DDL__HOT void ddl__row_sums(const float *x, size_t stride, int rows, int n, float *out)
+DDL__HOT static void row_sums(const float *x, size_t stride, int rows, int n, float *out)
 {
     int r = 0;
     for (; r + 4 <= rows; r += 4) {
@@ -494,6 +494,19 @@ DDL__HOT void ddl__row_sums(const float *x, size_t stride, int rows, int n, floa
     }
     for (; r < rows; r++)
         out[r] = ddl__row_sum(x + (size_t)r * stride, n);
+}
+
+double ddl__planes_sum(const float *x, size_t stride, int planes, int n)
+{
+    double s = 0.0;
+    for (int p0 = 0; p0 < planes; p0 += 8) {
+        float sums[8];
+        int rows = planes - p0 < 8 ? planes - p0 : 8;
+        row_sums(x + (size_t)p0 * stride, stride, rows, n, sums);
+        for (int r = 0; r < rows; r++) /* in order, as one plane's sum at a time added them */
+            s += sums[r];
+    }
+    return s;
 }
 
 /* row_sqdev: sum of (x - m)^2 over x[0, n). */

@@ -92,8 +92,9 @@ static size_t dw_task_floats(const wino_geo *q) { return task_floats(q) + (size_
  * transforms store whole vectors, spill: 64 -> 64 3.5-3.6 -> 2.3; U-Net's 32 -> 32 0.92-0.94 ->
  * 0.75-0.80, its input gradient 0.93-0.95 -> 0.75-0.82; 16 -> 32 a tie, 0.48-0.50 and
  * 0.44-0.51); not at 16 -> 16 (64x64: as fast as direct), nor on 8x8 planes (64 -> 64: 1.16-1.19
- * -> 1.16-1.22; 32 -> 64 0.60-0.62 -> 0.69-0.75), where a sample has 16 tiles. The weight gradient pays from 32 channels in (where its
- * products are outer products, outer_pays) and 64 in and out together, on planes of 8x8 and up;
+ * -> 1.16-1.22; 32 -> 64 0.60-0.62 -> 0.69-0.75), where a sample has 16 tiles. The weight
+ * gradient pays from 32 channels in (where its products are outer products, outer_pays) and 64 in
+ * and out together, on planes of 8x8 and up;
  * direct, ms -> Winograd, alternated runs of 2026-11-29 (since the transforms store whole vectors,
  * spill): the cnn's 64 -> 64 at 16x16 5.1-5.6 -> 2.8-3.0; 32 -> 64 2.5 -> 1.6; 32 -> 32 at 32x32
  * 3.9-4.9 -> 3.2-3.75; U-Net's 64 -> 64 at 8x8 2.1 -> 1.15; 32 -> 64 at 8x8 0.9-1.1 -> 0.6-0.7;
