@@ -12,7 +12,7 @@
  * 231-309 (then measured in test_ops, which it left).
  * 2026-11-29, the cnn's block1.conv2 bias gradient (batch 32, 16 channels of 64x64, in cache), 3
  * alternated runs: 174-184 us with one plane's sum at a time, 121-127 with four side by side
- * (ddl__row_sums, the same bits). */
+ * (ddl__planes_sum in ops.c, the same bits). */
 #define _POSIX_C_SOURCE 200809L
 #include "ddl.h"
 
