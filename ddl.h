@@ -1731,16 +1731,18 @@ typedef struct ddl_conv2d {
                                    * the output (ConvTranspose2d's output_padding) */
 
     /* algorithm: DDL_CONV_DIRECT (0, the default) or DDL_CONV_WINOGRAD: 3x3 stride-1 convolutions
-     * (no dilation or groups, pad 0 to 2) by Winograd F(2x2,3x3) where the size rule says it is
-     * faster (docs/TRAINING.md, "Winograd"); other layers stay direct. Changes the float32 bits
-     * (a relative error of about 1e-6 against direct), the same on any thread count. The
-     * workspace depends on it: size it with the algo the passes will see. */
+     * (no dilation or groups, pad 0 to 2) by Winograd where the size rule says it is faster
+     * (docs/TRAINING.md, "Winograd"): F(4x4,3x3) on planes of whole 4x4 tiles with pad 1 (16x16
+     * and up), F(2x2,3x3) elsewhere; other layers stay direct. Changes the float32 bits (a
+     * relative error of up to about 3e-6 against direct, 10 times direct's), the same on any
+     * thread count. The workspace depends on it: size it with the algo the passes will see. */
     int algo;
 } ddl_conv2d;
 
 #define DDL_CONV_DIRECT 0
 #define DDL_CONV_WINOGRAD 1
 #define DDL_CONV_WINOGRAD_ALL 2 /* every layer Winograd can take, whatever the size rule says (to test) */
+#define DDL_CONV_WINOGRAD4_ALL 3 /* as _ALL, by F(4x4,3x3) wherever it tiles the plane (to test) */
 
 /* ddl_conv2d_out_h / _out_w: output size (in + pad_t + pad_b - dilation (k - 1) - 1) / stride + 1:
  * with the defaults (in + 2 pad - k) / stride + 1. */

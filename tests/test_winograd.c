@@ -1,4 +1,5 @@
-/* test_winograd.c - Winograd F(2x2,3x3) (src/core/winograd.c) against the definition in double:
+/* test_winograd.c - Winograd F(2x2,3x3) and F(4x4,3x3) (src/core/winograd.c, winograd_f4.c)
+ * against the definition in double:
  * the forward pass, the input gradient and the weight gradient on shapes with odd sizes, pads 0,
  * 1 and 2, channel counts that are not multiples of 16, batch 1 and several; the same bits on 1
  * and 2 threads; central differences of a loss through the layer, and ddl_model_check_grads of a
@@ -8,8 +9,11 @@
  * (sum |x w| over its taps and channels, for dw over the positions too). Measured here (-v prints
  * it): Winograd 2.7e-7 at most, direct 2.3e-7: F(2x2,3x3)'s coefficients are 1 and 1/2, so it is
  * as accurate as direct. A coefficient off by one part in 10^4 (G's 0.5 in U, or in the weight
- * gradient's G^T, as 0.50005, checked by hand) gives 2e-5 to 9e-5 and fails. More in
- * docs/TRAINING.md ("Winograd"). */
+ * gradient's G^T, as 0.50005, checked by hand) gives 2e-5 to 9e-5 and fails.
+ * F(4x4,3x3), on the shapes it tiles (bands of 4 tile rows of 4, 2 of 8, rows of 16): 2.9e-6 at
+ * most (its coefficients 4, 5, 1/6, 1/24 round more), bounded at WINO4_TOL = 1e-5; G's 1/6 off by
+ * one part in 10^4 gives 1.2e-5 to 9.8e-5 and B^T's 2 (as 2.0001) 2.2e-5 to 3.2e-4, checked by
+ * hand: both fail. More in docs/TRAINING.md ("Winograd"). */
 /* ddl-test: beside (computes and bounds no time: it runs beside another such test) */
 #include "ddl.h"
 #include "check.h"
@@ -19,6 +23,7 @@
 #include <string.h>
 
 #define WINO_TOL 1e-6
+#define WINO4_TOL 1e-5
 
 typedef struct shape {
     int n, c, h, w, k, pad;
@@ -96,12 +101,21 @@ static run run_alloc(const shape *s)
     return r;
 }
 
+/* fits4_shape: F(4x4,3x3) takes s (pad 1, whole bands of 16 tiles: tile rows of 4, 8 or a
+ * multiple of 16, and whole bands of tile rows) */
+static int fits4_shape(const shape *s)
+{
+    int tw = s->w / 4, th = s->h / 4, cols = tw < 16 ? tw : 16;
+    return s->pad == 1 && s->h % 4 == 0 && s->w % 4 == 0 && th > 0 && (tw == 4 || tw == 8 || (tw > 0 && tw % 16 == 0)) &&
+           th % (16 / cols) == 0;
+}
+
 static void run_free(run *r) { free(r->y), free(r->dx), free(r->dw), free(r->db); }
 
 static int same(const float *a, const float *b, size_t n) { return memcmp(a, b, n * sizeof *a) == 0; }
 
 /* one_shape: Winograd and direct against double; Winograd on 1 and 2 threads bit for bit. */
-static void one_shape(const shape *s, int verbose)
+static void one_shape(const shape *s, int algo, double tol, int verbose)
 {
     unsigned seed = 7u + (unsigned)(s->c * 131 + s->k * 7 + s->h);
     int oh = s->h + 2 * s->pad - 2, ow = s->w + 2 * s->pad - 2;
@@ -116,16 +130,17 @@ static void one_shape(const shape *s, int verbose)
     run d = run_alloc(s), wi = run_alloc(s), w2 = run_alloc(s);
     ddl_set_threads(1);
     passes(&g, x, w, b, dy, &d);
-    g.algo = DDL_CONV_WINOGRAD_ALL;
+    g.algo = algo;
     passes(&g, x, w, b, dy, &wi);
     double ey = worst(ny, wi.y, y, my), ex = worst(nx, wi.dx, dx, mx), ew = worst(nw, wi.dw, dw, mw);
     double dy_ = worst(ny, d.y, y, my), dx_ = worst(nx, d.dx, dx, mx), dw_ = worst(nw, d.dw, dw, mw);
     if (verbose)
-        printf("N%d C%d %dx%d K%d pad %d: winograd y %.2g dx %.2g dw %.2g; direct %.2g %.2g %.2g\n", s->n, s->c, s->h,
-               s->w, s->k, s->pad, ey, ex, ew, dy_, dx_, dw_);
-    CHECK(ey <= WINO_TOL);
-    CHECK(ex <= WINO_TOL);
-    CHECK(ew <= WINO_TOL);
+        printf("N%d C%d %dx%d K%d pad %d: F(%dx%d) y %.2g dx %.2g dw %.2g; direct %.2g %.2g %.2g\n", s->n, s->c, s->h,
+               s->w, s->k, s->pad, algo == DDL_CONV_WINOGRAD4_ALL ? 4 : 2, algo == DDL_CONV_WINOGRAD4_ALL ? 4 : 2, ey,
+               ex, ew, dy_, dx_, dw_);
+    CHECK(ey <= tol);
+    CHECK(ex <= tol);
+    CHECK(ew <= tol);
     CHECK(!same(wi.y, d.y, ny)); /* Winograd did run: its bits differ from direct's */
     int db_same = same(wi.db, d.db, (size_t)s->k);
     CHECK(db_same); /* the bias gradient is direct's sum */
@@ -149,12 +164,12 @@ static double loss(const ddl_conv2d *g, const float *x, const float *w, const fl
     return l;
 }
 
-/* grad_check: dL/dx and dL/dw of L = sum r y from the backward pass against central differences. */
-static void grad_check(void)
+/* grad_check: dL/dx and dL/dw of L = sum r y from the backward pass against central differences,
+ * with algo (F(2x2,3x3) or F(4x4,3x3) on every pass). */
+static void grad_check(shape s, int algo)
 {
-    shape s = {2, 5, 7, 6, 4, 1};
     ddl_conv2d g = {.batch = s.n, .in_c = s.c, .in_h = s.h, .in_w = s.w, .out_c = s.k, .k_h = 3, .k_w = 3, .stride = 1, .pad = s.pad};
-    g.algo = DDL_CONV_WINOGRAD_ALL;
+    g.algo = algo;
     unsigned seed = 99;
     size_t nx = (size_t)s.n * s.c * s.h * s.w, ny = (size_t)s.n * s.k * s.h * s.w, nw = (size_t)s.k * s.c * 9;
     float *x = randn(nx, &seed), *w = randn(nw, &seed), *r = randn(ny, &seed);
@@ -232,23 +247,23 @@ static void model_check(void)
     free(in);
 }
 
-/* rule_check: under the size rule (DDL_CONV_WINOGRAD) a layer takes Winograd pass by pass: the
- * cnn's 64 -> 64 at 16x16 all three passes (the bits of Winograd on every pass), and its 32 -> 64
- * at 16x16 and 32 -> 32 at 32x32 too; 16 -> 80 at 16x16 and the cnn's 16 -> 32 at 32x32 the
- * forward pass and input gradient but not the weight gradient (16 in: outer products would leave
- * lanes empty), U-Net's 32 -> 32 at 16x16 all three, its 64 -> 64 at 8x8 only the weight
- * gradient, its 16 -> 32 at 16x16 none (the forward pass on 16x16 pays from 64 channels), its
- * 32 -> 16 at 32x32 only the forward pass and input gradient (the weight gradient from 64 in and
- * out), and the cnn's 16 -> 16 at 64x64 none. */
+/* rule_check: under the size rule (DDL_CONV_WINOGRAD) a layer takes Winograd pass by pass, by
+ * F(4x4,3x3) where it tiles the plane (pad 1, planes of 16x16 and up: the bits of
+ * DDL_CONV_WINOGRAD4_ALL), else by F(2x2,3x3) (DDL_CONV_WINOGRAD_ALL's bits). F(4x4,3x3): every
+ * pass from 16 channels in and out (the cnn's 64 -> 64 at 16x16, 16 -> 16 at 64x64, 16 -> 80);
+ * with 8, the forward pass and input gradient from 24 together (U-Net's 16 -> 8 at 64x64 and
+ * 8 -> 16 at 32x32) but not its 8 -> 8 at 64x64, nor the cnn's first layer (3 in). F(2x2,3x3):
+ * U-Net's 64 -> 64 at 8x8 only the weight gradient (8x8: no band of 16 tiles); a 64 -> 64 at
+ * 18x18 (not whole 4x4 tiles) and a 32 -> 32 at 34x34 with pad 0 all three passes. */
 static void rule_check(void)
 {
     static const struct {
         shape s;
-        int fwd, dw;
-    } cases[] = {{{2, 64, 16, 16, 64, 1}, 1, 1}, {{2, 32, 16, 16, 64, 1}, 1, 1}, {{2, 16, 16, 16, 80, 1}, 1, 0},
-                 {{2, 32, 32, 32, 32, 1}, 1, 1}, {{2, 16, 32, 32, 32, 1}, 1, 0}, {{2, 64, 8, 8, 64, 1}, 0, 1},
-                 {{2, 32, 16, 16, 32, 1}, 1, 1}, {{2, 16, 16, 16, 32, 1}, 0, 0}, {{2, 32, 32, 32, 16, 1}, 1, 0},
-                 {{2, 16, 64, 64, 16, 1}, 0, 0}};
+        int fwd, dw; /* 0 direct, 2 F(2x2,3x3), 4 F(4x4,3x3) */
+    } cases[] = {{{2, 64, 16, 16, 64, 1}, 4, 4}, {{2, 32, 16, 16, 64, 1}, 4, 4}, {{2, 16, 16, 16, 80, 1}, 4, 4},
+                 {{2, 32, 32, 32, 32, 1}, 4, 4}, {{2, 16, 64, 64, 16, 1}, 4, 4}, {{2, 16, 64, 64, 8, 1}, 4, 0},
+                 {{2, 8, 32, 32, 16, 1}, 4, 0},  {{2, 8, 64, 64, 8, 1}, 0, 0},   {{2, 3, 64, 64, 16, 1}, 0, 0},
+                 {{2, 64, 8, 8, 64, 1}, 0, 2},   {{2, 64, 18, 18, 64, 1}, 2, 2}, {{2, 32, 34, 34, 32, 0}, 2, 2}};
     ddl_set_threads(1);
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         const shape *s = &cases[i].s;
@@ -257,19 +272,25 @@ static void rule_check(void)
         size_t nx = (size_t)s->n * s->c * s->h * s->w, ny = (size_t)s->n * s->k * oh * ow, nw = (size_t)s->k * s->c * 9;
         float *x = randn(nx, &seed), *w = randn(nw, &seed), *dy = randn(ny, &seed), *b = randn((size_t)s->k, &seed);
         ddl_conv2d g = {.batch = s->n, .in_c = s->c, .in_h = s->h, .in_w = s->w, .out_c = s->k, .k_h = 3, .k_w = 3, .stride = 1, .pad = s->pad};
-        run d = run_alloc(s), all = run_alloc(s), rule = run_alloc(s);
+        run d = run_alloc(s), f2 = run_alloc(s), f4 = run_alloc(s), rule = run_alloc(s);
         passes(&g, x, w, b, dy, &d);
         g.algo = DDL_CONV_WINOGRAD_ALL;
-        passes(&g, x, w, b, dy, &all);
+        passes(&g, x, w, b, dy, &f2);
+        g.algo = DDL_CONV_WINOGRAD4_ALL;
+        passes(&g, x, w, b, dy, &f4);
         g.algo = DDL_CONV_WINOGRAD;
         passes(&g, x, w, b, dy, &rule);
-        const run *fwd = cases[i].fwd ? &all : &d, *dw = cases[i].dw ? &all : &d;
-        CHECK(same(rule.y, fwd->y, ny));
-        CHECK(same(rule.dx, fwd->dx, nx));
-        CHECK(same(rule.dw, dw->dw, nw));
+        const run *by[5] = {&d, NULL, &f2, NULL, &f4}, *fwd = by[cases[i].fwd], *dw = by[cases[i].dw];
+        int ok = same(rule.y, fwd->y, ny) && same(rule.dx, fwd->dx, nx) && same(rule.dw, dw->dw, nw);
+        if (!ok)
+            fprintf(stderr, "rule_check: N%d C%d %dx%d K%d pad %d: not the expected passes\n", s->n, s->c, s->h, s->w,
+                    s->k, s->pad);
+        CHECK(ok);
         CHECK(same(rule.db, d.db, (size_t)s->k));
-        CHECK(!same(all.dw, d.dw, nw)); /* the two weight gradients differ: the check above can fail */
-        run_free(&d), run_free(&all), run_free(&rule);
+        /* the three weight gradients differ, where the two tiles apply: the check above can fail */
+        CHECK(!same(f2.dw, d.dw, nw));
+        CHECK(fits4_shape(s) == !same(f4.dw, f2.dw, nw));
+        run_free(&d), run_free(&f2), run_free(&f4), run_free(&rule);
         free(x), free(w), free(dy), free(b);
     }
 }
@@ -288,8 +309,18 @@ int main(int argc, char **argv)
         {2, 40, 9, 11, 13, 1}, /* the weight gradient's outer products: 40 channels (a part vector), 30 tiles, 13 rows */
     };
     for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++)
-        one_shape(&shapes[i], verbose);
-    grad_check();
+        one_shape(&shapes[i], DDL_CONV_WINOGRAD_ALL, WINO_TOL, verbose);
+    static const shape shapes4[] = {
+        {2, 64, 16, 16, 64, 1}, /* the cnn's block3.conv2: a band of 4 tile rows of 4 a sample */
+        {3, 32, 32, 32, 16, 1}, /* bands of 2 tile rows of 8 */
+        {2, 8, 64, 64, 8, 1},   /* bands of 1 tile row of 16 */
+        {1, 17, 16, 128, 5, 1}, /* 2 bands a tile row, odd channels */
+        {2, 40, 9, 11, 13, 1},  /* not whole tiles: F(2x2,3x3) */
+    };
+    for (size_t i = 0; i < sizeof shapes4 / sizeof *shapes4; i++)
+        one_shape(&shapes4[i], DDL_CONV_WINOGRAD4_ALL, WINO4_TOL, verbose);
+    grad_check((shape){2, 5, 7, 6, 4, 1}, DDL_CONV_WINOGRAD_ALL);
+    grad_check((shape){2, 5, 16, 16, 4, 1}, DDL_CONV_WINOGRAD4_ALL);
     model_check();
     rule_check();
     /* a layer the size rule leaves direct: the same bits as algo 0 */

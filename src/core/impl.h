@@ -235,7 +235,7 @@ void ddl__conv2d_dw_forward(const ddl_conv2d *g, const float *x, const float *w,
                             float *ws);
 void ddl__conv2d_dw_backward(const ddl_conv2d *g, const float *x, const float *w, const float *dy, float *dx,
                              float *dw, float *db, float *ws);
-/* Winograd F(2x2,3x3) for 3x3 stride-1 convolutions (winograd.c). _ok: 1 when g asks for it
+/* Winograd F(2x2,3x3) and F(4x4,3x3) for 3x3 stride-1 convolutions (winograd.c). _ok: 1 when g asks for it
  * (g->algo) and its size rule gives it the forward pass and the input gradient; _dw_ok: the
  * weight gradient (the rule is pass by pass); _workspace: its floats (either); _backward: dw +=
  * (dw may be NULL), dx = (dx may be NULL); the bias gradient is the caller's. */

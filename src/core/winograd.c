@@ -1,7 +1,10 @@
-/* winograd.c - 3x3 stride-1 convolution by Winograd F(2x2,3x3) (Lavin and Gray, 2015): the
- * forward pass, the input gradient and the weight gradient, for a ddl_conv2d whose algo asks for
- * it (ddl__wino_ok says which layers: only where it measured faster than the direct kernels).
- * Uses only the caller's workspace (ddl__wino_workspace floats) and the pool's scratch.
+/* winograd.c - 3x3 stride-1 convolution by Winograd (Lavin and Gray, 2015): the forward pass,
+ * the input gradient and the weight gradient, for a ddl_conv2d whose algo asks for it
+ * (ddl__wino_ok says which layers: only where it measured faster than the direct kernels). Here
+ * the passes, the products and F(2x2,3x3)'s transforms; F(4x4,3x3)'s, taken wherever a plane is
+ * whole bands of its 4x4 tiles (fits4: the cnn's and U-Net's planes of 16x16 and up), are in
+ * winograd_f4.c: the same passes with 36 points for 16. Uses only the caller's workspace
+ * (ddl__wino_workspace floats) and the pool's scratch.
  *
  * Each 2x2 block of outputs ("tile") reads a 4x4 block d of the zero-padded input. With
  *   B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1], G = [1 0 0; .5 .5 .5; .5 -.5 .5; 0 0 1],
@@ -17,41 +20,31 @@
  * 3x3 result is taken out of the transform domain once at the end.
  *
  * Determinism: the work is cut into tasks fixed by the geometry alone (a block of one sample's
- * tiles; for the weight gradient a fixed number of sample ranges, their sums added in order at
- * the end), every product of fixed shape inside its task: the bits do not depend on
- * the thread count. */
-#include "impl.h"
-
-#include <string.h>
+ * tiles, or of the batch's for F(4x4,3x3); for the weight gradient a fixed number of ranges of
+ * blocks, their sums added in order at the end), every product of fixed shape inside its task:
+ * the bits do not depend on the thread count. */
+#include "winograd.h"
 
 #define WINO_BUDGET ((size_t)1 << 17) /* floats of one task's V and M (512 KB, about L2) */
 /* the weight gradient's: its products are sums over a block's tiles, and longer blocks pay more
  * than they cost in cache (at batch 32, one thread: the cnn's 32 -> 32 on 32x32 5.0 -> 3.6 ms,
  * 16 -> 32 4.7 -> 1.9 ms against 1 << 17; 1 << 15 made 16 -> 16 on 64x64 2.5 times slower) */
 #define WINO_DW_BUDGET ((size_t)1 << 18)
-#define WINO_DW_PARTS 8               /* sample ranges of the weight gradient, summed in order */
+#define WINO_DW_PARTS 8               /* ranges of the weight gradient's blocks, summed in order */
 
-/* wino_geo: input (n, c, h, w) padded by pad, output (k, oh, ow), th x tw tiles a sample, in
- * blocks of nt tiles (the last one shorter). */
-typedef struct wino_geo {
-    int n, c, h, w, k, pad, oh, ow, th, tw, nt, blocks;
-    size_t vs, ms; /* floats from one transform point's V (c, nt), M (k, nt) to the next's */
-} wino_geo;
 
-/* The 16 points' matrices of a task are one cache line more than their size apart: at exactly
- * c nt floats (a multiple of 1 KB) the transforms' 16 stores of a tile land in one L1 set and
- * evict each other (the cnn's 16 -> 16 layer at 64x64, batch 64, one thread: forward 16.9 ->
- * 10.5 ms, weight gradient 23.1 -> 12.3 ms). */
-#define WINO_SKEW 16
-
-static wino_geo wino_view(int n, int c, int h, int w, int k, int pad, size_t budget)
+static wino_geo wino_view(int n, int c, int h, int w, int k, int pad, int m, size_t budget)
 {
-    wino_geo q = {n, c, h, w, k, pad, h + 2 * pad - 2, w + 2 * pad - 2, 0, 0, 0, 0, 0, 0};
-    q.th = (q.oh + 1) / 2;
-    q.tw = (q.ow + 1) / 2;
+    wino_geo q = {n, c, h, w, k, pad, h + 2 * pad - 2, w + 2 * pad - 2, m, (m + 2) * (m + 2), 0, 0, 0, 0, 0, 0};
+    q.th = (q.oh + m - 1) / m;
+    q.tw = (q.ow + m - 1) / m;
     int tiles = q.th * q.tw;
-    size_t per = (size_t)16 * (size_t)(c + k);
+    size_t per = (size_t)q.pts * (size_t)(c + k);
     int nt = (int)(budget / per) / 16 * 16;
+    if (m == 4) { /* blocks of the whole batch's tiles, in whole vectors of 16 (bands), 32 where they fit */
+        tiles *= n;
+        nt = nt >= 32 ? nt / 32 * 32 : 16;
+    }
     if (nt < 16)
         nt = 16;
     q.nt = nt > tiles ? tiles : nt;
@@ -69,12 +62,12 @@ static int row_floats(const wino_geo *q) { return (2 * q->tw + 2 + 32 + 15) / 16
  * scratch beside its V and M (see task_floats). */
 #define WINO_MAX_WIDTH 8192
 
-/* task_floats: one task's V (16, c, nt) and M (16, k, nt), plus the rows of the transforms: at
- * most 16 x 1024 x 16 + 8 row_floats, within the pool's DDL__THREAD_SCRATCH (ddl__wino_ok takes
- * c + k <= 1024). */
+/* task_floats: one task's V (pts, c, nt) and M (pts, k, nt), plus the rows of the transforms: at
+ * most 16 x 1024 x 16 + 8 row_floats for F(2x2,3x3) (fits takes c + k <= 1024), 36 x 512 x 16 +
+ * 19 of F(4x4,3x3)'s (fits4: c + k <= 512), within the pool's DDL__THREAD_SCRATCH. */
 static size_t task_floats(const wino_geo *q)
 {
-    return (size_t)16 * (q->vs + q->ms) + (size_t)8 * row_floats(q);
+    return (size_t)q->pts * (q->vs + q->ms) + (q->m == 4 ? ddl__wino4_rows(q) : (size_t)8 * row_floats(q));
 }
 
 /* vt_stride: a row of one point's V transposed (nt, c): c floats rounded up to the 32 the weight
@@ -109,6 +102,18 @@ static size_t dw_task_floats(const wino_geo *q) { return task_floats(q) + (size_
 #define WINO_WIDE 64     /* in + out from which 16x16 planes pay */
 #define WINO_DW_MIN_IN 32 /* channels in from which the weight gradient pays (outer_pays) */
 #define WINO_DW_SUM 64    /* in + out, on planes of 8x8 and up */
+/* F(4x4,3x3), where it tiles the plane (fits4: the cnn's and U-Net's planes of 16x16 and up), is
+ * the faster Winograd wherever either pays, 1.6-1.9x F(2x2,3x3) from 32 channels (its weights'
+ * transform 16 kernels at a time: one at a time it was 45% of a forward pass), and pays from
+ * fewer channels: the forward pass and input gradient from 8 in and out and 24 together, the
+ * weight gradient from 16 in and out. Batch 32, one thread, direct -> F(2x2) -> F(4x4) forward,
+ * ms, in one run: the cnn's 64 -> 64 at 16x16 3.65 -> 2.43 -> 1.36, 32 -> 32 at 32x32 3.46 ->
+ * 2.40 -> 1.71, 16 -> 16 at 64x64 3.57 -> 2.98 -> 2.47 (weight gradient 3.98 -> 2.73 by F(4x4));
+ * U-Net's 8 -> 16 at 32x32 0.46 -> 0.37, 16 -> 8 at 64x64 2.16 -> 2.02 (a tie in another run),
+ * 8 -> 8 at 64x64 1.03 -> 1.14 (slower), its weight gradients with 8 channels 1.5-2.7x slower. */
+#define WINO4_MIN_CHANNELS 8 /* in and out, the forward pass and input gradient */
+#define WINO4_MIN_SUM 24     /* in + out */
+#define WINO4_DW_MIN 16      /* in and out, the weight gradient (and outer_pays) */
 
 static int fits(const ddl_conv2d *g)
 {
@@ -119,15 +124,27 @@ static int fits(const ddl_conv2d *g)
            g->in_w + 2 * g->pad <= WINO_MAX_WIDTH;
 }
 
+/* fits4: F(4x4,3x3) takes g: padding 1 (so the input gradient's plane is the output's), planes of
+ * whole bands of 4x4 tiles (ddl__wino4_fits) and c + k <= 512 (its task's scratch). */
+static int fits4(const ddl_conv2d *g)
+{
+    return fits(g) && g->pad == 1 && g->in_c + g->out_c <= 512 && ddl__wino4_fits(g->in_h, g->in_w);
+}
+
 /* takes: g asks for Winograd (g->algo) and fits it, and the size rule gives it the forward pass
- * and input gradient (dw 0) or the weight gradient (dw 1); DDL_CONV_WINOGRAD_ALL: every pass. */
+ * and input gradient (dw 0) or the weight gradient (dw 1); DDL_CONV_WINOGRAD_ALL and
+ * DDL_CONV_WINOGRAD4_ALL: every pass. */
 static int takes(const ddl_conv2d *g, int dw)
 {
-    if ((g->algo != DDL_CONV_WINOGRAD && g->algo != DDL_CONV_WINOGRAD_ALL) || !fits(g))
+    if ((g->algo != DDL_CONV_WINOGRAD && g->algo != DDL_CONV_WINOGRAD_ALL && g->algo != DDL_CONV_WINOGRAD4_ALL) ||
+        !fits(g))
         return 0;
-    if (g->algo == DDL_CONV_WINOGRAD_ALL)
+    if (g->algo != DDL_CONV_WINOGRAD)
         return 1;
     int c = g->in_c, k = g->out_c, plane = g->in_h < g->in_w ? g->in_h : g->in_w;
+    if (fits4(g))
+        return dw ? c >= WINO4_DW_MIN && k >= WINO4_DW_MIN
+                  : c >= WINO4_MIN_CHANNELS && k >= WINO4_MIN_CHANNELS && c + k >= WINO4_MIN_SUM;
     if (c < WINO_MIN_CHANNELS || k < WINO_MIN_CHANNELS)
         return 0;
     if (dw)
@@ -135,21 +152,32 @@ static int takes(const ddl_conv2d *g, int dw)
     return (plane >= WINO_BIG_PLANE && c + k >= WINO_MIN_SUM) || (plane >= 16 && c + k >= WINO_WIDE);
 }
 
+/* tile: the outputs a tile (2 or 4) of a layer's Winograd passes: F(4x4,3x3) wherever it fits,
+ * but under DDL_CONV_WINOGRAD_ALL (F(2x2,3x3) on every layer, to test it). */
+static int tile(const ddl_conv2d *g) { return g->algo != DDL_CONV_WINOGRAD_ALL && fits4(g) ? 4 : 2; }
+
 int ddl__wino_ok(const ddl_conv2d *g) { return takes(g, 0); }
 
 int ddl__wino_dw_ok(const ddl_conv2d *g) { return takes(g, 1); }
 
-size_t ddl__wino_workspace(const ddl_conv2d *g)
+/* workspace: of the passes with tiles of m outputs */
+static size_t workspace(const ddl_conv2d *g, int m)
 {
-    wino_geo f = wino_view(g->batch, g->in_c, g->in_h, g->in_w, g->out_c, g->pad, WINO_BUDGET);
-    wino_geo b = wino_view(g->batch, g->out_c, f.oh, f.ow, g->in_c, 2 - g->pad, WINO_BUDGET);
-    wino_geo d_ = wino_view(g->batch, g->in_c, g->in_h, g->in_w, g->out_c, g->pad, WINO_DW_BUDGET);
-    size_t u = (size_t)16 * g->in_c * g->out_c, tf = task_floats(&f), tb = task_floats(&b);
+    wino_geo f = wino_view(g->batch, g->in_c, g->in_h, g->in_w, g->out_c, g->pad, m, WINO_BUDGET);
+    wino_geo b = wino_view(g->batch, g->out_c, f.oh, f.ow, g->in_c, 2 - g->pad, m, WINO_BUDGET);
+    wino_geo d_ = wino_view(g->batch, g->in_c, g->in_h, g->in_w, g->out_c, g->pad, m, WINO_DW_BUDGET);
+    size_t u = (size_t)f.pts * g->in_c * g->out_c, tf = task_floats(&f), tb = task_floats(&b);
     size_t t = tf > tb ? tf : tb;
     /* forward and input gradient: U then one task's scratch; weight gradient: the parts, then a
      * task's scratch (its V and its DY, of longer blocks) */
     size_t a = u + t, d = (size_t)WINO_DW_PARTS * u + dw_task_floats(&d_);
     return a > d ? a : d;
+}
+
+size_t ddl__wino_workspace(const ddl_conv2d *g)
+{
+    size_t a = workspace(g, 2), b = fits4(g) ? workspace(g, 4) : 0;
+    return a > b ? a : b;
 }
 
 /* ---- transforms ---- */
@@ -182,10 +210,6 @@ static void weights_u(int k, int c, const float *w, int flip, float *u)
         }
 }
 
-typedef float v16 __attribute__((vector_size(64)));
-typedef float v16u __attribute__((vector_size(64), aligned(4)));
-#define LD(p) (*(const v16u *)(const void *)(p))
-
 /* put: the first n (<= 16) lanes of v at p: a whole vector, or lane by lane at a row's end
  * (the next floats belong to another row, already written). */
 /* (the vector goes by address: GCC notes an ABI change for a 64-byte vector argument in a build
@@ -199,13 +223,6 @@ static inline __attribute__((always_inline)) void put_at(float *p, const v16 *v,
             p[l] = (*v)[l];
 }
 #define put(p, v, n) put_at((p), (const v16[1]){(v)}, (n))
-
-/* spill: all 16 lanes of v at p, where the lanes past a row's end fall on floats written later
- * (or on the WINO_SKEW floats after a matrix): the transforms' matrices V (16, c, nt) and DY
- * (16, k, nt), filled in order of channel and tile, so the next segment's or channel's stores
- * overwrite what spilled. On 16x16 planes a segment (a tile row) is 8 tiles, and put stored them
- * lane by lane. */
-#define spill(p, v) (*(v16u *)(void *)(p) = (v))
 
 /* get_at: the first n (<= 16) floats at p in v's lanes (the rest zero), no further read. */
 static inline __attribute__((always_inline)) void get_at(v16 *v, const float *p, int n)
@@ -224,23 +241,8 @@ static inline __attribute__((always_inline)) void get_at(v16 *v, const float *p,
  * a row a channel and block: consecutive tile rows share two input rows, kept in their slot).
  * A tile at padded column 2t reads columns 2t .. 2t + 3: the even and the odd ones of the 32
  * from 2t, then of the 32 from 2t + 2, give its four columns for 16 tiles at once. */
-typedef int v16i __attribute__((vector_size(64)));
 static const v16i EVENS = {0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30};
 static const v16i ODDS = {1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31};
-
-/* padded_row: buf holds image row y of plane (h, w) at column pad, zeros around it (kept from the
- * first call: every copy writes the same columns); zero: the row of zeros, for a row outside. */
-static inline const float *padded_row(const float *plane, int h, int w, int y, int pad, float *buf, int *held,
-                                      const float *zero)
-{
-    if (y < 0 || y >= h)
-        return zero;
-    if (*held != y) {
-        memcpy(buf + pad, plane + (size_t)y * w, (size_t)w * sizeof *buf);
-        *held = y;
-    }
-    return buf;
-}
 
 /* four_columns: the columns 2t .. 2t + 3 of tiles t .. t + 15 of padded row r (from r + 2t). */
 #define FOUR_COLUMNS(r, c0, c1, c2, c3)                                                             \
@@ -432,6 +434,27 @@ DDL__HOT static void product(int k, int c, int nt, const float *u, size_t ldu, c
                              size_t ldm, int add)
 {
     int k0 = 0;
+    if (nt <= 16) /* one vector of tiles (F(4x4,3x3) on 16x16 planes): 16 rows at a time */
+        for (; k0 + 2 * PROD_ROWS <= k; k0 += 2 * PROD_ROWS) {
+            const float *ur = u + (size_t)k0 * ldu;
+            v16 a[2 * PROD_ROWS] = {0};
+            for (int ci = 0; ci < c; ci++) {
+                v16 x = LD(v + (size_t)ci * ldv);
+#pragma GCC unroll 16
+                for (int r = 0; r < 2 * PROD_ROWS; r++)
+                    a[r] += ur[(size_t)r * ldu + ci] * x;
+            }
+#pragma GCC unroll 16
+            for (int r = 0; r < 2 * PROD_ROWS; r++) {
+                float *row = m + (size_t)(k0 + r) * ldm;
+                if (add) {
+                    v16 g;
+                    get_at(&g, row, nt);
+                    a[r] += g;
+                }
+                put(row, a[r], nt);
+            }
+        }
     for (; k0 + PROD_ROWS <= k; k0 += PROD_ROWS) {
         const float *ur = u + (size_t)k0 * ldu;
         for (int t = 0; t < nt; t += 32) {
@@ -532,91 +555,134 @@ typedef struct wino_job {
     float *y, *parts;
 } wino_job;
 
-/* conv_task: task i = block i % blocks of sample i / blocks: its outputs, in scratch. */
+/* Tasks: F(2x2,3x3)'s blocks are one sample's tiles (q->blocks a sample); F(4x4,3x3)'s run
+ * through the batch's tiles (q->blocks in all), so a 16x16 plane's 16 tiles do not make a block
+ * alone. block_of: block b's sample (whose tensors the transforms get; 0 for F(4x4,3x3), whose
+ * transforms take the batch and tiles counted through it), first tile and tile count. */
+static int n_blocks(const wino_geo *q) { return q->m == 4 ? q->blocks : q->n * q->blocks; }
+
+static void block_of(const wino_geo *q, int b, int *n, int *t0, int *nt)
+{
+    int tiles = q->m == 4 ? q->n * q->th * q->tw : q->th * q->tw;
+    *n = q->m == 4 ? 0 : b / q->blocks;
+    *t0 = (q->m == 4 ? b : b % q->blocks) * q->nt;
+    *nt = tiles - *t0 < q->nt ? tiles - *t0 : q->nt;
+}
+
+/* conv_task: task i = block i: its outputs, in scratch. */
 static void conv_task(void *ctx, int i, float *ws)
 {
     const wino_job *j = ctx;
     const wino_geo *q = &j->q;
-    int n = i / q->blocks, t0 = (i % q->blocks) * q->nt;
-    int nt = q->th * q->tw - t0 < q->nt ? q->th * q->tw - t0 : q->nt;
-    float *v = ws, *m = v + 16 * q->vs, *rows = m + 16 * q->ms;
-    input_v(q, j->x + (size_t)n * q->c * q->h * q->w, t0, nt, v, rows);
+    int n, t0, nt;
+    block_of(q, i, &n, &t0, &nt);
+    float *v = ws, *m = v + (size_t)q->pts * q->vs, *rows = m + (size_t)q->pts * q->ms;
+    const float *x = j->x + (size_t)n * q->c * q->h * q->w;
+    float *y = j->y + (size_t)n * q->k * q->oh * q->ow;
+    if (q->m == 4)
+        ddl__wino4_input_v(q, x, t0, nt, v, rows);
+    else
+        input_v(q, x, t0, nt, v, rows);
     size_t uk = (size_t)q->k * q->c, vk = q->vs, mk = q->ms;
-    for (int xi = 0; xi < 16; xi++)
+    for (int xi = 0; xi < q->pts; xi++)
         product(q->k, q->c, nt, j->u + xi * uk, (size_t)q->c, v + xi * vk, (size_t)q->nt, m + xi * mk, (size_t)q->nt,
                 0);
-    output_y(q, m, t0, nt, j->b, j->y + (size_t)n * q->k * q->oh * q->ow, rows);
+    if (q->m == 4)
+        ddl__wino4_output_y(q, m, t0, nt, j->b, y);
+    else
+        output_y(q, m, t0, nt, j->b, y, rows);
 }
 
 /* run_conv: y = the convolution of x (q) with the kernels u, b added (may be NULL). */
 static void run_conv(const wino_geo *q, const float *x, const float *u, const float *b, float *y, float *ws)
 {
     wino_job j = {*q, x, u, b, NULL, y, NULL};
-    ddl__parallel_ws(q->n * q->blocks, conv_task, &j, ws);
+    ddl__parallel_ws(n_blocks(q), conv_task, &j, ws);
 }
 
 void ddl__wino_forward(const ddl_conv2d *g, const float *x, const float *w, const float *b, float *y, float *ws)
 {
-    wino_geo q = wino_view(g->batch, g->in_c, g->in_h, g->in_w, g->out_c, g->pad, WINO_BUDGET);
-    weights_u(g->out_c, g->in_c, w, 0, ws);
-    run_conv(&q, x, ws, b, y, ws + (size_t)16 * g->in_c * g->out_c);
+    int m = tile(g);
+    wino_geo q = wino_view(g->batch, g->in_c, g->in_h, g->in_w, g->out_c, g->pad, m, WINO_BUDGET);
+    if (m == 4)
+        ddl__wino4_weights_u(g->out_c, g->in_c, w, 0, ws);
+    else
+        weights_u(g->out_c, g->in_c, w, 0, ws);
+    run_conv(&q, x, ws, b, y, ws + (size_t)q.pts * g->in_c * g->out_c);
 }
 
 /* outer_pays: the weight gradient's products as outer products over a transposed V (transpose_v,
  * then product) rather than ddl_gemm's dot products of rows: from 32 input channels (fewer leave
- * most of product's 32 lanes empty: 16 -> 16 at 64x64, 5.1 -> 8.2 ms). Batch 32, one thread,
+ * most of product's 32 lanes empty: 16 -> 16 at 64x64, 5.1 -> 8.2 ms), from 16 for F(4x4,3x3),
+ * whose 36 products of 16 channels take product's 16-row kernel (16 -> 16 at 64x64: 10.1 -> 2.7-3.8
+ * ms). Batch 32, one thread,
  * tools/bench/winograd_layers.c, alternated runs: the cnn's 64 -> 64 at 16x16 4.2-4.4 -> 3.4 ms;
  * 32 -> 64 2.7 -> 2.0-2.1; 32 -> 32 at 32x32 3.8-3.9 -> 3.2-3.75; U-Net's 64 -> 64 at 8x8
  * 1.7 -> 1.45. */
-static int outer_pays(const wino_geo *q) { return q->c >= WINO_DW_MIN_IN; }
+static int outer_pays(const wino_geo *q) { return q->c >= (q->m == 4 ? WINO4_DW_MIN : WINO_DW_MIN_IN); }
 
-/* dw_task: part i (16, k, c) = the sum over samples [i n / P, (i + 1) n / P), block by block in
- * order, of DY V^T. */
+/* dw_task: part i (pts, k, c) = the sum over its blocks, in order, of DY V^T: F(2x2,3x3)'s of
+ * samples [i n / P, (i + 1) n / P), F(4x4,3x3)'s blocks [i B / P, (i + 1) B / P) of the batch's. */
 static void dw_task(void *ctx, int i, float *ws)
 {
     const wino_job *j = ctx;
     const wino_geo *q = &j->q;
-    int n0 = (int)((long)i * q->n / WINO_DW_PARTS), n1 = (int)((long)(i + 1) * q->n / WINO_DW_PARTS);
+    long span = q->m == 4 ? q->blocks : q->n, per = q->m == 4 ? 1 : q->blocks;
+    int b0 = (int)(i * span / WINO_DW_PARTS * per), b1 = (int)((i + 1) * span / WINO_DW_PARTS * per);
     size_t uk = (size_t)q->k * q->c, vk = q->vs, mk = q->ms;
-    float *part = j->parts + (size_t)i * 16 * uk;
+    float *part = j->parts + (size_t)i * q->pts * uk;
     size_t ldvt = vt_stride(q);
-    float *v = ws, *e = v + (size_t)16 * vk, *vt = e + (size_t)16 * mk, *rows = vt + (size_t)q->nt * ldvt;
-    int add = 0, outer = outer_pays(q);
-    if (n0 == n1)
-        memset(part, 0, (size_t)16 * uk * sizeof *part);
-    for (int n = n0; n < n1; n++)
-        for (int blk = 0; blk < q->blocks; blk++, add = 1) {
-            int t0 = blk * q->nt, nt = q->th * q->tw - t0 < q->nt ? q->th * q->tw - t0 : q->nt;
-            input_v(q, j->x + (size_t)n * q->c * q->h * q->w, t0, nt, v, rows);
-            grad_dy(q, j->dy + (size_t)n * q->k * q->oh * q->ow, t0, nt, e, rows);
-            for (int xi = 0; xi < 16; xi++)
-                if (outer) {
-                    transpose_v(q->c, nt, v + xi * vk, (size_t)q->nt, vt, ldvt);
-                    product(q->k, nt, q->c, e + xi * mk, (size_t)q->nt, vt, ldvt, part + xi * uk, (size_t)q->c, add);
-                } else {
-                    ddl_gemm(0, 1, q->k, q->c, nt, 1.0f, e + xi * mk, q->nt, v + xi * vk, q->nt, add ? 1.0f : 0.0f,
-                             part + xi * uk, q->c);
-                }
+    float *v = ws, *e = v + (size_t)q->pts * vk, *vt = e + (size_t)q->pts * mk, *rows = vt + (size_t)q->nt * ldvt;
+    int outer = outer_pays(q);
+    if (b0 == b1)
+        memset(part, 0, (size_t)q->pts * uk * sizeof *part);
+    for (int blk = b0; blk < b1; blk++) {
+        int n, t0, nt, add = blk > b0;
+        block_of(q, blk, &n, &t0, &nt);
+        const float *x = j->x + (size_t)n * q->c * q->h * q->w, *dy = j->dy + (size_t)n * q->k * q->oh * q->ow;
+        if (q->m == 4) {
+            ddl__wino4_input_v(q, x, t0, nt, v, rows);
+            ddl__wino4_grad_dy(q, dy, t0, nt, e);
+        } else {
+            input_v(q, x, t0, nt, v, rows);
+            grad_dy(q, dy, t0, nt, e, rows);
         }
+        for (int xi = 0; xi < q->pts; xi++)
+            if (outer) {
+                transpose_v(q->c, nt, v + xi * vk, (size_t)q->nt, vt, ldvt);
+                product(q->k, nt, q->c, e + xi * mk, (size_t)q->nt, vt, ldvt, part + xi * uk, (size_t)q->c, add);
+            } else {
+                ddl_gemm(0, 1, q->k, q->c, nt, 1.0f, e + xi * mk, q->nt, v + xi * vk, q->nt, add ? 1.0f : 0.0f,
+                         part + xi * uk, q->c);
+            }
+    }
 }
 
 void ddl__wino_backward(const ddl_conv2d *g, const float *x, const float *w, const float *dy, float *dx, float *dw,
                         float *ws)
 {
-    wino_geo f = wino_view(g->batch, g->in_c, g->in_h, g->in_w, g->out_c, g->pad, WINO_BUDGET);
-    size_t u = (size_t)16 * g->in_c * g->out_c;
+    int oh = g->in_h + 2 * g->pad - 2, ow = g->in_w + 2 * g->pad - 2;
     if (dw) {
-        wino_geo d = wino_view(g->batch, g->in_c, g->in_h, g->in_w, g->out_c, g->pad, WINO_DW_BUDGET);
+        int m = tile(g);
+        wino_geo d = wino_view(g->batch, g->in_c, g->in_h, g->in_w, g->out_c, g->pad, m, WINO_DW_BUDGET);
+        size_t u = (size_t)d.pts * g->in_c * g->out_c;
         wino_job j = {d, x, NULL, NULL, dy, NULL, ws};
         ddl__parallel_ws(WINO_DW_PARTS, dw_task, &j, ws + WINO_DW_PARTS * u);
         for (int i = 1; i < WINO_DW_PARTS; i++) /* the parts in order: the same sums on any thread count */
             for (size_t e = 0; e < u; e++)
                 ws[e] += ws[(size_t)i * u + e];
-        weights_out(g->out_c, g->in_c, ws, dw);
+        if (m == 4)
+            ddl__wino4_weights_out(g->out_c, g->in_c, ws, dw);
+        else
+            weights_out(g->out_c, g->in_c, ws, dw);
     }
     if (dx) {
-        wino_geo b = wino_view(g->batch, g->out_c, f.oh, f.ow, g->in_c, 2 - g->pad, WINO_BUDGET);
-        weights_u(g->in_c, g->out_c, w, 1, ws);
-        run_conv(&b, dy, ws, NULL, dx, ws + u);
+        int m = tile(g);
+        wino_geo b = wino_view(g->batch, g->out_c, oh, ow, g->in_c, 2 - g->pad, m, WINO_BUDGET);
+        if (m == 4)
+            ddl__wino4_weights_u(g->in_c, g->out_c, w, 1, ws);
+        else
+            weights_u(g->in_c, g->out_c, w, 1, ws);
+        run_conv(&b, dy, ws, NULL, dx, ws + (size_t)b.pts * g->in_c * g->out_c);
     }
 }

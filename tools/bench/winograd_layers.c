@@ -1,7 +1,9 @@
 /* winograd_layers.c - the 3x3 layers of the cnn preset (64x64 RGB, micro-batches of 32) and of U-Net
  * (64x64, batch 32, depth 3, width 8: encoder, bottom, decoder), forward + backward, direct against
- * Winograd on every layer (DDL_CONV_WINOGRAD_ALL, whatever the size rule says), pass by pass, and
- * which passes the size rule gives Winograd (ddl_conv2d_winograd), one thread, in
+ * Winograd F(2x2,3x3) (DDL_CONV_WINOGRAD_ALL) and F(4x4,3x3) (DDL_CONV_WINOGRAD4_ALL: F(2x2) where
+ * it does not tile the plane) on every layer, whatever the size rule says, pass by pass; the
+ * speed-up of the faster Winograd pass by pass, and which passes the size rule gives Winograd
+ * (ddl__wino_ok, ddl__wino_dw_ok), one thread, in
  * thread CPU time (the machine is shared: time off the core is not counted), best of 9 rounds of
  * 5 calls: the figures the size rule in src/core/winograd.c comes from. Run by winograd.sh. */
 #define _POSIX_C_SOURCE 200809L
@@ -73,17 +75,20 @@ int main(void)
                                {32, 32, 8, 64},  {32, 64, 8, 64},  {32, 64, 16, 32}, {32, 32, 32, 16},
                                {32, 16, 64, 8}};
     ddl_set_threads(1);
-    printf("  layer (batch 32)      direct fwd/dx/dw ms   winograd fwd/dx/dw ms   winograd   the rule takes\n");
+    printf("  layer (batch 32)      direct fwd/dx/dw ms   F(2x2) fwd/dx/dw ms   F(4x4) fwd/dx/dw ms   best winograd   the rule takes\n");
     for (size_t i = 0; i < sizeof L / sizeof *L; i++) {
-        double d[3], w[3];
+        double d[3], w[3], w4[3];
         layer(L[i][0], L[i][1], L[i][2], L[i][3], DDL_CONV_DIRECT, d);
         layer(L[i][0], L[i][1], L[i][2], L[i][3], DDL_CONV_WINOGRAD_ALL, w);
+        layer(L[i][0], L[i][1], L[i][2], L[i][3], DDL_CONV_WINOGRAD4_ALL, w4);
         ddl_conv2d g = {.batch = L[i][0], .in_c = L[i][1], .in_h = L[i][2], .in_w = L[i][2], .out_c = L[i][3],
                         .k_h = 3, .k_w = 3, .stride = 1, .pad = 1, .algo = DDL_CONV_WINOGRAD};
-        double sd = d[0] + d[1] + d[2], sw = w[0] + w[1] + w[2];
-        printf("  %s %2d->%-2d %2dx%-2d  %5.2f %5.2f %5.2f    %5.2f %5.2f %5.2f    %5.2fx    %s\n",
+        double sd = d[0] + d[1] + d[2], sw = 0;
+        for (int p = 0; p < 3; p++)
+            sw += fmin(w[p], w4[p]);
+        printf("  %s %2d->%-2d %2dx%-2d  %5.2f %5.2f %5.2f    %5.2f %5.2f %5.2f    %5.2f %5.2f %5.2f    %5.2fx    %s\n",
                i < 6 ? "cnn " : "unet", L[i][1], L[i][3], L[i][2], L[i][2], d[0] * 1e3, d[1] * 1e3, d[2] * 1e3,
-               w[0] * 1e3, w[1] * 1e3, w[2] * 1e3, sd / sw,
+               w[0] * 1e3, w[1] * 1e3, w[2] * 1e3, w4[0] * 1e3, w4[1] * 1e3, w4[2] * 1e3, sd / sw,
                ddl__wino_ok(&g) && ddl__wino_dw_ok(&g) ? "all"
                : ddl__wino_ok(&g)                      ? "fwd, dx"
                : ddl__wino_dw_ok(&g)                   ? "dw"

@@ -1,0 +1,63 @@
+/* winograd.h - what winograd.c (the passes, the products, F(2x2,3x3)'s transforms) shares with
+ * winograd_f4.c (F(4x4,3x3)'s transforms): a layer's tiling and the vector types. Internal to
+ * src/core. */
+#ifndef DDL_WINOGRAD_H
+#define DDL_WINOGRAD_H
+
+#include "impl.h"
+
+#include <string.h>
+
+/* wino_geo: input (n, c, h, w) padded by pad, output (k, oh, ow), m x m outputs a tile (2 or 4)
+ * read from an (m + 2) x (m + 2) block of the padded input, pts = (m + 2)^2 points of the
+ * transform domain; th x tw tiles a sample, in blocks of nt tiles (the last one shorter). */
+typedef struct wino_geo {
+    int n, c, h, w, k, pad, oh, ow, m, pts, th, tw, nt, blocks;
+    size_t vs, ms; /* floats from one transform point's V (c, nt), M (k, nt) to the next's */
+} wino_geo;
+
+/* The points' matrices of a task are one cache line more than their size apart: at exactly
+ * c nt floats (a multiple of 1 KB) the transforms' 16 stores of a tile land in one L1 set and
+ * evict each other (the cnn's 16 -> 16 layer at 64x64, batch 64, one thread: forward 16.9 ->
+ * 10.5 ms, weight gradient 23.1 -> 12.3 ms). */
+#define WINO_SKEW 16
+
+typedef float v16 __attribute__((vector_size(64)));
+typedef float v16u __attribute__((vector_size(64), aligned(4)));
+typedef int v16i __attribute__((vector_size(64)));
+#define LD(p) (*(const v16u *)(const void *)(p))
+
+/* spill: all 16 lanes of v at p, where the lanes past a row's end fall on floats written later
+ * (or on the WINO_SKEW floats after a matrix): the transforms' matrices V (pts, c, nt) and DY
+ * (pts, k, nt), filled in order of channel and tile, so the next segment's or channel's stores
+ * overwrite what spilled. */
+#define spill(p, v) (*(v16u *)(void *)(p) = (v))
+
+/* padded_row: buf holds image row y of plane (h, w) at column pad, zeros around it (kept from the
+ * first call: every copy writes the same columns); zero: the row of zeros, for a row outside.
+ * *held: the row buf holds (-1: none yet). */
+static inline const float *padded_row(const float *plane, int h, int w, int y, int pad, float *buf, int *held,
+                                      const float *zero)
+{
+    if (y < 0 || y >= h)
+        return zero;
+    if (*held != y) {
+        memcpy(buf + pad, plane + (size_t)y * w, (size_t)w * sizeof *buf);
+        *held = y;
+    }
+    return buf;
+}
+
+/* F(4x4,3x3) (winograd_f4.c). _fits: the tiling it takes: a plane of whole 4x4 tiles cut into
+ * bands of 16 (4 tile rows of 4, 2 of 8, or 1 of 16 or more: tw 4, 8 or a multiple of 16).
+ * _rows: the floats of the padded rows input_v needs beside a task's matrices. The transforms
+ * work a band at a time, t0 and nt whole bands; the others as winograd.c's of F(2x2,3x3). */
+int ddl__wino4_fits(int oh, int ow);
+size_t ddl__wino4_rows(const wino_geo *q);
+void ddl__wino4_weights_u(int k, int c, const float *w, int flip, float *u);
+void ddl__wino4_weights_out(int k, int c, const float *s, float *dw);
+void ddl__wino4_input_v(const wino_geo *q, const float *x, int t0, int nt, float *v, float *rows);
+void ddl__wino4_output_y(const wino_geo *q, const float *m, int t0, int nt, const float *b, float *y);
+void ddl__wino4_grad_dy(const wino_geo *q, const float *dy, int t0, int nt, float *e);
+
+#endif
