@@ -185,29 +185,35 @@ size_t ddl__wino_workspace(const ddl_conv2d *g)
 /* weights_u: u (16, k, c) = G w G^T of each (k, c) kernel of w (k, c, 3, 3); flip: of w's
  * flipped kernel with the two channel axes swapped (w read as (c, k, 3, 3), u indexed (xi, k, c)
  * with k the rows of the input gradient's product). */
-static void weights_u(int k, int c, const float *w, int flip, float *u)
+WINO_UNFUSED static void weights_u(int k, int c, const float *w, int flip, float *u)
 {
     size_t kc = (size_t)k * c;
-    for (int ko = 0; ko < k; ko++)
-        for (int ci = 0; ci < c; ci++) {
-            const float *src = flip ? w + ((size_t)ci * k + ko) * 9 : w + ((size_t)ko * c + ci) * 9;
-            float g[9], t[4][3];
-            for (int e = 0; e < 9; e++)
-                g[e] = flip ? src[8 - e] : src[e];
-            for (int j = 0; j < 3; j++) { /* t = G g */
-                t[0][j] = g[j];
-                t[1][j] = 0.5f * (g[j] + g[3 + j] + g[6 + j]);
-                t[2][j] = 0.5f * (g[j] - g[3 + j] + g[6 + j]);
-                t[3][j] = g[6 + j];
-            }
-            float *dst = u + (size_t)ko * c + ci;
-            for (int i = 0; i < 4; i++) { /* (G g) G^T */
-                dst[(size_t)(i * 4 + 0) * kc] = t[i][0];
-                dst[(size_t)(i * 4 + 1) * kc] = 0.5f * (t[i][0] + t[i][1] + t[i][2]);
-                dst[(size_t)(i * 4 + 2) * kc] = 0.5f * (t[i][0] - t[i][1] + t[i][2]);
-                dst[(size_t)(i * 4 + 3) * kc] = t[i][2];
-            }
+    for (size_t e0 = 0; e0 < kc; e0 += WINO_GROUP) { /* WINO_GROUP kernels at a time, each point's stored together */
+        size_t n = kc - e0 < WINO_GROUP ? kc - e0 : WINO_GROUP;
+        float g[9][WINO_GROUP] = {{0}}, t[4][3][WINO_GROUP], out[16][WINO_GROUP];
+        for (size_t l = 0; l < n; l++) {
+            size_t e = e0 + l, ko = e / (size_t)c, ci = e % (size_t)c;
+            const float *src = flip ? w + (ci * (size_t)k + ko) * 9 : w + e * 9;
+            for (int i = 0; i < 9; i++)
+                g[i][l] = flip ? src[8 - i] : src[i];
         }
+        for (int j = 0; j < 3; j++) /* t = G g */
+            for (int l = 0; l < WINO_GROUP; l++) {
+                t[0][j][l] = g[j][l];
+                t[1][j][l] = 0.5f * (g[j][l] + g[3 + j][l] + g[6 + j][l]);
+                t[2][j][l] = 0.5f * (g[j][l] - g[3 + j][l] + g[6 + j][l]);
+                t[3][j][l] = g[6 + j][l];
+            }
+        for (int i = 0; i < 4; i++) /* (G g) G^T */
+            for (int l = 0; l < WINO_GROUP; l++) {
+                out[i * 4 + 0][l] = t[i][0][l];
+                out[i * 4 + 1][l] = 0.5f * (t[i][0][l] + t[i][1][l] + t[i][2][l]);
+                out[i * 4 + 2][l] = 0.5f * (t[i][0][l] - t[i][1][l] + t[i][2][l]);
+                out[i * 4 + 3][l] = t[i][2][l];
+            }
+        for (int xi = 0; xi < 16; xi++)
+            memcpy(u + (size_t)xi * kc + e0, out[xi], n * sizeof(float));
+    }
 }
 
 /* put: the first n (<= 16) lanes of v at p: a whole vector, or lane by lane at a row's end
@@ -395,13 +401,18 @@ DDL__HOT static void grad_dy(const wino_geo *q, const float *dy, int t0, int nt,
 }
 
 /* weights_out: dw (k, c, 3, 3) += G^T s G of each (k, c) of s (16, k, c). */
-static void weights_out(int k, int c, const float *s, float *dw)
+WINO_UNFUSED static void weights_out(int k, int c, const float *s, float *dw)
 {
     size_t kc = (size_t)k * c;
+    float in[16][WINO_GROUP];
     for (size_t e = 0; e < kc; e++) {
+        size_t l = e % WINO_GROUP;
+        if (l == 0) /* the next WINO_GROUP kernels' points, each point's read together */
+            for (int i = 0; i < 16; i++)
+                memcpy(in[i], s + (size_t)i * kc + e, (kc - e < WINO_GROUP ? kc - e : WINO_GROUP) * sizeof(float));
         float x[4][4], t[3][4];
         for (int i = 0; i < 16; i++)
-            x[i / 4][i % 4] = s[(size_t)i * kc + e];
+            x[i / 4][i % 4] = in[i][l];
         for (int j = 0; j < 4; j++) { /* t = G^T x */
             t[0][j] = x[0][j] + 0.5f * (x[1][j] + x[2][j]);
             t[1][j] = 0.5f * (x[1][j] - x[2][j]);

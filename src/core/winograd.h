@@ -48,6 +48,21 @@ static inline const float *padded_row(const float *plane, int h, int w, int y, i
     return buf;
 }
 
+/* The weights' transforms (G w G^T, and the weight gradient's G^T s G) go WINO_GROUP kernels at a
+ * time, each point's WINO_GROUP floats stored (or read) together: the points' matrices are k c
+ * floats apart, a multiple of 4 KB for most layers, and one kernel's 16 or 36 floats one by one
+ * fell in one L1 set (F(4x4,3x3)'s weights_u was 45% of the cnn's 64 -> 64 forward pass at 16x16
+ * so). WINO_UNFUSED: in the widest vectors the CPU has, with no fused multiply-adds (DDL__HOT's
+ * clones fuse), so every clone rounds each product and sum as the scalar code does: the same bits
+ * on any CPU path. */
+#define WINO_GROUP 16
+#ifdef DDL__CLONES
+#define WINO_UNFUSED                                                                                \
+    __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"), optimize("fp-contract=off")))
+#else
+#define WINO_UNFUSED
+#endif
+
 /* F(4x4,3x3) (winograd_f4.c). _fits: the tiling it takes: a plane of whole 4x4 tiles cut into
  * bands of 16 (4 tile rows of 4, 2 of 8, or 1 of 16 or more: tw 4, 8 or a multiple of 16).
  * _rows: the floats of the padded rows input_v needs beside a task's matrices. The transforms

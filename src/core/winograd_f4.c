@@ -234,30 +234,15 @@ static const double G4[6][3] = {{0.25, 0, 0},
                                 {1.0 / 24, -1.0 / 12, 1.0 / 6},
                                 {0, 0, 1}};
 
-/* The weights' transforms go 16 kernels at a time, each point's 16 floats stored (or read)
- * together: the 36 points' matrices are k c floats apart, a multiple of 4 KB for most layers, and
- * one kernel's 36 floats one by one fell in one L1 set (weights_u was 45% of the cnn's 64 -> 64
- * forward pass at 16x16 so). */
-#define WINO4_GROUP 16
-
-/* WIDE: the weights' transforms in the widest vectors the CPU has, with no fused multiply-adds
- * (DDL__HOT's clones fuse), so every clone rounds each product and sum as the scalar code does:
- * the same bits on any CPU path. */
-#ifdef DDL__CLONES
-#define WIDE __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"), optimize("fp-contract=off")))
-#else
-#define WIDE
-#endif
-
 /* weights_u: u (36, k, c) = G w G^T of each (k, c) kernel of w (k, c, 3, 3); flip: of w's flipped
  * kernel with the two channel axes swapped (as winograd.c's weights_u). */
-WIDE void ddl__wino4_weights_u(int k, int c, const float *w, int flip, float *u)
+WINO_UNFUSED void ddl__wino4_weights_u(int k, int c, const float *w, int flip, float *u)
 {
     size_t kc = (size_t)k * c;
-    for (size_t e0 = 0; e0 < kc; e0 += WINO4_GROUP) {
-        size_t n = kc - e0 < WINO4_GROUP ? kc - e0 : WINO4_GROUP;
-        double g[9][WINO4_GROUP] = {{0}}, t[6][3][WINO4_GROUP];
-        float out[36][WINO4_GROUP];
+    for (size_t e0 = 0; e0 < kc; e0 += WINO_GROUP) {
+        size_t n = kc - e0 < WINO_GROUP ? kc - e0 : WINO_GROUP;
+        double g[9][WINO_GROUP] = {{0}}, t[6][3][WINO_GROUP];
+        float out[36][WINO_GROUP];
         for (size_t l = 0; l < n; l++) { /* the group's kernels side by side, the loops below along them */
             size_t e = e0 + l, ko = e / (size_t)c, ci = e % (size_t)c;
             const float *src = flip ? w + (ci * (size_t)k + ko) * 9 : w + e * 9;
@@ -266,11 +251,11 @@ WIDE void ddl__wino4_weights_u(int k, int c, const float *w, int flip, float *u)
         }
         for (int i = 0; i < 6; i++) /* t = G g */
             for (int j = 0; j < 3; j++)
-                for (int l = 0; l < WINO4_GROUP; l++)
+                for (int l = 0; l < WINO_GROUP; l++)
                     t[i][j][l] = G4[i][0] * g[j][l] + G4[i][1] * g[3 + j][l] + G4[i][2] * g[6 + j][l];
         for (int i = 0; i < 6; i++) /* (G g) G^T */
             for (int j = 0; j < 6; j++)
-                for (int l = 0; l < WINO4_GROUP; l++)
+                for (int l = 0; l < WINO_GROUP; l++)
                     out[i * 6 + j][l] = (float)(t[i][0][l] * G4[j][0] + t[i][1][l] * G4[j][1] + t[i][2][l] * G4[j][2]);
         for (int xi = 0; xi < 36; xi++)
             memcpy(u + (size_t)xi * kc + e0, out[xi], n * sizeof(float));
@@ -278,12 +263,12 @@ WIDE void ddl__wino4_weights_u(int k, int c, const float *w, int flip, float *u)
 }
 
 /* weights_out: dw (k, c, 3, 3) += G^T s G of each (k, c) of s (36, k, c). */
-WIDE void ddl__wino4_weights_out(int k, int c, const float *s, float *dw)
+WINO_UNFUSED void ddl__wino4_weights_out(int k, int c, const float *s, float *dw)
 {
     size_t kc = (size_t)k * c;
-    for (size_t e0 = 0; e0 < kc; e0 += WINO4_GROUP) {
-        size_t n = kc - e0 < WINO4_GROUP ? kc - e0 : WINO4_GROUP;
-        float in[36][WINO4_GROUP];
+    for (size_t e0 = 0; e0 < kc; e0 += WINO_GROUP) {
+        size_t n = kc - e0 < WINO_GROUP ? kc - e0 : WINO_GROUP;
+        float in[36][WINO_GROUP];
         for (int xi = 0; xi < 36; xi++)
             memcpy(in[xi], s + (size_t)xi * kc + e0, n * sizeof(float));
         for (size_t l = 0; l < n; l++) {
