@@ -8,8 +8,8 @@
 # anywhere in what they run kills them (SIGILL). The programs: test_gemm (the OpenBLAS build's
 # ddl_gemm, and test_gemm linked with gemm.c built without OpenBLAS: the built-in micro-kernels),
 # test_maxpool, test_ops' groups without finite differences over large shapes (conv_paths: every
-# convolution shape against the naive loops), test_infer (LeNet's forward end to end) and
-# test_optim. Then the library for aarch64 (WITH_BLAS=none, the portable code; built warning-free
+# convolution shape against the naive loops), test_infer (LeNet's forward end to end),
+# test_optim and test_winograd's quick shapes (F(2x2,3x3) and F(4x4,3x3) against double). Then the library for aarch64 (WITH_BLAS=none, the portable code; built warning-free
 # with aarch64-linux-gnu-gcc), the same programs and tests/install/app.c (LeNet trained 4 steps,
 # checkpointed and reopened) under qemu-aarch64. About 20 s.
 #
@@ -47,7 +47,7 @@ run_on() {
     d=$tmp/$1; mkdir -p "$d"
     for p in "test_gemm:$BUILD/tests/test_gemm" "test_gemm_builtin:$tmp/test_gemm_builtin" \
         "test_maxpool:$BUILD/tests/test_maxpool" "test_infer:$BUILD/tests/test_infer" \
-        "test_optim:$BUILD/tests/test_optim" \
+        "test_optim:$BUILD/tests/test_optim" "test_winograd:$BUILD/tests/test_winograd quick" \
         "test_ops:$BUILD/tests/test_ops $ops_groups"; do
         name=${p%%:*}
         # shellcheck disable=SC2086 # the program and its arguments
@@ -64,7 +64,7 @@ wait $pid
 # seconds under qemu; -O3's code is what the native build tests
 if command -v aarch64-linux-gnu-gcc > /dev/null && command -v qemu-aarch64 > /dev/null; then
     A=$tmp/arm64
-    progs="test_gemm test_maxpool test_infer test_optim test_ops"
+    progs="test_gemm test_maxpool test_infer test_optim test_winograd test_ops"
     (unset MAKEFLAGS MFLAGS MAKELEVEL # the switches below, not those of a make around us
      make -j2 "$A/libddl.a" $(for p in $progs; do echo "$A/tests/$p"; done) SHARED=0 CC=aarch64-linux-gnu-gcc \
         OPT="-O1 -fno-math-errno" \
@@ -79,7 +79,7 @@ if command -v aarch64-linux-gnu-gcc > /dev/null && command -v qemu-aarch64 > /de
     check "aarch64: tests/install/app.c links against libddl.a ($(head -c 300 "$tmp/app.log"))" $?
     d=$tmp/aarch64; mkdir -p "$d"
     for p in $progs; do
-        args=""; [ "$p" = test_ops ] && args=$ops_groups
+        args=""; [ "$p" = test_ops ] && args=$ops_groups; [ "$p" = test_winograd ] && args=quick
         # shellcheck disable=SC2086 # the groups
         timeout 120 qemu-aarch64 -L /usr/aarch64-linux-gnu "$A/tests/$p" $args > "$d/$p.out" 2>&1
         echo $? > "$d/$p.rc"

@@ -295,8 +295,23 @@ static void rule_check(void)
     }
 }
 
+/* quick: a few small shapes of each tile size, for test_cpus.sh's emulated CPUs (the AVX2 and
+ * the baseline clones of the transforms and products; the whole test takes 20 s under qemu) */
+static int quick(void)
+{
+    static const shape f2[] = {{2, 20, 10, 7, 33, 1}, {1, 16, 9, 9, 16, 2}};
+    static const shape f4[] = {{2, 16, 16, 16, 8, 1}, {1, 8, 32, 32, 9, 1}, {1, 5, 4, 64, 3, 1}};
+    for (size_t i = 0; i < sizeof f2 / sizeof *f2; i++)
+        one_shape(&f2[i], DDL_CONV_WINOGRAD_ALL, WINO_TOL, 0);
+    for (size_t i = 0; i < sizeof f4 / sizeof *f4; i++)
+        one_shape(&f4[i], DDL_CONV_WINOGRAD4_ALL, WINO4_TOL, 0);
+    return TEST_END();
+}
+
 int main(int argc, char **argv)
 {
+    if (argc > 1 && strcmp(argv[1], "quick") == 0)
+        return quick();
     int verbose = argc > 1 && strcmp(argv[1], "-v") == 0;
     static const shape shapes[] = {
         {1, 3, 5, 5, 2, 1},    /* tiny, odd: one tile row short */
