@@ -32,7 +32,6 @@
 #define WINO_DW_BUDGET ((size_t)1 << 18)
 #define WINO_DW_PARTS 8               /* ranges of the weight gradient's blocks, summed in order */
 
-
 static wino_geo wino_view(int n, int c, int h, int w, int k, int pad, int m, size_t budget)
 {
     wino_geo q = {n, c, h, w, k, pad, h + 2 * pad - 2, w + 2 * pad - 2, m, (m + 2) * (m + 2), 0, 0, 0, 0, 0, 0};
@@ -107,10 +106,12 @@ static size_t dw_task_floats(const wino_geo *q) { return task_floats(q) + (size_
  * transform 16 kernels at a time: one at a time it was 45% of a forward pass), and pays from
  * fewer channels: the forward pass and input gradient from 8 in and out and 24 together, the
  * weight gradient from 16 in and out. Batch 32, one thread, direct -> F(2x2) -> F(4x4) forward,
- * ms, in one run: the cnn's 64 -> 64 at 16x16 3.65 -> 2.43 -> 1.36, 32 -> 32 at 32x32 3.46 ->
- * 2.40 -> 1.71, 16 -> 16 at 64x64 3.57 -> 2.98 -> 2.47 (weight gradient 3.98 -> 2.73 by F(4x4));
- * U-Net's 8 -> 16 at 32x32 0.46 -> 0.37, 16 -> 8 at 64x64 2.16 -> 2.02 (a tie in another run),
- * 8 -> 8 at 64x64 1.03 -> 1.14 (slower), its weight gradients with 8 channels 1.5-2.7x slower. */
+ * ms, BENCH_ONLY=winograd of 2026-11-29 16:00: the cnn's 64 -> 64 at 16x16 3.51 -> 2.45 -> 1.50,
+ * 32 -> 32 at 32x32 3.36 -> 2.49 -> 1.85, 16 -> 16 at 64x64 3.61 -> 3.50 -> 2.73 (weight gradient
+ * 4.14 -> 3.91 by F(4x4)); U-Net's 8 -> 16 at 32x32 0.46 -> 0.38, 16 -> 8 at 64x64 1.97 -> 1.90
+ * (a tie in other runs), 8 -> 8 at 64x64 1.00 -> 0.90 (slower in three other runs: 1.03 -> 1.14),
+ * its weight gradient with 8 out 1.5x slower (16 -> 8: 2.26 -> 3.40) and with 8 in near direct's
+ * (8 -> 8 1.09 -> 1.01, 8 -> 16 0.54 -> 0.48: left direct, one run). */
 #define WINO4_MIN_CHANNELS 8 /* in and out, the forward pass and input gradient */
 #define WINO4_MIN_SUM 24     /* in + out */
 #define WINO4_DW_MIN 16      /* in and out, the weight gradient (and outer_pays) */
@@ -566,6 +567,31 @@ typedef struct wino_job {
     float *y, *parts;
 } wino_job;
 
+/* The transforms of a tile size m: F(2x2,3x3)'s above, F(4x4,3x3)'s in winograd_f4.c. */
+static void make_u(int m, int k, int c, const float *w, int flip, float *u)
+{
+    if (m == 4)
+        ddl__wino4_weights_u(k, c, w, flip, u);
+    else
+        weights_u(k, c, w, flip, u);
+}
+
+static void take_out_dw(int m, int k, int c, const float *s, float *dw)
+{
+    if (m == 4)
+        ddl__wino4_weights_out(k, c, s, dw);
+    else
+        weights_out(k, c, s, dw);
+}
+
+static void make_v(const wino_geo *q, const float *x, int t0, int nt, float *v, float *rows)
+{
+    if (q->m == 4)
+        ddl__wino4_input_v(q, x, t0, nt, v, rows);
+    else
+        input_v(q, x, t0, nt, v, rows);
+}
+
 /* Tasks: F(2x2,3x3)'s blocks are one sample's tiles (q->blocks a sample); F(4x4,3x3)'s run
  * through the batch's tiles (q->blocks in all), so a 16x16 plane's 16 tiles do not make a block
  * alone. block_of: block b's sample (whose tensors the transforms get; 0 for F(4x4,3x3), whose
@@ -590,10 +616,7 @@ static void conv_task(void *ctx, int i, float *ws)
     float *v = ws, *m = v + (size_t)q->pts * q->vs, *rows = m + (size_t)q->pts * q->ms;
     const float *x = j->x + (size_t)n * q->c * q->h * q->w;
     float *y = j->y + (size_t)n * q->k * q->oh * q->ow;
-    if (q->m == 4)
-        ddl__wino4_input_v(q, x, t0, nt, v, rows);
-    else
-        input_v(q, x, t0, nt, v, rows);
+    make_v(q, x, t0, nt, v, rows);
     size_t uk = (size_t)q->k * q->c, vk = q->vs, mk = q->ms;
     for (int xi = 0; xi < q->pts; xi++)
         product(q->k, q->c, nt, j->u + xi * uk, (size_t)q->c, v + xi * vk, (size_t)q->nt, m + xi * mk, (size_t)q->nt,
@@ -615,10 +638,7 @@ void ddl__wino_forward(const ddl_conv2d *g, const float *x, const float *w, cons
 {
     int m = tile(g);
     wino_geo q = wino_view(g->batch, g->in_c, g->in_h, g->in_w, g->out_c, g->pad, m, WINO_BUDGET);
-    if (m == 4)
-        ddl__wino4_weights_u(g->out_c, g->in_c, w, 0, ws);
-    else
-        weights_u(g->out_c, g->in_c, w, 0, ws);
+    make_u(m, g->out_c, g->in_c, w, 0, ws);
     run_conv(&q, x, ws, b, y, ws + (size_t)q.pts * g->in_c * g->out_c);
 }
 
@@ -651,13 +671,11 @@ static void dw_task(void *ctx, int i, float *ws)
         int n, t0, nt, add = blk > b0;
         block_of(q, blk, &n, &t0, &nt);
         const float *x = j->x + (size_t)n * q->c * q->h * q->w, *dy = j->dy + (size_t)n * q->k * q->oh * q->ow;
-        if (q->m == 4) {
-            ddl__wino4_input_v(q, x, t0, nt, v, rows);
+        make_v(q, x, t0, nt, v, rows);
+        if (q->m == 4)
             ddl__wino4_grad_dy(q, dy, t0, nt, e);
-        } else {
-            input_v(q, x, t0, nt, v, rows);
+        else
             grad_dy(q, dy, t0, nt, e, rows);
-        }
         for (int xi = 0; xi < q->pts; xi++)
             if (outer) {
                 transpose_v(q->c, nt, v + xi * vk, (size_t)q->nt, vt, ldvt);
@@ -672,9 +690,8 @@ static void dw_task(void *ctx, int i, float *ws)
 void ddl__wino_backward(const ddl_conv2d *g, const float *x, const float *w, const float *dy, float *dx, float *dw,
                         float *ws)
 {
-    int oh = g->in_h + 2 * g->pad - 2, ow = g->in_w + 2 * g->pad - 2;
+    int oh = g->in_h + 2 * g->pad - 2, ow = g->in_w + 2 * g->pad - 2, m = tile(g);
     if (dw) {
-        int m = tile(g);
         wino_geo d = wino_view(g->batch, g->in_c, g->in_h, g->in_w, g->out_c, g->pad, m, WINO_DW_BUDGET);
         size_t u = (size_t)d.pts * g->in_c * g->out_c;
         wino_job j = {d, x, NULL, NULL, dy, NULL, ws};
@@ -682,18 +699,11 @@ void ddl__wino_backward(const ddl_conv2d *g, const float *x, const float *w, con
         for (int i = 1; i < WINO_DW_PARTS; i++) /* the parts in order: the same sums on any thread count */
             for (size_t e = 0; e < u; e++)
                 ws[e] += ws[(size_t)i * u + e];
-        if (m == 4)
-            ddl__wino4_weights_out(g->out_c, g->in_c, ws, dw);
-        else
-            weights_out(g->out_c, g->in_c, ws, dw);
+        take_out_dw(m, g->out_c, g->in_c, ws, dw);
     }
     if (dx) {
-        int m = tile(g);
         wino_geo b = wino_view(g->batch, g->out_c, oh, ow, g->in_c, 2 - g->pad, m, WINO_BUDGET);
-        if (m == 4)
-            ddl__wino4_weights_u(g->in_c, g->out_c, w, 1, ws);
-        else
-            weights_u(g->in_c, g->out_c, w, 1, ws);
+        make_u(m, g->in_c, g->out_c, w, 1, ws);
         run_conv(&b, dy, ws, NULL, dx, ws + (size_t)b.pts * g->in_c * g->out_c);
     }
 }
