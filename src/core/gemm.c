@@ -324,6 +324,19 @@ static void gemm_invariant(int trans_a, int trans_b, int m, int n, int k, float 
 #define BLOCK_COLS 512
 #define BLOCK_ROWS 32
 
+/* bf16_blocks: a bfloat16 product's blocks: one a thread along the same side. Its kernels give
+ * every element of C the same sums wherever a block ends (gemm_bf16.c), so the cut may follow the
+ * thread count; each block packs its own op(A) and op(B), and blocks of 32 rows packed the
+ * 4608 x 256 column matrix of ResNet-18's 512-channel layers 16 times a forward pass, a fifth of
+ * its time (tools/bench/resnet_layers.c). */
+static void bf16_blocks(ddl__gemm_blocks *p)
+{
+    int len = p->by_cols ? p->n : p->m, t = ddl__threads(), unit = p->by_cols ? 32 : 8;
+    int step = t > 1 ? ((len + t - 1) / t + unit - 1) / unit * unit : len;
+    p->step = step;
+    p->n_blocks = (len + step - 1) / step;
+}
+
 int ddl__gemm_plan(ddl__gemm_blocks *p, int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
                    int lda, const float *b, int ldb, float beta, float *c, int ldc)
 {
@@ -348,6 +361,8 @@ int ddl__gemm_plan(ddl__gemm_blocks *p, int trans_a, int trans_b, int m, int n, 
         int len = p->by_cols ? n : m;
         p->n_blocks = (len + p->step - 1) / p->step;
     }
+    if (p->bf16 && p->n_blocks > 1)
+        bf16_blocks(p);
     return p->n_blocks;
 }
 
