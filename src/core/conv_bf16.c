@@ -68,13 +68,15 @@ static size_t fwd_task(const ddl__cb_geo *q) { return (size_t)q->cp * q->plane +
 static size_t fwd_weights(const ddl__cb_geo *q) { return oc_blocks(q) * q->ocb * (size_t)q->cp * q->taps; }
 
 /* dw_samples: samples a pass of the weight-gradient tiles, from the geometry alone (the sums'
- * order): as many as fit DW_CHUNK floats of bfloat16 input planes and dy rows, 1 to 8. A tile's
- * sums are added to memory once a pass: on 16x16 planes a sample is only 9 steps of the tile. */
-#define DW_CHUNK ((size_t)1 << 17)
+ * order): as many as fit DW_CHUNK floats of bfloat16 input planes and dy rows, 1 to 16. A tile's
+ * sums are added to memory once a pass: on 16x16 planes a sample is only 9 steps of the tile, on
+ * 8x8 planes 3 (ResNet-18's 128 -> 128 at 8x8: 10.8 -> 9.5 ms with up to 16 samples, not 8;
+ * tools/bench/resnet_layers.c). */
+#define DW_CHUNK ((size_t)1 << 18)
 static int dw_samples(const ddl__cb_geo *q)
 {
     size_t per = ((size_t)q->c_in * q->dplane + (size_t)q->c_out * q->dlen) / 2, n = DW_CHUNK / per;
-    return n < 1 ? 1 : n > 8 ? 8 : (int)n;
+    return n < 1 ? 1 : n > 16 ? 16 : (int)n;
 }
 
 /* The weight gradient's ranges: dw_fixed, what a range needs whatever its width (a pass's input
