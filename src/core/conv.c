@@ -242,7 +242,11 @@ static inline __attribute__((always_inline)) void im2col(const conv_geo *q, int 
     }
     int32_t map_src[SMALL_MAP];
     if (small_map(q, map_src)) {
-        im2col_small(q, nb, x, col, ld, map_src);
+        int hw = q->h * q->w, p = q->oh * q->ow, taps = q->kh * q->kw;
+        if (ddl__im2col_tiny_ok(hw, p, taps))
+            ddl__im2col_tiny_avx512(map_src, taps, hw, p, q->c, q->cs, nb, x, col, ld);
+        else
+            im2col_small(q, nb, x, col, ld, map_src);
         return;
     }
     size_t hw = (size_t)q->h * q->w, p = (size_t)q->oh * q->ow;
@@ -283,7 +287,11 @@ static inline __attribute__((always_inline)) void col2im(const conv_geo *q, int 
 {
     int32_t map_src[SMALL_MAP];
     if (small_map(q, map_src)) {
-        col2im_small(q, nb, col, ld, x, map_src);
+        int hw = q->h * q->w, p = q->oh * q->ow, taps = q->kh * q->kw;
+        if (ddl__im2col_tiny_ok(hw, p, taps))
+            ddl__col2im_tiny_avx512(map_src, taps, hw, p, q->c, q->cs, nb, col, ld, x);
+        else
+            col2im_small(q, nb, col, ld, x, map_src);
         return;
     }
     size_t hw = (size_t)q->h * q->w, p = (size_t)q->oh * q->ow;
