@@ -7,16 +7,22 @@
  * batch 1, planes whose weight gradient goes in several blocks of positions, 64 channels (the
  * weight gradient in several ranges of channels); at 1 and at 2 threads (the same bits). Also: the direct kernels did run (the bits are
  * not im2col's, whose sums go in another order), and bias and dw are added to, not written.
+ * Planes of fewer than ddl__conv2d_bf16_dw_fits's positions leave the weight gradient to im2col:
+ * there ddl_conv2d_backward's dw must be near the reference's (another order of sums) and the
+ * direct kernel, called alone, must still give the reference's bits.
  * Skipped where the CPU has no AVX512-BF16 (the path the kernels need). */
 /* ddl-test: beside (computes, bounds no time) */
 #include "ddl.h"
 #include "check.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 int ddl__set_precision(int precision);
 int ddl__conv2d_bf16_fits(const ddl_conv2d *g);
+int ddl__conv2d_bf16_dw_fits(const ddl_conv2d *g);
+void ddl__conv2d_bf16_dw(const ddl_conv2d *g, const float *x, const float *dy, float *dw, float *ws);
 void ddl__conv2d_bf16_ref_forward(const ddl_conv2d *g, const float *x, const float *w, const float *b, float *y);
 void ddl__conv2d_bf16_ref_dx(const ddl_conv2d *g, const float *w, const float *dy, float *dx);
 void ddl__conv2d_bf16_ref_dw(const ddl_conv2d *g, const float *x, const float *dy, float *dw);
@@ -82,6 +88,26 @@ static void one(ddl_conv2d g, int threads)
     ddl__conv2d_bf16_ref_dx(&g, w, dy, rdx);
     ddl__conv2d_bf16_ref_dw(&g, x, dy, rdw);
     int sy = same(y, ry, ny), sx = same(dx, rdx, nx), sw = same(dw, rdw, nw);
+    if (!ddl__conv2d_bf16_dw_fits(&g)) { /* im2col's weight gradient: near; the kernel alone: the bits */
+        float *kdw = malloc(nw * 4), top = 0.0f;
+        unsigned s2 = 11u + (unsigned)g.in_c * 7u + (unsigned)g.out_c;
+        for (size_t i = 0; i < nx + nw + (size_t)g.out_c + ny; i++) /* the draws before dw's */
+            (void)rnd(&s2);
+        for (size_t i = 0; i < nw; i++)
+            kdw[i] = 0.25f * rnd(&s2);
+        int was2 = ddl__set_precision(DDL_PRECISION_BF16);
+        ddl__conv2d_bf16_dw(&g, x, dy, kdw, ws);
+        ddl__set_precision(was2);
+        for (size_t i = 0; i < nw; i++)
+            top = fabsf(rdw[i]) > top ? fabsf(rdw[i]) : top;
+        int near = 1;
+        for (size_t i = 0; i < nw; i++)
+            near &= fabsf(dw[i] - rdw[i]) <= 1e-5f * top + 1e-6f;
+        printf("  dw by im2col (a small plane): %s the reference's; the direct kernel alone: %s\n",
+               near ? "near" : "FAR FROM", same(kdw, rdw, nw) ? "its bits" : "DIFFERENT");
+        sw = near && same(kdw, rdw, nw);
+        free(kdw);
+    }
     printf("batch %d, %d -> %d, %dx%d, %dx%d pad %d, %d thread(s): y %s, dx %s, dw %s\n", g.batch, g.in_c, g.out_c,
            g.in_h, g.in_w, g.k_h, g.k_w, g.pad, threads, sy ? "same" : "DIFFERENT", sx ? "same" : "DIFFERENT",
            sw ? "same" : "DIFFERENT");

@@ -484,8 +484,10 @@ size_t ddl_conv2d_workspace(const ddl_conv2d *g)
      * needs both (n above) */
     size_t fast = ddl__conv2d_wide_ok(g) ? ddl__conv2d_wide_workspace(g) : ddl__conv2d_dw_ok(g) ? ddl__conv2d_dw_workspace(g) : 0;
     /* bfloat16 passes take im2col on a CPU with a bfloat16 path, unless the direct bfloat16
-     * kernels take this conv: only then is a wide conv's im2col room kept too */
-    int bf16_direct = ddl__conv2d_bf16_fits(g), no_bf16_im2col = bf16_direct || ddl__bf16_path() == DDL__BF16_NONE;
+     * kernels take all of this conv's passes (a small plane's weight gradient is im2col's): only
+     * then is a wide conv's im2col room not kept */
+    int bf16_direct = ddl__conv2d_bf16_fits(g);
+    int no_bf16_im2col = ddl__conv2d_bf16_dw_fits(g) || ddl__bf16_path() == DDL__BF16_NONE;
     if ((ddl__conv2d_wide_dw_ok(g) && no_bf16_im2col) || ddl__conv2d_dw_ok(g))
         n = 0;
     if (bf16_direct) { /* the direct bfloat16 kernels' room (their passes then) */
@@ -621,12 +623,15 @@ void ddl_conv2d_backward(const ddl_conv2d *g, const float *x, const float *w, co
     size_t p = (size_t)q.oh * q.ow;
     int nb = chunk(g->batch, (size_t)k, (size_t)g->out_c, p);
     if (ddl__conv2d_bf16_ok(g)) {
-        bias_grad(g->batch, g->out_c, p, dy, db);
-        if (dw)
-            ddl__conv2d_bf16_dw(g, x, dy, dw, ws);
         if (dx)
             ddl__conv2d_bf16_dx(g, w, dy, dx, ws);
-        return;
+        if (!dw || ddl__conv2d_bf16_dw_fits(g)) {
+            bias_grad(g->batch, g->out_c, p, dy, db);
+            if (dw)
+                ddl__conv2d_bf16_dw(g, x, dy, dw, ws);
+            return;
+        }
+        dx = NULL; /* the weight gradient of a small plane: im2col's, below */
     }
     int wino_dx = ddl__wino_ok(g) && direct(), wino_dw = ddl__wino_dw_ok(g) && direct();
     if (wino_dx || wino_dw) { /* the passes the size rule gives Winograd; the others below */

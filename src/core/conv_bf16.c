@@ -138,6 +138,22 @@ int ddl__conv2d_bf16_fits(const ddl_conv2d *g)
     return ddl__bf16_path() == DDL__BF16_AVX512 && ddl__cb_avx512_have() && geometry_ok(g);
 }
 
+/* DW_MIN_STEPS: the weight gradient's tile steps a sample (wide positions / DDL__CB_DJ) below
+ * which im2col and the bfloat16 product take that pass: a tile's sums go to memory once a pass,
+ * and on an 8x8 plane a sample is 3 steps. ResNet-18's 128 -> 128 at 8x8 (tools/bench/
+ * resnet_layers.c): 9.1-9.5 ms direct, 5.6-5.8 by im2col; its 64 -> 64 at 16x16 (9 steps):
+ * 5.2 direct, 7.8 by im2col; the forward pass and input gradient stay direct (at 8x8 the input
+ * gradient took 6.6-6.8 ms by im2col against 5.4). */
+#define DW_MIN_STEPS 8
+
+int ddl__conv2d_bf16_dw_fits(const ddl_conv2d *g)
+{
+    if (!ddl__conv2d_bf16_fits(g))
+        return 0;
+    ddl__cb_geo q = cb_view(g->in_c, g->out_c, g->in_h, g->in_w, g->pad, g->k_h);
+    return q.dlen >= (size_t)DW_MIN_STEPS * DDL__CB_DJ;
+}
+
 int ddl__conv2d_bf16_ok(const ddl_conv2d *g)
 {
     return ddl__precision() == DDL_PRECISION_BF16 && !ddl__invariant() && ddl__conv2d_bf16_fits(g);

@@ -456,9 +456,11 @@ const char *ddl__bf16_path_note(void);
  * CPU's path is AVX512-BF16 and g is a 3x3 or 5x5, stride 1 convolution of planes the kernels
  * take (8x8 and up); _fits: the same whatever the precision (the workspace's question). Then
  * _forward, _dx and _dw (dw +=; the bias gradient is the caller's) run without a column matrix,
- * in _workspace(g) floats of ws. The _ref functions: the scalar reference, bit for bit. */
+ * in _workspace(g) floats of ws; _dw only where _dw_fits (planes of 16x16 and up: smaller ones
+ * are im2col's). The _ref functions: the scalar reference, bit for bit. */
 int ddl__conv2d_bf16_ok(const ddl_conv2d *g);
 int ddl__conv2d_bf16_fits(const ddl_conv2d *g);
+int ddl__conv2d_bf16_dw_fits(const ddl_conv2d *g);
 size_t ddl__conv2d_bf16_workspace(const ddl_conv2d *g);
 void ddl__conv2d_bf16_forward(const ddl_conv2d *g, const float *x, const float *w, const float *b, float *y,
                               float *ws);
