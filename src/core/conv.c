@@ -250,6 +250,7 @@ static inline __attribute__((always_inline)) void im2col(const conv_geo *q, int 
         return;
     }
     size_t hw = (size_t)q->h * q->w, p = (size_t)q->oh * q->ow;
+    int s2 = ddl__im2col_s2_ok(); /* stride-2 rows by vector permutes */
     for (int ci = 0; ci < q->c; ci++)
         for (int ki = 0; ki < q->kh; ki++)
             for (int kj = 0; kj < q->kw; kj++) {
@@ -271,6 +272,8 @@ static inline __attribute__((always_inline)) void im2col(const conv_geo *q, int 
                         if (q->sw == 1)
                             for (int ox = a; ox < b; ox++)
                                 dst[ox] = img[base + ox];
+                        else if (q->sw == 2 && s2 && b > a)
+                            ddl__im2col_s2_row(img + base + 2 * (ptrdiff_t)a, b - a, dst + a);
                         else
                             for (int ox = a; ox < b; ox++)
                                 dst[ox] = img[base + (ptrdiff_t)ox * q->sw];

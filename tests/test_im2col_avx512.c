@@ -1,5 +1,7 @@
-/* test_im2col_tiny.c - conv.c's im2col and col2im of planes that fit a vector
- * (src/core/im2col_tiny_avx512.c), bit for bit against plain loops over the same map (conv.c's
+/* test_im2col_avx512.c - conv.c's im2col and col2im on AVX-512 (src/core/im2col_avx512.c).
+ * Stride-2 rows: every length from 1 to 70 (the 16-output steps and every tail), the source
+ * exactly 2 n - 1 floats long (ASan sees a read past it), the floats after the row untouched.
+ * Planes that fit a vector: bit for bit against plain loops over the same map (conv.c's
  * small_map: tap t, position pos -> the pixel, or hw for the padding): ResNet-18's 2x2 and 4x4
  * planes with 3x3 taps and padding 1, 1x1 planes and taps, a 3x3 plane with 2x2 taps, on one
  * group's channels of samples with more (cs > c), for batches that fill the vectors' samples and
@@ -14,6 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+int ddl__im2col_s2_ok(void);
+void ddl__im2col_s2_row(const float *src, int n, float *dst);
 int ddl__im2col_tiny_ok(int hw, int p, int taps);
 void ddl__im2col_tiny_avx512(const int32_t *src, int taps, int hw, int p, int c, int cs, int nb, const float *x,
                              float *col, size_t ld);
@@ -94,9 +98,34 @@ static void one(geo g, int c, int cs, int nb)
     free(x), free(col), free(want), free(dx), free(want_dx);
 }
 
+static void stride2_rows(void)
+{
+    for (int n = 1; n <= 70; n++) {
+        float *src = malloc((size_t)(2 * n - 1) * sizeof *src), dst[80];
+        for (int i = 0; i < 2 * n - 1; i++)
+            src[i] = value();
+        for (int i = 0; i < 80; i++)
+            dst[i] = 9.0f;
+        ddl__im2col_s2_row(src, n, dst);
+        int ok = 1;
+        for (int i = 0; i < n; i++)
+            ok &= memcmp(&dst[i], &src[2 * i], sizeof *dst) == 0;
+        for (int i = n; i < 80; i++)
+            ok &= dst[i] == 9.0f;
+        if (!ok)
+            fprintf(stderr, "  stride-2 row of %d: not every other float, or a float past it written\n", n);
+        CHECK(ok);
+        free(src);
+    }
+}
+
 int main(void)
 {
     ddl_rng_seed(&rng, 47);
+    if (ddl__im2col_s2_ok())
+        stride2_rows();
+    else
+        printf("skipped: no AVX-512 (the stride-2 rows)\n");
     /* which planes take the vector path: the output at least as wide as the input, both <= 16 */
     int stride2 = ddl__im2col_tiny_ok(16, 4, 9), big = ddl__im2col_tiny_ok(64, 64, 9);
     CHECK(!stride2 && !big);
