@@ -57,7 +57,7 @@ static void test_kernel(void)
 {
     static const int sizes[][3] = {{1, 1, 1},    {1, 33, 3},    {7, 15, 17},  {8, 16, 2},   {9, 17, 255},
                                    {17, 31, 256}, {13, 65, 257}, {130, 33, 19}, {3, 100, 513}, {64, 40, 300},
-                                   {33, 1, 600},  {6, 47, 25},   {10, 120, 401}};
+                                   {33, 1, 600},  {6, 47, 25},   {10, 120, 401}, {300, 600, 40}};
     int n = 0, bad = sweep(ddl__gemm_bf16_ref, ddl__gemm_bf16_avx512, sizes, sizeof sizes / sizeof sizes[0], 21, &n);
     CHECK(bad == 0);
     printf("AVX512-BF16 kernel against the reference: %d cases, %d differ\n", n, bad);

@@ -39,7 +39,7 @@ static int cases(gemm_fn *want, gemm_fn *got, int *n_cases)
 {
     static const int sizes[][3] = {{1, 1, 1},     {1, 33, 3},     {7, 15, 17},   {16, 16, 32}, {17, 31, 33},
                                    {9, 17, 255},  {31, 33, 256},  {13, 65, 257}, {33, 1, 600}, {130, 40, 19},
-                                   {3, 100, 513}, {200, 70, 301}, {6, 47, 25}};
+                                   {3, 100, 513}, {200, 70, 301}, {6, 47, 25},  {300, 600, 40}};
     return sweep(want, got, sizes, sizeof sizes / sizeof sizes[0], 45, n_cases);
 }
 

@@ -52,6 +52,14 @@ float ddl__bf16_ftz(float v)
     return v;
 }
 
+/* ---- the kernels' blocking ---- */
+
+int ddl__bf16_b_first(int m, int n, int mc, int nc)
+{
+    double a_first = (double)m + (double)n * ((m + mc - 1) / mc), b_first = (double)n + (double)m * ((n + nc - 1) / nc);
+    return b_first < a_first;
+}
+
 /* ---- the reference ---- */
 
 /* term: element (row, col) of op(x), rounded to bfloat16 as the kernels' packing rounds it. */

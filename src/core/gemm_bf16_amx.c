@@ -23,6 +23,7 @@
 #define KC DDL__BF16_KC
 #define KP (KC / 2) /* pairs of a slice: at most 8 blocks of 16 */
 #define MC 128 /* rows of op(A) packed at a time (a multiple of MR) */
+#define NC 256 /* columns of op(B) packed at a time when op(B) goes first (a multiple of NR) */
 
 /* amx_cfg: the 64 bytes ldtilecfg reads (palette 1). */
 typedef struct amx_cfg {

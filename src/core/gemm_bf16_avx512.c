@@ -195,52 +195,31 @@ int ddl__gemm_bf16_avx512_have(void)
                : 0;
 }
 
-/* b_first: whether to pack op(B) once a slice, NC columns at a time, and op(A) once for each such
- * block, rather than op(A) once a slice and op(B) once for each MC rows: the order that packs
- * fewer elements. The first serves the products of many rows (ResNet-18's input gradients, w^T
- * dy with 4608 rows: dy was packed 36 times), the second those of many columns. The order
- * changes no value: each element of C gets the same sums. */
-static int b_first(int m, int n)
-{
-    double a_first = (double)m + (double)n * ((m + MC - 1) / MC), b_first = (double)n + (double)m * ((n + NC - 1) / NC);
-    return b_first < a_first;
-}
-
 void ddl__gemm_bf16_avx512(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
                            const float *b, int ldb, int overwrite, float *c, int ldc)
 {
     _Alignas(64) uint32_t ap[MC * KP];
     _Alignas(64) uint32_t bp[KP * NC];
     _Alignas(64) uint32_t tmp[NR * KP]; /* rows converted before their pairs are dealt out */
-    int by_b = b_first(m, n);
+    int by_b = ddl__bf16_b_first(m, n, MC, NC), nc_max = by_b ? NC : n > 0 ? n : 1;
     for (int p0 = 0; p0 < k; p0 += KC) {
         int kc = k - p0 < KC ? k - p0 : KC, kp = (kc + 1) / 2, fresh = overwrite && p0 == 0;
-        if (!by_b) {
-            for (int i0 = 0; i0 < m; i0 += MC) {
-                int mc = m - i0 < MC ? m - i0 : MC;
-                pack_a(trans_a, a, lda, i0, mc, p0, kc, ap, tmp);
-                for (int j0 = 0; j0 < n; j0 += NR) {
-                    int nr = n - j0 < NR ? n - j0 : NR;
-                    pack_b(trans_b, b, ldb, p0, kc, j0, nr, bp, tmp);
-                    for (int ir = 0; ir < mc; ir += MR)
-                        micro(kp, ap + (size_t)ir * kp, bp, alpha, c + (size_t)(i0 + ir) * ldc + j0, ldc,
-                              mc - ir < MR ? mc - ir : MR, nr, fresh);
-                }
-            }
-            continue;
-        }
-        for (int jc = 0; jc < n; jc += NC) {
-            int nc = n - jc < NC ? n - jc : NC;
-            for (int j0 = 0; j0 < nc; j0 += NR)
+        for (int jc = 0; jc < n; jc += nc_max) { /* op(B) first: its block's panels packed once */
+            int nc = n - jc < nc_max ? n - jc : nc_max;
+            for (int j0 = 0; by_b && j0 < nc; j0 += NR)
                 pack_b(trans_b, b, ldb, p0, kc, jc + j0, nc - j0 < NR ? nc - j0 : NR, bp + (size_t)j0 * kp, tmp);
             for (int i0 = 0; i0 < m; i0 += MC) {
                 int mc = m - i0 < MC ? m - i0 : MC;
                 pack_a(trans_a, a, lda, i0, mc, p0, kc, ap, tmp);
-                for (int j0 = 0; j0 < nc; j0 += NR)
+                for (int j0 = 0; j0 < nc; j0 += NR) {
+                    int nr = nc - j0 < NR ? nc - j0 : NR;
+                    const uint32_t *panel = by_b ? bp + (size_t)j0 * kp : bp;
+                    if (!by_b) /* op(A) first: a panel of op(B) at a time, for the block's rows */
+                        pack_b(trans_b, b, ldb, p0, kc, jc + j0, nr, bp, tmp);
                     for (int ir = 0; ir < mc; ir += MR)
-                        micro(kp, ap + (size_t)ir * kp, bp + (size_t)j0 * kp, alpha,
-                              c + (size_t)(i0 + ir) * ldc + jc + j0, ldc, mc - ir < MR ? mc - ir : MR,
-                              nc - j0 < NR ? nc - j0 : NR, fresh);
+                        micro(kp, ap + (size_t)ir * kp, panel, alpha, c + (size_t)(i0 + ir) * ldc + jc + j0, ldc,
+                              mc - ir < MR ? mc - ir : MR, nr, fresh);
+                }
             }
         }
     }

@@ -405,6 +405,13 @@ int ddl__set_precision(int precision);
 int ddl__precision(void);
 enum { DDL__BF16_NONE, DDL__BF16_AVX512, DDL__BF16_AMX };
 #define DDL__BF16_KC 256 /* depth of a slice: the sums' order (gemm_bf16.c) */
+/* ddl__bf16_b_first: whether a bfloat16 kernel that packs op(A) mc rows and op(B) nc columns
+ * at a time should pack op(B) first, once a slice, and op(A) once for each of its blocks, rather
+ * than op(A) once a slice and op(B) once for each block of rows: the order that packs fewer
+ * elements. The first serves products of many rows (ResNet-18's input gradients, w^T dy of 4608
+ * rows: dy was packed 36 times), the second those of many columns. The order changes no value:
+ * each element of C gets the same sums. */
+int ddl__bf16_b_first(int m, int n, int mc, int nc);
 /* ddl__bf16_path: the bfloat16 path of this CPU and build (DDL_CPU_NO_BF16=1: none; DDL_CPU_NO_AMX=1:
  * not AMX), read once. */
 int ddl__bf16_path(void);
