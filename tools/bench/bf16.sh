@@ -7,7 +7,7 @@
 #   - ResNet-18 (its ONNX export, as resnet.sh trains it) in float32 and bfloat16, alternated
 #     REPEAT times: the same target;
 #   - the cnn's six convolutions alone in float32 and bfloat16, and the bare bfloat16 product on
-#     their shapes (conv_bf16.c);
+#     their shapes (conv_bf16.c); ResNet-18's convolutions alone, pass by pass (resnet_layers.c);
 #   - LeNet on Fashion-MNIST, EPOCHS_ACC epochs (default 5), float32 against bfloat16: the test
 #     accuracies within 0.005.
 # The CPU's bfloat16 path and model name are printed first: the figures belong to that CPU.
@@ -58,6 +58,8 @@ record "ResNet-18 64x64 RGB training --precision bf16, images/s, 1 thread" "$b" 
 
 echo "== the cnn's convolutions alone, batch 64, 1 thread, best of 5 (conv_bf16.c)"
 cb=$(ddl_tool conv_bf16 -lm) && "$cb" 5
+echo "== ResNet-18's convolutions alone, batch 64, 1 thread, best of 5, forward / input gradient / weight gradient (resnet_layers.c)"
+rl=$(ddl_tool resnet_layers -lm) && "$rl" 5
 
 echo "== LeNet on Fashion-MNIST, $EPOCHS_ACC epochs: test accuracy, fp32 against bf16"
 a=$("$T" --data "$DATA" --arch lenet --epochs "$EPOCHS_ACC" --quiet | field test_acc)

@@ -1,8 +1,11 @@
 /* resnet_layers.c - ResNet-18's convolutions at 64x64 input (the bench's resnet.sh), batch 64, one
  * thread, timed alone pass by pass in bfloat16 (the calling thread's precision, as the trainer
- * sets it) and float32: forward, input gradient, weight gradient, best of REPS, ms. resnet.sh
- * builds it against build/libddl.a (ddl__set_precision is internal); by hand:
- * cc -O2 -I. tools/bench/resnet_layers.c build/libddl.a and make's LDLIBS. */
+ * sets it) and float32: forward, input gradient, weight gradient, best of REPS, ms; the last line
+ * sums the network (each layer as many times as it appears; the stem's input gradient, which
+ * training skips, included). bf16.sh builds it against build/libddl.a (ddl__set_precision is
+ * internal); by hand: cc -O2 -I. -Itools/bench tools/bench/resnet_layers.c build/libddl.a and
+ * make's LDLIBS. Arguments: REPS, then ONLY (one layer's index, for perf), PRECISIONS (1:
+ * bfloat16 alone), PASS (0, 1 or 2 alone). */
 #include "ddl.h"
 
 #include <stdio.h>
@@ -95,7 +98,7 @@ int main(int argc, char **argv)
         free(x), free(dx), free(y), free(w), free(dw), free(ws);
     }
     printf("%-29s |", "network (each layer x times)");
-    for (int prec = 0; prec < 2; prec++)
+    for (int prec = 0; prec < precisions; prec++)
         printf(" %7.2f %7.2f %7.2f |", total[prec][0] * 1e3, total[prec][1] * 1e3, total[prec][2] * 1e3);
     printf("\n");
     return 0;
