@@ -318,7 +318,9 @@ static void gemm_invariant(int trans_a, int trans_b, int m, int n, int k, float 
  * thread count, and the blocks are shared out over the threads.
  * Every block is one call, so each element of C comes out of the same call on every thread
  * count: the result does not depend on it. (Cutting by the thread count would not do: where a
- * block ends changes how OpenBLAS tiles it, and so the rounding of the elements at its edges.) */
+ * block ends changes how OpenBLAS tiles it, and so the rounding of the elements at its edges.
+ * The bfloat16 kernels' elements do not depend on where a block ends, so their products are cut
+ * one block a thread: bf16_blocks.) */
 
 #define BLOCK_MIN_WORK ((double)(1 << 20)) /* m n k below which a product stays whole */
 #define BLOCK_COLS 512
