@@ -13,6 +13,9 @@
 
 #define DDL__FULL16 ((__mmask16)0xffff)
 
+/* ddl__mask16: the first n lanes (n clamped to 0..16): a row's tail. */
+static inline __mmask16 ddl__mask16(int n) { return (__mmask16)(n >= 16 ? 0xffff : n <= 0 ? 0 : (1u << n) - 1); }
+
 __attribute__((target("avx512f"))) static inline __m512 ddl__load_some(__mmask16 m, const float *p)
 {
     return m == DDL__FULL16 ? _mm512_loadu_ps(p) : _mm512_maskz_loadu_ps(m, p);

@@ -24,7 +24,6 @@
 
 #define BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
 
-static inline __mmask16 mask16(int n) { return (__mmask16)(n >= 16 ? 0xffff : n <= 0 ? 0 : (1u << n) - 1); }
 
 /* pairs: 16 floats lo and 16 hi rounded to bfloat16 and interleaved: word i = lo[i] | hi[i] << 16. */
 BF16 static inline __m512i pairs(__m512 lo, __m512 hi)
@@ -45,7 +44,7 @@ BF16 void ddl__cb_pairs_avx512(const ddl__cb_geo *q, const float *x, uint32_t *x
         for (int y = 0; y < q->h; y++) {
             uint32_t *row = dst + (size_t)(q->pad + y) * q->wp + q->pad; /* then w words, then the next row's pad */
             for (int x0 = 0; x0 < q->w; x0 += 16) {
-                __mmask16 m = mask16(q->w - x0);
+                __mmask16 m = ddl__mask16(q->w - x0);
                 __m512 a = ddl__load_some(m, lo + (size_t)y * q->w + x0);
                 __m512 b = hi ? ddl__load_some(m, hi + (size_t)y * q->w + x0) : _mm512_setzero_ps();
                 ddl__store_some_epi32(m, row + x0, pairs(a, b));
@@ -66,7 +65,7 @@ BF16 void ddl__cb_plane_avx512(const float *src, int rows, int cols, size_t top,
         uint16_t *row = dst + top + (size_t)r * stride;
         const float *in = src + (size_t)r * cols;
         for (int c = 0; c < cols; c += 16) {
-            __mmask16 m = mask16(cols - c);
+            __mmask16 m = ddl__mask16(cols - c);
             __m256bh v = _mm512_cvtneps_pbh(ddl__load_some(m, in + c));
             ddl__store_some_epi16(m, row + c, (__m256i)v);
         }
@@ -77,7 +76,7 @@ BF16 void ddl__cb_add_avx512(const float *src, size_t n, float b, float *dst)
 {
     __m512 bv = _mm512_set1_ps(b);
     for (size_t i = 0; i < n; i += 16) {
-        __mmask16 m = mask16((int)(n - i < 16 ? n - i : 16));
+        __mmask16 m = ddl__mask16((int)(n - i < 16 ? n - i : 16));
         ddl__store_some(m, dst + i, _mm512_add_ps(ddl__load_some(m, src + i), bv));
     }
 }

@@ -214,7 +214,6 @@ static void emu_dp(amx_emu *e, int tc, int ta, int tb)
 
 #define AVX __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
 
-static inline __mmask16 mask16(int n) { return (__mmask16)(n >= 16 ? 0xffff : n <= 0 ? 0 : (1u << n) - 1); }
 
 /* line16: the 16 floats at base + off + i step (step 1: contiguous; else gathered), the first
  * `valid` of them, the rest 0; nothing is read (or pointed at) when valid <= 0. */
@@ -223,10 +222,10 @@ AVX static inline __m512 line16(const float *base, size_t off, int step, int val
     if (valid <= 0)
         return _mm512_setzero_ps();
     if (step == 1)
-        return ddl__load_some(mask16(valid), base + off);
+        return ddl__load_some(ddl__mask16(valid), base + off);
     __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                                      _mm512_set1_epi32(step));
-    return _mm512_mask_i32gather_ps(_mm512_setzero_ps(), mask16(valid), idx, base + off, 4);
+    return _mm512_mask_i32gather_ps(_mm512_setzero_ps(), ddl__mask16(valid), idx, base + off, 4);
 }
 
 /* pack_a_avx: pack_a's layout: a tile row's 32 values of k converted at once (vcvtne2ps2bf16
@@ -269,7 +268,7 @@ AVX static void pack_b_avx(int trans_b, const float *b, int ldb, int p0, int kc,
 AVX static void epilogue_avx(const float *sum, float alpha, float *c, int ldc, int mr, int nr, int fresh)
 {
     __m512 al = _mm512_set1_ps(alpha);
-    __mmask16 m0 = mask16(nr), m1 = mask16(nr - 16);
+    __mmask16 m0 = ddl__mask16(nr), m1 = ddl__mask16(nr - 16);
     __mmask16 r0 = fresh ? 0 : m0, r1 = fresh ? 0 : m1; /* fresh: C's old values read as +0, not at all */
     for (int i = 0; i < mr; i++) {
         float *row = c + (size_t)i * ldc;

@@ -35,17 +35,15 @@ BF16 static inline __m512i pairs(__m512 lo, __m512 hi)
     return _mm512_permutexvar_epi16(idx, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
 }
 
-/* mask16: the first n (0 to 16, clamped) lanes. */
-static inline __mmask16 mask16(int n) { return (__mmask16)(n >= 16 ? 0xffff : n <= 0 ? 0 : (1u << n) - 1); }
 
 /* row_pairs: kc floats of src, contiguous, as kp pairs into dst (a missing last term zero): in
  * order, 32 floats to 16 pairs per conversion. */
 BF16 static void row_pairs(const float *src, int kc, uint32_t *dst)
 {
     for (int p = 0; p < kc; p += 32) {
-        __m512 lo = ddl__load_some(mask16(kc - p), src + p);
-        __m512 hi = ddl__load_some(mask16(kc - p - 16), src + p + 16);
-        ddl__store_some_epi32(mask16((kc - p + 1) / 2), dst + p / 2, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+        __m512 lo = ddl__load_some(ddl__mask16(kc - p), src + p);
+        __m512 hi = ddl__load_some(ddl__mask16(kc - p - 16), src + p + 16);
+        ddl__store_some_epi32(ddl__mask16((kc - p + 1) / 2), dst + p / 2, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
     }
 }
 
@@ -87,8 +85,8 @@ BF16 static void across16(const float *src, size_t ld, int rows, int valid, int 
                     continue;
                 }
                 const float *at = src + (size_t)(r0 + r) * ld + p;
-                v[r] = (__m512i)_mm512_cvtne2ps_pbh(ddl__load_some(mask16(kc - p - 16), at + 16),
-                                                    ddl__load_some(mask16(kc - p), at));
+                v[r] = (__m512i)_mm512_cvtne2ps_pbh(ddl__load_some(ddl__mask16(kc - p - 16), at + 16),
+                                                    ddl__load_some(ddl__mask16(kc - p), at));
             }
             transpose16(v);
             int nq = (kc - p + 1) / 2 < 16 ? (kc - p + 1) / 2 : 16;
@@ -124,10 +122,10 @@ BF16 static void down(const float *src, size_t ld, int cols, int valid, int kc, 
         const float *r0 = src + (size_t)(2 * q) * ld, *r1 = r0 + ld;
         int two = 2 * q + 1 < kc;
         for (int j = 0; j < cols; j += 16) {
-            __mmask16 m = mask16(valid - j);
+            __mmask16 m = ddl__mask16(valid - j);
             __m512 lo = ddl__load_some(m, r0 + j);
             __m512 hi = two ? ddl__load_some(m, r1 + j) : _mm512_setzero_ps();
-            ddl__store_some_epi32(mask16(cols - j), dst + (size_t)q * cols + j, pairs(lo, hi));
+            ddl__store_some_epi32(ddl__mask16(cols - j), dst + (size_t)q * cols + j, pairs(lo, hi));
         }
     }
 }

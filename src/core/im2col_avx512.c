@@ -4,10 +4,11 @@
  * image row; 16 of them are two loads and one permute, where the scalar loop took each alone (40%
  * of the stem's bfloat16 forward pass).
  *
- * Tiny planes: im2col and col2im for planes that fit a vector: at most 16
- * pixels in, 16 positions out (ResNet-18's 4x4 and 2x2 planes at 64x64 input, its stride-2 layers
- * from 4x4), on a CPU with AVX-512, chosen at run time (conv.c asks first, else runs its scalar
- * loops over the same map). S = 16 / max(pixels, positions) samples share a vector: their planes
+ * Tiny planes: im2col and col2im for planes that fit a vector: at most 16 pixels in and at
+ * least as many positions out, at most 16 (ResNet-18's 4x4 and 2x2 planes at 64x64 input, stride
+ * 1; its 4x4 -> 2x2 stride-2 layers wrote 4 lanes a store this way and were slower: they keep the
+ * scalar loops), chosen at run time (conv.c asks first, else runs its scalar loops over the same
+ * map). S = 16 / max(pixels, positions) samples share a vector: their planes
  * side by side in the lanes. A tap is one permute of that vector (its column entries, the padding's
  * zeros masked in) and one store of S samples' positions, which lie side by side in the column
  * matrix's row; col2im permutes a row's entries back onto their pixels and adds them, tap by tap,
@@ -21,6 +22,8 @@
 #include <immintrin.h>
 #include <string.h>
 
+#include "avx512_some.h"
+
 #define AVX512 __attribute__((target("avx512f")))
 
 #define MAX_TAPS 64
@@ -33,8 +36,6 @@ int ddl__im2col_tiny_ok(int hw, int p, int taps)
 /* per: the samples a vector holds. */
 static int per(int hw, int p) { return 16 / (hw > p ? hw : p); }
 
-static __mmask16 first(int n) { return (__mmask16)(n >= 16 ? 0xffff : (1u << n) - 1); }
-
 int ddl__im2col_s2_ok(void) { return __builtin_cpu_supports("avx512f"); }
 
 AVX512 void ddl__im2col_s2_row(const float *src, int n, float *dst)
@@ -42,9 +43,9 @@ AVX512 void ddl__im2col_s2_row(const float *src, int n, float *dst)
     const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
     for (int i = 0; i < n; i += 16) {
         int left = 2 * (n - i) - 1; /* the floats of src from 2 i that are read: 2 (n - i) - 1 */
-        __m512 a = _mm512_maskz_loadu_ps(first(left), src + 2 * i);
-        __m512 b = _mm512_maskz_loadu_ps(first(left - 16 > 0 ? left - 16 : 0), src + 2 * i + 16);
-        _mm512_mask_storeu_ps(dst + i, first(n - i), _mm512_permutex2var_ps(a, even, b));
+        __m512 a = _mm512_maskz_loadu_ps(ddl__mask16(left), src + 2 * i);
+        __m512 b = _mm512_maskz_loadu_ps(ddl__mask16(left - 16), src + 2 * i + 16);
+        _mm512_mask_storeu_ps(dst + i, ddl__mask16(n - i), _mm512_permutex2var_ps(a, even, b));
     }
 }
 
@@ -75,7 +76,7 @@ static void tap_perms(const int32_t *src, int taps, int hw, int p, int back, int
 AVX512 static __m512 planes(const float *x, size_t stride, int hw, int have)
 {
     if (have == 1)
-        return _mm512_maskz_loadu_ps(first(hw), x);
+        return _mm512_maskz_loadu_ps(ddl__mask16(hw), x);
     float lanes[16] = {0};
     for (int s = 0; s < have; s++)
         for (int j = 0; j < hw; j++)
@@ -95,7 +96,7 @@ AVX512 void ddl__im2col_tiny_avx512(const int32_t *src, int taps, int hw, int p,
         for (int n0 = 0; n0 < nb; n0 += S) {
             int have = nb - n0 < S ? nb - n0 : S;
             __m512 v = planes(x + (size_t)n0 * plane + (size_t)ci * hw, plane, hw, have);
-            __mmask16 out = first(have * p);
+            __mmask16 out = ddl__mask16(have * p);
             float *c0 = col + (size_t)ci * taps * ld + (size_t)n0 * p;
             for (int t = 0; t < taps; t++)
                 _mm512_mask_storeu_ps(c0 + (size_t)t * ld, out, _mm512_maskz_permutexvar_ps(valid[t], _mm512_loadu_si512(at[t]), v));
@@ -113,22 +114,23 @@ AVX512 void ddl__col2im_tiny_avx512(const int32_t *src, int taps, int hw, int p,
     for (int ci = 0; ci < c; ci++)
         for (int n0 = 0; n0 < nb; n0 += S) {
             int have = nb - n0 < S ? nb - n0 : S;
-            __mmask16 in = first(have * p);
+            __mmask16 in = ddl__mask16(have * p);
             const float *c0 = col + (size_t)ci * taps * ld + (size_t)n0 * p;
             __m512 sum = _mm512_setzero_ps();
             for (int t = 0; t < taps; t++) {
                 __m512 e = _mm512_maskz_loadu_ps(in, c0 + (size_t)t * ld);
                 sum = _mm512_mask_add_ps(sum, hit[t], sum, _mm512_permutexvar_ps(_mm512_loadu_si512(at[t]), e));
             }
+            float *x0 = x + (size_t)n0 * plane + (size_t)ci * hw;
+            if (have == 1) {
+                _mm512_mask_storeu_ps(x0, ddl__mask16(hw), sum);
+                continue;
+            }
             float lanes[16];
             _mm512_storeu_ps(lanes, sum);
-            float *x0 = x + (size_t)n0 * plane + (size_t)ci * hw;
-            if (have == 1)
-                _mm512_mask_storeu_ps(x0, first(hw), sum);
-            else
-                for (int s = 0; s < have; s++)
-                    for (int j = 0; j < hw; j++)
-                        x0[(size_t)s * plane + j] = lanes[s * hw + j];
+            for (int s = 0; s < have; s++)
+                for (int j = 0; j < hw; j++)
+                    x0[(size_t)s * plane + j] = lanes[s * hw + j];
         }
 }
 
