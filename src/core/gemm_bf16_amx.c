@@ -12,7 +12,7 @@
  * Linux hands a process the tile state only on request (arch_prctl ARCH_REQ_XCOMP_PERM): asked
  * once, by ddl__gemm_bf16_amx_have, before any tile instruction. A thread's tile configuration
  * is its own: every product loads it at its start and releases the tiles at its end, so pool
- * workers need nothing more. Nothing is allocated: ~100 KB of stack. */
+ * workers need nothing more. Nothing is allocated: ~200 KB of stack. */
 #include "impl.h"
 
 #include <math.h>

@@ -8,7 +8,7 @@
  * 16 registers. Packing rounds (vcvtne2ps2bf16: to nearest even, a subnormal to zero, as
  * ddl__bf16_round) and zero-pads the edges, so every element of C gets the same instructions
  * wherever its tile lies: a product cut into blocks gives the bits of the whole (ddl_gemm's
- * threads). Nothing is allocated: ~130 KB of stack. */
+ * threads). Nothing is allocated: ~210 KB of stack (op(B) packed 256 columns at a time). */
 #include "impl.h"
 
 #if defined(__GNUC__) && defined(__x86_64__) && !defined(DDL_NO_CLONES)

@@ -186,8 +186,8 @@ int ddl__unpool2_avx512(size_t planes, int h, int w, const float *dy, const int3
 /* conv.c's im2col and col2im on AVX-512 (im2col_avx512.c), bit for bit its loops'.
  * ddl__im2col_s2_row: dst[i] = src[2 i] for i < n; only where ddl__im2col_s2_ok (AVX-512).
  * ddl__im2col_tiny_avx512 / ddl__col2im_tiny_avx512: im2col and col2im of planes of at most 16
- * pixels and 16 positions, through its map src (tap t, position pos: the pixel, or hw for the
- * padding); only where ddl__im2col_tiny_ok (AVX-512, taps <= 64 taps of such planes). */
+ * positions and no more pixels, through its map src (tap t, position pos: the pixel, or hw for
+ * the padding); only where ddl__im2col_tiny_ok (AVX-512, at most 64 taps of such planes). */
 int ddl__im2col_s2_ok(void);
 void ddl__im2col_s2_row(const float *src, int n, float *dst);
 int ddl__im2col_tiny_ok(int hw, int p, int taps);
