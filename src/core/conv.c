@@ -234,17 +234,33 @@ DDL__HOT static void col2im_small(const conv_geo *q, int nb, const float *col, s
         }
 }
 
+/* shift_geo: whether q's planes take im2col_shift_avx512.c's shifted loads (stride 1, output rows
+ * as wide as the image's, AVX-512); if so, their geometry in g. */
+static int shift_geo(const conv_geo *q, ddl__shift_geo *g)
+{
+    if (q->sh != 1 || q->sw != 1 || q->ow != q->w)
+        return 0;
+    *g = (ddl__shift_geo){.h = q->h, .w = q->w, .oh = q->oh, .kh = q->kh, .kw = q->kw, .pt = q->pt, .pl = q->pl,
+                          .dh = q->dh, .dw = q->dw};
+    return ddl__im2col_shift_ok(g);
+}
+
 static inline __attribute__((always_inline)) void im2col(const conv_geo *q, int nb, const float *x, float *col, size_t ld)
 {
     if (q->valid) {
         im2col_valid(q, nb, x, col, ld);
         return;
     }
+    int tiny = ddl__im2col_tiny_ok(q->h * q->w, q->oh * q->ow, q->kh * q->kw); /* its map is small */
+    ddl__shift_geo sg;
+    if (!tiny && shift_geo(q, &sg)) {
+        ddl__im2col_shift_avx512(&sg, q->c, q->cs, nb, x, col, ld);
+        return;
+    }
     int32_t map_src[SMALL_MAP];
     if (small_map(q, map_src)) {
-        int hw = q->h * q->w, p = q->oh * q->ow, taps = q->kh * q->kw;
-        if (ddl__im2col_tiny_ok(hw, p, taps))
-            ddl__im2col_tiny_avx512(map_src, taps, hw, p, q->c, q->cs, nb, x, col, ld);
+        if (tiny)
+            ddl__im2col_tiny_avx512(map_src, q->kh * q->kw, q->h * q->w, q->oh * q->ow, q->c, q->cs, nb, x, col, ld);
         else
             im2col_small(q, nb, x, col, ld, map_src);
         return;
@@ -288,11 +304,16 @@ static inline __attribute__((always_inline)) void im2col(const conv_geo *q, int 
  * im2col took it from. */
 static inline __attribute__((always_inline)) void col2im(const conv_geo *q, int nb, const float *col, size_t ld, float *x)
 {
+    int tiny = ddl__im2col_tiny_ok(q->h * q->w, q->oh * q->ow, q->kh * q->kw); /* its map is small */
+    ddl__shift_geo sg;
+    if (!tiny && shift_geo(q, &sg)) {
+        ddl__col2im_shift_avx512(&sg, q->c, q->cs, nb, col, ld, x);
+        return;
+    }
     int32_t map_src[SMALL_MAP];
     if (small_map(q, map_src)) {
-        int hw = q->h * q->w, p = q->oh * q->ow, taps = q->kh * q->kw;
-        if (ddl__im2col_tiny_ok(hw, p, taps))
-            ddl__col2im_tiny_avx512(map_src, taps, hw, p, q->c, q->cs, nb, col, ld, x);
+        if (tiny)
+            ddl__col2im_tiny_avx512(map_src, q->kh * q->kw, q->h * q->w, q->oh * q->ow, q->c, q->cs, nb, col, ld, x);
         else
             col2im_small(q, nb, col, ld, x, map_src);
         return;

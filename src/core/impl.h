@@ -195,6 +195,18 @@ void ddl__im2col_tiny_avx512(const int32_t *src, int taps, int hw, int p, int c,
                              float *col, size_t ld);
 void ddl__col2im_tiny_avx512(const int32_t *src, int taps, int hw, int p, int c, int cs, int nb, const float *col,
                              size_t ld, float *x);
+/* ddl__im2col_shift_avx512 / ddl__col2im_shift_avx512 (im2col_shift_avx512.c): im2col and col2im,
+ * bit for bit conv.c's loops', of a stride-1 convolution whose output rows are as wide as the
+ * image's (ow = w): each tap's row of the column matrix is the plane shifted, the padding zero.
+ * Only where ddl__im2col_shift_ok (AVX-512, at most 64 taps, taps x 16-float vectors of the
+ * plane at most 4096). */
+typedef struct ddl__shift_geo {
+    int h, w, oh;     /* the image; the output is oh x w */
+    int kh, kw, pt, pl, dh, dw;
+} ddl__shift_geo;
+int ddl__im2col_shift_ok(const ddl__shift_geo *g);
+void ddl__im2col_shift_avx512(const ddl__shift_geo *g, int c, int cs, int nb, const float *x, float *col, size_t ld);
+void ddl__col2im_shift_avx512(const ddl__shift_geo *g, int c, int cs, int nb, const float *col, size_t ld, float *x);
 
 /* Wide-row direct convolution for 3x3 and 5x5 kernels, stride 1 (conv_wide.c): forward, dx, and
  * dw (accumulated). */

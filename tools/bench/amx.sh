@@ -4,7 +4,9 @@
 #   - the cnn preset (ddl-train --arch cnn) on 3000 generated 64x64 RGB JPEG photos, batch 64,
 #     one thread: ddl in float32, ddl in bfloat16 on AMX, ddl in bfloat16 on AVX512-BF16
 #     (DDL_CPU_NO_AMX=1) and PyTorch 1.13 with bfloat16 autocast, alternated REPEAT times; the
-#     issue's targets: AMX >= 3x ddl's float32 and >= 2x PyTorch's autocast.
+#     issue's targets: AMX >= 3x ddl's float32 and >= 2x PyTorch's autocast;
+#   - ResNet-18 (its ONNX export, as resnet.sh and bf16.sh train it), the same four, the second
+#     epoch's rate over 640 images: the same targets.
 # On a CPU without AMX it prints "skipped: no AMX" and measures nothing (the path is tested there
 # by emulation: tests/test_gemm_bf16_amx.c).
 set -u
@@ -41,3 +43,24 @@ echo "cnn_amx: ddl_fp32_images_per_sec=$f ddl_amx_images_per_sec=$a ddl_avx512bf
 record "cnn 64x64 RGB training --precision bf16 on AMX, images/s, 1 thread" "$a" "ddl float32" "$f" "$(ratio "$a" "$f")" ">= 3" "-" "-"
 record "cnn 64x64 RGB training --precision bf16 on AMX, images/s, 1 thread" "$a" "ddl bf16 on AVX512-BF16" "$v" "$(ratio "$a" "$v")" "-" "-" "-"
 record "cnn 64x64 RGB training --precision bf16 on AMX, images/s, 1 thread" "$a" "PyTorch 1.13 bf16 autocast" "$t" "$(ratio "$a" "$t")" ">= 2" "-" "-"
+
+echo "== ResNet-18 64x64 RGB (its ONNX export, BatchNorm), batch 64, 1 thread: the same four; $REPEAT alternated runs"
+model=/tmp/ddl-bench-resnet18.onnx
+[ -s "$model" ] || /usr/bin/python3 "$here/resnet_torch.py" --export "$model" --size 64 --classes 3 2> /dev/null || {
+    echo "amx.sh: cannot export ResNet-18 (python3-torch)"; exit 1; }
+: > /tmp/ddl-bench-amx-rf32.txt; : > /tmp/ddl-bench-amx-r.txt; : > /tmp/ddl-bench-amx-ravx.txt; : > /tmp/ddl-bench-amx-rt.txt
+for r in $(seq 1 "$REPEAT"); do
+    f=$(resnet_rate "$T" "$model" "$fr/train" fp32); a=$(resnet_rate "$T" "$model" "$fr/train" bf16)
+    v=$(DDL_CPU_NO_AMX=1 resnet_rate "$T" "$model" "$fr/train" bf16)
+    t=$(/usr/bin/python3 "$here/resnet_torch.py" --images 640 --size 64 --classes 3 --threads 1 --mode bf16 |
+        field images_per_sec)
+    echo "   run $r: ddl fp32 $f, bf16 AMX $a, bf16 AVX512-BF16 $v, pytorch bf16 $t images/s"
+    echo "$f" >> /tmp/ddl-bench-amx-rf32.txt; echo "$a" >> /tmp/ddl-bench-amx-r.txt
+    echo "$v" >> /tmp/ddl-bench-amx-ravx.txt; echo "$t" >> /tmp/ddl-bench-amx-rt.txt
+done
+f=$(median < /tmp/ddl-bench-amx-rf32.txt); a=$(median < /tmp/ddl-bench-amx-r.txt)
+v=$(median < /tmp/ddl-bench-amx-ravx.txt); t=$(median < /tmp/ddl-bench-amx-rt.txt)
+echo "resnet18_amx: ddl_fp32_images_per_sec=$f ddl_amx_images_per_sec=$a ddl_avx512bf16_images_per_sec=$v pytorch_bf16_images_per_sec=$t amx_over_fp32=$(ratio "$a" "$f") amx_over_pytorch=$(ratio "$a" "$t")"
+record "ResNet-18 64x64 RGB training --precision bf16 on AMX, images/s, 1 thread" "$a" "ddl float32" "$f" "$(ratio "$a" "$f")" ">= 3" "-" "-"
+record "ResNet-18 64x64 RGB training --precision bf16 on AMX, images/s, 1 thread" "$a" "ddl bf16 on AVX512-BF16" "$v" "$(ratio "$a" "$v")" "-" "-" "-"
+record "ResNet-18 64x64 RGB training --precision bf16 on AMX, images/s, 1 thread" "$a" "PyTorch 1.13 bf16 autocast" "$t" "$(ratio "$a" "$t")" ">= 2" "-" "-"

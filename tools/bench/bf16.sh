@@ -44,14 +44,9 @@ echo "== ResNet-18 64x64 RGB (its ONNX export, BatchNorm), batch 64, 1 thread: d
 model=/tmp/ddl-bench-resnet18.onnx
 [ -s "$model" ] || /usr/bin/python3 "$here/resnet_torch.py" --export "$model" --size 64 --classes 3 2> /dev/null || {
     echo "bf16.sh: cannot export ResNet-18 (python3-torch)"; exit 1; }
-# resnet_rate PRECISION: the second epoch's images/s over 640 images (the first holds first touches)
-resnet_rate() {
-    "$T" --data "$fr/train" --arch "$model" --image-size 64 --epochs 2 --train-limit 640 --schedule constant \
-        --precision "$1" | sed -n 's/^epoch 2\/2 .* \([0-9.]*\) images\/s.*/\1/p'
-}
 : > /tmp/ddl-bench-rf32.txt; : > /tmp/ddl-bench-rb16.txt; : > /tmp/ddl-bench-rr16.txt
 for r in $(seq 1 "$REPEAT"); do
-    f=$(resnet_rate fp32); b=$(resnet_rate bf16)
+    f=$(resnet_rate "$T" "$model" "$fr/train" fp32); b=$(resnet_rate "$T" "$model" "$fr/train" bf16)
     echo "   run $r: ddl fp32 $f, ddl bf16 $b images/s"
     echo "$f" >> /tmp/ddl-bench-rf32.txt; echo "$b" >> /tmp/ddl-bench-rb16.txt
     [ -n "$f" ] && [ -n "$b" ] && ratio "$b" "$f" >> /tmp/ddl-bench-rr16.txt && echo >> /tmp/ddl-bench-rr16.txt

@@ -24,6 +24,9 @@
 #                     2-rank speedup of compute-bound and of memory-bound work in that section; and
 #                     1 MiB read by the other core than the one that wrote it, against the same one;
 #                     and LeNet's step ops on the slower vCPU against the faster
+#   resnet_rate TRAIN MODEL DATA PRECISION  ddl-train TRAIN's images/s on ResNet-18's ONNX export
+#                     MODEL, 640 images of the folder DATA, in the second epoch (the first holds
+#                     the first touch of every buffer)
 # BENCH_RESULTS defaults to $BUILD/bench/results.tsv; bench.sh empties it when it starts.
 BENCH_RESULTS=${BENCH_RESULTS:-${BUILD:-build}/bench/results.tsv}
 export BENCH_RESULTS
@@ -157,4 +160,9 @@ record_best() {
     bm=$(best_mode "$3"); m=${bm% *}; v=${bm#* }
     echo "$1: against PyTorch's best setting ($m): ddl $2, pytorch $v, ratio $(ratio "$2" "$v")"
     record "$1" "$2" "PyTorch 1.13, its best setting ($m)" "$v" "$(ratio "$2" "$v")" "$4" "-" "-"
+}
+
+resnet_rate() {
+    "$1" --data "$3" --arch "$2" --image-size 64 --epochs 2 --train-limit 640 --schedule constant --precision "$4" |
+        sed -n 's/^epoch 2\/2 .* \([0-9.]*\) images\/s.*/\1/p'
 }
