@@ -9,7 +9,8 @@
 #                        library alone (no programs, no PostgreSQL extension)
 # Switches: WITH_BLAS=openblas|none  WITH_ZMQ=0|1  WITH_MPI=0|1  WITH_LZ4=0|1  WITH_SODIUM=0|1  WITH_PNG=0|1  WITH_JPEG=0|1  WITH_JANSSON=0|1  WITH_PQ=0|1 (--predict --db)
 #           WITH_SERVE=0|1 (ddl-serve: libmicrohttpd, jansson and yajl)
-#           SAN=address|undefined|thread  V=1  BUILD=dir (default build)
+#           SAN=address|undefined|thread  V=1  BUILD=dir (default build)  CPPFLAGS=-D... (e.g. -DDDL_NO_BF16_CONV:
+#           every bfloat16 convolution by im2col + the product, the AMX path's way, on any CPU)
 #   make pg              the PostgreSQL extension (pg/), where pg_config and PGXS are (PG_CONFIG=path);
 #                        make builds it and make install installs it there; make pg-install alone
 
@@ -55,7 +56,7 @@ else
   OPT   ?= -O3 -fno-math-errno
 endif
 CFLAGS  ?= $(OPT) -g
-ALL_CFLAGS = $(CSTD) $(WARN) $(CFLAGS) -D_GNU_SOURCE -I. -Isrc -MMD -MP
+ALL_CFLAGS = $(CSTD) $(WARN) $(CFLAGS) $(CPPFLAGS) -D_GNU_SOURCE -I. -Isrc -MMD -MP
 LDLIBS  := -lm -lpthread -lrt
 
 ifeq ($(WITH_BLAS),openblas)
@@ -196,7 +197,7 @@ update = if cmp -s $(1).tmp $(1); then rm $(1).tmp; else mv $(1).tmp $(1); fi
 $(BUILD)/flags: FORCE
 	@mkdir -p $(BUILD)
 	@echo '$(CC) $(ALL_CFLAGS)' > $@.tmp && $(call update,$@)
-	@printf '%s\n' 'ifeq ($$(origin CC),default)' 'CC := $(CC)' endif 'CFLAGS ?= $(CFLAGS)' 'SAN ?= $(SAN)' \
+	@printf '%s\n' 'ifeq ($$(origin CC),default)' 'CC := $(CC)' endif 'CFLAGS ?= $(CFLAGS)' 'CPPFLAGS ?= $(CPPFLAGS)' 'SAN ?= $(SAN)' \
 	    $(foreach v,BLAS ZMQ MPI LZ4 ZLIB SODIUM PNG JPEG JANSSON,'WITH_$(v) ?= $(WITH_$(v))') > $(BUILD)/config.mk.tmp && \
 	    $(call update,$(BUILD)/config.mk)
 

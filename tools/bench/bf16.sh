@@ -5,7 +5,10 @@
 #     PyTorch 1.13 with bfloat16 autocast (cnn_torch.py --mode bf16), alternated REPEAT times,
 #     images/s side by side; the target on AVX512-BF16 is bf16 >= 1.5x ddl's float32;
 #   - ResNet-18 (its ONNX export, as resnet.sh trains it) in float32 and bfloat16, alternated
-#     REPEAT times: the same target;
+#     REPEAT times: the same target; and in bfloat16 with every convolution by im2col and the
+#     bfloat16 product (a build with CPPFLAGS=-DDDL_NO_BF16_CONV in $BUILD/im2col): the way the
+#     AMX path convolves, with this CPU's product in place of the tiles: what the rest of its
+#     step costs, on a machine without AMX;
 #   - the cnn's six convolutions alone in float32 and bfloat16, and the bare bfloat16 product on
 #     their shapes (conv_bf16.c); ResNet-18's convolutions alone, pass by pass (resnet_layers.c);
 #   - LeNet on Fashion-MNIST, EPOCHS_ACC epochs (default 5), float32 against bfloat16: the test
@@ -45,16 +48,24 @@ model=/tmp/ddl-bench-resnet18.onnx
 [ -s "$model" ] || /usr/bin/python3 "$here/resnet_torch.py" --export "$model" --size 64 --classes 3 2> /dev/null || {
     echo "bf16.sh: cannot export ResNet-18 (python3-torch)"; exit 1; }
 : > /tmp/ddl-bench-rf32.txt; : > /tmp/ddl-bench-rb16.txt; : > /tmp/ddl-bench-rr16.txt
+TI=$BUILD/im2col/bin/ddl-train
+make -s BUILD="$BUILD/im2col" CPPFLAGS=-DDDL_NO_BF16_CONV "$TI" > /dev/null 2>&1 || TI=""
+: > /tmp/ddl-bench-ri16.txt
 for r in $(seq 1 "$REPEAT"); do
     f=$(resnet_rate "$T" "$model" "$fr/train" fp32); b=$(resnet_rate "$T" "$model" "$fr/train" bf16)
-    echo "   run $r: ddl fp32 $f, ddl bf16 $b images/s"
-    echo "$f" >> /tmp/ddl-bench-rf32.txt; echo "$b" >> /tmp/ddl-bench-rb16.txt
+    i=$([ -n "$TI" ] && resnet_rate "$TI" "$model" "$fr/train" bf16)
+    echo "   run $r: ddl fp32 $f, ddl bf16 $b, bf16 all by im2col ${i:--} images/s"
+    echo "$f" >> /tmp/ddl-bench-rf32.txt; echo "$b" >> /tmp/ddl-bench-rb16.txt; echo "$i" >> /tmp/ddl-bench-ri16.txt
     [ -n "$f" ] && [ -n "$b" ] && ratio "$b" "$f" >> /tmp/ddl-bench-rr16.txt && echo >> /tmp/ddl-bench-rr16.txt
 done
 f=$(median < /tmp/ddl-bench-rf32.txt); b=$(median < /tmp/ddl-bench-rb16.txt); q=$(median < /tmp/ddl-bench-rr16.txt)
 echo "resnet18_bf16: ddl_fp32_images_per_sec=$f ddl_bf16_images_per_sec=$b bf16_over_fp32=$(ratio "$b" "$f") run_ratio=$q"
 record "ResNet-18 64x64 RGB training --precision bf16, images/s, 1 thread (median run ratio $q)" "$b" "ddl float32" "$f" \
     "$(ratio "$b" "$f")" ">= 1.5 (AVX512-BF16)" "-" "-"
+i=$(grep . /tmp/ddl-bench-ri16.txt | median)
+echo "resnet18_bf16_im2col: ddl_bf16_images_per_sec=$b im2col_images_per_sec=$i"
+record "ResNet-18 64x64 RGB training --precision bf16, every convolution by im2col (the AMX path's way), images/s, 1 thread" \
+    "$i" "ddl bf16" "$b" "$(ratio "$i" "$b")" "-" "-" "-"
 
 echo "== the cnn's convolutions alone, batch 64, 1 thread, best of 5 (conv_bf16.c)"
 cb=$(ddl_tool conv_bf16 -lm) && "$cb" 5
