@@ -90,12 +90,15 @@ static void train_channel(const bn_job *j, int ch)
     const float *x0 = j->x + (size_t)ch * j->s;
     float k0 = x0[0];
     double s1 = 0.0, s2 = 0.0;
-    for (int ni = 0; ni < j->n; ni++) {
-        float a, b;
-        row_moments(x0 + ni * plane, j->s, k0, &a, &b);
-        s1 += a;
-        s2 += b;
-    }
+    if (ddl__bn_fma_ok())
+        ddl__bn_moments_fma(j->n, j->s, plane, x0, k0, &s1, &s2);
+    else
+        for (int ni = 0; ni < j->n; ni++) {
+            float a, b;
+            row_moments(x0 + ni * plane, j->s, k0, &a, &b);
+            s1 += a;
+            s2 += b;
+        }
     double dm = s1 / (double)cnt, sq = s2 - s1 * dm; /* sum of (x - mean)^2 */
     if (sq < 0.0)
         sq = 0.0;
@@ -163,12 +166,15 @@ static void back_channel(const bn_job *j, int ch)
     size_t off0 = (size_t)ch * j->s;
     float m = j->mr_in[2 * ch], r = j->mr_in[2 * ch + 1], g = j->gamma ? j->gamma[ch] : 1.0f;
     double sd = 0.0, sdx = 0.0;
-    for (int ni = 0; ni < j->n; ni++) {
-        float a, b;
-        row_grads(j->x + ni * plane + off0, j->dy + ni * plane + off0, j->s, m, &a, &b);
-        sd += a;
-        sdx += b;
-    }
+    if (ddl__bn_fma_ok())
+        ddl__bn_grads_fma(j->n, j->s, plane, j->x + off0, j->dy + off0, m, &sd, &sdx);
+    else
+        for (int ni = 0; ni < j->n; ni++) {
+            float a, b;
+            row_grads(j->x + ni * plane + off0, j->dy + ni * plane + off0, j->s, m, &a, &b);
+            sd += a;
+            sdx += b;
+        }
     float dg = (float)(sdx * r), db = (float)sd;
     if (j->dgamma)
         j->dgamma[ch] += dg;

@@ -473,6 +473,15 @@ int ddl__bf16_choose(int no_bf16, int no_amx, int amx, int (*amx_check)(char *, 
  * check), or "" (a static string, set with the path). */
 const char *ddl__bf16_path_note(void);
 
+/* BatchNorm's sums over a channel's n rows of s floats (plane floats apart), on x86-64-v3 and
+ * later (batchnorm_fma.c), bit for bit batchnorm.c's row loops there: ddl__bn_moments_fma, the
+ * sums of d = x - k0 and of d^2; ddl__bn_grads_fma, of dy and of dy (x - m); each row's sum added
+ * to the double in sample order. Only where ddl__bn_fma_ok. */
+int ddl__bn_fma_ok(void);
+void ddl__bn_moments_fma(int n, int s, size_t plane, const float *x0, float k0, double *s1, double *s2);
+void ddl__bn_grads_fma(int n, int s, size_t plane, const float *x0, const float *dy0, float m, double *sd,
+                       double *sdx);
+
 /* ---- direct bfloat16 convolution (conv_bf16.c, conv_bf16_avx512.c) ----
  * ddl__conv2d_bf16_ok: 1 when the calling thread's pass is bfloat16 (and not invariant), this
  * CPU's path is AVX512-BF16 and g is a 3x3 or 5x5, stride 1 convolution of planes the kernels
