@@ -5,7 +5,10 @@
  * time, and each row's sum added to a double in sample order. Rows of 1 to 1024 floats (no full
  * 8, one, a tail, the planes of ResNet-18 at 64x64), 1 to 65 samples (whole groups of the four
  * rows it takes at a time, and a last group short by one to three), rows a plane apart with other
- * channels between them. Values include -0.0. Elsewhere this test says skipped. */
+ * channels between them. Values include -0.0. And the layer whole: ddl_batchnorm_forward_train and
+ * _backward on 37 channels (short rows go in blocks of channels, sample by sample) give, at 1 and
+ * 2 threads, each channel's bits of the same call on that channel alone. Elsewhere this test says
+ * skipped. */
 #include "ddl.h"
 #include "check.h"
 
@@ -73,6 +76,44 @@ static void one(int n, int s)
     free(x), free(dy);
 }
 
+/* whole: 37 channels of rows of s floats at once, against each channel alone */
+static void whole(int s, int threads)
+{
+    enum { N = 5, C = 37 };
+    size_t len = (size_t)N * C * s;
+    float *x = malloc(len * sizeof *x), *dy = malloc(len * sizeof *dy), *y = malloc(len * sizeof *y);
+    float *dx = malloc(len * sizeof *dx), *xc = malloc((size_t)N * s * sizeof *xc), *dyc = malloc((size_t)N * s * 4);
+    float *yc = malloc((size_t)N * s * sizeof *yc), *dxc = malloc((size_t)N * s * sizeof *dxc);
+    float gamma[C], beta[C], rm[C], rv[C], mr[2 * C], nm[C], nv[C], dg[C] = {0}, db[C] = {0};
+    for (size_t i = 0; i < len; i++)
+        x[i] = value(), dy[i] = value();
+    for (int c = 0; c < C; c++)
+        gamma[c] = value(), beta[c] = value(), rm[c] = value(), rv[c] = 1.0f + ddl_rng_uniform(&rng);
+    ddl_set_threads(threads);
+    ddl_batchnorm_forward_train(N, C, s, 0.1f, 1e-5f, x, gamma, beta, rm, rv, y, mr, nm, nv);
+    ddl_batchnorm_backward(N, C, s, 1, x, gamma, mr, dy, dx, dg, db);
+    ddl_set_threads(1);
+    int ok = 1;
+    for (int c = 0; c < C; c++) {
+        float mrc[2], nmc, nvc, dgc = 0.0f, dbc = 0.0f;
+        for (int n = 0; n < N; n++) {
+            memcpy(xc + (size_t)n * s, x + ((size_t)n * C + c) * s, (size_t)s * sizeof *xc);
+            memcpy(dyc + (size_t)n * s, dy + ((size_t)n * C + c) * s, (size_t)s * sizeof *dyc);
+        }
+        ddl_batchnorm_forward_train(N, 1, s, 0.1f, 1e-5f, xc, gamma + c, beta + c, rm + c, rv + c, yc, mrc, &nmc, &nvc);
+        ddl_batchnorm_backward(N, 1, s, 1, xc, gamma + c, mrc, dyc, dxc, &dgc, &dbc);
+        ok &= !memcmp(mrc, mr + 2 * c, sizeof mrc) && !memcmp(&nmc, nm + c, 4) && !memcmp(&nvc, nv + c, 4) &&
+              !memcmp(&dgc, dg + c, 4) && !memcmp(&dbc, db + c, 4);
+        for (int n = 0; n < N; n++)
+            ok &= !memcmp(yc + (size_t)n * s, y + ((size_t)n * C + c) * s, (size_t)s * 4) &&
+                  !memcmp(dxc + (size_t)n * s, dx + ((size_t)n * C + c) * s, (size_t)s * 4);
+    }
+    if (!ok)
+        fprintf(stderr, "  %d channels of rows of %d at %d thread(s): not each channel's bits alone\n", C, s, threads);
+    CHECK(ok);
+    free(x), free(dy), free(y), free(dx), free(xc), free(dyc), free(yc), free(dxc);
+}
+
 int main(void)
 {
     ddl_rng_seed(&rng, 45);
@@ -85,5 +126,9 @@ int main(void)
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
         for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++)
             one(rows[r], sizes[i]);
+    static const int wholes[] = {1, 4, 16, 20, 64, 100, 256};
+    for (size_t i = 0; i < sizeof wholes / sizeof wholes[0]; i++)
+        for (int t = 1; t <= 2; t++)
+            whole(wholes[i], t);
     return TEST_END();
 }

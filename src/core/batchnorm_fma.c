@@ -102,9 +102,125 @@ V3 void ddl__bn_grads_fma(int n, int s, size_t plane, const float *x0, const flo
     *sdx = t2;
 }
 
+/* ---- short rows: channels in blocks ----
+ * On rows of a few floats (ResNet-18's 4x4 and 2x2 planes: 16 and 4), a channel's rows lie a
+ * sample's plane apart (8 KB on 512 channels at 2x2): walking one channel's rows took each from
+ * L2 for 16 bytes of its 64-byte line, every row of the channel in the same L1 set. A block of
+ * nch neighbouring channels goes sample by sample instead, each row the same sums as above. */
+
+/* row_sums: one row's sums of u and of u v, u = p - k (moments: v = u; grads: p = dy, v = x - k) */
+V3 static inline void row_sums(const float *p, const float *x, int s, float k, int grads, float *ta, float *tb)
+{
+    int body = s / 8 * 8;
+    __m256 kv = _mm256_set1_ps(k), a = _mm256_setzero_ps(), b = _mm256_setzero_ps();
+    for (int i = 0; i < body; i += 8) {
+        __m256 u = _mm256_loadu_ps(p + i), v;
+        if (grads)
+            v = _mm256_sub_ps(_mm256_loadu_ps(x + i), kv);
+        else
+            v = u = _mm256_sub_ps(u, kv);
+        a = _mm256_add_ps(a, u);
+        b = _mm256_fmadd_ps(u, v, b);
+    }
+    float sa = lanes8(a), sb = lanes8(b);
+    for (int i = body; i < s; i++) {
+        float u = grads ? p[i] : p[i] - k, v = grads ? x[i] - k : u;
+        sa += u;
+        sb = fmaf(u, v, sb);
+    }
+    *ta = sa, *tb = sb;
+}
+
+V3 static inline __attribute__((always_inline)) void block_sums(int n, int s, size_t plane, const float *x0,
+                                                                 const float *dy0, int nch, const float *k, double *s1,
+                                                                 double *s2)
+{
+    for (int c = 0; c < nch; c++)
+        s1[c] = s2[c] = 0.0;
+    for (int ni = 0; ni < n; ni++)
+        for (int c = 0; c < nch; c++) {
+            size_t off = (size_t)ni * plane + (size_t)c * s;
+            float ta, tb;
+            if (dy0)
+                row_sums(dy0 + off, x0 + off, s, k[c], 1, &ta, &tb);
+            else
+                row_sums(x0 + off, NULL, s, k[c], 0, &ta, &tb);
+            s1[c] += ta;
+            s2[c] += tb;
+        }
+}
+
+V3 void ddl__bn_block_sums_fma(int n, int s, size_t plane, const float *x0, const float *dy0, int nch, const float *k,
+                               double *s1, double *s2)
+{
+    if (s == 4) /* ResNet-18's 2x2 and 4x4 planes: the rows' loops unrolled */
+        block_sums(n, 4, plane, x0, dy0, nch, k, s1, s2);
+    else if (s == 16)
+        block_sums(n, 16, plane, x0, dy0, nch, k, s1, s2);
+    else
+        block_sums(n, s, plane, x0, dy0, nch, k, s1, s2);
+}
+
+#define SPAN 256 /* a block's floats in a sample (channels x row) for the element-wise passes */
+
+/* spread: v[c] repeated s times for each of nch channels, into out */
+static void spread(const float *v, int nch, int s, float *out)
+{
+    for (int c = 0; c < nch; c++)
+        for (int i = 0; i < s; i++)
+            out[c * s + i] = v[c];
+}
+
+V3 void ddl__bn_block_affine_fma(int n, int s, size_t plane, const float *x0, int nch, const float *m, const float *a,
+                                 const float *b, float *y0)
+{
+    float ms[SPAN], as[SPAN], bs[SPAN];
+    int w = nch * s;
+    if (w > SPAN) /* not a short row: the caller's */
+        return;
+    spread(m, nch, s, ms), spread(a, nch, s, as), spread(b, nch, s, bs);
+    for (int ni = 0; ni < n; ni++) {
+        const float *x = x0 + (size_t)ni * plane;
+        float *y = y0 + (size_t)ni * plane;
+        for (int i = 0; i < w; i++)
+            y[i] = fmaf(x[i] - ms[i], as[i], bs[i]);
+    }
+}
+
+V3 void ddl__bn_block_dx_fma(int n, int s, size_t plane, const float *x0, const float *dy0, int nch, const float *m,
+                             const float *gr, const float *md, const float *mdx, float *dx0)
+{
+    float ms[SPAN], grs[SPAN], mds[SPAN], mdxs[SPAN];
+    int w = nch * s;
+    if (w > SPAN)
+        return;
+    spread(m, nch, s, ms), spread(gr, nch, s, grs), spread(md, nch, s, mds), spread(mdx, nch, s, mdxs);
+    for (int ni = 0; ni < n; ni++) {
+        const float *x = x0 + (size_t)ni * plane, *dy = dy0 + (size_t)ni * plane;
+        float *dx = dx0 + (size_t)ni * plane;
+        for (int i = 0; i < w; i++)
+            dx[i] = grs[i] * fmaf(-(x[i] - ms[i]), mdxs[i], dy[i] - mds[i]);
+    }
+}
+
 #else
 
 int ddl__bn_fma_ok(void) { return 0; }
+void ddl__bn_block_sums_fma(int n, int s, size_t plane, const float *x0, const float *dy0, int nch, const float *k,
+                            double *s1, double *s2)
+{
+    (void)n, (void)s, (void)plane, (void)x0, (void)dy0, (void)nch, (void)k, (void)s1, (void)s2;
+}
+void ddl__bn_block_affine_fma(int n, int s, size_t plane, const float *x0, int nch, const float *m, const float *a,
+                              const float *b, float *y0)
+{
+    (void)n, (void)s, (void)plane, (void)x0, (void)nch, (void)m, (void)a, (void)b, (void)y0;
+}
+void ddl__bn_block_dx_fma(int n, int s, size_t plane, const float *x0, const float *dy0, int nch, const float *m,
+                          const float *gr, const float *md, const float *mdx, float *dx0)
+{
+    (void)n, (void)s, (void)plane, (void)x0, (void)dy0, (void)nch, (void)m, (void)gr, (void)md, (void)mdx, (void)dx0;
+}
 void ddl__bn_moments_fma(int n, int s, size_t plane, const float *x0, float k0, double *s1, double *s2)
 {
     (void)n, (void)s, (void)plane, (void)x0, (void)k0, (void)s1, (void)s2;

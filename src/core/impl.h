@@ -481,6 +481,16 @@ int ddl__bn_fma_ok(void);
 void ddl__bn_moments_fma(int n, int s, size_t plane, const float *x0, float k0, double *s1, double *s2);
 void ddl__bn_grads_fma(int n, int s, size_t plane, const float *x0, const float *dy0, float m, double *sd,
                        double *sdx);
+/* The same for a block of nch neighbouring channels (channel c's rows at x0 + c s), sample by
+ * sample, for short rows: ddl__bn_block_sums_fma, the moments about k[c] (dy0 NULL) or the
+ * gradient sums about k[c] = the mean; _affine, y = (x - m) a + b by FMA; _dx, dx = gr ((dy - md)
+ * - (x - m) mdx), the product subtracted by FMA. */
+void ddl__bn_block_sums_fma(int n, int s, size_t plane, const float *x0, const float *dy0, int nch, const float *k,
+                            double *s1, double *s2);
+void ddl__bn_block_affine_fma(int n, int s, size_t plane, const float *x0, int nch, const float *m, const float *a,
+                              const float *b, float *y0);
+void ddl__bn_block_dx_fma(int n, int s, size_t plane, const float *x0, const float *dy0, int nch, const float *m,
+                          const float *gr, const float *md, const float *mdx, float *dx0);
 
 /* ---- direct bfloat16 convolution (conv_bf16.c, conv_bf16_avx512.c) ----
  * ddl__conv2d_bf16_ok: 1 when the calling thread's pass is bfloat16 (and not invariant), this
