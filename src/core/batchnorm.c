@@ -128,8 +128,8 @@ static void train_channel(const bn_job *j, int ch)
 /* SHORT_ROW, BLOCK: rows of at most SHORT_ROW floats go BLOCK channels at a time (fewer past 256
  * floats a sample), sample by sample (batchnorm_fma.c says why), on the CPUs that take its sums;
  * the same bits as channel by channel. ResNet-18's BatchNorm at batch 64, forward + backward,
- * alone, one thread: 512 channels at 2x2 0.85-0.94 -> 0.26 ms, 256 at 4x4 0.55 -> 0.17, 128 at
- * 8x8 0.46-0.49 -> 0.36-0.42. */
+ * alone, one thread: 512 channels at 2x2 0.69-0.94 -> 0.26 ms, 256 at 4x4 0.47-0.56 -> 0.17,
+ * 128 at 8x8 0.43-0.53 -> 0.36-0.41. */
 #define SHORT_ROW 64
 #define BLOCK 16
 
