@@ -17,9 +17,7 @@
 #include <string.h>
 
 int ddl__bn_fma_ok(void);
-void ddl__bn_moments_fma(int n, int s, size_t plane, const float *x0, float k0, double *s1, double *s2);
-void ddl__bn_grads_fma(int n, int s, size_t plane, const float *x0, const float *dy0, float m, double *sd,
-                       double *sdx);
+void ddl__bn_sums_fma(int n, int s, size_t plane, const float *x0, const float *dy0, float k, double *s1, double *s2);
 
 static ddl_rng rng;
 
@@ -65,8 +63,8 @@ static void one(int n, int s)
         g1 += a, g2 += b;
     }
     double s1, s2, sd, sdx;
-    ddl__bn_moments_fma(n, s, plane, x0, k, &s1, &s2);
-    ddl__bn_grads_fma(n, s, plane, x0, dy0, m, &sd, &sdx);
+    ddl__bn_sums_fma(n, s, plane, x0, NULL, k, &s1, &s2);
+    ddl__bn_sums_fma(n, s, plane, x0, dy0, m, &sd, &sdx);
     int ok = !memcmp(&s1, &r1, sizeof s1) && !memcmp(&s2, &r2, sizeof s2) && !memcmp(&sd, &g1, sizeof sd) &&
              !memcmp(&sdx, &g2, sizeof sdx);
     if (!ok)

@@ -113,7 +113,7 @@ static void train_channel(const bn_job *j, int ch)
     float k0 = x0[0];
     double s1 = 0.0, s2 = 0.0;
     if (ddl__bn_fma_ok())
-        ddl__bn_moments_fma(j->n, j->s, plane, x0, k0, &s1, &s2);
+        ddl__bn_sums_fma(j->n, j->s, plane, x0, NULL, k0, &s1, &s2);
     else
         for (int ni = 0; ni < j->n; ni++) {
             float a, b;
@@ -135,9 +135,9 @@ static void train_channel(const bn_job *j, int ch)
 
 static int blocked(const bn_job *j) { return j->s <= SHORT_ROW && ddl__bn_fma_ok(); }
 
-/* block_of: the channels of a block: BLOCK, fewer where a sample's block would pass 256 floats
- * (batchnorm_fma.c's room for a block's spread parameters) */
-static int block_of(const bn_job *j) { return j->s <= 256 / BLOCK ? BLOCK : 256 / j->s; }
+/* block_of: the channels of a block: BLOCK, fewer where a sample's block would pass DDL__BN_SPAN
+ * floats (batchnorm_fma.c's room for a block's spread parameters) */
+static int block_of(const bn_job *j) { return j->s <= DDL__BN_SPAN / BLOCK ? BLOCK : DDL__BN_SPAN / j->s; }
 
 static void train_block(const bn_job *j, int c0, int nch)
 {
@@ -229,7 +229,7 @@ static void back_channel(const bn_job *j, int ch)
     float m = j->mr_in[2 * ch];
     double sd = 0.0, sdx = 0.0;
     if (ddl__bn_fma_ok())
-        ddl__bn_grads_fma(j->n, j->s, plane, j->x + off0, j->dy + off0, m, &sd, &sdx);
+        ddl__bn_sums_fma(j->n, j->s, plane, j->x + off0, j->dy + off0, m, &sd, &sdx);
     else
         for (int ni = 0; ni < j->n; ni++) {
             float a, b;

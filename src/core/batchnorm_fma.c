@@ -31,34 +31,56 @@ V3 static inline float lanes8(__m256 a)
     return _mm_cvtss_f32(_mm_add_ss(f, _mm_movehdup_ps(f)));
 }
 
+/* step: 8 floats of a row into its lanes' sums a and b: u = p - k, v = u (moments), or u = p = dy,
+ * v = x - k (gradient sums); a += u, b += u v by FMA */
+V3 static inline void step(const float *p, const float *x, __m256 k, int grads, __m256 *a, __m256 *b)
+{
+    __m256 u = _mm256_loadu_ps(p), v;
+    if (grads)
+        v = _mm256_sub_ps(_mm256_loadu_ps(x), k);
+    else
+        v = u = _mm256_sub_ps(u, k);
+    *a = _mm256_add_ps(*a, u);
+    *b = _mm256_fmadd_ps(u, v, *b);
+}
+
+/* finish: a row's two sums: its lanes', then its floats from `body` to s one at a time */
+V3 static inline void finish(const float *p, const float *x, int body, int s, float k, int grads, __m256 a, __m256 b,
+                             float *ta, float *tb)
+{
+    float sa = lanes8(a), sb = lanes8(b);
+    for (int i = body; i < s; i++) {
+        float u = grads ? p[i] : p[i] - k, v = grads ? x[i] - k : u;
+        sa += u;
+        sb = fmaf(u, v, sb);
+    }
+    *ta = sa, *tb = sb;
+}
+
 #define ROWS 4
 
-V3 void ddl__bn_moments_fma(int n, int s, size_t plane, const float *x0, float k0, double *s1, double *s2)
+V3 static inline __attribute__((always_inline)) void sums(int n, int s, size_t plane, const float *x0,
+                                                           const float *dy0, float k, int grads, double *s1,
+                                                           double *s2)
 {
     int body = s / 8 * 8;
-    __m256 k = _mm256_set1_ps(k0);
+    __m256 kv = _mm256_set1_ps(k);
+    const float *p0 = grads ? dy0 : x0;
     double t1 = 0.0, t2 = 0.0;
     for (int n0 = 0; n0 < n; n0 += ROWS) {
         int rows = n - n0 < ROWS ? n - n0 : ROWS;
-        const float *x[ROWS];
+        size_t off[ROWS];
         __m256 a[ROWS], b[ROWS];
         for (int r = 0; r < ROWS; r++) {
-            x[r] = x0 + (size_t)(n0 + (r < rows ? r : 0)) * plane; /* a missing row repeats the first */
+            off[r] = (size_t)(n0 + (r < rows ? r : 0)) * plane; /* a missing row repeats the first */
             a[r] = b[r] = _mm256_setzero_ps();
         }
         for (int i = 0; i < body; i += 8)
-            for (int r = 0; r < ROWS; r++) {
-                __m256 d = _mm256_sub_ps(_mm256_loadu_ps(x[r] + i), k);
-                a[r] = _mm256_add_ps(a[r], d);
-                b[r] = _mm256_fmadd_ps(d, d, b[r]);
-            }
+            for (int r = 0; r < ROWS; r++)
+                step(p0 + off[r] + i, x0 + off[r] + i, kv, grads, &a[r], &b[r]);
         for (int r = 0; r < rows; r++) {
-            float ta = lanes8(a[r]), tb = lanes8(b[r]);
-            for (int i = body; i < s; i++) {
-                float d = x[r][i] - k0;
-                ta += d;
-                tb = fmaf(d, d, tb);
-            }
+            float ta, tb;
+            finish(p0 + off[r], x0 + off[r], body, s, k, grads, a[r], b[r], &ta, &tb);
             t1 += ta;
             t2 += tb;
         }
@@ -67,39 +89,12 @@ V3 void ddl__bn_moments_fma(int n, int s, size_t plane, const float *x0, float k
     *s2 = t2;
 }
 
-V3 void ddl__bn_grads_fma(int n, int s, size_t plane, const float *x0, const float *dy0, float m, double *sd,
-                          double *sdx)
+V3 void ddl__bn_sums_fma(int n, int s, size_t plane, const float *x0, const float *dy0, float k, double *s1, double *s2)
 {
-    int body = s / 8 * 8;
-    __m256 mv = _mm256_set1_ps(m);
-    double t1 = 0.0, t2 = 0.0;
-    for (int n0 = 0; n0 < n; n0 += ROWS) {
-        int rows = n - n0 < ROWS ? n - n0 : ROWS;
-        const float *x[ROWS], *dy[ROWS];
-        __m256 a[ROWS], b[ROWS];
-        for (int r = 0; r < ROWS; r++) {
-            size_t off = (size_t)(n0 + (r < rows ? r : 0)) * plane;
-            x[r] = x0 + off, dy[r] = dy0 + off;
-            a[r] = b[r] = _mm256_setzero_ps();
-        }
-        for (int i = 0; i < body; i += 8)
-            for (int r = 0; r < ROWS; r++) {
-                __m256 g = _mm256_loadu_ps(dy[r] + i);
-                a[r] = _mm256_add_ps(a[r], g);
-                b[r] = _mm256_fmadd_ps(g, _mm256_sub_ps(_mm256_loadu_ps(x[r] + i), mv), b[r]);
-            }
-        for (int r = 0; r < rows; r++) {
-            float ta = lanes8(a[r]), tb = lanes8(b[r]);
-            for (int i = body; i < s; i++) {
-                ta += dy[r][i];
-                tb = fmaf(dy[r][i], x[r][i] - m, tb);
-            }
-            t1 += ta;
-            t2 += tb;
-        }
-    }
-    *sd = t1;
-    *sdx = t2;
+    if (dy0)
+        sums(n, s, plane, x0, dy0, k, 1, s1, s2);
+    else
+        sums(n, s, plane, x0, NULL, k, 0, s1, s2);
 }
 
 /* ---- short rows: channels in blocks ----
@@ -108,27 +103,14 @@ V3 void ddl__bn_grads_fma(int n, int s, size_t plane, const float *x0, const flo
  * L2 for 16 bytes of its 64-byte line, every row of the channel in the same L1 set. A block of
  * nch neighbouring channels goes sample by sample instead, each row the same sums as above. */
 
-/* row_sums: one row's sums of u and of u v, u = p - k (moments: v = u; grads: p = dy, v = x - k) */
+/* row_sums: one row's sums (step and finish) */
 V3 static inline void row_sums(const float *p, const float *x, int s, float k, int grads, float *ta, float *tb)
 {
     int body = s / 8 * 8;
     __m256 kv = _mm256_set1_ps(k), a = _mm256_setzero_ps(), b = _mm256_setzero_ps();
-    for (int i = 0; i < body; i += 8) {
-        __m256 u = _mm256_loadu_ps(p + i), v;
-        if (grads)
-            v = _mm256_sub_ps(_mm256_loadu_ps(x + i), kv);
-        else
-            v = u = _mm256_sub_ps(u, kv);
-        a = _mm256_add_ps(a, u);
-        b = _mm256_fmadd_ps(u, v, b);
-    }
-    float sa = lanes8(a), sb = lanes8(b);
-    for (int i = body; i < s; i++) {
-        float u = grads ? p[i] : p[i] - k, v = grads ? x[i] - k : u;
-        sa += u;
-        sb = fmaf(u, v, sb);
-    }
-    *ta = sa, *tb = sb;
+    for (int i = 0; i < body; i += 8)
+        step(p + i, x + i, kv, grads, &a, &b);
+    finish(p, x, body, s, k, grads, a, b, ta, tb);
 }
 
 V3 static inline __attribute__((always_inline)) void block_sums(int n, int s, size_t plane, const float *x0,
@@ -144,7 +126,7 @@ V3 static inline __attribute__((always_inline)) void block_sums(int n, int s, si
             if (dy0)
                 row_sums(dy0 + off, x0 + off, s, k[c], 1, &ta, &tb);
             else
-                row_sums(x0 + off, NULL, s, k[c], 0, &ta, &tb);
+                row_sums(x0 + off, x0 + off, s, k[c], 0, &ta, &tb); /* x unread */
             s1[c] += ta;
             s2[c] += tb;
         }
@@ -161,8 +143,6 @@ V3 void ddl__bn_block_sums_fma(int n, int s, size_t plane, const float *x0, cons
         block_sums(n, s, plane, x0, dy0, nch, k, s1, s2);
 }
 
-#define SPAN 256 /* a block's floats in a sample (channels x row) for the element-wise passes */
-
 /* spread: v[c] repeated s times for each of nch channels, into out */
 static void spread(const float *v, int nch, int s, float *out)
 {
@@ -174,9 +154,9 @@ static void spread(const float *v, int nch, int s, float *out)
 V3 void ddl__bn_block_affine_fma(int n, int s, size_t plane, const float *x0, int nch, const float *m, const float *a,
                                  const float *b, float *y0)
 {
-    float ms[SPAN], as[SPAN], bs[SPAN];
+    float ms[DDL__BN_SPAN], as[DDL__BN_SPAN], bs[DDL__BN_SPAN];
     int w = nch * s;
-    if (w > SPAN) /* not a short row: the caller's */
+    if (w > DDL__BN_SPAN) /* not a short row: the caller's */
         return;
     spread(m, nch, s, ms), spread(a, nch, s, as), spread(b, nch, s, bs);
     for (int ni = 0; ni < n; ni++) {
@@ -190,9 +170,9 @@ V3 void ddl__bn_block_affine_fma(int n, int s, size_t plane, const float *x0, in
 V3 void ddl__bn_block_dx_fma(int n, int s, size_t plane, const float *x0, const float *dy0, int nch, const float *m,
                              const float *gr, const float *md, const float *mdx, float *dx0)
 {
-    float ms[SPAN], grs[SPAN], mds[SPAN], mdxs[SPAN];
+    float ms[DDL__BN_SPAN], grs[DDL__BN_SPAN], mds[DDL__BN_SPAN], mdxs[DDL__BN_SPAN];
     int w = nch * s;
-    if (w > SPAN)
+    if (w > DDL__BN_SPAN)
         return;
     spread(m, nch, s, ms), spread(gr, nch, s, grs), spread(md, nch, s, mds), spread(mdx, nch, s, mdxs);
     for (int ni = 0; ni < n; ni++) {
@@ -221,14 +201,9 @@ void ddl__bn_block_dx_fma(int n, int s, size_t plane, const float *x0, const flo
 {
     (void)n, (void)s, (void)plane, (void)x0, (void)dy0, (void)nch, (void)m, (void)gr, (void)md, (void)mdx, (void)dx0;
 }
-void ddl__bn_moments_fma(int n, int s, size_t plane, const float *x0, float k0, double *s1, double *s2)
+void ddl__bn_sums_fma(int n, int s, size_t plane, const float *x0, const float *dy0, float k, double *s1, double *s2)
 {
-    (void)n, (void)s, (void)plane, (void)x0, (void)k0, (void)s1, (void)s2;
-}
-void ddl__bn_grads_fma(int n, int s, size_t plane, const float *x0, const float *dy0, float m, double *sd,
-                       double *sdx)
-{
-    (void)n, (void)s, (void)plane, (void)x0, (void)dy0, (void)m, (void)sd, (void)sdx;
+    (void)n, (void)s, (void)plane, (void)x0, (void)dy0, (void)k, (void)s1, (void)s2;
 }
 
 #endif

@@ -245,25 +245,34 @@ static int shift_geo(const conv_geo *q, ddl__shift_geo *g)
     return ddl__im2col_shift_ok(g);
 }
 
+/* unfold_way: how im2col and col2im take q's planes: by shifted loads (their geometry in sg), by
+ * the map of a tiny or a small plane (in src), or by the row loops */
+enum { WAY_ROWS, WAY_SHIFT, WAY_TINY, WAY_SMALL };
+static int unfold_way(const conv_geo *q, ddl__shift_geo *sg, int32_t *src)
+{
+    int tiny = ddl__im2col_tiny_ok(q->h * q->w, q->oh * q->ow, q->kh * q->kw); /* its map is small */
+    if (!tiny && shift_geo(q, sg))
+        return WAY_SHIFT;
+    if (small_map(q, src))
+        return tiny ? WAY_TINY : WAY_SMALL;
+    return WAY_ROWS;
+}
+
 static inline __attribute__((always_inline)) void im2col(const conv_geo *q, int nb, const float *x, float *col, size_t ld)
 {
     if (q->valid) {
         im2col_valid(q, nb, x, col, ld);
         return;
     }
-    int tiny = ddl__im2col_tiny_ok(q->h * q->w, q->oh * q->ow, q->kh * q->kw); /* its map is small */
     ddl__shift_geo sg;
-    if (!tiny && shift_geo(q, &sg)) {
-        ddl__im2col_shift_avx512(&sg, q->c, q->cs, nb, x, col, ld);
-        return;
-    }
     int32_t map_src[SMALL_MAP];
-    if (small_map(q, map_src)) {
-        if (tiny)
-            ddl__im2col_tiny_avx512(map_src, q->kh * q->kw, q->h * q->w, q->oh * q->ow, q->c, q->cs, nb, x, col, ld);
-        else
-            im2col_small(q, nb, x, col, ld, map_src);
+    switch (unfold_way(q, &sg, map_src)) {
+    case WAY_SHIFT: ddl__im2col_shift_avx512(&sg, q->c, q->cs, nb, x, col, ld); return;
+    case WAY_TINY:
+        ddl__im2col_tiny_avx512(map_src, q->kh * q->kw, q->h * q->w, q->oh * q->ow, q->c, q->cs, nb, x, col, ld);
         return;
+    case WAY_SMALL: im2col_small(q, nb, x, col, ld, map_src); return;
+    default: break;
     }
     size_t hw = (size_t)q->h * q->w, p = (size_t)q->oh * q->ow;
     int s2 = ddl__im2col_s2_ok(); /* stride-2 rows by vector permutes */
@@ -304,19 +313,15 @@ static inline __attribute__((always_inline)) void im2col(const conv_geo *q, int 
  * im2col took it from. */
 static inline __attribute__((always_inline)) void col2im(const conv_geo *q, int nb, const float *col, size_t ld, float *x)
 {
-    int tiny = ddl__im2col_tiny_ok(q->h * q->w, q->oh * q->ow, q->kh * q->kw); /* its map is small */
     ddl__shift_geo sg;
-    if (!tiny && shift_geo(q, &sg)) {
-        ddl__col2im_shift_avx512(&sg, q->c, q->cs, nb, col, ld, x);
-        return;
-    }
     int32_t map_src[SMALL_MAP];
-    if (small_map(q, map_src)) {
-        if (tiny)
-            ddl__col2im_tiny_avx512(map_src, q->kh * q->kw, q->h * q->w, q->oh * q->ow, q->c, q->cs, nb, col, ld, x);
-        else
-            col2im_small(q, nb, col, ld, x, map_src);
+    switch (unfold_way(q, &sg, map_src)) {
+    case WAY_SHIFT: ddl__col2im_shift_avx512(&sg, q->c, q->cs, nb, col, ld, x); return;
+    case WAY_TINY:
+        ddl__col2im_tiny_avx512(map_src, q->kh * q->kw, q->h * q->w, q->oh * q->ow, q->c, q->cs, nb, col, ld, x);
         return;
+    case WAY_SMALL: col2im_small(q, nb, col, ld, x, map_src); return;
+    default: break;
     }
     size_t hw = (size_t)q->h * q->w, p = (size_t)q->oh * q->ow;
     if (q->cs == q->c)

@@ -474,17 +474,17 @@ int ddl__bf16_choose(int no_bf16, int no_amx, int amx, int (*amx_check)(char *, 
 const char *ddl__bf16_path_note(void);
 
 /* BatchNorm's sums over a channel's n rows of s floats (plane floats apart), on x86-64-v3 and
- * later (batchnorm_fma.c), bit for bit batchnorm.c's row loops there: ddl__bn_moments_fma, the
- * sums of d = x - k0 and of d^2; ddl__bn_grads_fma, of dy and of dy (x - m); each row's sum added
- * to the double in sample order. Only where ddl__bn_fma_ok. */
+ * later (batchnorm_fma.c), in batchnorm.c's order there: ddl__bn_sums_fma, with dy0 NULL the sums
+ * of d = x - k and of d^2, else of dy and of dy (x - k) (k: the mean); each row's sum added to the
+ * double in sample order. Only where ddl__bn_fma_ok. */
 int ddl__bn_fma_ok(void);
-void ddl__bn_moments_fma(int n, int s, size_t plane, const float *x0, float k0, double *s1, double *s2);
-void ddl__bn_grads_fma(int n, int s, size_t plane, const float *x0, const float *dy0, float m, double *sd,
-                       double *sdx);
+void ddl__bn_sums_fma(int n, int s, size_t plane, const float *x0, const float *dy0, float k, double *s1, double *s2);
 /* The same for a block of nch neighbouring channels (channel c's rows at x0 + c s), sample by
  * sample, for short rows: ddl__bn_block_sums_fma, the moments about k[c] (dy0 NULL) or the
  * gradient sums about k[c] = the mean; _affine, y = (x - m) a + b by FMA; _dx, dx = gr ((dy - md)
- * - (x - m) mdx), the product subtracted by FMA. */
+ * - (x - m) mdx), the product subtracted by FMA. A block is at most DDL__BN_SPAN floats a sample
+ * (nch s). */
+#define DDL__BN_SPAN 256
 void ddl__bn_block_sums_fma(int n, int s, size_t plane, const float *x0, const float *dy0, int nch, const float *k,
                             double *s1, double *s2);
 void ddl__bn_block_affine_fma(int n, int s, size_t plane, const float *x0, int nch, const float *m, const float *a,
