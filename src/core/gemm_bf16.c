@@ -170,6 +170,12 @@ static void detect(void)
     int amx = !no_bf16 && ddl__gemm_bf16_amx_have(); /* asks Linux for the tile state: only if it may be used */
     path_now = ddl__bf16_choose(no_bf16, no_amx, amx, ddl__gemm_bf16_amx_check, ddl__gemm_bf16_avx512_have(),
                                 path_note, sizeof path_note);
+#ifdef DDL_AMX_FREE_TILES /* gemm_bf16_amx.c: the AMX loop with tiles that cost nothing, to measure */
+    if (path_now == DDL__BF16_AVX512) {
+        path_now = DDL__BF16_AMX;
+        snprintf(path_note, sizeof path_note, "a DDL_AMX_FREE_TILES build: AMX's loop, tiles that do nothing (wrong results)");
+    }
+#endif
 }
 
 int ddl__bf16_path(void)
@@ -204,6 +210,11 @@ void ddl__gemm_bf16(int trans_a, int trans_b, int m, int n, int k, float alpha, 
     if (m <= 0 || n <= 0 || k <= 0 || alpha == 0.0f)
         return;
     int path = ddl__bf16_path();
+#ifdef DDL_AMX_FREE_TILES
+    if (path == DDL__BF16_AMX)
+        ddl__gemm_bf16_amx_free(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, overwrite, c, ldc);
+    else
+#endif
     if (path == DDL__BF16_AMX)
         ddl__gemm_bf16_amx(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, overwrite, c, ldc);
     else if (path == DDL__BF16_AVX512)

@@ -189,9 +189,9 @@ static void emu_dp(amx_emu *e, int tc, int ta, int tb)
 #define PACK_A pack_a
 #define PACK_B pack_b
 #define EPILOGUE epilogue
+#define T_KEEP /* the next loop runs over the same emulated tiles */
 #include "gemm_bf16_amx_driver.h"
-#undef DRIVER
-#undef DRIVER_ATTR
+#undef T_KEEP
 #undef PACK_A
 #undef PACK_B
 #undef EPILOGUE
@@ -206,6 +206,7 @@ static void emu_dp(amx_emu *e, int tc, int ta, int tb)
 #include <unistd.h>
 
 #include "avx512_some.h"
+#include "bf16_pack_avx512.h"
 
 #define ARCH_REQ_XCOMP_PERM 0x1023 /* <asm/prctl.h>, Linux 5.16 */
 #define XFEATURE_XTILEDATA 18
@@ -215,51 +216,76 @@ static void emu_dp(amx_emu *e, int tc, int ta, int tb)
 #define AVX __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
 
 
-/* line16: the 16 floats at base + off + i step (step 1: contiguous; else gathered), the first
- * `valid` of them, the rest 0; nothing is read (or pointed at) when valid <= 0. */
-AVX static inline __m512 line16(const float *base, size_t off, int step, int valid)
+/* line16: the 16 floats at p, the first `valid` of them, the rest 0; nothing is read (or
+ * pointed at) when valid <= 0. */
+AVX static inline __m512 line16(const float *base, size_t off, int valid)
 {
-    if (valid <= 0)
-        return _mm512_setzero_ps();
-    if (step == 1)
-        return ddl__load_some(ddl__mask16(valid), base + off);
-    __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                     _mm512_set1_epi32(step));
-    return _mm512_mask_i32gather_ps(_mm512_setzero_ps(), ddl__mask16(valid), idx, base + off, 4);
+    return valid <= 0 ? _mm512_setzero_ps() : ddl__load_some(ddl__mask16(valid), base + off);
 }
 
-/* pack_a_avx: pack_a's layout: a tile row's 32 values of k converted at once (vcvtne2ps2bf16
- * rounds as ddl__bf16_round: to nearest even, a subnormal to zero). */
+/* pack_a_avx: pack_a's layout. Untransposed, a tile row (a row's 32 values of k) is two loads and
+ * one conversion; transposed (op(A)'s rows run along memory's), a tile's 16 columns of pairs are
+ * made from 32 rows of memory and transposed in registers into its 16 rows: no gathers, which
+ * took a third of the loop's time (ResNet-18's input gradients, w^T dy). */
 AVX static void pack_a_avx(int trans_a, const float *a, int lda, int i0, int mc, int p0, int kc, int kb, uint32_t *ap)
 {
-    int rows = (mc + MR - 1) / MR * MR, step = trans_a ? lda : 1;
-    for (int r = 0; r < rows; r++) {
-        uint32_t *panel = ap + (size_t)(r / 16) * kb * 256 + (size_t)(r % 16) * 16;
+    int rows = (mc + MR - 1) / MR * MR;
+    for (int r0 = 0; r0 < rows; r0 += 16) {
+        uint32_t *panel = ap + (size_t)(r0 / 16) * kb * 256;
         for (int q = 0; q < kb; q++) {
-            int p = 32 * q, real = r < mc;
-            size_t off = trans_a ? (size_t)(p0 + p) * lda + i0 + r : (size_t)(i0 + r) * lda + p0 + p;
-            __m512 lo = line16(a, off, step, real ? kc - p : 0);
-            __m512 hi = line16(a, off + (size_t)16 * step, step, real ? kc - p - 16 : 0);
-            _mm512_storeu_si512(panel + (size_t)q * 256, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+            int p = 32 * q;
+            if (!trans_a) {
+                for (int r = 0; r < 16; r++) {
+                    int real = r0 + r < mc;
+                    size_t off = (size_t)(i0 + r0 + r) * lda + p0 + p;
+                    __m512 lo = line16(a, off, real ? kc - p : 0), hi = line16(a, off + 16, real ? kc - p - 16 : 0);
+                    _mm512_storeu_si512(panel + (size_t)q * 256 + r * 16, ddl__bf16_row_pairs(lo, hi));
+                }
+                continue;
+            }
+            __m512i v[16];
+            for (int w = 0; w < 16; w++) { /* pair w: rows p + 2w and p + 2w + 1 of memory */
+                size_t off = (size_t)(p0 + p + 2 * w) * lda + i0 + r0;
+                __m512 lo = line16(a, off, p + 2 * w < kc ? mc - r0 : 0);
+                __m512 hi = line16(a, off + (size_t)lda, p + 2 * w + 1 < kc ? mc - r0 : 0);
+                v[w] = ddl__bf16_pairs(lo, hi);
+            }
+            ddl__transpose16(v);
+            for (int r = 0; r < 16; r++)
+                _mm512_storeu_si512(panel + (size_t)q * 256 + r * 16, v[r]);
         }
     }
 }
 
-/* pack_b_avx: pack_b's layout: 16 columns of two rows of k converted, then interleaved into pairs. */
+/* pack_b_avx: pack_b's layout. Untransposed, 16 columns of two rows of k converted, then
+ * interleaved into pairs; transposed (op(B)'s columns run along memory's rows), 16 columns' 32
+ * values of k converted a row at a time and transposed in registers into 16 rows of pairs: no
+ * gathers (ResNet-18's weight gradients, dy col^T). */
 AVX static void pack_b_avx(int trans_b, const float *b, int ldb, int p0, int kc, int j0, int nr, int kb, uint32_t *bp)
 {
-    const __m512i idx = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6,
-                                         21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
-    int step = trans_b ? ldb : 1;
-    for (int w = 0; w < kb * 16; w++) {
-        int p = 2 * w;
+    if (!trans_b) {
+        for (int w = 0; w < kb * 16; w++) {
+            int p = 2 * w;
+            for (int j = 0; j < NR; j += 16) {
+                size_t at = (size_t)(p0 + p) * ldb + j0 + j;
+                __m512 lo = line16(b, at, p < kc ? nr - j : 0), hi = line16(b, at + (size_t)ldb, p + 1 < kc ? nr - j : 0);
+                _mm512_storeu_si512(bp + (size_t)w * NR + j, ddl__bf16_pairs(lo, hi));
+            }
+        }
+        return;
+    }
+    for (int q = 0; q < kb; q++) {
+        int p = 32 * q;
         for (int j = 0; j < NR; j += 16) {
-            size_t lo_at = trans_b ? (size_t)(j0 + j) * ldb + p0 + p : (size_t)(p0 + p) * ldb + j0 + j;
-            size_t hi_at = trans_b ? lo_at + 1 : lo_at + (size_t)ldb;
-            __m512 lo = line16(b, lo_at, step, p < kc ? nr - j : 0);
-            __m512 hi = line16(b, hi_at, step, p + 1 < kc ? nr - j : 0);
-            _mm512_storeu_si512(bp + (size_t)w * NR + j,
-                                _mm512_permutexvar_epi16(idx, (__m512i)_mm512_cvtne2ps_pbh(hi, lo)));
+            __m512i v[16];
+            for (int c = 0; c < 16; c++) { /* column j + c: 32 values of k along memory */
+                int real = j + c < nr;
+                size_t at = (size_t)(j0 + j + c) * ldb + p0 + p;
+                v[c] = ddl__bf16_row_pairs(line16(b, at, real ? kc - p : 0), line16(b, at + 16, real ? kc - p - 16 : 0));
+            }
+            ddl__transpose16(v);
+            for (int w = 0; w < 16; w++)
+                _mm512_storeu_si512(bp + (size_t)(16 * q + w) * NR + j, v[w]);
         }
     }
 }
@@ -288,15 +314,29 @@ AVX static void epilogue_avx(const float *sum, float alpha, float *c, int ldc, i
 #define DRIVER ddl__gemm_bf16_amx_emu_avx512
 #define DRIVER_ATTR AVX
 #include "gemm_bf16_amx_driver.h"
-#undef DRIVER
-#undef DRIVER_ATTR
-#undef T_STATE
-#undef T_CONFIG
-#undef T_ZERO
-#undef T_LOAD
-#undef T_STORE
-#undef T_DP
-#undef T_RELEASE
+
+#ifdef DDL_AMX_FREE_TILES
+/* the loop with tiles that cost nothing, to measure on a CPU without AMX what the AMX path
+ * spends besides its tile instructions (packing, the epilogue, im2col and the rest of a step):
+ * a build with CPPFLAGS=-DDDL_AMX_FREE_TILES takes this as its AMX path (gemm_bf16.c). Loads and
+ * products do nothing; a store writes its 16 rows of 64 bytes as zeros (a tile store's traffic),
+ * so every product is zero: the figures are speeds, the results are wrong. */
+#define DRIVER ddl__gemm_bf16_amx_free
+#define DRIVER_ATTR AVX
+#define T_STATE
+#define T_CONFIG(cfg) (void)(cfg)
+#define T_ZERO(t) (void)0
+#define T_LOAD(t, p, stride) (void)(p)
+#define T_STORE(t, p, stride) free_store(p, stride)
+#define T_DP(c, a, b) (void)0
+#define T_RELEASE() (void)0
+AVX static void free_store(void *p, size_t stride)
+{
+    for (int r = 0; r < 16; r++)
+        _mm512_storeu_si512((char *)p + r * stride, _mm512_setzero_si512());
+}
+#include "gemm_bf16_amx_driver.h"
+#endif
 
 /* the CPU's tiles */
 #define DRIVER ddl__gemm_bf16_amx
@@ -335,6 +375,14 @@ int ddl__gemm_bf16_amx_have(void)
 #else
 
 int ddl__gemm_bf16_amx_have(void) { return 0; }
+
+#ifdef DDL_AMX_FREE_TILES
+void ddl__gemm_bf16_amx_free(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
+                             const float *b, int ldb, int overwrite, float *c, int ldc)
+{
+    ddl__gemm_bf16_amx_emu(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, overwrite, c, ldc);
+}
+#endif
 
 void ddl__gemm_bf16_amx_emu_avx512(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
                                    int lda, const float *b, int ldb, int overwrite, float *c, int ldc)

@@ -13,6 +13,8 @@
  *   T_RELEASE()   give the tile state back
  *   PACK_A, PACK_B, EPILOGUE  the helpers it calls (gemm_bf16_amx.c: in C, or with AVX-512,
  *                 which every AMX CPU has; the same bits either way)
+ * It undefines DRIVER and DRIVER_ATTR at its end, and the T_ macros unless T_KEEP is defined
+ * (two loops over the same tiles); the helpers stay defined.
  *
  * Tiles: C is 2 x 2 tiles of 16 x 16 floats (tmm0-3: a 32 x 32 block), A two tiles of 16 rows
  * x 16 pairs of k (tmm4-5), B two tiles of 16 pairs of k x 16 columns (tmm6-7). Every tile is
@@ -77,3 +79,14 @@ DRIVER_ATTR void DRIVER(int trans_a, int trans_b, int m, int n, int k, float alp
     }
     T_RELEASE();
 }
+#undef DRIVER
+#undef DRIVER_ATTR
+#ifndef T_KEEP
+#undef T_STATE
+#undef T_CONFIG
+#undef T_ZERO
+#undef T_LOAD
+#undef T_STORE
+#undef T_DP
+#undef T_RELEASE
+#endif

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "avx512_some.h"
+#include "bf16_pack_avx512.h"
 
 #define BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
 
@@ -27,15 +28,6 @@
 #define MC 128 /* rows of op(A) packed at a time */
 #define NC 256 /* columns of op(B) packed at a time when op(B) is packed first (b_first) */
 
-/* pairs: 32 bfloat16 of lo (16 floats: k = p) and hi (k = p + 1) interleaved into 16 pairs. */
-BF16 static inline __m512i pairs(__m512 lo, __m512 hi)
-{
-    const __m512i idx = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6,
-                                         21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
-    return _mm512_permutexvar_epi16(idx, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
-}
-
-
 /* row_pairs: kc floats of src, contiguous, as kp pairs into dst (a missing last term zero): in
  * order, 32 floats to 16 pairs per conversion. */
 BF16 static void row_pairs(const float *src, int kc, uint32_t *dst)
@@ -43,32 +35,7 @@ BF16 static void row_pairs(const float *src, int kc, uint32_t *dst)
     for (int p = 0; p < kc; p += 32) {
         __m512 lo = ddl__load_some(ddl__mask16(kc - p), src + p);
         __m512 hi = ddl__load_some(ddl__mask16(kc - p - 16), src + p + 16);
-        ddl__store_some_epi32(ddl__mask16((kc - p + 1) / 2), dst + p / 2, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
-    }
-}
-
-/* transpose16: the 16 x 16 words of r transposed in registers (unpacks, then 128-bit shuffles). */
-BF16 static inline void transpose16(__m512i r[16])
-{
-    __m512i t[16];
-    for (int i = 0; i < 16; i += 2) {
-        t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
-        t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
-    }
-    for (int i = 0; i < 16; i += 4) {
-        r[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
-        r[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
-        r[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
-        r[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
-    }
-    for (int h = 0; h < 16; h += 8)
-        for (int i = 0; i < 4; i++) {
-            t[h + i] = _mm512_shuffle_i32x4(r[h + i], r[h + i + 4], 0x88);
-            t[h + i + 4] = _mm512_shuffle_i32x4(r[h + i], r[h + i + 4], 0xdd);
-        }
-    for (int i = 0; i < 8; i++) {
-        r[i] = _mm512_shuffle_i32x4(t[i], t[i + 8], 0x88);
-        r[i + 8] = _mm512_shuffle_i32x4(t[i], t[i + 8], 0xdd);
+        ddl__store_some_epi32(ddl__mask16((kc - p + 1) / 2), dst + p / 2, ddl__bf16_row_pairs(lo, hi));
     }
 }
 
@@ -85,10 +52,10 @@ BF16 static void across16(const float *src, size_t ld, int rows, int valid, int 
                     continue;
                 }
                 const float *at = src + (size_t)(r0 + r) * ld + p;
-                v[r] = (__m512i)_mm512_cvtne2ps_pbh(ddl__load_some(ddl__mask16(kc - p - 16), at + 16),
-                                                    ddl__load_some(ddl__mask16(kc - p), at));
+                v[r] = ddl__bf16_row_pairs(ddl__load_some(ddl__mask16(kc - p), at),
+                                           ddl__load_some(ddl__mask16(kc - p - 16), at + 16));
             }
-            transpose16(v);
+            ddl__transpose16(v);
             int nq = (kc - p + 1) / 2 < 16 ? (kc - p + 1) / 2 : 16;
             for (int q = 0; q < nq; q++)
                 _mm512_storeu_si512(dst + (size_t)(p / 2 + q) * rows + r0, v[q]);
@@ -125,7 +92,7 @@ BF16 static void down(const float *src, size_t ld, int cols, int valid, int kc, 
             __mmask16 m = ddl__mask16(valid - j);
             __m512 lo = ddl__load_some(m, r0 + j);
             __m512 hi = two ? ddl__load_some(m, r1 + j) : _mm512_setzero_ps();
-            ddl__store_some_epi32(ddl__mask16(cols - j), dst + (size_t)q * cols + j, pairs(lo, hi));
+            ddl__store_some_epi32(ddl__mask16(cols - j), dst + (size_t)q * cols + j, ddl__bf16_pairs(lo, hi));
         }
     }
 }

@@ -464,6 +464,10 @@ void ddl__gemm_bf16_amx_emu(int trans_a, int trans_b, int m, int n, int k, float
 void ddl__gemm_bf16_amx_emu_avx512(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
                                    int lda, const float *b, int ldb, int overwrite, float *c, int ldc);
 int ddl__gemm_bf16_amx_check(char *note, size_t note_bytes);
+#ifdef DDL_AMX_FREE_TILES /* a build to measure AMX's loop without its tiles (gemm_bf16_amx.c) */
+void ddl__gemm_bf16_amx_free(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
+                             const float *b, int ldb, int overwrite, float *c, int ldc);
+#endif
 /* ddl__bf16_choose: the path of a CPU with amx / avx512 (1 or 0) and the environment's no_bf16,
  * no_amx: AMX only if amx_check passes (its failure, or AMX hidden, said in note); else
  * AVX512-BF16; else none. ddl__bf16_path's choice, apart so that a test can feed it. */

@@ -8,7 +8,10 @@
 #     REPEAT times: the same target; and in bfloat16 with every convolution by im2col and the
 #     bfloat16 product (a build with CPPFLAGS=-DDDL_NO_BF16_CONV in $BUILD/im2col): the way the
 #     AMX path convolves, with this CPU's product in place of the tiles: what the rest of its
-#     step costs, on a machine without AMX;
+#     step costs, on a machine without AMX; and with the AMX path's own loop over tiles that cost
+#     nothing (CPPFLAGS=-DDDL_AMX_FREE_TILES in $BUILD/amxfree: packing, epilogue and the rest of
+#     the step, no product; its results are wrong, its speed is a ceiling of what the tiles can
+#     give on this CPU);
 #   - the cnn's six convolutions alone in float32 and bfloat16, and the bare bfloat16 product on
 #     their shapes (conv_bf16.c); ResNet-18's convolutions alone, pass by pass (resnet_layers.c);
 #   - LeNet on Fashion-MNIST, EPOCHS_ACC epochs (default 5), float32 against bfloat16: the test
@@ -50,12 +53,16 @@ model=/tmp/ddl-bench-resnet18.onnx
 : > /tmp/ddl-bench-rf32.txt; : > /tmp/ddl-bench-rb16.txt; : > /tmp/ddl-bench-rr16.txt
 TI=$BUILD/im2col/bin/ddl-train
 make -s BUILD="$BUILD/im2col" CPPFLAGS=-DDDL_NO_BF16_CONV "$TI" > /dev/null 2>&1 || TI=""
-: > /tmp/ddl-bench-ri16.txt
+TF=$BUILD/amxfree/bin/ddl-train
+make -s BUILD="$BUILD/amxfree" CPPFLAGS=-DDDL_AMX_FREE_TILES "$TF" > /dev/null 2>&1 || TF=""
+: > /tmp/ddl-bench-ri16.txt; : > /tmp/ddl-bench-rx16.txt
 for r in $(seq 1 "$REPEAT"); do
     f=$(resnet_rate "$T" "$model" "$fr/train" fp32); b=$(resnet_rate "$T" "$model" "$fr/train" bf16)
     i=$([ -n "$TI" ] && resnet_rate "$TI" "$model" "$fr/train" bf16)
-    echo "   run $r: ddl fp32 $f, ddl bf16 $b, bf16 all by im2col ${i:--} images/s"
+    x=$([ -n "$TF" ] && resnet_rate "$TF" "$model" "$fr/train" bf16)
+    echo "   run $r: ddl fp32 $f, ddl bf16 $b, bf16 all by im2col ${i:--}, AMX's loop with free tiles ${x:--} images/s"
     echo "$f" >> /tmp/ddl-bench-rf32.txt; echo "$b" >> /tmp/ddl-bench-rb16.txt; echo "$i" >> /tmp/ddl-bench-ri16.txt
+    echo "$x" >> /tmp/ddl-bench-rx16.txt
     [ -n "$f" ] && [ -n "$b" ] && ratio "$b" "$f" >> /tmp/ddl-bench-rr16.txt && echo >> /tmp/ddl-bench-rr16.txt
 done
 f=$(median < /tmp/ddl-bench-rf32.txt); b=$(median < /tmp/ddl-bench-rb16.txt); q=$(median < /tmp/ddl-bench-rr16.txt)
@@ -66,6 +73,10 @@ i=$(grep . /tmp/ddl-bench-ri16.txt | median)
 echo "resnet18_bf16_im2col: ddl_bf16_images_per_sec=$b im2col_images_per_sec=$i"
 record "ResNet-18 64x64 RGB training --precision bf16, every convolution by im2col (the AMX path's way), images/s, 1 thread" \
     "$i" "ddl bf16" "$b" "$(ratio "$i" "$b")" "-" "-" "-"
+x=$(grep . /tmp/ddl-bench-rx16.txt | median)
+echo "resnet18_bf16_amx_free_tiles: images_per_sec=$x fp32_images_per_sec=$f ceiling_over_fp32=$(ratio "$x" "$f")"
+record "ResNet-18 64x64 RGB training --precision bf16, AMX's loop with tiles that cost nothing (its ceiling on this CPU), images/s, 1 thread" \
+    "$x" "ddl float32" "$f" "$(ratio "$x" "$f")" "-" "-" "-"
 
 echo "== the cnn's convolutions alone, batch 64, 1 thread, best of 5 (conv_bf16.c)"
 cb=$(ddl_tool conv_bf16 -lm) && "$cb" 5
