@@ -1,6 +1,6 @@
 /* test_conv_bf16.c - the layers of --precision bf16 (the calling thread's precision, as the
- * trainer sets it): convolution (a 3x3 geometry float32 runs by its direct kernel, and a strided
- * 5x5 one), transposed convolution and dense, forward and both gradients. Each bf16 result must
+ * trainer sets it): convolution (a 3x3 geometry float32 runs by its direct kernel, a strided
+ * 5x5 one, a grouped one and one of more weights than a packed block and slice), transposed convolution and dense, forward and both gradients. Each bf16 result must
  * be float32's on the inputs rounded to bfloat16 (x, w and dy: the same products summed in
  * another order, so within 1e-5 of the result's scale), and clearly not float32's on the inputs
  * as they are (more than 1e-4 away): the inputs were rounded, the sums were not. Skipped where
@@ -129,10 +129,17 @@ int main(void)
     }
     layer c3 = {CONV, {.batch = 3, .in_c = 5, .in_h = 16, .in_w = 16, .out_c = 7, .k_h = 3, .k_w = 3, .stride = 1, .pad = 1}, 0, 0, 0};
     layer c5 = {CONV, {.batch = 2, .in_c = 4, .in_h = 13, .in_w = 11, .out_c = 9, .k_h = 5, .k_w = 5, .stride = 2, .pad = 2}, 0, 0, 0};
+    /* by im2col (stride 2): two groups, each its own block of the weights packed once a pass
+     * (conv.c); and 140 rows of weights (a block of 128 and more) over 360 of depth (a slice of
+     * 256 and more) */
+    layer cg = {CONV, {.batch = 2, .in_c = 8, .in_h = 9, .in_w = 9, .out_c = 6, .k_h = 3, .k_w = 3, .stride = 2, .pad = 1, .groups = 2}, 0, 0, 0};
+    layer cw = {CONV, {.batch = 2, .in_c = 40, .in_h = 6, .in_w = 6, .out_c = 140, .k_h = 3, .k_w = 3, .stride = 2, .pad = 1}, 0, 0, 0};
     layer d2 = {DECONV, {.batch = 3, .in_c = 6, .in_h = 5, .in_w = 7, .out_c = 4, .k_h = 2, .k_w = 2, .stride = 2}, 0, 0, 0};
     layer fc = {DENSE, {0}, 5, 37, 11};
     one("conv 3x3", &c3);
     one("conv 5x5 stride 2", &c5);
+    one("conv 3x3 stride 2, 2 groups", &cg);
+    one("conv 3x3 stride 2, 140 x 360 weights", &cw);
     one("deconv 2x2 stride 2", &d2);
     one("dense", &fc);
     return TEST_END();

@@ -496,6 +496,32 @@ static size_t parts_floats(const ddl_conv2d *g, int nb, size_t k)
     return (size_t)((g->batch + nb - 1) / nb) * g->out_c * k;
 }
 
+/* packed_floats: room for the weights packed once a bfloat16 pass (ddl__gemm_bf16_pack): w (og
+ * x k) a group for the forward pass, w^T (k x og) for the input gradient, in turn; 0 on a CPU
+ * without a bfloat16 path. Each chunk's product packed them again before: 64 times a pass on
+ * ResNet-18's 16x16 layers, half of the AMX loop's packing of op(A). */
+static size_t packed_floats(const ddl_conv2d *g, const conv_geo *q)
+{
+    int groups = q->cs / q->c, og = g->out_c / groups, k = q->c * g->k_h * g->k_w;
+    size_t f = ddl__gemm_bf16_packed_words(og, k), t = ddl__gemm_bf16_packed_words(k, og);
+    return (size_t)groups * (f > t ? f : t);
+}
+
+/* pack_weights: in a bfloat16 pass by im2col, w (trans 0: og x k a group) or w^T (trans 1)
+ * packed into ws at `at` floats, once for every chunk's product; NULL in float32 passes. */
+static const uint32_t *pack_weights(const ddl_conv2d *g, const conv_geo *q, const float *w, int trans, float *ws,
+                                    size_t at)
+{
+    if (ddl__precision() != DDL_PRECISION_BF16 || ddl__invariant() || packed_floats(g, q) == 0)
+        return NULL;
+    int groups = q->cs / q->c, og = g->out_c / groups, k = q->c * g->k_h * g->k_w;
+    uint32_t *pa = (uint32_t *)(void *)(ws + at);
+    size_t words = trans ? ddl__gemm_bf16_packed_words(k, og) : ddl__gemm_bf16_packed_words(og, k);
+    for (int gi = 0; gi < groups; gi++)
+        ddl__gemm_bf16_pack(trans, trans ? k : og, trans ? og : k, w + (size_t)gi * og * k, k, pa + gi * words);
+    return pa;
+}
+
 /* direct: 1 when the direct kernels (conv_wide.c) may run: float32 passes. In bfloat16 training
  * passes (ddl__set_precision) a convolution is conv_bf16.c's where ddl__conv2d_bf16_ok says so,
  * else im2col's, whose products gemm.c rounds. */
@@ -508,7 +534,7 @@ size_t ddl_conv2d_workspace(const ddl_conv2d *g)
         return 0;
     size_t k = (size_t)q.c * g->k_h * g->k_w, p = (size_t)q.oh * q.ow;
     int nb = chunk(g->batch, k, (size_t)g->out_c, p);
-    size_t n = ws_floats(nb, k, (size_t)g->out_c, p) + parts_floats(g, nb, k);
+    size_t n = ws_floats(nb, k, (size_t)g->out_c, p) + parts_floats(g, nb, k) + packed_floats(g, &q);
     /* the wide kernels' or the depthwise kernel's; a wide conv whose weight gradient is im2col's
      * needs both (n above) */
     size_t fast = ddl__conv2d_wide_ok(g) ? ddl__conv2d_wide_workspace(g) : ddl__conv2d_dw_ok(g) ? ddl__conv2d_dw_workspace(g) : 0;
@@ -538,6 +564,7 @@ typedef struct conv_chunks {
     const float *x, *w, *b;
     float *y;
     int nb;
+    const uint32_t *pa; /* w packed (bfloat16 passes), or NULL */
 } conv_chunks;
 
 /* forward_chunk: samples [i nb, i nb + nb) of the batch, in ws. */
@@ -557,8 +584,12 @@ static void forward_chunk(void *ctx, int i, float *ws)
     for (int gi = 0; gi < groups; gi++) {
         im2col(&q, m, j->x + n0 * in_sz + gi * group_in, col, ld);
         /* (og, m p) = w (og, k) col (k, m p): group gi's rows */
-        ddl_gemm(0, 0, og, cols, k, 1.0f, j->w + (size_t)gi * og * k, k, col, (int)ld, 0.0f,
-                 dst + (size_t)gi * og * cols, cols);
+        if (j->pa)
+            ddl__gemm_packed(j->pa + gi * ddl__gemm_bf16_packed_words(og, k), 0, og, cols, k, col, (int)ld,
+                             dst + (size_t)gi * og * cols, cols);
+        else
+            ddl_gemm(0, 0, og, cols, k, 1.0f, j->w + (size_t)gi * og * k, k, col, (int)ld, 0.0f,
+                     dst + (size_t)gi * og * cols, cols);
     }
     if (m > 1)
         scatter(m, g->out_c, p, yc, yn);
@@ -590,8 +621,9 @@ void ddl_conv2d_forward(const ddl_conv2d *g, const float *x, const float *w, con
     int k = q.c * g->k_h * g->k_w;
     size_t p = (size_t)q.oh * q.ow;
     int nb = chunk(g->batch, (size_t)k, (size_t)g->out_c, p), chunks = (g->batch + nb - 1) / nb;
-    conv_chunks j = {g, &q, x, w, b, y, nb};
-    if (chunks > 1 && ddl__threads() > 1 && ws_floats(nb, (size_t)k, (size_t)g->out_c, p) <= DDL__THREAD_SCRATCH) {
+    size_t task = ws_floats(nb, (size_t)k, (size_t)g->out_c, p);
+    conv_chunks j = {g, &q, x, w, b, y, nb, pack_weights(g, &q, w, 0, ws, task + parts_floats(g, nb, (size_t)k))};
+    if (chunks > 1 && ddl__threads() > 1 && task <= DDL__THREAD_SCRATCH) {
         ddl__parallel_ws(chunks, forward_chunk, &j, ws);
         return;
     }
@@ -605,6 +637,7 @@ typedef struct back_chunks {
     const float *x, *w, *dy;
     float *dx, *parts;
     int nb;
+    const uint32_t *pa; /* w^T packed (bfloat16 passes), or NULL */
 } back_chunks;
 
 /* backward_chunk: samples [i nb, i nb + nb): their weight gradient into parts (chunk i's slot),
@@ -636,7 +669,11 @@ static void backward_chunk(void *ctx, int i, float *ws)
         }
         if (j->dx) {
             /* dcol (k, m p) = w^T (k, og) dy (og, m p), then folded back onto dx */
-            ddl_gemm(1, 0, k, cols, og, 1.0f, wg, k, dg, cols, 0.0f, col, (int)ld);
+            if (j->pa)
+                ddl__gemm_packed(j->pa + gi * ddl__gemm_bf16_packed_words(k, og), 0, k, cols, og, dg, cols, col,
+                                 (int)ld);
+            else
+                ddl_gemm(1, 0, k, cols, og, 1.0f, wg, k, dg, cols, 0.0f, col, (int)ld);
             col2im(&q, m, col, ld, j->dx + n0 * in_sz + gi * group_in);
         }
     }
@@ -698,7 +735,8 @@ void ddl_conv2d_backward(const ddl_conv2d *g, const float *x, const float *w, co
      * gradients added to dw in chunk order: the same sums whatever the thread count */
     size_t task = ws_floats(nb, (size_t)k, (size_t)g->out_c, p);
     int chunks = (g->batch + nb - 1) / nb;
-    back_chunks j = {g, &q, x, w, dy, dx, dw ? ws + task : NULL, nb};
+    back_chunks j = {g, &q, x, w, dy, dx, dw ? ws + task : NULL, nb,
+                     dx ? pack_weights(g, &q, w, 1, ws, task + parts_floats(g, nb, (size_t)k)) : NULL};
     if (chunks > 1 && ddl__threads() > 1 && task <= DDL__THREAD_SCRATCH)
         ddl__parallel_ws(chunks, backward_chunk, &j, ws);
     else

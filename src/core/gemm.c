@@ -418,6 +418,43 @@ void ddl_gemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const 
         ddl__parallel(blocks, gemm_task, &p);
 }
 
+/* ---- a bfloat16 product whose op(A) is packed already (impl.h) ----
+ * Cut into one block of C's columns a thread (of 32 columns at least), as bf16_blocks cuts:
+ * each block reads all of op(A) packed, none packs it again. */
+
+typedef struct packed_blocks {
+    const uint32_t *pa;
+    const float *b;
+    float *c;
+    int trans_b, m, n, k, ldb, ldc, step;
+} packed_blocks;
+
+static void packed_task(void *ctx, int t)
+{
+    const packed_blocks *p = ctx;
+    int lo = t * p->step, len = p->n - lo < p->step ? p->n - lo : p->step;
+    ddl__gemm_bf16_packed(p->pa, p->trans_b, p->m, len, p->k, 1.0f, p->b + (p->trans_b ? (size_t)lo * p->ldb : (size_t)lo),
+                          p->ldb, 1, p->c + lo, p->ldc);
+}
+
+void ddl__gemm_packed(const uint32_t *pa, int trans_b, int m, int n, int k, const float *b, int ldb, float *c, int ldc)
+{
+    if (m <= 0 || n <= 0)
+        return;
+    if (k <= 0) {
+        scale_c(m, n, 0.0f, c, ldc);
+        return;
+    }
+    int t = ddl__threads(), split = t > 1 && (double)m * n * k >= BLOCK_MIN_WORK && n >= 64;
+    int step = split ? ((n + t - 1) / t + 31) / 32 * 32 : n;
+    packed_blocks p = {pa, b, c, trans_b, m, n, k, ldb, ldc, step};
+    int blocks = (n + step - 1) / step;
+    if (blocks > 1)
+        ddl__parallel(blocks, packed_task, &p);
+    else
+        packed_task(&p, 0);
+}
+
 int ddl_set_threads(int n)
 {
     blas_threads();

@@ -222,3 +222,48 @@ void ddl__gemm_bf16(int trans_a, int trans_b, int m, int n, int k, float alpha, 
     else /* not reached in training: the trainer refuses bf16 on such a CPU */
         ddl__gemm_bf16_ref(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, overwrite, c, ldc);
 }
+
+/* ---- op(A) packed once (impl.h) ---- */
+
+size_t ddl__bf16_a_at(int m, int p0, int i0, int kc, int mc, size_t (*block_words)(int rows, int kc))
+{
+    size_t slice = (size_t)(m / mc) * block_words(mc, DDL__BF16_KC) + (m % mc ? block_words(m % mc, DDL__BF16_KC) : 0);
+    return (size_t)(p0 / DDL__BF16_KC) * slice + (size_t)(i0 / mc) * block_words(mc, kc);
+}
+
+size_t ddl__bf16_a_words(int m, int k, int mc, size_t (*block_words)(int rows, int kc))
+{
+    if (m <= 0 || k <= 0)
+        return 0;
+    int p0 = (k - 1) / DDL__BF16_KC * DDL__BF16_KC, kc = k - p0, full = m / mc * mc;
+    return ddl__bf16_a_at(m, p0, full, kc, mc, block_words) + (m % mc ? block_words(m % mc, kc) : 0);
+}
+
+size_t ddl__gemm_bf16_packed_words(int m, int k)
+{
+    int path = ddl__bf16_path();
+    return path == DDL__BF16_AMX      ? ddl__gemm_bf16_amx_packed_words(m, k)
+           : path == DDL__BF16_AVX512 ? ddl__gemm_bf16_avx512_packed_words(m, k)
+                                      : 0;
+}
+
+void ddl__gemm_bf16_pack(int trans_a, int m, int k, const float *a, int lda, uint32_t *pa)
+{
+    int path = ddl__bf16_path();
+    if (path == DDL__BF16_AMX)
+        ddl__gemm_bf16_amx_pack(trans_a, m, k, a, lda, pa);
+    else if (path == DDL__BF16_AVX512)
+        ddl__gemm_bf16_avx512_pack(trans_a, m, k, a, lda, pa);
+}
+
+void ddl__gemm_bf16_packed(const uint32_t *pa, int trans_b, int m, int n, int k, float alpha, const float *b, int ldb,
+                           int overwrite, float *c, int ldc)
+{
+    if (m <= 0 || n <= 0 || k <= 0 || alpha == 0.0f)
+        return;
+    int path = ddl__bf16_path();
+    if (path == DDL__BF16_AMX)
+        ddl__gemm_bf16_amx_packed(pa, trans_b, m, n, k, alpha, b, ldb, overwrite, c, ldc);
+    else if (path == DDL__BF16_AVX512)
+        ddl__gemm_bf16_avx512_packed(pa, trans_b, m, n, k, alpha, b, ldb, overwrite, c, ldc);
+}

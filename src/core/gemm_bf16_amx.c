@@ -89,6 +89,18 @@ static void pack_b(int trans_b, const float *b, int ldb, int p0, int kc, int j0,
     }
 }
 
+/* block_words: a block of mc rows and depth kc of op(A) packed (pack_a's layout). */
+static size_t block_words(int mc, int kc)
+{
+    return (size_t)(mc + MR - 1) / MR * MR * ((((size_t)kc + 1) / 2 + 15) / 16 * 16);
+}
+
+/* a_at: where the block of rows [i0, ...) and depth [p0, p0 + kc) starts in op(A) packed whole
+ * (gemm_bf16.c's layout) */
+static size_t a_at(int m, int p0, int i0, int kc) { return ddl__bf16_a_at(m, p0, i0, kc, MC, block_words); }
+
+size_t ddl__gemm_bf16_amx_packed_words(int m, int k) { return ddl__bf16_a_words(m, k, MC, block_words); }
+
 /* epilogue: c (mr x nr, row stride ldc) = fmaf(alpha, sum, c), sum (MR x NR); fresh: c's old
  * values taken as +0, not read. */
 static void epilogue(const float *sum, float alpha, float *c, int ldc, int mr, int nr, int fresh)
@@ -178,6 +190,7 @@ static void emu_dp(amx_emu *e, int tc, int ta, int tb)
 
 /* the driver over emulated tiles */
 #define DRIVER ddl__gemm_bf16_amx_emu
+#define DRIVER_WITH amx_emu_with
 #define DRIVER_ATTR
 #define T_STATE amx_emu emu;
 #define T_CONFIG(cfg) emu_config(&emu, cfg)
@@ -312,8 +325,25 @@ AVX static void epilogue_avx(const float *sum, float alpha, float *c, int ldc, i
 /* emulated tiles, AVX-512 packing: the CPU's loop but for the tile instructions, testable on any
  * CPU with AVX512-BF16 */
 #define DRIVER ddl__gemm_bf16_amx_emu_avx512
+#define DRIVER_WITH amx_emu_avx512_with
 #define DRIVER_ATTR AVX
 #include "gemm_bf16_amx_driver.h"
+
+/* ddl__gemm_bf16_amx_pack: op(A) packed whole, as the loop packs it block by block */
+AVX void ddl__gemm_bf16_amx_pack(int trans_a, int m, int k, const float *a, int lda, uint32_t *pa)
+{
+    for (int p0 = 0; p0 < k; p0 += KC) {
+        int kc = k - p0 < KC ? k - p0 : KC, kb = ((kc + 1) / 2 + 15) / 16;
+        for (int i0 = 0; i0 < m; i0 += MC)
+            pack_a_avx(trans_a, a, lda, i0, m - i0 < MC ? m - i0 : MC, p0, kc, kb, pa + a_at(m, p0, i0, kc));
+    }
+}
+
+void ddl__gemm_bf16_amx_emu_avx512_packed(const uint32_t *pa, int trans_b, int m, int n, int k, float alpha,
+                                          const float *b, int ldb, int overwrite, float *c, int ldc)
+{
+    amx_emu_avx512_with(0, trans_b, m, n, k, alpha, NULL, 0, pa, b, ldb, overwrite, c, ldc);
+}
 
 #ifdef DDL_AMX_FREE_TILES
 /* the loop with tiles that cost nothing, to measure on a CPU without AMX what the AMX path
@@ -322,6 +352,7 @@ AVX static void epilogue_avx(const float *sum, float alpha, float *c, int ldc, i
  * products do nothing; a store writes its 16 rows of 64 bytes as zeros (a tile store's traffic),
  * so every product is zero: the figures are speeds, the results are wrong. */
 #define DRIVER ddl__gemm_bf16_amx_free
+#define DRIVER_WITH amx_free_with
 #define DRIVER_ATTR AVX
 #define T_STATE
 #define T_CONFIG(cfg) (void)(cfg)
@@ -340,6 +371,7 @@ AVX static void free_store(void *p, size_t stride)
 
 /* the CPU's tiles */
 #define DRIVER ddl__gemm_bf16_amx
+#define DRIVER_WITH amx_with
 #define DRIVER_ATTR __attribute__((target("amx-tile,amx-bf16,avx512f,avx512bw,avx512vl,avx512bf16")))
 #define T_STATE
 #define T_CONFIG(cfg) _tile_loadconfig(cfg)
@@ -349,6 +381,16 @@ AVX static void free_store(void *p, size_t stride)
 #define T_DP(c, a, b) _tile_dpbf16ps(c, a, b)
 #define T_RELEASE() _tile_release()
 #include "gemm_bf16_amx_driver.h"
+
+void ddl__gemm_bf16_amx_packed(const uint32_t *pa, int trans_b, int m, int n, int k, float alpha, const float *b,
+                               int ldb, int overwrite, float *c, int ldc)
+{
+#ifdef DDL_AMX_FREE_TILES
+    amx_free_with(0, trans_b, m, n, k, alpha, NULL, 0, pa, b, ldb, overwrite, c, ldc);
+#else
+    amx_with(0, trans_b, m, n, k, alpha, NULL, 0, pa, b, ldb, overwrite, c, ldc);
+#endif
+}
 
 /* cpu_amx: CPUID says AMX-TILE and AMX-BF16, and the OS saves the tile state (XCR0 bits 17, 18). */
 static int cpu_amx(void)
@@ -375,6 +417,23 @@ int ddl__gemm_bf16_amx_have(void)
 #else
 
 int ddl__gemm_bf16_amx_have(void) { return 0; }
+
+void ddl__gemm_bf16_amx_pack(int trans_a, int m, int k, const float *a, int lda, uint32_t *pa)
+{
+    (void)trans_a, (void)m, (void)k, (void)a, (void)lda, (void)pa;
+}
+
+void ddl__gemm_bf16_amx_packed(const uint32_t *pa, int trans_b, int m, int n, int k, float alpha, const float *b,
+                               int ldb, int overwrite, float *c, int ldc)
+{
+    (void)pa, (void)trans_b, (void)m, (void)n, (void)k, (void)alpha, (void)b, (void)ldb, (void)overwrite, (void)c, (void)ldc;
+}
+
+void ddl__gemm_bf16_amx_emu_avx512_packed(const uint32_t *pa, int trans_b, int m, int n, int k, float alpha,
+                                          const float *b, int ldb, int overwrite, float *c, int ldc)
+{
+    (void)pa, (void)trans_b, (void)m, (void)n, (void)k, (void)alpha, (void)b, (void)ldb, (void)overwrite, (void)c, (void)ldc;
+}
 
 #ifdef DDL_AMX_FREE_TILES
 void ddl__gemm_bf16_amx_free(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,

@@ -5,7 +5,9 @@
  * very loop the CPU runs: only the tile operations differ.
  *
  * The includer defines, before including this file:
- *   DRIVER        the function's name; DRIVER_ATTR its attributes (a target, or nothing)
+ *   DRIVER        the function's name; DRIVER_ATTR its attributes (a target, or nothing);
+ *   DRIVER_WITH   the name of the static loop beneath it, which also takes op(A) packed whole
+ *                 (pa, a_at's layout; NULL: packed here block by block)
  *   T_STATE       declarations the tile operations need (the emulated tiles), or nothing
  *   T_CONFIG(cfg) load a tile configuration (const amx_cfg *)
  *   T_ZERO(t)     zero tile t; T_LOAD(t, p, stride) / T_STORE(t, p, stride): tile t from / to p,
@@ -24,10 +26,10 @@
  * tiles summed into C tiles zeroed at its start, then C = fmaf(alpha, sum, C) (epilogue). The
  * packing order (op(A) or op(B) first, NC columns a block) is ddl__bf16_b_first's. */
 
-DRIVER_ATTR void DRIVER(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
-                        const float *b, int ldb, int overwrite, float *c, int ldc)
+DRIVER_ATTR static void DRIVER_WITH(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
+                                    const uint32_t *pa, const float *b, int ldb, int overwrite, float *c, int ldc)
 {
-    _Alignas(64) uint32_t ap[MC * KP]; /* (MC / 16 panels, kb, 16 rows, 16 pairs) */
+    _Alignas(64) uint32_t ap_own[MC * KP]; /* (MC / 16 panels, kb, 16 rows, 16 pairs) */
     _Alignas(64) uint32_t bp[KP * NC]; /* panels of (kb * 16 pairs, NR columns): the "VNNI" layout */
     _Alignas(64) float sum[MR * NR];   /* a 32 x 32 block of a slice's sums */
     T_STATE
@@ -44,7 +46,9 @@ DRIVER_ATTR void DRIVER(int trans_a, int trans_b, int m, int n, int k, float alp
                 PACK_B(trans_b, b, ldb, p0, kc, jc + j0, nc - j0 < NR ? nc - j0 : NR, kb, bp + j0 / NR * panel_words);
             for (int i0 = 0; i0 < m; i0 += MC) {
                 int mc = m - i0 < MC ? m - i0 : MC;
-                PACK_A(trans_a, a, lda, i0, mc, p0, kc, kb, ap);
+                const uint32_t *ap = pa ? pa + a_at(m, p0, i0, kc) : ap_own;
+                if (!pa)
+                    PACK_A(trans_a, a, lda, i0, mc, p0, kc, kb, ap_own);
                 for (int j0 = 0; j0 < nc; j0 += NR) {
                     int nr = nc - j0 < NR ? nc - j0 : NR;
                     const uint32_t *bq = by_b ? bp + j0 / NR * panel_words : bp;
@@ -79,6 +83,14 @@ DRIVER_ATTR void DRIVER(int trans_a, int trans_b, int m, int n, int k, float alp
     }
     T_RELEASE();
 }
+
+/* op(A) packed here, block by block */
+DRIVER_ATTR void DRIVER(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
+                        const float *b, int ldb, int overwrite, float *c, int ldc)
+{
+    DRIVER_WITH(trans_a, trans_b, m, n, k, alpha, a, lda, NULL, b, ldb, overwrite, c, ldc);
+}
+#undef DRIVER_WITH
 #undef DRIVER
 #undef DRIVER_ATTR
 #ifndef T_KEEP

@@ -160,10 +160,30 @@ int ddl__gemm_bf16_avx512_have(void)
                : 0;
 }
 
-void ddl__gemm_bf16_avx512(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
-                           const float *b, int ldb, int overwrite, float *c, int ldc)
+/* block_words: a block of mc rows and depth kc of op(A) packed (pack_a's panels). */
+static size_t block_words(int mc, int kc) { return (size_t)(mc + MR - 1) / MR * MR * ((kc + 1) / 2); }
+
+/* a_at: where the block of rows [i0, ...) and depth [p0, p0 + kc) starts in op(A) packed whole
+ * (gemm_bf16.c's layout) */
+static size_t a_at(int m, int p0, int i0, int kc) { return ddl__bf16_a_at(m, p0, i0, kc, MC, block_words); }
+
+size_t ddl__gemm_bf16_avx512_packed_words(int m, int k) { return ddl__bf16_a_words(m, k, MC, block_words); }
+
+BF16 void ddl__gemm_bf16_avx512_pack(int trans_a, int m, int k, const float *a, int lda, uint32_t *pa)
 {
-    _Alignas(64) uint32_t ap[MC * KP];
+    _Alignas(64) uint32_t tmp[NR * KP];
+    for (int p0 = 0; p0 < k; p0 += KC) {
+        int kc = k - p0 < KC ? k - p0 : KC;
+        for (int i0 = 0; i0 < m; i0 += MC)
+            pack_a(trans_a, a, lda, i0, m - i0 < MC ? m - i0 : MC, p0, kc, pa + a_at(m, p0, i0, kc), tmp);
+    }
+}
+
+/* product: the product, op(A) packed here block by block, or read from pa (op(A) packed whole). */
+BF16 static void product(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
+                         const uint32_t *pa, const float *b, int ldb, int overwrite, float *c, int ldc)
+{
+    _Alignas(64) uint32_t ap_own[MC * KP];
     _Alignas(64) uint32_t bp[KP * NC];
     _Alignas(64) uint32_t tmp[NR * KP]; /* rows converted before their pairs are dealt out */
     int by_b = ddl__bf16_b_first(m, n, MC, NC), nc_max = by_b ? NC : n > 0 ? n : 1;
@@ -175,7 +195,9 @@ void ddl__gemm_bf16_avx512(int trans_a, int trans_b, int m, int n, int k, float 
                 pack_b(trans_b, b, ldb, p0, kc, jc + j0, nc - j0 < NR ? nc - j0 : NR, bp + (size_t)j0 * kp, tmp);
             for (int i0 = 0; i0 < m; i0 += MC) {
                 int mc = m - i0 < MC ? m - i0 : MC;
-                pack_a(trans_a, a, lda, i0, mc, p0, kc, ap, tmp);
+                const uint32_t *ap = pa ? pa + a_at(m, p0, i0, kc) : ap_own;
+                if (!pa)
+                    pack_a(trans_a, a, lda, i0, mc, p0, kc, ap_own, tmp);
                 for (int j0 = 0; j0 < nc; j0 += NR) {
                     int nr = nc - j0 < NR ? nc - j0 : NR;
                     const uint32_t *panel = by_b ? bp + (size_t)j0 * kp : bp;
@@ -190,9 +212,31 @@ void ddl__gemm_bf16_avx512(int trans_a, int trans_b, int m, int n, int k, float 
     }
 }
 
+void ddl__gemm_bf16_avx512(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
+                           const float *b, int ldb, int overwrite, float *c, int ldc)
+{
+    product(trans_a, trans_b, m, n, k, alpha, a, lda, NULL, b, ldb, overwrite, c, ldc);
+}
+
+void ddl__gemm_bf16_avx512_packed(const uint32_t *pa, int trans_b, int m, int n, int k, float alpha, const float *b,
+                                  int ldb, int overwrite, float *c, int ldc)
+{
+    product(0, trans_b, m, n, k, alpha, NULL, 0, pa, b, ldb, overwrite, c, ldc);
+}
+
 #else
 
 int ddl__gemm_bf16_avx512_have(void) { return 0; }
+size_t ddl__gemm_bf16_avx512_packed_words(int m, int k) { (void)m, (void)k; return 0; }
+void ddl__gemm_bf16_avx512_pack(int trans_a, int m, int k, const float *a, int lda, uint32_t *pa)
+{
+    (void)trans_a, (void)m, (void)k, (void)a, (void)lda, (void)pa;
+}
+void ddl__gemm_bf16_avx512_packed(const uint32_t *pa, int trans_b, int m, int n, int k, float alpha, const float *b,
+                                  int ldb, int overwrite, float *c, int ldc)
+{
+    (void)pa, (void)trans_b, (void)m, (void)n, (void)k, (void)alpha, (void)b, (void)ldb, (void)overwrite, (void)c, (void)ldc;
+}
 
 void ddl__gemm_bf16_avx512(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
                            const float *b, int ldb, int overwrite, float *c, int ldc)

@@ -464,6 +464,33 @@ void ddl__gemm_bf16_amx_emu(int trans_a, int trans_b, int m, int n, int k, float
 void ddl__gemm_bf16_amx_emu_avx512(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
                                    int lda, const float *b, int ldb, int overwrite, float *c, int ldc);
 int ddl__gemm_bf16_amx_check(char *note, size_t note_bytes);
+/* op(A) packed once for many products with it (a convolution's weights, chunk after chunk of
+ * samples): _packed_words(m, k) the room, in 32-bit words, of op(A) (m x k) packed whole for a
+ * path's loop; _pack fills it; _packed(pa, ...) is the product with op(A) read from pa, the same
+ * bits as packing it on the way. ddl__gemm_bf16_packed_words is this CPU's path's (0 without
+ * one); ddl__gemm_packed (gemm.c): C (m x n) = op(A) op(B) in bfloat16, over the threads as
+ * ddl_gemm's bfloat16 products. */
+size_t ddl__gemm_bf16_packed_words(int m, int k);
+/* The layout of op(A) packed whole, either loop's: slice after slice of DDL__BF16_KC, each its
+ * blocks of mc rows in order, a block of `rows` rows and depth kc taking block_words(rows, kc)
+ * (the loop's own packing of one). _a_at: where the block of rows [i0, ...) and depth [p0, p0 +
+ * kc) starts; _a_words: the whole, m x k. */
+size_t ddl__bf16_a_at(int m, int p0, int i0, int kc, int mc, size_t (*block_words)(int rows, int kc));
+size_t ddl__bf16_a_words(int m, int k, int mc, size_t (*block_words)(int rows, int kc));
+void ddl__gemm_bf16_pack(int trans_a, int m, int k, const float *a, int lda, uint32_t *pa);
+void ddl__gemm_bf16_packed(const uint32_t *pa, int trans_b, int m, int n, int k, float alpha, const float *b, int ldb,
+                           int overwrite, float *c, int ldc);
+void ddl__gemm_packed(const uint32_t *pa, int trans_b, int m, int n, int k, const float *b, int ldb, float *c, int ldc);
+size_t ddl__gemm_bf16_avx512_packed_words(int m, int k);
+void ddl__gemm_bf16_avx512_pack(int trans_a, int m, int k, const float *a, int lda, uint32_t *pa);
+void ddl__gemm_bf16_avx512_packed(const uint32_t *pa, int trans_b, int m, int n, int k, float alpha, const float *b,
+                                  int ldb, int overwrite, float *c, int ldc);
+size_t ddl__gemm_bf16_amx_packed_words(int m, int k);
+void ddl__gemm_bf16_amx_pack(int trans_a, int m, int k, const float *a, int lda, uint32_t *pa);
+void ddl__gemm_bf16_amx_packed(const uint32_t *pa, int trans_b, int m, int n, int k, float alpha, const float *b,
+                               int ldb, int overwrite, float *c, int ldc);
+void ddl__gemm_bf16_amx_emu_avx512_packed(const uint32_t *pa, int trans_b, int m, int n, int k, float alpha,
+                                          const float *b, int ldb, int overwrite, float *c, int ldc);
 #ifdef DDL_AMX_FREE_TILES /* a build to measure AMX's loop without its tiles (gemm_bf16_amx.c) */
 void ddl__gemm_bf16_amx_free(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
                              const float *b, int ldb, int overwrite, float *c, int ldc);
