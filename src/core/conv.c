@@ -638,15 +638,18 @@ typedef struct back_chunks {
     float *dx, *parts;
     int nb;
     const uint32_t *pa; /* w^T packed (bfloat16 passes), or NULL */
+    int first;          /* the chunk of task 0 (a wave's first) */
 } back_chunks;
 
-/* backward_chunk: samples [i nb, i nb + nb): their weight gradient into parts (chunk i's slot),
- * their dx; in ws. Group by group: the group's columns serve its dw, then become its dx's. */
-static void backward_chunk(void *ctx, int i, float *ws)
+/* backward_chunk: task t is chunk i = first + t, samples [i nb, i nb + nb): their weight gradient
+ * into parts (slot t), their dx; in ws. Group by group: the group's columns serve its dw, then
+ * become its dx's. */
+static void backward_chunk(void *ctx, int t, float *ws)
 {
     const back_chunks *j = ctx;
     const ddl_conv2d *g = j->g;
     conv_geo q = *j->q;
+    int i = j->first + t;
     int k = q.c * g->k_h * g->k_w, n0 = i * j->nb, m = g->batch - n0 < j->nb ? g->batch - n0 : j->nb;
     int groups = q.cs / q.c, og = g->out_c / groups;
     size_t p = (size_t)q.oh * q.ow, in_sz = (size_t)g->in_c * g->in_h * g->in_w, out_sz = (size_t)g->out_c * p;
@@ -665,7 +668,7 @@ static void backward_chunk(void *ctx, int i, float *ws)
             im2col(&q, m, j->x + n0 * in_sz + gi * group_in, col, ld);
             /* part (og, k) = dy (og, m p) col^T (m p, k) */
             ddl_gemm(0, 1, og, k, cols, 1.0f, dg, cols, col, (int)ld, 0.0f,
-                     j->parts + ((size_t)i * g->out_c + (size_t)gi * og) * k, k);
+                     j->parts + ((size_t)t * g->out_c + (size_t)gi * og) * k, k);
         }
         if (j->dx) {
             /* dcol (k, m p) = w^T (k, og) dy (og, m p), then folded back onto dx */
@@ -731,21 +734,27 @@ void ddl_conv2d_backward(const ddl_conv2d *g, const float *x, const float *w, co
         return;
     }
     bias_grad(g->batch, g->out_c, p, dy, db);
-    /* chunk by chunk (over the threads when there are several), then the chunks' weight
-     * gradients added to dw in chunk order: the same sums whatever the thread count */
-    size_t task = ws_floats(nb, (size_t)k, (size_t)g->out_c, p);
+    /* chunk by chunk, in waves of one chunk a thread, each wave's weight gradients added to dw
+     * in chunk order after it: the same sums whatever the thread count, and the parts added
+     * while they are in cache (all the chunks' parts first, then their sum, streamed 140 MB a
+     * ResNet-18 step through memory: 5% of its bfloat16 step by im2col). Without dw, one wave. */
+    size_t task = ws_floats(nb, (size_t)k, (size_t)g->out_c, p), wn = (size_t)g->out_c * k;
     int chunks = (g->batch + nb - 1) / nb;
+    int par = chunks > 1 && ddl__threads() > 1 && task <= DDL__THREAD_SCRATCH;
+    int wave = !dw ? chunks : par ? ddl__threads() : 1;
     back_chunks j = {g, &q, x, w, dy, dx, dw ? ws + task : NULL, nb,
-                     dx ? pack_weights(g, &q, w, 1, ws, task + parts_floats(g, nb, (size_t)k)) : NULL};
-    if (chunks > 1 && ddl__threads() > 1 && task <= DDL__THREAD_SCRATCH)
-        ddl__parallel_ws(chunks, backward_chunk, &j, ws);
-    else
-        for (int i = 0; i < chunks; i++)
-            backward_chunk(&j, i, ws);
-    size_t wn = (size_t)g->out_c * k;
-    for (int i = 0; dw && i < chunks; i++)
-        for (size_t e = 0; e < wn; e++)
-            dw[e] += j.parts[(size_t)i * wn + e];
+                     dx ? pack_weights(g, &q, w, 1, ws, task + parts_floats(g, nb, (size_t)k)) : NULL, 0};
+    for (j.first = 0; j.first < chunks; j.first += wave) {
+        int n = chunks - j.first < wave ? chunks - j.first : wave;
+        if (par && n > 1)
+            ddl__parallel_ws(n, backward_chunk, &j, ws);
+        else
+            for (int t = 0; t < n; t++)
+                backward_chunk(&j, t, ws);
+        for (int t = 0; dw && t < n; t++)
+            for (size_t e = 0; e < wn; e++)
+                dw[e] += j.parts[(size_t)t * wn + e];
+    }
 }
 
 /* ---- transposed convolution ----
