@@ -28,26 +28,18 @@
 #define MC 128 /* rows of op(A) packed at a time */
 #define NC 256 /* columns of op(B) packed at a time when op(B) is packed first (b_first) */
 
-/* row_pairs: kc floats of src, contiguous, as kp pairs into dst (a missing last term zero): in
- * order, 32 floats to 16 pairs per conversion. */
-BF16 static void row_pairs(const float *src, int kc, uint32_t *dst)
-{
-    for (int p = 0; p < kc; p += 32) {
-        __m512 lo = ddl__load_some(ddl__mask16(kc - p), src + p);
-        __m512 hi = ddl__load_some(ddl__mask16(kc - p - 16), src + p + 16);
-        ddl__store_some_epi32(ddl__mask16((kc - p + 1) / 2), dst + p / 2, ddl__bf16_row_pairs(lo, hi));
-    }
-}
-
-/* across16: across for rows in blocks of 16: each row's 32 floats converted to 16 pairs, the
- * 16 x 16 pairs transposed in registers and stored a pair of k at a time. */
-BF16 static void across16(const float *src, size_t ld, int rows, int valid, int kc, uint32_t *dst)
+/* across: rows whose k runs along memory (op(A) untransposed, op(B) transposed), 8 of them or
+ * a multiple of 16 (row r at src + r ld, `valid` of them real, the rest zero), depth kc, into
+ * (kp, rows) pairs at dst: each row's 32 values of k converted to 16 pairs, 16 rows' pairs
+ * transposed in registers (8 rows: with 8 of zeros) and stored a pair of k at a time. op(A)'s 8
+ * rows were converted, then dealt out a word at a time: 3-4% of a bfloat16 ResNet-18 step. */
+BF16 static void across(const float *src, size_t ld, int rows, int valid, int kc, uint32_t *dst)
 {
     for (int r0 = 0; r0 < rows; r0 += 16)
         for (int p = 0; p < kc; p += 32) {
             __m512i v[16];
             for (int r = 0; r < 16; r++) {
-                if (r0 + r >= valid) {
+                if (r0 + r >= valid || r0 + r >= rows) {
                     v[r] = _mm512_setzero_si512();
                     continue;
                 }
@@ -57,27 +49,14 @@ BF16 static void across16(const float *src, size_t ld, int rows, int valid, int 
             }
             ddl__transpose16(v);
             int nq = (kc - p + 1) / 2 < 16 ? (kc - p + 1) / 2 : 16;
-            for (int q = 0; q < nq; q++)
-                _mm512_storeu_si512(dst + (size_t)(p / 2 + q) * rows + r0, v[q]);
+            for (int q = 0; q < nq; q++) {
+                uint32_t *out = dst + (size_t)(p / 2 + q) * rows + r0;
+                if (rows < 16)
+                    _mm256_storeu_si256((__m256i *)(void *)out, _mm512_castsi512_si256(v[q]));
+                else
+                    _mm512_storeu_si512(out, v[q]);
+            }
         }
-}
-
-/* across: rows whose k runs along memory (op(A) untransposed, op(B) transposed): `rows` of them
- * (row r at src + r ld, `valid` of them real, the rest zero), depth kc, into (kp, rows) pairs
- * at dst: each row converted into rows_tmp, then the pairs dealt out across. */
-BF16 static void across(const float *src, size_t ld, int rows, int valid, int kc, uint32_t *tmp, uint32_t *dst)
-{
-    int kp = (kc + 1) / 2;
-    for (int r = 0; r < valid; r++)
-        row_pairs(src + (size_t)r * ld, kc, tmp + (size_t)r * KP);
-    for (int q = 0; q < kp; q++) {
-        uint32_t *out = dst + (size_t)q * rows;
-        int r = 0;
-        for (; r < valid; r++)
-            out[r] = tmp[(size_t)r * KP + q];
-        for (; r < rows; r++)
-            out[r] = 0;
-    }
 }
 
 /* down: rows whose k runs down memory (op(A) transposed, op(B) untransposed): for each pair of k,
@@ -99,8 +78,7 @@ BF16 static void down(const float *src, size_t ld, int cols, int valid, int kc, 
 
 /* pack_a: rows [i0, i0 + mc) and depth [p0, p0 + kc) of op(A) into (mc / MR panels, kp, MR) pairs,
  * rows past mc and a missing last term zero. */
-BF16 static void pack_a(int trans_a, const float *a, int lda, int i0, int mc, int p0, int kc, uint32_t *ap,
-                        uint32_t *tmp)
+BF16 static void pack_a(int trans_a, const float *a, int lda, int i0, int mc, int p0, int kc, uint32_t *ap)
 {
     int kp = (kc + 1) / 2;
     for (int ir = 0; ir < mc; ir += MR) {
@@ -109,18 +87,16 @@ BF16 static void pack_a(int trans_a, const float *a, int lda, int i0, int mc, in
         if (trans_a)
             down(a + (size_t)p0 * lda + i0 + ir, (size_t)lda, MR, mr, kc, panel);
         else
-            across(a + (size_t)(i0 + ir) * lda + p0, (size_t)lda, MR, mr, kc, tmp, panel);
+            across(a + (size_t)(i0 + ir) * lda + p0, (size_t)lda, MR, mr, kc, panel);
     }
 }
 
 /* pack_b: depth [p0, p0 + kc) and columns [j0, j0 + nr) of op(B) into (kp, NR) pairs, columns
  * past nr and a missing last term zero. */
-BF16 static void pack_b(int trans_b, const float *b, int ldb, int p0, int kc, int j0, int nr, uint32_t *bp,
-                        uint32_t *tmp)
+BF16 static void pack_b(int trans_b, const float *b, int ldb, int p0, int kc, int j0, int nr, uint32_t *bp)
 {
-    (void)tmp;
     if (trans_b)
-        across16(b + (size_t)j0 * ldb + p0, (size_t)ldb, NR, nr, kc, bp);
+        across(b + (size_t)j0 * ldb + p0, (size_t)ldb, NR, nr, kc, bp);
     else
         down(b + (size_t)p0 * ldb + j0, (size_t)ldb, NR, nr, kc, bp);
 }
@@ -171,11 +147,10 @@ size_t ddl__gemm_bf16_avx512_packed_words(int m, int k) { return ddl__bf16_a_wor
 
 BF16 void ddl__gemm_bf16_avx512_pack(int trans_a, int m, int k, const float *a, int lda, uint32_t *pa)
 {
-    _Alignas(64) uint32_t tmp[NR * KP];
     for (int p0 = 0; p0 < k; p0 += KC) {
         int kc = k - p0 < KC ? k - p0 : KC;
         for (int i0 = 0; i0 < m; i0 += MC)
-            pack_a(trans_a, a, lda, i0, m - i0 < MC ? m - i0 : MC, p0, kc, pa + a_at(m, p0, i0, kc), tmp);
+            pack_a(trans_a, a, lda, i0, m - i0 < MC ? m - i0 : MC, p0, kc, pa + a_at(m, p0, i0, kc));
     }
 }
 
@@ -185,24 +160,23 @@ BF16 static void product(int trans_a, int trans_b, int m, int n, int k, float al
 {
     _Alignas(64) uint32_t ap_own[MC * KP];
     _Alignas(64) uint32_t bp[KP * NC];
-    _Alignas(64) uint32_t tmp[NR * KP]; /* rows converted before their pairs are dealt out */
     int by_b = ddl__bf16_b_first(m, n, MC, NC), nc_max = by_b ? NC : n > 0 ? n : 1;
     for (int p0 = 0; p0 < k; p0 += KC) {
         int kc = k - p0 < KC ? k - p0 : KC, kp = (kc + 1) / 2, fresh = overwrite && p0 == 0;
         for (int jc = 0; jc < n; jc += nc_max) { /* op(B) first: its block's panels packed once */
             int nc = n - jc < nc_max ? n - jc : nc_max;
             for (int j0 = 0; by_b && j0 < nc; j0 += NR)
-                pack_b(trans_b, b, ldb, p0, kc, jc + j0, nc - j0 < NR ? nc - j0 : NR, bp + (size_t)j0 * kp, tmp);
+                pack_b(trans_b, b, ldb, p0, kc, jc + j0, nc - j0 < NR ? nc - j0 : NR, bp + (size_t)j0 * kp);
             for (int i0 = 0; i0 < m; i0 += MC) {
                 int mc = m - i0 < MC ? m - i0 : MC;
                 const uint32_t *ap = pa ? pa + a_at(m, p0, i0, kc) : ap_own;
                 if (!pa)
-                    pack_a(trans_a, a, lda, i0, mc, p0, kc, ap_own, tmp);
+                    pack_a(trans_a, a, lda, i0, mc, p0, kc, ap_own);
                 for (int j0 = 0; j0 < nc; j0 += NR) {
                     int nr = nc - j0 < NR ? nc - j0 : NR;
                     const uint32_t *panel = by_b ? bp + (size_t)j0 * kp : bp;
                     if (!by_b) /* op(A) first: a panel of op(B) at a time, for the block's rows */
-                        pack_b(trans_b, b, ldb, p0, kc, jc + j0, nr, bp, tmp);
+                        pack_b(trans_b, b, ldb, p0, kc, jc + j0, nr, bp);
                     for (int ir = 0; ir < mc; ir += MR)
                         micro(kp, ap + (size_t)ir * kp, panel, alpha, c + (size_t)(i0 + ir) * ldc + jc + j0, ldc,
                               mc - ir < MR ? mc - ir : MR, nr, fresh);
