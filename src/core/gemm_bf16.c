@@ -171,7 +171,7 @@ static void detect(void)
     path_now = ddl__bf16_choose(no_bf16, no_amx, amx, ddl__gemm_bf16_amx_check, ddl__gemm_bf16_avx512_have(),
                                 path_note, sizeof path_note);
 #ifdef DDL_AMX_FREE_TILES /* gemm_bf16_amx.c: the AMX loop with tiles that cost nothing, to measure */
-    if (path_now == DDL__BF16_AVX512) {
+    if (path_now != DDL__BF16_NONE) {
         path_now = DDL__BF16_AMX;
         snprintf(path_note, sizeof path_note, "a DDL_AMX_FREE_TILES build: AMX's loop, tiles that do nothing (wrong results)");
     }
