@@ -153,17 +153,20 @@ static void train_block(const bn_job *j, int c0, int nch)
     ddl__bn_block_affine_fma(j->n, j->s, plane, x0, nch, m, a, b, j->y + (size_t)c0 * j->s);
 }
 
-static void train_range(void *ctx, size_t lo, size_t hi)
+/* by_blocks: channels [lo, hi) one at a time (one), or in blocks (block) where the rows are short */
+static void by_blocks(const bn_job *j, size_t lo, size_t hi, void (*one)(const bn_job *, int),
+                      void (*block)(const bn_job *, int, int))
 {
-    const bn_job *j = ctx;
     int nb = blocked(j) ? block_of(j) : 1;
     for (size_t ch = lo; ch < hi; ch += nb) {
         if (nb == 1)
-            train_channel(j, (int)ch);
+            one(j, (int)ch);
         else
-            train_block(j, (int)ch, hi - ch < (size_t)nb ? (int)(hi - ch) : nb);
+            block(j, (int)ch, hi - ch < (size_t)nb ? (int)(hi - ch) : nb);
     }
 }
+
+static void train_range(void *ctx, size_t lo, size_t hi) { by_blocks(ctx, lo, hi, train_channel, train_block); }
 
 static void eval_range(void *ctx, size_t lo, size_t hi)
 {
@@ -263,17 +266,7 @@ static void back_block(const bn_job *j, int c0, int nch)
         ddl__bn_block_dx_fma(j->n, j->s, plane, j->x + off0, j->dy + off0, nch, m, gr, md, mdx, j->dx + off0);
 }
 
-static void back_range(void *ctx, size_t lo, size_t hi)
-{
-    const bn_job *j = ctx;
-    int nb = blocked(j) ? block_of(j) : 1;
-    for (size_t ch = lo; ch < hi; ch += nb) {
-        if (nb == 1)
-            back_channel(j, (int)ch);
-        else
-            back_block(j, (int)ch, hi - ch < (size_t)nb ? (int)(hi - ch) : nb);
-    }
-}
+static void back_range(void *ctx, size_t lo, size_t hi) { by_blocks(ctx, lo, hi, back_channel, back_block); }
 
 void ddl_batchnorm_backward(int n, int c, int s, int batch_stats, const float *x, const float *gamma,
                             const float *mean_rstd, const float *dy, float *dx, float *dgamma, float *dbeta)

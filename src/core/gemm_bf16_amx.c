@@ -229,8 +229,8 @@ static void emu_dp(amx_emu *e, int tc, int ta, int tb)
 #define AVX __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
 
 
-/* line16: the 16 floats at p, the first `valid` of them, the rest 0; nothing is read (or
- * pointed at) when valid <= 0. */
+/* line16: the 16 floats at base + off, the first `valid` of them, the rest 0; nothing is read
+ * (or pointed at) when valid <= 0. */
 AVX static inline __m512 line16(const float *base, size_t off, int valid)
 {
     return valid <= 0 ? _mm512_setzero_ps() : ddl__load_some(ddl__mask16(valid), base + off);
