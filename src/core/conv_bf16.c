@@ -25,17 +25,58 @@
  * Threads: forward and input gradient by samples, the weight gradient by ranges of output-channel
  * groups (each weight's sums over every sample in order, whatever the range). Nothing allocates. */
 #include "impl.h"
+#include "amx_tiles.h"
 #include "conv_bf16.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <string.h>
+
+static int amx_emulated; /* ddl__conv2d_bf16_amx_emulate */
+
+void ddl__conv2d_bf16_amx_emulate(int on) { amx_emulated = on; }
+
+static int amx_checked; /* the kernels on this CPU's tiles matched their emulation */
+static char amx_note[200];
+
+static void amx_check_once(void)
+{
+#ifdef DDL_AMX_FREE_TILES /* tiles that do nothing: nothing to check, the results are wrong anyway */
+    amx_checked = 1;
+#else
+    amx_checked = ddl__cb_amx_check(amx_note, sizeof amx_note) == DDL_OK;
+#endif
+}
+
+const char *ddl__conv2d_bf16_amx_note(void) { return amx_note; }
+
+/* amx_now: the AMX kernels run (on the CPU's tiles once they passed their check, or emulated
+ * ones for a test). */
+static int amx_now(void)
+{
+    if (amx_emulated)
+        return 1;
+    if (ddl__bf16_path() != DDL__BF16_AMX)
+        return 0;
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, amx_check_once);
+    return amx_checked;
+}
 
 static ddl__cb_geo cb_view(int c_in, int c_out, int h, int w, int pad, int k)
 {
+    int cp = (c_in + 1) / 2;
     ddl__cb_geo q = {c_in, c_out, h, w, pad, k, k * k, w + pad, h + 2 * pad, h + 2 * pad - k + 1,
-                     w + 2 * pad - k + 1, 8, (c_in + 1) / 2, 0, 0, 0, 0};
+                     w + 2 * pad - k + 1, 8, cp, 0, 0, 0, 0, 0, 1, cp, cp};
     if (c_out <= 4)
         q.ocb = 4;
+    if (amx_now()) { /* runs of up to 16 pairs, as even as they go: 17 pairs are 2 runs of 9 */
+        q.amx = 1;
+        q.ocb = 16;
+        q.nch = (cp + 15) / 16;
+        q.kch = (cp + q.nch - 1) / q.nch;
+        q.cpad = q.nch * q.kch;
+    }
     size_t real = (size_t)q.oh * q.wp, reach = (size_t)(k - 1) * (q.wp + 1);
     q.len = (real + DDL__CB_J - 1) / DDL__CB_J * DDL__CB_J;
     q.plane = (q.len + reach + 15) / 16 * 16; /* the last tile's reads stay inside */
@@ -50,12 +91,6 @@ static ddl__cb_geo cb_dx_view(const ddl_conv2d *g)
     return cb_view(g->out_c, g->in_c, g->in_h + 2 * g->pad - k + 1, g->in_w + 2 * g->pad - k + 1, k - 1 - g->pad, k);
 }
 
-static void tap_offsets(const ddl__cb_geo *q, size_t *off)
-{
-    for (int t = 0; t < q->taps; t++)
-        off[t] = (size_t)(t / q->k) * q->wp + (size_t)(t % q->k);
-}
-
 static size_t oc_blocks(const ddl__cb_geo *q) { return (size_t)(q->c_out + q->ocb - 1) / q->ocb; }
 
 /* FWD_CHUNK: wide positions the forward tiles sweep before their sums are copied out: 16 tiles,
@@ -64,8 +99,8 @@ static size_t oc_blocks(const ddl__cb_geo *q) { return (size_t)(q->c_out + q->oc
 #define FWD_CHUNK ((size_t)16 * DDL__CB_J)
 
 /* fwd_task: a sample's pairs and a chunk's sums (floats); fwd_weights: the packed weight pairs. */
-static size_t fwd_task(const ddl__cb_geo *q) { return (size_t)q->cp * q->plane + (size_t)q->ocb * FWD_CHUNK; }
-static size_t fwd_weights(const ddl__cb_geo *q) { return oc_blocks(q) * q->ocb * (size_t)q->cp * q->taps; }
+static size_t fwd_task(const ddl__cb_geo *q) { return (size_t)q->cpad * q->plane + (size_t)q->ocb * FWD_CHUNK; }
+static size_t fwd_weights(const ddl__cb_geo *q) { return oc_blocks(q) * q->ocb * (size_t)q->cpad * q->taps; }
 
 /* dw_samples: samples a pass of the weight-gradient tiles, from the geometry alone (the sums'
  * order): as many as fit DW_CHUNK floats of bfloat16 input planes and dy rows, 1 to 16. A tile's
@@ -90,17 +125,6 @@ static size_t dw_group(const ddl__cb_geo *q)
 {
     return DDL__CB_OCG * ((size_t)dw_samples(q) * q->dlen / 2 + (size_t)q->c_in * q->taps * 16);
 }
-/* dw_block: wide positions a block of the weight-gradient tiles (a multiple of DDL__CB_DJ): dlen
- * cut into near-equal blocks of at most DW_BLOCK, so that a block of every input plane and every
- * dy row of a range stays in the L1 cache while the range's channel groups read it (64x64 planes
- * read whole went to L2 for each group). */
-#define DW_BLOCK ((size_t)1024)
-static size_t dw_block(const ddl__cb_geo *q)
-{
-    size_t blocks = (q->dlen + DW_BLOCK - 1) / DW_BLOCK, b = (q->dlen + blocks - 1) / blocks;
-    return (b + DDL__CB_DJ - 1) / DDL__CB_DJ * DDL__CB_DJ;
-}
-
 static int dw_groups(const ddl__cb_geo *q) { return (q->c_out + DDL__CB_OCG - 1) / DDL__CB_OCG; }
 
 /* dw_per: groups a range, at most: as many as fit a thread's scratch (1 at least). */
@@ -135,7 +159,8 @@ int ddl__conv2d_bf16_fits(const ddl_conv2d *g)
 #ifdef DDL_NO_BF16_CONV /* to measure against im2col + the bfloat16 product */
     return 0;
 #endif
-    return ddl__bf16_path() == DDL__BF16_AVX512 && ddl__cb_avx512_have() && geometry_ok(g);
+    /* AMX: the tiles convolve, AVX-512 converts (every AMX CPU has AVX512-BF16) */
+    return (ddl__bf16_path() == DDL__BF16_AVX512 || amx_now()) && ddl__cb_avx512_have() && geometry_ok(g);
 }
 
 /* DW_MIN_STEPS: the weight gradient's tile steps a sample (wide positions / DDL__CB_DJ) below
@@ -151,7 +176,7 @@ int ddl__conv2d_bf16_dw_fits(const ddl_conv2d *g)
     if (!ddl__conv2d_bf16_fits(g))
         return 0;
     ddl__cb_geo q = cb_view(g->in_c, g->out_c, g->in_h, g->in_w, g->pad, g->k_h);
-    return q.dlen >= (size_t)DW_MIN_STEPS * DDL__CB_DJ;
+    return q.amx || q.dlen >= (size_t)DW_MIN_STEPS * DDL__CB_DJ;
 }
 
 int ddl__conv2d_bf16_ok(const ddl_conv2d *g)
@@ -165,7 +190,7 @@ size_t ddl__conv2d_bf16_workspace(const ddl_conv2d *g)
         return 0;
     ddl__cb_geo f = cb_view(g->in_c, g->out_c, g->in_h, g->in_w, g->pad, g->k_h), b = cb_dx_view(g);
     size_t a = fwd_task(&f) + fwd_weights(&f), c = fwd_task(&b) + fwd_weights(&b);
-    size_t d = dw_fixed(&f) + (size_t)dw_per(&f) * dw_group(&f);
+    size_t d = f.amx ? ddl__cb_dw_amx_workspace(&f) : dw_fixed(&f) + (size_t)dw_per(&f) * dw_group(&f);
     a = a > c ? a : c;
     return a > d ? a : d;
 }
@@ -174,24 +199,33 @@ size_t ddl__conv2d_bf16_workspace(const ddl_conv2d *g)
 
 static uint32_t pair(float lo, float hi) { return ddl__bf16_round(lo) | (uint32_t)ddl__bf16_round(hi) << 16; }
 
-/* pack_weights: wk (oc block, cp, taps, ocb) weight pairs; flip as conv_wide.c's (w of the conv
- * being transposed, taps reversed). Channels past c_out and a missing odd channel: zeros. */
+/* weight_pair: the pair of input channels 2c, 2c + 1 for output channel oc and tap t; flip as
+ * conv_wide.c's (w of the conv being transposed, taps reversed). Channels past c_out or c_in:
+ * zeros. */
+static uint32_t weight_pair(const ddl__cb_geo *q, const float *w, int flip, int oc, int c, size_t t)
+{
+    size_t kk = (size_t)q->taps;
+    float v[2] = {0.0f, 0.0f};
+    for (int h = 0; h < 2 && oc < q->c_out; h++) {
+        int ic = 2 * c + h;
+        if (ic < q->c_in)
+            v[h] = flip ? w[((size_t)ic * q->c_out + oc) * kk + (kk - 1 - t)] : w[((size_t)oc * q->c_in + ic) * kk + t];
+    }
+    return pair(v[0], v[1]);
+}
+
+/* pack_weights: wk, for each block of ocb output channels, (cp, taps, ocb) weight pairs for the
+ * AVX512-BF16 kernel; (taps, nch, 16, kch) for AMX's (a tile A of 16 channels x kch pairs). */
 static void pack_weights(const ddl__cb_geo *q, const float *w, int flip, uint32_t *wk)
 {
     size_t kk = (size_t)q->taps;
-    for (size_t ob = 0; ob < oc_blocks(q); ob++)
-        for (int c = 0; c < q->cp; c++)
+    for (size_t ob = 0; ob < oc_blocks(q); ob++, wk += (size_t)q->cpad * kk * q->ocb)
+        for (int c = 0; c < q->cpad; c++)
             for (size_t t = 0; t < kk; t++)
                 for (int o = 0; o < q->ocb; o++) {
-                    int oc = (int)ob * q->ocb + o;
-                    float v[2] = {0.0f, 0.0f};
-                    for (int h = 0; h < 2 && oc < q->c_out; h++) {
-                        int ic = 2 * c + h;
-                        if (ic < q->c_in)
-                            v[h] = flip ? w[((size_t)ic * q->c_out + oc) * kk + (kk - 1 - t)]
-                                        : w[((size_t)oc * q->c_in + ic) * kk + t];
-                    }
-                    wk[((ob * q->cp + c) * kk + t) * q->ocb + o] = pair(v[0], v[1]);
+                    size_t at = q->amx ? ((t * q->nch + (size_t)(c / q->kch)) * 16 + o) * q->kch + (size_t)(c % q->kch)
+                                       : ((size_t)c * kk + t) * q->ocb + o;
+                    wk[at] = weight_pair(q, w, flip, (int)ob * q->ocb + o, c, t);
                 }
 }
 
@@ -208,13 +242,16 @@ static void fwd_sample(void *ctx, int n, float *ws)
     const ddl__cb_geo *q = j->q;
     size_t in_sz = (size_t)q->c_in * q->h * q->w, p = (size_t)q->oh * q->ow, off[DDL__CB_MAX_TAPS];
     uint32_t *xp = (uint32_t *)ws;
-    float *acc = ws + (size_t)q->cp * q->plane, *y = j->y + (size_t)n * q->c_out * p; /* acc: (ocb, FWD_CHUNK) */
-    tap_offsets(q, off);
+    float *acc = ws + (size_t)q->cpad * q->plane, *y = j->y + (size_t)n * q->c_out * p; /* acc: (ocb, FWD_CHUNK) */
+    ddl__cb_tap_offsets(q, off);
     ddl__cb_pairs_avx512(q, j->x + (size_t)n * in_sz, xp);
+    memset(xp + (size_t)q->cp * q->plane, 0, (size_t)(q->cpad - q->cp) * q->plane * sizeof *xp); /* AMX's last run */
+    void (*kernel)(const ddl__cb_geo *, const size_t *, size_t, size_t, const uint32_t *, const uint32_t *, float *,
+                   size_t) = !q->amx ? ddl__cb_fwd_avx512 : amx_emulated ? ddl__cb_fwd_amx_emu : ddl__cb_fwd_amx;
     for (size_t j0 = 0; j0 < q->len; j0 += FWD_CHUNK) /* a chunk's input rows stay in L1 over the blocks */
         for (size_t ob = 0; ob < oc_blocks(q); ob++) {
             size_t j1 = j0 + FWD_CHUNK < q->len ? j0 + FWD_CHUNK : q->len;
-            ddl__cb_fwd_avx512(q, off, j0, j1, xp, j->wk + ob * q->cp * q->taps * q->ocb, acc, FWD_CHUNK);
+            kernel(q, off, j0, j1, xp, j->wk + ob * q->cpad * q->taps * q->ocb, acc, FWD_CHUNK);
             for (int o = 0; o < q->ocb && (int)ob * q->ocb + o < q->c_out; o++) {
                 int oc = (int)ob * q->ocb + o;
                 float bv = j->b ? j->b[oc] : 0.0f, *yo = y + (size_t)oc * p;
@@ -283,8 +320,8 @@ static void dw_range(void *ctx, int t, float *ws)
     int lo = t * j->per, groups = dw_groups(q), hi = lo + j->per < groups ? lo + j->per : groups;
     int nch = DDL__CB_OCG * (hi - lo), c0 = DDL__CB_OCG * lo, ns = dw_samples(q);
     size_t in_sz = (size_t)q->c_in * q->h * q->w, p = (size_t)q->oh * q->ow, kk = (size_t)q->c_in * q->taps;
-    size_t xs = (size_t)q->c_in * q->dplane, ds = (size_t)nch * q->dlen, block = dw_block(q), off[DDL__CB_MAX_TAPS];
-    tap_offsets(q, off);
+    size_t xs = (size_t)q->c_in * q->dplane, ds = (size_t)nch * q->dlen, block = ddl__cb_dw_block(q), off[DDL__CB_MAX_TAPS];
+    ddl__cb_tap_offsets(q, off);
     uint16_t *xb = (uint16_t *)ws, *dyb = xb + (size_t)ns * xs;
     float *m = (float *)(dyb + (size_t)ns * ds);
     memset(m, 0, (size_t)nch * kk * 16 * sizeof *m);
@@ -320,6 +357,10 @@ static void dw_range(void *ctx, int t, float *ws)
 void ddl__conv2d_bf16_dw(const ddl_conv2d *g, const float *x, const float *dy, float *dw, float *ws)
 {
     ddl__cb_geo q = cb_view(g->in_c, g->out_c, g->in_h, g->in_w, g->pad, g->k_h);
+    if (q.amx) {
+        ddl__cb_dw_amx(&q, g->batch, x, dy, dw, ws, amx_emulated);
+        return;
+    }
     int groups = dw_groups(&q), per = dw_per(&q), threads = ddl__threads();
     size_t task = dw_fixed(&q) + (size_t)per * dw_group(&q);
     if (threads > 1 && task <= DDL__THREAD_SCRATCH) { /* at least one range a thread */
@@ -347,31 +388,59 @@ static float step(float acc, float x_lo, float x_hi, float w_lo, float w_hi)
     return ddl__bf16_ftz(fmaf(r16(x_lo), r16(w_lo), acc));
 }
 
+/* ref_output: one output's sum (x one sample) in the AVX512-BF16 kernel's order: from +0, pair
+ * by pair and tap by tap, one vdpbf16ps step each. */
+static float ref_output(const ddl__cb_geo *q, const float *x, const float *w, int flip, int oc, int oy, int ox)
+{
+    float acc = 0.0f;
+    for (int c = 0; c < q->cp; c++)
+        for (int t = 0; t < q->taps; t++) {
+            int iy = oy + t / q->k - q->pad, ix = ox + t % q->k - q->pad, in = iy >= 0 && iy < q->h && ix >= 0 && ix < q->w;
+            uint32_t wp = weight_pair(q, w, flip, oc, c, (size_t)t);
+            float xv[2] = {0.0f, 0.0f};
+            for (int i = 0; i < 2 && in; i++)
+                if (2 * c + i < q->c_in)
+                    xv[i] = x[((size_t)(2 * c + i) * q->h + iy) * q->w + ix];
+            acc = step(acc, xv[0], xv[1], bits_float(wp << 16), bits_float(wp & 0xffff0000u));
+        }
+    return acc;
+}
+
+/* ref_amx_output: one output's sum in the AMX kernel's order: from +0, tap by tap and run by run
+ * of kch pairs, each run one tdpbf16ps (amx_tiles.h): two sums from +0, of the low halves' and
+ * of the high halves' products, pair by pair, added, then added to the output's. */
+static float ref_amx_output(const ddl__cb_geo *q, const float *x, const float *w, int flip, int oc, int oy, int ox)
+{
+    float acc = 0.0f;
+    for (int t = 0; t < q->taps; t++) {
+        int iy = oy + t / q->k - q->pad, ix = ox + t % q->k - q->pad, in = iy >= 0 && iy < q->h && ix >= 0 && ix < q->w;
+        for (int h = 0; h < q->nch; h++) {
+            float even = 0.0f, odd = 0.0f;
+            for (int c = h * q->kch; c < (h + 1) * q->kch; c++) {
+                uint32_t wp = weight_pair(q, w, flip, oc, c, (size_t)t);
+                float xv[2] = {0.0f, 0.0f};
+                for (int i = 0; i < 2 && in; i++)
+                    if (2 * c + i < q->c_in)
+                        xv[i] = r16(x[((size_t)(2 * c + i) * q->h + iy) * q->w + ix]);
+                even = ftz(fmaf(daz(bits_float(wp << 16)), daz(xv[0]), even));
+                odd = ftz(fmaf(daz(bits_float(wp & 0xffff0000u)), daz(xv[1]), odd));
+            }
+            acc = ftz(daz(acc) + ftz(even + odd));
+        }
+    }
+    return acc;
+}
+
 /* ref_conv: y = the convolution of q on x (batch samples) with w (flip: as pack_weights), + b. */
 static void ref_conv(const ddl__cb_geo *q, int batch, const float *x, const float *w, int flip, const float *b,
                      float *y)
 {
-    size_t kk = (size_t)q->taps;
     for (int n = 0; n < batch; n++)
         for (int oc = 0; oc < q->c_out; oc++)
             for (int oy = 0; oy < q->oh; oy++)
                 for (int ox = 0; ox < q->ow; ox++) {
-                    float acc = 0.0f;
-                    for (int c = 0; c < q->cp; c++)
-                        for (size_t t = 0; t < kk; t++) {
-                            int iy = oy + (int)t / q->k - q->pad, ix = ox + (int)t % q->k - q->pad;
-                            float xv[2] = {0.0f, 0.0f}, wv[2] = {0.0f, 0.0f};
-                            for (int h = 0; h < 2; h++) {
-                                int ic = 2 * c + h;
-                                if (ic >= q->c_in)
-                                    continue;
-                                if (iy >= 0 && iy < q->h && ix >= 0 && ix < q->w)
-                                    xv[h] = x[(((size_t)n * q->c_in + ic) * q->h + iy) * q->w + ix];
-                                wv[h] = flip ? w[((size_t)ic * q->c_out + oc) * kk + (kk - 1 - t)]
-                                             : w[((size_t)oc * q->c_in + ic) * kk + t];
-                            }
-                            acc = step(acc, xv[0], xv[1], wv[0], wv[1]);
-                        }
+                    const float *xn = x + (size_t)n * q->c_in * q->h * q->w;
+                    float acc = q->amx ? ref_amx_output(q, xn, w, flip, oc, oy, ox) : ref_output(q, xn, w, flip, oc, oy, ox);
                     y[(((size_t)n * q->c_out + oc) * q->oh + oy) * q->ow + ox] = acc + (b ? b[oc] : 0.0f);
                 }
 }
@@ -402,13 +471,45 @@ static float wide_x(const ddl__cb_geo *q, const float *x, size_t p)
     return iy >= 0 && iy < q->h && ix >= 0 ? x[(size_t)iy * q->w + (size_t)ix] : 0.0f;
 }
 
+/* ref_dw_amx: the weight gradient in the AMX kernel's order (conv_bf16.h) */
+static void ref_dw_amx(const ddl__cb_geo *q, int batch, const float *x, const float *dy, float *dw)
+{
+    size_t off[DDL__CB_MAX_TAPS], hw = (size_t)q->h * q->w, p = (size_t)q->oh * q->ow, block;
+    int ns;
+    ddl__cb_dw_amx_order(q, &ns, &block);
+    ddl__cb_tap_offsets(q, off);
+    for (int oc = 0; oc < q->c_out; oc++)
+        for (int ic = 0; ic < q->c_in; ic++)
+            for (int t = 0; t < q->taps; t++) {
+                float sum = 0.0f;
+                for (int n0 = 0; n0 < batch; n0 += ns)
+                    for (size_t j0 = 0; j0 < q->dlen; j0 += block)
+                        for (int n = n0; n < n0 + ns && n < batch; n++) {
+                            const float *xs = x + ((size_t)n * q->c_in + ic) * hw, *ds = dy + ((size_t)n * q->c_out + oc) * p;
+                            for (size_t j = j0; j < j0 + block && j < q->dlen; j += 32) {
+                                float even = 0.0f, odd = 0.0f;
+                                for (size_t e = j; e < j + 32; e += 2) {
+                                    even = ftz(fmaf(daz(r16(wide_x(q, xs, e + off[t]))), daz(r16(wide_dy(q, ds, e))), even));
+                                    odd = ftz(fmaf(daz(r16(wide_x(q, xs, e + 1 + off[t]))), daz(r16(wide_dy(q, ds, e + 1))), odd));
+                                }
+                                sum = ftz(daz(sum) + ftz(even + odd));
+                            }
+                        }
+                dw[((size_t)oc * q->c_in + ic) * q->taps + t] += sum;
+            }
+}
+
 void ddl__conv2d_bf16_ref_dw(const ddl_conv2d *g, const float *x, const float *dy, float *dw)
 {
     ddl__cb_geo q = cb_view(g->in_c, g->out_c, g->in_h, g->in_w, g->pad, g->k_h);
+    if (q.amx) {
+        ref_dw_amx(&q, g->batch, x, dy, dw);
+        return;
+    }
     size_t off[DDL__CB_MAX_TAPS], hw = (size_t)q.h * q.w, p = (size_t)q.oh * q.ow;
-    size_t block = dw_block(&q);
+    size_t block = ddl__cb_dw_block(&q);
     int ns = dw_samples(&q);
-    tap_offsets(&q, off);
+    ddl__cb_tap_offsets(&q, off);
     for (int oc = 0; oc < q.c_out; oc++)
         for (int ic = 0; ic < q.c_in; ic++)
             for (int t = 0; t < q.taps; t++) {

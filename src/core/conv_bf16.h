@@ -24,6 +24,9 @@
 typedef struct ddl__cb_geo {
     int c_in, c_out, h, w, pad, k, taps, wp, hp, oh, ow, ocb, cp;
     size_t len, plane, dlen, dplane;
+    /* AMX (amx 1): the channel pairs in nch runs of kch (a tile's depth, at most 16), cpad =
+     * nch kch planes (those past cp zero); ocb 16 (a tile's rows). AVX512-BF16: 0, 1, cp, cp. */
+    int amx, nch, kch, cpad;
 } ddl__cb_geo;
 
 /* ddl__cb_fwd_avx512: acc (ocb rows ld apart) = the sums of one sample at the wide positions
@@ -49,5 +52,49 @@ void ddl__cb_dw_avx512(const ddl__cb_geo *q, const size_t *off, size_t j0, size_
 /* ddl__cb_add_avx512: dst[0, n) = src[0, n) + b (a row of outputs copied out of the sums). */
 void ddl__cb_add_avx512(const float *src, size_t n, float b, float *dst);
 int ddl__cb_avx512_have(void);
+
+/* ddl__cb_tap_offsets: off[t], tap t's offset in wide positions. */
+static inline void ddl__cb_tap_offsets(const ddl__cb_geo *q, size_t *off)
+{
+    for (int t = 0; t < q->taps; t++)
+        off[t] = (size_t)(t / q->k) * q->wp + (size_t)(t % q->k);
+}
+
+/* ddl__cb_dw_block: wide positions a block of the weight-gradient tiles (a multiple of
+ * DDL__CB_DJ): dlen cut into near-equal blocks of at most DDL__CB_DW_BLOCK, so that a block of
+ * every input plane and every dy row of a range stays in the L1 cache while the range's channel
+ * groups read it (64x64 planes read whole went to L2 for each group). */
+#define DDL__CB_DW_BLOCK ((size_t)1024)
+static inline size_t ddl__cb_dw_block(const ddl__cb_geo *q)
+{
+    size_t blocks = (q->dlen + DDL__CB_DW_BLOCK - 1) / DDL__CB_DW_BLOCK, b = (q->dlen + blocks - 1) / blocks;
+    return (b + DDL__CB_DJ - 1) / DDL__CB_DJ * DDL__CB_DJ;
+}
+/* ddl__cb_transpose_avx512: dst (cols, rows) = src (rows, cols) of 32-bit words, both multiples
+ * of 16. */
+void ddl__cb_transpose_avx512(const uint32_t *src, size_t rows, size_t cols, uint32_t *dst);
+
+/* ddl__cb_fwd_amx: ddl__cb_fwd_avx512 on AMX tiles (conv_bf16_amx.c), wk in (taps, nch, 16
+ * output channels, kch) weight pairs for the block: each output from +0, tap by tap and run by
+ * run of kch pairs, one tdpbf16ps each (its two sums, even and odd terms, added, then added to
+ * the output's); ddl__cb_fwd_amx_emu the same loop over emulated tiles (Intel's SDM), on any
+ * CPU. len's positions go 48 at a time (three tiles of 16). */
+void ddl__cb_fwd_amx(const ddl__cb_geo *q, const size_t *off, size_t j0, size_t j1, const uint32_t *xp,
+                     const uint32_t *wk, float *acc, size_t ld);
+void ddl__cb_fwd_amx_emu(const ddl__cb_geo *q, const size_t *off, size_t j0, size_t j1, const uint32_t *xp,
+                         const uint32_t *wk, float *acc, size_t ld);
+
+
+/* The weight gradient on AMX (conv_bf16_amx.c): dw += the sums of q on batch samples of x and dy
+ * (ws: ddl__cb_dw_amx_workspace floats; emulated: over emulated tiles). For each tap, a tile
+ * C (input channels x output channels) += A (input channels x 16 position pairs: the bfloat16
+ * planes as they lie, read from the tap's offset) x B (16 position pairs x output channels: dy
+ * rounded and transposed once a sample). Each weight's sum from +0, in passes of ns samples
+ * (ddl__cb_dw_amx_order), each pass's wide positions in blocks, each block over the pass's
+ * samples in order, each sample's 32 positions at a time: one tdpbf16ps; then dw += it. */
+size_t ddl__cb_dw_amx_workspace(const ddl__cb_geo *q);
+void ddl__cb_dw_amx(const ddl__cb_geo *q, int batch, const float *x, const float *dy, float *dw, float *ws,
+                    int emulated);
+void ddl__cb_dw_amx_order(const ddl__cb_geo *q, int *ns, size_t *block);
 
 #endif

@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "avx512_some.h"
+#include "bf16_pack_avx512.h"
 
 #define BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
 
@@ -70,6 +71,19 @@ BF16 void ddl__cb_plane_avx512(const float *src, int rows, int cols, size_t top,
             ddl__store_some_epi16(m, row + c, (__m256i)v);
         }
     }
+}
+
+BF16 void ddl__cb_transpose_avx512(const uint32_t *src, size_t rows, size_t cols, uint32_t *dst)
+{
+    for (size_t r0 = 0; r0 < rows; r0 += 16)
+        for (size_t c0 = 0; c0 < cols; c0 += 16) {
+            __m512i v[16];
+            for (int r = 0; r < 16; r++)
+                v[r] = _mm512_loadu_si512(src + (r0 + (size_t)r) * cols + c0);
+            ddl__transpose16(v);
+            for (int c = 0; c < 16; c++)
+                _mm512_storeu_si512(dst + (c0 + (size_t)c) * rows + r0, v[c]);
+        }
 }
 
 BF16 void ddl__cb_add_avx512(const float *src, size_t n, float b, float *dst)
@@ -169,6 +183,10 @@ int ddl__cb_avx512_have(void) { return ddl__gemm_bf16_avx512_have(); }
 #else
 
 int ddl__cb_avx512_have(void) { return 0; }
+void ddl__cb_transpose_avx512(const uint32_t *src, size_t rows, size_t cols, uint32_t *dst)
+{
+    (void)src, (void)rows, (void)cols, (void)dst;
+}
 void ddl__cb_fwd_avx512(const ddl__cb_geo *q, const size_t *off, size_t j0, size_t j1, const uint32_t *xp,
                         const uint32_t *wk, float *acc, size_t ld)
 {

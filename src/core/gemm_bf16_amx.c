@@ -14,6 +14,7 @@
  * is its own: every product loads it at its start and releases the tiles at its end, so pool
  * workers need nothing more. Nothing is allocated: ~200 KB of stack. */
 #include "impl.h"
+#include "amx_tiles.h"
 
 #include <math.h>
 #include <string.h>
@@ -24,14 +25,6 @@
 #define KP (KC / 2) /* pairs of a slice: at most 8 blocks of 16 */
 #define MC 128 /* rows of op(A) packed at a time (a multiple of MR) */
 #define NC 256 /* columns of op(B) packed at a time when op(B) goes first (a multiple of NR) */
-
-/* amx_cfg: the 64 bytes ldtilecfg reads (palette 1). */
-typedef struct amx_cfg {
-    uint8_t palette, start_row, reserved[14];
-    uint16_t colsb[16];
-    uint8_t rows[16];
-} amx_cfg;
-_Static_assert(sizeof(amx_cfg) == 64, "ldtilecfg reads 64 bytes");
 
 /* amx_config: tiles 0-7 of 16 rows of 64 bytes each, the rest unused. */
 static void amx_config(amx_cfg *cfg)
@@ -112,99 +105,16 @@ static void epilogue(const float *sum, float alpha, float *c, int ldc, int mr, i
         }
 }
 
-/* ---- the emulated tiles: Intel's SDM pseudocode of TILELOADD, TDPBF16PS, TILESTORED ---- */
-
-typedef struct amx_emu {
-    int rows[8], colsb[8];
-    _Alignas(64) unsigned char t[8][16][64];
-} amx_emu;
-
-static float bits_float(uint32_t u)
-{
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-
-/* daz: a subnormal input read as a zero of its sign; ftz: a subnormal result written as one (the
- * same operation, named for where the SDM applies it). NaNs are left to fmaf's propagation: the
- * SDM does not say which of several NaN inputs the tiles keep (none reach them in training). */
-static float daz(float v) { return ddl__bf16_ftz(v); }
-static float ftz(float v) { return daz(v); }
-
-static void emu_config(amx_emu *e, const amx_cfg *cfg)
-{
-    memset(e, 0, sizeof *e);
-    for (int t = 0; t < 8; t++)
-        e->rows[t] = cfg->rows[t], e->colsb[t] = cfg->colsb[t];
-}
-
-static void emu_zero(amx_emu *e, int t) { memset(e->t[t], 0, sizeof e->t[t]); }
-
-/* TILELOADD: rows of colsb bytes from p, stride bytes apart; the rest of the tile zero. */
-static void emu_load(amx_emu *e, int t, const void *p, size_t stride)
-{
-    emu_zero(e, t);
-    for (int r = 0; r < e->rows[t]; r++)
-        memcpy(e->t[t][r], (const unsigned char *)p + r * stride, (size_t)e->colsb[t]);
-}
-
-static void emu_store(const amx_emu *e, int t, void *p, size_t stride)
-{
-    for (int r = 0; r < e->rows[t]; r++)
-        memcpy((unsigned char *)p + r * stride, e->t[t][r], (size_t)e->colsb[t]);
-}
-
-static uint32_t emu_word(const amx_emu *e, int t, int row, int col)
-{
-    uint32_t w;
-    memcpy(&w, e->t[t][row] + 4 * col, sizeof w);
-    return w;
-}
-
-/* TDPBF16PS tc, ta, tb: per row m, two sums per column n from +0 (the even and the odd terms),
- * over k: each an FMA of the exact product with one rounding to nearest even, inputs read with
- * DAZ and the result flushed (FTZ); then C = C + (even + odd), each addition so rounded. */
-static void emu_dp(amx_emu *e, int tc, int ta, int tb)
-{
-    for (int m = 0; m < e->rows[tc]; m++) {
-        float tmp[32] = {0};
-        int nk = e->colsb[ta] / 4, nn = e->colsb[tc] / 4;
-        for (int k = 0; k < nk; k++) {
-            uint32_t aw = emu_word(e, ta, m, k);
-            float a0 = daz(bits_float(aw << 16)), a1 = daz(bits_float(aw & 0xffff0000u));
-            for (int n = 0; n < nn; n++) {
-                uint32_t bw = emu_word(e, tb, k, n);
-                tmp[2 * n] = ftz(fmaf(a0, daz(bits_float(bw << 16)), tmp[2 * n]));
-                tmp[2 * n + 1] = ftz(fmaf(a1, daz(bits_float(bw & 0xffff0000u)), tmp[2 * n + 1]));
-            }
-        }
-        for (int n = 0; n < nn; n++) {
-            float cv;
-            memcpy(&cv, e->t[tc][m] + 4 * n, sizeof cv);
-            cv = ftz(daz(cv) + ftz(tmp[2 * n] + tmp[2 * n + 1]));
-            memcpy(e->t[tc][m] + 4 * n, &cv, sizeof cv);
-        }
-    }
-}
-
 /* the driver over emulated tiles */
 #define DRIVER ddl__gemm_bf16_amx_emu
 #define DRIVER_WITH amx_emu_with
 #define DRIVER_ATTR
-#define T_STATE amx_emu emu;
-#define T_CONFIG(cfg) emu_config(&emu, cfg)
-#define T_ZERO(t) emu_zero(&emu, t)
-#define T_LOAD(t, p, stride) emu_load(&emu, t, p, stride)
-#define T_STORE(t, p, stride) emu_store(&emu, t, p, stride)
-#define T_DP(c, a, b) emu_dp(&emu, c, a, b)
-#define T_RELEASE() (void)0
+#define AMX_TILES AMX_TILES_EMU
+#include "amx_tile_ops.h"
 #define PACK_A pack_a
 #define PACK_B pack_b
 #define EPILOGUE epilogue
-#define T_KEEP /* the next loop runs over the same emulated tiles */
 #include "gemm_bf16_amx_driver.h"
-#undef T_KEEP
 #undef PACK_A
 #undef PACK_B
 #undef EPILOGUE
@@ -322,8 +232,8 @@ AVX static void epilogue_avx(const float *sum, float alpha, float *c, int ldc, i
 #define PACK_B pack_b_avx
 #define EPILOGUE epilogue_avx
 
-/* emulated tiles, AVX-512 packing: the CPU's loop but for the tile instructions, testable on any
- * CPU with AVX512-BF16 */
+/* emulated tiles (still amx_tile_ops.h's), AVX-512 packing: the CPU's loop but for the tile
+ * instructions, testable on any CPU with AVX512-BF16 */
 #define DRIVER ddl__gemm_bf16_amx_emu_avx512
 #define DRIVER_WITH amx_emu_avx512_with
 #define DRIVER_ATTR AVX
@@ -354,18 +264,8 @@ void ddl__gemm_bf16_amx_emu_avx512_packed(const uint32_t *pa, int trans_b, int m
 #define DRIVER ddl__gemm_bf16_amx_free
 #define DRIVER_WITH amx_free_with
 #define DRIVER_ATTR AVX
-#define T_STATE
-#define T_CONFIG(cfg) (void)(cfg)
-#define T_ZERO(t) (void)0
-#define T_LOAD(t, p, stride) (void)(p)
-#define T_STORE(t, p, stride) free_store(p, stride)
-#define T_DP(c, a, b) (void)0
-#define T_RELEASE() (void)0
-AVX static void free_store(void *p, size_t stride)
-{
-    for (int r = 0; r < 16; r++)
-        _mm512_storeu_si512((char *)p + r * stride, _mm512_setzero_si512());
-}
+#define AMX_TILES AMX_TILES_FREE
+#include "amx_tile_ops.h"
 #include "gemm_bf16_amx_driver.h"
 #endif
 
@@ -373,13 +273,8 @@ AVX static void free_store(void *p, size_t stride)
 #define DRIVER ddl__gemm_bf16_amx
 #define DRIVER_WITH amx_with
 #define DRIVER_ATTR __attribute__((target("amx-tile,amx-bf16,avx512f,avx512bw,avx512vl,avx512bf16")))
-#define T_STATE
-#define T_CONFIG(cfg) _tile_loadconfig(cfg)
-#define T_ZERO(t) _tile_zero(t)
-#define T_LOAD(t, p, stride) _tile_loadd(t, p, stride)
-#define T_STORE(t, p, stride) _tile_stored(t, p, stride)
-#define T_DP(c, a, b) _tile_dpbf16ps(c, a, b)
-#define T_RELEASE() _tile_release()
+#define AMX_TILES AMX_TILES_CPU
+#include "amx_tile_ops.h"
 #include "gemm_bf16_amx_driver.h"
 
 void ddl__gemm_bf16_amx_packed(const uint32_t *pa, int trans_b, int m, int n, int k, float alpha, const float *b,
@@ -460,25 +355,14 @@ void ddl__gemm_bf16_amx(int trans_a, int trans_b, int m, int n, int k, float alp
 
 /* ---- the check before first use ---- */
 
-/* check_fill: n values of random sign, 8 significant bits and exponents over 2^-12..2^12, so
- * that the order of the sums shows in their bits. */
-static void check_fill(uint32_t *s, float *x, int n)
-{
-    for (int i = 0; i < n; i++) {
-        *s = *s * 1664525u + 1013904223u;
-        uint32_t r = *s >> 8;
-        x[i] = ldexpf(1.0f + (float)(r & 0xff) / 256.0f, (int)((r >> 8) % 25) - 12) * ((r >> 16) & 1 ? -1.0f : 1.0f);
-    }
-}
-
 int ddl__gemm_bf16_amx_check(char *note, size_t note_bytes)
 {
     enum { M = 33, N = 35, K = 290 }; /* edges of every kind, two slices of k: ~90 KB of stack */
     float a[M * K], b[K * N], tiles[M * N], emu[M * N];
     uint32_t s = 47;
-    check_fill(&s, a, M * K);
-    check_fill(&s, b, K * N);
-    check_fill(&s, tiles, M * N);
+    amx_check_fill(&s, a, M * K);
+    amx_check_fill(&s, b, K * N);
+    amx_check_fill(&s, tiles, M * N);
     memcpy(emu, tiles, sizeof emu);
     if (!ddl__gemm_bf16_amx_have())
         return ddl__errf(note, note_bytes, DDL_ENOTSUP, "AMX: this CPU or kernel has no AMX-BF16 tiles");

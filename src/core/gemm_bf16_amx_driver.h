@@ -8,15 +8,11 @@
  *   DRIVER        the function's name; DRIVER_ATTR its attributes (a target, or nothing);
  *   DRIVER_WITH   the name of the static loop beneath it, which also takes op(A) packed whole
  *                 (pa, a_at's layout; NULL: packed here block by block)
- *   T_STATE       declarations the tile operations need (the emulated tiles), or nothing
- *   T_CONFIG(cfg) load a tile configuration (const amx_cfg *)
- *   T_ZERO(t)     zero tile t; T_LOAD(t, p, stride) / T_STORE(t, p, stride): tile t from / to p,
- *                 rows stride bytes apart; T_DP(c, a, b): tile c += tile a x tile b (tdpbf16ps)
- *   T_RELEASE()   give the tile state back
+ *   the T_ tile operations: amx_tile_ops.h, included for the kind of tiles
  *   PACK_A, PACK_B, EPILOGUE  the helpers it calls (gemm_bf16_amx.c: in C, or with AVX-512,
  *                 which every AMX CPU has; the same bits either way)
- * It undefines DRIVER and DRIVER_ATTR at its end, and the T_ macros unless T_KEEP is defined
- * (two loops over the same tiles); the helpers stay defined.
+ * It undefines DRIVER, DRIVER_WITH and DRIVER_ATTR at its end; the tile operations and the
+ * helpers stay defined (the next loop over the same kind of tiles needs no new include).
  *
  * Tiles: C is 2 x 2 tiles of 16 x 16 floats (tmm0-3: a 32 x 32 block), A two tiles of 16 rows
  * x 16 pairs of k (tmm4-5), B two tiles of 16 pairs of k x 16 columns (tmm6-7). Every tile is
@@ -93,12 +89,3 @@ DRIVER_ATTR void DRIVER(int trans_a, int trans_b, int m, int n, int k, float alp
 #undef DRIVER_WITH
 #undef DRIVER
 #undef DRIVER_ATTR
-#ifndef T_KEEP
-#undef T_STATE
-#undef T_CONFIG
-#undef T_ZERO
-#undef T_LOAD
-#undef T_STORE
-#undef T_DP
-#undef T_RELEASE
-#endif

@@ -464,6 +464,13 @@ void ddl__gemm_bf16_amx_emu(int trans_a, int trans_b, int m, int n, int k, float
 void ddl__gemm_bf16_amx_emu_avx512(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
                                    int lda, const float *b, int ldb, int overwrite, float *c, int ldc);
 int ddl__gemm_bf16_amx_check(char *note, size_t note_bytes);
+/* ddl__cb_amx_check: the direct convolution's AMX kernels (conv_bf16_amx.c: tiles of fewer rows
+ * and columns, loads at 2-byte boundaries) on the CPU's tiles against their emulation, forward
+ * and weight gradient: as _amx_check. conv_bf16.c runs it once, on the AMX path's first direct
+ * convolution; if it fails, those convolutions take im2col and the product (whose tiles passed
+ * theirs), and ddl__conv2d_bf16_amx_note says why ("" otherwise). */
+int ddl__cb_amx_check(char *note, size_t note_bytes);
+const char *ddl__conv2d_bf16_amx_note(void);
 /* op(A) packed once for many products with it (a convolution's weights, chunk after chunk of
  * samples): _packed_words(m, k) the room, in 32-bit words, of op(A) (m x k) packed whole for a
  * path's loop; _pack fills it; _packed(pa, ...) is the product with op(A) read from pa, the same
@@ -541,5 +548,10 @@ void ddl__conv2d_bf16_dw(const ddl_conv2d *g, const float *x, const float *dy, f
 void ddl__conv2d_bf16_ref_forward(const ddl_conv2d *g, const float *x, const float *w, const float *b, float *y);
 void ddl__conv2d_bf16_ref_dx(const ddl_conv2d *g, const float *w, const float *dy, float *dx);
 void ddl__conv2d_bf16_ref_dw(const ddl_conv2d *g, const float *x, const float *dy, float *dw);
+/* ddl__conv2d_bf16_amx_emulate: on 1, the direct bfloat16 convolutions take the AMX kernels'
+ * layout and order over emulated tiles (conv_bf16_amx.c) on any CPU with AVX512-BF16, and the
+ * references give that order: for tests; 0 (the default): the CPU's path. Set it while no pass
+ * runs. */
+void ddl__conv2d_bf16_amx_emulate(int on);
 
 #endif
