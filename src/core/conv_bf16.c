@@ -263,6 +263,7 @@ static void fwd_sample(void *ctx, int n, float *ws)
                 }
             }
         }
+    ddl__cb_add_fence_avx512(); /* its streaming stores seen by every thread before the pass returns */
 }
 
 static void fwd_run(const ddl__cb_geo *q, int batch, const float *x, const float *w, int flip, const float *b,

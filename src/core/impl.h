@@ -143,8 +143,12 @@ void ddl__log(ddl_log_fn fn, void *ud, int level, const char *fmt, ...) DDL__PRI
 #define DDL__CLONES 1 /* a function may have target_clones */
 #define DDL__HOT                                                                                         \
     __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"), optimize("fp-contract=fast")))
+/* DDL__LANES: the same clones without fused multiply-adds: for loops whose lanes must give the
+ * bits of the portable code (a row's 8 lanes, each summed in order, vectorise as they are). */
+#define DDL__LANES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define DDL__HOT
+#define DDL__LANES
 #endif
 
 /* ddl__gemm_plan: the blocks ddl_gemm cuts C = alpha op(A) op(B) + beta C into (fixed, whatever
