@@ -9,7 +9,9 @@
  * not im2col's, whose sums go in another order), and bias and dw are added to, not written.
  * Planes of fewer than ddl__conv2d_bf16_dw_fits's positions leave the weight gradient to im2col:
  * there ddl_conv2d_backward's dw must be near the reference's (another order of sums) and the
- * direct kernel, called alone, must still give the reference's bits.
+ * direct kernel, called alone, must still give the reference's bits. The forward pass with the
+ * ReLU after it (ddl__conv2d_forward_relu, the graph's fusion) gives the bits of the forward pass
+ * then ddl_relu_forward, a NaN and a -0 included.
  * Skipped where the CPU has no AVX512-BF16 (the path the kernels need). */
 /* ddl-test: beside (computes, bounds no time) */
 #include "ddl.h"
@@ -20,6 +22,8 @@
 #include <string.h>
 
 int ddl__set_precision(int precision);
+void ddl__conv2d_forward_relu(const ddl_conv2d *g, const float *x, const float *w, const float *b, float *y,
+                              float *ws);
 int ddl__conv2d_bf16_fits(const ddl_conv2d *g);
 int ddl__conv2d_bf16_dw_fits(const ddl_conv2d *g);
 void ddl__conv2d_bf16_dw(const ddl_conv2d *g, const float *x, const float *dy, float *dw, float *ws);
@@ -126,6 +130,27 @@ static void one(ddl_conv2d g, int threads)
         CHECK(differ > 0);
         free(iy);
     }
+    /* the graph's conv with its ReLU after it: max(y, 0) in the copy out of the sums, the bits of
+     * the forward pass then ddl_relu_forward; a NaN and a -0 among the biases */
+    float *fy = malloc(ny * 4);
+    b[0] = -0.0f;
+    if (g.out_c > 1)
+        b[1] = NAN;
+    ddl_set_threads(threads);
+    was = ddl__set_precision(DDL_PRECISION_BF16);
+    ddl__conv2d_forward_relu(&g, x, w, b, fy, ws);
+    ddl_conv2d_forward(&g, x, w, b, y, ws);
+    ddl__set_precision(was);
+    ddl_set_threads(1);
+    ddl_relu_forward(ny, y, y);
+    size_t zeros = 0;
+    for (size_t i = 0; i < ny; i++)
+        zeros += fy[i] == 0.0f;
+    printf("  with its ReLU: %s forward then ReLU's bits (%zu zeros of %zu)\n", same(fy, y, ny) ? "the" : "NOT the",
+           zeros, ny);
+    CHECK(same(fy, y, ny));
+    CHECK(zeros > 0);
+    free(fy);
     free(x), free(w), free(b), free(dy), free(y), free(dx), free(dw), free(db), free(ry), free(rdx), free(rdw), free(ws);
 }
 

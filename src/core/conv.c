@@ -596,6 +596,19 @@ static void forward_chunk(void *ctx, int i, float *ws)
     add_bias(m, g->out_c, p, j->b, yn);
 }
 
+void ddl__conv2d_forward_relu(const ddl_conv2d *g, const float *x, const float *w, const float *b, float *y,
+                              float *ws)
+{
+    conv_geo q = conv_view(g);
+    if (geo_ok(g, &q, 0) && ddl__conv2d_bf16_ok(g)) { /* in the copy out of the sums */
+        ddl__conv2d_bf16_forward_relu(g, x, w, b, y, ws);
+        return;
+    }
+    ddl_conv2d_forward(g, x, w, b, y, ws);
+    if (geo_ok(g, &q, 0))
+        ddl_relu_forward((size_t)g->batch * g->out_c * q.oh * q.ow, y, y);
+}
+
 void ddl_conv2d_forward(const ddl_conv2d *g, const float *x, const float *w, const float *b, float *y,
                         float *ws)
 {

@@ -234,6 +234,7 @@ typedef struct fwd_job {
     const float *x, *b;
     const uint32_t *wk;
     float *y;
+    int relu; /* y = max(y, 0) as it is copied out */
 } fwd_job;
 
 static void fwd_sample(void *ctx, int n, float *ws)
@@ -259,7 +260,8 @@ static void fwd_sample(void *ctx, int n, float *ws)
                     /* the row's real positions inside the chunk */
                     size_t row = oy * q->wp, a = row < j0 ? j0 - row : 0, e = j1 - row < (size_t)q->ow ? j1 - row : (size_t)q->ow;
                     if (a < e)
-                        ddl__cb_add_avx512(acc + (size_t)o * FWD_CHUNK + (row + a - j0), e - a, bv, yo + oy * q->ow + a);
+                        ddl__cb_add_avx512(acc + (size_t)o * FWD_CHUNK + (row + a - j0), e - a, bv, j->relu,
+                                           yo + oy * q->ow + a);
                 }
             }
         }
@@ -267,12 +269,12 @@ static void fwd_sample(void *ctx, int n, float *ws)
 }
 
 static void fwd_run(const ddl__cb_geo *q, int batch, const float *x, const float *w, int flip, const float *b,
-                    float *y, float *ws)
+                    int relu, float *y, float *ws)
 {
     size_t task = fwd_task(q);
     uint32_t *wk = (uint32_t *)(ws + task);
     pack_weights(q, w, flip, wk);
-    fwd_job j = {q, x, b, wk, y};
+    fwd_job j = {q, x, b, wk, y, relu};
     if (ddl__threads() > 1 && batch > 1 && task <= DDL__THREAD_SCRATCH) {
         ddl__parallel_ws(batch, fwd_sample, &j, ws);
         return;
@@ -285,13 +287,20 @@ void ddl__conv2d_bf16_forward(const ddl_conv2d *g, const float *x, const float *
                               float *ws)
 {
     ddl__cb_geo q = cb_view(g->in_c, g->out_c, g->in_h, g->in_w, g->pad, g->k_h);
-    fwd_run(&q, g->batch, x, w, 0, b, y, ws);
+    fwd_run(&q, g->batch, x, w, 0, b, 0, y, ws);
+}
+
+void ddl__conv2d_bf16_forward_relu(const ddl_conv2d *g, const float *x, const float *w, const float *b, float *y,
+                                   float *ws)
+{
+    ddl__cb_geo q = cb_view(g->in_c, g->out_c, g->in_h, g->in_w, g->pad, g->k_h);
+    fwd_run(&q, g->batch, x, w, 0, b, 1, y, ws);
 }
 
 void ddl__conv2d_bf16_dx(const ddl_conv2d *g, const float *w, const float *dy, float *dx, float *ws)
 {
     ddl__cb_geo q = cb_dx_view(g);
-    fwd_run(&q, g->batch, dy, w, 1, NULL, dx, ws);
+    fwd_run(&q, g->batch, dy, w, 1, NULL, 0, dx, ws);
 }
 
 /* ---- weight gradient ---- */

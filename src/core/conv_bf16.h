@@ -49,9 +49,10 @@ void ddl__cb_plane_avx512(const float *src, int rows, int cols, size_t top, size
  * pairs in order, one vdpbf16ps each. */
 void ddl__cb_dw_avx512(const ddl__cb_geo *q, const size_t *off, size_t j0, size_t j1, int ns, const uint16_t *xb,
                        size_t xs, const uint16_t *const *dy, size_t ds, float *const *m);
-/* ddl__cb_add_avx512: dst[0, n) = src[0, n) + b (a row of outputs copied out of the sums), by
- * streaming stores where dst is whole cache lines; ddl__cb_add_fence_avx512 after the last. */
-void ddl__cb_add_avx512(const float *src, size_t n, float b, float *dst);
+/* ddl__cb_add_avx512: dst[0, n) = src[0, n) + b (a row of outputs copied out of the sums), then
+ * with relu max(., 0) as ddl_relu_forward gives it; by streaming stores where dst is whole cache
+ * lines; ddl__cb_add_fence_avx512 after the last. */
+void ddl__cb_add_avx512(const float *src, size_t n, float b, int relu, float *dst);
 void ddl__cb_add_fence_avx512(void);
 int ddl__cb_avx512_have(void);
 

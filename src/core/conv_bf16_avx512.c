@@ -92,17 +92,21 @@ BF16 void ddl__cb_transpose_avx512(const uint32_t *src, size_t rows, size_t cols
  * a layer's outputs for the batch do not stay in the caches, and a plain store first reads each
  * line it writes (the cnn preset in bfloat16 +3%, with AMX's free tiles +12%, where this copy was
  * 17% of the step). */
-BF16 void ddl__cb_add_avx512(const float *src, size_t n, float b, float *dst)
+BF16 void ddl__cb_add_avx512(const float *src, size_t n, float b, int relu, float *dst)
 {
-    __m512 bv = _mm512_set1_ps(b);
+    __m512 bv = _mm512_set1_ps(b), zero = _mm512_setzero_ps();
+    /* max(v, +0) gives +0 where v is NaN or -0 (maxps's second operand): ddl_relu_forward's bits */
     if (!((uintptr_t)dst & 63) && !(n & 15)) {
-        for (size_t i = 0; i < n; i += 16)
-            _mm512_stream_ps(dst + i, _mm512_add_ps(_mm512_loadu_ps(src + i), bv));
+        for (size_t i = 0; i < n; i += 16) {
+            __m512 v = _mm512_add_ps(_mm512_loadu_ps(src + i), bv);
+            _mm512_stream_ps(dst + i, relu ? _mm512_max_ps(v, zero) : v);
+        }
         return;
     }
     for (size_t i = 0; i < n; i += 16) {
         __mmask16 m = ddl__mask16((int)(n - i < 16 ? n - i : 16));
-        ddl__store_some(m, dst + i, _mm512_add_ps(ddl__load_some(m, src + i), bv));
+        __m512 v = _mm512_add_ps(ddl__load_some(m, src + i), bv);
+        ddl__store_some(m, dst + i, relu ? _mm512_max_ps(v, zero) : v);
     }
 }
 
@@ -204,7 +208,10 @@ void ddl__cb_fwd_avx512(const ddl__cb_geo *q, const size_t *off, size_t j0, size
     (void)q, (void)off, (void)j0, (void)j1, (void)xp, (void)wk, (void)acc, (void)ld;
 }
 void ddl__cb_pairs_avx512(const ddl__cb_geo *q, const float *x, uint32_t *xp) { (void)q, (void)x, (void)xp; }
-void ddl__cb_add_avx512(const float *src, size_t n, float b, float *dst) { (void)src, (void)n, (void)b, (void)dst; }
+void ddl__cb_add_avx512(const float *src, size_t n, float b, int relu, float *dst)
+{
+    (void)src, (void)n, (void)b, (void)relu, (void)dst;
+}
 void ddl__cb_add_fence_avx512(void) {}
 void ddl__cb_plane_avx512(const float *src, int rows, int cols, size_t top, size_t stride, size_t n,
                           uint16_t *dst)

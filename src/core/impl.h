@@ -547,11 +547,18 @@ int ddl__conv2d_bf16_dw_fits(const ddl_conv2d *g);
 size_t ddl__conv2d_bf16_workspace(const ddl_conv2d *g);
 void ddl__conv2d_bf16_forward(const ddl_conv2d *g, const float *x, const float *w, const float *b, float *y,
                               float *ws);
+void ddl__conv2d_bf16_forward_relu(const ddl_conv2d *g, const float *x, const float *w, const float *b, float *y,
+                                   float *ws);
 void ddl__conv2d_bf16_dx(const ddl_conv2d *g, const float *w, const float *dy, float *dx, float *ws);
 void ddl__conv2d_bf16_dw(const ddl_conv2d *g, const float *x, const float *dy, float *dw, float *ws);
 void ddl__conv2d_bf16_ref_forward(const ddl_conv2d *g, const float *x, const float *w, const float *b, float *y);
 void ddl__conv2d_bf16_ref_dx(const ddl_conv2d *g, const float *w, const float *dy, float *dx);
 void ddl__conv2d_bf16_ref_dw(const ddl_conv2d *g, const float *x, const float *dy, float *dw);
+/* ddl__conv2d_forward_relu: ddl_conv2d_forward, then y = max(y, 0) in place as ddl_relu_forward
+ * gives it (the graph's conv with its ReLU after it): in the copy of the outputs where the
+ * direct bfloat16 kernels run, else a pass after. */
+void ddl__conv2d_forward_relu(const ddl_conv2d *g, const float *x, const float *w, const float *b, float *y,
+                              float *ws);
 /* ddl__conv2d_bf16_amx_emulate: on 1, the direct bfloat16 convolutions take the AMX kernels'
  * layout and order over emulated tiles (conv_bf16_amx.c) on any CPU with AVX512-BF16, and the
  * references give that order: for tests; 0 (the default): the CPU's path. Set it while no pass

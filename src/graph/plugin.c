@@ -24,6 +24,8 @@ typedef struct rt {
     float p;                 /* dropout's, resolved */
     uint8_t alias;           /* y and dy are the input's */
     uint8_t fused_relu;      /* groupnorm: the ReLU after it runs inside its kernels */
+    uint8_t relu_after;      /* conv: the ReLU after it, in place, runs in its forward pass
+                              * (ddl__conv2d_forward_relu); the ReLU's backward stays its own */
     uint8_t const_y;         /* y is the caller's input (directly or through aliases): never written */
     uint8_t keep_y;          /* an activation's backward reads y (its own, or through aliases): a
                               * ReLU or dropout after it must not overwrite it */
@@ -214,8 +216,10 @@ static int plan(gmodel *m, ddl_model_build *b)
         int sole = a->n_use == 1; /* nobody else reads the input */
         if (op == DDL__OP_RELU && sole && g->layers[l->in[0]].op == DDL__OP_GROUPNORM && !a->fused_relu)
             a->fused_relu = 1, r->alias = 1;
-        else if ((op == DDL__OP_RELU || op == DDL__OP_DROPOUT) && sole && !a->const_y && !a->keep_y)
+        else if ((op == DDL__OP_RELU || op == DDL__OP_DROPOUT) && sole && !a->const_y && !a->keep_y) {
             r->alias = 1;
+            a->relu_after = op == DDL__OP_RELU && g->layers[l->in[0]].op == DDL__OP_CONV;
+        }
         else if (op == DDL__OP_FLATTEN && sole)
             r->alias = 1;
         else if (op == DDL__OP_ACT && act_in_place(g, l, a, sole))
@@ -455,14 +459,16 @@ static void layer_forward(gmodel *m, int i, int B, int training, ddl_rng *rng)
     if (r->alias)
         r->y = a->y, r->dy = a->dy;
     switch (l->op) {
-    case DDL__OP_CONV: ddl_conv2d_forward(&geo, a->y, r->wt, r->bs, r->y, m->ws); break;
+    case DDL__OP_CONV:
+        (r->relu_after ? ddl__conv2d_forward_relu : ddl_conv2d_forward)(&geo, a->y, r->wt, r->bs, r->y, m->ws);
+        break;
     case DDL__OP_DECONV: ddl_deconv2d_forward(&geo, a->y, r->wt, r->bs, r->y, m->ws); break;
     case DDL__OP_MAXPOOL: ddl_maxpool2d_forward(&pg, B, a->c, a->h, a->w, a->y, r->y, r->aux); break;
     case DDL__OP_AVGPOOL: ddl_avgpool2d_forward(&pg, B, a->c, a->h, a->w, a->y, r->y); break;
     case DDL__OP_GAP: ddl_global_avgpool_forward(B, a->c, a->h * a->w, a->y, r->y); break;
     case DDL__OP_DENSE: ddl_dense_forward(B, (int)a->size, r->c, a->y, r->wt, r->bs, r->y); break;
     case DDL__OP_RELU:
-        if (!(r->alias && a->fused_relu))
+        if (!(r->alias && (a->fused_relu || a->relu_after)))
             ddl_relu_forward(count, a->y, r->y);
         break;
     case DDL__OP_DROPOUT:
