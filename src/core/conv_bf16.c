@@ -26,7 +26,7 @@
  * groups (each weight's sums over every sample in order, whatever the range). Nothing allocates. */
 #include "impl.h"
 #include "amx_tiles.h"
-#include "conv_bf16.h"
+#include "conv_bf16_kernels.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -481,7 +481,7 @@ static float wide_x(const ddl__cb_geo *q, const float *x, size_t p)
     return iy >= 0 && iy < q->h && ix >= 0 ? x[(size_t)iy * q->w + (size_t)ix] : 0.0f;
 }
 
-/* ref_dw_amx: the weight gradient in the AMX kernel's order (conv_bf16.h) */
+/* ref_dw_amx: the weight gradient in the AMX kernel's order (conv_bf16_kernels.h) */
 static void ref_dw_amx(const ddl__cb_geo *q, int batch, const float *x, const float *dy, float *dw)
 {
     size_t off[DDL__CB_MAX_TAPS], hw = (size_t)q->h * q->w, p = (size_t)q->oh * q->ow, block;

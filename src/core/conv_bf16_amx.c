@@ -11,7 +11,7 @@
  * planes the AVX512-BF16 kernels read: the loop is conv_bf16_amx_loop.h. */
 #include "impl.h"
 #include "amx_tiles.h"
-#include "conv_bf16.h"
+#include "conv_bf16_kernels.h"
 
 /* fwd_config: C tiles 0-2 (16 x 16 floats), A tile 3 (16 rows x kch pairs), B tiles 4-6 (kch
  * pairs x 16 positions). */

@@ -13,7 +13,7 @@
  * channels x 9 taps of 16 lane sums (27 registers) over a block of positions of a pass's
  * samples; the driver adds lanes last. */
 #include "impl.h"
-#include "conv_bf16.h"
+#include "conv_bf16_kernels.h"
 
 #if defined(__GNUC__) && defined(__x86_64__) && !defined(DDL_NO_CLONES)
 

@@ -1,9 +1,9 @@
-/* conv_bf16.h - what the direct bfloat16 convolution's driver (conv_bf16.c) and its AVX512-BF16
- * kernels (conv_bf16_avx512.c) share: the geometry of one sample seen by the kernels, and the
- * kernels. Private to those two files and the tests' declarations; conv.c sees only impl.h's
- * ddl__conv2d_bf16_* functions. */
-#ifndef DDL_CONV_BF16_H
-#define DDL_CONV_BF16_H
+/* conv_bf16_kernels.h - what the direct bfloat16 convolution's driver (conv_bf16.c) and its
+ * kernels (conv_bf16_avx512.c, conv_bf16_amx.c) share: the geometry of one sample seen by the
+ * kernels, and the kernels. Private to those files; conv.c sees only impl.h's ddl__conv2d_bf16_*
+ * functions. */
+#ifndef DDL_CONV_BF16_KERNELS_H
+#define DDL_CONV_BF16_KERNELS_H
 
 #include <stddef.h>
 #include <stdint.h>
