@@ -2,8 +2,9 @@
  * driver calls them on a CPU whose bfloat16 path is AMX), and the same loops over emulated tiles
  * (amx_tiles.h), which tests/test_conv_bf16_amx.c runs against conv_bf16.c's AMX reference bit
  * for bit on any CPU with AVX512-BF16 (the driver's conversions need it). On an AMX CPU the tile
- * instructions themselves were checked against the emulation before the path was chosen
- * (gemm_bf16.c's ddl__gemm_bf16_amx_check).
+ * instructions were checked against the emulation before the path was chosen (gemm_bf16.c's
+ * ddl__gemm_bf16_amx_check), and these kernels are, on their own tile shapes, before the first
+ * direct convolution uses them (ddl__cb_amx_check, called once by conv_bf16.c).
  *
  * im2col and the product (the AMX path's way before this file) unfolded every input value into 9
  * copies and packed them into tiles: on the cnn preset that left the AMX path, with tiles that
