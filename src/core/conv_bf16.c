@@ -48,7 +48,7 @@ static void amx_check_once(void)
 #endif
 }
 
-const char *ddl__conv2d_bf16_amx_note(void) { return amx_note; }
+
 
 /* amx_now: the AMX kernels run (on the CPU's tiles once they passed their check, or emulated
  * ones for a test). */
@@ -61,6 +61,12 @@ static int amx_now(void)
     static pthread_once_t once = PTHREAD_ONCE_INIT;
     pthread_once(&once, amx_check_once);
     return amx_checked;
+}
+
+const char *ddl__conv2d_bf16_amx_note(void)
+{
+    (void)amx_now(); /* the check, once, where AMX is the path */
+    return amx_note;
 }
 
 static ddl__cb_geo cb_view(int c_in, int c_out, int h, int w, int pad, int k)
@@ -371,20 +377,9 @@ void ddl__conv2d_bf16_dw(const ddl_conv2d *g, const float *x, const float *dy, f
         ddl__cb_dw_amx(&q, g->batch, x, dy, dw, ws, amx_emulated);
         return;
     }
-    int groups = dw_groups(&q), per = dw_per(&q), threads = ddl__threads();
-    size_t task = dw_fixed(&q) + (size_t)per * dw_group(&q);
-    if (threads > 1 && task <= DDL__THREAD_SCRATCH) { /* at least one range a thread */
-        int even = (groups + threads - 1) / threads;
-        per = even < per ? even : per;
-    }
+    int per = dw_per(&q);
     dw_job j = {&q, g->batch, per, x, dy, dw};
-    int ranges = (groups + per - 1) / per;
-    if (threads > 1 && ranges > 1 && task <= DDL__THREAD_SCRATCH) {
-        ddl__parallel_ws(ranges, dw_range, &j, ws);
-        return;
-    }
-    for (int t = 0; t < ranges; t++)
-        dw_range(&j, t, ws);
+    ddl__cb_ranges(dw_groups(&q), per, dw_fixed(&q) + (size_t)per * dw_group(&q), &j.per, dw_range, &j, ws);
 }
 
 /* ---- the reference ---- */

@@ -254,18 +254,7 @@ void ddl__cb_dw_amx(const ddl__cb_geo *q, int batch, const float *x, const float
                     int emulated)
 {
     amx_dw d = dw_view(q);
-    int per = dw_per(q, &d), threads = ddl__threads();
-    size_t task = dw_fixed(q, &d) + (size_t)per * dw_group(&d);
-    if (threads > 1 && task <= DDL__THREAD_SCRATCH) { /* at least one range a thread */
-        int even = (d.groups + threads - 1) / threads;
-        per = even < per ? even : per;
-    }
+    int per = dw_per(q, &d);
     dw_job j = {q, &d, batch, per, emulated, x, dy, dw};
-    int ranges = (d.groups + per - 1) / per;
-    if (threads > 1 && ranges > 1 && task <= DDL__THREAD_SCRATCH) {
-        ddl__parallel_ws(ranges, dw_range, &j, ws);
-        return;
-    }
-    for (int r = 0; r < ranges; r++)
-        dw_range(&j, r, ws);
+    ddl__cb_ranges(d.groups, per, dw_fixed(q, &d) + (size_t)per * dw_group(&d), &j.per, dw_range, &j, ws);
 }

@@ -5,6 +5,8 @@
 #ifndef DDL_CONV_BF16_KERNELS_H
 #define DDL_CONV_BF16_KERNELS_H
 
+#include "impl.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -73,6 +75,29 @@ static inline size_t ddl__cb_dw_block(const ddl__cb_geo *q)
     size_t blocks = (q->dlen + DDL__CB_DW_BLOCK - 1) / DDL__CB_DW_BLOCK, b = (q->dlen + blocks - 1) / blocks;
     return (b + DDL__CB_DJ - 1) / DDL__CB_DJ * DDL__CB_DJ;
 }
+/* ddl__cb_ranges: a weight gradient's groups [0, groups) cut into ranges of at most per groups
+ * (what fits a thread's scratch; a range then needs task floats), narrowed to at least one range
+ * a thread where a task fits the pool's scratch; *width = the ranges' width (fn reads it through
+ * ctx), then fn(ctx, r, scratch) for each range r, on the pool or in the caller with ws. Each
+ * weight is one range's, so where the cuts fall changes no bit. */
+static inline void ddl__cb_ranges(int groups, int per, size_t task, int *width, void (*fn)(void *, int, float *),
+                                  void *ctx, float *ws)
+{
+    int threads = ddl__threads(), pooled = threads > 1 && task <= DDL__THREAD_SCRATCH;
+    if (pooled) {
+        int even = (groups + threads - 1) / threads;
+        per = even < per ? even : per;
+    }
+    *width = per;
+    int ranges = (groups + per - 1) / per;
+    if (pooled && ranges > 1) {
+        ddl__parallel_ws(ranges, fn, ctx, ws);
+        return;
+    }
+    for (int r = 0; r < ranges; r++)
+        fn(ctx, r, ws);
+}
+
 /* ddl__cb_transpose_avx512: dst (cols, rows) = src (rows, cols) of 32-bit words, both multiples
  * of 16. */
 void ddl__cb_transpose_avx512(const uint32_t *src, size_t rows, size_t cols, uint32_t *dst);

@@ -471,8 +471,9 @@ int ddl__gemm_bf16_amx_check(char *note, size_t note_bytes);
 /* ddl__cb_amx_check: the direct convolution's AMX kernels (conv_bf16_amx.c: tiles of fewer rows
  * and columns, loads at 2-byte boundaries) on the CPU's tiles against their emulation, forward
  * and weight gradient: as _amx_check. conv_bf16.c runs it once, on the AMX path's first direct
- * convolution; if it fails, those convolutions take im2col and the product (whose tiles passed
- * theirs), and ddl__conv2d_bf16_amx_note says why ("" otherwise). */
+ * convolution (or at ddl__conv2d_bf16_amx_note); if it fails, those convolutions take im2col and
+ * the product (whose tiles passed theirs), and ddl__conv2d_bf16_amx_note says why ("" otherwise,
+ * and where AMX is not the path). */
 int ddl__cb_amx_check(char *note, size_t note_bytes);
 const char *ddl__conv2d_bf16_amx_note(void);
 /* op(A) packed once for many products with it (a convolution's weights, chunk after chunk of
