@@ -142,6 +142,45 @@ static void gradients(void)
     ddl_graph_destroy(g, NULL);
 }
 
+/* relu_into_pool: a ReLU read by a max-pool alone has its backward run in the pool's (the 2x2
+ * window's AVX-512 rows at 16x16, ResNet's overlapping 3x3 stride-2 window), masked by the pool's
+ * output, which a dropout after it must leave whole; one read by a pool and another layer keeps
+ * its own. The gradients still match the differences, in training (dropout drawn) and
+ * evaluation. */
+static void relu_into_pool(void)
+{
+    char err[DDL_ERR_BYTES];
+    ddl_graph *g = G();
+    int x = ddl_graph_input(g, 2, 16, 16);
+    int p = ddl_graph_maxpool(g, ddl_graph_relu(g, ddl_graph_conv2d(g, x, "c1", 4, 3, 1, 1, 1)), 2, 2); /* 4x8x8 */
+    int d = ddl_graph_dropout(g, p, 0.3f);
+    const ddl_pool2d stem = {3, 3, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0};
+    int q = ddl_graph_maxpool_ex(g, ddl_graph_relu(g, ddl_graph_conv2d(g, d, "c2", 4, 3, 1, 1, 1)), &stem); /* 4x4x4 */
+    int t = ddl_graph_relu(g, ddl_graph_conv2d(g, q, "c3", 4, 3, 1, 1, 1)); /* read twice: its own backward */
+    int u = ddl_graph_dense(g, ddl_graph_flatten(g, ddl_graph_maxpool(g, t, 2, 2)), "fa", DDL_CLASSES);
+    ddl_graph_add(g, u, ddl_graph_dense(g, ddl_graph_global_avgpool(g, t), "fb", DDL_CLASSES));
+    CHECK(ddl_graph_error(g)[0] == '\0');
+    ddl_model_config mc = {.batch = 3, .in_c = 2, .in_h = 16, .in_w = 16, .n_classes = 3, .plugin_config = g};
+    ddl_model *m = build(ddl_model_graph(), mc, err);
+    CHECK(m != NULL);
+    if (m) {
+        ddl_model_init_weights(m, 4);
+        float *in = random_input(3 * 2 * 16 * 16, 6);
+        double worst = 1.0;
+        int rc = ddl_model_check_grads_training(m, in, 3, 5, 12, 2e-2, &worst, err, sizeof err);
+        if (rc != DDL_OK)
+            fprintf(stderr, "relu into pool, training: %s\n", err);
+        CHECK(rc == DDL_OK && worst < 2e-2);
+        rc = ddl_model_check_grads(m, in, 3, 7, 12, 2e-2, &worst, err, sizeof err);
+        if (rc != DDL_OK)
+            fprintf(stderr, "relu into pool: %s\n", err);
+        CHECK(rc == DDL_OK && worst < 2e-2);
+        free(in);
+        ddl_model_destroy(m);
+    }
+    ddl_graph_destroy(g, NULL);
+}
+
 /* a plugin whose backward misses a factor must fail the check: its forward doubles the logits,
  * its backward is the graph's */
 static ddl_model_plugin broken;
@@ -479,6 +518,7 @@ int main(void)
     same_as_plugin("unet", ddl_model_unet(),
                    (ddl_model_config){.batch = 2, .in_c = 1, .in_h = 32, .in_w = 32, .n_classes = 2});
     gradients();
+    relu_into_pool();
     check_catches_errors();
     text_round_trip();
     errors();

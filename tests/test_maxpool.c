@@ -3,13 +3,18 @@
  * else ops.c's scalar loops): output, argmax and dx, for values drawn from a few with ties, both
  * zeros, both infinities and NaNs of two payloads; every row width from 2 to 70 (the 16-window
  * steps and every masked tail, and the short rows left to the scalar loops) and odd heights and
- * widths (the last row or column in no window). Finite-difference checks of the op are in
- * test_ops.c. */
+ * widths (the last row or column in no window). And the backward with the ReLU before the pool
+ * folded in (ddl__maxpool2d_backward_relu, the layer graph's conv, ReLU, max-pool): the plain
+ * backward then ddl_relu_backward, bit for bit, for the 2x2 window and for overlapping, padded and
+ * ceil-mode windows (pool2d.c's loop). Finite-difference checks of the op are in test_ops.c. */
 #include "ddl.h"
 #include "check.h"
 
 #include <stdlib.h>
 #include <string.h>
+
+void ddl__maxpool2d_backward_relu(const ddl_pool2d *p, int n, int c, int h, int w, const float *dy,
+                                  const int32_t *argmax, const float *y, float *dx);
 
 static ddl_rng rng;
 
@@ -74,10 +79,54 @@ static void pool2_exact(int w)
     free(x), free(y), free(want), free(arg), free(want_arg), free(dy), free(dx), free(want_dx);
 }
 
+/* one value of a ReLU's input or output: ties, both zeros, negatives, a NaN now and then */
+static float pick_value(void)
+{
+    static const float vals[8] = {-2.0f, -1.0f, -0.0f, 0.0f, 0.5f, 1.0f, 1.0f, 3.0f};
+    return ddl_rng_below(&rng, 100) < 3 ? NAN : vals[ddl_rng_below(&rng, 8)];
+}
+
+/* the backward with the ReLU folded in, against the plain backward then ddl_relu_backward on the
+ * pool's input x (the ReLU's output): dx over NaN, so every float is checked as written */
+static void relu_folded(const char *what, const ddl_pool2d *p, int h, int w)
+{
+    int n = 2, c = 3, oh = ddl_pool2d_out(p, 0, h), ow = ddl_pool2d_out(p, 1, w);
+    CHECK(ddl_pool2d_ok(p, 0, h, w) && oh > 0 && ow > 0);
+    size_t nx = (size_t)n * c * h * w, ny = (size_t)n * c * oh * ow;
+    float *x = alloc_f(nx), *y = alloc_f(ny), *dy = alloc_f(ny), *dx = alloc_f(nx), *want = alloc_f(nx);
+    int32_t *arg = calloc(ny, sizeof *arg);
+    for (size_t i = 0; i < nx; i++)
+        x[i] = pick_value();
+    for (size_t i = 0; i < ny; i++)
+        dy[i] = i % 7 ? 2.0f * ddl_rng_uniform(&rng) - 1.0f : -0.0f;
+    ddl_maxpool2d_forward(p, n, c, h, w, x, y, arg);
+    ddl_maxpool2d_backward(p, n, c, h, w, dy, arg, want);
+    ddl_relu_backward(nx, x, want, want);
+    for (size_t i = 0; i < nx; i++)
+        dx[i] = NAN;
+    ddl__maxpool2d_backward_relu(p, n, c, h, w, dy, arg, y, dx);
+    int same = memcmp(dx, want, nx * sizeof *dx) == 0;
+    if (!same)
+        fprintf(stderr, "  %s, %dx%d: the ReLU folded into the backward is not the backward then the ReLU's\n", what,
+                h, w);
+    CHECK(same);
+    free(x), free(y), free(dy), free(dx), free(want), free(arg);
+}
+
 int main(void)
 {
     ddl_rng_seed(&rng, 77);
     for (int w = 2; w <= 70; w++)
         pool2_exact(w);
+    const ddl_pool2d two = {2, 2, 2, 2, 0, 0, 0, 0, 0, 0, 0, 0};
+    const ddl_pool2d overlap = {3, 3, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0}; /* ResNet's stem */
+    const ddl_pool2d ceil = {3, 2, 2, 1, 1, 0, 0, 1, 0, 0, 1, 0};
+    const ddl_pool2d dilated = {3, 3, 1, 1, 2, 2, 2, 2, 2, 2, 0, 0};
+    for (int w = 4; w <= 40; w += 3) { /* 2x2: short rows (the scalar loop) and the AVX-512 rows */
+        relu_folded("2x2 stride 2", &two, 6 + w % 2, w);
+        relu_folded("3x3 stride 2 pad 1", &overlap, 9, w);
+    }
+    relu_folded("3x2 strides 2,1 ceil", &ceil, 9, 11);
+    relu_folded("3x3 dilation 2 pad 2", &dilated, 8, 10);
     return TEST_END();
 }

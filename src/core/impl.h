@@ -185,8 +185,13 @@ int ddl__maxpool_inside_avx512(const float *img, int w, int kh, int kw, int dh, 
  * none (the caller runs the loop). */
 int ddl__maxpool2_avx512(size_t planes, int h, int w, const float *x, float *y, int32_t *argmax);
 /* ddl__unpool2_avx512: its backward, dx (planes, h, w) written whole from dy and argmax, as ops.c's
- * scatter gives it; 0 when this CPU or build has none. */
-int ddl__unpool2_avx512(size_t planes, int h, int w, const float *dy, const int32_t *argmax, float *dx);
+ * scatter gives it (with keep, the pool's output y, a window's dy only where y > 0: the ReLU
+ * before the pool folded in); 0 when this CPU or build has none. */
+int ddl__unpool2_avx512(size_t planes, int h, int w, const float *dy, const int32_t *argmax, const float *keep,
+                        float *dx);
+/* ddl__maxpool_backward_keep: ddl_maxpool_backward, and with keep as ddl__unpool2_avx512's. */
+void ddl__maxpool_backward_keep(int n, int c, int h, int w, int k, int stride, const float *dy,
+                                const int32_t *argmax, const float *keep, float *dx);
 /* conv.c's im2col and col2im on AVX-512 (im2col_avx512.c), bit for bit its loops'.
  * ddl__im2col_s2_row: dst[i] = src[2 i] for i < n; only where ddl__im2col_s2_ok (AVX-512).
  * ddl__im2col_tiny_avx512 / ddl__col2im_tiny_avx512: im2col and col2im of planes of at most 16
@@ -560,6 +565,11 @@ void ddl__conv2d_bf16_ref_dw(const ddl_conv2d *g, const float *x, const float *d
  * direct bfloat16 kernels run, else a pass after. */
 void ddl__conv2d_forward_relu(const ddl_conv2d *g, const float *x, const float *w, const float *b, float *y,
                               float *ws);
+/* ddl__maxpool2d_backward_relu: ddl_maxpool2d_backward with the ReLU before the pool folded in:
+ * a window's gradient goes to its maximum only where the window's output y > 0 (the ReLU's
+ * output there), else +0: ddl_maxpool2d_backward then ddl_relu_backward, bit for bit. */
+void ddl__maxpool2d_backward_relu(const ddl_pool2d *p, int n, int c, int h, int w, const float *dy,
+                                  const int32_t *argmax, const float *y, float *dx);
 /* ddl__conv2d_bf16_amx_emulate: on 1, the direct bfloat16 convolutions take the AMX kernels'
  * layout and order over emulated tiles (conv_bf16_amx.c) on any CPU with AVX512-BF16, and the
  * references give that order: for tests; 0 (the default): the CPU's path. Set it while no pass

@@ -124,7 +124,8 @@ int ddl__maxpool2_avx512(size_t planes, int h, int w, const float *x, float *y, 
  * dy and argmax, every input in one window (stride 2), so each float is written once: dy where
  * the argmax points, else zero. 0.0f + dy is what the scalar scatter (zeros, then +=) writes, so
  * the bits are its bits (a -0.0 in dy comes out +0.0 in both). */
-AVX512 static void unpool_pair(const float *dy, const int32_t *arg, int w, int ow, int top, float *r0)
+AVX512 static void unpool_pair(const float *dy, const int32_t *arg, const float *keep, int w, int ow, int top,
+                               float *r0)
 {
     const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
     const __m512i lo_idx = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
@@ -132,11 +133,14 @@ AVX512 static void unpool_pair(const float *dy, const int32_t *arg, int w, int o
     float *r1 = r0 + w;
     for (int ox = 0; ox < ow; ox += 16) {
         int n = ow - ox < 16 ? ow - ox : 16;
-        __mmask16 keep = (__mmask16)(n >= 16 ? 0xffff : (1u << n) - 1);
+        __mmask16 some = (__mmask16)(n >= 16 ? 0xffff : (1u << n) - 1);
         __mmask16 lo = (__mmask16)(n >= 8 ? 0xffff : (1u << 2 * n) - 1);
         __mmask16 hi = (__mmask16)(n >= 16 ? 0xffff : n <= 8 ? 0 : (1u << (2 * n - 16)) - 1);
-        __m512 g = _mm512_add_ps(_mm512_setzero_ps(), ddl__load_some(keep, dy + ox));
-        __m512i a = ddl__load_some_epi32(keep, arg + ox);
+        __m512 g = _mm512_add_ps(_mm512_setzero_ps(), ddl__load_some(some, dy + ox));
+        if (keep) /* +0 where the output is not > 0: the ReLU before the pool */
+            g = _mm512_maskz_mov_ps(
+                _mm512_cmp_ps_mask(ddl__load_some(some, keep + ox), _mm512_setzero_ps(), _CMP_GT_OQ), g);
+        __m512i a = ddl__load_some_epi32(some, arg + ox);
         __m512i at = _mm512_add_epi32(_mm512_set1_epi32(top + 2 * ox), even);
         __m512 v00 = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(a, at), g);
         __m512 v01 = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(a, _mm512_add_epi32(at, _mm512_set1_epi32(1))), g);
@@ -150,7 +154,8 @@ AVX512 static void unpool_pair(const float *dy, const int32_t *arg, int w, int o
     }
 }
 
-int ddl__unpool2_avx512(size_t planes, int h, int w, const float *dy, const int32_t *argmax, float *dx)
+int ddl__unpool2_avx512(size_t planes, int h, int w, const float *dy, const int32_t *argmax, const float *keep,
+                        float *dx)
 {
     if (w / 2 < MIN_WINDOWS || !__builtin_cpu_supports("avx512f"))
         return 0;
@@ -160,8 +165,8 @@ int ddl__unpool2_avx512(size_t planes, int h, int w, const float *dy, const int3
         float *d = dx + plane * hw;
         for (int oy = 0; oy < oh; oy++) {
             float *r0 = d + (size_t)(2 * oy) * w;
-            unpool_pair(dy + plane * ohw + (size_t)oy * ow, argmax + plane * ohw + (size_t)oy * ow, w, ow,
-                        2 * oy * w, r0);
+            size_t at = plane * ohw + (size_t)oy * ow;
+            unpool_pair(dy + at, argmax + at, keep ? keep + at : NULL, w, ow, 2 * oy * w, r0);
             if (w % 2) /* the last column is in no window */
                 r0[w - 1] = r0[2 * w - 1] = 0.0f;
         }
@@ -187,9 +192,10 @@ int ddl__maxpool2_avx512(size_t planes, int h, int w, const float *x, float *y, 
     return 0;
 }
 
-int ddl__unpool2_avx512(size_t planes, int h, int w, const float *dy, const int32_t *argmax, float *dx)
+int ddl__unpool2_avx512(size_t planes, int h, int w, const float *dy, const int32_t *argmax, const float *keep,
+                        float *dx)
 {
-    (void)planes, (void)h, (void)w, (void)dy, (void)argmax, (void)dx;
+    (void)planes, (void)h, (void)w, (void)dy, (void)argmax, (void)keep, (void)dx;
     return 0;
 }
 

@@ -105,6 +105,7 @@ typedef struct unpool_job {
     size_t hw, ohw;
     const float *dy;
     const int32_t *argmax;
+    const float *keep; /* or NULL: a window's dy only where keep (the pool's output) > 0, else +0 */
     float *dx;
     int h, w; /* set for the 2x2 stride-2 window only */
 } unpool_job;
@@ -113,16 +114,24 @@ static void unpool_planes(void *ctx, size_t lo, size_t hi)
 {
     const unpool_job *j = ctx;
     if (j->h && ddl__unpool2_avx512(hi - lo, j->h, j->w, j->dy + lo * j->ohw, j->argmax + lo * j->ohw,
-                                    j->dx + lo * j->hw))
+                                    j->keep ? j->keep + lo * j->ohw : NULL, j->dx + lo * j->hw))
         return;
     memset(j->dx + lo * j->hw, 0, (hi - lo) * j->hw * sizeof *j->dx);
     for (size_t plane = lo; plane < hi; plane++)
-        for (size_t i = 0; i < j->ohw; i++) /* += : overlapping windows may share a maximum */
-            j->dx[plane * j->hw + (size_t)j->argmax[plane * j->ohw + i]] += j->dy[plane * j->ohw + i];
+        for (size_t i = 0; i < j->ohw; i++) { /* += : overlapping windows may share a maximum */
+            size_t o = plane * j->ohw + i;
+            j->dx[plane * j->hw + (size_t)j->argmax[o]] += !j->keep || j->keep[o] > 0.0f ? j->dy[o] : 0.0f;
+        }
 }
 
 void ddl_maxpool_backward(int n, int c, int h, int w, int k, int stride, const float *dy,
                           const int32_t *argmax, float *dx)
+{
+    ddl__maxpool_backward_keep(n, c, h, w, k, stride, dy, argmax, NULL, dx);
+}
+
+void ddl__maxpool_backward_keep(int n, int c, int h, int w, int k, int stride, const float *dy,
+                                const int32_t *argmax, const float *keep, float *dx)
 {
     int oh = (h - k) / stride + 1, ow = (w - k) / stride + 1;
     size_t hw = (size_t)h * w, ohw = (size_t)oh * ow;
@@ -130,7 +139,7 @@ void ddl_maxpool_backward(int n, int c, int h, int w, int k, int stride, const f
         memset(dx, 0, (size_t)n * c * hw * sizeof *dx);
         return;
     }
-    unpool_job j = {hw, ohw, dy, argmax, dx, k == 2 && stride == 2 ? h : 0, w};
+    unpool_job j = {hw, ohw, dy, argmax, keep, dx, k == 2 && stride == 2 ? h : 0, w};
     ddl__parallel_range((size_t)n * c, GRAIN_FLOATS / hw + 1, unpool_planes, &j);
 }
 

@@ -93,6 +93,7 @@ typedef struct pjob {
     float *out;
     int32_t *arg;
     const int32_t *arg_in;
+    const float *keep; /* unpooling: as ddl__maxpool2d_backward_relu's y, or NULL */
 } pjob;
 
 /* max_at: the general window, output (oy, ox) of one plane, its taps clipped to the image. */
@@ -163,7 +164,7 @@ void ddl_maxpool2d_forward(const ddl_pool2d *p, int n, int c, int h, int w, cons
     if (!ddl_pool2d_ok(p, 0, h, w))
         return;
     pgeo q = view(p, h, w);
-    pjob j = {&q, x, y, argmax, NULL};
+    pjob j = {&q, x, y, argmax, NULL, NULL};
     ddl__parallel_range((size_t)n * c, GRAIN_FLOATS / ((size_t)h * w) + 1, max_planes, &j);
 }
 
@@ -176,14 +177,21 @@ static void unmax_planes(void *ctx, size_t lo, size_t hi)
     for (size_t plane = lo; plane < hi; plane++)
         for (size_t i = 0; i < ohw; i++) /* windows in order: overlapping ones may share a maximum */
             if (j->arg_in[plane * ohw + i] >= 0)
-                j->out[plane * hw + (size_t)j->arg_in[plane * ohw + i]] += j->in[plane * ohw + i];
+                j->out[plane * hw + (size_t)j->arg_in[plane * ohw + i]] +=
+                    !j->keep || j->keep[plane * ohw + i] > 0.0f ? j->in[plane * ohw + i] : 0.0f;
 }
 
 void ddl_maxpool2d_backward(const ddl_pool2d *p, int n, int c, int h, int w, const float *dy,
                             const int32_t *argmax, float *dx)
 {
+    ddl__maxpool2d_backward_relu(p, n, c, h, w, dy, argmax, NULL, dx);
+}
+
+void ddl__maxpool2d_backward_relu(const ddl_pool2d *p, int n, int c, int h, int w, const float *dy,
+                                  const int32_t *argmax, const float *y, float *dx)
+{
     if (plain(p, h, w)) {
-        ddl_maxpool_backward(n, c, h, w, p->k_h, p->stride_h, dy, argmax, dx);
+        ddl__maxpool_backward_keep(n, c, h, w, p->k_h, p->stride_h, dy, argmax, y, dx);
         return;
     }
     if (!ddl_pool2d_ok(p, 0, h, w)) {
@@ -191,7 +199,7 @@ void ddl_maxpool2d_backward(const ddl_pool2d *p, int n, int c, int h, int w, con
         return;
     }
     pgeo q = view(p, h, w);
-    pjob j = {&q, dy, dx, NULL, argmax};
+    pjob j = {&q, dy, dx, NULL, argmax, y};
     ddl__parallel_range((size_t)n * c, GRAIN_FLOATS / ((size_t)h * w) + 1, unmax_planes, &j);
 }
 
@@ -241,7 +249,7 @@ void ddl_avgpool2d_forward(const ddl_pool2d *p, int n, int c, int h, int w, cons
     if (!ddl_pool2d_ok(p, 1, h, w))
         return;
     pgeo q = view(p, h, w);
-    pjob j = {&q, x, y, NULL, NULL};
+    pjob j = {&q, x, y, NULL, NULL, NULL};
     ddl__parallel_range((size_t)n * c, GRAIN_FLOATS / ((size_t)h * w) + 1, avg_planes, &j);
 }
 
@@ -279,6 +287,6 @@ void ddl_avgpool2d_backward(const ddl_pool2d *p, int n, int c, int h, int w, con
         return;
     }
     pgeo q = view(p, h, w);
-    pjob j = {&q, dy, dx, NULL, NULL};
+    pjob j = {&q, dy, dx, NULL, NULL, NULL};
     ddl__parallel_range((size_t)n * c, GRAIN_FLOATS / ((size_t)h * w) + 1, unavg_planes, &j);
 }

@@ -9,6 +9,9 @@
  * ReLU folded into the GroupNorm before it, an activation whose gradient needs only its output
  * after a conv, dense or GroupNorm: "alias"). A layer read by several others gets the
  * first gradient written into its dy and the others added, through one scratch buffer.
+ * A ReLU in place runs inside a neighbour where the same bits come out: forward in the conv
+ * before it (relu_after), backward in the max-pool that alone reads it (relu_before: the pool's
+ * backward sends a window's gradient on only where its output is > 0).
  * Never allocates; keeps no state outside its own. */
 #include "impl.h"
 
@@ -25,7 +28,11 @@ typedef struct rt {
     uint8_t alias;           /* y and dy are the input's */
     uint8_t fused_relu;      /* groupnorm: the ReLU after it runs inside its kernels */
     uint8_t relu_after;      /* conv: the ReLU after it, in place, runs in its forward pass
-                              * (ddl__conv2d_forward_relu); the ReLU's backward stays its own */
+                              * (ddl__conv2d_forward_relu) */
+    uint8_t relu_before;     /* maxpool: the in-place ReLU before it, read by it alone, has its
+                              * backward run in this one's (ddl__maxpool2d_backward_relu; y, the
+                              * mask, then kept) */
+    uint8_t relu_in_reader;  /* relu: its backward is its reader's (relu_before) */
     uint8_t const_y;         /* y is the caller's input (directly or through aliases): never written */
     uint8_t keep_y;          /* an activation's backward reads y (its own, or through aliases): a
                               * ReLU or dropout after it must not overwrite it */
@@ -194,6 +201,14 @@ static int act_in_place(const ddl_graph *g, const ddl__layer *l, const rt *a, in
             (in == DDL__OP_GROUPNORM && !a->fused_relu));
 }
 
+/* relu_foldable: layer i is a ReLU in place (not one a GroupNorm runs) whose one reader may run
+ * its backward: its dy is then the reader's alone to write. */
+static int relu_foldable(const ddl_graph *g, const rt *r, int i)
+{
+    const ddl__layer *l = &g->layers[i];
+    return l->op == DDL__OP_RELU && r[i].alias && r[i].n_use == 1 && !r[l->in[0]].fused_relu;
+}
+
 /* plan: uses, gradients and aliases, once every shape is known. */
 static int plan(gmodel *m, ddl_model_build *b)
 {
@@ -224,8 +239,12 @@ static int plan(gmodel *m, ddl_model_build *b)
             r->alias = 1;
         else if (op == DDL__OP_ACT && act_in_place(g, l, a, sole))
             r->alias = 1;
+        r->relu_before = op == DDL__OP_MAXPOOL && relu_foldable(g, m->r, l->in[0]);
+        if (r->relu_before)
+            a->relu_in_reader = 1;
         r->const_y = r->alias && a->const_y;
-        r->keep_y = op == DDL__OP_ACT || op == DDL__OP_SOFTMAX || (r->alias && a->keep_y);
+        r->keep_y = op == DDL__OP_ACT || op == DDL__OP_SOFTMAX || (r->alias && a->keep_y) ||
+                    (op == DDL__OP_MAXPOOL && r->relu_before); /* its y is the mask */
     }
     return DDL_OK;
 }
@@ -615,7 +634,7 @@ static void layer_backward(gmodel *m, int i, int B)
         break;
     case DDL__OP_MAXPOOL:
         if ((dx = target(m, ia, m->tmp)))
-            ddl_maxpool2d_backward(&pg, B, a->c, a->h, a->w, r->dy, r->aux, dx);
+            ddl__maxpool2d_backward_relu(&pg, B, a->c, a->h, a->w, r->dy, r->aux, r->relu_before ? r->y : NULL, dx);
         break;
     case DDL__OP_AVGPOOL:
         if ((dx = target(m, ia, m->tmp)))
@@ -626,7 +645,7 @@ static void layer_backward(gmodel *m, int i, int B)
             ddl_global_avgpool_backward(B, a->c, a->h * a->w, r->dy, dx);
         break;
     case DDL__OP_RELU:
-        if (r->alias && a->fused_relu) /* the groupnorm's backward does it */
+        if (r->alias && (a->fused_relu || r->relu_in_reader)) /* the groupnorm's or the reader's backward does it */
             m->r[ia].written = 1;
         else if ((dx = target(m, ia, m->tmp)))
             ddl_relu_backward(count, r->y, r->dy, dx);
