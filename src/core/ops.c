@@ -280,14 +280,17 @@ static double xent_block(int c, int s, int s0, int len, const float *l, const ui
         }
     for (int i = 0; i < len; i++)
         sum[i] = 0.0f;
-    for (int ci = 0; ci < c; ci++) /* the exponentials wait in probs, if any, for the pass below */
-        for (int i = 0; i < len; i++) {
-            size_t at = (size_t)ci * s + s0 + i;
-            float e = expf(l[at] - mx[i]);
-            sum[i] += e;
-            if (probs)
-                probs[at] = e;
-        }
+    float e[XENT_BLOCK];
+    for (int ci = 0; ci < c; ci++) { /* the exponentials wait in probs, if any, for the pass below */
+        const float *lc = l + (size_t)ci * s + s0;
+        for (int i = 0; i < len; i++)
+            e[i] = lc[i] - mx[i];
+        ddl__expf_n((size_t)len, e, e);
+        for (int i = 0; i < len; i++)
+            sum[i] += e[i];
+        if (probs)
+            memcpy(probs + (size_t)ci * s + s0, e, (size_t)len * sizeof *e);
+    }
     double loss = 0.0;
     for (int i = 0; i < len; i++) {
         int ti = t[s0 + i];
@@ -297,15 +300,21 @@ static double xent_block(int c, int s, int s0, int len, const float *l, const ui
     }
     if (!probs && !dl)
         return loss;
-    for (int ci = 0; ci < c; ci++)
-        for (int i = 0; i < len; i++) {
-            size_t at = (size_t)ci * s + s0 + i;
-            float pv = (probs ? probs[at] : expf(l[at] - mx[i])) * sum[i];
-            if (probs)
-                probs[at] = pv;
-            if (dl)
-                dl[at] = scale * (pv - (t[s0 + i] == ci ? 1.0f : 0.0f));
+    for (int ci = 0; ci < c; ci++) {
+        size_t at0 = (size_t)ci * s + s0;
+        if (!probs) {
+            for (int i = 0; i < len; i++)
+                e[i] = l[at0 + i] - mx[i];
+            ddl__expf_n((size_t)len, e, e);
         }
+        for (int i = 0; i < len; i++) {
+            float pv = (probs ? probs[at0 + i] : e[i]) * sum[i];
+            if (probs)
+                probs[at0 + i] = pv;
+            if (dl)
+                dl[at0 + i] = scale * (pv - (t[s0 + i] == ci ? 1.0f : 0.0f));
+        }
+    }
     /* an ignored target (>= c) must get no gradient at all */
     if (dl)
         for (int i = 0; i < len; i++)
