@@ -2,7 +2,9 @@
  * every 61st float bit pattern (70 million: all signs, exponents and the mantissas' low bits),
  * the special cases (infinities, NaNs of two payloads, both zeros, the edges of overflow and
  * underflow, the subnormal results, the 2 inputs that tell glibc's fused reduction from an unfused
- * one), every length's tail (0 to 40) and in place. Where the CPU has
+ * one), every length's tail (0 to 40) and in place. And the activations that take it (sigmoid and
+ * SiLU, forward and backward, in chunks of 256 over the pool's ranges) give their scalar formulas'
+ * bits. Where the CPU has
  * AVX-512 the lanes must be in use (their check passed); elsewhere that part says why it
  * skipped and the rest checks the library's loop. */
 /* ddl-test: beside (computes, bounds no time) */
@@ -84,6 +86,40 @@ int main(void)
         in[i] = keep[i] = i == 7 ? -200.0f : i == 9 ? NAN : -0.25f * (float)i;
     ddl__expf_n(20, in, in);
     CHECK(same("in place", 20, keep, in));
-    free(x), free(y);
+    /* sigmoid and SiLU: 1000 values over [-110, 110] and the special ones, in place too */
+    enum { A = 1000 };
+    float *v = malloc(A * sizeof *v), *g = malloc(A * sizeof *g), *out = malloc(A * sizeof *out);
+    if (!v || !g || !out)
+        return 2;
+    for (int i = 0; i < A; i++)
+        v[i] = i < (int)ns ? special[i] : -110.0f + 220.0f * (float)i / A, g[i] = 0.5f - (float)(i % 7) / 7.0f;
+    int fs = 1, fl = 1, bl = 1;
+    ddl_act_forward(DDL_ACT_SIGMOID, 0.0f, 0.0f, A, v, out);
+    for (int i = 0; i < A; i++) {
+        float want = 1.0f / (1.0f + expf(-v[i]));
+        fs &= memcmp(&want, &out[i], sizeof want) == 0;
+    }
+    ddl_act_forward(DDL_ACT_SILU, 0.0f, 0.0f, A, v, out);
+    for (int i = 0; i < A; i++) {
+        float want = v[i] * (1.0f / (1.0f + expf(-v[i])));
+        fl &= memcmp(&want, &out[i], sizeof want) == 0;
+    }
+    memcpy(out, g, A * sizeof *out); /* dx in dy's place */
+    ddl_act_backward(DDL_ACT_SILU, 0.0f, 0.0f, A, v, NULL, out, out);
+    for (int i = 0; i < A; i++) {
+        float s = 1.0f / (1.0f + expf(-v[i])), want = g[i] * (s * (1.0f + v[i] * (1.0f - s)));
+        bl &= memcmp(&want, &out[i], sizeof want) == 0;
+    }
+    CHECK(fs);
+    CHECK(fl);
+    CHECK(bl);
+    memcpy(out, v, A * sizeof *out);
+    ddl_act_forward(DDL_ACT_SIGMOID, 0.0f, 0.0f, A, out, out);
+    for (int i = 0; i < A; i++) {
+        float want = 1.0f / (1.0f + expf(-v[i]));
+        fs &= memcmp(&want, &out[i], sizeof want) == 0;
+    }
+    CHECK(fs);
+    free(x), free(y), free(v), free(g), free(out);
     return TEST_END();
 }

@@ -38,7 +38,17 @@ typedef struct act_job {
     float *out;
 } act_job;
 
-static inline float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+/* sigmoids: s[k] = 1 / (1 + expf(-x[k])) for k < n <= ACT_CHUNK, the exponentials 16 at a time
+ * (ddl__expf_n: the library's expf, its bits, in lanes); s may be x. */
+#define ACT_CHUNK 256
+static void sigmoids(size_t n, const float *x, float *s)
+{
+    for (size_t k = 0; k < n; k++)
+        s[k] = -x[k];
+    ddl__expf_n(n, s, s);
+    for (size_t k = 0; k < n; k++)
+        s[k] = 1.0f / (1.0f + s[k]);
+}
 
 /* clamp: lo <= v <= hi by selects (fminf and fmaxf do not vectorise without -ffinite-math-only);
  * a NaN stays NaN. */
@@ -61,16 +71,21 @@ static void act_range(void *ctx, size_t lo, size_t hi)
         }
         break;
     case DDL_ACT_SIGMOID:
-        for (size_t i = lo; i < hi; i++)
-            y[i] = sigmoid(x[i]);
+        for (size_t i = lo; i < hi; i += ACT_CHUNK)
+            sigmoids(hi - i < ACT_CHUNK ? hi - i : ACT_CHUNK, x + i, y + i);
         break;
     case DDL_ACT_TANH:
         for (size_t i = lo; i < hi; i++)
             y[i] = tanhf(x[i]);
         break;
     case DDL_ACT_SILU:
-        for (size_t i = lo; i < hi; i++)
-            y[i] = x[i] * sigmoid(x[i]);
+        for (size_t i = lo; i < hi; i += ACT_CHUNK) {
+            float s[ACT_CHUNK];
+            size_t n = hi - i < ACT_CHUNK ? hi - i : ACT_CHUNK;
+            sigmoids(n, x + i, s);
+            for (size_t k = 0; k < n; k++)
+                y[i + k] = x[i + k] != x[i + k] ? s[k] : x[i + k] * s[k]; /* NaN: s's, as x * sigmoid(x) */
+        }
         break;
     case DDL_ACT_GELU:
         for (size_t i = lo; i < hi; i++)
@@ -127,9 +142,12 @@ static void act_grad_range(void *ctx, size_t lo, size_t hi)
             dx[i] = dy[i] * (1.0f - y[i] * y[i]);
         break;
     case DDL_ACT_SILU: /* s (1 + x (1 - s)) */
-        for (size_t i = lo; i < hi; i++) {
-            float s = sigmoid(x[i]);
-            dx[i] = dy[i] * (s * (1.0f + x[i] * (1.0f - s)));
+        for (size_t i = lo; i < hi; i += ACT_CHUNK) {
+            float s[ACT_CHUNK];
+            size_t n = hi - i < ACT_CHUNK ? hi - i : ACT_CHUNK;
+            sigmoids(n, x + i, s);
+            for (size_t k = 0; k < n; k++)
+                dx[i + k] = dy[i + k] * (s[k] * (1.0f + x[i + k] * (1.0f - s[k])));
         }
         break;
     case DDL_ACT_GELU: /* Phi(x) + x phi(x) */
