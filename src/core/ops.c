@@ -266,8 +266,9 @@ void ddl_dropout_backward(size_t count, float p, const uint8_t *mask, const floa
 #define XENT_BLOCK 256
 
 /* xent_block: loss sum of positions [s0, s0+len) of sample logits l (c, s); fills probs and
- * dlogits (may be NULL) for those positions. */
-static double xent_block(int c, int s, int s0, int len, const float *l, const uint16_t *t, float scale,
+ * dlogits (may be NULL) for those positions. DDL__LANES: its loops run position by position, so
+ * wider vectors give the same bits. */
+DDL__LANES static double xent_block(int c, int s, int s0, int len, const float *l, const uint16_t *t, float scale,
                          float *probs, float *dl)
 {
     float mx[XENT_BLOCK], sum[XENT_BLOCK];
@@ -381,8 +382,10 @@ double ddl_softmax_xent(int n, int c, int s, const float *logits, const uint16_t
 #define DICE_BLOCK 256
 #define DICE_PARTS 4096 /* samples whose losses threads can keep apart (more: the caller alone) */
 
-/* dice_sample: one sample's loss, its gradient added into dl (NULL: none). */
-static double dice_sample(int c, int s, const float *pr, const uint16_t *t, float scale, float *dl)
+/* dice_sample: one sample's loss, its gradient added into dl (NULL: none). DDL__LANES: the
+ * gradient's loops run position by position (the same bits in wider vectors); the sums stay one
+ * chain each. */
+DDL__LANES static double dice_sample(int c, int s, const float *pr, const uint16_t *t, float scale, float *dl)
 {
     double inter = 0.0, psum = 0.0, tsum = 0.0;
     for (int i = 0; i < s; i++) {
