@@ -73,7 +73,8 @@ AVX512 static void expf_avx512(size_t n, const float *x, float *y)
         __mmask16 odd = _mm512_mask_cmpgt_epi32_mask(some, top, _mm512_set1_epi32(0x42a));
         __m256 lo = _mm512_cvtpd_ps(exp8(_mm512_castps512_ps256(v), t));
         __m256 hi = _mm512_cvtpd_ps(exp8(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)), t));
-        __m512 r = _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castps_pd(_mm512_castps256_ps512(lo)), _mm256_castps_pd(hi), 1));
+        __m512d both = _mm512_insertf64x4(_mm512_castps_pd(_mm512_castps256_ps512(lo)), _mm256_castps_pd(hi), 1);
+        __m512 r = _mm512_castpd_ps(both);
         if (odd) { /* the library's own special cases */
             float keep[16];
             _mm512_storeu_ps(keep, v);
@@ -132,7 +133,6 @@ void ddl__expf_n(size_t n, const float *x, float *y)
 #else
 
 int ddl__expf_lanes(void) { return 0; }
-
 
 void ddl__expf_n(size_t n, const float *x, float *y)
 {

@@ -268,8 +268,8 @@ void ddl_dropout_backward(size_t count, float p, const uint8_t *mask, const floa
 /* xent_block: loss sum of positions [s0, s0+len) of sample logits l (c, s); fills probs and
  * dlogits (may be NULL) for those positions. DDL__LANES: its loops run position by position, so
  * wider vectors give the same bits. */
-DDL__LANES static double xent_block(int c, int s, int s0, int len, const float *l, const uint16_t *t, float scale,
-                         float *probs, float *dl)
+DDL__LANES static double xent_block(int c, int s, int s0, int len, const float *l, const uint16_t *t,
+                                    float scale, float *probs, float *dl)
 {
     float mx[XENT_BLOCK], sum[XENT_BLOCK];
     for (int i = 0; i < len; i++)
