@@ -1822,6 +1822,9 @@ void ddl_maxpool2d_backward(const ddl_pool2d *p, int n, int c, int h, int w, con
 void ddl_avgpool2d_forward(const ddl_pool2d *p, int n, int c, int h, int w, const float *x, float *y);
 void ddl_avgpool2d_backward(const ddl_pool2d *p, int n, int c, int h, int w, const float *dy, float *dx);
 
+/* ddl_add: y = a + b over `count` floats (y may equal a or b), on ddl_set_threads' threads: the
+ * same bits at any thread count (a skip connection's gradients joined, a residual add). */
+void ddl_add(size_t count, const float *a, const float *b, float *y);
 /* ddl_relu_forward: y = max(x, 0) over `count` floats (y may equal x). */
 void ddl_relu_forward(size_t count, const float *x, float *y);
 /* ddl_relu_backward: dx = dy where y > 0, else 0 (dx may equal dy). */

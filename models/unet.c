@@ -343,8 +343,7 @@ static void unet_backward(void *self, const float *x, int B, const float *dlogit
         int h = n->h >> l, w = n->w >> l;
         size_t count = (size_t)B * (size_t)v->down.c * (size_t)v->down.s;
         ddl_maxpool_backward(B, v->down.c, h, w, 2, 2, p, v->arg, q);
-        for (size_t i = 0; i < count; i++) /* the skip's gradient joins the pooled path's */
-            p[i] = q[i] + v->dskip[i];
+        ddl_add(count, q, v->dskip, p); /* the skip's gradient joins the pooled path's */
         done(self, prof, v->id_pool);
         block_backward(&v->down, l ? n->lv[l - 1].pool : x, B, p, q, n->ws, l > 0, self, prof);
     }

@@ -163,6 +163,22 @@ void ddl_relu_forward(size_t count, const float *x, float *y)
     ddl__parallel_range(count, GRAIN_FLOATS / 2, relu_range, &j);
 }
 
+static void add_range(void *ctx, size_t lo, size_t hi)
+{
+    const relu_job *j = ctx; /* x + dy into y */
+    for (size_t i = lo; i < hi; i++)
+        j->y[i] = j->x[i] + j->dy[i];
+}
+
+/* ddl_add: cut as a pass over planes is (thread s first takes its own share of [0, count)), so a
+ * thread mostly adds what it wrote just before; U-Net's skip gradients took one thread 0.4 ms a
+ * step at 64x64 while the other waited. */
+void ddl_add(size_t count, const float *a, const float *b, float *y)
+{
+    relu_job j = {a, b, y};
+    ddl__parallel_range(count, GRAIN_FLOATS / 2, add_range, &j);
+}
+
 static void relu_grad_range(void *ctx, size_t lo, size_t hi)
 {
     const relu_job *j = ctx;

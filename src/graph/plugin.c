@@ -422,12 +422,6 @@ static ddl_resize2d resize_geo(const ddl__layer *l, const rt *a, const rt *r, in
     return z;
 }
 
-static void add_forward(size_t count, const float *a, const float *b, float *y)
-{
-    for (size_t i = 0; i < count; i++)
-        y[i] = a[i] + b[i];
-}
-
 /* softmax_dims: a softmax layer's (outer, n, inner): the batch and the axes before its own, its
  * axes, the axes after them, of (B, C, H, W). */
 static void softmax_dims(const ddl__layer *l, const rt *r, int B, size_t sz[3])
@@ -517,7 +511,7 @@ static void layer_forward(gmodel *m, int i, int B, int training, ddl_rng *rng)
                                        r->y, r->aux);
         break;
     case DDL__OP_CONCAT: ddl_concat_channels(B, a->c, o->c, a->h * a->w, a->y, o->y, r->y); break;
-    case DDL__OP_ADD: add_forward(count, a->y, o->y, r->y); break;
+    case DDL__OP_ADD: ddl_add(count, a->y, o->y, r->y); break;
     case DDL__OP_ACT: ddl_act_forward(l->act, l->alpha, l->beta, count, a->y, r->y); break;
     case DDL__OP_SOFTMAX: {
         size_t sz[3];
@@ -578,8 +572,7 @@ static void settle(gmodel *m, int i, const float *dx, size_t count)
 {
     float *dy = m->r[i].dy;
     if (dx && dx != dy)
-        for (size_t k = 0; k < count; k++)
-            dy[k] += dx[k];
+        ddl_add(count, dy, dx, dy);
 }
 
 /* pass: hand dy unchanged to layer i (add's inputs, a copying flatten, a dropout of 0). */
