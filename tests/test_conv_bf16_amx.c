@@ -20,19 +20,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-int ddl__set_precision(int precision);
-int ddl__conv2d_bf16_fits(const ddl_conv2d *g);
+#include "bf16_conv_pass.h"
+
 void ddl__conv2d_bf16_amx_emulate(int on);
 int ddl__cb_amx_check(char *note, size_t note_bytes);
-void ddl__conv2d_bf16_ref_forward(const ddl_conv2d *g, const float *x, const float *w, const float *b, float *y);
-void ddl__conv2d_bf16_ref_dx(const ddl_conv2d *g, const float *w, const float *dy, float *dx);
-void ddl__conv2d_bf16_ref_dw(const ddl_conv2d *g, const float *x, const float *dy, float *dw);
-
-static float rnd(unsigned *s)
-{
-    *s = *s * 1103515245u + 12345u;
-    return (float)((*s >> 8) & 0xffff) / 32768.0f - 1.0f;
-}
 
 static size_t differ(const float *a, const float *b, size_t n)
 {
@@ -65,15 +56,7 @@ static void one(ddl_conv2d g, int threads)
     ddl__conv2d_bf16_amx_emulate(1);
     CHECK(ddl__conv2d_bf16_fits(&g));
     float *ws = malloc((ddl_conv2d_workspace(&g) + 1) * 4);
-    ddl_set_threads(threads);
-    int was = ddl__set_precision(DDL_PRECISION_BF16);
-    ddl_conv2d_forward(&g, x, w, b, y, ws);
-    ddl_conv2d_backward(&g, x, w, dy, dx, dw, db, ws);
-    ddl__set_precision(was);
-    ddl_set_threads(1);
-    ddl__conv2d_bf16_ref_forward(&g, x, w, b, ry);
-    ddl__conv2d_bf16_ref_dx(&g, w, dy, rdx);
-    ddl__conv2d_bf16_ref_dw(&g, x, dy, rdw);
+    bf16_pass(&g, threads, x, w, b, dy, y, dx, dw, db, ws, ry, rdx, rdw);
     ddl__conv2d_bf16_amx_emulate(0);
     ddl__conv2d_bf16_ref_forward(&g, x, w, b, vy); /* the AVX512-BF16 order */
     ddl__conv2d_bf16_ref_dx(&g, w, dy, vdx);

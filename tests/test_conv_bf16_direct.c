@@ -21,23 +21,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-int ddl__set_precision(int precision);
+#include "bf16_conv_pass.h"
+
 void ddl__conv2d_forward_relu(const ddl_conv2d *g, const float *x, const float *w, const float *b, float *y,
                               float *ws);
-int ddl__conv2d_bf16_fits(const ddl_conv2d *g);
 int ddl__conv2d_bf16_dw_fits(const ddl_conv2d *g);
 void ddl__conv2d_bf16_dw(const ddl_conv2d *g, const float *x, const float *dy, float *dw, float *ws);
-void ddl__conv2d_bf16_ref_forward(const ddl_conv2d *g, const float *x, const float *w, const float *b, float *y);
-void ddl__conv2d_bf16_ref_dx(const ddl_conv2d *g, const float *w, const float *dy, float *dx);
-void ddl__conv2d_bf16_ref_dw(const ddl_conv2d *g, const float *x, const float *dy, float *dw);
 void ddl__gemm_bf16_ref(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
                         const float *b, int ldb, int overwrite, float *c, int ldc);
 
-static float rnd(unsigned *s)
-{
-    *s = *s * 1103515245u + 12345u;
-    return (float)((*s >> 8) & 0xffff) / 32768.0f - 1.0f;
-}
 
 static int same(const float *a, const float *b, size_t n) { return !memcmp(a, b, n * sizeof *a); }
 
@@ -82,15 +74,7 @@ static void one(ddl_conv2d g, int threads)
     for (size_t i = 0; i < nw; i++) /* dw is added to: start from values, not zeros */
         dw[i] = rdw[i] = 0.25f * rnd(&s);
     CHECK(ddl__conv2d_bf16_fits(&g));
-    ddl_set_threads(threads);
-    int was = ddl__set_precision(DDL_PRECISION_BF16);
-    ddl_conv2d_forward(&g, x, w, b, y, ws);
-    ddl_conv2d_backward(&g, x, w, dy, dx, dw, db, ws);
-    ddl__set_precision(was);
-    ddl_set_threads(1);
-    ddl__conv2d_bf16_ref_forward(&g, x, w, b, ry);
-    ddl__conv2d_bf16_ref_dx(&g, w, dy, rdx);
-    ddl__conv2d_bf16_ref_dw(&g, x, dy, rdw);
+    bf16_pass(&g, threads, x, w, b, dy, y, dx, dw, db, ws, ry, rdx, rdw);
     int sy = same(y, ry, ny), sx = same(dx, rdx, nx), sw = same(dw, rdw, nw);
     if (!ddl__conv2d_bf16_dw_fits(&g)) { /* im2col's weight gradient: near; the kernel alone: the bits */
         float *kdw = malloc(nw * 4), top = 0.0f;
@@ -137,7 +121,7 @@ static void one(ddl_conv2d g, int threads)
     if (g.out_c > 1)
         b[1] = NAN;
     ddl_set_threads(threads);
-    was = ddl__set_precision(DDL_PRECISION_BF16);
+    int was = ddl__set_precision(DDL_PRECISION_BF16);
     ddl__conv2d_forward_relu(&g, x, w, b, fy, ws);
     ddl_conv2d_forward(&g, x, w, b, y, ws);
     ddl__set_precision(was);

@@ -493,32 +493,6 @@ static void test_relu(void)
     free(dx);
 }
 
-/* ddl_add: y = a + b, the serial loop's bits at 1, 2 and 3 threads, into a fresh y and in place
- * over either input; a count that cuts into ranges with a tail. */
-static void test_add(void)
-{
-    size_t n = 3 * 16384 + 77;
-    float *a = alloc_f(n), *b = alloc_f(n), *want = alloc_f(n), *y = alloc_f(n);
-    fill(a, n, -1, 1);
-    fill(b, n, -1e-3f, 1e-3f);
-    for (size_t i = 0; i < n; i++)
-        want[i] = a[i] + b[i];
-    for (int t = 1; t <= 3; t++) {
-        ddl_set_threads(t);
-        memset(y, 0, n * sizeof *y);
-        ddl_add(n, a, b, y);
-        CHECK(memcmp(y, want, n * sizeof *y) == 0);
-        memcpy(y, a, n * sizeof *y);
-        ddl_add(n, y, b, y); /* y is a */
-        CHECK(memcmp(y, want, n * sizeof *y) == 0);
-        memcpy(y, b, n * sizeof *y);
-        ddl_add(n, a, y, y); /* y is b */
-        CHECK(memcmp(y, want, n * sizeof *y) == 0);
-    }
-    ddl_set_threads(1);
-    free(a), free(b), free(want), free(y);
-}
-
 /* ---- dense ---- */
 
 typedef struct dense_ctx {
@@ -1019,6 +993,5 @@ int main(int argc, char **argv)
     GROUP(concat);
     GROUP(conv_paths); /* last of those drawing random data: the groups before it keep the data they had */
     GROUP(bias_sum);
-    GROUP(add);
     return TEST_END();
 }

@@ -3,7 +3,7 @@
  * matrix products split over threads give the bits of one thread, for the shapes of LeNet's and
  * U-Net's layers and every transposition, and so do the dense layer's gradients, the
  * convolutions (im2col, 3x3 and 5x5 wide, transposed), max-pool, ReLU, GroupNorm and the
- * cross-entropy, forward and backward. */
+ * cross-entropy, forward and backward, and ddl_add (the serial loop's bits, in place too). */
 #include "check.h"
 #include "core/impl.h"
 
@@ -351,6 +351,34 @@ static void test_norm_loss(void)
     ddl_set_threads(1);
 }
 
+/* ddl_add: y = a + b, the serial loop's bits at 1, 2 and 3 threads, into a fresh y and in place
+ * over either input; a count that cuts into ranges with a tail. */
+static void test_add(void)
+{
+    size_t n = 3 * 16384 + 77;
+    float *a = malloc(n * 4), *b = malloc(n * 4), *want = malloc(n * 4), *y = malloc(n * 4);
+    CHECK(a && b && want && y);
+    if (!a || !b || !want || !y)
+        return;
+    fill(a, n, 31), fill(b, n, 32);
+    for (size_t i = 0; i < n; i++)
+        want[i] = a[i] + b[i];
+    for (int t = 1; t <= 3; t++) {
+        ddl_set_threads(t);
+        memset(y, 0, n * 4);
+        ddl_add(n, a, b, y);
+        CHECK(memcmp(y, want, n * 4) == 0);
+        memcpy(y, a, n * 4);
+        ddl_add(n, y, b, y); /* y is a */
+        CHECK(memcmp(y, want, n * 4) == 0);
+        memcpy(y, b, n * 4);
+        ddl_add(n, a, y, y); /* y is b */
+        CHECK(memcmp(y, want, n * 4) == 0);
+    }
+    ddl_set_threads(1);
+    free(a), free(b), free(want), free(y);
+}
+
 int main(void)
 {
     test_pool();
@@ -358,5 +386,6 @@ int main(void)
     test_dense();
     test_kernels();
     test_norm_loss();
+    test_add();
     return TEST_END();
 }

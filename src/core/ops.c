@@ -163,11 +163,16 @@ void ddl_relu_forward(size_t count, const float *x, float *y)
     ddl__parallel_range(count, GRAIN_FLOATS / 2, relu_range, &j);
 }
 
+typedef struct add_job {
+    const float *a, *b;
+    float *y;
+} add_job;
+
 static void add_range(void *ctx, size_t lo, size_t hi)
 {
-    const relu_job *j = ctx; /* x + dy into y */
+    const add_job *j = ctx;
     for (size_t i = lo; i < hi; i++)
-        j->y[i] = j->x[i] + j->dy[i];
+        j->y[i] = j->a[i] + j->b[i];
 }
 
 /* ddl_add: cut as a pass over planes is (thread s first takes its own share of [0, count)), so a
@@ -175,7 +180,7 @@ static void add_range(void *ctx, size_t lo, size_t hi)
  * step at 64x64 while the other waited. */
 void ddl_add(size_t count, const float *a, const float *b, float *y)
 {
-    relu_job j = {a, b, y};
+    add_job j = {a, b, y};
     ddl__parallel_range(count, GRAIN_FLOATS / 2, add_range, &j);
 }
 
