@@ -1,6 +1,8 @@
 /* test_conv_bf16.c - the layers of --precision bf16 (the calling thread's precision, as the
  * trainer sets it): convolution (a 3x3 geometry float32 runs by its direct kernel, a strided
- * 5x5 one, a grouped one and one of more weights than a packed block and slice), transposed convolution and dense, forward and both gradients. Each bf16 result must
+ * 5x5 one, a grouped one and one of more weights than a packed block and slice), transposed
+ * convolution (k 2 stride 2 on rows of 7: on rows of 8s, and with AVX-512, it stays float32's
+ * direct kernel, test_deconv2x2) and dense, forward and both gradients. Each bf16 result must
  * be float32's on the inputs rounded to bfloat16 (x, w and dy: the same products summed in
  * another order, so within 1e-5 of the result's scale), and clearly not float32's on the inputs
  * as they are (more than 1e-4 away): the inputs were rounded, the sums were not. Skipped where

@@ -781,7 +781,9 @@ size_t ddl_deconv2d_workspace(const ddl_conv2d *g)
     if (!geo_ok(g, &q, 1))
         return 0;
     size_t k = (size_t)g->out_c * g->k_h * g->k_w, p = (size_t)q.oh * q.ow;
-    return ws_floats(chunk(g->batch, k, (size_t)g->in_c, p), k, (size_t)g->in_c, p);
+    size_t n = ws_floats(chunk(g->batch, k, (size_t)g->in_c, p), k, (size_t)g->in_c, p);
+    size_t direct2x2 = ddl__deconv2x2_geometry(g) ? ddl__deconv2x2_dw_workspace(g) + 16 : 0; /* in any pass */
+    return n > direct2x2 ? n : direct2x2;
 }
 
 void ddl_deconv2d_forward(const ddl_conv2d *g, const float *x, const float *w, const float *b, float *y,
@@ -790,6 +792,10 @@ void ddl_deconv2d_forward(const ddl_conv2d *g, const float *x, const float *w, c
     conv_geo q = deconv_view(g);
     if (!geo_ok(g, &q, 1))
         return;
+    if (ddl__deconv2x2_ok(g)) {
+        ddl__deconv2x2_forward(g, x, w, b, y);
+        return;
+    }
     int k = g->out_c * g->k_h * g->k_w;
     size_t p = (size_t)g->in_h * g->in_w, in_sz = (size_t)g->in_c * p, out_sz = (size_t)g->out_c * q.h * q.w;
     int nb = chunk(g->batch, (size_t)k, (size_t)g->in_c, p);
@@ -820,6 +826,10 @@ void ddl_deconv2d_backward(const ddl_conv2d *g, const float *x, const float *w, 
     int nb = chunk(g->batch, (size_t)k, (size_t)g->in_c, p);
     float *col = ws, *xc = ws + (size_t)nb * k * p;
     bias_grad(g->batch, g->out_c, (size_t)q.h * q.w, dy, db);
+    if (ddl__deconv2x2_ok(g)) { /* dw by the chunks below: the same sums */
+        ddl__deconv2x2_backward(g, x, w, dy, dx, dw, nb, ws);
+        return;
+    }
     for (int n0 = 0; n0 < g->batch; n0 += nb) {
         int m = g->batch - n0 < nb ? g->batch - n0 : nb;
         int cols = m * (int)p;

@@ -1,0 +1,388 @@
+/* deconv2x2_avx512.c - the 2x2 stride-2 transposed convolution (U-Net's upsampling) direct, on
+ * a CPU with AVX-512: forward, input gradient and weight gradient, with the bits of conv.c's
+ * column matrix and ddl_gemm's AVX-512 kernels (gemm_avx512.c), which it replaces there.
+ *
+ * With k == s the taps do not overlap: output pixel (2i + a, 2j + b) of channel oc is one sum
+ * over the input channels at (i, j), weight (ic, oc, a, b). conv.c made the (oc a b, positions)
+ * column matrix by a product, zeroed the output, added the matrix onto it and added the bias in
+ * three more passes; here each sum goes to its pixel as it leaves the registers: 16 positions'
+ * sums of b = 0 and b = 1 interleaved by two permutes. The input gradient reads dy the other
+ * way (the permutes split a row's even and odd columns) and the weight gradient keeps gemm's
+ * 16-lane sums over each chunk of samples in the workspace.
+ *
+ * Each value gets the operations of the path it replaces: the forward sum over input channels in
+ * order, one fused multiply-add each from +0, then 1 x sum + 0 (the product's store), + 0 (the
+ * zeroed output) and + bias; dx likewise over (oc, a, b) in order; dw, per chunk of conv.c's
+ * samples, 16 lanes over the chunk's positions (position p in lane p mod 16) reduced by
+ * _mm512_reduce_add_ps and added to dw by fmaf, as gemm_avx512.c's dot products (or, where a
+ * chunk is too short for them, one sum in order, as its outer products). U-Net's three, 1 thread
+ * (tools/bench/kernels.c, "deconv"): see docs/BENCHMARKS.md. */
+#include "impl.h"
+
+int ddl__deconv2x2_geometry(const ddl_conv2d *g)
+{
+    ddl__conv_full f = ddl__conv2d_full(g);
+    size_t p = (size_t)g->in_h * g->in_w;
+    return g->k_h == 2 && g->k_w == 2 && f.sh == 2 && f.sw == 2 && f.dh == 1 && f.dw == 1 && !f.pt && !f.pl &&
+           !f.pb && !f.pr && !f.oph && !f.opw && f.groups == 1 && g->batch > 0 && g->in_c >= 2 && g->in_c <= 256 &&
+           g->out_c > 0 && g->out_c <= 64 && g->in_w % 8 == 0 && p > 0 && p % 16 == 0;
+}
+
+size_t ddl__deconv2x2_dw_workspace(const ddl_conv2d *g) { return (size_t)g->in_c * 4 * g->out_c * 16; }
+
+static int enabled = 1;
+int ddl__deconv2x2_enable(int on)
+{
+    int was = enabled;
+    enabled = on;
+    return was;
+}
+
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(DDL_NO_CLONES)
+
+#include <immintrin.h>
+#include <math.h>
+#include <string.h>
+
+#define AVX512 __attribute__((target("avx512f,fma")))
+
+#define KC 256     /* gemm_avx512.c's depth of a slice: a sum of more terms is split there */
+#define DOTS_K 256 /* its dot products take a weight gradient of at least this many positions */
+#define NARROW 16  /* or of fewer than this many (oc, a, b) columns */
+#define OCB 4      /* forward: output channels a tile (x 4 taps = 16 sums) */
+#define ICW 4      /* backward: input channels a tile (x 4 taps or 4 vectors of positions: 16 sums) */
+
+int ddl__deconv2x2_ok(const ddl_conv2d *g)
+{
+    return enabled && ddl__gemm_avx512_have() && ddl__deconv2x2_geometry(g);
+}
+
+/* The 16 positions from a multiple of 16 are two runs of 8, each within a row (w % 8 == 0). A
+ * walk goes along a plane 16 positions a step; at each, run r's 16 floats (its 8 positions'
+ * b = 0 and b = 1) lie at off[r] in the output plane (2h, 2w) for tap row a = 0, off[r] + 2w
+ * for a = 1. */
+typedef struct walk {
+    size_t w, i, j; /* the row width; the next run's row and column */
+    size_t off[2];
+} walk;
+
+static inline void walk_step(walk *k)
+{
+    for (int r = 0; r < 2; r++) {
+        k->off[r] = 4 * k->i * k->w + 2 * k->j;
+        k->j += 8;
+        if (k->j == k->w)
+            k->j = 0, k->i++;
+    }
+}
+
+/* ---- forward ---- */
+
+typedef struct fwd_job {
+    const ddl_conv2d *g;
+    const float *x, *w, *b;
+    float *y;
+} fwd_job;
+
+AVX512 static void fwd_samples(void *ctx, size_t lo, size_t hi)
+{
+    const fwd_job *j = ctx;
+    const ddl_conv2d *g = j->g;
+    int ic_n = g->in_c, oc_n = g->out_c, w = g->in_w;
+    size_t p_n = (size_t)g->in_h * w, op = 4 * p_n;
+    const __m512i lo_idx = _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+    const __m512i hi_idx = _mm512_set_epi32(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8);
+    const __m512 zero = _mm512_setzero_ps(), one = _mm512_set1_ps(1.0f);
+    _Alignas(64) float wp[KC * OCB * 4]; /* the block's weights (ic, o, a b), zeros past out_c */
+    for (int o0 = 0; o0 < oc_n; o0 += OCB) {
+        int on = oc_n - o0 < OCB ? oc_n - o0 : OCB;
+        for (int ic = 0; ic < ic_n; ic++)
+            for (int t = 0; t < OCB * 4; t++)
+                wp[ic * OCB * 4 + t] = t / 4 < on ? j->w[((size_t)ic * oc_n + o0) * 4 + t] : 0.0f;
+        for (size_t n = lo; n < hi; n++) {
+            const float *xn = j->x + n * ic_n * p_n;
+            float *yn = j->y + (n * oc_n + o0) * op;
+            walk wk = {(size_t)w, 0, 0, {0, 0}};
+            for (size_t p = 0; p < p_n; p += 16) {
+                walk_step(&wk);
+                __m512 acc[OCB * 4];
+                for (int t = 0; t < OCB * 4; t++)
+                    acc[t] = zero;
+                for (int ic = 0; ic < ic_n; ic++) {
+                    __m512 xv = _mm512_loadu_ps(xn + (size_t)ic * p_n + p);
+                    const float *wr = wp + ic * OCB * 4;
+                    for (int t = 0; t < OCB * 4; t++)
+                        acc[t] = _mm512_fmadd_ps(_mm512_set1_ps(wr[t]), xv, acc[t]);
+                }
+                for (int o = 0; o < on; o++) {
+                    __m512 bias = j->b ? _mm512_set1_ps(j->b[o0 + o]) : zero;
+                    float *yo = yn + (size_t)o * op;
+                    for (int a = 0; a < 2; a++) {
+                        /* the product's store (1 x sum + 0), the zeroed output's + 0, then the bias */
+                        __m512 v0 = _mm512_add_ps(zero, _mm512_fmadd_ps(one, acc[o * 4 + 2 * a], zero));
+                        __m512 v1 = _mm512_add_ps(zero, _mm512_fmadd_ps(one, acc[o * 4 + 2 * a + 1], zero));
+                        __m512 r0 = _mm512_permutex2var_ps(v0, lo_idx, v1), r1 = _mm512_permutex2var_ps(v0, hi_idx, v1);
+                        if (j->b)
+                            r0 = _mm512_add_ps(r0, bias), r1 = _mm512_add_ps(r1, bias);
+                        _mm512_storeu_ps(yo + wk.off[0] + (size_t)a * 2 * w, r0);
+                        _mm512_storeu_ps(yo + wk.off[1] + (size_t)a * 2 * w, r1);
+                    }
+                }
+            }
+        }
+    }
+}
+
+void ddl__deconv2x2_forward(const ddl_conv2d *g, const float *x, const float *w, const float *b, float *y)
+{
+    fwd_job j = {g, x, w, b, y};
+    ddl__parallel_range((size_t)g->batch, 1, fwd_samples, &j);
+}
+
+/* ---- backward ----
+ * By blocks of a chunk's positions (its samples' planes one after another): each block of dy
+ * is split once into its taps, dd (oc a b, block positions), in the L1 or L2 cache, and the
+ * weight gradient's lanes and the input gradient read the taps from there. The threads take
+ * ranges of input channels (each splits the blocks for itself): a weight or a dx value is one
+ * thread's, so the bits do not depend on the count. */
+
+#define DD_BLOCK 256    /* positions a block (fewer where dd would pass DD_FLOATS) */
+#define DD_FLOATS 32768 /* dd's size at most (128 KB) */
+
+typedef struct back_job {
+    const ddl_conv2d *g;
+    const float *x, *w, *dy;
+    float *dx, *dw, *lanes; /* lanes: (ic, oc a b, 16) */
+    int nb, tasks;          /* samples a chunk (conv.c's); ranges of input channels */
+} back_job;
+
+/* place: samples and positions of a chunk, 16 at a time; s, p the sample and position of the
+ * flat position c. */
+typedef struct place {
+    size_t p_n, s, p;
+} place;
+
+static inline void place_at(place *q, int n0, size_t c)
+{
+    q->s = (size_t)n0 + c / q->p_n;
+    q->p = c % q->p_n;
+}
+
+static inline void place_step(place *q)
+{
+    q->p += 16;
+    if (q->p == q->p_n)
+        q->s++, q->p = 0;
+}
+
+/* split: dd (k rows of `len` floats) = the taps of dy at the chunk's flat positions [c0, c0 +
+ * len): row oc 4 + a 2 + b at column c - c0 holds dy[s, oc, 2i + a, 2j + b] for the position
+ * (i, j) of c. */
+AVX512 static void split(const back_job *j, int n0, size_t c0, size_t len, float *dd)
+{
+    const ddl_conv2d *g = j->g;
+    int oc_n = g->out_c, w = g->in_w;
+    size_t op = 4 * (size_t)g->in_h * w;
+    const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+    const __m512i odd = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+    place q = {(size_t)g->in_h * w, 0, 0};
+    place_at(&q, n0, c0);
+    walk wk = {(size_t)w, q.p / (size_t)w, q.p % (size_t)w, {0, 0}};
+    for (size_t c = 0; c < len; c += 16) {
+        walk_step(&wk);
+        for (int oc = 0; oc < oc_n; oc++) {
+            const float *dyo = j->dy + (q.s * oc_n + (size_t)oc) * op;
+            for (int a = 0; a < 2; a++) {
+                __m512 r0 = _mm512_loadu_ps(dyo + wk.off[0] + (size_t)a * 2 * w);
+                __m512 r1 = _mm512_loadu_ps(dyo + wk.off[1] + (size_t)a * 2 * w);
+                float *row = dd + (size_t)(oc * 4 + 2 * a) * len + c;
+                _mm512_store_ps(row, _mm512_permutex2var_ps(r0, even, r1));
+                _mm512_store_ps(row + len, _mm512_permutex2var_ps(r0, odd, r1));
+            }
+        }
+        place_step(&q);
+        if (q.p == 0)
+            wk.i = 0, wk.j = 0;
+    }
+}
+
+/* lanes_block: lanes of input channels [i0, i0 + in) (in <= ICW) and output channel oc += x
+ * times the taps dd at the flat positions [c0, c0 + len) (place q0), in order, 16 lanes. */
+AVX512 static inline __attribute__((always_inline)) void lanes_block(const back_job *j, int i0, int in, int oc, place q0,
+                                                                      size_t len, const float *dd)
+{
+    const ddl_conv2d *g = j->g;
+    int k = 4 * g->out_c;
+    const __m512 zero = _mm512_setzero_ps();
+    __m512 acc[ICW][4];
+    float *lane = j->lanes + ((size_t)i0 * k + oc * 4) * 16;
+    for (int r = 0; r < ICW; r++)
+        for (int t = 0; t < 4; t++)
+            acc[r][t] = r < in ? _mm512_load_ps(lane + ((size_t)r * k + t) * 16) : zero;
+    const float *d0 = dd + (size_t)oc * 4 * len;
+    place q = q0;
+    for (size_t c = 0; c < len; c += 16) {
+        const float *xs = j->x + (q.s * g->in_c + (size_t)i0) * q.p_n + q.p;
+        __m512 xv[ICW];
+        for (int r = 0; r < ICW; r++)
+            xv[r] = r < in ? _mm512_loadu_ps(xs + (size_t)r * q.p_n) : zero;
+        for (int t = 0; t < 4; t++) {
+            __m512 d = _mm512_load_ps(d0 + (size_t)t * len + c);
+            for (int r = 0; r < ICW; r++)
+                acc[r][t] = _mm512_fmadd_ps(xv[r], d, acc[r][t]);
+        }
+        place_step(&q);
+    }
+    for (int r = 0; r < in; r++)
+        for (int t = 0; t < 4; t++)
+            _mm512_store_ps(lane + ((size_t)r * k + t) * 16, acc[r][t]);
+}
+
+/* dx_group: dx of input channels [i0, i0 + in) (in <= ICW) at pv vectors of 16 flat positions
+ * from column c of dd (place q) = the sums over (oc, a, b) in order of w times the taps, then
+ * stored as the product stores them into a zeroed dx (1 x sum + 0). */
+AVX512 static inline __attribute__((always_inline)) void dx_group(const back_job *j, int i0, int in, place q,
+                                                                   const float *dd, size_t len, size_t c, int pv)
+{
+    const ddl_conv2d *g = j->g;
+    int k = 4 * g->out_c;
+    const __m512 zero = _mm512_setzero_ps(), one = _mm512_set1_ps(1.0f);
+    const float *wr[ICW];
+    for (int r = 0; r < ICW; r++)
+        wr[r] = j->w + (size_t)(i0 + (r < in ? r : 0)) * k;
+    __m512 acc[ICW][4];
+    for (int r = 0; r < ICW; r++)
+        for (int v = 0; v < 4; v++)
+            acc[r][v] = zero;
+    for (int t = 0; t < k; t++) {
+        const float *dt = dd + (size_t)t * len + c;
+        __m512 d[4];
+        for (int v = 0; v < 4; v++)
+            d[v] = v < pv ? _mm512_load_ps(dt + 16 * v) : zero;
+        for (int r = 0; r < ICW; r++) {
+            __m512 wv = _mm512_set1_ps(wr[r][t]);
+            for (int v = 0; v < 4; v++)
+                acc[r][v] = _mm512_fmadd_ps(wv, d[v], acc[r][v]);
+        }
+    }
+    for (int v = 0; v < pv; v++) {
+        float *out = j->dx + (q.s * g->in_c + (size_t)i0) * q.p_n + q.p;
+        for (int r = 0; r < in; r++)
+            _mm512_storeu_ps(out + (size_t)r * q.p_n, _mm512_fmadd_ps(one, acc[r][v], zero));
+        place_step(&q);
+    }
+}
+
+/* in_order: dw of input channels [i0, i0 + in) += each weight's sum over samples [n0, n0 + m)
+ * position by position, one sum from +0 (the outer products' order, for a chunk too short for
+ * the dot products). */
+static void in_order(const back_job *j, int i0, int in, int n0, int m)
+{
+    const ddl_conv2d *g = j->g;
+    int oc_n = g->out_c, w = g->in_w, k = 4 * oc_n;
+    size_t p_n = (size_t)g->in_h * w, op = 4 * p_n;
+    for (int r = i0; r < i0 + in; r++)
+        for (int oc = 0; oc < oc_n; oc++)
+            for (int t = 0; t < 4; t++) {
+                int a = t / 2, b = t % 2;
+                float acc = 0.0f;
+                for (int s = n0; s < n0 + m; s++) {
+                    const float *xs = j->x + ((size_t)s * g->in_c + r) * p_n;
+                    const float *dyo = j->dy + ((size_t)s * oc_n + oc) * op;
+                    for (size_t p = 0; p < p_n; p++) {
+                        size_t i = p / (size_t)w, jj = p % (size_t)w;
+                        acc = fmaf(xs[p], dyo[(2 * i + (size_t)a) * 2 * (size_t)w + 2 * jj + (size_t)b], acc);
+                    }
+                }
+                float *at = j->dw + (size_t)r * k + oc * 4 + t;
+                *at = fmaf(1.0f, acc, *at);
+            }
+}
+
+/* back_range: task t's input channels, over every chunk in order. */
+AVX512 static void back_range(void *ctx, int task)
+{
+    const back_job *j = ctx;
+    const ddl_conv2d *g = j->g;
+    int tiles = (g->in_c + ICW - 1) / ICW, k = 4 * g->out_c;
+    int i_lo = task * tiles / j->tasks * ICW, i_hi = (task + 1) * tiles / j->tasks * ICW;
+    if (i_hi > g->in_c)
+        i_hi = g->in_c;
+    size_t p_n = (size_t)g->in_h * g->in_w, block = (size_t)DD_FLOATS / (size_t)k / 16 * 16;
+    if (block > DD_BLOCK)
+        block = DD_BLOCK;
+    _Alignas(64) float dd[DD_FLOATS];
+    for (int n0 = 0; n0 < g->batch; n0 += j->nb) {
+        int m = g->batch - n0 < j->nb ? g->batch - n0 : j->nb;
+        size_t cols = (size_t)m * p_n;
+        int lanes = j->dw && (cols >= DOTS_K || k < NARROW);
+        if (j->dw && !lanes)
+            in_order(j, i_lo, i_hi - i_lo, n0, m);
+        if (!lanes && !j->dx)
+            continue;
+        if (lanes)
+            memset(j->lanes + (size_t)i_lo * k * 16, 0, (size_t)(i_hi - i_lo) * k * 16 * sizeof(float));
+        for (size_t c0 = 0; c0 < cols; c0 += block) {
+            size_t len = cols - c0 < block ? cols - c0 : block;
+            split(j, n0, c0, len, dd);
+            place q = {p_n, 0, 0};
+            place_at(&q, n0, c0);
+            /* dd's rows of one output channel through every tile, then dd's columns of 64
+             * positions through every tile: each in the L1 cache while the tiles read it */
+            for (int oc = 0; lanes && oc < g->out_c; oc++)
+                for (int i0 = i_lo; i0 < i_hi; i0 += ICW) {
+                    if (i_hi - i0 >= ICW) /* a whole tile: its loops without the spare rows' tests */
+                        lanes_block(j, i0, ICW, oc, q, len, dd);
+                    else
+                        lanes_block(j, i0, i_hi - i0, oc, q, len, dd);
+                }
+            for (size_t c = 0; j->dx && c < len; c += 64) {
+                int pv = len - c < 64 ? (int)(len - c) / 16 : 4;
+                for (int i0 = i_lo; i0 < i_hi; i0 += ICW) {
+                    if (i_hi - i0 >= ICW && pv == 4)
+                        dx_group(j, i0, ICW, q, dd, len, c, 4);
+                    else
+                        dx_group(j, i0, i_hi - i0 < ICW ? i_hi - i0 : ICW, q, dd, len, c, pv);
+                }
+                for (int v = 0; v < pv; v++)
+                    place_step(&q);
+            }
+        }
+        for (int r = i_lo; lanes && r < i_hi; r++)
+            for (int c = 0; c < k; c++) {
+                float *at = j->dw + (size_t)r * k + c;
+                *at = fmaf(1.0f, _mm512_reduce_add_ps(_mm512_load_ps(j->lanes + ((size_t)r * k + c) * 16)), *at);
+            }
+    }
+}
+
+void ddl__deconv2x2_backward(const ddl_conv2d *g, const float *x, const float *w, const float *dy, float *dx,
+                             float *dw, int nb, float *ws)
+{
+    int tiles = (g->in_c + ICW - 1) / ICW, threads = ddl__threads();
+    back_job j = {g, x, w, dy, dx, dw, (float *)(((uintptr_t)ws + 63) & ~(uintptr_t)63), nb,
+                  threads < tiles ? threads : tiles};
+    if (j.tasks > 1)
+        ddl__parallel(j.tasks, back_range, &j);
+    else
+        back_range(&j, 0);
+}
+
+#else
+
+int ddl__deconv2x2_ok(const ddl_conv2d *g)
+{
+    (void)g;
+    return 0;
+}
+void ddl__deconv2x2_forward(const ddl_conv2d *g, const float *x, const float *w, const float *b, float *y)
+{
+    (void)g, (void)x, (void)w, (void)b, (void)y;
+}
+void ddl__deconv2x2_backward(const ddl_conv2d *g, const float *x, const float *w, const float *dy, float *dx,
+                             float *dw, int nb, float *ws)
+{
+    (void)g, (void)x, (void)w, (void)dy, (void)dx, (void)dw, (void)nb, (void)ws;
+}
+
+#endif
