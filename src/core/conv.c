@@ -631,6 +631,10 @@ void ddl_conv2d_forward(const ddl_conv2d *g, const float *x, const float *w, con
         ddl__conv2d_dw_forward(g, x, w, b, y, ws);
         return;
     }
+    if (ddl__conv1x1_ok(g)) {
+        ddl__conv1x1_forward(g, x, w, b, y);
+        return;
+    }
     int k = q.c * g->k_h * g->k_w;
     size_t p = (size_t)q.oh * q.ow;
     int nb = chunk(g->batch, (size_t)k, (size_t)g->out_c, p), chunks = (g->batch + nb - 1) / nb;
@@ -747,6 +751,13 @@ void ddl_conv2d_backward(const ddl_conv2d *g, const float *x, const float *w, co
         return;
     }
     bias_grad(g->batch, g->out_c, p, dy, db);
+    if (ddl__conv1x1_ok(g)) { /* dw by the chunks below: the same sums */
+        if (dw)
+            ddl__conv1x1_dw(g, x, dy, dw, nb);
+        if (dx)
+            ddl__conv1x1_dx(g, w, dy, dx);
+        return;
+    }
     /* chunk by chunk, in waves of one chunk a thread, each wave's weight gradients added to dw
      * in chunk order after it: the same sums whatever the thread count, and the parts added
      * while they are in cache (all the chunks' parts first, then their sum, streamed 140 MB a
@@ -792,7 +803,7 @@ void ddl_deconv2d_forward(const ddl_conv2d *g, const float *x, const float *w, c
     conv_geo q = deconv_view(g);
     if (!geo_ok(g, &q, 1))
         return;
-    if (ddl__deconv2x2_ok(g)) {
+    if (ddl__deconv2x2_ok(g, 0)) {
         ddl__deconv2x2_forward(g, x, w, b, y);
         return;
     }
@@ -826,7 +837,7 @@ void ddl_deconv2d_backward(const ddl_conv2d *g, const float *x, const float *w, 
     int nb = chunk(g->batch, (size_t)k, (size_t)g->in_c, p);
     float *col = ws, *xc = ws + (size_t)nb * k * p;
     bias_grad(g->batch, g->out_c, (size_t)q.h * q.w, dy, db);
-    if (ddl__deconv2x2_ok(g)) { /* dw by the chunks below: the same sums */
+    if (ddl__deconv2x2_ok(g, 1)) { /* dw by the chunks below: the same sums */
         ddl__deconv2x2_backward(g, x, w, dy, dx, dw, nb, ws);
         return;
     }

@@ -44,17 +44,20 @@ int ddl__deconv2x2_enable(int on)
 #include <math.h>
 #include <string.h>
 
+#include "pointwise_avx512.h"
+
 #define AVX512 __attribute__((target("avx512f,fma")))
 
-#define KC 256     /* gemm_avx512.c's depth of a slice: a sum of more terms is split there */
-#define DOTS_K 256 /* its dot products take a weight gradient of at least this many positions */
-#define NARROW 16  /* or of fewer than this many (oc, a, b) columns */
-#define OCB 4      /* forward: output channels a tile (x 4 taps = 16 sums) */
-#define ICW 4      /* backward: input channels a tile (x 4 taps or 4 vectors of positions: 16 sums) */
+/* The backward's lanes stay in the L2 cache up to 32 x 32 channels (256 KB): U-Net's up0 and up1,
+ * backward 1.09 -> 0.62 and 0.80 -> 0.52 ms. Past it (up2, 64 -> 32 channels of 8x8 planes, 512 KB)
+ * they went to memory every block, and the column matrix, whose dot products keep each sum in
+ * registers over a chunk, took 0.50 ms against 0.59. */
+#define BACK_MOST 1024 /* in_c out_c */
 
-int ddl__deconv2x2_ok(const ddl_conv2d *g)
+int ddl__deconv2x2_ok(const ddl_conv2d *g, int backward)
 {
-    return enabled && ddl__gemm_avx512_have() && ddl__deconv2x2_geometry(g);
+    return enabled && ddl__gemm_avx512_have() && ddl__deconv2x2_geometry(g) &&
+           (!backward || (size_t)g->in_c * g->out_c <= BACK_MOST);
 }
 
 /* The 16 positions from a multiple of 16 are two runs of 8, each within a row (w % 8 == 0). A
@@ -84,53 +87,52 @@ typedef struct fwd_job {
     float *y;
 } fwd_job;
 
+/* out_channel: the 4 taps' sums of output channel oc at vn vectors of positions from p of sample
+ * xn (pointwise_avx512.h's tile: the taps are its rows), then out to their pixels: the product's
+ * store (1 x sum + 0), the zeroed output's + 0, then the bias; b = 0 and b = 1 interleaved. */
+AVX512 static inline __attribute__((always_inline)) void out_channel(const fwd_job *j, const float *xn, float *yo,
+                                                                     int oc, size_t p, int vn, walk *wk)
+{
+    const ddl_conv2d *g = j->g;
+    size_t p_n = (size_t)g->in_h * g->in_w, w2 = 2 * (size_t)g->in_w;
+    const __m512i lo_idx = _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+    const __m512i hi_idx = _mm512_set_epi32(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8);
+    const __m512 zero = _mm512_setzero_ps(), one = _mm512_set1_ps(1.0f);
+    __m512 acc[PW_R][PW_V]; /* rows: the taps a 2 + b; w[ic, oc, a, b] */
+    pw_sums(acc, j->w + (size_t)oc * 4, 1, 4 * (size_t)g->out_c, PW_R, xn + p, p_n, g->in_c, vn);
+    __m512 bias = j->b ? _mm512_set1_ps(j->b[oc]) : zero;
+    for (int v = 0; v < vn; v++) {
+        walk_step(wk);
+        for (int a = 0; a < 2; a++) {
+            __m512 v0 = _mm512_add_ps(zero, _mm512_fmadd_ps(one, acc[2 * a][v], zero));
+            __m512 v1 = _mm512_add_ps(zero, _mm512_fmadd_ps(one, acc[2 * a + 1][v], zero));
+            __m512 r0 = _mm512_permutex2var_ps(v0, lo_idx, v1), r1 = _mm512_permutex2var_ps(v0, hi_idx, v1);
+            if (j->b)
+                r0 = _mm512_add_ps(r0, bias), r1 = _mm512_add_ps(r1, bias);
+            _mm512_storeu_ps(yo + wk->off[0] + (size_t)a * w2, r0);
+            _mm512_storeu_ps(yo + wk->off[1] + (size_t)a * w2, r1);
+        }
+    }
+}
+
 AVX512 static void fwd_samples(void *ctx, size_t lo, size_t hi)
 {
     const fwd_job *j = ctx;
     const ddl_conv2d *g = j->g;
-    int ic_n = g->in_c, oc_n = g->out_c, w = g->in_w;
-    size_t p_n = (size_t)g->in_h * w, op = 4 * p_n;
-    const __m512i lo_idx = _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
-    const __m512i hi_idx = _mm512_set_epi32(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8);
-    const __m512 zero = _mm512_setzero_ps(), one = _mm512_set1_ps(1.0f);
-    _Alignas(64) float wp[KC * OCB * 4]; /* the block's weights (ic, o, a b), zeros past out_c */
-    for (int o0 = 0; o0 < oc_n; o0 += OCB) {
-        int on = oc_n - o0 < OCB ? oc_n - o0 : OCB;
-        for (int ic = 0; ic < ic_n; ic++)
-            for (int t = 0; t < OCB * 4; t++)
-                wp[ic * OCB * 4 + t] = t / 4 < on ? j->w[((size_t)ic * oc_n + o0) * 4 + t] : 0.0f;
-        for (size_t n = lo; n < hi; n++) {
+    int ic_n = g->in_c, oc_n = g->out_c;
+    size_t p_n = (size_t)g->in_h * g->in_w, op = 4 * p_n;
+    for (size_t n = lo; n < hi; n++)
+        for (int oc = 0; oc < oc_n; oc++) {
             const float *xn = j->x + n * ic_n * p_n;
-            float *yn = j->y + (n * oc_n + o0) * op;
-            walk wk = {(size_t)w, 0, 0, {0, 0}};
-            for (size_t p = 0; p < p_n; p += 16) {
-                walk_step(&wk);
-                __m512 acc[OCB * 4];
-                for (int t = 0; t < OCB * 4; t++)
-                    acc[t] = zero;
-                for (int ic = 0; ic < ic_n; ic++) {
-                    __m512 xv = _mm512_loadu_ps(xn + (size_t)ic * p_n + p);
-                    const float *wr = wp + ic * OCB * 4;
-                    for (int t = 0; t < OCB * 4; t++)
-                        acc[t] = _mm512_fmadd_ps(_mm512_set1_ps(wr[t]), xv, acc[t]);
-                }
-                for (int o = 0; o < on; o++) {
-                    __m512 bias = j->b ? _mm512_set1_ps(j->b[o0 + o]) : zero;
-                    float *yo = yn + (size_t)o * op;
-                    for (int a = 0; a < 2; a++) {
-                        /* the product's store (1 x sum + 0), the zeroed output's + 0, then the bias */
-                        __m512 v0 = _mm512_add_ps(zero, _mm512_fmadd_ps(one, acc[o * 4 + 2 * a], zero));
-                        __m512 v1 = _mm512_add_ps(zero, _mm512_fmadd_ps(one, acc[o * 4 + 2 * a + 1], zero));
-                        __m512 r0 = _mm512_permutex2var_ps(v0, lo_idx, v1), r1 = _mm512_permutex2var_ps(v0, hi_idx, v1);
-                        if (j->b)
-                            r0 = _mm512_add_ps(r0, bias), r1 = _mm512_add_ps(r1, bias);
-                        _mm512_storeu_ps(yo + wk.off[0] + (size_t)a * 2 * w, r0);
-                        _mm512_storeu_ps(yo + wk.off[1] + (size_t)a * 2 * w, r1);
-                    }
-                }
+            float *yo = j->y + (n * oc_n + (size_t)oc) * op;
+            walk wk = {(size_t)g->in_w, 0, 0, {0, 0}};
+            for (size_t p = 0; p < p_n; p += 16 * PW_V) {
+                if (p_n - p >= 16 * PW_V)
+                    out_channel(j, xn, yo, oc, p, PW_V, &wk);
+                else
+                    out_channel(j, xn, yo, oc, p, (int)(p_n - p) / 16, &wk);
             }
         }
-    }
 }
 
 void ddl__deconv2x2_forward(const ddl_conv2d *g, const float *x, const float *w, const float *b, float *y)
@@ -206,65 +208,44 @@ AVX512 static void split(const back_job *j, int n0, size_t c0, size_t len, float
     }
 }
 
-/* lanes_block: lanes of input channels [i0, i0 + in) (in <= ICW) and output channel oc += x
- * times the taps dd at the flat positions [c0, c0 + len) (place q0), in order, 16 lanes. */
-AVX512 static inline __attribute__((always_inline)) void lanes_block(const back_job *j, int i0, int in, int oc, place q0,
-                                                                      size_t len, const float *dd)
+/* lanes_block: lanes of input channels [i0, i0 + in) (in <= PW_R) and output channel oc += x
+ * times the taps dd at the flat positions [c0, c0 + len) (place q0), in order, 16 lanes
+ * (pointwise_avx512.h's tile: x's rows by the taps' rows), a sample's run of the block at a time. */
+AVX512 static inline __attribute__((always_inline)) void lanes_block(const back_job *j, int i0, int in, int oc,
+                                                                      place q0, size_t len, const float *dd)
 {
     const ddl_conv2d *g = j->g;
-    int k = 4 * g->out_c;
+    size_t k = 4 * (size_t)g->out_c;
     const __m512 zero = _mm512_setzero_ps();
-    __m512 acc[ICW][4];
-    float *lane = j->lanes + ((size_t)i0 * k + oc * 4) * 16;
-    for (int r = 0; r < ICW; r++)
-        for (int t = 0; t < 4; t++)
-            acc[r][t] = r < in ? _mm512_load_ps(lane + ((size_t)r * k + t) * 16) : zero;
+    __m512 acc[PW_R][PW_V];
+    float *lane = j->lanes + ((size_t)i0 * k + (size_t)oc * 4) * 16;
+    for (int r = 0; r < PW_R; r++)
+        for (int t = 0; t < PW_V; t++)
+            acc[r][t] = r < in ? _mm512_load_ps(lane + ((size_t)r * k + (size_t)t) * 16) : zero;
     const float *d0 = dd + (size_t)oc * 4 * len;
     place q = q0;
-    for (size_t c = 0; c < len; c += 16) {
-        const float *xs = j->x + (q.s * g->in_c + (size_t)i0) * q.p_n + q.p;
-        __m512 xv[ICW];
-        for (int r = 0; r < ICW; r++)
-            xv[r] = r < in ? _mm512_loadu_ps(xs + (size_t)r * q.p_n) : zero;
-        for (int t = 0; t < 4; t++) {
-            __m512 d = _mm512_load_ps(d0 + (size_t)t * len + c);
-            for (int r = 0; r < ICW; r++)
-                acc[r][t] = _mm512_fmadd_ps(xv[r], d, acc[r][t]);
-        }
-        place_step(&q);
+    for (size_t c = 0; c < len;) {
+        size_t run = q.p_n - q.p < len - c ? q.p_n - q.p : len - c; /* positions of this sample */
+        pw_lanes(acc, in, j->x + (q.s * g->in_c + (size_t)i0) * q.p_n + q.p, q.p_n, d0 + c, len, run / 16);
+        c += run, q.s++, q.p = 0;
     }
     for (int r = 0; r < in; r++)
-        for (int t = 0; t < 4; t++)
-            _mm512_store_ps(lane + ((size_t)r * k + t) * 16, acc[r][t]);
+        for (int t = 0; t < PW_V; t++)
+            _mm512_store_ps(lane + ((size_t)r * k + (size_t)t) * 16, acc[r][t]);
 }
 
-/* dx_group: dx of input channels [i0, i0 + in) (in <= ICW) at pv vectors of 16 flat positions
- * from column c of dd (place q) = the sums over (oc, a, b) in order of w times the taps, then
- * stored as the product stores them into a zeroed dx (1 x sum + 0). */
+/* dx_group: dx of input channels [i0, i0 + in) (in <= PW_R) at pv vectors of 16 flat positions
+ * from column c of dd (place q) = the sums over (oc, a, b) in order of w times the taps
+ * (pointwise_avx512.h's tile), then stored as the product stores them into a zeroed dx (1 x sum
+ * + 0). */
 AVX512 static inline __attribute__((always_inline)) void dx_group(const back_job *j, int i0, int in, place q,
                                                                    const float *dd, size_t len, size_t c, int pv)
 {
     const ddl_conv2d *g = j->g;
-    int k = 4 * g->out_c;
+    size_t k = 4 * (size_t)g->out_c;
     const __m512 zero = _mm512_setzero_ps(), one = _mm512_set1_ps(1.0f);
-    const float *wr[ICW];
-    for (int r = 0; r < ICW; r++)
-        wr[r] = j->w + (size_t)(i0 + (r < in ? r : 0)) * k;
-    __m512 acc[ICW][4];
-    for (int r = 0; r < ICW; r++)
-        for (int v = 0; v < 4; v++)
-            acc[r][v] = zero;
-    for (int t = 0; t < k; t++) {
-        const float *dt = dd + (size_t)t * len + c;
-        __m512 d[4];
-        for (int v = 0; v < 4; v++)
-            d[v] = v < pv ? _mm512_load_ps(dt + 16 * v) : zero;
-        for (int r = 0; r < ICW; r++) {
-            __m512 wv = _mm512_set1_ps(wr[r][t]);
-            for (int v = 0; v < 4; v++)
-                acc[r][v] = _mm512_fmadd_ps(wv, d[v], acc[r][v]);
-        }
-    }
+    __m512 acc[PW_R][PW_V];
+    pw_sums(acc, j->w + (size_t)i0 * k, k, 1, in, dd + c, len, (int)k, pv);
     for (int v = 0; v < pv; v++) {
         float *out = j->dx + (q.s * g->in_c + (size_t)i0) * q.p_n + q.p;
         for (int r = 0; r < in; r++)
@@ -304,8 +285,8 @@ AVX512 static void back_range(void *ctx, int task)
 {
     const back_job *j = ctx;
     const ddl_conv2d *g = j->g;
-    int tiles = (g->in_c + ICW - 1) / ICW, k = 4 * g->out_c;
-    int i_lo = task * tiles / j->tasks * ICW, i_hi = (task + 1) * tiles / j->tasks * ICW;
+    int tiles = (g->in_c + PW_R - 1) / PW_R, k = 4 * g->out_c;
+    int i_lo = task * tiles / j->tasks * PW_R, i_hi = (task + 1) * tiles / j->tasks * PW_R;
     if (i_hi > g->in_c)
         i_hi = g->in_c;
     size_t p_n = (size_t)g->in_h * g->in_w, block = (size_t)DD_FLOATS / (size_t)k / 16 * 16;
@@ -315,7 +296,7 @@ AVX512 static void back_range(void *ctx, int task)
     for (int n0 = 0; n0 < g->batch; n0 += j->nb) {
         int m = g->batch - n0 < j->nb ? g->batch - n0 : j->nb;
         size_t cols = (size_t)m * p_n;
-        int lanes = j->dw && (cols >= DOTS_K || k < NARROW);
+        int lanes = j->dw && (cols >= PW_DOTS_K || k < PW_NARROW);
         if (j->dw && !lanes)
             in_order(j, i_lo, i_hi - i_lo, n0, m);
         if (!lanes && !j->dx)
@@ -330,19 +311,19 @@ AVX512 static void back_range(void *ctx, int task)
             /* dd's rows of one output channel through every tile, then dd's columns of 64
              * positions through every tile: each in the L1 cache while the tiles read it */
             for (int oc = 0; lanes && oc < g->out_c; oc++)
-                for (int i0 = i_lo; i0 < i_hi; i0 += ICW) {
-                    if (i_hi - i0 >= ICW) /* a whole tile: its loops without the spare rows' tests */
-                        lanes_block(j, i0, ICW, oc, q, len, dd);
+                for (int i0 = i_lo; i0 < i_hi; i0 += PW_R) {
+                    if (i_hi - i0 >= PW_R) /* a whole tile: its loops without the spare rows' tests */
+                        lanes_block(j, i0, PW_R, oc, q, len, dd);
                     else
                         lanes_block(j, i0, i_hi - i0, oc, q, len, dd);
                 }
             for (size_t c = 0; j->dx && c < len; c += 64) {
                 int pv = len - c < 64 ? (int)(len - c) / 16 : 4;
-                for (int i0 = i_lo; i0 < i_hi; i0 += ICW) {
-                    if (i_hi - i0 >= ICW && pv == 4)
-                        dx_group(j, i0, ICW, q, dd, len, c, 4);
+                for (int i0 = i_lo; i0 < i_hi; i0 += PW_R) {
+                    if (i_hi - i0 >= PW_R && pv == 4)
+                        dx_group(j, i0, PW_R, q, dd, len, c, 4);
                     else
-                        dx_group(j, i0, i_hi - i0 < ICW ? i_hi - i0 : ICW, q, dd, len, c, pv);
+                        dx_group(j, i0, i_hi - i0 < PW_R ? i_hi - i0 : PW_R, q, dd, len, c, pv);
                 }
                 for (int v = 0; v < pv; v++)
                     place_step(&q);
@@ -359,7 +340,7 @@ AVX512 static void back_range(void *ctx, int task)
 void ddl__deconv2x2_backward(const ddl_conv2d *g, const float *x, const float *w, const float *dy, float *dx,
                              float *dw, int nb, float *ws)
 {
-    int tiles = (g->in_c + ICW - 1) / ICW, threads = ddl__threads();
+    int tiles = (g->in_c + PW_R - 1) / PW_R, threads = ddl__threads();
     back_job j = {g, x, w, dy, dx, dw, (float *)(((uintptr_t)ws + 63) & ~(uintptr_t)63), nb,
                   threads < tiles ? threads : tiles};
     if (j.tasks > 1)
@@ -370,9 +351,9 @@ void ddl__deconv2x2_backward(const ddl_conv2d *g, const float *x, const float *w
 
 #else
 
-int ddl__deconv2x2_ok(const ddl_conv2d *g)
+int ddl__deconv2x2_ok(const ddl_conv2d *g, int backward)
 {
-    (void)g;
+    (void)g, (void)backward;
     return 0;
 }
 void ddl__deconv2x2_forward(const ddl_conv2d *g, const float *x, const float *w, const float *b, float *y)

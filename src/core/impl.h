@@ -241,15 +241,28 @@ void ddl__conv2d_wide_forward(const ddl_conv2d *g, const float *x, const float *
 void ddl__conv2d_wide_dx(const ddl_conv2d *g, const float *w, const float *dy, float *dx, float *ws);
 int ddl__conv2d_wide_dw(const ddl_conv2d *g, const float *x, const float *dy, float *dw, float *db, float *ws);
 
+/* The 1x1 stride-1 convolution direct (conv1x1_avx512.c), with the float32 bits of conv.c's
+ * column matrix and products. _geometry: no padding, dilation or groups, 2 to 256 input and
+ * output channels, planes of a multiple of 16 positions; _ok: that, on a CPU with AVX-512, and
+ * not turned off by ddl__conv1x1_enable(0) (tests compare the two paths; it returns the setting
+ * before). _dw: dw += the weight gradient by conv.c's chunks of nb samples. */
+int ddl__conv1x1_geometry(const ddl_conv2d *g);
+int ddl__conv1x1_ok(const ddl_conv2d *g);
+int ddl__conv1x1_enable(int on);
+void ddl__conv1x1_forward(const ddl_conv2d *g, const float *x, const float *w, const float *b, float *y);
+void ddl__conv1x1_dx(const ddl_conv2d *g, const float *w, const float *dy, float *dx);
+void ddl__conv1x1_dw(const ddl_conv2d *g, const float *x, const float *dy, float *dw, int nb);
+
 /* The 2x2 stride-2 transposed convolution direct (deconv2x2_avx512.c), with the float32 bits of
  * conv.c's column matrix and products, in a bfloat16 pass too (there it is faster than the
  * bfloat16 product, and exact to float32). _geometry: k 2, stride 2, no padding, dilation,
  * groups or output padding, 2 to 256 input channels, 1 to 64 output channels, rows a multiple
- * of 8 and planes of 16; _ok: that, on a CPU with AVX-512. _backward: dx (may be NULL), and dw
- * (may be NULL) += the weight gradient by conv.c's chunks of nb samples, in ws (_dw_workspace
- * floats, plus 16 to align them). */
+ * of 8 and planes of 16; _ok: that, on a CPU with AVX-512, for the forward pass (backward 0) or
+ * the backward (1: up to 1024 in_c out_c; more stay the column matrix's). _backward: dx (may be
+ * NULL), and dw (may be NULL) += the weight gradient by conv.c's chunks of nb samples, in ws
+ * (_dw_workspace floats, plus 16 to align them). */
 int ddl__deconv2x2_geometry(const ddl_conv2d *g);
-int ddl__deconv2x2_ok(const ddl_conv2d *g);
+int ddl__deconv2x2_ok(const ddl_conv2d *g, int backward);
 /* ddl__deconv2x2_enable: on 0, no call takes the direct kernels (tests compare them with conv.c's
  * column matrix); returns the setting before. */
 int ddl__deconv2x2_enable(int on);

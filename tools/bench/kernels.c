@@ -1,7 +1,7 @@
 /* kernels.c - single kernels timed alone, one thread, for make bench (BENCH_ONLY=ops, beside
  * lenet_ops.c): LeNet's two convolutions forward and backward, U-Net's GroupNorm + ReLU as two
  * ops against ddl_groupnorm_relu_* at its largest and a middle shape, U-Net's transposed
- * convolutions direct and by the column matrix, and ddl_gemm on LeNet's
+ * convolutions and 1x1 head direct and by the column matrix, and ddl_gemm on LeNet's
  * dense layers and U-Net's small products against OpenBLAS's cblas_sgemm called directly (where
  * the program was linked with it). Best of 5 rounds of 20 calls each, random data. Uses ddl.h,
  * and cblas_sgemm by a weak reference.
@@ -18,8 +18,9 @@
  * runs: SiLU over 2M floats forward 7.7-8.3 -> 2.2-3.2 ms, backward 9.8-10.2 -> 1.5-2.3; the
  * U-Net's loss (ddl_softmax_xent, 32 x 11 classes x 64x64, probabilities and gradient) 9.0-9.2 ->
  * 4.3-5.2 ms, then 2.0 with xent_block's loops in AVX-512 clones (DDL__LANES).
- * 2026-11-30, U-Net's 2x2 stride-2 transposed convolutions direct (deconv2x2_avx512.c, the same
- * bits): see the "deconv" lines, each beside the column matrix's. */
+ * 2026-11-30, U-Net's 2x2 stride-2 transposed convolutions and its 1x1 head direct
+ * (deconv2x2_avx512.c, conv1x1_avx512.c, the same bits): see the U-Net up and head lines, each
+ * beside the column matrix's. */
 #define _POSIX_C_SOURCE 200809L
 #include "ddl.h"
 
@@ -71,33 +72,37 @@ static void bench_conv(const char *name, const ddl_conv2d *g, int need_dx)
     free(x), free(w), free(b), free(y), free(dy), free(ws), free(dx), free(dw), free(db);
 }
 
-/* bench_deconv: a transposed convolution forward and backward (dx, dw, db), by the direct 2x2
- * stride-2 kernels and, where the library lets them be turned off (ddl__deconv2x2_enable, by a
- * weak reference), by conv.c's column matrix and products: the same bits. */
+/* bench_pointwise: a transposed (deconv 1) or 1x1 convolution forward and backward (dx, dw, db),
+ * by the direct kernels and, where the library lets them be turned off (ddl__*_enable, by weak
+ * references), by conv.c's column matrix and products: the same bits. */
 int ddl__deconv2x2_enable(int on) __attribute__((weak));
-static void bench_deconv(const char *name, const ddl_conv2d *g)
+int ddl__conv1x1_enable(int on) __attribute__((weak));
+static void bench_pointwise(const char *name, const ddl_conv2d *g, int deconv)
 {
     size_t nx = (size_t)g->batch * g->in_c * g->in_h * g->in_w, nw = (size_t)g->out_c * g->in_c * g->k_h * g->k_w;
-    size_t ny = (size_t)g->batch * g->out_c * ddl_deconv2d_out_h(g) * ddl_deconv2d_out_w(g);
+    size_t ny = (size_t)g->batch * g->out_c *
+                (deconv ? (size_t)ddl_deconv2d_out_h(g) * ddl_deconv2d_out_w(g) : (size_t)ddl_conv2d_out_h(g) * ddl_conv2d_out_w(g));
+    size_t wn = deconv ? ddl_deconv2d_workspace(g) : ddl_conv2d_workspace(g);
     float *x = filled(nx, -1, 1), *w = filled(nw, -1, 1), *b = filled((size_t)g->out_c, -1, 1);
-    float *y = filled(ny, 0, 0), *dy = filled(ny, -1, 1), *ws = filled(ddl_deconv2d_workspace(g), 0, 0);
+    float *y = filled(ny, 0, 0), *dy = filled(ny, -1, 1), *ws = filled(wn, 0, 0);
     float *dx = filled(nx, 0, 0), *dw = filled(nw, 0, 0), *db = filled((size_t)g->out_c, 0, 0);
-    for (int way = 0; way < (ddl__deconv2x2_enable ? 2 : 1); way++) {
-        int was = ddl__deconv2x2_enable ? ddl__deconv2x2_enable(!way) : 1;
+    int (*enable)(int) = deconv ? ddl__deconv2x2_enable : ddl__conv1x1_enable;
+    for (int way = 0; way < (enable ? 2 : 1); way++) {
+        int was = enable ? enable(!way) : 1;
         double best_f = 1e9, best_b = 1e9;
         for (int round = 0; round < ROUNDS; round++) {
             double t0 = bench_now();
             for (int i = 0; i < REPS; i++)
-                ddl_deconv2d_forward(g, x, w, b, y, ws);
+                deconv ? ddl_deconv2d_forward(g, x, w, b, y, ws) : ddl_conv2d_forward(g, x, w, b, y, ws);
             double t1 = bench_now();
             for (int i = 0; i < REPS; i++)
-                ddl_deconv2d_backward(g, x, w, dy, dx, dw, db, ws);
+                deconv ? ddl_deconv2d_backward(g, x, w, dy, dx, dw, db, ws) : ddl_conv2d_backward(g, x, w, dy, dx, dw, db, ws);
             double t2 = bench_now();
             best_f = fmin(best_f, (t1 - t0) / REPS);
             best_b = fmin(best_b, (t2 - t1) / REPS);
         }
-        if (ddl__deconv2x2_enable)
-            ddl__deconv2x2_enable(was);
+        if (enable)
+            enable(was);
         printf("  %-38s forward %6.0f us  backward %6.0f us%s\n", name, best_f * 1e6, best_b * 1e6,
                way ? "  (column matrix)" : "");
     }
@@ -226,9 +231,11 @@ int main(void)
     ddl_conv2d up0 = {.batch = 32, .in_c = 16, .in_h = 32, .in_w = 32, .out_c = 8, .k_h = 2, .k_w = 2, .stride = 2};
     ddl_conv2d up1 = {.batch = 32, .in_c = 32, .in_h = 16, .in_w = 16, .out_c = 16, .k_h = 2, .k_w = 2, .stride = 2};
     ddl_conv2d up2 = {.batch = 32, .in_c = 64, .in_h = 8, .in_w = 8, .out_c = 32, .k_h = 2, .k_w = 2, .stride = 2};
-    bench_deconv("U-Net up0 N32 16->8 32x32 k2 s2", &up0);
-    bench_deconv("U-Net up1 N32 32->16 16x16 k2 s2", &up1);
-    bench_deconv("U-Net up2 N32 64->32 8x8 k2 s2", &up2);
+    ddl_conv2d head = {.batch = 32, .in_c = 8, .in_h = 64, .in_w = 64, .out_c = 11, .k_h = 1, .k_w = 1, .stride = 1};
+    bench_pointwise("U-Net up0 N32 16->8 32x32 k2 s2", &up0, 1);
+    bench_pointwise("U-Net up1 N32 32->16 16x16 k2 s2", &up1, 1);
+    bench_pointwise("U-Net up2 N32 64->32 8x8 k2 s2", &up2, 1);
+    bench_pointwise("U-Net head N32 8->11 64x64 k1", &head, 0);
     bench_gn_relu(8, 64 * 64);
     bench_gn_relu(32, 16 * 16);
     bench_exps();
