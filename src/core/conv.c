@@ -792,8 +792,9 @@ size_t ddl_deconv2d_workspace(const ddl_conv2d *g)
     if (!geo_ok(g, &q, 1))
         return 0;
     size_t k = (size_t)g->out_c * g->k_h * g->k_w, p = (size_t)q.oh * q.ow;
-    size_t n = ws_floats(chunk(g->batch, k, (size_t)g->in_c, p), k, (size_t)g->in_c, p);
-    size_t direct2x2 = ddl__deconv2x2_geometry(g) ? ddl__deconv2x2_dw_workspace(g) + 16 : 0; /* in any pass */
+    int nb = chunk(g->batch, k, (size_t)g->in_c, p);
+    size_t n = ws_floats(nb, k, (size_t)g->in_c, p);
+    size_t direct2x2 = ddl__deconv2x2_geometry(g) ? ddl__deconv2x2_dw_workspace(g, nb) : 0; /* in any pass */
     return n > direct2x2 ? n : direct2x2;
 }
 

@@ -28,8 +28,6 @@ int ddl__deconv2x2_geometry(const ddl_conv2d *g)
            g->out_c > 0 && g->out_c <= 64 && g->in_w % 8 == 0 && p > 0 && p % 16 == 0;
 }
 
-size_t ddl__deconv2x2_dw_workspace(const ddl_conv2d *g) { return (size_t)g->in_c * 4 * g->out_c * 16; }
-
 static int enabled = 1;
 int ddl__deconv2x2_enable(int on)
 {
@@ -142,11 +140,12 @@ void ddl__deconv2x2_forward(const ddl_conv2d *g, const float *x, const float *w,
 }
 
 /* ---- backward ----
- * By blocks of a chunk's positions (its samples' planes one after another): each block of dy
- * is split once into its taps, dd (oc a b, block positions), in the L1 or L2 cache, and the
- * weight gradient's lanes and the input gradient read the taps from there. The threads take
- * ranges of input channels (each splits the blocks for itself): a weight or a dx value is one
- * thread's, so the bits do not depend on the count. */
+ * A task a chunk of conv.c's samples, so that each thread reads its own part of dy once. By
+ * blocks of the chunk's positions (its samples' planes one after another): each block of dy is
+ * split once into its taps, dd (oc a b, block positions), in the L1 or L2 cache, and the weight
+ * gradient's lanes and the input gradient read the taps from there. A chunk's weight gradient
+ * sums go to its part, and the parts are added to dw in chunk order after the tasks, as the
+ * column matrix's product added them: the bits do not depend on the thread count. */
 
 #define DD_BLOCK 256    /* positions a block (fewer where dd would pass DD_FLOATS) */
 #define DD_FLOATS 32768 /* dd's size at most (128 KB) */
@@ -154,8 +153,8 @@ void ddl__deconv2x2_forward(const ddl_conv2d *g, const float *x, const float *w,
 typedef struct back_job {
     const ddl_conv2d *g;
     const float *x, *w, *dy;
-    float *dx, *dw, *lanes; /* lanes: (ic, oc a b, 16) */
-    int nb, tasks;          /* samples a chunk (conv.c's); ranges of input channels */
+    float *dx, *dw, *parts; /* parts: (chunk, ic, oc a b), each chunk's sums */
+    int nb;                 /* samples a chunk (conv.c's) */
 } back_job;
 
 /* place: samples and positions of a chunk, 16 at a time; s, p the sample and position of the
@@ -211,14 +210,14 @@ AVX512 static void split(const back_job *j, int n0, size_t c0, size_t len, float
 /* lanes_block: lanes of input channels [i0, i0 + in) (in <= PW_R) and output channel oc += x
  * times the taps dd at the flat positions [c0, c0 + len) (place q0), in order, 16 lanes
  * (pointwise_avx512.h's tile: x's rows by the taps' rows), a sample's run of the block at a time. */
-AVX512 static inline __attribute__((always_inline)) void lanes_block(const back_job *j, int i0, int in, int oc,
-                                                                      place q0, size_t len, const float *dd)
+AVX512 static inline __attribute__((always_inline)) void lanes_block(const back_job *j, float *lanes, int i0, int in,
+                                                                      int oc, place q0, size_t len, const float *dd)
 {
     const ddl_conv2d *g = j->g;
     size_t k = 4 * (size_t)g->out_c;
     const __m512 zero = _mm512_setzero_ps();
     __m512 acc[PW_R][PW_V];
-    float *lane = j->lanes + ((size_t)i0 * k + (size_t)oc * 4) * 16;
+    float *lane = lanes + ((size_t)i0 * k + (size_t)oc * 4) * 16;
     for (int r = 0; r < PW_R; r++)
         for (int t = 0; t < PW_V; t++)
             acc[r][t] = r < in ? _mm512_load_ps(lane + ((size_t)r * k + (size_t)t) * 16) : zero;
@@ -254,15 +253,15 @@ AVX512 static inline __attribute__((always_inline)) void dx_group(const back_job
     }
 }
 
-/* in_order: dw of input channels [i0, i0 + in) += each weight's sum over samples [n0, n0 + m)
- * position by position, one sum from +0 (the outer products' order, for a chunk too short for
- * the dot products). */
-static void in_order(const back_job *j, int i0, int in, int n0, int m)
+/* in_order: part (ic, oc a b) = each weight's sum over samples [n0, n0 + m) position by
+ * position, one sum from +0 (the outer products' order, for a chunk too short for the dot
+ * products). */
+static void in_order(const back_job *j, float *part, int n0, int m)
 {
     const ddl_conv2d *g = j->g;
     int oc_n = g->out_c, w = g->in_w, k = 4 * oc_n;
     size_t p_n = (size_t)g->in_h * w, op = 4 * p_n;
-    for (int r = i0; r < i0 + in; r++)
+    for (int r = 0; r < g->in_c; r++)
         for (int oc = 0; oc < oc_n; oc++)
             for (int t = 0; t < 4; t++) {
                 int a = t / 2, b = t % 2;
@@ -275,78 +274,81 @@ static void in_order(const back_job *j, int i0, int in, int n0, int m)
                         acc = fmaf(xs[p], dyo[(2 * i + (size_t)a) * 2 * (size_t)w + 2 * jj + (size_t)b], acc);
                     }
                 }
-                float *at = j->dw + (size_t)r * k + oc * 4 + t;
-                *at = fmaf(1.0f, acc, *at);
+                part[(size_t)r * k + oc * 4 + t] = acc;
             }
 }
 
-/* back_range: task t's input channels, over every chunk in order. */
-AVX512 static void back_range(void *ctx, int task)
+/* scratch: a task's floats: its lanes (ic, oc a b, 16), 64-byte aligned, then dd. */
+static size_t lanes_floats(const ddl_conv2d *g) { return (size_t)g->in_c * 4 * g->out_c * 16; }
+#define SCRATCH_FLOATS(g) (16 + lanes_floats(g) + DD_FLOATS)
+
+/* back_chunk: chunk t's dx, and its weight gradient's sums into its part. */
+AVX512 static void back_chunk(void *ctx, int t, float *scratch)
 {
     const back_job *j = ctx;
     const ddl_conv2d *g = j->g;
-    int tiles = (g->in_c + PW_R - 1) / PW_R, k = 4 * g->out_c;
-    int i_lo = task * tiles / j->tasks * PW_R, i_hi = (task + 1) * tiles / j->tasks * PW_R;
-    if (i_hi > g->in_c)
-        i_hi = g->in_c;
-    size_t p_n = (size_t)g->in_h * g->in_w, block = (size_t)DD_FLOATS / (size_t)k / 16 * 16;
+    int k = 4 * g->out_c, n0 = t * j->nb, m = g->batch - n0 < j->nb ? g->batch - n0 : j->nb;
+    size_t p_n = (size_t)g->in_h * g->in_w, cols = (size_t)m * p_n, block = (size_t)DD_FLOATS / (size_t)k / 16 * 16;
     if (block > DD_BLOCK)
         block = DD_BLOCK;
-    _Alignas(64) float dd[DD_FLOATS];
-    for (int n0 = 0; n0 < g->batch; n0 += j->nb) {
-        int m = g->batch - n0 < j->nb ? g->batch - n0 : j->nb;
-        size_t cols = (size_t)m * p_n;
-        int lanes = j->dw && (cols >= PW_DOTS_K || k < PW_NARROW);
-        if (j->dw && !lanes)
-            in_order(j, i_lo, i_hi - i_lo, n0, m);
-        if (!lanes && !j->dx)
-            continue;
-        if (lanes)
-            memset(j->lanes + (size_t)i_lo * k * 16, 0, (size_t)(i_hi - i_lo) * k * 16 * sizeof(float));
-        for (size_t c0 = 0; c0 < cols; c0 += block) {
-            size_t len = cols - c0 < block ? cols - c0 : block;
-            split(j, n0, c0, len, dd);
-            place q = {p_n, 0, 0};
-            place_at(&q, n0, c0);
-            /* dd's rows of one output channel through every tile, then dd's columns of 64
-             * positions through every tile: each in the L1 cache while the tiles read it */
-            for (int oc = 0; lanes && oc < g->out_c; oc++)
-                for (int i0 = i_lo; i0 < i_hi; i0 += PW_R) {
-                    if (i_hi - i0 >= PW_R) /* a whole tile: its loops without the spare rows' tests */
-                        lanes_block(j, i0, PW_R, oc, q, len, dd);
-                    else
-                        lanes_block(j, i0, i_hi - i0, oc, q, len, dd);
-                }
-            for (size_t c = 0; j->dx && c < len; c += 64) {
-                int pv = len - c < 64 ? (int)(len - c) / 16 : 4;
-                for (int i0 = i_lo; i0 < i_hi; i0 += PW_R) {
-                    if (i_hi - i0 >= PW_R && pv == 4)
-                        dx_group(j, i0, PW_R, q, dd, len, c, 4);
-                    else
-                        dx_group(j, i0, i_hi - i0 < PW_R ? i_hi - i0 : PW_R, q, dd, len, c, pv);
-                }
-                for (int v = 0; v < pv; v++)
-                    place_step(&q);
+    float *lanes = (float *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63), *dd = lanes + lanes_floats(g);
+    float *part = j->parts + (size_t)t * g->in_c * k;
+    int by_lanes = j->dw && (cols >= PW_DOTS_K || k < PW_NARROW);
+    if (j->dw && !by_lanes)
+        in_order(j, part, n0, m);
+    if (!by_lanes && !j->dx)
+        return;
+    if (by_lanes)
+        memset(lanes, 0, lanes_floats(g) * sizeof(float));
+    for (size_t c0 = 0; c0 < cols; c0 += block) {
+        size_t len = cols - c0 < block ? cols - c0 : block;
+        split(j, n0, c0, len, dd);
+        place q = {p_n, 0, 0};
+        place_at(&q, n0, c0);
+        /* dd's rows of one output channel through every tile, then dd's columns of 64
+         * positions through every tile: each in the L1 cache while the tiles read it */
+        for (int oc = 0; by_lanes && oc < g->out_c; oc++)
+            for (int i0 = 0; i0 < g->in_c; i0 += PW_R) {
+                if (g->in_c - i0 >= PW_R) /* a whole tile: its loops without the spare rows' tests */
+                    lanes_block(j, lanes, i0, PW_R, oc, q, len, dd);
+                else
+                    lanes_block(j, lanes, i0, g->in_c - i0, oc, q, len, dd);
             }
+        for (size_t c = 0; j->dx && c < len; c += 64) {
+            int pv = len - c < 64 ? (int)(len - c) / 16 : 4;
+            for (int i0 = 0; i0 < g->in_c; i0 += PW_R) {
+                if (g->in_c - i0 >= PW_R && pv == 4)
+                    dx_group(j, i0, PW_R, q, dd, len, c, 4);
+                else
+                    dx_group(j, i0, g->in_c - i0 < PW_R ? g->in_c - i0 : PW_R, q, dd, len, c, pv);
+            }
+            for (int v = 0; v < pv; v++)
+                place_step(&q);
         }
-        for (int r = i_lo; lanes && r < i_hi; r++)
-            for (int c = 0; c < k; c++) {
-                float *at = j->dw + (size_t)r * k + c;
-                *at = fmaf(1.0f, _mm512_reduce_add_ps(_mm512_load_ps(j->lanes + ((size_t)r * k + c) * 16)), *at);
-            }
     }
+    for (size_t e = 0; by_lanes && e < (size_t)g->in_c * k; e++)
+        part[e] = _mm512_reduce_add_ps(_mm512_load_ps(lanes + e * 16));
+}
+
+size_t ddl__deconv2x2_dw_workspace(const ddl_conv2d *g, int nb)
+{
+    return SCRATCH_FLOATS(g) + (size_t)((g->batch + nb - 1) / nb) * g->in_c * 4 * g->out_c;
 }
 
 void ddl__deconv2x2_backward(const ddl_conv2d *g, const float *x, const float *w, const float *dy, float *dx,
                              float *dw, int nb, float *ws)
 {
-    int tiles = (g->in_c + PW_R - 1) / PW_R, threads = ddl__threads();
-    back_job j = {g, x, w, dy, dx, dw, (float *)(((uintptr_t)ws + 63) & ~(uintptr_t)63), nb,
-                  threads < tiles ? threads : tiles};
-    if (j.tasks > 1)
-        ddl__parallel(j.tasks, back_range, &j);
+    int chunks = (g->batch + nb - 1) / nb;
+    back_job j = {g, x, w, dy, dx, dw, ws + SCRATCH_FLOATS(g), nb};
+    if (chunks > 1 && ddl__threads() > 1 && SCRATCH_FLOATS(g) <= DDL__THREAD_SCRATCH)
+        ddl__parallel_ws(chunks, back_chunk, &j, ws);
     else
-        back_range(&j, 0);
+        for (int t = 0; t < chunks; t++)
+            back_chunk(&j, t, ws);
+    size_t wn = (size_t)g->in_c * 4 * g->out_c;
+    for (int t = 0; dw && t < chunks; t++) /* in chunk order: the product's dw + sum */
+        for (size_t e = 0; e < wn; e++)
+            dw[e] = fmaf(1.0f, j.parts[(size_t)t * wn + e], dw[e]);
 }
 
 #else
@@ -359,6 +361,11 @@ int ddl__deconv2x2_ok(const ddl_conv2d *g, int backward)
 void ddl__deconv2x2_forward(const ddl_conv2d *g, const float *x, const float *w, const float *b, float *y)
 {
     (void)g, (void)x, (void)w, (void)b, (void)y;
+}
+size_t ddl__deconv2x2_dw_workspace(const ddl_conv2d *g, int nb)
+{
+    (void)g, (void)nb;
+    return 0;
 }
 void ddl__deconv2x2_backward(const ddl_conv2d *g, const float *x, const float *w, const float *dy, float *dx,
                              float *dw, int nb, float *ws)

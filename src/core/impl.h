@@ -259,14 +259,14 @@ void ddl__conv1x1_dw(const ddl_conv2d *g, const float *x, const float *dy, float
  * groups or output padding, 2 to 256 input channels, 1 to 64 output channels, rows a multiple
  * of 8 and planes of 16; _ok: that, on a CPU with AVX-512, for the forward pass (backward 0) or
  * the backward (1: up to 1024 in_c out_c; more stay the column matrix's). _backward: dx (may be
- * NULL), and dw (may be NULL) += the weight gradient by conv.c's chunks of nb samples, in ws
- * (_dw_workspace floats, plus 16 to align them). */
+ * NULL), and dw (may be NULL) += the weight gradient by conv.c's chunks of nb samples, a chunk a
+ * task, in ws (_dw_workspace floats). */
 int ddl__deconv2x2_geometry(const ddl_conv2d *g);
 int ddl__deconv2x2_ok(const ddl_conv2d *g, int backward);
 /* ddl__deconv2x2_enable: on 0, no call takes the direct kernels (tests compare them with conv.c's
  * column matrix); returns the setting before. */
 int ddl__deconv2x2_enable(int on);
-size_t ddl__deconv2x2_dw_workspace(const ddl_conv2d *g);
+size_t ddl__deconv2x2_dw_workspace(const ddl_conv2d *g, int nb);
 void ddl__deconv2x2_forward(const ddl_conv2d *g, const float *x, const float *w, const float *b, float *y);
 void ddl__deconv2x2_backward(const ddl_conv2d *g, const float *x, const float *w, const float *dy, float *dx,
                              float *dw, int nb, float *ws);
