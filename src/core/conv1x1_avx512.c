@@ -7,7 +7,8 @@
  * bias in another pass. Here the product reads the samples where they lie (pointwise_avx512.h's
  * tiles: 4 output channels x 64 positions over the input channels) and adds the bias as the sums
  * leave the registers; the input gradient is the same tile over the output channels, and the
- * weight gradient keeps the product's 16-lane sums over each chunk of samples in the workspace.
+ * weight gradient keeps the product's 16-lane sums of 4 x 4 weights in registers over each chunk
+ * of samples (whose x and dy, about conv.c's budget, stay in the L2 cache across the tiles).
  *
  * Each value gets the operations of the path it replaces: y = (1 x sum + 0) + bias, the sum over
  * input channels in order, one fused multiply-add each from +0 (the product's store into zeroed

@@ -5,18 +5,19 @@
  * With k == s the taps do not overlap: output pixel (2i + a, 2j + b) of channel oc is one sum
  * over the input channels at (i, j), weight (ic, oc, a, b). conv.c made the (oc a b, positions)
  * column matrix by a product, zeroed the output, added the matrix onto it and added the bias in
- * three more passes; here each sum goes to its pixel as it leaves the registers: 16 positions'
- * sums of b = 0 and b = 1 interleaved by two permutes. The input gradient reads dy the other
- * way (the permutes split a row's even and odd columns) and the weight gradient keeps gemm's
- * 16-lane sums over each chunk of samples in the workspace.
+ * three more passes; here each sum goes to its pixel as it leaves the registers
+ * (pointwise_avx512.h's tile, the 4 taps of an output channel its rows): 16 positions' sums of
+ * b = 0 and b = 1 interleaved by two permutes. The backward splits each block of dy into its
+ * taps once (the permutes split a row's even and odd columns), for the input gradient and for
+ * the weight gradient's 16-lane sums, a chunk of samples a task.
  *
  * Each value gets the operations of the path it replaces: the forward sum over input channels in
  * order, one fused multiply-add each from +0, then 1 x sum + 0 (the product's store), + 0 (the
  * zeroed output) and + bias; dx likewise over (oc, a, b) in order; dw, per chunk of conv.c's
  * samples, 16 lanes over the chunk's positions (position p in lane p mod 16) reduced by
- * _mm512_reduce_add_ps and added to dw by fmaf, as gemm_avx512.c's dot products (or, where a
- * chunk is too short for them, one sum in order, as its outer products). U-Net's three, 1 thread
- * (tools/bench/kernels.c, "deconv"): see docs/BENCHMARKS.md. */
+ * _mm512_reduce_add_ps and added to dw by fmaf in chunk order, as gemm_avx512.c's dot products
+ * (or, where a chunk is too short for them, one sum in order, as its outer products). U-Net's
+ * three, 1 thread: tools/bench/kernels.c's "U-Net up" lines and docs/BENCHMARKS.md. */
 #include "impl.h"
 
 int ddl__deconv2x2_geometry(const ddl_conv2d *g)
@@ -27,6 +28,12 @@ int ddl__deconv2x2_geometry(const ddl_conv2d *g)
            !f.pb && !f.pr && !f.oph && !f.opw && f.groups == 1 && g->batch > 0 && g->in_c >= 2 && g->in_c <= 256 &&
            g->out_c > 0 && g->out_c <= 64 && g->in_w % 8 == 0 && p > 0 && p % 16 == 0;
 }
+
+/* The backward's lanes stay in the L2 cache up to 32 x 32 channels (256 KB): U-Net's up0 and up1,
+ * backward 1.09 -> 0.62 and 0.80 -> 0.52 ms. Past it (up2, 64 -> 32 channels of 8x8 planes, 512 KB)
+ * they went to memory every block, and the column matrix, whose dot products keep each sum in
+ * registers over a chunk, took 0.50 ms against 0.59. */
+#define BACK_MOST 1024 /* in_c out_c */
 
 static int enabled = 1;
 int ddl__deconv2x2_enable(int on)
@@ -45,12 +52,6 @@ int ddl__deconv2x2_enable(int on)
 #include "pointwise_avx512.h"
 
 #define AVX512 __attribute__((target("avx512f,fma")))
-
-/* The backward's lanes stay in the L2 cache up to 32 x 32 channels (256 KB): U-Net's up0 and up1,
- * backward 1.09 -> 0.62 and 0.80 -> 0.52 ms. Past it (up2, 64 -> 32 channels of 8x8 planes, 512 KB)
- * they went to memory every block, and the column matrix, whose dot products keep each sum in
- * registers over a chunk, took 0.50 ms against 0.59. */
-#define BACK_MOST 1024 /* in_c out_c */
 
 int ddl__deconv2x2_ok(const ddl_conv2d *g, int backward)
 {
@@ -332,6 +333,8 @@ AVX512 static void back_chunk(void *ctx, int t, float *scratch)
 
 size_t ddl__deconv2x2_dw_workspace(const ddl_conv2d *g, int nb)
 {
+    if ((size_t)g->in_c * g->out_c > BACK_MOST) /* the column matrix's backward */
+        return 0;
     return SCRATCH_FLOATS(g) + (size_t)((g->batch + nb - 1) / nb) * g->in_c * 4 * g->out_c;
 }
 
