@@ -76,11 +76,11 @@ AVX512 static inline __attribute__((always_inline)) void tile(const rows_job *j,
     const ddl_conv2d *g = j->g;
     size_t p_n = (size_t)g->in_h * g->in_w;
     const __m512 zero = _mm512_setzero_ps(), one = _mm512_set1_ps(1.0f);
-    __m512 acc[PW_R][PW_V];
+    __m512 acc[DDL__PW_R][DDL__PW_V];
     if (j->fwd) /* w (out_c, in_c): row oc, term ic */
-        pw_sums(acc, j->w + (size_t)r0 * g->in_c, (size_t)g->in_c, 1, rn, src + p, p_n, g->in_c, vn);
+        ddl__pw_sums(acc, j->w + (size_t)r0 * g->in_c, (size_t)g->in_c, 1, rn, src + p, p_n, g->in_c, vn);
     else /* w^T: row ic, term oc */
-        pw_sums(acc, j->w + r0, 1, (size_t)g->in_c, rn, src + p, p_n, g->out_c, vn);
+        ddl__pw_sums(acc, j->w + r0, 1, (size_t)g->in_c, rn, src + p, p_n, g->out_c, vn);
     for (int r = 0; r < rn; r++) {
         float *o = out + (size_t)(r0 + r) * p_n + p;
         __m512 bias = j->fwd && j->b ? _mm512_set1_ps(j->b[r0 + r]) : zero;
@@ -101,13 +101,13 @@ AVX512 static void rows_samples(void *ctx, size_t lo, size_t hi)
     for (size_t n = lo; n < hi; n++) {
         const float *src = j->src + n * terms * p_n;
         float *out = j->out + n * rows * p_n;
-        for (size_t p = 0; p < p_n; p += 16 * PW_V) {
-            int vn = p_n - p < 16 * PW_V ? (int)(p_n - p) / 16 : PW_V;
-            for (int r0 = 0; r0 < rows; r0 += PW_R) {
-                if (rows - r0 >= PW_R && vn == PW_V)
-                    tile(j, src, out, r0, PW_R, p, PW_V);
+        for (size_t p = 0; p < p_n; p += 16 * DDL__PW_V) {
+            int vn = p_n - p < 16 * DDL__PW_V ? (int)(p_n - p) / 16 : DDL__PW_V;
+            for (int r0 = 0; r0 < rows; r0 += DDL__PW_R) {
+                if (rows - r0 >= DDL__PW_R && vn == DDL__PW_V)
+                    tile(j, src, out, r0, DDL__PW_R, p, DDL__PW_V);
                 else
-                    tile(j, src, out, r0, rows - r0 < PW_R ? rows - r0 : PW_R, p, vn);
+                    tile(j, src, out, r0, rows - r0 < DDL__PW_R ? rows - r0 : DDL__PW_R, p, vn);
             }
         }
     }
@@ -145,7 +145,8 @@ static void in_order(const dw_job *j, int o0, int o1, int n0, int m)
         for (int ic = 0; ic < g->in_c; ic++) {
             float acc = 0.0f;
             for (int s = n0; s < n0 + m; s++) {
-                const float *d = j->dy + ((size_t)s * g->out_c + oc) * p_n, *xs = j->x + ((size_t)s * g->in_c + ic) * p_n;
+                const float *d = j->dy + ((size_t)s * g->out_c + oc) * p_n;
+                const float *xs = j->x + ((size_t)s * g->in_c + ic) * p_n;
                 for (size_t p = 0; p < p_n; p++)
                     acc = fmaf(d[p], xs[p], acc);
             }
@@ -164,13 +165,13 @@ AVX512 static inline __attribute__((always_inline)) void lanes_tile(const dw_job
 {
     const ddl_conv2d *g = j->g;
     size_t p_n = (size_t)g->in_h * g->in_w;
-    __m512 acc[PW_R][PW_V];
-    for (int r = 0; r < PW_R; r++)
-        for (int t = 0; t < PW_V; t++)
+    __m512 acc[DDL__PW_R][DDL__PW_V];
+    for (int r = 0; r < DDL__PW_R; r++)
+        for (int t = 0; t < DDL__PW_V; t++)
             acc[r][t] = _mm512_setzero_ps();
-    size_t bs = in == PW_V ? p_n : 0; /* fewer columns: every b row is the first, its sums dropped */
+    size_t bs = in == DDL__PW_V ? p_n : 0; /* fewer columns: every b row is the first, its sums dropped */
     for (int s = n0; s < n0 + m; s++)
-        pw_lanes(acc, rn, j->dy + ((size_t)s * g->out_c + o0) * p_n, p_n, j->x + ((size_t)s * g->in_c + i0) * p_n,
+        ddl__pw_lanes(acc, rn, j->dy + ((size_t)s * g->out_c + o0) * p_n, p_n, j->x + ((size_t)s * g->in_c + i0) * p_n,
                  bs, p_n / 16);
     for (int r = 0; r < rn; r++)
         for (int t = 0; t < in; t++) {
@@ -179,29 +180,29 @@ AVX512 static inline __attribute__((always_inline)) void lanes_tile(const dw_job
         }
 }
 
-/* dw_range: task t's output channels (tiles of PW_R), over every chunk in order. */
+/* dw_range: task t's output channels (tiles of DDL__PW_R), over every chunk in order. */
 AVX512 static void dw_range(void *ctx, int task)
 {
     const dw_job *j = ctx;
     const ddl_conv2d *g = j->g;
-    int tiles = (g->out_c + PW_R - 1) / PW_R, ic_n = g->in_c;
-    int o_lo = task * tiles / j->tasks * PW_R, o_hi = (task + 1) * tiles / j->tasks * PW_R;
+    int tiles = (g->out_c + DDL__PW_R - 1) / DDL__PW_R, ic_n = g->in_c;
+    int o_lo = task * tiles / j->tasks * DDL__PW_R, o_hi = (task + 1) * tiles / j->tasks * DDL__PW_R;
     if (o_hi > g->out_c)
         o_hi = g->out_c;
     size_t p_n = (size_t)g->in_h * g->in_w;
     for (int n0 = 0; n0 < g->batch; n0 += j->nb) {
         int m = g->batch - n0 < j->nb ? g->batch - n0 : j->nb;
-        if ((size_t)m * p_n < PW_DOTS_K && ic_n >= PW_NARROW) {
+        if ((size_t)m * p_n < DDL__PW_DOTS_K && ic_n >= DDL__PW_NARROW) {
             in_order(j, o_lo, o_hi, n0, m);
             continue;
         }
-        for (int o0 = o_lo; o0 < o_hi; o0 += PW_R)
-            for (int i0 = 0; i0 < ic_n; i0 += PW_V) {
-                int rn = o_hi - o0 < PW_R ? o_hi - o0 : PW_R;
-                if (rn == PW_R && ic_n - i0 >= PW_V)
-                    lanes_tile(j, o0, PW_R, i0, PW_V, n0, m);
-                else if (ic_n - i0 >= PW_V)
-                    lanes_tile(j, o0, rn, i0, PW_V, n0, m);
+        for (int o0 = o_lo; o0 < o_hi; o0 += DDL__PW_R)
+            for (int i0 = 0; i0 < ic_n; i0 += DDL__PW_V) {
+                int rn = o_hi - o0 < DDL__PW_R ? o_hi - o0 : DDL__PW_R;
+                if (rn == DDL__PW_R && ic_n - i0 >= DDL__PW_V)
+                    lanes_tile(j, o0, DDL__PW_R, i0, DDL__PW_V, n0, m);
+                else if (ic_n - i0 >= DDL__PW_V)
+                    lanes_tile(j, o0, rn, i0, DDL__PW_V, n0, m);
                 else
                     for (int i = i0; i < ic_n; i++) /* the last input channels, one at a time */
                         lanes_tile(j, o0, rn, i, 1, n0, m);
@@ -211,7 +212,7 @@ AVX512 static void dw_range(void *ctx, int task)
 
 void ddl__conv1x1_dw(const ddl_conv2d *g, const float *x, const float *dy, float *dw, int nb)
 {
-    int tiles = (g->out_c + PW_R - 1) / PW_R, threads = ddl__threads();
+    int tiles = (g->out_c + DDL__PW_R - 1) / DDL__PW_R, threads = ddl__threads();
     dw_job j = {g, x, dy, dw, nb, threads < tiles ? threads : tiles};
     if (j.tasks > 1)
         ddl__parallel(j.tasks, dw_range, &j);

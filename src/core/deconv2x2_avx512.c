@@ -97,8 +97,8 @@ AVX512 static inline __attribute__((always_inline)) void out_channel(const fwd_j
     const __m512i lo_idx = _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
     const __m512i hi_idx = _mm512_set_epi32(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8);
     const __m512 zero = _mm512_setzero_ps(), one = _mm512_set1_ps(1.0f);
-    __m512 acc[PW_R][PW_V]; /* rows: the taps a 2 + b; w[ic, oc, a, b] */
-    pw_sums(acc, j->w + (size_t)oc * 4, 1, 4 * (size_t)g->out_c, PW_R, xn + p, p_n, g->in_c, vn);
+    __m512 acc[DDL__PW_R][DDL__PW_V]; /* rows: the taps a 2 + b; w[ic, oc, a, b] */
+    ddl__pw_sums(acc, j->w + (size_t)oc * 4, 1, 4 * (size_t)g->out_c, DDL__PW_R, xn + p, p_n, g->in_c, vn);
     __m512 bias = j->b ? _mm512_set1_ps(j->b[oc]) : zero;
     for (int v = 0; v < vn; v++) {
         walk_step(wk);
@@ -125,9 +125,9 @@ AVX512 static void fwd_samples(void *ctx, size_t lo, size_t hi)
             const float *xn = j->x + n * ic_n * p_n;
             float *yo = j->y + (n * oc_n + (size_t)oc) * op;
             walk wk = {(size_t)g->in_w, 0, 0, {0, 0}};
-            for (size_t p = 0; p < p_n; p += 16 * PW_V) {
-                if (p_n - p >= 16 * PW_V)
-                    out_channel(j, xn, yo, oc, p, PW_V, &wk);
+            for (size_t p = 0; p < p_n; p += 16 * DDL__PW_V) {
+                if (p_n - p >= 16 * DDL__PW_V)
+                    out_channel(j, xn, yo, oc, p, DDL__PW_V, &wk);
                 else
                     out_channel(j, xn, yo, oc, p, (int)(p_n - p) / 16, &wk);
             }
@@ -208,7 +208,7 @@ AVX512 static void split(const back_job *j, int n0, size_t c0, size_t len, float
     }
 }
 
-/* lanes_block: lanes of input channels [i0, i0 + in) (in <= PW_R) and output channel oc += x
+/* lanes_block: lanes of input channels [i0, i0 + in) (in <= DDL__PW_R) and output channel oc += x
  * times the taps dd at the flat positions [c0, c0 + len) (place q0), in order, 16 lanes
  * (pointwise_avx512.h's tile: x's rows by the taps' rows), a sample's run of the block at a time. */
 AVX512 static inline __attribute__((always_inline)) void lanes_block(const back_job *j, float *lanes, int i0, int in,
@@ -217,24 +217,24 @@ AVX512 static inline __attribute__((always_inline)) void lanes_block(const back_
     const ddl_conv2d *g = j->g;
     size_t k = 4 * (size_t)g->out_c;
     const __m512 zero = _mm512_setzero_ps();
-    __m512 acc[PW_R][PW_V];
+    __m512 acc[DDL__PW_R][DDL__PW_V];
     float *lane = lanes + ((size_t)i0 * k + (size_t)oc * 4) * 16;
-    for (int r = 0; r < PW_R; r++)
-        for (int t = 0; t < PW_V; t++)
+    for (int r = 0; r < DDL__PW_R; r++)
+        for (int t = 0; t < DDL__PW_V; t++)
             acc[r][t] = r < in ? _mm512_load_ps(lane + ((size_t)r * k + (size_t)t) * 16) : zero;
     const float *d0 = dd + (size_t)oc * 4 * len;
     place q = q0;
     for (size_t c = 0; c < len;) {
         size_t run = q.p_n - q.p < len - c ? q.p_n - q.p : len - c; /* positions of this sample */
-        pw_lanes(acc, in, j->x + (q.s * g->in_c + (size_t)i0) * q.p_n + q.p, q.p_n, d0 + c, len, run / 16);
+        ddl__pw_lanes(acc, in, j->x + (q.s * g->in_c + (size_t)i0) * q.p_n + q.p, q.p_n, d0 + c, len, run / 16);
         c += run, q.s++, q.p = 0;
     }
     for (int r = 0; r < in; r++)
-        for (int t = 0; t < PW_V; t++)
+        for (int t = 0; t < DDL__PW_V; t++)
             _mm512_store_ps(lane + ((size_t)r * k + (size_t)t) * 16, acc[r][t]);
 }
 
-/* dx_group: dx of input channels [i0, i0 + in) (in <= PW_R) at pv vectors of 16 flat positions
+/* dx_group: dx of input channels [i0, i0 + in) (in <= DDL__PW_R) at pv vectors of 16 flat positions
  * from column c of dd (place q) = the sums over (oc, a, b) in order of w times the taps
  * (pointwise_avx512.h's tile), then stored as the product stores them into a zeroed dx (1 x sum
  * + 0). */
@@ -244,8 +244,8 @@ AVX512 static inline __attribute__((always_inline)) void dx_group(const back_job
     const ddl_conv2d *g = j->g;
     size_t k = 4 * (size_t)g->out_c;
     const __m512 zero = _mm512_setzero_ps(), one = _mm512_set1_ps(1.0f);
-    __m512 acc[PW_R][PW_V];
-    pw_sums(acc, j->w + (size_t)i0 * k, k, 1, in, dd + c, len, (int)k, pv);
+    __m512 acc[DDL__PW_R][DDL__PW_V];
+    ddl__pw_sums(acc, j->w + (size_t)i0 * k, k, 1, in, dd + c, len, (int)k, pv);
     for (int v = 0; v < pv; v++) {
         float *out = j->dx + (q.s * g->in_c + (size_t)i0) * q.p_n + q.p;
         for (int r = 0; r < in; r++)
@@ -294,7 +294,7 @@ AVX512 static void back_chunk(void *ctx, int t, float *scratch)
         block = DD_BLOCK;
     float *lanes = (float *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63), *dd = lanes + lanes_floats(g);
     float *part = j->parts + (size_t)t * g->in_c * k;
-    int by_lanes = j->dw && (cols >= PW_DOTS_K || k < PW_NARROW);
+    int by_lanes = j->dw && (cols >= DDL__PW_DOTS_K || k < DDL__PW_NARROW);
     if (j->dw && !by_lanes)
         in_order(j, part, n0, m);
     if (!by_lanes && !j->dx)
@@ -309,19 +309,19 @@ AVX512 static void back_chunk(void *ctx, int t, float *scratch)
         /* dd's rows of one output channel through every tile, then dd's columns of 64
          * positions through every tile: each in the L1 cache while the tiles read it */
         for (int oc = 0; by_lanes && oc < g->out_c; oc++)
-            for (int i0 = 0; i0 < g->in_c; i0 += PW_R) {
-                if (g->in_c - i0 >= PW_R) /* a whole tile: its loops without the spare rows' tests */
-                    lanes_block(j, lanes, i0, PW_R, oc, q, len, dd);
+            for (int i0 = 0; i0 < g->in_c; i0 += DDL__PW_R) {
+                if (g->in_c - i0 >= DDL__PW_R) /* a whole tile: its loops without the spare rows' tests */
+                    lanes_block(j, lanes, i0, DDL__PW_R, oc, q, len, dd);
                 else
                     lanes_block(j, lanes, i0, g->in_c - i0, oc, q, len, dd);
             }
         for (size_t c = 0; j->dx && c < len; c += 64) {
             int pv = len - c < 64 ? (int)(len - c) / 16 : 4;
-            for (int i0 = 0; i0 < g->in_c; i0 += PW_R) {
-                if (g->in_c - i0 >= PW_R && pv == 4)
-                    dx_group(j, i0, PW_R, q, dd, len, c, 4);
+            for (int i0 = 0; i0 < g->in_c; i0 += DDL__PW_R) {
+                if (g->in_c - i0 >= DDL__PW_R && pv == 4)
+                    dx_group(j, i0, DDL__PW_R, q, dd, len, c, 4);
                 else
-                    dx_group(j, i0, g->in_c - i0 < PW_R ? g->in_c - i0 : PW_R, q, dd, len, c, pv);
+                    dx_group(j, i0, g->in_c - i0 < DDL__PW_R ? g->in_c - i0 : DDL__PW_R, q, dd, len, c, pv);
             }
             for (int v = 0; v < pv; v++)
                 place_step(&q);
