@@ -76,6 +76,7 @@ static void bench_conv(const char *name, const ddl_conv2d *g, int need_dx)
  * by the direct kernels and, where the library lets them be turned off (ddl__*_enable, by weak
  * references), by conv.c's column matrix and products: the same bits. */
 int ddl__deconv2x2_enable(int on) __attribute__((weak));
+int ddl__deconv2x2_ok(const ddl_conv2d *g, int backward) __attribute__((weak));
 int ddl__conv1x1_enable(int on) __attribute__((weak));
 static void bench_pointwise(const char *name, const ddl_conv2d *g, int deconv)
 {
@@ -103,8 +104,9 @@ static void bench_pointwise(const char *name, const ddl_conv2d *g, int deconv)
         }
         if (enable)
             enable(was);
+        int back_direct = !deconv || !ddl__deconv2x2_ok || ddl__deconv2x2_ok(g, 1);
         printf("  %-38s forward %6.0f us  backward %6.0f us%s\n", name, best_f * 1e6, best_b * 1e6,
-               way ? "  (column matrix)" : "");
+               way ? "  (column matrix)" : back_direct ? "" : "  (backward: the column matrix's)");
     }
     free(x), free(w), free(b), free(y), free(dy), free(ws), free(dx), free(dw), free(db);
 }
