@@ -47,9 +47,10 @@ int ddl__conv1x1_enable(int on)
 
 /* The column matrix's copies cost most where a layer has few channels: the direct kernels were
  * faster up to 64 x 64 channels, and the packed product as fast or faster beyond (64 -> 256 and
- * 256 -> 256 at batch 32, backward 6.5 against 6.8 ms and 5.0 against 5.3: its weight gradient
- * reads gathered rows). In a bfloat16 pass its bfloat16 product is faster from 32 -> 64 on
- * (3.2 against 4.0 ms forward and backward), slower up to 16 -> 32 (1.4 against 1.0). */
+ * 256 -> 256 at batch 32, forward and backward 6.5 against 6.8 ms and 5.0 against 5.3: its
+ * weight gradient reads gathered rows). In a bfloat16 pass its bfloat16 product is faster from
+ * 32 -> 64 on (3.2 against 4.0 ms forward and backward), slower up to 16 -> 32 (1.4 against
+ * 1.0). */
 #define MOST_FP32 4096 /* in_c out_c, float32 passes */
 #define MOST_BF16 512  /* in bfloat16 passes */
 
