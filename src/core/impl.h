@@ -240,6 +240,11 @@ void ddl__conv2d_wide_forward(const ddl_conv2d *g, const float *x, const float *
                               float *ws);
 void ddl__conv2d_wide_dx(const ddl_conv2d *g, const float *w, const float *dy, float *dx, float *ws);
 int ddl__conv2d_wide_dw(const ddl_conv2d *g, const float *x, const float *dy, float *dw, float *db, float *ws);
+/* ddl__conv_wide_avx2_enable: 0 turns conv_wide.c's AVX2 tiles off (the clones run), 1 runs them
+ * where the clones would take their AVX2 build, 2 on any CPU with AVX2 and FMA (tests compare
+ * them with the clones); returns the setting before, or -1 where there are no AVX2 tiles (a build
+ * without clones, a CPU without AVX2 and FMA). */
+int ddl__conv_wide_avx2_enable(int on);
 
 /* The 1x1 stride-1 convolution direct (conv1x1_avx512.c), with the float32 bits of conv.c's
  * column matrix and products. _geometry: no padding, dilation or groups, 2 to 256 input and
