@@ -269,29 +269,11 @@ WIDE_TILE(wide_tile6, 6)
  * channels x 5 taps, each half of the 16 lanes in turn. Every output gets the same fused
  * multiply-adds in the same order as in the clones (input channels, then taps; the lanes'
  * positions, samples, then wide positions), so the bits are the v3 clone's, and the v4 clone's.
- * They run where the clones would take the v3 build (ddl__conv_wide_avx2_enable turns them off,
- * so that a test can compare). */
+ * They run where the clones would take the v3 build (ddl__avx2_tiles, impl.h). */
 #ifdef DDL__CLONES
 #include <immintrin.h>
 #define WIDE_AVX2 1
 #define V3 __attribute__((target("avx2,fma")))
-
-static int wide_avx2_on = 1;
-
-int ddl__conv_wide_avx2_enable(int on)
-{
-    int was = wide_avx2_on;
-    wide_avx2_on = on;
-    return __builtin_cpu_supports("x86-64-v3") ? was : -1;
-}
-
-/* wide_avx2: 1 where the AVX2 tiles run (2: forced by the switch on a CPU with AVX-512) */
-static int wide_avx2(void)
-{
-    if (!wide_avx2_on || !__builtin_cpu_supports("x86-64-v3"))
-        return 0;
-    return wide_avx2_on == 2 ? 2 : !__builtin_cpu_supports("x86-64-v4");
-}
 
 /* WIDE_AVX2_TILE: the sums of channels o0 .. o0 + G - 1 (of the packed ocb) at the 8 V positions
  * from xi0's position 0, over the taps [t0, t1) of every input channel, stored to out (rows len
@@ -345,12 +327,6 @@ V3 static void wide_tile_avx2(const wide_geo *q, const size_t *off, const float 
         }
     }
 }
-#else
-int ddl__conv_wide_avx2_enable(int on)
-{
-    (void)on;
-    return -1;
-}
 #endif
 
 /* wide_sample: y (c_out, oh, ow) of one sample's xp, plus b (may be NULL). */
@@ -361,7 +337,7 @@ static void wide_sample(const wide_geo *q, const float *xp, const float *wk, con
     for (size_t ob = 0; ob < oc_blocks(q); ob++) {
         const float *wb = wk + ob * q->c_in * q->taps * q->ocb;
 #ifdef WIDE_AVX2
-        if (wide_avx2())
+        if (ddl__avx2_tiles())
             wide_tile_avx2(q, off, xp, wb, acc);
         else
 #endif
@@ -565,7 +541,7 @@ static grad_plan grad_shape(const wide_geo *q)
     int c = q->c_out;
     grad_plan p;
 #ifdef WIDE_AVX2
-    int avx2 = wide_avx2();
+    int avx2 = ddl__avx2_tiles();
     if (avx2 == 2 || (avx2 && !avx512)) /* pairs of channels, 5 taps a pass (3x3: 5 and 4) */
         return (grad_plan){grad_avx2_2x5, grad_avx2_2x5, 2, 2, (c + 1) / 2, (c + 1) / 2, 5};
 #endif

@@ -133,6 +133,16 @@ int ddl__remaining_ms(int64_t deadline_ms);
 /* ddl__log: call the log callback, if any, with a formatted message. */
 void ddl__log(ddl_log_fn fn, void *ud, int level, const char *fmt, ...) DDL__PRINTF(4, 5);
 
+/* ddl__avx2_tiles: where the AVX2 tiles run in place of a DDL__HOT kernel written in 16-float
+ * vectors (conv_wide.c's tiles, winograd.c's product: in the clones' AVX2 build their sums went to
+ * the stack): 1 where the clones would take their AVX2 build (x86-64-v3, not v4), 2 where
+ * ddl__avx2_tiles_enable(2) forces them on any CPU with AVX2 and FMA, 0 elsewhere or after
+ * ddl__avx2_tiles_enable(0) (then the clones run; tests compare the two, which give the same
+ * bits). ddl__avx2_tiles_enable returns the setting before, or -1 where there are no AVX2 tiles
+ * (a build without clones, a CPU without AVX2 and FMA). */
+int ddl__avx2_tiles(void);
+int ddl__avx2_tiles_enable(int on);
+
 /* DDL__HOT: hot kernels get an AVX-512 and an AVX2+FMA clone, picked at load time by the CPU
  * (one binary for any x86-64; the rest of the library stays x86-64-v2), and fused multiply-adds.
  * Not under ThreadSanitizer: the clones' resolver runs while the program is relocated, before
@@ -240,11 +250,6 @@ void ddl__conv2d_wide_forward(const ddl_conv2d *g, const float *x, const float *
                               float *ws);
 void ddl__conv2d_wide_dx(const ddl_conv2d *g, const float *w, const float *dy, float *dx, float *ws);
 int ddl__conv2d_wide_dw(const ddl_conv2d *g, const float *x, const float *dy, float *dw, float *db, float *ws);
-/* ddl__conv_wide_avx2_enable: 0 turns conv_wide.c's AVX2 tiles off (the clones run), 1 runs them
- * where the clones would take their AVX2 build, 2 on any CPU with AVX2 and FMA (tests compare
- * them with the clones); returns the setting before, or -1 where there are no AVX2 tiles (a build
- * without clones, a CPU without AVX2 and FMA). */
-int ddl__conv_wide_avx2_enable(int on);
 
 /* The 1x1 stride-1 convolution direct (conv1x1_avx512.c), with the float32 bits of conv.c's
  * column matrix and products. _geometry: no padding, dilation or groups, 2 to 256 input and

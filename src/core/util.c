@@ -34,6 +34,34 @@ const char *ddl_cpu_kernels(void)
 #endif
 }
 
+/* The AVX2 tiles (conv_wide.c's, winograd.c's product): kernels written for AVX2's 16 registers
+ * of 8 floats, where the code written in 16-float vectors for AVX-512 left its sums on the stack
+ * in the clones' AVX2 build. They give the clones' bits. */
+static int avx2_tiles_on = 1;
+
+int ddl__avx2_tiles_enable(int on)
+{
+    int was = avx2_tiles_on;
+    avx2_tiles_on = on;
+#ifdef DDL__CLONES
+    return __builtin_cpu_supports("x86-64-v3") ? was : -1;
+#else
+    (void)was;
+    return -1;
+#endif
+}
+
+int ddl__avx2_tiles(void)
+{
+#ifdef DDL__CLONES
+    if (!avx2_tiles_on || !__builtin_cpu_supports("x86-64-v3"))
+        return 0;
+    return avx2_tiles_on == 2 ? 2 : !__builtin_cpu_supports("x86-64-v4");
+#else
+    return 0;
+#endif
+}
+
 const char *ddl_strerror(int status)
 {
     switch (status) {

@@ -442,9 +442,72 @@ WINO_UNFUSED static void weights_out(int k, int c, const float *s, float *dw)
  * scratch, or padded to 32). Each element sums its c terms in order from 0, then adds m, on any
  * CPU path. */
 #define PROD_ROWS 8
+
+#ifdef DDL__CLONES
+#include <immintrin.h>
+#define V3 __attribute__((target("avx2,fma")))
+
+/* PROD_AVX2: product's sums for ROWS rows of m at 16 tiles from v's column 0, in 8-float vectors
+ * (AVX2's 16 registers: 6 rows x 2 vectors of sums, 2 of v's, one of u's; product's 16-float
+ * blocks of 16 or 8 x 2 rows left their sums on the stack there, and ran U-Net's Winograd 5x
+ * slower than its direct convolutions). Each element sums its c terms in order from 0 by fused
+ * multiply-adds, then adds m where add: product's bits. n: the tiles (<= 16) stored. */
+#define PROD_AVX2(NAME, ROWS)                                                                             \
+    V3 static inline __attribute__((always_inline)) void NAME(int c, int n, const float *u, size_t ldu,  \
+                                                              const float *v, size_t ldv, float *m,       \
+                                                              size_t ldm, int add)                        \
+    {                                                                                                     \
+        __m256 a[ROWS][2];                                                                                \
+        for (int r = 0; r < ROWS; r++)                                                                    \
+            a[r][0] = a[r][1] = _mm256_setzero_ps();                                                      \
+        for (int ci = 0; ci < c; ci++) {                                                                  \
+            __m256 x0 = _mm256_loadu_ps(v + (size_t)ci * ldv), x1 = _mm256_loadu_ps(v + (size_t)ci * ldv + 8); \
+            for (int r = 0; r < ROWS; r++) {                                                              \
+                __m256 s = _mm256_broadcast_ss(u + (size_t)r * ldu + ci);                                 \
+                a[r][0] = _mm256_fmadd_ps(s, x0, a[r][0]);                                                \
+                a[r][1] = _mm256_fmadd_ps(s, x1, a[r][1]);                                                \
+            }                                                                                             \
+        }                                                                                                 \
+        for (int r = 0; r < ROWS; r++)                                                                    \
+            for (int h = 0; h < 2; h++) {                                                                 \
+                int lanes = n - 8 * h > 8 ? 8 : n - 8 * h;                                                \
+                float *row = m + (size_t)r * ldm + 8 * h;                                                 \
+                if (lanes == 8) {                                                                         \
+                    _mm256_storeu_ps(row, add ? _mm256_add_ps(a[r][h], _mm256_loadu_ps(row)) : a[r][h]);  \
+                } else if (lanes > 0) { /* a row's end: the next floats are another row's */              \
+                    float t[8] = {0};                                                                     \
+                    memcpy(t, row, add ? (size_t)lanes * sizeof *t : 0);                                  \
+                    _mm256_storeu_ps(t, add ? _mm256_add_ps(a[r][h], _mm256_loadu_ps(t)) : a[r][h]);      \
+                    memcpy(row, t, (size_t)lanes * sizeof *t);                                            \
+                }                                                                                         \
+            }                                                                                             \
+    }
+
+PROD_AVX2(prod_avx2_6, 6)
+PROD_AVX2(prod_avx2_1, 1)
+
+V3 static void product_avx2(int k, int c, int nt, const float *u, size_t ldu, const float *v, size_t ldv, float *m,
+                            size_t ldm, int add)
+{
+    int k0 = 0;
+    for (; k0 + 6 <= k; k0 += 6)
+        for (int t = 0; t < nt; t += 16)
+            prod_avx2_6(c, nt - t, u + (size_t)k0 * ldu, ldu, v + t, ldv, m + (size_t)k0 * ldm + t, ldm, add);
+    for (; k0 < k; k0++)
+        for (int t = 0; t < nt; t += 16)
+            prod_avx2_1(c, nt - t, u + (size_t)k0 * ldu, ldu, v + t, ldv, m + (size_t)k0 * ldm + t, ldm, add);
+}
+#endif
+
 DDL__HOT static void product(int k, int c, int nt, const float *u, size_t ldu, const float *v, size_t ldv, float *m,
                              size_t ldm, int add)
 {
+#ifdef DDL__CLONES
+    if (ddl__avx2_tiles()) {
+        product_avx2(k, c, nt, u, ldu, v, ldv, m, ldm, add);
+        return;
+    }
+#endif
     int k0 = 0;
     if (nt <= 16) /* one vector of tiles (F(4x4,3x3) on 16x16 planes): 16 rows at a time */
         for (; k0 + 2 * PROD_ROWS <= k; k0 += 2 * PROD_ROWS) {

@@ -1,0 +1,131 @@
+/* test_avx2_tiles.c - the AVX2 tiles (kernels for a CPU without AVX-512, where the code written in
+ * 16-float vectors left its sums on the stack) give, bit for bit, the y, dx, dw and db of the
+ * clones they stand in for (turned off by ddl__avx2_tiles_enable(0), the clones run: the AVX2 build
+ * on such a CPU, the AVX-512 one, the same sums, on a CPU with it; forced by
+ * ddl__avx2_tiles_enable(2)).
+ * conv_wide.c's direct 3x3 and 5x5 convolutions: LeNet's two (5x5: 6 channels, the 6-channel
+ * tile; 6 -> 16, the 8-channel tile, whose input gradient takes the 6-channel one), U-Net's 3x3 at
+ * 64x64, 32x32 and 8x8, odd channel counts (the tiles' spare channels and the weight gradient's
+ * spare), padding 0 and k - 1 (taps that reach only the border, skipped), a batch in several
+ * chunks and one cut by channel groups.
+ * winograd.c's product (the Winograd passes' sums over channels): F(2x2,3x3) and F(4x4,3x3),
+ * output channel counts that are not multiples of 6 (the 6-row blocks' rest), tiles that are not
+ * multiples of 16 (a row's end) and one tile row of 16 or fewer, the weight gradient's products
+ * that add to m. At 1, 2 and 3 threads. Skipped where the CPU has no AVX2 and FMA, or where the
+ * build has no clones (-DDDL_NO_CLONES, ThreadSanitizer). */
+/* ddl-test: beside (computes, bounds no time) */
+#include "ddl.h"
+#include "check.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int ddl__avx2_tiles_enable(int on);
+int ddl__conv2d_wide_ok(const ddl_conv2d *g);
+int ddl__conv2d_wide_dw_ok(const ddl_conv2d *g);
+int ddl__wino_ok(const ddl_conv2d *g);
+int ddl__wino_dw_ok(const ddl_conv2d *g);
+
+static float rnd(unsigned *s)
+{
+    *s = *s * 1664525u + 1013904223u;
+    return (float)((*s >> 8) & 0xffff) / 32768.0f - 1.0f;
+}
+
+typedef struct pass {
+    float *y, *dx, *dw, *db;
+} pass;
+
+typedef struct layer {
+    ddl_conv2d g;
+    size_t nx, ny, nw;
+    const float *x, *w, *b, *dy;
+} layer;
+
+static pass run(const layer *l, int threads)
+{
+    const ddl_conv2d *g = &l->g;
+    pass p = {malloc(l->ny * 4), calloc(l->nx, 4), calloc(l->nw, 4), calloc((size_t)g->out_c, 4)};
+    float *ws = calloc(ddl_conv2d_workspace(g) + 16, 4);
+    ddl_set_threads(threads);
+    ddl_conv2d_forward(g, l->x, l->w, l->b, p.y, ws);
+    ddl_conv2d_backward(g, l->x, l->w, l->dy, p.dx, p.dw, p.db, ws);
+    ddl_set_threads(1);
+    free(ws);
+    return p;
+}
+
+static void drop(pass p) { free(p.y), free(p.dx), free(p.dw), free(p.db); }
+
+static int same(const float *a, const float *b, size_t n) { return memcmp(a, b, n * sizeof *a) == 0; }
+
+/* conv: a batch x in_c -> out_c convolution of k x k, pad, on h x w planes, by algo */
+static void conv(int algo, int batch, int in_c, int out_c, int h, int w, int k, int pad)
+{
+    layer l = {{.batch = batch, .in_c = in_c, .in_h = h, .in_w = w, .out_c = out_c, .k_h = k, .k_w = k,
+                .stride = 1, .pad = pad, .algo = algo}, 0, 0, 0, NULL, NULL, NULL, NULL};
+    int oh = h + 2 * pad - k + 1, ow = w + 2 * pad - k + 1;
+    l.nx = (size_t)batch * in_c * h * w;
+    l.ny = (size_t)batch * out_c * oh * ow;
+    l.nw = (size_t)out_c * in_c * k * k;
+    float *x = malloc(l.nx * 4), *wt = malloc(l.nw * 4), *b = malloc((size_t)out_c * 4), *dy = malloc(l.ny * 4);
+    unsigned s = (unsigned)(batch * 131 + in_c * 17 + out_c * 5 + h + k);
+    for (size_t i = 0; i < l.nx; i++)
+        x[i] = i % 11 == 3 ? 0.0f : rnd(&s);
+    for (size_t i = 0; i < l.nw; i++)
+        wt[i] = rnd(&s);
+    for (int i = 0; i < out_c; i++)
+        b[i] = rnd(&s);
+    for (size_t i = 0; i < l.ny; i++)
+        dy[i] = rnd(&s);
+    l.x = x, l.w = wt, l.b = b, l.dy = dy;
+    if (algo == DDL_CONV_DIRECT) {
+        CHECK(ddl__conv2d_wide_ok(&l.g));
+        CHECK(ddl__conv2d_wide_dw_ok(&l.g));
+    } else {
+        CHECK(ddl__wino_ok(&l.g));
+        CHECK(ddl__wino_dw_ok(&l.g));
+    }
+    int was = ddl__avx2_tiles_enable(0);
+    pass ref = run(&l, 1);
+    ddl__avx2_tiles_enable(2);
+    int good = 1;
+    for (int threads = 1; threads <= 3; threads++) {
+        pass p = run(&l, threads);
+        int ok = same(p.y, ref.y, l.ny) && same(p.dx, ref.dx, l.nx) && same(p.dw, ref.dw, l.nw) &&
+                 same(p.db, ref.db, (size_t)out_c);
+        CHECK(ok);
+        good &= ok;
+        drop(p);
+    }
+    ddl__avx2_tiles_enable(was);
+    if (!good)
+        fprintf(stderr, "  differs: algo %d, batch %d, %d -> %d channels, %dx%d, k %d, pad %d\n", algo, batch, in_c,
+                out_c, h, w, k, pad);
+    drop(ref);
+    free(x), free(wt), free(b), free(dy);
+}
+
+int main(void)
+{
+    if (ddl__avx2_tiles_enable(1) < 0) {
+        printf("skipped: no AVX2 tiles in this build or on this CPU (no AVX2 and FMA, or no clones)\n");
+        return 0;
+    }
+    conv(DDL_CONV_DIRECT, 8, 1, 6, 28, 28, 5, 2);   /* LeNet's conv1: the 6-channel tile */
+    conv(DDL_CONV_DIRECT, 8, 6, 16, 14, 14, 5, 0);  /* LeNet's conv2: 8 channels; its input gradient 6 */
+    conv(DDL_CONV_DIRECT, 40, 6, 16, 14, 14, 5, 0); /* several chunks of samples */
+    conv(DDL_CONV_DIRECT, 4, 3, 8, 64, 64, 3, 1);   /* U-Net's first, 64x64 */
+    conv(DDL_CONV_DIRECT, 36, 8, 8, 32, 32, 3, 1);  /* chunks of 16 samples, the last short */
+    conv(DDL_CONV_DIRECT, 4, 64, 64, 8, 8, 3, 1);   /* U-Net's bottom: cut by channel groups */
+    conv(DDL_CONV_DIRECT, 3, 5, 7, 16, 16, 3, 1);   /* odd channels: spares in the tiles and the weight gradient */
+    conv(DDL_CONV_DIRECT, 3, 4, 3, 12, 12, 3, 0);   /* no padding */
+    conv(DDL_CONV_DIRECT, 2, 2, 9, 10, 10, 5, 4);   /* padding k - 1: taps that reach only the border */
+    conv(DDL_CONV_DIRECT, 2, 3, 1, 12, 12, 3, 2);   /* one output channel */
+    conv(DDL_CONV_WINOGRAD_ALL, 4, 16, 16, 32, 32, 3, 1);  /* F(2x2,3x3): 256 tiles a plane */
+    conv(DDL_CONV_WINOGRAD_ALL, 3, 8, 11, 13, 9, 3, 1);    /* 11 rows (6 + 5), 35 tiles: a row's end */
+    conv(DDL_CONV_WINOGRAD_ALL, 2, 5, 7, 6, 6, 3, 0);      /* 4 tiles: one vector, its end */
+    conv(DDL_CONV_WINOGRAD4_ALL, 4, 16, 16, 16, 16, 3, 1); /* F(4x4,3x3): 16 tiles */
+    conv(DDL_CONV_WINOGRAD4_ALL, 3, 8, 13, 32, 32, 3, 1);  /* 64 tiles, 13 rows */
+    return TEST_END();
+}
