@@ -329,6 +329,21 @@ V3 static void wide_tile_avx2(const wide_geo *q, const size_t *off, const float 
 }
 #endif
 
+/* wide_tile: acc (ocb, len) of one block of output channels, by the tiles this CPU runs */
+static void wide_tile(const wide_geo *q, const size_t *off, const float *xp, const float *wk, float *acc)
+{
+#ifdef WIDE_AVX2
+    if (ddl__avx2_tiles()) {
+        wide_tile_avx2(q, off, xp, wk, acc);
+        return;
+    }
+#endif
+    if (q->ocb == 6)
+        wide_tile6(q, off, xp, wk, acc);
+    else
+        wide_tile8(q, off, xp, wk, acc);
+}
+
 /* wide_sample: y (c_out, oh, ow) of one sample's xp, plus b (may be NULL). */
 static void wide_sample(const wide_geo *q, const float *xp, const float *wk, const float *b, float *acc, float *y)
 {
@@ -336,15 +351,7 @@ static void wide_sample(const wide_geo *q, const float *xp, const float *wk, con
     tap_offsets(q, off);
     for (size_t ob = 0; ob < oc_blocks(q); ob++) {
         const float *wb = wk + ob * q->c_in * q->taps * q->ocb;
-#ifdef WIDE_AVX2
-        if (ddl__avx2_tiles())
-            wide_tile_avx2(q, off, xp, wb, acc);
-        else
-#endif
-        if (q->ocb == 6)
-            wide_tile6(q, off, xp, wb, acc);
-        else
-            wide_tile8(q, off, xp, wb, acc);
+        wide_tile(q, off, xp, wb, acc);
         for (int o = 0; o < q->ocb && (int)ob * q->ocb + o < q->c_out; o++) {
             int oc = (int)ob * q->ocb + o;
             float bv = b ? b[oc] : 0.0f, *yo = y + (size_t)oc * p;
