@@ -19,12 +19,10 @@
 #include <immintrin.h>
 #include <math.h>
 
-#define V3 __attribute__((target("avx2,fma")))
-
 int ddl__bn_fma_ok(void) { return __builtin_cpu_supports("x86-64-v3"); }
 
 /* lanes8: batchnorm.c's lanes8 of the 8 lanes of a */
-V3 static inline float lanes8(__m256 a)
+DDL__AVX2 static inline float lanes8(__m256 a)
 {
     __m128 e = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1)); /* e_k = a_k + a_{k+4} */
     __m128 f = _mm_add_ps(e, _mm_movehl_ps(e, e));                                  /* e0 + e2, e1 + e3 */
@@ -33,7 +31,7 @@ V3 static inline float lanes8(__m256 a)
 
 /* step: 8 floats of a row into its lanes' sums a and b: u = p - k, v = u (moments), or u = p = dy,
  * v = x - k (gradient sums); a += u, b += u v by FMA */
-V3 static inline void step(const float *p, const float *x, __m256 k, int grads, __m256 *a, __m256 *b)
+DDL__AVX2 static inline void step(const float *p, const float *x, __m256 k, int grads, __m256 *a, __m256 *b)
 {
     __m256 u = _mm256_loadu_ps(p), v;
     if (grads)
@@ -45,7 +43,7 @@ V3 static inline void step(const float *p, const float *x, __m256 k, int grads, 
 }
 
 /* finish: a row's two sums: its lanes', then its floats from `body` to s one at a time */
-V3 static inline void finish(const float *p, const float *x, int body, int s, float k, int grads, __m256 a, __m256 b,
+DDL__AVX2 static inline void finish(const float *p, const float *x, int body, int s, float k, int grads, __m256 a, __m256 b,
                              float *ta, float *tb)
 {
     float sa = lanes8(a), sb = lanes8(b);
@@ -59,7 +57,7 @@ V3 static inline void finish(const float *p, const float *x, int body, int s, fl
 
 #define ROWS 4
 
-V3 static inline __attribute__((always_inline)) void sums(int n, int s, size_t plane, const float *x0,
+DDL__AVX2 static inline __attribute__((always_inline)) void sums(int n, int s, size_t plane, const float *x0,
                                                            const float *dy0, float k, int grads, double *s1,
                                                            double *s2)
 {
@@ -89,7 +87,7 @@ V3 static inline __attribute__((always_inline)) void sums(int n, int s, size_t p
     *s2 = t2;
 }
 
-V3 void ddl__bn_sums_fma(int n, int s, size_t plane, const float *x0, const float *dy0, float k, double *s1, double *s2)
+DDL__AVX2 void ddl__bn_sums_fma(int n, int s, size_t plane, const float *x0, const float *dy0, float k, double *s1, double *s2)
 {
     if (dy0)
         sums(n, s, plane, x0, dy0, k, 1, s1, s2);
@@ -104,7 +102,7 @@ V3 void ddl__bn_sums_fma(int n, int s, size_t plane, const float *x0, const floa
  * nch neighbouring channels goes sample by sample instead, each row the same sums as above. */
 
 /* row_sums: one row's sums (step and finish) */
-V3 static inline void row_sums(const float *p, const float *x, int s, float k, int grads, float *ta, float *tb)
+DDL__AVX2 static inline void row_sums(const float *p, const float *x, int s, float k, int grads, float *ta, float *tb)
 {
     int body = s / 8 * 8;
     __m256 kv = _mm256_set1_ps(k), a = _mm256_setzero_ps(), b = _mm256_setzero_ps();
@@ -113,7 +111,7 @@ V3 static inline void row_sums(const float *p, const float *x, int s, float k, i
     finish(p, x, body, s, k, grads, a, b, ta, tb);
 }
 
-V3 static inline __attribute__((always_inline)) void block_sums(int n, int s, size_t plane, const float *x0,
+DDL__AVX2 static inline __attribute__((always_inline)) void block_sums(int n, int s, size_t plane, const float *x0,
                                                                  const float *dy0, int nch, const float *k, double *s1,
                                                                  double *s2)
 {
@@ -132,7 +130,7 @@ V3 static inline __attribute__((always_inline)) void block_sums(int n, int s, si
         }
 }
 
-V3 void ddl__bn_block_sums_fma(int n, int s, size_t plane, const float *x0, const float *dy0, int nch, const float *k,
+DDL__AVX2 void ddl__bn_block_sums_fma(int n, int s, size_t plane, const float *x0, const float *dy0, int nch, const float *k,
                                double *s1, double *s2)
 {
     if (s == 4) /* ResNet-18's 2x2 and 4x4 planes: the rows' loops unrolled */
@@ -151,7 +149,7 @@ static void spread(const float *v, int nch, int s, float *out)
             out[c * s + i] = v[c];
 }
 
-V3 void ddl__bn_block_affine_fma(int n, int s, size_t plane, const float *x0, int nch, const float *m, const float *a,
+DDL__AVX2 void ddl__bn_block_affine_fma(int n, int s, size_t plane, const float *x0, int nch, const float *m, const float *a,
                                  const float *b, float *y0)
 {
     float ms[DDL__BN_SPAN], as[DDL__BN_SPAN], bs[DDL__BN_SPAN];
@@ -167,7 +165,7 @@ V3 void ddl__bn_block_affine_fma(int n, int s, size_t plane, const float *x0, in
     }
 }
 
-V3 void ddl__bn_block_dx_fma(int n, int s, size_t plane, const float *x0, const float *dy0, int nch, const float *m,
+DDL__AVX2 void ddl__bn_block_dx_fma(int n, int s, size_t plane, const float *x0, const float *dy0, int nch, const float *m,
                              const float *gr, const float *md, const float *mdx, float *dx0)
 {
     float ms[DDL__BN_SPAN], grs[DDL__BN_SPAN], mds[DDL__BN_SPAN], mdxs[DDL__BN_SPAN];

@@ -263,7 +263,7 @@ WIDE_TILE(wide_tile6, 6)
 /* ---- AVX2 tiles ----
  * The tiles above are written in 16-float vectors for AVX-512's 32 registers. Built for AVX2 (16
  * registers of 8 floats), their 24 and 27 vectors of sums went to the stack on every step: on an
- * AMD EPYC without AVX-512 (Zen 3), LeNet trained at 1,124 images/s, 78% of it in wide_tile8.
+ * AMD EPYC without AVX-512 (Zen 3), LeNet trained at 1,200 images/s, 78% of it in wide_tile8.
  * These are the same sums in 8-float vectors, in shapes that fit 16 registers: the forward tile
  * by G channels x V vectors (4 x 3 for 8 channels, 6 x 2 for 6), the weight gradient's by 2
  * channels x 5 taps, each half of the 16 lanes in turn. Every output gets the same fused
@@ -273,13 +273,12 @@ WIDE_TILE(wide_tile6, 6)
 #ifdef DDL__CLONES
 #include <immintrin.h>
 #define WIDE_AVX2 1
-#define V3 __attribute__((target("avx2,fma")))
 
 /* WIDE_AVX2_TILE: the sums of channels o0 .. o0 + G - 1 (of the packed ocb) at the 8 V positions
  * from xi0's position 0, over the taps [t0, t1) of every input channel, stored to out (rows len
  * floats apart). */
 #define WIDE_AVX2_TILE(NAME, G, V)                                                                        \
-    V3 static inline __attribute__((always_inline)) void NAME(const float *xi0, size_t plane, int c_in,   \
+    DDL__AVX2 static inline __attribute__((always_inline)) void NAME(const float *xi0, size_t plane, int c_in,   \
                                                               int taps, int ocb, const float *wk,         \
                                                               const size_t *off, int t0, int t1,          \
                                                               float *out, size_t len)                     \
@@ -311,7 +310,7 @@ WIDE_AVX2_TILE(wide_avx2_6x2, 6, 2)
 
 /* wide_tile_avx2: wide_tile8's or wide_tile6's acc by the tiles above, each WIDE_J positions
  * over the taps tap_rows gives for them (the clones' taps). */
-V3 static void wide_tile_avx2(const wide_geo *q, const size_t *off, const float *xp, const float *wk, float *acc)
+DDL__AVX2 static void wide_tile_avx2(const wide_geo *q, const size_t *off, const float *xp, const float *wk, float *acc)
 {
     for (size_t j = 0; j < q->len; j += WIDE_J) {
         int t0, t1;
@@ -498,7 +497,7 @@ typedef void (*grad_fn)(GRAD_ARGS);
 /* grad_avx2_2x5: GRAD_TILE_BODY's sums for 2 channels x 5 taps in 8-float vectors (10 sums, 2 dy
  * vectors and an input: 13 of AVX2's 16 registers), lanes 0-7 of the 16 first and then lanes
  * 8-15: each lane adds the same products in the same order (samples, then positions 16 apart). */
-V3 static void grad_avx2_2x5(GRAD_ARGS)
+DDL__AVX2 static void grad_avx2_2x5(GRAD_ARGS)
 {
     for (int ic = 0; ic < c_in; ic++)
         for (int h = 0; h < 16; h += 8) {

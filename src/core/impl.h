@@ -160,6 +160,11 @@ int ddl__avx2_tiles_enable(int on);
 #define DDL__HOT
 #define DDL__LANES
 #endif
+/* DDL__AVX2: a kernel written for AVX2 and FMA, run only where the CPU has them (batchnorm_fma.c's
+ * sums, the AVX2 tiles) */
+#if defined(__GNUC__) && defined(__x86_64__)
+#define DDL__AVX2 __attribute__((target("avx2,fma")))
+#endif
 
 /* ddl__gemm_plan: the blocks ddl_gemm cuts C = alpha op(A) op(B) + beta C into (fixed, whatever
  * the thread count), so that an op can run the blocks of independent products in one job of the

@@ -445,7 +445,6 @@ WINO_UNFUSED static void weights_out(int k, int c, const float *s, float *dw)
 
 #ifdef DDL__CLONES
 #include <immintrin.h>
-#define V3 __attribute__((target("avx2,fma")))
 
 /* PROD_AVX2: product's sums for ROWS rows of m at 16 tiles from v's column 0, in 8-float vectors
  * (AVX2's 16 registers: 6 rows x 2 vectors of sums, 2 of v's, one of u's; product's 16-float
@@ -453,7 +452,7 @@ WINO_UNFUSED static void weights_out(int k, int c, const float *s, float *dw)
  * slower than its direct convolutions). Each element sums its c terms in order from 0 by fused
  * multiply-adds, then adds m where add: product's bits. n: the tiles (<= 16) stored. */
 #define PROD_AVX2(NAME, ROWS)                                                                             \
-    V3 static inline __attribute__((always_inline)) void NAME(int c, int n, const float *u, size_t ldu,  \
+    DDL__AVX2 static inline __attribute__((always_inline)) void NAME(int c, int n, const float *u, size_t ldu,  \
                                                               const float *v, size_t ldv, float *m,       \
                                                               size_t ldm, int add)                        \
     {                                                                                                     \
@@ -486,7 +485,7 @@ WINO_UNFUSED static void weights_out(int k, int c, const float *s, float *dw)
 PROD_AVX2(prod_avx2_6, 6)
 PROD_AVX2(prod_avx2_1, 1)
 
-V3 static void product_avx2(int k, int c, int nt, const float *u, size_t ldu, const float *v, size_t ldv, float *m,
+DDL__AVX2 static void product_avx2(int k, int c, int nt, const float *u, size_t ldu, const float *v, size_t ldv, float *m,
                             size_t ldm, int add)
 {
     int k0 = 0;
