@@ -483,19 +483,26 @@ double ddl_dice_loss(int n, int c, int s, const float *probs, const uint16_t *ta
 #define GN_EPS 1e-5
 
 /* The row sums below keep 8 partial sums (lane k takes elements k, k + 8, ...), added in a fixed
- * order at the end: gcc vectorises them, and the result is the same on every CPU. */
+ * order at the end, and the result is the same on every CPU. The 8 lanes are one 8-float vector
+ * (gcc's vector extension): written as loops over 8 lanes, gcc read each lane's floats through
+ * permutes (row_grads below took 6.6% of U-Net's step on a CPU with AVX2 and no AVX-512). */
 
 static float lanes8(const float a[8]) { return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7])); }
 
+typedef float row_v8 __attribute__((vector_size(32)));
+typedef float row_v8u __attribute__((vector_size(32), aligned(4)));
+#define ROW_LD8(p) (*(const row_v8u *)(const void *)(p))
+
 /* ddl__row_sum: sum of x[0, n) (impl.h; also the bias gradients of conv.c, where one running
  * sum was a chain of n dependent adds). */
-float ddl__row_sum(const float *x, int n)
+DDL__LANES float ddl__row_sum(const float *x, int n)
 {
-    float a[8] = {0};
+    row_v8 v = {0};
     int i = 0;
     for (; i + 8 <= n; i += 8)
-        for (int k = 0; k < 8; k++)
-            a[k] += x[i + k];
+        v += ROW_LD8(x + i);
+    float a[8];
+    memcpy(a, &v, sizeof a);
     float t = lanes8(a);
     for (; i < n; i++)
         t += x[i];
@@ -506,10 +513,6 @@ float ddl__row_sum(const float *x, int n)
  * at a time: each row's 8 lanes are one chain of dependent adds in ddl__row_sum's order, and four
  * rows' chains side by side keep the adder busy where one row's waited on each add (the cnn's
  * block1.conv2 bias gradient at batch 32: 174-184 -> 121-127 us, tools/bench/kernels.c). */
-typedef float row_v8 __attribute__((vector_size(32)));
-typedef float row_v8u __attribute__((vector_size(32), aligned(4)));
-#define ROW_LD8(p) (*(const row_v8u *)(const void *)(p))
-
 DDL__HOT static void row_sums(const float *x, size_t stride, int rows, int n, float *out)
 {
     int r = 0;
@@ -552,64 +555,54 @@ double ddl__planes_sum(const float *x, size_t stride, int planes, int n)
 }
 
 /* row_sqdev: sum of (x - m)^2 over x[0, n). */
-static float row_sqdev(const float *x, int n, float m)
+DDL__LANES static float row_sqdev(const float *x, int n, float m)
 {
-    float a[8] = {0};
+    row_v8 v = {0};
     int i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int k = 0; k < 8; k++)
-            a[k] += (x[i + k] - m) * (x[i + k] - m);
+    for (; i + 8 <= n; i += 8) {
+        row_v8 u = ROW_LD8(x + i) - m;
+        v += u * u;
+    }
+    float a[8];
+    memcpy(a, &v, sizeof a);
     float t = lanes8(a);
     for (; i < n; i++)
         t += (x[i] - m) * (x[i] - m);
     return t;
 }
 
-/* row_grads: *dg = sum of dy (x - m) r and *db = sum of dy over [0, n). A macro over how dy is
- * read (READ(dy, y, i)), so that the masked and the plain loop are each vectorised on their own. */
-#define ROW_GRADS(READ)                                                                                     \
-    do {                                                                                                  \
-        float a[8] = {0}, b[8] = {0};                                                                     \
-        int i = 0;                                                                                        \
-        for (; i + 8 <= n; i += 8)                                                                        \
-            for (int k = 0; k < 8; k++) {                                                                 \
-                float d = READ(dy, y, i + k);                                                             \
-                a[k] += d * ((x[i + k] - m) * r);                                                         \
-                b[k] += d;                                                                                \
-            }                                                                                             \
-        float ta = lanes8(a), tb = lanes8(b);                                                             \
-        for (; i < n; i++) {                                                                              \
-            float d = READ(dy, y, i);                                                                     \
-            ta += d * ((x[i] - m) * r);                                                                   \
-            tb += d;                                                                                      \
-        }                                                                                                 \
-        *dg = ta;                                                                                         \
-        *db = tb;                                                                                         \
-    } while (0)
-/* PLAIN_DY: dy as it is; MASKED_DY: dy, or +0.0f where the ReLU after the norm gave y <= 0, the
- * bits ddl_relu_backward gives. A bit-and: written as a select of two loads, row_grads did not
- * vectorise and U-Net ran 10% slower. */
-#define PLAIN_DY(D, Y, i) ((void)(Y), (D)[i])
-#define MASKED_DY(D, Y, i) masked_dy(D, Y, (size_t)(i))
-static inline float masked_dy(const float *dy, const float *y, size_t i)
-{
-    uint32_t d;
-    float out;
-    memcpy(&d, dy + i, sizeof d);
-    d &= -(uint32_t)(y[i] > 0.0f); /* all ones or +0.0f: the select, in a form that vectorises */
-    memcpy(&out, &d, sizeof out);
-    return out;
-}
+/* row_grads: *dg = sum of dy (x - m) r and *db = sum of dy over [0, n), dy masked by y (the
+ * output of a ReLU after the norm: dy, or +0.0f where y <= 0, the bits ddl_relu_backward gives)
+ * unless y is NULL; no fused multiply-adds (DDL__LANES), so every CPU gets the same bits. As
+ * 8-float vectors, U-Net's share of its step in it went from 6.6% to 1.8% on an AMD EPYC without
+ * AVX-512 (Zen 3), the same weights. */
+typedef int32_t row_i8 __attribute__((vector_size(32)));
 
-/* row_grads: as ROW_GRADS, dy masked by y unless y is NULL. DDL__LANES: 8 lanes a vector on
- * AVX2, with no fused multiply-add, so every CPU gets the same bits. */
 DDL__LANES
 static void row_grads(const float *x, const float *dy, const float *y, int n, float m, float r, float *dg, float *db)
 {
-    if (y)
-        ROW_GRADS(MASKED_DY);
-    else
-        ROW_GRADS(PLAIN_DY);
+    row_v8 a = {0}, b = {0};
+    int i = 0;
+    for (; i + 8 <= n; i += 8) {
+        row_v8 d = ROW_LD8(dy + i);
+        if (y) {
+            row_i8 keep = ROW_LD8(y + i) > 0.0f; /* all ones, or 0: a NaN y gives +0.0f too */
+            d = (row_v8)((row_i8)d & keep);
+        }
+        a += d * ((ROW_LD8(x + i) - m) * r);
+        b += d;
+    }
+    float la[8], lb[8];
+    memcpy(la, &a, sizeof la);
+    memcpy(lb, &b, sizeof lb);
+    float ta = lanes8(la), tb = lanes8(lb);
+    for (; i < n; i++) {
+        float d = y && !(y[i] > 0.0f) ? 0.0f : dy[i];
+        ta += d * ((x[i] - m) * r);
+        tb += d;
+    }
+    *dg = ta;
+    *db = tb;
 }
 
 /* gn_forward_group: one (sample, group) of cg channels from ch0: mr = (mean, rstd), yg = the
@@ -689,6 +682,21 @@ void ddl_groupnorm_relu_forward(int n, int c, int s, int groups, const float *x,
                                 const float *beta, float *y, float *mean_rstd)
 {
     gn_forward(n, c, s, groups, x, gamma, beta, y, mean_rstd, 1);
+}
+
+/* PLAIN_DY: dy as it is; MASKED_DY: dy, or +0.0f where the ReLU after the norm gave y <= 0, the
+ * bits ddl_relu_backward gives. A bit-and: written as a select of two loads, the loop did not
+ * vectorise and U-Net ran 10% slower. */
+#define PLAIN_DY(D, Y, i) ((void)(Y), (D)[i])
+#define MASKED_DY(D, Y, i) masked_dy(D, Y, (size_t)(i))
+static inline float masked_dy(const float *dy, const float *y, size_t i)
+{
+    uint32_t d;
+    float out;
+    memcpy(&d, dy + i, sizeof d);
+    d &= -(uint32_t)(y[i] > 0.0f); /* all ones or +0.0f: the select, in a form that vectorises */
+    memcpy(&out, &d, sizeof out);
+    return out;
 }
 
 /* gn_backward_group: one (sample, group): dgamma, dbeta += over its channels (with `store`, =:
