@@ -1,12 +1,13 @@
-/* test_expf.c - ddl__expf_n (src/core/expf_avx512.c) gives the C library's expf bit for bit: over
+/* test_expf.c - ddl__expf_n (src/core/expf_lanes.c) gives the C library's expf bit for bit: over
  * every 61st float bit pattern (70 million: all signs, exponents and the mantissas' low bits),
  * the special cases (infinities, NaNs of two payloads, both zeros, the edges of overflow and
  * underflow, the subnormal results, the 2 inputs that tell glibc's fused reduction from an unfused
  * one), every length's tail (0 to 40) and in place. And the activations that take it (sigmoid and
  * SiLU, forward and backward, in chunks of 256 over the pool's ranges) give their scalar formulas'
  * bits. Where the CPU has
- * AVX-512 the lanes must be in use (their check passed); elsewhere that part says why it
- * skipped and the rest checks the library's loop. */
+ * AVX-512 its 16 lanes must be in use (their check passed), where it has AVX2 and FMA the 8
+ * lanes; each width the CPU has is checked in turn, then the library's loop; a width the CPU
+ * lacks says it skipped. */
 /* ddl-test: beside (computes, bounds no time) */
 #include "ddl.h"
 #include "check.h"
@@ -18,6 +19,7 @@
 
 void ddl__expf_n(size_t n, const float *x, float *y);
 int ddl__expf_lanes(void);
+int ddl__expf_use(int width);
 
 static float from_bits(uint32_t b)
 {
@@ -40,21 +42,46 @@ static int same(const char *what, size_t n, const float *x, const float *y)
     return 1;
 }
 
+/* check_all: every check below with the lanes in use (said in failures by label) */
+static void check_all(const char *label);
+
 int main(void)
 {
+    int avx512 = 0, avx2 = 0;
 #ifdef DDL_NO_CLONES
     CHECK(ddl__expf_lanes() == 0);
     printf("skipped a part: a DDL_NO_CLONES build has no lanes (the library's loop checked)\n");
 #else
-    if (__builtin_cpu_supports("avx512f"))
-        CHECK(ddl__expf_lanes() == 1);
-    else
-        printf("skipped a part: no AVX-512 (the lanes; the library's loop checked)\n");
+    avx512 = __builtin_cpu_supports("avx512f");
+    avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    CHECK(ddl__expf_lanes() == (avx512 ? 16 : avx2 ? 8 : 0)); /* the widest, by default */
+    if (!avx512)
+        printf("skipped a part: no AVX-512 (its 16 lanes)\n");
+    if (!avx2)
+        printf("skipped a part: no AVX2 with FMA (its 8 lanes)\n");
 #endif
+    if (avx512) {
+        CHECK(ddl__expf_use(16) == 16);
+        check_all("16 lanes");
+    }
+    if (avx2) {
+        CHECK(ddl__expf_use(8) == 8);
+        check_all("8 lanes");
+    }
+    CHECK(ddl__expf_use(0) == 0);
+    check_all("the library's loop");
+    return TEST_END();
+}
+
+static void check_all(const char *label)
+{
+    printf("  %s\n", label);
     enum { B = 1 << 16 };
     float *x = malloc(B * sizeof *x), *y = malloc(B * sizeof *y);
-    if (!x || !y)
-        return 2;
+    if (!x || !y) {
+        CHECK(!"out of memory");
+        return;
+    }
     /* every 61st bit pattern, in blocks */
     int all = 1;
     uint64_t b = 0;
@@ -94,8 +121,10 @@ int main(void)
     /* sigmoid and SiLU: 1000 values over [-110, 110] and the special ones, in place too */
     enum { A = 1000 };
     float *v = malloc(A * sizeof *v), *g = malloc(A * sizeof *g), *out = malloc(A * sizeof *out);
-    if (!v || !g || !out)
-        return 2;
+    if (!v || !g || !out) {
+        CHECK(!"out of memory");
+        return;
+    }
     for (int i = 0; i < A; i++)
         v[i] = i < (int)ns ? special[i] : -110.0f + 220.0f * (float)i / A, g[i] = 0.5f - (float)(i % 7) / 7.0f;
     int fs = 1, fl = 1, bl = 1;
@@ -126,5 +155,4 @@ int main(void)
     }
     CHECK(fs);
     free(x), free(y), free(v), free(g), free(out);
-    return TEST_END();
 }

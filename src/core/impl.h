@@ -191,10 +191,13 @@ void ddl__gemm_avx512(int trans_a, int trans_b, int m, int n, int k, float alpha
                       const float *b, int ldb, float *c, int ldc);
 
 /* ddl__expf_n: y[i] = expf(x[i]) for i < n (y may be x), the C library's bits, 16 lanes at a time
- * on AVX-512 (expf_avx512.c); ddl__expf_lanes: 1 where it runs so (the CPU has AVX-512 and its
- * lanes gave the library's bits in a check before first use), 0 where it is the library's loop. */
+ * on AVX-512, 8 on AVX2 with FMA (expf_lanes.c); ddl__expf_lanes: the lanes in use (16 or 8: the
+ * CPU has them and they gave the library's bits in a check before first use), 0 where it is the
+ * library's loop. ddl__expf_use (tests): use the lanes of that width (0: the library's loop) where
+ * this CPU has them and they pass the check; returns ddl__expf_lanes(). */
 void ddl__expf_n(size_t n, const float *x, float *y);
 int ddl__expf_lanes(void);
+int ddl__expf_use(int width);
 /* ddl__maxpool_inside_avx512: outputs [xa, xb) of one row of a max-pool whose windows (kh x kw taps
  * dh, dw apart, from image row y0 and column x0 + ox sw) lie inside the (., w) image img, value and
  * index as pool2d.c's loop; 0 (nothing done) without AVX-512. */

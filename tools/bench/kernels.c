@@ -14,7 +14,7 @@
  * 2026-11-29, the cnn's block1.conv2 bias gradient (batch 32, 16 channels of 64x64, in cache), 3
  * alternated runs: 174-184 us with one plane's sum at a time, 121-127 with four side by side
  * (ddl__planes_sum in ops.c, the same bits).
- * 2026-11-30, the exponentials in lanes (src/core/expf_avx512.c, the library's bits), 3 alternated
+ * 2026-11-30, the exponentials in lanes (src/core/expf_lanes.c, the library's bits), 3 alternated
  * runs: SiLU over 2M floats forward 7.7-8.3 -> 2.2-3.2 ms, backward 9.8-10.2 -> 1.5-2.3; the
  * U-Net's loss (ddl_softmax_xent, 32 x 11 classes x 64x64, probabilities and gradient) 9.0-9.2 ->
  * 4.3-5.2 ms, then 2.0 with xent_block's loops in AVX-512 clones (DDL__LANES).

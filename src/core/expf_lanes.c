@@ -1,15 +1,17 @@
-/* expf_avx512.c - ddl__expf_n: expf of n floats, 16 at a time on AVX-512, bit for bit the expf the
- * C library gives: glibc's (2.28 and later, Debian 12's 2.36), which on a CPU with FMA (every CPU
- * with AVX-512) runs its FMA variant. That algorithm, lane by lane in doubles, in its order and with
- * its fused operations (objdump of libm's expf as resolved here): k = round(x 32 / ln 2) by the
- * shift 0x1.8p52, r = x 32 / ln 2 - k (fused), 2^(k/32) from a table of 32 and k's integer part in
- * the exponent, then a cubic in r (three fused steps) times it, rounded to float once. Lanes where
- * |x| >= 88 or x is not a number (glibc's special cases: overflow, underflow, infinities, NaNs)
- * take the library's expf itself. Before first use the lanes are checked against the library's
- * expf (ddl__expf_lanes); a library whose bits differ keeps its own loop. tests/test_expf.c
- * compares with expf over a stride of every float's bit pattern and the special cases.
+/* expf_lanes.c - ddl__expf_n: expf of n floats, 16 at a time on AVX-512 and 8 on AVX2 with FMA,
+ * bit for bit the expf the C library gives: glibc's (2.28 and later, Debian 12's 2.36), which on a
+ * CPU with FMA (every CPU with AVX-512, and the AVX2 ones these lanes run on) runs its FMA variant.
+ * That algorithm, lane by lane in doubles, in its order and with its fused operations (objdump of
+ * libm's expf as resolved here): k = round(x 32 / ln 2) by the shift 0x1.8p52, r = x 32 / ln 2 - k
+ * (fused), 2^(k/32) from a table of 32 and k's integer part in the exponent, then a cubic in r
+ * (three fused steps) times it, rounded to float once. Lanes where |x| >= 88 or x is not a number
+ * (glibc's special cases: overflow, underflow, infinities, NaNs) take the library's expf itself.
+ * Before first use the lanes are checked against the library's expf (ddl__expf_lanes); a library
+ * whose bits differ keeps its own loop. tests/test_expf.c compares with expf over a stride of
+ * every float's bit pattern and the special cases.
  * The softmax cross-entropy of a segmentation (ops.c's xent_block) spent 12% of a U-Net step
- * there, with AMX's free tiles. Elsewhere (no AVX-512, or DDL_NO_CLONES) the library's loop. */
+ * there, with AMX's free tiles, and 3% on an AMD EPYC without AVX-512 (Zen 3). Elsewhere (neither
+ * AVX-512 nor AVX2 with FMA, or DDL_NO_CLONES) the library's loop. */
 #include "impl.h"
 
 #include <math.h>
@@ -88,20 +90,64 @@ AVX512 static void expf_avx512(size_t n, const float *x, float *y)
     }
 }
 
-/* check_once: the lanes give the library's bits over 8192 bit patterns spread over [-104, 89], the
- * special cases and the 2 floats that tell glibc's fused reduction from an unfused one, or (another
- * C library, another algorithm) the library's loop is used */
-static int use_lanes;
-static void check_once(void)
+/* exp4: exp8 for 4 lanes on AVX2 with FMA (the table read by a gather) */
+DDL__AVX2 static __m256d exp4(__m128 xf)
 {
-    if (!__builtin_cpu_supports("avx512f"))
-        return;
+    const __m256d inv = _mm256_set1_pd(INV_LN2_32), shift = _mm256_set1_pd(SHIFT);
+    __m256d xd = _mm256_cvtps_pd(xf);
+    __m256d kd = _mm256_fmadd_pd(inv, xd, shift);
+    __m256i ki = _mm256_castpd_si256(kd);
+    kd = _mm256_sub_pd(kd, shift);
+    __m256d r = _mm256_fmsub_pd(inv, xd, kd);
+    __m256i i = _mm256_and_si256(ki, _mm256_set1_epi64x(31));
+    __m256i e = _mm256_i64gather_epi64((const long long *)tab, i, 8);
+    __m256d s = _mm256_castsi256_pd(_mm256_add_epi64(e, _mm256_slli_epi64(ki, 47)));
+    __m256d z = _mm256_fmadd_pd(_mm256_set1_pd(C0), r, _mm256_set1_pd(C1));
+    __m256d r2 = _mm256_mul_pd(r, r);
+    __m256d y = _mm256_fmadd_pd(_mm256_set1_pd(C2), r, _mm256_set1_pd(1.0));
+    y = _mm256_fmadd_pd(z, r2, y);
+    return _mm256_mul_pd(y, s);
+}
+
+/* expf_avx2: 8 floats a step (a tail of fewer through a buffer of 8), special lanes as above */
+DDL__AVX2 static void expf_avx2(size_t n, const float *x, float *y)
+{
+    for (size_t i = 0; i < n; i += 8) {
+        int m = n - i < 8 ? (int)(n - i) : 8;
+        float in[8] = {0}, out[8];
+        const float *src = x + i;
+        if (m < 8)
+            memcpy(in, src, (size_t)m * sizeof *in), src = in;
+        __m256 v = _mm256_loadu_ps(src);
+        /* glibc's test: the top 12 bits of the float, less the sign, >= those of 88.0f */
+        __m256i top = _mm256_and_si256(_mm256_srli_epi32(_mm256_castps_si256(v), 20), _mm256_set1_epi32(0x7ff));
+        int odd = _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(top, _mm256_set1_epi32(0x42a))));
+        __m128 lo = _mm256_cvtpd_ps(exp4(_mm256_castps256_ps128(v)));
+        __m128 hi = _mm256_cvtpd_ps(exp4(_mm256_extractf128_ps(v, 1)));
+        __m256 r = _mm256_insertf128_ps(_mm256_castps128_ps256(lo), hi, 1);
+        if (m == 8 && !odd) {
+            _mm256_storeu_ps(y + i, r);
+            continue;
+        }
+        _mm256_storeu_ps(out, r);
+        for (int k = 0; k < m; k++) /* x may be y: src's lanes read before the stores */
+            y[i + (size_t)k] = odd >> k & 1 ? expf(src[k]) : out[k];
+    }
+}
+
+typedef void (*lanes_fn)(size_t n, const float *x, float *y);
+
+/* passes: f gives the library's bits over 8192 bit patterns spread over [-104, 89], the special
+ * cases and the 2 floats that tell glibc's fused reduction from an unfused one (another C
+ * library, another algorithm: no) */
+static int passes(lanes_fn f)
+{
     enum { N = 8192 };
     static float x[N], want[N], got[N];
     for (int i = 0; i < N; i++) {
-        float f = -104.0f + 193.0f * (float)i / (float)N;
+        float v = -104.0f + 193.0f * (float)i / (float)N;
         uint32_t b;
-        memcpy(&b, &f, sizeof b);
+        memcpy(&b, &v, sizeof b);
         b ^= (uint32_t)i * 2654435761u >> 23; /* the low mantissa bits too */
         memcpy(&x[i], &b, sizeof b);
     }
@@ -109,21 +155,48 @@ static void check_once(void)
     x[6] = 0x1.04845ep+5f, x[7] = -0x1.f8cbb2p+5f; /* the 2 floats an unfused reduction gets wrong */
     for (int i = 0; i < N; i++)
         want[i] = expf(x[i]);
-    expf_avx512(N, x, got);
-    use_lanes = memcmp(want, got, sizeof want) == 0;
+    f(N, x, got);
+    return memcmp(want, got, sizeof want) == 0;
+}
+
+/* lanes_of: the lanes of that width (16, 8) if this CPU runs them, else NULL */
+static lanes_fn lanes_of(int width)
+{
+    if (width == 16 && __builtin_cpu_supports("avx512f"))
+        return expf_avx512;
+    if (width == 8 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        return expf_avx2;
+    return NULL;
+}
+
+/* the widest lanes that pass, or the library's loop (NULL) */
+static lanes_fn use_lanes;
+static void check_once(void)
+{
+    lanes_fn f = lanes_of(16) ? lanes_of(16) : lanes_of(8);
+    use_lanes = f && passes(f) ? f : NULL;
 }
 
 int ddl__expf_lanes(void)
 {
     static pthread_once_t once = PTHREAD_ONCE_INIT;
     pthread_once(&once, check_once);
-    return use_lanes;
+    return !use_lanes ? 0 : use_lanes == expf_avx512 ? 16 : 8;
+}
+
+int ddl__expf_use(int width)
+{
+    ddl__expf_lanes();
+    lanes_fn f = lanes_of(width);
+    if (width == 0 || (f && passes(f)))
+        use_lanes = f;
+    return ddl__expf_lanes();
 }
 
 void ddl__expf_n(size_t n, const float *x, float *y)
 {
     if (ddl__expf_lanes()) {
-        expf_avx512(n, x, y);
+        use_lanes(n, x, y);
         return;
     }
     for (size_t i = 0; i < n; i++)
@@ -133,6 +206,12 @@ void ddl__expf_n(size_t n, const float *x, float *y)
 #else
 
 int ddl__expf_lanes(void) { return 0; }
+
+int ddl__expf_use(int width)
+{
+    (void)width;
+    return 0;
+}
 
 void ddl__expf_n(size_t n, const float *x, float *y)
 {
