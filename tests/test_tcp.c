@@ -2,8 +2,8 @@
  * rendezvous at a master and from a static peer list, data in every size, impostors (wrong
  * token, wrong job) refused while the real ranks complete, garbage and a crowd of silent
  * strangers on the master port, lying
- * frame lengths from a raw socket, a timeout, a graceful leave, and a kill -9 that every
- * other rank must notice within 2 s. */
+ * frame lengths from a raw socket, a timeout, a graceful leave, a kill -9 that every
+ * other rank must notice within 2 s, and an ABORT that arrives just before a reset. */
 #include "check.h"
 #include "ddl.h"
 
@@ -187,6 +187,15 @@ static void open_results(job *j)
         abort();
     j->result_rd = p[0];
     j->result_fd = p[1];
+}
+
+/* run_all: every rank of the job running fn, their results in res (30 s at most); the count */
+static int run_all(job *j, rank_fn fn, result *res)
+{
+    pid_t pids[8];
+    for (int r = 0; r < j->world; r++)
+        pids[r] = spawn(j, fn, r);
+    return collect(j, pids, j->world, res, j->world, 30000);
 }
 
 /* ---- data patterns ---- */
@@ -566,11 +575,8 @@ static void test_leave(void)
     job j;
     job_init(&j, 3, 0);
     open_results(&j);
-    pid_t pids[3];
-    for (int r = 0; r < 3; r++)
-        pids[r] = spawn(&j, leave_rank, r);
     result res[3];
-    CHECK(collect(&j, pids, 3, res, 3, 30000) == 3);
+    CHECK(run_all(&j, leave_rank, res) == 3);
     for (int r = 0; r < 3; r++) {
         CHECK(res[r].status == DDL_OK && res[r].data_ok == 1);
         if (res[r].status != DDL_OK)
@@ -604,11 +610,8 @@ static void test_killed(void)
     job_init(&j, 4, 0);
     j.timeout_ms = 20000;
     open_results(&j);
-    pid_t pids[4];
-    for (int r = 0; r < 4; r++)
-        pids[r] = spawn(&j, killed_rank, r);
     result res[4];
-    CHECK(collect(&j, pids, 4, res, 4, 30000) == 4);
+    CHECK(run_all(&j, killed_rank, res) == 4);
     for (int r = 0; r < 4; r++) {
         if (r == 2)
             continue;
@@ -617,6 +620,47 @@ static void test_killed(void)
         CHECK(res[r].t_ms - res[2].t_ms < 2000);
         printf("killed: rank %d after %lld ms: %s\n", r, res[r].t_ms - res[2].t_ms, res[r].msg);
     }
+}
+
+/* reset_rank: rank 1 learns that rank 2 stopped responding (the heartbeat's interrupt) and
+ * leaves with an ABORT naming it, while rank 0 is sending it 16 MB: what reaches rank 1 after it
+ * closed is answered by a reset, which reaches rank 0 behind the ABORT. Rank 0, sending to rank
+ * 1 and waiting for rank 2 (alive, silent), sees the hang-up of link 1 with the ABORT still
+ * queued, and must name rank 2 as rank 1 reported it, not rank 1 (64 ranks with one killed:
+ * "rank 16 closed the connection", where rank 16 had left naming rank 37). */
+static void reset_rank(const job *j, int rank)
+{
+    rank_ctx c;
+    int st = rank_open(&c, j, rank, j->token, j->job);
+    rank_fail(&c, st);
+    size_t big = (size_t)16 << 20;
+    unsigned char *b = calloc(big, 1);
+    unsigned char hdr[DDL_HEADER_BYTES] = {0};
+    if (st == DDL_OK && rank == 0) {
+        rank_fail(&c, T()->exchange(c.state, 1, hdr, b, big, 2, hdr, b, 64, 20000));
+    } else if (st == DDL_OK && rank == 1) {
+        sleep_ms(300); /* rank 0's sends fill the socket's buffers */
+        T()->interrupt(c.state, 2);
+        rank_fail(&c, T()->exchange(c.state, -1, NULL, NULL, 0, 2, hdr, b, 64, 5000));
+    } else if (st == DDL_OK) {
+        sleep_ms(3000);
+    }
+    free(b);
+    rank_finish(&c);
+}
+
+static void test_abort_reset(void)
+{
+    job j;
+    job_init(&j, 3, 0);
+    j.timeout_ms = 20000;
+    open_results(&j);
+    result res[3];
+    CHECK(run_all(&j, reset_rank, res) == 3);
+    CHECK(res[1].status == DDL_ETIMEDOUT && strstr(res[1].msg, "rank 2 at") != NULL);
+    CHECK(res[0].status == DDL_EPEER);
+    CHECK(strstr(res[0].msg, "rank 2 at 127.0.0.1:") != NULL && strstr(res[0].msg, "reported by rank 1") != NULL);
+    printf("abort behind a reset: rank 0: %s\n", res[0].msg);
 }
 
 /* ---- configuration errors ---- */
@@ -679,6 +723,7 @@ int main(void)
     test_timeout();
     test_leave();
     test_killed();
+    test_abort_reset();
     printf("test_tcp: %lld ms\n", now_ms() - t0);
     return TEST_END();
 }

@@ -482,17 +482,20 @@ static int recv_some(tcp_state *s, ddl__sock_frame *x, void *recv_hdr)
 }
 
 /* check_hup: link j reported a hang-up while we waited for others. With nothing left to read
- * the peer is gone (a peer leaving on purpose sends BYE first, which stays queued). */
+ * the peer is gone (a peer leaving on purpose sends BYE first, which stays queued). A peer that
+ * left after a failure sent an ABORT naming the rank it found dead: read first, it names that
+ * rank, even behind a reset (POLLERR: the peer's socket answered what arrived after it closed;
+ * the ABORT before it stays readable), as os_error does for a send that broke. */
 static int check_hup(tcp_state *s, int j, short revents, int busy_with)
 {
     tcp_link *l = &s->links[j];
     int queued = 0;
     ioctl(l->fd, FIONREAD, &queued);
+    unsigned char pre[DDL__FRAME_PREFIX];
+    if (queued >= DDL__FRAME_PREFIX && recv(l->fd, pre, sizeof pre, MSG_PEEK | MSG_DONTWAIT) == DDL__FRAME_PREFIX &&
+        ddl__net_frame_is_abort(&s->net, pre))
+        return peer_left(s, j, pre, 0);
     if (!(revents & (POLLHUP | POLLERR)) && queued > 0) {
-        unsigned char pre[DDL__FRAME_PREFIX];
-        if (queued >= DDL__FRAME_PREFIX && recv(l->fd, pre, sizeof pre, MSG_PEEK | MSG_DONTWAIT) == DDL__FRAME_PREFIX &&
-            ddl__net_frame_is_abort(&s->net, pre))
-            return peer_left(s, j, pre, 0);
         l->hup_pending = 1; /* data or BYE still to read: decide when the caller reads it */
         return DDL_OK;
     }
