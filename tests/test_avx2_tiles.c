@@ -125,7 +125,10 @@ int main(void)
     conv(DDL_CONV_WINOGRAD_ALL, 4, 16, 16, 32, 32, 3, 1);  /* F(2x2,3x3): 256 tiles a plane */
     conv(DDL_CONV_WINOGRAD_ALL, 3, 8, 11, 13, 9, 3, 1);    /* 11 rows (6 + 5), 35 tiles: a row's end */
     conv(DDL_CONV_WINOGRAD_ALL, 2, 5, 7, 6, 6, 3, 0);      /* 4 tiles: one vector, its end */
+    conv(DDL_CONV_WINOGRAD_ALL, 3, 37, 8, 11, 13, 3, 1);   /* dw by outer products: x's transform
+                                                            * transposed, channels and tiles past 8 x 8 blocks */
     conv(DDL_CONV_WINOGRAD4_ALL, 4, 16, 16, 16, 16, 3, 1); /* F(4x4,3x3): 16 tiles */
     conv(DDL_CONV_WINOGRAD4_ALL, 3, 8, 13, 32, 32, 3, 1);  /* 64 tiles, 13 rows */
+    conv(DDL_CONV_WINOGRAD4_ALL, 2, 8, 8, 64, 64, 3, 1);   /* 256 tiles: bands of one row of 16 */
     return TEST_END();
 }

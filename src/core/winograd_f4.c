@@ -88,8 +88,8 @@ static const v16i PUT_HI = {4, 12, 20, 28, 5, 13, 21, 29, 6, 14, 22, 30, 7, 15, 
 /* B^T along 6 values: 4 d0 - 5 d2 + d4, ..., 4 d1 - 5 d3 + d5, with multipliers 2 and 4 only */
 #define BT6(d, v)                                                                               \
     do {                                                                                        \
-        v16 a_ = (d)[4] - 4.0f * (d)[2], b_ = (d)[3] - 4.0f * (d)[1];                           \
-        v16 c_ = (d)[4] - (d)[2], e_ = 2.0f * ((d)[3] - (d)[1]);                                \
+        __typeof__((d)[0]) a_ = (d)[4] - 4.0f * (d)[2], b_ = (d)[3] - 4.0f * (d)[1];            \
+        __typeof__((d)[0]) c_ = (d)[4] - (d)[2], e_ = 2.0f * ((d)[3] - (d)[1]);                 \
         (v)[0] = 4.0f * ((d)[0] - (d)[2]) + c_, (v)[1] = a_ + b_, (v)[2] = a_ - b_;             \
         (v)[3] = c_ + e_, (v)[4] = c_ - e_, (v)[5] = 4.0f * ((d)[1] - (d)[3]) + ((d)[5] - (d)[3]); \
     } while (0)
@@ -97,7 +97,8 @@ static const v16i PUT_HI = {4, 12, 20, 28, 5, 13, 21, 29, 6, 14, 22, 30, 7, 15, 
 /* A^T along 6 values to 4 */
 #define AT6(m, y)                                                                                \
     do {                                                                                         \
-        v16 a_ = (m)[1] + (m)[2], b_ = (m)[1] - (m)[2], c_ = (m)[3] + (m)[4], d_ = (m)[3] - (m)[4]; \
+        __typeof__((m)[0]) a_ = (m)[1] + (m)[2], b_ = (m)[1] - (m)[2], c_ = (m)[3] + (m)[4];     \
+        __typeof__((m)[0]) d_ = (m)[3] - (m)[4];                                                 \
         (y)[0] = (m)[0] + a_ + c_, (y)[1] = b_ + 2.0f * d_, (y)[2] = a_ + 4.0f * c_;             \
         (y)[3] = b_ + 8.0f * d_ + (m)[5];                                                        \
     } while (0)
@@ -105,18 +106,143 @@ static const v16i PUT_HI = {4, 12, 20, 28, 5, 13, 21, 29, 6, 14, 22, 30, 7, 15, 
 /* A along 4 values to 6 (the weight gradient's dy) */
 #define A4(g, a)                                                                                 \
     do {                                                                                         \
-        v16 p_ = (g)[0] + (g)[2], q_ = (g)[1] + (g)[3];                                          \
-        v16 r_ = (g)[0] + 4.0f * (g)[2], s_ = 2.0f * (g)[1] + 8.0f * (g)[3];                     \
+        __typeof__((g)[0]) p_ = (g)[0] + (g)[2], q_ = (g)[1] + (g)[3];                           \
+        __typeof__((g)[0]) r_ = (g)[0] + 4.0f * (g)[2], s_ = 2.0f * (g)[1] + 8.0f * (g)[3];      \
         (a)[0] = (g)[0], (a)[1] = p_ + q_, (a)[2] = p_ - q_, (a)[3] = r_ + s_, (a)[4] = r_ - s_; \
         (a)[5] = (g)[3];                                                                         \
     } while (0)
+
+/* ---- AVX2 ----
+ * The code above is in 16-float vectors, for AVX-512; gcc's AVX2 build of it (the x86-64-v3
+ * clone) emulates each two-vector permute of 16 floats by several and keeps h's 36 vectors of 16
+ * floats on the stack: on an AMD EPYC without AVX-512 (Zen 3) input_v took 17% of U-Net's run
+ * with --conv winograd. Here a band goes as two halves of 8 tiles (sources 0 and 1, then 2 and
+ * 3: tiles 0-7 and 8-15) in 8-float vectors: a tile's 4 columns are one 128-bit load, the tiles
+ * i and i + 4 of a half share a vector, and a 4 x 4 transpose in each 128-bit lane gives the
+ * columns in tile order. The same operations on each tile as above: the same bits. They run where
+ * the AVX2 tiles do (ddl__avx2_tiles). */
+#ifdef DDL__CLONES
+#include <immintrin.h>
+#define WINO4_AVX2 1
+#define WINO4_AVX2_ON() ddl__avx2_tiles()
+#define AVX2_INLINE DDL__AVX2 static inline __attribute__((always_inline))
+
+/* load_pair: [tile i's 4 floats at a + 4 i | tile i + 4's at b + 4 i] */
+AVX2_INLINE __m256 load_pair(const float *a, const float *b, int i)
+{
+    return _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(a + 4 * i)), _mm_loadu_ps(b + 4 * i), 1);
+}
+
+/* transpose4: in each 128-bit lane, r's 4 x 4 floats transposed into c */
+AVX2_INLINE void transpose4(const __m256 r[4], __m256 c[4])
+{
+    __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+    __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+    c[0] = _mm256_shuffle_ps(t0, t2, 0x44), c[1] = _mm256_shuffle_ps(t0, t2, 0xee);
+    c[2] = _mm256_shuffle_ps(t1, t3, 0x44), c[3] = _mm256_shuffle_ps(t1, t3, 0xee);
+}
+
+/* gather8: columns 0 .. n - 1 (4 or 6) of the 8 tiles whose columns start at a (tiles 0-3) and b
+ * (tiles 4-7), tile j in lane j; columns 4 and 5 are read 4 floats on, as GATHER6 reads them */
+AVX2_INLINE void gather8(const float *a, const float *b, int n, __m256 *c)
+{
+    __m256 r[4];
+    for (int i = 0; i < 4; i++)
+        r[i] = load_pair(a, b, i);
+    transpose4(r, c);
+    if (n == 6) {
+        __m256 u[4], w[4];
+        for (int i = 0; i < 4; i++)
+            u[i] = load_pair(a + 4, b + 4, i);
+        transpose4(u, w);
+        c[4] = w[0], c[5] = w[1];
+    }
+}
+
+/* input_band_avx2: input_v's transform of band d, whose padded rows are row[], into dst */
+DDL__AVX2 static void input_band_avx2(const band *d, const float *const *row, float *dst, size_t cnt)
+{
+    for (int hf = 0; hf < 2; hf++) {
+        __m256 h[6][6];
+        for (int r = 0; r < 6; r++) {
+            __m256 c[6];
+            gather8(row[4 * src_row(d, 2 * hf) + r] + src_off(d, 2 * hf),
+                    row[4 * src_row(d, 2 * hf + 1) + r] + src_off(d, 2 * hf + 1), 6, c);
+            BT6(c, h[r]);
+        }
+        for (int j = 0; j < 6; j++) {
+            __m256 col[6] = {h[0][j], h[1][j], h[2][j], h[3][j], h[4][j], h[5][j]}, o[6];
+            BT6(col, o);
+            for (int i = 0; i < 6; i++)
+                _mm256_storeu_ps(dst + (size_t)(i * 6 + j) * cnt + 8 * hf, o[i]);
+        }
+    }
+}
+
+/* output_band_avx2: output_y's A^T m A (+ bias) of band d, from s (points knt floats apart), into
+ * the plane */
+DDL__AVX2 static void output_band_avx2(const wino_geo *q, const band *d, const float *s, size_t knt, float bias,
+                                       float *plane)
+{
+    for (int hf = 0; hf < 2; hf++) {
+        __m256 t[4][6];
+        for (int j = 0; j < 6; j++) {
+            __m256 col[6], o[4];
+            for (int i = 0; i < 6; i++)
+                col[i] = _mm256_loadu_ps(s + (size_t)(i * 6 + j) * knt + 8 * hf);
+            AT6(col, o);
+            for (int r = 0; r < 4; r++)
+                t[r][j] = o[r];
+        }
+        for (int r = 0; r < 4; r++) {
+            __m256 o[4], p[4];
+            AT6(t[r], o);
+            for (int c = 0; c < 4; c++)
+                o[c] += bias;
+            transpose4(o, p); /* p[i]: [tile i's 4 outputs | tile i + 4's] */
+            float *a = plane + (size_t)(4 * (d->ty0 + src_row(d, 2 * hf)) + r) * q->ow + 4 * d->tx0 + src_off(d, 2 * hf);
+            float *b = plane + (size_t)(4 * (d->ty0 + src_row(d, 2 * hf + 1)) + r) * q->ow + 4 * d->tx0 +
+                       src_off(d, 2 * hf + 1);
+            for (int i = 0; i < 4; i++) {
+                _mm_storeu_ps(a + 4 * i, _mm256_castps256_ps128(p[i]));
+                _mm_storeu_ps(b + 4 * i, _mm256_extractf128_ps(p[i], 1));
+            }
+        }
+    }
+}
+
+/* grad_band_avx2: grad_dy's A g A^T of band d of the plane into dst */
+DDL__AVX2 static void grad_band_avx2(const wino_geo *q, const band *d, const float *plane, float *dst, size_t knt)
+{
+    for (int hf = 0; hf < 2; hf++) {
+        __m256 a[4][6];
+        for (int r = 0; r < 4; r++) {
+            __m256 g[4];
+            gather8(plane + (size_t)(4 * (d->ty0 + src_row(d, 2 * hf)) + r) * q->ow + 4 * d->tx0 + src_off(d, 2 * hf),
+                    plane + (size_t)(4 * (d->ty0 + src_row(d, 2 * hf + 1)) + r) * q->ow + 4 * d->tx0 +
+                        src_off(d, 2 * hf + 1),
+                    4, g);
+            A4(g, a[r]);
+        }
+        for (int j = 0; j < 6; j++) {
+            __m256 col[4] = {a[0][j], a[1][j], a[2][j], a[3][j]}, o[6];
+            A4(col, o);
+            for (int i = 0; i < 6; i++)
+                _mm256_storeu_ps(dst + (size_t)(i * 6 + j) * knt + 8 * hf, o[i]);
+        }
+    }
+}
+#else
+#define WINO4_AVX2_ON() 0
+#endif
 
 /* input_v: v (36, c, nt) = B^T d B for tiles [t0, t0 + nt) (whole bands, counted through the
  * batch) of x (n, c, h, w); rows: ddl__wino4_rows floats. */
 DDL__HOT void ddl__wino4_input_v(const wino_geo *q, const float *x, int t0, int nt, float *v, float *rows)
 {
     size_t cnt = q->vs;
-    int rl = row_len(q);
+    int rl = row_len(q), avx2 = WINO4_AVX2_ON();
+    (void)avx2;
     const float *zero = rows + WINO4_SLOTS * rl;
     memset(rows, 0, ddl__wino4_rows(q) * sizeof *rows);
     for (int ci = 0; ci < q->c; ci++) {
@@ -139,6 +265,13 @@ DDL__HOT void ddl__wino4_input_v(const wino_geo *q, const float *x, int t0, int 
                 }
                 row[p] = buf + 4 * d.tx0;
             }
+            float *dst = v + (size_t)ci * q->nt + at;
+#ifdef WINO4_AVX2
+            if (avx2) {
+                input_band_avx2(&d, row, dst, cnt);
+                continue;
+            }
+#endif
             v16 h[6][6];
             for (int r = 0; r < 6; r++) {
                 const float *s[4];
@@ -148,7 +281,6 @@ DDL__HOT void ddl__wino4_input_v(const wino_geo *q, const float *x, int t0, int 
                 GATHER6(s, c[0], c[1], c[2], c[3], c[4], c[5]);
                 BT6(c, h[r]);
             }
-            float *dst = v + (size_t)ci * q->nt + at;
             for (int j = 0; j < 6; j++) {
                 v16 col[6] = {h[0][j], h[1][j], h[2][j], h[3][j], h[4][j], h[5][j]}, o[6];
                 BT6(col, o);
@@ -164,12 +296,20 @@ DDL__HOT void ddl__wino4_input_v(const wino_geo *q, const float *x, int t0, int 
 DDL__HOT void ddl__wino4_output_y(const wino_geo *q, const float *m, int t0, int nt, const float *b, float *y)
 {
     size_t knt = q->ms;
+    int avx2 = WINO4_AVX2_ON();
+    (void)avx2;
     for (int ko = 0; ko < q->k; ko++) {
         float bias = b ? b[ko] : 0.0f;
         for (int at = 0; at < nt; at += 16) {
             band d = band_of(q, t0 + at);
             float *plane = y + ((size_t)d.n * q->k + ko) * q->oh * q->ow;
             const float *s = m + (size_t)ko * q->nt + at;
+#ifdef WINO4_AVX2
+            if (avx2) {
+                output_band_avx2(q, &d, s, knt, bias, plane);
+                continue;
+            }
+#endif
             v16 t[4][6];
             for (int j = 0; j < 6; j++) { /* A^T down each column */
                 v16 col[6], o[4];
@@ -202,10 +342,19 @@ DDL__HOT void ddl__wino4_output_y(const wino_geo *q, const float *m, int t0, int
 DDL__HOT void ddl__wino4_grad_dy(const wino_geo *q, const float *dy, int t0, int nt, float *e)
 {
     size_t knt = q->ms;
+    int avx2 = WINO4_AVX2_ON();
+    (void)avx2;
     for (int ko = 0; ko < q->k; ko++) {
         for (int at = 0; at < nt; at += 16) {
             band d = band_of(q, t0 + at);
             const float *plane = dy + ((size_t)d.n * q->k + ko) * q->oh * q->ow;
+            float *dst = e + (size_t)ko * q->nt + at;
+#ifdef WINO4_AVX2
+            if (avx2) {
+                grad_band_avx2(q, &d, plane, dst, knt);
+                continue;
+            }
+#endif
             v16 a[4][6];
             for (int r = 0; r < 4; r++) { /* A along each row */
                 const float *s[4];
@@ -215,7 +364,6 @@ DDL__HOT void ddl__wino4_grad_dy(const wino_geo *q, const float *dy, int t0, int
                 GATHER4(s, g[0], g[1], g[2], g[3]);
                 A4(g, a[r]);
             }
-            float *dst = e + (size_t)ko * q->nt + at;
             for (int j = 0; j < 6; j++) { /* then down each column */
                 v16 col[4] = {a[0][j], a[1][j], a[2][j], a[3][j]}, o[6];
                 A4(col, o);
