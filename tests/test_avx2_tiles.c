@@ -11,12 +11,18 @@
  * winograd.c's product (the Winograd passes' sums over channels): F(2x2,3x3) and F(4x4,3x3),
  * output channel counts that are not multiples of 6 (the 6-row blocks' rest), tiles that are not
  * multiples of 16 (a row's end) and one tile row of 16 or fewer, the weight gradient's products
- * that add to m. At 1, 2 and 3 threads. Skipped where the CPU has no AVX2 and FMA, or where the
- * build has no clones (-DDDL_NO_CLONES, ThreadSanitizer). */
+ * that add to m. At 1, 2 and 3 threads.
+ * deconv2x2_avx2.c's forward pass of the 2x2 stride-2 transposed convolution: y, bit for bit,
+ * the order deconv2x2_avx512.c's gives (each output from +0 over the input channels in order by
+ * fmaf, then 1 x sum + 0, + 0 and the bias; a scalar reference here): U-Net's three, rows of 8
+ * and 24, a plane of 16 positions, with and without a bias, at 1 and 2 threads.
+ * Skipped where the CPU has no AVX2 and FMA, or where the build has no clones (-DDDL_NO_CLONES,
+ * ThreadSanitizer). */
 /* ddl-test: beside (computes, bounds no time) */
 #include "ddl.h"
 #include "check.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -25,6 +31,7 @@ int ddl__conv2d_wide_ok(const ddl_conv2d *g);
 int ddl__conv2d_wide_dw_ok(const ddl_conv2d *g);
 int ddl__wino_ok(const ddl_conv2d *g);
 int ddl__wino_dw_ok(const ddl_conv2d *g);
+int ddl__deconv2x2_ok(const ddl_conv2d *g, int backward);
 
 static float rnd(unsigned *s)
 {
@@ -106,6 +113,55 @@ static void conv(int algo, int batch, int in_c, int out_c, int h, int w, int k, 
     free(x), free(wt), free(b), free(dy);
 }
 
+/* deconv: the transposed convolution's forward pass (in_c -> out_c, h x w -> 2h x 2w) against
+ * the scalar order */
+static void deconv(int batch, int in_c, int out_c, int h, int w, int bias)
+{
+    ddl_conv2d g = {.batch = batch, .in_c = in_c, .in_h = h, .in_w = w, .out_c = out_c, .k_h = 2, .k_w = 2,
+                    .stride = 2};
+    size_t p = (size_t)h * w, nx = (size_t)batch * in_c * p, ny = (size_t)batch * out_c * 4 * p;
+    size_t nw = (size_t)in_c * out_c * 4;
+    float *x = malloc(nx * 4), *wt = malloc(nw * 4), *b = malloc((size_t)out_c * 4), *y = malloc(ny * 4);
+    float *ws = calloc(ddl_deconv2d_workspace(&g) + 16, 4);
+    unsigned s = (unsigned)(batch * 7 + in_c * 31 + out_c + h);
+    for (size_t i = 0; i < nx; i++)
+        x[i] = i % 13 == 5 ? 0.0f : rnd(&s);
+    for (size_t i = 0; i < nw; i++)
+        wt[i] = rnd(&s);
+    for (int i = 0; i < out_c; i++)
+        b[i] = i == 0 ? -0.0f : rnd(&s);
+    int was = ddl__avx2_tiles_enable(2);
+    CHECK(ddl__deconv2x2_ok(&g, 0) && !ddl__deconv2x2_ok(&g, 1));
+    int good = 1;
+    for (int threads = 1; threads <= 2; threads++) {
+        memset(y, 0xff, ny * 4);
+        ddl_set_threads(threads);
+        ddl_deconv2d_forward(&g, x, wt, bias ? b : NULL, y, ws);
+        ddl_set_threads(1);
+        for (int n = 0; n < batch; n++)
+            for (int oc = 0; oc < out_c; oc++)
+                for (size_t q = 0; q < p; q++)
+                    for (int t = 0; t < 4; t++) {
+                        float sum = 0.0f;
+                        for (int ic = 0; ic < in_c; ic++)
+                            sum = fmaf(wt[((size_t)ic * out_c + oc) * 4 + t], x[((size_t)n * in_c + ic) * p + q], sum);
+                        float want = 0.0f + fmaf(1.0f, sum, 0.0f);
+                        if (bias)
+                            want += b[oc];
+                        size_t i = q / (size_t)w, j = q % (size_t)w;
+                        float got = y[((size_t)n * out_c + oc) * 4 * p + (2 * i + (size_t)(t / 2)) * 2 * w + 2 * j +
+                                      (size_t)(t % 2)];
+                        good &= memcmp(&want, &got, 4) == 0;
+                    }
+    }
+    CHECK(good);
+    if (!good)
+        fprintf(stderr, "  differs: deconv, batch %d, %d -> %d channels, %dx%d, bias %d\n", batch, in_c, out_c, h, w,
+                bias);
+    ddl__avx2_tiles_enable(was);
+    free(x), free(wt), free(b), free(y), free(ws);
+}
+
 int main(void)
 {
     if (ddl__avx2_tiles_enable(1) < 0) {
@@ -130,5 +186,10 @@ int main(void)
     conv(DDL_CONV_WINOGRAD4_ALL, 4, 16, 16, 16, 16, 3, 1); /* F(4x4,3x3): 16 tiles */
     conv(DDL_CONV_WINOGRAD4_ALL, 3, 8, 13, 32, 32, 3, 1);  /* 64 tiles, 13 rows */
     conv(DDL_CONV_WINOGRAD4_ALL, 2, 8, 8, 64, 64, 3, 1);   /* 256 tiles: bands of one row of 16 */
+    deconv(3, 64, 32, 8, 8, 1);   /* U-Net's up2: 64 positions, the last tile 16 */
+    deconv(2, 32, 16, 16, 16, 1); /* up1 */
+    deconv(2, 16, 8, 32, 32, 0);  /* up0, no bias */
+    deconv(2, 3, 5, 2, 24, 1);    /* rows of 24: a tile of 3 vectors in one row, odd channels */
+    deconv(3, 2, 1, 2, 8, 1);     /* 16 positions, 2 input channels (the fewest), 1 output */
     return TEST_END();
 }

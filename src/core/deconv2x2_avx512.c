@@ -55,8 +55,11 @@ int ddl__deconv2x2_enable(int on)
 
 int ddl__deconv2x2_ok(const ddl_conv2d *g, int backward)
 {
-    return enabled && ddl__gemm_avx512_have() && ddl__deconv2x2_geometry(g) &&
-           (!backward || (size_t)g->in_c * g->out_c <= BACK_MOST);
+    if (!enabled || !ddl__deconv2x2_geometry(g))
+        return 0;
+    if (ddl__avx2_tiles()) /* deconv2x2_avx2.c's forward; the backward by the column matrix */
+        return !backward;
+    return ddl__gemm_avx512_have() && (!backward || (size_t)g->in_c * g->out_c <= BACK_MOST);
 }
 
 /* The 16 positions from a multiple of 16 are two runs of 8, each within a row (w % 8 == 0). A
@@ -136,6 +139,10 @@ AVX512 static void fwd_samples(void *ctx, size_t lo, size_t hi)
 
 void ddl__deconv2x2_forward(const ddl_conv2d *g, const float *x, const float *w, const float *b, float *y)
 {
+    if (ddl__avx2_tiles()) {
+        ddl__deconv2x2_forward_avx2(g, x, w, b, y);
+        return;
+    }
     fwd_job j = {g, x, w, b, y};
     ddl__parallel_range((size_t)g->batch, 1, fwd_samples, &j);
 }

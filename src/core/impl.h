@@ -276,7 +276,8 @@ void ddl__conv1x1_dw(const ddl_conv2d *g, const float *x, const float *dy, float
  * bfloat16 product, and exact to float32). _geometry: k 2, stride 2, no padding, dilation,
  * groups or output padding, 2 to 256 input channels, 1 to 64 output channels, rows a multiple
  * of 8 and planes of 16; _ok: that, on a CPU with AVX-512, for the forward pass (backward 0) or
- * the backward (1: up to 1024 in_c out_c; more stay the column matrix's). _backward: dx (may be
+ * the backward (1: up to 1024 in_c out_c; more stay the column matrix's), and where the AVX2
+ * tiles run, for the forward pass. _backward: dx (may be
  * NULL), and dw (may be NULL) += the weight gradient by conv.c's chunks of nb samples, a chunk a
  * task, in ws (_dw_workspace floats). */
 int ddl__deconv2x2_geometry(const ddl_conv2d *g);
@@ -286,6 +287,10 @@ int ddl__deconv2x2_ok(const ddl_conv2d *g, int backward);
 int ddl__deconv2x2_enable(int on);
 size_t ddl__deconv2x2_dw_workspace(const ddl_conv2d *g, int nb);
 void ddl__deconv2x2_forward(const ddl_conv2d *g, const float *x, const float *w, const float *b, float *y);
+/* ddl__deconv2x2_forward_avx2: the forward pass in AVX2 (deconv2x2_avx2.c), the same bits; _ok and
+ * _forward take it where the AVX2 tiles run (ddl__avx2_tiles), and the backward stays the column
+ * matrix's there */
+void ddl__deconv2x2_forward_avx2(const ddl_conv2d *g, const float *x, const float *w, const float *b, float *y);
 void ddl__deconv2x2_backward(const ddl_conv2d *g, const float *x, const float *w, const float *dy, float *dx,
                              float *dw, int nb, float *ws);
 
