@@ -16,6 +16,9 @@
  * the order deconv2x2_avx512.c's gives (each output from +0 over the input channels in order by
  * fmaf, then 1 x sum + 0, + 0 and the bias; a scalar reference here): U-Net's three, rows of 8
  * and 24, a plane of 16 positions, with and without a bias, at 1 and 2 threads.
+ * conv1x1_avx2.c's forward pass and input gradient of the 1x1 convolution likewise (y = (1 x sum
+ * + 0) + bias, dx = 0 + (1 x sum + 0)), and its weight gradient (still the column matrix's) as
+ * with the tiles off: U-Net's head, channel counts not multiples of 4, planes of 16 and 64.
  * Skipped where the CPU has no AVX2 and FMA, or where the build has no clones (-DDDL_NO_CLONES,
  * ThreadSanitizer). */
 /* ddl-test: beside (computes, bounds no time) */
@@ -32,6 +35,7 @@ int ddl__conv2d_wide_dw_ok(const ddl_conv2d *g);
 int ddl__wino_ok(const ddl_conv2d *g);
 int ddl__wino_dw_ok(const ddl_conv2d *g);
 int ddl__deconv2x2_ok(const ddl_conv2d *g, int backward);
+int ddl__conv1x1_avx2_ok(const ddl_conv2d *g);
 
 static float rnd(unsigned *s)
 {
@@ -162,6 +166,64 @@ static void deconv(int batch, int in_c, int out_c, int h, int w, int bias)
     free(x), free(wt), free(b), free(y), free(ws);
 }
 
+/* pointwise: the 1x1 convolution (in_c -> out_c on h x w) against the scalar order, and its
+ * weight gradient against the tiles-off run's */
+static void pointwise(int batch, int in_c, int out_c, int h, int w, int bias)
+{
+    ddl_conv2d g = {.batch = batch, .in_c = in_c, .in_h = h, .in_w = w, .out_c = out_c, .k_h = 1, .k_w = 1,
+                    .stride = 1};
+    size_t p = (size_t)h * w, nx = (size_t)batch * in_c * p, ny = (size_t)batch * out_c * p, nw = (size_t)in_c * out_c;
+    float *x = malloc(nx * 4), *wt = malloc(nw * 4), *b = malloc((size_t)out_c * 4), *dy = malloc(ny * 4);
+    float *y = malloc(ny * 4), *dx = malloc(nx * 4), *dw = calloc(nw, 4), *dw_off = calloc(nw, 4);
+    float *ws = calloc(ddl_conv2d_workspace(&g) + 16, 4);
+    unsigned s = (unsigned)(batch * 5 + in_c * 37 + out_c * 3 + h);
+    for (size_t i = 0; i < nx; i++)
+        x[i] = i % 17 == 2 ? 0.0f : rnd(&s);
+    for (size_t i = 0; i < ny; i++)
+        dy[i] = rnd(&s);
+    for (size_t i = 0; i < nw; i++)
+        wt[i] = rnd(&s);
+    for (int i = 0; i < out_c; i++)
+        b[i] = rnd(&s);
+    int was = ddl__avx2_tiles_enable(0);
+    ddl_conv2d_backward(&g, x, wt, dy, NULL, dw_off, NULL, ws);
+    ddl__avx2_tiles_enable(2);
+    CHECK(ddl__conv1x1_avx2_ok(&g));
+    int good = 1;
+    for (int threads = 1; threads <= 2; threads++) {
+        memset(dw, 0, nw * 4);
+        ddl_set_threads(threads);
+        ddl_conv2d_forward(&g, x, wt, bias ? b : NULL, y, ws);
+        ddl_conv2d_backward(&g, x, wt, dy, dx, dw, NULL, ws);
+        ddl_set_threads(1);
+        good &= memcmp(dw, dw_off, nw * 4) == 0;
+        for (int n = 0; n < batch; n++)
+            for (size_t q = 0; q < p; q++) {
+                for (int oc = 0; oc < out_c; oc++) {
+                    float sum = 0.0f;
+                    for (int ic = 0; ic < in_c; ic++)
+                        sum = fmaf(wt[(size_t)oc * in_c + ic], x[((size_t)n * in_c + ic) * p + q], sum);
+                    float want = fmaf(1.0f, sum, 0.0f);
+                    if (bias)
+                        want += b[oc];
+                    good &= memcmp(&want, &y[((size_t)n * out_c + oc) * p + q], 4) == 0;
+                }
+                for (int ic = 0; ic < in_c; ic++) {
+                    float sum = 0.0f;
+                    for (int oc = 0; oc < out_c; oc++)
+                        sum = fmaf(wt[(size_t)oc * in_c + ic], dy[((size_t)n * out_c + oc) * p + q], sum);
+                    float want = 0.0f + fmaf(1.0f, sum, 0.0f);
+                    good &= memcmp(&want, &dx[((size_t)n * in_c + ic) * p + q], 4) == 0;
+                }
+            }
+    }
+    CHECK(good);
+    if (!good)
+        fprintf(stderr, "  differs: 1x1, batch %d, %d -> %d channels, %dx%d, bias %d\n", batch, in_c, out_c, h, w, bias);
+    ddl__avx2_tiles_enable(was);
+    free(x), free(wt), free(b), free(dy), free(y), free(dx), free(dw), free(dw_off), free(ws);
+}
+
 int main(void)
 {
     if (ddl__avx2_tiles_enable(1) < 0) {
@@ -191,5 +253,8 @@ int main(void)
     deconv(2, 16, 8, 32, 32, 0);  /* up0, no bias */
     deconv(2, 3, 5, 2, 24, 1);    /* rows of 24: a tile of 3 vectors in one row, odd channels */
     deconv(3, 2, 1, 2, 8, 1);     /* 16 positions, 2 input channels (the fewest), 1 output */
+    pointwise(4, 8, 11, 64, 64, 1); /* U-Net's head */
+    pointwise(3, 5, 7, 8, 8, 1);    /* 64 positions: tiles of 3 vectors, then 2; odd channels */
+    pointwise(2, 19, 6, 4, 4, 0);   /* 16 positions, no bias */
     return TEST_END();
 }

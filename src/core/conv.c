@@ -635,6 +635,10 @@ void ddl_conv2d_forward(const ddl_conv2d *g, const float *x, const float *w, con
         ddl__conv1x1_forward(g, x, w, b, y);
         return;
     }
+    if (ddl__conv1x1_avx2_ok(g)) {
+        ddl__conv1x1_forward_avx2(g, x, w, b, y);
+        return;
+    }
     int k = q.c * g->k_h * g->k_w;
     size_t p = (size_t)q.oh * q.ow;
     int nb = chunk(g->batch, (size_t)k, (size_t)g->out_c, p), chunks = (g->batch + nb - 1) / nb;
@@ -757,6 +761,12 @@ void ddl_conv2d_backward(const ddl_conv2d *g, const float *x, const float *w, co
         if (dx)
             ddl__conv1x1_dx(g, w, dy, dx);
         return;
+    }
+    if (dx && ddl__conv1x1_avx2_ok(g)) { /* the input gradient direct, the weights' below (dx NULL) */
+        ddl__conv1x1_dx_avx2(g, w, dy, dx);
+        dx = NULL;
+        if (!dw)
+            return;
     }
     /* chunk by chunk, in waves of one chunk a thread, each wave's weight gradients added to dw
      * in chunk order after it: the same sums whatever the thread count, and the parts added

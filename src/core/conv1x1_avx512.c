@@ -57,8 +57,16 @@ int ddl__conv1x1_enable(int on)
 int ddl__conv1x1_ok(const ddl_conv2d *g)
 {
     int bf16 = ddl__precision() == DDL_PRECISION_BF16 && !ddl__invariant();
-    return enabled && ddl__gemm_avx512_have() && ddl__conv1x1_geometry(g) &&
+    return enabled && !ddl__avx2_tiles() && ddl__gemm_avx512_have() && ddl__conv1x1_geometry(g) &&
            (size_t)g->in_c * g->out_c <= (bf16 ? MOST_BF16 : MOST_FP32);
+}
+
+/* where the AVX2 tiles run: the forward pass and the input gradient by conv1x1_avx2.c, float32
+ * passes, as many channels as above */
+int ddl__conv1x1_avx2_ok(const ddl_conv2d *g)
+{
+    return enabled && ddl__avx2_tiles() && ddl__precision() != DDL_PRECISION_BF16 && ddl__conv1x1_geometry(g) &&
+           (size_t)g->in_c * g->out_c <= MOST_FP32;
 }
 
 /* ---- forward and input gradient: rows of sums over channels ---- */
@@ -224,6 +232,11 @@ void ddl__conv1x1_dw(const ddl_conv2d *g, const float *x, const float *dy, float
 #else
 
 int ddl__conv1x1_ok(const ddl_conv2d *g)
+{
+    (void)g;
+    return 0;
+}
+int ddl__conv1x1_avx2_ok(const ddl_conv2d *g)
 {
     (void)g;
     return 0;

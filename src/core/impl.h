@@ -270,6 +270,12 @@ int ddl__conv1x1_enable(int on);
 void ddl__conv1x1_forward(const ddl_conv2d *g, const float *x, const float *w, const float *b, float *y);
 void ddl__conv1x1_dx(const ddl_conv2d *g, const float *w, const float *dy, float *dx);
 void ddl__conv1x1_dw(const ddl_conv2d *g, const float *x, const float *dy, float *dw, int nb);
+/* ddl__conv1x1_avx2_ok: where the AVX2 tiles run (ddl__avx2_tiles; _ok is then 0), the forward pass
+ * and the input gradient by conv1x1_avx2.c, the same bits as the AVX-512 kernels'; the weight
+ * gradient stays the column matrix's */
+int ddl__conv1x1_avx2_ok(const ddl_conv2d *g);
+void ddl__conv1x1_forward_avx2(const ddl_conv2d *g, const float *x, const float *w, const float *b, float *y);
+void ddl__conv1x1_dx_avx2(const ddl_conv2d *g, const float *w, const float *dy, float *dx);
 
 /* The 2x2 stride-2 transposed convolution direct (deconv2x2_avx512.c), with the float32 bits of
  * conv.c's column matrix and products, in a bfloat16 pass too (there it is faster than the
