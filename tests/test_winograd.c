@@ -249,50 +249,73 @@ static void model_check(void)
 
 /* rule_check: under the size rule (DDL_CONV_WINOGRAD) a layer takes Winograd pass by pass, by
  * F(4x4,3x3) where it tiles the plane (pad 1, planes of 16x16 and up: the bits of
- * DDL_CONV_WINOGRAD4_ALL), else by F(2x2,3x3) (DDL_CONV_WINOGRAD_ALL's bits). F(4x4,3x3): every
- * pass from 16 channels in and out (the cnn's 64 -> 64 at 16x16, 16 -> 16 at 64x64, 16 -> 80);
- * with 8, the forward pass and input gradient from 24 together (U-Net's 16 -> 8 at 64x64 and
- * 8 -> 16 at 32x32) but not its 8 -> 8 at 64x64, nor the cnn's first layer (3 in). F(2x2,3x3):
- * U-Net's 64 -> 64 at 8x8 only the weight gradient (8x8: no band of 16 tiles); a 64 -> 64 at
- * 18x18 (not whole 4x4 tiles) and a 32 -> 32 at 34x34 with pad 0 all three passes. */
+ * DDL_CONV_WINOGRAD4_ALL), else by F(2x2,3x3) (DDL_CONV_WINOGRAD_ALL's bits). The wide rule
+ * (AVX-512): F(4x4,3x3) every pass from 16 channels in and out (the cnn's 64 -> 64 at 16x16,
+ * 16 -> 16 at 64x64, 16 -> 80); with 8, the forward pass and input gradient from 24 together
+ * (U-Net's 16 -> 8 at 64x64 and 8 -> 16 at 32x32) but not its 8 -> 8 at 64x64, nor the cnn's
+ * first layer (3 in). F(2x2,3x3): U-Net's 64 -> 64 at 8x8 only the weight gradient (8x8: no band
+ * of 16 tiles); a 64 -> 64 at 18x18 (not whole 4x4 tiles) and a 32 -> 32 at 34x34 with pad 0 all
+ * three passes. The narrow rule (8-float vectors, AVX2): the forward pass and input gradient by
+ * F(4x4,3x3) from 48 together only, and F(2x2,3x3)'s weight gradient not on 8x8. Each rule is
+ * checked where the CPU can run it (ddl__avx2_tiles_enable: 0 gives the wide one, 2 the narrow). */
+int ddl__avx2_tiles_enable(int on);
+int ddl__avx2_tiles(void);
+
 static void rule_check(void)
 {
     static const struct {
         shape s;
-        int fwd, dw; /* 0 direct, 2 F(2x2,3x3), 4 F(4x4,3x3) */
-    } cases[] = {{{2, 64, 16, 16, 64, 1}, 4, 4}, {{2, 32, 16, 16, 64, 1}, 4, 4}, {{2, 16, 16, 16, 80, 1}, 4, 4},
-                 {{2, 32, 32, 32, 32, 1}, 4, 4}, {{2, 16, 64, 64, 16, 1}, 4, 4}, {{2, 16, 64, 64, 8, 1}, 4, 0},
-                 {{2, 8, 32, 32, 16, 1}, 4, 0},  {{2, 8, 64, 64, 8, 1}, 0, 0},   {{2, 3, 64, 64, 16, 1}, 0, 0},
-                 {{2, 64, 8, 8, 64, 1}, 0, 2},   {{2, 64, 18, 18, 64, 1}, 2, 2}, {{2, 32, 34, 34, 32, 0}, 2, 2}};
+        int fwd, dw, narrow_fwd, narrow_dw; /* 0 direct, 2 F(2x2,3x3), 4 F(4x4,3x3) */
+    } cases[] = {{{2, 64, 16, 16, 64, 1}, 4, 4, 4, 4}, {{2, 32, 16, 16, 64, 1}, 4, 4, 4, 4},
+                 {{2, 16, 16, 16, 80, 1}, 4, 4, 4, 4}, {{2, 32, 32, 32, 32, 1}, 4, 4, 4, 4},
+                 {{2, 16, 64, 64, 16, 1}, 4, 4, 0, 4}, {{2, 16, 64, 64, 8, 1}, 4, 0, 0, 0},
+                 {{2, 8, 32, 32, 16, 1}, 4, 0, 0, 0},  {{2, 8, 64, 64, 8, 1}, 0, 0, 0, 0},
+                 {{2, 3, 64, 64, 16, 1}, 0, 0, 0, 0},  {{2, 32, 16, 16, 16, 1}, 4, 4, 4, 4},
+                 {{2, 64, 8, 8, 64, 1}, 0, 2, 0, 0},   {{2, 64, 18, 18, 64, 1}, 2, 2, 2, 2},
+                 {{2, 32, 34, 34, 32, 0}, 2, 2, 2, 2}};
     ddl_set_threads(1);
-    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-        const shape *s = &cases[i].s;
-        unsigned seed = 11;
-        int oh = s->h + 2 * s->pad - 2, ow = s->w + 2 * s->pad - 2;
-        size_t nx = (size_t)s->n * s->c * s->h * s->w, ny = (size_t)s->n * s->k * oh * ow, nw = (size_t)s->k * s->c * 9;
-        float *x = randn(nx, &seed), *w = randn(nw, &seed), *dy = randn(ny, &seed), *b = randn((size_t)s->k, &seed);
-        ddl_conv2d g = {.batch = s->n, .in_c = s->c, .in_h = s->h, .in_w = s->w, .out_c = s->k, .k_h = 3, .k_w = 3, .stride = 1, .pad = s->pad};
-        run d = run_alloc(s), f2 = run_alloc(s), f4 = run_alloc(s), rule = run_alloc(s);
-        passes(&g, x, w, b, dy, &d);
-        g.algo = DDL_CONV_WINOGRAD_ALL;
-        passes(&g, x, w, b, dy, &f2);
-        g.algo = DDL_CONV_WINOGRAD4_ALL;
-        passes(&g, x, w, b, dy, &f4);
-        g.algo = DDL_CONV_WINOGRAD;
-        passes(&g, x, w, b, dy, &rule);
-        const run *by[5] = {&d, NULL, &f2, NULL, &f4}, *fwd = by[cases[i].fwd], *dw = by[cases[i].dw];
-        int ok = same(rule.y, fwd->y, ny) && same(rule.dx, fwd->dx, nx) && same(rule.dw, dw->dw, nw);
-        if (!ok)
-            fprintf(stderr, "rule_check: N%d C%d %dx%d K%d pad %d: not the expected passes\n", s->n, s->c, s->h, s->w,
-                    s->k, s->pad);
-        CHECK(ok);
-        CHECK(same(rule.db, d.db, (size_t)s->k));
-        /* the three weight gradients differ, where the two tiles apply: the check above can fail */
-        CHECK(!same(f2.dw, d.dw, nw));
-        CHECK(fits4_shape(s) == !same(f4.dw, f2.dw, nw));
-        run_free(&d), run_free(&f2), run_free(&f4), run_free(&rule);
-        free(x), free(w), free(dy), free(b);
+    int was = ddl__avx2_tiles_enable(1);
+    for (int narrow = 0; narrow <= 1; narrow++) {
+        if (was < 0 && narrow != (ddl__avx2_tiles() != 0))
+            continue; /* no clones, or not x86-64-v3: only the CPU's own rule */
+        if (was >= 0)
+            ddl__avx2_tiles_enable(narrow ? 2 : 0);
+        CHECK((ddl__avx2_tiles() != 0) == narrow);
+        for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+            const shape *s = &cases[i].s;
+            unsigned seed = 11;
+            int oh = s->h + 2 * s->pad - 2, ow = s->w + 2 * s->pad - 2;
+            size_t nx = (size_t)s->n * s->c * s->h * s->w, ny = (size_t)s->n * s->k * oh * ow;
+            size_t nw = (size_t)s->k * s->c * 9;
+            float *x = randn(nx, &seed), *w = randn(nw, &seed), *dy = randn(ny, &seed), *b = randn((size_t)s->k, &seed);
+            ddl_conv2d g = {.batch = s->n, .in_c = s->c, .in_h = s->h, .in_w = s->w, .out_c = s->k, .k_h = 3, .k_w = 3,
+                            .stride = 1, .pad = s->pad};
+            run d = run_alloc(s), f2 = run_alloc(s), f4 = run_alloc(s), rule = run_alloc(s);
+            passes(&g, x, w, b, dy, &d);
+            g.algo = DDL_CONV_WINOGRAD_ALL;
+            passes(&g, x, w, b, dy, &f2);
+            g.algo = DDL_CONV_WINOGRAD4_ALL;
+            passes(&g, x, w, b, dy, &f4);
+            g.algo = DDL_CONV_WINOGRAD;
+            passes(&g, x, w, b, dy, &rule);
+            const run *by[5] = {&d, NULL, &f2, NULL, &f4};
+            const run *fwd = by[narrow ? cases[i].narrow_fwd : cases[i].fwd];
+            const run *dw = by[narrow ? cases[i].narrow_dw : cases[i].dw];
+            int ok = same(rule.y, fwd->y, ny) && same(rule.dx, fwd->dx, nx) && same(rule.dw, dw->dw, nw);
+            if (!ok)
+                fprintf(stderr, "rule_check (%s rule): N%d C%d %dx%d K%d pad %d: not the expected passes\n",
+                        narrow ? "narrow" : "wide", s->n, s->c, s->h, s->w, s->k, s->pad);
+            CHECK(ok);
+            CHECK(same(rule.db, d.db, (size_t)s->k));
+            /* the three weight gradients differ, where the two tiles apply: the check above can fail */
+            CHECK(!same(f2.dw, d.dw, nw));
+            CHECK(fits4_shape(s) == !same(f4.dw, f2.dw, nw));
+            run_free(&d), run_free(&f2), run_free(&f4), run_free(&rule);
+            free(x), free(w), free(dy), free(b);
+        }
     }
+    if (was >= 0)
+        ddl__avx2_tiles_enable(was);
 }
 
 /* quick: a few small shapes of each tile size, for test_cpus.sh's emulated CPUs (the AVX2 and

@@ -385,6 +385,8 @@ struct ddl_model {
     char names[DDL_MAX_PARAMS][DDL__NAME_BYTES];
     int out_c, out_h, out_w;     /* logits per sample */
     float *logits;               /* (cfg.batch, out_c, out_h, out_w) */
+    unsigned char *scratch;      /* the layers' activations and workspaces (scratch_bytes), untouched at init */
+    size_t scratch_bytes;
     float mean, std;             /* input normalisation, part of the model */
     int n_norm;                  /* > 0: per channel (in_c of them) instead */
     float norm_mean[DDL_MAX_NORM_CHANNELS], norm_std[DDL_MAX_NORM_CHANNELS];
@@ -462,6 +464,9 @@ void ddl__bn_sync_backward(int n, int c, int s, double count, const float *x, co
                            const float *mean_rstd, const float *dy, const float *rows, const double *tot, float *dx,
                            float *dgamma, float *dbeta);
 int ddl__model_synced(const void *self);
+/* ddl__model_touch: writes the model's scratch once (model.c), so that a trainer's first step
+ * does not pay the page faults of memory the kernel has not handed out yet. */
+void ddl__model_touch(ddl_model *m);
 int ddl__model_sync(void *self, const float *rows, int n, int width, double *tot, long *n_all);
 
 /* ddl__norm_affine: the scale and shift that normalise channel c's bytes: x = p * scale + shift

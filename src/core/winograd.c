@@ -115,6 +115,17 @@ static size_t dw_task_floats(const wino_geo *q) { return task_floats(q) + (size_
 #define WINO4_MIN_CHANNELS 8 /* in and out, the forward pass and input gradient */
 #define WINO4_MIN_SUM 24     /* in + out */
 #define WINO4_DW_MIN 16      /* in and out, the weight gradient (and outer_pays) */
+/* With 8-float vectors (ddl__avx2_tiles: AVX2 and FMA, no AVX-512) direct convolution gives up
+ * less than the transforms do, so fewer layers pay. BENCH_ONLY=winograd of 2026-11-30 16:44 on an
+ * AMD EPYC Zen 3, batch 32, one thread, direct -> F(4x4) forward / input gradient, ms: U-Net's
+ * 16 -> 8 at 64x64 5.06 / 4.89 -> 5.71 / 5.74, 8 -> 16 at 32x32 1.01 / 1.05 -> 1.13 / 1.14, the
+ * cnn's 16 -> 16 at 64x64 7.80 / 7.80 -> 8.48 / 8.43, all under 48 together; from 48 it pays
+ * (16 -> 32 at 32x32 3.84 / 3.90 -> 3.61 / 3.52, at 16x16 1.28 / 1.04 -> 0.98 / 0.90) or ties
+ * (32 -> 16 at 32x32 4.06 / 4.05 -> 4.14 / 4.10). F(2x2)'s weight gradient on 8x8 planes no longer
+ * pays: U-Net's 64 -> 64 4.28 -> 6.07 ms, 32 -> 64 2.36 -> 3.55 (its transforms, 16-float vectors,
+ * are half its time there); from 16x16 the plane is F(4x4)'s in these models. */
+#define WINO4_NARROW_MIN_SUM 48 /* in + out, the forward pass and input gradient, 8-float vectors */
+#define WINO_NARROW_DW_PLANE 16 /* the smallest plane F(2x2)'s weight gradient pays on, 8-float vectors */
 
 static int fits(const ddl_conv2d *g)
 {
@@ -134,7 +145,8 @@ static int fits4(const ddl_conv2d *g)
 
 /* takes: g asks for Winograd (g->algo) and fits it, and the size rule gives it the forward pass
  * and input gradient (dw 0) or the weight gradient (dw 1); DDL_CONV_WINOGRAD_ALL and
- * DDL_CONV_WINOGRAD4_ALL: every pass. */
+ * DDL_CONV_WINOGRAD4_ALL: every pass. The rule is the CPU's: with 8-float vectors (AVX2), the
+ * narrow one. */
 static int takes(const ddl_conv2d *g, int dw)
 {
     if ((g->algo != DDL_CONV_WINOGRAD && g->algo != DDL_CONV_WINOGRAD_ALL && g->algo != DDL_CONV_WINOGRAD4_ALL) ||
@@ -142,14 +154,15 @@ static int takes(const ddl_conv2d *g, int dw)
         return 0;
     if (g->algo != DDL_CONV_WINOGRAD)
         return 1;
-    int c = g->in_c, k = g->out_c, plane = g->in_h < g->in_w ? g->in_h : g->in_w;
+    int c = g->in_c, k = g->out_c, plane = g->in_h < g->in_w ? g->in_h : g->in_w, narrow = ddl__avx2_tiles();
     if (fits4(g))
         return dw ? c >= WINO4_DW_MIN && k >= WINO4_DW_MIN
-                  : c >= WINO4_MIN_CHANNELS && k >= WINO4_MIN_CHANNELS && c + k >= WINO4_MIN_SUM;
+                  : c >= WINO4_MIN_CHANNELS && k >= WINO4_MIN_CHANNELS &&
+                        c + k >= (narrow ? WINO4_NARROW_MIN_SUM : WINO4_MIN_SUM);
     if (c < WINO_MIN_CHANNELS || k < WINO_MIN_CHANNELS)
         return 0;
     if (dw)
-        return plane >= 8 && c >= WINO_DW_MIN_IN && c + k >= WINO_DW_SUM;
+        return plane >= (narrow ? WINO_NARROW_DW_PLANE : 8) && c >= WINO_DW_MIN_IN && c + k >= WINO_DW_SUM;
     return (plane >= WINO_BIG_PLANE && c + k >= WINO_MIN_SUM) || (plane >= 16 && c + k >= WINO_WIDE);
 }
 

@@ -248,6 +248,7 @@ int ddl_trainer_create(const ddl_train_config *cfg_in, ddl_model *m, const ddl_d
                  "DDL_OVERLAP=2: the all-reduce thread may not run at real-time priority (needs CAP_SYS_NICE or "
                  "an RLIMIT_RTPRIO); it runs as with DDL_OVERLAP=1");
     ddl__trainer_profile_start(t); /* cfg->profile: the peak (<= 100 ms) and the layers to time */
+    ddl__model_touch(m);           /* the activations' page faults here, not in the first step */
     /* Rank 0's initial weights are everybody's: from the seed, or the model's own (imported). */
     if (!cfg->keep_weights)
         ddl_model_init_weights(m, cfg->seed);
