@@ -255,8 +255,8 @@ static void model_check(void)
  * (U-Net's 16 -> 8 at 64x64 and 8 -> 16 at 32x32) but not its 8 -> 8 at 64x64, nor the cnn's
  * first layer (3 in). F(2x2,3x3): U-Net's 64 -> 64 at 8x8 only the weight gradient (8x8: no band
  * of 16 tiles); a 64 -> 64 at 18x18 (not whole 4x4 tiles) and a 32 -> 32 at 34x34 with pad 0 all
- * three passes. The narrow rule (8-float vectors, AVX2): the forward pass and input gradient by
- * F(4x4,3x3) from 48 together only, and F(2x2,3x3)'s weight gradient not on 8x8. Each rule is
+ * three passes. The narrow rule (8-float vectors, AVX2): F(4x4,3x3)'s weight gradient from 8 out
+ * (U-Net's 16 -> 8 at 64x64), and F(2x2,3x3)'s not on 8x8. Each rule is
  * checked where the CPU can run it (ddl__avx2_tiles_enable: 0 gives the wide one, 2 the narrow). */
 int ddl__avx2_tiles_enable(int on);
 int ddl__avx2_tiles(void);
@@ -268,8 +268,8 @@ static void rule_check(void)
         int fwd, dw, narrow_fwd, narrow_dw; /* 0 direct, 2 F(2x2,3x3), 4 F(4x4,3x3) */
     } cases[] = {{{2, 64, 16, 16, 64, 1}, 4, 4, 4, 4}, {{2, 32, 16, 16, 64, 1}, 4, 4, 4, 4},
                  {{2, 16, 16, 16, 80, 1}, 4, 4, 4, 4}, {{2, 32, 32, 32, 32, 1}, 4, 4, 4, 4},
-                 {{2, 16, 64, 64, 16, 1}, 4, 4, 0, 4}, {{2, 16, 64, 64, 8, 1}, 4, 0, 0, 0},
-                 {{2, 8, 32, 32, 16, 1}, 4, 0, 0, 0},  {{2, 8, 64, 64, 8, 1}, 0, 0, 0, 0},
+                 {{2, 16, 64, 64, 16, 1}, 4, 4, 4, 4}, {{2, 16, 64, 64, 8, 1}, 4, 0, 4, 4},
+                 {{2, 8, 32, 32, 16, 1}, 4, 0, 4, 0},  {{2, 8, 64, 64, 8, 1}, 0, 0, 0, 0},
                  {{2, 3, 64, 64, 16, 1}, 0, 0, 0, 0},  {{2, 32, 16, 16, 16, 1}, 4, 4, 4, 4},
                  {{2, 64, 8, 8, 64, 1}, 0, 2, 0, 0},   {{2, 64, 18, 18, 64, 1}, 2, 2, 2, 2},
                  {{2, 32, 34, 34, 32, 0}, 2, 2, 2, 2}};

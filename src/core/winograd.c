@@ -115,16 +115,16 @@ static size_t dw_task_floats(const wino_geo *q) { return task_floats(q) + (size_
 #define WINO4_MIN_CHANNELS 8 /* in and out, the forward pass and input gradient */
 #define WINO4_MIN_SUM 24     /* in + out */
 #define WINO4_DW_MIN 16      /* in and out, the weight gradient (and outer_pays) */
-/* With 8-float vectors (ddl__avx2_tiles: AVX2 and FMA, no AVX-512) direct convolution gives up
- * less than the transforms do, so fewer layers pay. BENCH_ONLY=winograd of 2026-11-30 16:44 on an
- * AMD EPYC Zen 3, batch 32, one thread, direct -> F(4x4) forward / input gradient, ms: U-Net's
- * 16 -> 8 at 64x64 5.06 / 4.89 -> 5.71 / 5.74, 8 -> 16 at 32x32 1.01 / 1.05 -> 1.13 / 1.14, the
- * cnn's 16 -> 16 at 64x64 7.80 / 7.80 -> 8.48 / 8.43, all under 48 together; from 48 it pays
- * (16 -> 32 at 32x32 3.84 / 3.90 -> 3.61 / 3.52, at 16x16 1.28 / 1.04 -> 0.98 / 0.90) or ties
- * (32 -> 16 at 32x32 4.06 / 4.05 -> 4.14 / 4.10). F(2x2)'s weight gradient on 8x8 planes no longer
- * pays: U-Net's 64 -> 64 4.28 -> 6.07 ms, 32 -> 64 2.36 -> 3.55 (its transforms, 16-float vectors,
- * are half its time there); from 16x16 the plane is F(4x4)'s in these models. */
-#define WINO4_NARROW_MIN_SUM 48 /* in + out, the forward pass and input gradient, 8-float vectors */
+/* With 8-float vectors (ddl__avx2_tiles: AVX2 and FMA, no AVX-512) the rule is the same but for
+ * two weight gradients. tools/bench/winograd_layers.c of 2026-11-30 17:20 on an AMD EPYC Zen 3,
+ * batch 32, one thread, direct -> Winograd forward / input gradient / weight gradient, ms:
+ * F(2x2)'s weight gradient on 8x8 planes does not pay (U-Net's 64 -> 64 3.94 -> 5.36, 32 -> 64
+ * 2.00 -> 2.69: its transforms, 16-float vectors, are half its time there), and F(4x4)'s pays
+ * from 8 out (U-Net's 16 -> 8 at 64x64 5.39 -> 4.70, where all three passes pay: 5.02 / 4.41 ->
+ * 3.69 / 3.60), though not from 8 in (8 -> 16 at 32x32 1.27 -> 1.46). The rest as above: the
+ * cnn's 16 -> 16 at 64x64 8.38 / 8.15 / 10.76 -> 6.64 / 5.94 / 6.78, 64 -> 64 at 16x16 7.84 /
+ * 7.95 / 11.96 -> 2.60 / 2.61 / 3.31; U-Net's 8 -> 8 at 64x64 a tie (2.26 / 2.22 -> 2.16 / 2.25). */
+#define WINO4_NARROW_DW_OUT 8   /* out channels from which F(4x4)'s weight gradient pays, 8-float vectors */
 #define WINO_NARROW_DW_PLANE 16 /* the smallest plane F(2x2)'s weight gradient pays on, 8-float vectors */
 
 static int fits(const ddl_conv2d *g)
@@ -156,9 +156,8 @@ static int takes(const ddl_conv2d *g, int dw)
         return 1;
     int c = g->in_c, k = g->out_c, plane = g->in_h < g->in_w ? g->in_h : g->in_w, narrow = ddl__avx2_tiles();
     if (fits4(g))
-        return dw ? c >= WINO4_DW_MIN && k >= WINO4_DW_MIN
-                  : c >= WINO4_MIN_CHANNELS && k >= WINO4_MIN_CHANNELS &&
-                        c + k >= (narrow ? WINO4_NARROW_MIN_SUM : WINO4_MIN_SUM);
+        return dw ? c >= WINO4_DW_MIN && k >= (narrow ? WINO4_NARROW_DW_OUT : WINO4_DW_MIN)
+                  : c >= WINO4_MIN_CHANNELS && k >= WINO4_MIN_CHANNELS && c + k >= WINO4_MIN_SUM;
     if (c < WINO_MIN_CHANNELS || k < WINO_MIN_CHANNELS)
         return 0;
     if (dw)
@@ -470,18 +469,18 @@ WINO_UNFUSED static void weights_out(int k, int c, const float *s, float *dw)
                                                               size_t ldm, int add)                        \
     {                                                                                                     \
         __m256 a[ROWS][2];                                                                                \
-        for (int r = 0; r < ROWS; r++)                                                                    \
+        _Pragma("GCC unroll 8") for (int r = 0; r < ROWS; r++)                                            \
             a[r][0] = a[r][1] = _mm256_setzero_ps();                                                      \
         for (int ci = 0; ci < c; ci++) {                                                                  \
             __m256 x0 = _mm256_loadu_ps(v + (size_t)ci * ldv), x1 = _mm256_loadu_ps(v + (size_t)ci * ldv + 8); \
-            for (int r = 0; r < ROWS; r++) {                                                              \
+            _Pragma("GCC unroll 8") for (int r = 0; r < ROWS; r++) {                                      \
                 __m256 s = _mm256_broadcast_ss(u + (size_t)r * ldu + ci);                                 \
                 a[r][0] = _mm256_fmadd_ps(s, x0, a[r][0]);                                                \
                 a[r][1] = _mm256_fmadd_ps(s, x1, a[r][1]);                                                \
             }                                                                                             \
         }                                                                                                 \
-        for (int r = 0; r < ROWS; r++)                                                                    \
-            for (int h = 0; h < 2; h++) {                                                                 \
+        _Pragma("GCC unroll 8") for (int r = 0; r < ROWS; r++)                                            \
+            _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {                                                                 \
                 int lanes = n - 8 * h > 8 ? 8 : n - 8 * h;                                                \
                 float *row = m + (size_t)r * ldm + 8 * h;                                                 \
                 if (lanes == 8) {                                                                         \
@@ -496,18 +495,37 @@ WINO_UNFUSED static void weights_out(int k, int c, const float *s, float *dw)
     }
 
 PROD_AVX2(prod_avx2_6, 6)
+PROD_AVX2(prod_avx2_4, 4)
+PROD_AVX2(prod_avx2_3, 3)
+PROD_AVX2(prod_avx2_2, 2)
 PROD_AVX2(prod_avx2_1, 1)
+
+/* rows_after: how many rows the next block takes when rem are left: 6 while more than 8 remain,
+ * then blocks of 4 or 3 rather than single rows. A block of one row has 2 chains of sums, each
+ * multiply-add waiting for the last (4 cycles on Zen 3): a quarter of the core's rate, and 16 out
+ * channels (6 + 6 + 4 ones) had spent 40% of the product's time in the last 4 rows. */
+static int rows_after(int rem)
+{
+    static const int first[9] = {0, 1, 2, 3, 4, 3, 6, 4, 4};
+    return rem > 8 ? 6 : first[rem];
+}
 
 DDL__AVX2 static void product_avx2(int k, int c, int nt, const float *u, size_t ldu, const float *v, size_t ldv, float *m,
                             size_t ldm, int add)
 {
-    int k0 = 0;
-    for (; k0 + 6 <= k; k0 += 6)
+    for (int k0 = 0, rows; k0 < k; k0 += rows) {
+        rows = rows_after(k - k0);
+        const float *ur = u + (size_t)k0 * ldu;
+        float *mr = m + (size_t)k0 * ldm;
         for (int t = 0; t < nt; t += 16)
-            prod_avx2_6(c, nt - t, u + (size_t)k0 * ldu, ldu, v + t, ldv, m + (size_t)k0 * ldm + t, ldm, add);
-    for (; k0 < k; k0++)
-        for (int t = 0; t < nt; t += 16)
-            prod_avx2_1(c, nt - t, u + (size_t)k0 * ldu, ldu, v + t, ldv, m + (size_t)k0 * ldm + t, ldm, add);
+            switch (rows) {
+            case 6: prod_avx2_6(c, nt - t, ur, ldu, v + t, ldv, mr + t, ldm, add); break;
+            case 4: prod_avx2_4(c, nt - t, ur, ldu, v + t, ldv, mr + t, ldm, add); break;
+            case 3: prod_avx2_3(c, nt - t, ur, ldu, v + t, ldv, mr + t, ldm, add); break;
+            case 2: prod_avx2_2(c, nt - t, ur, ldu, v + t, ldv, mr + t, ldm, add); break;
+            default: prod_avx2_1(c, nt - t, ur, ldu, v + t, ldv, mr + t, ldm, add); break;
+            }
+    }
 }
 #endif
 
