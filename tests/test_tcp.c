@@ -413,33 +413,63 @@ static void test_garbage(void)
 
 /* ---- a crowd of silent strangers on the master port ---- */
 
-/* 40 silent connections (more than the 16 handshake slots) reach rank 0 before rank 1 does:
- * rank 1 must still get in at once, not after the strangers' slots time out (10 s here). */
-static void test_crowd(void)
+/* hello_rank: a rank that joins the job and exchanges 4 KiB with the other, checked: the crowd
+ * test times the rendezvous, not ring_rank's 64 MiB (which under SAN=thread took 4-5 s alone). */
+static void hello_rank(const job *j, int rank)
+{
+    rank_ctx c;
+    int st = rank_open(&c, j, rank, j->token, j->job);
+    rank_fail(&c, st);
+    unsigned char sb[4096], rb[4096];
+    if (st == DDL_OK)
+        rank_fail(&c, st = exchange_check(&c, 1 - rank, 1 - rank, sizeof sb, sb, rb, 7));
+    rank_finish(&c);
+}
+
+/* crowd_job: rank 0, then `strangers` silent connections to its port and 200 ms for rank 0 to
+ * take them in, then rank 1: the milliseconds from rank 1's start until both are done (-1 when
+ * they did not finish well). */
+static long long crowd_job(int strangers)
 {
     job j;
     job_init(&j, 2, 0);
     open_results(&j);
     pid_t pids[2];
-    pids[0] = spawn(&j, ring_rank, 0);
+    pids[0] = spawn(&j, hello_rank, 0);
     int port = atoi(strchr(j.master, ':') + 1), silent[40], n_open = 0;
-    for (int i = 0; i < 40; i++)
+    for (int i = 0; i < strangers; i++)
         n_open += (silent[i] = raw_connect(port)) >= 0;
-    CHECK(n_open == 40);
+    CHECK(n_open == strangers);
     sleep_ms(200); /* let rank 0 take them in */
     long long t0 = now_ms();
-    pids[1] = spawn(&j, ring_rank, 1);
+    pids[1] = spawn(&j, hello_rank, 1);
     result res[2];
     CHECK(collect(&j, pids, 2, res, 2, 30000) == 2);
     long long dt = now_ms() - t0;
-    CHECK(res[0].status == DDL_OK && res[1].status == DDL_OK);
-    CHECK(dt < 5000);
-    if (res[0].status != DDL_OK || res[1].status != DDL_OK || dt >= 5000)
-        fprintf(stderr, "  crowd: %lld ms: rank 0: %s; rank 1: %s\n", dt, res[0].msg, res[1].msg);
-    printf("crowd: past 40 silent strangers, rank 1 and rank 0 were done in %lld ms\n", dt);
-    for (int i = 0; i < 40; i++)
+    int ok = res[0].status == DDL_OK && res[1].status == DDL_OK && res[0].data_ok == 1 && res[1].data_ok == 1;
+    CHECK(ok);
+    if (!ok)
+        fprintf(stderr, "  crowd of %d: rank 0: %s; rank 1: %s\n", strangers, res[0].msg, res[1].msg);
+    for (int i = 0; i < strangers; i++)
         if (silent[i] >= 0)
             close(silent[i]);
+    return ok ? dt : -1;
+}
+
+/* 40 silent connections (more than the 16 handshake slots) reach rank 0 before rank 1 does:
+ * rank 1 must still get in at once, by taking over a stranger's slot once it was held
+ * DDL__POOL_HOLD_MS (500 ms: 300 after rank 1 starts), not after the strangers' slots time out
+ * (DDL__POOL_SLOT_MS, 2 s: 1.8 s after). Measured against the same job without strangers, so
+ * that a slow build (SAN=thread) or machine moves both: without the takeover the crowd added
+ * 1.5 s, with it 0.3 s. */
+static void test_crowd(void)
+{
+    long long base = crowd_job(0), dt = crowd_job(40);
+    CHECK(base >= 0 && dt >= 0 && dt < base + 1000);
+    if (dt >= base + 1000)
+        fprintf(stderr, "  crowd: %lld ms past 40 strangers, %lld ms without\n", dt, base);
+    printf("crowd: past 40 silent strangers, rank 1 and rank 0 were done in %lld ms (%lld without them)\n", dt,
+           base);
 }
 
 /* ---- lying frames from a raw socket ---- */
