@@ -34,26 +34,26 @@ DDL__AVX2 static inline __attribute__((always_inline)) void tile(const rows_job 
     const __m256 zero = _mm256_setzero_ps(), one = _mm256_set1_ps(1.0f);
     const float *wr[TR];
     __m256 acc[TR][TV];
-    for (int r = 0; r < TR; r++) {
+    _Pragma("GCC unroll 4") for (int r = 0; r < TR; r++) {
         wr[r] = j->w + (size_t)(r0 + (r < rn ? r : 0)) * rs;
-        for (int v = 0; v < TV; v++)
+        _Pragma("GCC unroll 4") for (int v = 0; v < TV; v++)
             acc[r][v] = zero;
     }
     for (int t = 0; t < terms; t++) {
         const float *st = src + (size_t)t * p_n + p;
         __m256 d[TV];
-        for (int v = 0; v < TV; v++)
+        _Pragma("GCC unroll 4") for (int v = 0; v < TV; v++)
             d[v] = v < nv ? _mm256_loadu_ps(st + 8 * v) : zero;
-        for (int r = 0; r < TR; r++) {
+        _Pragma("GCC unroll 4") for (int r = 0; r < TR; r++) {
             __m256 wv = _mm256_broadcast_ss(wr[r] + (size_t)t * ts);
-            for (int v = 0; v < TV; v++)
+            _Pragma("GCC unroll 4") for (int v = 0; v < TV; v++)
                 acc[r][v] = _mm256_fmadd_ps(wv, d[v], acc[r][v]);
         }
     }
-    for (int r = 0; r < rn; r++) {
+    _Pragma("GCC unroll 4") for (int r = 0; r < rn; r++) {
         float *o = out + (size_t)(r0 + r) * p_n + p;
         __m256 bias = j->fwd && j->b ? _mm256_set1_ps(j->b[r0 + r]) : zero;
-        for (int v = 0; v < nv; v++) {
+        _Pragma("GCC unroll 4") for (int v = 0; v < nv; v++) {
             __m256 s = _mm256_fmadd_ps(one, acc[r][v], zero); /* the product's store */
             s = j->fwd ? (j->b ? _mm256_add_ps(s, bias) : s) : _mm256_add_ps(zero, s);
             _mm256_storeu_ps(o + 8 * v, s);

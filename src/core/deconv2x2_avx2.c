@@ -24,25 +24,25 @@ DDL__AVX2 static inline __attribute__((always_inline)) void out_tile(const ddl_c
     size_t p_n = (size_t)g->in_h * g->in_w, iw = (size_t)g->in_w, wstride = 4 * (size_t)g->out_c;
     const __m256 zero = _mm256_setzero_ps(), one = _mm256_set1_ps(1.0f);
     __m256 acc[4][TV];
-    for (int r = 0; r < 4; r++)
-        for (int v = 0; v < TV; v++)
+    _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++)
+        _Pragma("GCC unroll 4") for (int v = 0; v < TV; v++)
             acc[r][v] = zero;
     const float *wt = w + (size_t)oc * 4; /* w (in_c, out_c, 2, 2): tap r of oc for input channel ic */
     for (int ic = 0; ic < g->in_c; ic++) {
         const float *xs = xn + (size_t)ic * p_n + p;
         __m256 d[TV];
-        for (int v = 0; v < TV; v++)
+        _Pragma("GCC unroll 4") for (int v = 0; v < TV; v++)
             d[v] = v < nv ? _mm256_loadu_ps(xs + 8 * v) : zero;
-        for (int r = 0; r < 4; r++) {
+        _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) {
             __m256 wv = _mm256_broadcast_ss(wt + (size_t)ic * wstride + r);
-            for (int v = 0; v < TV; v++)
+            _Pragma("GCC unroll 4") for (int v = 0; v < TV; v++)
                 acc[r][v] = _mm256_fmadd_ps(wv, d[v], acc[r][v]);
         }
     }
     __m256 bias = b ? _mm256_set1_ps(b[oc]) : zero;
-    for (int v = 0; v < nv; v++) {
+    _Pragma("GCC unroll 4") for (int v = 0; v < nv; v++) {
         size_t q = p + 8 * (size_t)v, i = q / iw, j = q % iw;
-        for (int a = 0; a < 2; a++) {
+        _Pragma("GCC unroll 4") for (int a = 0; a < 2; a++) {
             __m256 v0 = _mm256_add_ps(zero, _mm256_fmadd_ps(one, acc[2 * a][v], zero));
             __m256 v1 = _mm256_add_ps(zero, _mm256_fmadd_ps(one, acc[2 * a + 1][v], zero));
             __m256 lo = _mm256_unpacklo_ps(v0, v1), hi = _mm256_unpackhi_ps(v0, v1);
