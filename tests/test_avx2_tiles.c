@@ -19,6 +19,8 @@
  * conv1x1_avx2.c's forward pass and input gradient of the 1x1 convolution likewise (y = (1 x sum
  * + 0) + bias, dx = 0 + (1 x sum + 0)), and its weight gradient (still the column matrix's) as
  * with the tiles off: U-Net's head, channel counts not multiples of 4, planes of 16 and 64.
+ * conv_depthwise.c's three passes in 8-float vectors, as its 16-float clones: MobileNet's 3x3,
+ * part vectors at a row's end, 2 outputs a channel, stride 2, dilation 2 on a 5x5.
  * Skipped where the CPU has no AVX2 and FMA, or where the build has no clones (-DDDL_NO_CLONES,
  * ThreadSanitizer). */
 /* ddl-test: beside (computes, bounds no time) */
@@ -36,6 +38,7 @@ int ddl__wino_ok(const ddl_conv2d *g);
 int ddl__wino_dw_ok(const ddl_conv2d *g);
 int ddl__deconv2x2_ok(const ddl_conv2d *g, int backward);
 int ddl__conv1x1_avx2_ok(const ddl_conv2d *g);
+int ddl__conv2d_dw_ok(const ddl_conv2d *g);
 
 static float rnd(unsigned *s)
 {
@@ -70,26 +73,56 @@ static void drop(pass p) { free(p.y), free(p.dx), free(p.dw), free(p.db); }
 
 static int same(const float *a, const float *b, size_t n) { return memcmp(a, b, n * sizeof *a) == 0; }
 
+/* filled: l's x (a zero every 11th), w, b and dy from seed s, and l's sizes for its geometry */
+static void filled(layer *l, unsigned s)
+{
+    const ddl_conv2d *g = &l->g;
+    int groups = g->groups > 1 ? g->groups : 1;
+    l->nx = (size_t)g->batch * g->in_c * g->in_h * g->in_w;
+    l->ny = (size_t)g->batch * g->out_c * ddl_conv2d_out_h(g) * ddl_conv2d_out_w(g);
+    l->nw = (size_t)g->out_c * (g->in_c / groups) * g->k_h * g->k_w;
+    float *x = malloc(l->nx * 4), *wt = malloc(l->nw * 4), *b = malloc((size_t)g->out_c * 4), *dy = malloc(l->ny * 4);
+    for (size_t i = 0; i < l->nx; i++)
+        x[i] = i % 11 == 3 ? 0.0f : rnd(&s);
+    for (size_t i = 0; i < l->nw; i++)
+        wt[i] = rnd(&s);
+    for (int i = 0; i < g->out_c; i++)
+        b[i] = rnd(&s);
+    for (size_t i = 0; i < l->ny; i++)
+        dy[i] = rnd(&s);
+    l->x = x, l->w = wt, l->b = b, l->dy = dy;
+}
+
+static void unfilled(layer *l) { free((void *)l->x), free((void *)l->w), free((void *)l->b), free((void *)l->dy); }
+
+/* against_clones: l's passes with the tiles forced, at 1 to 3 threads, bit for bit those with the
+ * tiles off; what names l when they differ */
+static void against_clones(const layer *l, const char *what)
+{
+    int was = ddl__avx2_tiles_enable(0);
+    pass ref = run(l, 1);
+    ddl__avx2_tiles_enable(2);
+    int good = 1;
+    for (int threads = 1; threads <= 3; threads++) {
+        pass p = run(l, threads);
+        int ok = same(p.y, ref.y, l->ny) && same(p.dx, ref.dx, l->nx) && same(p.dw, ref.dw, l->nw) &&
+                 same(p.db, ref.db, (size_t)l->g.out_c);
+        CHECK(ok);
+        good &= ok;
+        drop(p);
+    }
+    ddl__avx2_tiles_enable(was);
+    if (!good)
+        fprintf(stderr, "  differs: %s\n", what);
+    drop(ref);
+}
+
 /* conv: a batch x in_c -> out_c convolution of k x k, pad, on h x w planes, by algo */
 static void conv(int algo, int batch, int in_c, int out_c, int h, int w, int k, int pad)
 {
     layer l = {{.batch = batch, .in_c = in_c, .in_h = h, .in_w = w, .out_c = out_c, .k_h = k, .k_w = k,
                 .stride = 1, .pad = pad, .algo = algo}, 0, 0, 0, NULL, NULL, NULL, NULL};
-    int oh = h + 2 * pad - k + 1, ow = w + 2 * pad - k + 1;
-    l.nx = (size_t)batch * in_c * h * w;
-    l.ny = (size_t)batch * out_c * oh * ow;
-    l.nw = (size_t)out_c * in_c * k * k;
-    float *x = malloc(l.nx * 4), *wt = malloc(l.nw * 4), *b = malloc((size_t)out_c * 4), *dy = malloc(l.ny * 4);
-    unsigned s = (unsigned)(batch * 131 + in_c * 17 + out_c * 5 + h + k);
-    for (size_t i = 0; i < l.nx; i++)
-        x[i] = i % 11 == 3 ? 0.0f : rnd(&s);
-    for (size_t i = 0; i < l.nw; i++)
-        wt[i] = rnd(&s);
-    for (int i = 0; i < out_c; i++)
-        b[i] = rnd(&s);
-    for (size_t i = 0; i < l.ny; i++)
-        dy[i] = rnd(&s);
-    l.x = x, l.w = wt, l.b = b, l.dy = dy;
+    filled(&l, (unsigned)(batch * 131 + in_c * 17 + out_c * 5 + h + k));
     if (algo == DDL_CONV_DIRECT) {
         CHECK(ddl__conv2d_wide_ok(&l.g));
         CHECK(ddl__conv2d_wide_dw_ok(&l.g));
@@ -97,24 +130,27 @@ static void conv(int algo, int batch, int in_c, int out_c, int h, int w, int k, 
         CHECK(ddl__wino_ok(&l.g));
         CHECK(ddl__wino_dw_ok(&l.g));
     }
-    int was = ddl__avx2_tiles_enable(0);
-    pass ref = run(&l, 1);
-    ddl__avx2_tiles_enable(2);
-    int good = 1;
-    for (int threads = 1; threads <= 3; threads++) {
-        pass p = run(&l, threads);
-        int ok = same(p.y, ref.y, l.ny) && same(p.dx, ref.dx, l.nx) && same(p.dw, ref.dw, l.nw) &&
-                 same(p.db, ref.db, (size_t)out_c);
-        CHECK(ok);
-        good &= ok;
-        drop(p);
-    }
-    ddl__avx2_tiles_enable(was);
-    if (!good)
-        fprintf(stderr, "  differs: algo %d, batch %d, %d -> %d channels, %dx%d, k %d, pad %d\n", algo, batch, in_c,
-                out_c, h, w, k, pad);
-    drop(ref);
-    free(x), free(wt), free(b), free(dy);
+    char what[128];
+    snprintf(what, sizeof what, "algo %d, batch %d, %d -> %d channels, %dx%d, k %d, pad %d", algo, batch, in_c, out_c,
+             h, w, k, pad);
+    against_clones(&l, what);
+    unfilled(&l);
+}
+
+/* depthwise: conv_depthwise.c's passes (c channels, mult outputs each, k x k, stride, pad,
+ * dilation) in 8-float vectors against its 16-float clones */
+static void depthwise(int batch, int c, int mult, int h, int w, int k, int stride, int pad, int dil)
+{
+    layer l = {{.batch = batch, .in_c = c, .in_h = h, .in_w = w, .out_c = c * mult, .k_h = k, .k_w = k,
+                .stride = stride, .pad = pad, .dilation_h = dil, .dilation_w = dil, .groups = c},
+               0, 0, 0, NULL, NULL, NULL, NULL};
+    filled(&l, (unsigned)(batch * 7 + c * 13 + mult * 3 + h + k * stride));
+    CHECK(ddl__conv2d_dw_ok(&l.g));
+    char what[128];
+    snprintf(what, sizeof what, "depthwise, batch %d, %d channels x %d, %dx%d, k %d, stride %d, pad %d, dilation %d",
+             batch, c, mult, h, w, k, stride, pad, dil);
+    against_clones(&l, what);
+    unfilled(&l);
 }
 
 /* deconv: the transposed convolution's forward pass (in_c -> out_c, h x w -> 2h x 2w) against
@@ -256,5 +292,9 @@ int main(void)
     pointwise(4, 8, 11, 64, 64, 1); /* U-Net's head */
     pointwise(3, 5, 7, 8, 8, 1);    /* 64 positions: tiles of 3 vectors, then 2; odd channels */
     pointwise(2, 19, 6, 4, 4, 0);   /* 16 positions, no bias */
+    depthwise(3, 12, 1, 16, 16, 3, 1, 1, 1); /* MobileNet's 3x3: a row of 16, one vector */
+    depthwise(2, 5, 2, 13, 21, 3, 1, 1, 1);  /* rows of 21: a part vector; 2 outputs a channel */
+    depthwise(2, 6, 1, 17, 17, 3, 2, 1, 1);  /* stride 2: the phases */
+    depthwise(2, 4, 1, 11, 40, 5, 1, 4, 2);  /* 5x5, dilation 2, rows of 40 (2 vectors and a half) */
     return TEST_END();
 }

@@ -16,13 +16,20 @@
  * order, added up in a fixed order at the end, and the bias gradient sums a
  * sample's plane (ddl__row_sum's order) into a double, samples in order
  * (ddl__planes_sum). Threads: the forward pass and
- * the input gradient by (sample, channel) planes, the weight gradient by channel. */
+ * the input gradient by (sample, channel) planes, the weight gradient by channel. Where the AVX2
+ * tiles run (ddl__avx2_tiles: AVX2 and FMA, no AVX-512) each pass has a variant in 8-float vectors
+ * with the same bits (the 16-float code's AVX2 clone moved its vectors through the stack): on an
+ * AMD EPYC Zen 3, the MobileNetV2 layer above 21.2 / 7.1 / 20.4 -> 2.6 / 4.0 / 5.0 ms. */
 #include "impl.h"
 
 #include <string.h>
 
 typedef float v16 __attribute__((vector_size(64)));
 typedef float v16u __attribute__((vector_size(64), aligned(4)));
+typedef float v8 __attribute__((vector_size(32)));
+typedef float v8u __attribute__((vector_size(32), aligned(4)));
+/* DW_AVX2: the AVX2 variants, contracted as DDL__HOT's clones are (their bits) */
+#define DW_AVX2 __attribute__((target("avx2,fma"), optimize("fp-contract=fast")))
 
 typedef struct dw_geo {
     int n, c, mult, h, w, oh, ow, kh, kw, sh, sw, pt, pl, dh, dw;
@@ -153,6 +160,45 @@ DDL__HOT static void forward_plane(void *ctx, int t, float *xp)
     }
 }
 
+#ifdef DDL__CLONES
+/* forward_plane_avx2: forward_plane where the AVX2 tiles run, each vector of 16 outputs as two
+ * of 8 (the 16-float vectors' AVX2 clone moved them through the stack and general registers:
+ * MobileNetV2's 3x3 at 16x16, 144 channels, batch 64, one thread, 2.0 GFLOP/s on an AMD EPYC
+ * Zen 3). Each output gets the same operations in the same order: the same bits. */
+DW_AVX2 static void forward_plane_avx2(void *ctx, int t, float *xp)
+{
+    const dw_job *j = ctx;
+    const dw_geo *q = j->q;
+    int n = t / q->c, ic = t % q->c, taps = q->kh * q->kw;
+    size_t op = (size_t)q->oh * q->ow;
+    pad_plane(q, j->x + (size_t)t * q->h * q->w, xp);
+    for (int m = 0; m < q->mult; m++) {
+        int oc = ic * q->mult + m;
+        const float *wk = j->w + (size_t)oc * taps;
+        float bv = j->b ? j->b[oc] : 0.0f, *yo = j->y + ((size_t)n * q->c * q->mult + oc) * op;
+        for (int oy = 0; oy < q->oh; oy++) {
+            float *row = yo + (size_t)oy * q->ow;
+            const float *xr = xp + (size_t)oy * q->sh * q->wq;
+            for (int ox = 0; ox < q->ow; ox += 16) {
+                v8 a0 = (v8){0} + bv, a1 = a0;
+                for (int k = 0; k < taps; k++) {
+                    const float *xk = xr + j->off[k] + ox;
+                    a0 += wk[k] * *(const v8u *)xk;
+                    a1 += wk[k] * *(const v8u *)(xk + 8);
+                }
+                if (q->ow - ox >= 16) {
+                    *(v8u *)(row + ox) = a0;
+                    *(v8u *)(row + ox + 8) = a1;
+                } else {
+                    for (int l = 0; l < q->ow - ox; l++)
+                        row[ox + l] = l < 8 ? a0[l] : a1[l - 8];
+                }
+            }
+        }
+    }
+}
+#endif
+
 void ddl__conv2d_dw_forward(const ddl_conv2d *g, const float *x, const float *w, const float *b, float *y,
                             float *ws)
 {
@@ -160,6 +206,12 @@ void ddl__conv2d_dw_forward(const ddl_conv2d *g, const float *x, const float *w,
     size_t off[MAX_TAPS];
     tap_offsets(&q, off);
     dw_job j = {&q, off, x, w, b, NULL, y, NULL, NULL, NULL};
+#ifdef DDL__CLONES
+    if (ddl__avx2_tiles()) {
+        ddl__parallel_ws(q.n * q.c, forward_plane_avx2, &j, ws);
+        return;
+    }
+#endif
     ddl__parallel_ws(q.n * q.c, forward_plane, &j, ws);
 }
 
@@ -207,6 +259,36 @@ DDL__HOT static void dx_plane(void *ctx, int t, float *ws)
     copy_plane(q, j->dx + (size_t)t * q->h * q->w, dxp, 0);
 }
 
+#ifdef DDL__CLONES
+/* dx_plane_avx2: dx_plane in 8-float vectors (as forward_plane_avx2; the same bits) */
+DW_AVX2 static void dx_plane_avx2(void *ctx, int t, float *ws)
+{
+    const dw_job *j = ctx;
+    const dw_geo *q = j->q;
+    int n = t / q->c, ic = t % q->c, taps = q->kh * q->kw;
+    size_t op = (size_t)q->oh * q->ow;
+    float *dxp = ws, *row = ws + plane_floats(q);
+    memset(dxp, 0, q->sw * q->phase * sizeof *dxp);
+    for (int m = 0; m < q->mult; m++) {
+        int oc = ic * q->mult + m;
+        const float *wk = j->w + (size_t)oc * taps, *dyo = j->dy + ((size_t)n * q->c * q->mult + oc) * op;
+        wide_plane(q, dyo, row);
+        for (int k = 0; k < taps; k++) {
+            float wv = wk[k];
+            for (int oy = 0; oy < q->oh; oy++) {
+                float *d = dxp + (size_t)oy * q->sh * q->wq + j->off[k];
+                const float *dr = row + (size_t)oy * row_floats(q);
+                for (int ox = 0; ox < q->ow; ox += 16) { /* the same floats as dx_plane's: whole 16s */
+                    *(v8u *)(d + ox) += wv * *(const v8u *)(dr + ox);
+                    *(v8u *)(d + ox + 8) += wv * *(const v8u *)(dr + ox + 8);
+                }
+            }
+        }
+    }
+    copy_plane(q, j->dx + (size_t)t * q->h * q->w, dxp, 0);
+}
+#endif
+
 /* ---- weight and bias gradients ---- */
 
 /* lanes: the sum of 16 lanes in a fixed pairwise order. */
@@ -218,6 +300,38 @@ static inline float lanes(const float *v)
     return ((s8[0] + s8[4]) + (s8[2] + s8[6])) + ((s8[1] + s8[5]) + (s8[3] + s8[7]));
 }
 
+#ifdef DDL__CLONES
+/* dw_sums_avx2: dw_channel's lane sums in 8-float vectors, lanes 0-7 and 8-15 apart (as
+ * forward_plane_avx2; the same bits) */
+DW_AVX2 static void dw_sums_avx2(const dw_job *j, int ic, float *xp, float *row, float *sums)
+{
+    const dw_geo *q = j->q;
+    int taps = q->kh * q->kw;
+    size_t op = (size_t)q->oh * q->ow;
+    for (int n = 0; n < q->n; n++) {
+        pad_plane(q, j->x + ((size_t)n * q->c + ic) * q->h * q->w, xp);
+        for (int m = 0; m < q->mult; m++) {
+            const float *dyo = j->dy + ((size_t)n * q->c * q->mult + (size_t)ic * q->mult + m) * op;
+            wide_plane(q, dyo, row);
+            for (int t = 0; t < taps; t++) {
+                float *st = sums + ((size_t)m * taps + t) * 16;
+                v8 s0 = *(v8u *)st, s1 = *(v8u *)(st + 8);
+                for (int oy = 0; oy < q->oh; oy++) {
+                    const float *xs = xp + (size_t)oy * q->sh * q->wq + j->off[t];
+                    const float *dr = row + (size_t)oy * row_floats(q);
+                    for (int ox = 0; ox < q->ow; ox += 16) {
+                        s0 += *(const v8u *)(dr + ox) * *(const v8u *)(xs + ox);
+                        s1 += *(const v8u *)(dr + ox + 8) * *(const v8u *)(xs + ox + 8);
+                    }
+                }
+                *(v8u *)st = s0;
+                *(v8u *)(st + 8) = s1;
+            }
+        }
+    }
+}
+#endif
+
 DDL__HOT static void dw_channel(void *ctx, int ic, float *ws)
 {
     const dw_job *j = ctx;
@@ -226,6 +340,11 @@ DDL__HOT static void dw_channel(void *ctx, int ic, float *ws)
     size_t op = (size_t)q->oh * q->ow;
     float *xp = ws, *row = ws + plane_floats(q), *sums = row + row_floats(q) * q->oh; /* (mult, taps, 16) */
     memset(sums, 0, (size_t)q->mult * taps * 16 * sizeof *sums);
+#ifdef DDL__CLONES
+    if (ddl__avx2_tiles())
+        dw_sums_avx2(j, ic, xp, row, sums);
+    else
+#endif
     for (int n = 0; n < q->n; n++) {
         pad_plane(q, j->x + ((size_t)n * q->c + ic) * q->h * q->w, xp);
         for (int m = 0; m < q->mult; m++) {
@@ -272,6 +391,12 @@ void ddl__conv2d_dw_backward(const ddl_conv2d *g, const float *x, const float *w
         ddl__parallel_ws(q.c, dw_channel, &j, ws);
     else if (db)
         bias_only(&q, dy, db);
+#ifdef DDL__CLONES
+    if (dx && ddl__avx2_tiles()) {
+        ddl__parallel_ws(q.n * q.c, dx_plane_avx2, &j, ws);
+        return;
+    }
+#endif
     if (dx)
         ddl__parallel_ws(q.n * q.c, dx_plane, &j, ws);
 }
