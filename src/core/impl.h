@@ -212,6 +212,11 @@ int ddl__maxpool2_avx512(size_t planes, int h, int w, const float *x, float *y, 
  * before the pool folded in); 0 when this CPU or build has none. */
 int ddl__unpool2_avx512(size_t planes, int h, int w, const float *dy, const int32_t *argmax, const float *keep,
                         float *dx);
+/* ddl__maxpool2_avx2 / ddl__unpool2_avx2: the same where the AVX2 tiles run (maxpool_avx2.c;
+ * rows of 8 windows and more); 0 elsewhere. */
+int ddl__maxpool2_avx2(size_t planes, int h, int w, const float *x, float *y, int32_t *argmax);
+int ddl__unpool2_avx2(size_t planes, int h, int w, const float *dy, const int32_t *argmax, const float *keep,
+                      float *dx);
 /* ddl__maxpool_backward_keep: ddl_maxpool_backward, and with keep as ddl__unpool2_avx512's. */
 void ddl__maxpool_backward_keep(int n, int c, int h, int w, int k, int stride, const float *dy,
                                 const int32_t *argmax, const float *keep, float *dx);

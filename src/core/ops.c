@@ -61,7 +61,8 @@ static void maxpool2_planes(void *ctx, size_t lo, size_t hi)
 {
     const pool2_job *j = ctx;
     size_t hw = (size_t)j->h * j->w, ohw = (size_t)(j->h / 2) * (j->w / 2);
-    if (!ddl__maxpool2_avx512(hi - lo, j->h, j->w, j->x + lo * hw, j->y + lo * ohw, j->argmax + lo * ohw))
+    if (!ddl__maxpool2_avx512(hi - lo, j->h, j->w, j->x + lo * hw, j->y + lo * ohw, j->argmax + lo * ohw) &&
+        !ddl__maxpool2_avx2(hi - lo, j->h, j->w, j->x + lo * hw, j->y + lo * ohw, j->argmax + lo * ohw))
         maxpool2(hi - lo, j->h, j->w, j->x + lo * hw, j->y + lo * ohw, j->argmax + lo * ohw);
 }
 
@@ -113,8 +114,11 @@ typedef struct unpool_job {
 static void unpool_planes(void *ctx, size_t lo, size_t hi)
 {
     const unpool_job *j = ctx;
-    if (j->h && ddl__unpool2_avx512(hi - lo, j->h, j->w, j->dy + lo * j->ohw, j->argmax + lo * j->ohw,
-                                    j->keep ? j->keep + lo * j->ohw : NULL, j->dx + lo * j->hw))
+    const float *keep = j->keep ? j->keep + lo * j->ohw : NULL;
+    if (j->h && (ddl__unpool2_avx512(hi - lo, j->h, j->w, j->dy + lo * j->ohw, j->argmax + lo * j->ohw, keep,
+                                     j->dx + lo * j->hw) ||
+                 ddl__unpool2_avx2(hi - lo, j->h, j->w, j->dy + lo * j->ohw, j->argmax + lo * j->ohw, keep,
+                                   j->dx + lo * j->hw)))
         return;
     memset(j->dx + lo * j->hw, 0, (hi - lo) * j->hw * sizeof *j->dx);
     for (size_t plane = lo; plane < hi; plane++)
