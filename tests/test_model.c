@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 
 /* An allocator that keeps only the documented contract: 16-byte alignment, never 32 or 64. */
@@ -281,6 +283,51 @@ static void test_huge_pages(void)
     ddl_model_destroy(m);
 }
 
+/* resident: the share of the pages of [p, p + bytes) in memory (mincore), or -1 */
+static double resident(const void *p, size_t bytes)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE), a = (uintptr_t)p / page * page;
+    size_t n = ((uintptr_t)p + bytes - a + page - 1) / page, in = 0;
+    unsigned char *v = malloc(n);
+    if (!v || mincore((void *)a, n * page, v) != 0) {
+        free(v);
+        return -1.0;
+    }
+    for (size_t i = 0; i < n; i++)
+        in += v[i] & 1;
+    free(v);
+    return (double)in / (double)n;
+}
+
+/* A trainer's first step does not pay the page faults of the model's activations: it writes them
+ * at ddl_trainer_create (ddl__model_touch; about 0.4 s for U-Net in these VMs, 8% of a 32-step
+ * epoch, before). LeNet at batch 512: 30 MB of scratch, none of it touched by ddl_model_create. */
+static void test_touched(void)
+{
+    enum { N = 600 };
+    static uint8_t img[N * 784], lab[N];
+    ddl_dataset d;
+    make_data(&d, img, lab, N, 5);
+    ddl_model_config mc = {.batch = 512, .in_c = 1, .in_h = 28, .in_w = 28, .n_classes = 10};
+    ddl_model *m = NULL;
+    ddl_trainer *tr = NULL;
+    CHECK(ddl_model_create(ddl_model_lenet(), &mc, NULL, &m, NULL, 0) == DDL_OK && m);
+    if (!m)
+        return;
+    double before = resident(m->scratch, m->scratch_bytes);
+    ddl_train_config tc;
+    ddl_train_config_default(&tc);
+    tc.batch = 512;
+    CHECK(ddl_trainer_create(&tc, m, &d, NULL, &tr, NULL, 0) == DDL_OK);
+    double after = resident(m->scratch, m->scratch_bytes);
+    printf("touched: %.0f MB of scratch, %.0f%% of its pages in memory after the model, %.0f%% after the trainer\n",
+           (double)m->scratch_bytes / 1e6, 100.0 * before, 100.0 * after);
+    CHECK(m->scratch_bytes > ((size_t)8 << 20));
+    CHECK(after == 1.0);
+    ddl_trainer_destroy(tr);
+    ddl_model_destroy(m);
+}
+
 static void test_bad_config(void)
 {
     ddl_model_config mc = {.batch = 8, .in_c = 3, .in_h = 28, .in_w = 28, .n_classes = 10};
@@ -406,6 +453,7 @@ int main(void)
     test_training();
     test_alignment();
     test_huge_pages();
+    test_touched();
     test_bad_config();
     return TEST_END();
 }
