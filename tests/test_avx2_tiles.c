@@ -255,7 +255,8 @@ static void pointwise(int batch, int in_c, int out_c, int h, int w, int bias)
     }
     CHECK(good);
     if (!good)
-        fprintf(stderr, "  differs: 1x1, batch %d, %d -> %d channels, %dx%d, bias %d\n", batch, in_c, out_c, h, w, bias);
+        fprintf(stderr, "  differs: 1x1, batch %d, %d -> %d channels, %dx%d, bias %d\n", batch, in_c, out_c, h, w,
+                bias);
     ddl__avx2_tiles_enable(was);
     free(x), free(wt), free(b), free(dy), free(y), free(dx), free(dw), free(dw_off), free(ws);
 }

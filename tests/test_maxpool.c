@@ -1,8 +1,9 @@
 /* test_maxpool.c - the 2x2 stride-2 max-pool, forward and backward, bit for bit against a plain
  * loop and a plain scatter (the AVX-512 rows of src/core/maxpool_avx512.c where the CPU has them,
- * the AVX2 rows of maxpool_avx2.c where it has AVX2 alone, else ops.c's scalar loops): output, argmax and dx, for values drawn from a few with ties, both
- * zeros, both infinities and NaNs of two payloads; every row width from 2 to 70 (the 16-window
- * steps and every masked tail, and the short rows left to the scalar loops) and odd heights and
+ * the AVX2 rows of maxpool_avx2.c where it has AVX2 alone, else ops.c's scalar loops): output,
+ * argmax and dx, for values drawn from a few with ties, both zeros, both infinities and NaNs of
+ * two payloads; every row width from 2 to 70 (the 16- and 8-window steps and every tail, and the
+ * short rows left to the scalar loops) and odd heights and
  * widths (the last row or column in no window). And the backward with the ReLU before the pool
  * folded in (ddl__maxpool2d_backward_relu, the layer graph's conv, ReLU, max-pool): the plain
  * backward then ddl_relu_backward, bit for bit, for the 2x2 window and for overlapping, padded and

@@ -332,19 +332,14 @@ DW_AVX2 static void dw_sums_avx2(const dw_job *j, int ic, float *xp, float *row,
 }
 #endif
 
-DDL__HOT static void dw_channel(void *ctx, int ic, float *ws)
+/* dw_sums: channel ic's lane sums (mult, taps, 16) over the samples and rows in order, each tap's
+ * 16 lanes in one vector (inlined into dw_channel's clones) */
+static inline __attribute__((always_inline)) void dw_sums(const dw_job *j, int ic, float *xp, float *row,
+                                                          float *sums)
 {
-    const dw_job *j = ctx;
     const dw_geo *q = j->q;
     int taps = q->kh * q->kw;
     size_t op = (size_t)q->oh * q->ow;
-    float *xp = ws, *row = ws + plane_floats(q), *sums = row + row_floats(q) * q->oh; /* (mult, taps, 16) */
-    memset(sums, 0, (size_t)q->mult * taps * 16 * sizeof *sums);
-#ifdef DDL__CLONES
-    if (ddl__avx2_tiles())
-        dw_sums_avx2(j, ic, xp, row, sums);
-    else
-#endif
     for (int n = 0; n < q->n; n++) {
         pad_plane(q, j->x + ((size_t)n * q->c + ic) * q->h * q->w, xp);
         for (int m = 0; m < q->mult; m++) {
@@ -362,6 +357,22 @@ DDL__HOT static void dw_channel(void *ctx, int ic, float *ws)
             }
         }
     }
+}
+
+DDL__HOT static void dw_channel(void *ctx, int ic, float *ws)
+{
+    const dw_job *j = ctx;
+    const dw_geo *q = j->q;
+    int taps = q->kh * q->kw;
+    size_t op = (size_t)q->oh * q->ow;
+    float *xp = ws, *row = ws + plane_floats(q), *sums = row + row_floats(q) * q->oh; /* (mult, taps, 16) */
+    memset(sums, 0, (size_t)q->mult * taps * 16 * sizeof *sums);
+#ifdef DDL__CLONES
+    if (ddl__avx2_tiles())
+        dw_sums_avx2(j, ic, xp, row, sums);
+    else
+#endif
+        dw_sums(j, ic, xp, row, sums);
     for (int m = 0; m < q->mult; m++) {
         int oc = ic * q->mult + m;
         for (int t = 0; t < taps; t++)

@@ -480,7 +480,7 @@ WINO_UNFUSED static void weights_out(int k, int c, const float *s, float *dw)
             }                                                                                             \
         }                                                                                                 \
         _Pragma("GCC unroll 8") for (int r = 0; r < ROWS; r++)                                            \
-            _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {                                                                 \
+            _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {                                         \
                 int lanes = n - 8 * h > 8 ? 8 : n - 8 * h;                                                \
                 float *row = m + (size_t)r * ldm + 8 * h;                                                 \
                 if (lanes == 8) {                                                                         \
