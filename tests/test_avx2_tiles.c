@@ -11,7 +11,9 @@
  * winograd.c's product (the Winograd passes' sums over channels): F(2x2,3x3) and F(4x4,3x3),
  * output channel counts that are not multiples of 6 (the 6-row blocks' rest), tiles that are not
  * multiples of 16 (a row's end) and one tile row of 16 or fewer, the weight gradient's products
- * that add to m. At 1, 2 and 3 threads.
+ * that add to m. F(2x2,3x3)'s transforms in 8-float vectors (winograd_f2_avx2.c): U-Net's
+ * bottom, a block's last run of 4 tiles, a vector's two runs in two tile rows, padding 0 and 2,
+ * blocks shorter than a sample. At 1, 2 and 3 threads.
  * deconv2x2_avx2.c's forward pass of the 2x2 stride-2 transposed convolution: y, bit for bit,
  * the order deconv2x2_avx512.c's gives (each output from +0 over the input channels in order by
  * fmaf, then 1 x sum + 0, + 0 and the bias; a scalar reference here): U-Net's three, rows of 8
@@ -282,6 +284,12 @@ int main(void)
     conv(DDL_CONV_WINOGRAD_ALL, 2, 5, 7, 6, 6, 3, 0);      /* 4 tiles: one vector, its end */
     conv(DDL_CONV_WINOGRAD_ALL, 3, 37, 8, 11, 13, 3, 1);   /* dw by outer products: x's transform
                                                             * transposed, channels and tiles past 8 x 8 blocks */
+    /* F(2x2,3x3)'s transforms in 8-float vectors (winograd_f2_avx2.c): planes of whole vectors */
+    conv(DDL_CONV_WINOGRAD_ALL, 4, 64, 64, 8, 8, 3, 1);    /* U-Net's bottom: 16 tiles, 2 vectors */
+    conv(DDL_CONV_WINOGRAD_ALL, 3, 8, 5, 6, 8, 3, 1);      /* 3 x 4 tiles: the last run twice */
+    conv(DDL_CONV_WINOGRAD_ALL, 2, 6, 9, 12, 24, 3, 1);    /* 12 tiles a row: a vector's runs in two rows */
+    conv(DDL_CONV_WINOGRAD_ALL, 2, 5, 7, 10, 10, 3, 0);    /* no padding (the input gradient's 2: 16-float) */
+    conv(DDL_CONV_WINOGRAD_ALL, 1, 16, 300, 32, 32, 3, 1); /* blocks of 16 and 48 tiles */
     conv(DDL_CONV_WINOGRAD4_ALL, 4, 16, 16, 16, 16, 3, 1); /* F(4x4,3x3): 16 tiles */
     conv(DDL_CONV_WINOGRAD4_ALL, 3, 8, 13, 32, 32, 3, 1);  /* 64 tiles, 13 rows */
     conv(DDL_CONV_WINOGRAD4_ALL, 2, 8, 8, 64, 64, 3, 1);   /* 256 tiles: bands of one row of 16 */

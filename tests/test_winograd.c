@@ -256,7 +256,10 @@ static void model_check(void)
  * first layer (3 in). F(2x2,3x3): U-Net's 64 -> 64 at 8x8 only the weight gradient (8x8: no band
  * of 16 tiles); a 64 -> 64 at 18x18 (not whole 4x4 tiles) and a 32 -> 32 at 34x34 with pad 0 all
  * three passes. The narrow rule (8-float vectors, AVX2): F(4x4,3x3)'s weight gradient from 8 out
- * (U-Net's 16 -> 8 at 64x64), and F(2x2,3x3)'s not on 8x8. Each rule is
+ * (U-Net's 16 -> 8 at 64x64); F(2x2,3x3) every pass from 16 in and out where its transforms
+ * fill 8-float vectors (pad 1, rows of 8: U-Net's 64 -> 64 and a 16 -> 16 at 8x8), else its
+ * weight gradient not on planes below 16x16 (a 64 -> 64 at 12x12), and not a 16 -> 16 at 8x8 with
+ * padding 0 (6x6 out). Each rule is
  * checked where the CPU can run it (ddl__avx2_tiles_enable: 0 gives the wide one, 2 the narrow). */
 int ddl__avx2_tiles_enable(int on);
 int ddl__avx2_tiles(void);
@@ -271,8 +274,9 @@ static void rule_check(void)
                  {{2, 16, 64, 64, 16, 1}, 4, 4, 4, 4}, {{2, 16, 64, 64, 8, 1}, 4, 0, 4, 4},
                  {{2, 8, 32, 32, 16, 1}, 4, 0, 4, 0},  {{2, 8, 64, 64, 8, 1}, 0, 0, 0, 0},
                  {{2, 3, 64, 64, 16, 1}, 0, 0, 0, 0},  {{2, 32, 16, 16, 16, 1}, 4, 4, 4, 4},
-                 {{2, 64, 8, 8, 64, 1}, 0, 2, 0, 0},   {{2, 64, 18, 18, 64, 1}, 2, 2, 2, 2},
-                 {{2, 32, 34, 34, 32, 0}, 2, 2, 2, 2}};
+                 {{2, 64, 8, 8, 64, 1}, 0, 2, 2, 2},   {{2, 16, 8, 8, 16, 1}, 0, 0, 2, 2},
+                 {{2, 64, 12, 12, 64, 1}, 0, 2, 0, 0}, {{2, 64, 18, 18, 64, 1}, 2, 2, 2, 2},
+                 {{2, 16, 8, 8, 16, 0}, 0, 0, 0, 0},   {{2, 32, 34, 34, 32, 0}, 2, 2, 2, 2}};
     ddl_set_threads(1);
     int was = ddl__avx2_tiles_enable(1);
     for (int narrow = 0; narrow <= 1; narrow++) {

@@ -57,16 +57,16 @@ static wino_geo wino_view(int n, int c, int h, int w, int k, int pad, int m, siz
  * columns used) and the over-read of its last vectors. */
 static int row_floats(const wino_geo *q) { return (2 * q->tw + 2 + 32 + 15) / 16 * 16; }
 
-/* WINO_MAX_WIDTH: padded rows of at most this many floats, so a task's 8 rows stay within the
+/* WINO_MAX_WIDTH: padded rows of at most this many floats, so a task's rows stay within the
  * scratch beside its V and M (see task_floats). */
 #define WINO_MAX_WIDTH 8192
 
 /* task_floats: one task's V (pts, c, nt) and M (pts, k, nt), plus the rows of the transforms: at
- * most 16 x 1024 x 16 + 8 row_floats for F(2x2,3x3) (fits takes c + k <= 1024), 36 x 512 x 16 +
- * 19 of F(4x4,3x3)'s (fits4: c + k <= 512), within the pool's DDL__THREAD_SCRATCH. */
+ * most 16 x 1024 x 16 + WINO2_ROWS row_floats for F(2x2,3x3) (fits takes c + k <= 1024), 36 x
+ * 512 x 16 + 19 of F(4x4,3x3)'s (fits4: c + k <= 512), within the pool's DDL__THREAD_SCRATCH. */
 static size_t task_floats(const wino_geo *q)
 {
-    return (size_t)q->pts * (q->vs + q->ms) + (q->m == 4 ? ddl__wino4_rows(q) : (size_t)8 * row_floats(q));
+    return (size_t)q->pts * (q->vs + q->ms) + (q->m == 4 ? ddl__wino4_rows(q) : (size_t)WINO2_ROWS * row_floats(q));
 }
 
 /* vt_stride: a row of one point's V transposed (nt, c): c floats rounded up to the 32 the weight
@@ -126,6 +126,14 @@ static size_t dw_task_floats(const wino_geo *q) { return task_floats(q) + (size_
  * 7.95 / 11.96 -> 2.60 / 2.61 / 3.31; U-Net's 8 -> 8 at 64x64 a tie (2.26 / 2.22 -> 2.16 / 2.25). */
 #define WINO4_NARROW_DW_OUT 8   /* out channels from which F(4x4)'s weight gradient pays, 8-float vectors */
 #define WINO_NARROW_DW_PLANE 16 /* the smallest plane F(2x2)'s weight gradient pays on, 8-float vectors */
+/* Where F(2x2,3x3)'s transforms run in 8-float vectors too (winograd_f2_avx2.c: padding 1, rows
+ * of whole vectors, whole_vectors), every pass pays from 16 channels in and out on planes of 8x8
+ * and up. winograd_layers.c and single layers of 2026-11-30 20:20 on the Zen 3, direct -> F(2x2)
+ * forward / input gradient / weight gradient, ms: U-Net's 64 -> 64 at 8x8 2.68 / 2.78 / 4.33 ->
+ * 1.15 / 1.14 / 1.49, 32 -> 64 1.33 / 1.43 / 2.30 -> 0.68 / 0.72 / 0.80; 16 -> 16 at 8x8 0.31 /
+ * 0.30 / 0.41 -> 0.16 / 0.15 / 0.28; 16 -> 48 a tie in the weight gradient (0.86 -> 0.84); 16
+ * -> 16 at 24x24 1.92 / 1.92 / 2.07 -> 1.42 / 1.43 / 1.87. */
+#define WINO_WHOLE_MIN_PLANE 8
 
 static int fits(const ddl_conv2d *g)
 {
@@ -142,6 +150,10 @@ static int fits4(const ddl_conv2d *g)
 {
     return fits(g) && g->pad == 1 && g->in_c + g->out_c <= 512 && ddl__wino4_fits(g->in_h, g->in_w);
 }
+
+/* whole_vectors: F(2x2,3x3)'s passes of g all run winograd_f2_avx2.c's transforms where the AVX2
+ * tiles do (ddl__wino2_avx2: each pass's output plane rows of whole vectors, an even count) */
+static int whole_vectors(const ddl_conv2d *g) { return g->pad == 1 && g->in_w % 8 == 0 && g->in_h % 2 == 0; }
 
 /* takes: g asks for Winograd (g->algo) and fits it, and the size rule gives it the forward pass
  * and input gradient (dw 0) or the weight gradient (dw 1); DDL_CONV_WINOGRAD_ALL and
@@ -160,6 +172,8 @@ static int takes(const ddl_conv2d *g, int dw)
                   : c >= WINO4_MIN_CHANNELS && k >= WINO4_MIN_CHANNELS && c + k >= WINO4_MIN_SUM;
     if (c < WINO_MIN_CHANNELS || k < WINO_MIN_CHANNELS)
         return 0;
+    if (narrow && whole_vectors(g))
+        return plane >= WINO_WHOLE_MIN_PLANE;
     if (dw)
         return plane >= (narrow ? WINO_NARROW_DW_PLANE : 8) && c >= WINO_DW_MIN_IN && c + k >= WINO_DW_SUM;
     return (plane >= WINO_BIG_PLANE && c + k >= WINO_MIN_SUM) || (plane >= 16 && c + k >= WINO_WIDE);
@@ -283,6 +297,12 @@ static const v16i ODDS = {1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29,
  * 5 row_floats. */
 DDL__HOT static void input_v(const wino_geo *q, const float *x, int t0, int nt, float *v, float *rows)
 {
+#ifdef DDL__CLONES
+    if (ddl__wino2_avx2(q)) {
+        ddl__wino2_input_v_avx2(q, x, t0, nt, v, rows, row_floats(q));
+        return;
+    }
+#endif
     size_t cnt = q->vs;
     int rl = row_floats(q);
     const float *zero = rows + 4 * rl;
@@ -328,6 +348,12 @@ DDL__HOT static void input_v(const wino_geo *q, const float *x, int t0, int nt, 
  * (read up to 15 floats past its end: the rows after it); rows: 4 row_floats. */
 DDL__HOT static void output_y(const wino_geo *q, const float *m, int t0, int nt, const float *b, float *y, float *rows)
 {
+#ifdef DDL__CLONES
+    if (ddl__wino2_avx2(q)) {
+        ddl__wino2_output_y_avx2(q, m, t0, nt, b, y);
+        return;
+    }
+#endif
     size_t knt = q->ms;
     int rl = row_floats(q);
     const v16i lo_pairs = {0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23}, hi_pairs = lo_pairs + 8;
@@ -380,6 +406,12 @@ DDL__HOT static void output_y(const wino_geo *q, const float *m, int t0, int nt,
  * tiles [t0, t0 + nt); rows: 3 row_floats. */
 DDL__HOT static void grad_dy(const wino_geo *q, const float *dy, int t0, int nt, float *e, float *rows)
 {
+#ifdef DDL__CLONES
+    if (ddl__wino2_avx2(q)) {
+        ddl__wino2_grad_dy_avx2(q, dy, t0, nt, e);
+        return;
+    }
+#endif
     size_t knt = q->ms;
     int rl = row_floats(q);
     const float *zero = rows + 2 * rl;

@@ -63,6 +63,40 @@ static inline const float *padded_row(const float *plane, int h, int w, int y, i
 #define WINO_UNFUSED
 #endif
 
+/* WINO2_ROWS: the padded rows a task of F(2x2,3x3) holds: 8 slots and a row of zeros (the AVX2
+ * input_v's; winograd.c's takes 5) */
+#define WINO2_ROWS 9
+
+/* The AVX2 transforms' shared parts (8-float vectors: a tile's 4 columns one 128-bit load, two
+ * runs of 4 tiles a vector): ddl__wino_pair: [4 floats at a | 4 floats at b];
+ * ddl__wino_transpose4: in each 128-bit lane, r's 4 x 4 floats transposed into c. */
+#ifdef DDL__CLONES
+#include <immintrin.h>
+#define WINO_AVX2_INLINE DDL__AVX2 static inline __attribute__((always_inline))
+
+WINO_AVX2_INLINE __m256 ddl__wino_pair(const float *a, const float *b)
+{
+    return _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(a)), _mm_loadu_ps(b), 1);
+}
+
+WINO_AVX2_INLINE void ddl__wino_transpose4(const __m256 r[4], __m256 c[4])
+{
+    __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+    __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+    c[0] = _mm256_shuffle_ps(t0, t2, 0x44), c[1] = _mm256_shuffle_ps(t0, t2, 0xee);
+    c[2] = _mm256_shuffle_ps(t1, t3, 0x44), c[3] = _mm256_shuffle_ps(t1, t3, 0xee);
+}
+
+/* F(2x2,3x3)'s transforms in 8-float vectors (winograd_f2_avx2.c), as winograd.c's input_v,
+ * output_y and grad_dy, the same bits, where ddl__wino2_avx2 says: the AVX2 tiles run and the
+ * output plane is whole tiles in rows of whole vectors (ow a multiple of 8, oh even). input_v's
+ * rows: WINO2_ROWS of rl floats. */
+int ddl__wino2_avx2(const wino_geo *q);
+void ddl__wino2_input_v_avx2(const wino_geo *q, const float *x, int t0, int nt, float *v, float *rows, int rl);
+void ddl__wino2_output_y_avx2(const wino_geo *q, const float *m, int t0, int nt, const float *b, float *y);
+void ddl__wino2_grad_dy_avx2(const wino_geo *q, const float *dy, int t0, int nt, float *e);
+#endif
+
 /* F(4x4,3x3) (winograd_f4.c). _fits: the tiling it takes: a plane of whole 4x4 tiles cut into
  * bands of 16 (4 tile rows of 4, 2 of 8, or 1 of 16 or more: tw 4, 8 or a multiple of 16).
  * _rows: the floats of the padded rows input_v needs beside a task's matrices. The transforms

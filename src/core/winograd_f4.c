@@ -122,39 +122,25 @@ static const v16i PUT_HI = {4, 12, 20, 28, 5, 13, 21, 29, 6, 14, 22, 30, 7, 15, 
  * columns in tile order. The same operations on each tile as above: the same bits. They run where
  * the AVX2 tiles do (ddl__avx2_tiles). */
 #ifdef DDL__CLONES
-#include <immintrin.h>
 #define WINO4_AVX2 1
 #define WINO4_AVX2_ON() ddl__avx2_tiles()
-#define AVX2_INLINE DDL__AVX2 static inline __attribute__((always_inline))
 
 /* load_pair: [tile i's 4 floats at a + 4 i | tile i + 4's at b + 4 i] */
-AVX2_INLINE __m256 load_pair(const float *a, const float *b, int i)
-{
-    return _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(a + 4 * i)), _mm_loadu_ps(b + 4 * i), 1);
-}
-
-/* transpose4: in each 128-bit lane, r's 4 x 4 floats transposed into c */
-AVX2_INLINE void transpose4(const __m256 r[4], __m256 c[4])
-{
-    __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
-    __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
-    c[0] = _mm256_shuffle_ps(t0, t2, 0x44), c[1] = _mm256_shuffle_ps(t0, t2, 0xee);
-    c[2] = _mm256_shuffle_ps(t1, t3, 0x44), c[3] = _mm256_shuffle_ps(t1, t3, 0xee);
-}
+WINO_AVX2_INLINE __m256 load_pair(const float *a, const float *b, int i) { return ddl__wino_pair(a + 4 * i, b + 4 * i); }
 
 /* gather8: columns 0 .. n - 1 (4 or 6) of the 8 tiles whose columns start at a (tiles 0-3) and b
  * (tiles 4-7), tile j in lane j; columns 4 and 5 are read 4 floats on, as GATHER6 reads them */
-AVX2_INLINE void gather8(const float *a, const float *b, int n, __m256 *c)
+WINO_AVX2_INLINE void gather8(const float *a, const float *b, int n, __m256 *c)
 {
     __m256 r[4];
     for (int i = 0; i < 4; i++)
         r[i] = load_pair(a, b, i);
-    transpose4(r, c);
+    ddl__wino_transpose4(r, c);
     if (n == 6) {
         __m256 u[4], w[4];
         for (int i = 0; i < 4; i++)
             u[i] = load_pair(a + 4, b + 4, i);
-        transpose4(u, w);
+        ddl__wino_transpose4(u, w);
         c[4] = w[0], c[5] = w[1];
     }
 }
@@ -199,7 +185,7 @@ DDL__AVX2 static void output_band_avx2(const wino_geo *q, const band *d, const f
             AT6(t[r], o);
             for (int c = 0; c < 4; c++)
                 o[c] += bias;
-            transpose4(o, p); /* p[i]: [tile i's 4 outputs | tile i + 4's] */
+            ddl__wino_transpose4(o, p); /* p[i]: [tile i's 4 outputs | tile i + 4's] */
             float *a = plane + (size_t)(4 * (d->ty0 + src_row(d, 2 * hf)) + r) * q->ow + 4 * d->tx0 + src_off(d, 2 * hf);
             float *b = plane + (size_t)(4 * (d->ty0 + src_row(d, 2 * hf + 1)) + r) * q->ow + 4 * d->tx0 +
                        src_off(d, 2 * hf + 1);
