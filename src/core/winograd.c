@@ -128,7 +128,7 @@ static size_t dw_task_floats(const wino_geo *q) { return task_floats(q) + (size_
 #define WINO_NARROW_DW_PLANE 16 /* the smallest plane F(2x2)'s weight gradient pays on, 8-float vectors */
 /* Where F(2x2,3x3)'s transforms run in 8-float vectors too (winograd_f2_avx2.c: padding 1, rows
  * of whole vectors, whole_vectors), every pass pays from 16 channels in and out on planes of 8x8
- * and up. winograd_layers.c and single layers of 2026-11-30 20:20 on the Zen 3, direct -> F(2x2)
+ * and up. winograd_layers.c and single layers of 2026-11-30 19:35 on the Zen 3, direct -> F(2x2)
  * forward / input gradient / weight gradient, ms: U-Net's 64 -> 64 at 8x8 2.68 / 2.78 / 4.33 ->
  * 1.15 / 1.14 / 1.49, 32 -> 64 1.33 / 1.43 / 2.30 -> 0.68 / 0.72 / 0.80; 16 -> 16 at 8x8 0.31 /
  * 0.30 / 0.41 -> 0.16 / 0.15 / 0.28; 16 -> 48 a tie in the weight gradient (0.86 -> 0.84); 16
