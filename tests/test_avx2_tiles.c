@@ -173,7 +173,8 @@ static void deconv(int batch, int in_c, int out_c, int h, int w, int bias)
     for (int i = 0; i < out_c; i++)
         b[i] = i == 0 ? -0.0f : rnd(&s);
     int was = ddl__avx2_tiles_enable(2);
-    CHECK(ddl__deconv2x2_ok(&g, 0) && !ddl__deconv2x2_ok(&g, 1));
+    CHECK(ddl__deconv2x2_ok(&g, 0));
+    CHECK(ddl__deconv2x2_ok(&g, 1) == (in_c * out_c <= 1024)); /* the backward: up to 32 x 32 channels */
     int good = 1;
     for (int threads = 1; threads <= 2; threads++) {
         memset(y, 0xff, ny * 4);
@@ -202,6 +203,92 @@ static void deconv(int batch, int in_c, int out_c, int h, int w, int bias)
                 bias);
     ddl__avx2_tiles_enable(was);
     free(x), free(wt), free(b), free(y), free(ws);
+}
+
+/* reduce16: _mm512_reduce_add_ps's sum of 16 lanes (GCC's order: halves, quarters, pairs) */
+static float reduce16(const float *l)
+{
+    float t3[8], t6[4];
+    for (int i = 0; i < 8; i++)
+        t3[i] = l[8 + i] + l[i];
+    for (int i = 0; i < 4; i++)
+        t6[i] = t3[4 + i] + t3[i];
+    return (t6[0] + t6[2]) + (t6[1] + t6[3]);
+}
+
+/* deconv_back: deconv2x2_avx2.c's backward of the 2x2 stride-2 transposed convolution against the
+ * order deconv2x2_avx512.c's gives (a scalar reference here): dx, each the sum over (oc, a, b)
+ * in order from +0, stored as 1 x sum + 0; dw, per chunk of conv.c's samples (its chunk():
+ * (4 out_c + in_c) p floats a sample in 2^18, or the weights' count if more), 16 lanes over the
+ * chunk's positions (position c in lane c mod 16) reduced as _mm512_reduce_add_ps reduces them,
+ * or, for a chunk of fewer than 256 positions with 16 (oc, a, b) or more, one sum in order, then
+ * added to dw by fmaf in chunk order; at 1, 2 and 3 threads, dw added to, not written */
+static void deconv_back(int batch, int in_c, int out_c, int h, int w)
+{
+    ddl_conv2d g = {.batch = batch, .in_c = in_c, .in_h = h, .in_w = w, .out_c = out_c, .k_h = 2, .k_w = 2,
+                    .stride = 2};
+    int k = 4 * out_c;
+    size_t p = (size_t)h * w, nx = (size_t)batch * in_c * p, ny = (size_t)batch * out_c * 4 * p;
+    size_t nw = (size_t)in_c * k, per = ((size_t)k + (size_t)in_c) * p;
+    size_t budget = (size_t)k * in_c > ((size_t)1 << 18) ? (size_t)k * in_c : (size_t)1 << 18;
+    int nb = per ? (int)(budget / per) : 1;
+    nb = nb < 1 ? 1 : nb > batch ? batch : nb;
+    float *x = malloc(nx * 4), *wt = malloc(nw * 4), *dy = malloc(ny * 4), *dx = malloc(nx * 4);
+    float *dw = malloc(nw * 4), *want_dx = malloc(nx * 4), *want_dw = malloc(nw * 4), *db = calloc((size_t)out_c, 4);
+    float *dw0 = malloc(nw * 4);
+    float *ws = calloc(ddl_deconv2d_workspace(&g) + 16, 4);
+    unsigned s = (unsigned)(batch * 5 + in_c * 29 + out_c * 3 + h);
+    for (size_t i = 0; i < nx; i++)
+        x[i] = i % 11 == 3 ? 0.0f : rnd(&s);
+    for (size_t i = 0; i < nw; i++)
+        wt[i] = rnd(&s), dw0[i] = want_dw[i] = rnd(&s);
+    for (size_t i = 0; i < ny; i++)
+        dy[i] = rnd(&s);
+#define TAP(n, oc, t, q) dy[(((size_t)(n) * out_c + (size_t)(oc)) * 4 * p) + (2 * ((q) / (size_t)w) + (size_t)(t) / 2) * \
+                            2 * (size_t)w + 2 * ((q) % (size_t)w) + (size_t)(t) % 2]
+    for (int n = 0; n < batch; n++)
+        for (int ic = 0; ic < in_c; ic++)
+            for (size_t q = 0; q < p; q++) {
+                float sum = 0.0f;
+                for (int e = 0; e < k; e++)
+                    sum = fmaf(wt[(size_t)ic * k + (size_t)e], TAP(n, e / 4, e % 4, q), sum);
+                want_dx[((size_t)n * in_c + (size_t)ic) * p + q] = fmaf(1.0f, sum, 0.0f);
+            }
+    for (int n0 = 0; n0 < batch; n0 += nb) {
+        int m = batch - n0 < nb ? batch - n0 : nb, lanes = m * p >= 256 || k < 16;
+        for (int ic = 0; ic < in_c; ic++)
+            for (int e = 0; e < k; e++) {
+                float lane[16] = {0}, one = 0.0f;
+                for (int n = n0; n < n0 + m; n++)
+                    for (size_t q = 0; q < p; q++) {
+                        float xv = x[((size_t)n * in_c + (size_t)ic) * p + q], d = TAP(n, e / 4, e % 4, q);
+                        size_t c = (size_t)(n - n0) * p + q;
+                        if (lanes)
+                            lane[c % 16] = fmaf(xv, d, lane[c % 16]);
+                        else
+                            one = fmaf(xv, d, one);
+                    }
+                float *to = &want_dw[(size_t)ic * k + (size_t)e];
+                *to = fmaf(1.0f, lanes ? reduce16(lane) : one, *to);
+            }
+    }
+#undef TAP
+    int was = ddl__avx2_tiles_enable(2), good = 1;
+    CHECK(ddl__deconv2x2_ok(&g, 1));
+    for (int threads = 1; threads <= 3; threads++) {
+        memcpy(dw, dw0, nw * 4); /* the same start as want_dw's */
+        memset(dx, 0xff, nx * 4);
+        ddl_set_threads(threads);
+        ddl_deconv2d_backward(&g, x, wt, dy, dx, dw, db, ws);
+        ddl_set_threads(1);
+        int ok = same(dx, want_dx, nx) && same(dw, want_dw, nw);
+        CHECK(ok);
+        good &= ok;
+    }
+    if (!good)
+        fprintf(stderr, "  differs: deconv backward, batch %d, %d -> %d channels, %dx%d\n", batch, in_c, out_c, h, w);
+    ddl__avx2_tiles_enable(was);
+    free(x), free(wt), free(dy), free(dx), free(dw), free(want_dx), free(want_dw), free(db), free(ws), free(dw0);
 }
 
 /* pointwise: the 1x1 convolution (in_c -> out_c on h x w) against the scalar order, and its
@@ -298,6 +385,13 @@ int main(void)
     deconv(2, 16, 8, 32, 32, 0);  /* up0, no bias */
     deconv(2, 3, 5, 2, 24, 1);    /* rows of 24: a tile of 3 vectors in one row, odd channels */
     deconv(3, 2, 1, 2, 8, 1);     /* 16 positions, 2 input channels (the fewest), 1 output */
+    deconv_back(32, 16, 8, 32, 32); /* U-Net's up0: chunks of 5 samples, the last of 2 */
+    deconv_back(32, 32, 16, 16, 16); /* up1 */
+    deconv_back(9, 32, 32, 8, 16);   /* the most channels the backward takes; 4 chunks, the last short */
+    deconv_back(3, 5, 3, 4, 24);     /* spare input and output channels; rows of 24 (a step across rows) */
+    deconv_back(3, 2, 4, 2, 8);      /* 48 positions a chunk, 16 columns: dw summed in order */
+    deconv_back(2, 3, 2, 2, 8);      /* 32 positions, 8 columns: dw by lanes however short */
+    deconv_back(1, 7, 1, 16, 40);    /* one sample, one output channel: a lanes tile's spare rows */
     pointwise(4, 8, 11, 64, 64, 1); /* U-Net's head */
     pointwise(3, 5, 7, 8, 8, 1);    /* 64 positions: tiles of 3 vectors, then 2; odd channels */
     pointwise(2, 19, 6, 4, 4, 0);   /* 16 positions, no bias */

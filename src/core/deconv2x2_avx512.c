@@ -18,7 +18,7 @@
  * _mm512_reduce_add_ps and added to dw by fmaf in chunk order, as gemm_avx512.c's dot products
  * (or, where a chunk is too short for them, one sum in order, as its outer products). U-Net's
  * three, 1 thread: tools/bench/kernels.c's "U-Net up" lines and docs/BENCHMARKS.md. */
-#include "impl.h"
+#include "deconv2x2.h"
 
 int ddl__deconv2x2_geometry(const ddl_conv2d *g)
 {
@@ -57,28 +57,9 @@ int ddl__deconv2x2_ok(const ddl_conv2d *g, int backward)
 {
     if (!enabled || !ddl__deconv2x2_geometry(g))
         return 0;
-    if (ddl__avx2_tiles()) /* deconv2x2_avx2.c's forward; the backward by the column matrix */
-        return !backward;
-    return ddl__gemm_avx512_have() && (!backward || (size_t)g->in_c * g->out_c <= BACK_MOST);
-}
-
-/* The 16 positions from a multiple of 16 are two runs of 8, each within a row (w % 8 == 0). A
- * walk goes along a plane 16 positions a step; at each, run r's 16 floats (its 8 positions'
- * b = 0 and b = 1) lie at off[r] in the output plane (2h, 2w) for tap row a = 0, off[r] + 2w
- * for a = 1. */
-typedef struct walk {
-    size_t w, i, j; /* the row width; the next run's row and column */
-    size_t off[2];
-} walk;
-
-static inline void walk_step(walk *k)
-{
-    for (int r = 0; r < 2; r++) {
-        k->off[r] = 4 * k->i * k->w + 2 * k->j;
-        k->j += 8;
-        if (k->j == k->w)
-            k->j = 0, k->i++;
-    }
+    if (!backward || (size_t)g->in_c * g->out_c <= BACK_MOST)
+        return ddl__avx2_tiles() || ddl__gemm_avx512_have(); /* deconv2x2_avx2.c's, or these */
+    return 0;
 }
 
 /* ---- forward ---- */
@@ -155,39 +136,10 @@ void ddl__deconv2x2_forward(const ddl_conv2d *g, const float *x, const float *w,
  * sums go to its part, and the parts are added to dw in chunk order after the tasks, as the
  * column matrix's product added them: the bits do not depend on the thread count. */
 
-#define DD_BLOCK 256    /* positions a block (fewer where dd would pass DD_FLOATS) */
-#define DD_FLOATS 32768 /* dd's size at most (128 KB) */
-
-typedef struct back_job {
-    const ddl_conv2d *g;
-    const float *x, *w, *dy;
-    float *dx, *dw, *parts; /* parts: (chunk, ic, oc a b), each chunk's sums */
-    int nb;                 /* samples a chunk (conv.c's) */
-} back_job;
-
-/* place: samples and positions of a chunk, 16 at a time; s, p the sample and position of the
- * flat position c. */
-typedef struct place {
-    size_t p_n, s, p;
-} place;
-
-static inline void place_at(place *q, int n0, size_t c)
-{
-    q->s = (size_t)n0 + c / q->p_n;
-    q->p = c % q->p_n;
-}
-
-static inline void place_step(place *q)
-{
-    q->p += 16;
-    if (q->p == q->p_n)
-        q->s++, q->p = 0;
-}
-
 /* split: dd (k rows of `len` floats) = the taps of dy at the chunk's flat positions [c0, c0 +
  * len): row oc 4 + a 2 + b at column c - c0 holds dy[s, oc, 2i + a, 2j + b] for the position
  * (i, j) of c. */
-AVX512 static void split(const back_job *j, int n0, size_t c0, size_t len, float *dd)
+AVX512 static void split(const ddl__deconv2x2_back *j, int n0, size_t c0, size_t len, float *dd)
 {
     const ddl_conv2d *g = j->g;
     int oc_n = g->out_c, w = g->in_w;
@@ -218,7 +170,7 @@ AVX512 static void split(const back_job *j, int n0, size_t c0, size_t len, float
 /* lanes_block: lanes of input channels [i0, i0 + in) (in <= DDL__PW_R) and output channel oc += x
  * times the taps dd at the flat positions [c0, c0 + len) (place q0), in order, 16 lanes
  * (pointwise_avx512.h's tile: x's rows by the taps' rows), a sample's run of the block at a time. */
-AVX512 static inline __attribute__((always_inline)) void lanes_block(const back_job *j, float *lanes, int i0, int in,
+AVX512 static inline __attribute__((always_inline)) void lanes_block(const ddl__deconv2x2_back *j, float *lanes, int i0, int in,
                                                                       int oc, place q0, size_t len, const float *dd)
 {
     const ddl_conv2d *g = j->g;
@@ -245,7 +197,7 @@ AVX512 static inline __attribute__((always_inline)) void lanes_block(const back_
  * from column c of dd (place q) = the sums over (oc, a, b) in order of w times the taps
  * (pointwise_avx512.h's tile), then stored as the product stores them into a zeroed dx (1 x sum
  * + 0). */
-AVX512 static inline __attribute__((always_inline)) void dx_group(const back_job *j, int i0, int in, place q,
+AVX512 static inline __attribute__((always_inline)) void dx_group(const ddl__deconv2x2_back *j, int i0, int in, place q,
                                                                    const float *dd, size_t len, size_t c, int pv)
 {
     const ddl_conv2d *g = j->g;
@@ -261,10 +213,7 @@ AVX512 static inline __attribute__((always_inline)) void dx_group(const back_job
     }
 }
 
-/* in_order: part (ic, oc a b) = each weight's sum over samples [n0, n0 + m) position by
- * position, one sum from +0 (the outer products' order, for a chunk too short for the dot
- * products). */
-static void in_order(const back_job *j, float *part, int n0, int m)
+void ddl__deconv2x2_in_order(const ddl__deconv2x2_back *j, float *part, int n0, int m)
 {
     const ddl_conv2d *g = j->g;
     int oc_n = g->out_c, w = g->in_w, k = 4 * oc_n;
@@ -286,28 +235,35 @@ static void in_order(const back_job *j, float *part, int n0, int m)
             }
 }
 
-/* scratch: a task's floats: its lanes (ic, oc a b, 16), 64-byte aligned, then dd. */
-static size_t lanes_floats(const ddl_conv2d *g) { return (size_t)g->in_c * 4 * g->out_c * 16; }
-#define SCRATCH_FLOATS(g) (16 + lanes_floats(g) + DD_FLOATS)
+int ddl__deconv2x2_chunk_start(const ddl__deconv2x2_back *j, int t, float *scratch, ddl__deconv2x2_chunk *c)
+{
+    const ddl_conv2d *g = j->g;
+    c->k = 4 * g->out_c, c->n0 = t * j->nb, c->m = g->batch - c->n0 < j->nb ? g->batch - c->n0 : j->nb;
+    c->p_n = (size_t)g->in_h * g->in_w, c->cols = (size_t)c->m * c->p_n, c->block = ddl__deconv2x2_block(c->k);
+    c->lanes = (float *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
+    c->dd = c->lanes + ddl__deconv2x2_lanes_floats(g);
+    c->part = j->parts + (size_t)t * g->in_c * c->k;
+    c->by_lanes = j->dw && (c->cols >= DDL__PW_DOTS_K || c->k < DDL__PW_NARROW);
+    if (j->dw && !c->by_lanes)
+        ddl__deconv2x2_in_order(j, c->part, c->n0, c->m);
+    if (!c->by_lanes && !j->dx)
+        return 0;
+    if (c->by_lanes)
+        memset(c->lanes, 0, ddl__deconv2x2_lanes_floats(g) * sizeof(float));
+    return 1;
+}
 
 /* back_chunk: chunk t's dx, and its weight gradient's sums into its part. */
 AVX512 static void back_chunk(void *ctx, int t, float *scratch)
 {
-    const back_job *j = ctx;
+    const ddl__deconv2x2_back *j = ctx;
     const ddl_conv2d *g = j->g;
-    int k = 4 * g->out_c, n0 = t * j->nb, m = g->batch - n0 < j->nb ? g->batch - n0 : j->nb;
-    size_t p_n = (size_t)g->in_h * g->in_w, cols = (size_t)m * p_n, block = (size_t)DD_FLOATS / (size_t)k / 16 * 16;
-    if (block > DD_BLOCK)
-        block = DD_BLOCK;
-    float *lanes = (float *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63), *dd = lanes + lanes_floats(g);
-    float *part = j->parts + (size_t)t * g->in_c * k;
-    int by_lanes = j->dw && (cols >= DDL__PW_DOTS_K || k < DDL__PW_NARROW);
-    if (j->dw && !by_lanes)
-        in_order(j, part, n0, m);
-    if (!by_lanes && !j->dx)
+    ddl__deconv2x2_chunk ch;
+    if (!ddl__deconv2x2_chunk_start(j, t, scratch, &ch))
         return;
-    if (by_lanes)
-        memset(lanes, 0, lanes_floats(g) * sizeof(float));
+    int k = ch.k, n0 = ch.n0, by_lanes = ch.by_lanes;
+    size_t p_n = ch.p_n, cols = ch.cols, block = ch.block;
+    float *lanes = ch.lanes, *dd = ch.dd, *part = ch.part;
     for (size_t c0 = 0; c0 < cols; c0 += block) {
         size_t len = cols - c0 < block ? cols - c0 : block;
         split(j, n0, c0, len, dd);
@@ -342,19 +298,20 @@ size_t ddl__deconv2x2_dw_workspace(const ddl_conv2d *g, int nb)
 {
     if ((size_t)g->in_c * g->out_c > BACK_MOST) /* the column matrix's backward */
         return 0;
-    return SCRATCH_FLOATS(g) + (size_t)((g->batch + nb - 1) / nb) * g->in_c * 4 * g->out_c;
+    return DDL__DECONV2X2_SCRATCH(g) + (size_t)((g->batch + nb - 1) / nb) * g->in_c * 4 * g->out_c;
 }
 
 void ddl__deconv2x2_backward(const ddl_conv2d *g, const float *x, const float *w, const float *dy, float *dx,
                              float *dw, int nb, float *ws)
 {
     int chunks = (g->batch + nb - 1) / nb;
-    back_job j = {g, x, w, dy, dx, dw, ws + SCRATCH_FLOATS(g), nb};
-    if (chunks > 1 && ddl__threads() > 1 && SCRATCH_FLOATS(g) <= DDL__THREAD_SCRATCH)
-        ddl__parallel_ws(chunks, back_chunk, &j, ws);
+    ddl__deconv2x2_back j = {g, x, w, dy, dx, dw, ws + DDL__DECONV2X2_SCRATCH(g), nb};
+    void (*chunk)(void *, int, float *) = ddl__avx2_tiles() ? ddl__deconv2x2_back_chunk_avx2 : back_chunk;
+    if (chunks > 1 && ddl__threads() > 1 && DDL__DECONV2X2_SCRATCH(g) <= DDL__THREAD_SCRATCH)
+        ddl__parallel_ws(chunks, chunk, &j, ws);
     else
         for (int t = 0; t < chunks; t++)
-            back_chunk(&j, t, ws);
+            chunk(&j, t, ws);
     size_t wn = (size_t)g->in_c * 4 * g->out_c;
     for (int t = 0; dw && t < chunks; t++) /* in chunk order: the product's dw + sum */
         for (size_t e = 0; e < wn; e++)
