@@ -244,8 +244,9 @@ static void deconv_back(int batch, int in_c, int out_c, int h, int w)
         wt[i] = rnd(&s), dw0[i] = want_dw[i] = rnd(&s);
     for (size_t i = 0; i < ny; i++)
         dy[i] = rnd(&s);
-#define TAP(n, oc, t, q) dy[(((size_t)(n) * out_c + (size_t)(oc)) * 4 * p) + (2 * ((q) / (size_t)w) + (size_t)(t) / 2) * \
-                            2 * (size_t)w + 2 * ((q) % (size_t)w) + (size_t)(t) % 2]
+#define TAP(n, oc, t, q)                                                                                         \
+    dy[(((size_t)(n) * out_c + (size_t)(oc)) * 4 * p) + (2 * ((q) / (size_t)w) + (size_t)(t) / 2) * 2 * (size_t)w + \
+       2 * ((q) % (size_t)w) + (size_t)(t) % 2]
     for (int n = 0; n < batch; n++)
         for (int ic = 0; ic < in_c; ic++)
             for (size_t q = 0; q < p; q++) {

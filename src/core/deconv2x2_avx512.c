@@ -134,7 +134,9 @@ void ddl__deconv2x2_forward(const ddl_conv2d *g, const float *x, const float *w,
  * split once into its taps, dd (oc a b, block positions), in the L1 or L2 cache, and the weight
  * gradient's lanes and the input gradient read the taps from there. A chunk's weight gradient
  * sums go to its part, and the parts are added to dw in chunk order after the tasks, as the
- * column matrix's product added them: the bits do not depend on the thread count. */
+ * column matrix's product added them: the bits do not depend on the thread count. Where the AVX2
+ * tiles run, deconv2x2_avx2.c's chunks do the same in 8-float vectors (the job, the walk and the
+ * chunk's plan, ddl__deconv2x2_chunk_start, are deconv2x2.h's). */
 
 /* split: dd (k rows of `len` floats) = the taps of dy at the chunk's flat positions [c0, c0 +
  * len): row oc 4 + a 2 + b at column c - c0 holds dy[s, oc, 2i + a, 2j + b] for the position
@@ -170,8 +172,9 @@ AVX512 static void split(const ddl__deconv2x2_back *j, int n0, size_t c0, size_t
 /* lanes_block: lanes of input channels [i0, i0 + in) (in <= DDL__PW_R) and output channel oc += x
  * times the taps dd at the flat positions [c0, c0 + len) (place q0), in order, 16 lanes
  * (pointwise_avx512.h's tile: x's rows by the taps' rows), a sample's run of the block at a time. */
-AVX512 static inline __attribute__((always_inline)) void lanes_block(const ddl__deconv2x2_back *j, float *lanes, int i0, int in,
-                                                                      int oc, place q0, size_t len, const float *dd)
+AVX512 static inline __attribute__((always_inline)) void lanes_block(const ddl__deconv2x2_back *j, float *lanes, int i0,
+                                                                      int in, int oc, place q0, size_t len,
+                                                                      const float *dd)
 {
     const ddl_conv2d *g = j->g;
     size_t k = 4 * (size_t)g->out_c;

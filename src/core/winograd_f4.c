@@ -126,7 +126,10 @@ static const v16i PUT_HI = {4, 12, 20, 28, 5, 13, 21, 29, 6, 14, 22, 30, 7, 15, 
 #define WINO4_AVX2_ON() ddl__avx2_tiles()
 
 /* load_pair: [tile i's 4 floats at a + 4 i | tile i + 4's at b + 4 i] */
-WINO_AVX2_INLINE __m256 load_pair(const float *a, const float *b, int i) { return ddl__wino_pair(a + 4 * i, b + 4 * i); }
+WINO_AVX2_INLINE __m256 load_pair(const float *a, const float *b, int i)
+{
+    return ddl__wino_pair(a + 4 * i, b + 4 * i);
+}
 
 /* gather8: columns 0 .. n - 1 (4 or 6) of the 8 tiles whose columns start at a (tiles 0-3) and b
  * (tiles 4-7), tile j in lane j; columns 4 and 5 are read 4 floats on, as GATHER6 reads them */
