@@ -18,9 +18,9 @@
  * the order deconv2x2_avx512.c's gives (each output from +0 over the input channels in order by
  * fmaf, then 1 x sum + 0, + 0 and the bias; a scalar reference here): U-Net's three, rows of 8
  * and 24, a plane of 16 positions, with and without a bias, at 1 and 2 threads.
- * conv1x1_avx2.c's forward pass and input gradient of the 1x1 convolution likewise (y = (1 x sum
- * + 0) + bias, dx = 0 + (1 x sum + 0)), and its weight gradient (still the column matrix's) as
- * with the tiles off: U-Net's head, channel counts not multiples of 4, planes of 16 and 64.
+ * conv1x1_avx2.c's three passes of the 1x1 convolution likewise (y = (1 x sum + 0) + bias, dx =
+ * 0 + (1 x sum + 0), dw conv1x1_avx512.c's 16 lanes or one sum in order per chunk): U-Net's head,
+ * channel counts not multiples of 4, planes of 16 and 64, a chunk too short for lanes.
  * conv_depthwise.c's three passes in 8-float vectors, as its 16-float clones: MobileNet's 3x3,
  * part vectors at a row's end, 2 outputs a channel, stride 2, dilation 2 on a 5x5.
  * Skipped where the CPU has no AVX2 and FMA, or where the build has no clones (-DDDL_NO_CLONES,
@@ -300,7 +300,7 @@ static void pointwise(int batch, int in_c, int out_c, int h, int w, int bias)
                     .stride = 1};
     size_t p = (size_t)h * w, nx = (size_t)batch * in_c * p, ny = (size_t)batch * out_c * p, nw = (size_t)in_c * out_c;
     float *x = malloc(nx * 4), *wt = malloc(nw * 4), *b = malloc((size_t)out_c * 4), *dy = malloc(ny * 4);
-    float *y = malloc(ny * 4), *dx = malloc(nx * 4), *dw = calloc(nw, 4), *dw_off = calloc(nw, 4);
+    float *y = malloc(ny * 4), *dx = malloc(nx * 4), *dw = calloc(nw, 4), *want_dw = calloc(nw, 4);
     float *ws = calloc(ddl_conv2d_workspace(&g) + 16, 4);
     unsigned s = (unsigned)(batch * 5 + in_c * 37 + out_c * 3 + h);
     for (size_t i = 0; i < nx; i++)
@@ -311,9 +311,29 @@ static void pointwise(int batch, int in_c, int out_c, int h, int w, int bias)
         wt[i] = rnd(&s);
     for (int i = 0; i < out_c; i++)
         b[i] = rnd(&s);
-    int was = ddl__avx2_tiles_enable(0);
-    ddl_conv2d_backward(&g, x, wt, dy, NULL, dw_off, NULL, ws);
-    ddl__avx2_tiles_enable(2);
+    /* dw in conv1x1_avx512.c's order: per chunk of conv.c's samples (its chunk()), 16 lanes a
+     * weight reduced as _mm512_reduce_add_ps, or one sum in order for a chunk of fewer than 256
+     * positions over 16 input channels or more, then dw + (1 x sum + 0) */
+    size_t per = ((size_t)in_c + (size_t)out_c) * p, budget = nw > ((size_t)1 << 18) ? nw : (size_t)1 << 18;
+    int nb = per ? (int)(budget / per) : 1;
+    nb = nb < 1 ? 1 : nb > batch ? batch : nb;
+    for (int n0 = 0; n0 < batch; n0 += nb) {
+        int m = batch - n0 < nb ? batch - n0 : nb, lanes = !(m * p < 256 && in_c >= 16);
+        for (int oc = 0; oc < out_c; oc++)
+            for (int ic = 0; ic < in_c; ic++) {
+                float lane[16] = {0}, one = 0.0f;
+                for (int n = n0; n < n0 + m; n++)
+                    for (size_t q = 0; q < p; q++) {
+                        float d = dy[((size_t)n * out_c + oc) * p + q], xv = x[((size_t)n * in_c + ic) * p + q];
+                        if (lanes)
+                            lane[q % 16] = fmaf(d, xv, lane[q % 16]);
+                        else
+                            one = fmaf(d, xv, one);
+                    }
+                want_dw[(size_t)oc * in_c + ic] += fmaf(1.0f, lanes ? reduce16(lane) : one, 0.0f);
+            }
+    }
+    int was = ddl__avx2_tiles_enable(2);
     CHECK(ddl__conv1x1_avx2_ok(&g));
     int good = 1;
     for (int threads = 1; threads <= 2; threads++) {
@@ -322,7 +342,7 @@ static void pointwise(int batch, int in_c, int out_c, int h, int w, int bias)
         ddl_conv2d_forward(&g, x, wt, bias ? b : NULL, y, ws);
         ddl_conv2d_backward(&g, x, wt, dy, dx, dw, NULL, ws);
         ddl_set_threads(1);
-        good &= memcmp(dw, dw_off, nw * 4) == 0;
+        good &= memcmp(dw, want_dw, nw * 4) == 0;
         for (int n = 0; n < batch; n++)
             for (size_t q = 0; q < p; q++) {
                 for (int oc = 0; oc < out_c; oc++) {
@@ -348,7 +368,7 @@ static void pointwise(int batch, int in_c, int out_c, int h, int w, int bias)
         fprintf(stderr, "  differs: 1x1, batch %d, %d -> %d channels, %dx%d, bias %d\n", batch, in_c, out_c, h, w,
                 bias);
     ddl__avx2_tiles_enable(was);
-    free(x), free(wt), free(b), free(dy), free(y), free(dx), free(dw), free(dw_off), free(ws);
+    free(x), free(wt), free(b), free(dy), free(y), free(dx), free(dw), free(want_dw), free(ws);
 }
 
 int main(void)

@@ -762,11 +762,12 @@ void ddl_conv2d_backward(const ddl_conv2d *g, const float *x, const float *w, co
             ddl__conv1x1_dx(g, w, dy, dx);
         return;
     }
-    if (dx && ddl__conv1x1_avx2_ok(g)) { /* the input gradient direct, the weights' below (dx NULL) */
-        ddl__conv1x1_dx_avx2(g, w, dy, dx);
-        dx = NULL;
-        if (!dw)
-            return;
+    if (ddl__conv1x1_avx2_ok(g)) { /* as ddl__conv1x1_ok's, in 8-float vectors: the same sums */
+        if (dw)
+            ddl__conv1x1_dw_avx2(g, x, dy, dw, nb);
+        if (dx)
+            ddl__conv1x1_dx_avx2(g, w, dy, dx);
+        return;
     }
     /* chunk by chunk, in waves of one chunk a thread, each wave's weight gradients added to dw
      * in chunk order after it: the same sums whatever the thread count, and the parts added

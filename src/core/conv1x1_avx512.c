@@ -61,8 +61,8 @@ int ddl__conv1x1_ok(const ddl_conv2d *g)
            (size_t)g->in_c * g->out_c <= (bf16 ? MOST_BF16 : MOST_FP32);
 }
 
-/* where the AVX2 tiles run: the forward pass and the input gradient by conv1x1_avx2.c, float32
- * passes, as many channels as above */
+/* where the AVX2 tiles run: all three passes by conv1x1_avx2.c, float32 passes, as many channels
+ * as above */
 int ddl__conv1x1_avx2_ok(const ddl_conv2d *g)
 {
     return enabled && ddl__avx2_tiles() && ddl__precision() != DDL_PRECISION_BF16 && ddl__conv1x1_geometry(g) &&
@@ -143,23 +143,20 @@ typedef struct dw_job {
     int nb, tasks; /* samples a chunk (conv.c's); ranges of output channels */
 } dw_job;
 
-/* in_order: dw rows [o0, o1) += each weight's sum over samples [n0, n0 + m) position by position
- * from +0, stored as 1 x sum + 0 (the outer products' order, for a chunk too short for the dot
- * products). */
-static void in_order(const dw_job *j, int o0, int o1, int n0, int m)
+void ddl__conv1x1_dw_in_order(const ddl_conv2d *g, const float *x, const float *dy, float *dw, int o0, int o1, int n0,
+                              int m)
 {
-    const ddl_conv2d *g = j->g;
     size_t p_n = (size_t)g->in_h * g->in_w;
     for (int oc = o0; oc < o1; oc++)
         for (int ic = 0; ic < g->in_c; ic++) {
             float acc = 0.0f;
             for (int s = n0; s < n0 + m; s++) {
-                const float *d = j->dy + ((size_t)s * g->out_c + oc) * p_n;
-                const float *xs = j->x + ((size_t)s * g->in_c + ic) * p_n;
+                const float *d = dy + ((size_t)s * g->out_c + oc) * p_n;
+                const float *xs = x + ((size_t)s * g->in_c + ic) * p_n;
                 for (size_t p = 0; p < p_n; p++)
                     acc = fmaf(d[p], xs[p], acc);
             }
-            float *at = j->dw + (size_t)oc * g->in_c + ic;
+            float *at = dw + (size_t)oc * g->in_c + ic;
             *at += fmaf(1.0f, acc, 0.0f);
         }
 }
@@ -202,7 +199,7 @@ AVX512 static void dw_range(void *ctx, int task)
     for (int n0 = 0; n0 < g->batch; n0 += j->nb) {
         int m = g->batch - n0 < j->nb ? g->batch - n0 : j->nb;
         if ((size_t)m * p_n < DDL__PW_DOTS_K && ic_n >= DDL__PW_NARROW) {
-            in_order(j, o_lo, o_hi, n0, m);
+            ddl__conv1x1_dw_in_order(g, j->x, j->dy, j->dw, o_lo, o_hi, n0, m);
             continue;
         }
         for (int o0 = o_lo; o0 < o_hi; o0 += DDL__PW_R)

@@ -229,18 +229,6 @@ DDL__AVX2 static inline __attribute__((always_inline)) void dx_tile(const ddl__d
     }
 }
 
-/* reduce16: _mm512_reduce_add_ps's sum of 16 lanes (GCC's: the halves, then the quarters, then
- * the pairs), in scalars */
-static float reduce16(const float *l)
-{
-    float t3[8], t6[4];
-    for (int i = 0; i < 8; i++)
-        t3[i] = l[8 + i] + l[i];
-    for (int i = 0; i < 4; i++)
-        t6[i] = t3[4 + i] + t3[i];
-    return (t6[0] + t6[2]) + (t6[1] + t6[3]);
-}
-
 DDL__AVX2 void ddl__deconv2x2_back_chunk_avx2(void *ctx, int t, float *scratch)
 {
     const ddl__deconv2x2_back *j = ctx;
@@ -269,7 +257,7 @@ DDL__AVX2 void ddl__deconv2x2_back_chunk_avx2(void *ctx, int t, float *scratch)
         }
     }
     for (size_t e = 0; by_lanes && e < (size_t)g->in_c * k; e++)
-        part[e] = reduce16(lanes + e * 16);
+        part[e] = ddl__reduce16(lanes + e * 16);
 }
 
 #else

@@ -143,6 +143,19 @@ void ddl__log(ddl_log_fn fn, void *ud, int level, const char *fmt, ...) DDL__PRI
 int ddl__avx2_tiles(void);
 int ddl__avx2_tiles_enable(int on);
 
+/* ddl__reduce16: the sum of 16 lanes in _mm512_reduce_add_ps's order (GCC's: the two halves, then
+ * the quarters, then the pairs), in scalars: for the AVX2 kernels that keep an AVX-512 kernel's 16
+ * lanes in two halves of 8 (deconv2x2_avx2.c, conv1x1_avx2.c) */
+static inline float ddl__reduce16(const float *l)
+{
+    float t3[8], t6[4];
+    for (int i = 0; i < 8; i++)
+        t3[i] = l[8 + i] + l[i];
+    for (int i = 0; i < 4; i++)
+        t6[i] = t3[4 + i] + t3[i];
+    return (t6[0] + t6[2]) + (t6[1] + t6[3]);
+}
+
 /* DDL__HOT: hot kernels get an AVX-512 and an AVX2+FMA clone, picked at load time by the CPU
  * (one binary for any x86-64; the rest of the library stays x86-64-v2), and fused multiply-adds.
  * Not under ThreadSanitizer: the clones' resolver runs while the program is relocated, before
@@ -275,12 +288,16 @@ int ddl__conv1x1_enable(int on);
 void ddl__conv1x1_forward(const ddl_conv2d *g, const float *x, const float *w, const float *b, float *y);
 void ddl__conv1x1_dx(const ddl_conv2d *g, const float *w, const float *dy, float *dx);
 void ddl__conv1x1_dw(const ddl_conv2d *g, const float *x, const float *dy, float *dw, int nb);
-/* ddl__conv1x1_avx2_ok: where the AVX2 tiles run (ddl__avx2_tiles; _ok is then 0), the forward pass
- * and the input gradient by conv1x1_avx2.c, the same bits as the AVX-512 kernels'; the weight
- * gradient stays the column matrix's */
+/* ddl__conv1x1_avx2_ok: where the AVX2 tiles run (ddl__avx2_tiles; _ok is then 0), the three
+ * passes by conv1x1_avx2.c, the same bits as the AVX-512 kernels'. _dw_in_order: dw rows [o0, o1)
+ * += each weight's sum over samples [n0, n0 + m) position by position from +0, as 1 x sum + 0 (the
+ * outer products' order, for a chunk too short for the dot products; both kernels') */
 int ddl__conv1x1_avx2_ok(const ddl_conv2d *g);
 void ddl__conv1x1_forward_avx2(const ddl_conv2d *g, const float *x, const float *w, const float *b, float *y);
 void ddl__conv1x1_dx_avx2(const ddl_conv2d *g, const float *w, const float *dy, float *dx);
+void ddl__conv1x1_dw_avx2(const ddl_conv2d *g, const float *x, const float *dy, float *dw, int nb);
+void ddl__conv1x1_dw_in_order(const ddl_conv2d *g, const float *x, const float *dy, float *dw, int o0, int o1, int n0,
+                              int m);
 
 /* The 2x2 stride-2 transposed convolution direct (deconv2x2_avx512.c), with the float32 bits of
  * conv.c's column matrix and products, in a bfloat16 pass too (there it is faster than the
