@@ -2,7 +2,7 @@
  * 8-float vectors, for a CPU without AVX-512 (ddl__avx2_tiles). winograd.c's hold one tile row's
  * tiles in 16-float vectors: on an 8x8 plane (4 tiles a row) 12 of the 16 lanes were empty, and
  * gcc's AVX2 build of their two-vector permutes takes several instructions each: input_v was 54%
- * of U-Net's bottom 64 -> 64 forward pass by F(2x2,3x3) on an AMD EPYC Zen 3.
+ * of U-Net's bottom 64 -> 64 by F(2x2,3x3), its three passes, on an AMD EPYC Zen 3.
  *
  * Here a vector holds 8 consecutive tiles of a block: two runs of 4, each in one tile row (the
  * rows are whole runs: tw, ow / 2, a multiple of 4), the second run possibly the next row's
