@@ -132,9 +132,14 @@ typedef struct dw_job {
     float *y, *dx, *dwt, *db;
 } dw_job;
 
-DDL__HOT static void forward_plane(void *ctx, int t, float *xp)
+/* forward_walk: output plane t (its m outputs' channels) from the input plane padded into xp, 16
+ * outputs a step; narrow: each 16 as two vectors of 8 (forward_plane_avx2, where the AVX2 tiles
+ * run: the 16-float vectors' AVX2 clone moved them through the stack and general registers,
+ * MobileNetV2's 3x3 at 16x16, 144 channels, batch 64, one thread, 2.0 GFLOP/s on an AMD EPYC Zen
+ * 3). Each output gets the same operations in the same order either way: the same bits. Inlined
+ * with a constant narrow into each caller. */
+static inline __attribute__((always_inline)) void forward_walk(const dw_job *j, int t, float *xp, int narrow)
 {
-    const dw_job *j = ctx;
     const dw_geo *q = j->q;
     int n = t / q->c, ic = t % q->c, taps = q->kh * q->kw;
     size_t op = (size_t)q->oh * q->ow;
@@ -147,56 +152,38 @@ DDL__HOT static void forward_plane(void *ctx, int t, float *xp)
             float *row = yo + (size_t)oy * q->ow;
             const float *xr = xp + (size_t)oy * q->sh * q->wq;
             for (int ox = 0; ox < q->ow; ox += 16) {
-                v16 acc = (v16){0} + bv;
-                for (int k = 0; k < taps; k++)
-                    acc += wk[k] * *(const v16u *)(xr + j->off[k] + ox);
-                if (q->ow - ox >= 16)
-                    *(v16u *)(row + ox) = acc;
-                else
-                    for (int l = 0; l < q->ow - ox; l++)
-                        row[ox + l] = acc[l];
+                int whole = q->ow - ox >= 16;
+                if (narrow) {
+                    v8 a0 = (v8){0} + bv, a1 = a0;
+                    for (int k = 0; k < taps; k++) {
+                        const float *xk = xr + j->off[k] + ox;
+                        a0 += wk[k] * *(const v8u *)xk;
+                        a1 += wk[k] * *(const v8u *)(xk + 8);
+                    }
+                    if (whole)
+                        *(v8u *)(row + ox) = a0, *(v8u *)(row + ox + 8) = a1;
+                    else
+                        for (int l = 0; l < q->ow - ox; l++)
+                            row[ox + l] = l < 8 ? a0[l] : a1[l - 8];
+                } else {
+                    v16 acc = (v16){0} + bv;
+                    for (int k = 0; k < taps; k++)
+                        acc += wk[k] * *(const v16u *)(xr + j->off[k] + ox);
+                    if (whole)
+                        *(v16u *)(row + ox) = acc;
+                    else
+                        for (int l = 0; l < q->ow - ox; l++)
+                            row[ox + l] = acc[l];
+                }
             }
         }
     }
 }
 
+DDL__HOT static void forward_plane(void *ctx, int t, float *xp) { forward_walk(ctx, t, xp, 0); }
+
 #ifdef DDL__CLONES
-/* forward_plane_avx2: forward_plane where the AVX2 tiles run, each vector of 16 outputs as two
- * of 8 (the 16-float vectors' AVX2 clone moved them through the stack and general registers:
- * MobileNetV2's 3x3 at 16x16, 144 channels, batch 64, one thread, 2.0 GFLOP/s on an AMD EPYC
- * Zen 3). Each output gets the same operations in the same order: the same bits. */
-DW_AVX2 static void forward_plane_avx2(void *ctx, int t, float *xp)
-{
-    const dw_job *j = ctx;
-    const dw_geo *q = j->q;
-    int n = t / q->c, ic = t % q->c, taps = q->kh * q->kw;
-    size_t op = (size_t)q->oh * q->ow;
-    pad_plane(q, j->x + (size_t)t * q->h * q->w, xp);
-    for (int m = 0; m < q->mult; m++) {
-        int oc = ic * q->mult + m;
-        const float *wk = j->w + (size_t)oc * taps;
-        float bv = j->b ? j->b[oc] : 0.0f, *yo = j->y + ((size_t)n * q->c * q->mult + oc) * op;
-        for (int oy = 0; oy < q->oh; oy++) {
-            float *row = yo + (size_t)oy * q->ow;
-            const float *xr = xp + (size_t)oy * q->sh * q->wq;
-            for (int ox = 0; ox < q->ow; ox += 16) {
-                v8 a0 = (v8){0} + bv, a1 = a0;
-                for (int k = 0; k < taps; k++) {
-                    const float *xk = xr + j->off[k] + ox;
-                    a0 += wk[k] * *(const v8u *)xk;
-                    a1 += wk[k] * *(const v8u *)(xk + 8);
-                }
-                if (q->ow - ox >= 16) {
-                    *(v8u *)(row + ox) = a0;
-                    *(v8u *)(row + ox + 8) = a1;
-                } else {
-                    for (int l = 0; l < q->ow - ox; l++)
-                        row[ox + l] = l < 8 ? a0[l] : a1[l - 8];
-                }
-            }
-        }
-    }
-}
+DW_AVX2 static void forward_plane_avx2(void *ctx, int t, float *xp) { forward_walk(ctx, t, xp, 1); }
 #endif
 
 void ddl__conv2d_dw_forward(const ddl_conv2d *g, const float *x, const float *w, const float *b, float *y,
@@ -232,9 +219,11 @@ static void wide_plane(const dw_geo *q, const float *dy, float *rows)
     }
 }
 
-DDL__HOT static void dx_plane(void *ctx, int t, float *ws)
+/* dx_walk: input-gradient plane t, tap by tap, row by row (one row's stores never overlap the
+ * next row's loads: tap by tap within a row they did, and the stalls tripled the pass), 16
+ * floats a step; narrow: as two vectors of 8 (dx_plane_avx2; as forward_walk, the same bits) */
+static inline __attribute__((always_inline)) void dx_walk(const dw_job *j, int t, float *ws, int narrow)
 {
-    const dw_job *j = ctx;
     const dw_geo *q = j->q;
     int n = t / q->c, ic = t % q->c, taps = q->kh * q->kw;
     size_t op = (size_t)q->oh * q->ow;
@@ -244,49 +233,29 @@ DDL__HOT static void dx_plane(void *ctx, int t, float *ws)
         int oc = ic * q->mult + m;
         const float *wk = j->w + (size_t)oc * taps, *dyo = j->dy + ((size_t)n * q->c * q->mult + oc) * op;
         wide_plane(q, dyo, row); /* the extra lanes add 0 to the slack */
-        /* tap by tap, row by row: one row's stores never overlap the next row's loads (tap by
-         * tap within a row they did, and the stalls tripled the pass) */
         for (int k = 0; k < taps; k++) {
             float wv = wk[k];
             for (int oy = 0; oy < q->oh; oy++) {
                 float *d = dxp + (size_t)oy * q->sh * q->wq + j->off[k];
                 const float *dr = row + (size_t)oy * row_floats(q);
-                for (int ox = 0; ox < q->ow; ox += 16)
-                    *(v16u *)(d + ox) += wv * *(const v16u *)(dr + ox);
-            }
-        }
-    }
-    copy_plane(q, j->dx + (size_t)t * q->h * q->w, dxp, 0);
-}
-
-#ifdef DDL__CLONES
-/* dx_plane_avx2: dx_plane in 8-float vectors (as forward_plane_avx2; the same bits) */
-DW_AVX2 static void dx_plane_avx2(void *ctx, int t, float *ws)
-{
-    const dw_job *j = ctx;
-    const dw_geo *q = j->q;
-    int n = t / q->c, ic = t % q->c, taps = q->kh * q->kw;
-    size_t op = (size_t)q->oh * q->ow;
-    float *dxp = ws, *row = ws + plane_floats(q);
-    memset(dxp, 0, q->sw * q->phase * sizeof *dxp);
-    for (int m = 0; m < q->mult; m++) {
-        int oc = ic * q->mult + m;
-        const float *wk = j->w + (size_t)oc * taps, *dyo = j->dy + ((size_t)n * q->c * q->mult + oc) * op;
-        wide_plane(q, dyo, row);
-        for (int k = 0; k < taps; k++) {
-            float wv = wk[k];
-            for (int oy = 0; oy < q->oh; oy++) {
-                float *d = dxp + (size_t)oy * q->sh * q->wq + j->off[k];
-                const float *dr = row + (size_t)oy * row_floats(q);
-                for (int ox = 0; ox < q->ow; ox += 16) { /* the same floats as dx_plane's: whole 16s */
-                    *(v8u *)(d + ox) += wv * *(const v8u *)(dr + ox);
-                    *(v8u *)(d + ox + 8) += wv * *(const v8u *)(dr + ox + 8);
+                for (int ox = 0; ox < q->ow; ox += 16) {
+                    if (narrow) {
+                        *(v8u *)(d + ox) += wv * *(const v8u *)(dr + ox);
+                        *(v8u *)(d + ox + 8) += wv * *(const v8u *)(dr + ox + 8);
+                    } else {
+                        *(v16u *)(d + ox) += wv * *(const v16u *)(dr + ox);
+                    }
                 }
             }
         }
     }
     copy_plane(q, j->dx + (size_t)t * q->h * q->w, dxp, 0);
 }
+
+DDL__HOT static void dx_plane(void *ctx, int t, float *ws) { dx_walk(ctx, t, ws, 0); }
+
+#ifdef DDL__CLONES
+DW_AVX2 static void dx_plane_avx2(void *ctx, int t, float *ws) { dx_walk(ctx, t, ws, 1); }
 #endif
 
 /* ---- weight and bias gradients ---- */
@@ -300,42 +269,11 @@ static inline float lanes(const float *v)
     return ((s8[0] + s8[4]) + (s8[2] + s8[6])) + ((s8[1] + s8[5]) + (s8[3] + s8[7]));
 }
 
-#ifdef DDL__CLONES
-/* dw_sums_avx2: dw_channel's lane sums in 8-float vectors, lanes 0-7 and 8-15 apart (as
- * forward_plane_avx2; the same bits) */
-DW_AVX2 static void dw_sums_avx2(const dw_job *j, int ic, float *xp, float *row, float *sums)
-{
-    const dw_geo *q = j->q;
-    int taps = q->kh * q->kw;
-    size_t op = (size_t)q->oh * q->ow;
-    for (int n = 0; n < q->n; n++) {
-        pad_plane(q, j->x + ((size_t)n * q->c + ic) * q->h * q->w, xp);
-        for (int m = 0; m < q->mult; m++) {
-            const float *dyo = j->dy + ((size_t)n * q->c * q->mult + (size_t)ic * q->mult + m) * op;
-            wide_plane(q, dyo, row);
-            for (int t = 0; t < taps; t++) {
-                float *st = sums + ((size_t)m * taps + t) * 16;
-                v8 s0 = *(v8u *)st, s1 = *(v8u *)(st + 8);
-                for (int oy = 0; oy < q->oh; oy++) {
-                    const float *xs = xp + (size_t)oy * q->sh * q->wq + j->off[t];
-                    const float *dr = row + (size_t)oy * row_floats(q);
-                    for (int ox = 0; ox < q->ow; ox += 16) {
-                        s0 += *(const v8u *)(dr + ox) * *(const v8u *)(xs + ox);
-                        s1 += *(const v8u *)(dr + ox + 8) * *(const v8u *)(xs + ox + 8);
-                    }
-                }
-                *(v8u *)st = s0;
-                *(v8u *)(st + 8) = s1;
-            }
-        }
-    }
-}
-#endif
-
 /* dw_sums: channel ic's lane sums (mult, taps, 16) over the samples and rows in order, each tap's
- * 16 lanes in one vector (inlined into dw_channel's clones) */
+ * 16 lanes in one vector, or with narrow in two of 8, lanes 0-7 and 8-15 apart (dw_sums_avx2; as
+ * forward_walk, the same bits); inlined into dw_channel's clones and dw_sums_avx2 */
 static inline __attribute__((always_inline)) void dw_sums(const dw_job *j, int ic, float *xp, float *row,
-                                                          float *sums)
+                                                          float *sums, int narrow)
 {
     const dw_geo *q = j->q;
     int taps = q->kh * q->kw;
@@ -346,18 +284,36 @@ static inline __attribute__((always_inline)) void dw_sums(const dw_job *j, int i
             const float *dyo = j->dy + ((size_t)n * q->c * q->mult + (size_t)ic * q->mult + m) * op;
             wide_plane(q, dyo, row); /* the extra lanes multiply the slack by 0 */
             for (int t = 0; t < taps; t++) {
-                v16 s = *(v16u *)(sums + ((size_t)m * taps + t) * 16);
+                float *st = sums + ((size_t)m * taps + t) * 16;
+                v16 s = *(v16u *)st;
+                v8 s0 = *(v8u *)st, s1 = *(v8u *)(st + 8);
                 for (int oy = 0; oy < q->oh; oy++) {
                     const float *xs = xp + (size_t)oy * q->sh * q->wq + j->off[t];
                     const float *dr = row + (size_t)oy * row_floats(q);
-                    for (int ox = 0; ox < q->ow; ox += 16)
-                        s += *(const v16u *)(dr + ox) * *(const v16u *)(xs + ox);
+                    for (int ox = 0; ox < q->ow; ox += 16) {
+                        if (narrow) {
+                            s0 += *(const v8u *)(dr + ox) * *(const v8u *)(xs + ox);
+                            s1 += *(const v8u *)(dr + ox + 8) * *(const v8u *)(xs + ox + 8);
+                        } else {
+                            s += *(const v16u *)(dr + ox) * *(const v16u *)(xs + ox);
+                        }
+                    }
                 }
-                *(v16u *)(sums + ((size_t)m * taps + t) * 16) = s;
+                if (narrow)
+                    *(v8u *)st = s0, *(v8u *)(st + 8) = s1;
+                else
+                    *(v16u *)st = s;
             }
         }
     }
 }
+
+#ifdef DDL__CLONES
+DW_AVX2 static void dw_sums_avx2(const dw_job *j, int ic, float *xp, float *row, float *sums)
+{
+    dw_sums(j, ic, xp, row, sums, 1);
+}
+#endif
 
 DDL__HOT static void dw_channel(void *ctx, int ic, float *ws)
 {
@@ -372,7 +328,7 @@ DDL__HOT static void dw_channel(void *ctx, int ic, float *ws)
         dw_sums_avx2(j, ic, xp, row, sums);
     else
 #endif
-        dw_sums(j, ic, xp, row, sums);
+        dw_sums(j, ic, xp, row, sums, 0);
     for (int m = 0; m < q->mult; m++) {
         int oc = ic * q->mult + m;
         for (int t = 0; t < taps; t++)
