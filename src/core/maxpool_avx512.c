@@ -6,7 +6,7 @@
  * maximum wins, a NaN wins over numbers (and the first NaN over later ones). Backward: each
  * window's four gradients written at once. Output, argmax and dx are the scalar loops', bit for
  * bit; the last windows of a row are masked, never a different path. */
-#include "impl.h"
+#include "maxpool2.h"
 
 #if defined(__GNUC__) && defined(__x86_64__) && !defined(DDL_NO_CLONES)
 
@@ -110,12 +110,7 @@ int ddl__maxpool2_avx512(size_t planes, int h, int w, const float *x, float *y, 
 {
     if (w / 2 < MIN_WINDOWS || !__builtin_cpu_supports("avx512f"))
         return 0;
-    int oh = h / 2, ow = w / 2;
-    size_t hw = (size_t)h * w, ohw = (size_t)oh * ow;
-    for (size_t plane = 0; plane < planes; plane++)
-        for (int oy = 0; oy < oh; oy++)
-            row_pair(x + plane * hw + (size_t)(2 * oy) * w, w, ow, 2 * oy * w, y + plane * ohw + (size_t)oy * ow,
-                     argmax + plane * ohw + (size_t)oy * ow);
+    ddl__pool2_planes(planes, h, w, x, y, argmax, row_pair);
     return 1;
 }
 
@@ -159,20 +154,7 @@ int ddl__unpool2_avx512(size_t planes, int h, int w, const float *dy, const int3
 {
     if (w / 2 < MIN_WINDOWS || !__builtin_cpu_supports("avx512f"))
         return 0;
-    int oh = h / 2, ow = w / 2;
-    size_t hw = (size_t)h * w, ohw = (size_t)oh * ow;
-    for (size_t plane = 0; plane < planes; plane++) {
-        float *d = dx + plane * hw;
-        for (int oy = 0; oy < oh; oy++) {
-            float *r0 = d + (size_t)(2 * oy) * w;
-            size_t at = plane * ohw + (size_t)oy * ow;
-            unpool_pair(dy + at, argmax + at, keep ? keep + at : NULL, w, ow, 2 * oy * w, r0);
-            if (w % 2) /* the last column is in no window */
-                r0[w - 1] = r0[2 * w - 1] = 0.0f;
-        }
-        if (h % 2) /* nor the last row */
-            memset(d + (size_t)(h - 1) * w, 0, (size_t)w * sizeof *d);
-    }
+    ddl__unpool2_planes(planes, h, w, dy, argmax, keep, dx, unpool_pair);
     return 1;
 }
 
