@@ -50,3 +50,23 @@ slurm_skip_slurmd() {
     echo "0 passed, 0 failed"
     exit 0
 }
+
+# slurm_stop DIR PIDFILE...: stop a test's daemons and wait until they are gone: those named in
+# the pid files, and any whose command line names a file in DIR (munged's key, slurm.conf). The
+# second catches a slurmctld or slurmd that had forked but not yet written its pid file when the
+# test ended (a skip right after start-up, on a busy machine). SIGTERM, then SIGKILL for any still
+# running after 10 s, so no daemon outlives the directory its files are in.
+slurm_stop() {
+    _dir=$1; shift
+    _pids=$({ for _f in "$@"; do [ -s "$_f" ] && cat "$_f"; done; pgrep -f -- "$_dir/"; } 2>/dev/null |
+        grep -vx "$$" | sort -u)
+    [ -n "$_pids" ] || return 0
+    kill $_pids 2>/dev/null
+    for _i in $(seq 1 100); do
+        _alive=""; for _p in $_pids; do kill -0 "$_p" 2>/dev/null && _alive="$_alive $_p"; done
+        [ -z "$_alive" ] && return 0
+        sleep 0.1
+    done
+    kill -9 $_alive 2>/dev/null
+    return 0
+}

@@ -20,7 +20,7 @@ done
 netns_hosts ddlsn 10.89.0
 T=$tmp; chmod 755 "$T"; mkdir -p "$T/state" "$T/spool-a" "$T/spool-b"
 stop_slurm() {
-    for p in "$T"/slurmd-a.pid "$T"/slurmd-b.pid "$T"/slurmctld.pid "$T"/munged.pid; do [ -s "$p" ] && kill "$(cat "$p")" 2>/dev/null; done
+    slurm_stop "$T" "$T"/slurmd-a.pid "$T"/slurmd-b.pid "$T"/slurmctld.pid "$T"/munged.pid
 }
 trap 'stop_slurm; netns_cleanup' EXIT # munged runs outside the namespaces: stopped on every exit
 export OPENBLAS_NUM_THREADS=1

@@ -24,8 +24,7 @@ tmp=$(mktemp -d); chmod 755 "$tmp"
 id=""
 stop() {
     [ -n "$id" ] && scancel "$id" 2>/dev/null && sleep 1
-    for p in "$tmp"/slurmd.pid "$tmp"/slurmctld.pid "$tmp"/munged.pid; do [ -s "$p" ] && kill "$(cat "$p")" 2>/dev/null; done
-    sleep 0.5; rm -rf "$tmp"
+    slurm_stop "$tmp" "$tmp"/slurmd.pid "$tmp"/slurmctld.pid "$tmp"/munged.pid; rm -rf "$tmp"
 }
 trap stop EXIT
 trap 'exit 1' INT TERM

@@ -27,9 +27,9 @@ for t in test_slurm_real.sh test_slurm_nodes.sh; do
     [ $rc -eq 0 ] && grep -q '^skipped: slurmd would not start: slurmd: error: No filesystem mounted' "$tmp/$t.out" &&
         [ "$(tail -n 1 "$tmp/$t.out")" = "0 passed, 0 failed" ] && ok ||
         { bad "$t did not skip where slurmd would not start"; tail -n 5 "$tmp/$t.out"; }
-    # its munged and slurmctld are gone: none runs whose files (named on its command line) went
-    # with the test's temporary directory
-    sleep 0.5; left=""
+    # its munged and slurmctld are gone by the time it exits (tests/slurm.sh's slurm_stop waits for
+    # them): none runs whose files (named on its command line) went with its temporary directory
+    left=""
     for p in $(pgrep -x munged; pgrep -x slurmctld); do
         case "$before" in *" $p "*) continue ;; esac # not this test's
         f=$({ tr '\0' '\n' < "/proc/$p/cmdline"; } 2>/dev/null | grep -m 1 -E '/(munge\.key|slurm\.conf)$')
