@@ -92,9 +92,11 @@ ddl_tool() {
     bench_tool "$name" "${BUILD:-build}/libddl.a" $libs "$@"
 }
 
-# The vCPUs of these machines need not be equal: for minutes at a time one runs LeNet's step 1.2 to
-# 1.45 times slower than the other (memory-bound ops 2 to 3 times) while cores.c's multiply-adds
-# show both alike. A 1-thread or 1-rank run lands on either; a 2-rank run waits for the slower.
+# The vCPUs of these machines need not be equal: one can run LeNet's step 1.2 to 1.45 times slower
+# than the other (memory-bound ops 2 to 3 times) while cores.c's multiply-adds show both alike,
+# and the slow spells come and go by tenths of a second to minutes, on each vCPU apart (a lone
+# LeNet's forward: 570 against 830 us a step, by turns). A 1-thread or 1-rank run lands on
+# either; a 2-rank run waits for the slower at every step (lockstep.c measures what that costs).
 cores_probe() {
     bin=$(bench_tool cores) || { echo "cores: cannot build $(dirname "$0")/cores.c"; return 0; }
     "$bin" 3 | tee -a "$1"
