@@ -233,7 +233,8 @@ typedef struct ddl_train_config {
     int sync_bn;
 
     /* profile: optional: where each step's time goes, filled as the trainer runs (see
-     * "profiling" at the end): the peak is measured at ddl_trainer_create (<= 100 ms), every
+     * "profiling" at the end): the peak is measured at ddl_trainer_create (<= 100 ms) and
+     * again at each ddl_trainer_epoch_stats (the best kept, outside the epoch's timing), every
      * layer the model's plugin declared is timed forward and backward, and each step's time is
      * split into data, compute, all-reduce wait and optimizer. The weights' bits do not change.
      * NULL: nothing is timed (one test per layer and pass). */

@@ -201,6 +201,7 @@ void ddl__trainer_reset_stats(ddl_trainer *t);
  * all-reduce, optimizer, end) and the layers' since the last; stop: untime the model. */
 void ddl__trainer_profile_start(ddl_trainer *t);
 void ddl__trainer_profile_step(ddl_trainer *t, const int64_t ts[6]);
+void ddl__trainer_profile_epoch(ddl_trainer *t);
 void ddl__trainer_profile_stop(ddl_trainer *t);
 /* ddl__trainer_timing: fill the timing fields of *out (NULL: gather only), gathering every rank's
  * times (watch.c). Collective, surviving a regroup. DDL_OK or the failure (t->err). */

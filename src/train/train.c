@@ -633,6 +633,7 @@ int ddl_trainer_epoch_stats(ddl_trainer *t, ddl_epoch_stats *out)
 {
     static const ddl__calls calls = {.what = "epoch statistics", .n = 2, .call = stats_call};
     stats_run s;
+    ddl__trainer_profile_epoch(t); /* cfg->profile: the peak measured again, between epochs' timing */
     int rc = ddl__trainer_calls(t, &calls, &s, NULL);
     if (rc != DDL_OK)
         return rc;
