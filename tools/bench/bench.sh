@@ -128,25 +128,20 @@ if [ -z "$ONLY" ] || [ "$ONLY" = scaling ]; then
     echo "   and LeNet's step in 2 processes meeting after every step, exchanging nothing (lockstep.c); $REPEAT runs"
     : > /tmp/ddl-bench-1.txt; : > /tmp/ddl-bench-2.txt; : > /tmp/ddl-bench-cores.txt; : > /tmp/ddl-bench-pair.txt
     : > /tmp/ddl-bench-lockstep.txt
-    lockstep=$(ddl_tool lockstep) || echo "lockstep: cannot build $here/lockstep.c"
     i=0
     while [ $i -lt "$REPEAT" ]; do
         cores_probe /tmp/ddl-bench-cores.txt
         "$BUILD/bin/lenet" --epochs "$EPOCHS" --quiet --data "$DATA" | field images_per_sec >> /tmp/ddl-bench-1.txt
         peak_rss $rss_d "$BUILD/bin/ddlrun" -n 2 -t shm "$BUILD/bin/lenet" --epochs "$EPOCHS" --quiet --data "$DATA" | field images_per_sec >> /tmp/ddl-bench-2.txt
         pair_rate "$BUILD/bin/lenet" --epochs "$EPOCHS" --batch 32 --quiet --data "$DATA" >> /tmp/ddl-bench-pair.txt
-        [ -n "$lockstep" ] && "$lockstep" "$DATA" 1 | tee -a /tmp/ddl-bench-lockstep.txt
+        lockstep_probe /tmp/ddl-bench-lockstep.txt
         i=$((i + 1))
     done
     one=$(median < /tmp/ddl-bench-1.txt); two=$(median < /tmp/ddl-bench-2.txt); lone=$(median < /tmp/ddl-bench-pair.txt)
     echo "scaling: world1_images_per_sec=$one world2_images_per_sec=$two efficiency=$(awk "BEGIN {printf \"%.2f\", $two / (2 * $one)}") lone_pair_images_per_sec=$lone lone_pair_vs_1=$(ratio "$lone" "$one")"
     record "LeNet, 2 ranks over shm, images/s" "$two" "ddl, 1 rank" "$one" "$(ratio "$two" "$one")" ">= 1.95" "$(cat $rss_d)" "-"
     record "LeNet, 2 ranks over shm, images/s" "$two" "2 lone processes at once, batch 32 each (the cores' ceiling: $(ratio "$lone" "$one")x 1 rank)" "$lone" "$(ratio "$two" "$lone")" "-" "-" "-"
-    if [ -s /tmp/ddl-bench-lockstep.txt ]; then # what synchronous training can get here, with nothing exchanged
-        held=$(sed -n 's/.* lockstep=\([0-9.]*\) .*/\1/p' /tmp/ddl-bench-lockstep.txt | median)
-        ceil=$(sed -n 's/.* lockstep_ceiling=\([0-9.]*\).*/\1/p' /tmp/ddl-bench-lockstep.txt | median)
-        record "LeNet, 2 ranks over shm, images/s" "$two" "2 processes in lockstep, batch 32 each, exchanging nothing (lockstep.c; the ceiling of synchronous training here: ${ceil}x 1 alone)" "$held" "$(ratio "$two" "$held")" "-" "-" "-"
-    fi
+    lockstep_record "LeNet, 2 ranks over shm, images/s" "$two" /tmp/ddl-bench-lockstep.txt
     SCENES=${SCENES:-1024}
     echo "== scaling: U-Net, $SCENES scenes, batch 32, 1 rank against 2 ranks over shm (1 thread each),"
     echo "   and 2 lone 1-rank processes at once with batch 16 each; $REPEAT runs"

@@ -108,6 +108,24 @@ cores_probe() {
     echo "vcpus: lenet_ops_1thread_us=$us" | tee -a "$1"
 }
 
+# lockstep_probe FILE: one round of tools/bench/lockstep.c (LeNet's step in 2 pinned processes
+# that meet after every step and exchange nothing), its line appended to FILE. The vCPUs' slow
+# spells come and go on each apart, so whatever meets every step (2 ranks, 2 threads running a
+# part each) goes at the slower one's pace: this is that ceiling, with no exchange at all.
+lockstep_probe() {
+    bin=$(ddl_tool lockstep) || { echo "lockstep: cannot build $(dirname "$0")/lockstep.c"; return 0; }
+    "$bin" /usr/share/datasets/fashion-mnist 1 | tee -a "$1"
+}
+
+# lockstep_record WHAT RATE FILE: RATE (LeNet's images/s at 2 ranks or 2 threads) against the
+# median lockstep pair of FILE's rounds
+lockstep_record() {
+    [ -s "$3" ] || return 0
+    held=$(sed -n 's/.* lockstep=\([0-9.]*\) .*/\1/p' "$3" | median)
+    ceil=$(sed -n 's/.* lockstep_ceiling=\([0-9.]*\).*/\1/p' "$3" | median)
+    record "$1" "$2" "2 processes in lockstep, batch 32 each, exchanging nothing (lockstep.c; the ceiling of synchronous training here: ${ceil}x 1 alone)" "$held" "$(ratio "$2" "$held")" "-" "-" "-"
+}
+
 cores_record() {
     [ -s "$2" ] || return 0
     for kind in "" mem_; do

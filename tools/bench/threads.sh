@@ -3,7 +3,8 @@
 # scenes), one process, ddl with 2 threads against ddl with 1 and against PyTorch 1.13 with 2
 # (torch.set_num_threads(2)), the three alternated REPEAT times; medians. Before each round,
 # tools/bench/cores.c: what both cores give at once against one (the ceiling of a 2-thread
-# speedup on this machine at that time). Called by bench.sh.
+# speedup on this machine at that time), and for LeNet one round of tools/bench/lockstep.c (the
+# ceiling of whatever meets every step). Called by bench.sh.
 set -u
 BUILD=${BUILD:-build}
 REPEAT=${REPEAT:-3}
@@ -24,6 +25,7 @@ one() {
     i=0
     while [ $i -lt "$REPEAT" ]; do
         cores_probe "$tmp/cores"
+        [ "$name" = LeNet ] && lockstep_probe "$tmp/lockstep"
         a=$($ddl --threads 1 | field images_per_sec)
         b=$(peak_rss "$rss" $ddl --threads 2 | field images_per_sec)
         c=$(peak_rss "$rss_t" "$@" --threads 2 | field images_per_sec)
@@ -40,6 +42,9 @@ one() {
         "$(cat "$rss")" "-"
     record "$name training, images/s, 2 threads" "$b" "PyTorch 1.13, 2 threads" "$c" "$(ratio "$b" "$c")" "$target" \
         "$(cat "$rss")" "$(cat "$rss_t")"
+    # LeNet's 2 parts run a thread each and meet every step: the same ceiling as 2 ranks
+    [ "$name" = LeNet ] && lockstep_record "LeNet training, images/s, 2 threads" "$b" "$tmp/lockstep"
+    return 0
 }
 
 echo "== --threads 2: LeNet $EPOCHS epoch(s) and U-Net $SCENES scenes, 1 process; $REPEAT alternated runs"
