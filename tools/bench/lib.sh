@@ -109,12 +109,13 @@ cores_probe() {
 }
 
 # lockstep_probe FILE: one round of tools/bench/lockstep.c (LeNet's step in 2 pinned processes
-# that meet after every step and exchange nothing), its line appended to FILE. The vCPUs' slow
-# spells come and go on each apart, so whatever meets every step (2 ranks, 2 threads running a
-# part each) goes at the slower one's pace: this is that ceiling, with no exchange at all.
+# that meet after every step and exchange nothing) on the caller's $DATA, its line appended to
+# FILE. The vCPUs' slow spells come and go on each apart, so whatever meets every step (2 ranks,
+# 2 threads running a part each) goes at the slower one's pace: this is that ceiling, with no
+# exchange at all.
 lockstep_probe() {
     bin=$(ddl_tool lockstep) || { echo "lockstep: cannot build $(dirname "$0")/lockstep.c"; return 0; }
-    "$bin" /usr/share/datasets/fashion-mnist 1 | tee -a "$1"
+    "$bin" "$DATA" 1 | tee -a "$1"
 }
 
 # lockstep_record WHAT RATE FILE: RATE (LeNet's images/s at 2 ranks or 2 threads) against the
