@@ -19,7 +19,7 @@ tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 have_mpi=0
 if command -v mpirun >/dev/null 2>&1 && command -v mpicc >/dev/null 2>&1; then
     mkdir -p "$BUILD/bench"
-    mpicc -O2 -o "$BUILD/bench/mpi_allreduce" "$here/mpi_allreduce.c" && have_mpi=1
+    mpicc $BENCH_CFLAGS -o "$BUILD/bench/mpi_allreduce" "$here/mpi_allreduce.c" && have_mpi=1
 fi
 
 # run NAME COMMAND...: REPEAT runs; keep busbw of 256 KiB and 8 MiB (column 5), only rows checked ok

@@ -223,7 +223,8 @@ int main(void)
 {
     ddl_set_threads(1);
     printf("kernels alone, one thread, best of %d rounds of %d calls (gemm: %s)\n", ROUNDS, REPS, ddl_gemm_backend());
-    ddl_conv2d c1 = {64, 1, 28, 28, 6, 5, 5, 1, 2}, c2 = {64, 6, 14, 14, 16, 5, 5, 1, 0};
+    ddl_conv2d c1 = {.batch = 64, .in_c = 1, .in_h = 28, .in_w = 28, .out_c = 6, .k_h = 5, .k_w = 5, .stride = 1, .pad = 2},
+               c2 = {.batch = 64, .in_c = 6, .in_h = 14, .in_w = 14, .out_c = 16, .k_h = 5, .k_w = 5, .stride = 1};
     bench_conv("LeNet conv1 N64 1->6 28x28 k5 p2", &c1, 0);
     bench_conv("LeNet conv1 N64 1->6 28x28 k5 p2 +dx", &c1, 1);
     bench_conv("LeNet conv2 N64 6->16 14x14 k5", &c2, 1);

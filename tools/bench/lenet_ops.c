@@ -53,7 +53,8 @@ int main(int argc, char **argv)
     }
     ddl_set_threads(threads);
     enum { B = 64, K = 10 };
-    ddl_conv2d g1 = {B, 1, 28, 28, 6, 5, 5, 1, 2}, g2 = {B, 6, 14, 14, 16, 5, 5, 1, 0};
+    ddl_conv2d g1 = {.batch = B, .in_c = 1, .in_h = 28, .in_w = 28, .out_c = 6, .k_h = 5, .k_w = 5, .stride = 1, .pad = 2},
+               g2 = {.batch = B, .in_c = 6, .in_h = 14, .in_w = 14, .out_c = 16, .k_h = 5, .k_w = 5, .stride = 1};
     size_t ws1 = ddl_conv2d_workspace(&g1), ws2 = ddl_conv2d_workspace(&g2);
     float *ws = filled(ws1 > ws2 ? ws1 : ws2), *x = filled(B * 784);
     ddl_model *m = NULL;

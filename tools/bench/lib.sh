@@ -13,8 +13,9 @@
 #                     the sum of their images_per_sec: what 2 ranks on these cores could reach if
 #                     the exchange and the waiting for each other cost nothing
 #   bench_tool NAME [LIBS...]  the path of tools/bench/NAME.c built into $BUILD/bench/NAME (again
-#                     when the source or a library file named is newer); nothing printed and status
-#                     1 when it cannot be built
+#                     when the source or a library file named is newer), with the library's warnings
+#                     ($BENCH_CFLAGS); the compiler's messages on standard error and status 1 when
+#                     it cannot be built (tests/test_bench_tools.sh builds every tool with -Werror)
 #   ddl_tool NAME [LIBS...]  as bench_tool, for a tool linked with $BUILD/libddl.a (lenet_ops, kernels)
 #   cores_probe FILE  what the cores give right now (tools/bench/cores.c, built on first use): one
 #                     "cores: ... ceiling=C" line appended to FILE and printed; then LeNet's step
@@ -74,13 +75,17 @@ print_table() {
     awk -F '\t' '{ printf "| %s | %s | %s | %s | %s | %s | %s | %s |\n", $1, $2, $3, $4, $5, $6, $7, $8 }' "$BENCH_RESULTS"
 }
 
+BENCH_CFLAGS="-std=c11 -O2 -pthread -Wall -Wextra -Wpedantic -Wshadow -Wstrict-prototypes -Wmissing-prototypes"
+BENCH_DIR=${BENCH_DIR:-$(dirname "$0")} # where the tools' sources are: beside the script that sources this
+
 bench_tool() {
     name=$1; shift
-    src=$(dirname "$0")/$name.c bin=${BUILD:-build}/bench/$name stale=0
-    { [ ! -x "$bin" ] || [ "$src" -nt "$bin" ] || [ "$(dirname "$0")/clock.h" -nt "$bin" ]; } && stale=1
+    src=$BENCH_DIR/$name.c bin=${BUILD:-build}/bench/$name stale=0
+    { [ ! -x "$bin" ] || [ "$src" -nt "$bin" ] || [ "$BENCH_DIR/clock.h" -nt "$bin" ]; } && stale=1
     for a in "$@"; do [ -f "$a" ] && [ "$a" -nt "$bin" ] && stale=1; done # a library rebuilt since
     if [ $stale = 1 ]; then
-        mkdir -p "$(dirname "$bin")" && cc -O2 -pthread -I. -o "$bin" "$src" "$@" 2>/dev/null || return 1
+        # shellcheck disable=SC2086 # BENCH_CFLAGS is a list of words
+        mkdir -p "$(dirname "$bin")" && cc $BENCH_CFLAGS -I. -o "$bin" "$src" "$@" >&2 || return 1
     fi
     echo "$bin"
 }
@@ -98,7 +103,7 @@ ddl_tool() {
 # LeNet's forward: 570 against 830 us a step, by turns). A 1-thread or 1-rank run lands on
 # either; a 2-rank run waits for the slower at every step (lockstep.c measures what that costs).
 cores_probe() {
-    bin=$(bench_tool cores) || { echo "cores: cannot build $(dirname "$0")/cores.c"; return 0; }
+    bin=$(bench_tool cores) || { echo "cores: cannot build $BENCH_DIR/cores.c"; return 0; }
     "$bin" 3 | tee -a "$1"
     ops=$(ddl_tool lenet_ops) && command -v taskset > /dev/null || return 0
     us=""
@@ -114,7 +119,7 @@ cores_probe() {
 # 2 threads running a part each) goes at the slower one's pace: this is that ceiling, with no
 # exchange at all.
 lockstep_probe() {
-    bin=$(ddl_tool lockstep) || { echo "lockstep: cannot build $(dirname "$0")/lockstep.c"; return 0; }
+    bin=$(ddl_tool lockstep) || { echo "lockstep: cannot build $BENCH_DIR/lockstep.c"; return 0; }
     "$bin" "$DATA" 1 | tee -a "$1"
 }
 

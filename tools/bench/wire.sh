@@ -53,7 +53,7 @@ gbps() {
 have_iperf=0; command -v iperf3 > /dev/null 2>&1 && have_iperf=1
 have_mpi=0
 if command -v mpirun > /dev/null 2>&1 && command -v mpicc > /dev/null 2>&1 && mpirun --version 2>/dev/null | grep -q "Open MPI"; then
-    mkdir -p "$BUILD/bench" && mpicc -O2 -o "$BUILD/bench/mpi_allreduce" "$here/mpi_allreduce.c" && have_mpi=1
+    mkdir -p "$BUILD/bench" && mpicc $BENCH_CFLAGS -o "$BUILD/bench/mpi_allreduce" "$here/mpi_allreduce.c" && have_mpi=1
 fi
 hostlist() { k=1; l=""; while [ $k -le "$1" ]; do l="$l${l:+,}$NET.$k:1"; k=$((k + 1)); done; echo "$l"; }
 k=1; NS_AGENT_HOSTS=""
