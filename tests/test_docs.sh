@@ -45,6 +45,12 @@ mkdir "$tmp/blocks" "$tmp/home" "$tmp/logs"
 n_bad=$?
 grep '^FAIL' "$tmp/plan.out"
 [ $n_bad -eq 0 ]; check "every command block runs or says why not ($n_bad do not)" $?
+# the start-up lines the docs show ("ddl X.Y.Z: model ...") name this version, as the programs print it
+v() { sed -n "s/^#define DDL_VERSION_$1 *\([0-9]*\).*/\1/p" ddl.h; }
+version=$(v MAJOR).$(v MINOR).$(v PATCH)
+stale=$(grep -n '^ddl [0-9][0-9.]*: model' README.md docs/*.md | grep -v "^[^:]*:[0-9]*:ddl $version: " | cut -c1-80)
+[ -z "$stale" ] && grep -q "^ddl $version: model" README.md
+check "the docs' start-up lines say ddl $version (${stale:-README.md shows none})" $?
 n_skip=$(grep -c '^skip' "$tmp/plan.out")
 echo "$n_skip blocks skipped, each saying why (FILE:LINE: reason):"
 sed -n 's/^skip: /  /p' "$tmp/plan.out"
