@@ -8,7 +8,7 @@
 # tests/test_serve_browser.sh, playwright-core into tests/serve/node_modules (it drives Debian's
 # chromium; playwright-core downloads no browser). ddl-serve needs libmicrohttpd-dev and
 # libjansson-dev and libyajl-dev; its tests curl, chromium; make bench wrk; tests/test_cpus.sh
-# qemu-user and the aarch64 cross compiler; tests/test_numpy python3-numpy (it writes the arrays),
+# qemu-user and the aarch64 cross compiler; tests/test_clang.sh clang (make clang-check); tests/test_numpy python3-numpy (it writes the arrays),
 # test_images python3-pil, test_onnx_import.sh python3-onnx (it writes ONNX files without PyTorch), test_slurm_real.sh slurmctld, slurmd, slurm-client and munge;
 # tests/test_pg.sh postgresql-15 (the server it starts) and postgresql-server-dev-15 (PGXS, which
 # builds the extension in pg/); tests/test_ssh.sh openssh-server and openssh-client (an sshd it
@@ -19,14 +19,14 @@
 set -u
 # building and training: the compiler, the libraries ddl links, the data
 RUN_PKGS="gcc libc6-dev make pkg-config libopenblas-dev libzmq3-dev liblz4-dev libopenmpi-dev openmpi-bin zlib1g-dev libsodium-dev libpng-dev libjpeg62-turbo-dev libpq-dev dataset-fashion-mnist procps"
-PKGS="$RUN_PKGS g++ python3 python3-numpy python3-pil python3-onnx cmake iproute2 bc slurmctld slurmd slurm-client munge libmicrohttpd-dev libjansson-dev libyajl-dev curl chromium wrk postgresql-15 postgresql-server-dev-15 openssh-server openssh-client"
+PKGS="$RUN_PKGS g++ clang python3 python3-numpy python3-pil python3-onnx cmake iproute2 bc slurmctld slurmd slurm-client munge libmicrohttpd-dev libjansson-dev libyajl-dev curl chromium wrk postgresql-15 postgresql-server-dev-15 openssh-server openssh-client"
 # tests/test_cpus.sh: qemu-user runs the kernels under emulated CPUs without AVX-512 and AVX, and
 # the library built for aarch64 by the cross compiler
 [ "$(uname -m)" = x86_64 ] && PKGS="$PKGS qemu-user gcc-aarch64-linux-gnu libc6-dev-arm64-cross"
 NODE=1
 [ "${DDL_DEPS:-test}" = run ] && PKGS="$RUN_PKGS" NODE=0  # make run: no test tools, no npm
 [ "${DDL_BENCH_DEPS:-0}" = 1 ] && PKGS="$PKGS python3 python3-torch python3-numpy time postgresql-plpython3-15 iperf3"
-[ "${DDL_FUZZ_DEPS:-0}" = 1 ] && PKGS="clang" NODE=0  # make fuzz only: make test never needs clang
+[ "${DDL_FUZZ_DEPS:-0}" = 1 ] && PKGS="clang" NODE=0  # make fuzz alone (make test installs clang too)
 # Node.js and npm: Debian's, unless the machine has a node and npm already (NodeSource's nodejs
 # carries npm and conflicts with Debian's npm package).
 if [ $NODE = 1 ]; then

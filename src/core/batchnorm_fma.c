@@ -14,7 +14,9 @@
  * as gcc contracts `b += d * d` on these CPUs (the clones batchnorm.c's DDL__HOT runs there). */
 #include "impl.h"
 
-#if defined(__GNUC__) && defined(__x86_64__) && !defined(DDL_NO_CLONES)
+/* Only where batchnorm.c's loops have their x86-64-v3 clone (DDL__CLONES: gcc; clang 14 has no
+ * "x86-64-v3" for __builtin_cpu_supports, and its build runs the portable loops alone). */
+#ifdef DDL__CLONES
 
 #include <immintrin.h>
 #include <math.h>

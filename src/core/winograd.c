@@ -274,21 +274,21 @@ static inline __attribute__((always_inline)) void get_at(v16 *v, const float *p,
  * a row a channel and block: consecutive tile rows share two input rows, kept in their slot).
  * A tile at padded column 2t reads columns 2t .. 2t + 3: the even and the odd ones of the 32
  * from 2t, then of the 32 from 2t + 2, give its four columns for 16 tiles at once. */
-static const v16i EVENS = {0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30};
-static const v16i ODDS = {1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31};
+#define EVENS 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30
+#define ODDS 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31
 
 /* four_columns: the columns 2t .. 2t + 3 of tiles t .. t + 15 of padded row r (from r + 2t). */
 #define FOUR_COLUMNS(r, c0, c1, c2, c3)                                                             \
     do {                                                                                            \
         v16 a_ = LD(r), b_ = LD((r) + 16), c_ = LD((r) + 2), d_ = LD((r) + 18);                     \
-        c0 = __builtin_shuffle(a_, b_, EVENS), c1 = __builtin_shuffle(a_, b_, ODDS);                \
-        c2 = __builtin_shuffle(c_, d_, EVENS), c3 = __builtin_shuffle(c_, d_, ODDS);                \
+        c0 = SHUFFLE(a_, b_, EVENS), c1 = SHUFFLE(a_, b_, ODDS);                                    \
+        c2 = SHUFFLE(c_, d_, EVENS), c3 = SHUFFLE(c_, d_, ODDS);                                    \
     } while (0)
 
 /* segments: tiles [t0, t0 + nt) cut at tile rows: the loops below walk them with (ty, tx0,
  * tx1, at: the index of tile tx0 in the block). */
-#define FOR_SEGMENTS(q, t0, nt, ty, tx0, tx1, at)                                                  \
-    for (int at = 0, ty, tx0, tx1; at < (nt) &&                                                      \
+#define FOR_SEGMENTS(q, t0, nt, ty, tx0, tx1, at)                                                   \
+    for (int at = 0, ty, tx0, tx1; at < (nt) &&                                                     \
                                    (ty = ((t0) + at) / (q)->tw, tx0 = ((t0) + at) % (q)->tw,        \
                                    tx1 = (q)->tw - tx0 > (nt) - at ? tx0 + (nt) - at : (q)->tw, 1); \
          at += tx1 - tx0)
@@ -344,6 +344,10 @@ DDL__HOT static void input_v(const wino_geo *q, const float *x, int t0, int nt, 
     }
 }
 
+/* the output transform's interleave: lanes 0-7 (LO) or 8-15 (HI) of a and b, a pair each */
+#define LO_PAIRS 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23
+#define HI_PAIRS 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31
+
 /* output_y: y (k, oh, ow) of one sample, tiles [t0, t0 + nt), = A^T m A (+ b) from m (16, k, nt)
  * (read up to 15 floats past its end: the rows after it); rows: 4 row_floats. */
 DDL__HOT static void output_y(const wino_geo *q, const float *m, int t0, int nt, const float *b, float *y, float *rows)
@@ -356,7 +360,6 @@ DDL__HOT static void output_y(const wino_geo *q, const float *m, int t0, int nt,
 #endif
     size_t knt = q->ms;
     int rl = row_floats(q);
-    const v16i lo_pairs = {0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23}, hi_pairs = lo_pairs + 8;
     for (int ko = 0; ko < q->k; ko++) {
         float *plane = y + (size_t)ko * q->oh * q->ow, bias = b ? b[ko] : 0.0f;
         FOR_SEGMENTS(q, t0, nt, ty, tx0, tx1, at)
@@ -379,11 +382,11 @@ DDL__HOT static void output_y(const wino_geo *q, const float *m, int t0, int nt,
                 v16 e0 = r00 + r01 + r02 + bias, o0 = r01 - r02 - r03 + bias;
                 v16 e1 = r10 + r11 + r12 + bias, o1 = r11 - r12 - r13 + bias;
                 if (t + 16 <= full) { /* 16 whole tiles: each row's columns interleaved, two vectors of 8 pairs */
-                    *(v16u *)(void *)(row0 + 2 * t) = __builtin_shuffle(e0, o0, lo_pairs);
-                    *(v16u *)(void *)(row0 + 2 * t + 16) = __builtin_shuffle(e0, o0, hi_pairs);
+                    *(v16u *)(void *)(row0 + 2 * t) = SHUFFLE(e0, o0, LO_PAIRS);
+                    *(v16u *)(void *)(row0 + 2 * t + 16) = SHUFFLE(e0, o0, HI_PAIRS);
                     if (two) {
-                        *(v16u *)(void *)(row1 + 2 * t) = __builtin_shuffle(e1, o1, lo_pairs);
-                        *(v16u *)(void *)(row1 + 2 * t + 16) = __builtin_shuffle(e1, o1, hi_pairs);
+                        *(v16u *)(void *)(row1 + 2 * t) = SHUFFLE(e1, o1, LO_PAIRS);
+                        *(v16u *)(void *)(row1 + 2 * t + 16) = SHUFFLE(e1, o1, HI_PAIRS);
                     }
                     continue;
                 }
@@ -427,8 +430,8 @@ DDL__HOT static void grad_dy(const wino_geo *q, const float *dy, int t0, int nt,
             float *d = e + (size_t)ko * q->nt + at;
             for (int t = 0; t < n; t += 16) {
                 v16 a0 = LD(r0 + 2 * t), b0 = LD(r0 + 2 * t + 16), a1 = LD(r1 + 2 * t), b1 = LD(r1 + 2 * t + 16);
-                v16 g00 = __builtin_shuffle(a0, b0, EVENS), g01 = __builtin_shuffle(a0, b0, ODDS);
-                v16 g10 = __builtin_shuffle(a1, b1, EVENS), g11 = __builtin_shuffle(a1, b1, ODDS);
+                v16 g00 = SHUFFLE(a0, b0, EVENS), g01 = SHUFFLE(a0, b0, ODDS);
+                v16 g10 = SHUFFLE(a1, b1, EVENS), g11 = SHUFFLE(a1, b1, ODDS);
                 /* a = A g: rows g0, g0 + g1, g0 - g1, -g1; then a A^T the same along the row */
                 v16 a00 = g00, a01 = g01, a10 = g00 + g10, a11 = g01 + g11;
                 v16 a20 = g00 - g10, a21 = g01 - g11, a30 = -g10, a31 = -g11;
@@ -675,6 +678,14 @@ DDL__AVX2 static void transpose_avx2(int c, int nt, const float *v, size_t ldv, 
 }
 #endif
 
+/* transpose_v's rounds: 32-bit, 64-bit and 128-bit pairs of two vectors */
+#define LO32 0, 16, 1, 17, 4, 20, 5, 21, 8, 24, 9, 25, 12, 28, 13, 29
+#define HI32 2, 18, 3, 19, 6, 22, 7, 23, 10, 26, 11, 27, 14, 30, 15, 31
+#define LO64 0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29
+#define HI64 2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31
+#define EV128 0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27
+#define OD128 4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31
+
 DDL__HOT static void transpose_v(int c, int nt, const float *v, size_t ldv, float *vt, size_t ldvt)
 {
 #ifdef DDL__CLONES
@@ -683,9 +694,6 @@ DDL__HOT static void transpose_v(int c, int nt, const float *v, size_t ldv, floa
         return;
     }
 #endif
-    const v16i lo32 = {0, 16, 1, 17, 4, 20, 5, 21, 8, 24, 9, 25, 12, 28, 13, 29}, hi32 = lo32 + 2;
-    const v16i lo64 = {0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29}, hi64 = lo64 + 2;
-    const v16i ev128 = {0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27}, od128 = ev128 + 4;
     int c16 = c / 16 * 16, n16 = nt / 16 * 16;
     for (int c0 = 0; c0 < c16; c0 += 16)
         for (int t0 = 0; t0 < n16; t0 += 16) {
@@ -695,27 +703,27 @@ DDL__HOT static void transpose_v(int c, int nt, const float *v, size_t ldv, floa
                 r[i] = LD(v + (size_t)(c0 + i) * ldv + t0);
 #pragma GCC unroll 8
             for (int i = 0; i < 16; i += 2) {
-                t[i] = __builtin_shuffle(r[i], r[i + 1], lo32);
-                t[i + 1] = __builtin_shuffle(r[i], r[i + 1], hi32);
+                t[i] = SHUFFLE(r[i], r[i + 1], LO32);
+                t[i + 1] = SHUFFLE(r[i], r[i + 1], HI32);
             }
 #pragma GCC unroll 4
             for (int i = 0; i < 16; i += 4) {
-                r[i] = __builtin_shuffle(t[i], t[i + 2], lo64);
-                r[i + 1] = __builtin_shuffle(t[i], t[i + 2], hi64);
-                r[i + 2] = __builtin_shuffle(t[i + 1], t[i + 3], lo64);
-                r[i + 3] = __builtin_shuffle(t[i + 1], t[i + 3], hi64);
+                r[i] = SHUFFLE(t[i], t[i + 2], LO64);
+                r[i + 1] = SHUFFLE(t[i], t[i + 2], HI64);
+                r[i + 2] = SHUFFLE(t[i + 1], t[i + 3], LO64);
+                r[i + 3] = SHUFFLE(t[i + 1], t[i + 3], HI64);
             }
 #pragma GCC unroll 2
             for (int h = 0; h < 16; h += 8)
 #pragma GCC unroll 4
                 for (int i = 0; i < 4; i++) {
-                    t[h + i] = __builtin_shuffle(r[h + i], r[h + i + 4], ev128);
-                    t[h + i + 4] = __builtin_shuffle(r[h + i], r[h + i + 4], od128);
+                    t[h + i] = SHUFFLE(r[h + i], r[h + i + 4], EV128);
+                    t[h + i + 4] = SHUFFLE(r[h + i], r[h + i + 4], OD128);
                 }
 #pragma GCC unroll 8
             for (int i = 0; i < 8; i++) {
-                *(v16u *)(void *)(vt + (size_t)(t0 + i) * ldvt + c0) = __builtin_shuffle(t[i], t[i + 8], ev128);
-                *(v16u *)(void *)(vt + (size_t)(t0 + i + 8) * ldvt + c0) = __builtin_shuffle(t[i], t[i + 8], od128);
+                *(v16u *)(void *)(vt + (size_t)(t0 + i) * ldvt + c0) = SHUFFLE(t[i], t[i + 8], EV128);
+                *(v16u *)(void *)(vt + (size_t)(t0 + i + 8) * ldvt + c0) = SHUFFLE(t[i], t[i + 8], OD128);
             }
         }
     for (int ci = 0; ci < c; ci++) /* the edges */

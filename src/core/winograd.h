@@ -26,6 +26,14 @@ typedef float v16 __attribute__((vector_size(64)));
 typedef float v16u __attribute__((vector_size(64), aligned(4)));
 typedef int v16i __attribute__((vector_size(64)));
 #define LD(p) (*(const v16u *)(const void *)(p))
+/* SHUFFLE(a, b, MASK): the 16 floats of a and b (lanes 0-15 a's, 16-31 b's) that MASK, a list of
+ * 16 constant indices, names: gcc's __builtin_shuffle, clang's __builtin_shufflevector (make
+ * fuzz builds with clang 14, which has no __builtin_shuffle) */
+#ifdef __clang__
+#define SHUFFLE(a, b, ...) __builtin_shufflevector(a, b, __VA_ARGS__)
+#else
+#define SHUFFLE(a, b, ...) __builtin_shuffle(a, b, (v16i){__VA_ARGS__})
+#endif
 
 /* spill: all 16 lanes of v at p, where the lanes past a row's end fall on floats written later
  * (or on the WINO_SKEW floats after a matrix): the transforms' matrices V (pts, c, nt) and DY

@@ -58,31 +58,31 @@ size_t ddl__wino4_rows(const wino_geo *q) { return (size_t)(WINO4_SLOTS + 1) * r
 
 /* the permutes: lane j of a source pair's first round holds column c of tile j % 8 (P: c = j / 8,
  * Q: 2 + j / 8); the second round joins the low or high halves of two */
-static const v16i PICK_P = {0, 4, 8, 12, 16, 20, 24, 28, 1, 5, 9, 13, 17, 21, 25, 29};
-static const v16i PICK_Q = {2, 6, 10, 14, 18, 22, 26, 30, 3, 7, 11, 15, 19, 23, 27, 31};
-static const v16i LOWS = {0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23};
-static const v16i HIGHS = {8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31};
+#define PICK_P 0, 4, 8, 12, 16, 20, 24, 28, 1, 5, 9, 13, 17, 21, 25, 29
+#define PICK_Q 2, 6, 10, 14, 18, 22, 26, 30, 3, 7, 11, 15, 19, 23, 27, 31
+#define LOWS 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23
+#define HIGHS 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31
 /* the scatter's second round: a source vector's 16 columns back from P and Q */
-static const v16i PUT_LO = {0, 8, 16, 24, 1, 9, 17, 25, 2, 10, 18, 26, 3, 11, 19, 27};
-static const v16i PUT_HI = {4, 12, 20, 28, 5, 13, 21, 29, 6, 14, 22, 30, 7, 15, 23, 31};
+#define PUT_LO 0, 8, 16, 24, 1, 9, 17, 25, 2, 10, 18, 26, 3, 11, 19, 27
+#define PUT_HI 4, 12, 20, 28, 5, 13, 21, 29, 6, 14, 22, 30, 7, 15, 23, 31
 
 /* gather: the columns c0..c3 of the band's 16 tiles (the lanes) from the sources s[0..3]; with
  * six, c4 and c5 too (columns 4 and 5: the sources read 4 floats on) */
 #define GATHER4(s, c0, c1, c2, c3)                                                               \
     do {                                                                                         \
         v16 s0_ = LD((s)[0]), s1_ = LD((s)[1]), s2_ = LD((s)[2]), s3_ = LD((s)[3]);              \
-        v16 p01_ = __builtin_shuffle(s0_, s1_, PICK_P), p23_ = __builtin_shuffle(s2_, s3_, PICK_P); \
-        v16 q01_ = __builtin_shuffle(s0_, s1_, PICK_Q), q23_ = __builtin_shuffle(s2_, s3_, PICK_Q); \
-        c0 = __builtin_shuffle(p01_, p23_, LOWS), c1 = __builtin_shuffle(p01_, p23_, HIGHS);       \
-        c2 = __builtin_shuffle(q01_, q23_, LOWS), c3 = __builtin_shuffle(q01_, q23_, HIGHS);       \
+        v16 p01_ = SHUFFLE(s0_, s1_, PICK_P), p23_ = SHUFFLE(s2_, s3_, PICK_P);                  \
+        v16 q01_ = SHUFFLE(s0_, s1_, PICK_Q), q23_ = SHUFFLE(s2_, s3_, PICK_Q);                  \
+        c0 = SHUFFLE(p01_, p23_, LOWS), c1 = SHUFFLE(p01_, p23_, HIGHS);                         \
+        c2 = SHUFFLE(q01_, q23_, LOWS), c3 = SHUFFLE(q01_, q23_, HIGHS);                         \
     } while (0)
 
 #define GATHER6(s, c0, c1, c2, c3, c4, c5)                                                        \
     do {                                                                                          \
         GATHER4(s, c0, c1, c2, c3);                                                               \
         v16 t0_ = LD((s)[0] + 4), t1_ = LD((s)[1] + 4), t2_ = LD((s)[2] + 4), t3_ = LD((s)[3] + 4); \
-        v16 u01_ = __builtin_shuffle(t0_, t1_, PICK_P), u23_ = __builtin_shuffle(t2_, t3_, PICK_P);  \
-        c4 = __builtin_shuffle(u01_, u23_, LOWS), c5 = __builtin_shuffle(u01_, u23_, HIGHS);        \
+        v16 u01_ = SHUFFLE(t0_, t1_, PICK_P), u23_ = SHUFFLE(t2_, t3_, PICK_P);                   \
+        c4 = SHUFFLE(u01_, u23_, LOWS), c5 = SHUFFLE(u01_, u23_, HIGHS);                          \
     } while (0)
 
 /* B^T along 6 values: 4 d0 - 5 d2 + d4, ..., 4 d1 - 5 d3 + d5, with multipliers 2 and 4 only */
@@ -313,10 +313,10 @@ DDL__HOT void ddl__wino4_output_y(const wino_geo *q, const float *m, int t0, int
                 AT6(t[r], o);
                 for (int c = 0; c < 4; c++)
                     o[c] += bias;
-                v16 p01 = __builtin_shuffle(o[0], o[1], LOWS), p23 = __builtin_shuffle(o[0], o[1], HIGHS);
-                v16 q01 = __builtin_shuffle(o[2], o[3], LOWS), q23 = __builtin_shuffle(o[2], o[3], HIGHS);
-                v16 out[4] = {__builtin_shuffle(p01, q01, PUT_LO), __builtin_shuffle(p01, q01, PUT_HI),
-                              __builtin_shuffle(p23, q23, PUT_LO), __builtin_shuffle(p23, q23, PUT_HI)};
+                v16 p01 = SHUFFLE(o[0], o[1], LOWS), p23 = SHUFFLE(o[0], o[1], HIGHS);
+                v16 q01 = SHUFFLE(o[2], o[3], LOWS), q23 = SHUFFLE(o[2], o[3], HIGHS);
+                v16 out[4] = {SHUFFLE(p01, q01, PUT_LO), SHUFFLE(p01, q01, PUT_HI),
+                              SHUFFLE(p23, q23, PUT_LO), SHUFFLE(p23, q23, PUT_HI)};
                 for (int k = 0; k < 4; k++) {
                     float *dst = plane + (size_t)(4 * (d.ty0 + src_row(&d, k)) + r) * q->ow + 4 * d.tx0 + src_off(&d, k);
                     *(v16u *)(void *)dst = out[k];

@@ -22,6 +22,7 @@
  * jansson and yajl. With FUZZ_SEED_DIR set, initialisation writes request bodies there. */
 #include "tools/serve/api.c"
 #include "tools/serve/arena.c"
+#include "tools/serve/batch.c"
 #include "tools/serve/binary.c"
 #include "tools/serve/hosts.c"
 #include "tools/serve/image.c"
