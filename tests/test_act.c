@@ -324,6 +324,53 @@ static void softmax_trains(void)
 
 /* ---- text and errors ---- */
 
+/* gates: the mul layer, two layers' product: squeeze-and-excitation (a layer times the sigmoid of
+ * a function of its average, C x 1 x 1, broadcast over its planes), the gate first, the same
+ * shapes, a layer times itself; the gradients against finite differences, the text, and a shape
+ * mul refuses. */
+static void gates(void)
+{
+    for (int v = 0; v < 4; v++) {
+        ddl_graph *g = NULL;
+        CHECK(ddl_graph_create(NULL, &g) == DDL_OK);
+        int c = ddl_graph_conv2d(g, ddl_graph_input(g, 2, 6, 6), "c1", 4, 3, 1, 1, 1);
+        int s = ddl_graph_act(g, ddl_graph_conv2d(g, ddl_graph_global_avgpool(g, c), "fc", 4, 1, 1, 0, 1),
+                              DDL_ACT_SIGMOID, 0, 0);
+        int t = v == 2 ? ddl_graph_act(g, ddl_graph_conv2d(g, c, "c2", 4, 3, 1, 1, 1), DDL_ACT_TANH, 0, 0) : -1;
+        int m = v == 0 ? ddl_graph_mul(g, c, s) : v == 1 ? ddl_graph_mul(g, s, c) : v == 2 ? ddl_graph_mul(g, t, c)
+                                                                                          : ddl_graph_mul(g, c, c);
+        if (v >= 2) /* every layer must lead to the output: s joins through an add */
+            m = ddl_graph_add(g, m, ddl_graph_mul(g, c, s));
+        ddl_graph_dense(g, ddl_graph_global_avgpool(g, ddl_graph_conv2d(g, m, "c3", 4, 3, 1, 1, 1)), "out",
+                        DDL_CLASSES);
+        CHECK(!ddl_graph_error(g)[0]);
+        const char *what[] = {"x * gate", "gate * x", "tanh(conv x) * x", "x * x"};
+        double worst = grad_check(g, what[v], 3);
+        if (worst > 2e-2)
+            fprintf(stderr, "mul, %s: worst gradient error %g\n", what[v], worst);
+        CHECK(worst <= 2e-2);
+        ddl_graph_destroy(g, NULL);
+    }
+    char err[DDL_ERR_BYTES], a[1024];
+    ddl_graph *g = NULL;
+    ddl_graph_create(NULL, &g);
+    const char *t = "input 2 6 6\nconv c1 4 3 pad=1\ngap\nconv fc 4 1\nsigmoid gate\nmul from=c1,gate\n"
+                    "dense out classes\n";
+    CHECK(ddl_graph_parse(g, t, err, sizeof err) == DDL_OK);
+    CHECK(ddl_graph_format(g, a, sizeof a) > 0 && strstr(a, "\nmul from=c1\n")); /* gate: the layer before */
+    ddl_model *m = build(g, 2, 6, 6, 3, err);
+    CHECK(m != NULL);
+    ddl_model_destroy(m);
+    /* 4 x 6 x 6 times 2 x 1 x 1: refused at the build, both shapes named */
+    CHECK(ddl_graph_parse(g, "input 2 6 6\nconv c1 4 3 pad=1\ngap\nconv fc 2 1\nmul from=c1\ndense o classes\n",
+                          err, sizeof err) == DDL_OK);
+    m = build(g, 2, 6, 6, 3, err);
+    CHECK(m == NULL && strstr(err, "inputs of 4x6x6 and 2x1x1: mul needs the same shape"));
+    CHECK(ddl_graph_parse(g, "input 2 6 6\nconv c1 4 3\nmul\n", err, sizeof err) == DDL_EINVAL &&
+          strstr(err, "line 3: mul takes mul from=A[,B]"));
+    ddl_graph_destroy(g, NULL);
+}
+
 static void text(void)
 {
     char err[DDL_ERR_BYTES], a[4096], b[4096];
@@ -401,6 +448,7 @@ int main(void)
     in_place_same_bits();
     dropout_keeps_y();
     softmax_trains();
+    gates();
     text();
     return TEST_END();
 }

@@ -500,6 +500,13 @@ static inline void ddl__norm_affine(const ddl_model *m, int c, float *scale, flo
     *shift = -mean / std;
 }
 
+/* ddl__mul_forward / _backward (mul.c): y = a * b over a (n, c, s), b (n, c, sb) with sb = s, or sb =
+ * 1: one value per sample and channel for every position; da = dy * b, db = dy * a (sb = 1: its
+ * sum over the positions). da or db may be NULL (not wanted); none may alias another. */
+void ddl__mul_forward(int n, int c, size_t s, size_t sb, const float *a, const float *b, float *y);
+void ddl__mul_backward(int n, int c, size_t s, size_t sb, const float *a, const float *b, const float *dy, float *da,
+                       float *db);
+
 /* ddl__affine_channels_forward / _backward (affine.c): y = x * scale[c] + shift[c] over x (n, c, s);
  * dx = dy * scale[c]. y may be x, dx may be dy. */
 void ddl__affine_channels_forward(int n, int c, size_t s, const float *x, const float *scale, const float *shift,

@@ -11,7 +11,7 @@
 static const char *const op_names[DDL__N_OPS] = {"input",   "conv",    "deconv",    "maxpool", "avgpool",
                                                  "gap",     "dense",   "relu",      "dropout", "groupnorm",
                                                  "flatten", "concat",  "add",       "act",     "softmax",
-                                                 "resize",  "batchnorm", "affine"};
+                                                 "resize",  "batchnorm", "affine",    "mul"};
 
 const char *ddl__graph_op_name(int op) { return op >= 0 && op < DDL__N_OPS ? op_names[op] : NULL; }
 
@@ -217,6 +217,12 @@ int ddl_graph_add(ddl_graph *g, int a, int b)
 {
     return b < 0 && g && !g->failed ? ddl__graph_fail(g, "layer %d (add): needs two inputs", g->n)
                                     : add(g, DDL__OP_ADD, a, b, "");
+}
+
+int ddl_graph_mul(ddl_graph *g, int a, int b)
+{
+    return b < 0 && g && !g->failed ? ddl__graph_fail(g, "layer %d (mul): needs two inputs", g->n)
+                                    : add(g, DDL__OP_MUL, a, b, "");
 }
 
 int ddl_graph_affine(ddl_graph *g, int x, int channels, const float *scale, const float *shift)

@@ -25,6 +25,7 @@ enum {
     DDL__OP_RESIZE,
     DDL__OP_BATCHNORM,
     DDL__OP_AFFINE,        /* x * scale + shift per channel, constants: out channels, k their offset in consts */
+    DDL__OP_MUL,           /* in[0] * in[1], the second of the same shape or (C, 1, 1): broadcast */
     DDL__N_OPS
 };
 

@@ -38,6 +38,7 @@ typedef struct rt {
                               * ReLU or dropout after it must not overwrite it */
     uint8_t grad;            /* a parameter at or before it: backward needs its dy */
     uint8_t written;         /* backward: dy holds a gradient */
+    uint8_t bcast;           /* mul: 1 when in[1] is (C, 1, 1) and in[0] is not, 2 the other way round */
     float *y, *dy, *wt, *bs, *gw, *gb; /* output, its gradient; parameters, their gradients */
     void *aux;               /* maxpool: argmax; dropout: mask; groupnorm, batchnorm: mean and rstd */
     float *run, *run_next;   /* batchnorm: running mean then variance (C each, the model's buffers), and
@@ -173,6 +174,17 @@ static int shape_layer(gmodel *m, int i, const ddl_model_config *cfg, ddl_model_
             return fail(b, &m->g, i, "inputs of %dx%dx%d and %dx%dx%d: add needs the same shape", a->c, a->h, a->w,
                         o->c, o->h, o->w);
         break;
+    case DDL__OP_MUL: {
+        int a1 = a->h == 1 && a->w == 1, o1 = o->h == 1 && o->w == 1;
+        r->bcast = o1 && !a1 ? 1 : a1 && !o1 ? 2 : 0;
+        if (o->c != a->c || (!r->bcast && (o->h != a->h || o->w != a->w)))
+            return fail(b, &m->g, i,
+                        "inputs of %dx%dx%d and %dx%dx%d: mul needs the same shape, or one of C x 1 x 1 and the "
+                        "other of C channels", a->c, a->h, a->w, o->c, o->h, o->w);
+        if (r->bcast == 2)
+            h = o->h, w = o->w;
+        break;
+    }
     case DDL__OP_RESIZE: /* the scale times the size in float, truncated: onnxruntime's output size */
         h = l->k ? l->k : (int64_t)(l->scale_h * (float)a->h);
         w = l->stride ? l->stride : (int64_t)(l->scale_w * (float)a->w);
@@ -512,6 +524,11 @@ static void layer_forward(gmodel *m, int i, int B, int training, ddl_rng *rng)
         break;
     case DDL__OP_CONCAT: ddl_concat_channels(B, a->c, o->c, a->h * a->w, a->y, o->y, r->y); break;
     case DDL__OP_ADD: ddl_add(count, a->y, o->y, r->y); break;
+    case DDL__OP_MUL: { /* the full input first, the broadcast one (size c) second */
+        const rt *f = r->bcast == 2 ? o : a, *v = r->bcast == 2 ? a : o;
+        ddl__mul_forward(B, r->c, (size_t)r->h * r->w, v->size / (size_t)r->c, f->y, v->y, r->y);
+        break;
+    }
     case DDL__OP_ACT: ddl_act_forward(l->act, l->alpha, l->beta, count, a->y, r->y); break;
     case DDL__OP_SOFTMAX: {
         size_t sz[3];
@@ -663,6 +680,16 @@ static void layer_backward(gmodel *m, int i, int B)
         pass(m, ia, r->dy, count);
         pass(m, ib, r->dy, count);
         break;
+    case DDL__OP_MUL: {
+        int fi = r->bcast == 2 ? ib : ia, vi = r->bcast == 2 ? ia : ib; /* the full input, the other */
+        const rt *f = &m->r[fi], *v = &m->r[vi];
+        float *df = target(m, fi, m->tmp), *dv = target(m, vi, m->tmp2);
+        if (df || dv)
+            ddl__mul_backward(B, r->c, (size_t)r->h * r->w, v->size / (size_t)r->c, f->y, v->y, r->dy, df, dv);
+        settle(m, fi, df == m->tmp ? df : NULL, (size_t)B * f->size);
+        settle(m, vi, dv == m->tmp2 ? dv : NULL, (size_t)B * v->size);
+        break;
+    }
     case DDL__OP_ACT: /* in place: a->y is r->y, which the kinds that may run so read alone */
         if ((dx = target(m, ia, m->tmp)))
             ddl_act_backward(l->act, l->alpha, l->beta, count, a->y, r->y, r->dy, dx);

@@ -8,6 +8,7 @@
  *     maxpool 2                       maxpool|avgpool K [stride=S] (stride defaults to K)
  *     dense fc classes                dense [NAME] OUT; OUT (and conv's) may be "classes"
  *     add from=r1                     r1 + the layer before; concat from=A,B for [A, B]
+ *     mul from=x,s                    x * s: the same shape, or s of C x 1 x 1 scales x's planes
  *     output dice                     the last layer (or from=NAME) is the output; xent or dice
  *
  * A layer reads the layer before it unless from=NAME says which (a name given to any layer, or
@@ -182,20 +183,23 @@ static int check_keys(const line *ln, const char *allowed, char *err, size_t err
     return DDL_OK;
 }
 
+/* two_inputs: op reads two layers (from=A,B; from=A: A and the layer before) */
+static int two_inputs(int op) { return op == DDL__OP_ADD || op == DDL__OP_CONCAT || op == DDL__OP_MUL; }
+
 static const char *const usage[DDL__N_OPS] = {
     "input [C H W]", "conv [NAME] OUT K [stride=S] [pad=P] [bias=0|1]", "deconv [NAME] OUT K [stride=S] [pad=P]",
     "maxpool K [stride=S]", "avgpool K [stride=S]", "gap", "dense [NAME] OUT", "relu", "dropout [P]",
     "groupnorm [NAME] [GROUPS]", "flatten", "concat from=A[,B]", "add from=A[,B]",
     "an activation (sigmoid, tanh, silu, gelu, leakyrelu, clip, ...)", "softmax|logsoftmax [axis=A] [to=B]",
     "resize scale=S|SHxSW|size=HxW [mode=M] [coord=C] [nearest=R]", "batchnorm [NAME] [momentum=M] [eps=E]",
-    "affine C scale=S1,..,SC shift=T1,..,TC"};
+    "affine C scale=S1,..,SC shift=T1,..,TC", "mul from=A[,B]"};
 static const int n_args[DDL__N_OPS][2] = {{0, 3}, {2, 2}, {2, 2}, {1, 1}, {1, 1}, {0, 0}, {1, 1},
                                           {0, 0}, {0, 1}, {0, 1}, {0, 0}, {0, 0}, {0, 0}, {0, 0},
-                                          {0, 0}, {0, 0}, {0, 0}, {1, 1}};
+                                          {0, 0}, {0, 0}, {0, 0}, {1, 1}, {0, 0}};
 static const char *const keys[DDL__N_OPS] = {"", "stride pad bias from", "stride pad from", "stride from",
                                              "stride from", "from", "from", "from", "from", "from", "from",
                                              "from", "from", "from", "from", "scale size mode coord nearest from",
-                                             "momentum eps from", "scale shift from"};
+                                             "momentum eps from", "scale shift from", "from"};
 
 /* ---- resize ---- */
 
@@ -292,9 +296,9 @@ static int layer_line(ddl_graph *g, line *ln, int op, char *err, size_t err_byte
     for (int i = 0; i < ln->n_from && rc == DDL_OK; i++)
         if ((in[i] = find(g, ln, ln->from[i], err, err_bytes)) < 0)
             rc = DDL_EINVAL;
-    if (rc == DDL_OK && ln->n_from == 1 && (op == DDL__OP_ADD || op == DDL__OP_CONCAT))
+    if (rc == DDL_OK && ln->n_from == 1 && two_inputs(op))
         in[1] = g->n - 1; /* from=A: A and the layer before */
-    if (rc == DDL_OK && (op == DDL__OP_ADD || op == DDL__OP_CONCAT) && ln->n_from == 0)
+    if (rc == DDL_OK && two_inputs(op) && ln->n_from == 0)
         rc = ddl__errf(err, err_bytes, DDL_EINVAL, "line %d: %s takes %s", ln->no, ln->op, usage[op]);
     if (rc != DDL_OK)
         return rc;
@@ -321,6 +325,7 @@ static int layer_line(ddl_graph *g, line *ln, int op, char *err, size_t err_byte
     case DDL__OP_FLATTEN: i = ddl_graph_flatten(g, in[0]); break;
     case DDL__OP_CONCAT: i = ddl_graph_concat(g, in[0], in[1]); break;
     case DDL__OP_ADD: i = ddl_graph_add(g, in[0], in[1]); break;
+    case DDL__OP_MUL: i = ddl_graph_mul(g, in[0], in[1]); break;
     case DDL__OP_RESIZE:
         if ((i = resize_line(g, ln, in[0], err, err_bytes)) < 0 && !g->failed)
             return DDL_EINVAL;
@@ -516,11 +521,11 @@ static int parse_line(ddl_graph *g, char *text, int no, char *err, size_t err_by
         kind = op == DDL__OP_SOFTMAX ? -1 : -2;
     if (kind == 0 && (op < 0 || op == DDL__OP_ACT))
         return ddl__errf(err, err_bytes, DDL_EINVAL, "line %d: \"%.40s\" is not a layer (input, conv, deconv, "
-                         "maxpool, avgpool, gap, dense, relu, dropout, groupnorm, flatten, concat, add, an "
+                         "maxpool, avgpool, gap, dense, relu, dropout, groupnorm, flatten, concat, add, mul, an "
                          "activation (sigmoid, tanh, silu, gelu, leakyrelu, clip, ...), softmax, resize, batchnorm, "
                          "output)",
                          no, ln.op);
-    if (ln.n_from == 2 && op != DDL__OP_ADD && op != DDL__OP_CONCAT)
+    if (ln.n_from == 2 && !two_inputs(op))
         return ddl__errf(err, err_bytes, DDL_EINVAL, "line %d: %s reads one layer: from=NAME", no, ln.op);
     if (geometric(&ln, op))
         return geometry_line(g, &ln, op, err, err_bytes);
@@ -713,7 +718,7 @@ static void format_layer(ddl__text *o, const ddl_graph *g, int i)
         break;
     default: break;
     }
-    int two = l->op == DDL__OP_ADD || l->op == DDL__OP_CONCAT;
+    int two = two_inputs(l->op);
     if (i > 0 && (two || l->in[0] != i - 1)) {
         ddl__text_put(o, " from=");
         put_ref(o, g, l->in[0]);

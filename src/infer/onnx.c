@@ -516,6 +516,15 @@ static const char *affine(onnx *o, const char *x, const ddl_graph *g, const ddl_
     return op(o, "Add", op(o, "Mul", x, s), t);
 }
 
+/* unflat: x, a flat (N, K), as (N, K, 1, 1): a gate of one value a channel beside 4-D planes */
+static const char *unflat(onnx *o, const char *x, int k)
+{
+    int64_t four = 4, shape[4] = {0, k, 1, 1}; /* 0: N as it is */
+    const char *s = fresh(o, NULL, 0);
+    tensor(o, s, 1, &four, NULL, shape);
+    return op(o, "Reshape", x, s);
+}
+
 /* ---- the graph ---- */
 
 /* layer: the ONNX nodes of graph layer i; val[] and rank[] hold every earlier layer's output. */
@@ -555,6 +564,19 @@ static void layer(onnx *o, const ddl_model *m, int i, const char **val, int *ran
             attr(o, "axis", -1, &one, NULL);
             ddl__pb_end(&o->pb, at);
         }
+        break;
+    case DDL__OP_MUL: /* ONNX broadcasts (N, C, 1, 1) over (N, C, H, W) as ddl does; a flat (N, C) goes 4-D first */
+        if (ra != rb) {
+            int k, kh, kw, kg;
+            const ddl_graph *kgr;
+            ddl__graph_shape(m, ra == 2 ? l->in[0] : l->in[1], &kgr, &k, &kh, &kw, &kg);
+            if (ra == 2)
+                a = unflat(o, a, k);
+            else
+                b = unflat(o, b, k);
+            rank[i] = 4;
+        }
+        val[i] = op(o, "Mul", a, b);
         break;
     case DDL__OP_ACT: val[i] = act(o, a, l); break;
     case DDL__OP_SOFTMAX: val[i] = softmax(o, a, l, ra, c, h, w); break;

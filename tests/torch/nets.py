@@ -1,4 +1,4 @@
-"""nets.py - four networks written the way PyTorch users write them (issue 45, item 6), for
+"""nets.py - five networks written the way PyTorch users write them (issue 45, item 6), for
 tests/torch/torch_trains.py and tools/bench/torch_trains.sh: none scales its input (ddl-train
 normalises it with the data's per-channel mean and std; torch_trains.py does the same for PyTorch).
 
@@ -9,6 +9,9 @@ normalises it with the data's per-channel mean and std; torch_trains.py does the
   unet       a U-Net of (Conv-BN-ReLU) x 2 blocks, max pool down, bilinear Upsample
              (align_corners=True) up, skip concatenation, a 1x1 conv to per-pixel classes
   resnet     the issue's network: Conv-BN-ReLU, a residual block, AdaptiveAvgPool2d, Dropout, Linear
+  effnet     EfficientNet's and MobileNetV3's blocks, small: MBConv (1x1 expand, depthwise 3x3, each
+             with BatchNorm and SiLU), squeeze-and-excitation (average pool, 1x1 conv, SiLU, 1x1 conv,
+             Sigmoid, the input times it), 1x1 project; a last block with Hardswish and Hardsigmoid
 
 make(name, classes, dropout) builds one from torch's global seed; "tiny" is tiny.py's network."""
 import torch
@@ -101,6 +104,45 @@ class MobileNetV2(nn.Module):
         return self.classifier(torch.flatten(x, 1))
 
 
+class SqueezeExcitation(nn.Module):
+    """torchvision's: the input times a gate per channel from its average"""
+
+    def __init__(self, c, squeeze, act, gate):
+        super().__init__()
+        self.fc1, self.fc2, self.act, self.gate = nn.Conv2d(c, squeeze, 1), nn.Conv2d(squeeze, c, 1), act(), gate()
+
+    def forward(self, x):
+        s = nn.functional.adaptive_avg_pool2d(x, 1)
+        return x * self.gate(self.fc2(self.act(self.fc1(s))))
+
+
+class MBConv(nn.Module):
+    def __init__(self, cin, cout, stride, expand, act=nn.SiLU, gate=nn.Sigmoid):
+        super().__init__()
+        hidden = cin * expand
+        self.use_res = stride == 1 and cin == cout
+        layers = conv_bn(cin, hidden, 1) + [act()] if expand != 1 else []
+        layers += conv_bn(hidden, hidden, 3, stride, groups=hidden) + [act()]
+        layers += [SqueezeExcitation(hidden, max(1, cin // 4), act, gate)] + conv_bn(hidden, cout, 1)
+        self.block = nn.Sequential(*layers)
+
+    def forward(self, x):
+        return x + self.block(x) if self.use_res else self.block(x)
+
+
+class EffNet(nn.Module):
+    def __init__(self, classes, dropout):
+        super().__init__()
+        self.features = nn.Sequential(*conv_bn(3, 16, 3, 2), nn.SiLU(), MBConv(16, 16, 1, 1), MBConv(16, 24, 2, 4),
+                                      MBConv(24, 24, 1, 4, nn.Hardswish, nn.Hardsigmoid), *conv_bn(24, 96, 1),
+                                      nn.SiLU())
+        self.classifier = nn.Sequential(nn.Dropout(dropout), nn.Linear(96, classes))
+
+    def forward(self, x):
+        x = nn.functional.adaptive_avg_pool2d(self.features(x), 1)
+        return self.classifier(torch.flatten(x, 1))
+
+
 class DoubleConv(nn.Sequential):
     def __init__(self, cin, cout):
         super().__init__(*conv_bn(cin, cout, 3), nn.ReLU(inplace=True), *conv_bn(cout, cout, 3), nn.ReLU(inplace=True))
@@ -168,7 +210,7 @@ class Tiny(nn.Module):
         return self.fc(torch.flatten(nn.functional.adaptive_avg_pool2d(x, 1), 1))
 
 
-NAMES = ("resnet18", "mobilenet", "unet", "resnet")
+NAMES = ("resnet18", "mobilenet", "unet", "resnet", "effnet")
 SEGMENT = {"unet"}
 
 
@@ -181,6 +223,8 @@ def make(name, classes, dropout=0.0):
         return UNet(classes)
     if name == "resnet":
         return ResNetSmall(classes, dropout)
+    if name == "effnet":
+        return EffNet(classes, dropout)
     if name == "tiny":
         return Tiny(classes)
     raise SystemExit("nets.py: no network %r (%s)" % (name, ", ".join(NAMES)))

@@ -1,7 +1,7 @@
 #!/bin/sh
 # torch_trains.sh - make bench's "trains as PyTorch trains" (issue 45, item 6; BENCH_ONLY=torchtrain):
-#  1. nets.py's ResNet-18 (64x64), MobileNetV2-style network, U-Net and the issue's Conv-BN-ReLU
-#     residual network (32x32), each exported by torch.onnx.export in training mode: ddl's
+#  1. nets.py's ResNet-18 (64x64), MobileNetV2-style network, EfficientNet-style network
+#     (squeeze-and-excitation), U-Net and the issue's Conv-BN-ReLU residual network (32x32), each exported by torch.onnx.export in training mode: ddl's
 #     eval-mode outputs against PyTorch's (largest difference over each image's scale), and 20
 #     steps of SGD (lr 0.01, momentum 0.9, batch 32, the same batches, dropout off) in ddl-train
 #     --in-order and in PyTorch (float32, and float64 for how far PyTorch's own rounding goes):
@@ -19,12 +19,12 @@ export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT
 D="$PY tests/torch/data.py"
-echo "== trains as PyTorch trains: 4 networks, 20 steps each (batch 32, lr 0.01), same weights and batches"
+echo "== trains as PyTorch trains: 5 networks, 20 steps each (batch 32, lr 0.01), same weights and batches"
 $D data "$tmp/c32" 640 32 3 1 && $D data "$tmp/c64" 640 64 3 1 && $D data "$tmp/s32" 640 32 3 1 segment || exit 1
 mkdir -p "$tmp/pt"
 "$PY" tests/torch/torch_trains.py prepare "$tmp/pt" 32 0.01 "resnet:$tmp/c32:3:32" "mobilenet:$tmp/c32:3:32" \
-    "unet:$tmp/s32:4:32" "resnet18:$tmp/c64:3:64" > "$tmp/log" 2>&1 || { tail -n 5 "$tmp/log"; exit 1; }
-for net in resnet mobilenet unet resnet18; do
+    "effnet:$tmp/c32:3:32" "unet:$tmp/s32:4:32" "resnet18:$tmp/c64:3:64" > "$tmp/log" 2>&1 || { tail -n 5 "$tmp/log"; exit 1; }
+for net in resnet mobilenet effnet unet resnet18; do
     d=c32
     [ $net = unet ] && d=s32
     [ $net = resnet18 ] && d=c64
