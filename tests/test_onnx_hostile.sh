@@ -4,7 +4,8 @@
 # 1, 1) (2^64 values, 0 in a size_t), a ConvTranspose of -1 outputs, dims that disagree with what
 # the graph resolves, raw_data or float_data shorter or longer than the dims say, kernel_shape,
 # strides, pads, group, dilations and transB negative, zero or past 32 bits, input dims and
-# channel sums past an int. For each, ddl-train --predict exits 1 or 2 (no signal, no sanitizer
+# channel sums past an int, a Resize of 8 sizes (written past the sizes' 4 before: make fuzz found
+# it), a Mul of two layers whose shapes ddl's mul does not take. For each, ddl-train --predict exits 1 or 2 (no signal, no sanitizer
 # report) with a message naming the node, the tensor and the bad value, and ddl-serve refuses the
 # model at start-up the same way. The unsupported-operator message is whole: it names Pad and
 # ends with its ')' even under a long directory (the file's own name kept).

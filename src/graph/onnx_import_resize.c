@@ -74,8 +74,8 @@ static int word(const char *v, const char *const *words, int n)
 }
 
 /* input_of: input k of n as a constant with values (empty name or no values: 0 values); the
- * count, -1 with the error. Floats into f, int64s into v. */
-static int input_of(imp *m, const node *n, int k, float *f, int64_t *v)
+ * count, -1 with the error. Up to max floats into f, or int64s into v (each holds max). */
+static int input_of(imp *m, const node *n, int k, float *f, int64_t *v, int max)
 {
     if (k >= n->n_in || !n->in[k][0])
         return 0;
@@ -85,9 +85,10 @@ static int input_of(imp *m, const node *n, int k, float *f, int64_t *v)
         return fail(m, "node %s (%s): input %s must be a constant (folded at import if computed)", n->name, n->op,
                     n->in[k]), -1;
     const tensor *x = &m->t[t];
-    if (ddl__onnx_count(x, &c) != 0 || c > 8 ||
-        (x->type == T_FLOAT ? ddl__onnx_floats_of(x, f, c) != 0 : ddl__onnx_ints_of(x, v, 8) != (int)c))
-        return fail(m, "node %s (%s): input %s: not up to 8 float or int64 values", n->name, n->op, n->in[k]), -1;
+    if (ddl__onnx_count(x, &c) != 0 || c > (size_t)max ||
+        (x->type == T_FLOAT ? ddl__onnx_floats_of(x, f, c) != 0 : ddl__onnx_ints_of(x, v, max) != (int)c))
+        return fail(m, "node %s (%s): input %s: not up to %d float or int64 values", n->name, n->op, n->in[k], max),
+               -1;
     return (int)c;
 }
 
@@ -163,13 +164,13 @@ int ddl__onnx_resize(imp *m, ddl_graph *g, const node *n)
         if (mode < 0)
             return fail(m, "node %s (%s): mode %s: ddl takes nearest and linear", n->name, n->op, mv);
         mode = mode ? DDL_RESIZE_LINEAR : DDL_RESIZE_NEAREST;
-        ns = n->n_in > 1 ? input_of(m, n, 1, f, v) : floats_attr(n, "scales", f, 8);
+        ns = n->n_in > 1 ? input_of(m, n, 1, f, v, 8) : floats_attr(n, "scales", f, 8);
         if (ns <= 0 && n->n_in <= 1)
             return fail(m, "node %s (%s): no scales", n->name, n->op);
         coord = DDL_RESIZE_ASYMMETRIC;
     } else {
-        if (attrs(m, n, &mode, &coord, &round) != DDL_OK || (ns = input_of(m, n, 2, f, v)) < 0 ||
-            (nz = input_of(m, n, 3, f + 4, v + 4)) < 0) /* f + 4: sizes are int64, v + 4 theirs */
+        if (attrs(m, n, &mode, &coord, &round) != DDL_OK || (ns = input_of(m, n, 2, f, v, 8)) < 0 ||
+            (nz = input_of(m, n, 3, f + 4, v + 4, 4)) < 0) /* f + 4: sizes are int64, v + 4 theirs (4 dims) */
             return DDL_EINVAL;
         if ((ns > 0) == (nz > 0))
             return fail(m, "node %s (Resize): %s: ddl takes scales or sizes, one of them", n->name,

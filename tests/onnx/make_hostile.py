@@ -211,6 +211,34 @@ case("scale_zero", "node mul (Mul): constant zero: a scale of 0 in channel 0: dd
      inits={"zero": tensor("zero", [], 1, fill=0.0)}, patch=scale_zero)
 
 
+def insert_after(ns, key, name, n):
+    """ns with node n, named name, right after the node key"""
+    rest = list(ns.items())
+    ns.clear()
+    for k, v in rest:
+        ns[k] = v
+        if k == key:
+            ns[name] = n
+
+
+def resize_sizes8(ns):  # 8 int64 sizes where the sizes' room holds 4: written past it before (make fuzz)
+    ns["p1"].input[0] = "b2"
+    insert_after(ns, "r1", "rs", node("Resize", ["b", "", "", "sz"], ["b2"], "rs"))
+
+
+case("resize_sizes8", "node rs (Resize): input sz: not up to 4 float or int64 values",
+     inits={"sz": helper.make_tensor("sz", TensorProto.INT64, [8], [1, 4, 8, 8, 1, 1, 1, 1])}, patch=resize_sizes8)
+
+
+def mul_shapes(ns):  # a Mul of two layers whose shapes ONNX broadcasts only by H and W: not ddl's
+    ns["up"].input[0] = "c2"
+    insert_after(ns, "p1", "m1", node("Mul", ["c", "b"], ["c2"], "m1"))
+
+
+case("mul_shapes", "node m1 (Mul): inputs (N, 4, 4, 4) and (N, 4, 8, 8): ddl multiplies two layers of the same "
+     "shape, or a (N, C, 1, 1) and a (N, C, H, W)", patch=mul_shapes)
+
+
 def softsign(ns):  # an operator ddl does not take (Sigmoid was one before ddl took it)
     ns["r2"] = node("Softsign", ["g"], ["h"], "r2")
 
