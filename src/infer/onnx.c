@@ -674,8 +674,10 @@ static int build(const ddl_checkpoint *ck, ddl_graph *g, ddl_model **m, const ch
     mc.plugin_config = g;
     char why[DDL_ERR_BYTES];
     rc = ddl_model_create(ddl_model_graph(), &mc, NULL, m, why, sizeof why);
-    if (rc == DDL_OK)
-        rc = ddl_checkpoint_check_model(ck, *m, why, sizeof why);
+    if (rc == DDL_OK && (rc = ddl_checkpoint_check_model(ck, *m, why, sizeof why)) != DDL_OK) {
+        ddl_model_destroy(*m); /* the checkpoint's tensors are not this graph's: nobody else frees it */
+        *m = NULL;
+    }
     return rc == DDL_OK ? DDL_OK : ddl__errf(err, err_bytes, rc, "%s: %s; nothing exported", path, why);
 }
 
