@@ -704,7 +704,8 @@ int ddl_graph_flatten(ddl_graph *g, int x);               /* (C, H, W) -> (C * H
 int ddl_graph_concat(ddl_graph *g, int a, int b);         /* along channels; same H and W */
 int ddl_graph_add(ddl_graph *g, int a, int b);            /* same shapes */
 int ddl_graph_mul(ddl_graph *g, int a, int b);            /* a * b: same shapes, or either (C, 1, 1)
-                                                            * times the other's C planes */
+                                                            * times the other's C planes, or (1, H, W)
+                                                            * times each of the other's H x W planes */
 /* ddl_graph_name: name layer i (parameter-free layers too, so text files can refer to them). */
 int ddl_graph_name(ddl_graph *g, int i, const char *name);
 /* ddl_graph_output: make layer x the model's output (default: the last layer) and say how it is

@@ -326,11 +326,11 @@ static void softmax_trains(void)
 
 /* gates: the mul layer, two layers' product: squeeze-and-excitation (a layer times the sigmoid of
  * a function of its average, C x 1 x 1, broadcast over its planes), the gate first, the same
- * shapes, a layer (a tanh) times itself; the gradients against finite differences, the text, and a shape
+ * shapes, a layer (a tanh) times itself, a spatial gate (1 x H x W) on either side; the gradients against finite differences, the text, and a shape
  * mul refuses. */
 static void gates(void)
 {
-    for (int v = 0; v < 4; v++) {
+    for (int v = 0; v < 6; v++) {
         ddl_graph *g = NULL;
         CHECK(ddl_graph_create(NULL, &g) == DDL_OK);
         int c = ddl_graph_conv2d(g, ddl_graph_input(g, 2, 6, 6), "c1", 4, 3, 1, 1, 1);
@@ -341,12 +341,17 @@ static void gates(void)
         int t = v >= 2 ? ddl_graph_act(g, ddl_graph_conv2d(g, c, "c2", 4, 3, 1, 1, 1), DDL_ACT_TANH, 0, 0) : -1;
         int m = v == 0 ? ddl_graph_mul(g, c, s) : v == 1 ? ddl_graph_mul(g, s, c) : v == 2 ? ddl_graph_mul(g, t, c)
                                                                                           : ddl_graph_mul(g, t, t);
+        if (v >= 4) { /* a spatial gate, 1 x 6 x 6, over c's 4 channels */
+            int p = ddl_graph_act(g, ddl_graph_conv2d(g, c, "sg", 1, 1, 1, 0, 1), DDL_ACT_SIGMOID, 0, 0);
+            m = ddl_graph_add(g, v == 4 ? ddl_graph_mul(g, c, p) : ddl_graph_mul(g, p, c), m);
+        }
         if (v >= 2) /* every layer must lead to the output: s joins through an add */
             m = ddl_graph_add(g, m, ddl_graph_mul(g, c, s));
         ddl_graph_dense(g, ddl_graph_global_avgpool(g, ddl_graph_conv2d(g, m, "c3", 4, 3, 1, 1, 1)), "out",
                         DDL_CLASSES);
         CHECK(!ddl_graph_error(g)[0]);
-        const char *what[] = {"x * gate", "gate * x", "tanh(conv x) * x", "t * t"};
+        const char *what[] = {"x * gate", "gate * x", "tanh(conv x) * x", "t * t", "x * spatial gate",
+                              "spatial gate * x"};
         double worst = grad_check(g, what[v], 3);
         if (worst > 2e-2)
             fprintf(stderr, "mul, %s: worst gradient error %g\n", what[v], worst);

@@ -506,6 +506,11 @@ static inline void ddl__norm_affine(const ddl_model *m, int c, float *scale, flo
 void ddl__mul_forward(int n, int c, size_t s, size_t sb, const float *a, const float *b, float *y);
 void ddl__mul_backward(int n, int c, size_t s, size_t sb, const float *a, const float *b, const float *dy, float *da,
                        float *db);
+/* ddl__mul_spatial_forward / _backward: the same with b (n, 1, s), one value a position for every
+ * channel; db = the sum of dy * a over the channels, in order. */
+void ddl__mul_spatial_forward(int n, int c, size_t s, const float *a, const float *b, float *y);
+void ddl__mul_spatial_backward(int n, int c, size_t s, const float *a, const float *b, const float *dy, float *da,
+                               float *db);
 
 /* ddl__affine_channels_forward / _backward (affine.c): y = x * scale[c] + shift[c] over x (n, c, s);
  * dx = dy * scale[c]. y may be x, dx may be dy. */

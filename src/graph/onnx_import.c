@@ -559,8 +559,8 @@ static int join(imp *m, ddl_graph *g, const node *n)
 }
 
 /* mul_layers: a Mul of two layers' outputs (squeeze-and-excitation's x * sigmoid(...)): ddl's mul
- * layer, which takes two of the same shape, or a (N, C, 1, 1) and a (N, C, H, W): what ONNX's
- * broadcast gives for them. Any other pair (other ranks, channels that differ) is refused here,
+ * layer, which takes two of the same shape, or a (N, C, 1, 1) or (N, 1, H, W) and a (N, C, H, W):
+ * what ONNX's broadcast gives for them. Any other pair (other ranks, channels that differ) is refused here,
  * naming both shapes. */
 static int mul_layers(imp *m, ddl_graph *g, const node *n)
 {
@@ -569,16 +569,17 @@ static int mul_layers(imp *m, ddl_graph *g, const node *n)
         ddl__onnx_shape(m, g, n, y, &s[1][0], &s[1][1], &s[1][2]) != DDL_OK)
         return DDL_EINVAL;
     int r0 = x ? ddl__onnx_rank(g, x) : 4, r1 = y ? ddl__onnx_rank(g, y) : 4;
-    int same = s[0][1] == s[1][1] && s[0][2] == s[1][2], one0 = s[0][1] == 1 && s[0][2] == 1;
-    int one1 = s[1][1] == 1 && s[1][2] == 1;
-    if (r0 != r1 || s[0][0] != s[1][0] || !(same || (r0 == 4 && (one0 || one1)))) {
+    int planes = s[0][1] == s[1][1] && s[0][2] == s[1][2], one0 = s[0][1] == 1 && s[0][2] == 1;
+    int one1 = s[1][1] == 1 && s[1][2] == 1, chans = s[0][0] == s[1][0];
+    int spatial = r0 == 4 && planes && (s[0][0] == 1 || s[1][0] == 1); /* (N, 1, H, W): a gate a position */
+    if (r0 != r1 || !(spatial || (chans && (planes || (r0 == 4 && (one0 || one1)))))) {
         char d0[40], d1[40];
         snprintf(d0, sizeof d0, r0 == 4 ? "(N, %d, %d, %d)" : "(N, %d)", s[0][0] * (r0 == 4 ? 1 : s[0][1] * s[0][2]),
                  s[0][1], s[0][2]);
         snprintf(d1, sizeof d1, r1 == 4 ? "(N, %d, %d, %d)" : "(N, %d)", s[1][0] * (r1 == 4 ? 1 : s[1][1] * s[1][2]),
                  s[1][1], s[1][2]);
         return fail(m, "node %s (Mul): inputs %s and %s: ddl multiplies two layers of the same shape, or a (N, C, 1, "
-                    "1) and a (N, C, H, W)", n->name, d0, d1);
+                    "1) or (N, 1, H, W) and a (N, C, H, W)", n->name, d0, d1);
     }
     return added(m, g, n, ddl_graph_mul(g, x, y), -1, -1, 0);
 }

@@ -38,7 +38,8 @@ typedef struct rt {
                               * ReLU or dropout after it must not overwrite it */
     uint8_t grad;            /* a parameter at or before it: backward needs its dy */
     uint8_t written;         /* backward: dy holds a gradient */
-    uint8_t bcast;           /* mul: 1 when in[1] is (C, 1, 1) and in[0] is not, 2 the other way round */
+    uint8_t bcast;           /* mul: 1 when in[1] is (C, 1, 1) and in[0] is not, 2 the other way round;
+                              * 3 when in[1] is (1, H, W) and in[0] has more channels, 4 the other way */
     float *y, *dy, *wt, *bs, *gw, *gb; /* output, its gradient; parameters, their gradients */
     void *aux;               /* maxpool: argmax; dropout: mask; groupnorm, batchnorm: mean and rstd */
     float *run, *run_next;   /* batchnorm: running mean then variance (C each, the model's buffers), and
@@ -175,14 +176,17 @@ static int shape_layer(gmodel *m, int i, const ddl_model_config *cfg, ddl_model_
                         o->c, o->h, o->w);
         break;
     case DDL__OP_MUL: {
-        int a1 = a->h == 1 && a->w == 1, o1 = o->h == 1 && o->w == 1;
-        r->bcast = o1 && !a1 ? 1 : a1 && !o1 ? 2 : 0;
-        if (o->c != a->c || (!r->bcast && (o->h != a->h || o->w != a->w)))
+        int a1 = a->h == 1 && a->w == 1, o1 = o->h == 1 && o->w == 1, planes = o->h == a->h && o->w == a->w;
+        r->bcast = o->c == a->c ? (o1 && !a1 ? 1 : a1 && !o1 ? 2 : 0) : !planes ? 0 : o->c == 1 ? 3 : a->c == 1 ? 4 : 0;
+        if ((o->c != a->c && !r->bcast) || (r->bcast % 3 == 0 && !planes))
             return fail(b, &m->g, i,
                         "inputs of %dx%dx%d and %dx%dx%d: mul needs the same shape, or one of C x 1 x 1 and the "
-                        "other of C channels", a->c, a->h, a->w, o->c, o->h, o->w);
+                        "other of C channels, or one of 1 x H x W and the other of H x W planes", a->c, a->h, a->w,
+                        o->c, o->h, o->w);
         if (r->bcast == 2)
             h = o->h, w = o->w;
+        if (r->bcast == 4)
+            c = o->c;
         break;
     }
     case DDL__OP_RESIZE: /* the scale times the size in float, truncated: onnxruntime's output size */
@@ -524,9 +528,12 @@ static void layer_forward(gmodel *m, int i, int B, int training, ddl_rng *rng)
         break;
     case DDL__OP_CONCAT: ddl_concat_channels(B, a->c, o->c, a->h * a->w, a->y, o->y, r->y); break;
     case DDL__OP_ADD: ddl_add(count, a->y, o->y, r->y); break;
-    case DDL__OP_MUL: { /* the full input first, the broadcast one (size c) second */
-        const rt *f = r->bcast == 2 ? o : a, *v = r->bcast == 2 ? a : o;
-        ddl__mul_forward(B, r->c, (size_t)r->h * r->w, v->size / (size_t)r->c, f->y, v->y, r->y);
+    case DDL__OP_MUL: { /* the full input first, the broadcast one second */
+        const rt *f = r->bcast % 2 == 0 && r->bcast ? o : a, *v = f == o ? a : o;
+        if (r->bcast >= 3)
+            ddl__mul_spatial_forward(B, r->c, (size_t)r->h * r->w, f->y, v->y, r->y);
+        else
+            ddl__mul_forward(B, r->c, (size_t)r->h * r->w, v->size / (size_t)r->c, f->y, v->y, r->y);
         break;
     }
     case DDL__OP_ACT: ddl_act_forward(l->act, l->alpha, l->beta, count, a->y, r->y); break;
@@ -681,10 +688,12 @@ static void layer_backward(gmodel *m, int i, int B)
         pass(m, ib, r->dy, count);
         break;
     case DDL__OP_MUL: {
-        int fi = r->bcast == 2 ? ib : ia, vi = r->bcast == 2 ? ia : ib; /* the full input, the other */
+        int swap = r->bcast % 2 == 0 && r->bcast, fi = swap ? ib : ia, vi = swap ? ia : ib; /* full, broadcast */
         const rt *f = &m->r[fi], *v = &m->r[vi];
         float *df = target(m, fi, m->tmp), *dv = target(m, vi, m->tmp2);
-        if (df || dv)
+        if ((df || dv) && r->bcast >= 3)
+            ddl__mul_spatial_backward(B, r->c, (size_t)r->h * r->w, f->y, v->y, r->dy, df, dv);
+        else if (df || dv)
             ddl__mul_backward(B, r->c, (size_t)r->h * r->w, v->size / (size_t)r->c, f->y, v->y, r->dy, df, dv);
         settle(m, fi, df == m->tmp ? df : NULL, (size_t)B * f->size);
         settle(m, vi, dv == m->tmp2 ? dv : NULL, (size_t)B * v->size);

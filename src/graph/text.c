@@ -8,7 +8,7 @@
  *     maxpool 2                       maxpool|avgpool K [stride=S] (stride defaults to K)
  *     dense fc classes                dense [NAME] OUT; OUT (and conv's) may be "classes"
  *     add from=r1                     r1 + the layer before; concat from=A,B for [A, B]
- *     mul from=x,s                    x * s: the same shape, or s of C x 1 x 1 scales x's planes
+ *     mul from=x,s                    x * s: the same shape, or s of C x 1 x 1 (or 1 x H x W) scales x
  *     output dice                     the last layer (or from=NAME) is the output; xent or dice
  *
  * A layer reads the layer before it unless from=NAME says which (a name given to any layer, or

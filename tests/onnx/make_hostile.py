@@ -236,7 +236,7 @@ def mul_shapes(ns):  # a Mul of two layers whose shapes ONNX broadcasts only by 
 
 
 case("mul_shapes", "node m1 (Mul): inputs (N, 4, 4, 4) and (N, 4, 8, 8): ddl multiplies two layers of the same "
-     "shape, or a (N, C, 1, 1) and a (N, C, H, W)", patch=mul_shapes)
+     "shape, or a (N, C, 1, 1) or (N, 1, H, W) and a (N, C, H, W)", patch=mul_shapes)
 
 
 def softsign(ns):  # an operator ddl does not take (Sigmoid was one before ddl took it)

@@ -148,4 +148,19 @@ def cases():
     add("own_maxpool_same_no_pad", "MaxPool", "pass",
         [n1, helper.make_node("MaxPool", ["a"], ["y"], kernel_shape=[2, 2], strides=[2, 2], auto_pad="SAME_LOWER",
                               name="pool")], [w1])
+    # Mul of two layers: a gate a channel (squeeze-and-excitation) and a gate a position (spatial
+    # attention), each on either side; a gate of other planes is refused
+    for name, gate_first, spatial in (("own_mul_channel_gate", 0, 0), ("own_mul_channel_gate_first", 1, 0),
+                                      ("own_mul_spatial_gate", 0, 1), ("own_mul_spatial_gate_first", 1, 1)):
+        n1, w1 = conv("x", "a")
+        g1 = helper.make_node("Conv", ["p" if not spatial else "a", "g.w"], ["gl"], kernel_shape=[1, 1], name="g")
+        gw = t("g.w", 1 if spatial else 4, 4, 1, 1, scale=0.5)
+        nodes = [n1] + ([] if spatial else [helper.make_node("GlobalAveragePool", ["a"], ["p"], name="pool")])
+        nodes += [g1, helper.make_node("Sigmoid", ["gl"], ["s"], name="sig"),
+                  helper.make_node("Mul", ["s", "a"] if gate_first else ["a", "s"], ["y"], name="gate")]
+        add(name, "Mul", "pass", nodes, [w1, gw])
+    n1, w1 = conv("x", "a")
+    add("own_mul_other_planes", "Mul", "refused",
+        [n1, helper.make_node("MaxPool", ["a"], ["b"], kernel_shape=[2, 2], strides=[2, 2], name="pool"),
+         helper.make_node("Mul", ["b", "a"], ["y"], name="gate")], [w1])
     return out
