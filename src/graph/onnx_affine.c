@@ -1,4 +1,5 @@
-/* onnx_affine.c - Mul, Div, Add and Sub of a constant, as the ONNX importer takes them: a scalar
+/* onnx_affine.c - Mul, Div, Add and Sub of a constant, as the ONNX importer takes them (and, at
+ * the end, Mul of two layers: the mul layer's gates): a scalar
  * or one value per channel, broadcast the numpy way (right-aligned: (C, 1, 1) and (1, C, 1, 1) on
  * an image (N, C, H, W), (C) and (1, C) on a vector (N, C)); either operand may be the constant
  * (1 - x is -x + 1; 2 / x is refused: not affine). Each becomes x * scale + shift per channel:
@@ -166,4 +167,30 @@ void ddl__onnx_out_norm(const imp *m, ddl_onnx_import *out)
         out->norm_scale[c] = a->scale[c], out->norm_shift[c] = a->shift[c];
     out->own_norm = m->stage > 0;
     out->output_softmax = m->output_softmax;
+}
+
+/* ddl__onnx_mul_layers: a Mul of two layers' outputs (squeeze-and-excitation's x * sigmoid(...)):
+ * ddl's mul layer, which takes two of the same shape, or a (N, C, 1, 1) or (N, 1, H, W) and a
+ * (N, C, H, W): what ONNX's broadcast gives for them. Any other pair (other ranks, channels or
+ * planes that differ) is refused here, naming both shapes. */
+int ddl__onnx_mul_layers(imp *m, ddl_graph *g, const node *n)
+{
+    int x = ddl__onnx_layer_in(m, n, n->in[0]), y = x < 0 ? -1 : ddl__onnx_layer_in(m, n, n->in[1]), s[2][3];
+    if (y < 0 || ddl__onnx_shape(m, g, n, x, &s[0][0], &s[0][1], &s[0][2]) != DDL_OK ||
+        ddl__onnx_shape(m, g, n, y, &s[1][0], &s[1][1], &s[1][2]) != DDL_OK)
+        return DDL_EINVAL;
+    int r0 = x ? ddl__onnx_rank(g, x) : 4, r1 = y ? ddl__onnx_rank(g, y) : 4;
+    int planes = s[0][1] == s[1][1] && s[0][2] == s[1][2], one0 = s[0][1] == 1 && s[0][2] == 1;
+    int one1 = s[1][1] == 1 && s[1][2] == 1, chans = s[0][0] == s[1][0];
+    int spatial = r0 == 4 && planes && (s[0][0] == 1 || s[1][0] == 1); /* (N, 1, H, W): a gate a position */
+    if (r0 != r1 || !(spatial || (chans && (planes || (r0 == 4 && (one0 || one1)))))) {
+        char d0[40], d1[40];
+        snprintf(d0, sizeof d0, r0 == 4 ? "(N, %d, %d, %d)" : "(N, %d)", s[0][0] * (r0 == 4 ? 1 : s[0][1] * s[0][2]),
+                 s[0][1], s[0][2]);
+        snprintf(d1, sizeof d1, r1 == 4 ? "(N, %d, %d, %d)" : "(N, %d)", s[1][0] * (r1 == 4 ? 1 : s[1][1] * s[1][2]),
+                 s[1][1], s[1][2]);
+        return ddl__onnx_fail(m, "node %s (Mul): inputs %s and %s: ddl multiplies two layers of the same shape, or a (N, C, 1, "
+                    "1) or (N, 1, H, W) and a (N, C, H, W)", n->name, d0, d1);
+    }
+    return ddl__onnx_added(m, g, n, ddl_graph_mul(g, x, y));
 }

@@ -146,6 +146,9 @@ typedef struct ddl__onnx_node {
 } ddl__onnx_node;
 typedef ddl__onnx_node node;
 
+/* ddl__onnx_mul_layers (onnx_affine.c): a Mul of two layers as a mul layer, or refused naming both
+ * shapes. */
+int ddl__onnx_mul_layers(ddl__onnx_imp *m, ddl_graph *g, const ddl__onnx_node *n);
 /* ddl__onnx_fail: the import's error (printf-style); returns DDL_EINVAL. */
 int ddl__onnx_fail(ddl__onnx_imp *m, const char *fmt, ...) DDL__PRINTF(2, 3);
 /* ddl__onnx_attr: node n's attribute `name` as a float (f) and/or its first int (i, with the

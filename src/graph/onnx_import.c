@@ -10,7 +10,7 @@
  * onnx_import_bn.c's (its running statistics gathered as the model's buffers). Mul, Div, Add and
  * Sub of a scalar or per-channel constant on the input (how ddl's export and many exporters scale
  * pixels) become the input normalisation, elsewhere an affine layer (onnx_affine.c); a Mul of two
- * layers (squeeze-and-excitation's gate) a mul layer, of the shapes it takes (mul_layers). Every
+ * layers (squeeze-and-excitation's gate) a mul layer, of the shapes it takes (onnx_affine.c). Every
  * attribute is one ONNX defines (onnx_attrs.c) and is honoured, or the node is refused naming it
  * and its value; whatever else is refused with the node named: ddl trains what it imports, so it
  * imports only what it can train, and never runs a node otherwise than ONNX does. Nothing from the file is trusted: every length is checked before use, every dim is
@@ -558,32 +558,6 @@ static int join(imp *m, ddl_graph *g, const node *n)
                                 : added(m, g, n, x, -1, -1, 0);
 }
 
-/* mul_layers: a Mul of two layers' outputs (squeeze-and-excitation's x * sigmoid(...)): ddl's mul
- * layer, which takes two of the same shape, or a (N, C, 1, 1) or (N, 1, H, W) and a (N, C, H, W):
- * what ONNX's broadcast gives for them. Any other pair (other ranks, channels that differ) is refused here,
- * naming both shapes. */
-static int mul_layers(imp *m, ddl_graph *g, const node *n)
-{
-    int x = layer_in(m, n, n->in[0]), y = x < 0 ? -1 : layer_in(m, n, n->in[1]), s[2][3];
-    if (y < 0 || ddl__onnx_shape(m, g, n, x, &s[0][0], &s[0][1], &s[0][2]) != DDL_OK ||
-        ddl__onnx_shape(m, g, n, y, &s[1][0], &s[1][1], &s[1][2]) != DDL_OK)
-        return DDL_EINVAL;
-    int r0 = x ? ddl__onnx_rank(g, x) : 4, r1 = y ? ddl__onnx_rank(g, y) : 4;
-    int planes = s[0][1] == s[1][1] && s[0][2] == s[1][2], one0 = s[0][1] == 1 && s[0][2] == 1;
-    int one1 = s[1][1] == 1 && s[1][2] == 1, chans = s[0][0] == s[1][0];
-    int spatial = r0 == 4 && planes && (s[0][0] == 1 || s[1][0] == 1); /* (N, 1, H, W): a gate a position */
-    if (r0 != r1 || !(spatial || (chans && (planes || (r0 == 4 && (one0 || one1)))))) {
-        char d0[40], d1[40];
-        snprintf(d0, sizeof d0, r0 == 4 ? "(N, %d, %d, %d)" : "(N, %d)", s[0][0] * (r0 == 4 ? 1 : s[0][1] * s[0][2]),
-                 s[0][1], s[0][2]);
-        snprintf(d1, sizeof d1, r1 == 4 ? "(N, %d, %d, %d)" : "(N, %d)", s[1][0] * (r1 == 4 ? 1 : s[1][1] * s[1][2]),
-                 s[1][1], s[1][2]);
-        return fail(m, "node %s (Mul): inputs %s and %s: ddl multiplies two layers of the same shape, or a (N, C, 1, "
-                    "1) or (N, 1, H, W) and a (N, C, H, W)", n->name, d0, d1);
-    }
-    return added(m, g, n, ddl_graph_mul(g, x, y), -1, -1, 0);
-}
-
 /* pad_node: a Pad of constant zeros on the height and width of a layer's output (PyTorch's
  * AvgPool2d with padding, whose count_include_pad it is): kept on the value, for the Conv or
  * AveragePool that reads it to fold into its pads (layer_in refuses it to any other node). */
@@ -689,7 +663,7 @@ static int one_node(imp *m, ddl_graph *g, const node *n)
         if (strcmp(op, "Add") == 0)
             return join(m, g, n);
         if (strcmp(op, "Mul") == 0 && n->n_in == 2)
-            return mul_layers(m, g, n);
+            return ddl__onnx_mul_layers(m, g, n);
         return fail(m, "node %s (%s): ddl takes %s of a layer and a constant (a scalar or one value per channel)",
                     n->name, op, op);
     }
