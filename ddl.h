@@ -674,7 +674,7 @@ uint32_t ddl_model_signature(const ddl_model *m);
  * are sticky: after one, every call returns -1 and ddl_graph_error() names the first. A graph
  * holds no pointers: copy it as bytes, build any number of models from it. */
 
-#define DDL_GRAPH_MAX_LAYERS 128
+#define DDL_GRAPH_MAX_LAYERS 1024 /* ResNet-152 with its BatchNorms and ReLUs: about 520 */
 #define DDL_GRAPH_NAME_BYTES 32
 #define DDL_CLASSES (-1) /* a layer's output count, an input's size: take it from the model config */
 
@@ -703,6 +703,9 @@ int ddl_graph_groupnorm(ddl_graph *g, int x, const char *name, int groups); /* 0
 int ddl_graph_flatten(ddl_graph *g, int x);               /* (C, H, W) -> (C * H * W, 1, 1) */
 int ddl_graph_concat(ddl_graph *g, int a, int b);         /* along channels; same H and W */
 int ddl_graph_add(ddl_graph *g, int a, int b);            /* same shapes */
+int ddl_graph_shuffle(ddl_graph *g, int x, int groups);   /* ShuffleNet's channel shuffle: channel i * (C /
+                                                            * groups) + j goes to j * groups + i */
+int ddl_graph_slice(ddl_graph *g, int x, int start, int count); /* channels start .. start + count - 1 */
 int ddl_graph_mul(ddl_graph *g, int a, int b);            /* a * b: same shapes, or either (C, 1, 1)
                                                             * times the other's C planes, or (1, H, W)
                                                             * times each of the other's H x W planes */
@@ -927,7 +930,7 @@ int ddl_graph_batchnorm(ddl_graph *g, int x, const char *name, float momentum, f
  * of it): ddl_model_forward then copies it into the buffer, and a trainer combines every part's
  * before it does (so a step redone after a failure starts from the same buffers). The build
  * fails as ddl_build_param's (DDL_MAX_BUFFERS tensors at most). */
-#define DDL_MAX_BUFFERS 128
+#define DDL_MAX_BUFFERS 1024
 struct ddl_model_build; /* ddl_model_build, of the model plugin interface below */
 float *ddl_build_buffer(struct ddl_model_build *b, const char *name, int n_dims, const int *shape, int init, float **next);
 /* Getters: the flat buffer block (ddl_model_n_buffers floats, buffer after buffer), the buffer
@@ -1514,7 +1517,7 @@ struct ddl_param_info {
     int fan_in, fan_out;
 };
 
-#define DDL_MAX_PARAMS 128 /* parameter tensors per model */
+#define DDL_MAX_PARAMS 1024 /* parameter tensors per model */
 
 typedef struct ddl_model_build ddl_model_build;
 
@@ -1552,7 +1555,7 @@ void ddl_build_plugin_config(ddl_model_build *b, const void *kept);
 struct ddl_model_plugin {
     int version;       /* DDL_MODEL_VERSION (1 still accepted) */
     const char *name;  /* "lenet" */
-    size_t self_bytes; /* bytes of the plugin's own state (zeroed, DDL_ALIGN-aligned), at most 32768 */
+    size_t self_bytes; /* bytes of the plugin's own state (zeroed, DDL_ALIGN-aligned), at most 1 MiB */
     /* build: declare parameters, activations and output for cfg; DDL_OK or DDL_EINVAL. */
     int (*build)(void *self, const ddl_model_config *cfg, ddl_model_build *b);
     /* forward: logits (batch, C, H, W) of the normalised x (batch, in_c, in_h, in_w), batch <= cfg.batch;
@@ -1912,7 +1915,7 @@ void ddl_softmax_backward(size_t outer, size_t n, size_t inner, int log, const f
  * layer computes it, so the first layer's backward counts once); nothing else (bias, pooling,
  * normalisation, activations, dropout, concatenation, resizing: 0 FLOPs, their time shown). */
 
-#define DDL_PROFILE_MAX_LAYERS 128 /* layers a model may declare: those after are not timed */
+#define DDL_PROFILE_MAX_LAYERS 1024 /* layers a model may declare: those after are not timed */
 
 typedef struct ddl_profile_layer {
     char name[32];          /* the plugin's: "conv1", a graph layer's name or its number */

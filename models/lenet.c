@@ -191,9 +191,12 @@ static void lenet_backward(void *self, const float *x, int B, const float *dlogi
 static size_t lenet_describe(const void *self, char *buf, size_t bytes)
 {
     (void)self;
-    _Alignas(64) unsigned char mem[16384];
-    ddl_graph *g = ddl_graph_init(mem, sizeof mem);
-    return g && ddl_graph_preset(g, "lenet", NULL, 0) == DDL_OK ? ddl_graph_format(g, buf, bytes) : 0;
+    ddl_graph *g = NULL;
+    size_t n = 0;
+    if (ddl_graph_create(NULL, &g) == DDL_OK && ddl_graph_preset(g, "lenet", NULL, 0) == DDL_OK)
+        n = ddl_graph_format(g, buf, bytes);
+    ddl_graph_destroy(g, NULL);
+    return n;
 }
 
 static const ddl_model_plugin lenet_plugin = {

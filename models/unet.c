@@ -358,9 +358,12 @@ static size_t unet_describe(const void *self, char *buf, size_t bytes)
     const unet *n = (const unet *)self;
     char name[32];
     snprintf(name, sizeof name, "unet:%d:%d", n->depth, n->width);
-    _Alignas(64) unsigned char mem[16384];
-    ddl_graph *g = ddl_graph_init(mem, sizeof mem);
-    return g && ddl_graph_preset(g, name, NULL, 0) == DDL_OK ? ddl_graph_format(g, buf, bytes) : 0;
+    ddl_graph *g = NULL;
+    size_t len = 0;
+    if (ddl_graph_create(NULL, &g) == DDL_OK && ddl_graph_preset(g, name, NULL, 0) == DDL_OK)
+        len = ddl_graph_format(g, buf, bytes);
+    ddl_graph_destroy(g, NULL);
+    return len;
 }
 
 static const ddl_model_plugin unet_plugin = {

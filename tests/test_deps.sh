@@ -31,11 +31,21 @@ run test; check "the test step exits 0" $?
 grep -q "install .*chromium" "$tmp/apt" && grep -q "install .*slurmctld" "$tmp/apt" && grep -q "npm install" "$tmp/npm"
 check "make test's step installs the test tools and the npm packages" $?
 ! grep -q "iperf3" "$tmp/apt"; check "make test's step installs no iperf3 (make bench's alone)" $?
+! grep -q "torch" "$tmp/apt"; check "make test's step installs no PyTorch, nor torchvision without it" $?
+# where PyTorch is installed (these machines have it), make test's step adds torchvision for
+# tests/test_torch_zoo.sh; make run's does not
+printf '#!/bin/sh\nfor a; do :; done\n[ "$a" = python3-torch ] && printf "install ok installed" && exit 0\nexit 1\n' \
+    > "$tmp/bin/dpkg-query"
+run test; grep -q "install .*python3-torchvision" "$tmp/apt"
+check "make test's step installs torchvision where PyTorch is: $(cat "$tmp/apt" | cut -c 1-100)" $?
+run run; ! grep -q "torchvision" "$tmp/apt"; check "make run's step does not, even there" $?
+printf '#!/bin/sh\nexit 1\n' > "$tmp/bin/dpkg-query"
 
 : > "$tmp/apt"; PATH="$tmp/bin:$PATH" DDL_BENCH_DEPS=1 sh "$tmp/tree/tools/install-deps.sh" > "$tmp/out" 2>&1
 check "make bench's step exits 0" $?
-grep -q "install .*iperf3" "$tmp/apt" && grep -q "install .*python3-torch" "$tmp/apt"
-check "make bench's step installs iperf3 and PyTorch: $(cat "$tmp/apt")" $?
+grep -q "install .*iperf3" "$tmp/apt" && grep -q "install .*python3-torch " "$tmp/apt" &&
+    grep -q "install .*python3-torchvision" "$tmp/apt"
+check "make bench's step installs iperf3, PyTorch and torchvision: $(cat "$tmp/apt")" $?
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -77,7 +77,8 @@ static void same_as_plugin(const char *preset, const ddl_model_plugin *plugin, d
     ddl_graph_destroy(g, NULL);
 }
 
-/* every_layer: a graph with every kind of layer, skips, a shared input and a residual add. */
+/* every_layer: a graph with every kind of layer, skips, a shared input and a residual add; a
+ * channel shuffle read by two slices whose channels overlap (their gradients add there). */
 static ddl_graph *every_layer(void)
 {
     ddl_graph *g = G();
@@ -89,10 +90,13 @@ static ddl_graph *every_layer(void)
     int r = ddl_graph_add(g, ddl_graph_relu(g, b), p);                          /* residual */
     int u = ddl_graph_deconv2d(g, r, "up", 3, 2, 2, 0);                         /* 3x8x8 */
     int cat = ddl_graph_concat(g, n, u);                                        /* 7x8x8, n read twice */
-    int v = ddl_graph_avgpool(g, ddl_graph_conv2d(g, cat, "c3", 4, 1, 1, 0, 1), 2, 2); /* 4x4x4 */
-    int s = ddl_graph_conv2d(g, v, "c4", 5, 3, 2, 1, 1);                        /* stride 2: 5x2x2 */
+    int v = ddl_graph_avgpool(g, ddl_graph_conv2d(g, cat, "c3", 6, 1, 1, 0, 1), 2, 2); /* 6x4x4 */
+    int sh = ddl_graph_shuffle(g, v, 2);                       /* ShuffleNet's (3 a group: not its own inverse) */
+    int halves = ddl_graph_concat(g, ddl_graph_slice(g, sh, 0, 2),             /* two slices of sh, */
+                                  ddl_graph_act(g, ddl_graph_slice(g, sh, 1, 4), DDL_ACT_TANH, 0, 0)); /* overlapping */
+    int s = ddl_graph_conv2d(g, halves, "c4", 5, 3, 2, 1, 1);                   /* stride 2: 5x2x2 */
     int gp = ddl_graph_global_avgpool(g, s);
-    int f = ddl_graph_flatten(g, v);                                            /* 64 */
+    int f = ddl_graph_flatten(g, v);                                            /* 96 */
     int d = ddl_graph_dropout(g, ddl_graph_dense(g, f, "fc1", 5), 0.5f);
     int sum = ddl_graph_add(g, ddl_graph_flatten(g, gp), d);
     ddl_graph_dense(g, sum, "fc2", DDL_CLASSES);
@@ -312,6 +316,9 @@ static void errors(void)
     refused_text("input\nrelu\noutput soft\n", "line 3: output soft: the head is xent or dice");
     refused_text("input\ndropout 1.5\n", "line 2: layer 1 (dropout): p 1.5");
     refused_text("input\nconv c 8 3 pad=3\n", "pad 3: need channels");
+    refused_text("input\nshuffle 1\n", "line 2: layer 1 (shuffle): 1 groups: need 2 or more");
+    refused_text("input\nslice 0 0\n", "line 2: layer 1 (slice): channels from 0, 0 of them");
+    refused_text("input\nslice 2\n", "line 2: slice takes slice START COUNT");
     ddl_model_config mc = {.batch = 2, .in_c = 1, .in_h = 28, .in_w = 28, .n_classes = 10};
     refused_build("input 3 32 32\ndense fc classes\n", mc, "the graph takes 3x32x32 images, the model config gives 1x28x28");
     refused_build("input\nmaxpool 32\ndense fc classes\n", mc, "layer 1 (maxpool): a 28x28 input is smaller than the 32x32 window");
@@ -320,6 +327,9 @@ static void errors(void)
                   "layer 3 (add): inputs of 4x26x26 and 5x26x26: add needs the same shape");
     refused_build("input\nconv a 4 3\nrelu\ndense x classes from=a\n", mc, "layer 2 (relu): its output is not used");
     refused_build("input\nrelu\nflatten\n", mc, "no layer before the output has parameters");
+    refused_build("input\nconv a 4 3\nshuffle 3\ndense classes\n", mc, "layer 2 (shuffle): 3 groups do not divide 4");
+    refused_build("input\nconv a 4 3\nslice 2 3\ndense classes\n", mc,
+                  "layer 2 (slice): channels 2 to 4 of an input of 4");
     /* shapes past an int: refused in 64 bits, not wrapped (a deconv's (h - 1) * stride, a concat's
      * channels, a sample's values); a conv window larger than its padded input makes no output */
     ddl_model_config big = {.batch = 2, .in_c = 1, .in_h = 4096, .in_w = 4096, .n_classes = 10};
@@ -449,6 +459,61 @@ static void checkpoints(void)
     ddl_graph_destroy(g, NULL);
 }
 
+/* deep: networks of torchvision's depth (DenseNet-121 imports as 845 layers): 200 blocks of conv,
+ * batchnorm and relu, 603 layers of 602 parameter and 400 buffer tensors (past the 128 each of
+ * before), train, go to a checkpoint and come back, and a predictor gives the model's logits; a
+ * graph takes DDL_GRAPH_MAX_LAYERS layers, and the next is refused, naming the limit. */
+static void deep(void)
+{
+    enum { N = 16, BLOCKS = 200 };
+    static uint8_t images[N * 3 * 8 * 8], labels[N];
+    for (int i = 0; i < N; i++) {
+        labels[i] = (uint8_t)(i % 2);
+        for (int k = 0; k < 192; k++)
+            images[i * 192 + k] = (uint8_t)((k * 7 + i * 13) % 200 + 50 * labels[i]);
+    }
+    ddl_dataset d = {.n = N, .c = 3, .h = 8, .w = 8, .th = 1, .tw = 1, .n_classes = 2, .images = images,
+                     .targets = labels};
+    char err[DDL_ERR_BYTES], path[64];
+    snprintf(path, sizeof path, "/tmp/ddl-test-graph-deep-%d.ckpt", (int)getpid());
+    ddl_graph *g = G();
+    int x = ddl_graph_input(g, 3, 8, 8);
+    for (int b = 0; b < BLOCKS; b++) {
+        char name[16];
+        snprintf(name, sizeof name, "c%d", b);
+        x = ddl_graph_conv2d(g, x, name, 4, 3, 1, 1, 0);
+        x = ddl_graph_relu(g, ddl_graph_batchnorm(g, x, NULL, 0.1f, 1e-5f));
+    }
+    ddl_graph_dense(g, ddl_graph_global_avgpool(g, x), "fc", DDL_CLASSES);
+    CHECK(!ddl_graph_error(g)[0] && ddl_graph_n_layers(g) == 3 * BLOCKS + 3);
+    uint32_t crc = 0, resumed = 0;
+    ddl_model *m = train_graph(g, &d, 2, path, NULL, &crc);
+    CHECK(m && ddl_model_n_tensors(m) == 3 * BLOCKS + 2);
+    ddl_model_destroy(m);
+    m = train_graph(g, &d, 0, NULL, path, &resumed);
+    CHECK(m && resumed == crc);
+    ddl_predictor *p = NULL;
+    CHECK(ddl_predictor_open(path, NULL, NULL, &p, err, sizeof err) == DDL_OK);
+    if (p && m) {
+        float logits[2 * 2], want[2 * 2], mean, std, xs[2 * 192];
+        ddl_model_norm(m, &mean, &std);
+        for (int k = 0; k < 2 * 192; k++)
+            xs[k] = (float)images[k] * (1.0f / (255.0f * std)) + -mean / std;
+        memcpy(want, ddl_model_forward(m, xs, 2, 0, NULL), sizeof want);
+        CHECK(ddl_predictor_run(p, images, 2, 3, 8, 8, logits, NULL, NULL) == DDL_OK);
+        CHECK(memcmp(want, logits, sizeof want) == 0);
+        ddl_predictor_close(p);
+    }
+    ddl_model_destroy(m);
+    unlink(path);
+    /* the limit: full, then refused */
+    while (ddl_graph_n_layers(g) < DDL_GRAPH_MAX_LAYERS)
+        x = ddl_graph_relu(g, x);
+    CHECK(x >= 0 && !ddl_graph_error(g)[0]);
+    CHECK(ddl_graph_relu(g, x) < 0 && strstr(ddl_graph_error(g), "at most 1024 layers"));
+    ddl_graph_destroy(g, NULL);
+}
+
 /* per_channel: a mean and std per channel travel through checkpoints, resume, the predictor */
 static void per_channel(void)
 {
@@ -524,5 +589,6 @@ int main(void)
     errors();
     checkpoints();
     per_channel();
+    deep();
     return TEST_END();
 }

@@ -13,7 +13,8 @@
 # tests/test_pg.sh postgresql-15 (the server it starts) and postgresql-server-dev-15 (PGXS, which
 # builds the extension in pg/); tests/test_ssh.sh openssh-server and openssh-client (an sshd it
 # starts in each network namespace). make bench alone (DDL_BENCH_DEPS=1): PyTorch, time, PL/Python,
-# iperf3 (tools/bench/wire.sh: what TCP carries between two namespaces, beside ddl's all-reduce).
+# iperf3 (tools/bench/wire.sh: what TCP carries between two namespaces, beside ddl's all-reduce);
+# python3-torchvision with them, or for make test where python3-torch is installed already.
 # libpq-dev (building): lenet, unet and ddl-train --predict --db score a PostgreSQL table through
 # libpq (without it they build with --db left out).
 set -u
@@ -26,6 +27,12 @@ PKGS="$RUN_PKGS g++ clang python3 python3-numpy python3-pil python3-onnx cmake i
 NODE=1
 [ "${DDL_DEPS:-test}" = run ] && PKGS="$RUN_PKGS" NODE=0  # make run: no test tools, no npm
 [ "${DDL_BENCH_DEPS:-0}" = 1 ] && PKGS="$PKGS python3 python3-torch python3-numpy time postgresql-plpython3-15 iperf3"
+# tests/test_torch_zoo.sh: torchvision's networks (3 MB) where PyTorch is (make test does not install
+# PyTorch itself: its tests skip without it), and with make bench's PyTorch
+if [ "${DDL_DEPS:-test}" != run ] && { [ "${DDL_BENCH_DEPS:-0}" = 1 ] ||
+    dpkg-query -W -f='${Status}' python3-torch 2>/dev/null | grep -q "install ok installed"; }; then
+    PKGS="$PKGS python3-torchvision"
+fi
 [ "${DDL_FUZZ_DEPS:-0}" = 1 ] && PKGS="clang" NODE=0  # make fuzz alone (make test installs clang too)
 # Node.js and npm: Debian's, unless the machine has a node and npm already (NodeSource's nodejs
 # carries npm and conflicts with Debian's npm package).

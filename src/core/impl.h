@@ -370,7 +370,7 @@ int ddl__act_grad_from_y(int kind, float alpha);
 
 /* ---- the model object (model.c; train/ reads it) ---- */
 #define DDL__NAME_BYTES 48
-#define DDL__MODEL_SELF_MAX 32768 /* bytes of a plugin's own state (ddl_model_plugin.self_bytes) */
+#define DDL__MODEL_SELF_MAX (1 << 20) /* bytes of a plugin's own state (ddl_model_plugin.self_bytes) */
 
 /* A data set's arrays, whichever of each pair holds them (ddl.h: images or fimages, targets or
  * targets16): the bytes of one pixel (1 or 4) and of one target (1 or 2), the arrays, and
@@ -499,6 +499,16 @@ static inline void ddl__norm_affine(const ddl_model *m, int c, float *scale, flo
     *scale = 1.0f / (255.0f * std);
     *shift = -mean / std;
 }
+
+/* ddl__shuffle_channels (channels.c): ShuffleNet's channel shuffle of x (n, c, s) into y: channel
+ * i * (c / groups) + j goes to j * groups + i (x.view(n, groups, c / groups, ..).transpose(1, 2));
+ * inverse: the other way, its backward. groups divides c; y is not x.
+ * ddl__slice_channels: y (n, count, s) = x (n, c, s)[:, start:start + count].
+ * ddl__slice_channels_backward: dx (n, c, s) = dy in channels start..start + count - 1 and zeros
+ * elsewhere, or with add, dy added into those channels of dx alone. */
+void ddl__shuffle_channels(int n, int c, int groups, size_t s, const float *x, float *y, int inverse);
+void ddl__slice_channels(int n, int c, int start, int count, size_t s, const float *x, float *y);
+void ddl__slice_channels_backward(int n, int c, int start, int count, size_t s, const float *dy, float *dx, int add);
 
 /* ddl__mul_forward / _backward (mul.c): y = a * b over a (n, c, s), b (n, c, sb) with sb = s, or sb =
  * 1: one value per sample and channel for every position; da = dy * b, db = dy * a (sb = 1: its

@@ -243,12 +243,17 @@ static int measure(const ddl_model_plugin *p, const ddl_model_config *cfg, layou
     ddl_model_build b;
     memset(&b, 0, sizeof b);
     ddl_arena_init(&b.scratch, NULL, 0);
-    /* The plugin's state is zeroed scratch memory during the measure pass, so it can keep sizes. */
-    _Alignas(DDL_ALIGN) unsigned char self_tmp[DDL__MODEL_SELF_MAX];
-    if (p->self_bytes > sizeof self_tmp)
+    /* The plugin's state is zeroed scratch memory during the measure pass, so it can keep sizes:
+     * from malloc, as a graph's (about 200 KB) is too much for a thread's stack. */
+    if (p->self_bytes > DDL__MODEL_SELF_MAX)
         return ddl__errf(err, err_bytes, DDL_EINVAL, "model plugin state of %zu bytes is too large", p->self_bytes);
-    memset(self_tmp, 0, sizeof self_tmp);
+    void *self_tmp = ddl__alloc(NULL, p->self_bytes);
+    if (!self_tmp)
+        return ddl__errf(err, err_bytes, DDL_ENOMEM, "%s: no memory for the plugin's state (%zu bytes)", p->name,
+                         p->self_bytes);
+    memset(self_tmp, 0, p->self_bytes);
     rc = p->build(self_tmp, cfg, &b);
+    ddl__free(NULL, self_tmp);
     if (rc != DDL_OK || b.failed)
         return ddl__errf(err, err_bytes, DDL_EINVAL, "%s", b.failed ? b.err : "model build failed");
     if (b.out_c != cfg->n_classes || b.out_h < 1 || b.out_w < 1)

@@ -11,7 +11,8 @@
 static const char *const op_names[DDL__N_OPS] = {"input",   "conv",    "deconv",    "maxpool", "avgpool",
                                                  "gap",     "dense",   "relu",      "dropout", "groupnorm",
                                                  "flatten", "concat",  "add",       "act",     "softmax",
-                                                 "resize",  "batchnorm", "affine",    "mul"};
+                                                 "resize",  "batchnorm", "affine",    "mul",     "shuffle",
+                                                 "slice"};
 
 const char *ddl__graph_op_name(int op) { return op >= 0 && op < DDL__N_OPS ? op_names[op] : NULL; }
 
@@ -68,9 +69,6 @@ void ddl__graph_param_prefix(const ddl_graph *g, int i, char *out, size_t out_by
 }
 
 /* ---- lifecycle ---- */
-
-/* models/lenet.c and unet.c describe themselves from a graph on their stack */
-_Static_assert(sizeof(ddl_graph) <= 16384, "the built-in plugins' describe() keeps a graph in 16384 bytes");
 
 size_t ddl_graph_sizeof(void) { return sizeof(ddl_graph); }
 
@@ -223,6 +221,27 @@ int ddl_graph_mul(ddl_graph *g, int a, int b)
 {
     return b < 0 && g && !g->failed ? ddl__graph_fail(g, "layer %d (mul): needs two inputs", g->n)
                                     : add(g, DDL__OP_MUL, a, b, "");
+}
+
+int ddl_graph_shuffle(ddl_graph *g, int x, int groups)
+{
+    int i = add(g, DDL__OP_SHUFFLE, x, -1, "");
+    if (i >= 0 && groups < 2)
+        return ddl__graph_fail(g, "layer %d (shuffle): %d groups: need 2 or more", i, groups);
+    if (i >= 0)
+        g->layers[i].groups = groups;
+    return i;
+}
+
+int ddl_graph_slice(ddl_graph *g, int x, int start, int count)
+{
+    int i = add(g, DDL__OP_SLICE, x, -1, "");
+    if (i >= 0 && (start < 0 || count < 1))
+        return ddl__graph_fail(g, "layer %d (slice): channels from %d, %d of them: need a start >= 0 and a count >= 1",
+                               i, start, count);
+    if (i >= 0)
+        g->layers[i].k = start, g->layers[i].out = count;
+    return i;
 }
 
 int ddl_graph_affine(ddl_graph *g, int x, int channels, const float *scale, const float *shift)

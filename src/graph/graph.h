@@ -26,6 +26,8 @@ enum {
     DDL__OP_BATCHNORM,
     DDL__OP_AFFINE,        /* x * scale + shift per channel, constants: out channels, k their offset in consts */
     DDL__OP_MUL,           /* in[0] * in[1], the second of the same shape or (C, 1, 1): broadcast */
+    DDL__OP_SHUFFLE,       /* ShuffleNet's channel shuffle in `groups` groups */
+    DDL__OP_SLICE,         /* channels k .. k + out - 1 of the input */
     DDL__N_OPS
 };
 
@@ -49,9 +51,9 @@ typedef struct ddl__layer {
     uint8_t out_pad_h, out_pad_w; /* deconv: output_padding */
     uint8_t ceil_mode;            /* pools: output size rounded up */
     uint8_t count_pad;            /* avgpool: count_include_pad */
-    /* The settings of one kind of layer each, sharing their bytes (the graph's 128 layers and the
-     * affine constants must stay within 16384 bytes): an activation's or softmax's, a resize's, or
-     * a batchnorm's. */
+    /* The settings of one kind of layer each, sharing their bytes (a graph holds 1024 layers, held
+     * by value in every model built from it): an activation's or softmax's, a resize's, or a
+     * batchnorm's. */
     union {
         struct {
             uint8_t act;           /* act: DDL_ACT_*; softmax: 1 for log softmax */

@@ -16,6 +16,7 @@ static const char *const known[][2] = {
     {"AveragePool", " auto_pad ceil_mode count_include_pad dilations kernel_shape pads strides "},
     {"GlobalAveragePool", " "},
     {"GlobalMaxPool", " "},
+    {"ReduceMean", " axes keepdims noop_with_empty_axes "},
     {"Gemm", " alpha beta transA transB "},
     {"MatMul", " "},
     {"Add", " "},

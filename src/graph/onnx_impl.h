@@ -14,7 +14,8 @@
 #define NAME 160               /* bytes of a value's name */
 #define MAX_TENSORS 4096
 #define MAX_VALUES 8192
-#define MAX_IO 8               /* inputs or outputs of a node */
+#define MAX_IO 8               /* outputs of a node */
+#define MAX_IN 64              /* inputs of a node: DenseNet-201's widest Concat takes 49 */
 #define MAX_FILE ((uint64_t)1 << 31)
 
 enum { T_FLOAT = 1, T_INT64 = 7 };
@@ -49,7 +50,7 @@ typedef struct ddl__onnx_pend {
     int layer, groups;         /* the layer it is made from; its groups */
     int s, b;                  /* InstanceNormalization's scale and bias tensors */
 } ddl__onnx_pend;
-enum { DDL__PEND_GROUPED = 1, DDL__PEND_NORMED, DDL__PEND_FOLDED };
+enum { DDL__PEND_GROUPED = 1, DDL__PEND_NORMED, DDL__PEND_FOLDED, DDL__PEND_SPLIT5, DDL__PEND_SWAPPED };
 #define DDL__ONNX_MAX_PEND 64
 
 /* Where a groupnorm layer's weight and bias come from: weight[c] = s[c / cg] * mul[c], bias[c] =
@@ -134,12 +135,13 @@ int ddl__onnx_pool_geometry(int kind, const ddl__onnx_geo *a, int h, int w, ddl_
 
 #define DDL__ONNX_NAME NAME
 #define DDL__ONNX_MAX_IO MAX_IO
+#define DDL__ONNX_MAX_IN MAX_IN
 #define DDL__ONNX_ABSORBED (-2) /* value.tensor of a node's output that a pattern already made */
 
 typedef struct imp ddl__onnx_imp; /* the import in progress (onnx_import.c) */
 typedef struct ddl__onnx_node {
     char op[64], name[DDL__ONNX_NAME];
-    char in[DDL__ONNX_MAX_IO][DDL__ONNX_NAME], out[DDL__ONNX_MAX_IO][DDL__ONNX_NAME];
+    char in[DDL__ONNX_MAX_IN][DDL__ONNX_NAME], out[DDL__ONNX_MAX_IO][DDL__ONNX_NAME];
     int n_in, n_out;
     ddl__pb_slice attrs[32];
     int n_attrs;
@@ -239,6 +241,21 @@ int ddl__onnx_resize(imp *m, ddl_graph *g, const node *n);
  * reshapes reach it from onnx_import_shape.c: ddl__onnx_norm_reshape with the shape resolved. */
 int ddl__onnx_norm_node(imp *m, ddl_graph *g, const node *n);
 int ddl__onnx_norm_reshape(imp *m, ddl_graph *g, const node *n, int x, const int64_t *shape, int k);
+/* ddl__onnx_pending: the pattern value `name` is (NULL: a layer's output or a constant);
+ * ddl__onnx_new_pend: `name` a pattern value of kind made from layer (DDL_OK or the error). */
+ddl__onnx_pend *ddl__onnx_pending(imp *m, const char *name);
+int ddl__onnx_new_pend(imp *m, const node *n, const char *name, int kind, int layer, int groups);
+
+/* onnx_import_channels.c: channels moved, not computed. ddl__onnx_channel_slice: a Slice of a
+ * layer's output along the channels as a slice layer. ShuffleNet's channel shuffle, as torch
+ * writes it: Reshape of a layer to (N, G, C / G, H, W) (ddl__onnx_shuffle_split, from
+ * onnx_import_shape.c's Reshape), Transpose (0, 2, 1, 3, 4) (ddl__onnx_shuffle_swap; -1 when the
+ * Transpose reads no such value), Reshape back to (N, C, H, W) (ddl__onnx_shuffle_join): a
+ * shuffle layer. DDL_OK, or DDL_EINVAL with the node named. */
+int ddl__onnx_channel_slice(imp *m, ddl_graph *g, const node *n, int x);
+int ddl__onnx_shuffle_split(imp *m, const node *n, int x, int64_t groups);
+int ddl__onnx_shuffle_swap(imp *m, const node *n);
+int ddl__onnx_shuffle_join(imp *m, ddl_graph *g, const node *n, const int64_t *shape, int k);
 /* ddl__onnx_norm_params: groupnorm layer i's weight then bias (c each) into p. */
 int ddl__onnx_norm_params(imp *m, int i, int c, float *p);
 

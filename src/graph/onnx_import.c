@@ -181,7 +181,7 @@ static int node_read(imp *m, ddl__pb_slice s, node *n)
     int r, bad = 0;
     while ((r = ddl__pb_next(&s, &f)) > 0) {
         if (f.number == 1)
-            bad |= n->n_in == MAX_IO || ddl__pb_str(&f, n->in[n->n_in++], NAME) != 0;
+            bad |= n->n_in == MAX_IN || ddl__pb_str(&f, n->in[n->n_in++], NAME) != 0;
         else if (f.number == 2)
             bad |= n->n_out == MAX_IO || ddl__pb_str(&f, n->out[n->n_out++], NAME) != 0;
         else if (f.number == 3)
@@ -534,9 +534,24 @@ static int dense(imp *m, ddl_graph *g, const node *n, int gemm)
     return added(m, g, n, ddl_graph_dense(g, x, name, out), w, b, transposed);
 }
 
+/* alias: the node changes nothing ddl keeps (Identity, Dropout at inference, a last Softmax). */
+static int alias(imp *m, const node *n)
+{
+    int i = find(m, n->in[0]);
+    if (i < 0)
+        return fail(m, "node %s (%s): input %s is not defined before it", n->name, n->op, n->in[0]);
+    value v = m->v[i]; /* define may move the table's end, never an entry */
+    int rc = define(m, n->out[0], v.layer, v.tensor);
+    if (rc == DDL_OK && v.padded) /* a Pad not yet folded stays pending through it */
+        m->v[m->n_v - 1].padded = 1, memcpy(m->v[m->n_v - 1].pad, v.pad, sizeof v.pad);
+    return rc;
+}
+
 /* join: Add or Concat (axis 1) of layers. */
 static int join(imp *m, ddl_graph *g, const node *n)
 {
+    if (strcmp(n->op, "Concat") == 0 && n->n_in == 1) /* DenseNet's first torch.cat of a list of one */
+        return alias(m, n);
     int x = n->n_in ? layer_in(m, n, n->in[0]) : -1;
     if (strcmp(n->op, "Concat") == 0 && x >= 0) { /* axis 1, or its negative */
         attr ax = get(n, "axis");
@@ -583,19 +598,6 @@ static int pad_node(imp *m, const node *n, const int64_t *pads, int k)
     v->padded = 1;
     v->pad[0] = (int)pads[2], v->pad[1] = (int)pads[3], v->pad[2] = (int)pads[6], v->pad[3] = (int)pads[7];
     return DDL_OK;
-}
-
-/* alias: the node changes nothing ddl keeps (Identity, Dropout at inference, a last Softmax). */
-static int alias(imp *m, const node *n)
-{
-    int i = find(m, n->in[0]);
-    if (i < 0)
-        return fail(m, "node %s (%s): input %s is not defined before it", n->name, n->op, n->in[0]);
-    value v = m->v[i]; /* define may move the table's end, never an entry */
-    int rc = define(m, n->out[0], v.layer, v.tensor);
-    if (rc == DDL_OK && v.padded) /* a Pad not yet folded stays pending through it */
-        m->v[m->n_v - 1].padded = 1, memcpy(m->v[m->n_v - 1].pad, v.pad, sizeof v.pad);
-    return rc;
 }
 
 /* dropout: a dropout layer of the node's ratio (its attribute before opset 12, its second input

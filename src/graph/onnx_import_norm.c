@@ -16,8 +16,11 @@
 
 /* ---- values inside the pattern ---- */
 
+#define pending ddl__onnx_pending
+#define new_pend ddl__onnx_new_pend
+
 /* pending: the pattern value `name` is, NULL if it is none (a layer's output or a constant). */
-static ddl__onnx_pend *pending(imp *m, const char *name)
+ddl__onnx_pend *ddl__onnx_pending(imp *m, const char *name)
 {
     int i = m->n_pend ? ddl__onnx_find(m, name) : -1;
     if (i < 0 || m->v[i].layer >= 0 || m->v[i].tensor >= 0)
@@ -28,10 +31,11 @@ static ddl__onnx_pend *pending(imp *m, const char *name)
     return NULL;
 }
 
-static int new_pend(imp *m, const node *n, const char *name, int kind, int layer, int groups)
+int ddl__onnx_new_pend(imp *m, const node *n, const char *name, int kind, int layer, int groups)
 {
     if (m->n_pend == DDL__ONNX_MAX_PEND)
-        return fail(m, "node %s (%s): more than %d GroupNorm patterns", n->name, n->op, DDL__ONNX_MAX_PEND);
+        return fail(m, "node %s (%s): more than %d GroupNorm or channel shuffle patterns", n->name, n->op,
+                    DDL__ONNX_MAX_PEND);
     ddl__onnx_pend *p = &m->pend[m->n_pend++];
     memset(p, 0, sizeof *p);
     snprintf(p->name, sizeof p->name, "%s", name);
@@ -45,11 +49,16 @@ static int refuse_pending(imp *m, const node *n)
     for (int k = 0; k < n->n_in; k++) {
         const ddl__onnx_pend *p = n->in[k][0] ? pending(m, n->in[k]) : NULL;
         if (!p || (k == 0 && p->kind == DDL__PEND_GROUPED && strcmp(n->op, "InstanceNormalization") == 0) ||
-            (k == 0 && p->kind == DDL__PEND_NORMED && strcmp(n->op, "Reshape") == 0))
+            (k == 0 && (p->kind == DDL__PEND_NORMED || p->kind == DDL__PEND_SWAPPED) && strcmp(n->op, "Reshape") == 0) ||
+            (k == 0 && p->kind == DDL__PEND_SPLIT5 && strcmp(n->op, "Transpose") == 0))
             continue;
         return fail(m, "node %s (%s): reads %s, %s", n->name, n->op, n->in[k],
                     p->kind == DDL__PEND_GROUPED ? "a layer's output reshaped to (N, G, -1), which ddl takes only as "
                                                    "the input of GroupNorm's InstanceNormalization"
+                    : p->kind == DDL__PEND_SPLIT5 ? "a layer's output reshaped to (N, G, C / G, H, W), which ddl takes "
+                                                    "only as a channel shuffle's, transposed (0, 2, 1, 3, 4)"
+                    : p->kind == DDL__PEND_SWAPPED ? "a channel shuffle's transposed 5-D values, which ddl takes only "
+                                                     "reshaped back to (N, C, H, W)"
                     : p->kind == DDL__PEND_NORMED ? "GroupNorm's normalised (N, G, -1) values, which ddl takes only "
                                                     "reshaped back to the input's shape"
                                                   : "a GroupNorm's output before its weight or bias, which ddl folded "

@@ -285,13 +285,16 @@ static int concat_op(imp *m, const node *n)
     return put(m, n, &v);
 }
 
-/* slice_op: Slice of a vector (axis 0), its starts, ends (and steps) as inputs or attributes. */
-static int slice_op(imp *m, const node *n)
+/* slice_op: Slice of a vector (axis 0), its starts, ends (and steps) as inputs or attributes; of a
+ * layer: along its channels (onnx_import_channels.c). */
+static int slice_op(imp *m, ddl_graph *g, const node *n)
 {
     fv d, s, e, ax, st;
     int layer, rc = get(m, n, 0, &d, &layer);
-    if (rc == 1)
-        return -1;
+    if (rc == 1) {
+        int x = ddl__onnx_layer_in(m, n, n->in[0]);
+        return x < 0 ? DDL_EINVAL : ddl__onnx_channel_slice(m, g, n, x);
+    }
     int64_t lo, hi, step = 1, axis = 0;
     attr as = ddl__onnx_get(n, "starts"), ae = ddl__onnx_get(n, "ends"), aa = ddl__onnx_get(n, "axes");
     if (rc != DDL_OK)
@@ -472,6 +475,9 @@ static int reshape_op(imp *m, ddl_graph *g, const node *n)
         return resolve_const(m, n, &m->t[m->v[i].tensor], s.i, k, allowzero) == DDL_OK
                    ? view(m, n, m->v[i].tensor, k, s.i)
                    : DDL_EINVAL;
+    const ddl__onnx_pend *p = m->v[i].layer < 0 ? ddl__onnx_pending(m, n->in[0]) : NULL;
+    if (p && p->kind == DDL__PEND_SWAPPED) /* a pattern's value: a channel shuffle's reshape back */
+        return ddl__onnx_shuffle_join(m, g, n, s.i, k);
     if (m->v[i].layer < 0) /* a pattern's value: GroupNorm's reshape back */
         return ddl__onnx_norm_reshape(m, g, n, -1, s.i, k);
     int x = m->v[i].layer;
@@ -508,6 +514,8 @@ static int reshape_op(imp *m, ddl_graph *g, const node *n)
         return ddl__onnx_define(m, n->out[0], ddl__onnx_layer_in(m, n, n->in[0]), -1);
     if (k == 3 && r == 4)
         return ddl__onnx_norm_reshape(m, g, n, x, out, k);
+    if (k == 5 && r == 4 && out[1] * out[2] == d[1] && out[3] == d[2] && out[4] == d[3] && out[1] > 1 && out[2] > 1)
+        return ddl__onnx_shuffle_split(m, n, x, out[1]); /* a channel shuffle's first step */
     return fail(m, "node %s (Reshape): to %s from %s: ddl takes reshapes to (N, -1), the same shape or GroupNorm's "
                 "(N, G, -1)", n->name, text(out, k, a), text(d, r, b));
 }
@@ -530,6 +538,30 @@ static int flatten_op(imp *m, ddl_graph *g, const node *n)
     return ddl__onnx_added_w(m, g, n, ddl_graph_flatten(g, x), -1, -1, 0);
 }
 
+/* reduce_mean_op: ReduceMean over the height and width of a 4-D layer (MnasNet's and some
+ * squeeze-and-excitation blocks' x.mean([2, 3])): a global average pool, then a flatten unless
+ * keepdims. Other axes are refused, naming them. */
+static int reduce_mean_op(imp *m, ddl_graph *g, const node *n)
+{
+    int x = ddl__onnx_layer_in(m, n, n->in[0]);
+    int64_t d[4], a[8];
+    int k = 0, r = x < 0 ? -1 : dims(m, g, n, x, d);
+    if (r < 0 || axes(m, n, r, a, &k) != DDL_OK)
+        return DDL_EINVAL;
+    attr kd = ddl__onnx_get(n, "keepdims"), ne = ddl__onnx_get(n, "noop_with_empty_axes");
+    if (k == 0 && ne.found && ne.n >= 1 && ne.ints[0] != 0) /* opset 18: no axes is no reduction */
+        return ddl__onnx_define(m, n->out[0], x, -1);
+    if (r != 4 || k != 2 || !has(a, k, 2) || !has(a, k, 3)) {
+        char t[200];
+        return fail(m, "node %s (ReduceMean): axes %s of a rank-%d input: ddl takes the mean over the height and "
+                    "width (axes 2 and 3), a global average pool", n->name, k ? text(a, k, t) : "(all)", r);
+    }
+    int p = ddl_graph_global_avgpool(g, x);
+    if (kd.found && kd.n >= 1 && kd.ints[0] == 0 && p >= 0)
+        p = ddl_graph_flatten(g, p);
+    return ddl__onnx_added_w(m, g, n, p, -1, -1, 0);
+}
+
 /* ---- dispatch ---- */
 
 int ddl__onnx_shape_node(imp *m, ddl_graph *g, const node *n)
@@ -547,7 +579,9 @@ int ddl__onnx_shape_node(imp *m, ddl_graph *g, const node *n)
     if (strcmp(op, "Concat") == 0)
         return concat_op(m, n);
     if (strcmp(op, "Slice") == 0)
-        return slice_op(m, n);
+        return slice_op(m, g, n);
+    if (strcmp(op, "Transpose") == 0)
+        return ddl__onnx_shuffle_swap(m, n);
     if (strcmp(op, "Cast") == 0)
         return cast_op(m, n);
     if (strcmp(op, "Mul") == 0 || strcmp(op, "Add") == 0 || strcmp(op, "Sub") == 0 || strcmp(op, "Div") == 0)
@@ -558,5 +592,7 @@ int ddl__onnx_shape_node(imp *m, ddl_graph *g, const node *n)
         return reshape_op(m, g, n);
     if (strcmp(op, "Flatten") == 0)
         return flatten_op(m, g, n);
+    if (strcmp(op, "ReduceMean") == 0)
+        return reduce_mean_op(m, g, n);
     return -1;
 }

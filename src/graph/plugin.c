@@ -189,6 +189,15 @@ static int shape_layer(gmodel *m, int i, const ddl_model_config *cfg, ddl_model_
             c = o->c;
         break;
     }
+    case DDL__OP_SHUFFLE:
+        if (a->c % l->groups)
+            return fail(b, &m->g, i, "%d groups do not divide %d channels", l->groups, a->c);
+        break;
+    case DDL__OP_SLICE:
+        if ((int64_t)l->k + l->out > a->c)
+            return fail(b, &m->g, i, "channels %d to %d of an input of %d", l->k, l->k + l->out - 1, a->c);
+        c = l->out;
+        break;
     case DDL__OP_RESIZE: /* the scale times the size in float, truncated: onnxruntime's output size */
         h = l->k ? l->k : (int64_t)(l->scale_h * (float)a->h);
         w = l->stride ? l->stride : (int64_t)(l->scale_w * (float)a->w);
@@ -536,6 +545,8 @@ static void layer_forward(gmodel *m, int i, int B, int training, ddl_rng *rng)
             ddl__mul_forward(B, r->c, (size_t)r->h * r->w, v->size / (size_t)r->c, f->y, v->y, r->y);
         break;
     }
+    case DDL__OP_SHUFFLE: ddl__shuffle_channels(B, a->c, l->groups, (size_t)a->h * a->w, a->y, r->y, 0); break;
+    case DDL__OP_SLICE: ddl__slice_channels(B, a->c, l->k, l->out, (size_t)a->h * a->w, a->y, r->y); break;
     case DDL__OP_ACT: ddl_act_forward(l->act, l->alpha, l->beta, count, a->y, r->y); break;
     case DDL__OP_SOFTMAX: {
         size_t sz[3];
@@ -699,6 +710,17 @@ static void layer_backward(gmodel *m, int i, int B)
         settle(m, vi, dv == m->tmp2 ? dv : NULL, (size_t)B * v->size);
         break;
     }
+    case DDL__OP_SHUFFLE:
+        if ((dx = target(m, ia, m->tmp)))
+            ddl__shuffle_channels(B, a->c, l->groups, (size_t)a->h * a->w, r->dy, dx, 1);
+        break;
+    case DDL__OP_SLICE: /* a gradient already there: this slice's channels added into it alone */
+        if (a->grad) {
+            int add = m->r[ia].written;
+            m->r[ia].written = 1;
+            ddl__slice_channels_backward(B, a->c, l->k, l->out, (size_t)a->h * a->w, r->dy, m->r[ia].dy, add);
+        }
+        break;
     case DDL__OP_ACT: /* in place: a->y is r->y, which the kinds that may run so read alone */
         if ((dx = target(m, ia, m->tmp)))
             ddl_act_backward(l->act, l->alpha, l->beta, count, a->y, r->y, r->dy, dx);
@@ -769,42 +791,57 @@ static const ddl_model_plugin graph_plugin = {
 
 const ddl_model_plugin *ddl_model_graph(void) { return &graph_plugin; }
 
+/* shape_copy: a zeroed gmodel (about 200 KB: from malloc, not the stack) holding a copy of g's
+ * first n layers, to shape them without building; NULL without memory. */
+static gmodel *shape_copy(const ddl_graph *g, int n)
+{
+    gmodel *m = (gmodel *)ddl__alloc(NULL, sizeof *m);
+    if (m) {
+        memset(m, 0, sizeof *m);
+        memcpy(&m->g, g, sizeof m->g);
+        m->g.n = n;
+    }
+    return m;
+}
+
 int ddl_graph_output_shape(const ddl_graph *g, const ddl_model_config *cfg, int *c, int *h, int *w)
 {
-    gmodel m; /* about 26 KB of stack, as the core's measure pass takes */
     if (!g || !cfg || g->failed || g->n < 2)
         return DDL_EINVAL;
-    memset(&m, 0, sizeof m);
-    memcpy(&m.g, g, sizeof m.g);
-    int rc = shape_input(&m, cfg, NULL);
+    gmodel *m = shape_copy(g, g->n);
+    if (!m)
+        return DDL_ENOMEM;
+    int rc = shape_input(m, cfg, NULL);
     for (int i = 1; i < g->n && rc == DDL_OK; i++)
-        rc = shape_layer(&m, i, cfg, NULL);
+        rc = shape_layer(m, i, cfg, NULL);
     if (rc == DDL_OK) {
-        const rt *o = &m.r[ddl_graph_output_layer(g)];
+        const rt *o = &m->r[ddl_graph_output_layer(g)];
         *c = o->c, *h = o->h, *w = o->w;
     }
+    ddl__free(NULL, m);
     return rc;
 }
 
 int ddl__graph_layer_shape(const ddl_graph *g, int i, int *c, int *h, int *w, char *why, size_t why_bytes)
 {
-    gmodel m;
     if (!g || g->failed || i < 0 || i >= g->n)
         return ddl__errf(why, why_bytes, DDL_EINVAL, "layer %d: not in the graph (0 to %d)", i, g ? g->n - 1 : -1);
     const ddl__layer *in = &g->layers[0];
     if (in->out < 1 || in->k < 1 || in->stride < 1)
         return ddl__errf(why, why_bytes, DDL_EINVAL, "layer 0 (input): its size is not fixed");
     ddl_model_config cfg = {.batch = 1, .in_c = in->out, .in_h = in->k, .in_w = in->stride, .n_classes = 2};
-    memset(&m, 0, sizeof m);
-    memcpy(&m.g, g, sizeof m.g);
-    m.g.n = i + 1;
-    int rc = shape_input(&m, &cfg, NULL);
+    gmodel *m = shape_copy(g, i + 1);
+    if (!m)
+        return ddl__errf(why, why_bytes, DDL_ENOMEM, "layer %d: no memory to find its shape", i);
+    int rc = shape_input(m, &cfg, NULL);
     for (int k = 1; k <= i && rc == DDL_OK; k++)
-        rc = shape_layer(&m, k, &cfg, NULL);
+        rc = shape_layer(m, k, &cfg, NULL);
     if (rc != DDL_OK)
-        return ddl__errf(why, why_bytes, rc, "%s", m.g.err);
-    *c = m.r[i].c, *h = m.r[i].h, *w = m.r[i].w;
-    return DDL_OK;
+        ddl__errf(why, why_bytes, rc, "%s", m->g.err);
+    else
+        *c = m->r[i].c, *h = m->r[i].h, *w = m->r[i].w;
+    ddl__free(NULL, m);
+    return rc;
 }
 
 int ddl__graph_shape(const ddl_model *m, int i, const ddl_graph **g, int *c, int *h, int *w, int *groups)

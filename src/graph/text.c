@@ -13,7 +13,8 @@
  *
  * A layer reads the layer before it unless from=NAME says which (a name given to any layer, or
  * its number). The other layers: deconv [NAME] OUT K [stride=S] [pad=P], gap (global average
- * pool), dropout [P] (no P: the model config's), groupnorm [NAME] [GROUPS], flatten.
+ * pool), dropout [P] (no P: the model config's), groupnorm [NAME] [GROUPS], flatten, shuffle GROUPS
+ * (ShuffleNet's channel shuffle), slice START COUNT (channels START .. START + COUNT - 1).
  * Convolutions and pools take more geometry (geometry.c; K is then the kernel's height):
  *
  *     conv dw 32 3 groups=32 stride=2 pad=1   kw=KW, stride=S|SH,SW, pad=P|PH,PW|T,L,B,R,
@@ -192,14 +193,14 @@ static const char *const usage[DDL__N_OPS] = {
     "groupnorm [NAME] [GROUPS]", "flatten", "concat from=A[,B]", "add from=A[,B]",
     "an activation (sigmoid, tanh, silu, gelu, leakyrelu, clip, ...)", "softmax|logsoftmax [axis=A] [to=B]",
     "resize scale=S|SHxSW|size=HxW [mode=M] [coord=C] [nearest=R]", "batchnorm [NAME] [momentum=M] [eps=E]",
-    "affine C scale=S1,..,SC shift=T1,..,TC", "mul from=A[,B]"};
+    "affine C scale=S1,..,SC shift=T1,..,TC", "mul from=A[,B]", "shuffle GROUPS", "slice START COUNT"};
 static const int n_args[DDL__N_OPS][2] = {{0, 3}, {2, 2}, {2, 2}, {1, 1}, {1, 1}, {0, 0}, {1, 1},
                                           {0, 0}, {0, 1}, {0, 1}, {0, 0}, {0, 0}, {0, 0}, {0, 0},
-                                          {0, 0}, {0, 0}, {0, 0}, {1, 1}, {0, 0}};
+                                          {0, 0}, {0, 0}, {0, 0}, {1, 1}, {0, 0}, {1, 1}, {2, 2}};
 static const char *const keys[DDL__N_OPS] = {"", "stride pad bias from", "stride pad from", "stride from",
                                              "stride from", "from", "from", "from", "from", "from", "from",
                                              "from", "from", "from", "from", "scale size mode coord nearest from",
-                                             "momentum eps from", "scale shift from", "from"};
+                                             "momentum eps from", "scale shift from", "from", "from", "from"};
 
 /* ---- resize ---- */
 
@@ -292,7 +293,8 @@ static int layer_line(ddl_graph *g, line *ln, int op, char *err, size_t err_byte
     if (rc == DDL_OK && (ln->n_pos < n_args[op][0] || ln->n_pos > n_args[op][1] || (op == DDL__OP_INPUT && ln->n_pos % 3)))
         rc = ddl__errf(err, err_bytes, DDL_EINVAL, "line %d: %s takes %s", ln->no, ln->op, usage[op]);
     for (int i = 0; i < ln->n_pos && i < 3 && rc == DDL_OK && op != DDL__OP_DROPOUT; i++)
-        rc = int_of(ln, i ? "kernel" : "size", ln->pos[i], i == 0, &v[i], err, err_bytes);
+        rc = int_of(ln, op == DDL__OP_SLICE ? (i ? "count" : "start") : i ? "kernel" : "size", ln->pos[i],
+                    i == 0 && op != DDL__OP_SLICE && op != DDL__OP_SHUFFLE, &v[i], err, err_bytes);
     for (int i = 0; i < ln->n_from && rc == DDL_OK; i++)
         if ((in[i] = find(g, ln, ln->from[i], err, err_bytes)) < 0)
             rc = DDL_EINVAL;
@@ -326,6 +328,8 @@ static int layer_line(ddl_graph *g, line *ln, int op, char *err, size_t err_byte
     case DDL__OP_CONCAT: i = ddl_graph_concat(g, in[0], in[1]); break;
     case DDL__OP_ADD: i = ddl_graph_add(g, in[0], in[1]); break;
     case DDL__OP_MUL: i = ddl_graph_mul(g, in[0], in[1]); break;
+    case DDL__OP_SHUFFLE: i = ddl_graph_shuffle(g, in[0], v[0]); break;
+    case DDL__OP_SLICE: i = ddl_graph_slice(g, in[0], v[0], v[1]); break;
     case DDL__OP_RESIZE:
         if ((i = resize_line(g, ln, in[0], err, err_bytes)) < 0 && !g->failed)
             return DDL_EINVAL;
@@ -521,7 +525,8 @@ static int parse_line(ddl_graph *g, char *text, int no, char *err, size_t err_by
         kind = op == DDL__OP_SOFTMAX ? -1 : -2;
     if (kind == 0 && (op < 0 || op == DDL__OP_ACT))
         return ddl__errf(err, err_bytes, DDL_EINVAL, "line %d: \"%.40s\" is not a layer (input, conv, deconv, "
-                         "maxpool, avgpool, gap, dense, relu, dropout, groupnorm, flatten, concat, add, mul, an "
+                         "maxpool, avgpool, gap, dense, relu, dropout, groupnorm, flatten, concat, add, mul, "
+                         "shuffle, slice, an "
                          "activation (sigmoid, tanh, silu, gelu, leakyrelu, clip, ...), softmax, resize, batchnorm, "
                          "output)",
                          no, ln.op);
@@ -692,6 +697,8 @@ static void format_layer(ddl__text *o, const ddl_graph *g, int i)
         if (l->groups)
             ddl__text_put(o, " %d", l->groups);
         break;
+    case DDL__OP_SHUFFLE: ddl__text_put(o, " %d", l->groups); break;
+    case DDL__OP_SLICE: ddl__text_put(o, " %d %d", l->k, l->out); break;
     case DDL__OP_ACT:
     case DDL__OP_SOFTMAX: put_act(o, l); break;
     case DDL__OP_RESIZE:

@@ -516,13 +516,47 @@ static const char *affine(onnx *o, const char *x, const ddl_graph *g, const ddl_
     return op(o, "Add", op(o, "Mul", x, s), t);
 }
 
+/* reshape: x as `shape` (n values; 0: that dim as it is) */
+static const char *reshape(onnx *o, const char *x, int n, const int64_t *shape)
+{
+    int64_t dims = n;
+    const char *s = fresh(o, NULL, 0);
+    tensor(o, s, 1, &dims, NULL, shape);
+    return op(o, "Reshape", x, s);
+}
+
 /* unflat: x, a flat (N, K), as (N, K, 1, 1): a gate of one value a channel beside 4-D planes */
 static const char *unflat(onnx *o, const char *x, int k)
 {
-    int64_t four = 4, shape[4] = {0, k, 1, 1}; /* 0: N as it is */
-    const char *s = fresh(o, NULL, 0);
-    tensor(o, s, 1, &four, NULL, shape);
-    return op(o, "Reshape", x, s);
+    const int64_t shape[4] = {0, k, 1, 1}; /* 0: N as it is */
+    return reshape(o, x, 4, shape);
+}
+
+/* shuffle: ShuffleNet's channel shuffle as PyTorch exports it: (N, G, C / G, H, W), the two
+ * middle axes swapped, (N, C, H, W) again */
+static const char *shuffle(onnx *o, const char *x, int groups, int c, int h, int w)
+{
+    const int64_t five[5] = {0, groups, c / groups, h, w}, four[4] = {0, c, h, w}, perm[5] = {0, 2, 1, 3, 4};
+    const char *y = fresh(o, NULL, 0);
+    size_t at = node_begin(o, "Transpose", y, reshape(o, x, 5, five), NULL, NULL);
+    attr(o, "perm", 5, perm, NULL);
+    ddl__pb_end(&o->pb, at);
+    return reshape(o, y, 4, four);
+}
+
+/* slice: channels start .. start + count - 1 of x (Slice on axis 1) */
+static const char *slice(onnx *o, const char *x, int start, int count)
+{
+    const int64_t one_dim = 1, v[3] = {start, (int64_t)start + count, 1};
+    const char *t[3], *y = fresh(o, NULL, 0);
+    for (int k = 0; k < 3; k++) {
+        t[k] = fresh(o, NULL, 0);
+        tensor(o, t[k], 1, &one_dim, NULL, &v[k]);
+    }
+    size_t at = node_begin(o, "Slice", y, x, t[0], t[1]);
+    ddl__pb_string(&o->pb, NODE_INPUT, t[2]); /* the axes: a repeated field may go on after the others */
+    ddl__pb_end(&o->pb, at);
+    return y;
 }
 
 /* ---- the graph ---- */
@@ -578,6 +612,8 @@ static void layer(onnx *o, const ddl_model *m, int i, const char **val, int *ran
         }
         val[i] = op(o, "Mul", a, b);
         break;
+    case DDL__OP_SHUFFLE: val[i] = shuffle(o, a, l->groups, c, h, w); break;
+    case DDL__OP_SLICE: val[i] = slice(o, a, l->k, l->out); break;
     case DDL__OP_ACT: val[i] = act(o, a, l); break;
     case DDL__OP_SOFTMAX: val[i] = softmax(o, a, l, ra, c, h, w); break;
     case DDL__OP_RESIZE: val[i] = resize(o, a, l, h, w); break;

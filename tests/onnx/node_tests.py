@@ -42,7 +42,8 @@ from onnx import helper, numpy_helper  # noqa: E402
 OPS = {"Conv", "ConvTranspose", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "Gemm", "MatMul",
        "Add", "Sub", "Mul", "Div", "Relu", "Flatten", "Reshape", "Concat", "Dropout", "Identity", "Softmax",
        "LogSoftmax", "BatchNormalization", "LeakyRelu", "Sigmoid", "Tanh", "Elu", "HardSwish", "HardSigmoid",
-       "Clip", "Resize", "Upsample", "InstanceNormalization", "GroupNormalization", "Pad", "PRelu", "Gelu"}
+       "Clip", "Resize", "Upsample", "InstanceNormalization", "GroupNormalization", "Pad", "PRelu", "Gelu",
+       "ReduceMean", "Slice", "Transpose"}
 HELPERS = {"Constant"}
 PARAM_OPS = {"Conv", "ConvTranspose", "Gemm", "MatMul", "BatchNormalization", "InstanceNormalization",
              "GroupNormalization"}

@@ -163,4 +163,59 @@ def cases():
     add("own_mul_other_planes", "Mul", "refused",
         [n1, helper.make_node("MaxPool", ["a"], ["b"], kernel_shape=[2, 2], strides=[2, 2], name="pool"),
          helper.make_node("Mul", ["b", "a"], ["y"], name="gate")], [w1])
+    # ReduceMean over the height and width (x.mean([2, 3]), keepdim or not) is a global average
+    # pool; over the channels it is refused
+    n1, w1 = conv("x", "a")
+    n2, w2 = conv("m", "y", cin=4, cout=5, name="conv2")
+    add("own_reducemean_keepdims", "ReduceMean", "pass",
+        [n1, helper.make_node("ReduceMean", ["a"], ["m"], axes=[2, 3], name="mean"), n2], [w1, w2])
+    n1, w1 = conv("x", "a")
+    add("own_reducemean_flat", "ReduceMean", "pass",
+        [n1, helper.make_node("ReduceMean", ["a"], ["m"], axes=[-1, -2], keepdims=0, name="mean"),
+         helper.make_node("Gemm", ["m", "fc.w"], ["y"], transB=1, name="fc")], [w1, t("fc.w", 5, 4)])
+    n1, w1 = conv("x", "a")
+    add("own_reducemean_channels", "ReduceMean", "refused",
+        [n1, helper.make_node("ReduceMean", ["a"], ["y"], axes=[1], name="mean")], [w1])
+    # Concat of one input (DenseNet's first torch.cat) and of ten (DenseNet's later ones)
+    n1, w1 = conv("x", "a")
+    add("own_concat_one", "Concat", "pass", [n1, helper.make_node("Concat", ["a"], ["y"], axis=1, name="cat")], [w1])
+    n1, w1 = conv("x", "a")
+    acts = [helper.make_node("Relu" if i % 2 else "Sigmoid", ["a"], ["a%d" % i], name="act%d" % i) for i in range(9)]
+    add("own_concat_ten", "Concat", "pass",
+        [n1] + acts + [helper.make_node("Concat", ["a"] + ["a%d" % i for i in range(9)], ["y"], axis=1, name="cat")],
+        [w1])
+    # ShuffleNet's channel shuffle (Reshape to 5-D, Transpose (0, 2, 1, 3, 4), Reshape back) and its
+    # chunk along the channels (two Slices, the second to INT64_MAX as torch writes x[:, a:]);
+    # another Transpose of the 5-D values, another reader of them, a Slice of the height: refused
+    def shuffle_nodes(src, dst, perm=(0, 2, 1, 3, 4), back="back"):
+        return [helper.make_node("Reshape", [src, "five"], ["s5"], name="split"),
+                helper.make_node("Transpose", ["s5"], ["t5"], perm=list(perm), name="swap"),
+                helper.make_node("Reshape", ["t5", back], [dst], name="join")]
+    shapes = [numpy_helper.from_array(np.array([0, 2, 3, 6, 6], np.int64), "five"),
+              numpy_helper.from_array(np.array([0, -1, 6, 6], np.int64), "back")]
+    n1, w1 = conv("x", "a", cout=6)
+    n2, w2 = conv("sh", "y", cin=6, cout=4, name="conv2")
+    add("own_channel_shuffle", "Transpose", "pass", [n1] + shuffle_nodes("a", "sh") + [n2], [w1, w2] + shapes)
+    n1, w1 = conv("x", "a", cout=6)
+    add("own_channel_shuffle_other_perm", "Transpose", "refused",
+        [n1] + shuffle_nodes("a", "y", perm=(0, 1, 2, 4, 3)), [w1] + shapes)
+    n1, w1 = conv("x", "a", cout=6)
+    add("own_channel_shuffle_other_reader", "Reshape", "refused",
+        [n1, helper.make_node("Reshape", ["a", "five"], ["s5"], name="split"),
+         helper.make_node("Relu", ["s5"], ["y"], name="relu5")], [w1] + shapes)
+
+    def ints(name, *v):
+        return numpy_helper.from_array(np.array(v, np.int64), name)
+    n1, w1 = conv("x", "a", cout=6)
+    n2, w2 = conv("cat", "y", cin=6, cout=4, name="conv2")
+    add("own_slice_channels", "Slice", "pass",
+        [n1, helper.make_node("Slice", ["a", "s0", "e0", "ax"], ["lo"], name="first"),
+         helper.make_node("Slice", ["a", "s1", "e1", "ax"], ["hi"], name="rest"),
+         helper.make_node("Sigmoid", ["hi"], ["hs"], name="sig"),
+         helper.make_node("Concat", ["hs", "lo"], ["cat"], axis=1, name="cat"), n2],
+        [w1, w2, ints("s0", 0), ints("e0", 3), ints("ax", 1), ints("s1", -3), ints("e1", 2 ** 63 - 1)])
+    n1, w1 = conv("x", "a", cout=6)
+    add("own_slice_height", "Slice", "refused",
+        [n1, helper.make_node("Slice", ["a", "s0", "e0", "ax"], ["y"], name="rows")],
+        [w1, ints("s0", 0), ints("e0", 3), ints("ax", 2)])
     return out

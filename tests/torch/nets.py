@@ -13,7 +13,8 @@ normalises it with the data's per-channel mean and std; torch_trains.py does the
              with BatchNorm and SiLU), squeeze-and-excitation (average pool, 1x1 conv, SiLU, 1x1 conv,
              Sigmoid, the input times it), 1x1 project; a last block with Hardswish and Hardsigmoid
 
-make(name, classes, dropout) builds one from torch's global seed; "tiny" is tiny.py's network."""
+make(name, classes, dropout) builds one from torch's global seed; "tiny" is tiny.py's network, and
+"tv_NAME" torchvision's network NAME (resnet18, densenet121, ...) where torchvision is installed."""
 import torch
 import torch.nn as nn
 
@@ -227,4 +228,14 @@ def make(name, classes, dropout=0.0):
         return EffNet(classes, dropout)
     if name == "tiny":
         return Tiny(classes)
+    if name.startswith("tv_"):  # torchvision's own, where installed (tests/test_torch_zoo.sh)
+        import torchvision
+        kw = {"aux_logits": False, "init_weights": True} if name == "tv_googlenet" else {}
+        if name.startswith("tv_efficientnet"):  # stochastic depth's random drop: no training-mode export
+            kw["stochastic_depth_prob"] = 0.0
+        m = getattr(torchvision.models, name[3:])(num_classes=classes, **kw)
+        for d in m.modules():  # its own dropout (MobileNetV3's 0.2) is a random mask ddl cannot share
+            if isinstance(d, nn.Dropout):
+                d.p = dropout
+        return m
     raise SystemExit("nets.py: no network %r (%s)" % (name, ", ".join(NAMES)))
