@@ -697,6 +697,7 @@ int ddl_graph_maxpool(ddl_graph *g, int x, int k, int stride);
 int ddl_graph_avgpool(ddl_graph *g, int x, int k, int stride);
 int ddl_graph_global_avgpool(ddl_graph *g, int x);        /* (C, H, W) -> (C, 1, 1) */
 int ddl_graph_dense(ddl_graph *g, int x, const char *name, int out); /* any input, read flat */
+int ddl_graph_linear(ddl_graph *g, int x, const char *name, int out, int bias); /* bias 0: nn.Linear(bias=False) */
 int ddl_graph_relu(ddl_graph *g, int x);
 int ddl_graph_dropout(ddl_graph *g, int x, float p);      /* 0 <= p < 1; p < 0: cfg.dropout */
 int ddl_graph_groupnorm(ddl_graph *g, int x, const char *name, int groups); /* 0: the largest <= 8 */

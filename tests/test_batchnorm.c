@@ -17,7 +17,7 @@
 
 static ddl_model *build(const char *arch, int batch, int in_c, int hw, int classes)
 {
-    static _Alignas(64) unsigned char gmem[1 << 14];
+    static _Alignas(64) unsigned char gmem[1 << 17]; /* >= ddl_graph_sizeof(): 1024 layers */
     ddl_graph *g = ddl_graph_init(gmem, sizeof gmem);
     char err[256];
     if (!g || ddl_graph_parse(g, arch, err, sizeof err) != DDL_OK) {
@@ -187,7 +187,7 @@ static void test_threads(void)
 
 static void test_text(void)
 {
-    static _Alignas(64) unsigned char a[1 << 14], b[1 << 14];
+    static _Alignas(64) unsigned char a[1 << 17], b[1 << 17]; /* >= ddl_graph_sizeof() */
     ddl_graph *g = ddl_graph_init(a, sizeof a), *h = ddl_graph_init(b, sizeof b);
     char err[256], t1[1024], t2[1024];
     const char *arch = "input 3 8 8\nconv 4 3\nbatchnorm\nbatchnorm b2 momentum=0.01 eps=0.00100000005\nrelu\n"

@@ -97,7 +97,7 @@ static ddl_graph *every_layer(void)
     int s = ddl_graph_conv2d(g, halves, "c4", 5, 3, 2, 1, 1);                   /* stride 2: 5x2x2 */
     int gp = ddl_graph_global_avgpool(g, s);
     int f = ddl_graph_flatten(g, v);                                            /* 96 */
-    int d = ddl_graph_dropout(g, ddl_graph_dense(g, f, "fc1", 5), 0.5f);
+    int d = ddl_graph_dropout(g, ddl_graph_linear(g, f, "fc1", 5, 0), 0.5f);           /* no bias */
     int sum = ddl_graph_add(g, ddl_graph_flatten(g, gp), d);
     ddl_graph_dense(g, sum, "fc2", DDL_CLASSES);
     CHECK(ddl_graph_error(g)[0] == '\0');

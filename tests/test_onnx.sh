@@ -5,7 +5,7 @@
 # on 100 test images each; its logits must equal ddl's within 1e-4 relative to their size
 # and its classes must be ddl's, at every position (tests/onnx/check.js says how it measures).
 # The runtime must also tell a model from another's logits apart (a check that can fail). Also
-# what ddl-ckpt export says of an unknown extension. When Node, the runtime or the data are
+# what ddl-ckpt export says of an unknown extension, and ddl's own import of the graph's export. When Node, the runtime or the data are
 # missing it prints "skipped: REASON" instead of passing with nothing checked.
 # ddl-test: beside (builds or computes and bounds no time: it runs beside another such test)
 . "$(dirname "$0")/lib.sh"
@@ -68,6 +68,15 @@ for m in lenet unet graph rgb; do
     [ $rc -eq 0 ] && grep -q "^onnx: images=100 .* classes_equal=\([0-9]*\)/\1 ok$" "$tmp/out"
     check "onnxruntime runs the $m export: logits within 1e-4 of ddl's, the same classes" $?
 done
+# ddl's own export imported again: the graph of every layer (its flat gate reshaped to 4-D for
+# the Mul, its pool of a flat value, its shuffle and slices) comes back and gives ddl's logits
+mkdir -p "$tmp/re-graph"
+"$REF" --reference "$tmp/graph.onnx" "$DATA" 100 "$tmp/re-graph" > "$tmp/log" 2>&1 &&
+    "$PYTHON" -c 'import sys, numpy as np
+a, b = (np.fromfile(d + "/logits.f32", dtype=np.float32) for d in sys.argv[1:3])
+print("%.2g" % (np.abs(a - b).max() / np.abs(b).max())); sys.exit(not (a.size == b.size == 1000 and
+np.abs(a - b).max() <= 1e-5 * np.abs(b).max()))' "$tmp/re-graph" "$tmp/ref-graph" > "$tmp/out" 2>&1
+check "ddl imports its own export of the graph of every layer: its logits within 1e-5 ($(tail -c 300 "$tmp/log" "$tmp/out" | tr '\n' ' '))" $?
 # the check can fail: another LeNet's logits (one epoch less) are not this export's
 mkdir -p "$tmp/ref-other"
 "$REF" --reference "$tmp/lenet1" "$DATA" 100 "$tmp/ref-other" > "$tmp/log" 2>&1

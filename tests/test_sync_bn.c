@@ -204,7 +204,7 @@ typedef struct trun {
 /* train: r->steps steps over the whole data set (batch TN); the weights' CRC, 0 on a failure. */
 static uint32_t train(trun *r)
 {
-    static _Alignas(64) unsigned char gmem[1 << 14];
+    static _Alignas(64) unsigned char gmem[1 << 17]; /* >= ddl_graph_sizeof(): 1024 layers */
     const char *arch = "input\nbatchnorm bn0\nconv c1 4 3 pad=1 bias=0\nbatchnorm bn1\nrelu\ngap\ndense fc classes\n";
     char err[256];
     ddl_graph *g = ddl_graph_init(gmem, sizeof gmem);

@@ -268,7 +268,7 @@ int ddl_graph_affine(ddl_graph *g, int x, int channels, const float *scale, cons
     return i;
 }
 
-int ddl_graph_dense(ddl_graph *g, int x, const char *name, int out)
+int ddl_graph_linear(ddl_graph *g, int x, const char *name, int out, int bias)
 {
     int i = add(g, DDL__OP_DENSE, x, -1, name);
     if (i < 0)
@@ -276,8 +276,11 @@ int ddl_graph_dense(ddl_graph *g, int x, const char *name, int out)
     if (!size_ok(out, 1))
         return ddl__graph_fail(g, "layer %d (dense): %d outputs: need >= 1 (or DDL_CLASSES)", i, out);
     g->layers[i].out = out;
+    g->layers[i].bias = (uint8_t)(bias != 0);
     return i;
 }
+
+int ddl_graph_dense(ddl_graph *g, int x, const char *name, int out) { return ddl_graph_linear(g, x, name, out, 1); }
 
 int ddl_graph_dropout(ddl_graph *g, int x, float p)
 {

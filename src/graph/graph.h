@@ -34,7 +34,7 @@ enum {
 /* One layer as described: sizes may be DDL_CLASSES (resolved from the model config). */
 typedef struct ddl__layer {
     uint8_t op;            /* DDL__OP_* */
-    uint8_t bias;          /* conv: has a bias */
+    uint8_t bias;          /* conv, dense: has a bias */
     int16_t in[2];         /* inputs (earlier layers); -1: none */
     int out;               /* conv, deconv: out channels; dense: outputs; input: channels */
     int k, stride, pad;    /* conv, deconv, pools; input: height (k) and width (stride) */

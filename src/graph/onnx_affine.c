@@ -148,8 +148,9 @@ int ddl__onnx_affine_node(imp *m, ddl_graph *g, const node *n)
         return ddl__onnx_define(m, n->out[0], 0, -1);
     }
     if (n->op[0] == 'A' && g->layers[layer].op == DDL__OP_DENSE && m->ps[layer].b < 0 && t->n_dims &&
-        t->dims[t->n_dims - 1] == ch) {
-        m->ps[layer].b = m->v[c].tensor; /* MatMul + Add: the Linear's bias */
+        t->dims[t->n_dims - 1] == ch && ddl__onnx_readers(m, m->v[a].name, 0, NULL) == 1) {
+        m->ps[layer].b = m->v[c].tensor; /* MatMul + Add, the Add alone reading it: the Linear's bias */
+        g->layers[layer].bias = 1;
         return ddl__onnx_define(m, n->out[0], layer, -1);
     }
     int x = ddl__onnx_layer_in(m, n, m->v[a].name);

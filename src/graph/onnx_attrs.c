@@ -17,6 +17,7 @@ static const char *const known[][2] = {
     {"GlobalAveragePool", " "},
     {"GlobalMaxPool", " "},
     {"ReduceMean", " axes keepdims noop_with_empty_axes "},
+    {"Expand", " "},
     {"Gemm", " alpha beta transA transB "},
     {"MatMul", " "},
     {"Add", " "},

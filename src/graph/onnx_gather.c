@@ -23,7 +23,7 @@ static int layer_floats(const imp *m, const ddl__layer *l, int i, size_t *k, siz
     }
     const tensor *w = &m->t[m->ps[i].w];
     int bn = l->op == DDL__OP_BATCHNORM, out = bn ? (int)w->dims[0] : l->out; /* batchnorm: (C) */
-    size_t b = l->op == DDL__OP_CONV && !l->bias ? 0 : (size_t)out;
+    size_t b = (l->op == DDL__OP_CONV || l->op == DDL__OP_DENSE) && !l->bias ? 0 : (size_t)out;
     if (out < 1 || w->n_dims != (l->op == DDL__OP_DENSE ? 2 : bn ? 1 : 4) || ddl__onnx_count(w, k) != 0 ||
         *k > SIZE_MAX / 8 - b || *n > SIZE_MAX / 8 - (*k + b))
         return -1;
@@ -80,7 +80,7 @@ int ddl__onnx_gather(imp *m, const ddl_graph *g, const ddl_allocator *alloc, ddl
             ddl__free(alloc, t);
         }
         at += k;
-        if (l->op == DDL__OP_CONV && !l->bias)
+        if ((l->op == DDL__OP_CONV || l->op == DDL__OP_DENSE) && !l->bias)
             continue;
         int lo = l->op == DDL__OP_BATCHNORM ? (int)w->dims[0] : l->out;
         size_t nb = 0; /* a bias of one value (Gemm's broadcast C): that value for every output */

@@ -34,6 +34,8 @@ typedef struct value {
     int padded;                /* the layer's output through a Pad of zeros not yet folded (conv()) */
     int pad[4];                /* its pads: top, left, bottom, right */
     int stage;                 /* layer 0: the input after this many constants folded into it */
+    int tview;                 /* a Transpose (1, 0) of this 2-D constant (else -1): a MatMul's or
+                                * Gemm's weight alone reads it (torch's Linear without a bias) */
 } value;
 
 typedef struct param_src {

@@ -156,6 +156,7 @@ static int define(imp *m, const char *name, int layer, int t)
     v->tensor = t;
     v->padded = 0;
     v->stage = m->stage;
+    v->tview = -1;
     return DDL_OK;
 }
 
@@ -503,7 +504,8 @@ static int pool(imp *m, ddl_graph *g, const node *n, int avg)
  * an Add that follows); in is what the graph resolves before it (c * h * w). */
 static int dense(imp *m, ddl_graph *g, const node *n, int gemm)
 {
-    int x = layer_in(m, n, n->in[0]), w = n->n_in > 1 ? const_in(m, n, n->in[1], "weight") : -1;
+    int vw = n->n_in > 1 ? find(m, n->in[1]) : -1, view = vw >= 0 ? m->v[vw].tview : -1; /* Transpose(W) */
+    int x = layer_in(m, n, n->in[0]), w = view >= 0 ? view : n->n_in > 1 ? const_in(m, n, n->in[1], "weight") : -1;
     int b = gemm && n->n_in > 2 && n->in[2][0] ? const_in(m, n, n->in[2], "bias") : -1;
     int c, h, wd, tb = 0, zero;
     if (x < 0 || w < 0 || (gemm && n->n_in > 2 && n->in[2][0] && b < 0) || shape_of(m, g, n, x, &c, &h, &wd) != 0)
@@ -518,7 +520,7 @@ static int dense(imp *m, ddl_graph *g, const node *n, int gemm)
     if ((al.found && al.f != 1.0f) || (be.found && be.f != 1.0f))
         return fail(m, "node %s (%s): alpha %g, beta %g: ddl takes 1 and 1", n->name, n->op,
                     (double)(al.found ? al.f : 1.0f), (double)(be.found ? be.f : 1.0f));
-    int transposed = !tb;
+    int transposed = view >= 0 ? tb : !tb;
     const tensor *W = &m->t[w];
     if (dims_ok(m, n, W, "weight", 2) != DDL_OK)
         return DDL_EINVAL;
@@ -531,7 +533,8 @@ static int dense(imp *m, ddl_graph *g, const node *n, int gemm)
         return DDL_EINVAL;
     char name[DDL_GRAPH_NAME_BYTES];
     layer_name(g, W, name);
-    return added(m, g, n, ddl_graph_dense(g, x, name, out), w, b, transposed);
+    /* no bias: nn.Linear(bias=False), or a MatMul whose bias an Add after it may give (onnx_affine.c) */
+    return added(m, g, n, ddl_graph_linear(g, x, name, out, b >= 0), w, b, transposed);
 }
 
 /* alias: the node changes nothing ddl keeps (Identity, Dropout at inference, a last Softmax). */

@@ -514,6 +514,8 @@ static int reshape_op(imp *m, ddl_graph *g, const node *n)
         return ddl__onnx_define(m, n->out[0], ddl__onnx_layer_in(m, n, n->in[0]), -1);
     if (k == 3 && r == 4)
         return ddl__onnx_norm_reshape(m, g, n, x, out, k);
+    if (k == 4 && r == 2 && out[1] == d[1] && out[2] == 1 && out[3] == 1) /* SENet's gate: y.view(b, c, 1, 1) */
+        return ddl__onnx_added_w(m, g, n, ddl_graph_global_avgpool(g, x), -1, -1, 0); /* a 1x1 pool: the values */
     if (k == 5 && r == 4 && out[1] * out[2] == d[1] && out[3] == d[2] && out[4] == d[3] && out[1] > 1 && out[2] > 1)
         return ddl__onnx_shuffle_split(m, n, x, out[1]); /* a channel shuffle's first step */
     return fail(m, "node %s (Reshape): to %s from %s: ddl takes reshapes to (N, -1), the same shape or GroupNorm's "
@@ -562,6 +564,51 @@ static int reduce_mean_op(imp *m, ddl_graph *g, const node *n)
     return ddl__onnx_added_w(m, g, n, p, -1, -1, 0);
 }
 
+/* transpose_op: Transpose (1, 0) of a 2-D constant, as torch writes a Linear without a bias in
+ * training mode (MatMul(x, Transpose(W))): a view that only a MatMul's or Gemm's weight reads,
+ * the tensor itself (its name, PyTorch's, is the layer's) taken the other way round; -1 else. */
+static int transpose_op(imp *m, const node *n)
+{
+    int i = n->n_in ? ddl__onnx_find(m, n->in[0]) : -1, t = i >= 0 ? m->v[i].tensor : -1;
+    int64_t perm[8];
+    int k = ddl__onnx_attr_ints(n, "perm", perm, 8);
+    if (t < 0 || m->t[t].n_dims != 2 || m->v[i].tview >= 0 || !(k <= 0 || (k == 2 && perm[0] == 1 && perm[1] == 0)))
+        return -1;
+    if (ddl__onnx_define(m, n->out[0], -1, -1) != DDL_OK)
+        return DDL_EINVAL;
+    m->v[m->n_v - 1].tview = t;
+    return DDL_OK;
+}
+
+/* expand_op: Expand of a layer read only by Muls beside a layer of the shape it expands to
+ * (SENet's x * y.expand_as(x)): nothing, as the mul layer broadcasts the same way. Anywhere else
+ * the copies would be ddl's to make: refused. */
+static int expand_op(imp *m, ddl_graph *g, const node *n)
+{
+    int x = ddl__onnx_layer_in(m, n, n->in[0]);
+    int64_t d[4], to[8], want[4];
+    int r = x < 0 ? -1 : dims(m, g, n, x, d), k = n->n_in > 1 ? ddl__onnx_ints(m, n->in[1], to, 8) : -1;
+    if (r < 0)
+        return DDL_EINVAL;
+    int ok = k == 4 && r == 4, readers = ddl__onnx_readers(m, n->out[0], 0, NULL);
+    for (int j = 1; ok && j < 4; j++) /* numpy's broadcast of d against the shape */
+        want[j] = to[j] == 1 ? d[j] : to[j], ok = d[j] == 1 || to[j] == 1 || d[j] == to[j];
+    for (int j = 0; ok && j < readers; j++) {
+        node rd;
+        int layer = -1, t = -1, c, h, w;
+        ok = ddl__onnx_readers(m, n->out[0], j, &rd) == readers && strcmp(rd.op, "Mul") == 0 && rd.n_in == 2;
+        const char *other = ok ? rd.in[strcmp(rd.in[0], n->out[0]) == 0] : "";
+        ok = ok && ddl__onnx_value(m, other, &layer, &t) >= 0 && layer >= 0 && ddl__onnx_rank(g, layer) == 4 &&
+             ddl__onnx_shape(m, g, n, layer, &c, &h, &w) == DDL_OK && c == want[1] && h == want[2] && w == want[3];
+    }
+    char a[200], b[200];
+    if (!ok || readers < 1)
+        return fail(m, "node %s (Expand): of %s to %s: ddl takes an Expand only as a Mul's operand beside a layer of "
+                    "the shape it expands to (x * y.expand_as(x)), where the Mul broadcasts alike", n->name,
+                    text(d, r, a), k > 0 ? text(to, k, b) : "(not a constant)");
+    return ddl__onnx_define(m, n->out[0], x, -1);
+}
+
 /* ---- dispatch ---- */
 
 int ddl__onnx_shape_node(imp *m, ddl_graph *g, const node *n)
@@ -580,8 +627,10 @@ int ddl__onnx_shape_node(imp *m, ddl_graph *g, const node *n)
         return concat_op(m, n);
     if (strcmp(op, "Slice") == 0)
         return slice_op(m, g, n);
+    if (strcmp(op, "Transpose") == 0 && (rc = ddl__onnx_shuffle_swap(m, n)) != -1)
+        return rc;
     if (strcmp(op, "Transpose") == 0)
-        return ddl__onnx_shuffle_swap(m, n);
+        return transpose_op(m, n);
     if (strcmp(op, "Cast") == 0)
         return cast_op(m, n);
     if (strcmp(op, "Mul") == 0 || strcmp(op, "Add") == 0 || strcmp(op, "Sub") == 0 || strcmp(op, "Div") == 0)
@@ -594,5 +643,7 @@ int ddl__onnx_shape_node(imp *m, ddl_graph *g, const node *n)
         return flatten_op(m, g, n);
     if (strcmp(op, "ReduceMean") == 0)
         return reduce_mean_op(m, g, n);
+    if (strcmp(op, "Expand") == 0)
+        return expand_op(m, g, n);
     return -1;
 }

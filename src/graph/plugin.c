@@ -310,7 +310,8 @@ static void declare_params(gmodel *m, int i, ddl_model_build *b)
     case DDL__OP_DENSE: {
         int fi = (int)a->size;
         r->wt = param(b, pre, "weight", 2, out, fi, 0, 0, init, fi, out, &r->gw);
-        r->bs = param(b, pre, "bias", 1, out, 0, 0, 0, DDL_INIT_ZERO, fi, out, &r->gb);
+        if (l->bias)
+            r->bs = param(b, pre, "bias", 1, out, 0, 0, 0, DDL_INIT_ZERO, fi, out, &r->gb);
         break;
     }
     case DDL__OP_GROUPNORM:

@@ -6,7 +6,7 @@
  *     conv conv1 32 3 pad=1           conv [NAME] OUT K [stride=S] [pad=P] [bias=0]
  *     relu
  *     maxpool 2                       maxpool|avgpool K [stride=S] (stride defaults to K)
- *     dense fc classes                dense [NAME] OUT; OUT (and conv's) may be "classes"
+ *     dense fc classes                dense [NAME] OUT [bias=0]; OUT (and conv's) may be "classes"
  *     add from=r1                     r1 + the layer before; concat from=A,B for [A, B]
  *     mul from=x,s                    x * s: the same shape, or s of C x 1 x 1 (or 1 x H x W) scales x
  *     output dice                     the last layer (or from=NAME) is the output; xent or dice
@@ -189,7 +189,7 @@ static int two_inputs(int op) { return op == DDL__OP_ADD || op == DDL__OP_CONCAT
 
 static const char *const usage[DDL__N_OPS] = {
     "input [C H W]", "conv [NAME] OUT K [stride=S] [pad=P] [bias=0|1]", "deconv [NAME] OUT K [stride=S] [pad=P]",
-    "maxpool K [stride=S]", "avgpool K [stride=S]", "gap", "dense [NAME] OUT", "relu", "dropout [P]",
+    "maxpool K [stride=S]", "avgpool K [stride=S]", "gap", "dense [NAME] OUT [bias=0|1]", "relu", "dropout [P]",
     "groupnorm [NAME] [GROUPS]", "flatten", "concat from=A[,B]", "add from=A[,B]",
     "an activation (sigmoid, tanh, silu, gelu, leakyrelu, clip, ...)", "softmax|logsoftmax [axis=A] [to=B]",
     "resize scale=S|SHxSW|size=HxW [mode=M] [coord=C] [nearest=R]", "batchnorm [NAME] [momentum=M] [eps=E]",
@@ -198,7 +198,7 @@ static const int n_args[DDL__N_OPS][2] = {{0, 3}, {2, 2}, {2, 2}, {1, 1}, {1, 1}
                                           {0, 0}, {0, 1}, {0, 1}, {0, 0}, {0, 0}, {0, 0}, {0, 0},
                                           {0, 0}, {0, 0}, {0, 0}, {1, 1}, {0, 0}, {1, 1}, {2, 2}};
 static const char *const keys[DDL__N_OPS] = {"", "stride pad bias from", "stride pad from", "stride from",
-                                             "stride from", "from", "from", "from", "from", "from", "from",
+                                             "stride from", "from", "bias from", "from", "from", "from", "from",
                                              "from", "from", "from", "from", "scale size mode coord nearest from",
                                              "momentum eps from", "scale shift from", "from", "from", "from"};
 
@@ -320,7 +320,7 @@ static int layer_line(ddl_graph *g, line *ln, int op, char *err, size_t err_byte
     case DDL__OP_MAXPOOL: i = ddl_graph_maxpool(g, in[0], v[0], stride); break;
     case DDL__OP_AVGPOOL: i = ddl_graph_avgpool(g, in[0], v[0], stride); break;
     case DDL__OP_GAP: i = ddl_graph_global_avgpool(g, in[0]); break;
-    case DDL__OP_DENSE: i = ddl_graph_dense(g, in[0], ln->name, v[0]); break;
+    case DDL__OP_DENSE: i = ddl_graph_linear(g, in[0], ln->name, v[0], bias); break;
     case DDL__OP_RELU: i = ddl_graph_relu(g, in[0]); break;
     case DDL__OP_DROPOUT: i = ddl_graph_dropout(g, in[0], ln->n_pos ? strtof(ln->pos[0], NULL) : -1.0f); break;
     case DDL__OP_GROUPNORM: i = ddl_graph_groupnorm(g, in[0], ln->name, v[0]); break;
@@ -688,7 +688,11 @@ static void format_layer(ddl__text *o, const ddl_graph *g, int i)
         ddl__text_put(o, " %d", l->k);
         put_geometry(o, l, l->k);
         break;
-    case DDL__OP_DENSE: put_size(o, l->out); break;
+    case DDL__OP_DENSE:
+        put_size(o, l->out);
+        if (!l->bias)
+            ddl__text_put(o, " bias=0");
+        break;
     case DDL__OP_DROPOUT:
         if (l->p >= 0.0f)
             ddl__text_put(o, " %.9g", (double)l->p);

@@ -262,12 +262,12 @@ static const char *flat(onnx *o, const char *x, int *rank)
 }
 
 /* dense: Gemm x W^T + b with PyTorch's Linear weight PREFIX.weight (out, in), PREFIX.bias (out). */
-static const char *dense(onnx *o, const char *x, const char *prefix)
+static const char *dense(onnx *o, const char *x, const char *prefix, int bias)
 {
     char wn[NAME], bn[NAME];
     snprintf(wn, NAME, "%.38s.weight", prefix);
     snprintf(bn, NAME, "%.38s.bias", prefix);
-    const char *w = param(o, fresh(o, wn, 0), 0, NULL), *b = param(o, fresh(o, bn, 0), 0, NULL);
+    const char *w = param(o, fresh(o, wn, 0), 0, NULL), *b = bias ? param(o, fresh(o, bn, 0), 0, NULL) : NULL;
     const char *out = fresh(o, NULL, 0);
     size_t at = node_begin(o, "Gemm", out, x, w, b);
     attr(o, "transB", -1, &one, NULL);
@@ -578,8 +578,10 @@ static void layer(onnx *o, const ddl_model *m, int i, const char **val, int *ran
     case DDL__OP_DECONV: val[i] = conv_like(o, "ConvTranspose", a, prefix, l); break;
     case DDL__OP_MAXPOOL: val[i] = pool(o, "MaxPool", a, l); break;
     case DDL__OP_AVGPOOL: val[i] = pool(o, "AveragePool", a, l); break;
-    case DDL__OP_GAP: val[i] = op(o, "GlobalAveragePool", a, NULL); break;
-    case DDL__OP_DENSE: val[i] = dense(o, flat(o, a, &ra), prefix), rank[i] = 2; break;
+    case DDL__OP_GAP: /* of a flat (N, K): 4-D first (SENet's y.view(b, c, 1, 1) imports as it) */
+        val[i] = op(o, "GlobalAveragePool", ra == 2 ? unflat(o, a, c) : a, NULL), rank[i] = 4;
+        break;
+    case DDL__OP_DENSE: val[i] = dense(o, flat(o, a, &ra), prefix, l->bias), rank[i] = 2; break;
     case DDL__OP_RELU: val[i] = op(o, "Relu", a, NULL); break;
     case DDL__OP_DROPOUT: val[i] = a; break; /* inference: the identity */
     case DDL__OP_GROUPNORM: val[i] = group_norm(o, a, prefix, groups, c, h, w); break;

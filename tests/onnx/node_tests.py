@@ -43,7 +43,7 @@ OPS = {"Conv", "ConvTranspose", "MaxPool", "AveragePool", "GlobalAveragePool", "
        "Add", "Sub", "Mul", "Div", "Relu", "Flatten", "Reshape", "Concat", "Dropout", "Identity", "Softmax",
        "LogSoftmax", "BatchNormalization", "LeakyRelu", "Sigmoid", "Tanh", "Elu", "HardSwish", "HardSigmoid",
        "Clip", "Resize", "Upsample", "InstanceNormalization", "GroupNormalization", "Pad", "PRelu", "Gelu",
-       "ReduceMean", "Slice", "Transpose"}
+       "ReduceMean", "Slice", "Transpose", "Expand"}
 HELPERS = {"Constant"}
 PARAM_OPS = {"Conv", "ConvTranspose", "Gemm", "MatMul", "BatchNormalization", "InstanceNormalization",
              "GroupNormalization"}

@@ -218,4 +218,28 @@ def cases():
     add("own_slice_height", "Slice", "refused",
         [n1, helper.make_node("Slice", ["a", "s0", "e0", "ax"], ["y"], name="rows")],
         [w1, ints("s0", 0), ints("e0", 3), ints("ax", 2)])
+    # SENet's gate as its own code writes it: Linear layers on the pooled values, y.view(b, c, 1, 1)
+    # (a Reshape of a flat value to 4-D), x * y.expand_as(x) (an Expand to Shape(x) read by a Mul);
+    # a flat value reshaped to (N, K, 1, 1) and read by a Conv; an Expand read by a Relu: refused
+    def se_nodes(tail):
+        return [helper.make_node("GlobalAveragePool", ["a"], ["p"], name="pool"),
+                helper.make_node("Flatten", ["p"], ["f"], name="flat"),
+                helper.make_node("Gemm", ["f", "fc1.w"], ["h"], transB=1, name="fc1"),
+                helper.make_node("Relu", ["h"], ["hr"], name="relu"),
+                helper.make_node("Gemm", ["hr", "fc2.w"], ["z"], transB=1, name="fc2"),
+                helper.make_node("Sigmoid", ["z"], ["s"], name="sig"),
+                helper.make_node("Reshape", ["s", "c411"], ["s4"], name="view"),
+                helper.make_node("Shape", ["a"], ["sa"], name="shape"),
+                helper.make_node("Expand", ["s4", "sa"], ["e"], name="expand")] + tail
+    se_inits = [t("fc1.w", 2, 4), t("fc2.w", 4, 2), ints("c411", 0, 4, 1, 1)]
+    n1, w1 = conv("x", "a")
+    add("own_se_view_expand", "Expand", "pass",
+        [n1] + se_nodes([helper.make_node("Mul", ["a", "e"], ["y"], name="gate")]), [w1] + se_inits)
+    n1, w1 = conv("x", "a")
+    add("own_expand_relu", "Expand", "refused",
+        [n1] + se_nodes([helper.make_node("Relu", ["e"], ["y"], name="relu2")]), [w1] + se_inits)
+    n1, w1 = conv("x", "a")
+    n2 = helper.make_node("Conv", ["s4", "conv2.w"], ["y"], kernel_shape=[1, 1], name="conv2")
+    add("own_unflat_conv", "Reshape", "pass", [n1] + se_nodes([])[:7] + [n2],
+        [w1, t("conv2.w", 5, 4, 1, 1, scale=0.5)] + se_inits)
     return out

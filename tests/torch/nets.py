@@ -1,4 +1,4 @@
-"""nets.py - five networks written the way PyTorch users write them (issue 45, item 6), for
+"""nets.py - six networks written the way PyTorch users write them (issue 45, item 6), for
 tests/torch/torch_trains.py and tools/bench/torch_trains.sh: none scales its input (ddl-train
 normalises it with the data's per-channel mean and std; torch_trains.py does the same for PyTorch).
 
@@ -12,6 +12,8 @@ normalises it with the data's per-channel mean and std; torch_trains.py does the
   effnet     EfficientNet's and MobileNetV3's blocks, small: MBConv (1x1 expand, depthwise 3x3, each
              with BatchNorm and SiLU), squeeze-and-excitation (average pool, 1x1 conv, SiLU, 1x1 conv,
              Sigmoid, the input times it), 1x1 project; a last block with Hardswish and Hardsigmoid
+  senet      SENet's own gate (Linear layers, .view(b, c, 1, 1), x * y.expand_as(x)) after a
+             residual block and after a strided Conv-BN-ReLU
 
 make(name, classes, dropout) builds one from torch's global seed; "tiny" is tiny.py's network, and
 "tv_NAME" torchvision's network NAME (resnet18, densenet121, ...) where torchvision is installed."""
@@ -144,6 +146,38 @@ class EffNet(nn.Module):
         return self.classifier(torch.flatten(x, 1))
 
 
+class SELayer(nn.Module):
+    """SENet's own (senet.pytorch's SELayer): Linear layers on the pooled values, the gate viewed
+    as (b, c, 1, 1) and expanded to the input's shape"""
+
+    def __init__(self, c, r=4):
+        super().__init__()
+        self.avg = nn.AdaptiveAvgPool2d(1)
+        self.fc = nn.Sequential(nn.Linear(c, c // r, bias=False), nn.ReLU(inplace=True), nn.Linear(c // r, c, bias=False),
+                                nn.Sigmoid())
+
+    def forward(self, x):
+        b, c, _, _ = x.size()
+        y = self.fc(self.avg(x).view(b, c)).view(b, c, 1, 1)
+        return x * y.expand_as(x)
+
+
+class SENet(nn.Module):
+    """a residual block with SENet's gate, then a strided Conv-BN-ReLU with another"""
+
+    def __init__(self, classes, dropout):
+        super().__init__()
+        self.stem = nn.Sequential(*conv_bn(3, 16, 3), nn.ReLU())
+        self.block = nn.Sequential(*conv_bn(16, 16, 3), nn.ReLU(), *conv_bn(16, 16, 3), SELayer(16))
+        self.down = nn.Sequential(*conv_bn(16, 32, 3, 2), nn.ReLU(), SELayer(32))
+        self.fc = nn.Sequential(nn.Dropout(dropout), nn.Linear(32, classes))
+
+    def forward(self, x):
+        x = self.stem(x)
+        x = self.down(torch.relu(x + self.block(x)))
+        return self.fc(torch.flatten(nn.functional.adaptive_avg_pool2d(x, 1), 1))
+
+
 class DoubleConv(nn.Sequential):
     def __init__(self, cin, cout):
         super().__init__(*conv_bn(cin, cout, 3), nn.ReLU(inplace=True), *conv_bn(cout, cout, 3), nn.ReLU(inplace=True))
@@ -211,7 +245,7 @@ class Tiny(nn.Module):
         return self.fc(torch.flatten(nn.functional.adaptive_avg_pool2d(x, 1), 1))
 
 
-NAMES = ("resnet18", "mobilenet", "unet", "resnet", "effnet")
+NAMES = ("resnet18", "mobilenet", "unet", "resnet", "effnet", "senet")
 SEGMENT = {"unet"}
 
 
@@ -226,6 +260,8 @@ def make(name, classes, dropout=0.0):
         return ResNetSmall(classes, dropout)
     if name == "effnet":
         return EffNet(classes, dropout)
+    if name == "senet":
+        return SENet(classes, dropout)
     if name == "tiny":
         return Tiny(classes)
     if name.startswith("tv_"):  # torchvision's own, where installed (tests/test_torch_zoo.sh)

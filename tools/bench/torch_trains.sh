@@ -19,12 +19,13 @@ export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT
 D="$PY tests/torch/data.py"
-echo "== trains as PyTorch trains: 5 networks, 20 steps each (batch 32, lr 0.01), same weights and batches"
+echo "== trains as PyTorch trains: 6 networks, 20 steps each (batch 32, lr 0.01), same weights and batches"
 $D data "$tmp/c32" 640 32 3 1 && $D data "$tmp/c64" 640 64 3 1 && $D data "$tmp/s32" 640 32 3 1 segment || exit 1
 mkdir -p "$tmp/pt"
 "$PY" tests/torch/torch_trains.py prepare "$tmp/pt" 32 0.01 "resnet:$tmp/c32:3:32" "mobilenet:$tmp/c32:3:32" \
-    "effnet:$tmp/c32:3:32" "unet:$tmp/s32:4:32" "resnet18:$tmp/c64:3:64" > "$tmp/log" 2>&1 || { tail -n 5 "$tmp/log"; exit 1; }
-for net in resnet mobilenet effnet unet resnet18; do
+    "effnet:$tmp/c32:3:32" "senet:$tmp/c32:3:32" "unet:$tmp/s32:4:32" "resnet18:$tmp/c64:3:64" > "$tmp/log" 2>&1 ||
+    { tail -n 5 "$tmp/log"; exit 1; }
+for net in resnet mobilenet effnet senet unet resnet18; do
     d=c32
     [ $net = unet ] && d=s32
     [ $net = resnet18 ] && d=c64
