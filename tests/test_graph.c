@@ -459,7 +459,7 @@ static void checkpoints(void)
     ddl_graph_destroy(g, NULL);
 }
 
-/* deep: networks of torchvision's depth (DenseNet-121 imports as 845 layers): 200 blocks of conv,
+/* deep: networks of torchvision's depth (DenseNet-201 imports as 608 layers): 200 blocks of conv,
  * batchnorm and relu, 603 layers of 602 parameter and 400 buffer tensors (past the 128 each of
  * before), train, go to a checkpoint and come back, and a predictor gives the model's logits; a
  * graph takes DDL_GRAPH_MAX_LAYERS layers, and the next is refused, naming the limit. */

@@ -7,13 +7,15 @@
 #    its outputs for two 64x64 images are the network's float64 ones within 1e-5 of their scale
 #    (PyTorch's own float32 outputs are 2e-7 to 8e-7 off; ddl's were 1e-7 to 5e-7);
 #  - training: MobileNetV3-Small (squeeze-and-excitation, Hardswish), EfficientNet-B0 (SiLU,
-#    squeeze-and-excitation), DenseNet-121 (Concats of up to 25 inputs, 845 layers) and
+#    squeeze-and-excitation), DenseNet-121 (Concats of up to 25 inputs) and
 #    ShuffleNetV2 (channel shuffles, chunks: slices of the channels) exported in training mode
 #    (tests/torch/torch_trains.py, nets.py's tv_ names; their dropout set to 0, as a random mask
 #    cannot be shared): ddl's eval outputs are PyTorch's within 1e-4, and each of 10
 #    SGD steps' loss is PyTorch's within 1e-5 (MobileNetV3-Small, whose float32 PyTorch stays within
 #    2e-7 of its float64) or 1e-3 over the steps PyTorch's float32 agrees with its float64 (data.py
-#    compare).
+#    compare);
+#  - DenseNet-121 imports as 368 layers after its input: its k-th torch.cat is the concat of the
+#    one before and one more feature (845 layers when each was a chain of its own).
 # ddl-test: beside (builds or computes and bounds no time: it runs beside another such test)
 . "$(dirname "$0")/lib.sh"
 BUILD=${BUILD:-build}
@@ -44,6 +46,11 @@ print("ddl %.2g of the scale from float64, PyTorch float32 %.2g" % (e, p)); sys.
     [ $r -eq 0 ] || echo "   $net: $line"
     check "$net: ddl's eval outputs are the network's ($(tail -n 1 "$tmp/out" | cut -c 1-200))" $r
 done
+
+"$T" --arch "$tmp/zoo/densenet121.onnx" --data "$tmp/zoo/x.npy" --targets "$tmp/zoo/y.npy" --epochs 0 --quiet \
+    --save "$tmp/dn.ckpt" > "$tmp/log" 2>&1
+n=$("$BUILD/bin/ddl-ckpt" show "$tmp/dn.ckpt" 2> /dev/null | sed -n '/^graph/,/^tensors/p' | grep -vc '^graph\|^tensors')
+[ "$n" -eq 368 ]; check "DenseNet-121 is 368 layers after its input, each torch.cat a concat of the one before (got $n)" $?
 
 # ---- training: each step's loss ----
 $D data "$tmp/c32" 160 32 3 1; check "data.py writes 160 images of 3 classes at 32x32" $?

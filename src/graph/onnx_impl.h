@@ -248,12 +248,15 @@ int ddl__onnx_norm_reshape(imp *m, ddl_graph *g, const node *n, int x, const int
 ddl__onnx_pend *ddl__onnx_pending(imp *m, const char *name);
 int ddl__onnx_new_pend(imp *m, const node *n, const char *name, int kind, int layer, int groups);
 
-/* onnx_import_channels.c: channels moved, not computed. ddl__onnx_channel_slice: a Slice of a
+/* onnx_import_channels.c: channels moved, not computed. ddl__onnx_concat: Concat of layers along
+ * the channels (axis 1), a chain of concat layers that reuses an earlier one of the same inputs;
+ * of one input, that input. ddl__onnx_channel_slice: a Slice of a
  * layer's output along the channels as a slice layer. ShuffleNet's channel shuffle, as torch
  * writes it: Reshape of a layer to (N, G, C / G, H, W) (ddl__onnx_shuffle_split, from
  * onnx_import_shape.c's Reshape), Transpose (0, 2, 1, 3, 4) (ddl__onnx_shuffle_swap; -1 when the
  * Transpose reads no such value), Reshape back to (N, C, H, W) (ddl__onnx_shuffle_join): a
  * shuffle layer. DDL_OK, or DDL_EINVAL with the node named. */
+int ddl__onnx_concat(imp *m, ddl_graph *g, const node *n);
 int ddl__onnx_channel_slice(imp *m, ddl_graph *g, const node *n, int x);
 int ddl__onnx_shuffle_split(imp *m, const node *n, int x, int64_t groups);
 int ddl__onnx_shuffle_swap(imp *m, const node *n);

@@ -550,25 +550,13 @@ static int alias(imp *m, const node *n)
     return rc;
 }
 
-/* join: Add or Concat (axis 1) of layers. */
-static int join(imp *m, ddl_graph *g, const node *n)
+/* add_layers: Add of two layers or more, of one shape (a chain of add layers). */
+static int add_layers(imp *m, ddl_graph *g, const node *n)
 {
-    if (strcmp(n->op, "Concat") == 0 && n->n_in == 1) /* DenseNet's first torch.cat of a list of one */
-        return alias(m, n);
     int x = n->n_in ? layer_in(m, n, n->in[0]) : -1;
-    if (strcmp(n->op, "Concat") == 0 && x >= 0) { /* axis 1, or its negative */
-        attr ax = get(n, "axis");
-        int r = x ? ddl__onnx_rank(g, x) : 4;
-        int64_t v = ax.found && ax.n == 1 ? ax.ints[0] : 0;
-        if (!ax.found || ax.n != 1 || (v < 0 ? v + r : v) != 1) {
-            char d[200];
-            return fail(m, "node %s (Concat): axis %s of %d-D inputs: ddl takes axis 1 only (the channels)", n->name,
-                        ax.n >= 1 ? ints_text(ax.ints, ax.n, d) : "(none)", r);
-        }
-    }
     for (int i = 1; x >= 0 && i < n->n_in; i++) {
         int y = layer_in(m, n, n->in[i]);
-        x = y < 0 ? -1 : n->op[0] == 'A' ? ddl_graph_add(g, x, y) : ddl_graph_concat(g, x, y);
+        x = y < 0 ? -1 : ddl_graph_add(g, x, y);
         if (x < 0 && y >= 0)
             return fail(m, "node %s (%s): %s", n->name, n->op, ddl_graph_error(g));
     }
@@ -666,14 +654,14 @@ static int one_node(imp *m, ddl_graph *g, const node *n)
         if (rc != -1)
             return rc;
         if (strcmp(op, "Add") == 0)
-            return join(m, g, n);
+            return add_layers(m, g, n);
         if (strcmp(op, "Mul") == 0 && n->n_in == 2)
             return ddl__onnx_mul_layers(m, g, n);
         return fail(m, "node %s (%s): ddl takes %s of a layer and a constant (a scalar or one value per channel)",
                     n->name, op, op);
     }
     if (strcmp(op, "Concat") == 0)
-        return join(m, g, n);
+        return ddl__onnx_concat(m, g, n);
     if (strcmp(op, "Dropout") == 0)
         return dropout(m, g, n);
     if (strcmp(op, "Identity") == 0)

@@ -1,5 +1,6 @@
-/* onnx_import_channels.c - ONNX nodes that move a layer's channels and compute nothing: a Slice
- * along the channels (PyTorch's x.chunk(2, dim=1), x[:, a:b]) as a slice layer, and ShuffleNet's
+/* onnx_import_channels.c - ONNX nodes that move a layer's channels and compute nothing: Concat
+ * along the channels (of 1 to 64 inputs: a chain of concat layers), a Slice along the channels
+ * (PyTorch's x.chunk(2, dim=1), x[:, a:b]) as a slice layer, and ShuffleNet's
  * channel shuffle as torch.onnx writes it (x.view(N, G, C / G, H, W), transpose(1, 2),
  * view(N, -1, H, W)) as a shuffle layer. The two values inside the shuffle exist only there
  * (m->pend, onnx_import_norm.c): any other reader is refused, named. Nothing is allocated. */
@@ -9,6 +10,42 @@
 #include <string.h>
 
 #define fail ddl__onnx_fail
+
+/* concat_of: [x, y] along the channels: an earlier concat layer of x and y when there is one (the
+ * same values), else a new one. DenseNet's k-th torch.cat takes every feature before it: as a
+ * chain of concats it is the (k - 1)-th's chain and one more, so k layers make k concats, not k^2 / 2
+ * (DenseNet-121: 368 layers, not 845). */
+static int concat_of(ddl_graph *g, int x, int y)
+{
+    for (int i = g->n - 1; i > x && i > y; i--)
+        if (g->layers[i].op == DDL__OP_CONCAT && g->layers[i].in[0] == x && g->layers[i].in[1] == y)
+            return i;
+    return ddl_graph_concat(g, x, y);
+}
+
+int ddl__onnx_concat(imp *m, ddl_graph *g, const node *n)
+{
+    int x = n->n_in ? ddl__onnx_layer_in(m, n, n->in[0]) : -1;
+    if (x < 0)
+        return n->n_in ? DDL_EINVAL : fail(m, "node %s (Concat): no input", n->name);
+    attr ax = ddl__onnx_get(n, "axis");
+    int r = x ? ddl__onnx_rank(g, x) : 4;
+    int64_t v = ax.found && ax.n == 1 ? ax.ints[0] : 0;
+    char d[200];
+    if (!ax.found || ax.n != 1 || (v < 0 ? v + r : v) != 1)
+        return fail(m, "node %s (Concat): axis %s of %d-D inputs: ddl takes axis 1 only (the channels)", n->name,
+                    ax.n >= 1 ? ddl__onnx_ints_text(ax.ints, ax.n, d) : "(none)", r);
+    if (n->n_in == 1) /* DenseNet's first torch.cat, of a list of one */
+        return ddl__onnx_define(m, n->out[0], x, -1);
+    for (int i = 1; i < n->n_in; i++) {
+        int y = ddl__onnx_layer_in(m, n, n->in[i]);
+        if (y < 0)
+            return DDL_EINVAL;
+        if ((x = concat_of(g, x, y)) < 0)
+            return fail(m, "node %s (Concat): %s", n->name, ddl_graph_error(g));
+    }
+    return ddl__onnx_added(m, g, n, x);
+}
 
 /* one_int: input k of n (or the attribute `name` before opset 10), one int64; 0, else -1. */
 static int one_int(imp *m, const node *n, int k, const char *name, int64_t dflt, int64_t *v)

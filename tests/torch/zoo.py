@@ -4,7 +4,7 @@ seed, its BatchNorms given running statistics and affine weights that are not th
 eval mode and exported by torch.onnx.export (opset 13, a free batch) as DIR/NAME.onnx, with two
 64x64 RGB images DIR/NAME.x.f32 (N, C, H, W) and the network's float64 answer to them
 DIR/NAME.want.f32 (and PyTorch's own float32 answer, DIR/NAME.torch.f32, to say how far float32
-is from float64 there). Writes DIR/cases.txt, one "MODEL X OUT" line a network, for
+is from float64 there); the images as uint8 DIR/x.npy, labels DIR/y.npy. Writes DIR/cases.txt, one "MODEL X OUT" line a network, for
 test_infer --onnx-cases. Prints one line a network: its name, parameters and export time."""
 import os
 import sys
@@ -53,6 +53,9 @@ def main():
             y32 = m(x).numpy()
             y64 = m.double()(x.double()).numpy()
         x.numpy().astype(np.float32).tofile(path + ".x.f32")
+        if not os.path.exists(os.path.join(out, "x.npy")):  # the images as ddl-train reads them
+            np.save(os.path.join(out, "x.npy"), (x.numpy() * 255).astype(np.uint8))
+            np.save(os.path.join(out, "y.npy"), np.arange(2, dtype=np.int64))
         y64.astype(np.float32).tofile(path + ".want.f32")
         y32.astype(np.float32).tofile(path + ".torch.f32")
         params = sum(p.numel() for p in m.parameters())
