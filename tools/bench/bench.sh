@@ -20,6 +20,8 @@
 #       against lenet, and --arch cnn on 64x64 RGB photos against PyTorch (graph.sh, graph.c).
 #   2f. ResNet-18 imported from PyTorch's ONNX export (BatchNorm in training mode) against PyTorch,
 #       and BatchNorm against the conv before it (resnet.sh, resnet_torch.py, bn.c).
+#   2g. torchvision's MobileNetV3-Small, EfficientNet-B0, ShuffleNetV2 and DenseNet-121 trained
+#       from their ONNX exports against PyTorch (zoo.sh, zoo_torch.py; BENCH_ONLY=zoo).
 #   3. ddl-bench allreduce for every transport at 256 KiB and 8 MiB, and MPI_Allreduce (busbw.sh).
 #   4. What frame MACs cost, and zmq against tcp and against libzmq alone (mac.sh, zmq_floor.c).
 #   5. ddl-serve under wrk: :predict with one LeNet instance per request (serve.sh).
@@ -50,7 +52,7 @@
 #       LeNet's test accuracy in float32 and bfloat16 (bf16.sh).
 #   2h. The AMX bfloat16 path: the product alone and the cnn preset on AMX, AVX512-BF16, float32 and
 #       PyTorch's autocast (amx.sh; "skipped: no AMX" on a CPU without it).
-# BENCH_ONLY=lenet|unet|scaling|threads|ops|load|graph|bf16|resnet|allreduce|mac|serve|serve_batch|pg|pg_batch|twohost|ps|wire|halving|hier|compress|elastic|torchtrain|acc5|winograd|amx,
+# BENCH_ONLY=lenet|unet|scaling|threads|ops|load|graph|bf16|resnet|allreduce|mac|serve|serve_batch|pg|pg_batch|twohost|ps|wire|halving|hier|compress|elastic|torchtrain|acc5|winograd|amx|zoo,
 # SCENES (default 1024),
 # SERVE_SECONDS (default 30), SERVE_CONNS (default 64).
 # Every section adds its figures to one table (tools/bench/lib.sh), printed at the end: each figure,
@@ -196,6 +198,9 @@ fi
 
 if [ -z "$ONLY" ] || [ "$ONLY" = resnet ]; then
     BUILD="$BUILD" REPEAT="$REPEAT" sh "$here/resnet.sh" # ResNet-18 with BatchNorm against PyTorch; BN against conv
+fi
+if [ -z "$ONLY" ] || [ "$ONLY" = zoo ]; then
+    BUILD="$BUILD" REPEAT="$REPEAT" sh "$here/zoo.sh" # torchvision's networks, trained, against PyTorch
 fi
 if [ -z "$ONLY" ] || [ "$ONLY" = allreduce ]; then
     BUILD="$BUILD" REPEAT="$REPEAT" sh "$here/busbw.sh" # every transport and MPI_Allreduce, medians

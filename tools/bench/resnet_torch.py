@@ -77,31 +77,7 @@ def main():
                           training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False,
                           dynamic_axes={"pixels": {0: "N"}, "logits": {0: "N"}})
         return
-    wall0 = time.perf_counter()
-    g = torch.Generator().manual_seed(1)
-    model, x = torch_modes.prepare(model, torch.rand(a.batch, 3, a.size, a.size, generator=g), a.mode)
-    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    loss_fn = nn.CrossEntropyLoss()
-    y = torch.randint(0, a.classes, (a.batch,), generator=g)
-
-    def step():
-        opt.zero_grad(set_to_none=True)
-        with torch_modes.autocast(a.mode):
-            loss = loss_fn(model(x), y)
-        loss.backward()
-        opt.step()
-        return loss.item()
-
-    step()  # warm-up, untimed
-    steps = max(1, a.images // a.batch)
-    t0 = time.perf_counter()
-    for _ in range(steps):
-        loss = step()
-    dt = time.perf_counter() - t0
-    print("epoch=1 loss=%.4f images_per_sec=%.1f step_ms=%.1f wall_s=%.1f threads=%d mode=%s" %
-          (loss, steps * a.batch / dt, 1e3 * dt / steps, time.perf_counter() - wall0, a.threads,
-           a.mode))
-
+    torch_modes.time_batch_steps(model, a, time.perf_counter())
 
 if __name__ == "__main__":
     main()

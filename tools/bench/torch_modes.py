@@ -76,3 +76,32 @@ def autocast(mode):
     if mode == "bf16":
         return torch.autocast("cpu", dtype=torch.bfloat16)
     return contextlib.nullcontext()
+
+
+def time_batch_steps(model, a, wall0):
+    """a.images // a.batch training steps (SGD lr 0.01 momentum 0.9, cross-entropy) of model on one
+    RANDOM batch of a.size x a.size RGB images (only the speed is compared), in a.mode, after one
+    untimed warm-up step; prints the summary line the bench scripts read (images_per_sec=)."""
+    import time
+    g = torch.Generator().manual_seed(1)
+    model, x = prepare(model, torch.rand(a.batch, 3, a.size, a.size, generator=g), a.mode)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    y = torch.randint(0, a.classes, (a.batch,), generator=g)
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        with autocast(a.mode):
+            loss = loss_fn(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss.item()
+
+    step()  # warm-up, untimed
+    steps = max(1, a.images // a.batch)
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        loss = step()
+    dt = time.perf_counter() - t0
+    print("epoch=1 loss=%.4f images_per_sec=%.1f step_ms=%.1f wall_s=%.1f threads=%d mode=%s" %
+          (loss, steps * a.batch / dt, 1e3 * dt / steps, time.perf_counter() - wall0, a.threads, a.mode))
