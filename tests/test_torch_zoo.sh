@@ -3,17 +3,18 @@
 # /usr/bin/python3 has torchvision; tools/install-deps.sh installs it where python3-torch is):
 #  - eval mode: ResNet-18, MobileNetV2, MobileNetV3-Small, EfficientNet-B0, SqueezeNet 1.1,
 #    GoogLeNet, RegNetY-400MF, MnasNet 0.5, DenseNet-121 and ShuffleNetV2 0.5 (tests/torch/zoo.py:
-#    10 classes, BatchNorms with statistics of their own, torch.onnx.export at opset 13): ddl imports each and
-#    its outputs for two 64x64 images are the network's float64 ones within 1e-5 of their scale
+#    10 classes, BatchNorms with statistics of their own, torch.onnx.export at opset 13): ddl imports
+#    each and its outputs for two 64x64 images are the network's float64 ones within 1e-5 of their scale
 #    (PyTorch's own float32 outputs are 2e-7 to 8e-7 off; ddl's were 1e-7 to 5e-7);
-#  - training: MobileNetV3-Small (squeeze-and-excitation, Hardswish), EfficientNet-B0 (SiLU,
-#    squeeze-and-excitation), DenseNet-121 (Concats of up to 25 inputs) and
-#    ShuffleNetV2 (channel shuffles, chunks: slices of the channels) exported in training mode
+#  - training: MobileNetV3-Small (squeeze-and-excitation, Hardswish) and ShuffleNetV2 (channel
+#    shuffles, chunks: slices of the channels) exported in training mode
 #    (tests/torch/torch_trains.py, nets.py's tv_ names; their dropout set to 0, as a random mask
 #    cannot be shared): ddl's eval outputs are PyTorch's within 1e-4, and each of 10
 #    SGD steps' loss is PyTorch's within 1e-5 (MobileNetV3-Small, whose float32 PyTorch stays within
 #    2e-7 of its float64) or 1e-3 over the steps PyTorch's float32 agrees with its float64 (data.py
-#    compare);
+#    compare). EfficientNet-B0 (9.1e-5 over the 5 steps PyTorch agrees with itself) and DenseNet-121
+#    (1.2e-4 over 3) were measured so too, and left out: the test took 65 s with them, 35 without
+#    (make test must stay under 15 minutes; docs/DATA.md has their figures);
 #  - DenseNet-121 imports as 368 layers after its input: its k-th torch.cat is the concat of the
 #    one before and one more feature (845 layers when each was a chain of its own).
 # ddl-test: beside (builds or computes and bounds no time: it runs beside another such test)
@@ -47,14 +48,14 @@ print("ddl %.2g of the scale from float64, PyTorch float32 %.2g" % (e, p)); sys.
     check "$net: ddl's eval outputs are the network's ($(tail -n 1 "$tmp/out" | cut -c 1-200))" $r
 done
 
-"$T" --arch "$tmp/zoo/densenet121.onnx" --data "$tmp/zoo/x.npy" --targets "$tmp/zoo/y.npy" --epochs 0 --quiet \
+"$T" --arch "$tmp/zoo/densenet121.onnx" --data "$tmp/zoo/x.npy" --targets "$tmp/zoo/y.npy" --epochs 0 --batch 2 --quiet \
     --save "$tmp/dn.ckpt" > "$tmp/log" 2>&1
 n=$("$BUILD/bin/ddl-ckpt" show "$tmp/dn.ckpt" 2> /dev/null | sed -n '/^graph/,/^tensors/p' | grep -vc '^graph\|^tensors')
 [ "$n" -eq 368 ]; check "DenseNet-121 is 368 layers after its input, each torch.cat a concat of the one before (got $n)" $?
 
 # ---- training: each step's loss ----
 $D data "$tmp/c32" 160 32 3 1; check "data.py writes 160 images of 3 classes at 32x32" $?
-NETS="tv_mobilenet_v3_small tv_efficientnet_b0 tv_densenet121 tv_shufflenet_v2_x0_5"
+NETS="tv_mobilenet_v3_small tv_shufflenet_v2_x0_5"
 mkdir -p "$tmp/pt"
 "$PYTHON" tests/torch/torch_trains.py prepare "$tmp/pt" 16 0.01 $(for n in $NETS; do echo "$n:$tmp/c32:3:32"; done) \
     > "$tmp/log" 2>&1
