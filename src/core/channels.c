@@ -8,18 +8,19 @@
 
 #define GRAIN_FLOATS ((size_t)16384) /* as ops.c: a task moves at least this many floats */
 
-typedef struct shuffle_job {
+/* one job of either kind: a shuffle (c, groups, inverse) or a slice (in_c, out_c, at, add) */
+typedef struct channels_job {
     int c, groups, inverse, add;
     size_t s, in_c, out_c, at;   /* plane size; input and output channels a sample; slice: its start */
     const float *x;
     float *y;
-} shuffle_job;
+} channels_job;
 
 /* shuffle_samples: channel i * (c / groups) + j of x goes to channel j * groups + i of y (the
  * inverse: back) */
 static void shuffle_samples(void *arg, size_t lo, size_t hi)
 {
-    const shuffle_job *j = (const shuffle_job *)arg;
+    const channels_job *j = (const channels_job *)arg;
     size_t per = (size_t)(j->c / j->groups), plane = j->s * sizeof(float);
     for (size_t n = lo; n < hi; n++) {
         const float *x = j->x + n * j->c * j->s;
@@ -37,7 +38,7 @@ static void shuffle_samples(void *arg, size_t lo, size_t hi)
 
 void ddl__shuffle_channels(int n, int c, int groups, size_t s, const float *x, float *y, int inverse)
 {
-    shuffle_job j = {.c = c, .groups = groups, .inverse = inverse, .s = s, .x = x, .y = y};
+    channels_job j = {.c = c, .groups = groups, .inverse = inverse, .s = s, .x = x, .y = y};
     ddl__parallel_range((size_t)n, GRAIN_FLOATS / ((size_t)c * s + 1) + 1, shuffle_samples, &j);
 }
 
@@ -45,7 +46,7 @@ void ddl__shuffle_channels(int n, int c, int groups, size_t s, const float *x, f
  * channels, gets x (out_c channels) at `at`, zeros elsewhere, or (add) x added there alone */
 static void slice_samples(void *arg, size_t lo, size_t hi)
 {
-    const shuffle_job *j = (const shuffle_job *)arg;
+    const channels_job *j = (const channels_job *)arg;
     for (size_t n = lo; n < hi; n++) {
         if (j->add < 0) {
             memcpy(j->y + n * j->out_c * j->s, j->x + (n * j->in_c + j->at) * j->s, j->out_c * j->s * sizeof(float));
@@ -67,14 +68,14 @@ static void slice_samples(void *arg, size_t lo, size_t hi)
 
 void ddl__slice_channels(int n, int c, int start, int count, size_t s, const float *x, float *y)
 {
-    shuffle_job j = {.add = -1, .s = s, .in_c = (size_t)c, .out_c = (size_t)count, .at = (size_t)start, .x = x,
+    channels_job j = {.add = -1, .s = s, .in_c = (size_t)c, .out_c = (size_t)count, .at = (size_t)start, .x = x,
                      .y = y};
     ddl__parallel_range((size_t)n, GRAIN_FLOATS / ((size_t)count * s + 1) + 1, slice_samples, &j);
 }
 
 void ddl__slice_channels_backward(int n, int c, int start, int count, size_t s, const float *dy, float *dx, int add)
 {
-    shuffle_job j = {.add = add != 0, .s = s, .in_c = (size_t)c, .out_c = (size_t)count, .at = (size_t)start,
+    channels_job j = {.add = add != 0, .s = s, .in_c = (size_t)c, .out_c = (size_t)count, .at = (size_t)start,
                      .x = dy, .y = dx};
     ddl__parallel_range((size_t)n, GRAIN_FLOATS / ((size_t)c * s + 1) + 1, slice_samples, &j);
 }
